@@ -1,0 +1,63 @@
+"""An HLO module: instructions in topological order, operands by position.
+
+Passes take a module and return a new one; nothing mutates a module after it is built.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+
+from .dtypes import DType
+
+
+class Instruction:
+    __slots__ = ("op", "operands", "shape", "dtype", "attrs")
+
+    def __init__(self, op: str, operands: tuple, shape: tuple, dtype: DType, attrs: dict) -> None:
+        self.op = op
+        self.operands = tuple(operands)   # positions of earlier instructions
+        self.shape = tuple(shape)
+        self.dtype = dtype
+        self.attrs = dict(attrs)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def key(self) -> tuple:
+        return (self.op, self.operands, self.shape, self.dtype.short, tuple(sorted(self.attrs.items())))
+
+    def __repr__(self) -> str:
+        return f"<Instruction {self.op} {self.dtype.short}{list(self.shape)} {self.operands}>"
+
+
+class Module:
+    def __init__(self, name: str, instructions: list, outputs: Iterable[int]) -> None:
+        self.name = name
+        self.instructions = list(instructions)
+        self.outputs = tuple(outputs)
+
+    @property
+    def parameters(self) -> list:
+        """Positions of the parameter instructions, ordered by parameter number."""
+        ps = [i for i, ins in enumerate(self.instructions) if ins.op == "parameter"]
+        return sorted(ps, key=lambda i: self.instructions[i].attrs["number"])
+
+    def users(self) -> list:
+        """users[i]: positions of the instructions that read instruction i."""
+        out: list = [[] for _ in self.instructions]
+        for i, ins in enumerate(self.instructions):
+            for o in ins.operands:
+                out[o].append(i)
+        return out
+
+    def __eq__(self, other: Any) -> bool:
+        return (isinstance(other, Module) and self.outputs == other.outputs
+                and [i.key() for i in self.instructions] == [i.key() for i in other.instructions])
+
+    def __str__(self) -> str:
+        from .printer import print_module
+        return print_module(self)
+
+
+def module_from(instructions: list, outputs: Iterable[int], name: Optional[str] = None) -> Module:
+    return Module(name or "module", instructions, outputs)

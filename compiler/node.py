@@ -1,0 +1,65 @@
+"""The traced graph: immutable nodes that a lazy tensor points at.
+
+A node is an operation applied to operand nodes (an HLO instruction that is not yet in a
+module), or a leaf:
+
+- ``parameter``: holds a device buffer (``node.buffer``); a parameter of the module;
+- ``scalar``: a Python scalar (``node.value``); a runtime scalar parameter, so that a value
+  that changes every step does not change the fingerprint;
+- ``constant``: a literal kept in the module (``node.value`` is a `Literal`).
+
+An operation node gains a buffer when it is materialized; from then on a module treats it
+as a parameter leaf. Its operands are kept only while a gradient tape may still walk
+through it (see `release`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .dtypes import DType
+
+LEAF_OPS = frozenset(("parameter", "scalar", "constant"))
+
+
+class Node:
+    __slots__ = ("op", "operands", "shape", "dtype", "attrs", "buffer", "value", "sig",
+                 "__weakref__")
+
+    def __init__(self, op: str, operands: tuple, shape: tuple, dtype: DType,
+                 attrs: dict, buffer: Any = None, value: Any = None) -> None:
+        self.op = op
+        self.operands = operands
+        self.shape = shape
+        self.dtype = dtype
+        self.attrs = attrs
+        self.buffer = buffer
+        self.value = value
+        self.sig = None     # structural signature, filled when first put in a module
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.buffer is not None or self.op in LEAF_OPS
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def release(self) -> None:
+        """Forget the operands of a materialized node so that history can be freed."""
+        self.operands = ()
+
+    def __repr__(self) -> str:
+        dims = ",".join(map(str, self.shape))
+        return f"<Node {self.op} {self.dtype.short}[{dims}]>"
+
+
+def parameter_leaf(buffer: Any, shape: tuple, dtype: DType) -> Node:
+    return Node("parameter", (), shape, dtype, {}, buffer=buffer)
+
+
+def scalar_leaf(value: Any, dtype: DType) -> Node:
+    return Node("scalar", (), (), dtype, {}, value=value)
+
+
+def constant_leaf(literal: Any, dtype: DType) -> Node:
+    return Node("constant", (), tuple(literal.array.shape), dtype, {}, value=literal)

@@ -1,0 +1,120 @@
+"""What a primitive is, the registry of all of them, and `apply`, which records one.
+
+Each primitive is defined once, in a stanza under `compiler/primitives/`, with everything
+the stack needs: its shape and dtype rule, its NumPy reference (the interpreter and the
+test oracle), its vector-Jacobian product (built from primitives, so gradients are lazy
+graphs too) and its elemental code. Nothing else in the project switches on op names.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from . import dtypes as D
+from .dtypes import DType
+from .node import Node
+
+# kinds, which fusion reads
+ELEMENTWISE = "elementwise"   # out[i] = f(a[i], b[i], ...)
+INDEXING = "indexing"         # only moves elements: out[i] = a[g(i)]
+REDUCTION = "reduction"       # combines elements along axes
+LIBRARY = "library"           # handed to a tuned library (BLAS, cuBLAS)
+OPAQUE = "opaque"             # needs its whole input (sort, scatter)
+LEAF = "leaf"                 # parameter, constant, iota
+
+NOT_DIFFERENTIABLE = "not differentiable"
+
+
+@dataclass(eq=False)
+class Primitive:
+    name: str
+    kind: str
+    infer: Callable[..., tuple]          # (operands, **attrs) -> (shape, dtype)
+    reference: Callable[..., Any]        # (*numpy arrays, **attrs) -> numpy array
+    attrs: tuple = ()                    # attribute names, in the order they print
+    vjp: Any = None                      # (g, out, *operands, **attrs) -> cotangents
+    emit: Any = None                     # elemental code: see compiler/codegen
+    math: Optional[str] = None           # name in the per-target math table
+    doc: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+
+PRIMITIVES: dict[str, Primitive] = {}
+
+
+def primitive(name: str, kind: str, infer: Callable, reference: Callable, **kw: Any) -> Primitive:
+    if name in PRIMITIVES:
+        raise ValueError(f"primitive {name!r} defined twice")
+    p = Primitive(name, kind, infer, reference, **kw)
+    PRIMITIVES[name] = p
+    return p
+
+
+def get(name: str) -> Primitive:
+    try:
+        return PRIMITIVES[name]
+    except KeyError:
+        raise ValueError(f"unknown HLO op {name!r}") from None
+
+
+def apply(name: str, *operands: Node, **attrs: Any) -> Node:
+    """Record one primitive applied to nodes: infer its type, make its node."""
+    shape, dtype = PRIMITIVES[name].infer(operands, **attrs)
+    return Node(name, operands, shape, dtype, attrs)
+
+
+# ---- shape and dtype rules shared by many stanzas ------------------------------------
+
+def fmt_type(x: Any) -> str:
+    return f"{x.dtype.short}[{','.join(map(str, x.shape))}]"
+
+
+def fail(op: str, operands: Any, why: str, exc: type = ValueError) -> None:
+    types = ", ".join(fmt_type(o) for o in operands)
+    raise exc(f"{op}({types}): {why}")
+
+
+def _same_shapes(op: str, operands: tuple) -> tuple:
+    shape = operands[0].shape
+    for o in operands[1:]:
+        if o.shape != shape:
+            fail(op, operands, "operands of an elementwise op must have equal shapes")
+    return shape
+
+
+def _same_dtypes(op: str, operands: tuple) -> DType:
+    dtype = operands[0].dtype
+    for o in operands[1:]:
+        if o.dtype is not dtype:
+            fail(op, operands, "operands must have the same dtype", TypeError)
+    return dtype
+
+
+def dtype_rule(allowed: tuple, what: str) -> Callable[[str, tuple], DType]:
+    def rule(op: str, operands: tuple) -> DType:
+        dtype = _same_dtypes(op, operands)
+        if dtype not in allowed:
+            fail(op, operands, f"needs {what} operands", TypeError)
+        return dtype
+    rule.allowed = allowed
+    return rule
+
+
+float_only = dtype_rule(D.FLOATS, "floating-point")
+numeric = dtype_rule(D.NUMERIC, "numeric (not bool)")
+signed_numeric = dtype_rule(D.INTS + D.FLOATS, "signed numeric")
+integer_only = dtype_rule(D.INTEGERS, "integer")
+int_or_bool = dtype_rule(D.INTEGERS + (D.bool_,), "integer or bool")
+any_dtype = dtype_rule(D.ALL, "any")
+
+
+def elementwise_infer(name: str, rule: Callable, out_dtype: Optional[DType] = None) -> Callable:
+    def infer(operands: tuple) -> tuple:
+        shape = _same_shapes(name, operands)
+        dtype = rule(name, operands)
+        return shape, (out_dtype or dtype)
+    infer.dtypes = rule.allowed
+    return infer

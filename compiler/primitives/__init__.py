@@ -1,0 +1,2 @@
+"""Every primitive, one stanza each. Importing this package fills the registry."""
+from . import elementwise, linalg, reduction, sorting, structural  # noqa: F401

@@ -1,0 +1,272 @@
+"""Elementwise primitives: out[i] = f(a[i], b[i], ...), operands of equal shape.
+
+Each stanza: name, dtype rule, NumPy reference, elemental code. The references compute
+half-precision floats in float32 and round once, as the compiled kernels do.
+
+Elemental code (`emit`) is written against the emitter interface of
+`compiler/codegen/elemental.py`: ``e.add(a, b)``, ``e.math("exp", x)``,
+``e.compare("LT", a, b)`` and so on; a value carries its dtype, so one rule serves every
+dtype and every target.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as D
+from ..primitive import (ELEMENTWISE, any_dtype, elementwise_infer, fail, float_only,
+                         int_or_bool, integer_only, numeric, primitive, _same_shapes)
+
+_HALF = (D.float16, D.bfloat16)
+
+
+def _float_ref(fn):
+    """Run a float function in at least float32 and round the result to the input dtype."""
+    def ref(*arrays, **attrs):
+        dtype = arrays[0].dtype
+        wide = [a.astype(np.float32) if a.dtype in (np.float16, D.bfloat16.np) else a
+                for a in arrays]
+        return np.asarray(fn(*wide, **attrs)).astype(dtype)
+    return ref
+
+
+def _same_dtype_ref(fn):
+    def ref(*arrays, **attrs):
+        return np.asarray(fn(*arrays, **attrs)).astype(arrays[0].dtype)
+    return ref
+
+
+def unary(name, rule, reference, emit, math_name=None, out_dtype=None, doc=""):
+    return primitive(name, ELEMENTWISE, elementwise_infer(name, rule, out_dtype), reference,
+                     emit=emit, math=math_name, doc=doc)
+
+
+def float_unary(name, fn, doc=""):
+    """A transcendental or rounding function: its code comes from the target's math table."""
+    return unary(name, float_only, _float_ref(fn), lambda e, x, _n=name: e.math(_n, x),
+                 math_name=name, doc=doc)
+
+
+def binary(name, rule, reference, emit, math_name=None, doc=""):
+    return primitive(name, ELEMENTWISE, elementwise_infer(name, rule), reference,
+                     emit=emit, math=math_name, doc=doc)
+
+
+# ---- references that NumPy lacks or defines differently ------------------------------
+
+def _logistic(x):
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _int_divide(a, b):
+    """C division: truncates toward zero; x / 0 = 0 (defined, unlike C)."""
+    safe = np.where(b == 0, 1, b)
+    q = np.floor_divide(a, safe)
+    fix = (np.remainder(a, safe) != 0) & ((a < 0) != (safe < 0))
+    return np.where(b == 0, 0, q + fix.astype(q.dtype))
+
+
+def _divide(a, b):
+    if a.dtype.kind in "iu":
+        return _int_divide(a, b).astype(a.dtype)
+    return _float_ref(np.divide)(a, b)
+
+
+def _remainder(a, b):
+    """C fmod: the sign of the dividend; x % 0 = 0 for integers."""
+    if a.dtype.kind in "iu":
+        safe = np.where(b == 0, 1, b)
+        return np.where(b == 0, 0, np.fmod(a, safe)).astype(a.dtype)
+    return _float_ref(np.fmod)(a, b)
+
+
+def _power(a, b):
+    if a.dtype.kind in "iu":
+        neg = b < 0 if a.dtype.kind == "i" else np.zeros(b.shape, bool)
+        safe = np.where(neg, 0, b)
+        pos = np.power(a, safe)
+        # a ** negative: 1 for 1, +-1 for -1, 0 otherwise (integer semantics)
+        odd = (np.abs(b) % 2) == 1
+        negpow = np.where(a == 1, 1, np.where(a == -1, np.where(odd, -1, 1), 0))
+        return np.where(neg, negpow, pos).astype(a.dtype)
+    return _float_ref(np.power)(a, b)
+
+
+def _shift(kind):
+    def ref(a, b):
+        bits = a.dtype.itemsize * 8
+        bu = b.astype(np.uint64)
+        ok = bu < bits
+        amt = np.where(ok, b, 0).astype(a.dtype)
+        if kind == "left":
+            return np.where(ok, np.left_shift(a, amt), 0).astype(a.dtype)
+        if kind == "logical":
+            ua = a.view(np.dtype(f"u{a.dtype.itemsize}"))
+            r = np.where(ok, np.right_shift(ua, amt.view(ua.dtype)), 0).astype(ua.dtype)
+            return r.view(a.dtype)
+        fill = np.where(a < 0, -1, 0) if a.dtype.kind == "i" else 0
+        return np.where(ok, np.right_shift(a, amt), fill).astype(a.dtype)
+    return ref
+
+
+def _not(x):
+    return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+
+
+def _sign(x):
+    return np.sign(x).astype(x.dtype)
+
+
+# ---- unary --------------------------------------------------------------------------
+
+neg = unary("negate", numeric, _same_dtype_ref(np.negative), lambda e, x: e.neg(x))
+abs_ = unary("abs", numeric, _same_dtype_ref(np.abs), lambda e, x: e.abs(x))
+sign = unary("sign", numeric, _sign, lambda e, x: e.sign(x))
+not_ = unary("not", int_or_bool, _not, lambda e, x: e.not_(x),
+             doc="Logical not for bool, bitwise not for integers.")
+
+exp = float_unary("exponential", np.exp)
+expm1 = float_unary("exponential_minus_one", np.expm1)
+log = float_unary("log", np.log)
+log1p = float_unary("log_plus_one", np.log1p)
+sqrt = float_unary("sqrt", np.sqrt)
+rsqrt = float_unary("rsqrt", lambda x: 1 / np.sqrt(x))
+tanh = float_unary("tanh", np.tanh)
+logistic = float_unary("logistic", _logistic)
+sin = float_unary("sine", np.sin)
+cos = float_unary("cosine", np.cos)
+tan = float_unary("tan", np.tan)
+asin = float_unary("asin", np.arcsin)
+acos = float_unary("acos", np.arccos)
+atan = float_unary("atan", np.arctan)
+sinh = float_unary("sinh", np.sinh)
+cosh = float_unary("cosh", np.cosh)
+asinh = float_unary("asinh", np.arcsinh)
+acosh = float_unary("acosh", np.arccosh)
+atanh = float_unary("atanh", np.arctanh)
+erf = float_unary("erf", _erf)
+floor = float_unary("floor", np.floor)
+ceil = float_unary("ceil", np.ceil)
+round_ = float_unary("round_nearest_even", np.round)
+trunc = float_unary("truncate", np.trunc)
+is_finite = unary("is_finite", float_only, lambda x: np.isfinite(x),
+                  lambda e, x: e.math("is_finite", x), math_name="is_finite",
+                  out_dtype=D.bool_)
+
+# ---- binary -------------------------------------------------------------------------
+
+add = binary("add", any_dtype, lambda a, b: (np.logical_or(a, b) if a.dtype == np.bool_
+                                             else _same_dtype_ref(np.add)(a, b)),
+             lambda e, a, b: e.add(a, b))
+subtract = binary("subtract", numeric, _same_dtype_ref(np.subtract),
+                  lambda e, a, b: e.sub(a, b))
+multiply = binary("multiply", any_dtype, lambda a, b: (np.logical_and(a, b) if a.dtype == np.bool_
+                                                       else _same_dtype_ref(np.multiply)(a, b)),
+                  lambda e, a, b: e.mul(a, b))
+divide = binary("divide", numeric, _divide, lambda e, a, b: e.div(a, b),
+                doc="Floats: IEEE division. Integers: truncation toward zero; x / 0 = 0.")
+remainder = binary("remainder", numeric, _remainder, lambda e, a, b: e.rem(a, b),
+                   doc="C fmod: the result has the sign of the dividend; x % 0 = 0 for integers.")
+power = binary("power", numeric, _power, lambda e, a, b: e.pow(a, b), math_name="power")
+maximum = binary("maximum", any_dtype, _same_dtype_ref(np.maximum), lambda e, a, b: e.max(a, b),
+                 doc="NaN-propagating, as NumPy's maximum.")
+minimum = binary("minimum", any_dtype, _same_dtype_ref(np.minimum), lambda e, a, b: e.min(a, b))
+atan2 = binary("atan2", float_only, _float_ref(np.arctan2), lambda e, a, b: e.math("atan2", a, b),
+               math_name="atan2")
+and_ = binary("and", int_or_bool, _same_dtype_ref(np.bitwise_and), lambda e, a, b: e.and_(a, b))
+or_ = binary("or", int_or_bool, _same_dtype_ref(np.bitwise_or), lambda e, a, b: e.or_(a, b))
+xor = binary("xor", int_or_bool, _same_dtype_ref(np.bitwise_xor), lambda e, a, b: e.xor(a, b))
+shift_left = binary("shift_left", integer_only, _shift("left"), lambda e, a, b: e.shl(a, b),
+                    doc="Shifting by the bit width or more gives 0.")
+shift_right_arithmetic = binary("shift_right_arithmetic", integer_only, _shift("arithmetic"),
+                                lambda e, a, b: e.ashr(a, b))
+shift_right_logical = binary("shift_right_logical", integer_only, _shift("logical"),
+                             lambda e, a, b: e.lshr(a, b))
+
+# ---- compare, select, clamp ---------------------------------------------------------
+
+COMPARISONS = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_equal,
+               "GT": np.greater, "GE": np.greater_equal}
+
+
+def _compare_infer(operands, direction):
+    if direction not in COMPARISONS:
+        fail("compare", operands, f"direction must be one of {sorted(COMPARISONS)}, got {direction!r}")
+    any_dtype("compare", operands)
+    return _same_shapes("compare", operands), D.bool_
+
+
+_compare_infer.dtypes = D.ALL
+compare = primitive("compare", ELEMENTWISE, _compare_infer,
+                    lambda a, b, direction: COMPARISONS[direction](a, b),
+                    attrs=("direction",), emit=lambda e, a, b, direction: e.compare(direction, a, b))
+
+
+def _select_infer(operands):
+    pred, a, b = operands
+    _same_shapes("select", operands)
+    if pred.dtype is not D.bool_:
+        fail("select", operands, "the predicate must be bool", TypeError)
+    return a.shape, any_dtype("select", (a, b))
+
+
+_select_infer.dtypes = D.ALL
+select = primitive("select", ELEMENTWISE, _select_infer, lambda p, a, b: np.where(p, a, b),
+                   emit=lambda e, p, a, b: e.select(p, a, b))
+
+
+def _clamp_infer(operands):
+    return _same_shapes("clamp", operands), numeric("clamp", operands)
+
+
+_clamp_infer.dtypes = D.NUMERIC
+clamp = primitive("clamp", ELEMENTWISE, _clamp_infer,
+                  lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi).astype(x.dtype),
+                  emit=lambda e, lo, x, hi: e.min(e.max(x, lo), hi),
+                  doc="clamp(lo, x, hi) = min(max(x, lo), hi), operands of equal shape.")
+
+# ---- conversions --------------------------------------------------------------------
+
+
+def _convert_infer(operands, dtype):
+    (x,) = operands
+    return x.shape, D.to_dtype(dtype)
+
+
+def _convert_ref(x, dtype):
+    d = D.to_dtype(dtype)
+    if x.dtype.kind == "f" and d.is_int:
+        # float -> int: truncate, NaN -> 0, saturate at the integer range (defined, unlike C)
+        info = np.iinfo(d.np)
+        with np.errstate(invalid="ignore"):
+            t = np.trunc(np.nan_to_num(x.astype(np.float64), nan=0.0))
+            return np.clip(t, info.min, info.max).astype(d.np)
+    if d is D.bool_:
+        return x != 0
+    return x.astype(d.np)
+
+
+_convert_infer.dtypes = D.ALL
+convert = primitive("convert", ELEMENTWISE, _convert_infer, _convert_ref, attrs=("dtype",),
+                    emit=lambda e, x, dtype: e.convert(x, D.to_dtype(dtype)),
+                    doc="Float to integer truncates toward zero, saturates, and maps NaN to 0.")
+
+
+def _bitcast_infer(operands, dtype):
+    (x,) = operands
+    d = D.to_dtype(dtype)
+    if d.bits != x.dtype.bits or d is D.bool_ or x.dtype is D.bool_:
+        fail("bitcast_convert", operands, f"cannot reinterpret as {d.name}: bit widths differ",
+             TypeError)
+    return x.shape, d
+
+
+_bitcast_infer.dtypes = D.NUMERIC
+bitcast_convert = primitive("bitcast_convert", ELEMENTWISE, _bitcast_infer,
+                            lambda x, dtype: x.view(D.to_dtype(dtype).np), attrs=("dtype",),
+                            emit=lambda e, x, dtype: e.bitcast(x, D.to_dtype(dtype)))

@@ -1,0 +1,65 @@
+"""dot_general: the matrix product with batch and contracting dimensions, as XLA defines it.
+Compiled code hands it to a library (BLAS on the CPU, cuBLAS on the GPU)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as D
+from ..primitive import LIBRARY, fail, primitive
+
+
+def free_dims(ndim: int, contracting, batch) -> list:
+    return [d for d in range(ndim) if d not in contracting and d not in batch]
+
+
+def _dot_infer(operands, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch):
+    lhs, rhs = operands
+    if lhs.dtype is not rhs.dtype or lhs.dtype is D.bool_:
+        fail("dot_general", operands, "operands must share a numeric dtype", TypeError)
+    if len(lhs_contracting) != len(rhs_contracting) or len(lhs_batch) != len(rhs_batch):
+        fail("dot_general", operands, "contracting and batch dimensions must pair up")
+    dims = list(lhs_contracting) + list(lhs_batch), list(rhs_contracting) + list(rhs_batch)
+    for x, ds in zip(operands, dims):
+        if len(set(ds)) != len(ds) or any(not 0 <= d < x.ndim for d in ds):
+            fail("dot_general", operands, "dimension numbers out of range or repeated", IndexError)
+    for a, b in zip(dims[0], dims[1]):
+        if lhs.shape[a] != rhs.shape[b]:
+            fail("dot_general", operands,
+                 f"lhs dimension {a} (size {lhs.shape[a]}) does not match rhs dimension {b} "
+                 f"(size {rhs.shape[b]})")
+    shape = tuple(lhs.shape[d] for d in lhs_batch)
+    shape += tuple(lhs.shape[d] for d in free_dims(lhs.ndim, lhs_contracting, lhs_batch))
+    shape += tuple(rhs.shape[d] for d in free_dims(rhs.ndim, rhs_contracting, rhs_batch))
+    return shape, lhs.dtype
+
+
+def canonical_operands(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch):
+    """Transpose and reshape to (batch, m, k) @ (batch, k, n); shared with the CPU runtime."""
+    lf = free_dims(lhs.ndim, lhs_contracting, lhs_batch)
+    rf = free_dims(rhs.ndim, rhs_contracting, rhs_batch)
+    size = lambda x, ds: int(np.prod([x.shape[d] for d in ds], dtype=np.int64))
+    b, m, k, n = size(lhs, lhs_batch), size(lhs, lf), size(lhs, lhs_contracting), size(rhs, rf)
+    a = np.transpose(lhs, list(lhs_batch) + lf + list(lhs_contracting)).reshape(b, m, k)
+    c = np.transpose(rhs, list(rhs_batch) + list(rhs_contracting) + rf).reshape(b, k, n)
+    return a, c
+
+
+def _dot_ref(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch):
+    shape, _ = _dot_infer((D_view(lhs), D_view(rhs)), lhs_contracting, rhs_contracting,
+                          lhs_batch, rhs_batch)
+    a, c = canonical_operands(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)
+    if a.dtype in (np.float16, D.bfloat16.np):
+        a, c = a.astype(np.float32), c.astype(np.float32)
+    return np.matmul(a, c).astype(lhs.dtype).reshape(shape)
+
+
+class D_view:
+    """Lets a NumPy array stand where a typed value is expected."""
+
+    def __init__(self, a):
+        self.shape, self.dtype, self.ndim = a.shape, D.from_numpy(a.dtype), a.ndim
+
+
+dot_general = primitive("dot_general", LIBRARY, _dot_infer, _dot_ref,
+                        attrs=("lhs_contracting", "rhs_contracting", "lhs_batch", "rhs_batch"),
+                        doc="out = batch dims, then lhs free dims, then rhs free dims.")

@@ -1,0 +1,110 @@
+"""Reductions: reduce (sum, prod, max, min, and, or over any set of axes), argmax/argmin
+along one axis, and cumulative scans."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as D
+from ..primitive import OPAQUE, REDUCTION, fail, primitive
+
+REDUCERS = ("sum", "prod", "max", "min", "and", "or")
+
+
+def identity(kind: str, dtype: D.DType):
+    """The value a reduction starts from (and the result over zero elements)."""
+    return {"sum": 0, "prod": 1, "max": D.min_value(dtype), "min": D.max_value(dtype),
+            "and": True, "or": False}[kind]
+
+
+def _check_axes(op, operands, axes, ndim):
+    if len(set(axes)) != len(axes) or any(not 0 <= a < ndim for a in axes) or list(axes) != sorted(axes):
+        fail(op, operands, f"axes {tuple(axes)} must be distinct, increasing and within rank {ndim}",
+             IndexError)
+
+
+def _reduce_infer(operands, axes, kind):
+    (x,) = operands
+    if kind not in REDUCERS:
+        fail("reduce", operands, f"kind must be one of {REDUCERS}, got {kind!r}")
+    if kind in ("and", "or") and x.dtype is not D.bool_:
+        fail("reduce", operands, f"reduce {kind} needs bool operands", TypeError)
+    if kind not in ("and", "or") and x.dtype is D.bool_:
+        fail("reduce", operands, f"reduce {kind} needs numeric operands", TypeError)
+    _check_axes("reduce", operands, axes, x.ndim)
+    return tuple(n for i, n in enumerate(x.shape) if i not in axes), x.dtype
+
+
+_NP = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "and": np.all, "or": np.any}
+
+
+def _reduce_ref(x, axes, kind):
+    axes = tuple(axes)
+    out_shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
+    if any(x.shape[a] == 0 for a in axes):
+        return np.full(out_shape, identity(kind, D.from_numpy(x.dtype)), x.dtype)
+    wide = x.astype(np.float32) if x.dtype in (np.float16, D.bfloat16.np) else x
+    if kind in ("sum", "prod"):
+        return np.asarray(_NP[kind](wide, axis=axes, dtype=wide.dtype)).astype(x.dtype)
+    return np.asarray(_NP[kind](wide, axis=axes)).astype(x.dtype)
+
+
+reduce = primitive("reduce", REDUCTION, _reduce_infer, _reduce_ref, attrs=("axes", "kind"),
+                   doc="Combine elements over `axes` with `kind`; the result drops those axes. "
+                       "Max and min propagate NaN.")
+
+
+def _arg_infer(op):
+    def infer(operands, axis, index_dtype):
+        (x,) = operands
+        if not 0 <= axis < x.ndim:
+            fail(op, operands, f"axis {axis} out of range", IndexError)
+        if x.shape[axis] == 0:
+            fail(op, operands, f"{op} of an empty axis has no answer")
+        if x.dtype is D.bool_:
+            fail(op, operands, "needs numeric operands", TypeError)
+        return x.shape[:axis] + x.shape[axis + 1:], D.to_dtype(index_dtype)
+    return infer
+
+
+def _arg_ref(fn):
+    def ref(x, axis, index_dtype):
+        wide = x.astype(np.float32) if x.dtype in (np.float16, D.bfloat16.np) else x
+        return fn(wide, axis=axis).astype(D.to_dtype(index_dtype).np)
+    return ref
+
+
+argmax = primitive("argmax", REDUCTION, _arg_infer("argmax"), _arg_ref(np.argmax),
+                   attrs=("axis", "index_dtype"), doc="The first index of the largest value "
+                                                       "(NaN counts as largest).")
+argmin = primitive("argmin", REDUCTION, _arg_infer("argmin"), _arg_ref(np.argmin),
+                   attrs=("axis", "index_dtype"), doc="The first index of the smallest value.")
+
+
+def _cumulative_infer(operands, axis, kind, reverse):
+    (x,) = operands
+    if kind not in ("sum", "prod", "max", "min"):
+        fail("cumulative", operands, f"kind must be sum, prod, max or min, got {kind!r}")
+    if not 0 <= axis < x.ndim:
+        fail("cumulative", operands, f"axis {axis} out of range", IndexError)
+    if x.dtype is D.bool_:
+        fail("cumulative", operands, "needs numeric operands", TypeError)
+    return x.shape, x.dtype
+
+
+_SCAN = {"sum": np.cumsum, "prod": np.cumprod,
+         "max": np.maximum.accumulate, "min": np.minimum.accumulate}
+
+
+def _cumulative_ref(x, axis, kind, reverse):
+    wide = x.astype(np.float32) if x.dtype in (np.float16, D.bfloat16.np) else x
+    if reverse:
+        wide = np.flip(wide, axis)
+    out = _SCAN[kind](wide, axis=axis)
+    if reverse:
+        out = np.flip(out, axis)
+    return np.asarray(out).astype(x.dtype)
+
+
+cumulative = primitive("cumulative", OPAQUE, _cumulative_infer, _cumulative_ref,
+                       attrs=("axis", "kind", "reverse"),
+                       doc="Inclusive scan along `axis` (from the end when `reverse`).")

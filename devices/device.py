@@ -1,0 +1,39 @@
+"""What every device provides: buffers, and executables compiled from modules."""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..compiler.module import Module
+
+
+class Executable(Protocol):
+    def run(self, args: list) -> list:
+        """Run on parameter buffers (and Python scalars for scalar parameters), in
+        parameter order; return one buffer per module output."""
+
+
+class Device:
+    """A place tensors live. Subclasses implement the four methods below."""
+
+    name: str = "?"
+    platform: str = "?"
+
+    def compile(self, module: Module) -> Executable:
+        raise NotImplementedError
+
+    def put(self, array: np.ndarray) -> Any:
+        """Copy a host array into a new buffer on this device."""
+        raise NotImplementedError
+
+    def get(self, buffer: Any) -> np.ndarray:
+        """Copy a buffer back to a host array (which the caller may keep)."""
+        raise NotImplementedError
+
+    def cache_key(self) -> tuple:
+        """What, besides the module, decides the compiled code (target, features)."""
+        return (self.platform,)
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.name}')"

@@ -1,0 +1,16 @@
+"""lazyarray: NumPy/PyTorch-style arrays whose operations are traced, fused and compiled.
+
+    import lazyarray as la
+    x = la.asarray([[1.0, 2.0], [3.0, 4.0]])
+    y = (3 * x ** 2 + 1).mean(axis=1)     # recorded, not run
+    print(y)                              # sync: compiled, cached, run
+"""
+from . import config, devices_registry  # noqa: F401  (registers the devices)
+from .api import *  # noqa: F401,F403
+from .api import __dict__ as _api_dict
+from .tensor import Tensor
+from . import debug  # noqa: E402
+
+__version__ = "0.1.0"
+__array_api_version__ = "2023.12"
+__all__ = [n for n in _api_dict if not n.startswith("_")] + ["Tensor", "debug", "config"]

@@ -1,0 +1,63 @@
+"""The public namespace: every op of `lazyarray.ops`, lifted to tensors, and what needs
+the runtime (creation from data, graph breaks, sync)."""
+from __future__ import annotations
+
+import math
+
+from . import ops
+from .compiler import dtypes as _D
+from .compiler.dtypes import (DType, bfloat16, bool_, float16, float32, float64, int8, int16,
+                               int32, int64, uint8, uint16, uint32, uint64)
+from . import runtime
+from .creation import asarray, from_dlpack, tensor
+from .graph_break import nonzero, unique_all, unique_counts, unique_inverse, unique_values
+from .lift import lift
+
+for _name in ops.__all__:
+    globals()[_name] = lift(getattr(ops, _name))
+
+bool = bool_  # noqa: A001  (the array API's name for the dtype)
+e, pi, inf, nan, newaxis = math.e, math.pi, math.inf, math.nan, None
+
+
+def sync(device=None) -> None:
+    """Compute every pending tensor (of `device`, or of every device)."""
+    runtime.sync(runtime.get_device(device) if device is not None else None)
+
+
+def device(name=None) -> runtime.DeviceState:
+    return runtime.get_device(name)
+
+
+def finfo(dtype):
+    return _D.finfo(_D.to_dtype(dtype if not hasattr(dtype, "_node") else dtype.dtype))
+
+
+def iinfo(dtype):
+    return _D.iinfo(_D.to_dtype(dtype if not hasattr(dtype, "_node") else dtype.dtype))
+
+
+def result_type(*xs):
+    return _D.result_type(*[x.dtype if hasattr(x, "_node") else
+                            (_D.to_dtype(x) if not isinstance(x, (int, float)) else _D.scalar_dtype(x))
+                            for x in xs])
+
+
+def can_cast(from_, to) -> bool:
+    a = from_.dtype if hasattr(from_, "_node") else _D.to_dtype(from_)
+    b = _D.to_dtype(to)
+    return _D.promote(a, b) is b
+
+
+def isdtype(dtype, kind) -> bool:
+    dtype = _D.to_dtype(dtype)
+    if isinstance(kind, tuple):
+        return any(isdtype(dtype, k) for k in kind)
+    if isinstance(kind, (DType, type)) or not isinstance(kind, str):
+        return dtype is _D.to_dtype(kind)
+    groups = {"bool": (_D.bool_,), "signed integer": _D.INTS, "unsigned integer": _D.UINTS,
+              "integral": _D.INTEGERS, "real floating": _D.FLOATS, "complex floating": (),
+              "numeric": _D.NUMERIC}
+    if kind not in groups:
+        raise ValueError(f"isdtype: unknown kind {kind!r}; valid: {sorted(groups)}")
+    return dtype in groups[kind]

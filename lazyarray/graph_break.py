@@ -1,0 +1,77 @@
+"""Ops whose output shape depends on data: they materialize their input and go on.
+
+Each is a graph break, counted in the metrics; with `LAZYARRAY_STRICT=1` it is an error
+that names the op and the user's line.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import config
+from .callsite import user_site
+from .metrics import METRICS
+from .tensor import Tensor
+
+
+class GraphBreakError(RuntimeError):
+    """A data-dependent op in strict mode."""
+
+
+def host_value(op: str, x: Tensor) -> np.ndarray:
+    """Materialize `x` for a data-dependent op, counting (or refusing) the graph break."""
+    site = user_site()
+    if config.strict:
+        raise GraphBreakError(f"{op}: its output shape depends on the data, which would "
+                              f"break the graph at {site} (LAZYARRAY_STRICT is set); "
+                              f"use a static-size form (e.g. nonzero(size=N)) or unset strict mode")
+    METRICS.graph_breaks += 1
+    METRICS.graph_break_sites[f"{op} at {site}"] += 1
+    return x.numpy()
+
+
+def _result(array: np.ndarray, like: Tensor) -> Tensor:
+    return Tensor._from_numpy(np.ascontiguousarray(array), like._state)
+
+
+def nonzero(x: Tensor, size: Any = None, fill_value: int = 0) -> tuple:
+    if size is not None:
+        from .api import nonzero_static
+        return nonzero_static(x, size=size, fill_value=fill_value)
+    if x.ndim == 0:
+        raise ValueError("nonzero: zero-dimensional tensors are not supported (array API)")
+    return tuple(_result(i.astype(np.int64), x) for i in np.nonzero(host_value("nonzero", x)))
+
+
+def unique_values(x: Tensor) -> Tensor:
+    return _result(np.unique(host_value("unique_values", x)), x)
+
+
+def unique_counts(x: Tensor) -> tuple:
+    v, c = np.unique(host_value("unique_counts", x), return_counts=True)
+    return _result(v, x), _result(c.astype(np.int64), x)
+
+
+def unique_inverse(x: Tensor) -> tuple:
+    a = host_value("unique_inverse", x)
+    v, inv = np.unique(a, return_inverse=True)
+    return _result(v, x), _result(inv.reshape(a.shape).astype(np.int64), x)
+
+
+def unique_all(x: Tensor) -> tuple:
+    a = host_value("unique_all", x)
+    v, idx, inv, c = np.unique(a, return_index=True, return_inverse=True, return_counts=True)
+    return (_result(v, x), _result(idx.astype(np.int64), x),
+            _result(inv.reshape(a.shape).astype(np.int64), x), _result(c.astype(np.int64), x))
+
+
+def boolean_mask(x: Tensor, mask: Tensor) -> Tensor:
+    """x[mask]: the selected elements, in row-major order."""
+    m = host_value("boolean mask indexing", mask)
+    if m.shape != x.shape[:m.ndim]:
+        raise IndexError(f"boolean index of shape {m.shape} does not match the indexed "
+                         f"tensor's shape {x.shape}")
+    from .indexing import getitem
+    idx = np.nonzero(m)
+    return getitem(x, tuple(_result(i.astype(np.int64), x) for i in idx))

@@ -1,0 +1,65 @@
+"""Counters of what the runtime did: syncs, compiles, cache hits, graph breaks."""
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Metrics:
+    syncs: int = 0
+    sync_sites: collections.Counter = field(default_factory=collections.Counter)
+    compiles: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    disk_hits: int = 0
+    compile_seconds: float = 0.0
+    run_seconds: float = 0.0
+    kernels_launched: int = 0
+    graph_breaks: int = 0
+    graph_break_sites: collections.Counter = field(default_factory=collections.Counter)
+    peak_bytes: dict = field(default_factory=dict)          # module name -> bytes
+    recompiles: list = field(default_factory=list)          # (site, reason)
+    # call site -> the last key compiled there, to explain a recompile
+    _last_key: dict = field(default_factory=dict, repr=False)
+
+    def as_dict(self) -> dict:
+        return {k: (dict(v) if isinstance(v, collections.Counter) else v)
+                for k, v in self.__dict__.items() if not k.startswith("_")}
+
+    def __str__(self) -> str:
+        lines = [f"{k}: {v}" for k, v in self.as_dict().items()]
+        return "\n".join(lines)
+
+
+METRICS = Metrics()
+
+
+def reset() -> None:
+    global METRICS
+    fresh = Metrics()
+    METRICS.__dict__.update(fresh.__dict__)
+
+
+def explain_change(old: tuple, new: tuple) -> str:
+    """Say in words why two structural keys differ (the first difference)."""
+    if len(old) != len(new):
+        return f"the graph has {len(new) - 1} nodes, before {len(old) - 1}"
+    for i, (a, b) in enumerate(zip(old, new)):
+        if a != b:
+            return f"node {i} changed: {_describe(a)} -> {_describe(b)}"
+    return "identical structure (compiled again after the cache was cleared)"
+
+
+def _describe(entry: Any) -> str:
+    if isinstance(entry, tuple) and entry and entry[0] == "P":
+        return f"parameter {entry[2]}{list(entry[1])}"
+    if isinstance(entry, tuple) and entry and entry[0] == "S":
+        return f"scalar {entry[1]}"
+    if isinstance(entry, tuple) and entry and entry[0] == "C":
+        return f"constant {entry[1]} {entry[2]!r}"
+    if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], tuple):
+        (op, shape, dtype, attrs), operands = entry
+        return f"{op} {dtype}{list(shape)} {dict(attrs)} of {list(operands)}"
+    return repr(entry)

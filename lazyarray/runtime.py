@@ -1,0 +1,144 @@
+"""Devices by name, the pending tensors of each, and `sync`: capture, look up, compile, run.
+
+A sync takes every live pending tensor of a device into one module, so that a value read
+in a training loop and the new parameters come out of one program.
+"""
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from typing import Any, Optional
+
+from . import config
+from .callsite import user_site
+from .metrics import METRICS, explain_change
+from .compiler.trace import capture
+from .devices.device import Device
+
+
+class DeviceState:
+    """A device and what lazyarray keeps for it: pending tensors and compiled executables."""
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.pending: weakref.WeakSet = weakref.WeakSet()
+        self.executables: dict = {}
+        self.names = 0
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.device.name}')"
+
+
+_STATES: dict = {}
+_FACTORIES: dict = {}
+
+
+def register_device(prefix: str, factory: Any) -> None:
+    """Make `factory(name)` the maker of devices called `prefix` or `prefix:N`."""
+    _FACTORIES[prefix] = factory
+
+
+def get_device(name: Any = None) -> DeviceState:
+    if isinstance(name, DeviceState):
+        return name
+    if name is None:
+        name = config.device or default_device_name()
+    name = str(name)
+    state = _STATES.get(name)
+    if state is None:
+        prefix = name.split(":")[0]
+        if prefix not in _FACTORIES:
+            raise ValueError(f"unknown device {name!r}; known: {', '.join(sorted(_FACTORIES))}")
+        state = _STATES[name] = DeviceState(_FACTORIES[prefix](name))
+        if name == prefix + ":0":
+            _STATES[prefix] = state
+        elif ":" not in name:
+            _STATES[prefix + ":0"] = state
+    return state
+
+
+def default_device_name() -> str:
+    return "cpu" if "cpu" in _FACTORIES else "interpreter"
+
+
+def live_states() -> list:
+    seen, out = set(), []
+    for s in _STATES.values():
+        if id(s) not in seen:
+            seen.add(id(s))
+            out.append(s)
+    return out
+
+
+# tapes that are recording keep the graph behind materialized nodes alive
+TAPE_DEPTH = [0]
+
+
+def sync(state: Optional[DeviceState] = None) -> None:
+    """Compute every live pending tensor of `state`'s device (of every device if None)."""
+    for s in ([state] if state is not None else live_states()):
+        _sync_one(s)
+
+
+def _sync_one(state: DeviceState) -> None:
+    tensors = [t for t in state.pending if t._node.buffer is None]
+    state.pending.clear()
+    if not tensors:
+        return
+    nodes = list({id(t._node): t._node for t in tensors}.values())
+    site = user_site()
+    METRICS.syncs += 1
+    METRICS.sync_sites[site] += 1
+    try:
+        cap = capture(nodes)
+        exe = _executable(state, cap, site)
+        t0 = time.perf_counter()
+        outs = exe.run(cap.args)
+        METRICS.run_seconds += time.perf_counter() - t0
+    except BaseException:
+        for t in tensors:                    # nothing computed: they stay pending
+            state.pending.add(t)
+        raise
+    for n, buf in zip(nodes, outs):
+        n.buffer = buf
+        if not TAPE_DEPTH[0]:
+            n.release()
+
+
+def _executable(state: DeviceState, cap: Any, site: str) -> Any:
+    exe = state.executables.get(cap.key)
+    if exe is not None:
+        METRICS.cache_hits += 1
+        return exe
+    METRICS.cache_misses += 1
+    last = METRICS._last_key.get(site)
+    if last is not None:
+        METRICS.recompiles.append((site, explain_change(last, cap.key)))
+    METRICS._last_key[site] = cap.key
+    state.names += 1
+    module = cap.module(f"{state.device.platform}_{state.names}")
+    _dump(module)
+    t0 = time.perf_counter()
+    exe = state.device.compile(module)
+    seconds = time.perf_counter() - t0
+    METRICS.compiles += 1
+    METRICS.compile_seconds += seconds
+    if config.debug >= 1:
+        print(f"[lazyarray] compiled {module.name}: {len(module.instructions)} instructions, "
+              f"{seconds * 1e3:.1f} ms (cache miss, from {site})")
+    state.executables[cap.key] = exe
+    return exe
+
+
+def _dump(module: Any) -> None:
+    if not config.dump:
+        return
+    os.makedirs(config.dump, exist_ok=True)
+    with open(os.path.join(config.dump, module.name + ".hlo"), "w") as f:
+        f.write(str(module))
+
+
+def clear_caches() -> None:
+    for s in live_states():
+        s.executables.clear()

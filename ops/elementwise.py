@@ -1,0 +1,334 @@
+"""The array API's elementwise functions, over nodes and weak Python scalars."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..compiler import dtypes as D
+from ..compiler.node import Node
+from ..compiler.primitive import apply
+from .promotion import as_node, convert, dtype_of, operands, scalar
+
+Operand = Any  # a Node or a Python scalar
+
+
+def _float_operands(op: str, *args: Operand) -> list:
+    """Like `operands`, but integers and bools become the default float (as in PyTorch)."""
+    xs = operands(op, *args)
+    if not xs[0].dtype.is_float:
+        xs = [convert(x, D.DEFAULT_FLOAT) for x in xs]
+    return xs
+
+
+def _check_numeric(op: str, x: Node) -> None:
+    if x.dtype is D.bool_:
+        raise TypeError(f"{op}: not defined for bool tensors; convert with .astype(int) first")
+
+
+def _unary_float(prim: str):
+    def fn(x: Operand) -> Node:
+        (x,) = _float_operands(prim, x)
+        return apply(prim, x)
+    fn.__name__ = prim
+    return fn
+
+
+exp = _unary_float("exponential")
+expm1 = _unary_float("exponential_minus_one")
+log = _unary_float("log")
+log1p = _unary_float("log_plus_one")
+sqrt = _unary_float("sqrt")
+rsqrt = _unary_float("rsqrt")
+tanh = _unary_float("tanh")
+sigmoid = _unary_float("logistic")
+sin = _unary_float("sine")
+cos = _unary_float("cosine")
+tan = _unary_float("tan")
+asin = _unary_float("asin")
+acos = _unary_float("acos")
+atan = _unary_float("atan")
+sinh = _unary_float("sinh")
+cosh = _unary_float("cosh")
+asinh = _unary_float("asinh")
+acosh = _unary_float("acosh")
+atanh = _unary_float("atanh")
+erf = _unary_float("erf")
+exp.__name__, expm1.__name__, log1p.__name__, sigmoid.__name__ = "exp", "expm1", "log1p", "sigmoid"
+sin.__name__, cos.__name__ = "sin", "cos"
+
+
+def log2(x: Operand) -> Node:
+    return multiply(log(x), 1 / math.log(2))
+
+
+def log10(x: Operand) -> Node:
+    return multiply(log(x), 1 / math.log(10))
+
+
+def _rounding(prim: str, name: str):
+    def fn(x: Operand) -> Node:
+        (x,) = operands(name, x)
+        _check_numeric(name, x)
+        return apply(prim, x) if x.dtype.is_float else x
+    fn.__name__ = name
+    return fn
+
+
+floor = _rounding("floor", "floor")
+ceil = _rounding("ceil", "ceil")
+trunc = _rounding("truncate", "trunc")
+round = _rounding("round_nearest_even", "round")
+
+
+def _binary(prim: str, name: str, numeric: bool = True):
+    def fn(a: Operand, b: Operand) -> Node:
+        a, b = operands(name, a, b)
+        if numeric:
+            _check_numeric(name, a)
+        return apply(prim, a, b)
+    fn.__name__ = name
+    return fn
+
+
+add = _binary("add", "add", numeric=False)
+subtract = _binary("subtract", "subtract")
+multiply = _binary("multiply", "multiply", numeric=False)
+maximum = _binary("maximum", "maximum", numeric=False)
+minimum = _binary("minimum", "minimum", numeric=False)
+pow = _binary("power", "pow")
+
+
+def divide(a: Operand, b: Operand) -> Node:
+    """True division: integers divide as the default float."""
+    a, b = _float_operands("divide", a, b)
+    return apply("divide", a, b)
+
+
+def atan2(a: Operand, b: Operand) -> Node:
+    a, b = _float_operands("atan2", a, b)
+    return apply("atan2", a, b)
+
+
+def _compare(direction: str, name: str):
+    def fn(a: Operand, b: Operand) -> Node:
+        a, b = operands(name, a, b)
+        return apply("compare", a, b, direction=direction)
+    fn.__name__ = name
+    return fn
+
+
+equal = _compare("EQ", "equal")
+not_equal = _compare("NE", "not_equal")
+less = _compare("LT", "less")
+less_equal = _compare("LE", "less_equal")
+greater = _compare("GT", "greater")
+greater_equal = _compare("GE", "greater_equal")
+
+
+def where(condition: Operand, x: Operand, y: Operand) -> Node:
+    (c,) = operands("where", condition, dtype=D.bool_) if isinstance(condition, Node) and \
+        condition.dtype is not D.bool_ else (as_node(condition, D.bool_),)
+    x, y = operands("where", x, y)
+    from .promotion import broadcast_shapes, broadcast_to
+    shape = broadcast_shapes("where", c.shape, x.shape, y.shape)
+    return apply("select", broadcast_to(c, shape), broadcast_to(x, shape), broadcast_to(y, shape))
+
+
+def negative(x: Operand) -> Node:
+    (x,) = operands("negative", x)
+    _check_numeric("negative", x)
+    return apply("negate", x)
+
+
+def positive(x: Operand) -> Node:
+    (x,) = operands("positive", x)
+    _check_numeric("positive", x)
+    return x
+
+
+def abs(x: Operand) -> Node:
+    (x,) = operands("abs", x)
+    _check_numeric("abs", x)
+    return x if x.dtype.kind == "uint" else apply("abs", x)
+
+
+def sign(x: Operand) -> Node:
+    (x,) = operands("sign", x)
+    _check_numeric("sign", x)
+    return apply("sign", x)
+
+
+def square(x: Operand) -> Node:
+    (x,) = operands("square", x)
+    _check_numeric("square", x)
+    return apply("multiply", x, x)
+
+
+def reciprocal(x: Operand) -> Node:
+    return divide(1.0, x) if isinstance(x, Node) and x.dtype.is_float else divide(1, x)
+
+
+def floor_divide(a: Operand, b: Operand) -> Node:
+    """Rounds toward negative infinity, as Python's //."""
+    a, b = operands("floor_divide", a, b)
+    _check_numeric("floor_divide", a)
+    if a.dtype.is_float:
+        return apply("floor", apply("divide", a, b))
+    q = apply("divide", a, b)
+    if a.dtype.kind == "uint":
+        return q
+    r = apply("remainder", a, b)
+    zero = scalar(0, a.dtype)
+    adjust = logical_and(not_equal(r, zero), not_equal(less(r, zero), less(b, zero)))
+    return subtract(q, convert(adjust, a.dtype))
+
+
+def remainder(a: Operand, b: Operand) -> Node:
+    """The sign of the divisor, as Python's %."""
+    a, b = operands("remainder", a, b)
+    _check_numeric("remainder", a)
+    r = apply("remainder", a, b)
+    if a.dtype.kind == "uint":
+        return r
+    zero = scalar(0, a.dtype)
+    fix = logical_and(not_equal(r, zero), not_equal(less(r, zero), less(b, zero)))
+    return where(fix, add(r, b), r)
+
+
+def _logical(prim: str, name: str):
+    def fn(a: Operand, b: Operand) -> Node:
+        a, b = (as_bool(a), as_bool(b))
+        a, b = operands(name, a, b)
+        return apply(prim, a, b)
+    fn.__name__ = name
+    return fn
+
+
+def as_bool(x: Operand) -> Node:
+    x = as_node(x)
+    return x if x.dtype is D.bool_ else not_equal(x, 0)
+
+
+logical_and = _logical("and", "logical_and")
+logical_or = _logical("or", "logical_or")
+logical_xor = _logical("xor", "logical_xor")
+
+
+def logical_not(x: Operand) -> Node:
+    return apply("not", as_bool(x))
+
+
+def _bitwise(prim: str, name: str):
+    def fn(a: Operand, b: Operand) -> Node:
+        a, b = operands(name, a, b)
+        if a.dtype.is_float:
+            raise TypeError(f"{name}: needs integer or bool operands, got {a.dtype.name}")
+        return apply(prim, a, b)
+    fn.__name__ = name
+    return fn
+
+
+bitwise_and = _bitwise("and", "bitwise_and")
+bitwise_or = _bitwise("or", "bitwise_or")
+bitwise_xor = _bitwise("xor", "bitwise_xor")
+
+
+def _shift(name: str, left: bool):
+    def fn(a: Operand, b: Operand) -> Node:
+        a, b = operands(name, a, b)
+        if not a.dtype.is_int:
+            raise TypeError(f"{name}: needs integer operands, got {a.dtype.name}")
+        if left:
+            return apply("shift_left", a, b)
+        return apply("shift_right_arithmetic" if a.dtype.kind == "int" else "shift_right_logical",
+                     a, b)
+    fn.__name__ = name
+    return fn
+
+
+bitwise_left_shift = _shift("bitwise_left_shift", True)
+bitwise_right_shift = _shift("bitwise_right_shift", False)
+
+
+def bitwise_invert(x: Operand) -> Node:
+    (x,) = operands("bitwise_invert", x)
+    if x.dtype.is_float:
+        raise TypeError(f"bitwise_invert: needs integer or bool operands, got {x.dtype.name}")
+    return apply("not", x)
+
+
+def isnan(x: Operand) -> Node:
+    x = as_node(x)
+    return not_equal(x, x) if x.dtype.is_float else _all_false(x)
+
+
+def isinf(x: Operand) -> Node:
+    x = as_node(x)
+    return equal(abs(x), math.inf) if x.dtype.is_float else _all_false(x)
+
+
+def isfinite(x: Operand) -> Node:
+    x = as_node(x)
+    return apply("is_finite", x) if x.dtype.is_float else logical_not(_all_false(x))
+
+
+def _all_false(x: Node) -> Node:
+    return not_equal(x, x) if x.dtype is not D.bool_ else logical_and(x, logical_not(x))
+
+
+def signbit(x: Operand) -> Node:
+    x = as_node(x)
+    if not x.dtype.is_float:
+        return less(x, 0)
+    ints = {16: D.int16, 32: D.int32, 64: D.int64}[x.dtype.bits]
+    return less(apply("bitcast_convert", x, dtype=ints), 0)
+
+
+def copysign(a: Operand, b: Operand) -> Node:
+    a, b = _float_operands("copysign", a, b)
+    m = apply("abs", a)
+    return where(signbit(b), apply("negate", m), m)
+
+
+def hypot(a: Operand, b: Operand) -> Node:
+    a, b = _float_operands("hypot", a, b)
+    m = maximum(abs(a), abs(b))
+    safe = where(equal(m, 0), 1, m)
+    return multiply(m, sqrt(add(square(divide(a, safe)), square(divide(b, safe)))))
+
+
+def logaddexp(a: Operand, b: Operand) -> Node:
+    a, b = _float_operands("logaddexp", a, b)
+    m = maximum(a, b)
+    diff = where(isinf(m), 0, abs(subtract(a, b)))
+    return add(m, log1p(exp(negative(diff))))
+
+
+def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
+    """The result keeps x's dtype (array API)."""
+    x = as_node(x)
+    _check_numeric("clip", x)
+    if min is not None:
+        (lo,) = [convert(as_node(min, None) if isinstance(min, Node) else
+                         as_node(min, x.dtype if not (isinstance(min, float) and x.dtype.is_int)
+                                 else D.DEFAULT_FLOAT), x.dtype)]
+        x = maximum(x, lo)
+    if max is not None:
+        hi = convert(as_node(max) if isinstance(max, Node) else
+                     as_node(max, x.dtype if not (isinstance(max, float) and x.dtype.is_int)
+                             else D.DEFAULT_FLOAT), x.dtype)
+        x = minimum(x, hi)
+    return x
+
+
+def astype(x: Operand, dtype: Any) -> Node:
+    return convert(as_node(x), D.to_dtype(dtype))
+
+
+def relu(x: Operand) -> Node:
+    return maximum(x, 0)
+
+
+__all__ = [n for n, v in list(globals().items())
+           if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == __name__
+           and n not in ("as_bool",)]

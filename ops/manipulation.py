@@ -1,0 +1,206 @@
+"""Shape manipulation: reshape, permute_dims, expand_dims, squeeze, concat, stack, flip..."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..compiler import dtypes as D
+from ..compiler.node import Node
+from ..compiler.primitive import apply
+from .promotion import (as_node, broadcast_shapes, broadcast_to as _broadcast_to, convert,
+                        normalize_axes, normalize_axis, shape_str)
+
+
+def reshape(x: Any, shape: Any, copy: Any = None) -> Node:
+    x = as_node(x)
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    shape = [int(s) for s in shape]
+    size = int(np.prod(x.shape, dtype=np.int64))
+    if shape.count(-1) > 1:
+        raise ValueError(f"reshape: only one dimension can be -1, got {tuple(shape)}")
+    if -1 in shape:
+        known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        if known == 0 or size % known:
+            raise ValueError(f"reshape: cannot reshape {shape_str(x.shape)} (size {size}) "
+                             f"to {tuple(shape)}")
+        shape[shape.index(-1)] = size // known
+    shape = tuple(shape)
+    if any(s < 0 for s in shape) or int(np.prod(shape, dtype=np.int64)) != size:
+        raise ValueError(f"reshape: cannot reshape {shape_str(x.shape)} (size {size}) "
+                         f"to {shape_str(shape)} (size {int(np.prod(shape, dtype=np.int64))})")
+    return x if shape == x.shape else apply("reshape", x, shape=shape)
+
+
+def permute_dims(x: Any, axes: Sequence[int]) -> Node:
+    x = as_node(x)
+    axes = tuple(normalize_axis("permute_dims", a, x.ndim) for a in axes)
+    if sorted(axes) != list(range(x.ndim)):
+        raise ValueError(f"permute_dims: {tuple(axes)} is not a permutation of the "
+                         f"{x.ndim} axes of {shape_str(x.shape)}")
+    return x if axes == tuple(range(x.ndim)) else apply("transpose", x, permutation=axes)
+
+
+def transpose(x: Any, axis0: Any = None, axis1: Any = None) -> Node:
+    """No axes: reverse them all (NumPy). Two axes: swap them (PyTorch)."""
+    x = as_node(x)
+    if axis0 is None:
+        return permute_dims(x, tuple(reversed(range(x.ndim))))
+    perm = list(range(x.ndim))
+    a, b = normalize_axis("transpose", axis0, x.ndim), normalize_axis("transpose", axis1, x.ndim)
+    perm[a], perm[b] = perm[b], perm[a]
+    return permute_dims(x, perm)
+
+
+def matrix_transpose(x: Any) -> Node:
+    x = as_node(x)
+    if x.ndim < 2:
+        raise ValueError(f"matrix_transpose: needs rank >= 2, got {shape_str(x.shape)}")
+    return transpose(x, -1, -2)
+
+
+def expand_dims(x: Any, axis: int = 0) -> Node:
+    x = as_node(x)
+    axis = normalize_axis("expand_dims", axis, x.ndim + 1)
+    return apply("reshape", x, shape=x.shape[:axis] + (1,) + x.shape[axis:])
+
+
+def squeeze(x: Any, axis: Any = None) -> Node:
+    x = as_node(x)
+    if axis is None:
+        axes = tuple(i for i, n in enumerate(x.shape) if n == 1)
+    else:
+        axes = normalize_axes("squeeze", axis, x.ndim)
+        for a in axes:
+            if x.shape[a] != 1:
+                raise ValueError(f"squeeze: axis {a} of {shape_str(x.shape)} has size "
+                                 f"{x.shape[a]}, not 1")
+    return reshape(x, tuple(n for i, n in enumerate(x.shape) if i not in axes))
+
+
+def broadcast_to(x: Any, shape: Sequence[int]) -> Node:
+    return _broadcast_to(as_node(x), tuple(int(s) for s in shape))
+
+
+def broadcast_arrays(*xs: Any) -> list:
+    nodes = [as_node(x) for x in xs]
+    shape = broadcast_shapes("broadcast_arrays", *[n.shape for n in nodes])
+    return [_broadcast_to(n, shape) for n in nodes]
+
+
+def _same_dtype(op: str, xs: Sequence[Any]) -> list:
+    nodes = [as_node(x) for x in xs]
+    if not nodes:
+        raise ValueError(f"{op}: needs at least one tensor")
+    dtype = D.result_type(*[n.dtype for n in nodes])
+    return [convert(n, dtype) for n in nodes]
+
+
+def concat(xs: Sequence[Any], axis: Any = 0) -> Node:
+    nodes = _same_dtype("concat", xs)
+    if axis is None:
+        nodes = [reshape(n, (-1,)) for n in nodes]
+        axis = 0
+    first = nodes[0]
+    if first.ndim == 0:
+        raise ValueError("concat: zero-dimensional tensors cannot be concatenated")
+    axis = normalize_axis("concat", axis, first.ndim)
+    for n in nodes:
+        if n.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(n.shape, first.shape))
+                                       if i != axis):
+            raise ValueError(f"concat: shapes {', '.join(shape_str(m.shape) for m in nodes)} "
+                             f"differ outside axis {axis}")
+    if len(nodes) == 1:
+        return first
+    return apply("concatenate", *nodes, dimension=axis)
+
+
+def stack(xs: Sequence[Any], axis: int = 0) -> Node:
+    nodes = _same_dtype("stack", xs)
+    for n in nodes:
+        if n.shape != nodes[0].shape:
+            raise ValueError(f"stack: all shapes must be equal, got "
+                             f"{', '.join(shape_str(m.shape) for m in nodes)}")
+    axis = normalize_axis("stack", axis, nodes[0].ndim + 1)
+    return concat([expand_dims(n, axis) for n in nodes], axis)
+
+
+def unstack(x: Any, axis: int = 0) -> tuple:
+    x = as_node(x)
+    axis = normalize_axis("unstack", axis, x.ndim)
+    return tuple(squeeze(slice_axis(x, axis, i, i + 1), axis) for i in range(x.shape[axis]))
+
+
+def slice_axis(x: Node, axis: int, start: int, stop: int, step: int = 1) -> Node:
+    starts = [0] * x.ndim
+    limits = list(x.shape)
+    strides = [1] * x.ndim
+    starts[axis], limits[axis], strides[axis] = start, stop, step
+    return apply("slice", x, start_indices=tuple(starts), limit_indices=tuple(limits),
+                 strides=tuple(strides))
+
+
+def flip(x: Any, axis: Any = None) -> Node:
+    x = as_node(x)
+    axes = normalize_axes("flip", axis, x.ndim)
+    return apply("reverse", x, dimensions=axes) if axes else x
+
+
+def roll(x: Any, shift: Any, axis: Any = None) -> Node:
+    x = as_node(x)
+    if axis is None:
+        return reshape(roll(reshape(x, (-1,)), shift, 0), x.shape)
+    shifts = (shift,) if isinstance(shift, int) else tuple(shift)
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if len(shifts) != len(axes):
+        raise ValueError(f"roll: {len(shifts)} shifts for {len(axes)} axes")
+    for s, a in zip(shifts, axes):
+        a = normalize_axis("roll", a, x.ndim)
+        n = x.shape[a]
+        if n == 0 or s % n == 0:
+            continue
+        s %= n
+        x = concat([slice_axis(x, a, n - s, n), slice_axis(x, a, 0, n - s)], a)
+    return x
+
+
+def moveaxis(x: Any, source: Any, destination: Any) -> Node:
+    x = as_node(x)
+    src = [normalize_axis("moveaxis", a, x.ndim) for a in np.atleast_1d(source).tolist()]
+    dst = [normalize_axis("moveaxis", a, x.ndim) for a in np.atleast_1d(destination).tolist()]
+    order = [i for i in range(x.ndim) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute_dims(x, order)
+
+
+def tile(x: Any, repetitions: Sequence[int]) -> Node:
+    x = as_node(x)
+    reps = tuple(repetitions)
+    nd = max(x.ndim, len(reps))
+    reps = (1,) * (nd - len(reps)) + reps
+    x = reshape(x, (1,) * (nd - x.ndim) + x.shape)
+    # broadcast to (r0, n0, r1, n1, ...) then merge pairs
+    inter = tuple(v for r, n in zip(reps, x.shape) for v in (r, n))
+    y = apply("broadcast_in_dim", x, shape=inter, broadcast_dimensions=tuple(range(1, 2 * nd, 2)))
+    return reshape(y, tuple(r * n for r, n in zip(reps, x.shape)))
+
+
+def repeat(x: Any, repeats: int, axis: Any = None) -> Node:
+    x = as_node(x)
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+    if not isinstance(repeats, int):
+        raise TypeError("repeat: only an int number of repeats is supported "
+                        "(tensor repeats give a data-dependent shape)")
+    axis = normalize_axis("repeat", axis, x.ndim)
+    shape = x.shape[:axis + 1] + (repeats,) + x.shape[axis + 1:]
+    dims = tuple(range(axis + 1)) + tuple(range(axis + 2, x.ndim + 1))
+    y = apply("broadcast_in_dim", x, shape=shape, broadcast_dimensions=dims)
+    return reshape(y, x.shape[:axis] + (x.shape[axis] * repeats,) + x.shape[axis + 1:])
+
+
+__all__ = ["reshape", "permute_dims", "transpose", "matrix_transpose", "expand_dims", "squeeze",
+           "broadcast_to", "broadcast_arrays", "concat", "stack", "unstack", "flip", "roll",
+           "moveaxis", "tile", "repeat"]

@@ -1,0 +1,144 @@
+"""Broadcasting, type promotion with weak Python scalars, and scalar leaves.
+
+Every user-facing op turns its inputs into nodes of one dtype and one shape through
+these helpers, and the errors they raise name the op and the shapes or dtypes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..compiler import dtypes as D
+from ..compiler.dtypes import DType
+from ..compiler.literal import Literal
+from ..compiler.node import Node, constant_leaf, scalar_leaf
+from ..compiler.primitive import apply
+
+PY_SCALARS = (bool, int, float)
+
+# Scalars that simplification cares about stay constants in the module (and in its
+# fingerprint); every other Python scalar becomes a runtime parameter.
+KEPT_CONSTANTS = (0, 1, -1)
+
+_CONST_CACHE: dict = {}
+
+
+def shape_str(shape: tuple) -> str:
+    return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def scalar(value: Any, dtype: DType) -> Node:
+    """A 0-d node holding a Python scalar as `dtype`."""
+    if dtype.is_int:
+        info = np.iinfo(dtype.np)
+        if isinstance(value, float):
+            raise TypeError(f"cannot use the float {value!r} as {dtype.name}")
+        if not info.min <= int(value) <= info.max:
+            raise OverflowError(f"Python int {value} is out of range for {dtype.name} "
+                                f"[{info.min}, {info.max}]")
+    if type(value) is not float or value == value:    # NaN is never a kept constant
+        if value in KEPT_CONSTANTS:
+            key = (value, dtype)
+            node = _CONST_CACHE.get(key)
+            if node is None:
+                node = _CONST_CACHE[key] = constant_leaf(Literal(np.array(value, dtype.np)), dtype)
+            return node
+    return scalar_leaf(value, dtype)
+
+
+def constant(array: Any, dtype: DType) -> Node:
+    """A literal array kept in the module (small index tables and the like)."""
+    return constant_leaf(Literal(np.asarray(array, dtype.np)), dtype)
+
+
+def convert(x: Node, dtype: DType) -> Node:
+    if x.dtype is dtype:
+        return x
+    return apply("convert", x, dtype=dtype)
+
+
+def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(ndim):
+        size = 1
+        for s in shapes:
+            d = s[i - ndim + len(s)] if i - ndim + len(s) >= 0 else 1
+            if d != 1:
+                if size != 1 and d != size:
+                    raise ValueError(f"{op}: shapes {', '.join(shape_str(s) for s in shapes)} "
+                                     f"cannot be broadcast together (dimension {i - ndim}: "
+                                     f"{size} vs {d})")
+                size = d
+        out.append(size)
+    return tuple(out)
+
+
+def broadcast_to(x: Node, shape: tuple) -> Node:
+    if x.shape == shape:
+        return x
+    offset = len(shape) - x.ndim
+    if offset < 0:
+        raise ValueError(f"broadcast_to: cannot broadcast {shape_str(x.shape)} to {shape_str(shape)}")
+    for i, d in enumerate(x.shape):
+        if d != 1 and d != shape[offset + i]:
+            raise ValueError(f"broadcast_to: cannot broadcast {shape_str(x.shape)} to "
+                             f"{shape_str(shape)}")
+    return apply("broadcast_in_dim", x, shape=tuple(shape),
+                 broadcast_dimensions=tuple(range(offset, len(shape))))
+
+
+def operands(op: str, *args: Any, dtype: Any = None) -> list:
+    """Nodes of one dtype and one shape from nodes and Python scalars (weakly typed)."""
+    nodes = [a for a in args if isinstance(a, Node)]
+    for a in args:
+        if not isinstance(a, (Node,) + PY_SCALARS):
+            raise TypeError(f"{op}: unsupported operand type {type(a).__name__}")
+    if dtype is None:
+        if nodes:
+            dtype = D.result_type(*[n.dtype for n in nodes])
+            for a in args:
+                if not isinstance(a, Node):
+                    dtype = D.promote(dtype, D.weak_scalar_dtype(dtype, a))
+        else:
+            dtype = D.result_type(*[D.scalar_dtype(a) for a in args])
+    shape = broadcast_shapes(op, *[n.shape for n in nodes]) if nodes else ()
+    out = []
+    for a in args:
+        n = convert(a, dtype) if isinstance(a, Node) else scalar(a, dtype)
+        out.append(broadcast_to(n, shape))
+    return out
+
+
+def dtype_of(x: Any) -> DType:
+    return x.dtype if isinstance(x, Node) else D.scalar_dtype(x)
+
+
+def as_node(x: Any, dtype: Any = None) -> Node:
+    if isinstance(x, Node):
+        return x if dtype is None else convert(x, D.to_dtype(dtype))
+    if isinstance(x, PY_SCALARS):
+        return scalar(x, D.to_dtype(dtype) if dtype is not None else D.scalar_dtype(x))
+    raise TypeError(f"expected a tensor or a Python scalar, got {type(x).__name__}")
+
+
+def normalize_axis(op: str, axis: int, ndim: int) -> int:
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
+    if not -max(ndim, 1) <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise IndexError(f"{op}: axis {axis} is out of range for a tensor of rank {ndim} "
+                         f"(valid: {-ndim}..{ndim - 1})")
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(op: str, axis: Any, ndim: int) -> tuple:
+    """None -> every axis; an int or a sequence -> sorted distinct non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        axis = (axis,)
+    axes = [normalize_axis(op, int(a) if isinstance(a, np.integer) else a, ndim) for a in axis]
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"{op}: repeated axis in {tuple(axis)}")
+    return tuple(sorted(axes))

@@ -1,0 +1,127 @@
+"""Statistical functions: sum, prod, mean, var, std, max, min, cumulative sums."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..compiler import dtypes as D
+from ..compiler.node import Node
+from ..compiler.primitive import apply
+from .promotion import as_node, broadcast_to, convert, normalize_axes, normalize_axis, scalar
+from .elementwise import divide, multiply, subtract, sqrt, square
+
+
+def _keep(x: Node, out: Node, axes: tuple, keepdims: bool) -> Node:
+    if not keepdims:
+        return out
+    shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+    return apply("reshape", out, shape=shape)
+
+
+def _accumulator(x: Node, dtype: Any) -> D.DType:
+    if dtype is not None:
+        return D.to_dtype(dtype)
+    if x.dtype is D.bool_ or x.dtype.kind == "int":
+        return D.int64
+    if x.dtype.kind == "uint":
+        return D.uint64
+    return x.dtype
+
+
+def _reduce(name: str, kind: str, x: Any, axis: Any, keepdims: bool, dtype: Any = None,
+            accumulate: bool = True) -> Node:
+    x = as_node(x)
+    axes = normalize_axes(name, axis, x.ndim)
+    if accumulate:
+        x = convert(x, _accumulator(x, dtype))
+    elif x.dtype is D.bool_ and kind in ("max", "min"):
+        kind = "or" if kind == "max" else "and"
+    elif x.dtype is D.bool_:
+        pass
+    out = apply("reduce", x, axes=axes, kind=kind)
+    return _keep(x, out, axes, keepdims)
+
+
+def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Node:
+    return _reduce("sum", "sum", x, axis, keepdims, dtype)
+
+
+def prod(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Node:
+    return _reduce("prod", "prod", x, axis, keepdims, dtype)
+
+
+def max(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
+    x = as_node(x)
+    _nonempty("max", x, axis)
+    return _reduce("max", "max", x, axis, keepdims, accumulate=False)
+
+
+def min(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
+    x = as_node(x)
+    _nonempty("min", x, axis)
+    return _reduce("min", "min", x, axis, keepdims, accumulate=False)
+
+
+def _nonempty(name: str, x: Node, axis: Any) -> None:
+    axes = normalize_axes(name, axis, x.ndim)
+    if any(x.shape[a] == 0 for a in axes) or (not axes and 0 in x.shape and axis is None):
+        raise ValueError(f"{name}: zero-size reduction over axes {axes} of shape {x.shape} "
+                         "has no identity")
+
+
+def _count(x: Node, axes: tuple) -> int:
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    return n
+
+
+def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
+    x = as_node(x)
+    if not x.dtype.is_float:
+        x = convert(x, D.DEFAULT_FLOAT)
+    axes = normalize_axes("mean", axis, x.ndim)
+    total = _reduce("mean", "sum", x, axes, keepdims)
+    return divide(total, float(_count(x, axes))) if _count(x, axes) != 1 else total
+
+
+def var(x: Any, axis: Any = None, keepdims: bool = False, correction: float = 0.0) -> Node:
+    x = as_node(x)
+    if not x.dtype.is_float:
+        x = convert(x, D.DEFAULT_FLOAT)
+    axes = normalize_axes("var", axis, x.ndim)
+    mu = mean(x, axes, keepdims=True)
+    dev = square(subtract(x, broadcast_to(mu, x.shape)))
+    total = _reduce("var", "sum", dev, axes, keepdims)
+    n = _count(x, axes) - correction
+    return divide(total, float(n) if n > 0 else 0.0)
+
+
+def std(x: Any, axis: Any = None, keepdims: bool = False, correction: float = 0.0) -> Node:
+    return sqrt(var(x, axis, keepdims, correction))
+
+
+def cumulative_sum(x: Any, axis: Optional[int] = None, dtype: Any = None,
+                   include_initial: bool = False) -> Node:
+    x = as_node(x)
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError(f"cumulative_sum: axis is required for a tensor of rank {x.ndim}")
+        axis = 0
+    axis = normalize_axis("cumulative_sum", axis, x.ndim)
+    x = convert(x, _accumulator(x, dtype))
+    out = apply("cumulative", x, axis=axis, kind="sum", reverse=False)
+    if include_initial:
+        low = tuple(1 if i == axis else 0 for i in range(x.ndim))
+        out = apply("pad", out, scalar(0, x.dtype), edge_padding_low=low,
+                    edge_padding_high=(0,) * x.ndim, interior_padding=(0,) * x.ndim)
+    return out
+
+
+def cumulative_prod(x: Any, axis: Optional[int] = None, dtype: Any = None) -> Node:
+    x = as_node(x)
+    axis = normalize_axis("cumulative_prod", 0 if axis is None else axis, x.ndim)
+    x = convert(x, _accumulator(x, dtype))
+    return apply("cumulative", x, axis=axis, kind="prod", reverse=False)
+
+
+__all__ = ["sum", "prod", "max", "min", "mean", "var", "std", "cumulative_sum", "cumulative_prod"]
