@@ -1,0 +1,40 @@
+"""What the compiler hands a device: kernels in execution order and a buffer plan.
+
+The passes produce it (fusion decides the kernels, buffer assignment the slots); code
+generation turns each kernel into target code; a device runs the kernels over buffers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .module import Module
+
+LOOP = "loop"            # elementwise and index-moving work over the roots' shape
+REDUCTION = "reduction"  # a reduction root with its producers fused in
+LIBRARY = "library"      # a call into a tuned library (dot_general -> BLAS / cuBLAS)
+OPAQUE = "opaque"        # an op that needs all of its input at once (sort, scatter...)
+
+
+@dataclass
+class Kernel:
+    name: str
+    kind: str
+    members: list          # module positions computed inside, operands before users
+    outputs: list          # positions whose values leave the kernel (written to buffers)
+    inputs: list           # positions the kernel reads from buffers
+    reasons: list = field(default_factory=list)   # fusion decisions, in words
+
+
+@dataclass
+class BufferPlan:
+    slot_of: dict          # module position -> buffer slot (inputs, outputs, temporaries)
+    slot_bytes: list       # size of each slot
+    peak_bytes: int = 0
+
+
+@dataclass
+class ExecutionPlan:
+    module: Module
+    kernels: list          # Kernel, in execution order
+    buffers: BufferPlan
+    decisions: list = field(default_factory=list)   # every fusion decision, for the dump
