@@ -48,6 +48,9 @@ def wrap(v: Any, state: runtime.DeviceState) -> Any:
 def lift(fn: Callable) -> Callable:
     @functools.wraps(fn)
     def public(*args: Any, device: Any = None, **kwargs: Any) -> Any:
+        if device is None and not kwargs and len(args) == 1 and type(args[0]) is Tensor:
+            t = args[0]                       # fast path: f(tensor)
+            return wrap(fn(t._node), t._state)
         state = runtime.get_device(device) if device is not None else None
         state = _find_state(args, state)
         state = _find_state(kwargs.values(), state) or runtime.get_device(None)

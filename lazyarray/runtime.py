@@ -22,9 +22,29 @@ class DeviceState:
 
     def __init__(self, device: Device) -> None:
         self.device = device
-        self.pending: weakref.WeakSet = weakref.WeakSet()
+        # weak references to tensors that may be pending: appending is the cheapest record
+        # (a WeakSet would compare tensors, and == on tensors records an op)
+        self.pending: list = []
+        self.compact_at = 4096
         self.executables: dict = {}
         self.names = 0
+
+    def add_pending(self, tensor: Any) -> None:
+        self.pending.append(weakref.ref(tensor))
+        if len(self.pending) > self.compact_at:
+            self.pending = [r for r in self.pending if r() is not None]
+            self.compact_at = max(4096, 2 * len(self.pending))
+
+    def take_pending(self) -> list:
+        """The live, still uncomputed tensors, each once; the list is emptied."""
+        seen, out = set(), []
+        for r in self.pending:
+            t = r()
+            if t is not None and t._node.buffer is None and id(t) not in seen:
+                seen.add(id(t))
+                out.append(t)
+        self.pending = []
+        return out
 
     def __repr__(self) -> str:
         return f"device(type='{self.device.name}')"
@@ -82,8 +102,7 @@ def sync(state: Optional[DeviceState] = None) -> None:
 
 
 def _sync_one(state: DeviceState) -> None:
-    tensors = [t for t in state.pending if t._node.buffer is None]
-    state.pending.clear()
+    tensors = state.take_pending()
     if not tensors:
         return
     nodes = list({id(t._node): t._node for t in tensors}.values())
@@ -98,7 +117,7 @@ def _sync_one(state: DeviceState) -> None:
         METRICS.run_seconds += time.perf_counter() - t0
     except BaseException:
         for t in tensors:                    # nothing computed: they stay pending
-            state.pending.add(t)
+            state.add_pending(t)
         raise
     for n, buf in zip(nodes, outs):
         n.buffer = buf

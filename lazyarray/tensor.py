@@ -30,7 +30,7 @@ class Tensor:
         t._node = node
         t._state = state
         if node.buffer is None:
-            state.pending.add(t)
+            state.add_pending(t)
         return t
 
     @staticmethod
@@ -44,13 +44,13 @@ class Tensor:
         t = asarray(data, dtype=dtype, device=device)
         self._node, self._state = t._node, t._state
         if self._node.buffer is None:
-            self._state.pending.add(self)
+            self._state.add_pending(self)
 
     def _assign(self, node: Node) -> None:
         """Make this tensor hold a new value (functional __setitem__)."""
         self._node = node
         if node.buffer is None:
-            self._state.pending.add(self)
+            self._state.add_pending(self)
 
     # ---- properties ---------------------------------------------------------------
 

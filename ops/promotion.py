@@ -89,8 +89,34 @@ def broadcast_to(x: Node, shape: tuple) -> Node:
                  broadcast_dimensions=tuple(range(offset, len(shape))))
 
 
+def _weak_fast(value: Any, node: Node) -> Any:
+    """A Python scalar beside a node whose dtype it takes: the common `x * 2.5` case."""
+    dtype = D.weak_scalar_dtype(node.dtype, value)
+    if dtype is not node.dtype:
+        return None
+    s = scalar(value, dtype)
+    if not node.shape:
+        return s
+    return Node("broadcast_in_dim", (s,), node.shape, dtype,
+                {"shape": node.shape, "broadcast_dimensions": ()})
+
+
 def operands(op: str, *args: Any, dtype: Any = None) -> list:
     """Nodes of one dtype and one shape from nodes and Python scalars (weakly typed)."""
+    if dtype is None and len(args) == 2:        # fast paths: recording must stay cheap
+        a, b = args
+        ta, tb = type(a), type(b)
+        if ta is Node and tb is Node:
+            if a.dtype is b.dtype and a.shape == b.shape:
+                return [a, b]
+        elif ta is Node and tb in PY_SCALARS:
+            s = _weak_fast(b, a)
+            if s is not None:
+                return [a, s]
+        elif tb is Node and ta in PY_SCALARS:
+            s = _weak_fast(a, b)
+            if s is not None:
+                return [s, b]
     nodes = [a for a in args if isinstance(a, Node)]
     for a in args:
         if not isinstance(a, (Node,) + PY_SCALARS):
