@@ -103,6 +103,8 @@ def _weak_fast(value: Any, node: Node) -> Any:
 
 def operands(op: str, *args: Any, dtype: Any = None) -> list:
     """Nodes of one dtype and one shape from nodes and Python scalars (weakly typed)."""
+    if dtype is None and len(args) == 1 and type(args[0]) is Node:
+        return [args[0]]
     if dtype is None and len(args) == 2:        # fast paths: recording must stay cheap
         a, b = args
         ta, tb = type(a), type(b)
