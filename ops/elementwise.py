@@ -95,7 +95,21 @@ subtract = _binary("subtract", "subtract")
 multiply = _binary("multiply", "multiply", numeric=False)
 maximum = _binary("maximum", "maximum", numeric=False)
 minimum = _binary("minimum", "minimum", numeric=False)
-pow = _binary("power", "pow")
+_power = _binary("power", "pow")
+
+
+def pow(a: Operand, b: Operand) -> Node:
+    """x ** 2 and x ** 3 become products and x ** 0.5 a square root when the exponent is a
+    Python scalar: the exponent is a runtime parameter, so no later pass could see it."""
+    if isinstance(a, Node) and (type(b) is int or (type(b) is float and a.dtype.is_float)) \
+            and a.dtype is not D.bool_:
+        if b == 2:
+            return square(a)
+        if b == 3:
+            return multiply(square(a), a)
+        if b == 0.5 and a.dtype.is_float:
+            return sqrt(a)
+    return _power(a, b)
 
 
 def divide(a: Operand, b: Operand) -> Node:
