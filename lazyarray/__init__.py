@@ -10,7 +10,8 @@ from .api import *  # noqa: F401,F403
 from .api import __dict__ as _api_dict
 from .tensor import Tensor
 from . import debug  # noqa: E402
+from . import random, nn, optim  # noqa: E402,F401
 
 __version__ = "0.1.0"
 __array_api_version__ = "2023.12"
-__all__ = [n for n in _api_dict if not n.startswith("_")] + ["Tensor", "debug", "config"]
+__all__ = [n for n in _api_dict if not n.startswith("_")] + ["Tensor", "debug", "config", "random", "nn", "optim"]

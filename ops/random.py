@@ -1,0 +1,226 @@
+"""Counter-based random numbers: Threefry-2x32 (20 rounds) written with HLO integer ops.
+
+Because the generator is a pure function of a key and a counter, built from `add`, `xor`,
+`shift_left`, `shift_right_logical` and `or` on uint32, it fuses with whatever consumes
+its bits and gives the same bits on every device. Every function here is functional: it
+takes a key node (uint32[2]) and returns new nodes; `lazyarray.random` keeps the key state.
+
+Threefry-2x32 is Salmon et al., "Parallel random numbers: as easy as 1, 2, 3" (SC'11).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..compiler import dtypes as D
+from ..compiler.node import Node
+from ..compiler.primitive import apply
+from .promotion import broadcast_to, constant, convert, scalar
+
+ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
+KEY_PARITY = 0x1BD11BDA
+ROUNDS = 20
+
+_U32_CONSTANTS: dict = {}
+
+
+def _u32(value: int, shape: tuple) -> Node:
+    """A uint32 constant kept in the module: rotation amounts are structure, not data."""
+    node = _U32_CONSTANTS.get(value)
+    if node is None:
+        node = _U32_CONSTANTS[value] = constant(np.uint32(value), D.uint32)
+    return broadcast_to(node, shape)
+
+
+def _add(a: Node, b: Node) -> Node:
+    return apply("add", a, b)
+
+
+def _rotl(x: Node, r: int) -> Node:
+    left = apply("shift_left", x, _u32(r, x.shape))
+    right = apply("shift_right_logical", x, _u32(32 - r, x.shape))
+    return apply("or", left, right)
+
+
+def _key_word(key: Node, i: int, shape: tuple) -> Node:
+    word = apply("slice", key, start_indices=(i,), limit_indices=(i + 1,), strides=(1,))
+    word = apply("reshape", word, shape=())
+    return broadcast_to(word, shape)
+
+
+def threefry2x32(key: Node, x0: Node, x1: Node) -> tuple:
+    """Threefry-2x32-20 of the counters (x0, x1) (uint32, equal shapes) under `key`
+    (uint32[2]); returns two uint32 nodes of the counters' shape."""
+    if key.shape != (2,) or key.dtype is not D.uint32:
+        raise TypeError(f"threefry2x32: the key must be uint32[2], got "
+                        f"{key.dtype.name}{list(key.shape)}")
+    if x0.shape != x1.shape or x0.dtype is not D.uint32 or x1.dtype is not D.uint32:
+        raise TypeError("threefry2x32: counters must be two uint32 nodes of one shape")
+    shape = x0.shape
+    k0, k1 = _key_word(key, 0, shape), _key_word(key, 1, shape)
+    k2 = apply("xor", apply("xor", k0, k1), _u32(KEY_PARITY, shape))
+    schedule = (k0, k1, k2)
+    x0, x1 = _add(x0, k0), _add(x1, k1)
+    for i in range(ROUNDS):
+        x0 = _add(x0, x1)
+        x1 = apply("xor", _rotl(x1, ROTATIONS[i % 8]), x0)
+        if i % 4 == 3:
+            s = (i + 1) // 4
+            x0 = _add(x0, schedule[s % 3])
+            x1 = _add(_add(x1, schedule[(s + 1) % 3]), _u32(s, shape))
+    return x0, x1
+
+
+def _iota(n: int) -> Node:
+    return apply("iota", shape=(n,), dtype=D.uint32, dimension=0)
+
+
+def split(key: Node, num: int = 2) -> list:
+    """`num` new independent keys from one key (each a uint32[2] node)."""
+    c0 = _iota(num)
+    c1 = broadcast_to(_u32(0, ()), (num,))
+    x0, x1 = threefry2x32(key, c0, c1)
+    pairs = apply("concatenate", apply("reshape", x0, shape=(num, 1)),
+                  apply("reshape", x1, shape=(num, 1)), dimension=1)
+    return [apply("reshape", apply("slice", pairs, start_indices=(i, 0), limit_indices=(i + 1, 2),
+                                   strides=(1, 1)), shape=(2,)) for i in range(num)]
+
+
+def _size(shape: tuple) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def bits(key: Node, shape: tuple) -> Node:
+    """uint32 random bits of `shape`: word i is one half of Threefry of counter i mod half."""
+    n = _size(shape)
+    if n >= 2 ** 32:
+        raise ValueError(f"random bits: {n} values at once is more than one key can give (2^32)")
+    if n == 0:
+        return broadcast_to(_u32(0, ()), shape)
+    half = (n + 1) // 2
+    c0 = _iota(half)
+    c1 = _add(c0, _u32(half, (half,)))
+    x0, x1 = threefry2x32(key, c0, c1)
+    flat = apply("concatenate", x0, x1, dimension=0)
+    if 2 * half != n:
+        flat = apply("slice", flat, start_indices=(0,), limit_indices=(n,), strides=(1,))
+    return apply("reshape", flat, shape=tuple(shape))
+
+
+def _unit_float32(words: Node) -> Node:
+    """[0, 1) from 23 random mantissa bits: 1.m as float32, minus 1."""
+    mant = apply("shift_right_logical", words, _u32(9, words.shape))
+    one = apply("or", mant, _u32(0x3F800000, words.shape))
+    f = apply("bitcast_convert", one, dtype=D.float32)
+    return apply("subtract", f, broadcast_to(scalar(1.0, D.float32), words.shape))
+
+
+def _unit_float64(hi: Node, lo: Node) -> Node:
+    """[0, 1) from 52 random mantissa bits of two words."""
+    shape = hi.shape
+    wide = apply("or", apply("shift_left", convert(hi, D.uint64),
+                             broadcast_to(constant(np.uint64(32), D.uint64), shape)),
+                 convert(lo, D.uint64))
+    mant = apply("shift_right_logical", wide, broadcast_to(constant(np.uint64(12), D.uint64), shape))
+    one = apply("or", mant, broadcast_to(constant(np.uint64(0x3FF0000000000000), D.uint64), shape))
+    f = apply("bitcast_convert", one, dtype=D.float64)
+    return apply("subtract", f, broadcast_to(scalar(1.0, D.float64), shape))
+
+
+def _float_dtype(op: str, dtype: Any) -> D.DType:
+    d = D.to_dtype(dtype) if dtype is not None else D.DEFAULT_FLOAT
+    if not d.is_float:
+        raise TypeError(f"{op}: dtype must be a floating-point type, got {d.name}")
+    return d
+
+
+def unit(key: Node, shape: tuple, dtype: Any = None) -> Node:
+    """Uniform on [0, 1) of `shape` and a float `dtype` (float64 uses 52 random bits)."""
+    d = _float_dtype("uniform", dtype)
+    shape = tuple(shape)
+    if d is D.float64:
+        words = bits(key, (2,) + shape)
+        hi = apply("reshape", apply("slice", words, start_indices=(0,) + (0,) * len(shape),
+                                    limit_indices=(1,) + shape, strides=(1,) * (len(shape) + 1)),
+                   shape=shape)
+        lo = apply("reshape", apply("slice", words, start_indices=(1,) + (0,) * len(shape),
+                                    limit_indices=(2,) + shape, strides=(1,) * (len(shape) + 1)),
+                   shape=shape)
+        return _unit_float64(hi, lo)
+    return convert(_unit_float32(bits(key, shape)), d)
+
+
+def uniform(key: Node, shape: tuple, low: Any = 0.0, high: Any = 1.0, dtype: Any = None) -> Node:
+    """Uniform on [low, high)."""
+    u = unit(key, shape, dtype)
+    if low == 0.0 and high == 1.0:
+        return u
+    span = apply("multiply", u, broadcast_to(scalar(float(high - low), u.dtype), u.shape))
+    return apply("add", span, broadcast_to(scalar(float(low), u.dtype), u.shape))
+
+
+def normal(key: Node, shape: tuple, mean: float = 0.0, std: float = 1.0, dtype: Any = None) -> Node:
+    """Standard normal by Box-Muller: sqrt(-2 log u1) cos(2 pi u2), u1 in (0, 1]."""
+    d = _float_dtype("normal", dtype)
+    shape = tuple(shape)
+    work = D.float64 if d is D.float64 else D.float32
+    u = unit(key, (2,) + shape, work)
+    full = (1,) + shape
+    u1 = apply("reshape", apply("slice", u, start_indices=(0,) * (len(shape) + 1),
+                                limit_indices=full, strides=(1,) * len(full)), shape=shape)
+    u2 = apply("reshape", apply("slice", u, start_indices=(1,) + (0,) * len(shape),
+                                limit_indices=(2,) + shape, strides=(1,) * len(full)), shape=shape)
+    one = broadcast_to(scalar(1, work), shape)
+    radius = apply("sqrt", apply("multiply", broadcast_to(scalar(-2.0, work), shape),
+                                 apply("log", apply("subtract", one, u1))))
+    angle = apply("multiply", u2, broadcast_to(scalar(2 * math.pi, work), shape))
+    z = apply("multiply", radius, apply("cosine", angle))
+    if std != 1.0:
+        z = apply("multiply", z, broadcast_to(scalar(float(std), work), shape))
+    if mean != 0.0:
+        z = apply("add", z, broadcast_to(scalar(float(mean), work), shape))
+    return convert(z, d)
+
+
+def randint(key: Node, shape: tuple, low: int, high: int, dtype: Any = None) -> Node:
+    """Integers in [low, high): 64 random bits modulo the span (bias below 2^-32)."""
+    d = D.to_dtype(dtype) if dtype is not None else D.DEFAULT_INT
+    if not d.is_int:
+        raise TypeError(f"randint: dtype must be an integer type, got {d.name}")
+    low, high = int(low), int(high)
+    if high <= low:
+        raise ValueError(f"randint: needs low < high, got low={low}, high={high}")
+    shape = tuple(shape)
+    words = bits(key, (2,) + shape)
+    ones = (1,) * (len(shape) + 1)
+    hi = apply("reshape", apply("slice", words, start_indices=(0,) * (len(shape) + 1),
+                                limit_indices=(1,) + shape, strides=ones), shape=shape)
+    lo = apply("reshape", apply("slice", words, start_indices=(1,) + (0,) * len(shape),
+                                limit_indices=(2,) + shape, strides=ones), shape=shape)
+    wide = apply("or", apply("shift_left", convert(hi, D.uint64),
+                             broadcast_to(constant(np.uint64(32), D.uint64), shape)),
+                 convert(lo, D.uint64))
+    span = broadcast_to(scalar(high - low, D.uint64), shape)
+    offset = convert(apply("remainder", wide, span), D.int64)
+    out = apply("add", offset, broadcast_to(scalar(low, D.int64), shape)) if low else offset
+    return convert(out, d)
+
+
+def bernoulli(key: Node, p: Any, shape: tuple) -> Node:
+    """True with probability p (a Python float or a float node broadcastable to shape)."""
+    u = unit(key, shape, D.float32)
+    prob = p if isinstance(p, Node) else scalar(float(p), D.float32)
+    return apply("compare", u, broadcast_to(convert(prob, D.float32), tuple(shape)), direction="LT")
+
+
+def permutation(key: Node, n: int) -> Node:
+    """A random permutation of 0..n-1 (int64): the stable order of n random 32-bit words."""
+    if n < 0:
+        raise ValueError(f"permutation: n must be non-negative, got {n}")
+    return apply("argsort", bits(key, (n,)), dimension=0, descending=False,
+                 index_dtype=D.int64)
+
+
+__all__ = []    # these take explicit keys; the public functions live in lazyarray.random
