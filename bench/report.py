@@ -1,0 +1,91 @@
+"""Turn a pytest-benchmark JSON file into a Markdown table of ratios and a PNG chart.
+
+    python -m pytest bench/bench_fused.py --benchmark-json=bench/results/cpu.json
+    python bench/report.py bench/results/cpu.json
+
+Each row is a workload; each column a framework's median time and its ratio to
+lazyarray's (above 1: lazyarray is faster). Where a workload records the bytes it must
+move, lazyarray's effective bandwidth is shown beside the memory copy's.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+
+
+def load(path: str) -> dict:
+    with open(path) as f:
+        data = json.load(f)
+    table: dict = collections.defaultdict(dict)
+    for b in data["benchmarks"]:
+        fw = b["extra_info"].get("framework", b["name"])
+        table[b["group"] or b["name"]][fw] = (b["stats"]["median"], b["extra_info"].get("bytes"))
+    return table
+
+
+def markdown(table: dict) -> str:
+    frameworks = sorted({fw for row in table.values() for fw in row},
+                        key=lambda f: (f != "lazyarray", f))
+    copy = table.get("memory copy", {}).get("numpy")
+    copy_bw = copy[1] / copy[0] if copy and copy[1] else None
+    head = "| workload | " + " | ".join(f"{f} (ms)" for f in frameworks) + " | best peer / lazyarray |"
+    if copy_bw:
+        head += " lazyarray bandwidth (% of copy) |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for name, row in table.items():
+        if name == "memory copy":
+            continue
+        cells = [f"{row[f][0] * 1e3:.2f}" if f in row else "—" for f in frameworks]
+        la = row.get("lazyarray")
+        peers = [v[0] for f, v in row.items() if f != "lazyarray"]
+        ratio = f"{min(peers) / la[0]:.2f}x" if la and peers else "—"
+        line = f"| {name} | " + " | ".join(cells) + f" | {ratio} |"
+        if copy_bw:
+            bw = la[1] / la[0] / copy_bw * 100 if la and la[1] else None
+            line += f" {bw:.0f}% |" if bw else " — |"
+        lines.append(line)
+    if copy_bw:
+        lines.append(f"\nMemory copy (NumPy copyto, read + write): {copy_bw / 1e9:.1f} GB/s.")
+    return "\n".join(lines) + "\n"
+
+
+def chart(table: dict, path: str) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    rows = [(n, r) for n, r in table.items() if n != "memory copy" and "lazyarray" in r]
+    frameworks = sorted({f for _, r in rows for f in r}, key=lambda f: (f != "lazyarray", f))
+    fig, ax = plt.subplots(figsize=(10, 4 + len(rows) * 0.3))
+    width = 0.8 / max(len(frameworks), 1)
+    for i, f in enumerate(frameworks):
+        speed = [r["lazyarray"][0] / r[f][0] if f in r else 0 for _, r in rows]
+        ax.barh([j + i * width for j in range(len(rows))], speed, height=width, label=f)
+    ax.set_yticks([j + 0.4 - width / 2 for j in range(len(rows))])
+    ax.set_yticklabels([n for n, _ in rows])
+    ax.set_xlabel("speed relative to lazyarray (higher is faster)")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return True
+
+
+def main(argv: list) -> None:
+    src = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "results", "cpu.json")
+    table = load(src)
+    base = os.path.splitext(src)[0]
+    text = markdown(table)
+    with open(base + ".md", "w") as f:
+        f.write(text)
+    print(text)
+    if chart(table, base + ".png"):
+        print(f"chart: {base}.png")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
