@@ -34,6 +34,9 @@ from typing import Any, Optional
 
 import llvmlite.ir as ir
 
+from .. import dtypes as D
+from .math_table import MathTable
+
 # math name -> libdevice base name (float32 adds "f": __nv_expf; float64 uses the base)
 LIBDEVICE = {
     "exponential": "exp", "exponential_minus_one": "expm1", "log": "log",
@@ -114,6 +117,22 @@ def lower(builder: ir.IRBuilder, name: str, args: list, op: Optional[str] = None
     if name == "logistic":
         return _logistic(builder, args[0])
     return builder.call(_libdevice_fn(builder.module, LIBDEVICE[name], ty, len(args)), args)
+
+
+class GPUMath(MathTable):
+    """The elemental emitter's math table for NVPTX: asks `lower` for every name, so that
+    nothing outside this file decides what reaches the NVPTX back end."""
+
+    target = "cuda"
+
+    def emit(self, e, name: str, args: list, dtype: D.DType) -> ir.Value:
+        return lower(e.b, name, args, op=name)
+
+    def supported(self) -> set:
+        return set(FLOAT_NAMES)
+
+
+GPU_MATH = GPUMath()
 
 
 def _suffix(ty: ir.Type) -> str:
