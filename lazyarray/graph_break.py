@@ -45,33 +45,35 @@ def nonzero(x: Tensor, size: Any = None, fill_value: int = 0) -> tuple:
 
 
 def unique_values(x: Tensor) -> Tensor:
-    return _result(np.unique(host_value("unique_values", x)), x)
+    return _result(np.unique(host_value("unique_values", x), equal_nan=False), x)
 
 
 def unique_counts(x: Tensor) -> tuple:
-    v, c = np.unique(host_value("unique_counts", x), return_counts=True)
+    v, c = np.unique(host_value("unique_counts", x), return_counts=True,
+                     equal_nan=False)
     return _result(v, x), _result(c.astype(np.int64), x)
 
 
 def unique_inverse(x: Tensor) -> tuple:
     a = host_value("unique_inverse", x)
-    v, inv = np.unique(a, return_inverse=True)
+    v, inv = np.unique(a, return_inverse=True, equal_nan=False)
     return _result(v, x), _result(inv.reshape(a.shape).astype(np.int64), x)
 
 
 def unique_all(x: Tensor) -> tuple:
     a = host_value("unique_all", x)
-    v, idx, inv, c = np.unique(a, return_index=True, return_inverse=True, return_counts=True)
+    v, idx, inv, c = np.unique(a, return_index=True, return_inverse=True, return_counts=True,
+                                equal_nan=False)
     return (_result(v, x), _result(idx.astype(np.int64), x),
             _result(inv.reshape(a.shape).astype(np.int64), x), _result(c.astype(np.int64), x))
 
 
+def host_mask(op: str, mask: Tensor) -> np.ndarray:
+    """A boolean tensor used as an index, as a host array (a graph break)."""
+    return np.asarray(host_value(op, mask), dtype=np.bool_)
+
+
 def boolean_mask(x: Tensor, mask: Tensor) -> Tensor:
-    """x[mask]: the selected elements, in row-major order."""
-    m = host_value("boolean mask indexing", mask)
-    if m.shape != x.shape[:m.ndim]:
-        raise IndexError(f"boolean index of shape {m.shape} does not match the indexed "
-                         f"tensor's shape {x.shape}")
+    """x[mask]: the selected elements, in row-major order (mask covers x's leading dims)."""
     from .indexing import getitem
-    idx = np.nonzero(m)
-    return getitem(x, tuple(_result(i.astype(np.int64), x) for i in idx))
+    return getitem(x, mask)
