@@ -14,9 +14,11 @@ import math
 
 import numpy as np
 
+from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import (ELEMENTWISE, any_dtype, elementwise_infer, fail, float_only,
-                         int_or_bool, integer_only, numeric, primitive, _same_shapes)
+from ..primitive import (ELEMENTWISE, NOT_DIFFERENTIABLE, any_dtype, apply, elementwise_infer,
+                         fail, float_only, int_or_bool, integer_only, numeric, primitive,
+                         _same_shapes)
 
 _HALF = (D.float16, D.bfloat16)
 
@@ -37,20 +39,20 @@ def _same_dtype_ref(fn):
     return ref
 
 
-def unary(name, rule, reference, emit, math_name=None, out_dtype=None, doc=""):
+def unary(name, rule, reference, emit, math_name=None, out_dtype=None, doc="", vjp=None):
     return primitive(name, ELEMENTWISE, elementwise_infer(name, rule, out_dtype), reference,
-                     emit=emit, math=math_name, doc=doc)
+                     emit=emit, math=math_name, doc=doc, vjp=vjp)
 
 
-def float_unary(name, fn, doc=""):
+def float_unary(name, fn, doc="", vjp=None):
     """A transcendental or rounding function: its code comes from the target's math table."""
     return unary(name, float_only, _float_ref(fn), lambda e, x, _n=name: e.math(_n, x),
-                 math_name=name, doc=doc)
+                 math_name=name, doc=doc, vjp=vjp)
 
 
-def binary(name, rule, reference, emit, math_name=None, doc=""):
+def binary(name, rule, reference, emit, math_name=None, doc="", vjp=None):
     return primitive(name, ELEMENTWISE, elementwise_infer(name, rule), reference,
-                     emit=emit, math=math_name, doc=doc)
+                     emit=emit, math=math_name, doc=doc, vjp=vjp)
 
 
 # ---- references that NumPy lacks or defines differently ------------------------------
@@ -122,71 +124,251 @@ def _sign(x):
     return np.sign(x).astype(x.dtype)
 
 
+# ---- vector-Jacobian products: vjp(g, out, *operands) -> one cotangent per operand -----
+# Rounding functions and sign have a zero gradient (as in JAX), not "no gradient".
+
+def _zero_vjp(g, out, x):
+    return (A.zeros_like(x),)
+
+
+def _neg_vjp(g, out, x):
+    return (A.neg(g),)
+
+
+def _abs_vjp(g, out, x):
+    return (A.mul(g, apply("sign", x)),)
+
+
+def _exp_vjp(g, out, x):
+    return (A.mul(g, out),)
+
+
+def _expm1_vjp(g, out, x):
+    return (A.mul(g, A.plus(out, 1)),)
+
+
+def _log_vjp(g, out, x):
+    return (A.div(g, x),)
+
+
+def _log1p_vjp(g, out, x):
+    return (A.div(g, A.plus(x, 1)),)
+
+
+def _sqrt_vjp(g, out, x):
+    return (A.div(A.scale(g, 0.5), out),)
+
+
+def _rsqrt_vjp(g, out, x):
+    return (A.mul(A.scale(g, -0.5), A.div(out, x)),)
+
+
+def _tanh_vjp(g, out, x):
+    return (A.mul(g, A.sub(A.full_like(out, 1), A.mul(out, out))),)
+
+
+def _logistic_vjp(g, out, x):
+    return (A.mul(g, A.mul(out, A.sub(A.full_like(out, 1), out))),)
+
+
+def _sin_vjp(g, out, x):
+    return (A.mul(g, apply("cosine", x)),)
+
+
+def _cos_vjp(g, out, x):
+    return (A.neg(A.mul(g, apply("sine", x))),)
+
+
+def _tan_vjp(g, out, x):
+    return (A.mul(g, A.plus(A.mul(out, out), 1)),)
+
+
+def _one_minus_square(x):
+    return A.sub(A.full_like(x, 1), A.mul(x, x))
+
+
+def _asin_vjp(g, out, x):
+    return (A.mul(g, apply("rsqrt", _one_minus_square(x))),)
+
+
+def _acos_vjp(g, out, x):
+    return (A.neg(A.mul(g, apply("rsqrt", _one_minus_square(x)))),)
+
+
+def _atan_vjp(g, out, x):
+    return (A.div(g, A.plus(A.mul(x, x), 1)),)
+
+
+def _sinh_vjp(g, out, x):
+    return (A.mul(g, apply("cosh", x)),)
+
+
+def _cosh_vjp(g, out, x):
+    return (A.mul(g, apply("sinh", x)),)
+
+
+def _asinh_vjp(g, out, x):
+    return (A.mul(g, apply("rsqrt", A.plus(A.mul(x, x), 1))),)
+
+
+def _acosh_vjp(g, out, x):
+    return (A.mul(g, apply("rsqrt", A.plus(A.mul(x, x), -1))),)
+
+
+def _atanh_vjp(g, out, x):
+    return (A.div(g, _one_minus_square(x)),)
+
+
+def _erf_vjp(g, out, x):
+    dens = apply("exponential", A.neg(A.mul(x, x)))
+    return (A.mul(A.scale(g, 2 / math.sqrt(math.pi)), dens),)
+
+
+def _add_vjp(g, out, a, b):
+    return g, g
+
+
+def _subtract_vjp(g, out, a, b):
+    return g, A.neg(g)
+
+
+def _multiply_vjp(g, out, a, b):
+    return A.mul(g, b), A.mul(g, a)
+
+
+def _divide_vjp(g, out, a, b):
+    ga = A.div(g, b)
+    return ga, A.neg(A.mul(ga, out))
+
+
+def _remainder_vjp(g, out, a, b):
+    # fmod(a, b) = a - b * trunc(a / b)
+    return g, A.neg(A.mul(g, apply("truncate", A.div(a, b))))
+
+
+def _power_vjp(g, out, a, b):
+    """d/da = b a^(b-1), taken as 0 where b == 0 (so 0^0 has no NaN); d/db = a^b log(a),
+    taken as 0 where a == 0 (log is evaluated at 1 there), as JAX does."""
+    zero_b = A.compare(b, A.zeros_like(b), "EQ")
+    da = A.mul(b, apply("power", a, A.plus(b, -1)))
+    zero_a = A.compare(a, A.zeros_like(a), "EQ")
+    safe_a = A.select(zero_a, A.full_like(a, 1), a)
+    db = A.mul(out, apply("log", safe_a))
+    return A.where_else_zero(apply("not", zero_b), A.mul(g, da)), A.mul(g, db)
+
+
+def _choice_weights(x, other, out):
+    """1 where x alone gives the max/min, 1/2 on a tie (the gradient is split), else 0."""
+    mine = A.compare(x, out, "EQ")
+    theirs = A.compare(other, out, "EQ")
+    half_or_one = A.select(theirs, A.full_like(x, 0.5), A.full_like(x, 1))
+    return A.select(mine, half_or_one, A.zeros_like(x))
+
+
+def _minmax_vjp(g, out, a, b):
+    return A.mul(g, _choice_weights(a, b, out)), A.mul(g, _choice_weights(b, a, out))
+
+
+def _atan2_vjp(g, out, a, b):
+    denom = A.add(A.mul(a, a), A.mul(b, b))
+    return A.mul(g, A.div(b, denom)), A.neg(A.mul(g, A.div(a, denom)))
+
+
+def _select_vjp(g, out, pred, a, b):
+    zero = A.zeros_like(g)
+    return None, A.select(pred, g, zero), A.select(pred, zero, g)
+
+
+def _clamp_vjp(g, out, lo, x, hi):
+    """clamp = min(max(x, lo), hi), each step's tie going to its first operand: x gets the
+    gradient where lo <= x <= hi, lo where x < lo <= hi, hi where max(x, lo) > hi."""
+    m = apply("maximum", x, lo)
+    gm = A.where_else_zero(A.compare(m, hi, "LE"), g)
+    ghi = A.where_else_zero(A.compare(m, hi, "GT"), g)
+    x_wins = A.compare(x, lo, "GE")
+    return A.where_else_zero(apply("not", x_wins), gm), A.where_else_zero(x_wins, gm), ghi
+
+
+def _convert_vjp(g, out, x, dtype):
+    if not x.dtype.is_float or not out.dtype.is_float:
+        return (None,)
+    return (A.convert(g, x.dtype),)
+
+
 # ---- unary --------------------------------------------------------------------------
 
-neg = unary("negate", numeric, _same_dtype_ref(np.negative), lambda e, x: e.neg(x))
-abs_ = unary("abs", numeric, _same_dtype_ref(np.abs), lambda e, x: e.abs(x))
-sign = unary("sign", numeric, _sign, lambda e, x: e.sign(x))
+neg = unary("negate", numeric, _same_dtype_ref(np.negative), lambda e, x: e.neg(x),
+            vjp=_neg_vjp)
+abs_ = unary("abs", numeric, _same_dtype_ref(np.abs), lambda e, x: e.abs(x),
+             vjp=_abs_vjp)
+sign = unary("sign", numeric, _sign, lambda e, x: e.sign(x), vjp=_zero_vjp)
 not_ = unary("not", int_or_bool, _not, lambda e, x: e.not_(x),
-             doc="Logical not for bool, bitwise not for integers.")
+             doc="Logical not for bool, bitwise not for integers.", vjp=NOT_DIFFERENTIABLE)
 
-exp = float_unary("exponential", np.exp)
-expm1 = float_unary("exponential_minus_one", np.expm1)
-log = float_unary("log", np.log)
-log1p = float_unary("log_plus_one", np.log1p)
-sqrt = float_unary("sqrt", np.sqrt)
-rsqrt = float_unary("rsqrt", lambda x: 1 / np.sqrt(x))
-tanh = float_unary("tanh", np.tanh)
-logistic = float_unary("logistic", _logistic)
-sin = float_unary("sine", np.sin)
-cos = float_unary("cosine", np.cos)
-tan = float_unary("tan", np.tan)
-asin = float_unary("asin", np.arcsin)
-acos = float_unary("acos", np.arccos)
-atan = float_unary("atan", np.arctan)
-sinh = float_unary("sinh", np.sinh)
-cosh = float_unary("cosh", np.cosh)
-asinh = float_unary("asinh", np.arcsinh)
-acosh = float_unary("acosh", np.arccosh)
-atanh = float_unary("atanh", np.arctanh)
-erf = float_unary("erf", _erf)
-floor = float_unary("floor", np.floor)
-ceil = float_unary("ceil", np.ceil)
-round_ = float_unary("round_nearest_even", np.round)
-trunc = float_unary("truncate", np.trunc)
+exp = float_unary("exponential", np.exp, vjp=_exp_vjp)
+expm1 = float_unary("exponential_minus_one", np.expm1, vjp=_expm1_vjp)
+log = float_unary("log", np.log, vjp=_log_vjp)
+log1p = float_unary("log_plus_one", np.log1p, vjp=_log1p_vjp)
+sqrt = float_unary("sqrt", np.sqrt, vjp=_sqrt_vjp)
+rsqrt = float_unary("rsqrt", lambda x: 1 / np.sqrt(x), vjp=_rsqrt_vjp)
+tanh = float_unary("tanh", np.tanh, vjp=_tanh_vjp)
+logistic = float_unary("logistic", _logistic, vjp=_logistic_vjp)
+sin = float_unary("sine", np.sin, vjp=_sin_vjp)
+cos = float_unary("cosine", np.cos, vjp=_cos_vjp)
+tan = float_unary("tan", np.tan, vjp=_tan_vjp)
+asin = float_unary("asin", np.arcsin, vjp=_asin_vjp)
+acos = float_unary("acos", np.arccos, vjp=_acos_vjp)
+atan = float_unary("atan", np.arctan, vjp=_atan_vjp)
+sinh = float_unary("sinh", np.sinh, vjp=_sinh_vjp)
+cosh = float_unary("cosh", np.cosh, vjp=_cosh_vjp)
+asinh = float_unary("asinh", np.arcsinh, vjp=_asinh_vjp)
+acosh = float_unary("acosh", np.arccosh, vjp=_acosh_vjp)
+atanh = float_unary("atanh", np.arctanh, vjp=_atanh_vjp)
+erf = float_unary("erf", _erf, vjp=_erf_vjp)
+floor = float_unary("floor", np.floor, vjp=_zero_vjp)
+ceil = float_unary("ceil", np.ceil, vjp=_zero_vjp)
+round_ = float_unary("round_nearest_even", np.round, vjp=_zero_vjp)
+trunc = float_unary("truncate", np.trunc, vjp=_zero_vjp)
 is_finite = unary("is_finite", float_only, lambda x: np.isfinite(x),
                   lambda e, x: e.math("is_finite", x), math_name="is_finite",
-                  out_dtype=D.bool_)
+                  out_dtype=D.bool_, vjp=NOT_DIFFERENTIABLE)
 
 # ---- binary -------------------------------------------------------------------------
 
 add = binary("add", any_dtype, lambda a, b: (np.logical_or(a, b) if a.dtype == np.bool_
                                              else _same_dtype_ref(np.add)(a, b)),
-             lambda e, a, b: e.add(a, b))
+             lambda e, a, b: e.add(a, b), vjp=_add_vjp)
 subtract = binary("subtract", numeric, _same_dtype_ref(np.subtract),
-                  lambda e, a, b: e.sub(a, b))
+                  lambda e, a, b: e.sub(a, b), vjp=_subtract_vjp)
 multiply = binary("multiply", any_dtype, lambda a, b: (np.logical_and(a, b) if a.dtype == np.bool_
                                                        else _same_dtype_ref(np.multiply)(a, b)),
-                  lambda e, a, b: e.mul(a, b))
+                  lambda e, a, b: e.mul(a, b), vjp=_multiply_vjp)
 divide = binary("divide", numeric, _divide, lambda e, a, b: e.div(a, b),
-                doc="Floats: IEEE division. Integers: truncation toward zero; x / 0 = 0.")
+                doc="Floats: IEEE division. Integers: truncation toward zero; x / 0 = 0.",
+                vjp=_divide_vjp)
 remainder = binary("remainder", numeric, _remainder, lambda e, a, b: e.rem(a, b),
-                   doc="C fmod: the result has the sign of the dividend; x % 0 = 0 for integers.")
-power = binary("power", numeric, _power, lambda e, a, b: e.pow(a, b), math_name="power")
+                   doc="C fmod: the result has the sign of the dividend; x % 0 = 0 for integers.",
+                   vjp=_remainder_vjp)
+power = binary("power", numeric, _power, lambda e, a, b: e.pow(a, b), math_name="power",
+               vjp=_power_vjp)
 maximum = binary("maximum", any_dtype, _same_dtype_ref(np.maximum), lambda e, a, b: e.max(a, b),
-                 doc="NaN-propagating, as NumPy's maximum.")
-minimum = binary("minimum", any_dtype, _same_dtype_ref(np.minimum), lambda e, a, b: e.min(a, b))
+                 doc="NaN-propagating, as NumPy's maximum.", vjp=_minmax_vjp)
+minimum = binary("minimum", any_dtype, _same_dtype_ref(np.minimum), lambda e, a, b: e.min(a, b),
+                 vjp=_minmax_vjp)
 atan2 = binary("atan2", float_only, _float_ref(np.arctan2), lambda e, a, b: e.math("atan2", a, b),
-               math_name="atan2")
-and_ = binary("and", int_or_bool, _same_dtype_ref(np.bitwise_and), lambda e, a, b: e.and_(a, b))
-or_ = binary("or", int_or_bool, _same_dtype_ref(np.bitwise_or), lambda e, a, b: e.or_(a, b))
-xor = binary("xor", int_or_bool, _same_dtype_ref(np.bitwise_xor), lambda e, a, b: e.xor(a, b))
+               math_name="atan2", vjp=_atan2_vjp)
+and_ = binary("and", int_or_bool, _same_dtype_ref(np.bitwise_and), lambda e, a, b: e.and_(a, b),
+              vjp=NOT_DIFFERENTIABLE)
+or_ = binary("or", int_or_bool, _same_dtype_ref(np.bitwise_or), lambda e, a, b: e.or_(a, b),
+             vjp=NOT_DIFFERENTIABLE)
+xor = binary("xor", int_or_bool, _same_dtype_ref(np.bitwise_xor), lambda e, a, b: e.xor(a, b),
+             vjp=NOT_DIFFERENTIABLE)
 shift_left = binary("shift_left", integer_only, _shift("left"), lambda e, a, b: e.shl(a, b),
-                    doc="Shifting by the bit width or more gives 0.")
+                    doc="Shifting by the bit width or more gives 0.", vjp=NOT_DIFFERENTIABLE)
 shift_right_arithmetic = binary("shift_right_arithmetic", integer_only, _shift("arithmetic"),
-                                lambda e, a, b: e.ashr(a, b))
+                                lambda e, a, b: e.ashr(a, b), vjp=NOT_DIFFERENTIABLE)
 shift_right_logical = binary("shift_right_logical", integer_only, _shift("logical"),
-                             lambda e, a, b: e.lshr(a, b))
+                             lambda e, a, b: e.lshr(a, b), vjp=NOT_DIFFERENTIABLE)
 
 # ---- compare, select, clamp ---------------------------------------------------------
 
@@ -204,7 +386,8 @@ def _compare_infer(operands, direction):
 _compare_infer.dtypes = D.ALL
 compare = primitive("compare", ELEMENTWISE, _compare_infer,
                     lambda a, b, direction: COMPARISONS[direction](a, b),
-                    attrs=("direction",), emit=lambda e, a, b, direction: e.compare(direction, a, b))
+                    attrs=("direction",), emit=lambda e, a, b, direction: e.compare(direction, a, b),
+                    vjp=NOT_DIFFERENTIABLE)
 
 
 def _select_infer(operands):
@@ -217,7 +400,7 @@ def _select_infer(operands):
 
 _select_infer.dtypes = D.ALL
 select = primitive("select", ELEMENTWISE, _select_infer, lambda p, a, b: np.where(p, a, b),
-                   emit=lambda e, p, a, b: e.select(p, a, b))
+                   emit=lambda e, p, a, b: e.select(p, a, b), vjp=_select_vjp)
 
 
 def _clamp_infer(operands):
@@ -228,7 +411,8 @@ _clamp_infer.dtypes = D.NUMERIC
 clamp = primitive("clamp", ELEMENTWISE, _clamp_infer,
                   lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi).astype(x.dtype),
                   emit=lambda e, lo, x, hi: e.min(e.max(x, lo), hi),
-                  doc="clamp(lo, x, hi) = min(max(x, lo), hi), operands of equal shape.")
+                  doc="clamp(lo, x, hi) = min(max(x, lo), hi), operands of equal shape.",
+                  vjp=_clamp_vjp)
 
 # ---- conversions --------------------------------------------------------------------
 
@@ -254,7 +438,8 @@ def _convert_ref(x, dtype):
 _convert_infer.dtypes = D.ALL
 convert = primitive("convert", ELEMENTWISE, _convert_infer, _convert_ref, attrs=("dtype",),
                     emit=lambda e, x, dtype: e.convert(x, D.to_dtype(dtype)),
-                    doc="Float to integer truncates toward zero, saturates, and maps NaN to 0.")
+                    doc="Float to integer truncates toward zero, saturates, and maps NaN to 0.",
+                    vjp=_convert_vjp)
 
 
 def _bitcast_infer(operands, dtype):
@@ -269,4 +454,5 @@ def _bitcast_infer(operands, dtype):
 _bitcast_infer.dtypes = D.NUMERIC
 bitcast_convert = primitive("bitcast_convert", ELEMENTWISE, _bitcast_infer,
                             lambda x, dtype: x.view(D.to_dtype(dtype).np), attrs=("dtype",),
-                            emit=lambda e, x, dtype: e.bitcast(x, D.to_dtype(dtype)))
+                            emit=lambda e, x, dtype: e.bitcast(x, D.to_dtype(dtype)),
+                            vjp=NOT_DIFFERENTIABLE)
