@@ -2,14 +2,18 @@
 
 Each public function here becomes `lazyarray.<name>`, taking and returning tensors.
 """
-from . import creation, elementwise, linalg, manipulation, searching, statistical, utility
+from . import (creation, elementwise, indexing, linalg, manipulation, searching, sorting,
+               statistical, utility)
 from .creation import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
+from .indexing import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .manipulation import *  # noqa: F401,F403
 from .searching import *  # noqa: F401,F403
+from .sorting import *  # noqa: F401,F403
 from .statistical import *  # noqa: F401,F403
 from .utility import *  # noqa: F401,F403
 
-_MODULES = (creation, elementwise, linalg, manipulation, searching, statistical, utility)
+_MODULES = (creation, elementwise, indexing, linalg, manipulation, searching, sorting,
+            statistical, utility)
 __all__ = sorted({name for m in _MODULES for name in m.__all__})

@@ -1,4 +1,5 @@
-"""Searching: argmax, argmin, where (in elementwise), nonzero with a static size."""
+"""Searching: argmax, argmin, where (in elementwise), searchsorted, count_nonzero, and
+nonzero with a static size (traceable: no graph break)."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,7 +8,8 @@ from ..compiler import dtypes as D
 from ..compiler.node import Node
 from ..compiler.primitive import apply
 from .manipulation import reshape
-from .promotion import as_node, normalize_axis, shape_str
+from .promotion import (as_node, broadcast_to, convert, normalize_axes, normalize_axis,
+                        scalar, shape_str)
 
 
 def _arg(name: str, x: Any, axis: Any, keepdims: bool) -> Node:
@@ -37,4 +39,103 @@ def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
     return _arg("argmin", x, axis, keepdims)
 
 
-__all__ = ["argmax", "argmin"]
+def _compare(a: Node, b: Node, direction: str) -> Node:
+    return apply("compare", a, b, direction=direction)
+
+
+def _precedes(a: Node, v: Node, side: str) -> Node:
+    """Whether sorted element a goes before the value v: a < v (left) or a <= v (right),
+    in the order sort uses (NaN after every number)."""
+    if side == "left":
+        before = _compare(a, v, "LT")
+        if a.dtype.is_float:
+            v_nan, a_nan = _compare(v, v, "NE"), _compare(a, a, "NE")
+            before = apply("or", before, apply("and", v_nan, apply("not", a_nan)))
+        return before
+    before = _compare(a, v, "LE")
+    if a.dtype.is_float:
+        before = apply("or", before, _compare(v, v, "NE"))
+    return before
+
+
+def searchsorted(x1: Any, x2: Any, side: str = "left", sorter: Any = None) -> Node:
+    """Where each value of x2 would go in the sorted 1-d x1 to keep it sorted (int64).
+
+    Computed as a count of the elements before each value: one fused compare-and-sum,
+    O(len(x1)) per value, with no data-dependent control flow."""
+    if side not in ("left", "right"):
+        raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    a, v = as_node(x1), as_node(x2)
+    if a.ndim != 1:
+        raise ValueError(f"searchsorted: x1 must be 1-d, got shape {shape_str(a.shape)}")
+    if sorter is not None:
+        from .indexing import take
+        a = take(a, sorter, axis=0)
+    dtype = D.promote(a.dtype, v.dtype)
+    a, v = convert(a, dtype), convert(v, dtype)
+    n = a.shape[0]
+    shape = v.shape + (n,)
+    a = apply("broadcast_in_dim", a, shape=shape, broadcast_dimensions=(v.ndim,))
+    v = apply("broadcast_in_dim", v, shape=shape, broadcast_dimensions=tuple(range(v.ndim)))
+    count = apply("convert", _precedes(a, v, side), dtype=D.DEFAULT_INDEX)
+    return apply("reduce", count, axes=(v.ndim - 1,), kind="sum")
+
+
+def count_nonzero(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
+    """The number of nonzero elements (int64) over `axis`."""
+    x = as_node(x)
+    axes = normalize_axes("count_nonzero", axis, x.ndim)
+    zero = broadcast_to(scalar(0, x.dtype) if x.dtype is not D.bool_ else scalar(False, x.dtype),
+                        x.shape)
+    ones = apply("convert", _compare(x, zero, "NE"), dtype=D.DEFAULT_INDEX)
+    out = apply("reduce", ones, axes=axes, kind="sum")
+    if keepdims:
+        out = apply("reshape", out, shape=tuple(1 if i in axes else n for i, n in enumerate(x.shape)))
+    return out
+
+
+def nonzero_static(x: Any, size: int, fill_value: int = 0) -> tuple:
+    """The indices of the first `size` nonzero elements, one int64 array of shape (size,)
+    per dimension, padded with `fill_value` (jax.numpy.nonzero's static form).
+
+    Each nonzero element's rank among the nonzero ones (an exclusive cumulative sum) is
+    where its flat position is scattered; the rest are scattered out of range (skipped)."""
+    x = as_node(x)
+    if x.ndim == 0:
+        raise ValueError("nonzero: zero-dimensional tensors are not supported (array API); "
+                         "reshape to 1-d first")
+    if not isinstance(size, int) or size < 0:
+        raise ValueError(f"nonzero: size must be a non-negative int, got {size!r}")
+    total = 1
+    for n in x.shape:
+        total *= n
+    flat = reshape(x, (total,))
+    zero = broadcast_to(scalar(False, D.bool_) if x.dtype is D.bool_ else scalar(0, x.dtype),
+                        (total,))
+    keep = _compare(flat, zero, "NE")
+    rank = apply("cumulative", apply("convert", keep, dtype=D.int64), axis=0, kind="sum",
+                 reverse=False)
+    rank = apply("subtract", rank, broadcast_to(scalar(1, D.int64), (total,)))
+    skip = broadcast_to(scalar(size, D.int64), (total,))
+    target = apply("select", keep, rank, skip)
+    positions = apply("iota", shape=(total,), dtype=D.int64, dimension=0)
+    empty = broadcast_to(scalar(-1, D.int64), (size,))
+    found = apply("scatter", empty, target, positions, axis=0, mode="set")
+    missing = _compare(found, broadcast_to(scalar(0, D.int64), (size,)), "LT")
+    fill = broadcast_to(scalar(int(fill_value), D.int64), (size,))
+    if total == 0:
+        return tuple(fill for _ in x.shape)
+    out = []
+    stride = total
+    for d, n in enumerate(x.shape):
+        stride //= n
+        coord = found
+        if stride != 1:
+            coord = apply("divide", coord, broadcast_to(scalar(stride, D.int64), (size,)))
+        if d > 0:       # the first coordinate is already below its size
+            coord = apply("remainder", coord, broadcast_to(scalar(n, D.int64), (size,)))
+        out.append(apply("select", missing, fill, coord))
+    return tuple(out)
+
+
+__all__ = ["argmax", "argmin", "searchsorted", "count_nonzero", "nonzero_static"]
