@@ -1,0 +1,307 @@
+"""The layers: each holds its parameters and calls `la.nn.functional` in `forward`."""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Any, Optional
+
+import numpy as np
+
+from .. import api
+from ..ops import nn as _nn
+from ..tensor import Tensor
+from . import functional as F
+from . import init
+from .module import Module, Parameter
+
+
+def _pair(v: Any) -> tuple:
+    return tuple(v) if isinstance(v, (tuple, list)) else (int(v), int(v))
+
+
+# ---- containers and activations ----------------------------------------------------
+
+class Sequential(Module):
+    """Calls its layers in order."""
+
+    def __init__(self, *layers: Module) -> None:
+        super().__init__()
+        if len(layers) == 1 and isinstance(layers[0], OrderedDict):
+            for name, layer in layers[0].items():
+                self.add_module(name, layer)
+        else:
+            for i, layer in enumerate(layers):
+                self.add_module(str(i), layer)
+
+    def forward(self, x: Any) -> Any:
+        for layer in self._modules.values():
+            x = layer(x)
+        return x
+
+    def __getitem__(self, i: int) -> Module:
+        return list(self._modules.values())[i]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+
+class Identity(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x
+
+
+class ReLU(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.relu(x)
+
+
+class GELU(Module):
+    def __init__(self, approximate: str = "none") -> None:
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(x, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"approximate={self.approximate!r}"
+
+
+class Tanh(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.tanh(x)
+
+
+class Sigmoid(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.sigmoid(x)
+
+
+class Softmax(Module):
+    def __init__(self, dim: int = -1) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softmax(x, self.dim)
+
+
+class Flatten(Module):
+    """Flattens all dimensions from `start_dim` on."""
+
+    def __init__(self, start_dim: int = 1) -> None:
+        super().__init__()
+        self.start_dim = start_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.reshape(x.shape[:self.start_dim] + (-1,))
+
+
+class Dropout(Module):
+    """Zeroes elements with probability p in training mode; the identity in eval mode."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+# ---- parameterized layers ----------------------------------------------------------
+
+class Linear(Module):
+    """y = x @ weight.T + bias; weight (out_features, in_features), PyTorch's init."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.weight = Parameter(init.kaiming_uniform((out_features, in_features), dtype=dtype,
+                                                     device=device))
+        bound = 1 / math.sqrt(in_features) if in_features else 0.0
+        self.bias = Parameter(init.uniform((out_features,), -bound, bound, dtype, device)) \
+            if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, " \
+               f"bias={self.bias is not None}"
+
+
+class Conv2d(Module):
+    """2-D convolution over (N, C, H, W); weight (out, in/groups, kH, kW)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"Conv2d: channels ({in_channels} in, {out_channels} out) must be "
+                             f"divisible by groups={groups}")
+        kh, kw = _pair(kernel_size)
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride = (kh, kw), _pair(stride)
+        self.padding, self.dilation, self.groups = _pair(padding), _pair(dilation), groups
+        shape = (out_channels, in_channels // groups, kh, kw)
+        self.weight = Parameter(init.kaiming_uniform(shape, dtype=dtype, device=device))
+        bound = 1 / math.sqrt(init.fans(shape)[0])
+        self.bias = Parameter(init.uniform((out_channels,), -bound, bound, dtype, device)) \
+            if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, " \
+               f"stride={self.stride}, padding={self.padding}"
+
+
+class MaxPool2d(Module):
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)
+
+
+class AvgPool2d(MaxPool2d):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding)
+
+
+class LayerNorm(Module):
+    def __init__(self, normalized_shape: Any, eps: float = 1e-5, elementwise_affine: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.normalized_shape, self.eps = shape, eps
+        if elementwise_affine:
+            self.weight = Parameter(api.ones(shape, dtype=dtype, device=device))
+            self.bias = Parameter(api.zeros(shape, dtype=dtype, device=device))
+        else:
+            self.weight = self.bias = None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+class _BatchNorm(Module):
+    """Normalizes each channel (axis 1) by batch statistics in training and by running
+    statistics in eval. The running statistics are buffers updated functionally: the new
+    value is a lazy expression rebound to the same tensor, computed with the step."""
+
+    ranks: tuple = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.track_running_stats = track_running_stats
+        shape = (num_features,)
+        if affine:
+            self.weight = Parameter(api.ones(shape, dtype=dtype, device=device))
+            self.bias = Parameter(api.zeros(shape, dtype=dtype, device=device))
+        else:
+            self.weight = self.bias = None
+        if track_running_stats:
+            self.register_buffer("running_mean", api.zeros(shape, dtype=dtype, device=device))
+            self.register_buffer("running_var", api.ones(shape, dtype=dtype, device=device))
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim not in self.ranks or x.shape[1] != self.num_features:
+            raise ValueError(f"{type(self).__name__}({self.num_features}): expected input of "
+                             f"rank {' or '.join(map(str, self.ranks))} with "
+                             f"{self.num_features} channels on axis 1, got shape {x.shape}")
+        if self.training or not self.track_running_stats:
+            mean, var = F.batch_stats(x)
+            if self.training and self.track_running_stats:
+                self._update_running(mean, var, x.size // x.shape[1])
+        else:
+            mean, var = self.running_mean, self.running_var
+        return F.batch_norm(x, mean, var, self.weight, self.bias, self.eps)
+
+    def _update_running(self, mean: Tensor, var: Tensor, count: int) -> None:
+        m = self.momentum
+        unbiased = var * (count / max(count - 1, 1))
+        self.running_mean._assign((self.running_mean * (1 - m) + mean * m)._node)
+        self.running_var._assign((self.running_var * (1 - m) + unbiased * m)._node)
+
+
+class BatchNorm1d(_BatchNorm):
+    ranks = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    ranks = (4,)
+
+
+class Embedding(Module):
+    """A lookup table of `num_embeddings` vectors of size `embedding_dim`, N(0, 1) init."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, device: Any = None,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.weight = Parameter(init.normal((num_embeddings, embedding_dim), dtype=dtype,
+                                            device=device))
+
+    def forward(self, indices: Any) -> Tensor:
+        return F.embedding(indices, self.weight)
+
+
+class MultiheadAttention(Module):
+    """Multi-head attention over (N, L, E) inputs (batch first)."""
+
+    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, dropout: float = 0.0,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError(f"MultiheadAttention: embed_dim {embed_dim} must be divisible by "
+                             f"num_heads {num_heads}")
+        self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
+        self.q_proj = Linear(embed_dim, embed_dim, bias, device, dtype)
+        self.k_proj = Linear(embed_dim, embed_dim, bias, device, dtype)
+        self.v_proj = Linear(embed_dim, embed_dim, bias, device, dtype)
+        self.out_proj = Linear(embed_dim, embed_dim, bias, device, dtype)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        n, length, _ = x.shape
+        head = self.embed_dim // self.num_heads
+        return x.reshape(n, length, self.num_heads, head).permute(0, 2, 1, 3)
+
+    def forward(self, query: Tensor, key: Optional[Tensor] = None, value: Optional[Tensor] = None,
+                attn_mask: Optional[Tensor] = None, is_causal: bool = False) -> Tensor:
+        """`attn_mask`: bool (True = attend) or additive float, broadcastable to
+        (N, heads, L, S)."""
+        key = query if key is None else key
+        value = key if value is None else value
+        if query.ndim != 3 or query.shape[-1] != self.embed_dim:
+            raise ValueError(f"MultiheadAttention: query must be (N, L, {self.embed_dim}), got "
+                             f"{query.shape}")
+        q = self._heads(self.q_proj(query))
+        k = self._heads(self.k_proj(key))
+        v = self._heads(self.v_proj(value))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask, is_causal)
+        n, _, length, _ = out.shape
+        out = out.permute(0, 2, 1, 3).reshape(n, length, self.embed_dim)
+        return self.out_proj(out)
+
+
+def count_parameters(module: Module) -> int:
+    return int(sum(np.prod(p.shape, dtype=np.int64) for p in module.parameters()))

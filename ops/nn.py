@@ -1,0 +1,305 @@
+"""Neural-network composites over nodes: activations, normalizations, losses, attention.
+
+Each is a few primitives (so gradients come from the primitives' own VJPs and the whole
+thing fuses); none needs an op of its own. Losses take integer labels and build the
+one-hot matrix by comparing with an iota, so no gather (and no scatter in the backward
+pass) is needed.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Sequence
+
+from ..compiler import dtypes as D
+from ..compiler.node import Node
+from ..compiler.primitive import apply
+from .elementwise import (abs, add, divide, equal, erf, exp, log, log1p, maximum, multiply,
+                          negative, rsqrt, sigmoid, subtract, tanh, where)
+from .linalg import matmul
+from .manipulation import expand_dims, matrix_transpose, reshape
+from .promotion import as_node, broadcast_to, convert, normalize_axis, shape_str
+from .statistical import max as _max, mean, sum as _sum
+
+Operand = Any
+
+
+def _float(op: str, x: Operand) -> Node:
+    x = as_node(x)
+    if not x.dtype.is_float:
+        raise TypeError(f"{op}: needs a floating-point tensor, got {x.dtype.name}"
+                        f"{list(x.shape)}; convert with .astype(la.float32)")
+    return x
+
+
+# ---- activations -------------------------------------------------------------------
+
+def relu(x: Operand) -> Node:
+    x = as_node(x)
+    return maximum(x, 0)
+
+
+def leaky_relu(x: Operand, negative_slope: float = 0.01) -> Node:
+    x = as_node(x)
+    return where(apply("compare", x, broadcast_to(as_node(0, x.dtype), x.shape), direction="GT"),
+                 x, multiply(x, negative_slope))
+
+
+def silu(x: Operand) -> Node:
+    x = _float("silu", x)
+    return multiply(x, sigmoid(x))
+
+
+def gelu(x: Operand, approximate: str = "none") -> Node:
+    """x * Phi(x): the erf form ('none'), or the tanh approximation ('tanh')."""
+    x = _float("gelu", x)
+    if approximate == "none":
+        return multiply(multiply(x, 0.5), add(erf(multiply(x, 1 / math.sqrt(2))), 1))
+    if approximate == "tanh":
+        inner = multiply(add(x, multiply(multiply(multiply(x, x), x), 0.044715)),
+                         math.sqrt(2 / math.pi))
+        return multiply(multiply(x, 0.5), add(tanh(inner), 1))
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def softplus(x: Operand) -> Node:
+    """log(1 + exp(x)), stable for large |x|: max(x, 0) + log1p(exp(-|x|))."""
+    x = _float("softplus", x)
+    return add(maximum(x, 0), log1p(exp(negative(abs(x)))))
+
+
+# ---- softmax family ----------------------------------------------------------------
+
+def _shifted(op: str, x: Operand, axis: int) -> tuple:
+    """x minus its max along axis (so exp never overflows), and the axis."""
+    x = _float(op, x)
+    axis = normalize_axis(op, axis, x.ndim)
+    top = _max(x, axis=axis, keepdims=True)
+    return subtract(x, top), axis
+
+
+def softmax(x: Operand, axis: int = -1) -> Node:
+    z, axis = _shifted("softmax", x, axis)
+    e = exp(z)
+    return divide(e, _sum(e, axis=axis, keepdims=True))
+
+
+def log_softmax(x: Operand, axis: int = -1) -> Node:
+    z, axis = _shifted("log_softmax", x, axis)
+    return subtract(z, log(_sum(exp(z), axis=axis, keepdims=True)))
+
+
+def logsumexp(x: Operand, axis: int = -1, keepdims: bool = False) -> Node:
+    x = _float("logsumexp", x)
+    axis = normalize_axis("logsumexp", axis, x.ndim)
+    top = _max(x, axis=axis, keepdims=True)
+    out = add(log(_sum(exp(subtract(x, top)), axis=axis, keepdims=True)), top)
+    return out if keepdims else reshape(out, x.shape[:axis] + x.shape[axis + 1:])
+
+
+# ---- normalization -----------------------------------------------------------------
+
+def layer_norm(x: Operand, normalized_shape: Any, weight: Optional[Node] = None,
+               bias: Optional[Node] = None, eps: float = 1e-5) -> Node:
+    """Normalize over the trailing dimensions `normalized_shape` (biased variance)."""
+    x = _float("layer_norm", x)
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if k == 0 or x.shape[x.ndim - k:] != normalized_shape:
+        raise ValueError(f"layer_norm: normalized_shape {normalized_shape} must be the trailing "
+                         f"dimensions of the input {shape_str(x.shape)}")
+    axes = tuple(range(x.ndim - k, x.ndim))
+    mu = mean(x, axis=axes, keepdims=True)
+    centered = subtract(x, mu)
+    var = mean(multiply(centered, centered), axis=axes, keepdims=True)
+    out = multiply(centered, rsqrt(add(var, eps)))
+    if weight is not None:
+        out = multiply(out, weight)
+    if bias is not None:
+        out = add(out, bias)
+    return out
+
+
+def batch_norm(x: Operand, mean_: Node, var: Node, weight: Optional[Node] = None,
+               bias: Optional[Node] = None, eps: float = 1e-5) -> Node:
+    """(x - mean) / sqrt(var + eps) * weight + bias, with per-channel statistics (channels
+    on axis 1, as in PyTorch)."""
+    x = _float("batch_norm", x)
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: needs (N, C, ...) input, got {shape_str(x.shape)}")
+    view = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+    def per_channel(v: Node) -> Node:
+        return reshape(v, view)
+    out = multiply(subtract(x, per_channel(mean_)), per_channel(rsqrt(add(var, eps))))
+    if weight is not None:
+        out = multiply(out, per_channel(weight))
+    if bias is not None:
+        out = add(out, per_channel(bias))
+    return out
+
+
+def batch_stats(x: Operand) -> tuple:
+    """Per-channel mean and biased variance of (N, C, ...) input, over all axes but 1."""
+    x = _float("batch_norm", x)
+    axes = (0,) + tuple(range(2, x.ndim))
+    mu = mean(x, axis=axes, keepdims=True)
+    centered = subtract(x, mu)
+    var = mean(multiply(centered, centered), axis=axes)
+    return reshape(mu, (x.shape[1],)), var
+
+
+# ---- layers as functions -----------------------------------------------------------
+
+def linear(x: Operand, weight: Node, bias: Optional[Node] = None) -> Node:
+    """x @ weight.T + bias, with weight of shape (out_features, in_features)."""
+    x = as_node(x)
+    if weight.ndim != 2 or x.shape[-1:] != weight.shape[1:]:
+        raise ValueError(f"linear: input {shape_str(x.shape)} does not match weight "
+                         f"{shape_str(weight.shape)} (out_features, in_features)")
+    out = matmul(x, matrix_transpose(weight))
+    return add(out, bias) if bias is not None else out
+
+
+def embedding(indices: Operand, weight: Node) -> Node:
+    """Rows of `weight` (num_embeddings, dim) picked by integer `indices`."""
+    indices = as_node(indices)
+    if not indices.dtype.is_int:
+        raise TypeError(f"embedding: indices must be integers, got {indices.dtype.name}")
+    return apply("gather", weight, indices, axis=0)
+
+
+def one_hot(labels: Operand, num_classes: int, dtype: Any = None) -> Node:
+    """labels (...) -> (..., num_classes): compare with an iota, no gather."""
+    labels = as_node(labels)
+    if not labels.dtype.is_int:
+        raise TypeError(f"one_hot: labels must be integers, got {labels.dtype.name}")
+    shape = labels.shape + (num_classes,)
+    classes = apply("iota", shape=shape, dtype=labels.dtype, dimension=len(shape) - 1)
+    wide = apply("broadcast_in_dim", labels, shape=shape,
+                 broadcast_dimensions=tuple(range(labels.ndim)))
+    hot = equal(wide, classes)
+    return convert(hot, D.to_dtype(dtype) if dtype is not None else D.DEFAULT_FLOAT)
+
+
+def dropout(x: Operand, bits: Node, p: float) -> Node:
+    """Zero each element with probability p, scale the rest by 1/(1-p). `bits` are uint32
+    random words of x's shape (from `lazyarray.ops.random.bits`)."""
+    x = _float("dropout", x)
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+    if bits.shape != x.shape or bits.dtype is not D.uint32:
+        raise ValueError(f"dropout: bits must be uint32{list(x.shape)}, got "
+                         f"{bits.dtype.name}{list(bits.shape)}")
+    if p == 0.0:
+        return x
+    threshold = min(int(round(p * 2.0 ** 32)), 2 ** 32 - 1)
+    keep = apply("compare", bits, broadcast_to(as_node(threshold, D.uint32), x.shape),
+                 direction="GE")
+    return where(keep, multiply(x, 1.0 / (1.0 - p)), 0.0)
+
+
+# ---- losses ------------------------------------------------------------------------
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _reduce_loss(op: str, loss: Node, reduction: str) -> Node:
+    if reduction == "mean":
+        return mean(loss)
+    if reduction == "sum":
+        return _sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{op}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+
+
+def cross_entropy(logits: Operand, labels: Operand, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Node:
+    """Softmax cross-entropy of logits (N, C) (or (C,)) against integer labels (N,)."""
+    logits = _float("cross_entropy", logits)
+    labels = as_node(labels)
+    if not labels.dtype.is_int:
+        raise TypeError(f"cross_entropy: labels must be integer class indices, got "
+                        f"{labels.dtype.name}; for probabilities use soft_cross_entropy")
+    if logits.ndim < 1 or labels.shape != logits.shape[:-1]:
+        raise ValueError(f"cross_entropy: logits {shape_str(logits.shape)} need labels of shape "
+                         f"{shape_str(logits.shape[:-1])}, got {shape_str(labels.shape)}")
+    n_classes = logits.shape[-1]
+    target = one_hot(labels, n_classes, logits.dtype)
+    if label_smoothing:
+        target = add(multiply(target, 1.0 - label_smoothing), label_smoothing / n_classes)
+    return soft_cross_entropy(logits, target, reduction)
+
+
+def soft_cross_entropy(logits: Operand, target: Operand, reduction: str = "mean") -> Node:
+    """Cross-entropy against a probability distribution over the last axis."""
+    logits = _float("cross_entropy", logits)
+    per_row = negative(_sum(multiply(as_node(target), log_softmax(logits, -1)), axis=-1))
+    return _reduce_loss("cross_entropy", per_row, reduction)
+
+
+def nll_loss(log_probs: Operand, labels: Operand, reduction: str = "mean") -> Node:
+    log_probs = _float("nll_loss", log_probs)
+    target = one_hot(labels, log_probs.shape[-1], log_probs.dtype)
+    return _reduce_loss("nll_loss", negative(_sum(multiply(target, log_probs), axis=-1)),
+                        reduction)
+
+
+def mse_loss(prediction: Operand, target: Operand, reduction: str = "mean") -> Node:
+    d = subtract(_float("mse_loss", prediction), target)
+    return _reduce_loss("mse_loss", multiply(d, d), reduction)
+
+
+def l1_loss(prediction: Operand, target: Operand, reduction: str = "mean") -> Node:
+    return _reduce_loss("l1_loss", abs(subtract(_float("l1_loss", prediction), target)),
+                        reduction)
+
+
+def binary_cross_entropy_with_logits(logits: Operand, target: Operand,
+                                     reduction: str = "mean") -> Node:
+    """max(x, 0) - x*y + log(1 + exp(-|x|)): never overflows."""
+    x = _float("binary_cross_entropy_with_logits", logits)
+    target = as_node(target)
+    if target.shape != x.shape:
+        raise ValueError(f"binary_cross_entropy_with_logits: target {shape_str(target.shape)} "
+                         f"must match logits {shape_str(x.shape)}")
+    loss = add(subtract(maximum(x, 0), multiply(x, target)), log1p(exp(negative(abs(x)))))
+    return _reduce_loss("binary_cross_entropy_with_logits", loss, reduction)
+
+
+# ---- attention ---------------------------------------------------------------------
+
+def scaled_dot_product_attention(q: Operand, k: Operand, v: Operand, mask: Optional[Node] = None,
+                                 is_causal: bool = False, scale: Optional[float] = None) -> Node:
+    """softmax(q k^T * scale + mask) v over (..., L, E) queries and (..., S, E) keys.
+
+    `mask`: bool (True = attend) or float (added to the scores), broadcastable to (..., L, S).
+    """
+    q, k, v = _float("attention", q), _float("attention", k), _float("attention", v)
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"scaled_dot_product_attention: q {shape_str(q.shape)}, k "
+                         f"{shape_str(k.shape)}, v {shape_str(v.shape)}: need q (..., L, E), "
+                         "k (..., S, E), v (..., S, Ev)")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = multiply(matmul(q, matrix_transpose(k)), scale)
+    L, S = q.shape[-2], k.shape[-2]
+    if is_causal:
+        rows = apply("iota", shape=(L, S), dtype=D.int64, dimension=0)
+        cols = apply("iota", shape=(L, S), dtype=D.int64, dimension=1)
+        causal = apply("compare", cols, rows, direction="LE")
+        scores = where(causal, scores, -math.inf)
+    if mask is not None:
+        mask = as_node(mask)
+        if mask.dtype is D.bool_:
+            scores = where(mask, scores, -math.inf)
+        else:
+            scores = add(scores, mask)
+    return matmul(softmax(scores, -1), v)
+
+
+__all__ = ["relu", "leaky_relu", "silu", "gelu", "softplus", "softmax", "log_softmax",
+           "logsumexp", "layer_norm", "batch_norm", "batch_stats", "linear", "embedding",
+           "one_hot", "dropout", "cross_entropy", "soft_cross_entropy", "nll_loss", "mse_loss",
+           "l1_loss", "binary_cross_entropy_with_logits", "scaled_dot_product_attention"]
