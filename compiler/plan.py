@@ -23,6 +23,8 @@ class Kernel:
     outputs: list          # positions whose values leave the kernel (written to buffers)
     inputs: list           # positions the kernel reads from buffers
     reasons: list = field(default_factory=list)   # fusion decisions, in words
+    epilogue: list = field(default_factory=list)  # REDUCTION: members computed after the
+                                                  # reduction, at the output index (fusion.py)
 
 
 @dataclass
@@ -30,6 +32,9 @@ class BufferPlan:
     slot_of: dict          # module position -> buffer slot (inputs, outputs, temporaries)
     slot_bytes: list       # size of each slot
     peak_bytes: int = 0
+    slot_kinds: list = field(default_factory=list)  # per slot: parameter, constant,
+                                                    # output or temporary
+    donate_inputs: bool = False   # parameter slots could be taken once dead
 
 
 @dataclass

@@ -1,0 +1,130 @@
+"""Buffer assignment: a slot for every value that lives in memory, reusing dead ones.
+
+Values in memory are the parameters, the constants that kernels read as inputs, and every
+kernel output. Each gets a slot (`BufferPlan.slot_of[position]`); slots are what a device
+allocates. Rules:
+
+- parameters and input constants get their own slots (the device binds the caller's
+  buffers / the literal there);
+- module outputs get their own fresh slots, because the caller keeps them; a module
+  output that is a parameter or constant shares that input's slot;
+- a temporary (a kernel output no module output names) takes the slot of a value that is
+  already dead — last read by an earlier kernel, never by the one writing — choosing the
+  best fit and growing a temporary slot if none is large enough;
+- only with `donate_inputs=True` (the runtime promises that the caller gives up its
+  parameter buffers) may an output or temporary take a dead parameter's slot, and only
+  one at least as large (a caller's buffer cannot grow); an output takes exactly-sized
+  ones only.
+
+`peak_bytes` is the largest total size of the slots live at any kernel step (a value is
+live from the step that writes it to the last step that reads it; inputs from the start,
+module outputs to the end).
+"""
+from __future__ import annotations
+
+from .module import Module
+from .plan import BufferPlan
+
+
+def value_bytes(module: Module, pos: int) -> int:
+    ins = module.instructions[pos]
+    n = 1
+    for d in ins.shape:
+        n *= d
+    return n * ins.dtype.itemsize
+
+
+class _Slots:
+    def __init__(self) -> None:
+        self.sizes: list = []
+        self.kinds: list = []
+        self.free_temp: set = set()
+        self.free_param: set = set()
+
+    def new(self, size: int, kind: str) -> int:
+        self.sizes.append(size)
+        self.kinds.append(kind)
+        return len(self.sizes) - 1
+
+    def take_temporary(self, size: int) -> int:
+        fits = [s for s in self.free_temp | self.free_param if self.sizes[s] >= size]
+        if fits:
+            slot = min(fits, key=lambda s: (self.sizes[s], s))
+        else:
+            growable = sorted(self.free_temp, key=lambda s: (-self.sizes[s], s))
+            if not growable:
+                return self.new(size, "temporary")
+            slot = growable[0]
+            self.sizes[slot] = size
+        self.free_temp.discard(slot)
+        self.free_param.discard(slot)
+        return slot
+
+    def take_output(self, size: int) -> int:
+        exact = sorted(s for s in self.free_param if self.sizes[s] == size)
+        if exact:
+            self.free_param.discard(exact[0])
+            return exact[0]
+        return self.new(size, "output")
+
+
+def assign_buffers(module: Module, kernels: list, donate_inputs: bool = False) -> BufferPlan:
+    """Slots for the values of `kernels` (in execution order); see the module docstring."""
+    ins = module.instructions
+    end = len(kernels)
+    outputs = set(module.outputs)
+    last_use: dict = {}
+    for k, kern in enumerate(kernels):
+        for p in kern.inputs:
+            last_use[p] = k
+    for p in outputs:
+        last_use[p] = end
+
+    slots = _Slots()
+    slot_of: dict = {}
+    start: dict = {}
+    for p, i in enumerate(ins):
+        if i.op == "parameter" or (i.op == "constant" and (p in last_use)):
+            kind = "parameter" if i.op == "parameter" else "constant"
+            slot_of[p] = slots.new(value_bytes(module, p), kind)
+            start[p] = -1
+
+    holders: dict = {}            # slot -> positions written into it, for release
+    for k, kern in enumerate(kernels):
+        _release(k, slot_of, last_use, ins, slots, donate_inputs)
+        for p in kern.outputs:
+            size = value_bytes(module, p)
+            slot_of[p] = slots.take_output(size) if p in outputs else slots.take_temporary(size)
+            holders.setdefault(slot_of[p], []).append(p)
+            start[p] = k
+            last_use.setdefault(p, k)       # written but never read: dead after its kernel
+
+    peak = _peak(slot_of, start, last_use, slots.sizes, end)
+    return BufferPlan(slot_of, list(slots.sizes), peak, list(slots.kinds), donate_inputs)
+
+
+def _release(k: int, slot_of: dict, last_use: dict, ins: list, slots: _Slots,
+             donate: bool) -> None:
+    """Free the slots of values whose last reader ran before kernel k."""
+    for p, slot in slot_of.items():
+        if last_use.get(p, -1) != k - 1 or _still_used(slot, p, slot_of, last_use, k):
+            continue
+        kind = slots.kinds[slot]
+        if kind == "temporary":
+            slots.free_temp.add(slot)
+        elif kind == "parameter" and donate and ins[p].op == "parameter":
+            slots.free_param.add(slot)
+
+
+def _still_used(slot: int, p: int, slot_of: dict, last_use: dict, k: int) -> bool:
+    """Another value in the same slot is live at step k (it was written after p died)."""
+    return any(s == slot and q != p and last_use.get(q, -1) >= k for q, s in slot_of.items())
+
+
+def _peak(slot_of: dict, start: dict, last_use: dict, sizes: list, end: int) -> int:
+    peak = 0
+    for k in range(max(end, 1)):
+        live = {slot_of[p] for p in slot_of
+                if start.get(p, -1) <= k <= last_use.get(p, start.get(p, -1))}
+        peak = max(peak, sum(sizes[s] for s in live))
+    return peak

@@ -1,0 +1,451 @@
+"""Fusion: which instructions are computed together in one kernel, and why not otherwise.
+
+`plan_fusion(module)` returns an `ExecutionPlan` whose kernels cover every live
+instruction that is not a parameter or a non-scalar constant, in execution order, with a
+buffer plan (compiler/buffer_assignment.py).
+
+How it decides (DESIGN.md, "Fusion"):
+
+1. Some instructions must be *materialized* (written to a buffer): module outputs;
+   reductions (reduce, argmax, argmin), library calls (dot_general) and opaque ops (sort,
+   argsort, cumulative, scatter), which are always the root of their own kernel; the
+   operands of library and opaque ops, which read whole buffers; and an *expensive*
+   value (one whose inlined computation contains a transcendental op, i.e. an op whose
+   primitive has `math` set) that has several users or reaches a user through a
+   size-expanding broadcast: it is computed once, not per consumer.
+2. Every other instruction (elementwise, index-moving, iota, rank-0 constants) is fused:
+   it is computed, at the index it is needed, inside every kernel that uses it (cheap
+   producers are duplicated).
+3. Each materialized instruction starts a kernel holding it and its fused producers.
+   Then, until nothing changes, kernels merge:
+   - producer into consumer: a LOOP kernel into a LOOP kernel of the same shape, or into
+     a REDUCTION kernel whose reduction input has that shape (it becomes a side output);
+   - epilogue: a LOOP kernel of the reduced shape that reads a REDUCTION kernel's results
+     only through elementwise ops at the same index (`sum(x) / n`) joins that kernel;
+   - siblings: two kernels of the same kind and iteration space that read a common
+     buffer (layer norm's mean and mean of squares) become one multi-output kernel.
+   A merge never creates a cycle between kernels (no path through a third kernel).
+
+What a kernel holds — the contract code generation relies on:
+
+- `members`: module positions computed inside, ascending (operands before users). They
+  are elementwise ops, index-moving ops (kind INDEXING), `iota`, rank-0 `constant`s, and,
+  in a REDUCTION kernel, its reductions; in LIBRARY/OPAQUE kernels, the one op alone.
+- `inputs`: positions read from buffers: parameters, constants of rank >= 1 (the device
+  fills their slot from the literal once, at load time), and outputs of earlier kernels.
+- `outputs`: members written to buffers: module outputs and values other kernels read.
+- LOOP: every output has the same shape, the iteration space. A member is evaluated at
+  the index its user asks for (an indexing op maps indices back to its operand).
+- REDUCTION: the reductions all have operands of one shape S and reduce the same axes A
+  (argmax/argmin reduce A = (axis,)); R is S without A. `Kernel.epilogue` lists the
+  members that depend (inside the kernel) on a reduction: each is an elementwise op or a
+  reshape with as many elements as R, computed after the reduction over A is complete,
+  and reads reductions and other epilogue members only at its own row-major linear
+  index j (a reshape keeps linear indices; so element j of every epilogue member needs
+  element j of the reductions). Every other member does not depend on a reduction and is
+  evaluated at the index its user needs. Outputs are reductions or epilogue members
+  (R's element count, written at linear index j), or members of shape exactly S (side
+  outputs, written at every index of S while the reduction loop passes over it).
+- LIBRARY: one `dot_general`; OPAQUE: one sort/argsort/cumulative/scatter/tuple. Their
+  operands are inputs (buffers), their result an output.
+
+A module output that is a parameter or a constant has no kernel: the device returns
+(a buffer holding) that input; the buffer plan gives it the input's slot.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from .module import Instruction, Module
+from .plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ExecutionPlan, Kernel
+from .primitive import ELEMENTWISE, PRIMITIVES
+from .primitive import LIBRARY as K_LIBRARY
+from .primitive import OPAQUE as K_OPAQUE
+from .primitive import REDUCTION as K_REDUCTION
+
+# a kernel bigger than this takes no more producers: bounds recomputation and codegen time
+MAX_MEMBERS = 256
+
+
+def name_of(module: Module, pos: int) -> str:
+    return f"%{module.instructions[pos].op}.{pos}"
+
+
+def is_input(ins: Instruction) -> bool:
+    """Read from a buffer rather than computed: parameters and constants of rank >= 1."""
+    return ins.op == "parameter" or (ins.op == "constant" and len(ins.shape) > 0)
+
+
+def prim_kind(ins: Instruction) -> str:
+    return PRIMITIVES[ins.op].kind
+
+
+def reduce_space(ins: Instruction, module: Module) -> tuple:
+    """(input shape S, reduced axes A) of a reduction instruction."""
+    operand = module.instructions[ins.operands[0]]
+    axes = tuple(ins.attrs["axes"]) if ins.op == "reduce" else (ins.attrs["axis"],)
+    return operand.shape, axes
+
+
+def _size(shape: tuple) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+class _Group:
+    """A kernel under construction."""
+
+    def __init__(self, gid: int, kind: str, roots: list, members: set) -> None:
+        self.gid = gid
+        self.kind = kind
+        self.roots = list(roots)       # the materialized instructions it computes
+        self.members = set(members)
+        self.space: Optional[tuple] = None   # LOOP: shape; REDUCTION: (S, A)
+
+
+class _Planner:
+    def __init__(self, module: Module) -> None:
+        self.m = module
+        self.ins = module.instructions
+        self.users = module.users()
+        self.decisions: list = []
+        self.why_materialized: dict = {}
+        self.rejections: dict = {}     # (producer gid, consumer gid) -> reason
+        self.live = self._live()
+
+    # ---- 1. what must be materialized -------------------------------------------------
+
+    def _live(self) -> set:
+        live, stack = set(), list(self.m.outputs)
+        while stack:
+            p = stack.pop()
+            if p in live:
+                continue
+            live.add(p)
+            stack.extend(self.ins[p].operands)
+        return live
+
+    def materialize(self) -> set:
+        roots: set = set()
+        expensive: dict = {}
+        outputs = set(self.m.outputs)
+        for p, ins in enumerate(self.ins):
+            if p not in self.live or is_input(ins):
+                continue
+            kind = prim_kind(ins)
+            why = None
+            if p in outputs:
+                why = "a module output"
+            elif kind == K_REDUCTION:
+                why = "a reduction (the root of its own kernel)"
+            elif kind in (K_LIBRARY, K_OPAQUE):
+                why = f"{'a library call' if kind == K_LIBRARY else 'an opaque op'}"
+            elif any(prim_kind(self.ins[u]) in (K_LIBRARY, K_OPAQUE)
+                     for u in self.users[p] if u in self.live):
+                why = "an operand of a library or opaque op, which reads whole buffers"
+            cost = PRIMITIVES[ins.op].math is not None or any(
+                expensive.get(o, False) for o in ins.operands if o not in roots)
+            expensive[p] = cost
+            if why is None and cost:
+                why = self._expensive_reason(p)
+            if why is not None:
+                roots.add(p)
+                self.why_materialized[p] = why
+        return roots
+
+    def _expensive_reason(self, p: int) -> Optional[str]:
+        live_users = [u for u in self.users[p] if u in self.live]
+        if len(live_users) > 1:
+            return (f"transcendental work with {len(live_users)} users: computed once, "
+                    f"not per consumer")
+        for u in live_users:
+            user = self.ins[u]
+            if user.op == "broadcast_in_dim" and _size(user.shape) > _size(self.ins[p].shape):
+                return "transcendental work feeding an expanding broadcast: computed once"
+        return None
+
+    # ---- 2. initial kernels -------------------------------------------------------------
+
+    def initial_groups(self, roots: set) -> list:
+        groups = []
+        for r in sorted(roots):
+            kind = prim_kind(self.ins[r])
+            if kind == K_LIBRARY:
+                g = _Group(len(groups), LIBRARY, [r], {r})
+            elif kind == K_OPAQUE:
+                g = _Group(len(groups), OPAQUE, [r], {r})
+            else:
+                members = self._fused_closure(r, roots)
+                g = _Group(len(groups), REDUCTION if kind == K_REDUCTION else LOOP, [r], members)
+                g.space = (reduce_space(self.ins[r], self.m) if kind == K_REDUCTION
+                           else self.ins[r].shape)
+            groups.append(g)
+        return groups
+
+    def _fused_closure(self, root: int, roots: set) -> set:
+        members, stack = set(), [root]
+        while stack:
+            p = stack.pop()
+            if p in members:
+                continue
+            members.add(p)
+            for o in self.ins[p].operands:
+                if o not in roots and not is_input(self.ins[o]):
+                    stack.append(o)
+        return members
+
+
+# ---- 3. merging kernels -----------------------------------------------------------------
+
+def _reduced_shape(space: tuple) -> tuple:
+    shape, axes = space
+    return tuple(n for i, n in enumerate(shape) if i not in axes)
+
+
+def _fmt_shape(shape: tuple) -> str:
+    return "[" + ",".join(map(str, shape)) + "]"
+
+
+class _Merger:
+    """Merges kernels until no rule applies; records why each remaining edge stays."""
+
+    def __init__(self, planner: _Planner, groups: list) -> None:
+        self.p = planner
+        self.ins = planner.ins
+        self.groups = {g.gid: g for g in groups}
+
+    # what a group reads from other groups' buffers (inputs excluded)
+    def reads(self, g: _Group) -> set:
+        return {o for m in g.members for o in self.ins[m].operands
+                if o not in g.members and not is_input(self.ins[o])}
+
+    def external(self, g: _Group) -> set:
+        return {o for m in g.members for o in self.ins[m].operands if o not in g.members}
+
+    def producer_map(self) -> dict:
+        return {r: g.gid for g in self.groups.values() for r in g.roots}
+
+    def deps(self, g: _Group, producer: dict) -> set:
+        return {producer[o] for o in self.reads(g)} - {g.gid}
+
+    def run(self) -> list:
+        changed = True
+        while changed:
+            # siblings first: a reduction that took an epilogue no longer pairs with its twin
+            changed = self._merge_siblings() or self._merge_producers()
+        return list(self.groups.values())
+
+    # -- producer into consumer, and reduction epilogues
+    def _merge_producers(self) -> bool:
+        producer = self.producer_map()
+        for c in sorted(self.groups.values(), key=lambda g: g.gid):
+            for pid in sorted(self.deps(c, producer)):
+                pg = self.groups[pid]
+                why = self._producer_rule(pg, c)
+                if why is None and self._path_via_third(pg.gid, c.gid, producer):
+                    why = "not fused: merging would create a cycle through another kernel"
+                if why is None:
+                    how = "as an epilogue" if pg.kind == REDUCTION else "into its consumer"
+                    self._merge(pg, c, f"fused: kernel of {self._names(pg)} {how} "
+                                       f"{self._names(c)}")
+                    return True
+                self.p.rejections[(pg.gid, c.gid)] = why
+        return False
+
+    def _producer_rule(self, pg: _Group, c: _Group) -> Optional[str]:
+        if pg.kind in (LIBRARY, OPAQUE):
+            return f"not fused: producer is {'a library call' if pg.kind == LIBRARY else 'an opaque op'}; its result lives in a buffer"
+        if c.kind in (LIBRARY, OPAQUE):
+            return f"not fused: consumer is {'a library call' if c.kind == LIBRARY else 'an opaque op'}, which reads whole buffers"
+        if len(pg.members | c.members) > MAX_MEMBERS:
+            return f"not fused: the kernel would exceed {MAX_MEMBERS} members"
+        if pg.kind == LOOP and c.kind == LOOP:
+            if pg.space != c.space:
+                return (f"not fused: producer's iteration space {_fmt_shape(pg.space)} differs "
+                        f"from the consumer's {_fmt_shape(c.space)}")
+            return None
+        if pg.kind == LOOP and c.kind == REDUCTION:
+            if pg.space != c.space[0]:
+                return (f"not fused: producer's iteration space {_fmt_shape(pg.space)} is not "
+                        f"the reduction's input space {_fmt_shape(c.space[0])}")
+            return None
+        if pg.kind == REDUCTION and c.kind == LOOP:
+            return self._epilogue_rule(pg, c)
+        return "not fused: producer is a reduction feeding another reduction"
+
+    def _epilogue_rule(self, pg: _Group, c: _Group) -> Optional[str]:
+        count = _size(_reduced_shape(pg.space))
+        after = set(epilogue_of(self.ins, pg.members))
+        values = after | {m for m in pg.members if prim_kind(self.ins[m]) == K_REDUCTION}
+        depends: set = set()
+        for m in sorted(c.members):
+            if not any(o in values or o in depends for o in self.ins[m].operands):
+                continue
+            depends.add(m)
+            ins = self.ins[m]
+            if ins.op == "broadcast_in_dim":
+                return "not fused: producer is a reduction feeding a broadcast"
+            if not _epilogue_op(ins) or _size(ins.shape) != count:
+                return (f"not fused: producer is a reduction feeding {ins.op} "
+                        f"{_fmt_shape(ins.shape)}, which needs its result at other indices")
+        if any(o not in values for o in self.reads(c) & pg.members):
+            return ("not fused: consumer reads a side output of the reduction kernel, "
+                    "which is only complete after the reduction")
+        return None
+
+    # -- siblings over the same iteration space
+    def _merge_siblings(self) -> bool:
+        producer = self.producer_map()
+        gs = sorted(self.groups.values(), key=lambda g: g.gid)
+        for i, a in enumerate(gs):
+            if a.kind not in (LOOP, REDUCTION):
+                continue
+            ext_a = self.external(a)
+            for b in gs[i + 1:]:
+                if b.kind != a.kind or b.space != a.space or not ext_a & self.external(b):
+                    continue
+                if len(a.members | b.members) > MAX_MEMBERS:
+                    continue
+                if self._reaches(a.gid, b.gid, producer) or self._reaches(b.gid, a.gid, producer):
+                    continue
+                self._merge(a, b, f"fused: siblings {self._names(a)} and {self._names(b)} "
+                                  f"read a common input over the same iteration space")
+                return True
+        return False
+
+    # -- graph helpers
+    def _consumers(self, producer: dict) -> dict:
+        out: dict = {gid: set() for gid in self.groups}
+        for g in self.groups.values():
+            for d in self.deps(g, producer):
+                out[d].add(g.gid)
+        return out
+
+    def _reaches(self, src: int, dst: int, producer: dict) -> bool:
+        cons = self._consumers(producer)
+        seen, stack = set(), [src]
+        while stack:
+            g = stack.pop()
+            for n in cons[g]:
+                if n == dst:
+                    return True
+                if n not in seen:
+                    seen.add(n)
+                    stack.append(n)
+        return False
+
+    def _path_via_third(self, src: int, dst: int, producer: dict) -> bool:
+        cons = self._consumers(producer)
+        stack = [n for n in cons[src] if n != dst]
+        seen = set(stack)
+        while stack:
+            g = stack.pop()
+            for n in cons[g]:
+                if n == dst:
+                    return True
+                if n not in seen:
+                    seen.add(n)
+                    stack.append(n)
+        return False
+
+    def _names(self, g: _Group) -> str:
+        return ", ".join(name_of(self.p.m, r) for r in sorted(g.roots))
+
+    def _merge(self, a: _Group, b: _Group, decision: str) -> None:
+        """b absorbs a (b keeps its id); the kind is the stronger of the two."""
+        self.p.decisions.append(decision)
+        b.roots = sorted(set(a.roots) | set(b.roots))
+        b.members |= a.members
+        if a.kind == REDUCTION:
+            b.kind, b.space = REDUCTION, a.space
+        del self.groups[a.gid]
+
+
+def _epilogue_op(ins: Instruction) -> bool:
+    """Computable at the linear output index of a reduction: elementwise ops and reshapes
+    (a row-major reshape keeps every element's linear index)."""
+    return prim_kind(ins) == ELEMENTWISE or ins.op == "reshape"
+
+
+def epilogue_of(ins: list, members: set) -> list:
+    """Members that depend, inside the kernel, on one of its reductions."""
+    depends: list = []
+    seen: set = set()
+    for m in sorted(members):
+        if any(o in members and (prim_kind(ins[o]) == K_REDUCTION or o in seen)
+               for o in ins[m].operands):
+            seen.add(m)
+            depends.append(m)
+    return depends
+
+
+# ---- 4. kernels in execution order ----------------------------------------------------------
+
+def _finish(planner: _Planner, groups: list) -> list:
+    m, ins = planner.m, planner.ins
+    producer = {r: g.gid for g in groups for r in g.roots}
+    by_id = {g.gid: g for g in groups}
+    order = _topological(groups, producer, ins)
+    reads_of = {g.gid: {o for x in g.members for o in ins[x].operands if o not in g.members}
+                for g in groups}
+    read_elsewhere = {o for rs in reads_of.values() for o in rs}
+    kernels, kernel_of = [], {}
+    for k, gid in enumerate(order):
+        g = by_id[gid]
+        kernel_of[gid] = f"{g.kind}_{k}"
+    outputs = set(m.outputs)
+    for gid in order:
+        g = by_id[gid]
+        members = sorted(g.members)
+        outs = [x for x in members if x in outputs or x in read_elsewhere]
+        kern = Kernel(kernel_of[gid], g.kind, members, outs, sorted(reads_of[gid]))
+        if g.kind == REDUCTION:
+            kern.epilogue = epilogue_of(ins, g.members)
+        for o in kern.inputs:
+            if o in producer:
+                reason = _side_output_reason(ins, by_id[producer[o]], o) or planner.rejections.get((producer[o], gid)) or (
+                    f"not fused: {name_of(m, o)} is {planner.why_materialized.get(o, 'materialized')}")
+                line = f"{reason} ({name_of(m, o)} from {kernel_of[producer[o]]} into {kern.name})"
+                kern.reasons.append(line)
+                planner.decisions.append(line)
+        kernels.append(kern)
+    return kernels
+
+
+def _side_output_reason(ins: list, g: _Group, o: int) -> Optional[str]:
+    if g.kind != REDUCTION or prim_kind(ins[o]) == K_REDUCTION or o in epilogue_of(ins, g.members):
+        return None
+    return ("not fused: a side output of a reduction kernel, read over another iteration "
+            "space after the reduction")
+
+
+def _topological(groups: list, producer: dict, ins: list) -> list:
+    deps = {g.gid: {producer[o] for x in g.members for o in ins[x].operands
+                    if o not in g.members and o in producer} - {g.gid} for g in groups}
+    first = {g.gid: min(g.roots) for g in groups}
+    done: list = []
+    placed: set = set()
+    while len(done) < len(groups):
+        ready = [gid for gid in deps if gid not in placed and deps[gid] <= placed]
+        if not ready:
+            raise RuntimeError("fusion: kernels depend on each other in a cycle")
+        nxt = min(ready, key=first.get)
+        placed.add(nxt)
+        done.append(nxt)
+    return done
+
+
+def plan_fusion(module: Module, donate_inputs: bool = False) -> ExecutionPlan:
+    """Group the module's instructions into kernels; see the module docstring."""
+    from .buffer_assignment import assign_buffers
+    planner = _Planner(module)
+    roots = planner.materialize()
+    for r in sorted(roots):
+        planner.decisions.append(f"materialized: {name_of(module, r)} is "
+                                 f"{planner.why_materialized[r]}")
+    groups = _Merger(planner, planner.initial_groups(roots)).run()
+    kernels = _finish(planner, groups)
+    buffers = assign_buffers(module, kernels, donate_inputs=donate_inputs)
+    return ExecutionPlan(module, kernels, buffers, planner.decisions)
