@@ -1,0 +1,136 @@
+"""Run a dumped HLO module on its own, as XLA's run_hlo_module does.
+
+    python -m lazyarray.tools.run_hlo module.hlo [--inputs in.npz] [--device cpu]
+                                                 [--save out.npz] [--seed N]
+
+The module text is what LAZYARRAY_DUMP writes (or `la.debug.ir(t, "hlo")` returns). Inputs
+are random (seeded) unless an .npz gives them, keyed p0, p1, ... by parameter number, or
+else taken in the file's order. Outputs are printed (type and a summary of the values) or
+saved to an .npz keyed o0, o1, ... (bfloat16 arrays are stored as their raw 2-byte values,
+as NumPy does for ml_dtypes types).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..compiler import dtypes as D
+from ..compiler.module import Module
+from ..compiler.parser import parse_module
+from ..compiler.printer import type_text
+from ..compiler.verifier import verify
+
+
+def parameter_types(module: Module) -> list:
+    """(shape, dtype) of each parameter, by parameter number."""
+    return [(module.instructions[i].shape, module.instructions[i].dtype)
+            for i in module.parameters]
+
+
+def random_inputs(module: Module, seed: int = 0) -> list:
+    """Floats from a normal distribution; integers in 0..9 (valid as small indices and
+    shift amounts); bools at random."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for shape, dtype in parameter_types(module):
+        if dtype is D.bool_:
+            out.append(rng.random(shape) < 0.5)
+        elif dtype.is_float:
+            out.append(rng.normal(size=shape).astype(dtype.np))
+        else:
+            out.append(rng.integers(0, 10, shape).astype(dtype.np))
+    return out
+
+
+def load_inputs(module: Module, path: str) -> list:
+    """Arrays from an .npz: keys p0, p1, ... when present, else in the file's order."""
+    with np.load(path, allow_pickle=False) as data:
+        keys = list(data.keys())
+        types = parameter_types(module)
+        wanted = [f"p{i}" for i in range(len(types))]
+        if not all(k in keys for k in wanted):
+            if len(keys) != len(types):
+                raise ValueError(f"run_hlo: {path} holds {len(keys)} arrays ({', '.join(keys)}) "
+                                 f"but the module has {len(types)} parameters; name them "
+                                 f"p0..p{len(types) - 1} or give exactly one per parameter")
+            wanted = keys
+        return [_as_parameter(data[k], k, n, shape, dtype)
+                for n, (k, (shape, dtype)) in enumerate(zip(wanted, types))]
+
+
+def _as_parameter(a: np.ndarray, key: str, number: int, shape: tuple, dtype: D.DType) -> np.ndarray:
+    want = type_text(shape, dtype)
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"run_hlo: input {key!r} has shape {tuple(a.shape)} but parameter "
+                         f"{number} is {want}")
+    if a.dtype == dtype.np:
+        return a
+    if a.dtype.kind == "V" and a.dtype.itemsize == dtype.itemsize:
+        return a.view(dtype.np)        # bfloat16 comes back from .npz as raw bytes
+    if np.can_cast(a.dtype, dtype.np, casting="same_kind"):
+        return a.astype(dtype.np)
+    raise ValueError(f"run_hlo: input {key!r} has dtype {a.dtype} but parameter {number} is "
+                     f"{want}, and {a.dtype} does not cast to it safely")
+
+
+def run(module: Module, inputs: list, device: Optional[str] = None) -> list:
+    """Compile the module on a device (by name, as `la.device` takes it) and run it on host
+    arrays; return the outputs as host arrays."""
+    from .. import runtime   # importing the package has registered the devices
+    dev = runtime.get_device(device).device
+    exe = dev.compile(module)
+    outs = exe.run([dev.put(np.ascontiguousarray(a)) for a in inputs])
+    return [np.asarray(dev.get(b)) for b in outs]
+
+
+def summary(a: np.ndarray) -> str:
+    if a.size == 0:
+        return "(empty)"
+    if a.dtype == np.bool_:
+        return f"true={int(a.sum())}/{a.size}"
+    wide = a.astype(np.float64)
+    finite = wide[np.isfinite(wide)]
+    stats = (f"min={finite.min():.6g} max={finite.max():.6g} mean={finite.mean():.6g}"
+             if finite.size else "no finite values")
+    bad = a.size - finite.size
+    return stats + (f" non-finite={bad}" if bad else "")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lazyarray.tools.run_hlo",
+                                description="Run a dumped HLO module on its own.")
+    p.add_argument("file", help="HLO text, as LAZYARRAY_DUMP writes it")
+    p.add_argument("--inputs", help=".npz of inputs, keyed p0, p1, ... or in order")
+    p.add_argument("--device", default=None,
+                   help="device name: interpreter, cpu, cuda (default: the default device)")
+    p.add_argument("--save", help="write the outputs to this .npz (keys o0, o1, ...)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    args = p.parse_args(argv)
+    try:
+        with open(args.file) as f:
+            module = parse_module(f.read())
+        verify(module)
+        inputs = load_inputs(module, args.inputs) if args.inputs else random_inputs(module, args.seed)
+        outputs = run(module, inputs, args.device)
+    except (OSError, ValueError, TypeError, IndexError) as e:
+        msg = str(e)
+        print(msg if msg.startswith("run_hlo") else f"run_hlo: {msg}", file=sys.stderr)
+        return 1
+    print(f"module {module.name}: {len(module.instructions)} instructions, "
+          f"{len(inputs)} parameters, {len(outputs)} outputs")
+    if args.save:
+        np.savez(args.save, **{f"o{i}": o for i, o in enumerate(outputs)})
+        print(f"saved {len(outputs)} outputs to {args.save}")
+    for i, o in enumerate(outputs):
+        ins = module.instructions[module.outputs[i]]
+        print(f"output {i}: {type_text(ins.shape, ins.dtype)} {summary(o)}")
+        if not args.save:
+            print("  " + np.array2string(o, threshold=20, edgeitems=3).replace("\n", "\n  "))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
