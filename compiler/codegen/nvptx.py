@@ -1,0 +1,544 @@
+"""The NVPTX target: GPU kernels around the elemental emitter, compiled to PTX.
+
+The target is `nvptx64-nvidia-cuda` for the device's `sm_XX`, with a PTX ISA version the
+CUDA driver of that generation accepts (`PTX_VERSION`). Kernels take only buffer pointers;
+shapes are static, so every size is a constant in the code.
+
+Kernel shapes (the block and grid of each are in its `LaunchSpec`):
+
+- loop: one thread per element of the iteration space, grid-stride loop; a thread
+  computes every output of the fusion at its index (multi-output fusions cost nothing
+  extra).
+- row reduction (the reduced axes are the innermost ones, rows of length K): a warp per
+  row, each lane accumulating a strided part of the row, combined by butterfly warp
+  shuffles; lane 0 writes the row's result and its epilogue.
+- column reduction (the reduced axes are the outermost ones): a block of 32x8 threads
+  per 32 adjacent columns; each thread folds every 8th row, the 8 partial results are
+  combined in shared memory in a fixed order.
+- full reduction (all axes): two kernels; the first folds a fixed slice of the input per
+  block (shared-memory tree), writing one partial per block to a scratch buffer, the
+  second folds the partials in one block.
+- any other reduction (interleaved axes): a warp per output element, as for rows.
+
+Every combination order is fixed by the launch shape, so results are deterministic (no
+atomics). LLVM is never handed an intrinsic it cannot lower: math goes through
+`gpu_math`, and `gpu_math.check_intrinsics` is the last check before LLVM parses the IR.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+
+from . import gpu_math
+
+TRIPLE = "nvptx64-nvidia-cuda"
+DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
+DEFAULT_ARCH = "sm_80"
+OPT_LEVEL = 3
+
+# PTX ISA version per architecture: the oldest that knows the architecture, at least 7.8
+# (CUDA 11.8), so that any driver that can run the GPU accepts the PTX.
+PTX_VERSION = {"sm_70": 78, "sm_75": 78, "sm_80": 78, "sm_86": 78, "sm_89": 78,
+               "sm_90": 78, "sm_100": 86, "sm_120": 87}
+
+WARP = 32
+BLOCK = 256                 # threads per block of loop and row-reduction kernels
+MAX_BLOCKS = 65535 * 8      # grid cap; grid-stride loops cover the rest
+FULL_BLOCKS = 1024          # partial results of the first full-reduction kernel
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I16 = ir.IntType(16)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+F32 = ir.FloatType()
+F64 = ir.DoubleType()
+SHARED = 3                  # NVPTX address space of shared memory
+
+_LOCK = threading.Lock()    # LLVM is not thread-safe; the CPU target keeps its own lock
+
+
+@dataclass
+class LaunchSpec:
+    """One kernel launch: entry name, grid and block (x, y, z), dynamic shared bytes, and
+    the buffers its parameters receive, as keys of the executable's buffer table."""
+    name: str
+    grid: tuple
+    block: tuple
+    params: list
+    shared_bytes: int = 0
+
+
+@dataclass
+class GpuProgram:
+    """What the NVPTX target returns for a plan: one PTX module, launches in order, and
+    scratch buffers (key -> bytes) the device allocates for the run."""
+    ptx: str
+    arch: str
+    launches: list
+    scratch: dict = field(default_factory=dict)
+    llvm_ir: str = ""
+
+
+# ---- the LLVM target -------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _initialized() -> bool:
+    # all targets: NVPTX alongside the host; initializing more targets leaves the CPU JIT
+    # (which asks for the native target by triple) exactly as it was
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def target_machine(arch: str = DEFAULT_ARCH) -> Any:
+    if arch not in PTX_VERSION:
+        raise ValueError(f"nvptx: unsupported architecture {arch!r}; known: "
+                         f"{', '.join(PTX_VERSION)}")
+    _initialized()
+    target = llvm.Target.from_triple(TRIPLE)
+    return target.create_target_machine(cpu=arch, features=f"+ptx{PTX_VERSION[arch]}",
+                                        opt=OPT_LEVEL)
+
+
+def arch_of(capability: tuple) -> str:
+    """'sm_XY' for a compute capability (X, Y), capped to the newest known here."""
+    wanted = capability[0] * 10 + capability[1]
+    known = sorted(int(a[3:]) for a in PTX_VERSION)
+    best = max([k for k in known if k <= wanted] or [known[0]])
+    return f"sm_{best}"
+
+
+def new_module(name: str) -> ir.Module:
+    mod = ir.Module(name=name)
+    mod.triple = TRIPLE
+    mod.data_layout = DATA_LAYOUT
+    return mod
+
+
+def new_kernel(mod: ir.Module, name: str, nparams: int) -> tuple:
+    """A kernel entry taking `nparams` global pointers; returns (function, builder)."""
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * nparams), name)
+    fn.calling_convention = "ptx_kernel"
+    for arg in fn.args:
+        arg.add_attribute("noundef")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    return fn, b
+
+
+def to_ptx(mod: ir.Module, arch: str = DEFAULT_ARCH) -> tuple:
+    """Check, link libdevice if needed, optimize and emit PTX. Returns (ptx, llvm ir)."""
+    gpu_math.check_intrinsics(mod, mod.name)
+    text = str(mod)
+    tm = target_machine(arch)
+    with _LOCK:
+        llmod = llvm.parse_assembly(text)
+        llmod.verify()
+        kernels = {f.name for f in llmod.functions if not f.is_declaration}
+        if any(f.name.startswith("__nv_") and f.is_declaration for f in llmod.functions):
+            _link_libdevice(llmod, kernels)
+        llmod.triple = TRIPLE
+        llmod.data_layout = str(tm.target_data)
+        pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(llmod, pb)
+        return tm.emit_assembly(llmod), str(llmod)
+
+
+@functools.lru_cache(maxsize=1)
+def _libdevice_bytes() -> bytes:
+    path = gpu_math.libdevice_path()
+    if path is None:
+        raise NotImplementedError("libdevice.10.bc not found: GPU math functions are unavailable")
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _link_libdevice(llmod: Any, keep: set) -> None:
+    """Link libdevice in and make all of it internal, so that only what the kernels call
+    survives optimization (libdevice has ~500 functions; unused ones cost nothing)."""
+    lib = llvm.parse_bitcode(_libdevice_bytes())
+    lib.triple = TRIPLE
+    llmod.link_in(lib)
+    for f in llmod.functions:
+        if f.name not in keep and not f.is_declaration:
+            f.linkage = "internal"
+    for g in llmod.global_variables:
+        if not g.is_declaration:
+            g.linkage = "internal"
+
+
+# ---- GPU building blocks ---------------------------------------------------------------
+
+def _intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list) -> ir.Value:
+    mod = b.module
+    fn = mod.globals.get(name)
+    if fn is None:
+        fn = ir.Function(mod, ir.FunctionType(ret, [a.type for a in args]), name)
+    return b.call(fn, args)
+
+
+def sreg(b: ir.IRBuilder, reg: str) -> ir.Value:
+    """A special register (tid.x, ctaid.x, ntid.x, nctaid.x...) as an i64."""
+    v = _intrinsic(b, f"llvm.nvvm.read.ptx.sreg.{reg}", I32, [])
+    return b.zext(v, I64)
+
+
+def barrier(b: ir.IRBuilder) -> None:
+    _intrinsic(b, "llvm.nvvm.barrier0", ir.VoidType(), [])
+
+
+def shuffle_xor(b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
+    """The value of the lane `lane ^ lane_mask` of the warp (all 32 lanes take part)."""
+    ty = value.type
+    if ty == F32:
+        return _shfl(b, value, lane_mask, "f32")
+    if ty == I32:
+        return _shfl(b, value, lane_mask, "i32")
+    if isinstance(ty, ir.IntType) and ty.width < 32:
+        wide = _shfl(b, b.zext(value, I32), lane_mask, "i32")
+        return b.trunc(wide, ty)
+    if ty in (I64, F64):
+        bits = b.bitcast(value, I64) if ty == F64 else value
+        lo = _shfl(b, b.trunc(bits, I32), lane_mask, "i32")
+        hi = _shfl(b, b.trunc(b.lshr(bits, ir.Constant(I64, 32)), I32), lane_mask, "i32")
+        joined = b.or_(b.zext(lo, I64), b.shl(b.zext(hi, I64), ir.Constant(I64, 32)))
+        return b.bitcast(joined, F64) if ty == F64 else joined
+    raise NotImplementedError(f"nvptx: warp shuffle of {ty} values")
+
+
+def _shfl(b: ir.IRBuilder, value: ir.Value, lane_mask: int, suffix: str) -> ir.Value:
+    args = [ir.Constant(I32, -1), value, ir.Constant(I32, lane_mask), ir.Constant(I32, WARP - 1)]
+    return _intrinsic(b, f"llvm.nvvm.shfl.sync.bfly.{suffix}", value.type, args)
+
+
+def shared_array(mod: ir.Module, name: str, ty: ir.Type, count: int) -> ir.GlobalVariable:
+    arr = ir.ArrayType(_shared_type(ty), count)
+    g = ir.GlobalVariable(mod, arr, name, addrspace=SHARED)
+    g.linkage = "internal"
+    g.initializer = ir.Constant(arr, ir.Undefined)
+    g.align = 8
+    return g
+
+
+def _shared_type(ty: ir.Type) -> ir.Type:
+    return I8 if ty == I1 else ty
+
+
+def shared_store(b: ir.IRBuilder, arr: ir.GlobalVariable, i: ir.Value, v: ir.Value) -> None:
+    ptr = b.gep(arr, [ir.Constant(I32, 0), i])
+    b.store(b.zext(v, I8) if v.type == I1 else v, ptr)
+
+
+def shared_load(b: ir.IRBuilder, arr: ir.GlobalVariable, i: ir.Value, ty: ir.Type) -> ir.Value:
+    ptr = b.gep(arr, [ir.Constant(I32, 0), i])
+    v = b.load(ptr)
+    return b.trunc(v, I1) if ty == I1 else v
+
+
+def strided_loop(b: ir.IRBuilder, start: ir.Value, end: ir.Value, step: ir.Value,
+                 carried: list, body: Callable[[ir.Value, list], list], name: str = "i") -> list:
+    """for (i = start; i < end; i += step) carried = body(i, carried); returns carried."""
+    fn = b.function
+    pre = b.block
+    head = fn.append_basic_block(name + ".head")
+    loop = fn.append_basic_block(name + ".body")
+    done = fn.append_basic_block(name + ".end")
+    b.branch(head)
+    b.position_at_end(head)
+    i = b.phi(I64, name=name)
+    i.add_incoming(start, pre)
+    phis = []
+    for v in carried:
+        p = b.phi(v.type)
+        p.add_incoming(v, pre)
+        phis.append(p)
+    b.cbranch(b.icmp_signed("<", i, end), loop, done)
+    b.position_at_end(loop)
+    new = body(i, list(phis))
+    latch = b.block
+    i.add_incoming(b.add(i, step, flags=("nsw",)), latch)
+    for p, v in zip(phis, new):
+        p.add_incoming(v, latch)
+    b.branch(head)
+    b.position_at_end(done)
+    return phis
+
+
+def if_then(b: ir.IRBuilder, cond: ir.Value, then: Callable[[], None]) -> None:
+    with b.if_then(cond):
+        then()
+
+
+def delinearize(b: ir.IRBuilder, flat: ir.Value, shape: tuple) -> list:
+    """Row-major multi-index of a flat i64 index into a static shape."""
+    index = []
+    rest = flat
+    for n in reversed(shape):
+        if n == 1:
+            index.append(ir.Constant(I64, 0))
+            continue
+        index.append(b.urem(rest, ir.Constant(I64, n)))
+        rest = b.udiv(rest, ir.Constant(I64, n))
+    return index[::-1]
+
+
+def c64(n: int) -> ir.Constant:
+    return ir.Constant(I64, int(n))
+
+
+def grid_for(n: int, block: int = BLOCK) -> int:
+    return max(1, min(-(-n // block), MAX_BLOCKS))
+
+
+# ---- kernel shapes ---------------------------------------------------------------------
+
+@dataclass
+class Reduction:
+    """What a reduction kernel computes, as callbacks into the elemental emitter.
+
+    accumulators are flat lists of LLVM values (a sum: one; argmax: value and index).
+    - init(b) -> accs: the identity
+    - fold(b, args, index, accs) -> accs: take the element at `index` of the reduced
+      operand shape S (and write any side outputs at that index)
+    - combine(b, accs, accs) -> accs: merge two partial results (associative; the order
+      of combination is fixed by the kernel)
+    - finish(b, args, out_index, accs): write the results and the epilogue at `out_index`
+      of the result shape R
+    """
+    shape: tuple                 # S
+    axes: tuple                  # A, increasing
+    init: Callable
+    fold: Callable
+    combine: Callable
+    finish: Callable
+
+    @property
+    def out_shape(self) -> tuple:
+        return tuple(n for i, n in enumerate(self.shape) if i not in self.axes)
+
+    @property
+    def reduced_shape(self) -> tuple:
+        return tuple(self.shape[a] for a in self.axes)
+
+    def strategy(self) -> str:
+        """'full', 'row' (innermost axes), 'column' (outermost axes) or 'generic'."""
+        rank = len(self.shape)
+        if len(self.axes) == rank or _size(self.out_shape) == 1:
+            return "full"
+        if tuple(self.axes) == tuple(range(rank - len(self.axes), rank)):
+            return "row"
+        if tuple(self.axes) == tuple(range(len(self.axes))):
+            return "column"
+        return "generic"
+
+    def full_index(self, b: ir.IRBuilder, out_flat: ir.Value, red_flat: ir.Value) -> tuple:
+        """(index into S, index into R) from flat positions in R and in the reduced axes."""
+        r_idx = delinearize(b, out_flat, self.out_shape)
+        a_idx = delinearize(b, red_flat, self.reduced_shape)
+        full, ri, ai = [], iter(r_idx), iter(a_idx)
+        for d in range(len(self.shape)):
+            full.append(next(ai) if d in self.axes else next(ri))
+        return full, r_idx
+
+
+def _size(shape: tuple) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def emit_loop(mod: ir.Module, name: str, shape: tuple, nparams: int,
+              body: Callable[[ir.IRBuilder, list, list], None]) -> LaunchSpec:
+    """One thread per element of `shape` (grid-stride): body(b, args, index) computes and
+    stores every output of the fusion at `index`."""
+    fn, b = new_kernel(mod, name, nparams)
+    n = _size(shape)
+    tid = b.add(b.mul(sreg(b, "ctaid.x"), sreg(b, "ntid.x")), sreg(b, "tid.x"))
+    stride = b.mul(sreg(b, "nctaid.x"), sreg(b, "ntid.x"))
+
+    def step(i: ir.Value, carried: list) -> list:
+        body(b, list(fn.args), delinearize(b, i, shape))
+        return carried
+
+    strided_loop(b, tid, c64(n), stride, [], step)
+    b.ret_void()
+    return LaunchSpec(name, (grid_for(n), 1, 1), (BLOCK, 1, 1), [])
+
+
+def _warp_reduce(b: ir.IRBuilder, red: Reduction, accs: list) -> list:
+    """Butterfly over the warp: afterwards every lane holds the warp's combined value."""
+    for mask in (16, 8, 4, 2, 1):
+        other = [shuffle_xor(b, a, mask) for a in accs]
+        accs = red.combine(b, accs, other)
+    return accs
+
+
+def emit_warp_reduction(mod: ir.Module, name: str, red: Reduction, nparams: int) -> LaunchSpec:
+    """A warp per output element (rows, or any interleaving of kept and reduced axes)."""
+    fn, b = new_kernel(mod, name, nparams)
+    args = list(fn.args)
+    rows, length = _size(red.out_shape), _size(red.reduced_shape)
+    warps_per_block = BLOCK // WARP
+    tid = sreg(b, "tid.x")
+    lane = b.urem(tid, c64(WARP))
+    warp = b.add(b.mul(sreg(b, "ctaid.x"), c64(warps_per_block)), b.udiv(tid, c64(WARP)))
+    nwarps = b.mul(sreg(b, "nctaid.x"), c64(warps_per_block))
+    # every lane of a warp runs the same number of row iterations: shuffles stay uniform
+
+    def row(r: ir.Value, carried: list) -> list:
+        def element(k: ir.Value, accs: list) -> list:
+            index, _ = red.full_index(b, r, k)
+            return red.fold(b, args, index, accs)
+
+        accs = strided_loop(b, lane, c64(length), c64(WARP), red.init(b), element, "k")
+        accs = _warp_reduce(b, red, accs)
+        with b.if_then(b.icmp_unsigned("==", lane, c64(0))):
+            red.finish(b, args, delinearize(b, r, red.out_shape), accs)
+        return carried
+
+    strided_loop(b, warp, c64(rows), nwarps, [], row, "r")
+    b.ret_void()
+    grid = max(1, min(-(-rows // warps_per_block), MAX_BLOCKS))
+    return LaunchSpec(name, (grid, 1, 1), (BLOCK, 1, 1), [])
+
+
+COLUMN_TILE = (32, 8)
+
+
+def emit_column_reduction(mod: ir.Module, name: str, red: Reduction, nparams: int) -> LaunchSpec:
+    """32 adjacent columns per block, 8 row groups; partials combined in shared memory in
+    the order 0..7 (deterministic)."""
+    fn, b = new_kernel(mod, name, nparams)
+    args = list(fn.args)
+    cols, length = _size(red.out_shape), _size(red.reduced_shape)
+    tx, ty = sreg(b, "tid.x"), sreg(b, "tid.y")
+    col = b.add(b.mul(sreg(b, "ctaid.x"), c64(COLUMN_TILE[0])), tx)
+    inside = b.icmp_unsigned("<", col, c64(cols))
+    safe_col = b.select(inside, col, c64(0))
+    init = red.init(b)
+    entry = b.block
+    with b.if_then(inside):
+        def element(k: ir.Value, accs: list) -> list:
+            index, _ = red.full_index(b, safe_col, k)
+            return red.fold(b, args, index, accs)
+        folded = strided_loop(b, ty, c64(length), c64(COLUMN_TILE[1]), init, element, "k")
+        folded_block = b.block
+    accs = [_phi(b, v, folded_block, i, entry) for v, i in zip(folded, init)]
+    slots = COLUMN_TILE[0] * COLUMN_TILE[1]
+    arrays = [shared_array(mod, f"{name}.part{j}", a.type, slots) for j, a in enumerate(accs)]
+    here = b.trunc(b.add(b.mul(ty, c64(COLUMN_TILE[0])), tx), I32)
+    for arr, a in zip(arrays, accs):
+        shared_store(b, arr, here, a)
+    barrier(b)
+    with b.if_then(b.and_(inside, b.icmp_unsigned("==", ty, c64(0)))):
+        total = [shared_load(b, arr, b.trunc(tx, I32), a.type) for arr, a in zip(arrays, accs)]
+        for g in range(1, COLUMN_TILE[1]):
+            at = b.trunc(b.add(tx, c64(g * COLUMN_TILE[0])), I32)
+            total = red.combine(b, total, [shared_load(b, arr, at, a.type)
+                                           for arr, a in zip(arrays, accs)])
+        red.finish(b, args, delinearize(b, col, red.out_shape), total)
+    b.ret_void()
+    grid = -(-cols // COLUMN_TILE[0])
+    return LaunchSpec(name, (grid, 1, 1), (COLUMN_TILE[0], COLUMN_TILE[1], 1), [])
+
+
+def _phi(b: ir.IRBuilder, inner: ir.Value, inner_block: Any, outer: ir.Value,
+         outer_block: Any) -> ir.Value:
+    p = b.phi(inner.type)
+    p.add_incoming(inner, inner_block)
+    p.add_incoming(outer, outer_block)
+    return p
+
+
+def _block_reduce(mod: ir.Module, b: ir.IRBuilder, red: Reduction, accs: list, name: str) -> list:
+    """Combine across the block (BLOCK threads): warps by shuffles, then warp 0 over the
+    warps' results from shared memory. The result is valid in thread 0."""
+    tid = sreg(b, "tid.x")
+    lane = b.urem(tid, c64(WARP))
+    warp = b.udiv(tid, c64(WARP))
+    nwarps = BLOCK // WARP
+    accs = _warp_reduce(b, red, accs)
+    arrays = [shared_array(mod, f"{name}.warps{j}", a.type, nwarps) for j, a in enumerate(accs)]
+    with b.if_then(b.icmp_unsigned("==", lane, c64(0))):
+        for arr, a in zip(arrays, accs):
+            shared_store(b, arr, b.trunc(warp, I32), a)
+    barrier(b)
+    have = b.icmp_unsigned("<", lane, c64(nwarps))
+    at = b.trunc(b.select(have, lane, c64(0)), I32)
+    init = red.init(b)
+    mine = [b.select(have, shared_load(b, arr, at, a.type), i)
+            for arr, a, i in zip(arrays, accs, init)]
+    return _warp_reduce(b, red, mine)
+
+
+def emit_full_reduction(mod: ir.Module, name: str, red: Reduction, nparams: int,
+                        partial_types: list) -> tuple:
+    """Two kernels: `name`.1 folds a grid-stride share per block into partials (scratch
+    buffers, one per accumulator, parameters after the `nparams` buffers); `name`.2 folds
+    the partials in one block and finishes. Returns their two LaunchSpecs and the scratch
+    sizes in bytes."""
+    n = _size(red.shape)
+    blocks = max(1, min(FULL_BLOCKS, -(-n // BLOCK)))
+    nacc = len(partial_types)
+    zero_index = [c64(0)] * len(red.out_shape)
+
+    fn, b = new_kernel(mod, name + "_1", nparams + nacc)
+    args = list(fn.args)
+    tid = sreg(b, "tid.x")
+    first = b.add(b.mul(sreg(b, "ctaid.x"), c64(BLOCK)), tid)
+
+    def element(i: ir.Value, accs: list) -> list:
+        index = delinearize(b, i, red.shape)
+        return red.fold(b, args[:nparams], index, accs)
+
+    accs = strided_loop(b, first, c64(n), c64(blocks * BLOCK), red.init(b), element)
+    accs = _block_reduce(mod, b, red, accs, name + "_1")
+    with b.if_then(b.icmp_unsigned("==", tid, c64(0))):
+        for j, a in enumerate(accs):
+            _store_partial(b, args[nparams + j], sreg(b, "ctaid.x"), a)
+    b.ret_void()
+    stage1 = LaunchSpec(name + "_1", (blocks, 1, 1), (BLOCK, 1, 1), [])
+
+    fn, b = new_kernel(mod, name + "_2", nparams + nacc)
+    args = list(fn.args)
+    tid = sreg(b, "tid.x")
+
+    def partial(i: ir.Value, accs: list) -> list:
+        return red.combine(b, accs, [_load_partial(b, args[nparams + j], i, t)
+                                     for j, t in enumerate(partial_types)])
+
+    accs = strided_loop(b, tid, c64(blocks), c64(BLOCK), red.init(b), partial)
+    accs = _block_reduce(mod, b, red, accs, name + "_2")
+    with b.if_then(b.icmp_unsigned("==", tid, c64(0))):
+        red.finish(b, args[:nparams], zero_index, accs)
+    b.ret_void()
+    stage2 = LaunchSpec(name + "_2", (1, 1, 1), (BLOCK, 1, 1), [])
+    sizes = [blocks * _bytes(t) for t in partial_types]
+    return stage1, stage2, sizes
+
+
+def _bytes(ty: ir.Type) -> int:
+    if ty == I1:
+        return 1
+    if isinstance(ty, ir.IntType):
+        return ty.width // 8
+    return 8 if ty == F64 else (2 if isinstance(ty, ir.HalfType) else 4)
+
+
+def _store_partial(b: ir.IRBuilder, base: ir.Value, i: ir.Value, v: ir.Value) -> None:
+    ty = I8 if v.type == I1 else v.type
+    b.store(b.zext(v, I8) if v.type == I1 else v, b.gep(base, [i], source_etype=ty))
+
+
+def _load_partial(b: ir.IRBuilder, base: ir.Value, i: ir.Value, ty: ir.Type) -> ir.Value:
+    st = I8 if ty == I1 else ty
+    v = b.load(b.gep(base, [i], source_etype=st), typ=st)
+    return b.trunc(v, I1) if ty == I1 else v
