@@ -8,6 +8,7 @@
 from . import config, devices_registry  # noqa: F401  (registers the devices)
 from .api import *  # noqa: F401,F403
 from .api import __dict__ as _api_dict
+from .api import __array_namespace_info__  # noqa: F401
 from .tensor import Tensor
 from . import debug  # noqa: E402
 from . import random, nn, optim  # noqa: E402,F401

@@ -61,3 +61,30 @@ def isdtype(dtype, kind) -> bool:
     if kind not in groups:
         raise ValueError(f"isdtype: unknown kind {kind!r}; valid: {sorted(groups)}")
     return dtype in groups[kind]
+
+
+class _NamespaceInfo:
+    """What `__array_namespace_info__()` reports (array API 2023.12 inspection)."""
+
+    def capabilities(self) -> dict:
+        # boolean indexing and nonzero work, as graph breaks (errors in strict mode)
+        return {"boolean indexing": True, "data-dependent shapes": True,
+                "max dimensions": None}
+
+    def default_device(self):
+        return runtime.get_device(None)
+
+    def default_dtypes(self, *, device=None) -> dict:
+        return {"real floating": _D.DEFAULT_FLOAT, "complex floating": None,
+                "integral": _D.DEFAULT_INT, "indexing": _D.DEFAULT_INDEX}
+
+    def devices(self) -> list:
+        return [runtime.get_device(n) for n in runtime.registered_devices()
+                if n == "interpreter" or n == runtime.default_device_name()]
+
+    def dtypes(self, *, device=None, kind=None) -> dict:
+        return {d.name: d for d in _D.ALL if kind is None or isdtype(d, kind)}
+
+
+def __array_namespace_info__() -> _NamespaceInfo:
+    return _NamespaceInfo()

@@ -335,8 +335,32 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
     return x
 
 
-def astype(x: Operand, dtype: Any) -> Node:
+def astype(x: Operand, dtype: Any, copy: bool = True) -> Node:
+    """`copy` is accepted for the array API; lazy values are never shared, so it changes
+    nothing."""
     return convert(as_node(x), D.to_dtype(dtype))
+
+
+def real(x: Operand) -> Node:
+    """Every supported dtype is real: x itself."""
+    x = as_node(x)
+    _check_numeric("real", x)
+    return x
+
+
+def imag(x: Operand) -> Node:
+    """Every supported dtype is real: zeros of x's dtype and shape."""
+    x = as_node(x)
+    _check_numeric("imag", x)
+    from .promotion import broadcast_to
+    return broadcast_to(scalar(0, x.dtype), x.shape)
+
+
+def conj(x: Operand) -> Node:
+    """Every supported dtype is real: x itself."""
+    x = as_node(x)
+    _check_numeric("conj", x)
+    return x
 
 
 def relu(x: Operand) -> Node:

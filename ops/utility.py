@@ -1,4 +1,4 @@
-"""Utility functions: all, any."""
+"""Utility functions: all, any, diff."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,7 +6,7 @@ from typing import Any
 from ..compiler.node import Node
 from ..compiler.primitive import apply
 from .elementwise import as_bool
-from .promotion import normalize_axes
+from .promotion import as_node, normalize_axes, normalize_axis, shape_str
 
 
 def _logical_reduce(name: str, kind: str, x: Any, axis: Any, keepdims: bool) -> Node:
@@ -26,4 +26,38 @@ def any(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
     return _logical_reduce("any", "or", x, axis, keepdims)
 
 
-__all__ = ["all", "any"]
+def diff(x: Any, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None) -> Node:
+    """The n-th forward difference along `axis` (bool: not_equal, as NumPy)."""
+    from .manipulation import concat, slice_axis
+    from .elementwise import not_equal, subtract
+    x = as_node(x)
+    if x.ndim == 0:
+        raise ValueError("diff: needs a tensor of rank >= 1, got a 0-d tensor")
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"diff: n must be a non-negative int, got {n!r}")
+    axis = normalize_axis("diff", axis, x.ndim)
+    parts = [p for p in (prepend, x, append) if p is not None]
+    if len(parts) > 1:
+        x = concat([_along(as_node(p), x, axis) for p in parts], axis)
+    for _ in range(n):
+        m = x.shape[axis]
+        if m == 0:
+            break
+        hi, lo = slice_axis(x, axis, 1, m), slice_axis(x, axis, 0, m - 1)
+        x = not_equal(hi, lo) if x.dtype.kind == "bool" else subtract(hi, lo)
+    return x
+
+
+def _along(p: Node, x: Node, axis: int) -> Node:
+    """A prepend/append value shaped to join x along `axis` (a scalar spans one step)."""
+    from .promotion import broadcast_to
+    if p is x or p.ndim == x.ndim:
+        return p
+    if p.ndim != 0:
+        raise ValueError(f"diff: prepend/append of shape {shape_str(p.shape)} must be 0-d or "
+                         f"have the rank of x {shape_str(x.shape)}")
+    shape = tuple(1 if d == axis else k for d, k in enumerate(x.shape))
+    return broadcast_to(p, shape)
+
+
+__all__ = ["all", "any", "diff"]
