@@ -1,0 +1,143 @@
+"""la.random: Threefry known answers, reproducibility on every device, moments, and a
+dropout step that compiles once."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray.lift import lift
+from lazyarray.ops import random as gen
+
+from harness import device_names
+
+# Random123's known-answer vectors for threefry2x32 with 20 rounds: (key, counter, output)
+KNOWN_ANSWERS = [
+    ((0x00000000, 0x00000000), (0x00000000, 0x00000000), (0x6B200159, 0x99BA4EFE)),
+    ((0xFFFFFFFF, 0xFFFFFFFF), (0xFFFFFFFF, 0xFFFFFFFF), (0x1CB996FC, 0xBB002BE7)),
+    ((0x13198A2E, 0x03707344), (0x243F6A88, 0x85A308D3), (0xC4923A9C, 0x483DF7A0)),
+]
+
+
+@pytest.mark.parametrize("key,counter,expected", KNOWN_ANSWERS)
+def test_threefry_known_answers(device, key, counter, expected):
+    k = la.asarray(np.array(key, np.uint32))
+    c0 = la.asarray(np.array([counter[0]], np.uint32))
+    c1 = la.asarray(np.array([counter[1]], np.uint32))
+    x0, x1 = lift(gen.threefry2x32)(k, c0, c1)
+    assert (int(x0.numpy()[0]), int(x1.numpy()[0])) == expected
+
+
+def _draws():
+    return [la.random.uniform((7, 5)).numpy(), la.random.normal((33,)).numpy(),
+            la.random.randint(-3, 9, (10,)).numpy(), la.random.permutation(12).numpy(),
+            la.random.bits((5,)).numpy()]
+
+
+def test_same_seed_same_numbers(device):
+    la.random.seed(1234)
+    first = _draws()
+    la.random.seed(1234)
+    second = _draws()
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+    la.random.seed(1235)
+    assert not np.array_equal(la.random.uniform((7, 5)).numpy(), first[0])
+
+
+def test_same_numbers_on_every_device():
+    results = []
+    for name in device_names():
+        with la.config.override(device=name):
+            la.random.seed(99)
+            results.append(_draws())
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            # bits, integers and permutations are exact; floats to rounding of log/cos
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_successive_calls_differ_and_key_advances_lazily(device):
+    la.random.seed(0)
+    a = la.random.uniform((16,))
+    key = la.random.key()
+    assert not key.is_materialized            # advanced inside the graph, not on the host
+    b = la.random.uniform((16,))
+    assert not np.array_equal(a.numpy(), b.numpy())
+    assert key.is_materialized and key is la.random.key()
+
+
+def test_uniform_moments(device):
+    la.random.seed(7)
+    u = la.random.uniform((20000,)).numpy()
+    assert u.dtype == np.float32 and u.min() >= 0.0 and u.max() < 1.0
+    assert abs(u.mean() - 0.5) < 0.01
+    assert abs(u.var() - 1 / 12) < 0.005
+    v = la.random.uniform((2000,), low=-2.0, high=3.0).numpy()
+    assert v.min() >= -2.0 and v.max() < 3.0 and abs(v.mean() - 0.5) < 0.2
+
+
+def test_uniform_float64_uses_more_bits(device):
+    la.random.seed(3)
+    u = la.random.uniform((4000,), dtype=la.float64).numpy()
+    assert u.dtype == np.float64 and 0.0 <= u.min() and u.max() < 1.0
+    # 52 random mantissa bits: the values are not all float32-representable
+    assert np.any(u != u.astype(np.float32).astype(np.float64))
+
+
+def test_normal_moments(device):
+    la.random.seed(11)
+    z = la.random.normal((20000,)).numpy()
+    assert np.isfinite(z).all()
+    assert abs(z.mean()) < 0.04
+    assert abs(z.std() - 1.0) < 0.03
+    assert abs(((z - z.mean()) ** 3).mean()) < 0.1        # symmetric
+    assert abs((z ** 4).mean() - 3.0) < 0.25             # Gaussian kurtosis
+    w = la.random.normal((5000,), mean=2.0, std=0.5).numpy()
+    assert abs(w.mean() - 2.0) < 0.05 and abs(w.std() - 0.5) < 0.03
+
+
+def test_randint_range_and_frequencies(device):
+    la.random.seed(5)
+    r = la.random.randint(-3, 7, (10000,)).numpy()
+    assert r.dtype == np.int64 and r.min() == -3 and r.max() == 6
+    counts = np.bincount(r + 3, minlength=10)
+    assert np.all(np.abs(counts - 1000) < 150)
+    with pytest.raises(ValueError, match="low < high"):
+        la.random.randint(4, 4, (3,))
+
+
+def test_bernoulli_and_permutation(device):
+    la.random.seed(8)
+    b = la.random.bernoulli(0.3, (10000,)).numpy()
+    assert b.dtype == np.bool_ and abs(b.mean() - 0.3) < 0.02
+    p = la.random.permutation(50).numpy()
+    assert sorted(p.tolist()) == list(range(50)) and p.tolist() != list(range(50))
+    x = la.asarray(np.arange(20, dtype=np.float32).reshape(10, 2))
+    shuffled = la.random.permutation(x).numpy()
+    assert sorted(shuffled[:, 0].tolist()) == list(range(0, 20, 2))
+    np.testing.assert_array_equal(shuffled[:, 1], shuffled[:, 0] + 1)
+
+
+def test_dropout_step_compiles_once(device, fresh_metrics):
+    la.random.seed(0)
+    x = la.asarray(np.ones((64, 32), np.float32))
+    la.sync()
+    masks = []
+    for _ in range(5):
+        y = la.nn.functional.dropout(x, 0.25)
+        masks.append(y.numpy() != 0)
+    assert fresh_metrics.compiles == 1 and fresh_metrics.cache_hits == 4
+    assert not np.array_equal(masks[0], masks[1])
+    kept = np.mean(masks)
+    assert abs(kept - 0.75) < 0.03
+    np.testing.assert_allclose(y.numpy()[masks[-1]], 1 / 0.75, rtol=1e-6)
+
+
+def test_errors_name_the_function(device):
+    with pytest.raises(TypeError, match="normal: dtype must be a floating-point"):
+        la.random.normal((3,), dtype=la.int32)
+    with pytest.raises(ValueError, match="negative dimensions"):
+        la.random.uniform((-1, 2))
+    with pytest.raises(TypeError, match="seed"):
+        la.random.seed(1.5)
