@@ -108,6 +108,14 @@ def parse_module(text: str) -> Module:
     return Module(name, instructions, outputs)
 
 
+def parse_attribute(text: str) -> Any:
+    """One attribute value as the printer writes it (`{1,2}`, `f32`, `sum`, `"a b"`)."""
+    t = _Tokens(text, 1)
+    value = _attr(t)
+    t.end()
+    return value
+
+
 def _header(n: int, s: str) -> str:
     m = re.fullmatch(r"HloModule\s+(\S.*)", s)
     if m is None:
