@@ -1,0 +1,230 @@
+"""Algebraic simplification: identities that remove work without changing any result.
+
+Rules ("0", "1", "true" mean a constant, possibly broadcast or reshaped, whose every
+element is that value):
+
+- `x + 0 -> x`, `0 + x -> x`, `x - 0 -> x`
+- `x * 1 -> x`, `1 * x -> x`, `x / 1 -> x`, `x ** 1 -> x`
+- `x * 0 -> 0`, `0 * x -> 0` for integers and bool only (for floats NaN * 0 and inf * 0
+  are NaN, so the rule would change results)
+- `-(-x) -> x`, `not(not(x)) -> x`
+- `max(x, x) -> x`, `min(x, x) -> x`, `and(x, x) -> x`, `or(x, x) -> x`
+- `select(true, a, b) -> a`, `select(false, a, b) -> b`, `select(p, a, a) -> a`
+- `convert(x, dtype of x) -> x`
+- `convert(convert(x, a), b) -> convert(x, b)` when x -> a is lossless (every value of
+  x's dtype is exact in a, so converting once gives the same rounding)
+- `reshape(x) -> x` to its own shape; `reshape(reshape(x)) -> reshape(x)`
+- `transpose(x, identity) -> x`; `transpose(transpose(x, p), q) -> transpose(x, p∘q)`
+- `broadcast_in_dim(x) -> x` to its own shape with identity dimensions;
+  `broadcast_in_dim(broadcast_in_dim(x)) -> broadcast_in_dim(x)` with composed dimensions
+- `reshape(broadcast_in_dim(s))`, `transpose(broadcast_in_dim(s)) -> broadcast_in_dim(s)`
+  for a rank-0 s (a splat stays a splat of a scalar, which fusion keeps in registers)
+- `slice(x)` of the whole array with unit strides `-> x`; `pad(x)` with no padding `-> x`;
+  `reverse(x)` over no dimension of size > 1 `-> x`; `concatenate(x) -> x`;
+  `reduce(x, axes=()) -> x`
+
+`x + 0 -> x` may turn a -0.0 result into -0.0 where IEEE gives +0.0; the values compare
+equal, and XLA makes the same trade.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from .. import dtypes as D
+from ..module import Instruction, Module
+from .rewrite import Builder, rebuild, splat
+
+_MANTISSA = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+_FLOAT_ORDER = {"float16": ("float32", "float64"), "bfloat16": ("float32", "float64"),
+                "float32": ("float64",), "float64": ()}
+
+
+def lossless(src: D.DType, dst: D.DType) -> bool:
+    """Whether every value of src is exactly representable in dst."""
+    if src is dst or src is D.bool_:
+        return True
+    if dst is D.bool_ or (src.is_float and not dst.is_float):
+        return False
+    if src.is_float:
+        return dst.name in _FLOAT_ORDER[src.name]
+    if dst.is_float:
+        value_bits = src.bits - 1 if src.kind == "int" else src.bits
+        return value_bits <= _MANTISSA[dst.name]
+    if src.kind == dst.kind:
+        return dst.bits >= src.bits
+    return src.kind == "uint" and dst.bits > src.bits
+
+
+def _is(b: Builder, pos: int, value) -> bool:
+    v = splat(b, pos)
+    return v is not None and bool(v == value)
+
+
+def _add(b: Builder, ins: Instruction) -> Optional[int]:
+    x, y = ins.operands
+    if _is(b, y, 0):
+        return x
+    if _is(b, x, 0):
+        return y
+    return None
+
+
+def _subtract(b: Builder, ins: Instruction) -> Optional[int]:
+    x, y = ins.operands
+    return x if _is(b, y, 0) else None
+
+
+def _multiply(b: Builder, ins: Instruction) -> Optional[int]:
+    x, y = ins.operands
+    if _is(b, y, 1):
+        return x
+    if _is(b, x, 1):
+        return y
+    if not ins.dtype.is_float:
+        if _is(b, y, 0):
+            return y
+        if _is(b, x, 0):
+            return x
+    return None
+
+
+def _right_identity_one(b: Builder, ins: Instruction) -> Optional[int]:
+    x, y = ins.operands
+    return x if _is(b, y, 1) else None
+
+
+def _involution(b: Builder, ins: Instruction) -> Optional[int]:
+    inner = b[ins.operands[0]]
+    return inner.operands[0] if inner.op == ins.op else None
+
+
+def _idempotent(b: Builder, ins: Instruction) -> Optional[int]:
+    x, y = ins.operands
+    return x if x == y else None
+
+
+def _select(b: Builder, ins: Instruction) -> Optional[int]:
+    p, x, y = ins.operands
+    if x == y:
+        return x
+    v = splat(b, p)
+    if v is None:
+        return None
+    return x if bool(v) else y
+
+
+def _convert(b: Builder, ins: Instruction) -> Optional[int]:
+    (x,) = ins.operands
+    src = b[x]
+    if src.dtype is ins.dtype:
+        return x
+    if src.op == "convert":
+        origin = src.operands[0]
+        if lossless(b[origin].dtype, src.dtype):
+            if b[origin].dtype is ins.dtype:
+                return origin
+            return b.emit("convert", (origin,), ins.shape, ins.dtype, ins.attrs)
+    return None
+
+
+def _scalar_splat(b: Builder, pos: int) -> Optional[int]:
+    """The rank-0 operand of a broadcast_in_dim, if `pos` is one."""
+    ins = b[pos]
+    if ins.op == "broadcast_in_dim" and b[ins.operands[0]].shape == ():
+        return ins.operands[0]
+    return None
+
+
+def _broadcast_scalar(b: Builder, scalar: int, ins: Instruction) -> int:
+    return b.emit("broadcast_in_dim", (scalar,), ins.shape, ins.dtype,
+                  {"shape": ins.shape, "broadcast_dimensions": ()})
+
+
+def _reshape(b: Builder, ins: Instruction) -> Optional[int]:
+    (x,) = ins.operands
+    src = b[x]
+    if src.shape == ins.shape:
+        return x
+    if src.op == "reshape":
+        return b.emit("reshape", src.operands, ins.shape, ins.dtype, ins.attrs)
+    scalar = _scalar_splat(b, x)
+    return None if scalar is None else _broadcast_scalar(b, scalar, ins)
+
+
+def _transpose(b: Builder, ins: Instruction) -> Optional[int]:
+    (x,) = ins.operands
+    perm = tuple(ins.attrs["permutation"])
+    if perm == tuple(range(len(perm))):
+        return x
+    src = b[x]
+    if src.op == "transpose":
+        inner = tuple(src.attrs["permutation"])
+        composed = tuple(inner[q] for q in perm)
+        if composed == tuple(range(len(composed))):
+            return src.operands[0]
+        return b.emit("transpose", src.operands, ins.shape, ins.dtype, {"permutation": composed})
+    scalar = _scalar_splat(b, x)
+    return None if scalar is None else _broadcast_scalar(b, scalar, ins)
+
+
+def _broadcast(b: Builder, ins: Instruction) -> Optional[int]:
+    (x,) = ins.operands
+    src = b[x]
+    dims = tuple(ins.attrs["broadcast_dimensions"])
+    if src.shape == ins.shape and dims == tuple(range(len(dims))):
+        return x
+    if src.op == "broadcast_in_dim":
+        inner = tuple(src.attrs["broadcast_dimensions"])
+        composed = tuple(dims[d] for d in inner)
+        return b.emit("broadcast_in_dim", src.operands, ins.shape, ins.dtype,
+                      {"shape": ins.shape, "broadcast_dimensions": composed})
+    return None
+
+
+def _slice(b: Builder, ins: Instruction) -> Optional[int]:
+    (x,) = ins.operands
+    a = ins.attrs
+    whole = (all(s == 0 for s in a["start_indices"]) and tuple(a["limit_indices"]) == b[x].shape
+             and all(s == 1 for s in a["strides"]))
+    return x if whole else None
+
+
+def _pad(b: Builder, ins: Instruction) -> Optional[int]:
+    a = ins.attrs
+    pads = tuple(a["edge_padding_low"]) + tuple(a["edge_padding_high"]) + tuple(a["interior_padding"])
+    return ins.operands[0] if all(p == 0 for p in pads) else None
+
+
+def _reverse(b: Builder, ins: Instruction) -> Optional[int]:
+    (x,) = ins.operands
+    return x if all(b[x].shape[d] <= 1 for d in ins.attrs["dimensions"]) else None
+
+
+def _concatenate(b: Builder, ins: Instruction) -> Optional[int]:
+    return ins.operands[0] if len(ins.operands) == 1 else None
+
+
+def _reduce(b: Builder, ins: Instruction) -> Optional[int]:
+    return ins.operands[0] if len(ins.attrs["axes"]) == 0 else None
+
+
+RULES: dict = {
+    "add": _add, "subtract": _subtract, "multiply": _multiply,
+    "divide": _right_identity_one, "power": _right_identity_one,
+    "negate": _involution, "not": _involution,
+    "maximum": _idempotent, "minimum": _idempotent, "and": _idempotent, "or": _idempotent,
+    "select": _select, "convert": _convert,
+    "reshape": _reshape, "transpose": _transpose, "broadcast_in_dim": _broadcast,
+    "slice": _slice, "pad": _pad, "reverse": _reverse, "concatenate": _concatenate,
+    "reduce": _reduce,
+}
+
+
+def _rule(b: Builder, ins: Instruction) -> Optional[int]:
+    fn: Optional[Callable] = RULES.get(ins.op)
+    return fn(b, ins) if fn is not None else None
+
+
+def simplify(module: Module) -> Module:
+    """One sweep of every rule; the pipeline repeats it until nothing changes."""
+    return rebuild(module, _rule, "algebraic_simplifier")

@@ -1,0 +1,68 @@
+"""THE pass pipeline of the compiler: one list, each step with why it is there.
+
+`optimize(module)` runs the HLO passes; `compile_plan(module)` adds fusion and buffer
+assignment and returns the `ExecutionPlan` that code generation and devices consume.
+With `verify=True` (the device passes `config.verify`, i.e. LAZYARRAY_VERIFY=1) the
+verifier checks the module before the first pass and after every pass.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..module import Module
+from ..plan import ExecutionPlan
+from .algebraic_simplifier import simplify
+from .constant_folding import fold_constants
+from .cse import cse
+from .dce import dce
+
+# Repeated until the module stops changing (each step can expose work for the others).
+SIMPLIFY_GROUP: list = [
+    ("algebraic_simplifier", simplify,
+     "removes identities and collapses reshape/transpose/broadcast/convert chains, "
+     "so that fusion sees fewer, simpler ops"),
+    ("constant_folding", fold_constants,
+     "evaluates small constant subgraphs once, at compile time, with the references"),
+    ("cse", cse,
+     "merges equal subexpressions (user code and gradients repeat work, e.g. x*x twice)"),
+    ("dce", dce,
+     "drops what no output needs, including what the steps above left behind"),
+]
+MAX_ROUNDS = 8   # the group converges in 2-3 rounds on real graphs; this bounds a bug
+
+
+def _verifier() -> Callable:
+    try:
+        from ..verifier import verify
+    except ImportError:       # the verifier is optional to the pipeline
+        return lambda module: None
+    return verify
+
+
+def _run(step: str, fn: Callable, module: Module, check: Callable) -> Module:
+    out = fn(module)
+    try:
+        check(out)
+    except ValueError as e:
+        raise ValueError(f"after pass {step}: {e}") from e
+    return out
+
+
+def optimize(module: Module, verify: bool = False) -> Module:
+    """The HLO passes, to a fixed point; the result computes the same outputs."""
+    check = _verifier() if verify else (lambda m: None)
+    check(module)
+    for _ in range(MAX_ROUNDS):
+        before = module
+        for step, fn, _why in SIMPLIFY_GROUP:
+            module = _run(step, fn, module, check)
+        if module == before:
+            break
+    return module
+
+
+def compile_plan(module: Module, verify: bool = False,
+                 donate_inputs: bool = False) -> ExecutionPlan:
+    """optimize, then fusion (which kernels) and buffer assignment (which slots)."""
+    from ..fusion import plan_fusion
+    return plan_fusion(optimize(module, verify=verify), donate_inputs=donate_inputs)
