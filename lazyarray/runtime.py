@@ -59,6 +59,11 @@ def register_device(prefix: str, factory: Any) -> None:
     _FACTORIES[prefix] = factory
 
 
+def registered_devices() -> list:
+    """The device names (prefixes) that have a factory, e.g. ['cpu', 'interpreter']."""
+    return sorted(_FACTORIES)
+
+
 def get_device(name: Any = None) -> DeviceState:
     if isinstance(name, DeviceState):
         return name

@@ -36,7 +36,8 @@ class Tensor:
     @staticmethod
     def _from_numpy(array: np.ndarray, state: DeviceState) -> "Tensor":
         dtype = D.from_numpy(array.dtype)
-        buf = state.device.put(np.ascontiguousarray(array))
+        # ascontiguousarray makes a 0-d array 1-d: keep the array's own shape
+        buf = state.device.put(np.ascontiguousarray(array).reshape(array.shape))
         return Tensor._wrap(parameter_leaf(buf, tuple(array.shape), dtype), state)
 
     def __init__(self, data: Any, dtype: Any = None, device: Any = None) -> None:

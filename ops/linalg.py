@@ -79,7 +79,7 @@ def vecdot(a: Any, b: Any, axis: int = -1) -> Node:
     shape = broadcast_shapes("vecdot", a.shape, b.shape)
     a, b = broadcast_to(a, shape), broadcast_to(b, shape)
     axis = normalize_axis("vecdot", axis, len(shape))
-    return _sum(multiply(a, b), axis=axis)
+    return _sum(multiply(a, b), axis=axis, dtype=a.dtype)
 
 
 def outer(a: Any, b: Any) -> Node:

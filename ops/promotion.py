@@ -169,4 +169,6 @@ def normalize_axes(op: str, axis: Any, ndim: int) -> tuple:
     axes = [normalize_axis(op, int(a) if isinstance(a, np.integer) else a, ndim) for a in axis]
     if len(set(axes)) != len(axes):
         raise ValueError(f"{op}: repeated axis in {tuple(axis)}")
+    if ndim == 0:
+        return ()     # axis 0 / -1 of a 0-d tensor is accepted (as NumPy does) and names no axis
     return tuple(sorted(axes))

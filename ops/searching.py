@@ -16,7 +16,7 @@ def _arg(name: str, x: Any, axis: Any, keepdims: bool) -> Node:
     x = as_node(x)
     if x.dtype is D.bool_:
         x = apply("convert", x, dtype=D.int8)
-    if axis is None:
+    if axis is None or x.ndim == 0:
         flat = reshape(x, (-1,))
         if flat.shape[0] == 0:
             raise ValueError(f"{name}: empty tensor of shape {shape_str(x.shape)} has no {name}")

@@ -1,0 +1,521 @@
+"""The table of op cases: every public function of `lazyarray` and every Tensor operator
+and method, each with its NumPy reference (see `harness.OpCase` for the fields).
+
+`CASES` is the whole table; `covered_functions()` and `covered_tensor_members()` say what
+it covers (the coverage tests compare them with `lazyarray.ops.__all__` and `Tensor`).
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+import lazyarray as la
+from lazyarray.compiler import dtypes as D
+from harness import ALL, BOOL, FLOATS, INTEGERS, INTS, NUMERIC, OpCase
+
+# ---- shapes and keyword variants shared by many cases --------------------------------
+
+UNARY = [((2, 3),), ((),), ((0,),), ((2, 0, 3),), ((5,),)]
+BINARY = [((2, 3), (2, 3)), ((), ()), ((0, 3), (0, 3)), ((2, 1, 4), (3, 1)), ((3, 4), ()),
+          ((1,), (0,))]
+TERNARY = [((2, 3), (2, 3), (2, 3)), ((), (), ()), ((2, 1), (1, 3), (3,)), ((0,), (0,), (0,))]
+REDUCE_SHAPES = [((2, 3, 4),), ((),), ((0, 3),)]
+REDUCE_KW = [{}, {"axis": 0}, {"axis": -1, "keepdims": True}, {"axis": (0, 1)},
+             {"axis": None, "keepdims": True}]
+SOME_INTS = (D.int32, D.uint8, D.bool_)     # integer inputs of float functions: computed in float32
+
+CASES: list = []
+
+
+def add(*cases: OpCase) -> None:
+    CASES.extend(cases)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(x.dtype)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+# ---- elementwise: float functions of one argument ------------------------------------
+
+for _name, _ref, _domain, _tol in [
+        ("exp", np.exp, "real", 1), ("expm1", np.expm1, "real", 1), ("log", np.log, "positive", 1),
+        ("log1p", np.log1p, "positive", 1), ("log2", np.log2, "positive", 2),
+        ("log10", np.log10, "positive", 2), ("sqrt", np.sqrt, "positive", 1),
+        ("rsqrt", lambda x: 1 / np.sqrt(x), "positive", 2), ("tanh", np.tanh, "real", 1),
+        ("sigmoid", _sigmoid, "real", 2), ("sin", np.sin, "real", 1), ("cos", np.cos, "real", 1),
+        ("tan", np.tan, "unit", 2), ("asin", np.arcsin, "unit", 1), ("acos", np.arccos, "unit", 1),
+        ("atan", np.arctan, "real", 1), ("sinh", np.sinh, "real", 1), ("cosh", np.cosh, "real", 1),
+        ("asinh", np.arcsinh, "real", 1), ("acosh", np.arccosh, "ge1", 1),
+        ("atanh", np.arctanh, "unit", 1), ("erf", _erf, "real", 2)]:
+    add(OpCase(_name, _ref, dtypes=FLOATS + SOME_INTS, shapes=UNARY, domains=(_domain,),
+               float_result=True, tol=_tol, differentiable=True))
+
+add(OpCase("reciprocal", np.reciprocal, dtypes=FLOATS, shapes=UNARY, domains=("nonzero",),
+           differentiable=True))
+
+# ---- elementwise: numeric functions of one argument ----------------------------------
+
+for _name, _ref, _diff in [("abs", np.abs, True), ("negative", np.negative, True),
+                           ("positive", np.positive, True), ("sign", np.sign, False),
+                           ("square", np.square, True), ("floor", np.floor, False),
+                           ("ceil", np.ceil, False), ("trunc", np.trunc, False),
+                           ("round", np.round, False)]:
+    add(OpCase(_name, _ref, dtypes=NUMERIC, shapes=UNARY, differentiable=_diff))
+
+add(OpCase("relu", lambda x: np.maximum(x, 0), dtypes=NUMERIC, shapes=UNARY, differentiable=True),
+    OpCase("signbit", np.signbit, dtypes=FLOATS + INTS, shapes=UNARY, domains=("special",)),
+    OpCase("isnan", np.isnan, dtypes=ALL, shapes=UNARY, domains=("special",)),
+    OpCase("isinf", np.isinf, dtypes=ALL, shapes=UNARY, domains=("special",)),
+    OpCase("isfinite", np.isfinite, dtypes=ALL, shapes=UNARY, domains=("special",)),
+    OpCase("logical_not", np.logical_not, dtypes=ALL, shapes=UNARY, domains=("shift",)),
+    OpCase("bitwise_invert", np.invert, dtypes=INTEGERS + BOOL, shapes=UNARY))
+
+# ---- elementwise: two arguments ------------------------------------------------------
+
+add(OpCase("add", np.add, dtypes=ALL, shapes=BINARY, differentiable=True),
+    OpCase("subtract", np.subtract, dtypes=NUMERIC, shapes=BINARY, differentiable=True),
+    OpCase("multiply", np.multiply, dtypes=ALL, shapes=BINARY, differentiable=True),
+    OpCase("divide", np.divide, dtypes=FLOATS + SOME_INTS[:2], shapes=BINARY,
+           domains=("real", "nonzero"), float_result=True, differentiable=True),
+    OpCase("maximum", np.maximum, dtypes=ALL, shapes=BINARY, differentiable=True),
+    OpCase("minimum", np.minimum, dtypes=ALL, shapes=BINARY, differentiable=True),
+    OpCase("pow", np.power, dtypes=FLOATS, shapes=BINARY, domains=("positive", "real"),
+           tol=4, differentiable=True),
+    OpCase("pow", np.power, dtypes=INTEGERS, shapes=BINARY, domains=("small", "exponent"),
+           label="integers"),
+    OpCase("remainder", np.remainder, dtypes=NUMERIC, shapes=BINARY, domains=("real", "nonzero"),
+           tol=2),
+    OpCase("floor_divide", np.floor_divide, dtypes=NUMERIC, shapes=BINARY,
+           domains=("real", "nonzero")),
+    OpCase("atan2", np.arctan2, dtypes=FLOATS + SOME_INTS[:2], shapes=BINARY, float_result=True,
+           tol=2, differentiable=True),
+    OpCase("copysign", np.copysign, dtypes=FLOATS, shapes=BINARY, domains=("real", "special")),
+    OpCase("hypot", np.hypot, dtypes=FLOATS, shapes=BINARY, tol=4, differentiable=True),
+    OpCase("logaddexp", np.logaddexp, dtypes=FLOATS, shapes=BINARY, tol=4, differentiable=True))
+
+for _name, _ref in [("equal", np.equal), ("not_equal", np.not_equal), ("less", np.less),
+                    ("less_equal", np.less_equal), ("greater", np.greater),
+                    ("greater_equal", np.greater_equal)]:
+    add(OpCase(_name, _ref, dtypes=ALL, shapes=BINARY, domains=("shift", "shift")))
+
+for _name, _ref in [("logical_and", np.logical_and), ("logical_or", np.logical_or),
+                    ("logical_xor", np.logical_xor)]:
+    add(OpCase(_name, _ref, dtypes=ALL, shapes=BINARY, domains=("shift", "shift")))
+
+for _name, _ref in [("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or),
+                    ("bitwise_xor", np.bitwise_xor)]:
+    add(OpCase(_name, _ref, dtypes=INTEGERS + BOOL, shapes=BINARY))
+
+add(OpCase("bitwise_left_shift", np.left_shift, dtypes=INTEGERS, shapes=BINARY,
+           domains=("real", "shift")),
+    OpCase("bitwise_right_shift", np.right_shift, dtypes=INTEGERS, shapes=BINARY,
+           domains=("real", "shift")))
+
+# ---- elementwise: where, clip, astype -------------------------------------------------
+
+add(OpCase("where", np.where, dtypes=ALL, shapes=TERNARY,
+           input_dtypes=lambda d: (D.bool_, d, d), differentiable=True),
+    OpCase("clip", np.clip, dtypes=FLOATS, shapes=[((2, 3),), ((),), ((0,),)],
+           kwargs=[{"min": -0.5, "max": 0.5}, {"min": 0.0}, {"max": -0.25}], differentiable=True),
+    OpCase("clip", np.clip, dtypes=INTS, shapes=[((2, 3),), ((),)],
+           kwargs=[{"min": -3, "max": 4}, {"min": 0}], label="integers"),
+    OpCase("clip", np.clip, dtypes=FLOATS + INTS, shapes=TERNARY, label="tensor bounds",
+           differentiable=True),
+    OpCase("astype", lambda x, dtype: x.astype(D.to_dtype(dtype).np), dtypes=ALL,
+           shapes=[((2, 3),), ((),)], kwargs=[{"dtype": d} for d in ALL], domains=("shift",),
+           round_back=False))
+
+# ---- statistical, searching, utility --------------------------------------------------
+
+
+def zero_d_axis(np_fn):
+    """lazyarray accepts axis 0 or -1 of a 0-d tensor in every reduction and reads it as no
+    axis; NumPy does so for sum, prod, max, min, all and any but not for mean, var, std or
+    flip, so the reference drops the axis of a 0-d input."""
+    def ref(x, *args, **kw):
+        if np.ndim(x) == 0:
+            kw = {k: (None if k in ("axis", "dim") and _names_no_axis(v) else v)
+                  for k, v in kw.items()}
+        return np_fn(x, *args, **kw)
+    return ref
+
+
+def _names_no_axis(axis) -> bool:
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    return all(a in (0, -1) for a in axes)
+
+
+def _reduction(name: str, ref, dtypes, domain: str = "real", float_result: bool = False,
+               tol: float = 1.0, diff: bool = False, kwargs=REDUCE_KW, label: str = "") -> OpCase:
+    return OpCase(name, zero_d_axis(ref), dtypes=dtypes, shapes=REDUCE_SHAPES, kwargs=kwargs,
+                  domains=(domain,), float_result=float_result, tol=tol, differentiable=diff,
+                  label=label)
+
+
+def _var(x, axis=None, keepdims=False, correction=0):
+    return np.var(x, axis=axis, keepdims=keepdims, ddof=correction)
+
+
+def _std(x, axis=None, keepdims=False, correction=0):
+    return np.std(x, axis=axis, keepdims=keepdims, ddof=correction)
+
+
+ARG_KW = [{}, {"axis": 0}, {"axis": -1, "keepdims": True}, {"axis": None, "keepdims": True}]
+VAR_KW = REDUCE_KW + [{"axis": 1, "correction": 1}]
+
+add(_reduction("sum", np.sum, ALL, tol=4, diff=True),
+    _reduction("prod", np.prod, NUMERIC, domain="near1", tol=8, diff=True),
+    _reduction("mean", np.mean, FLOATS + SOME_INTS, float_result=True, tol=4, diff=True),
+    _reduction("var", _var, FLOATS + SOME_INTS[:1], float_result=True, tol=16, diff=True,
+               kwargs=VAR_KW),
+    _reduction("std", _std, FLOATS + SOME_INTS[:1], float_result=True, tol=16, diff=True,
+               kwargs=VAR_KW),
+    _reduction("max", np.max, ALL, diff=True),
+    _reduction("min", np.min, ALL, diff=True),
+    _reduction("all", np.all, ALL, domain="shift"),
+    _reduction("any", np.any, ALL, domain="shift"),
+    _reduction("argmax", np.argmax, ALL, domain="shift", kwargs=ARG_KW),
+    _reduction("argmin", np.argmin, ALL, domain="shift", kwargs=ARG_KW),
+    OpCase("cumulative_sum", np.cumulative_sum, dtypes=NUMERIC, shapes=[((2, 3),), ((0, 2),)],
+           kwargs=[{"axis": 0}, {"axis": -1}, {"axis": 1, "include_initial": True}], tol=4,
+           differentiable=True),
+    OpCase("cumulative_sum", np.cumulative_sum, dtypes=(D.float32, D.int8), shapes=[((5,),)],
+           kwargs=[{}], label="1-d"),
+    OpCase("cumulative_prod", np.cumulative_prod, dtypes=NUMERIC, shapes=[((2, 3),)],
+           kwargs=[{"axis": 0}, {"axis": 1}], domains=("near1",), tol=4, differentiable=True))
+
+# ---- creation -------------------------------------------------------------------------
+
+SHAPE_KW = [{"shape": (2, 3)}, {"shape": ()}, {"shape": (0, 4)}, {"shape": 3}]
+NO_INPUTS = [()]
+
+add(OpCase("zeros", np.zeros, dtypes=ALL, shapes=NO_INPUTS, kwargs=SHAPE_KW, dtype_kwarg=True),
+    OpCase("ones", np.ones, dtypes=ALL, shapes=NO_INPUTS, kwargs=SHAPE_KW, dtype_kwarg=True),
+    OpCase("empty", np.empty, dtypes=ALL, shapes=NO_INPUTS, kwargs=SHAPE_KW, dtype_kwarg=True,
+           compare="shape"),
+    OpCase("full", np.full, dtypes=ALL, shapes=NO_INPUTS, dtype_kwarg=True,
+           kwargs=[{"shape": (2, 3), "fill_value": 3}, {"shape": (), "fill_value": 1},
+                   {"shape": (0,), "fill_value": 0}]),
+    OpCase("full", lambda shape, fill_value: np.full(shape, fill_value, np.float32), dtypes=BOOL,
+           shapes=NO_INPUTS, kwargs=[{"shape": (2,), "fill_value": 2.5}], label="default dtype"),
+    OpCase("zeros_like", np.zeros_like, dtypes=ALL, shapes=UNARY[:3]),
+    OpCase("ones_like", np.ones_like, dtypes=ALL, shapes=UNARY[:3]),
+    OpCase("empty_like", np.empty_like, dtypes=ALL, shapes=UNARY[:3], compare="shape"),
+    OpCase("full_like", np.full_like, dtypes=NUMERIC, shapes=UNARY[:3],
+           kwargs=[{"fill_value": 2}]),
+    OpCase("arange", np.arange, dtypes=INTS + FLOATS, shapes=NO_INPUTS, dtype_kwarg=True,
+           kwargs=[{"start": 0, "stop": 5}, {"start": 2, "stop": 11, "step": 3},
+                   {"start": 5, "stop": 0, "step": -2}, {"start": 3, "stop": 3}]),
+    OpCase("arange", lambda **kw: np.arange(**kw).astype(np.float32), dtypes=BOOL,
+           shapes=NO_INPUTS, kwargs=[{"start": 0.0, "stop": 1.0, "step": 0.25}],
+           label="default float"),
+    OpCase("linspace", np.linspace, dtypes=FLOATS, shapes=NO_INPUTS, dtype_kwarg=True, tol=4,
+           kwargs=[{"start": 0.0, "stop": 1.0, "num": 5},
+                   {"start": -2.0, "stop": 3.0, "num": 7, "endpoint": False},
+                   {"start": 0.0, "stop": 1.0, "num": 0}, {"start": 2.0, "stop": 4.0, "num": 1}]),
+    OpCase("eye", lambda n_rows, n_cols=None, k=0, dtype=None: np.eye(n_rows, n_cols, k, dtype),
+           dtypes=ALL, shapes=NO_INPUTS, dtype_kwarg=True,
+           kwargs=[{"n_rows": 3}, {"n_rows": 2, "n_cols": 4, "k": 1}, {"n_rows": 3, "k": -1}]),
+    OpCase("tril", np.tril, dtypes=ALL, shapes=[((3, 4),), ((2, 3, 3),), ((0, 2),)],
+           kwargs=[{}, {"k": 1}, {"k": -1}], differentiable=True),
+    OpCase("triu", np.triu, dtypes=ALL, shapes=[((3, 4),), ((2, 3, 3),), ((0, 2),)],
+           kwargs=[{}, {"k": 1}, {"k": -1}], differentiable=True),
+    OpCase("meshgrid", np.meshgrid, dtypes=(D.float32, D.int64),
+           shapes=[((3,), (4,)), ((2,), (3,), (4,)), ((0,), (2,))],
+           kwargs=[{}, {"indexing": "ij"}], fn=la.meshgrid, differentiable=True))
+
+# ---- manipulation ---------------------------------------------------------------------
+
+
+def _transpose(x, axis0=None, axis1=None):
+    return np.transpose(x) if axis0 is None else np.swapaxes(x, axis0, axis1)
+
+
+def _concat(*xs, axis=0):
+    return np.concatenate(xs, axis=axis)
+
+
+def _stack(*xs, axis=0):
+    return np.stack(xs, axis=axis)
+
+
+MOVE = dict(dtypes=ALL, differentiable=True)
+
+add(OpCase("reshape", np.reshape, pairs=[(((2, 3),), {"shape": (3, 2)}),
+                                          (((2, 3),), {"shape": (-1,)}),
+                                          (((2, 3),), {"shape": (1, 6, 1)}),
+                                          (((),), {"shape": (1, 1)}),
+                                          (((0, 3),), {"shape": (3, 0)}),
+                                          (((2, 3),), {"shape": (4, 2)})], **MOVE),
+    OpCase("permute_dims", np.permute_dims, pairs=[(((2, 3, 4),), {"axes": (2, 0, 1)}),
+                                                    (((),), {"axes": ()}),
+                                                    (((0, 2),), {"axes": (1, 0)})], **MOVE),
+    OpCase("transpose", _transpose, pairs=[(((2, 3, 4),), {}), (((2, 3, 4),), {"axis0": 0, "axis1": 2}),
+                                            (((),), {}), (((3,),), {})], **MOVE),
+    OpCase("matrix_transpose", np.matrix_transpose, shapes=[((2, 3),), ((4, 2, 3),), ((2, 0),), ((3,),)],
+           **MOVE),
+    OpCase("expand_dims", np.expand_dims, shapes=[((2, 3),), ((),)],
+           kwargs=[{"axis": 0}, {"axis": -1}, {"axis": 1}], **MOVE),
+    OpCase("squeeze", np.squeeze, shapes=[((1, 3, 1),)],
+           kwargs=[{}, {"axis": 0}, {"axis": (0, 2)}, {"axis": 1}], **MOVE),
+    OpCase("broadcast_to", np.broadcast_to, pairs=[(((3,),), {"shape": (2, 3)}),
+                                                    (((),), {"shape": (2, 2)}),
+                                                    (((2, 1),), {"shape": (2, 0)}),
+                                                    (((2,),), {"shape": (3,)})], **MOVE),
+    OpCase("broadcast_arrays", np.broadcast_arrays, shapes=[((2, 1), (3,)), ((), (2,)), ((2,), (3,))],
+           fn=la.broadcast_arrays, **MOVE),
+    OpCase("concat", _concat, fn=lambda *xs, **kw: la.concat(list(xs), **kw),
+           pairs=[(((2, 3), (4, 3)), {}), (((2, 3), (2, 1)), {"axis": 1}),
+                  (((2, 3), (2, 3)), {"axis": None}), (((0, 3), (2, 3)), {"axis": 0}),
+                  (((2,),), {}), (((2, 3), (3, 3)), {"axis": 1})], **MOVE),
+    OpCase("stack", _stack, fn=lambda *xs, **kw: la.stack(list(xs), **kw),
+           pairs=[(((2, 3), (2, 3)), {}), (((2, 3), (2, 3), (2, 3)), {"axis": -1}),
+                  (((), ()), {}), (((0,), (0,)), {"axis": 1}), (((2,), (3,)), {})], **MOVE),
+    OpCase("unstack", np.unstack, shapes=[((3, 2),), ((2, 0),)], kwargs=[{}, {"axis": 1}], **MOVE),
+    OpCase("flip", zero_d_axis(np.flip), shapes=[((2, 3),), ((),)], kwargs=[{}, {"axis": 0}, {"axis": (0, 1)}],
+           **MOVE),
+    OpCase("roll", np.roll, shapes=[((2, 3),), ((0, 2),)],
+           kwargs=[{"shift": 1}, {"shift": -2, "axis": 1}, {"shift": (1, 2), "axis": (0, 1)}],
+           **MOVE),
+    OpCase("moveaxis", np.moveaxis, shapes=[((2, 3, 4),)],
+           kwargs=[{"source": 0, "destination": -1}, {"source": (0, 1), "destination": (2, 0)}],
+           **MOVE),
+    OpCase("tile", lambda x, repetitions: np.tile(x, repetitions), shapes=[((2, 3),), ((),), ((3,),)],
+           kwargs=[{"repetitions": (2, 1)}, {"repetitions": (2,)}, {"repetitions": (1, 0, 2)}],
+           **MOVE),
+    OpCase("repeat", np.repeat, shapes=[((2, 3),), ((0,),)],
+           kwargs=[{"repeats": 2}, {"repeats": 3, "axis": 0}, {"repeats": 2, "axis": -1}], **MOVE))
+
+# ---- linear algebra -------------------------------------------------------------------
+
+LINALG = dict(dtypes=(D.float16, D.bfloat16, D.float32, D.float64, D.int32, D.int64, D.uint8),
+              tol=8, differentiable=True)
+
+add(OpCase("matmul", np.matmul, shapes=[((2, 3), (3, 4)), ((3,), (3,)), ((2, 2, 3), (3, 4)),
+                                         ((2, 1, 2, 3), (3, 3, 2)), ((3,), (2, 3, 4)),
+                                         ((0, 3), (3, 2)), ((2, 0), (0, 3)), ((2, 3), (2, 3))],
+           **LINALG),
+    OpCase("tensordot", np.tensordot, pairs=[(((2, 3, 4), (3, 4, 5)), {}),
+                                              (((2, 3), (3, 2)), {"axes": ([1], [0])}),
+                                              (((2, 3), (4,)), {"axes": 0}),
+                                              (((2, 3), (2, 3)), {"axes": ((0, 1), (0, 1))}),
+                                              (((2, 3), (4, 3)), {"axes": ([1], [0])})], **LINALG),
+    OpCase("vecdot", np.vecdot, shapes=[((2, 3), (2, 3)), ((3,), (2, 3)), ((0, 3), (0, 3))],
+           kwargs=[{}, {"axis": -1}], **LINALG),
+    OpCase("outer", np.outer, shapes=[((3,), (4,)), ((0,), (2,))], **LINALG))
+
+# ---- Tensor operators -----------------------------------------------------------------
+
+
+def _dunder(name: str, fn, dtypes, shapes=BINARY, domains=None, float_result: bool = False,
+            diff: bool = False, label: str = "", tol: float = 1.0) -> OpCase:
+    """An operator, checked with NumPy's own operator on arrays as the reference (NumPy 2
+    treats Python scalars as weak, as lazyarray does)."""
+    return OpCase("Tensor." + name, fn, fn=fn, dtypes=dtypes, shapes=shapes, domains=domains,
+                  float_result=float_result, differentiable=diff, label=label, tol=tol)
+
+
+def _reflected(method: str, scalar):
+    def fn(x):
+        return getattr(x, method)(scalar)
+    return fn
+
+
+def _r_ref(op, scalar):
+    def ref(x):
+        return op(scalar, x)
+    return ref
+
+
+UNARY_SCALAR = [((2, 3),), ((),)]
+
+add(_dunder("__add__", operator.add, ALL, diff=True),
+    _dunder("__sub__", operator.sub, NUMERIC, diff=True),
+    _dunder("__mul__", operator.mul, ALL, diff=True),
+    _dunder("__truediv__", operator.truediv, FLOATS + SOME_INTS[:2], domains=("real", "nonzero"),
+            float_result=True, diff=True),
+    _dunder("__floordiv__", operator.floordiv, NUMERIC, domains=("real", "nonzero")),
+    _dunder("__mod__", operator.mod, NUMERIC, domains=("real", "nonzero"), tol=2),
+    _dunder("__pow__", operator.pow, FLOATS, domains=("positive", "real"), diff=True, tol=4),
+    _dunder("__matmul__", operator.matmul, FLOATS + INTS, shapes=[((2, 3), (3, 4)), ((3,), (3,))],
+            diff=True, tol=8),
+    _dunder("__and__", operator.and_, INTEGERS + BOOL),
+    _dunder("__or__", operator.or_, INTEGERS + BOOL),
+    _dunder("__xor__", operator.xor, INTEGERS + BOOL),
+    _dunder("__lshift__", operator.lshift, INTEGERS, domains=("real", "shift")),
+    _dunder("__rshift__", operator.rshift, INTEGERS, domains=("real", "shift")),
+    _dunder("__eq__", operator.eq, ALL, domains=("shift", "shift")),
+    _dunder("__ne__", operator.ne, ALL, domains=("shift", "shift")),
+    _dunder("__lt__", operator.lt, ALL, domains=("shift", "shift")),
+    _dunder("__le__", operator.le, ALL, domains=("shift", "shift")),
+    _dunder("__gt__", operator.gt, ALL, domains=("shift", "shift")),
+    _dunder("__ge__", operator.ge, ALL, domains=("shift", "shift")),
+    _dunder("__neg__", operator.neg, NUMERIC, shapes=UNARY, diff=True),
+    _dunder("__pos__", operator.pos, NUMERIC, shapes=UNARY, diff=True),
+    _dunder("__abs__", operator.abs, NUMERIC, shapes=UNARY, diff=True),
+    _dunder("__invert__", operator.invert, INTEGERS + BOOL, shapes=UNARY))
+
+# reflected operators and weak Python scalars: tensor OP scalar and scalar OP tensor
+for _name, _op, _scalar, _dtypes, _domain, _fr in [
+        ("__radd__", operator.add, 3, NUMERIC, "real", False),
+        ("__radd__", operator.add, 2.5, FLOATS + INTS, "real", True),
+        ("__rsub__", operator.sub, 3, NUMERIC, "small", False),
+        ("__rmul__", operator.mul, -1.5, FLOATS + INTS, "real", True),
+        ("__rtruediv__", operator.truediv, 2.0, FLOATS + INTS, "nonzero", True),
+        ("__rfloordiv__", operator.floordiv, 7, NUMERIC, "nonzero", False),
+        ("__rmod__", operator.mod, 7, NUMERIC, "nonzero", False),
+        ("__rpow__", operator.pow, 2, FLOATS, "real", False),
+        ("__rand__", operator.and_, 6, INTEGERS, "real", False),
+        ("__ror__", operator.or_, 6, INTEGERS, "real", False),
+        ("__rxor__", operator.xor, True, INTEGERS + BOOL, "real", False),
+        ("__rlshift__", operator.lshift, 3, INTEGERS, "shift", False),
+        ("__rrshift__", operator.rshift, 64, INTEGERS, "shift", False)]:
+    add(OpCase("Tensor." + _name, _r_ref(_op, _scalar), fn=_reflected(_name, _scalar),
+               dtypes=_dtypes, shapes=UNARY_SCALAR, domains=(_domain,), float_result=_fr,
+               label=f"scalar {_scalar!r}", tol=2))
+
+for _op, _scalar, _dtypes in [(operator.add, 1, NUMERIC), (operator.mul, 0.5, FLOATS),
+                              (operator.pow, 2, NUMERIC), (operator.sub, 1.0, FLOATS),
+                              (operator.truediv, 4, FLOATS), (operator.lt, 0.5, NUMERIC)]:
+    add(OpCase(f"Tensor.__{_op.__name__.strip('_')}__", _r_ref(lambda a, b, o=_op: o(b, a), _scalar),
+               fn=_r_ref(lambda a, b, o=_op: o(b, a), _scalar), dtypes=_dtypes, shapes=UNARY_SCALAR,
+               domains=("small",), label=f"scalar {_scalar!r}", tol=2))
+
+
+def _getitem(x, key):
+    return x[key]
+
+
+def _setitem(x, key, value):
+    x = x.copy() if isinstance(x, np.ndarray) else x
+    x[key] = value
+    return x
+
+
+KEYS = [1, -1, (slice(None), 1), (Ellipsis, None, slice(None, None, -2)),
+        (slice(1, None), slice(None, 2)), (None,), np.array([0, 2, 1]),
+        (slice(None), np.array([[0], [1]]))]
+
+add(OpCase("Tensor.__getitem__", _getitem, fn=_getitem, dtypes=(D.float32, D.int8, D.bool_),
+           shapes=[((3, 3),)], kwargs=[{"key": k} for k in KEYS], requires="lazyarray.indexing",
+           differentiable=True),
+    OpCase("Tensor.__setitem__", _setitem, fn=_setitem, dtypes=(D.float32, D.int32),
+           pairs=[(((3, 3), ()), {"key": 1}), (((3, 3), (3,)), {"key": (slice(None), 0)}),
+                  (((4,), ()), {"key": slice(None, None, 2)})],
+           requires="lazyarray.indexing", differentiable=True))
+
+# ---- Tensor methods -------------------------------------------------------------------
+
+
+def _method(name: str, ref, **kw) -> OpCase:
+    def fn(x, *args, **kwargs):
+        return getattr(x, name)(*args, **kwargs)
+    fn.__name__ = name
+    return OpCase("Tensor." + name, ref, fn=fn, **kw)
+
+
+def _torch_style(np_fn):
+    """NumPy's reduction with PyTorch's dim/keepdim names accepted too."""
+    def ref(x, axis=None, keepdims=False, dim=None, keepdim=None, **kw):
+        axis = dim if dim is not None else axis
+        keepdims = keepdim if keepdim is not None else keepdims
+        return np_fn(x, axis=axis, keepdims=keepdims, **kw)
+    return ref
+
+
+METHOD_KW = [{}, {"axis": 0}, {"dim": 1, "keepdim": True}, {"axis": (0, 1)}]
+METHOD_SHAPES = [((2, 3, 4),), ((),)]
+
+for _name, _np_fn, _dtypes, _fr, _domain, _tol in [
+        ("sum", np.sum, NUMERIC, False, "real", 4), ("prod", np.prod, FLOATS, False, "near1", 8),
+        ("mean", np.mean, FLOATS, False, "real", 4), ("max", np.max, ALL, False, "real", 1),
+        ("min", np.min, ALL, False, "real", 1), ("var", _var, FLOATS, False, "real", 16),
+        ("std", _std, FLOATS, False, "real", 16), ("all", np.all, ALL, False, "shift", 1),
+        ("any", np.any, ALL, False, "shift", 1)]:
+    add(_method(_name, zero_d_axis(_torch_style(_np_fn)), dtypes=_dtypes, shapes=METHOD_SHAPES,
+                kwargs=METHOD_KW, domains=(_domain,), tol=_tol, differentiable=True))
+
+for _name, _np_fn in [("argmax", np.argmax), ("argmin", np.argmin)]:
+    add(_method(_name, _torch_style(_np_fn), dtypes=NUMERIC, shapes=METHOD_SHAPES[:1],
+                kwargs=[{}, {"axis": 1}, {"dim": -1, "keepdim": True}]))
+
+for _name, _ref, _domain in [("abs", np.abs, "real"), ("exp", np.exp, "real"),
+                             ("log", np.log, "positive"), ("sqrt", np.sqrt, "positive"),
+                             ("tanh", np.tanh, "real"), ("sigmoid", _sigmoid, "real"),
+                             ("sin", np.sin, "real"), ("cos", np.cos, "real"),
+                             ("relu", lambda x: np.maximum(x, 0), "real"),
+                             ("square", np.square, "real"), ("round", np.round, "real"),
+                             ("floor", np.floor, "real"), ("ceil", np.ceil, "real"),
+                             ("sign", np.sign, "real")]:
+    add(_method(_name, _ref, dtypes=FLOATS, shapes=UNARY[:3], domains=(_domain,), tol=2,
+                differentiable=True))
+
+SHAPE_METHODS = dict(dtypes=(D.float32, D.int32, D.bool_), differentiable=True)
+
+_LAMBDA_METHODS = [
+    ("reshape", lambda x: x.reshape(3, 2), lambda x: x.reshape(3, 2), ""),
+    ("reshape", lambda x: x.reshape((6,)), lambda x: x.reshape((6,)), "tuple"),
+    ("view", lambda x: x.view(-1, 2), lambda x: x.reshape(-1, 2), ""),
+    ("flatten", lambda x: x.flatten(), lambda x: x.flatten(), ""),
+    ("transpose", lambda x: x.transpose(), lambda x: x.transpose(), ""),
+    ("transpose", lambda x: x.transpose(0, 1), lambda x: x.swapaxes(0, 1), "two axes"),
+    ("permute", lambda x: x.permute(1, 0), lambda x: x.transpose(1, 0), ""),
+    ("T", lambda x: x.T, lambda x: x.T, ""),
+    ("mT", lambda x: x.mT, lambda x: np.swapaxes(x, -1, -2), ""),
+    ("squeeze", lambda x: x.reshape(1, 2, 3).squeeze(dim=0), lambda x: x, ""),
+    ("unsqueeze", lambda x: x.unsqueeze(1), lambda x: np.expand_dims(x, 1), ""),
+    ("expand_dims", lambda x: x.expand_dims(0), lambda x: np.expand_dims(x, 0), ""),
+    ("broadcast_to", lambda x: x.broadcast_to(4, 2, 3), lambda x: np.broadcast_to(x, (4, 2, 3)), ""),
+    ("expand", lambda x: x.reshape(2, 1, 3).expand(-1, 4, -1),
+     lambda x: np.broadcast_to(x.reshape(2, 1, 3), (2, 4, 3)), ""),
+    ("flip", lambda x: x.flip(dims=(1,)), lambda x: np.flip(x, 1), ""),
+    ("flip", lambda x: x.flip(), lambda x: np.flip(x), "all axes"),
+    ("cumsum", lambda x: x.cumsum(dim=1), lambda x: np.cumsum(x, 1), ""),
+    ("astype", lambda x: x.astype("float64"), lambda x: x.astype(np.float64), ""),
+    ("type", lambda x: x.type(la.int16), lambda x: x.astype(np.int16), ""),
+    ("float", lambda x: x.float(), lambda x: x.astype(np.float32), ""),
+    ("double", lambda x: x.double(), lambda x: x.astype(np.float64), ""),
+    ("long", lambda x: x.long(), lambda x: x.astype(np.int64), ""),
+    ("int", lambda x: x.int(), lambda x: x.astype(np.int32), ""),
+    ("bool", lambda x: x.bool(), lambda x: x.astype(np.bool_), ""),
+    ("half", lambda x: x.half(), lambda x: x.astype(np.float16), ""),
+    ("detach", lambda x: x.detach(), lambda x: x, ""),
+]
+for _name, _fn, _ref, _label in _LAMBDA_METHODS:
+    add(OpCase("Tensor." + _name, _ref, fn=_fn, shapes=[((2, 3),)], label=_label,
+               requires="stop_gradient" if _name == "detach" else "", **SHAPE_METHODS))
+
+add(_method("clip", np.clip, dtypes=FLOATS, shapes=[((2, 3),)], kwargs=[{"min": -0.5, "max": 0.5}],
+            differentiable=True),
+    _method("clamp", np.clip, dtypes=FLOATS, shapes=[((2, 3),)], kwargs=[{"min": -0.5}],
+            differentiable=True),
+    _method("matmul", np.matmul, dtypes=FLOATS, shapes=[((2, 3), (3, 4))], tol=8,
+            differentiable=True),
+    _method("dot", np.matmul, dtypes=FLOATS, shapes=[((2, 3), (3, 4))], tol=8,
+            differentiable=True))
+
+
+# ---- what the table covers ------------------------------------------------------------
+
+def covered_functions() -> set:
+    return {c.name for c in CASES if not c.name.startswith("Tensor.")}
+
+
+def covered_tensor_members() -> set:
+    return {c.name[len("Tensor."):] for c in CASES if c.name.startswith("Tensor.")}
+
+
+def case_ids() -> list:
+    """Unique ids (a name may have several cases: label, then a counter)."""
+    seen: dict = {}
+    out = []
+    for c in CASES:
+        n = seen[c.id] = seen.get(c.id, 0) + 1
+        out.append(c.id if n == 1 else f"{c.id}#{n}")
+    return out
