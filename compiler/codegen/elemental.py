@@ -1,0 +1,495 @@
+"""The elemental emitter: the value of any instruction at an index, as LLVM IR.
+
+This is the one place that knows how each primitive computes an element (XLA's elemental
+IR emitter): elementwise ops through their stanza's `emit` rule against the methods below,
+index-moving ops through `index_rules`, reductions as a loop at the index. Targets wrap it
+in loops (cpu_kernels.py) and give it their math table; nothing here is CPU-specific.
+
+An index is a list of i64 LLVM values, one per dimension. Values carry their dtype; half
+floats are computed in float32 and rounded after every op, as the references do.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import llvmlite.ir as ir
+import numpy as np
+
+from .. import dtypes as D
+from ..module import Module
+from ..primitive import ELEMENTWISE, INDEXING, PRIMITIVES, REDUCTION
+from ..primitives.reduction import identity
+from . import index_rules
+from .llvm_types import (F16, F32, HALF, I1, I16, I32, I64, Value, compute_type, constant,
+                         storage_type)
+from .loops import const, counted_loop
+from .math_table import MathTable
+
+REASSOC = ("reassoc",)     # float reductions may reassociate (vectorize); nothing else
+
+
+class ElementalEmitter:
+    """Generates values at indices inside the builder's current block.
+
+    `buffers` maps module positions that live in memory to their base pointers; every
+    other position is computed from its operands, at the index asked for.
+    """
+
+    def __init__(self, builder: ir.IRBuilder, llmod: ir.Module, module: Module,
+                 buffers: dict, math: MathTable) -> None:
+        self.b = builder
+        self.llmod = llmod
+        self.module = module
+        self.buffers = buffers
+        self.math_table = math
+        self.scopes: list = [{}]
+        self._globals = 0
+
+    # ---- scopes: a value may be reused only where it dominates ----------------------
+
+    def push_scope(self) -> None:
+        self.scopes.append({})
+
+    def pop_scope(self) -> None:
+        self.scopes.pop()
+
+    def _memo_get(self, key: tuple) -> Optional[Value]:
+        for scope in reversed(self.scopes):
+            hit = scope.get(key)
+            if hit is not None:
+                return hit[0]
+        return None
+
+    # ---- the value of a position at an index ----------------------------------------
+
+    def at(self, pos: int, index: list) -> Value:
+        key = (pos,) + tuple(id(v) for v in index)
+        hit = self._memo_get(key)
+        if hit is not None:
+            return hit
+        value = self._generate(pos, index)
+        self.scopes[-1][key] = (value, list(index))    # keep the index alive: ids stay valid
+        return value
+
+    def _generate(self, pos: int, index: list) -> Value:
+        ins = self.module.instructions[pos]
+        if pos in self.buffers:
+            return self.load(self.buffers[pos], ins.shape, ins.dtype, index)
+        if ins.op == "constant":
+            return self._constant(ins, index)
+        if ins.op == "iota":
+            v = self.index_to(index[ins.attrs["dimension"]], ins.dtype)
+            return self.round(v)
+        prim = PRIMITIVES[ins.op]
+        if prim.kind == ELEMENTWISE:
+            args = [self.at(o, index) for o in ins.operands]
+            return self.round(prim.emit(self, *args, **ins.attrs))
+        if prim.kind == INDEXING:
+            return index_rules.RULES[ins.op](self, ins, index)
+        if ins.op == "reduce":
+            return self.round(self._reduce_at(ins, index))
+        if ins.op in ("argmax", "argmin"):
+            return self._arg_at(ins, index)
+        raise ValueError(f"{ins.op}: cannot be computed element by element "
+                         f"({prim.kind} op); it must run as its own step and be read from memory")
+
+    # ---- memory ------------------------------------------------------------------------
+
+    def linear(self, shape: tuple, index: list) -> ir.Value:
+        """Row-major offset of `index` in `shape`."""
+        if not shape:
+            return const(0)
+        lin = index[0]
+        for n, i in zip(shape[1:], index[1:]):
+            lin = self.b.add(self.b.mul(lin, const(n), flags=("nsw",)), i, flags=("nsw",))
+        return lin
+
+    def element_ptr(self, base: ir.Value, shape: tuple, dtype: D.DType, index: list) -> ir.Value:
+        return self.b.gep(base, [self.linear(shape, index)], inbounds=True,
+                          source_etype=storage_type(dtype))
+
+    def load(self, base: ir.Value, shape: tuple, dtype: D.DType, index: list) -> Value:
+        raw = self.b.load(self.element_ptr(base, shape, dtype, index), typ=storage_type(dtype))
+        return Value(self.from_storage(raw, dtype), dtype)
+
+    def store(self, base: ir.Value, shape: tuple, value: Value, index: list) -> None:
+        ptr = self.element_ptr(base, shape, value.dtype, index)
+        self.b.store(self.to_storage(value), ptr)
+
+    def from_storage(self, raw: ir.Value, dtype: D.DType) -> ir.Value:
+        b = self.b
+        if dtype is D.bool_:
+            return b.icmp_unsigned("!=", raw, ir.Constant(raw.type, 0))
+        if dtype is D.float16:
+            return b.fpext(raw, F32)
+        if dtype is D.bfloat16:
+            return b.bitcast(b.shl(b.zext(raw, I32), ir.Constant(I32, 16)), F32)
+        return raw
+
+    def to_storage(self, value: Value) -> ir.Value:
+        b, dtype, v = self.b, value.dtype, value.ir
+        if dtype is D.bool_:
+            return b.zext(v, storage_type(dtype))
+        if dtype is D.float16:
+            return b.fptrunc(v, F16)
+        if dtype is D.bfloat16:          # already rounded: the top half is the value
+            return b.trunc(b.lshr(b.bitcast(v, I32), ir.Constant(I32, 16)), I16)
+        return v
+
+    def round(self, value: Value) -> Value:
+        """Round a float32-held half value to its dtype (and back to float32)."""
+        b, v = self.b, value.ir
+        if value.dtype is D.float16:
+            return Value(b.fpext(b.fptrunc(v, F16), F32), value.dtype)
+        if value.dtype is D.bfloat16:
+            bits = b.bitcast(v, I32)
+            lsb = b.and_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 1))
+            up = b.add(b.add(bits, ir.Constant(I32, 0x7FFF)), lsb)
+            rounded = b.bitcast(b.and_(up, ir.Constant(I32, 0xFFFF0000 - (1 << 32))), F32)
+            isnan = b.fcmp_unordered("uno", v, v)
+            return Value(b.select(isnan, v, rounded), value.dtype)
+        return value
+
+    def _constant(self, ins: Any, index: list) -> Value:
+        array = np.asarray(ins.attrs["value"].array).astype(ins.dtype.np).reshape(ins.shape)
+        if array.size == 1:
+            return Value(constant(ins.dtype, array.reshape(()).item()), ins.dtype)
+        flat = array.reshape(-1)
+        ety = storage_type(ins.dtype)
+        if ins.dtype is D.bfloat16:
+            items = [int(x) for x in flat.view(np.uint16)]
+        elif ins.dtype is D.float16:
+            items = [float(x) for x in flat.astype(np.float32)]
+        else:
+            items = [int(x) if not ins.dtype.is_float else float(x) for x in flat]
+        arr_ty = ir.ArrayType(ety, len(items))
+        g = ir.GlobalVariable(self.llmod, arr_ty, f"const.{self._globals}")
+        self._globals += 1
+        g.global_constant = True
+        g.linkage = "internal"
+        g.initializer = ir.Constant(arr_ty, [ir.Constant(ety, x) for x in items])
+        return self.load(g, ins.shape, ins.dtype, index)
+
+    # ---- index arithmetic (shared with index_rules) -----------------------------------
+
+    def index_to(self, i: ir.Value, dtype: D.DType) -> Value:
+        ty = compute_type(dtype)
+        if dtype.is_float:
+            return Value(self.b.sitofp(i, ty), dtype)
+        if ty.width < 64:
+            return Value(self.b.trunc(i, ty), dtype)
+        return Value(i, dtype)
+
+    def to_index(self, value: Value) -> ir.Value:
+        """An integer value as i64 (sign- or zero-extended by its dtype)."""
+        v = value.ir
+        if v.type.width == 64:
+            return v
+        if value.dtype.kind == "int":
+            return self.b.sext(v, I64)
+        return self.b.zext(v, I64)
+
+    def clamp_index(self, i: ir.Value, lo: int, hi: int) -> ir.Value:
+        b = self.b
+        i = b.select(b.icmp_signed("<", i, const(lo)), const(lo), i)
+        return b.select(b.icmp_signed(">", i, const(hi)), const(hi), i)
+
+    # ---- reductions at an index -------------------------------------------------------
+
+    def identity(self, kind: str, dtype: D.DType) -> Value:
+        return Value(constant(dtype, identity(kind, dtype)), dtype)
+
+    def combine(self, kind: str, acc: Value, v: Value) -> Value:
+        """acc (kind) v, with reassociation allowed for float sums and products."""
+        b, dtype = self.b, acc.dtype
+        if kind == "sum":
+            if dtype.is_float:
+                return Value(b.fadd(acc.ir, v.ir, flags=REASSOC), dtype)
+            return Value(b.add(acc.ir, v.ir), dtype)
+        if kind == "prod":
+            if dtype.is_float:
+                return Value(b.fmul(acc.ir, v.ir, flags=REASSOC), dtype)
+            return Value(b.mul(acc.ir, v.ir), dtype)
+        if kind == "max":
+            return self.max(acc, v)
+        if kind == "min":
+            return self.min(acc, v)
+        if kind == "and":
+            return Value(b.and_(acc.ir, v.ir), dtype)
+        return Value(b.or_(acc.ir, v.ir), dtype)
+
+    def _reduce_at(self, ins: Any, index: list) -> Value:
+        (src,) = ins.operands
+        shape = self.module.instructions[src].shape
+        axes, kind = tuple(ins.attrs["axes"]), ins.attrs["kind"]
+        kept = iter(index)
+        full: list = [None if d in axes else next(kept) for d in range(len(shape))]
+        return self.reduce_loops(src, shape, axes, kind, full, self.identity(kind, ins.dtype))
+
+    def reduce_loops(self, src: int, shape: tuple, axes: tuple, kind: str, full: list,
+                     init: Value) -> Value:
+        """Loop over `axes` of `shape` (the other entries of `full` are given) and combine
+        src's values into `init`."""
+        dtype = init.dtype
+
+        def level(k: int, acc: ir.Value) -> ir.Value:
+            if k == len(axes):
+                v = self.at(src, list(full))
+                return self.combine(kind, Value(acc, dtype), v).ir
+
+            def body(i: ir.Value, carried: list) -> list:
+                full[axes[k]] = i
+                self.push_scope()
+                out = level(k + 1, carried[0])
+                self.pop_scope()
+                return [out]
+            return counted_loop(self.b, const(0), const(shape[axes[k]]), [acc], body,
+                                name=f"r{k}")[0]
+
+        return Value(level(0, init.ir), dtype)
+
+    def _arg_at(self, ins: Any, index: list) -> Value:
+        (src,) = ins.operands
+        axis = ins.attrs["axis"]
+        shape = self.module.instructions[src].shape
+        full = list(index[:axis]) + [const(0)] + list(index[axis:])
+        first = self.at(src, full)
+
+        def body(i: ir.Value, carried: list) -> list:
+            full[axis] = i
+            self.push_scope()
+            v = self.at(src, list(full))
+            self.pop_scope()
+            take = self.arg_better(ins.op, v, Value(carried[0], first.dtype))
+            return [self.b.select(take, v.ir, carried[0]), self.b.select(take, i, carried[1])]
+
+        _, best = counted_loop(self.b, const(1), const(shape[axis]), [first.ir, const(0)], body,
+                               name="arg")
+        return self.index_to(best, ins.dtype)
+
+    def arg_better(self, op: str, v: Value, best: Value) -> ir.Value:
+        """Whether v replaces best (strictly better; NaN beats numbers, first one wins)."""
+        b = self.b
+        if v.dtype.is_float:
+            strict = b.fcmp_ordered(">" if op == "argmax" else "<", v.ir, best.ir)
+            v_nan = b.fcmp_unordered("uno", v.ir, v.ir)
+            best_num = b.fcmp_ordered("ord", best.ir, best.ir)
+            return b.or_(strict, b.and_(v_nan, best_num))
+        cmp = b.icmp_signed if v.dtype.kind == "int" else b.icmp_unsigned
+        return cmp(">" if op == "argmax" else "<", v.ir, best.ir)
+
+    # ---- the interface the primitives' `emit` rules use -------------------------------
+
+    def call_intrinsic(self, name: str, ret: ir.Type, args: list) -> ir.Value:
+        fn = self.llmod.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.llmod, ir.FunctionType(ret, [a.type for a in args]), name)
+        return self.b.call(fn, args)
+
+    def math(self, name: str, *xs: Value) -> Value:
+        dtype = xs[0].dtype
+        out = self.math_table.emit(self, name, [x.ir for x in xs], dtype)
+        return Value(out, D.bool_ if out.type == I1 else dtype)
+
+    def _zero(self, dtype: D.DType) -> ir.Constant:
+        return constant(dtype, 0)
+
+    def neg(self, x: Value) -> Value:
+        if x.dtype.is_float:
+            return Value(self.b.fneg(x.ir), x.dtype)
+        return Value(self.b.sub(self._zero(x.dtype), x.ir), x.dtype)
+
+    def abs(self, x: Value) -> Value:
+        if x.dtype.is_float:
+            return Value(self.math_table.intrinsic(self, "llvm.fabs", [x.ir]), x.dtype)
+        if x.dtype.kind == "uint":
+            return x
+        negative = self.b.icmp_signed("<", x.ir, self._zero(x.dtype))
+        return Value(self.b.select(negative, self.neg(x).ir, x.ir), x.dtype)
+
+    def sign(self, x: Value) -> Value:
+        b, d = self.b, x.dtype
+        one, minus = constant(d, 1), constant(d, -1)
+        if d.is_float:
+            pos = b.fcmp_ordered(">", x.ir, self._zero(d))
+            neg = b.fcmp_ordered("<", x.ir, self._zero(d))
+            return Value(b.select(pos, one, b.select(neg, minus, x.ir)), d)
+        if d.kind == "uint":
+            return Value(b.zext(b.icmp_unsigned("!=", x.ir, self._zero(d)), x.ir.type), d)
+        pos = b.zext(b.icmp_signed(">", x.ir, self._zero(d)), x.ir.type)
+        neg = b.zext(b.icmp_signed("<", x.ir, self._zero(d)), x.ir.type)
+        return Value(b.sub(pos, neg), d)
+
+    def not_(self, x: Value) -> Value:
+        return Value(self.b.xor(x.ir, ir.Constant(x.ir.type, -1)), x.dtype)
+
+    def add(self, a: Value, b: Value) -> Value:
+        if a.dtype.is_float:
+            return Value(self.b.fadd(a.ir, b.ir), a.dtype)
+        if a.dtype is D.bool_:
+            return Value(self.b.or_(a.ir, b.ir), a.dtype)
+        return Value(self.b.add(a.ir, b.ir), a.dtype)
+
+    def sub(self, a: Value, b: Value) -> Value:
+        if a.dtype.is_float:
+            return Value(self.b.fsub(a.ir, b.ir), a.dtype)
+        return Value(self.b.sub(a.ir, b.ir), a.dtype)
+
+    def mul(self, a: Value, b: Value) -> Value:
+        if a.dtype.is_float:
+            return Value(self.b.fmul(a.ir, b.ir), a.dtype)
+        if a.dtype is D.bool_:
+            return Value(self.b.and_(a.ir, b.ir), a.dtype)
+        return Value(self.b.mul(a.ir, b.ir), a.dtype)
+
+    def _safe_divisor(self, a: Value, b: Value) -> tuple:
+        """(divisor that cannot trap, b == 0, b == -1): x / 0 and MIN / -1 are defined."""
+        bb, d = self.b, a.dtype
+        zero = bb.icmp_unsigned("==", b.ir, self._zero(d))
+        minus = (bb.icmp_signed("==", b.ir, constant(d, -1)) if d.kind == "int"
+                 else ir.Constant(I1, 0))
+        safe = bb.select(bb.or_(zero, minus), constant(d, 1), b.ir)
+        return safe, zero, minus
+
+    def div(self, a: Value, b: Value) -> Value:
+        bb, d = self.b, a.dtype
+        if d.is_float:
+            return Value(bb.fdiv(a.ir, b.ir), d)
+        safe, zero, minus = self._safe_divisor(a, b)
+        q = bb.sdiv(a.ir, safe) if d.kind == "int" else bb.udiv(a.ir, safe)
+        q = bb.select(minus, self.neg(a).ir, q)
+        return Value(bb.select(zero, self._zero(d), q), d)
+
+    def rem(self, a: Value, b: Value) -> Value:
+        bb, d = self.b, a.dtype
+        if d.is_float:
+            return Value(bb.frem(a.ir, b.ir), d)
+        safe, zero, minus = self._safe_divisor(a, b)
+        r = bb.srem(a.ir, safe) if d.kind == "int" else bb.urem(a.ir, safe)
+        return Value(bb.select(bb.or_(zero, minus), self._zero(d), r), d)
+
+    def pow(self, a: Value, b: Value) -> Value:
+        if a.dtype.is_float:
+            return self.math("power", a, b)
+        return self._int_pow(a, b)
+
+    def _int_pow(self, a: Value, e: Value) -> Value:
+        bb, d = self.b, a.dtype
+        ty = a.ir.type
+        one = constant(d, 1)
+
+        def body(i: ir.Value, carried: list) -> list:
+            result, base, rest = carried
+            bit = bb.trunc(rest, I1)
+            result = bb.select(bit, bb.mul(result, base), result)
+            return [result, bb.mul(base, base), bb.lshr(rest, ir.Constant(ty, 1))]
+
+        result, _, _ = counted_loop(bb, const(0), const(d.bits), [one, a.ir, e.ir], body, "pow")
+        if d.kind == "uint":
+            return Value(result, d)
+        negative = bb.icmp_signed("<", e.ir, self._zero(d))
+        odd = bb.trunc(e.ir, I1)
+        is_one = bb.icmp_signed("==", a.ir, one)
+        is_minus = bb.icmp_signed("==", a.ir, constant(d, -1))
+        negpow = bb.select(is_one, one, bb.select(is_minus, bb.select(odd, constant(d, -1), one),
+                                                  self._zero(d)))
+        return Value(bb.select(negative, negpow, result), d)
+
+    def max(self, a: Value, b: Value) -> Value:
+        return self._extremum(a, b, "maximum", ">")
+
+    def min(self, a: Value, b: Value) -> Value:
+        return self._extremum(a, b, "minimum", "<")
+
+    def _extremum(self, a: Value, b: Value, llname: str, op: str) -> Value:
+        bb, d = self.b, a.dtype
+        if d.is_float:       # NaN-propagating, as NumPy's maximum / minimum
+            return Value(self.math_table.intrinsic(self, f"llvm.{llname}", [a.ir, b.ir]), d)
+        cmp = bb.icmp_signed if d.kind == "int" else bb.icmp_unsigned
+        return Value(bb.select(cmp(op, a.ir, b.ir), a.ir, b.ir), d)
+
+    def and_(self, a: Value, b: Value) -> Value:
+        return Value(self.b.and_(a.ir, b.ir), a.dtype)
+
+    def or_(self, a: Value, b: Value) -> Value:
+        return Value(self.b.or_(a.ir, b.ir), a.dtype)
+
+    def xor(self, a: Value, b: Value) -> Value:
+        return Value(self.b.xor(a.ir, b.ir), a.dtype)
+
+    def _shift_ok(self, a: Value, b: Value) -> tuple:
+        bb = self.b
+        ok = bb.icmp_unsigned("<", b.ir, constant(a.dtype, a.dtype.bits))
+        return ok, bb.select(ok, b.ir, self._zero(a.dtype))
+
+    def shl(self, a: Value, b: Value) -> Value:
+        ok, amount = self._shift_ok(a, b)
+        return Value(self.b.select(ok, self.b.shl(a.ir, amount), self._zero(a.dtype)), a.dtype)
+
+    def lshr(self, a: Value, b: Value) -> Value:
+        ok, amount = self._shift_ok(a, b)
+        return Value(self.b.select(ok, self.b.lshr(a.ir, amount), self._zero(a.dtype)), a.dtype)
+
+    def ashr(self, a: Value, b: Value) -> Value:
+        bb, d = self.b, a.dtype
+        ok, amount = self._shift_ok(a, b)
+        if d.kind == "uint":
+            fill = self._zero(d)
+        else:
+            fill = bb.ashr(a.ir, constant(d, d.bits - 1))
+        shifted = bb.lshr(a.ir, amount) if d.kind == "uint" else bb.ashr(a.ir, amount)
+        return Value(bb.select(ok, shifted, fill), d)
+
+    _FCMP = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+
+    def compare(self, direction: str, a: Value, b: Value) -> Value:
+        bb, op = self.b, self._FCMP[direction]
+        if a.dtype.is_float:
+            if direction == "NE":
+                return Value(bb.fcmp_unordered("!=", a.ir, b.ir), D.bool_)
+            return Value(bb.fcmp_ordered(op, a.ir, b.ir), D.bool_)
+        if a.dtype.kind == "int":
+            return Value(bb.icmp_signed(op, a.ir, b.ir), D.bool_)
+        return Value(bb.icmp_unsigned(op, a.ir, b.ir), D.bool_)
+
+    def select(self, p: Value, a: Value, b: Value) -> Value:
+        return Value(self.b.select(p.ir, a.ir, b.ir), a.dtype)
+
+    def convert(self, x: Value, dtype: D.DType) -> Value:
+        bb, src = self.b, x.dtype
+        ty = compute_type(dtype)
+        if src is dtype:
+            return x
+        if dtype is D.bool_:
+            if src.is_float:
+                return Value(bb.fcmp_unordered("!=", x.ir, ir.Constant(x.ir.type, 0.0)), dtype)
+            return Value(bb.icmp_unsigned("!=", x.ir, self._zero(src)), dtype)
+        if src is D.bool_:
+            return Value(bb.uitofp(x.ir, ty) if dtype.is_float else bb.zext(x.ir, ty), dtype)
+        if src.is_int and dtype.is_int:
+            if ty.width < src.bits:
+                return Value(bb.trunc(x.ir, ty), dtype)
+            if ty.width == src.bits:
+                return Value(x.ir, dtype)
+            return Value(bb.sext(x.ir, ty) if src.kind == "int" else bb.zext(x.ir, ty), dtype)
+        if src.is_int:
+            return Value(bb.sitofp(x.ir, ty) if src.kind == "int" else bb.uitofp(x.ir, ty), dtype)
+        if dtype.is_float:
+            if ty == x.ir.type:
+                return Value(x.ir, dtype)
+            if ty == F32:
+                return Value(bb.fptrunc(x.ir, ty), dtype)
+            return Value(bb.fpext(x.ir, ty), dtype)
+        # float -> integer: saturating, NaN -> 0 (LLVM's fpto[su]i.sat defines exactly that)
+        kind = "fptosi" if dtype.kind == "int" else "fptoui"
+        fsuffix = "f32" if x.ir.type == F32 else "f64"
+        name = f"llvm.{kind}.sat.i{dtype.bits}.{fsuffix}"
+        return Value(self.call_intrinsic(name, ty, [x.ir]), dtype)
+
+    def bitcast(self, x: Value, dtype: D.DType) -> Value:
+        bb = self.b
+        if x.dtype in HALF or dtype in HALF:
+            bits = self.to_storage(x)                       # i16 or half
+            raw = bb.bitcast(bits, storage_type(dtype)) if bits.type != storage_type(dtype) else bits
+            return Value(self.from_storage(raw, dtype), dtype)
+        return Value(bb.bitcast(x.ir, compute_type(dtype)), dtype)

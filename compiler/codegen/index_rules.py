@@ -1,0 +1,174 @@
+"""Index-moving ops inside the elemental emitter: which operand element an output element
+is, as index arithmetic (no data moves; the consumer reads through the map).
+
+Each rule is (emitter, instruction, output index) -> Value. Where an op chooses between
+operands (pad, concatenate, dynamic_update_slice) every candidate index is clamped into
+its operand, all candidates are computed and one is selected: loads stay in bounds and
+the loop stays branch-free, so it still vectorizes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import llvmlite.ir as ir
+
+from .. import dtypes as D
+from .llvm_types import I1, Value
+from .loops import const
+
+
+def _shape(e, pos: int) -> tuple:
+    return e.module.instructions[pos].shape
+
+
+def broadcast_in_dim(e, ins: Any, index: list):
+    (x,) = ins.operands
+    xshape = _shape(e, x)
+    dims = ins.attrs["broadcast_dimensions"]
+    idx = [const(0) if xshape[i] == 1 else index[d] for i, d in enumerate(dims)]
+    return e.at(x, idx)
+
+
+def reshape(e, ins: Any, index: list):
+    (x,) = ins.operands
+    xshape, shape = _shape(e, x), ins.shape
+    # a shared trailing part of the two shapes maps straight through (cheap, vectorizes)
+    k = 0
+    while k < min(len(xshape), len(shape)) and xshape[-1 - k] == shape[-1 - k]:
+        k += 1
+    head_out, head_in = shape[:len(shape) - k], xshape[:len(xshape) - k]
+    tail = list(index[len(shape) - k:])
+    lin = e.linear(head_out, index[:len(shape) - k])
+    head: list = []
+    for n in reversed(head_in):
+        head.append(e.b.urem(lin, const(n)) if n != 1 else const(0))
+        lin = e.b.udiv(lin, const(n)) if n != 1 else lin
+    return e.at(x, list(reversed(head)) + tail)
+
+
+def transpose(e, ins: Any, index: list):
+    (x,) = ins.operands
+    perm = ins.attrs["permutation"]
+    idx: list = [None] * len(perm)
+    for i, p in enumerate(perm):
+        idx[p] = index[i]
+    return e.at(x, idx)
+
+
+def slice_(e, ins: Any, index: list):
+    (x,) = ins.operands
+    b = e.b
+    idx = []
+    for i, s, st in zip(index, ins.attrs["start_indices"], ins.attrs["strides"]):
+        v = b.mul(i, const(st), flags=("nsw",)) if st != 1 else i
+        idx.append(b.add(v, const(s), flags=("nsw",)) if s else v)
+    return e.at(x, idx)
+
+
+def reverse(e, ins: Any, index: list):
+    (x,) = ins.operands
+    xshape = _shape(e, x)
+    dims = set(ins.attrs["dimensions"])
+    idx = [e.b.sub(const(xshape[d] - 1), i) if d in dims else i for d, i in enumerate(index)]
+    return e.at(x, idx)
+
+
+def pad(e, ins: Any, index: list):
+    x, value = ins.operands
+    xshape = _shape(e, x)
+    fill = e.at(value, [])
+    if 0 in xshape:
+        return fill
+    b = e.b
+    inside = ir.Constant(I1, 1)
+    idx = []
+    attrs = ins.attrs
+    for i, n, lo, it in zip(index, xshape, attrs["edge_padding_low"], attrs["interior_padding"]):
+        rel = b.sub(i, const(lo))
+        step = it + 1
+        q = b.sdiv(rel, const(step)) if step != 1 else rel
+        ok = b.and_(b.icmp_signed(">=", rel, const(0)), b.icmp_signed("<", q, const(n)))
+        if step != 1:
+            ok = b.and_(ok, b.icmp_signed("==", b.srem(rel, const(step)), const(0)))
+        inside = b.and_(inside, ok)
+        idx.append(e.clamp_index(q, 0, n - 1))
+    v = e.at(x, idx)
+    return e.select(_bool(e, inside), v, fill)
+
+
+def concatenate(e, ins: Any, index: list):
+    dim = ins.attrs["dimension"]
+    b = e.b
+    result = None
+    offset = 0
+    for o in ins.operands:
+        n = _shape(e, o)[dim]
+        if n == 0:
+            continue
+        idx = list(index)
+        idx[dim] = e.clamp_index(b.sub(index[dim], const(offset)), 0, n - 1)
+        v = e.at(o, idx)
+        if result is None:
+            result = v
+        else:
+            use = b.icmp_signed(">=", index[dim], const(offset))
+            result = e.select(_bool(e, use), v, result)
+        offset += n
+    return result
+
+
+def _starts(e, ins: Any, first: int, sizes: tuple, shape: tuple) -> list:
+    """Start indices, clamped so that a block of `sizes` stays inside `shape`."""
+    out = []
+    for k, (pos, z, n) in enumerate(zip(ins.operands[first:], sizes, shape)):
+        s = e.to_index(e.at(pos, []))
+        out.append(e.clamp_index(s, 0, n - z))
+    return out
+
+
+def dynamic_slice(e, ins: Any, index: list):
+    x = ins.operands[0]
+    starts = _starts(e, ins, 1, ins.attrs["slice_sizes"], _shape(e, x))
+    return e.at(x, [e.b.add(i, s) for i, s in zip(index, starts)])
+
+
+def dynamic_update_slice(e, ins: Any, index: list):
+    x, upd = ins.operands[:2]
+    ushape = _shape(e, upd)
+    old = e.at(x, index)
+    if 0 in ushape:
+        return old
+    b = e.b
+    starts = _starts(e, ins, 2, ushape, ins.shape)
+    inside = ir.Constant(I1, 1)
+    idx = []
+    for i, s, z in zip(index, starts, ushape):
+        rel = b.sub(i, s)
+        ok = b.and_(b.icmp_signed(">=", rel, const(0)), b.icmp_signed("<", rel, const(z)))
+        inside = b.and_(inside, ok)
+        idx.append(e.clamp_index(rel, 0, z - 1))
+    new = e.at(upd, idx)
+    return e.select(_bool(e, inside), new, old)
+
+
+def gather(e, ins: Any, index: list):
+    x, ind = ins.operands
+    axis = ins.attrs["axis"]
+    xshape, ishape = _shape(e, x), _shape(e, ind)
+    if xshape[axis] == 0:
+        return e.identity("sum", ins.dtype)     # the reference: zeros
+    k = e.to_index(e.at(ind, list(index[axis:axis + len(ishape)])))
+    k = e.clamp_index(k, 0, xshape[axis] - 1)
+    return e.at(x, list(index[:axis]) + [k] + list(index[axis + len(ishape):]))
+
+
+def _bool(e, v: ir.Value) -> Value:
+    return Value(v, D.bool_)
+
+
+RULES = {
+    "broadcast_in_dim": broadcast_in_dim, "reshape": reshape, "transpose": transpose,
+    "slice": slice_, "reverse": reverse, "pad": pad, "concatenate": concatenate,
+    "dynamic_slice": dynamic_slice, "dynamic_update_slice": dynamic_update_slice,
+    "gather": gather,
+}

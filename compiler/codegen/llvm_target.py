@@ -1,0 +1,90 @@
+"""The host CPU as an LLVM target: optimize a module, emit object code, load it (MCJIT).
+
+One target machine per process, for the host's CPU name and features (which also key the
+disk cache). Object code is what the disk cache stores, so loading goes through
+`ExecutionEngine.add_object_file` whether the code was just compiled or read from disk.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+import llvmlite.binding as llvm
+
+OPT_LEVEL = 2          # -O2: vectorizes loops; -O3 costs compile time for little here
+
+_LOCK = threading.Lock()    # LLVM contexts and MCJIT are not thread-safe
+
+
+@functools.lru_cache(maxsize=None)
+def _initialized() -> bool:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def host() -> tuple:
+    """(triple, cpu name, features): the target the code is built for."""
+    _initialized()
+    return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+
+
+def llvm_version() -> str:
+    return ".".join(map(str, llvm.llvm_version_info))
+
+
+@functools.lru_cache(maxsize=None)
+def target_machine() -> Any:
+    triple, cpu, features = host()
+    target = llvm.Target.from_triple(triple)
+    return target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL,
+                                        reloc="pic", codemodel="jitdefault")
+
+
+def optimize(ir_text: str, name: str) -> Any:
+    """Parse and optimize LLVM IR text; return the optimized llvmlite module."""
+    tm = target_machine()
+    with _LOCK:
+        mod = llvm.parse_assembly(ir_text)
+        mod.name = name
+        mod.triple = tm.triple
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
+        pto.loop_vectorization = True
+        pto.slp_vectorization = True
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+    return mod
+
+
+def emit_object(mod: Any) -> bytes:
+    with _LOCK:
+        return target_machine().emit_object(mod)
+
+
+def emit_assembly(mod: Any) -> str:
+    with _LOCK:
+        return target_machine().emit_assembly(mod)
+
+
+class LoadedCode:
+    """Object code loaded into its own MCJIT engine; functions by name."""
+
+    def __init__(self, obj: bytes) -> None:
+        tm = target_machine()
+        with _LOCK:
+            empty = llvm.parse_assembly("")
+            empty.triple = tm.triple
+            self.engine = llvm.create_mcjit_compiler(empty, tm)
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            self.engine.finalize_object()
+
+    def address(self, name: str) -> int:
+        with _LOCK:
+            addr = self.engine.get_function_address(name)
+        if not addr:
+            raise ValueError(f"compiled code has no function {name!r}")
+        return addr
