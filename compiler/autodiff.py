@@ -84,7 +84,7 @@ def _topological(target: Node) -> list:
 
 def _depends(order: list, sources: Iterable[Node]) -> set:
     """ids of the float nodes through which some source reaches the target."""
-    dep = {id(s) for s in sources if _carries_gradient(s)}
+    dep = {id(s) for s in sources if s is not None and _carries_gradient(s)}
     for node in order:
         if id(node) in dep or node in _STOPPED or not _carries_gradient(node):
             continue

@@ -12,6 +12,7 @@ from . import runtime
 from .creation import asarray, from_dlpack, tensor
 from .graph_break import nonzero, unique_all, unique_counts, unique_inverse, unique_values
 from .lift import lift
+from .autograd import GradientTape, grad, stop_gradient, value_and_grad
 
 for _name in ops.__all__:
     globals()[_name] = lift(getattr(ops, _name))

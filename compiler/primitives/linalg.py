@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import LIBRARY, fail, primitive
+from ..primitive import LIBRARY, apply, fail, primitive
 
 
 def free_dims(ndim: int, contracting, batch) -> list:
@@ -60,6 +61,38 @@ class D_view:
         self.shape, self.dtype, self.ndim = a.shape, D.from_numpy(a.dtype), a.ndim
 
 
+def _dot_transpose(g, other, own, own_contracting, other_contracting, own_batch,
+                   other_batch, own_first):
+    """The cotangent of one operand: contract g with the other operand over the other's
+    free dimensions, then lay the result out as the operand."""
+    own_free = free_dims(own.ndim, own_contracting, own_batch)
+    other_free = free_dims(other.ndim, other_contracting, other_batch)
+    nb = len(own_batch)
+    if own_first:
+        g_own = tuple(range(nb, nb + len(own_free)))
+        g_other = tuple(range(nb + len(own_free), g.ndim))
+    else:
+        g_other = tuple(range(nb, nb + len(other_free)))
+        g_own = tuple(range(nb + len(other_free), g.ndim))
+    r = apply("dot_general", g, other, lhs_contracting=g_other, rhs_contracting=tuple(other_free),
+              lhs_batch=tuple(range(nb)), rhs_batch=tuple(other_batch))
+    # r: batch, own free (from g), then the other's contracting dims in increasing order
+    rest = [own_contracting[list(other_contracting).index(d)] for d in sorted(other_contracting)]
+    src = list(own_batch) + own_free + rest
+    return A.transpose(r, tuple(src.index(d) for d in range(own.ndim)))
+
+
+def _dot_vjp(g, out, lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch):
+    if not lhs.dtype.is_float:
+        return None, None
+    glhs = _dot_transpose(g, rhs, lhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch,
+                          own_first=True)
+    grhs = _dot_transpose(g, lhs, rhs, rhs_contracting, lhs_contracting, rhs_batch, lhs_batch,
+                          own_first=False)
+    return glhs, grhs
+
+
 dot_general = primitive("dot_general", LIBRARY, _dot_infer, _dot_ref,
                         attrs=("lhs_contracting", "rhs_contracting", "lhs_batch", "rhs_batch"),
-                        doc="out = batch dims, then lhs free dims, then rhs free dims.")
+                        doc="out = batch dims, then lhs free dims, then rhs free dims.",
+                        vjp=_dot_vjp)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import OPAQUE, REDUCTION, fail, primitive
+from ..primitive import NOT_DIFFERENTIABLE, OPAQUE, REDUCTION, apply, fail, primitive
 
 REDUCERS = ("sum", "prod", "max", "min", "and", "or")
 
@@ -48,9 +49,83 @@ def _reduce_ref(x, axes, kind):
     return np.asarray(_NP[kind](wide, axis=axes)).astype(x.dtype)
 
 
+# ---- vector-Jacobian products ---------------------------------------------------------
+
+def _kept(x, axes):
+    return tuple(d for d in range(x.ndim) if d not in axes)
+
+
+def _reduce_vjp(g, out, x, axes, kind):
+    if kind in ("and", "or"):
+        return (None,)
+    spread = A.broadcast(g, x.shape, _kept(x, axes))
+    if kind == "sum":
+        return (spread,)
+    if kind == "prod":
+        return (_prod_vjp(g, x, axes),)
+    # max/min: ties share the gradient equally
+    hit = A.convert(A.compare(x, A.broadcast(out, x.shape, _kept(x, axes)), "EQ"), x.dtype)
+    count = A.broadcast(A.reduce_sum(hit, axes), x.shape, _kept(x, axes))
+    return (A.mul(A.div(spread, count), hit),)
+
+
+def _exclusive_products(rows):
+    """For rows (R, K): out[r, k] = prod of rows[r, j] for j != k, with no division (so a
+    zero factor is handled): the product of what is before times what is after."""
+    r, k = rows.shape
+    one = A.const(1, rows.dtype)
+    before = apply("cumulative", rows, axis=1, kind="prod", reverse=False)
+    before = apply("pad", before, one, edge_padding_low=(0, 1), edge_padding_high=(0, -1),
+                   interior_padding=(0, 0))
+    after = apply("cumulative", rows, axis=1, kind="prod", reverse=True)
+    after = apply("pad", after, one, edge_padding_low=(0, -1), edge_padding_high=(0, 1),
+                  interior_padding=(0, 0))
+    return A.mul(before, after)
+
+
+def _prod_vjp(g, x, axes):
+    kept = _kept(x, axes)
+    perm = kept + tuple(axes)
+    moved = A.transpose(x, perm)
+    r = int(np.prod([x.shape[d] for d in kept], dtype=np.int64))
+    k = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
+    if k == 0:
+        return A.zeros_like(x)
+    others = _exclusive_products(A.reshape(moved, (r, k)))
+    grow = A.broadcast(A.reshape(g, (r,)), (r, k), (0,))
+    gmoved = A.reshape(A.mul(grow, others), moved.shape)
+    return A.transpose(gmoved, A.inverse_permutation(perm))
+
+
+def _cumulative_vjp(g, out, x, axis, kind, reverse):
+    if kind == "sum":
+        return (apply("cumulative", g, axis=axis, kind="sum", reverse=not reverse),)
+    if kind == "prod":
+        # d out_i / d x_j = out_i / x_j for j on i's side: exact except where x_j == 0
+        summed = apply("cumulative", A.mul(g, out), axis=axis, kind="sum", reverse=not reverse)
+        return (A.div(summed, x),)
+    return (_running_extreme_vjp(g, out, x, axis, reverse),)
+
+
+def _running_extreme_vjp(g, out, x, axis, reverse):
+    """out_i is x at the latest position (toward i) where x reached the running max/min;
+    g_i goes there."""
+    n = x.shape[axis]
+    where = A.iota(x.shape, D.int64, axis)
+    attained = A.compare(x, out, "EQ")
+    if reverse:
+        pos = A.select(attained, where, A.full(n, x.shape, D.int64))
+        source = apply("cumulative", pos, axis=axis, kind="min", reverse=True)
+    else:
+        pos = A.select(attained, where, A.full(-1, x.shape, D.int64))
+        source = apply("cumulative", pos, axis=axis, kind="max", reverse=False)
+    return A.scatter_add_along_axis(x.shape, source, g, axis)
+
+
 reduce = primitive("reduce", REDUCTION, _reduce_infer, _reduce_ref, attrs=("axes", "kind"),
                    doc="Combine elements over `axes` with `kind`; the result drops those axes. "
-                       "Max and min propagate NaN.")
+                       "Max and min propagate NaN; their gradient is shared by ties.",
+                   vjp=_reduce_vjp)
 
 
 def _arg_infer(op):
@@ -75,9 +150,11 @@ def _arg_ref(fn):
 
 argmax = primitive("argmax", REDUCTION, _arg_infer("argmax"), _arg_ref(np.argmax),
                    attrs=("axis", "index_dtype"), doc="The first index of the largest value "
-                                                       "(NaN counts as largest).")
+                                                       "(NaN counts as largest).",
+                   vjp=NOT_DIFFERENTIABLE)
 argmin = primitive("argmin", REDUCTION, _arg_infer("argmin"), _arg_ref(np.argmin),
-                   attrs=("axis", "index_dtype"), doc="The first index of the smallest value.")
+                   attrs=("axis", "index_dtype"), doc="The first index of the smallest value.",
+                   vjp=NOT_DIFFERENTIABLE)
 
 
 def _cumulative_infer(operands, axis, kind, reverse):
@@ -107,4 +184,5 @@ def _cumulative_ref(x, axis, kind, reverse):
 
 cumulative = primitive("cumulative", OPAQUE, _cumulative_infer, _cumulative_ref,
                        attrs=("axis", "kind", "reverse"),
-                       doc="Inclusive scan along `axis` (from the end when `reverse`).")
+                       doc="Inclusive scan along `axis` (from the end when `reverse`).",
+                       vjp=_cumulative_vjp)

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import OPAQUE, fail, primitive
+from ..primitive import NOT_DIFFERENTIABLE, OPAQUE, apply, fail, primitive
 
 
 def _check(op, operands, dimension):
@@ -31,8 +32,14 @@ def _sort_ref(x, dimension, descending):
     return np.take_along_axis(x, _stable_order(x, dimension, descending), axis=dimension)
 
 
+def _sort_vjp(g, out, x, dimension, descending):
+    """out[i] = x[perm[i]]: g[i] goes back to perm[i]."""
+    perm = apply("argsort", x, dimension=dimension, descending=descending, index_dtype=D.int64)
+    return (A.scatter_add_along_axis(x.shape, perm, g, dimension),)
+
+
 sort = primitive("sort", OPAQUE, _sort_infer, _sort_ref, attrs=("dimension", "descending"),
-                 doc="NaN sorts after every number.")
+                 doc="NaN sorts after every number.", vjp=_sort_vjp)
 
 
 def _argsort_infer(operands, dimension, descending, index_dtype):
@@ -46,4 +53,4 @@ def _argsort_ref(x, dimension, descending, index_dtype):
 
 argsort = primitive("argsort", OPAQUE, _argsort_infer, _argsort_ref,
                     attrs=("dimension", "descending", "index_dtype"),
-                    doc="Stable: equal elements keep their order.")
+                    doc="Stable: equal elements keep their order.", vjp=NOT_DIFFERENTIABLE)

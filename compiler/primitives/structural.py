@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import INDEXING, LEAF, OPAQUE, fail, primitive
+from ..primitive import INDEXING, LEAF, NOT_DIFFERENTIABLE, OPAQUE, apply, fail, primitive
 
 
 def _ints(x) -> tuple:
@@ -26,6 +27,124 @@ def _check_scalar_ints(op, operands, starts):
             fail(op, operands, "start indices must be integer scalars", TypeError)
 
 
+# ---- vector-Jacobian products ---------------------------------------------------------
+
+def _broadcast_vjp(g, out, x, shape, broadcast_dimensions):
+    """Sum over the new dimensions and over the size-1 dimensions that were repeated."""
+    dims = tuple(broadcast_dimensions)
+    summed = [d for d in range(len(shape)) if d not in dims]
+    summed += [d for i, d in enumerate(dims) if x.shape[i] == 1 and shape[d] != 1]
+    return (A.reshape(A.reduce_sum(g, summed), x.shape),)
+
+
+def _reshape_vjp(g, out, x, shape):
+    return (A.reshape(g, x.shape),)
+
+
+def _transpose_vjp(g, out, x, permutation):
+    return (A.transpose(g, A.inverse_permutation(permutation)),)
+
+
+def _slice_vjp(g, out, x, start_indices, limit_indices, strides):
+    """Put g back with pad: low = start, interior = stride - 1, high = what is left."""
+    high = []
+    for n, s, st, m in zip(x.shape, start_indices, strides, out.shape):
+        high.append(n - s - m if m == 0 else n - (s + (m - 1) * st + 1))
+    return (apply("pad", g, A.const(0, g.dtype), edge_padding_low=tuple(start_indices),
+                  edge_padding_high=tuple(high),
+                  interior_padding=tuple(st - 1 for st in strides)),)
+
+
+def _dynamic_slice_vjp(g, out, x, *starts, slice_sizes):
+    # the update is clamped into bounds exactly as the slice was
+    gx = apply("dynamic_update_slice", A.zeros_like(x), g, *starts)
+    return (gx,) + (None,) * len(starts)
+
+
+def _dus_vjp(g, out, x, update, *starts):
+    gx = apply("dynamic_update_slice", g, A.zeros_like(update), *starts)
+    gu = apply("dynamic_slice", g, *starts, slice_sizes=update.shape)
+    return (gx, gu) + (None,) * len(starts)
+
+
+def _concat_vjp(g, out, *xs, dimension):
+    outs, offset = [], 0
+    for x in xs:
+        start = [0] * g.ndim
+        limit = list(g.shape)
+        start[dimension], limit[dimension] = offset, offset + x.shape[dimension]
+        outs.append(apply("slice", g, start_indices=tuple(start), limit_indices=tuple(limit),
+                          strides=(1,) * g.ndim))
+        offset += x.shape[dimension]
+    return tuple(outs)
+
+
+def _pad_vjp(g, out, x, value, edge_padding_low, edge_padding_high, interior_padding):
+    """Undo the edges with the opposite padding (crop what was added, zeros for what was
+    cropped), then keep every (interior + 1)-th element. The padding value gets the rest."""
+    unpadded = apply("pad", g, A.const(0, g.dtype),
+                     edge_padding_low=tuple(-lo for lo in edge_padding_low),
+                     edge_padding_high=tuple(-hi for hi in edge_padding_high),
+                     interior_padding=(0,) * g.ndim)
+    gx = apply("slice", unpadded, start_indices=(0,) * g.ndim, limit_indices=unpadded.shape,
+               strides=tuple(it + 1 for it in interior_padding))
+    every = tuple(range(g.ndim))
+    gvalue = A.sub(A.reduce_sum(g, every), A.reduce_sum(gx, every))
+    return gx, gvalue
+
+
+def _reverse_vjp(g, out, x, dimensions):
+    return (apply("reverse", g, dimensions=dimensions),)
+
+
+def _in_range(idx, n):
+    lo = A.compare(idx, A.zeros_like(idx), "GE")
+    hi = A.compare(idx, A.full_like(idx, n), "LT")
+    return apply("and", lo, hi)
+
+
+def _gather_vjp(g, out, x, idx, axis):
+    """Scatter-add g back, at the indices clamped as the gather clamped them."""
+    n = x.shape[axis]
+    if n == 0:
+        return A.zeros_like(x), None
+    clamped = apply("clamp", A.zeros_like(idx), idx, A.full_like(idx, n - 1))
+    return apply("scatter", A.zeros_like(x), clamped, g, axis=axis, mode="add"), None
+
+
+def _update_mask(x, idx, upd, axis, mode):
+    """Which updates reach the result: in range, and for 'set' the last write to a place."""
+    ok = _in_range(idx, x.shape[axis])
+    if mode == "set":
+        ok = apply("and", ok, _last_writes(idx, x.shape[axis]))
+    dims = tuple(range(axis, axis + idx.ndim))
+    return A.broadcast(ok, upd.shape, dims)
+
+
+def _last_writes(idx, n):
+    """For each index, whether no later index names the same place."""
+    k = 1
+    for s in idx.shape:
+        k *= s
+    flat = A.convert(A.reshape(idx, (k,)), D.int64)
+    order = A.iota((k,), D.int64, 0)
+    winner = apply("scatter", A.full(-1, (max(n, 1),), D.int64), flat, order, axis=0, mode="set")
+    clamped = apply("clamp", A.zeros_like(flat), flat, A.full_like(flat, max(n - 1, 0)))
+    mine = A.compare(apply("gather", winner, clamped, axis=0), order, "EQ")
+    return A.reshape(mine, idx.shape)
+
+
+def _scatter_vjp(g, out, x, idx, upd, axis, mode):
+    mask = _update_mask(x, idx, upd, axis, mode)
+    gathered = apply("gather", g, idx, axis=axis)
+    gu = A.where_else_zero(mask, gathered)
+    if mode == "add":
+        return g, None, gu
+    # 'set': the places that were written lose x's gradient
+    gx = apply("scatter", g, idx, A.zeros_like(upd), axis=axis, mode="set")
+    return gx, None, gu
+
+
 # ---- leaves --------------------------------------------------------------------------
 
 def _leaf_infer(operands, **attrs):
@@ -33,9 +152,10 @@ def _leaf_infer(operands, **attrs):
 
 
 parameter = primitive("parameter", LEAF, _leaf_infer, None, attrs=("number",),
-                      doc="The module's input number `number`.")
+                      doc="The module's input number `number`.", vjp=NOT_DIFFERENTIABLE)
 constant = primitive("constant", LEAF, _leaf_infer, None, attrs=("value",),
-                     doc="A literal kept in the module (and in its fingerprint).")
+                     doc="A literal kept in the module (and in its fingerprint).",
+                     vjp=NOT_DIFFERENTIABLE)
 
 
 def _iota_infer(operands, shape, dtype, dimension):
@@ -56,7 +176,7 @@ def _iota_ref(shape, dtype, dimension):
 
 
 iota = primitive("iota", LEAF, _iota_infer, _iota_ref, attrs=("shape", "dtype", "dimension"),
-                 doc="out[i] = i[dimension], as the dtype.")
+                 doc="out[i] = i[dimension], as the dtype.", vjp=NOT_DIFFERENTIABLE)
 
 # ---- index-moving ops ----------------------------------------------------------------
 
@@ -84,7 +204,8 @@ def _broadcast_ref(x, shape, broadcast_dimensions):
 broadcast_in_dim = primitive("broadcast_in_dim", INDEXING, _broadcast_infer, _broadcast_ref,
                              attrs=("shape", "broadcast_dimensions"),
                              doc="Operand dimension i becomes output dimension "
-                                 "broadcast_dimensions[i]; the others are repeated.")
+                                 "broadcast_dimensions[i]; the others are repeated.",
+                             vjp=_broadcast_vjp)
 
 
 def _reshape_infer(operands, shape):
@@ -97,7 +218,7 @@ def _reshape_infer(operands, shape):
 
 reshape = primitive("reshape", INDEXING, _reshape_infer,
                     lambda x, shape: x.reshape(shape).copy(), attrs=("shape",),
-                    doc="Row-major reshape.")
+                    doc="Row-major reshape.", vjp=_reshape_vjp)
 
 
 def _transpose_infer(operands, permutation):
@@ -109,7 +230,7 @@ def _transpose_infer(operands, permutation):
 transpose = primitive("transpose", INDEXING, _transpose_infer,
                       lambda x, permutation: np.transpose(x, permutation).copy(),
                       attrs=("permutation",),
-                      doc="out.shape[i] = x.shape[permutation[i]].")
+                      doc="out.shape[i] = x.shape[permutation[i]].", vjp=_transpose_vjp)
 
 
 def _slice_infer(operands, start_indices, limit_indices, strides):
@@ -131,7 +252,7 @@ def _slice_ref(x, start_indices, limit_indices, strides):
 
 
 slice_ = primitive("slice", INDEXING, _slice_infer, _slice_ref,
-                   attrs=("start_indices", "limit_indices", "strides"))
+                   attrs=("start_indices", "limit_indices", "strides"), vjp=_slice_vjp)
 
 
 def _clamped_starts(shape, sizes, starts):
@@ -156,7 +277,8 @@ def _dynamic_slice_ref(x, *starts, slice_sizes):
 
 dynamic_slice = primitive("dynamic_slice", INDEXING, _dynamic_slice_infer, _dynamic_slice_ref,
                           attrs=("slice_sizes",),
-                          doc="Starts are clamped so that the slice stays in bounds.")
+                          doc="Starts are clamped so that the slice stays in bounds.",
+                          vjp=_dynamic_slice_vjp)
 
 
 def _dus_infer(operands):
@@ -178,7 +300,8 @@ def _dus_ref(x, update, *starts):
 
 
 dynamic_update_slice = primitive("dynamic_update_slice", INDEXING, _dus_infer, _dus_ref,
-                                 doc="Starts are clamped so that the update stays in bounds.")
+                                 doc="Starts are clamped so that the update stays in bounds.",
+                                 vjp=_dus_vjp)
 
 
 def _concat_infer(operands, dimension):
@@ -199,7 +322,7 @@ def _concat_infer(operands, dimension):
 
 concatenate = primitive("concatenate", INDEXING, _concat_infer,
                         lambda *xs, dimension: np.concatenate(xs, axis=dimension),
-                        attrs=("dimension",))
+                        attrs=("dimension",), vjp=_concat_vjp)
 
 
 def _pad_infer(operands, edge_padding_low, edge_padding_high, interior_padding):
@@ -237,7 +360,7 @@ def _pad_ref(x, value, edge_padding_low, edge_padding_high, interior_padding):
 
 pad = primitive("pad", INDEXING, _pad_infer, _pad_ref,
                 attrs=("edge_padding_low", "edge_padding_high", "interior_padding"),
-                doc="pad(x, value): negative edge padding crops.")
+                doc="pad(x, value): negative edge padding crops.", vjp=_pad_vjp)
 
 
 def _reverse_infer(operands, dimensions):
@@ -249,7 +372,7 @@ def _reverse_infer(operands, dimensions):
 
 reverse = primitive("reverse", INDEXING, _reverse_infer,
                     lambda x, dimensions: np.flip(x, tuple(dimensions)).copy(),
-                    attrs=("dimensions",))
+                    attrs=("dimensions",), vjp=_reverse_vjp)
 
 
 def _gather_infer(operands, axis):
@@ -268,7 +391,8 @@ def _gather_ref(x, idx, axis):
 
 
 gather = primitive("gather", INDEXING, _gather_infer, _gather_ref, attrs=("axis",),
-                   doc="np.take(x, indices, axis) with indices clamped into range.")
+                   doc="np.take(x, indices, axis) with indices clamped into range.",
+                   vjp=_gather_vjp)
 
 
 def _scatter_infer(operands, axis, mode):
@@ -296,7 +420,8 @@ def _scatter_ref(x, idx, upd, axis, mode):
 
 scatter = primitive("scatter", OPAQUE, _scatter_infer, _scatter_ref, attrs=("axis", "mode"),
                     doc="The transpose of gather: out = x; out[.., idx[j], ..] (=|+=) upd[.., j, ..]. "
-                        "Out-of-range indices are skipped; with 'set' the last write wins.")
+                        "Out-of-range indices are skipped; with 'set' the last write wins.",
+                    vjp=_scatter_vjp)
 
 
 def _tuple_infer(operands):
@@ -304,4 +429,4 @@ def _tuple_infer(operands):
 
 
 tuple_ = primitive("tuple", OPAQUE, _tuple_infer, lambda *xs: xs,
-                   doc="The module's root: its outputs, in order.")
+                   doc="The module's root: its outputs, in order.", vjp=NOT_DIFFERENTIABLE)
