@@ -63,7 +63,8 @@ INTRINSICS_OK = (
     "llvm.fmuladd", "llvm.minnum", "llvm.maxnum", "llvm.minimum", "llvm.maximum",
     "llvm.smax", "llvm.smin", "llvm.umax", "llvm.umin", "llvm.abs", "llvm.ctpop",
     "llvm.ctlz", "llvm.cttz", "llvm.fshl", "llvm.fshr", "llvm.memcpy", "llvm.memset",
-    "llvm.lifetime", "llvm.assume", "llvm.expect", "llvm.nvvm",
+    "llvm.lifetime", "llvm.assume", "llvm.expect", "llvm.fptosi.sat", "llvm.fptoui.sat",
+    "llvm.nvvm",
 )
 
 FLOAT_NAMES = tuple(LIBDEVICE) + tuple(INTRINSIC) + COMPOSITE

@@ -542,3 +542,188 @@ def _load_partial(b: ir.IRBuilder, base: ir.Value, i: ir.Value, ty: ir.Type) -> 
     st = I8 if ty == I1 else ty
     v = b.load(b.gep(base, [i], source_etype=st), typ=st)
     return b.trunc(v, I1) if ty == I1 else v
+
+
+# ---- a whole execution plan --------------------------------------------------------------
+
+def emit_plan(plan: Any, arch: str = DEFAULT_ARCH, name: str = "module") -> GpuProgram:
+    """PTX for every LOOP and REDUCTION kernel of an ExecutionPlan, in one PTX module.
+
+    LIBRARY and OPAQUE kernels produce no code: the device runs them (cuBLAS, or the
+    host). Each launch's `params` are module positions (kernel inputs, then outputs) and,
+    for full reductions, scratch keys (strings) whose sizes are in `scratch`."""
+    from ..plan import LOOP, REDUCTION
+    mod = new_module(_ident(name))
+    launches: list = []
+    scratch: dict = {}
+    for k, kernel in enumerate(plan.kernels):
+        if kernel.kind == LOOP:
+            launches.append(_loop_kernel(mod, plan, kernel, f"k{k}_{_ident(kernel.name)}"))
+        elif kernel.kind == REDUCTION:
+            specs, sizes = _reduction_kernel(mod, plan, kernel, f"k{k}_{_ident(kernel.name)}")
+            launches.extend(specs)
+            scratch.update(sizes)
+        else:
+            launches.append(kernel)      # the device's business
+    if not any(isinstance(s, LaunchSpec) for s in launches):
+        return GpuProgram("", arch, launches, scratch)
+    ptx, llvm_ir = to_ptx(mod, arch)
+    return GpuProgram(ptx, arch, launches, scratch, llvm_ir)
+
+
+def _ident(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+def _params(kernel: Any) -> list:
+    return list(kernel.inputs) + [o for o in kernel.outputs if o not in kernel.inputs]
+
+
+def _emitter(b: ir.IRBuilder, mod: ir.Module, plan: Any, kernel: Any, args: list) -> Any:
+    from .elemental import ElementalEmitter
+    params = _params(kernel)
+    inputs = {pos: args[i] for i, pos in enumerate(params) if pos in kernel.inputs}
+    em = ElementalEmitter(b, mod, plan.module, inputs, gpu_math.GPU_MATH)
+    em.out_ptr = {pos: args[i] for i, pos in enumerate(params)}
+    return em
+
+
+def _store(em: Any, pos: int, index: list, value: Any = None) -> None:
+    ins = em.module.instructions[pos]
+    em.store(em.out_ptr[pos], ins.shape, value if value is not None else em.at(pos, index), index)
+
+
+def _loop_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpec:
+    shape = plan.module.instructions[kernel.outputs[0]].shape
+    params = _params(kernel)
+
+    def body(b: ir.IRBuilder, args: list, index: list) -> None:
+        em = _emitter(b, mod, plan, kernel, args)
+        for pos in kernel.outputs:
+            _store(em, pos, index)
+
+    spec = emit_loop(mod, name, shape, len(params), body)
+    spec.params = params
+    return spec
+
+
+class _ReductionCode:
+    """The callbacks of `Reduction` for one fused REDUCTION kernel."""
+
+    def __init__(self, mod: ir.Module, plan: Any, kernel: Any) -> None:
+        self.mod, self.plan, self.kernel = mod, plan, kernel
+        ins = plan.module.instructions
+        self.roots = [p for p in kernel.members if ins[p].op in ("reduce", "argmax", "argmin")]
+        first = ins[self.roots[0]]
+        self.shape = ins[first.operands[0]].shape
+        self.axes = (tuple(first.attrs["axes"]) if first.op == "reduce"
+                     else (first.attrs["axis"],))
+        out_shape = first.shape
+        self.side = [p for p in kernel.outputs if p not in self.roots
+                     and p not in kernel.epilogue and ins[p].shape == self.shape
+                     and (ins[p].shape != out_shape or self.shape == out_shape)]
+        self.late = [p for p in kernel.outputs if p not in self.side]
+        self.em = None
+
+    def _em(self, b: ir.IRBuilder, args: list) -> Any:
+        # one emitter per kernel function (the two stages of a full reduction differ)
+        if self.em is None or self.em.b is not b or self.em.args is not args[0]:
+            self.em = _emitter(b, self.mod, self.plan, self.kernel, args)
+            self.em.args = args[0]
+        return self.em
+
+    def init(self, b: ir.IRBuilder) -> list:
+        from .llvm_types import constant
+        ins = self.plan.module.instructions
+        accs = []
+        for p in self.roots:
+            src = ins[ins[p].operands[0]]
+            if ins[p].op == "reduce":
+                from ..primitives.reduction import identity
+                accs.append(constant(ins[p].dtype, identity(ins[p].attrs["kind"], ins[p].dtype)))
+            else:
+                from .. import dtypes as D
+                start = D.min_value(src.dtype) if ins[p].op == "argmax" else D.max_value(src.dtype)
+                accs += [constant(src.dtype, start), c64(2 ** 63 - 1)]
+        return accs
+
+    def fold(self, b: ir.IRBuilder, args: list, index: list, accs: list) -> list:
+        em = self._em(b, args)
+        ins = self.plan.module.instructions
+        em.push_scope()
+        values = []
+        for p in self.roots:
+            src = ins[p].operands[0]
+            v = em.at(src, index)
+            values.append(v.ir)
+            if ins[p].op != "reduce":
+                values.append(index[self.axes[0]])
+        for pos in self.side:
+            _store(em, pos, index)
+        em.pop_scope()
+        return self.combine(b, accs, values)
+
+    def combine(self, b: ir.IRBuilder, a: list, c: list) -> list:
+        from .llvm_types import Value
+        from .elemental import ElementalEmitter
+        em = ElementalEmitter(b, self.mod, self.plan.module, {}, gpu_math.GPU_MATH)
+        ins = self.plan.module.instructions
+        out, j = [], 0
+        for p in self.roots:
+            src_dtype = ins[ins[p].operands[0]].dtype
+            if ins[p].op == "reduce":
+                kind, d = ins[p].attrs["kind"], ins[p].dtype
+                out.append(em.combine(kind, Value(a[j], d), Value(c[j], d)).ir)
+                j += 1
+                continue
+            va, vc = Value(a[j], src_dtype), Value(c[j], src_dtype)
+            ia, ic = a[j + 1], c[j + 1]
+            c_better = em.arg_better(ins[p].op, vc, va)
+            a_better = em.arg_better(ins[p].op, va, vc)
+            tie_c = b.and_(b.not_(a_better), b.icmp_signed("<", ic, ia))
+            take = b.or_(c_better, tie_c)
+            out += [b.select(take, vc.ir, va.ir), b.select(take, ic, ia)]
+            j += 2
+        return out
+
+    def finish(self, b: ir.IRBuilder, args: list, out_index: list, accs: list) -> None:
+        from .llvm_types import Value
+        em = self._em(b, args)
+        ins = self.plan.module.instructions
+        em.push_scope()
+        key_ids = tuple(id(v) for v in out_index)
+        j = 0
+        for p in self.roots:
+            if ins[p].op == "reduce":
+                value = em.round(Value(accs[j], ins[p].dtype))
+                j += 1
+            else:
+                value = em.index_to(accs[j + 1], ins[p].dtype)
+                j += 2
+            em.scopes[-1][(p,) + key_ids] = (value, list(out_index))
+        for pos in self.late:
+            _store(em, pos, out_index)
+        em.pop_scope()
+
+    def partial_types(self) -> list:
+        return [a.type for a in self.init(ir.IRBuilder())]
+
+
+def _reduction_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> tuple:
+    code = _ReductionCode(mod, plan, kernel)
+    red = Reduction(code.shape, code.axes, code.init, code.fold, code.combine, code.finish)
+    params = _params(kernel)
+    strategy = red.strategy()
+    if strategy == "full":
+        types = code.partial_types()
+        s1, s2, sizes = emit_full_reduction(mod, name, red, len(params), types)
+        keys = [f"{name}.partial{j}" for j in range(len(types))]
+        for s in (s1, s2):
+            s.params = params + keys
+        return [s1, s2], dict(zip(keys, sizes))
+    if strategy == "column":
+        spec = emit_column_reduction(mod, name, red, len(params))
+    else:
+        spec = emit_warp_reduction(mod, name, red, len(params))
+    spec.params = params
+    return [spec], {}
