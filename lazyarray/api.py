@@ -2,6 +2,7 @@
 the runtime (creation from data, graph breaks, sync)."""
 from __future__ import annotations
 
+import builtins
 import math
 
 from . import ops
@@ -53,7 +54,7 @@ def can_cast(from_, to) -> bool:
 def isdtype(dtype, kind) -> bool:
     dtype = _D.to_dtype(dtype)
     if isinstance(kind, tuple):
-        return any(isdtype(dtype, k) for k in kind)
+        return builtins.any(isdtype(dtype, k) for k in kind)   # `any` here is lazyarray's
     if isinstance(kind, (DType, type)) or not isinstance(kind, str):
         return dtype is _D.to_dtype(kind)
     groups = {"bool": (_D.bool_,), "signed integer": _D.INTS, "unsigned integer": _D.UINTS,

@@ -1,0 +1,203 @@
+"""The Python array API 2023.12 namespace: every name exists, and the smaller functions
+(dtype functions, creation helpers, manipulation, utility) agree with NumPy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+
+# the standard's names (2023.12), by section
+STANDARD = {
+    "constants": "e inf nan newaxis pi",
+    "creation": "arange asarray empty empty_like eye from_dlpack full full_like linspace "
+                "meshgrid ones ones_like tril triu zeros zeros_like",
+    "data type functions": "astype can_cast finfo iinfo isdtype result_type",
+    "data types": "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float32 float64",
+    "elementwise": "abs acos acosh add asin asinh atan atan2 atanh bitwise_and "
+                   "bitwise_left_shift bitwise_invert bitwise_or bitwise_right_shift "
+                   "bitwise_xor ceil clip conj copysign cos cosh divide equal exp expm1 floor "
+                   "floor_divide greater greater_equal hypot imag isfinite isinf isnan less "
+                   "less_equal log log1p log2 log10 logaddexp logical_and logical_not "
+                   "logical_or logical_xor maximum minimum multiply negative not_equal "
+                   "positive pow real remainder round sign signbit sin sinh square sqrt "
+                   "subtract tan tanh trunc",
+    "indexing": "take",
+    "inspection": "__array_namespace_info__",
+    "linear algebra": "matmul matrix_transpose tensordot vecdot",
+    "manipulation": "broadcast_arrays broadcast_to concat expand_dims flip moveaxis "
+                    "permute_dims repeat reshape roll squeeze stack tile unstack",
+    "searching": "argmax argmin nonzero searchsorted where",
+    "set": "unique_all unique_counts unique_inverse unique_values",
+    "sorting": "argsort sort",
+    "statistical": "cumulative_sum max mean min prod std sum var",
+    "utility": "all any",
+}
+# later revisions' additions that lazyarray also has
+LATER = "count_nonzero cumulative_prod diff reciprocal take_along_axis"
+NAMES = [(section, n) for section, names in STANDARD.items() for n in names.split()]
+
+
+@pytest.mark.parametrize("section, name", NAMES, ids=[n for _, n in NAMES])
+def test_standard_name_exists(section, name):
+    assert hasattr(la, name), f"lazyarray lacks {name} ({section})"
+
+
+@pytest.mark.parametrize("name", LATER.split())
+def test_later_names_exist(name):
+    assert hasattr(la, name)
+
+
+def test_complex_dtypes_are_absent_and_said_so():
+    # complex64/complex128 are part of the standard but not supported: the inspection API
+    # says so rather than the namespace pretending
+    info = la.__array_namespace_info__()
+    assert info.default_dtypes()["complex floating"] is None
+    assert not info.dtypes(kind="complex floating")
+
+
+def test_version_and_namespace():
+    assert la.__array_api_version__ == "2023.12"
+    x = la.asarray([1.0])
+    assert x.__array_namespace__() is la
+
+
+def test_namespace_info():
+    info = la.__array_namespace_info__()
+    caps = info.capabilities()
+    assert caps["boolean indexing"] and caps["data-dependent shapes"]
+    assert info.default_dtypes()["real floating"] == la.float32
+    assert info.default_dtypes()["indexing"] == la.int64
+    assert info.default_device() in info.devices() or info.devices()
+    assert set(info.dtypes(kind="signed integer")) == {"int8", "int16", "int32", "int64"}
+    assert info.dtypes(kind="bool") == {"bool": la.bool}
+
+
+# ---- data type functions ---------------------------------------------------------------
+
+@pytest.mark.parametrize("a, b, want", [
+    (la.int8, la.int16, la.int16), (la.uint8, la.int8, la.int16), (la.float32, la.int64,
+                                                                   la.float32),
+    (la.bool, la.int32, la.int32), (la.float16, la.float64, la.float64),
+])
+def test_result_type(a, b, want):
+    assert la.result_type(a, b) == want
+
+
+def test_result_type_with_tensors_and_scalars():
+    x = la.asarray([1], dtype="int16")
+    assert la.result_type(x, la.int32) == la.int32
+    assert la.result_type(x, 1) in (la.int16, la.int64)
+
+
+@pytest.mark.parametrize("a, b, ok", [
+    (la.int8, la.int16, True), (la.int16, la.int8, False), (la.float32, la.float64, True),
+    (la.float64, la.float32, False), (la.bool, la.int8, True), (la.int64, la.float32, True),
+])
+def test_can_cast(a, b, ok):
+    assert la.can_cast(a, b) is ok
+
+
+def test_isdtype():
+    assert la.isdtype(la.int8, "signed integer")
+    assert la.isdtype(la.uint8, "integral") and not la.isdtype(la.uint8, "signed integer")
+    assert la.isdtype(la.float16, ("bool", "real floating"))
+    assert not la.isdtype(la.bool, "numeric")
+    assert la.isdtype(la.float32, la.float32)
+    with pytest.raises(ValueError, match="unknown kind"):
+        la.isdtype(la.float32, "floating-ish")
+
+
+def test_finfo_iinfo():
+    f = la.finfo(la.float32)
+    assert f.bits == 32 and f.eps == np.finfo(np.float32).eps
+    assert la.finfo(la.bfloat16).bits == 16
+    i = la.iinfo(la.int16)
+    assert (i.min, i.max, i.bits) == (-32768, 32767, 16)
+
+
+def test_astype_accepts_copy():
+    x = la.asarray([1.5, -2.5])
+    y = la.astype(x, la.int32, copy=False)
+    assert y.dtype == la.int32
+    np.testing.assert_array_equal(y.numpy(), [1, -2])
+
+
+def test_real_imag_conj(device):
+    a = np.array([1.5, -2.0], np.float32)
+    x = la.asarray(a)
+    np.testing.assert_array_equal(la.real(x).numpy(), a)
+    np.testing.assert_array_equal(la.conj(x).numpy(), a)
+    np.testing.assert_array_equal(la.imag(x).numpy(), [0, 0])
+    assert la.imag(x).dtype == la.float32
+
+
+# ---- creation and manipulation helpers ----------------------------------------------
+
+def test_empty_like_and_full_like(device):
+    x = la.asarray(np.ones((2, 3), np.int16))
+    e = la.empty_like(x)
+    assert e.shape == (2, 3) and e.dtype == la.int16
+    np.testing.assert_array_equal(la.full_like(x, 7).numpy(), np.full((2, 3), 7, np.int16))
+
+
+@pytest.mark.parametrize("k", [-1, 0, 2])
+def test_tril_triu(k, device):
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    np.testing.assert_array_equal(la.tril(la.asarray(a), k=k).numpy(), np.tril(a, k))
+    np.testing.assert_array_equal(la.triu(la.asarray(a), k=k).numpy(), np.triu(a, k))
+
+
+@pytest.mark.parametrize("indexing", ["xy", "ij"])
+def test_meshgrid(indexing, device):
+    a, b, c = np.arange(3), np.arange(4) * 10, np.arange(2) * 100
+    got = la.meshgrid(la.asarray(a), la.asarray(b), la.asarray(c), indexing=indexing)
+    want = np.meshgrid(a, b, c, indexing=indexing)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w)
+
+
+def test_unstack_and_broadcast_arrays(device):
+    a = np.arange(6).reshape(2, 3)
+    parts = la.unstack(la.asarray(a), axis=1)
+    assert len(parts) == 3
+    for i, p in enumerate(parts):
+        np.testing.assert_array_equal(p.numpy(), a[:, i])
+    x, y = la.broadcast_arrays(la.asarray(np.ones((3, 1))), la.asarray(np.arange(4)))
+    assert x.shape == y.shape == (3, 4)
+
+
+def test_from_dlpack_roundtrip():
+    a = np.arange(5, dtype=np.float32)
+    x = la.from_dlpack(a)
+    np.testing.assert_array_equal(x.numpy(), a)
+    np.testing.assert_array_equal(np.from_dlpack(x), a)
+
+
+@pytest.mark.parametrize("axis, n", [(-1, 1), (0, 1), (1, 2), (1, 0)])
+def test_diff(axis, n, device):
+    a = np.array([[1, 4, 9, 16], [2, 3, 5, 8], [0, 0, 1, 1]], np.int32)
+    np.testing.assert_array_equal(la.diff(la.asarray(a), axis=axis, n=n).numpy(),
+                                  np.diff(a, axis=axis, n=n))
+
+
+def test_diff_prepend_append_and_bool(device):
+    a = np.array([1.0, 3.0, 6.0], np.float32)
+    got = la.diff(la.asarray(a), prepend=la.asarray(0.0), append=la.asarray([10.0]))
+    np.testing.assert_allclose(got.numpy(), np.diff(a, prepend=0.0, append=[10.0]))
+    m = np.array([True, True, False, True])
+    np.testing.assert_array_equal(la.diff(la.asarray(m)).numpy(), np.diff(m))
+    with pytest.raises(ValueError, match="rank >= 1"):
+        la.diff(la.asarray(1.0))
+
+
+def test_cumulative_prod(device):
+    a = np.array([[1, 2, 3], [4, 5, 6]], np.int64)
+    np.testing.assert_array_equal(la.cumulative_prod(la.asarray(a), axis=1).numpy(),
+                                  np.cumprod(a, axis=1))
+
+
+def test_every_ops_function_is_public():
+    from lazyarray import ops
+    missing = [n for n in ops.__all__ if not hasattr(la, n)]
+    assert not missing
