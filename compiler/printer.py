@@ -55,8 +55,10 @@ def instruction_name(module: Module, i: int) -> str:
     return f"%{_SHORT_NAMES.get(op, op)}.{i}"
 
 
-def instruction_text(module: Module, i: int) -> str:
-    """One instruction as a line of text (without indentation)."""
+def instruction_text(module: Module, i: int, strict: bool = True) -> str:
+    """One instruction as a line of text (without indentation). With strict=False an
+    attribute value that has no text form prints as `<repr>` instead of raising (for the
+    verifier's messages about broken modules)."""
     ins = module.instructions[i]
     head = f"{instruction_name(module, i)} = {type_text(ins.shape, ins.dtype)} {ins.op}"
     if ins.op == "constant" and isinstance(ins.attrs.get("value"), Literal):
@@ -65,7 +67,8 @@ def instruction_text(module: Module, i: int) -> str:
     else:
         body = "(" + ", ".join(_operand_text(module, o) for o in ins.operands) + ")"
         attrs = ins.attrs
-    return head + body + "".join(f", {k}={attr_text(v)}" for k, v in _ordered(ins.op, attrs))
+    text = attr_text if strict else _lenient_attr_text
+    return head + body + "".join(f", {k}={text(v)}" for k, v in _ordered(ins.op, attrs))
 
 
 def root_text(module: Module) -> str:
@@ -97,7 +100,7 @@ def attr_text(value: Any) -> str:
         return _string_text(value)
     if value is None:
         return "none"
-    if isinstance(value, tuple):
+    if isinstance(value, (tuple, list)):   # a list is not canonical (the verifier says so)
         return "{" + ",".join(attr_text(v) for v in value) + "}"
     if isinstance(value, Literal):
         a = value.array
@@ -114,6 +117,13 @@ def literal_text(literal: Literal) -> str:
 
 
 # ---- helpers -------------------------------------------------------------------------
+
+def _lenient_attr_text(value: Any) -> str:
+    try:
+        return attr_text(value)
+    except TypeError:
+        return f"<{value!r}>"
+
 
 def _module_name(name: str) -> str:
     return name if re.fullmatch(r"[A-Za-z0-9_.\-]+", name) else json.dumps(name)

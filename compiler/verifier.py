@@ -46,7 +46,7 @@ class _Problem(Exception):
 
 def _text(module: Module, i: int) -> str:
     try:
-        return instruction_text(module, i)
+        return instruction_text(module, i, strict=False)
     except Exception as e:  # a module broken enough that even its text fails
         return f"<cannot print instruction {i}: {e}>"
 
