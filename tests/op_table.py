@@ -190,6 +190,67 @@ add(_reduction("sum", np.sum, ALL, tol=4, diff=True),
     OpCase("cumulative_prod", np.cumulative_prod, dtypes=NUMERIC, shapes=[((2, 3),)],
            kwargs=[{"axis": 0}, {"axis": 1}], domains=("near1",), tol=4, differentiable=True))
 
+# ---- sorting, searching, indexing functions, utility ---------------------------------
+
+
+def _sort(x, axis=-1, descending=False):
+    out = np.sort(x, axis=axis)
+    return np.flip(out, axis=axis) if descending else out
+
+
+def _argsort(x, axis=-1, descending=False):
+    if np.ndim(x) == 0:     # NumPy's argsort takes a 0-d array, its sort does not; we take neither
+        raise ValueError("argsort of a 0-d array")
+    if not descending:
+        return np.argsort(x, axis=axis, stable=True)
+    # stable descending: sort the reversed array stably, then undo the reversal
+    n = x.shape[axis]
+    order = np.argsort(np.flip(x, axis=axis), axis=axis, stable=True)
+    return np.flip(n - 1 - order, axis=axis)
+
+
+def _searchsorted(a, v, side="left"):
+    return np.searchsorted(np.sort(a), v, side=side)
+
+
+def _la_searchsorted(a, v, **kw):
+    return la.searchsorted(la.sort(a), v, **kw)
+
+
+def _nonzero_static(x, size, fill_value=0):
+    return tuple(np.concatenate([i[:size], np.full(max(0, size - len(i)), fill_value)]).astype(np.int64)
+                 for i in np.nonzero(x))
+
+
+SORT_KW = [{}, {"axis": 0}, {"descending": True}]
+SORT_SHAPES = [((5,),), ((3, 4),), ((0,),), ((),)]
+
+add(OpCase("sort", _sort, dtypes=ALL, shapes=SORT_SHAPES, kwargs=SORT_KW, domains=("shift",),
+           differentiable=True),
+    OpCase("argsort", _argsort, dtypes=ALL, shapes=SORT_SHAPES, kwargs=SORT_KW, domains=("shift",)),
+    OpCase("searchsorted", _searchsorted, fn=_la_searchsorted, dtypes=NUMERIC,
+           shapes=[((5,), (3,)), ((5,), ()), ((0,), (2,)), ((4,), (2, 3))],
+           kwargs=[{}, {"side": "right"}], domains=("shift", "shift"), requires="sort"),
+    _reduction("count_nonzero", np.count_nonzero, ALL, domain="shift"),
+    OpCase("nonzero_static", _nonzero_static, dtypes=(D.float32, D.int8, D.bool_),
+           shapes=[((2, 3),), ((5,),), ((0,),), ((),)], domains=("shift",),
+           kwargs=[{"size": 3}, {"size": 8, "fill_value": -1}]),
+    OpCase("real", np.real, dtypes=NUMERIC, shapes=UNARY[:3], differentiable=True),
+    OpCase("imag", np.imag, dtypes=NUMERIC, shapes=UNARY[:3]),
+    OpCase("conj", np.conj, dtypes=NUMERIC, shapes=UNARY[:3], differentiable=True),
+    OpCase("take", np.take, dtypes=(D.float32, D.int16, D.bool_), differentiable=True,
+           pairs=[(((3, 4),), {"indices": np.array([0, 2, 1]), "axis": 0}),
+                  (((3, 4),), {"indices": np.array([[3], [0]]), "axis": 1}),
+                  (((5,),), {"indices": np.array([4, 0, 4])}),
+                  (((3, 4),), {"indices": np.array([-1, 0]), "axis": -1})]),
+    OpCase("take_along_axis", np.take_along_axis, dtypes=(D.float32, D.int16, D.bool_),
+           differentiable=True,
+           pairs=[(((3, 4),), {"indices": np.array([[0], [2], [3]]), "axis": 1}),
+                  (((3, 4),), {"indices": np.array([[2, 0, 1, 1]]), "axis": 0}),
+                  (((4,),), {"indices": np.array([3, 3, 0]), "axis": -1})]),
+    OpCase("diff", np.diff, dtypes=NUMERIC + BOOL, shapes=[((2, 5),), ((4,),), ((0,),), ((),)],
+           kwargs=[{}, {"axis": 0}, {"n": 2}], differentiable=True))
+
 # ---- creation -------------------------------------------------------------------------
 
 SHAPE_KW = [{"shape": (2, 3)}, {"shape": ()}, {"shape": (0, 4)}, {"shape": 3}]
@@ -360,6 +421,9 @@ add(_dunder("__add__", operator.add, ALL, diff=True),
     _dunder("__pos__", operator.pos, NUMERIC, shapes=UNARY, diff=True),
     _dunder("__abs__", operator.abs, NUMERIC, shapes=UNARY, diff=True),
     _dunder("__invert__", operator.invert, INTEGERS + BOOL, shapes=UNARY))
+
+add(OpCase("Tensor.__rmatmul__", operator.matmul, fn=lambda a, b: b.__rmatmul__(a),
+           dtypes=FLOATS + INTS, shapes=[((2, 3), (3, 4))], tol=8, differentiable=True))
 
 # reflected operators and weak Python scalars: tensor OP scalar and scalar OP tensor
 for _name, _op, _scalar, _dtypes, _domain, _fr in [
