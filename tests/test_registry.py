@@ -1,0 +1,101 @@
+"""A primitive is complete or absent: every primitive in the registry has a reference, a
+case in the primitive case table, a vector-Jacobian product (or says it has none) and a
+way to be emitted as code."""
+from __future__ import annotations
+
+import pytest
+
+from lazyarray.compiler import PRIMITIVES
+from lazyarray.compiler import primitive as P
+
+from primitive_cases import CASES, CASES_BY_PRIM, build_module, dtypes_for
+
+NAMES = sorted(PRIMITIVES)
+LEAVES_WITHOUT_REFERENCE = ("parameter", "constant")   # they hold data, compute nothing
+
+# Primitives that need no elemental code: leaves hold data, `tuple` is the module's root,
+# LIBRARY ops are handed to BLAS / cuBLAS.
+NO_EMISSION_NEEDED = ("parameter", "constant", "tuple")
+
+# Primitives lacking a stanza `emit` and an index rule when this test was written. The CPU
+# code generator handles some of them with its own loops today; moving each into its
+# stanza (or an index rule) turns its xfail into a pass. Shrink this list; never grow it.
+EMISSION_PENDING = ("reduce", "argmax", "argmin", "cumulative", "sort", "argsort", "iota",
+                    "scatter")
+
+
+def _has_index_rule(name: str) -> bool:
+    try:
+        from lazyarray.compiler.codegen.index_rules import RULES
+    except ImportError:
+        return False
+    return name in RULES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_has_reference(name):
+    prim = PRIMITIVES[name]
+    if name in LEAVES_WITHOUT_REFERENCE:
+        assert prim.kind == P.LEAF
+        return
+    assert callable(prim.reference), f"primitive {name!r} has no NumPy reference"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_has_case(name):
+    cases = CASES_BY_PRIM.get(name, [])
+    assert cases, f"primitive {name!r} has no case in tests/primitive_cases.py"
+    assert dtypes_for(name), f"no dtype runs primitive {name!r}'s cases"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_has_vjp_or_says_not_differentiable(name):
+    vjp = PRIMITIVES[name].vjp
+    assert vjp is P.NOT_DIFFERENTIABLE or callable(vjp), \
+        f"primitive {name!r} needs a vjp, or vjp=NOT_DIFFERENTIABLE (compiler/primitive.py)"
+
+
+def _emission_params():
+    out = []
+    for name in NAMES:
+        if name in EMISSION_PENDING:
+            mark = pytest.mark.xfail(strict=False, reason="code generation for this primitive "
+                                     "is not yet in its stanza (emit) or an index rule")
+            out.append(pytest.param(name, marks=mark))
+        else:
+            out.append(name)
+    return out
+
+
+@pytest.mark.parametrize("name", _emission_params())
+def test_has_emission(name):
+    prim = PRIMITIVES[name]
+    if name in NO_EMISSION_NEEDED or prim.kind == P.LIBRARY:
+        return
+    assert callable(prim.emit) or _has_index_rule(name), \
+        f"primitive {name!r} ({prim.kind}) has no emit rule and no index rule"
+
+
+def test_every_case_names_a_registered_primitive():
+    unknown = sorted({c.prim for c in CASES} - set(PRIMITIVES))
+    assert not unknown, f"cases for unknown primitives: {unknown}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_declared_dtypes_match_cases(name):
+    """A primitive that declares its dtypes runs with exactly those in its cases."""
+    declared = getattr(PRIMITIVES[name].infer, "dtypes", None)
+    if declared is None:
+        return
+    covered = set()
+    for case in CASES_BY_PRIM[name]:
+        covered |= set(dtypes_for(case))
+    missing = [d.short for d in declared if d not in covered]
+    assert not missing, f"{name}: no case runs with {missing}"
+
+
+def test_case_modules_use_the_primitive():
+    for case in CASES:
+        d = dtypes_for(case)[0]
+        ops = {ins.op for ins in build_module(case, d).instructions}
+        assert case.prim in ops or case.prim == "tuple", case.id
