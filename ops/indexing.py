@@ -348,7 +348,8 @@ def setitem(x: Node, key: Any, value: Any, lift: Optional[LiftArray] = None) -> 
     value = _value_node(value, x.dtype)
     entries = parse_key("setitem", x.shape, key)
     if any(e.kind == "array" for e in entries):
-        return _scatter_update(x, key, value, lift)
+        along = _single_axis_update(x, entries, value, lift)
+        return along if along is not None else _scatter_update(x, key, value, lift)
     return _basic_update(x, entries, value)
 
 
@@ -392,6 +393,29 @@ def _strided_update(x: Node, value: Node, starts: list, steps: list, counts: lis
     ones = broadcast_to(scalar(True, D.bool_), value.shape)
     mask = apply("pad", ones, scalar(False, D.bool_), **attrs)
     return apply("select", mask, padded, x)
+
+
+def _is_full(e: _Entry, n: int) -> bool:
+    return e.kind == "slice" and _slice_bounds("setitem", e.value, n) == (0, 1, n)
+
+
+def _single_axis_update(x: Node, entries: list, value: Node, lift: LiftArray) -> Any:
+    """`x[:, idx] = v` (one index array, every other dim whole): one scatter along that
+    axis. None when the key has another form."""
+    arrays = [e for e in entries if e.kind == "array"]
+    if len(arrays) != 1 or arrays[0].dim is None:
+        return None
+    e = arrays[0]
+    if any(o is not e and not _is_full(o, x.shape[o.dim]) for o in entries):
+        return None
+    n = x.shape[e.dim]
+    if isinstance(e.value, np.ndarray):
+        index = lift(np.asarray(_static_index("setitem", e.value, e.dim, n), order="C"))
+    else:
+        index = _dynamic_index(e.value, n)
+    shape = x.shape[:e.dim] + index.shape + x.shape[e.dim + 1:]
+    return apply("scatter", x, index, _fit_value("setitem", value, shape), axis=e.dim,
+                 mode="set")
 
 
 def _scatter_update(x: Node, key: Any, value: Node, lift: LiftArray) -> Node:
