@@ -94,17 +94,20 @@ def parse_module(text: str) -> Module:
     if lines[-1][1] != "}":
         raise ValueError(f"HLO text, line {lines[-1][0]}: expected '}}' closing the ENTRY block")
     body = lines[2:-1]
-    if not body or not body[-1][1].startswith("ROOT "):
+    names: dict = {}
+    instructions: list = []
+    outputs = None
+    for k, (n, s) in enumerate(body):
+        if not s.startswith("ROOT "):
+            _instruction(_Tokens(s, n), names, instructions)
+        elif k != len(body) - 1:
+            raise ValueError(f"HLO text, line {n}: only the last instruction may be ROOT")
+        else:
+            outputs = _root(_Tokens(s[len("ROOT "):], n), names, instructions)
+    if outputs is None:
         n = body[-1][0] if body else lines[-1][0]
         raise ValueError(f"HLO text, line {n}: expected the last instruction to be "
                          f"'ROOT %tuple.N = (...) tuple(...)' naming the outputs")
-    names: dict = {}
-    instructions: list = []
-    for n, s in body[:-1]:
-        if s.startswith("ROOT "):
-            raise ValueError(f"HLO text, line {n}: only the last instruction may be ROOT")
-        _instruction(_Tokens(s, n), names, instructions)
-    outputs = _root(_Tokens(body[-1][1][len("ROOT "):], body[-1][0]), names, instructions)
     return Module(name, instructions, outputs)
 
 
