@@ -1,0 +1,244 @@
+"""Fusion: kernel counts of the workloads the issue names, the reasons given for every
+edge not fused, the kernel contract code generation relies on, and a plan runner that
+executes kernels through their buffer slots only (so a missing input or a slot reused
+too early fails here, before any code generation).
+
+`check_plan` and `run_plan` are shared with tests/test_random_graphs.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+import lazyarray.nn.functional as F
+from lazyarray.compiler.fusion import epilogue_of, is_input, reduce_space
+from lazyarray.compiler.graphviz import plan_dot
+from lazyarray.compiler.passes.pipeline import compile_plan
+from lazyarray.compiler.plan import LIBRARY, LOOP, OPAQUE, REDUCTION
+from lazyarray.compiler.primitive import ELEMENTWISE, INDEXING, PRIMITIVES
+from lazyarray.compiler.trace import capture
+from lazyarray.devices.interpreter import InterpretedExecutable, evaluate
+
+
+# ---- shared helpers -----------------------------------------------------------------------
+
+def _size(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def check_plan(plan) -> None:
+    """Assert the contract of compiler/fusion.py's docstring on every kernel."""
+    m = plan.module
+    ins = m.instructions
+    done: set = {p for p, i in enumerate(ins) if is_input(i)}
+    for k in plan.kernels:
+        assert k.members == sorted(set(k.members)), k
+        assert set(k.outputs) <= set(k.members) and k.outputs, k
+        members = set(k.members)
+        needed = {o for p in k.members for o in ins[p].operands if o not in members}
+        assert needed == set(k.inputs), (k.name, needed, k.inputs)
+        assert set(k.inputs) <= done, f"{k.name} reads a value no earlier kernel wrote"
+        done |= set(k.outputs)
+        kinds = {PRIMITIVES[ins[p].op].kind for p in k.members}
+        if k.kind == LOOP:
+            assert kinds <= {ELEMENTWISE, INDEXING, "leaf"}, (k.name, kinds)
+            assert len({ins[o].shape for o in k.outputs}) == 1, k
+        elif k.kind == REDUCTION:
+            _check_reduction(m, k)
+        else:
+            assert len(k.members) == 1 and k.outputs == k.members, k
+            want = "library" if k.kind == LIBRARY else "opaque"
+            assert PRIMITIVES[ins[k.members[0]].op].kind == want
+        for p in k.members:
+            if ins[p].op == "constant":
+                assert ins[p].shape == (), "only rank-0 constants may be members"
+    for o in m.outputs:
+        assert o in done, f"output {o} computed by no kernel"
+
+
+def _check_reduction(m, k) -> None:
+    ins = m.instructions
+    reductions = [p for p in k.members if PRIMITIVES[ins[p].op].kind == "reduction"]
+    assert reductions, k
+    spaces = {reduce_space(ins[p], m) for p in reductions}
+    assert len(spaces) == 1, (k.name, spaces)
+    (shape, axes), = spaces
+    count = _size(tuple(n for i, n in enumerate(shape) if i not in axes))
+    assert k.epilogue == epilogue_of(ins, set(k.members))
+    for p in k.epilogue:
+        assert PRIMITIVES[ins[p].op].kind == ELEMENTWISE or ins[p].op == "reshape"
+        assert _size(ins[p].shape) == count
+    after = set(k.epilogue) | set(reductions)
+    for o in k.outputs:
+        assert (o in after and _size(ins[o].shape) == count) or ins[o].shape == shape, \
+            (k.name, o, ins[o].shape)
+
+
+def run_plan(plan, args: list) -> list:
+    """Run the kernels in order, each reading only its inputs' slots (checked to still hold
+    that value) and writing its outputs' slots; members evaluated with the references."""
+    m = plan.module
+    ins = m.instructions
+    slot_of = plan.buffers.slot_of
+    slots: dict = {}
+    number = {p: ins[p].attrs["number"] for p in m.parameters}
+    for p, i in enumerate(ins):
+        if p in slot_of and is_input(i):
+            slots[slot_of[p]] = (p, evaluate(i, [], args[number[p]] if p in number else None))
+    with np.errstate(all="ignore"):
+        for k in plan.kernels:
+            local: dict = {}
+            for p in k.members:
+                vals = [local[o] if o in local else _read(slots, slot_of, o)
+                        for o in ins[p].operands]
+                local[p] = evaluate(ins[p], vals)
+            for o in k.outputs:
+                slots[slot_of[o]] = (o, local[o])
+    return [_read(slots, slot_of, o) for o in m.outputs]
+
+
+def _read(slots: dict, slot_of: dict, pos: int) -> np.ndarray:
+    held, value = slots[slot_of[pos]]
+    assert held == pos, f"slot {slot_of[pos]} holds %{held}, expected %{pos}: reused too early"
+    return value
+
+
+def plan_of(*tensors):
+    cap = capture([t._node for t in tensors])
+    return compile_plan(cap.module(), verify=True), cap
+
+
+def counts(plan) -> dict:
+    out = {LOOP: 0, REDUCTION: 0, LIBRARY: 0, OPAQUE: 0}
+    for k in plan.kernels:
+        out[k.kind] += 1
+    return out
+
+
+def check_runs(plan, cap) -> None:
+    """The plan, run kernel by kernel, equals the interpreter on the unoptimized module."""
+    check_plan(plan)
+    args = [np.asarray(a) for a in cap.args]
+    want = InterpretedExecutable(cap.module()).run(args)
+    for g, w in zip(run_plan(plan, args), want):
+        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def _t(*shape, seed=0):
+    return la.asarray(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+# ---- the kernel counts of issue 3 -----------------------------------------------------------
+
+def test_sum_of_fused_elementwise_is_one_kernel():
+    x, y, z = _t(64, 32), _t(64, 32, seed=1), _t(64, 32, seed=2)
+    plan, cap = plan_of(la.sum(x + y * z))
+    assert [k.kind for k in plan.kernels] == [REDUCTION]
+    check_runs(plan, cap)
+
+
+def test_mean_is_one_kernel_with_an_epilogue():
+    x, y = _t(64, 32), _t(64, 32, seed=1)
+    plan, cap = plan_of(la.mean(3 * x ** 2 + y))
+    assert [k.kind for k in plan.kernels] == [REDUCTION]
+    assert [plan.module.instructions[p].op for p in plan.kernels[0].epilogue] == ["divide"]
+    check_runs(plan, cap)
+
+
+def _softmax(x):
+    e = la.exp(x - la.max(x, axis=1, keepdims=True))
+    return e / la.sum(e, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("softmax", [_softmax, lambda x: F.softmax(x, axis=-1)],
+                         ids=["by-hand", "nn.functional"])
+def test_softmax_is_at_most_three_kernels(softmax):
+    plan, cap = plan_of(softmax(_t(16, 40)))
+    assert len(plan.kernels) <= 3
+    exps = [k for k in plan.kernels for p in k.members
+            if plan.module.instructions[p].op == "exponential"]
+    assert len(exps) == 1, "the exponential must be computed once, not per consumer"
+    assert any("producer is a reduction feeding a broadcast" in r
+               for k in plan.kernels for r in k.reasons)
+    check_runs(plan, cap)
+
+
+def test_layer_norm_is_at_most_two_kernels():
+    x = _t(16, 40)
+    mean = la.mean(x, axis=1, keepdims=True)
+    var = la.mean(x * x, axis=1, keepdims=True) - mean * mean
+    plan, cap = plan_of((x - mean) / la.sqrt(var + 1e-5))
+    assert len(plan.kernels) <= 2
+    assert any("siblings" in d for d in plan.decisions)
+    check_runs(plan, cap)
+
+
+def test_nn_layer_norm_fuses_and_runs():
+    # two-pass variance: the second reduction reads the first's result, so the best is 3
+    x, w = _t(16, 40), _t(40, seed=3)
+    plan, cap = plan_of(F.layer_norm(x, (40,), w, w))
+    assert len(plan.kernels) <= 3
+    check_runs(plan, cap)
+
+
+def test_mlp_forward_is_two_library_calls_and_two_fused_kernels():
+    x, w1, b1 = _t(8, 16), _t(16, 32, seed=1), _t(32, seed=2)
+    w2, b2 = _t(32, 4, seed=3), _t(4, seed=4)
+    plan, cap = plan_of(la.relu(x @ w1 + b1) @ w2 + b2)
+    c = counts(plan)
+    assert c[LIBRARY] == 2 and c[LOOP] + c[REDUCTION] <= 2, c
+    check_runs(plan, cap)
+
+
+# ---- decisions ------------------------------------------------------------------------------
+
+def test_every_unfused_edge_has_a_reason():
+    x = _t(16, 40)
+    plan, _ = plan_of(F.log_softmax(x, axis=-1), la.sort(x, axis=1))
+    for k in plan.kernels:
+        producers = [o for o in k.inputs if not is_input(plan.module.instructions[o])]
+        assert len(k.reasons) == len(producers), k
+        assert all(r.startswith("not fused: ") for r in k.reasons)
+        assert all(r in plan.decisions for r in k.reasons)
+
+
+def test_cheap_producers_are_duplicated_transcendentals_are_not():
+    x = _t(16, 40)
+    cheap = x * 2 + 1
+    plan, cap = plan_of(la.sum(cheap, axis=0), la.sum(cheap, axis=1))
+    assert len(plan.kernels) == 2 and all(k.kind == REDUCTION for k in plan.kernels)
+    check_runs(plan, cap)
+    costly = la.exp(x)
+    plan, cap = plan_of(la.sum(costly, axis=0), la.sum(costly, axis=1))
+    holders = [k for k in plan.kernels for p in k.members
+               if plan.module.instructions[p].op == "exponential"]
+    assert len(holders) == 1
+    assert any("transcendental" in d for d in plan.decisions)
+    check_runs(plan, cap)
+
+
+def test_opaque_and_library_ops_read_buffers():
+    x = _t(8, 8)
+    plan, cap = plan_of(la.sort(x * 2, axis=1) + 1)
+    kinds = [k.kind for k in plan.kernels]
+    assert kinds == [LOOP, OPAQUE, LOOP]
+    assert "consumer is an opaque op" in plan.kernels[0 + 1].reasons[0]
+    check_runs(plan, cap)
+
+
+def test_iota_and_indexing_fuse_into_consumers():
+    x = _t(8, 8)
+    y = la.flip(x, axis=0)[:, 2:6] + la.arange(4, dtype=la.float32)
+    plan, cap = plan_of(la.concat([y, y * 2], axis=0))
+    assert [k.kind for k in plan.kernels] == [LOOP]
+    check_runs(plan, cap)
+
+
+def test_dot_text_has_a_cluster_per_kernel():
+    plan, _ = plan_of(_softmax(_t(4, 8)))
+    text = plan_dot(plan)
+    assert text.startswith("digraph") and text.rstrip().endswith("}")
+    assert text.count("subgraph cluster_") == len(plan.kernels)
+    assert "reduction feeding a broadcast" in text
