@@ -15,7 +15,6 @@ arrays before calling here (a graph break), except in `setitem`, where a mask is
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -35,16 +34,18 @@ def _default_lift(array: np.ndarray) -> Node:
 
 # ---- parsing a key -------------------------------------------------------------------
 
-@dataclass
 class _Entry:
     """One parsed key component.
 
     kind: 'int' (a basic int), 'slice', 'new' (None), 'array' (an index array; `dim` is
     None for the array of a 0-d boolean, which indexes its own new axis of size 1).
     """
-    kind: str
-    value: Any = None
-    dim: Optional[int] = None
+    __slots__ = ("kind", "value", "dim")
+
+    def __init__(self, kind: str, value: Any = None, dim: Optional[int] = None) -> None:
+        self.kind = kind
+        self.value = value
+        self.dim = dim
 
 
 def _as_index_array(op: str, v: Any) -> Any:
@@ -71,6 +72,11 @@ def _as_index_array(op: str, v: Any) -> Any:
 
 def _classify(op: str, item: Any) -> Any:
     """A key component -> 'ellipsis', an _Entry, or a NumPy boolean array (a mask)."""
+    kind = type(item)
+    if kind is int:                     # the common cases first: recording stays cheap
+        return _Entry("int", item)
+    if kind is slice:
+        return _Entry("slice", item)
     if item is None:
         return _Entry("new")
     if item is Ellipsis:
@@ -81,7 +87,7 @@ def _classify(op: str, item: Any) -> Any:
         return _Entry("int", int(item))
     if isinstance(item, slice):
         return _Entry("slice", item)
-    if isinstance(item, (Node, np.ndarray, list, tuple)):
+    if isinstance(item, (Node, np.ndarray, list, tuple, range)):
         arr = _as_index_array(op, item)
         if isinstance(arr, np.ndarray) and arr.dtype == np.bool_:
             return arr

@@ -22,7 +22,8 @@ KEYS = [
     (slice(None), 1, slice(None), [0, 3]), ([1], slice(None), 0),
     True, False, (True, [0, 1]), (Ellipsis, True), (0, False),
     np.array([True, False]), (slice(None), np.array([[True, False, True, True]] * 3)),
-    (np.array([False, False]),), (1, np.array([True, False, True])),
+    (np.array([False, False]),), (1, np.array([True, False, True])), range(1, -1, -1),
+    (slice(None), range(3), 0),
 ]
 
 
