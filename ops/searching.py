@@ -58,11 +58,16 @@ def _precedes(a: Node, v: Node, side: str) -> Node:
     return before
 
 
+# up to this many sorted elements a compare-and-count (one fused kernel over
+# len(x2) * len(x1) elements) beats a binary search's chain of gathers
+_COUNT_LIMIT = 64
+
+
 def searchsorted(x1: Any, x2: Any, side: str = "left", sorter: Any = None) -> Node:
     """Where each value of x2 would go in the sorted 1-d x1 to keep it sorted (int64).
 
-    Computed as a count of the elements before each value: one fused compare-and-sum,
-    O(len(x1)) per value, with no data-dependent control flow."""
+    Traceable (no data-dependent control flow): a short x1 is counted (how many elements
+    precede each value); a long one is binary-searched with a fixed number of steps."""
     if side not in ("left", "right"):
         raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
     a, v = as_node(x1), as_node(x2)
@@ -74,11 +79,38 @@ def searchsorted(x1: Any, x2: Any, side: str = "left", sorter: Any = None) -> No
     dtype = D.promote(a.dtype, v.dtype)
     a, v = convert(a, dtype), convert(v, dtype)
     n = a.shape[0]
-    shape = v.shape + (n,)
+    if n == 0:
+        return broadcast_to(scalar(0, D.DEFAULT_INDEX), v.shape)
+    if n <= _COUNT_LIMIT:
+        return _count_before(a, v, side)
+    return _binary_search(a, v, side)
+
+
+def _count_before(a: Node, v: Node, side: str) -> Node:
+    shape = v.shape + (a.shape[0],)
     a = apply("broadcast_in_dim", a, shape=shape, broadcast_dimensions=(v.ndim,))
     v = apply("broadcast_in_dim", v, shape=shape, broadcast_dimensions=tuple(range(v.ndim)))
     count = apply("convert", _precedes(a, v, side), dtype=D.DEFAULT_INDEX)
     return apply("reduce", count, axes=(v.ndim - 1,), kind="sum")
+
+
+def _binary_search(a: Node, v: Node, side: str) -> Node:
+    """lo/hi bisection, n.bit_length() steps, each halving every value's range; a value
+    whose range is already empty keeps it."""
+    n = a.shape[0]
+    shape = v.shape
+
+    def const(c: int) -> Node:
+        return broadcast_to(scalar(c, D.int64), shape)
+
+    lo, hi = const(0), const(n)
+    for _ in range(n.bit_length()):
+        mid = apply("divide", apply("add", lo, hi), const(2))
+        go_right = _precedes(apply("gather", a, mid, axis=0), v, side)
+        active = _compare(lo, hi, "LT")
+        lo = apply("select", apply("and", active, go_right), apply("add", mid, const(1)), lo)
+        hi = apply("select", apply("and", active, apply("not", go_right)), mid, hi)
+    return lo
 
 
 def count_nonzero(x: Any, axis: Any = None, keepdims: bool = False) -> Node:

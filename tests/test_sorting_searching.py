@@ -106,6 +106,18 @@ def test_searchsorted(side, device):
     np.testing.assert_array_equal(got.numpy(), np.searchsorted(SORTED, VALUES, side=side))
 
 
+@pytest.mark.parametrize("n", [65, 300])          # past the compare-and-count limit
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted_long_input_binary_search(n, side, device):
+    rng = np.random.default_rng(n)
+    a = np.sort(rng.integers(0, 40, n)).astype(np.float32)
+    a[-3:] = np.nan
+    v = np.concatenate([rng.integers(-5, 45, (2, 20)).astype(np.float32),
+                        np.array([[np.nan] * 20], np.float32)])
+    got = la.searchsorted(la.asarray(a), la.asarray(v), side=side)
+    np.testing.assert_array_equal(got.numpy(), np.searchsorted(a, v, side=side))
+
+
 def test_searchsorted_with_sorter_and_ints(device):
     a = np.array([5, 1, 4, 1, 9], np.int32)
     order = np.argsort(a, kind="stable")
