@@ -1,0 +1,114 @@
+"""Imports follow DESIGN.md's table: compiler imports nothing else of the project; devices
+import compiler; ops import compiler; lazyarray imports all. Read with `ast`, never run."""
+from __future__ import annotations
+
+import ast
+import pathlib
+import tomllib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+# layer -> the layers it may import (its own included)
+ALLOWED = {
+    "compiler": {"compiler"},
+    "devices": {"devices", "compiler"},
+    "ops": {"ops", "compiler"},
+    "lazyarray": {"lazyarray", "devices", "ops", "compiler"},
+}
+
+
+def package_dirs() -> dict:
+    """Package name -> folder, from pyproject.toml's package-dir (the one source of truth)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return {pkg: ROOT / folder for pkg, folder in config["tool"]["setuptools"]["package-dir"].items()}
+
+
+def layer_of(module: str) -> str:
+    """'lazyarray.compiler.passes.cse' -> 'compiler'; 'lazyarray.tensor' -> 'lazyarray'."""
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in ("compiler", "devices", "ops"):
+        return parts[1]
+    return "lazyarray"
+
+
+def source_files() -> list:
+    """(module name, path) of every .py file of the four layers."""
+    out = {}
+    for pkg, folder in package_dirs().items():
+        for path in folder.glob("*.py"):
+            name = pkg if path.stem == "__init__" else f"{pkg}.{path.stem}"
+            out[path.resolve()] = name
+    return sorted((name, path) for path, name in out.items())
+
+
+def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    base = base[:len(base) - (node.level - 1)] if node.level > 1 else base
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imported_modules(source: str, module: str, is_package: bool = False) -> list:
+    """(line, project module) for every import of the project in `source`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            target = _resolve(node, module, is_package)
+            if target == "lazyarray":       # `from lazyarray import ops` names sub-packages
+                found += [(node.lineno, f"lazyarray.{a.name}") for a in node.names]
+            else:
+                found.append((node.lineno, target))
+    return [(line, m) for line, m in found if m == "lazyarray" or m.startswith("lazyarray.")]
+
+
+def violations(source: str, module: str, is_package: bool = False) -> list:
+    layer = layer_of(module)
+    return [f"{module} line {line} imports {target} ({layer} may import only "
+            f"{', '.join(sorted(ALLOWED[layer]))})"
+            for line, target in imported_modules(source, module, is_package)
+            if layer_of(target) not in ALLOWED[layer]]
+
+
+def test_every_layer_has_sources():
+    layers = {layer_of(name) for name, _ in source_files()}
+    assert layers == set(ALLOWED)
+
+
+def test_imports_follow_the_layering_table():
+    problems = []
+    for name, path in source_files():
+        problems += violations(path.read_text(), name, path.stem == "__init__")
+    assert not problems, "imports against DESIGN.md's table:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("source, module, is_package, bad", [
+    ("from ..devices import interpreter", "lazyarray.ops.bad", False, True),
+    ("from ..compiler import dtypes", "lazyarray.ops.good", False, False),
+    ("import lazyarray.tensor", "lazyarray.compiler.bad", False, True),
+    ("from lazyarray import ops", "lazyarray.devices.bad", False, True),
+    ("from .. import runtime", "lazyarray.devices.bad", False, True),
+    ("from ...ops import manipulation", "lazyarray.compiler.passes.bad", False, True),
+    ("from ..node import Node", "lazyarray.compiler.passes.good", False, False),
+    ("from . import ops", "lazyarray", True, False),
+    ("from .tensor import Tensor", "lazyarray.debug", False, False),
+    ("def f():\n    from ..ops import promotion\n", "lazyarray.compiler.late", False, True),
+    ("import numpy as np", "lazyarray.compiler.good", False, False),
+])
+def test_the_checker_catches_forbidden_imports(source, module, is_package, bad):
+    assert bool(violations(source, module, is_package)) is bad
+
+
+def test_relative_imports_resolve_to_the_right_module():
+    assert imported_modules("from ..compiler.node import Node", "lazyarray.ops.x") == \
+        [(1, "lazyarray.compiler.node")]
+    assert imported_modules("from . import dtypes", "lazyarray.compiler", True) == \
+        [(1, "lazyarray.compiler")]
+    assert imported_modules("from .dtypes import DType", "lazyarray.compiler.node") == \
+        [(1, "lazyarray.compiler.dtypes")]
