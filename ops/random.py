@@ -38,9 +38,24 @@ def _add(a: Node, b: Node) -> Node:
     return apply("add", a, b)
 
 
-def _rotl(x: Node, r: int) -> Node:
-    left = apply("shift_left", x, _u32(r, x.shape))
-    right = apply("shift_right_logical", x, _u32(32 - r, x.shape))
+class _Words:
+    """uint32 constants broadcast to one shape, each made once per generator call (a
+    Threefry call uses 16 distinct shift amounts 160 times)."""
+
+    def __init__(self, shape: tuple) -> None:
+        self.shape = shape
+        self.made: dict = {}
+
+    def __call__(self, value: int) -> Node:
+        node = self.made.get(value)
+        if node is None:
+            node = self.made[value] = _u32(value, self.shape)
+        return node
+
+
+def _rotl(x: Node, r: int, words: _Words) -> Node:
+    left = apply("shift_left", x, words(r))
+    right = apply("shift_right_logical", x, words(32 - r))
     return apply("or", left, right)
 
 
@@ -59,17 +74,18 @@ def threefry2x32(key: Node, x0: Node, x1: Node) -> tuple:
     if x0.shape != x1.shape or x0.dtype is not D.uint32 or x1.dtype is not D.uint32:
         raise TypeError("threefry2x32: counters must be two uint32 nodes of one shape")
     shape = x0.shape
+    words = _Words(shape)
     k0, k1 = _key_word(key, 0, shape), _key_word(key, 1, shape)
-    k2 = apply("xor", apply("xor", k0, k1), _u32(KEY_PARITY, shape))
+    k2 = apply("xor", apply("xor", k0, k1), words(KEY_PARITY))
     schedule = (k0, k1, k2)
     x0, x1 = _add(x0, k0), _add(x1, k1)
     for i in range(ROUNDS):
         x0 = _add(x0, x1)
-        x1 = apply("xor", _rotl(x1, ROTATIONS[i % 8]), x0)
+        x1 = apply("xor", _rotl(x1, ROTATIONS[i % 8], words), x0)
         if i % 4 == 3:
             s = (i + 1) // 4
             x0 = _add(x0, schedule[s % 3])
-            x1 = _add(_add(x1, schedule[(s + 1) % 3]), _u32(s, shape))
+            x1 = _add(_add(x1, schedule[(s + 1) % 3]), words(s))
     return x0, x1
 
 
