@@ -3,6 +3,10 @@
 `parse_module(print_module(m)) == m` for every module, and the text printed again is the
 same text. Malformed text raises ValueError naming the line and what was expected; each
 instruction's declared type is checked against its primitive's shape and dtype rule.
+
+Hand-written text (pass tests: HLO text in, HLO text out) may use any instruction names,
+`//` comment lines, operands without their types (`add(%x, %y)`) and, except for
+parameters and constants, no result type at all (`%y = negate(%x)`): it is inferred.
 """
 from __future__ import annotations
 
@@ -137,13 +141,15 @@ def _instruction(t: _Tokens, names: dict, instructions: list) -> None:
     if name in names:
         t.fail(f"instruction name {name} is defined twice")
     t.expect("=", "after the instruction name")
-    shape, dtype = _type(t)
+    shape, dtype = (None, None) if _op_follows(t) else _type(t)
     op = t.expect_kind("word", "an op name")
     if op not in PRIMITIVES:
         t.fail(f"unknown op {op!r}; known ops: {', '.join(sorted(PRIMITIVES))}")
     t.expect("(", f"after {op}")
     attrs: dict = {}
     operands: tuple = ()
+    if shape is None and op in ("parameter", "constant"):
+        t.fail(f"a {op} needs its type written, like f32[2,3] {op}(...)")
     if op == "constant":
         attrs["value"] = _literal_value(t, shape, dtype)
         t.expect(")", "closing the constant's value")
@@ -156,10 +162,18 @@ def _instruction(t: _Tokens, names: dict, instructions: list) -> None:
         t.expect("=", f"after the attribute name {key!r}")
         attrs[key] = _attr(t)
     t.end()
-    ins = Instruction(op, operands, shape, dtype, attrs)
-    _check_type(t, ins, instructions)
+    ins = Instruction(op, operands, (), D.bool_, attrs)   # the type is filled in below
+    ins.shape, ins.dtype = _check_type(t, ins, shape, dtype, instructions)
     names[name] = len(instructions)
     instructions.append(ins)
+
+
+def _op_follows(t: _Tokens) -> bool:
+    """Whether the result type is left out (`%y = negate(%x)`): hand-written text may omit
+    it, and then it is inferred."""
+    kind, word = t.peek()
+    after = t.items[t.i + 1][1] if t.i + 1 < len(t.items) else ""
+    return kind == "word" and word in PRIMITIVES and after == "("
 
 
 def _operands(t: _Tokens, names: dict, instructions: list) -> tuple:
@@ -185,7 +199,7 @@ def _operands(t: _Tokens, names: dict, instructions: list) -> tuple:
 def _root(t: _Tokens, names: dict, instructions: list) -> tuple:
     t.expect_kind("name", "the root's name like %tuple.4")
     t.expect("=", "after the root's name")
-    shape, dtype = _type(t)
+    shape, dtype = (None, None) if _op_follows(t) else _type(t)
     if t.expect_kind("word", "'tuple'") != "tuple":
         t.fail("the ROOT instruction must be a tuple of the outputs")
     t.expect("(", "after tuple")
@@ -193,16 +207,18 @@ def _root(t: _Tokens, names: dict, instructions: list) -> tuple:
     t.end()
     have = (tuple(instructions[o].shape for o in outputs),
             tuple(instructions[o].dtype for o in outputs))
-    if not isinstance(dtype, tuple) or (shape, dtype) != have:
+    if shape is not None and (not isinstance(dtype, tuple) or (shape, dtype) != have):
         t.fail(f"the ROOT type {_fmt(shape, dtype)} does not match its operands "
                f"{_fmt(*have)}")
     return outputs
 
 
-def _check_type(t: _Tokens, ins: Instruction, instructions: list) -> None:
+def _check_type(t: _Tokens, ins: Instruction, shape: Any, dtype: Any, instructions: list) -> tuple:
+    """The instruction's type: the written one, checked against the primitive's rule, or
+    the rule's answer where none is written."""
     if ins.op in ("parameter", "constant"):
-        _check_leaf(t, ins)
-        return
+        _check_leaf(t, ins, dtype)
+        return shape, dtype
     declared = PRIMITIVES[ins.op].attrs
     unknown = sorted(set(ins.attrs) - set(declared))
     missing = [k for k in declared if k not in ins.attrs]
@@ -210,20 +226,21 @@ def _check_type(t: _Tokens, ins: Instruction, instructions: list) -> None:
         t.fail(f"{ins.op} takes the attributes {list(declared)}; "
                f"unknown: {unknown}, missing: {missing}")
     try:
-        shape, dtype = PRIMITIVES[ins.op].infer([instructions[o] for o in ins.operands],
-                                                **ins.attrs)
+        rule = PRIMITIVES[ins.op].infer([instructions[o] for o in ins.operands], **ins.attrs)
     except (ValueError, TypeError, IndexError) as e:
         t.fail(f"invalid {ins.op}: {e}")
-    if (tuple(shape), dtype) != (ins.shape, ins.dtype):
-        t.fail(f"{ins.op} is declared {_fmt(ins.shape, ins.dtype)} but its operands and "
-               f"attributes give {_fmt(shape, dtype)}")
+    rule = (tuple(rule[0]), rule[1])
+    if shape is not None and rule != (shape, dtype):
+        t.fail(f"{ins.op} is declared {_fmt(shape, dtype)} but its operands and "
+               f"attributes give {_fmt(*rule)}")
+    return rule
 
 
-def _check_leaf(t: _Tokens, ins: Instruction) -> None:
+def _check_leaf(t: _Tokens, ins: Instruction, dtype: Any) -> None:
     want = {"parameter": {"number"}, "constant": {"value"}}[ins.op]
     if set(ins.attrs) != want:
         t.fail(f"{ins.op} takes exactly the attributes {sorted(want)}, got {sorted(ins.attrs)}")
-    if isinstance(ins.dtype, tuple):
+    if isinstance(dtype, tuple):
         t.fail(f"a {ins.op} cannot have a tuple type")
     if ins.op == "parameter" and (not isinstance(ins.attrs["number"], int)
                                   or isinstance(ins.attrs["number"], bool)):

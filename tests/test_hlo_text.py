@@ -139,6 +139,24 @@ def test_parser_accepts_hand_written_names_and_comments():
     assert m.outputs == (1,)
 
 
+def test_parser_infers_left_out_types():
+    text = """HloModule hand
+        ENTRY main {
+          %x = f32[3,4] parameter(), number=0
+          %y = exponential(%x)
+          %r = reduce(%y), axes={1}, kind=sum
+          ROOT %out = tuple(%r, %y)
+        }"""
+    m = parse_module(text)
+    assert [(i.op, i.shape, i.dtype) for i in m.instructions] == [
+        ("parameter", (3, 4), D.float32), ("exponential", (3, 4), D.float32),
+        ("reduce", (3,), D.float32)]
+    assert m.outputs == (2, 1)
+    assert "%reduce.2 = f32[3] reduce(f32[3,4] %exponential.1), axes={1}, kind=sum" in str(m)
+    with pytest.raises(ValueError, match="line 3: a parameter needs its type"):
+        parse_module("HloModule h\nENTRY main {\n%x = parameter(), number=0\nROOT %t = tuple(%x)\n}")
+
+
 # ---- modules made through the public API ----------------------------------------------
 
 def _api_expressions():
