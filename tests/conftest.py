@@ -10,6 +10,7 @@ import pytest
 
 import lazyarray as la
 from harness import device_names
+import hypothesis_profiles  # noqa: F401  (profiles 'ci' and 'long' for --hypothesis-profile)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
