@@ -19,23 +19,41 @@ class GraphBreakError(RuntimeError):
     """A data-dependent op in strict mode."""
 
 
+_HINTS = {
+    "nonzero": "use nonzero(x, size=N, fill_value=...) for a static-size result",
+    "boolean mask indexing": "use where(mask, x, other) or mask assignment x[mask] = v, "
+                             "which stay in the graph",
+    "boolean mask assignment": "give a value that broadcasts over each selected row, so "
+                               "that the assignment is a select",
+}
+
+
 def host_value(op: str, x: Tensor) -> np.ndarray:
     """Materialize `x` for a data-dependent op, counting (or refusing) the graph break."""
     site = user_site()
     if config.strict:
+        hint = _HINTS.get(op, "it has no static-size form: run it outside strict mode")
         raise GraphBreakError(f"{op}: its output shape depends on the data, which would "
-                              f"break the graph at {site} (LAZYARRAY_STRICT is set); "
-                              f"use a static-size form (e.g. nonzero(size=N)) or unset strict mode")
+                              f"break the graph at {site} (LAZYARRAY_STRICT is set); {hint}")
     METRICS.graph_breaks += 1
     METRICS.graph_break_sites[f"{op} at {site}"] += 1
     return x.numpy()
 
 
 def _result(array: np.ndarray, like: Tensor) -> Tensor:
-    return Tensor._from_numpy(np.ascontiguousarray(array), like._state)
+    return Tensor._from_numpy(np.asarray(array, order="C"), like._state)
+
+
+def _tensor(x: Any) -> Tensor:
+    """Accept NumPy arrays, lists and scalars too, as the lifted functions do."""
+    if type(x) is Tensor:
+        return x
+    from .creation import asarray
+    return asarray(x)
 
 
 def nonzero(x: Tensor, size: Any = None, fill_value: int = 0) -> tuple:
+    x = _tensor(x)
     if size is not None:
         from .api import nonzero_static
         return nonzero_static(x, size=size, fill_value=fill_value)
@@ -45,22 +63,26 @@ def nonzero(x: Tensor, size: Any = None, fill_value: int = 0) -> tuple:
 
 
 def unique_values(x: Tensor) -> Tensor:
+    x = _tensor(x)
     return _result(np.unique(host_value("unique_values", x), equal_nan=False), x)
 
 
 def unique_counts(x: Tensor) -> tuple:
+    x = _tensor(x)
     v, c = np.unique(host_value("unique_counts", x), return_counts=True,
                      equal_nan=False)
     return _result(v, x), _result(c.astype(np.int64), x)
 
 
 def unique_inverse(x: Tensor) -> tuple:
+    x = _tensor(x)
     a = host_value("unique_inverse", x)
     v, inv = np.unique(a, return_inverse=True, equal_nan=False)
     return _result(v, x), _result(inv.reshape(a.shape).astype(np.int64), x)
 
 
 def unique_all(x: Tensor) -> tuple:
+    x = _tensor(x)
     a = host_value("unique_all", x)
     v, idx, inv, c = np.unique(a, return_index=True, return_inverse=True, return_counts=True,
                                 equal_nan=False)

@@ -246,3 +246,15 @@ def test_strict_mode_from_the_environment_variable(monkeypatch):
         monkeypatch.delenv("LAZYARRAY_STRICT")
         la.config.reload()
     assert not la.config.strict
+
+
+def test_set_functions_and_nonzero_accept_numpy_input():
+    np.testing.assert_array_equal(la.unique_values(np.array([3, 1, 3])).numpy(), [1, 3])
+    (idx,) = la.nonzero(np.array([0, 2, 2]))
+    np.testing.assert_array_equal(idx.numpy(), [1, 2])
+
+
+def test_strict_error_suggests_the_static_form():
+    with la.config.override(strict=True):
+        with pytest.raises(GraphBreakError, match=r"nonzero\(x, size=N"):
+            la.nonzero(la.asarray([0, 1]))
