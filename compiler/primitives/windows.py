@@ -1,0 +1,140 @@
+"""reduce_window: a reduction over sliding windows (pooling).
+
+`reduce_window(x, kind, window_dimensions, window_strides, padding_low, padding_high)`
+with one entry per dimension of x (1 for the batch and channel dimensions of a pooling).
+The padding (non-negative) holds the identity of `kind` (0 for sum, the lowest value for
+max, the highest for min), so a max pool never picks a padding element.
+
+    out[y] = kind over k of xp[y * stride + k],   xp = x padded
+
+Average pooling is a sum divided by the count (see ops/convolution.py). Compiled code never
+sees this primitive: `expand_convolution` rewrites it into strided slices combined
+elementwise.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .. import autodiff as A
+from .. import dtypes as D
+from ..primitive import REDUCTION, apply, fail, primitive
+from .reduction import identity
+
+WINDOW_KINDS = ("sum", "max", "min")
+WINDOW_ATTRS = ("kind", "window_dimensions", "window_strides", "padding_low", "padding_high")
+
+
+def window_output_size(n: int, w: int, s: int, lo: int, hi: int) -> int:
+    span = n + lo + hi - w
+    return span // s + 1 if span >= 0 else 0
+
+
+def _infer(operands, kind, window_dimensions, window_strides, padding_low, padding_high):
+    (x,) = operands
+    if kind not in WINDOW_KINDS:
+        fail("reduce_window", operands, f"kind must be one of {WINDOW_KINDS}, got {kind!r}")
+    if x.dtype is D.bool_:
+        fail("reduce_window", operands, "needs numeric operands", TypeError)
+    attrs = (window_dimensions, window_strides, padding_low, padding_high)
+    if any(len(a) != x.ndim for a in attrs):
+        fail("reduce_window", operands, f"window, strides and padding need {x.ndim} entries "
+                                        "(one per dimension)")
+    if any(w < 1 for w in window_dimensions) or any(s < 1 for s in window_strides):
+        fail("reduce_window", operands, "window dimensions and strides must be >= 1")
+    if any(p < 0 for p in tuple(padding_low) + tuple(padding_high)):
+        fail("reduce_window", operands, "padding must be >= 0")
+    return tuple(window_output_size(*a) for a in zip(x.shape, *attrs)), x.dtype
+
+
+_infer.dtypes = D.NUMERIC
+
+_NP = {"sum": np.sum, "max": np.max, "min": np.min}
+
+
+def _reference(x, kind, window_dimensions, window_strides, padding_low, padding_high):
+    shape, _ = _infer((_View(x),), kind, window_dimensions, window_strides, padding_low,
+                      padding_high)
+    fill = identity(kind, D.from_numpy(x.dtype))
+    wide = x.astype(np.float32) if x.dtype in (np.float16, D.bfloat16.np) else x
+    xp = np.pad(wide, list(zip(padding_low, padding_high)), constant_values=fill)
+    if 0 in shape:
+        return np.zeros(shape, x.dtype)
+    win = np.lib.stride_tricks.sliding_window_view(xp, tuple(window_dimensions))
+    win = win[tuple(slice(None, None, s) for s in window_strides)]
+    win = win[tuple(slice(0, n) for n in shape)]
+    axes = tuple(range(x.ndim, 2 * x.ndim))
+    return np.asarray(_NP[kind](win, axis=axes)).astype(x.dtype)
+
+
+class _View:
+    def __init__(self, a):
+        self.shape, self.dtype, self.ndim = a.shape, D.from_numpy(a.dtype), a.ndim
+
+
+# ---- the vector-Jacobian product ----------------------------------------------------------
+
+def window_slice(xp, offset, strides, out_shape):
+    """The elements that window tap `offset` reads, for every output position."""
+    limit = tuple(k + (y - 1) * s + 1 if y else k for k, s, y in zip(offset, strides, out_shape))
+    return apply("slice", xp, start_indices=tuple(offset), limit_indices=limit,
+                 strides=tuple(strides))
+
+
+def _sum_vjp(g, x, window_dimensions, window_strides, padding_low):
+    """Each input element gets the sum of g over the windows that hold it: g spread out by
+    the strides, padded, and summed over windows of the same size."""
+    low, high = [], []
+    for n, w, s, lo, y in zip(x.shape, window_dimensions, window_strides, padding_low, g.shape):
+        low.append(w - 1 - lo)
+        high.append(n + lo - (y - 1) * s - 1)
+    spread = apply("pad", g, A.const(0, g.dtype), edge_padding_low=tuple(low),
+                   edge_padding_high=tuple(high),
+                   interior_padding=tuple(s - 1 for s in window_strides))
+    return apply("reduce_window", spread, kind="sum", window_dimensions=tuple(window_dimensions),
+                 window_strides=(1,) * x.ndim, padding_low=(0,) * x.ndim,
+                 padding_high=(0,) * x.ndim)
+
+
+def _choice_vjp(g, out, x, kind, window_dimensions, window_strides, padding_low, padding_high):
+    """g goes to the first element of each window that equals the window's max (min)."""
+    fill = A.const(identity(kind, x.dtype), x.dtype)
+    xp = apply("pad", x, fill, edge_padding_low=tuple(padding_low),
+               edge_padding_high=tuple(padding_high), interior_padding=(0,) * x.ndim)
+    found = None
+    total = None
+    for offset in itertools.product(*[range(w) for w in window_dimensions]):
+        tap = window_slice(xp, offset, window_strides, out.shape)
+        hit = A.compare(tap, out, "EQ")
+        if found is not None:
+            hit = apply("and", hit, apply("not", found))
+        found = hit if found is None else apply("or", found, hit)
+        part = A.where_else_zero(hit, g)
+        high = tuple(p - (k + (y - 1) * s + 1) for p, k, y, s in
+                     zip(xp.shape, offset, out.shape, window_strides))
+        placed = apply("pad", part, A.const(0, g.dtype), edge_padding_low=tuple(offset),
+                       edge_padding_high=high,
+                       interior_padding=tuple(s - 1 for s in window_strides))
+        total = placed if total is None else A.add(total, placed)
+    return apply("slice", total, start_indices=tuple(padding_low),
+                 limit_indices=tuple(lo + n for lo, n in zip(padding_low, x.shape)),
+                 strides=(1,) * x.ndim)
+
+
+def _vjp(g, out, x, kind, window_dimensions, window_strides, padding_low, padding_high):
+    if not x.dtype.is_float:
+        return (None,)
+    if 0 in out.shape or 0 in x.shape:
+        return (A.zeros_like(x),)
+    if kind == "sum":
+        return (_sum_vjp(g, x, window_dimensions, window_strides, padding_low),)
+    return (_choice_vjp(g, out, x, kind, window_dimensions, window_strides, padding_low,
+                        padding_high),)
+
+
+reduce_window = primitive("reduce_window", REDUCTION, _infer, _reference, attrs=WINDOW_ATTRS,
+                          vjp=_vjp,
+                          doc="Sum, max or min over sliding windows; the padding holds the "
+                              "identity. The max/min gradient goes to the first maximal "
+                              "element of each window.")
