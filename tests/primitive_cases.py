@@ -200,10 +200,32 @@ def _other_cases() -> list:
         Case("scatter_set", "scatter", (_op((3, 5)), _op((3,), s64, "unique_index:5"),
                                         _op((3, 3))), {"axis": 1, "mode": "set"}),
         Case("tuple", "tuple", (_op((2, 3)), _op((4,), s32))),
+    ] + _convolution_cases()
+
+
+def _conv(strides, low, high, lhs_dilation, rhs_dilation, groups=1) -> dict:
+    return {"window_strides": strides, "padding_low": low, "padding_high": high,
+            "lhs_dilation": lhs_dilation, "rhs_dilation": rhs_dilation,
+            "feature_group_count": groups}
+
+
+def _convolution_cases() -> list:
+    small = "small"
+    return [
+        Case("convolution_2d_same", "convolution",
+             (_op((2, 3, 5, 5), T, small), _op((4, 3, 3, 3), T, small)),
+             _conv((1, 1), (1, 1), (1, 1), (1, 1), (1, 1))),
+        Case("convolution_1d_strided_dilated_grouped", "convolution",
+             (_op((1, 4, 7), T, small), _op((6, 2, 3), T, small)),
+             _conv((2,), (0,), (1,), (1,), (2,), groups=2)),
+        Case("convolution_2d_transposed", "convolution",
+             (_op((1, 2, 3, 3), T, small), _op((3, 2, 2, 2), T, small)),
+             _conv((1, 1), (1, 1), (1, 1), (2, 2), (1, 1))),
     ]
 
 
-CASES: list = _elementwise_cases() + _other_cases()
+# cases of a primitive still being written wait until its stanza registers it
+CASES: list = [c for c in _elementwise_cases() + _other_cases() if c.prim in PRIMITIVES]
 CASES_BY_ID: dict = {c.id: c for c in CASES}
 CASES_BY_PRIM: dict = {}
 for _c in CASES:
