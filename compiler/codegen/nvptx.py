@@ -552,23 +552,31 @@ def emit_plan(plan: Any, arch: str = DEFAULT_ARCH, name: str = "module") -> GpuP
     LIBRARY and OPAQUE kernels produce no code: the device runs them (cuBLAS, or the
     host). Each launch's `params` are module positions (kernel inputs, then outputs) and,
     for full reductions, scratch keys (strings) whose sizes are in `scratch`."""
-    from ..plan import LOOP, REDUCTION
     mod = new_module(_ident(name))
-    launches: list = []
-    scratch: dict = {}
-    for k, kernel in enumerate(plan.kernels):
-        if kernel.kind == LOOP:
-            launches.append(_loop_kernel(mod, plan, kernel, f"k{k}_{_ident(kernel.name)}"))
-        elif kernel.kind == REDUCTION:
-            specs, sizes = _reduction_kernel(mod, plan, kernel, f"k{k}_{_ident(kernel.name)}")
-            launches.extend(specs)
-            scratch.update(sizes)
-        else:
-            launches.append(kernel)      # the device's business
+    launches, scratch = emit_kernels(mod, plan)
     if not any(isinstance(s, LaunchSpec) for s in launches):
         return GpuProgram("", arch, launches, scratch)
     ptx, llvm_ir = to_ptx(mod, arch)
     return GpuProgram(ptx, arch, launches, scratch, llvm_ir)
+
+
+def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
+    """Add the plan's kernels to `mod` (names start with `prefix`); return the steps
+    (LaunchSpecs, and the plan's LIBRARY/OPAQUE kernels as they are) and scratch sizes."""
+    from ..plan import LOOP, REDUCTION
+    launches: list = []
+    scratch: dict = {}
+    for k, kernel in enumerate(plan.kernels):
+        name = f"{prefix}k{k}_{_ident(kernel.name)}"
+        if kernel.kind == LOOP:
+            launches.append(_loop_kernel(mod, plan, kernel, name))
+        elif kernel.kind == REDUCTION:
+            specs, sizes = _reduction_kernel(mod, plan, kernel, name)
+            launches.extend(specs)
+            scratch.update(sizes)
+        else:
+            launches.append(kernel)      # the device's business
+    return launches, scratch
 
 
 def _ident(name: str) -> str:
