@@ -173,7 +173,7 @@ def _slice_bounds(op: str, s: slice, n: int) -> tuple:
 def _basic(op: str, x: Node, entries: list, has_adv: bool) -> tuple:
     """Apply slices and basic ints; insert new axes. -> (node, entries per result dim)."""
     starts, limits, strides, flips = [0] * x.ndim, list(x.shape), [1] * x.ndim, []
-    out_shape, kept = [], []
+    out_shape, kept, picks = [], [], {}
     for e in entries:
         if e.kind == "slice":
             n = x.shape[e.dim]
@@ -187,8 +187,7 @@ def _basic(op: str, x: Node, entries: list, has_adv: bool) -> tuple:
             out_shape.append(m)
             kept.append(e)
         elif e.kind == "int" and not has_adv:
-            i = _norm_int(op, e.value, e.dim, x.shape[e.dim])
-            starts[e.dim], limits[e.dim] = i, i + 1
+            picks[e.dim] = _norm_int(op, e.value, e.dim, x.shape[e.dim])
         elif e.kind == "int" or (e.kind == "array" and e.dim is not None):
             out_shape.append(x.shape[e.dim])
             kept.append(e if e.kind == "array" else _Entry("array", np.asarray(e.value), e.dim))
@@ -200,9 +199,19 @@ def _basic(op: str, x: Node, entries: list, has_adv: bool) -> tuple:
     if starts != [0] * x.ndim or limits != list(x.shape) or strides != [1] * x.ndim:
         x = apply("slice", x, start_indices=tuple(starts), limit_indices=tuple(limits),
                   strides=tuple(strides))
+    if picks:
+        x = _pick(x, picks)
     if tuple(out_shape) != x.shape:
         x = apply("reshape", x, shape=tuple(out_shape))
     return x, kept
+
+
+def _pick(x: Node, picks: dict) -> Node:
+    """Size-1 slices at Python int positions, as a dynamic_slice whose starts are runtime
+    scalars: a loop reading x[i] for a changing i compiles once (the ints were checked)."""
+    starts = [scalar(picks.get(d, 0), D.int64) for d in range(x.ndim)]
+    sizes = tuple(1 if d in picks else n for d, n in enumerate(x.shape))
+    return apply("dynamic_slice", x, *starts, slice_sizes=sizes)
 
 
 def _static_index(op: str, arr: np.ndarray, dim: Optional[int], n: int) -> np.ndarray:
