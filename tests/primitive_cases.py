@@ -221,7 +221,18 @@ def _convolution_cases() -> list:
         Case("convolution_2d_transposed", "convolution",
              (_op((1, 2, 3, 3), T, small), _op((3, 2, 2, 2), T, small)),
              _conv((1, 1), (1, 1), (1, 1), (2, 2), (1, 1))),
+        Case("reduce_window_max_pool", "reduce_window", (_op((1, 2, 4, 4)),),
+             _window("max", (1, 1, 2, 2), (1, 1, 2, 2), (0, 0, 0, 0), (0, 0, 0, 0))),
+        Case("reduce_window_sum_padded", "reduce_window", (_op((3, 5), T, small),),
+             _window("sum", (2, 3), (1, 2), (1, 0), (0, 1))),
+        Case("reduce_window_min_1d", "reduce_window", (_op((7,)),),
+             _window("min", (3,), (2,), (1,), (1,))),
     ]
+
+
+def _window(kind, window, strides, low, high) -> dict:
+    return {"kind": kind, "window_dimensions": window, "window_strides": strides,
+            "padding_low": low, "padding_high": high}
 
 
 # cases of a primitive still being written wait until its stanza registers it

@@ -16,8 +16,9 @@ NAMES = sorted(PRIMITIVES)
 LEAVES_WITHOUT_REFERENCE = ("parameter", "constant")   # they hold data, compute nothing
 
 # Primitives that need no elemental code: leaves hold data, `tuple` is the module's root,
-# LIBRARY ops are handed to BLAS / cuBLAS.
-NO_EMISSION_NEEDED = ("parameter", "constant", "tuple")
+# LIBRARY ops are handed to BLAS / cuBLAS, and reduce_window is rewritten into slices and
+# elementwise ops (the pass expand_convolution) before code generation.
+NO_EMISSION_NEEDED = ("parameter", "constant", "tuple", "reduce_window")
 
 # Primitives lacking a stanza `emit` and an index rule when this test was written. The CPU
 # code generator handles some of them with its own loops today; moving each into its
