@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import types
 
 from . import ops
 from .compiler import dtypes as _D
@@ -17,6 +18,9 @@ from .autograd import GradientTape, grad, stop_gradient, value_and_grad
 
 for _name in ops.__all__:
     globals()[_name] = lift(getattr(ops, _name))
+
+# the array API's linalg extension (its traceable part): la.linalg.vector_norm, ...
+linalg = types.SimpleNamespace(**{_name: globals()[_name] for _name in ops.linalg.LINALG})
 
 bool = bool_  # noqa: A001  (the array API's name for the dtype)
 e, pi, inf, nan, newaxis = math.e, math.pi, math.inf, math.nan, None

@@ -87,4 +87,134 @@ def outer(a: Any, b: Any) -> Node:
     return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
 
 
-__all__ = ["matmul", "tensordot", "vecdot", "matrix_transpose", "outer"]
+# ---- the traceable part of the array API's linalg extension ------------------------
+# (decompositions such as inv, solve, svd, eigh need primitives the HLO does not have)
+
+def diagonal(x: Any, offset: int = 0) -> Node:
+    """The `offset` diagonal of the last two axes (above the main one when positive)."""
+    x = as_node(x)
+    if x.ndim < 2:
+        raise ValueError(f"diagonal: needs rank >= 2, got {shape_str(x.shape)}")
+    m, n = x.shape[-2:]
+    row0, col0 = max(-offset, 0), max(offset, 0)
+    length = max(0, min(m - row0, n - col0))
+    flat = reshape(x, x.shape[:-2] + (m * n,))
+    if length == 0:
+        return broadcast_to(_zero(x), x.shape[:-2] + (0,))
+    # element i sits at (row0 + i) * n + col0 + i of the flattened matrix
+    index = apply("iota", shape=(length,), dtype=D.int64, dimension=0)
+    index = apply("multiply", index, broadcast_to(_int(n + 1), (length,)))
+    index = apply("add", index, broadcast_to(_int(row0 * n + col0), (length,)))
+    return apply("gather", flat, index, axis=flat.ndim - 1)
+
+
+def _int(value: int) -> Node:
+    from .promotion import scalar
+    return scalar(value, D.int64)
+
+
+def _zero(x: Node) -> Node:
+    from .promotion import scalar
+    return scalar(False if x.dtype is D.bool_ else 0, x.dtype)
+
+
+def trace(x: Any, offset: int = 0, dtype: Any = None) -> Node:
+    """The sum of the `offset` diagonal of the last two axes."""
+    return _sum(diagonal(x, offset), axis=-1, dtype=dtype)
+
+
+def _float(op: str, x: Any) -> Node:
+    x = as_node(x)
+    if x.dtype is D.bool_:
+        raise TypeError(f"{op}: not defined for bool tensors")
+    return x if x.dtype.is_float else convert(x, D.DEFAULT_FLOAT)
+
+
+def vector_norm(x: Any, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Node:
+    """The p-norm over `axis` (all axes by default): ord 2, 1, inf, -inf, 0 or any p."""
+    from .elementwise import abs as _abs, pow as _pow, sqrt, not_equal
+    from .statistical import max as _max, min as _min
+    x = _float("vector_norm", x)
+    a = _abs(x)
+    if ord == 2:
+        return sqrt(_sum(multiply(a, a), axis=axis, keepdims=keepdims))
+    if ord == 1:
+        return _sum(a, axis=axis, keepdims=keepdims)
+    if ord == float("inf"):
+        return _max(a, axis=axis, keepdims=keepdims)
+    if ord == float("-inf"):
+        return _min(a, axis=axis, keepdims=keepdims)
+    if ord == 0:
+        return convert(_sum(not_equal(a, 0), axis=axis, keepdims=keepdims), x.dtype)
+    if not isinstance(ord, (int, float)) or isinstance(ord, bool):
+        raise ValueError(f"vector_norm: ord must be a number, got {ord!r}")
+    total = _sum(_pow(a, float(ord)), axis=axis, keepdims=keepdims)
+    return _pow(total, 1.0 / float(ord))
+
+
+def matrix_norm(x: Any, keepdims: bool = False, ord: Any = "fro") -> Node:
+    """Norms of the matrices in the last two axes: 'fro', 1, -1, inf, -inf.
+    (2, -2 and 'nuc' need singular values, which lazyarray does not compute.)"""
+    from .elementwise import abs as _abs, sqrt
+    from .statistical import max as _max, min as _min
+    x = _float("matrix_norm", x)
+    if x.ndim < 2:
+        raise ValueError(f"matrix_norm: needs rank >= 2, got {shape_str(x.shape)}")
+    if ord == "fro":
+        return sqrt(_sum(multiply(x, x), axis=(-2, -1), keepdims=keepdims))
+    inner = {1: -2, -1: -2, float("inf"): -1, float("-inf"): -1}
+    if ord not in inner:
+        raise ValueError(f"matrix_norm: ord {ord!r} is not supported; valid: 'fro', 1, -1, "
+                         "inf, -inf (2, -2 and 'nuc' need an SVD)")
+    sums = _sum(_abs(x), axis=inner[ord], keepdims=True)
+    pick = _max if ord in (1, float("inf")) else _min
+    other = -1 if inner[ord] == -2 else -2
+    out = pick(sums, axis=other, keepdims=True)
+    return out if keepdims else reshape(out, x.shape[:-2])
+
+
+def cross(a: Any, b: Any, axis: int = -1) -> Node:
+    """The cross product of 3-vectors along `axis` (broadcasting the others)."""
+    from .elementwise import subtract
+    from .manipulation import concat, slice_axis
+    a, b = _common("cross", a, b)
+    shape = broadcast_shapes("cross", a.shape, b.shape)
+    a, b = broadcast_to(a, shape), broadcast_to(b, shape)
+    axis = normalize_axis("cross", axis, len(shape))
+    if shape[axis] != 3:
+        raise ValueError(f"cross: axis {axis} must have size 3, got shape {shape_str(shape)}")
+    ai = [slice_axis(a, axis, i, i + 1) for i in range(3)]
+    bi = [slice_axis(b, axis, i, i + 1) for i in range(3)]
+    parts = [subtract(multiply(ai[(i + 1) % 3], bi[(i + 2) % 3]),
+                      multiply(ai[(i + 2) % 3], bi[(i + 1) % 3])) for i in range(3)]
+    return concat(parts, axis)
+
+
+def matrix_power(x: Any, n: int) -> Node:
+    """x @ x @ ... (n times) by repeated squaring; n = 0 gives the identity."""
+    x = as_node(x)
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"matrix_power: needs square matrices, got {shape_str(x.shape)}")
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"matrix_power: n must be a non-negative int (a negative power "
+                         f"needs inv, which lazyarray lacks), got {n!r}")
+    if n == 0:
+        k = x.shape[-1]
+        eye = apply("compare", apply("iota", shape=(k, k), dtype=D.int64, dimension=0),
+                    apply("iota", shape=(k, k), dtype=D.int64, dimension=1), direction="EQ")
+        return broadcast_to(convert(eye, x.dtype), x.shape)
+    result, base = None, x
+    while n:
+        if n & 1:
+            result = base if result is None else matmul(result, base)
+        n >>= 1
+        if n:
+            base = matmul(base, base)
+    return result
+
+
+LINALG = ("cross", "diagonal", "matmul", "matrix_norm", "matrix_power", "matrix_transpose",
+          "outer", "tensordot", "trace", "vecdot", "vector_norm")
+
+__all__ = ["matmul", "tensordot", "vecdot", "matrix_transpose", "outer", "diagonal", "trace",
+           "vector_norm", "matrix_norm", "cross", "matrix_power"]

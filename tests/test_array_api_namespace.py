@@ -201,3 +201,64 @@ def test_every_ops_function_is_public():
     from lazyarray import ops
     missing = [n for n in ops.__all__ if not hasattr(la, n)]
     assert not missing
+
+
+# ---- the linalg extension (traceable part) --------------------------------------------
+
+LA_RNG = np.random.default_rng(3)
+MATS = LA_RNG.standard_normal((2, 3, 4)).astype(np.float32)
+
+
+def test_linalg_namespace_holds_its_functions():
+    for name in ("cross", "diagonal", "matmul", "matrix_norm", "matrix_power",
+                 "matrix_transpose", "outer", "tensordot", "trace", "vecdot", "vector_norm"):
+        assert callable(getattr(la.linalg, name)), name
+
+
+@pytest.mark.parametrize("offset", [-3, -1, 0, 2, 4, 5])
+def test_diagonal_and_trace(offset, device):
+    x = la.asarray(MATS)
+    np.testing.assert_array_equal(la.linalg.diagonal(x, offset=offset).numpy(),
+                                  np.diagonal(MATS, offset, -2, -1))
+    np.testing.assert_allclose(la.linalg.trace(x, offset=offset).numpy(),
+                               np.trace(MATS, offset, -2, -1), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("ord", [2, 1, np.inf, -np.inf, 0, 3])
+def test_vector_norm(ord, device):
+    got = la.linalg.vector_norm(la.asarray(MATS), axis=-1, ord=ord)
+    np.testing.assert_allclose(got.numpy(), np.linalg.norm(MATS, ord=ord, axis=-1), rtol=1e-5)
+    whole = la.linalg.vector_norm(la.asarray(MATS), ord=ord, keepdims=True)
+    assert whole.shape == (1, 1, 1)
+
+
+@pytest.mark.parametrize("ord", ["fro", 1, -1, np.inf, -np.inf])
+def test_matrix_norm(ord, device):
+    got = la.linalg.matrix_norm(la.asarray(MATS), ord=ord)
+    np.testing.assert_allclose(got.numpy(), np.linalg.norm(MATS, ord=ord, axis=(-2, -1)),
+                               rtol=1e-5)
+
+
+def test_matrix_norm_without_svd_says_so():
+    with pytest.raises(ValueError, match="SVD"):
+        la.linalg.matrix_norm(la.asarray(MATS), ord=2)
+
+
+def test_cross(device):
+    a = LA_RNG.standard_normal((4, 3)).astype(np.float32)
+    b = LA_RNG.standard_normal((3,)).astype(np.float32)
+    np.testing.assert_allclose(la.linalg.cross(la.asarray(a), la.asarray(b)).numpy(),
+                               np.cross(a, b), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(la.linalg.cross(la.asarray(a.T), la.asarray(a.T), axis=0).numpy(),
+                               np.zeros((3, 4)), atol=1e-6)
+    with pytest.raises(ValueError, match="size 3"):
+        la.linalg.cross(la.asarray(MATS), la.asarray(MATS))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5])
+def test_matrix_power(n, device):
+    m = LA_RNG.standard_normal((2, 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(la.linalg.matrix_power(la.asarray(m), n).numpy(),
+                               np.linalg.matrix_power(m, n), rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="non-negative"):
+        la.linalg.matrix_power(la.asarray(m), -1)
