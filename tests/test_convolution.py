@@ -193,3 +193,58 @@ def test_second_derivative_through_convolution(device):
     def directional(a):
         return la.sum(la.grad(f)(a) * la.asarray(np.ones_like(x)))
     gradcheck.check_direction(directional, [x], device=device)
+
+
+# ---- the expansion pass (what compiled devices run) ------------------------------------------
+
+def _module_and_args(out):
+    from lazyarray.compiler.trace import capture
+    cap = capture([out._node])
+    return cap.module("conv_case"), cap.args
+
+
+def _run(module, args):
+    from lazyarray.devices.interpreter import InterpretedExecutable
+    return InterpretedExecutable(module).run(args)[0]
+
+
+EXPANSIONS = [
+    lambda x, w: conv2d(x, w),
+    lambda x, w: conv2d(x, w, stride=(2, 1), padding=(1, 2), dilation=(2, 1)),
+    lambda x, w: conv2d(x, w[:, :2], groups=2, padding="same"),
+    lambda x, w: lift(lambda a, b: apply("convolution", a, b, window_strides=(1, 2),
+                                         padding_low=(2, -1), padding_high=(1, 0),
+                                         lhs_dilation=(2, 1), rhs_dilation=(1, 1),
+                                         feature_group_count=1))(x, w),
+    lambda x, w: max_pool2d(x, 2),
+    lambda x, w: max_pool2d(x, 3, stride=2, padding=1),
+    lambda x, w: avg_pool2d(x, (3, 2), stride=(1, 2), padding=(1, 0)),
+    lambda x, w: avg_pool2d(x, (7, 6)),
+    lambda x, w: la.sum(conv2d(x, w) ** 2) * 0 + la.sum(max_pool2d(x, 3, stride=2)),
+]
+
+
+@pytest.mark.parametrize("k", range(len(EXPANSIONS)))
+def test_expand_convolution_pass_preserves_values(k):
+    from lazyarray.compiler.passes.expand_convolution import expand_convolution
+    x = la.asarray(_rand(2, 4, 7, 6), device="interpreter")
+    w = la.asarray(_rand(4, 4, 3, 2, seed=9), device="interpreter")
+    module, args = _module_and_args(EXPANSIONS[k](x, w))
+    expanded = expand_convolution(module)
+    assert not any(i.op in ("convolution", "reduce_window") for i in expanded.instructions)
+    np.testing.assert_allclose(_run(expanded, args), _run(module, args), rtol=1e-12, atol=1e-12)
+
+
+def test_expand_convolution_of_the_backward_pass():
+    from lazyarray.compiler.passes.expand_convolution import expand_convolution
+    x = la.asarray(_rand(1, 2, 6, 5), device="interpreter")
+    w = la.asarray(_rand(4, 1, 3, 3, seed=10), device="interpreter")
+    with la.GradientTape() as tape:
+        tape.watch([x, w])
+        y = la.sum(max_pool2d(conv2d(x, w, groups=2, stride=2, padding=1), 2) ** 2)
+    gx, gw = tape.gradient(y, [x, w])
+    for g in (gx, gw):
+        module, args = _module_and_args(g)
+        expanded = expand_convolution(module)
+        np.testing.assert_allclose(_run(expanded, args), _run(module, args), rtol=1e-12,
+                                   atol=1e-12)

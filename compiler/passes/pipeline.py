@@ -15,9 +15,13 @@ from .algebraic_simplifier import simplify
 from .constant_folding import fold_constants
 from .cse import cse
 from .dce import dce
+from .expand_convolution import expand_convolution
 
 # Repeated until the module stops changing (each step can expose work for the others).
 SIMPLIFY_GROUP: list = [
+    ("expand_convolution", expand_convolution,
+     "rewrites convolution and reduce_window into pad/slice/concatenate + dot_general or "
+     "an elementwise max/add chain, so code generation needs nothing new"),
     ("algebraic_simplifier", simplify,
      "removes identities and collapses reshape/transpose/broadcast/convert chains, "
      "so that fusion sees fewer, simpler ops"),

@@ -1,0 +1,159 @@
+"""Expand convolution and reduce_window into primitives code generation already knows.
+
+Rules:
+
+- `convolution(x, w)` -> im2col plus one matrix product:
+  pad(x) (edge padding and lhs dilation in one pad) -> one strided slice per window tap ->
+  concatenate into patches (N, C, taps, *Y) -> transpose/reshape to (G, N*Y, C/G*taps) ->
+  dot_general with w reshaped to (G, O/G, C/G*taps) -> back to (N, O, *Y). Fusion turns
+  the pad/slice/concatenate chain into one kernel that writes the patch matrix; the
+  product goes to the library (BLAS, cuBLAS).
+- `reduce_window(x)` with windows that tile x (stride == window, no padding) ->
+  reshape to (..., Y, window, ...) and `reduce` over the window axes.
+- any other `reduce_window(x)` -> pad(x, identity) -> one strided slice per window tap,
+  combined with add / maximum / minimum (an elementwise chain that fuses into one kernel).
+
+The expansions are written with `apply` on placeholder nodes (the same graph-building
+as the gradient rules), then spliced into the module.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Optional
+
+import numpy as np
+
+from .. import autodiff as A
+from ..module import Instruction, Module
+from ..node import Node
+from ..primitive import apply
+from ..primitives.reduction import identity
+from ..primitives.windows import window_slice
+from .rewrite import Builder, rebuild
+
+_COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
+
+
+def expand_convolution(module: Module) -> Module:
+    if not any(i.op in ("convolution", "reduce_window") for i in module.instructions):
+        return module
+    return rebuild(module, _rule, "expand_convolution")
+
+
+def _rule(b: Builder, ins: Instruction) -> Optional[int]:
+    if ins.op not in ("convolution", "reduce_window"):
+        return None
+    holders = [_placeholder(b[o]) for o in ins.operands]
+    if ins.op == "convolution":
+        out = expand_conv(*holders, **ins.attrs)
+    else:
+        out = expand_window(*holders, **ins.attrs)
+    return _splice(b, out, dict(zip(map(id, holders), ins.operands)))
+
+
+def _placeholder(ins: Instruction) -> Node:
+    return Node("parameter", (), ins.shape, ins.dtype, {})
+
+
+def _splice(b: Builder, root: Node, known: dict) -> int:
+    """Emit root's graph into the builder; `known` maps placeholder ids to positions."""
+    stack = [root]
+    while stack:
+        node = stack[-1]
+        if id(node) in known:
+            stack.pop()
+            continue
+        waiting = [o for o in node.operands if id(o) not in known]
+        if waiting:
+            stack.extend(waiting)
+            continue
+        stack.pop()
+        if node.op == "constant":
+            known[id(node)] = b.constant(node.value.array, node.dtype)
+        else:
+            known[id(node)] = b.emit(node.op, tuple(known[id(o)] for o in node.operands),
+                                     node.shape, node.dtype, dict(node.attrs))
+    return known[id(root)]
+
+
+def _prod(xs) -> int:
+    return int(np.prod(xs, dtype=np.int64))
+
+
+# ---- convolution ---------------------------------------------------------------------------
+
+def _patches(x: Node, kernel: tuple, out_spatial: tuple, a: dict) -> Node:
+    """(N, C, taps, *Y): the input element each window tap reads, for every output."""
+    nsp = len(kernel)
+    xp = apply("pad", x, A.const(0, x.dtype), edge_padding_low=(0, 0) + tuple(a["padding_low"]),
+               edge_padding_high=(0, 0) + tuple(a["padding_high"]),
+               interior_padding=(0, 0) + tuple(d - 1 for d in a["lhs_dilation"]))
+    n, c = x.shape[:2]
+    taps = []
+    for k in itertools.product(*[range(size) for size in kernel]):
+        offset = (0, 0) + tuple(ki * d for ki, d in zip(k, a["rhs_dilation"]))
+        tap = window_slice(xp, offset, (1, 1) + tuple(a["window_strides"]), (n, c) + out_spatial)
+        taps.append(A.reshape(tap, (n, c, 1) + out_spatial))
+    if len(taps) == 1:
+        return taps[0]
+    return apply("concatenate", *taps, dimension=2)
+
+
+def expand_conv(x: Node, w: Node, **a) -> Node:
+    dtype = x.dtype
+    kernel = tuple(w.shape[2:])
+    nsp = len(kernel)
+    out_shape = apply("convolution", x, w, **a).shape      # recorded only for its shape
+    out_spatial = out_shape[2:]
+    if 0 in out_shape or 0 in x.shape or 0 in w.shape:
+        return A.full(0, out_shape, dtype)
+    n, c = x.shape[:2]
+    o = w.shape[0]
+    g = a["feature_group_count"]
+    t, y = _prod(kernel), _prod(out_spatial)
+    patches = _patches(x, kernel, out_spatial, a)                      # (N, C, T, *Y)
+    split = A.reshape(patches, (n, g, c // g, t) + out_spatial)        # (N, G, Cg, T, *Y)
+    ys = tuple(range(4, 4 + nsp))
+    rows = A.transpose(split, (1, 0) + ys + (2, 3))                    # (G, N, *Y, Cg, T)
+    lhs = A.reshape(rows, (g, n * y, (c // g) * t))
+    rhs = A.reshape(w, (g, o // g, (c // g) * t))
+    prod = apply("dot_general", lhs, rhs, lhs_contracting=(2,), rhs_contracting=(2,),
+                 lhs_batch=(0,), rhs_batch=(0,))                       # (G, N*Y, Og)
+    back = A.reshape(prod, (g, n) + out_spatial + (o // g,))           # (G, N, *Y, Og)
+    moved = A.transpose(back, (1, 0, 2 + nsp) + tuple(range(2, 2 + nsp)))  # (N, G, Og, *Y)
+    return A.reshape(moved, out_shape)
+
+
+# ---- reduce_window ---------------------------------------------------------------------------
+
+def _tiles(x: Node, window: tuple, strides: tuple, low: tuple, high: tuple) -> bool:
+    return tuple(window) == tuple(strides) and not any(low) and not any(high)
+
+
+def _expand_tiled(x: Node, kind: str, window: tuple, out_shape: tuple) -> Node:
+    used = tuple(y * w for y, w in zip(out_shape, window))
+    if used != x.shape:
+        x = apply("slice", x, start_indices=(0,) * x.ndim, limit_indices=used,
+                  strides=(1,) * x.ndim)
+    split = A.reshape(x, tuple(v for y, w in zip(out_shape, window) for v in (y, w)))
+    axes = tuple(range(1, 2 * x.ndim, 2))
+    return apply("reduce", split, axes=axes, kind=kind)
+
+
+def expand_window(x: Node, kind: str, window_dimensions, window_strides, padding_low,
+                  padding_high) -> Node:
+    out_shape = apply("reduce_window", x, kind=kind, window_dimensions=window_dimensions,
+                      window_strides=window_strides, padding_low=padding_low,
+                      padding_high=padding_high).shape      # recorded only for its shape
+    if 0 in out_shape:
+        return A.full(0, out_shape, x.dtype)
+    if _tiles(x, window_dimensions, window_strides, padding_low, padding_high):
+        return _expand_tiled(x, kind, tuple(window_dimensions), out_shape)
+    fill = A.const(identity(kind, x.dtype), x.dtype)
+    xp = apply("pad", x, fill, edge_padding_low=tuple(padding_low),
+               edge_padding_high=tuple(padding_high), interior_padding=(0,) * x.ndim)
+    total = None
+    for offset in itertools.product(*[range(w) for w in window_dimensions]):
+        tap = window_slice(xp, offset, tuple(window_strides), out_shape)
+        total = tap if total is None else apply(_COMBINE[kind], total, tap)
+    return total
