@@ -1,0 +1,155 @@
+"""Issue 4, item 9: one MLP training step (784-512-512-10, batch 256, Adam, softmax
+cross-entropy) by lazyarray and, in the same run, PyTorch eager, torch.compile and jax.jit
+(each skipped when not installed). The first step (trace + compile) is measured apart from
+the steady state; a peer's first call likewise.
+
+    python -m pytest bench/bench_training.py --benchmark-only
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from peers import installed
+
+SIZES = (784, 512, 512, 10)
+BATCH = 256
+LR = 1e-3
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((BATCH, SIZES[0]), dtype=np.float32)
+    y = rng.integers(0, SIZES[-1], BATCH)
+    return x, y
+
+
+def _weights():
+    """PyTorch-style uniform init, the same arrays for every framework."""
+    rng = np.random.default_rng(1)
+    out = []
+    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
+        bound = 1 / np.sqrt(fan_in)
+        out.append(rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32))
+        out.append(rng.uniform(-bound, bound, (fan_out,)).astype(np.float32))
+    return out
+
+
+def _record(benchmark, framework, first_s):
+    benchmark.group = "mlp training step"
+    benchmark.extra_info.update(framework=framework, first_step_s=first_s)
+
+
+# ---- lazyarray --------------------------------------------------------------------------
+
+def _la_step_fn():
+    import lazyarray as la
+    import lazyarray.nn.functional as F
+    model = la.nn.Sequential(la.nn.Linear(784, 512), la.nn.ReLU(), la.nn.Linear(512, 512),
+                             la.nn.ReLU(), la.nn.Linear(512, 10))
+    model.load_state_dict({n: w for (n, _), w in zip(model.named_parameters(), _weights())})
+    opt = la.optim.Adam(model.parameters(), lr=LR)
+    x, y = (la.asarray(a) for a in _data())
+    params = model.parameters()
+
+    def step():
+        with la.GradientTape() as tape:
+            loss = F.cross_entropy(model(x), y)
+        opt.apply_gradients(tape.gradient(loss, params))
+        return loss.item()
+    return step
+
+
+def test_lazyarray(benchmark):
+    import lazyarray as la
+    from lazyarray import runtime
+    runtime.clear_caches()
+    step = _la_step_fn()
+    la.sync()
+    t0 = time.perf_counter()
+    step()
+    first = time.perf_counter() - t0
+    before = la.debug.metrics().compiles
+    _record(benchmark, "lazyarray", first)
+    benchmark(step)
+    assert la.debug.metrics().compiles == before        # every timed step was a cache hit
+
+
+# ---- PyTorch ----------------------------------------------------------------------------
+
+def _torch_step_fn(compiled: bool):
+    import torch
+    torch.set_grad_enabled(True)
+    model = torch.nn.Sequential(torch.nn.Linear(784, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 10))
+    with torch.no_grad():
+        for p, w in zip(model.parameters(), _weights()):
+            p.copy_(torch.from_numpy(w))
+    opt = torch.optim.Adam(model.parameters(), lr=LR)
+    x, y = _data()
+    x, y = torch.from_numpy(x), torch.from_numpy(y)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss.item()
+    return torch.compile(step) if compiled else step
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["torch", "torch.compile"])
+def test_torch(benchmark, compiled):
+    if not installed("torch"):
+        pytest.skip("PyTorch is not installed")
+    step = _torch_step_fn(compiled)
+    t0 = time.perf_counter()
+    step()
+    _record(benchmark, "torch.compile" if compiled else "torch", time.perf_counter() - t0)
+    benchmark(step)
+
+
+# ---- JAX --------------------------------------------------------------------------------
+
+def test_jax_jit(benchmark):
+    if not installed("jax"):
+        pytest.skip("JAX is not installed")
+    import jax
+    import jax.numpy as jnp
+
+    def loss_fn(params, x, y):
+        h = x
+        for i in range(0, len(params), 2):
+            h = h @ params[i].T + params[i + 1]
+            if i + 2 < len(params):
+                h = jax.nn.relu(h)
+        logp = jax.nn.log_softmax(h)
+        return -jnp.take_along_axis(logp, y[:, None], axis=1).mean()
+
+    @jax.jit
+    def step(params, m, v, t, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        b1, b2, eps = 0.9, 0.999, 1e-8
+        m = [b1 * mi + (1 - b1) * g for mi, g in zip(m, grads)]
+        v = [b2 * vi + (1 - b2) * g * g for vi, g in zip(v, grads)]
+        scale = LR * jnp.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        params = [p - scale * mi / (jnp.sqrt(vi) + eps) for p, mi, vi in zip(params, m, v)]
+        return params, m, v, loss
+
+    params = [jnp.asarray(w) for w in _weights()]
+    state = {"p": params, "m": [jnp.zeros_like(p) for p in params],
+             "v": [jnp.zeros_like(p) for p in params], "t": 0}
+    x, y = (jnp.asarray(a) for a in _data())
+
+    def run():
+        state["t"] += 1
+        state["p"], state["m"], state["v"], loss = step(state["p"], state["m"], state["v"],
+                                                        float(state["t"]), x, y)
+        return float(loss)
+    t0 = time.perf_counter()
+    run()
+    _record(benchmark, "jax.jit", time.perf_counter() - t0)
+    benchmark(run)
