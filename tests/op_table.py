@@ -371,6 +371,21 @@ add(OpCase("matmul", np.matmul, shapes=[((2, 3), (3, 4)), ((3,), (3,)), ((2, 2, 
            kwargs=[{}, {"axis": -1}], **LINALG),
     OpCase("outer", np.outer, shapes=[((3,), (4,)), ((0,), (2,))], **LINALG))
 
+# the linalg extension's traceable part (ops/linalg.py)
+_LA_FLOATS = dict(dtypes=(D.float32, D.float64), tol=8, differentiable=True)
+add(OpCase("diagonal", np.linalg.diagonal, shapes=[((3, 4),), ((2, 3, 3),), ((2, 0),)],
+           kwargs=[{}, {"offset": 1}, {"offset": -2}], dtypes=ALL, differentiable=True),
+    OpCase("trace", np.linalg.trace, shapes=[((3, 4),), ((2, 3, 3),)],
+           kwargs=[{}, {"offset": 1}, {"offset": -1}], **_LA_FLOATS),
+    OpCase("vector_norm", np.linalg.vector_norm, shapes=[((2, 3, 4),), ((5,),)],
+           kwargs=[{}, {"axis": -1, "ord": 1}, {"axis": 0, "keepdims": True, "ord": np.inf},
+                   {"ord": 3}], **_LA_FLOATS),
+    OpCase("matrix_norm", np.linalg.matrix_norm, shapes=[((2, 3, 4),), ((3, 3),)],
+           kwargs=[{}, {"ord": 1}, {"ord": -np.inf, "keepdims": True}], **_LA_FLOATS),
+    OpCase("cross", np.linalg.cross, shapes=[((2, 3), (2, 3)), ((4, 3), (3,))], **_LA_FLOATS),
+    OpCase("matrix_power", np.linalg.matrix_power, shapes=[((3, 3),), ((2, 2, 2),)],
+           kwargs=[{"n": 0}, {"n": 1}, {"n": 3}], **_LA_FLOATS))
+
 # ---- Tensor operators -----------------------------------------------------------------
 
 
