@@ -30,6 +30,7 @@ _TOKEN = re.compile(r"""
   | (?P<int>-?\d+)
   | (?P<word>-?[A-Za-z_][A-Za-z0-9_]*)
   | (?P<punct>[{}()\[\],=])
+  | (?P<bad>.)
 """, re.VERBOSE)
 
 
@@ -39,32 +40,32 @@ class _Tokens:
     def __init__(self, text: str, line: int) -> None:
         self.line = line
         self.items: list = []
-        pos = 0
-        while pos < len(text):
-            m = _TOKEN.match(text, pos)
-            if m is None:
-                self.fail(f"unexpected character {text[pos]!r} at column {pos + 1}")
-            if m.lastgroup != "ws":
-                self.items.append((m.lastgroup, m.group()))
-            pos = m.end()
+        for m in _TOKEN.finditer(text):
+            kind = m.lastgroup
+            if kind == "bad":
+                self.fail(f"unexpected character {m.group()!r} at column {m.start() + 1}")
+            if kind != "ws":
+                self.items.append((kind, m.group()))
+        self.items.append(("end", "end of line"))
         self.i = 0
 
     def fail(self, what: str) -> None:
         raise ValueError(f"HLO text, line {self.line}: {what}")
 
     def peek(self) -> tuple:
-        return self.items[self.i] if self.i < len(self.items) else ("end", "end of line")
+        return self.items[self.i]
 
     def next(self) -> tuple:
-        tok = self.peek()
-        self.i += 1
+        tok = self.items[self.i]
+        if tok[0] != "end":      # the end token stays put
+            self.i += 1
         return tok
 
     def at(self, text: str) -> bool:
-        return self.peek()[1] == text
+        return self.items[self.i][1] == text
 
     def take(self, text: str) -> bool:
-        if self.at(text):
+        if self.items[self.i][1] == text and self.items[self.i][0] != "end":
             self.i += 1
             return True
         return False
