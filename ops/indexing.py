@@ -7,8 +7,10 @@ merged dimensions they select. Updates use `dynamic_update_slice` (unit-step sli
 `pad` + `select` (strided slices), `select` (boolean masks) or `scatter` (index arrays).
 
 Index arrays may be nodes (their values are known only when the graph runs: negative
-entries are wrapped at run time, out-of-range ones are clamped as `gather` does) or NumPy
-arrays (known now: they are range-checked and raise IndexError like Python ints).
+entries are wrapped at run time; out-of-range ones are clamped when reading, as `gather`
+does, and skipped when writing, as `scatter` does) or NumPy arrays (known now: they are
+range-checked and raise IndexError like Python ints). Python ints become a
+`dynamic_slice` with runtime scalar starts, so a loop over `x[i]` compiles once.
 Boolean *tensor* masks give data-dependent shapes: the runtime turns them into NumPy
 arrays before calling here (a graph break), except in `setitem`, where a mask is a select.
 """
