@@ -11,6 +11,7 @@ generator and the gradient tests all iterate this one table:
         for dtype in dtypes_for(case):
             module = build_module(case, dtype)
             args = make_inputs(case, dtype, seed=0)
+            want = reference_outputs(case, dtype, args)
 
 Input kinds (`Operand.values`): "any"; "positive"; "unit" (|x| < 1); "ge1" (x >= 1);
 "nonzero"; "small" (small magnitudes, so integer products do not overflow); "exponent";
@@ -331,6 +332,15 @@ def make_inputs(case: Case, dtype: D.DType = D.float32, seed: int = 0) -> list:
     if case.prim == "constant":
         return []
     return [_draw(rng, o.shape, _sub(o.dtype, dtype), o.values) for o in case.operands]
+
+
+def reference_outputs(case: Case, dtype: D.DType, inputs: list) -> list:
+    """The case's outputs on the reference interpreter, as NumPy arrays (the oracle that
+    compiled code is compared against)."""
+    from lazyarray.devices.interpreter import InterpreterDevice
+    device = InterpreterDevice()
+    exe = device.compile(build_module(case, dtype))
+    return [np.asarray(out) for out in exe.run([device.put(a) for a in inputs])]
 
 
 # ---- random values -------------------------------------------------------------------

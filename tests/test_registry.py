@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 import pytest
 
 from lazyarray.compiler import PRIMITIVES
@@ -104,3 +106,18 @@ def test_case_modules_use_the_primitive():
         d = dtypes_for(case)[0]
         ops = {ins.op for ins in build_module(case, d).instructions}
         assert case.prim in ops or case.prim == "tuple", case.id
+
+
+def test_reference_runs_every_case_on_valid_inputs():
+    """Each case's inputs are valid for its primitive: the reference gives outputs of the
+    declared shapes and dtypes, and finite values where the inputs are finite floats."""
+    from primitive_cases import case_dtype_pairs, make_inputs, reference_outputs
+    for case, dtype in case_dtype_pairs():
+        module = build_module(case, dtype)
+        inputs = make_inputs(case, dtype, seed=0)
+        outs = reference_outputs(case, dtype, inputs)
+        for pos, out in zip(module.outputs, outs):
+            ins = module.instructions[pos]
+            assert out.shape == ins.shape and out.dtype == ins.dtype.np, (case.id, dtype.short)
+            if ins.dtype.is_float and case.prim not in ("bitcast_convert", "constant"):
+                assert np.isfinite(out.astype(np.float64)).all(), (case.id, dtype.short)
