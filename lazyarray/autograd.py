@@ -13,7 +13,8 @@ Consequences, by design (as in JAX rather than TensorFlow):
   watched (a later in-place update of that tensor does not move the source);
   `watch_accessed_variables=False` restricts gradients to the watched tensors;
 - the graph behind a value materialized while no tape was alive is forgotten: such a
-  value is a constant for later gradients;
+  value is a constant for later gradients (a value materialized while a tape was alive
+  keeps its graph until the last alive tape ends);
 - the gradient is itself a lazy graph of primitives, so it fuses with the forward pass
   and the optimizer update, and an outer tape can differentiate it (nested tapes).
 
@@ -64,6 +65,8 @@ class GradientTape:
         if self._holding:
             self._holding = False
             runtime.TAPE_DEPTH[0] -= 1
+            if not runtime.TAPE_DEPTH[0]:
+                _forget_held_history()
 
     def __del__(self) -> None:
         self._release()
@@ -145,6 +148,16 @@ def _seed(target: Tensor, output_gradients: Any) -> Any:
         raise ValueError(f"GradientTape.gradient: output_gradients has shape {seed.shape}, "
                          f"the target {node.shape}")
     return autodiff.convert(seed._node, node.dtype)
+
+
+def _forget_held_history() -> None:
+    """No tape is left: drop the operands of the nodes materialized while one was, as a
+    sync outside any tape does at once (so a loop's history does not pile up)."""
+    held, runtime.HELD[:] = list(runtime.HELD), []
+    for ref in held:
+        node = ref()
+        if node is not None:
+            node.release()
 
 
 # ---- structures of tensors --------------------------------------------------------------

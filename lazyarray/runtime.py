@@ -98,6 +98,8 @@ def live_states() -> list:
 
 # tapes that are recording keep the graph behind materialized nodes alive
 TAPE_DEPTH = [0]
+# nodes materialized while a tape held the graph: released when the last tape ends
+HELD: list = []
 
 
 def sync(state: Optional[DeviceState] = None) -> None:
@@ -128,6 +130,8 @@ def _sync_one(state: DeviceState) -> None:
         n.buffer = buf
         if not TAPE_DEPTH[0]:
             n.release()
+        else:
+            HELD.append(weakref.ref(n))
 
 
 def _executable(state: DeviceState, cap: Any, site: str) -> Any:

@@ -223,3 +223,21 @@ def test_bad_sources_are_refused(device):
         y = la.sum(x)
     with pytest.raises(TypeError, match="tensor"):
         tape.gradient(y, [x, 3.0])
+
+
+def test_history_is_dropped_when_the_last_tape_ends(device):
+    w = _t([1.0, 2.0])
+    tapes = []
+    for _ in range(3):
+        tape = la.GradientTape(persistent=True)
+        with tape:
+            loss = la.sum(w * w)
+        w = w - 0.1 * tape.gradient(loss, w)
+        la.sync()                              # under the persistent tape: history kept
+        assert w._node.operands != ()
+        tapes.append(tape)
+    del tape
+    tapes.clear()                              # the last tape ends
+    assert runtime.TAPE_DEPTH[0] == 0
+    assert w._node.operands == ()
+    np.testing.assert_allclose(w.numpy(), np.array([1.0, 2.0]) * 0.8 ** 3)
