@@ -22,10 +22,10 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.node import Node, scalar_leaf
 from ..compiler.primitive import apply
-from .promotion import (as_node, broadcast_shapes, broadcast_to, constant, convert,
-                        normalize_axis, scalar, shape_str)
+from .promotion import (KEPT_CONSTANTS, as_node, broadcast_shapes, broadcast_to, constant,
+                        convert, normalize_axis, scalar, shape_str)
 
 LiftArray = Callable[[np.ndarray], Node]
 
@@ -211,9 +211,23 @@ def _basic(op: str, x: Node, entries: list, has_adv: bool) -> tuple:
 def _pick(x: Node, picks: dict) -> Node:
     """Size-1 slices at Python int positions, as a dynamic_slice whose starts are runtime
     scalars: a loop reading x[i] for a changing i compiles once (the ints were checked)."""
-    starts = [scalar(picks.get(d, 0), D.int64) for d in range(x.ndim)]
+    starts = [_start(picks.get(d, 0)) for d in range(x.ndim)]
     sizes = tuple(1 if d in picks else n for d, n in enumerate(x.shape))
     return apply("dynamic_slice", x, *starts, slice_sizes=sizes)
+
+
+_KEPT_STARTS: dict = {}
+
+
+def _start(value: int) -> Node:
+    """A valid int64 start index as a node, without promotion.scalar's range check
+    (recording an index stays cheap)."""
+    if value in KEPT_CONSTANTS:
+        node = _KEPT_STARTS.get(value)
+        if node is None:
+            node = _KEPT_STARTS[value] = scalar(value, D.int64)
+        return node
+    return scalar_leaf(value, D.int64)
 
 
 def _static_index(op: str, arr: np.ndarray, dim: Optional[int], n: int) -> np.ndarray:
@@ -396,8 +410,7 @@ def _basic_update(x: Node, entries: list, value: Node) -> Node:
     if tuple(counts) == x.shape:
         return value
     if all(s == 1 for s in steps):
-        index = [scalar(s, D.int64) for s in starts]
-        return apply("dynamic_update_slice", x, value, *index)
+        return apply("dynamic_update_slice", x, value, *[_start(s) for s in starts])
     return _strided_update(x, value, starts, steps, counts)
 
 
