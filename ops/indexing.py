@@ -67,8 +67,8 @@ def _as_index_array(op: str, v: Any) -> Any:
     if arr.size == 0 and arr.dtype.kind == "f":
         arr = arr.astype(np.int64)      # `x[[]]`: an empty index list
     if arr.dtype.kind not in "biu":
-        raise IndexError(f"{op}: only integers, slices, ..., None and integer or boolean "
-                         f"arrays are valid indices; got an array of {arr.dtype}")
+        raise TypeError(f"{op}: only integers, slices, ..., None and integer or boolean "
+                        f"arrays are valid indices; got an array of {arr.dtype}")
     return arr
 
 
@@ -94,9 +94,10 @@ def _classify(op: str, item: Any) -> Any:
         if isinstance(arr, np.ndarray) and arr.dtype == np.bool_:
             return arr
         return _Entry("array", arr)
-    raise IndexError(f"{op}: only integers, slices (`:`), ellipsis (`...`), None and "
-                     f"integer or boolean arrays are valid indices; got "
-                     f"{type(item).__name__} {item!r}")
+    # a wrong type, as for Python's own sequences (NumPy says IndexError here)
+    raise TypeError(f"{op}: only integers, slices (`:`), ellipsis (`...`), None and "
+                    f"integer or boolean arrays are valid indices; got "
+                    f"{type(item).__name__} {item!r}")
 
 
 def _consumed(c: Any) -> int:
