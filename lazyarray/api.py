@@ -36,11 +36,11 @@ def device(name=None) -> runtime.DeviceState:
 
 
 def finfo(dtype):
-    return _D.finfo(_D.to_dtype(dtype if not hasattr(dtype, "_node") else dtype.dtype))
+    return ops.utility.finfo_of(_D.to_dtype(dtype if not hasattr(dtype, "_node") else dtype.dtype))
 
 
 def iinfo(dtype):
-    return _D.iinfo(_D.to_dtype(dtype if not hasattr(dtype, "_node") else dtype.dtype))
+    return ops.utility.iinfo_of(_D.to_dtype(dtype if not hasattr(dtype, "_node") else dtype.dtype))
 
 
 def result_type(*xs):

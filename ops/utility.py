@@ -1,8 +1,11 @@
-"""Utility functions: all, any, diff."""
+"""Utility functions: all, any, diff; and the array API's finfo/iinfo objects."""
 from __future__ import annotations
 
 from typing import Any
 
+from dataclasses import dataclass
+
+from ..compiler import dtypes as D
 from ..compiler.node import Node
 from ..compiler.primitive import apply
 from .elementwise import as_bool
@@ -58,6 +61,40 @@ def _along(p: Node, x: Node, axis: int) -> Node:
                          f"have the rank of x {shape_str(x.shape)}")
     shape = tuple(1 if d == axis else k for d, k in enumerate(x.shape))
     return broadcast_to(p, shape)
+
+
+@dataclass(frozen=True)
+class FloatInfo:
+    """finfo(dtype) as the array API describes it; `dtype` is lazyarray's own."""
+    bits: int
+    eps: float
+    max: float
+    min: float
+    smallest_normal: float
+    dtype: D.DType
+
+
+@dataclass(frozen=True)
+class IntInfo:
+    bits: int
+    max: int
+    min: int
+    dtype: D.DType
+
+
+def finfo_of(dtype: D.DType) -> FloatInfo:
+    if not dtype.is_float:
+        raise TypeError(f"finfo: needs a floating-point dtype, got {dtype.name} (use iinfo)")
+    f = D.finfo(dtype)
+    return FloatInfo(int(f.bits), float(f.eps), float(f.max), float(f.min),
+                     float(f.smallest_normal), dtype)
+
+
+def iinfo_of(dtype: D.DType) -> IntInfo:
+    if not dtype.is_int:
+        raise TypeError(f"iinfo: needs an integer dtype, got {dtype.name} (use finfo)")
+    i = D.iinfo(dtype)
+    return IntInfo(int(i.bits), int(i.max), int(i.min), dtype)
 
 
 __all__ = ["all", "any", "diff"]

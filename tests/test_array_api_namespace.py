@@ -111,9 +111,16 @@ def test_isdtype():
 def test_finfo_iinfo():
     f = la.finfo(la.float32)
     assert f.bits == 32 and f.eps == np.finfo(np.float32).eps
+    assert f.smallest_normal == np.finfo(np.float32).smallest_normal
+    assert f.dtype == la.float32 and f.max == float(np.finfo(np.float32).max)
     assert la.finfo(la.bfloat16).bits == 16
+    assert la.finfo(la.asarray([1.0], dtype="float16")).dtype == la.float16
     i = la.iinfo(la.int16)
-    assert (i.min, i.max, i.bits) == (-32768, 32767, 16)
+    assert (i.min, i.max, i.bits) == (-32768, 32767, 16) and i.dtype == la.int16
+    with pytest.raises(TypeError, match="iinfo"):
+        la.finfo(la.int8)
+    with pytest.raises(TypeError, match="finfo"):
+        la.iinfo(la.float32)
 
 
 def test_astype_accepts_copy():
