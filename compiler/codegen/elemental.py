@@ -28,6 +28,12 @@ from .math_table import MathTable
 REASSOC = ("reassoc",)     # float reductions may reassociate (vectorize); nothing else
 
 
+def _memo_key(pos: int, index: list) -> tuple:
+    """Index values by identity, constants by value."""
+    return (pos,) + tuple(("c", v.constant) if isinstance(v, ir.Constant) else id(v)
+                          for v in index)
+
+
 class ElementalEmitter:
     """Generates values at indices inside the builder's current block.
 
@@ -63,13 +69,17 @@ class ElementalEmitter:
     # ---- the value of a position at an index ----------------------------------------
 
     def at(self, pos: int, index: list) -> Value:
-        key = (pos,) + tuple(id(v) for v in index)
+        key = _memo_key(pos, index)
         hit = self._memo_get(key)
         if hit is not None:
             return hit
         value = self._generate(pos, index)
-        self.scopes[-1][key] = (value, list(index))    # keep the index alive: ids stay valid
+        self.remember(pos, index, value)
         return value
+
+    def remember(self, pos: int, index: list, value: Value) -> None:
+        """Record pos's value at index (valid where the current block is dominated)."""
+        self.scopes[-1][_memo_key(pos, index)] = (value, list(index))  # keeps the ids valid
 
     def _generate(self, pos: int, index: list) -> Value:
         ins = self.module.instructions[pos]

@@ -32,6 +32,10 @@ def broadcast_in_dim(e, ins: Any, index: list):
 def reshape(e, ins: Any, index: list):
     (x,) = ins.operands
     xshape, shape = _shape(e, x), ins.shape
+    if [n for n in xshape if n != 1] == [n for n in shape if n != 1]:
+        # only size-1 dimensions come or go: the other indices pass through unchanged
+        kept = iter([i for i, n in zip(index, shape) if n != 1])
+        return e.at(x, [const(0) if n == 1 else next(kept) for n in xshape])
     # a shared trailing part of the two shapes maps straight through (cheap, vectorizes)
     k = 0
     while k < min(len(xshape), len(shape)) and xshape[-1 - k] == shape[-1 - k]:

@@ -35,12 +35,17 @@ def llvm_version() -> str:
     return ".".join(map(str, llvm.llvm_version_info))
 
 
-@functools.lru_cache(maxsize=None)
-def target_machine() -> Any:
+def new_target_machine() -> Any:
     triple, cpu, features = host()
     target = llvm.Target.from_triple(triple)
     return target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL,
                                         reloc="pic", codemodel="jitdefault")
+
+
+@functools.lru_cache(maxsize=None)
+def target_machine() -> Any:
+    """The compiler's target machine (an MCJIT engine owns and frees its own)."""
+    return new_target_machine()
 
 
 def optimize(ir_text: str, name: str) -> Any:
@@ -74,7 +79,7 @@ class LoadedCode:
     """Object code loaded into its own MCJIT engine; functions by name."""
 
     def __init__(self, obj: bytes) -> None:
-        tm = target_machine()
+        tm = new_target_machine()
         with _LOCK:
             empty = llvm.parse_assembly("")
             empty.triple = tm.triple

@@ -424,7 +424,7 @@ def _convert_infer(operands, dtype):
 
 def _convert_ref(x, dtype):
     d = D.to_dtype(dtype)
-    if x.dtype.kind == "f" and d.is_int:
+    if (x.dtype.kind == "f" or x.dtype == D.bfloat16.np) and d.is_int:   # bf16 is kind "V"
         # float -> int: truncate, NaN -> 0, saturate at the integer range (defined, unlike C)
         info = np.iinfo(d.np)
         with np.errstate(invalid="ignore"):

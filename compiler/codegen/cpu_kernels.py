@@ -1,0 +1,328 @@
+"""CPU loop nests around the elemental emitter: from fused kernels to LLVM functions.
+
+Every generated function has one signature:
+
+    void f(ptr noalias buf0, ..., ptr noalias bufN, i64 start, i64 end[, ptr partial0, ...])
+
+`start`/`end` bound the outermost dimension of its iteration space, so the runtime can
+split it over threads. The innermost loop runs over the last (contiguous) dimension so
+LLVM vectorizes it. A kernel of the plan becomes one or more *steps* (plain dicts, so a
+compiled program can be stored as JSON next to its object code):
+
+- "loop": an elementwise / index-moving iteration space, or a reduction whose reduced
+  axes are the trailing ones (each output element accumulated in registers: rows);
+- "partial": any other reduction. Each chunk of the outermost dimension accumulates into
+  partial arrays (its own when that dimension is reduced, a shared one otherwise); the
+  runtime combines the chunks' partials and writes the reductions;
+- "library": dot_general, sort, argsort, cumulative, scatter: the device runs them.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import llvmlite.ir as ir
+
+from .. import dtypes as D
+from ..module import Module
+from ..plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ExecutionPlan, Kernel
+from .elemental import ElementalEmitter
+from .llvm_types import HALF, I64, PTR, Value, storage_type
+from .loops import const, counted_loop
+from .math_table import CPU_MATH, MathTable
+
+_REDUCTIONS = ("reduce", "argmax", "argmin")
+
+
+def accumulator_dtype(dtype: D.DType) -> D.DType:
+    """Half floats accumulate in float32, as the references do."""
+    return D.float32 if dtype in HALF else dtype
+
+
+class CPUCodegen:
+    """Builds one LLVM module holding every kernel function of an execution plan."""
+
+    def __init__(self, plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH) -> None:
+        self.plan = plan
+        self.module: Module = plan.module
+        self.ins = plan.module.instructions
+        self.math = math
+        self.llmod = ir.Module(name=name)
+        self.steps: list = []
+        self._count = 0
+
+    # ---- the plan, kernel by kernel ---------------------------------------------------
+
+    def run(self) -> tuple:
+        """(LLVM module, steps in execution order)."""
+        for kern in self.plan.kernels:
+            if kern.kind in (LIBRARY, OPAQUE):
+                self._library(kern)
+            elif kern.kind == REDUCTION:
+                self._reduction(kern)
+            else:
+                self._loops(kern, list(kern.outputs))
+        return self.llmod, self.steps
+
+    def _library(self, kern: Kernel) -> None:
+        for pos in kern.outputs:
+            ins = self.ins[pos]
+            self.steps.append({"type": "library", "kernel": kern.name, "pos": pos,
+                               "op": ins.op, "operands": list(ins.operands)})
+
+    def _loops(self, kern: Kernel, outputs: list) -> None:
+        by_shape: dict = {}
+        for pos in outputs:
+            by_shape.setdefault(self.ins[pos].shape, []).append(pos)
+        for shape, group in by_shape.items():
+            self._loop_function(kern, shape, group)
+
+    # ---- functions ----------------------------------------------------------------------
+
+    def _begin(self, kern: Kernel, reads: list, writes: list, partials: int = 0) -> tuple:
+        """A new function over the distinct buffers of `reads` and `writes`."""
+        args: list = []
+        seen: dict = {}
+        slot_of = self.plan.buffers.slot_of
+        for pos in list(writes) + list(reads):
+            slot = slot_of.get(pos, ("pos", pos))
+            if slot not in seen:
+                seen[slot] = len(args)
+                args.append(pos)
+        fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(args) + [I64, I64] + [PTR] * partials)
+        name = f"{_ident(kern.name)}_{self._count}"
+        self._count += 1
+        fn = ir.Function(self.llmod, fnty, name)
+        fn.attributes.add("nounwind")
+        for k in range(len(args)):
+            fn.args[k].add_attribute("noalias")
+        for k in range(partials):
+            fn.args[len(args) + 2 + k].add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        ptr_of = {pos: fn.args[seen[slot_of.get(pos, ("pos", pos))]] for pos in list(writes) + list(reads)}
+        buffers = {pos: ptr_of[pos] for pos in reads}
+        e = ElementalEmitter(b, self.llmod, self.module, buffers, self.math)
+        start, end = fn.args[len(args)], fn.args[len(args) + 1]
+        extra = list(fn.args[len(args) + 2:])
+        return name, args, e, ptr_of, start, end, extra
+
+    def _reads(self, kern: Kernel) -> list:
+        members = set(kern.members)
+        reads = set(kern.inputs)
+        for pos in kern.members:
+            for o in self.ins[pos].operands:
+                if o not in members:
+                    reads.add(o)
+        return sorted(reads)
+
+    def _loop_function(self, kern: Kernel, shape: tuple, outputs: list) -> None:
+        name, args, e, ptr_of, start, end, _ = self._begin(kern, self._reads(kern), outputs)
+
+        def element(index: list) -> None:
+            for pos in outputs:
+                e.store(ptr_of[pos], shape, e.at(pos, index), index)
+
+        nest(e, shape, start, end, element)
+        e.b.ret_void()
+        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
+                           "extent": shape[0] if shape else 1, "work": _inner_work(shape)})
+
+    # ---- reductions -------------------------------------------------------------------
+
+    def _reduction(self, kern: Kernel) -> None:
+        roots = [p for p in kern.members if self.ins[p].op in _REDUCTIONS]
+        first = self.ins[roots[0]]
+        shape = self.ins[first.operands[0]].shape
+        axes = tuple(first.attrs["axes"]) if first.op == "reduce" else (first.attrs["axis"],)
+        epilogue = set(kern.epilogue)
+        late = [p for p in kern.outputs if p in roots or p in epilogue]
+        side = [p for p in kern.outputs if p not in late]
+        if side:      # values of the input's shape that leave the kernel: their own pass
+            self._loops(kern, side)
+        if not late:
+            return
+        kept = [d for d in range(len(shape)) if d not in axes]
+        trailing = bool(axes) and list(axes) == list(range(len(shape) - len(axes), len(shape)))
+        sums = all(self.ins[p].op == "reduce" for p in roots)
+        if (trailing and kept) or not sums or not axes:
+            self._row_reduction(kern, roots, late, shape, axes)
+        else:
+            self._partial_reduction(kern, roots, late, shape, axes)
+
+    def _row_reduction(self, kern: Kernel, roots: list, late: list, shape: tuple,
+                       axes: tuple) -> None:
+        """Each output element's reduction in registers, then the epilogue at its index."""
+        out_shape = tuple(n for d, n in enumerate(shape) if d not in axes)
+        name, args, e, ptr_of, start, end, _ = self._begin(kern, self._reads(kern), late)
+        sums = [p for p in roots if self.ins[p].op == "reduce"]
+
+        def element(index: list) -> None:
+            if sums and axes:
+                values = reduce_together(e, sums, shape, axes, index)
+                for pos, v in values.items():
+                    e.remember(pos, index, v)
+            for pos in late:
+                own = _index_for(e, self.ins[pos].shape, out_shape, index)
+                e.store(ptr_of[pos], self.ins[pos].shape, e.at(pos, own), own)
+
+        nest(e, out_shape, start, end, element)
+        e.b.ret_void()
+        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
+                           "extent": out_shape[0] if out_shape else 1,
+                           "work": _inner_work(shape[1:] if shape else ())})
+
+    def _partial_reduction(self, kern: Kernel, roots: list, late: list, shape: tuple,
+                           axes: tuple) -> None:
+        """Accumulate chunks of the outermost dimension into partial arrays (see module
+        docstring); the epilogue then runs as a loop over the reduced shape."""
+        out_shape = tuple(n for d, n in enumerate(shape) if d not in axes)
+        per_chunk = 0 in axes
+        name, args, e, ptr_of, start, end, partials = self._begin(
+            kern, self._reads(kern), [], partials=len(roots))
+        kinds = [self.ins[p].attrs["kind"] for p in roots]
+        accs = [accumulator_dtype(self.ins[p].dtype) for p in roots]
+        srcs = [self.ins[p].operands[0] for p in roots]
+        if not out_shape:
+            # a full reduction: registers through the whole chunk, one store at the end
+            inits = [e.identity(k, a) for k, a in zip(kinds, accs)]
+            finals = accumulate_registers(e, srcs, kinds, inits, shape, start, end)
+            for ptr, v in zip(partials, finals):
+                e.store(ptr, (), v, [])
+        else:
+            def element(index: list) -> None:
+                out_index = [i for d, i in enumerate(index) if d not in axes]
+                for ptr, src, kind, acc in zip(partials, srcs, kinds, accs):
+                    old = e.load(ptr, out_shape, acc, out_index)
+                    v = e.at(src, index)
+                    e.store(ptr, out_shape, e.combine(kind, old, Value(v.ir, acc)), out_index)
+            nest(e, shape, start, end, element)
+        e.b.ret_void()
+        self.steps.append({
+            "type": "partial", "kernel": kern.name, "fn": name, "args": args,
+            "extent": shape[0], "work": _inner_work(shape), "per_chunk": per_chunk,
+            "roots": [{"pos": p, "kind": k, "acc": a.name, "dtype": self.ins[p].dtype.name,
+                       "shape": list(out_shape)} for p, k, a in zip(roots, kinds, accs)]})
+        rest = [p for p in late if p not in roots]
+        if rest:     # the epilogue reads the combined reductions from memory
+            members = [p for p in kern.members if p not in roots]
+            sub = Kernel(kern.name + "_epilogue", LOOP, members, rest,
+                         sorted(set(kern.inputs) | set(roots)))
+            self._loop_function(sub, self.ins[rest[0]].shape, rest)
+
+
+# ---- loop nests -----------------------------------------------------------------------
+
+def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body: Any) -> None:
+    """for index in shape (outermost dimension in [start, end)): body(index)."""
+    if not shape:
+        body([])
+        return
+
+    def level(d: int, index: list) -> None:
+        if d > 0 and shape[d] == 1:      # no loop: a constant index keeps memo keys equal
+            inner = index + [const(0)]
+            body(inner) if d + 1 == len(shape) else level(d + 1, inner)
+            return
+        lo, hi = (start, end) if d == 0 else (const(0), const(shape[d]))
+
+        def step(i: ir.Value, carried: list) -> list:
+            e.push_scope()
+            if d + 1 == len(shape):
+                body(index + [i])
+            else:
+                level(d + 1, index + [i])
+            e.pop_scope()
+            return []
+
+        counted_loop(e.b, lo, hi, [], step, name=f"d{d}")
+
+    level(0, [])
+
+
+def reduce_together(e: ElementalEmitter, roots: list, shape: tuple, axes: tuple,
+                    out_index: list) -> dict:
+    """Sibling reductions over the same axes in one loop (the operand is read once)."""
+    ins = e.module.instructions
+    kinds = [ins[p].attrs["kind"] for p in roots]
+    accs = [accumulator_dtype(ins[p].dtype) for p in roots]
+    srcs = [ins[p].operands[0] for p in roots]
+    kept = iter(out_index)
+    full: list = [None if d in axes else next(kept) for d in range(len(shape))]
+
+    def level(k: int, carried: list) -> list:
+        if k == len(axes):
+            out = []
+            for src, kind, acc, c in zip(srcs, kinds, accs, carried):
+                v = e.at(src, list(full))
+                out.append(e.combine(kind, Value(c, acc), Value(v.ir, acc)).ir)
+            return out
+
+        def step(i: ir.Value, cs: list) -> list:
+            full[axes[k]] = i
+            e.push_scope()
+            out = level(k + 1, cs)
+            e.pop_scope()
+            return out
+        return counted_loop(e.b, const(0), const(shape[axes[k]]), carried, step, name=f"r{k}")
+
+    inits = [e.identity(k, a).ir for k, a in zip(kinds, accs)]
+    finals = level(0, inits)
+    return {p: e.round(Value(v, ins[p].dtype)) for p, v in zip(roots, finals)}
+
+
+def accumulate_registers(e: ElementalEmitter, srcs: list, kinds: list, inits: list,
+                         shape: tuple, start: ir.Value, end: ir.Value) -> list:
+    """Combine every element of `shape` (outermost dimension in [start, end))."""
+    dtypes = [v.dtype for v in inits]
+
+    def level(d: int, index: list, carried: list) -> list:
+        lo, hi = (start, end) if d == 0 else (const(0), const(shape[d]))
+
+        def step(i: ir.Value, cs: list) -> list:
+            e.push_scope()
+            if d + 1 == len(shape):
+                out = []
+                for src, kind, dt, c in zip(srcs, kinds, dtypes, cs):
+                    v = e.at(src, index + [i])
+                    out.append(e.combine(kind, Value(c, dt), Value(v.ir, dt)).ir)
+            else:
+                out = level(d + 1, index + [i], cs)
+            e.pop_scope()
+            return out
+        return counted_loop(e.b, lo, hi, carried, step, name=f"a{d}")
+
+    finals = level(0, [], [v.ir for v in inits])
+    return [Value(v, dt) for v, dt in zip(finals, dtypes)]
+
+
+def _index_for(e: ElementalEmitter, shape: tuple, out_shape: tuple, index: list) -> list:
+    """An epilogue value's own index for the reduced shape's `index` (same linear index)."""
+    if tuple(shape) == tuple(out_shape):
+        return index
+    ones_dropped = [i for i, n in zip(index, out_shape) if n != 1]
+    if [n for n in shape if n != 1] == [n for n in out_shape if n != 1]:
+        it = iter(ones_dropped)
+        return [const(0) if n == 1 else next(it) for n in shape]
+    lin = e.linear(out_shape, index)
+    out: list = []
+    for n in reversed(shape):
+        out.append(e.b.urem(lin, const(n)))
+        lin = e.b.udiv(lin, const(n))
+    return list(reversed(out))
+
+
+def _inner_work(shape: tuple) -> int:
+    """Elements per unit of the outermost dimension (to decide whether to split)."""
+    n = 1
+    for d in shape[1:]:
+        n *= d
+    return n
+
+
+def _ident(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+
+
+def generate(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH) -> tuple:
+    """(LLVM IR text, steps) for every kernel of `plan`."""
+    llmod, steps = CPUCodegen(plan, name, math).run()
+    return str(llmod), steps

@@ -1,0 +1,386 @@
+"""The compiled CPU device: HLO -> passes and fusion -> LLVM -> object code -> run.
+
+`CPUDevice.compile(module)` looks the module up in the disk cache; on a miss it plans
+(optimize, fuse, assign buffers), generates one LLVM module for all kernels, optimizes it
+for the host CPU and emits object code, which the cache stores. Either way the object
+code is loaded with MCJIT and wrapped in a `CPUExecutable`, which runs the steps over
+NumPy buffers: generated kernels (split over the thread pool when large), BLAS matrix
+products through NumPy's matmul, and the few opaque ops through their references.
+
+Settings come from whoever makes the device (lazyarray passes its config): devices do
+not import lazyarray.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ..compiler import dtypes as D
+from ..compiler.codegen import cpu_kernels, llvm_target
+from ..compiler.module import Module
+from ..compiler.plan import ExecutionPlan
+from ..compiler.primitive import PRIMITIVES
+from ..compiler.primitives.linalg import canonical_operands
+from . import cpu_program
+from .compile_cache import DiskCache, default_dir, entry_key
+from .device import Device
+from .thread_pool import ThreadPool, split
+
+VERSION = "0.1.0"
+SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
+
+_COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
+            "and": np.logical_and, "or": np.logical_or}
+
+
+def default_settings() -> dict:
+    return {"num_threads": 0, "cache_dir": "", "dump": "", "debug": 0, "verify": False}
+
+
+class CPUDevice(Device):
+    name = "cpu"
+    platform = "cpu"
+
+    def __init__(self, settings: Optional[Callable[[], dict]] = None) -> None:
+        self._settings = settings or default_settings
+        self._pools: dict = {}
+
+    # ---- buffers ----------------------------------------------------------------------
+
+    def put(self, array: np.ndarray) -> np.ndarray:
+        out = np.array(array, copy=True, order="C")
+        out.setflags(write=False)
+        return out
+
+    def get(self, buffer: np.ndarray) -> np.ndarray:
+        return buffer
+
+    def wrap_host(self, array: np.ndarray) -> np.ndarray:
+        """Use a host array as a buffer without copying (DLPack import)."""
+        return array
+
+    def cache_key(self) -> tuple:
+        return ("cpu",) + llvm_target.host()[1:]
+
+    # ---- settings ---------------------------------------------------------------------
+
+    def settings(self) -> dict:
+        s = default_settings()
+        s.update(self._settings())
+        return s
+
+    def pool(self) -> ThreadPool:
+        n = int(self.settings()["num_threads"] or 0)
+        pool = self._pools.get(n)
+        if pool is None:
+            pool = self._pools[n] = ThreadPool(n)
+        return pool
+
+    def disk_cache(self) -> Optional[DiskCache]:
+        where = self.settings()["cache_dir"] or default_dir()
+        return None if where == "off" else DiskCache(where)
+
+    # ---- compile ----------------------------------------------------------------------
+
+    def cache_entry_key(self, module: Module) -> str:
+        triple, cpu, features = llvm_target.host()
+        return entry_key(str(module), VERSION, llvm_target.llvm_version(), triple, cpu, features)
+
+    def compile(self, module: Module) -> "CPUExecutable":
+        t0 = time.perf_counter()
+        s = self.settings()
+        cache = self.disk_cache()
+        key = self.cache_entry_key(module)
+        hit = cache.load(key) if cache is not None else None
+        if hit is not None:
+            meta, obj = hit
+        else:
+            art = build(module, verify=bool(s["verify"]), want_asm=bool(s["dump"]))
+            meta, obj = art.meta, art.obj
+            if cache is not None:
+                cache.store(key, meta, obj)
+            if s["dump"]:
+                write_dump(s["dump"], module.name, art)
+        exe = CPUExecutable(meta, obj, self)
+        exe.from_disk_cache = hit is not None
+        exe.compile_seconds = time.perf_counter() - t0
+        if int(s["debug"]) >= 1:
+            kernels = sum(1 for st in meta["steps"])
+            print(f"[lazyarray] cpu compile {module.name}: {kernels} steps, "
+                  f"{exe.compile_seconds * 1e3:.1f} ms, disk cache {'hit' if hit else 'miss'}")
+        return exe
+
+    def stage(self, module: Module, stage: str) -> str:
+        """The text of one compilation stage: optimized_hlo, dot, llvm or asm."""
+        art = build(module, verify=False, want_asm=stage == "asm")
+        texts = {"optimized_hlo": str(art.plan.module), "dot": plan_dot(art.plan),
+                 "llvm": art.llvm_ir, "asm": art.asm}
+        return texts[stage]
+
+
+# ---- building: plan, code, object --------------------------------------------------
+
+class Artifacts:
+    """Everything one compilation produced (the dump writes it out)."""
+
+    def __init__(self, plan: ExecutionPlan, ir_text: str, llvm_ir: str, asm: str,
+                 obj: bytes, meta: dict) -> None:
+        self.plan, self.ir_text, self.llvm_ir, self.asm = plan, ir_text, llvm_ir, asm
+        self.obj, self.meta = obj, meta
+
+
+def make_plan(module: Module, verify: bool = False) -> ExecutionPlan:
+    try:
+        from ..compiler.passes.pipeline import compile_plan
+    except ImportError:              # the pass pipeline is optional: one kernel per op
+        return cpu_program.fallback_plan(module)
+    return compile_plan(module, verify=verify)
+
+
+def build(module: Module, verify: bool = False, want_asm: bool = False) -> Artifacts:
+    plan = make_plan(module, verify)
+    ir_text, steps = cpu_kernels.generate(plan, module.name)
+    llmod = llvm_target.optimize(ir_text, module.name)
+    obj = llvm_target.emit_object(llmod)
+    asm = llvm_target.emit_assembly(llmod) if want_asm else ""
+    return Artifacts(plan, ir_text, str(llmod), asm, obj, cpu_program.describe(plan, steps))
+
+
+def write_dump(directory: str, name: str, art: Artifacts) -> None:
+    os.makedirs(directory, exist_ok=True)
+    files = {
+        f"{name}.optimized.hlo": str(art.plan.module),
+        f"{name}.fusion.txt": fusion_report(art.plan),
+        f"{name}.dot": plan_dot(art.plan),
+        f"{name}.ll": art.llvm_ir,
+        f"{name}.s": art.asm,
+    }
+    for fname, text in files.items():
+        with open(os.path.join(directory, fname), "w") as f:
+            f.write(text)
+
+
+def fusion_report(plan: ExecutionPlan) -> str:
+    lines = []
+    for k in plan.kernels:
+        lines.append(f"kernel {k.name} ({k.kind}): members {k.members} outputs {k.outputs} "
+                     f"inputs {k.inputs}")
+        lines.extend(f"    {r}" for r in k.reasons)
+    lines.append("")
+    lines.append("decisions:")
+    lines.extend(f"  {d}" for d in plan.decisions)
+    lines.append(f"peak bytes: {plan.buffers.peak_bytes}")
+    return "\n".join(lines) + "\n"
+
+
+def plan_dot(plan: ExecutionPlan) -> str:
+    """Graphviz text of the fused graph: one cluster per kernel."""
+    ins = plan.module.instructions
+    lines = ["digraph fused {", "  node [shape=box, fontsize=10];"]
+    placed = set()
+    for k, kern in enumerate(plan.kernels):
+        lines.append(f'  subgraph cluster_{k} {{ label="{kern.name} ({kern.kind})";')
+        for p in kern.members:
+            placed.add(p)
+            lines.append(f'    n{p} [label="{ins[p].op}.{p}\\n{ins[p].dtype.short}{list(ins[p].shape)}"];')
+        lines.append("  }")
+    for p, i in enumerate(ins):
+        if p not in placed:
+            lines.append(f'  n{p} [label="{i.op}.{p}\\n{i.dtype.short}{list(i.shape)}", style=dashed];')
+        for o in i.operands:
+            lines.append(f"  n{o} -> n{p};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# ---- running -------------------------------------------------------------------------
+
+class CPUExecutable:
+    """Loaded object code plus the steps and buffer plan that run it."""
+
+    def __init__(self, meta: dict, obj: bytes, device: CPUDevice) -> None:
+        self.meta = meta
+        self.device = device
+        self.name = meta["name"]
+        self.values = cpu_program.value_table(meta)
+        self.slot_of = {int(p): int(s) for p, s in meta["slots"]}
+        self.slot_bytes = list(meta["slot_bytes"])
+        self.peak_bytes = int(meta["peak_bytes"])
+        self.steps = meta["steps"]
+        self.params = [(int(p), int(n)) for p, n in meta["params"]]
+        self.outputs = list(meta["outputs"])
+        self.from_disk_cache = False
+        self.compile_seconds = 0.0
+        self.kernels_per_run = len(self.steps)
+        self._param_slots = {self.slot_of[p] for p, _ in self.params if p in self.slot_of}
+        self._const_arrays = self._constants()
+        self._code = llvm_target.LoadedCode(obj) if any(s["type"] != "library" for s in self.steps) else None
+        self._fns = {s["fn"]: self._function(s) for s in self.steps if "fn" in s}
+        self._temps: dict = {}
+        self._lock = threading.Lock()
+
+    def _function(self, step: dict) -> Any:
+        nargs = len(step["args"])
+        npartials = len(step.get("roots", []))
+        proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nargs), ctypes.c_int64,
+                                 ctypes.c_int64, *([ctypes.c_void_p] * npartials))
+        return proto(self._code.address(step["fn"]))
+
+    def _constants(self) -> dict:
+        out = {}
+        for p, v in self.values.items():
+            if v.op == "constant" and p in self.slot_of:
+                arr = np.asarray(v.attrs["value"].array).astype(v.dtype.np).reshape(v.shape)
+                out[p] = np.array(arr, order="C")      # (ascontiguousarray makes 0-d 1-d)
+        return out
+
+    # ---- buffers of one run ---------------------------------------------------------
+
+    def _bind(self, args: list) -> dict:
+        """position -> array for every value with a slot, plus fresh output slots."""
+        arrays: dict = {}
+        slot_mem: dict = {}
+        for p, number in self.params:
+            v = self.values[p]
+            arr = np.asarray(args[number], dtype=v.dtype.np).reshape(v.shape)
+            if not arr.flags.c_contiguous:
+                arr = np.ascontiguousarray(arr)
+            arrays[p] = arr
+        for p, arr in self._const_arrays.items():
+            arrays[p] = arr
+        outputs = set(self.outputs)
+        for p, slot in self.slot_of.items():
+            if p in arrays:
+                continue
+            v = self.values[p]
+            if slot in self._param_slots:       # never write into a caller's buffer
+                slot = ("own", p)
+            mem = slot_mem.get(slot)
+            if mem is None:
+                size = self.slot_bytes[slot] if isinstance(slot, int) else v.nbytes
+                shared = slot if isinstance(slot, int) else None
+                mem = slot_mem[slot] = self._memory(shared, size, p in outputs)
+            arrays[p] = mem[:v.nbytes].view(v.dtype.np).reshape(v.shape)
+        return arrays
+
+    def _memory(self, slot: Optional[int], size: int, is_output: bool) -> np.ndarray:
+        if is_output or slot is None:
+            return np.empty(max(size, 1), np.uint8)
+        mem = self._temps.get(slot)         # temporaries are reused from run to run
+        if mem is None or mem.size < size:
+            mem = self._temps[slot] = np.empty(max(size, 1), np.uint8)
+        return mem
+
+    def _scratch(self, arrays: dict, p: int) -> np.ndarray:
+        arr = arrays.get(p)
+        if arr is None:
+            v = self.values[p]
+            arr = arrays[p] = np.empty(v.shape, v.dtype.np)
+        return arr
+
+    # ---- steps ----------------------------------------------------------------------
+
+    def run(self, args: list) -> list:
+        with self._lock:
+            arrays = self._bind(args)
+            debug = int(self.device.settings()["debug"]) >= 2
+            for step in self.steps:
+                t0 = time.perf_counter() if debug else 0.0
+                if step["type"] == "library":
+                    self._library(step, arrays)
+                elif step["type"] == "partial":
+                    self._partial(step, arrays)
+                else:
+                    self._loop(step, arrays)
+                if debug:
+                    print(f"[lazyarray]   {self.name} {step['kernel']} ({step['type']}): "
+                          f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
+            return self._results(arrays)
+
+    def _results(self, arrays: dict) -> list:
+        out = []
+        params = {p for p, _ in self.params} | set(self._const_arrays)
+        for p in self.outputs:
+            arr = arrays[p]
+            if p in params:        # an input returned as is: the caller gets its own copy
+                arr = np.array(arr, copy=True)
+            arr.setflags(write=False)
+            out.append(arr)
+        return out
+
+    def _pointers(self, step: dict, arrays: dict) -> list:
+        return [self._scratch(arrays, p).ctypes.data for p in step["args"]]
+
+    def _ranges(self, step: dict) -> list:
+        extent = int(step["extent"])
+        threads = self.device.pool().threads
+        if threads <= 1 or extent * max(1, int(step["work"])) < SPLIT_ELEMENTS or extent < 2:
+            return [(0, extent)]
+        return split(extent, threads)
+
+    def _loop(self, step: dict, arrays: dict) -> None:
+        fn = self._fns[step["fn"]]
+        ptrs = self._pointers(step, arrays)
+        ranges = self._ranges(step)
+        if len(ranges) == 1:
+            fn(*ptrs, *ranges[0])
+            return
+        self.device.pool().run(lambda k, s, e: fn(*ptrs, s, e), ranges)
+
+    def _partial(self, step: dict, arrays: dict) -> None:
+        fn = self._fns[step["fn"]]
+        ptrs = self._pointers(step, arrays)
+        ranges = self._ranges(step)
+        chunks = len(ranges) if step["per_chunk"] else 1
+        partials = []
+        for r in step["roots"]:
+            acc = D.from_name(r["acc"])
+            ident = _identity(r["kind"], acc)
+            partials.append(np.full((chunks,) + tuple(r["shape"]), ident, acc.np))
+
+        def call(k: int, s: int, e: int) -> None:
+            row = k if step["per_chunk"] else 0
+            fn(*ptrs, s, e, *[p[row:row + 1].ctypes.data for p in partials])
+
+        if len(ranges) == 1:
+            call(0, *ranges[0])
+        else:
+            self.device.pool().run(call, ranges)
+        for r, part in zip(step["roots"], partials):
+            combined = _COMBINE[r["kind"]].reduce(part, axis=0) if chunks > 1 else part[0]
+            target = self._scratch(arrays, r["pos"])
+            target[...] = np.asarray(combined).astype(target.dtype)
+
+    def _library(self, step: dict, arrays: dict) -> None:
+        v = self.values[step["pos"]]
+        operands = [self._scratch(arrays, o) for o in step["operands"]]
+        out = self._scratch(arrays, step["pos"])
+        if v.op == "dot_general":
+            matmul_into(out, operands[0], operands[1], v.attrs)
+            return
+        with np.errstate(all="ignore"):
+            result = PRIMITIVES[v.op].reference(*operands, **v.attrs)
+        out[...] = np.asarray(result).astype(out.dtype).reshape(out.shape)
+
+
+def _identity(kind: str, dtype: D.DType) -> Any:
+    from ..compiler.primitives.reduction import identity
+    return identity(kind, dtype)
+
+
+def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, attrs: dict) -> None:
+    """dot_general through BLAS: NumPy's matmul writes straight into the planned buffer."""
+    dims = {k: tuple(attrs[k]) for k in ("lhs_contracting", "rhs_contracting",
+                                          "lhs_batch", "rhs_batch")}
+    a, c = canonical_operands(lhs, rhs, dims["lhs_contracting"], dims["rhs_contracting"],
+                              dims["lhs_batch"], dims["rhs_batch"])
+    target = out.reshape(a.shape[0], a.shape[1], c.shape[2])
+    if out.dtype in (np.float16, D.bfloat16.np):
+        target[...] = np.matmul(a.astype(np.float32), c.astype(np.float32)).astype(out.dtype)
+    elif out.size:
+        np.matmul(a, c, out=target)
