@@ -32,11 +32,8 @@ def _convolution_op(name: str) -> Any:
 def conv2d(x: Tensor, weight: Tensor, bias: Any = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Tensor:
     """2-D convolution of (N, C, H, W) input with (O, C/groups, kH, kW) weights."""
-    out = _convolution_op("conv2d")(x, weight, stride=stride, padding=padding,
-                                    dilation=dilation, groups=groups)
-    if bias is not None:
-        out = out + bias.reshape(1, -1, 1, 1)
-    return out
+    return _convolution_op("conv2d")(x, weight, bias, stride=stride, padding=padding,
+                                     dilation=dilation, groups=groups)
 
 
 def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Tensor:
