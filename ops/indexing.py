@@ -437,7 +437,8 @@ def _single_axis_update(x: Node, entries: list, value: Node, lift: LiftArray) ->
     if len(arrays) != 1 or arrays[0].dim is None:
         return None
     e = arrays[0]
-    if any(o is not e and not _is_full(o, x.shape[o.dim]) for o in entries):
+    if any(o is not e and (o.kind != "slice" or not _is_full(o, x.shape[o.dim]))
+           for o in entries):
         return None
     n = x.shape[e.dim]
     if isinstance(e.value, np.ndarray):
@@ -445,8 +446,10 @@ def _single_axis_update(x: Node, entries: list, value: Node, lift: LiftArray) ->
     else:
         index = _dynamic_index(e.value, n)
     shape = x.shape[:e.dim] + index.shape + x.shape[e.dim + 1:]
-    return apply("scatter", x, index, _fit_value("setitem", value, shape), axis=e.dim,
-                 mode="set")
+    value = _fit_value("setitem", value, shape)
+    if 0 in shape:                  # nothing to write
+        return x
+    return apply("scatter", x, index, value, axis=e.dim, mode="set")
 
 
 def _scatter_update(x: Node, key: Any, value: Node, lift: LiftArray) -> Node:
@@ -457,6 +460,8 @@ def _scatter_update(x: Node, key: Any, value: Node, lift: LiftArray) -> Node:
     where = getitem(ids, key, lift)
     value = _fit_value("setitem", value, where.shape)
     count = int(np.prod(where.shape, dtype=np.int64))
+    if count == 0:                  # nothing to write
+        return x
     flat = apply("reshape", x, shape=(size,))
     out = apply("scatter", flat, apply("reshape", where, shape=(count,)),
                 apply("reshape", value, shape=(count,)), axis=0, mode="set")

@@ -287,3 +287,65 @@ def test_take_along_axis(axis, device):
     np.testing.assert_array_equal(
         la.take_along_axis(la.asarray(a), la.asarray(small), axis=axis).numpy(),
         np.take_along_axis(a, small, axis=axis))
+
+
+# ---- random keys against NumPy (property-based) --------------------------------------
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+
+@st.composite
+def _shape_and_key(draw):
+    shape = tuple(draw(st.lists(st.integers(0, 4), min_size=0, max_size=3)))
+    key, dim = [], 0
+    ellipsis_used = False
+    while dim < len(shape) and draw(st.booleans()):
+        n = shape[dim]
+        kind = draw(st.sampled_from(["int", "slice", "slice", "array", "mask", "none",
+                                     "ellipsis"]))
+        if kind == "int" and n:
+            key.append(draw(st.integers(-n, n - 1)))
+        elif kind == "array" and n:
+            key.append(draw(st.lists(st.integers(-n, n - 1), min_size=0, max_size=3)))
+        elif kind == "mask":
+            key.append(np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool))
+        elif kind == "none":
+            key.append(None)
+            continue
+        elif kind == "ellipsis" and not ellipsis_used:
+            ellipsis_used = True
+            key.append(Ellipsis)
+            break
+        else:
+            bound = st.one_of(st.none(), st.integers(-6, 6))
+            step = draw(st.one_of(st.none(), st.sampled_from([-3, -2, -1, 1, 2, 3])))
+            key.append(slice(draw(bound), draw(bound), step))
+        dim += 1
+    return shape, tuple(key)
+
+
+def _numpy_accepts(a, key) -> bool:
+    try:
+        a[key]
+    except IndexError:          # e.g. index arrays that do not broadcast together
+        return False
+    return True
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_shape_and_key())
+def test_random_keys_match_numpy(shape_key):
+    shape, key = shape_key
+    a = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
+    if not _numpy_accepts(a, key):
+        return
+    x = la.asarray(a, device="interpreter")
+    want = a[key]
+    got = x[key].numpy()
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    value = -1 - np.arange(want.size, dtype=np.int32).reshape(want.shape)
+    b = a.copy()
+    b[key] = value
+    x[key] = la.asarray(value, device="interpreter")
+    np.testing.assert_array_equal(x.numpy(), b)      # repeated indices: the last write wins
