@@ -206,6 +206,19 @@ def test_boolean_mask_setitem_with_one_value_per_element_breaks_the_graph(device
     np.testing.assert_array_equal(x.numpy(), want)
 
 
+def test_augmented_assignment_through_an_index(device):
+    a = np.arange(6, dtype=np.float32)
+    x = la.asarray(a)
+    x[1:3] += 10
+    x[[0, 0, 5]] *= 2          # as NumPy: a repeated index is written once, not twice
+    x[la.asarray(a > 3)] -= 1
+    want = a.copy()
+    want[1:3] += 10
+    want[[0, 0, 5]] *= 2
+    want[a > 3] -= 1
+    np.testing.assert_array_equal(x.numpy(), want)
+
+
 def test_negative_step_setitem(device):
     a = np.arange(10, dtype=np.int64)
     x = la.asarray(a)
