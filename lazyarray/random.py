@@ -1,10 +1,11 @@
 """`la.random`: seeded random tensors whose key is a device tensor advanced lazily.
 
-Each device has one key tensor (uint32[2]). A call splits the key inside the graph: the
-new key is rebound to the same tensor (still pending) and the call's numbers come from the
-other half of the split. So a training step that draws dropout masks records the same
-graph every step, and the key is just one more output of the step's program: it compiles
-once. The generator (`lazyarray.ops.random`, Threefry-2x32) is integer HLO, so one seed
+Each device has one generator state tensor (uint32[3]: a Threefry key and a call
+counter). A call reads stream `counter` of the key and advances the counter inside the
+graph: the advanced state is rebound to the same tensor (still pending). So a training step
+that draws dropout masks records the same graph every step, and the state is one more
+output of the step's program: it compiles once. Call n after a seed reads stream n whether
+or not syncs happened in between. The generator (`lazyarray.ops.random`, Threefry-2x32) is integer HLO, so one seed
 gives the same numbers on every device.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .tensor import Tensor
 DEFAULT_SEED = 0
 
 _seed = [DEFAULT_SEED]
-_keys: dict = {}          # DeviceState -> Tensor holding that device's key
+_states: dict = {}          # DeviceState -> Tensor holding that device's generator state
 
 
 def seed(value: int) -> None:
@@ -29,33 +30,34 @@ def seed(value: int) -> None:
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
         raise TypeError(f"seed: needs an int, got {type(value).__name__}")
     _seed[0] = int(value) & 0xFFFFFFFFFFFFFFFF
-    _keys.clear()
+    _states.clear()
 
 
 manual_seed = seed
 
 
-def key_words(value: int) -> np.ndarray:
-    """The uint32[2] key a seed stands for."""
+def state_words(value: int) -> np.ndarray:
+    """The generator state a seed stands for: its Threefry key words and call counter 0."""
     value &= 0xFFFFFFFFFFFFFFFF
-    return np.array([value >> 32, value & 0xFFFFFFFF], np.uint32)
+    return np.array([value >> 32, value & 0xFFFFFFFF, 0], np.uint32)
 
 
 def key(device: Any = None) -> Tensor:
-    """The generator's key tensor on `device` (the default device if None)."""
+    """The generator state tensor of `device` (uint32[3]: key words, call counter)."""
     state = runtime.get_device(device)
-    t = _keys.get(state)
+    t = _states.get(state)
     if t is None:
-        t = _keys[state] = Tensor._from_numpy(key_words(_seed[0]), state)
+        t = _states[state] = Tensor._from_numpy(state_words(_seed[0]), state)
     return t
 
 
 def _next_key(device: Any) -> tuple:
-    """Advance the device's key in the graph; return (the key for this call, the state)."""
-    k = key(device)
-    new, sub = _gen.split(k._node)
-    k._assign(new)
-    return sub, k._state
+    """Advance the device's generator by one call in the graph; return (key, counter) for
+    this call and the device state."""
+    t = key(device)
+    k, counter, advanced = _gen.advance(t._node)
+    t._assign(advanced)
+    return (k, counter), t._state
 
 
 def _shape(shape: Any) -> tuple:
@@ -86,15 +88,17 @@ def randn(*shape: Any, dtype: Any = None, device: Any = None) -> Tensor:
 def uniform(shape: Any = (), low: float = 0.0, high: float = 1.0, dtype: Any = None,
             device: Any = None) -> Tensor:
     """Uniform on [low, high)."""
-    sub, state = _next_key(device)
-    return Tensor._wrap(_gen.uniform(sub, _shape(shape), float(low), float(high), dtype), state)
+    (k, n), state = _next_key(device)
+    return Tensor._wrap(_gen.uniform(k, _shape(shape), float(low), float(high), dtype,
+                                     n), state)
 
 
 def normal(shape: Any = (), mean: float = 0.0, std: float = 1.0, dtype: Any = None,
            device: Any = None) -> Tensor:
     """Normal with `mean` and standard deviation `std`."""
-    sub, state = _next_key(device)
-    return Tensor._wrap(_gen.normal(sub, _shape(shape), float(mean), float(std), dtype), state)
+    (k, n), state = _next_key(device)
+    return Tensor._wrap(_gen.normal(k, _shape(shape), float(mean), float(std), dtype,
+                                    n), state)
 
 
 def randint(low: int, high: Optional[int] = None, shape: Any = (), dtype: Any = None,
@@ -102,41 +106,41 @@ def randint(low: int, high: Optional[int] = None, shape: Any = (), dtype: Any = 
     """Integers in [low, high) (or [0, low) when high is None)."""
     if high is None:
         low, high = 0, low
-    sub, state = _next_key(device)
-    return Tensor._wrap(_gen.randint(sub, _shape(shape), low, high, dtype), state)
+    (k, n), state = _next_key(device)
+    return Tensor._wrap(_gen.randint(k, _shape(shape), low, high, dtype, n), state)
 
 
 def bernoulli(p: Any = 0.5, shape: Any = None, device: Any = None) -> Tensor:
     """Bools, True with probability `p` (a float, or a tensor of probabilities)."""
     if type(p) is Tensor:
-        sub, state = _next_key(p._state)
-        return Tensor._wrap(_gen.bernoulli(sub, p._node, p.shape if shape is None
-                                           else _shape(shape)), state)
-    sub, state = _next_key(device)
-    return Tensor._wrap(_gen.bernoulli(sub, float(p), _shape(shape)), state)
+        (k, n), state = _next_key(p._state)
+        size = p.shape if shape is None else _shape(shape)
+        return Tensor._wrap(_gen.bernoulli(k, p._node, size, n), state)
+    (k, n), state = _next_key(device)
+    return Tensor._wrap(_gen.bernoulli(k, float(p), _shape(shape), n), state)
 
 
 def permutation(x: Any, device: Any = None) -> Tensor:
     """A random permutation of range(x) for an int, or of a tensor's first axis."""
     if type(x) is Tensor:
-        sub, state = _next_key(x._state)
-        order = _gen.permutation(sub, x.shape[0])
+        (k, n), state = _next_key(x._state)
+        order = _gen.permutation(k, x.shape[0], n)
         from .compiler.primitive import apply
         return Tensor._wrap(apply("gather", x._node, order, axis=0), state)
-    sub, state = _next_key(device)
-    return Tensor._wrap(_gen.permutation(sub, int(x)), state)
+    (k, n), state = _next_key(device)
+    return Tensor._wrap(_gen.permutation(k, int(x), n), state)
 
 
 def bits(shape: Any = (), device: Any = None) -> Tensor:
     """Raw uint32 random bits (what dropout consumes)."""
-    sub, state = _next_key(device)
-    return Tensor._wrap(_gen.bits(sub, _shape(shape)), state)
+    (k, n), state = _next_key(device)
+    return Tensor._wrap(_gen.bits(k, _shape(shape), n), state)
 
 
 def next_bits_node(state: runtime.DeviceState, shape: tuple) -> Any:
     """For layers: a uint32 node of random bits drawn from `state`'s key."""
-    sub, _ = _next_key(state)
-    return _gen.bits(sub, tuple(shape))
+    (k, n), _ = _next_key(state)
+    return _gen.bits(k, tuple(shape), n)
 
 
 __all__ = ["seed", "manual_seed", "key", "rand", "randn", "uniform", "normal", "randint",

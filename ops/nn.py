@@ -121,33 +121,37 @@ def layer_norm(x: Operand, normalized_shape: Any, weight: Optional[Node] = None,
     return out
 
 
+def _per_channel(v: Node, x: Node) -> Node:
+    """A (C,) vector broadcast along axis 1 of x (N, C, ...)."""
+    return apply("broadcast_in_dim", convert(v, x.dtype), shape=x.shape, broadcast_dimensions=(1,))
+
+
 def batch_norm(x: Operand, mean_: Node, var: Node, weight: Optional[Node] = None,
                bias: Optional[Node] = None, eps: float = 1e-5) -> Node:
     """(x - mean) / sqrt(var + eps) * weight + bias, with per-channel statistics (channels
     on axis 1, as in PyTorch)."""
     x = _float("batch_norm", x)
-    if x.ndim < 2:
-        raise ValueError(f"batch_norm: needs (N, C, ...) input, got {shape_str(x.shape)}")
-    view = (1, x.shape[1]) + (1,) * (x.ndim - 2)
-
-    def per_channel(v: Node) -> Node:
-        return reshape(v, view)
-    out = multiply(subtract(x, per_channel(mean_)), per_channel(rsqrt(add(var, eps))))
+    if x.ndim < 2 or any(v is not None and v.shape != (x.shape[1],)
+                         for v in (mean_, var, weight, bias)):
+        raise ValueError(f"batch_norm: needs (N, C, ...) input and (C,) statistics and "
+                         f"affine parameters, got input {shape_str(x.shape)}")
+    out = multiply(subtract(x, _per_channel(mean_, x)), _per_channel(rsqrt(add(var, eps)), x))
     if weight is not None:
-        out = multiply(out, per_channel(weight))
+        out = multiply(out, _per_channel(weight, x))
     if bias is not None:
-        out = add(out, per_channel(bias))
+        out = add(out, _per_channel(bias, x))
     return out
 
 
 def batch_stats(x: Operand) -> tuple:
     """Per-channel mean and biased variance of (N, C, ...) input, over all axes but 1."""
     x = _float("batch_norm", x)
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: needs (N, C, ...) input, got {shape_str(x.shape)}")
     axes = (0,) + tuple(range(2, x.ndim))
-    mu = mean(x, axis=axes, keepdims=True)
-    centered = subtract(x, mu)
-    var = mean(multiply(centered, centered), axis=axes)
-    return reshape(mu, (x.shape[1],)), var
+    mu = mean(x, axis=axes)
+    centered = subtract(x, _per_channel(mu, x))
+    return mu, mean(multiply(centered, centered), axis=axes)
 
 
 # ---- layers as functions -----------------------------------------------------------

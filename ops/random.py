@@ -3,14 +3,16 @@
 Because the generator is a pure function of a key and a counter, built from `add`, `xor`,
 `shift_left`, `shift_right_logical` and `or` on uint32, it fuses with whatever consumes
 its bits and gives the same bits on every device. Every function here is functional: it
-takes a key node (uint32[2]) and returns new nodes; `lazyarray.random` keeps the key state.
+takes a key node (uint32[2]) and, optionally, a stream counter (a uint32 scalar node), and
+returns new nodes. `lazyarray.random` keeps one state per device, (key, counter), and
+`advance` moves it by one call inside the graph.
 
 Threefry-2x32 is Salmon et al., "Parallel random numbers: as easy as 1, 2, 3" (SC'11).
 """
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -104,12 +106,33 @@ def split(key: Node, num: int = 2) -> list:
                                    strides=(1, 1)), shape=(2,)) for i in range(num)]
 
 
+def advance(state: Node) -> tuple:
+    """A generator state uint32[3] = (key word 0, key word 1, call counter): returns the key,
+    this call's counter and the state advanced by one call. Advancing is one add, so many
+    calls between two syncs chain cheaply, and the numbers do not depend on where syncs
+    fall: call n of a seed always reads stream n."""
+    if state.shape != (3,) or state.dtype is not D.uint32:
+        raise TypeError(f"random state: must be uint32[3], got {state.dtype.name}{list(state.shape)}")
+    key = apply("slice", state, start_indices=(0,), limit_indices=(2,), strides=(1,))
+    counter = apply("reshape", apply("slice", state, start_indices=(2,), limit_indices=(3,),
+                                     strides=(1,)), shape=())
+    step = _STEP.get("node")
+    if step is None:
+        step = _STEP["node"] = constant(np.array([0, 0, 1], np.uint32), D.uint32)
+    return key, counter, apply("add", state, step)
+
+
+_STEP: dict = {}
+
+
 def _size(shape: tuple) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-def bits(key: Node, shape: tuple) -> Node:
-    """uint32 random bits of `shape`: word i is one half of Threefry of counter i mod half."""
+def bits(key: Node, shape: tuple, counter: Optional[Node] = None) -> Node:
+    """uint32 random bits of `shape`. Without `counter`, word i is one half of Threefry of
+    the counter pair (i mod half, i mod half + half); with a uint32 scalar `counter` (a
+    stream number), of the pair (i mod half, counter), so each stream of one key differs."""
     n = _size(shape)
     if n >= 2 ** 32:
         raise ValueError(f"random bits: {n} values at once is more than one key can give (2^32)")
@@ -117,7 +140,13 @@ def bits(key: Node, shape: tuple) -> Node:
         return broadcast_to(_u32(0, ()), shape)
     half = (n + 1) // 2
     c0 = _iota(half)
-    c1 = _add(c0, _u32(half, (half,)))
+    if counter is None:
+        c1 = _add(c0, _u32(half, (half,)))
+    else:
+        if counter.shape != () or counter.dtype is not D.uint32:
+            raise TypeError(f"random bits: the counter must be a uint32 scalar, got "
+                            f"{counter.dtype.name}{list(counter.shape)}")
+        c1 = broadcast_to(counter, (half,))
     x0, x1 = threefry2x32(key, c0, c1)
     flat = apply("concatenate", x0, x1, dimension=0)
     if 2 * half != n:
@@ -152,12 +181,12 @@ def _float_dtype(op: str, dtype: Any) -> D.DType:
     return d
 
 
-def unit(key: Node, shape: tuple, dtype: Any = None) -> Node:
+def unit(key: Node, shape: tuple, dtype: Any = None, counter: Optional[Node] = None) -> Node:
     """Uniform on [0, 1) of `shape` and a float `dtype` (float64 uses 52 random bits)."""
     d = _float_dtype("uniform", dtype)
     shape = tuple(shape)
     if d is D.float64:
-        words = bits(key, (2,) + shape)
+        words = bits(key, (2,) + shape, counter)
         hi = apply("reshape", apply("slice", words, start_indices=(0,) + (0,) * len(shape),
                                     limit_indices=(1,) + shape, strides=(1,) * (len(shape) + 1)),
                    shape=shape)
@@ -165,24 +194,26 @@ def unit(key: Node, shape: tuple, dtype: Any = None) -> Node:
                                     limit_indices=(2,) + shape, strides=(1,) * (len(shape) + 1)),
                    shape=shape)
         return _unit_float64(hi, lo)
-    return convert(_unit_float32(bits(key, shape)), d)
+    return convert(_unit_float32(bits(key, shape, counter)), d)
 
 
-def uniform(key: Node, shape: tuple, low: Any = 0.0, high: Any = 1.0, dtype: Any = None) -> Node:
+def uniform(key: Node, shape: tuple, low: Any = 0.0, high: Any = 1.0, dtype: Any = None,
+            counter: Optional[Node] = None) -> Node:
     """Uniform on [low, high)."""
-    u = unit(key, shape, dtype)
+    u = unit(key, shape, dtype, counter)
     if low == 0.0 and high == 1.0:
         return u
     span = apply("multiply", u, broadcast_to(scalar(float(high - low), u.dtype), u.shape))
     return apply("add", span, broadcast_to(scalar(float(low), u.dtype), u.shape))
 
 
-def normal(key: Node, shape: tuple, mean: float = 0.0, std: float = 1.0, dtype: Any = None) -> Node:
+def normal(key: Node, shape: tuple, mean: float = 0.0, std: float = 1.0, dtype: Any = None,
+           counter: Optional[Node] = None) -> Node:
     """Standard normal by Box-Muller: sqrt(-2 log u1) cos(2 pi u2), u1 in (0, 1]."""
     d = _float_dtype("normal", dtype)
     shape = tuple(shape)
     work = D.float64 if d is D.float64 else D.float32
-    u = unit(key, (2,) + shape, work)
+    u = unit(key, (2,) + shape, work, counter)
     full = (1,) + shape
     u1 = apply("reshape", apply("slice", u, start_indices=(0,) * (len(shape) + 1),
                                 limit_indices=full, strides=(1,) * len(full)), shape=shape)
@@ -200,7 +231,8 @@ def normal(key: Node, shape: tuple, mean: float = 0.0, std: float = 1.0, dtype: 
     return convert(z, d)
 
 
-def randint(key: Node, shape: tuple, low: int, high: int, dtype: Any = None) -> Node:
+def randint(key: Node, shape: tuple, low: int, high: int, dtype: Any = None,
+            counter: Optional[Node] = None) -> Node:
     """Integers in [low, high): 64 random bits modulo the span (bias below 2^-32)."""
     d = D.to_dtype(dtype) if dtype is not None else D.DEFAULT_INT
     if not d.is_int:
@@ -209,7 +241,7 @@ def randint(key: Node, shape: tuple, low: int, high: int, dtype: Any = None) -> 
     if high <= low:
         raise ValueError(f"randint: needs low < high, got low={low}, high={high}")
     shape = tuple(shape)
-    words = bits(key, (2,) + shape)
+    words = bits(key, (2,) + shape, counter)
     ones = (1,) * (len(shape) + 1)
     hi = apply("reshape", apply("slice", words, start_indices=(0,) * (len(shape) + 1),
                                 limit_indices=(1,) + shape, strides=ones), shape=shape)
@@ -224,18 +256,18 @@ def randint(key: Node, shape: tuple, low: int, high: int, dtype: Any = None) -> 
     return convert(out, d)
 
 
-def bernoulli(key: Node, p: Any, shape: tuple) -> Node:
+def bernoulli(key: Node, p: Any, shape: tuple, counter: Optional[Node] = None) -> Node:
     """True with probability p (a Python float or a float node broadcastable to shape)."""
-    u = unit(key, shape, D.float32)
+    u = unit(key, shape, D.float32, counter)
     prob = p if isinstance(p, Node) else scalar(float(p), D.float32)
     return apply("compare", u, broadcast_to(convert(prob, D.float32), tuple(shape)), direction="LT")
 
 
-def permutation(key: Node, n: int) -> Node:
+def permutation(key: Node, n: int, counter: Optional[Node] = None) -> Node:
     """A random permutation of 0..n-1 (int64): the stable order of n random 32-bit words."""
     if n < 0:
         raise ValueError(f"permutation: n must be non-negative, got {n}")
-    return apply("argsort", bits(key, (n,)), dimension=0, descending=False,
+    return apply("argsort", bits(key, (n,), counter), dimension=0, descending=False,
                  index_dtype=D.int64)
 
 
