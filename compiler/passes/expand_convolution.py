@@ -21,12 +21,12 @@ from __future__ import annotations
 import itertools
 from typing import Optional
 
-import numpy as np
 
 from .. import autodiff as A
 from ..module import Instruction, Module
 from ..node import Node
 from ..primitive import apply
+from ..primitives.convolution import im2col
 from ..primitives.reduction import identity
 from ..primitives.windows import window_slice
 from .rewrite import Builder, rebuild
@@ -76,49 +76,21 @@ def _splice(b: Builder, root: Node, known: dict) -> int:
     return known[id(root)]
 
 
-def _prod(xs) -> int:
-    return int(np.prod(xs, dtype=np.int64))
-
 
 # ---- convolution ---------------------------------------------------------------------------
 
-def _patches(x: Node, kernel: tuple, out_spatial: tuple, a: dict) -> Node:
-    """(N, C, taps, *Y): the input element each window tap reads, for every output."""
-    nsp = len(kernel)
-    xp = apply("pad", x, A.const(0, x.dtype), edge_padding_low=(0, 0) + tuple(a["padding_low"]),
-               edge_padding_high=(0, 0) + tuple(a["padding_high"]),
-               interior_padding=(0, 0) + tuple(d - 1 for d in a["lhs_dilation"]))
-    n, c = x.shape[:2]
-    taps = []
-    for k in itertools.product(*[range(size) for size in kernel]):
-        offset = (0, 0) + tuple(ki * d for ki, d in zip(k, a["rhs_dilation"]))
-        tap = window_slice(xp, offset, (1, 1) + tuple(a["window_strides"]), (n, c) + out_spatial)
-        taps.append(A.reshape(tap, (n, c, 1) + out_spatial))
-    if len(taps) == 1:
-        return taps[0]
-    return apply("concatenate", *taps, dimension=2)
-
-
 def expand_conv(x: Node, w: Node, **a) -> Node:
-    dtype = x.dtype
-    kernel = tuple(w.shape[2:])
-    nsp = len(kernel)
     out_shape = apply("convolution", x, w, **a).shape      # recorded only for its shape
-    out_spatial = out_shape[2:]
     if 0 in out_shape or 0 in x.shape or 0 in w.shape:
-        return A.full(0, out_shape, dtype)
-    n, c = x.shape[:2]
-    o = w.shape[0]
+        return A.full(0, out_shape, x.dtype)
+    n, o = out_shape[:2]
+    out_spatial = tuple(out_shape[2:])
     g = a["feature_group_count"]
-    t, y = _prod(kernel), _prod(out_spatial)
-    patches = _patches(x, kernel, out_spatial, a)                      # (N, C, T, *Y)
-    split = A.reshape(patches, (n, g, c // g, t) + out_spatial)        # (N, G, Cg, T, *Y)
-    ys = tuple(range(4, 4 + nsp))
-    rows = A.transpose(split, (1, 0) + ys + (2, 3))                    # (G, N, *Y, Cg, T)
-    lhs = A.reshape(rows, (g, n * y, (c // g) * t))
-    rhs = A.reshape(w, (g, o // g, (c // g) * t))
-    prod = apply("dot_general", lhs, rhs, lhs_contracting=(2,), rhs_contracting=(2,),
+    patches = im2col(x, tuple(w.shape[2:]), out_spatial, a)            # (G, N*Y, Cg*T)
+    rhs = A.reshape(w, (g, o // g, patches.shape[2]))                  # (G, Og, Cg*T)
+    prod = apply("dot_general", patches, rhs, lhs_contracting=(2,), rhs_contracting=(2,),
                  lhs_batch=(0,), rhs_batch=(0,))                       # (G, N*Y, Og)
+    nsp = len(out_spatial)
     back = A.reshape(prod, (g, n) + out_spatial + (o // g,))           # (G, N, *Y, Og)
     moved = A.transpose(back, (1, 0, 2 + nsp) + tuple(range(2, 2 + nsp)))  # (N, G, Og, *Y)
     return A.reshape(moved, out_shape)

@@ -18,6 +18,7 @@ primitive: the pass `expand_convolution` rewrites it into pads, slices and a dot
 """
 from __future__ import annotations
 
+import itertools
 import string
 
 import numpy as np
@@ -132,6 +133,49 @@ class _View:
         self.shape, self.dtype, self.ndim = a.shape, D.from_numpy(a.dtype), a.ndim
 
 
+# ---- im2col: shared by the weight gradient and the expansion pass -------------------------
+
+def _taps(x, kernel, out_spatial, a):
+    """(N, C, taps, *Y): the input element each window tap reads, for every output. The
+    edge padding and the lhs dilation are one pad; each tap is one strided slice."""
+    xp = apply("pad", x, A.const(0, x.dtype), edge_padding_low=(0, 0) + tuple(a["padding_low"]),
+               edge_padding_high=(0, 0) + tuple(a["padding_high"]),
+               interior_padding=(0, 0) + tuple(d - 1 for d in a["lhs_dilation"]))
+    n, c = x.shape[:2]
+    taps = []
+    for k in itertools.product(*[range(size) for size in kernel]):
+        start = (0, 0) + tuple(ki * d for ki, d in zip(k, a["rhs_dilation"]))
+        limit = (n, c) + tuple(s + (y - 1) * st + 1 if y else s for s, y, st in
+                               zip(start[2:], out_spatial, a["window_strides"]))
+        tap = apply("slice", xp, start_indices=start, limit_indices=limit,
+                    strides=(1, 1) + tuple(a["window_strides"]))
+        taps.append(A.reshape(tap, (n, c, 1) + tuple(out_spatial)))
+    return taps[0] if len(taps) == 1 else apply("concatenate", *taps, dimension=2)
+
+
+def im2col(x, kernel, out_spatial, a):
+    """The patch matrix of x, one per group: (G, N * prod(Y), C/G * prod(K)), rows in
+    (n, *y) order, columns in (c, *k) order (the weight's own layout)."""
+    n, c = x.shape[:2]
+    g = a["feature_group_count"]
+    t = int(np.prod(kernel, dtype=np.int64))
+    y = int(np.prod(out_spatial, dtype=np.int64))
+    split = A.reshape(_taps(x, kernel, out_spatial, a), (n, g, c // g, t) + tuple(out_spatial))
+    ys = tuple(range(4, 4 + len(kernel)))
+    rows = A.transpose(split, (1, 0) + ys + (2, 3))                    # (G, N, *Y, Cg, T)
+    return A.reshape(rows, (g, n * y, (c // g) * t))
+
+
+def grouped_rows(z, groups):
+    """(N, O, *Y) -> (G, N * prod(Y), O/G), rows in (n, *y) order."""
+    n, o = z.shape[:2]
+    sp = tuple(z.shape[2:])
+    y = int(np.prod(sp, dtype=np.int64))
+    split = A.reshape(z, (n, groups, o // groups) + sp)
+    moved = A.transpose(split, (1, 0) + tuple(range(3, 3 + len(sp))) + (2,))
+    return A.reshape(moved, (groups, n * y, o // groups))
+
+
 # ---- the vector-Jacobian product ----------------------------------------------------------
 
 def _flip_kernel(rhs, groups):
@@ -161,36 +205,16 @@ def _lhs_cotangent(g, lhs, rhs, a):
                  feature_group_count=a["feature_group_count"])
 
 
-def _channels(x, start, stop):
-    lo = (0, start) + (0,) * (x.ndim - 2)
-    hi = (x.shape[0], stop) + tuple(x.shape[2:])
-    if start == 0 and stop == x.shape[1]:
-        return x
-    return apply("slice", x, start_indices=lo, limit_indices=hi, strides=(1,) * x.ndim)
-
-
 def _rhs_cotangent(g, lhs, rhs, a):
-    """Correlate the input with the output gradient, batch as the contraction: one
-    convolution per group, (C/G, O/G, *K) each."""
-    nsp = lhs.ndim - 2
+    """The weight gradient as im2col and one (batched over groups) matrix product:
+    gW[o, c, k] = sum over n, y of g[n, o, y] * patches[n, c, k, y]. (As a convolution
+    it would have a window as large as the output: one tap per output element.)"""
     groups = a["feature_group_count"]
-    c, o = lhs.shape[1], rhs.shape[0]
-    high = []
-    for i in range(nsp):
-        n, k, y = lhs.shape[2 + i], rhs.shape[2 + i], g.shape[2 + i]
-        used = dilated(y, a["window_strides"][i]) + dilated(k, a["rhs_dilation"][i]) - 1
-        high.append(used - dilated(n, a["lhs_dilation"][i]) - a["padding_low"][i])
-    swap = (1, 0) + tuple(range(2, 2 + nsp))
-    parts = []
-    for grp in range(groups):
-        x = A.transpose(_channels(lhs, grp * c // groups, (grp + 1) * c // groups), swap)
-        k = A.transpose(_channels(g, grp * o // groups, (grp + 1) * o // groups), swap)
-        r = apply("convolution", x, k, window_strides=tuple(a["rhs_dilation"]),
-                  padding_low=tuple(a["padding_low"]), padding_high=tuple(high),
-                  lhs_dilation=tuple(a["lhs_dilation"]), rhs_dilation=tuple(a["window_strides"]),
-                  feature_group_count=1)
-        parts.append(A.transpose(r, swap))
-    return parts[0] if groups == 1 else apply("concatenate", *parts, dimension=0)
+    patches = im2col(lhs, tuple(rhs.shape[2:]), tuple(g.shape[2:]), a)   # (G, NY, Cg*T)
+    rows = grouped_rows(g, groups)                                       # (G, NY, Og)
+    prod = apply("dot_general", rows, patches, lhs_contracting=(1,), rhs_contracting=(1,),
+                 lhs_batch=(0,), rhs_batch=(0,))                         # (G, Og, Cg*T)
+    return A.reshape(prod, rhs.shape)
 
 
 def _conv_vjp(g, out, lhs, rhs, **attrs):
