@@ -21,7 +21,6 @@ from __future__ import annotations
 import itertools
 from typing import Optional
 
-
 from .. import autodiff as A
 from ..module import Instruction, Module
 from ..node import Node
