@@ -7,6 +7,7 @@ import pytest
 import lazyarray as la
 from lazyarray.compiler import dtypes as D
 from harness import check_case
+from harness import make_array as harness_make
 from op_table import CASES, case_ids, covered_functions, covered_tensor_members
 
 
@@ -84,3 +85,56 @@ def test_harness_detects_a_wrong_dtype(device):
                    shapes=[((3,), (3,))])
     with pytest.raises(AssertionError, match="dtype float32, NumPy float64"):
         check_case(wrong, wrong.dtypes, device)
+
+
+# Mixed-dtype operands: (a, b, result). Within a kind the array API's table; across kinds what
+# PyTorch and JAX do (an integer and a float give the float; uint64 with a signed int gives
+# float64, as NumPy does).
+MIXED = [(D.int8, D.int16, D.int16), (D.uint8, D.int8, D.int16), (D.uint16, D.int32, D.int32),
+         (D.uint32, D.int32, D.int64), (D.uint64, D.int64, D.float64), (D.uint8, D.uint32, D.uint32),
+         (D.int32, D.float32, D.float32), (D.int64, D.float16, D.float16),
+         (D.float16, D.float32, D.float32), (D.float16, D.bfloat16, D.float32),
+         (D.bfloat16, D.float64, D.float64), (D.bool_, D.int32, D.int32),
+         (D.bool_, D.float16, D.float16), (D.uint8, D.float32, D.float32)]
+MIXED_OPS = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,
+             "maximum": np.maximum, "minimum": np.minimum, "less": np.less, "where": None}
+
+
+def _mixed(op, a, b):
+    return la.where(a > 0, a, b) if op == "where" else getattr(la, op)(a, b)
+
+
+@pytest.mark.parametrize("op", sorted(MIXED_OPS))
+def test_binary_promotion_of_mixed_dtypes(op, device):
+    rng = np.random.default_rng(3)
+    results = []
+    for da, db, want in MIXED:
+        if op == "subtract" and D.bool_ in (da, db):
+            continue
+        a = harness_make(rng, da, (2, 3))
+        b = harness_make(rng, db, (3,))
+        out = _mixed(op, la.asarray(a), la.asarray(b))
+        results.append((da, db, want, a, b, out))
+    la.sync(device)
+    for da, db, want, a, b, out in results:
+        expect_dtype = D.bool_ if op == "less" else want
+        assert out.dtype is expect_dtype, f"{op}({da.name}, {db.name}) gave {out.dtype.name}"
+        # the reference computes in the promoted dtype (unsigned results wrap around)
+        work = np.float32 if want in (D.float16, D.bfloat16) else want.np
+        wa, wb = a.astype(work), b.astype(work)
+        ref = np.where(a > 0, wa, wb) if op == "where" else MIXED_OPS[op](wa, wb)
+        ref = np.asarray(ref).astype(np.float64)
+        got = out.numpy().astype(np.float64)
+        rtol = 1e-2 if want in (D.float16, D.bfloat16) else 1e-6
+        np.testing.assert_allclose(got, ref, rtol=rtol, atol=rtol,
+                                   err_msg=f"{op}({da.name}, {db.name})")
+
+
+@pytest.mark.parametrize("scalar, dtype, want", [
+    (2, D.int8, D.int8), (2, D.uint8, D.uint8), (2.5, D.float16, D.float16),
+    (2.5, D.bfloat16, D.bfloat16), (2.5, D.int32, D.float32), (True, D.int16, D.int16),
+    (3, D.bool_, D.int64), (2.5, D.bool_, D.float32), (2, D.float64, D.float64)])
+def test_python_scalars_are_weak(scalar, dtype, want, device):
+    x = la.asarray(harness_make(np.random.default_rng(0), dtype, (3,)))
+    assert (x + scalar).dtype is want
+    assert (scalar * x).dtype is want
