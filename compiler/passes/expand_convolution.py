@@ -25,7 +25,7 @@ from .. import autodiff as A
 from ..module import Instruction, Module
 from ..node import Node
 from ..primitive import apply
-from ..primitives.convolution import im2col
+from ..primitives.convolution import group_dot, im2col
 from ..primitives.reduction import identity
 from ..primitives.windows import window_slice
 from .rewrite import Builder, rebuild
@@ -87,8 +87,7 @@ def expand_conv(x: Node, w: Node, **a) -> Node:
     g = a["feature_group_count"]
     patches = im2col(x, tuple(w.shape[2:]), out_spatial, a)            # (G, N*Y, Cg*T)
     rhs = A.reshape(w, (g, o // g, patches.shape[2]))                  # (G, Og, Cg*T)
-    prod = apply("dot_general", patches, rhs, lhs_contracting=(2,), rhs_contracting=(2,),
-                 lhs_batch=(0,), rhs_batch=(0,))                       # (G, N*Y, Og)
+    prod = group_dot(patches, rhs, 2, 2)                               # (G, N*Y, Og)
     nsp = len(out_spatial)
     back = A.reshape(prod, (g, n) + out_spatial + (o // g,))           # (G, N, *Y, Og)
     moved = A.transpose(back, (1, 0, 2 + nsp) + tuple(range(2, 2 + nsp)))  # (N, G, Og, *Y)
