@@ -83,48 +83,51 @@ def assign_buffers(module: Module, kernels: list, donate_inputs: bool = False) -
     slots = _Slots()
     slot_of: dict = {}
     start: dict = {}
+    dying: dict = {}              # step -> values whose last reader ran just before it
     for p, i in enumerate(ins):
         if i.op == "parameter" or (i.op == "constant" and (p in last_use)):
             kind = "parameter" if i.op == "parameter" else "constant"
             slot_of[p] = slots.new(value_bytes(module, p), kind)
             start[p] = -1
+            dying.setdefault(last_use.get(p, -1) + 1, []).append(p)
 
-    holders: dict = {}            # slot -> positions written into it, for release
     for k, kern in enumerate(kernels):
-        _release(k, slot_of, last_use, ins, slots, donate_inputs)
+        for p in dying.pop(k, ()):
+            _release(slot_of[p], ins[p], slots, donate_inputs)
         for p in kern.outputs:
             size = value_bytes(module, p)
             slot_of[p] = slots.take_output(size) if p in outputs else slots.take_temporary(size)
-            holders.setdefault(slot_of[p], []).append(p)
             start[p] = k
             last_use.setdefault(p, k)       # written but never read: dead after its kernel
+            dying.setdefault(last_use[p] + 1, []).append(p)
 
     peak = _peak(slot_of, start, last_use, slots.sizes, end)
     return BufferPlan(slot_of, list(slots.sizes), peak, list(slots.kinds), donate_inputs)
 
 
-def _release(k: int, slot_of: dict, last_use: dict, ins: list, slots: _Slots,
-             donate: bool) -> None:
-    """Free the slots of values whose last reader ran before kernel k."""
-    for p, slot in slot_of.items():
-        if last_use.get(p, -1) != k - 1 or _still_used(slot, p, slot_of, last_use, k):
-            continue
-        kind = slots.kinds[slot]
-        if kind == "temporary":
-            slots.free_temp.add(slot)
-        elif kind == "parameter" and donate and ins[p].op == "parameter":
-            slots.free_param.add(slot)
-
-
-def _still_used(slot: int, p: int, slot_of: dict, last_use: dict, k: int) -> bool:
-    """Another value in the same slot is live at step k (it was written after p died)."""
-    return any(s == slot and q != p and last_use.get(q, -1) >= k for q, s in slot_of.items())
+def _release(slot: int, ins, slots: _Slots, donate: bool) -> None:
+    """Free a dead value's slot: temporaries always, parameters only when donated.
+    A slot is reused only after it is freed, so its occupant is the value that died."""
+    kind = slots.kinds[slot]
+    if kind == "temporary":
+        slots.free_temp.add(slot)
+    elif kind == "parameter" and donate and ins.op == "parameter":
+        slots.free_param.add(slot)
 
 
 def _peak(slot_of: dict, start: dict, last_use: dict, sizes: list, end: int) -> int:
-    peak = 0
-    for k in range(max(end, 1)):
-        live = {slot_of[p] for p in slot_of
-                if start.get(p, -1) <= k <= last_use.get(p, start.get(p, -1))}
-        peak = max(peak, sum(sizes[s] for s in live))
+    """Values sharing a slot are never live at once, so live bytes add up per value."""
+    steps = max(end, 1)
+    delta = [0] * (steps + 1)
+    for p, slot in slot_of.items():
+        first = max(start.get(p, -1), 0)
+        last = min(last_use.get(p, first), steps - 1)
+        if last < first:
+            continue
+        delta[first] += sizes[slot]
+        delta[last + 1] -= sizes[slot]
+    peak = live = 0
+    for d in delta[:steps]:
+        live += d
+        peak = max(peak, live)
     return peak

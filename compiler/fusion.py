@@ -209,50 +209,65 @@ def _fmt_shape(shape: tuple) -> str:
 
 
 class _Merger:
-    """Merges kernels until no rule applies; records why each remaining edge stays."""
+    """Merges kernels until no rule applies; records why each remaining edge stays.
+
+    The kernel graph (what each kernel reads, which kernels it depends on and feeds) is
+    kept up to date across merges, so planning stays fast on large training graphs.
+    """
 
     def __init__(self, planner: _Planner, groups: list) -> None:
         self.p = planner
         self.ins = planner.ins
         self.groups = {g.gid: g for g in groups}
+        self.producer = {r: g.gid for g in groups for r in g.roots}
+        self.ext = {g.gid: {o for m in g.members for o in self.ins[m].operands
+                            if o not in g.members} for g in groups}
+        self.deps = {g.gid: {self.producer[o] for o in self.ext[g.gid] if o in self.producer}
+                     - {g.gid} for g in groups}
+        self.cons: dict = {gid: set() for gid in self.groups}
+        for gid, ds in self.deps.items():
+            for d in ds:
+                self.cons[d].add(gid)
+        self.first = {g.gid: min(g.roots) for g in groups}
+        self.desc: Optional[dict] = None     # reachability bitmasks during a sibling pass
+        self.bit: dict = {}
+        self.last = {g.gid: max(g.members) for g in groups}
 
-    # what a group reads from other groups' buffers (inputs excluded)
     def reads(self, g: _Group) -> set:
-        return {o for m in g.members for o in self.ins[m].operands
-                if o not in g.members and not is_input(self.ins[o])}
-
-    def external(self, g: _Group) -> set:
-        return {o for m in g.members for o in self.ins[m].operands if o not in g.members}
-
-    def producer_map(self) -> dict:
-        return {r: g.gid for g in self.groups.values() for r in g.roots}
-
-    def deps(self, g: _Group, producer: dict) -> set:
-        return {producer[o] for o in self.reads(g)} - {g.gid}
+        """What a group reads from other groups' buffers (inputs excluded)."""
+        return {o for o in self.ext[g.gid] if o in self.producer}
 
     def run(self) -> list:
-        changed = True
-        while changed:
+        while True:
             # siblings first: a reduction that took an epilogue no longer pairs with its twin
-            changed = self._merge_siblings() or self._merge_producers()
-        return list(self.groups.values())
+            merged = self._merge_siblings()
+            merged = self._merge_producers() or merged
+            if not merged:
+                return list(self.groups.values())
 
     # -- producer into consumer, and reduction epilogues
     def _merge_producers(self) -> bool:
-        producer = self.producer_map()
-        for c in sorted(self.groups.values(), key=lambda g: g.gid):
-            for pid in sorted(self.deps(c, producer)):
-                pg = self.groups[pid]
-                why = self._producer_rule(pg, c)
-                if why is None and self._path_via_third(pg.gid, c.gid, producer):
-                    why = "not fused: merging would create a cycle through another kernel"
-                if why is None:
-                    how = "as an epilogue" if pg.kind == REDUCTION else "into its consumer"
-                    self._merge(pg, c, f"fused: kernel of {self._names(pg)} {how} "
-                                       f"{self._names(c)}")
-                    return True
-                self.p.rejections[(pg.gid, c.gid)] = why
-        return False
+        merged = False
+        for cid in sorted(self.groups):
+            if cid not in self.groups:
+                continue
+            c = self.groups[cid]
+            retry = True
+            while retry:
+                retry = False
+                for pid in sorted(self.deps[cid]):
+                    pg = self.groups[pid]
+                    why = self._producer_rule(pg, c)
+                    if why is None and self._path_via_third(pid, cid):
+                        why = "not fused: merging would create a cycle through another kernel"
+                    if why is None:
+                        how = "as an epilogue" if pg.kind == REDUCTION else "into its consumer"
+                        self._merge(pg, c, f"fused: kernel of {self._names(pg)} {how} "
+                                           f"{self._names(c)}")
+                        merged = retry = True
+                        break
+                    self.p.rejections[(pid, cid)] = why
+        return merged
 
     def _producer_rule(self, pg: _Group, c: _Group) -> Optional[str]:
         if pg.kind in (LIBRARY, OPAQUE):
@@ -297,58 +312,89 @@ class _Merger:
 
     # -- siblings over the same iteration space
     def _merge_siblings(self) -> bool:
-        producer = self.producer_map()
-        gs = sorted(self.groups.values(), key=lambda g: g.gid)
-        for i, a in enumerate(gs):
-            if a.kind not in (LOOP, REDUCTION):
+        buckets: dict = {}
+        for gid in sorted(self.groups):
+            g = self.groups[gid]
+            if g.kind not in (LOOP, REDUCTION):
                 continue
-            ext_a = self.external(a)
-            for b in gs[i + 1:]:
-                if b.kind != a.kind or b.space != a.space or not ext_a & self.external(b):
-                    continue
-                if len(a.members | b.members) > MAX_MEMBERS:
-                    continue
-                if self._reaches(a.gid, b.gid, producer) or self._reaches(b.gid, a.gid, producer):
-                    continue
-                self._merge(a, b, f"fused: siblings {self._names(a)} and {self._names(b)} "
-                                  f"read a common input over the same iteration space")
-                return True
-        return False
+            for o in self.ext[gid]:
+                if self.ins[o].shape:        # sharing a scalar saves no memory traffic
+                    buckets.setdefault((o, g.kind, g.space), []).append(gid)
+        self._closure()
+        merged = False
+        for key in sorted(buckets, key=lambda k: k[0]):
+            alive = [gid for gid in buckets[key] if gid in self.groups]
+            for i, a in enumerate(alive):
+                for b in alive[i + 1:]:
+                    if a in self.groups and b in self.groups and self._siblings(a, b):
+                        ga, gb = self.groups[a], self.groups[b]
+                        self._merge(ga, gb, f"fused: siblings {self._names(ga)} and "
+                                            f"{self._names(gb)} read a common input over "
+                                            f"the same iteration space")
+                        merged = True
+                        break
+        self.desc = None
+        return merged
+
+    def _closure(self) -> None:
+        """desc[g]: a bitmask of every kernel reachable from g (for many sibling queries)."""
+        self.bit = {gid: 1 << i for i, gid in enumerate(sorted(self.groups))}
+        self.desc = {}
+        pending = {gid: len(self.cons[gid]) for gid in self.groups}
+        ready = [gid for gid, n in pending.items() if n == 0]
+        while ready:                   # consumers before producers
+            g = ready.pop()
+            mask = 0
+            for n in self.cons[g]:
+                mask |= self.bit[n] | self.desc[n]
+            self.desc[g] = mask
+            for d in self.deps[g]:
+                pending[d] -= 1
+                if pending[d] == 0:
+                    ready.append(d)
+
+    def _update_closure(self, ai: int, bi: int) -> None:
+        a_bit, b_bit = self.bit[ai], self.bit[bi]
+        union = (self.desc[ai] | self.desc[bi]) & ~(a_bit | b_bit)
+        self.desc[bi] = union
+        del self.desc[ai]
+        for x, mask in self.desc.items():
+            if mask & (a_bit | b_bit):
+                self.desc[x] = (mask & ~a_bit) | b_bit | union
+
+    def _siblings(self, a: int, b: int) -> bool:
+        ga, gb = self.groups[a], self.groups[b]
+        if ga.kind != gb.kind or ga.space != gb.space:
+            return False
+        if self.desc is not None:
+            if self.desc[a] & self.bit[b] or self.desc[b] & self.bit[a]:
+                return False
+        elif self._reaches(a, b) or self._reaches(b, a):
+            return False
+        return len(ga.members) + len(gb.members) <= MAX_MEMBERS or \
+            len(ga.members | gb.members) <= MAX_MEMBERS
 
     # -- graph helpers
-    def _consumers(self, producer: dict) -> dict:
-        out: dict = {gid: set() for gid in self.groups}
-        for g in self.groups.values():
-            for d in self.deps(g, producer):
-                out[d].add(g.gid)
-        return out
-
-    def _reaches(self, src: int, dst: int, producer: dict) -> bool:
-        cons = self._consumers(producer)
-        seen, stack = set(), [src]
+    def _search(self, start: list, dst: int) -> bool:
+        """Whether a path from the kernels in `start` reaches dst. A kernel on such a path
+        computes a root before dst's last member, which prunes the search."""
+        limit = self.last[dst]
+        seen, stack = set(start), list(start)
         while stack:
             g = stack.pop()
-            for n in cons[g]:
-                if n == dst:
-                    return True
-                if n not in seen:
+            if g == dst:
+                return True
+            for n in self.cons[g]:
+                if n not in seen and (n == dst or self.first[n] < limit):
                     seen.add(n)
                     stack.append(n)
         return False
 
-    def _path_via_third(self, src: int, dst: int, producer: dict) -> bool:
-        cons = self._consumers(producer)
-        stack = [n for n in cons[src] if n != dst]
-        seen = set(stack)
-        while stack:
-            g = stack.pop()
-            for n in cons[g]:
-                if n == dst:
-                    return True
-                if n not in seen:
-                    seen.add(n)
-                    stack.append(n)
-        return False
+    def _reaches(self, src: int, dst: int) -> bool:
+        return self._search(list(self.cons[src]), dst)
+
+    def _path_via_third(self, src: int, dst: int) -> bool:
+        return self._search([n for n in self.cons[src] if n != dst], dst)
 
     def _names(self, g: _Group) -> str:
         return ", ".join(name_of(self.p.m, r) for r in sorted(g.roots))
@@ -356,11 +402,29 @@ class _Merger:
     def _merge(self, a: _Group, b: _Group, decision: str) -> None:
         """b absorbs a (b keeps its id); the kind is the stronger of the two."""
         self.p.decisions.append(decision)
+        ai, bi = a.gid, b.gid
+        if self.desc is not None:
+            self._update_closure(ai, bi)
         b.roots = sorted(set(a.roots) | set(b.roots))
         b.members |= a.members
         if a.kind == REDUCTION:
             b.kind, b.space = REDUCTION, a.space
-        del self.groups[a.gid]
+        for r in a.roots:
+            self.producer[r] = bi
+        self.ext[bi] = (self.ext[ai] | self.ext[bi]) - b.members
+        self.deps[bi] = (self.deps[ai] | self.deps[bi]) - {ai, bi}
+        self.cons[bi] = (self.cons[ai] | self.cons[bi]) - {ai, bi}
+        for d in self.deps[bi]:
+            self.cons[d].discard(ai)
+            self.cons[d].add(bi)
+        for c in self.cons[bi]:
+            self.deps[c].discard(ai)
+            self.deps[c].add(bi)
+        self.first[bi] = min(self.first[ai], self.first[bi])
+        self.last[bi] = max(self.last[ai], self.last[bi])
+        for table in (self.ext, self.deps, self.cons, self.first, self.last):
+            del table[ai]
+        del self.groups[ai]
 
 
 def _epilogue_op(ins: Instruction) -> bool:
