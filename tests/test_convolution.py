@@ -178,10 +178,11 @@ def test_pooling_gradient(kind, k, s, p, device):
         gradcheck.check_full(lambda a: fn(a, k, stride=s, padding=p), [x], device=device)
 
 
-def test_max_pool_gradient_goes_to_the_first_maximum():
+@pytest.mark.parametrize("stride", [2, 1])
+def test_max_pool_gradient_splits_ties(stride):
     x = la.asarray(np.array([[[[1.0, 5.0], [5.0, 2.0]]]]), device="interpreter")
-    g = la.grad(lambda t: la.sum(max_pool2d(t, 2)))(x)
-    np.testing.assert_array_equal(g.numpy(), [[[[0.0, 1.0], [0.0, 0.0]]]])
+    g = la.grad(lambda t: la.sum(max_pool2d(t, 2, stride=stride)))(x)
+    np.testing.assert_array_equal(g.numpy(), [[[[0.0, 0.5], [0.5, 0.0]]]])
 
 
 def test_second_derivative_through_convolution(device):

@@ -27,7 +27,7 @@ from ..node import Node
 from ..primitive import apply
 from ..primitives.convolution import group_dot, im2col
 from ..primitives.reduction import identity
-from ..primitives.windows import window_slice
+from ..primitives.windows import tile_view, tiles, window_slice
 from .rewrite import Builder, rebuild
 
 _COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
@@ -96,20 +96,6 @@ def expand_conv(x: Node, w: Node, **a) -> Node:
 
 # ---- reduce_window ---------------------------------------------------------------------------
 
-def _tiles(x: Node, window: tuple, strides: tuple, low: tuple, high: tuple) -> bool:
-    return tuple(window) == tuple(strides) and not any(low) and not any(high)
-
-
-def _expand_tiled(x: Node, kind: str, window: tuple, out_shape: tuple) -> Node:
-    used = tuple(y * w for y, w in zip(out_shape, window))
-    if used != x.shape:
-        x = apply("slice", x, start_indices=(0,) * x.ndim, limit_indices=used,
-                  strides=(1,) * x.ndim)
-    split = A.reshape(x, tuple(v for y, w in zip(out_shape, window) for v in (y, w)))
-    axes = tuple(range(1, 2 * x.ndim, 2))
-    return apply("reduce", split, axes=axes, kind=kind)
-
-
 def expand_window(x: Node, kind: str, window_dimensions, window_strides, padding_low,
                   padding_high) -> Node:
     out_shape = apply("reduce_window", x, kind=kind, window_dimensions=window_dimensions,
@@ -117,8 +103,9 @@ def expand_window(x: Node, kind: str, window_dimensions, window_strides, padding
                       padding_high=padding_high).shape      # recorded only for its shape
     if 0 in out_shape:
         return A.full(0, out_shape, x.dtype)
-    if _tiles(x, window_dimensions, window_strides, padding_low, padding_high):
-        return _expand_tiled(x, kind, tuple(window_dimensions), out_shape)
+    if tiles(x.shape, window_dimensions, window_strides, padding_low, padding_high):
+        view = tile_view(x, tuple(window_dimensions), out_shape)
+        return apply("reduce", view, axes=tuple(range(1, view.ndim, 2)), kind=kind)
     fill = A.const(identity(kind, x.dtype), x.dtype)
     xp = apply("pad", x, fill, edge_padding_low=tuple(padding_low),
                edge_padding_high=tuple(padding_high), interior_padding=(0,) * x.ndim)

@@ -97,24 +97,59 @@ def _sum_vjp(g, x, window_dimensions, window_strides, padding_low):
                  padding_high=(0,) * x.ndim)
 
 
+def tiles(x_shape, window_dimensions, window_strides, padding_low, padding_high) -> bool:
+    """Windows that tile x: stride == window and no padding (max_pool2d(2) and the like)."""
+    return (tuple(window_dimensions) == tuple(window_strides) and not any(padding_low)
+            and not any(padding_high))
+
+
+def tile_view(x, window_dimensions, out_shape):
+    """x cut to whole windows and reshaped to (y0, w0, y1, w1, ...)."""
+    used = tuple(y * w for y, w in zip(out_shape, window_dimensions))
+    if used != x.shape:
+        x = apply("slice", x, start_indices=(0,) * x.ndim, limit_indices=used,
+                  strides=(1,) * x.ndim)
+    return A.reshape(x, tuple(v for y, w in zip(out_shape, window_dimensions) for v in (y, w)))
+
+
+def _tiled_choice_vjp(g, out, x, window_dimensions):
+    """The reduce max/min rule on the (y, w) view: each window's share of g is split
+    between its elements equal to the result."""
+    view = tile_view(x, window_dimensions, out.shape)
+    outer = tuple(range(0, view.ndim, 2))
+    hit = A.convert(A.compare(view, A.broadcast(out, view.shape, outer), "EQ"), x.dtype)
+    count = A.reduce_sum(hit, range(1, view.ndim, 2))
+    share = A.broadcast(A.div(g, count), view.shape, outer)
+    used = tuple(y * w for y, w in zip(out.shape, window_dimensions))
+    gx = A.reshape(A.mul(share, hit), used)
+    if used == x.shape:
+        return gx
+    return apply("pad", gx, A.const(0, g.dtype), edge_padding_low=(0,) * x.ndim,
+                 edge_padding_high=tuple(n - u for n, u in zip(x.shape, used)),
+                 interior_padding=(0,) * x.ndim)
+
+
 def _choice_vjp(g, out, x, kind, window_dimensions, window_strides, padding_low, padding_high):
-    """g goes to the first element of each window that equals the window's max (min)."""
+    """Each window's g is split between its elements equal to the window's max (min): one
+    strided slice per tap, compared with the result, put back in place with a pad."""
+    if tiles(x.shape, window_dimensions, window_strides, padding_low, padding_high):
+        return _tiled_choice_vjp(g, out, x, window_dimensions)
     fill = A.const(identity(kind, x.dtype), x.dtype)
     xp = apply("pad", x, fill, edge_padding_low=tuple(padding_low),
                edge_padding_high=tuple(padding_high), interior_padding=(0,) * x.ndim)
-    found = None
+    offsets = list(itertools.product(*[range(w) for w in window_dimensions]))
+    hits = [A.convert(A.compare(window_slice(xp, k, window_strides, out.shape), out, "EQ"),
+                      x.dtype) for k in offsets]
+    count = hits[0]
+    for h in hits[1:]:
+        count = A.add(count, h)
+    share = A.div(g, count)
     total = None
-    for offset in itertools.product(*[range(w) for w in window_dimensions]):
-        tap = window_slice(xp, offset, window_strides, out.shape)
-        hit = A.compare(tap, out, "EQ")
-        if found is not None:
-            hit = apply("and", hit, apply("not", found))
-        found = hit if found is None else apply("or", found, hit)
-        part = A.where_else_zero(hit, g)
+    for offset, hit in zip(offsets, hits):
         high = tuple(p - (k + (y - 1) * s + 1) for p, k, y, s in
                      zip(xp.shape, offset, out.shape, window_strides))
-        placed = apply("pad", part, A.const(0, g.dtype), edge_padding_low=tuple(offset),
-                       edge_padding_high=high,
+        placed = apply("pad", A.mul(share, hit), A.const(0, g.dtype),
+                       edge_padding_low=tuple(offset), edge_padding_high=high,
                        interior_padding=tuple(s - 1 for s in window_strides))
         total = placed if total is None else A.add(total, placed)
     return apply("slice", total, start_indices=tuple(padding_low),
@@ -136,5 +171,5 @@ def _vjp(g, out, x, kind, window_dimensions, window_strides, padding_low, paddin
 reduce_window = primitive("reduce_window", REDUCTION, _infer, _reference, attrs=WINDOW_ATTRS,
                           vjp=_vjp,
                           doc="Sum, max or min over sliding windows; the padding holds the "
-                              "identity. The max/min gradient goes to the first maximal "
-                              "element of each window.")
+                              "identity. The max/min gradient of a window is split between "
+                              "its elements equal to the result (as for reduce).")
