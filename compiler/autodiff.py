@@ -61,8 +61,9 @@ def _carries_gradient(node: Node) -> bool:
     return node.dtype.is_float
 
 
-def _topological(target: Node) -> list:
-    """Nodes reachable from target (operands before users), not entering stopped nodes."""
+def _topological(target: Node, leaves: frozenset = frozenset()) -> list:
+    """Nodes reachable from target (operands before users), not entering stopped nodes
+    nor the nodes whose ids are in `leaves`."""
     order: list = []
     seen: set = set()
     stack = [(target, False)]
@@ -75,7 +76,7 @@ def _topological(target: Node) -> list:
             continue
         seen.add(id(node))
         stack.append((node, True))
-        if node not in _STOPPED:
+        if node not in _STOPPED and id(node) not in leaves:
             for o in node.operands:
                 if id(o) not in seen:
                     stack.append((o, False))
@@ -93,13 +94,18 @@ def _depends(order: list, sources: Iterable[Node]) -> set:
     return dep
 
 
-def vjp_graph(target: Node, sources: Sequence[Node], seed: Node) -> list:
+def vjp_graph(target: Node, sources: Sequence[Node], seed: Node,
+              through_sources: bool = True) -> list:
     """Cotangents of `sources` for the cotangent `seed` of `target`: one node per source,
-    None where a source does not reach the target (or is not floating point)."""
+    None where a source does not reach the target (or is not floating point).
+
+    `through_sources=False` treats the sources as leaves (the walk does not look behind
+    them): for a vjp rule that differentiates a graph it built from its own operands."""
     if seed.shape != target.shape or seed.dtype is not target.dtype:
         raise ValueError(f"gradient: the output gradient is {seed.dtype.short}{list(seed.shape)} "
                          f"but the target is {target.dtype.short}{list(target.shape)}")
-    order = _topological(target)
+    leaves = frozenset() if through_sources else frozenset(id(s) for s in sources)
+    order = _topological(target, leaves)
     dep = _depends(order, sources)
     if id(target) not in dep:
         return [None] * len(sources)
@@ -112,7 +118,7 @@ def vjp_graph(target: Node, sources: Sequence[Node], seed: Node) -> list:
             continue
         if id(node) in wanted:
             found[id(node)] = g
-        if not node.operands or node in _STOPPED:
+        if not node.operands or node in _STOPPED or id(node) in leaves:
             continue
         _propagate(node, g, dep, cts)
     return [found.get(id(s)) for s in sources]

@@ -206,3 +206,10 @@ def test_public_op_gradient(case, shapes, kwargs, device):
     if case.name.split(".")[-1] in SINGULAR_AT_ZERO and np.any(probe.numpy() == 0):
         pytest.skip(f"{case.name} is not differentiable where its result is 0")
     gradcheck.check_direction(fn, inputs, device=device)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cumulative_product_gradient_with_zeros(reverse):
+    x = np.array([[2.0, 0.0, 3.0, 0.5, 0.0], [1.5, -2.0, 0.0, 4.0, 1.0]])
+    fn = _primitive_fn("cumulative", dict(axis=1, kind="prod", reverse=reverse))
+    gradcheck.check_full(fn, [x], device="interpreter")

@@ -101,10 +101,43 @@ def _cumulative_vjp(g, out, x, axis, kind, reverse):
     if kind == "sum":
         return (apply("cumulative", g, axis=axis, kind="sum", reverse=not reverse),)
     if kind == "prod":
-        # d out_i / d x_j = out_i / x_j for j on i's side: exact except where x_j == 0
-        summed = apply("cumulative", A.mul(g, out), axis=axis, kind="sum", reverse=not reverse)
-        return (A.div(summed, x),)
+        return (_cumulative_prod_vjp(g, x, axis, reverse),)
     return (_running_extreme_vjp(g, out, x, axis, reverse),)
+
+
+def _shifted_in(y, axis, shift, fill):
+    """y moved `shift` places along `axis` (toward the end), `fill` coming in."""
+    n = y.shape[axis]
+    limit = list(y.shape)
+    limit[axis] = n - shift
+    kept = apply("slice", y, start_indices=(0,) * y.ndim, limit_indices=tuple(limit),
+                 strides=(1,) * y.ndim)
+    low = [0] * y.ndim
+    low[axis] = shift
+    return apply("pad", kept, A.const(fill, y.dtype), edge_padding_low=tuple(low),
+                 edge_padding_high=(0,) * y.ndim, interior_padding=(0,) * y.ndim)
+
+
+def _scan_products(x, axis):
+    """The inclusive product scan written as log2(n) shifted multiplies (Hillis-Steele)."""
+    y, shift = x, 1
+    while shift < x.shape[axis]:
+        y = A.mul(y, _shifted_in(y, axis, shift, 1))
+        shift *= 2
+    return y
+
+
+def _cumulative_prod_vjp(g, x, axis, reverse):
+    """Differentiate the scan written with multiplies: exact where x has zeros too (no
+    division), O(n log n) fusable work."""
+    if x.shape[axis] == 0:
+        return A.zeros_like(x)
+    src = apply("reverse", x, dimensions=(axis,)) if reverse else x
+    seed = apply("reverse", g, dimensions=(axis,)) if reverse else g
+    (gx,) = A.vjp_graph(_scan_products(src, axis), [src], seed, through_sources=False)
+    if gx is None:
+        return A.zeros_like(x)
+    return apply("reverse", gx, dimensions=(axis,)) if reverse else gx
 
 
 def _running_extreme_vjp(g, out, x, axis, reverse):
