@@ -2,9 +2,38 @@
 from __future__ import annotations
 
 from .devices.interpreter import InterpreterDevice
-from . import runtime
+from . import config, debug, runtime
 
 runtime.register_device("interpreter", lambda name: InterpreterDevice())
+
+
+def _cpu_settings() -> dict:
+    """What the CPU device reads from lazyarray's config, at every compile and run."""
+    return {"num_threads": config.num_threads, "cache_dir": config.cache_dir,
+            "dump": config.dump, "debug": config.debug, "verify": config.verify}
+
+
+def _register_cpu() -> None:
+    """'cpu' (the compiled device, and then the default) where llvmlite imports."""
+    try:
+        from .devices.cpu import CPUDevice
+    except ImportError:
+        return
+    runtime.register_device("cpu", lambda name: CPUDevice(_cpu_settings))
+    for stage in ("optimized_hlo", "llvm", "asm", "dot"):
+        debug.STAGES.setdefault(stage, _stage_of_device(stage))
+
+
+def _stage_of_device(stage: str):
+    def text(module, device) -> str:
+        if not hasattr(device, "stage"):
+            raise ValueError(f"ir: device {device.name!r} has no stage {stage!r}; "
+                             f"compute the tensors on 'cpu' to see it")
+        return device.stage(module, stage)
+    return text
+
+
+_register_cpu()
 
 
 def _register_cuda() -> None:

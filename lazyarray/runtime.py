@@ -122,6 +122,7 @@ def _sync_one(state: DeviceState) -> None:
         t0 = time.perf_counter()
         outs = exe.run(cap.args)
         METRICS.run_seconds += time.perf_counter() - t0
+        METRICS.kernels_launched += getattr(exe, "kernels_per_run", 0)
     except BaseException:
         for t in tensors:                    # nothing computed: they stay pending
             state.add_pending(t)
@@ -152,6 +153,9 @@ def _executable(state: DeviceState, cap: Any, site: str) -> Any:
     seconds = time.perf_counter() - t0
     METRICS.compiles += 1
     METRICS.compile_seconds += seconds
+    METRICS.disk_hits += int(getattr(exe, "from_disk_cache", False))
+    if hasattr(exe, "peak_bytes"):
+        METRICS.peak_bytes[module.name] = exe.peak_bytes
     if config.debug >= 1:
         print(f"[lazyarray] compiled {module.name}: {len(module.instructions)} instructions, "
               f"{seconds * 1e3:.1f} ms (cache miss, from {site})")
