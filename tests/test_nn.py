@@ -349,3 +349,46 @@ def test_to_device_keeps_tensor_identity():
         np.testing.assert_array_equal(v, before[n])
     net.to(dtype=la.float64)
     assert all(p.dtype is la.float64 for p in net.parameters())
+
+
+# ---- gradients of the composites (float64, random direction) -------------------------------
+
+def _f64(*shape):
+    return RNG.standard_normal(shape)
+
+
+GRADIENT_CASES = {
+    "softmax": (lambda x: F.softmax(x, -1), [_f64(3, 5)]),
+    "log_softmax": (lambda x: F.log_softmax(x, 0), [_f64(4, 3)]),
+    "gelu_erf": (lambda x: F.gelu(x), [_f64(7)]),
+    "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), [_f64(7)]),
+    "layer_norm": (lambda x, w, b: F.layer_norm(x, (6,), w, b), [_f64(3, 6), _f64(6), _f64(6)]),
+    "batch_norm": (lambda x, w, b: F.batch_norm(x, *F.batch_stats(x), w, b),
+                   [_f64(5, 3, 2), _f64(3), _f64(3)]),
+    "cross_entropy": (lambda x, y: F.cross_entropy(x, y), [_f64(6, 4), RNG.integers(0, 4, 6)]),
+    "bce_logits": (lambda x, y: F.binary_cross_entropy_with_logits(x, y),
+                   [_f64(8) * 3, (RNG.random(8) > 0.5).astype(np.float64)]),
+    "attention": (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                  [_f64(2, 4, 3), _f64(2, 4, 3), _f64(2, 4, 2)]),
+    "linear": (lambda x, w, b: F.linear(x, w, b), [_f64(3, 4), _f64(2, 4), _f64(2)]),
+}
+
+
+@pytest.mark.parametrize("name", list(GRADIENT_CASES))
+def test_composite_gradients(device, name):
+    from gradcheck import check_direction
+    fn, inputs = GRADIENT_CASES[name]
+    wrt = [i for i, a in enumerate(inputs) if a.dtype.kind == "f"]
+    if name == "bce_logits":
+        wrt = [0]
+    check_direction(fn, inputs, wrt=wrt, device=device)
+
+
+def test_cross_entropy_gradient_is_softmax_minus_one_hot(device):
+    logits, labels = rand(5, 4), RNG.integers(0, 4, 5)
+    x = la.asarray(logits)
+    with la.GradientTape() as tape:
+        tape.watch(x)
+        loss = F.cross_entropy(x, la.asarray(labels))
+    grad = tape.gradient(loss, x)
+    close(grad.numpy(), (np_softmax(logits) - np.eye(4)[labels]) / 5, 1e-6)
