@@ -49,6 +49,10 @@ class Graph:
         rng = np.random.default_rng(seed)
         if self.dtype.kind == "f":
             a = rng.standard_normal(shape) * 2
+            if self.draw(st.booleans(), "specials") and a.size:
+                # NaN and infinities: the values that make float identities unsafe
+                for i in rng.integers(0, a.size, 2):
+                    a.reshape(-1)[i] = rng.choice([np.nan, np.inf, -np.inf])
         else:
             a = rng.integers(-5, 6, shape)
         self.values.append(la.asarray(np.asarray(a).astype(self.dtype)))
@@ -77,14 +81,22 @@ def op_binary(g: Graph, a):
     return table[fn](a, b)
 
 
+def op_divide(g: Graph, a):
+    return a / _same_shape_partner(g, a) if g.dtype.kind == "f" else a // 2
+
+
 def op_scalar(g: Graph, a):
-    # the constants 0 and 1 exercise the simplifier; 3 becomes a runtime scalar
-    c = g.draw(st.sampled_from([0, 1, 3]), "scalar")
-    fn = g.draw(st.sampled_from(["add", "mul", "rsub"]), "scalar op")
+    # 0, 1 and -1 stay constants and exercise the simplifier; 3 becomes a runtime scalar
+    c = g.draw(st.sampled_from([0, 1, -1, 3]), "scalar")
+    fn = g.draw(st.sampled_from(["add", "sub", "mul", "rsub", "div"]), "scalar op")
     if fn == "add":
         return a + c
+    if fn == "sub":
+        return a - c
     if fn == "mul":
         return a * c
+    if fn == "div" and g.dtype.kind == "f":
+        return a / c
     return c - a
 
 
@@ -151,7 +163,7 @@ def op_convert(g: Graph, a):
     return a.astype(wide).astype(g.dtype)
 
 
-OPS = [op_unary, op_binary, op_scalar, op_broadcast, op_reshape, op_transpose, op_slice,
+OPS = [op_unary, op_binary, op_divide, op_scalar, op_scalar, op_broadcast, op_reshape, op_transpose, op_slice,
        op_concat, op_reduce, op_select, op_convert]
 
 
