@@ -5,6 +5,8 @@ printing, `bool()`) syncs the tensor's device.
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any, Optional
 
 import numpy as np
@@ -69,7 +71,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self._node.shape, dtype=np.int64))
+        return math.prod(self._node.shape)
 
     @property
     def device(self) -> DeviceState:

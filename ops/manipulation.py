@@ -1,6 +1,8 @@
 """Shape manipulation: reshape, permute_dims, expand_dims, squeeze, concat, stack, flip..."""
 from __future__ import annotations
 
+import math
+
 from typing import Any, Sequence
 
 import numpy as np
@@ -17,19 +19,19 @@ def reshape(x: Any, shape: Any, copy: Any = None) -> Node:
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     shape = [int(s) for s in shape]
-    size = int(np.prod(x.shape, dtype=np.int64))
+    size = math.prod(x.shape)
     if shape.count(-1) > 1:
         raise ValueError(f"reshape: only one dimension can be -1, got {tuple(shape)}")
     if -1 in shape:
-        known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        known = math.prod([s for s in shape if s != -1])
         if known == 0 or size % known:
             raise ValueError(f"reshape: cannot reshape {shape_str(x.shape)} (size {size}) "
                              f"to {tuple(shape)}")
         shape[shape.index(-1)] = size // known
     shape = tuple(shape)
-    if any(s < 0 for s in shape) or int(np.prod(shape, dtype=np.int64)) != size:
+    if any(s < 0 for s in shape) or math.prod(shape) != size:
         raise ValueError(f"reshape: cannot reshape {shape_str(x.shape)} (size {size}) "
-                         f"to {shape_str(shape)} (size {int(np.prod(shape, dtype=np.int64))})")
+                         f"to {shape_str(shape)} (size {math.prod(shape)})")
     return x if shape == x.shape else apply("reshape", x, shape=shape)
 
 

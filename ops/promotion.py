@@ -5,6 +5,7 @@ these helpers, and the errors they raise name the op and the shapes or dtypes.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -28,15 +29,21 @@ def shape_str(shape: tuple) -> str:
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
+@functools.lru_cache(maxsize=None)
+def _int_range(dtype: DType) -> tuple:
+    info = np.iinfo(dtype.np)
+    return int(info.min), int(info.max)
+
+
 def scalar(value: Any, dtype: DType) -> Node:
     """A 0-d node holding a Python scalar as `dtype`."""
     if dtype.is_int:
-        info = np.iinfo(dtype.np)
         if isinstance(value, float):
             raise TypeError(f"cannot use the float {value!r} as {dtype.name}")
-        if not info.min <= int(value) <= info.max:
+        lo, hi = _int_range(dtype)
+        if not lo <= int(value) <= hi:
             raise OverflowError(f"Python int {value} is out of range for {dtype.name} "
-                                f"[{info.min}, {info.max}]")
+                                f"[{lo}, {hi}]")
     if type(value) is not float or value == value:    # NaN is never a kept constant
         if value in KEPT_CONSTANTS:
             key = (value, dtype)

@@ -5,6 +5,8 @@ Shapes are tuples of ints; attributes are ints, tuples of ints, strings and dtyp
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import autodiff as A
@@ -211,7 +213,7 @@ broadcast_in_dim = primitive("broadcast_in_dim", INDEXING, _broadcast_infer, _br
 def _reshape_infer(operands, shape):
     (x,) = operands
     shape = _ints(shape)
-    if int(np.prod(shape, dtype=np.int64)) != int(np.prod(x.shape, dtype=np.int64)):
+    if math.prod(shape) != math.prod(x.shape):
         fail("reshape", operands, f"cannot reshape to {shape}: sizes differ")
     return shape, x.dtype
 
@@ -408,8 +410,8 @@ def _scatter_infer(operands, axis, mode):
 def _scatter_ref(x, idx, upd, axis, mode):
     out = np.moveaxis(x.copy(), axis, 0)
     u = np.moveaxis(upd, list(range(axis, axis + idx.ndim)), list(range(idx.ndim)))
-    u = u.reshape((-1,) + out.shape[1:])
     flat = idx.reshape(-1).astype(np.int64)
+    u = u.reshape((flat.size,) + out.shape[1:])   # -1 is ambiguous when a size is 0
     keep = (flat >= 0) & (flat < out.shape[0])
     if mode == "add":
         np.add.at(out, flat[keep], u[keep])
