@@ -1,0 +1,119 @@
+"""Every primitive compiles on the CPU device, for every dtype it supports, and matches the
+interpreter. Cases come from the shared table (tests/primitive_cases.py); to keep LLVM's
+work small, the cases of one dtype are merged into a few modules, compiled once each."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.module import Instruction, Module
+from lazyarray.devices.cpu import CPUDevice
+from lazyarray.devices.interpreter import InterpreterDevice
+
+from primitive_cases import CASES, build_module, dtypes_for, make_inputs
+
+BATCH = 48
+
+# (primitive, dtype) pairs whose *reference* is known to disagree with itself
+KNOWN_REFERENCE_ISSUES = {
+    ("convolution", "bfloat16"):
+        "the interpreter returns zeros for bf16 convolution (np.asarray(x, bfloat16) of its "
+        "float32 result); the CPU device computes the values",
+}
+
+_DEVICE = CPUDevice(lambda: {"cache_dir": "off", "num_threads": 2})
+
+
+def merge(modules: list) -> tuple:
+    """One module computing every module's outputs; returns it and each one's output slice."""
+    instructions: list = []
+    outputs: list = []
+    spans = []
+    number = 0
+    for m in modules:
+        base = len(instructions)
+        for ins in m.instructions:
+            attrs = dict(ins.attrs)
+            if ins.op == "parameter":
+                attrs["number"] = number + ins.attrs["number"]
+            instructions.append(Instruction(ins.op, tuple(o + base for o in ins.operands),
+                                            ins.shape, ins.dtype, attrs))
+        number += len(m.parameters)
+        spans.append((len(outputs), len(outputs) + len(m.outputs)))
+        outputs.extend(o + base for o in m.outputs)
+    return Module("merged", instructions, outputs), spans
+
+
+def tolerance(dtype: np.dtype) -> float:
+    if dtype == D.bfloat16.np:
+        return 2e-2
+    return {2: 2e-3, 4: 2e-5, 8: 1e-12}.get(dtype.itemsize, 0)
+
+
+def assert_matches(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    assert got.shape == want.shape and got.dtype == want.dtype, \
+        f"{what}: got {got.dtype}{got.shape}, want {want.dtype}{want.shape}"
+    if want.dtype.kind == "f" or want.dtype == D.bfloat16.np:
+        tol = tolerance(want.dtype)
+        ok = np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol,
+                         equal_nan=True)
+        assert ok, f"{what}: got {got.ravel()[:6]}, want {want.ravel()[:6]}"
+    else:
+        assert np.array_equal(got, want), f"{what}: got {got.ravel()[:6]}, want {want.ravel()[:6]}"
+
+
+def batches(dtype: D.DType) -> list:
+    cases = [c for c in CASES if dtype in dtypes_for(c)
+             and (c.prim, dtype.name) not in KNOWN_REFERENCE_ISSUES]
+    return [cases[k:k + BATCH] for k in range(0, len(cases), BATCH)]
+
+
+PARAMS = [(d, k) for d in D.ALL for k in range(len(batches(d)))]
+
+
+@pytest.mark.parametrize("dtype,batch", PARAMS, ids=[f"{d.name}-{k}" for d, k in PARAMS])
+def test_primitives_match_interpreter(dtype: D.DType, batch: int) -> None:
+    cases = batches(dtype)[batch]
+    module, spans = merge([build_module(c, dtype) for c in cases])
+    args = [a for c in cases for a in make_inputs(c, dtype, seed=1)]
+    want = InterpreterDevice().compile(module).run(args)
+    got = _DEVICE.compile(module).run(args)
+    for case, (lo, hi) in zip(cases, spans):
+        for k in range(lo, hi):
+            assert_matches(np.asarray(got[k]), np.asarray(want[k]), f"{case.id} {dtype.name}")
+
+
+def test_every_primitive_with_a_case_is_covered() -> None:
+    covered = {c.prim for d in D.ALL for b in batches(d) for c in b}
+    assert covered == {c.prim for c in CASES}
+
+
+def test_integer_division_by_zero_and_overflow_are_defined() -> None:
+    from lazyarray.compiler.module import Instruction as I
+    for dt in (D.int8, D.int32, D.int64, D.uint16):
+        info = np.iinfo(dt.np)
+        a = np.array([7, -7 if dt.kind == "int" else 7, info.min, info.min, 5], dt.np)
+        b = np.array([0, 2, -1 if dt.kind == "int" else 1, 0, 3], dt.np)
+        for op in ("divide", "remainder"):
+            m = Module("div", [I("parameter", (), (5,), dt, {"number": 0}),
+                               I("parameter", (), (5,), dt, {"number": 1}),
+                               I(op, (0, 1), (5,), dt, {})], [2])
+            want = InterpreterDevice().compile(m).run([a, b])[0]
+            got = _DEVICE.compile(m).run([a, b])[0]
+            assert np.array_equal(got, want), (op, dt.name, got, want)
+
+
+def test_math_table_rejects_what_it_cannot_lower() -> None:
+    from lazyarray.compiler.codegen.math_table import MathTable
+    with pytest.raises(ValueError, match="no generic lowering"):
+        MathTable().emit(None, "exponential", [], D.float32)
+
+
+def test_float_reductions_reassociate_and_loops_vectorize() -> None:
+    from lazyarray.compiler.module import Instruction as I
+    n = 4096
+    m = Module("vec", [I("parameter", (), (64, n), D.float32, {"number": 0}),
+                       I("reduce", (0,), (64,), D.float32, {"axes": (1,), "kind": "sum"})], [1])
+    text = _DEVICE.stage(m, "llvm")
+    assert "<8 x float>" in text or "<16 x float>" in text, "the row sum did not vectorize"
