@@ -23,8 +23,11 @@ How it decides (DESIGN.md, "Fusion"):
    - epilogue: a LOOP kernel of the reduced shape that reads a REDUCTION kernel's results
      only through elementwise ops at the same index (`sum(x) / n`) joins that kernel;
    - siblings: two kernels of the same kind and iteration space that read a common
-     buffer (layer norm's mean and mean of squares) become one multi-output kernel.
-   A merge never creates a cycle between kernels (no path through a third kernel).
+     buffer of rank >= 1 (layer norm's mean and mean of squares) become one multi-output
+     kernel; sharing only a scalar saves no memory traffic and does not count.
+   A merge never creates a cycle between kernels (no path through a third kernel), and
+   never makes a kernel of more than MAX_MEMBERS members (one kernel's own fused
+   producers may exceed it: they are not a merge).
 
 What a kernel holds — the contract code generation relies on:
 
@@ -469,8 +472,10 @@ def _finish(planner: _Planner, groups: list) -> list:
             kern.epilogue = epilogue_of(ins, g.members)
         for o in kern.inputs:
             if o in producer:
-                reason = _side_output_reason(ins, by_id[producer[o]], o) or planner.rejections.get((producer[o], gid)) or (
-                    f"not fused: {name_of(m, o)} is {planner.why_materialized.get(o, 'materialized')}")
+                reason = (_side_output_reason(ins, by_id[producer[o]], o)
+                          or planner.rejections.get((producer[o], gid))
+                          or f"not fused: {name_of(m, o)} is "
+                             f"{planner.why_materialized.get(o, 'materialized')}")
                 line = f"{reason} ({name_of(m, o)} from {kernel_of[producer[o]]} into {kern.name})"
                 kern.reasons.append(line)
                 planner.decisions.append(line)
