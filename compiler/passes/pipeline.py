@@ -65,8 +65,19 @@ def optimize(module: Module, verify: bool = False) -> Module:
     return module
 
 
+# After SIMPLIFY_GROUP, compile_plan runs, in order:
+#   fusion             groups instructions into kernels, because memory traffic, not
+#                      arithmetic, is what costs (compiler/fusion.py)
+#   buffer_assignment  gives every kernel output a slot, reusing dead temporaries, so a
+#                      program needs little more memory than its inputs and outputs
+#                      (compiler/buffer_assignment.py, called by plan_fusion)
+# Kernels come out in a topological order (the schedule): a kernel runs after those it
+# reads, ties broken by program order.
+
+
 def compile_plan(module: Module, verify: bool = False,
                  donate_inputs: bool = False) -> ExecutionPlan:
-    """optimize, then fusion (which kernels) and buffer assignment (which slots)."""
+    """optimize, then fusion (which kernels) and buffer assignment (which slots).
+    `donate_inputs`: the runtime gives up the parameter buffers, so outputs may reuse them."""
     from ..fusion import plan_fusion
     return plan_fusion(optimize(module, verify=verify), donate_inputs=donate_inputs)
