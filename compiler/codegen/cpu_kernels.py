@@ -168,7 +168,7 @@ class CPUCodegen:
         e.b.ret_void()
         self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
                            "extent": out_shape[0] if out_shape else 1,
-                           "work": _inner_work(shape[1:] if shape else ())})
+                           "work": _inner_work(shape)})
 
     def _partial_reduction(self, kern: Kernel, roots: list, late: list, shape: tuple,
                            axes: tuple) -> None:

@@ -1,0 +1,116 @@
+"""The CPU device's runtime: work split over threads gives the 1-thread result, kernels
+run with the GIL released, outputs never alias the caller's inputs, BLAS products."""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+import pytest
+
+from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.module import Instruction as I
+from lazyarray.compiler.module import Module
+from lazyarray.devices.cpu import CPUDevice
+
+
+def _device(threads: int) -> CPUDevice:
+    return CPUDevice(lambda: {"cache_dir": "off", "num_threads": threads})
+
+
+def _sum_module(shape: tuple, axes: tuple, dtype: D.DType) -> Module:
+    out = tuple(n for d, n in enumerate(shape) if d not in axes)
+    return Module("sums", [
+        I("parameter", (), shape, dtype, {"number": 0}),
+        I("multiply", (0, 0), shape, dtype, {}),
+        I("reduce", (1,), out, dtype, {"axes": axes, "kind": "sum"}),
+        I("reduce", (0,), out, dtype, {"axes": axes, "kind": "max"}),
+    ], [2, 3])
+
+
+@pytest.mark.parametrize("axes", [(0, 1), (1,), (0,)], ids=["full", "rows", "columns"])
+def test_threads_give_the_one_thread_result(axes: tuple) -> None:
+    shape = (300, 257)
+    x = np.random.default_rng(0).integers(-50, 50, shape).astype(np.int64)
+    m = _sum_module(shape, axes, D.int64)
+    one = _device(1).compile(m)
+    four = _device(4).compile(m)
+    assert any(len(four._ranges(s)) == 4 for s in four.steps), "nothing was split"
+    for a, b, want in zip(one.run([x]), four.run([x]), [(x * x).sum(axis=axes), x.max(axis=axes)]):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, want)
+
+
+def test_float_full_sum_over_threads_is_close() -> None:
+    x = np.random.default_rng(1).standard_normal(1 << 18).astype(np.float32)
+    m = _sum_module(x.shape, (0,), D.float32)
+    s1, _ = _device(1).compile(m).run([x])
+    s4, _ = _device(4).compile(m).run([x])
+    np.testing.assert_allclose(s4, s1, rtol=1e-5)
+    np.testing.assert_allclose(s4, (x.astype(np.float64) ** 2).sum(), rtol=1e-5)
+
+
+def test_kernels_are_called_with_the_gil_released() -> None:
+    m = _sum_module((64, 64), (1,), D.float32)
+    exe = _device(2).compile(m)
+    for fn in exe._fns.values():
+        assert not fn._flags_ & ctypes._FUNCFLAG_PYTHONAPI      # CFUNCTYPE releases the GIL
+    x = np.ones((64, 64), np.float32)
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(exe.run([x])[0]))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4 and all(np.array_equal(r, np.full(64, 64.0)) for r in results)
+
+
+def test_outputs_do_not_alias_inputs() -> None:
+    m = Module("alias", [I("parameter", (), (16,), D.float32, {"number": 0}),
+                         I("negate", (0,), (16,), D.float32, {})], [0, 1, 1])
+    x = np.arange(16, dtype=np.float32)
+    exe = _device(2).compile(m)
+    a, b, c = exe.run([x])
+    assert not np.shares_memory(a, x) and not np.shares_memory(b, x)
+    np.testing.assert_array_equal(a, x)
+    np.testing.assert_array_equal(b, -x)
+    a2, b2, _ = exe.run([x])
+    assert not np.shares_memory(b2, b), "a second run overwrote the first run's output"
+
+
+@pytest.mark.parametrize("dtype", [D.float32, D.float64, D.int32, D.float16])
+def test_dot_general_batched_and_transposed(dtype: D.DType) -> None:
+    rng = np.random.default_rng(2)
+    lhs = rng.integers(-3, 3, (4, 5, 3)).astype(dtype.np)      # batch 0, contract 1
+    rhs = rng.integers(-3, 3, (6, 4, 5)).astype(dtype.np)      # batch 1, contract 2
+    attrs = {"lhs_contracting": (1,), "rhs_contracting": (2,), "lhs_batch": (0,), "rhs_batch": (1,)}
+    m = Module("dot", [I("parameter", (), lhs.shape, dtype, {"number": 0}),
+                       I("parameter", (), rhs.shape, dtype, {"number": 1}),
+                       I("dot_general", (0, 1), (4, 3, 6), dtype, attrs)], [2])
+    got = _device(2).compile(m).run([lhs, rhs])[0]
+    want = np.einsum("bkm,nbk->bmn", lhs.astype(np.float64), rhs.astype(np.float64))
+    np.testing.assert_allclose(got.astype(np.float64), want)
+
+
+def test_lazyarray_uses_cpu_by_default_and_counts_kernels() -> None:
+    import lazyarray as la
+    la.debug.reset_metrics()
+    with la.config.override(device="", cache_dir="off"):
+        x = la.asarray(np.arange(6, dtype=np.float32))
+        y = (x * 2 + 1).sum()
+        assert y.device.device.name == "cpu"
+        assert float(y) == 36.0
+    m = la.debug.metrics()
+    assert m.kernels_launched >= 1 and m.peak_bytes
+
+
+def test_debug_ir_stages() -> None:
+    import lazyarray as la
+    with la.config.override(device="cpu"):
+        x = la.asarray(np.ones((4, 8), np.float32))
+        y = la.exp(x).sum(axis=1)
+        assert "define" in la.debug.ir(y, "llvm")
+        assert "digraph" in la.debug.ir(y, "dot")
+        assert "reduce" in la.debug.ir(y, "optimized_hlo")
+        assert "ret" in la.debug.ir(y, "asm")
