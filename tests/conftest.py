@@ -13,6 +13,26 @@ from harness import device_names
 import hypothesis_profiles  # noqa: F401  (profiles 'ci' and 'long' for --hypothesis-profile)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--op-matrix", choices=("smoke", "diagonal", "full"), default=None,
+        help="how much of the op table runs on compiled devices: smoke (one call per case, "
+             "the default), diagonal (every dtype and every variant once) or full (every "
+             "dtype with every variant, as the interpreter always runs)")
+
+
+@pytest.fixture
+def op_matrix(request: pytest.FixtureRequest):
+    """device name -> the op-table tier it runs (see --op-matrix)."""
+    chosen = request.config.getoption("--op-matrix")
+
+    def tier(device: str) -> str:
+        if device == "interpreter":
+            return "full"           # the reference device is cheap: always everything
+        return chosen or "smoke"    # a compile per call: kept within the suite's time budget
+    return tier
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "device" in metafunc.fixturenames:
         metafunc.parametrize("device", device_names(), indirect=True)

@@ -245,10 +245,25 @@ class Variant:
                 f"kwargs={self.kwargs}")
 
 
-def record(case: OpCase, dtype: D.DType, device: str, rng: np.random.Generator) -> list:
-    """Record every variant of `case` for `dtype` on `device` (nothing runs yet)."""
+def plan(case: OpCase, tier: str = "full", index: int = 0) -> list:
+    """The (dtype, shapes, kwargs) calls to check. "full": every dtype with every variant;
+    "diagonal": every dtype and every variant at least once; "smoke": one call (the first
+    variant, in a dtype that rotates with `index` so that a table run covers every dtype)."""
+    dtypes, variants = list(case.dtypes), case.variants()
+    if tier == "full":
+        return [(d, s, k) for d in dtypes for s, k in variants]
+    if tier == "diagonal":
+        n = max(len(dtypes), len(variants))
+        return [(dtypes[i % len(dtypes)],) + tuple(variants[i % len(variants)]) for i in range(n)]
+    if tier == "smoke":
+        return [(dtypes[index % len(dtypes)],) + tuple(variants[0])]
+    raise ValueError(f"unknown tier {tier!r}; valid: full, diagonal, smoke")
+
+
+def record(case: OpCase, calls: Sequence, device: str, rng: np.random.Generator) -> list:
+    """Record each (dtype, shapes, kwargs) call of `case` on `device` (nothing runs yet)."""
     out = []
-    for shapes, kwargs in case.variants():
+    for dtype, shapes, kwargs in calls:
         inputs = [] if case.dtype_kwarg else case.make_inputs(rng, dtype, shapes)
         v = Variant(case, dtype, shapes, kwargs, inputs)
         try:
@@ -336,16 +351,17 @@ def _drop_pending(device: str) -> None:
     runtime.get_device(device).pending.clear()
 
 
-def check_case(case: OpCase, dtypes: Sequence, device: str, seed: int = 0) -> None:
-    """Run every dtype and variant of `case` on `device` in one sync; fail listing every
-    variant that differs from NumPy."""
+def check_case(case: OpCase, device: str, calls: Optional[Sequence] = None, seed: int = 0) -> None:
+    """Run the calls of `case` (default: the full plan) on `device` in one sync; fail
+    listing every call that differs from NumPy."""
+    calls = plan(case) if calls is None else list(calls)
     rng = np.random.default_rng(seed)
-    variants = [v for d in dtypes for v in record(case, d, device, rng)]
+    variants = record(case, calls, device, rng)
     try:
         la.sync(device)
     except Exception as e:
         _drop_pending(device)
-        problems = _locate_failure(case, dtypes, device, seed, e)
+        problems = _locate_failure(case, calls, device, seed, e)
     else:
         problems = [f"{v.describe()}: {p}" for v in variants if (p := _safe_compare(v))]
     if problems:
@@ -353,18 +369,18 @@ def check_case(case: OpCase, dtypes: Sequence, device: str, seed: int = 0) -> No
                              f"{device} differ from NumPy:\n  " + "\n  ".join(problems))
 
 
-def _locate_failure(case: OpCase, dtypes: Sequence, device: str, seed: int, err: Exception) -> list:
-    """The batched sync failed: sync each variant alone to say which ones fail."""
+def _locate_failure(case: OpCase, calls: Sequence, device: str, seed: int, err: Exception) -> list:
+    """The batched sync failed: sync each call alone to say which ones fail."""
     rng = np.random.default_rng(seed)
     problems = [f"the batched sync failed with {type(err).__name__}: {err}"]
-    for d in dtypes:
-        for v in record(case, d, device, rng):
-            try:
-                la.sync(device)
-                p = _safe_compare(v)
-            except Exception as e:
-                _drop_pending(device)
-                p = f"sync raised {type(e).__name__}: {e}"
-            if p:
-                problems.append(f"{v.describe()}: {p}")
+    for call in calls:
+        (v,) = record(case, [call], device, rng)
+        try:
+            la.sync(device)
+            p = _safe_compare(v)
+        except Exception as e:
+            _drop_pending(device)
+            p = f"sync raised {type(e).__name__}: {e}"
+        if p:
+            problems.append(f"{v.describe()}: {p}")
     return problems
