@@ -213,3 +213,34 @@ def test_cumulative_product_gradient_with_zeros(reverse):
     x = np.array([[2.0, 0.0, 3.0, 0.5, 0.0], [1.5, -2.0, 0.0, 4.0, 1.0]])
     fn = _primitive_fn("cumulative", dict(axis=1, kind="prod", reverse=reverse))
     gradcheck.check_full(fn, [x], device="interpreter")
+
+
+# ---- second order: every vjp is itself differentiable (nested tapes) ---------------------
+
+def _gradient_along(fn, inputs, seed=2):
+    """h(x) = <grad of sum(w * fn(x)), v>: differentiating h differentiates the vjp."""
+    rng = np.random.default_rng(seed)
+    wrt = gradcheck.float_inputs(inputs)
+    out = fn(*[la.asarray(np.array(a)) for a in inputs])
+    w = rng.standard_normal(out.shape)
+    vs = [rng.standard_normal(np.shape(inputs[i])) for i in wrt]
+
+    def h(*xs):
+        with la.GradientTape() as tape:
+            tape.watch([xs[i] for i in wrt])
+            loss = la.sum(fn(*xs) * la.asarray(w))
+        grads = tape.gradient(loss, [xs[i] for i in wrt], unconnected_gradients="zero")
+        total = la.sum(grads[0] * la.asarray(vs[0]))
+        for g, v in zip(grads[1:], vs[1:]):
+            total = total + la.sum(g * la.asarray(v))
+        return total
+    return h
+
+
+@pytest.mark.parametrize("case", GRAD_CASES, ids=lambda c: c.id)
+def test_primitive_vjp_second_order(case):
+    fn, inputs, why = _checkable(case)
+    if why:
+        pytest.skip(why)
+    with la.config.override(device="interpreter"):
+        gradcheck.check_direction(_gradient_along(fn, inputs), inputs, device="interpreter")
