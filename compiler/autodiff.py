@@ -40,8 +40,8 @@ def stop(node: Node) -> Node:
     """
     if node.buffer is not None:
         return Node("parameter", (), node.shape, node.dtype, {}, buffer=node.buffer)
-    if not node.operands:
-        return node if node.op in ("constant", "scalar") else _stopped_copy(node)
+    if node.op in ("constant", "scalar"):
+        return node          # never a source: nothing to stop
     return _stopped_copy(node)
 
 
