@@ -29,7 +29,7 @@ class Tensor:
     @staticmethod
     def _wrap(node: Node, state: DeviceState) -> "Tensor":
         t = Tensor.__new__(Tensor)
-        t._node = node
+        t._node = _own(node)
         t._state = state
         if node.buffer is None:
             state.add_pending(t)
@@ -51,6 +51,7 @@ class Tensor:
 
     def _assign(self, node: Node) -> None:
         """Make this tensor hold a new value (functional __setitem__)."""
+        node = _own(node)
         self._node = node
         if node.buffer is None:
             self._state.add_pending(self)
@@ -360,6 +361,15 @@ class Tensor:
     def detach(self) -> "Tensor":
         from . import api
         return api.stop_gradient(self)
+
+
+def _own(node: Node) -> Node:
+    """A tensor's own node. Kept constants (0, 1, -1) are shared by every graph; a tensor
+    holding one directly gets a copy, so that materializing it does not turn the shared
+    constant into a parameter of every later module."""
+    if node.op != "constant" or node.buffer is not None:
+        return node
+    return Node("constant", (), node.shape, node.dtype, node.attrs, value=node.value)
 
 
 # ---- the fast paths of the operators ---------------------------------------------------

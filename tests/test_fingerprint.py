@@ -119,3 +119,14 @@ def test_fingerprint_ignores_identity_of_tensors(device, fresh_metrics):
     z.numpy()
     assert fresh_metrics.compiles == 1
     assert z.item() == 0.0 and y.item() == 12.0
+
+
+def test_materializing_a_bare_constant_keeps_it_a_constant(device):
+    # la.zeros(()) is the kept constant 0 itself; computing it must not make the shared
+    # constant a parameter of every later module
+    for make in (lambda: la.zeros(()), lambda: la.ones(()), lambda: la.full((), -1.0)):
+        assert make().item() in (0.0, 1.0, -1.0)
+    x = la.asarray([1.0, 2.0, 3.0])
+    text = la.debug.ir(x * 0.0 + x * 1.0 - x * -1.0, "hlo")
+    assert sorted(float(c) for c in _constants(text)) == [-1.0, 0.0, 1.0], text
+    assert _parameters(text) == 1, text
