@@ -94,7 +94,8 @@ def test_gradients_from_a_dict_of_sources(device):
 def test_digits_mlp_accuracy(clean_metrics):
     digits = _load_example()
     la.random.seed(0)
-    result = digits.train(digits.make_mlp(), digits.load_digits_split(), epochs=12, log=None)
+    make, settings = digits.MODELS["mlp"]
+    result = digits.train(make(), digits.load_digits_split(), epochs=12, log=None, **settings)
     assert result["accuracy"] >= 0.95, result
     assert result["compiles"] == 2, (result, clean_metrics.recompiles)   # step + evaluation
 
@@ -105,8 +106,7 @@ def test_digits_mlp_accuracy(clean_metrics):
 def test_digits_cnn_trains(clean_metrics):
     digits = _load_example()
     la.random.seed(0)
-    x_train, y_train, x_test, y_test = digits.load_digits_split()
-    data = (x_train[:512], y_train[:512], x_test, y_test)
-    result = digits.train(digits.make_cnn(), data, epochs=4, log=None)
-    assert result["accuracy"] >= 0.85, result
-    assert result["compiles"] == 2, (result, clean_metrics.recompiles)
+    make, settings = digits.MODELS["cnn"]
+    result = digits.train(make(), digits.load_digits_split(), epochs=5, log=None, **settings)
+    assert result["accuracy"] >= 0.93, result
+    assert result["compiles"] == 2, (result, clean_metrics.recompiles)  # step + evaluation
