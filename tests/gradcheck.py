@@ -77,7 +77,8 @@ def check_direction(fn: Callable, inputs: Sequence[np.ndarray], wrt: Optional[Se
     la.sync()
     numeric = (float(plus) - float(minus)) / (2 * eps)
     analytic = sum(float(np.sum(g.numpy().astype(np.float64) * ts[i])) for g, i in zip(grads, wrt))
-    scale = max(abs(numeric), abs(analytic), sum(float(np.abs(t).sum()) for t in ts.values()) * 1e-3)
+    size = sum(float(np.abs(t).sum()) for t in ts.values())
+    scale = max(abs(numeric), abs(analytic), size * 1e-3)
     assert abs(analytic - numeric) <= atol + rtol * scale, (
         f"directional derivative: analytic {analytic!r} vs finite difference {numeric!r} "
         f"(eps={eps}, difference {abs(analytic - numeric):.3g})")

@@ -40,8 +40,9 @@ def np_conv2d(x, w, stride=(1, 1), pad=((0, 0), (0, 0)), dilation=(1, 1), groups
                 for ci in range(cg):
                     for a in range(kh):
                         for bb in range(kw):
-                            out[:, oc, i, j] += (xp[:, g * cg + ci, i * stride[0] + a * dilation[0],
-                                                    j * stride[1] + bb * dilation[1]] * w[oc, ci, a, bb])
+                            tap = xp[:, g * cg + ci, i * stride[0] + a * dilation[0],
+                                     j * stride[1] + bb * dilation[1]]
+                            out[:, oc, i, j] += tap * w[oc, ci, a, bb]
     return out
 
 

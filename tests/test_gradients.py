@@ -34,7 +34,8 @@ def _differentiable_case(case) -> bool:
 def test_every_differentiable_primitive_has_a_float_case():
     covered = {c.prim for c in CASES if _differentiable_case(c)}
     covered |= {c[0] for c in EXTRA_CASES}
-    wanted = {n for n, p in PRIMITIVES.items() if p.kind != LEAF and p.vjp is not NOT_DIFFERENTIABLE}
+    wanted = {n for n, p in PRIMITIVES.items()
+              if p.kind != LEAF and p.vjp is not NOT_DIFFERENTIABLE}
     assert wanted <= covered, f"no gradient case for {sorted(wanted - covered)}"
 
 
@@ -93,8 +94,10 @@ EXTRA_CASES = [
     ("broadcast_in_dim", dict(shape=(4, 2, 3), broadcast_dimensions=(0, 2)), [_r(1, 3)]),
     ("pad", dict(edge_padding_low=(-1, 2), edge_padding_high=(2, -2), interior_padding=(2, 1)),
      [_r(3, 4), np.array(0.5)]),
-    ("dynamic_update_slice", {}, [_r(4, 5), _r(2, 2), np.array(3, np.int32), np.array(-1, np.int32)]),
-    ("dynamic_slice", dict(slice_sizes=(2, 2)), [_r(4, 5), np.array(9, np.int64), np.array(1, np.int64)]),
+    ("dynamic_update_slice", {},
+     [_r(4, 5), _r(2, 2), np.array(3, np.int32), np.array(-1, np.int32)]),
+    ("dynamic_slice", dict(slice_sizes=(2, 2)),
+     [_r(4, 5), np.array(9, np.int64), np.array(1, np.int64)]),
     ("scatter", dict(axis=0, mode="set"), [_r(4, 2), np.array([1, 3, 1, 7, -1]), _r(5, 2)]),
     ("scatter", dict(axis=1, mode="add"), [_r(2, 4), np.array([[0, 3], [3, 3]]), _r(2, 2, 2)]),
     ("gather", dict(axis=0), [_r(4, 2), np.array([0, 5, -3, 2])]),

@@ -11,7 +11,8 @@ with G = feature_group_count: output channel o reads the input channels of its g
 - lhs_dilation: holes of d - 1 zeros between input elements (transposed convolutions);
 - rhs_dilation: holes between window taps (atrous convolution).
 
-    out[n, o, y] = sum over c, k of xp[n, g(o) * C/G + c, y * stride + k * rhs_dilation] * rhs[o, c, k]
+    out[n, o, y] = sum over c, k of
+                   xp[n, g(o) * C/G + c, y * stride + k * rhs_dilation] * rhs[o, c, k]
 
 where xp is the input dilated by lhs_dilation, then padded. Compiled code never sees this
 primitive: the pass `expand_convolution` rewrites it into pads, slices and a dot_general.
