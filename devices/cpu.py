@@ -29,6 +29,7 @@ from ..compiler.primitives.linalg import canonical_operands
 from . import cpu_program
 from .compile_cache import DiskCache, default_dir, entry_key
 from .device import Device
+from .host_memory import HOST_MEMORY
 from .thread_pool import ThreadPool, split
 
 VERSION = "0.1.0"
@@ -270,7 +271,7 @@ class CPUExecutable:
 
     def _memory(self, slot: Optional[int], size: int, is_output: bool) -> np.ndarray:
         if is_output or slot is None:
-            return np.empty(max(size, 1), np.uint8)
+            return HOST_MEMORY.take(size)
         mem = self._temps.get(slot)         # temporaries are reused from run to run
         if mem is None or mem.size < size:
             mem = self._temps[slot] = np.empty(max(size, 1), np.uint8)
@@ -309,6 +310,9 @@ class CPUExecutable:
             arr = arrays[p]
             if p in params:        # an input returned as is: the caller gets its own copy
                 arr = np.array(arr, copy=True)
+            elif arr.base is not None:
+                arr = arr.view()
+                HOST_MEMORY.track(arr, arr.base)
             arr.setflags(write=False)
             out.append(arr)
         return out

@@ -136,28 +136,32 @@ class CPUCodegen:
         epilogue = set(kern.epilogue)
         late = [p for p in kern.outputs if p in roots or p in epilogue]
         side = [p for p in kern.outputs if p not in late]
-        if side:      # values of the input's shape that leave the kernel: their own pass
-            self._loops(kern, side)
-        if not late:
-            return
         kept = [d for d in range(len(shape)) if d not in axes]
         trailing = bool(axes) and list(axes) == list(range(len(shape) - len(axes), len(shape)))
         sums = all(self.ins[p].op == "reduce" for p in roots)
-        if (trailing and kept) or not sums or not axes:
-            self._row_reduction(kern, roots, late, shape, axes)
+        rows = trailing and kept and sums and all(self.ins[p].shape == shape for p in side)
+        if side and not rows:   # values of the input's shape that leave: their own pass
+            self._loops(kern, side)
+        if not late:
+            return
+        if rows:                # side outputs are stored as the row loop passes over them
+            self._row_reduction(kern, roots, late, shape, axes, side)
+        elif (trailing and kept) or not sums or not axes:
+            self._row_reduction(kern, roots, late, shape, axes, [])
         else:
             self._partial_reduction(kern, roots, late, shape, axes)
 
     def _row_reduction(self, kern: Kernel, roots: list, late: list, shape: tuple,
-                       axes: tuple) -> None:
+                       axes: tuple, side: list) -> None:
         """Each output element's reduction in registers, then the epilogue at its index."""
         out_shape = tuple(n for d, n in enumerate(shape) if d not in axes)
-        name, args, e, ptr_of, start, end, _ = self._begin(kern, self._reads(kern), late)
+        name, args, e, ptr_of, start, end, _ = self._begin(kern, self._reads(kern), late + side)
         sums = [p for p in roots if self.ins[p].op == "reduce"]
+        stores = [(ptr_of[p], p) for p in side]
 
         def element(index: list) -> None:
             if sums and axes:
-                values = reduce_together(e, sums, shape, axes, index)
+                values = reduce_together(e, sums, shape, axes, index, stores)
                 for pos, v in values.items():
                     e.remember(pos, index, v)
             for pos in late:
@@ -239,8 +243,9 @@ def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body
 
 
 def reduce_together(e: ElementalEmitter, roots: list, shape: tuple, axes: tuple,
-                    out_index: list) -> dict:
-    """Sibling reductions over the same axes in one loop (the operand is read once)."""
+                    out_index: list, stores: list = ()) -> dict:
+    """Sibling reductions over the same axes in one loop (the operand is read once);
+    `stores` (pointer, position) are written at every index the loop passes."""
     ins = e.module.instructions
     kinds = [ins[p].attrs["kind"] for p in roots]
     accs = [accumulator_dtype(ins[p].dtype) for p in roots]
@@ -250,6 +255,8 @@ def reduce_together(e: ElementalEmitter, roots: list, shape: tuple, axes: tuple,
 
     def level(k: int, carried: list) -> list:
         if k == len(axes):
+            for ptr, pos in stores:
+                e.store(ptr, shape, e.at(pos, list(full)), list(full))
             out = []
             for src, kind, acc, c in zip(srcs, kinds, accs, carried):
                 v = e.at(src, list(full))

@@ -13,6 +13,7 @@ from typing import Callable
 import llvmlite.ir as ir
 
 from .. import dtypes as D
+from . import poly_math
 from .llvm_types import F32, F64
 
 
@@ -26,8 +27,12 @@ class MathTable:
     target = "generic"
     intrinsics: dict = {}       # op name -> LLVM intrinsic prefix ("llvm.exp")
     calls: dict = {}            # op name -> C function name (float variant gets an "f")
+    float32_code: dict = {}     # op name -> inline code for float32 (poly_math)
 
     def emit(self, e, name: str, args: list, dtype: D.DType) -> ir.Value:
+        fast = self.float32_code.get(name)
+        if fast is not None and args and args[0].type == F32:
+            return fast(self, e, *args)
         composite = COMPOSITES.get(name)
         if composite is not None and name not in self.intrinsics and name not in self.calls:
             return composite(self, e, args, dtype)
@@ -87,6 +92,7 @@ COMPOSITES: dict[str, Callable] = {
 
 class CPUMath(MathTable):
     target = "cpu"
+    float32_code = poly_math.FLOAT32     # vectorizable; libm would be one call per element
     intrinsics = {
         "exponential": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt",
         "sine": "llvm.sin", "cosine": "llvm.cos", "floor": "llvm.floor", "ceil": "llvm.ceil",

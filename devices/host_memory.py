@@ -1,0 +1,69 @@
+"""Recycled host memory for the CPU device's output buffers.
+
+A fresh large NumPy array is fresh pages from the kernel: the first write to each page
+faults, which for a 16 MB output costs as much as the kernel itself. Outputs are handed to
+the caller, so they cannot simply be reused; instead, when the caller drops an output
+array its memory comes back here (a `weakref.finalize` on the array) and serves a later
+allocation of the same size, unless some other view of the memory is still alive
+(checked by reference count: recycling memory a view still reads would corrupt it).
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+
+import numpy as np
+
+KEEP_PER_SIZE = 2
+KEEP_BYTES = 1 << 30
+MIN_BYTES = 1 << 16          # small arrays come from malloc's own free lists
+
+
+class HostMemory:
+    def __init__(self) -> None:
+        self._free: dict = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._baseline = 0
+        self._baseline = self._probe()
+
+    def _probe(self) -> int:
+        """The reference count `_give_back` sees for memory whose only view just died."""
+        self._seen: list = []
+        mem = np.empty(MIN_BYTES, np.uint8)
+        view = mem[:]
+        weakref.finalize(view, self._give_back, mem)
+        del mem
+        del view
+        return self._seen.pop()
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """Raw memory of exactly `nbytes` (uint8), recycled when possible."""
+        if nbytes >= MIN_BYTES:
+            with self._lock:
+                stack = self._free.get(nbytes)
+                if stack:
+                    self._bytes -= nbytes
+                    return stack.pop()
+        return np.empty(max(nbytes, 1), np.uint8)
+
+    def track(self, array: np.ndarray, mem: np.ndarray) -> None:
+        """Give `mem` back when `array` (a view of it handed to the caller) dies."""
+        if mem.nbytes >= MIN_BYTES:
+            weakref.finalize(array, self._give_back, mem)
+
+    def _give_back(self, mem: np.ndarray) -> None:
+        if not self._baseline:
+            self._seen.append(sys.getrefcount(mem))
+            return
+        if sys.getrefcount(mem) > self._baseline:
+            return                   # another view still reads it: let NumPy free it later
+        with self._lock:
+            stack = self._free.setdefault(mem.nbytes, [])
+            if len(stack) < KEEP_PER_SIZE and self._bytes + mem.nbytes <= KEEP_BYTES:
+                stack.append(mem)
+                self._bytes += mem.nbytes
+
+
+HOST_MEMORY = HostMemory()
