@@ -351,10 +351,12 @@ def _drop_pending(device: str) -> None:
     runtime.get_device(device).pending.clear()
 
 
-def check_case(case: OpCase, device: str, calls: Optional[Sequence] = None, seed: int = 0) -> None:
-    """Run the calls of `case` (default: the full plan) on `device` in one sync; fail
-    listing every call that differs from NumPy."""
-    calls = plan(case) if calls is None else list(calls)
+def check_case(case: OpCase, dtypes: Sequence, device: str, seed: int = 0,
+               calls: Optional[Sequence] = None) -> None:
+    """Run every variant of `case` in `dtypes` (or exactly `calls`, from `plan`) on `device`
+    in one sync; fail listing every call that differs from NumPy."""
+    if calls is None:
+        calls = [c for c in plan(case) if c[0] in dtypes]
     rng = np.random.default_rng(seed)
     variants = record(case, calls, device, rng)
     try:

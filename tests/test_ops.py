@@ -16,7 +16,7 @@ def test_op_matches_numpy(index, case, device, op_matrix):
     missing = case.missing()
     if missing:
         pytest.skip(f"{case.id}: {missing} (another engineer is writing it)")
-    check_case(case, device, plan(case, op_matrix(device), index))
+    check_case(case, case.dtypes, device, calls=plan(case, op_matrix(device), index))
 
 
 # Public functions that cannot be compared with NumPy value for value. Keep this short:
@@ -76,7 +76,7 @@ def test_harness_detects_a_wrong_reference(device):
     from harness import OpCase
     wrong = OpCase("exp", np.expm1, dtypes=(D.float32,), shapes=[((3,),)])
     with pytest.raises(AssertionError, match="values differ"):
-        check_case(wrong, device)
+        check_case(wrong, wrong.dtypes, device)
 
 
 def test_harness_detects_a_wrong_dtype(device):
@@ -84,7 +84,7 @@ def test_harness_detects_a_wrong_dtype(device):
     wrong = OpCase("add", lambda a, b: np.add(a, b).astype(np.float64), dtypes=(D.float32,),
                    shapes=[((3,), (3,))])
     with pytest.raises(AssertionError, match="dtype float32, NumPy float64"):
-        check_case(wrong, device)
+        check_case(wrong, wrong.dtypes, device)
 
 
 # Mixed-dtype operands: (a, b, result). Within a kind the array API's table; across kinds what
