@@ -166,10 +166,6 @@ class OpCase:
     def id(self) -> str:
         return self.name + (f"[{self.label}]" if self.label else "")
 
-    @property
-    def arity(self) -> int:
-        return len(self.shapes[0]) if self.shapes else 0
-
     def variants(self) -> list:
         """Every (shapes, kwargs) pair of the case."""
         if self.pairs is not None:

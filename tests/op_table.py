@@ -251,6 +251,43 @@ add(OpCase("sort", _sort, dtypes=ALL, shapes=SORT_SHAPES, kwargs=SORT_KW, domain
     OpCase("diff", np.diff, dtypes=NUMERIC + BOOL, shapes=[((2, 5),), ((4,),), ((0,),), ((),)],
            kwargs=[{}, {"axis": 0}, {"n": 2}], differentiable=True))
 
+# ---- data-dependent shapes: graph breaks, still compared with NumPy ----------------------
+
+
+def _unique_counts(x):
+    v, c = np.unique(x, return_counts=True)
+    return v, c.astype(np.int64)
+
+
+def _unique_inverse(x):
+    v, inv = np.unique(x, return_inverse=True)
+    return v, inv.reshape(x.shape).astype(np.int64)
+
+
+def _unique_all(x):
+    v, i, inv, c = np.unique(x, return_index=True, return_inverse=True, return_counts=True)
+    return v, i.astype(np.int64), inv.reshape(x.shape).astype(np.int64), c.astype(np.int64)
+
+
+def _nonzero(x):
+    return tuple(i.astype(np.int64) for i in np.nonzero(x))
+
+
+BREAK_SHAPES = [((2, 5),), ((6,),), ((0,),)]
+add(OpCase("nonzero", _nonzero, dtypes=(D.float32, D.int8, D.bool_),
+           shapes=BREAK_SHAPES + [((),)], domains=("shift",)),
+    OpCase("unique_values", np.unique, dtypes=(D.float32, D.int16, D.uint8, D.bool_),
+           shapes=BREAK_SHAPES, domains=("shift",)),
+    OpCase("unique_counts", _unique_counts, dtypes=(D.float32, D.int16, D.bool_),
+           shapes=BREAK_SHAPES, domains=("shift",)),
+    OpCase("unique_inverse", _unique_inverse, dtypes=(D.float32, D.int16, D.bool_),
+           shapes=BREAK_SHAPES, domains=("shift",)),
+    OpCase("unique_all", _unique_all, dtypes=(D.float32, D.int16, D.bool_),
+           shapes=BREAK_SHAPES, domains=("shift",)))
+
+# public functions of lazyarray that are not in lazyarray.ops (they need the runtime)
+RUNTIME_FUNCTIONS = ("nonzero", "unique_values", "unique_counts", "unique_inverse", "unique_all")
+
 # ---- creation -------------------------------------------------------------------------
 
 SHAPE_KW = [{"shape": (2, 3)}, {"shape": ()}, {"shape": (0, 4)}, {"shape": 3}]
