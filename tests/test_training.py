@@ -95,7 +95,7 @@ def test_digits_mlp_accuracy(clean_metrics):
     digits = _load_example()
     la.random.seed(0)
     make, settings = digits.MODELS["mlp"]
-    result = digits.train(make(), digits.load_digits_split(), epochs=12, log=None, **settings)
+    result = digits.train(make(), digits.load_digits_split(), epochs=8, log=None, **settings)
     assert result["accuracy"] >= 0.95, result
     assert result["compiles"] == 2, (result, clean_metrics.recompiles)   # step + evaluation
 
@@ -107,6 +107,6 @@ def test_digits_cnn_trains(clean_metrics):
     digits = _load_example()
     la.random.seed(0)
     make, settings = digits.MODELS["cnn"]
-    result = digits.train(make(), digits.load_digits_split(), epochs=5, log=None, **settings)
+    result = digits.train(make(), digits.load_digits_split(), epochs=4, log=None, **settings)
     assert result["accuracy"] >= 0.93, result
     assert result["compiles"] == 2, (result, clean_metrics.recompiles)  # step + evaluation
