@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 import lazyarray as la
+from lazyarray.devices.interpreter import InterpreterDevice
 from harness import device_names
 import hypothesis_profiles  # noqa: F401  (profiles 'ci' and 'long' for --hypothesis-profile)
 
@@ -53,3 +54,18 @@ def fresh_metrics():
     runtime.clear_caches()
     la.debug.reset_metrics()
     return la.debug.metrics()
+
+
+class _OtherDevice(InterpreterDevice):
+    name = "otherdev"
+    platform = "otherdev"
+
+
+@pytest.fixture
+def other_device(monkeypatch):
+    """A second device (an interpreter under another name), registered for one test."""
+    from lazyarray import runtime
+    monkeypatch.setitem(runtime._FACTORIES, "otherdev", lambda name: _OtherDevice())
+    yield "otherdev"
+    for key in ("otherdev", "otherdev:0"):
+        runtime._STATES.pop(key, None)

@@ -3,14 +3,12 @@ the shapes or dtypes involved, and never changes a tensor."""
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import pytest
 
 import lazyarray as la
 from lazyarray import runtime
-from lazyarray.devices.interpreter import InterpreterDevice
 
 HERE = os.path.abspath(__file__)
 
@@ -123,20 +121,6 @@ def test_malformed_hlo_text_is_a_value_error_with_its_line(text, line):
 
 
 # ---- mixed devices ------------------------------------------------------------------------
-
-class _OtherDevice(InterpreterDevice):
-    name = "otherdev"
-    platform = "otherdev"
-
-
-@pytest.fixture
-def other_device(monkeypatch):
-    """A second device (an interpreter under another name), registered for one test."""
-    monkeypatch.setitem(runtime._FACTORIES, "otherdev", lambda name: _OtherDevice())
-    yield "otherdev"
-    for key in ("otherdev", "otherdev:0"):
-        runtime._STATES.pop(key, None)
-
 
 @pytest.mark.parametrize("combine", [lambda a, b: a + b, lambda a, b: la.add(a, b),
                                      lambda a, b: la.where(a > 0, a, b),

@@ -116,6 +116,23 @@ def test_training_loop_runs_one_program_per_step(device, fresh_metrics):
     assert losses[-1] < losses[0]
 
 
+def test_a_sync_takes_only_its_own_devices_tensors(device, other_device, fresh_metrics):
+    here = la.asarray([1.0, 2.0], device=device) * 2
+    there = la.asarray([3.0, 4.0], device=other_device) * 2
+    here.numpy()
+    assert here.is_materialized and not there.is_materialized
+    la.sync(other_device)
+    assert there.is_materialized
+    np.testing.assert_allclose(there.numpy(), [6, 8])
+
+
+def test_sync_without_a_device_takes_every_device(device, other_device):
+    here = la.asarray([1.0], device=device) + 1
+    there = la.asarray([1.0], device=other_device) + 2
+    la.sync()
+    assert here.is_materialized and there.is_materialized
+
+
 # ---- metrics ----------------------------------------------------------------------------
 
 def test_metrics_record_the_users_line_of_each_sync(device, fresh_metrics):
