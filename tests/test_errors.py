@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray import runtime
 
 HERE = os.path.abspath(__file__)
 
