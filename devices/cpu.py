@@ -323,7 +323,8 @@ class CPUExecutable:
     def _ranges(self, step: dict) -> list:
         extent = int(step["extent"])
         threads = self.device.pool().threads
-        if threads <= 1 or extent * max(1, int(step["work"])) < SPLIT_ELEMENTS or extent < 2:
+        small = extent * max(1, int(step["work"])) < SPLIT_ELEMENTS
+        if threads <= 1 or small or extent < 2 or step.get("serial"):
             return [(0, extent)]
         return split(extent, threads)
 

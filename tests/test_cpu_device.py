@@ -114,3 +114,32 @@ def test_debug_ir_stages() -> None:
         assert "digraph" in la.debug.ir(y, "dot")
         assert "reduce" in la.debug.ir(y, "optimized_hlo")
         assert "ret" in la.debug.ir(y, "asm")
+
+
+@pytest.mark.parametrize("mode", ["set", "add"])
+def test_scatter_duplicates_and_out_of_range_indices(mode: str) -> None:
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    idx = np.array([1, 5, 1, -1, 0], np.int32)           # 5 and -1 are skipped
+    upd = np.arange(15, dtype=np.float32).reshape(3, 5) + 100
+    m = Module("scatter", [I("parameter", (), x.shape, D.float32, {"number": 0}),
+                           I("parameter", (), idx.shape, D.int32, {"number": 1}),
+                           I("parameter", (), upd.shape, D.float32, {"number": 2}),
+                           I("scatter", (0, 1, 2), x.shape, D.float32, {"axis": 1, "mode": mode})],
+               [3])
+    want = x.copy()
+    for j, k in enumerate(idx):
+        if 0 <= k < 4:
+            want[:, k] = upd[:, j] + (want[:, k] if mode == "add" else 0)
+    np.testing.assert_array_equal(_device(2).compile(m).run([x, idx, upd])[0], want)
+
+
+@pytest.mark.parametrize("axis,reverse", [(0, False), (1, True)])
+def test_cumulative_is_generated_and_matches_numpy(axis: int, reverse: bool) -> None:
+    x = np.random.default_rng(3).integers(-5, 5, (300, 200)).astype(np.int32)
+    m = Module("scan", [I("parameter", (), x.shape, D.int32, {"number": 0}),
+                        I("cumulative", (0,), x.shape, D.int32,
+                          {"axis": axis, "kind": "sum", "reverse": reverse})], [1])
+    exe = _device(2).compile(m)
+    assert all(s["type"] == "loop" for s in exe.steps), "cumulative fell back to a library step"
+    flip = (lambda a: np.flip(a, axis)) if reverse else (lambda a: a)
+    np.testing.assert_array_equal(exe.run([x])[0], flip(np.cumsum(flip(x), axis=axis)))

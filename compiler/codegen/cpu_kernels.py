@@ -55,7 +55,12 @@ class CPUCodegen:
     def run(self) -> tuple:
         """(LLVM module, steps in execution order)."""
         for kern in self.plan.kernels:
-            if kern.kind in (LIBRARY, OPAQUE):
+            op = self.ins[kern.outputs[0]].op if kern.outputs else None
+            if kern.kind == OPAQUE and op == "cumulative" and self.ins[kern.outputs[0]].dtype not in HALF:
+                self._scan(kern, kern.outputs[0])
+            elif kern.kind == OPAQUE and op == "scatter":
+                self._scatter(kern, kern.outputs[0])
+            elif kern.kind in (LIBRARY, OPAQUE):
                 self._library(kern)
             elif kern.kind == REDUCTION:
                 self._reduction(kern)
@@ -120,6 +125,84 @@ class CPUCodegen:
         def element(index: list) -> None:
             for pos in outputs:
                 e.store(ptr_of[pos], shape, e.at(pos, index), index)
+
+        nest(e, shape, start, end, element)
+        e.b.ret_void()
+        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
+                           "extent": shape[0] if shape else 1, "work": _inner_work(shape)})
+
+    # ---- opaque ops with generated code -------------------------------------------------
+
+    def _scan(self, kern: Kernel, pos: int) -> None:
+        """Inclusive scan: out[i] = out[i - 1] (kind) x[i] along the axis, in row-major
+        order, so that the loop over a later (contiguous) dimension still vectorizes."""
+        ins = self.ins[pos]
+        (src,) = ins.operands
+        axis, kind, rev = ins.attrs["axis"], ins.attrs["kind"], ins.attrs["reverse"]
+        shape = ins.shape
+        name, args, e, ptr_of, start, end, _ = self._begin(kern, [src], [pos])
+        out = ptr_of[pos]
+
+        def element(index: list) -> None:
+            b = e.b
+            n = shape[axis]
+            i = index[axis]
+            at = list(index)
+            at[axis] = b.sub(const(n - 1), i) if rev else i
+            v = e.load(e.buffers[src], shape, ins.dtype, at)
+            prev = list(index)
+            before = e.clamp_index(b.sub(i, const(1)), 0, n - 1)
+            prev[axis] = b.sub(const(n - 1), before) if rev else before
+            old = e.load(out, shape, ins.dtype, prev)
+            first = b.icmp_signed("==", i, const(0))
+            acc = e.combine(kind, old, v) if kind in ("sum", "prod") else (
+                e.max(old, v) if kind == "max" else e.min(old, v))
+            e.store(out, shape, e.select(Value(first, D.bool_), v, acc), at)
+
+        nest(e, shape, start, end, element)
+        e.b.ret_void()
+        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
+                           "extent": shape[0] if shape else 1, "work": _inner_work(shape),
+                           "serial": axis == 0})
+
+    def _scatter(self, kern: Kernel, pos: int) -> None:
+        """out = x, then each update in order (the last 'set' wins; 'add' accumulates);
+        out-of-range indices are skipped."""
+        ins = self.ins[pos]
+        x, idx, upd = ins.operands
+        axis, mode = ins.attrs["axis"], ins.attrs["mode"]
+        copy = Kernel(kern.name + "_copy", LOOP, [], [pos], [x])
+        self._copy(copy, x, pos)
+        ushape, ishape = self.ins[upd].shape, self.ins[idx].shape
+        name, args, e, ptr_of, start, end, _ = self._begin(kern, [idx, upd], [pos])
+        out = ptr_of[pos]
+
+        def element(index: list) -> None:
+            b = e.b
+            k = e.to_index(e.load(e.buffers[idx], ishape, self.ins[idx].dtype,
+                                  index[axis:axis + len(ishape)]))
+            inside = b.and_(b.icmp_signed(">=", k, const(0)),
+                            b.icmp_signed("<", k, const(ins.shape[axis])))
+            with b.if_then(inside):
+                at = list(index[:axis]) + [k] + list(index[axis + len(ishape):])
+                v = e.load(e.buffers[upd], ushape, ins.dtype, index)
+                if mode == "add":
+                    v = e.round(e.add(e.load(out, ins.shape, ins.dtype, at), v))
+                e.store(out, ins.shape, v, at)
+
+        if 0 not in ushape:
+            nest(e, ushape, start, end, element)
+        e.b.ret_void()
+        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
+                           "extent": ushape[0] if ushape else 1, "work": _inner_work(ushape),
+                           "serial": True})
+
+    def _copy(self, kern: Kernel, src: int, dst: int) -> None:
+        shape = self.ins[dst].shape
+        name, args, e, ptr_of, start, end, _ = self._begin(kern, [src], [dst])
+
+        def element(index: list) -> None:
+            e.store(ptr_of[dst], shape, e.at(src, index), index)
 
         nest(e, shape, start, end, element)
         e.b.ret_void()
