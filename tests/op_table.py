@@ -190,6 +190,22 @@ add(_reduction("sum", np.sum, ALL, tol=4, diff=True),
     OpCase("cumulative_prod", np.cumulative_prod, dtypes=NUMERIC, shapes=[((2, 3),)],
            kwargs=[{"axis": 0}, {"axis": 1}], domains=("near1",), tol=4, differentiable=True))
 
+def _with_np_dtype(np_fn):
+    """The reference with a lazyarray dtype keyword turned into NumPy's."""
+    def ref(x, dtype=None, **kw):
+        return np_fn(x, dtype=None if dtype is None else D.to_dtype(dtype).np, **kw)
+    return ref
+
+
+ACC_KW = [{"dtype": D.float64}, {"dtype": D.int32, "axis": 1}, {"dtype": D.float32, "axis": 0}]
+add(OpCase("sum", _with_np_dtype(np.sum), dtypes=(D.int8, D.uint8, D.bool_, D.float32),
+           shapes=[((2, 3),)], kwargs=ACC_KW, label="dtype keyword", domains=("small",)),
+    OpCase("prod", _with_np_dtype(np.prod), dtypes=(D.int8, D.float32),
+           shapes=[((2, 3),)], kwargs=ACC_KW, label="dtype keyword", domains=("small",)),
+    OpCase("cumulative_sum", _with_np_dtype(np.cumulative_sum), dtypes=(D.int8, D.bool_),
+           shapes=[((2, 3),)], kwargs=[{"dtype": D.int16, "axis": 1}, {"dtype": D.float64, "axis": 0}],
+           label="dtype keyword", domains=("small",)))
+
 # ---- sorting, searching, indexing functions, utility ---------------------------------
 
 
