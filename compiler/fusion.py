@@ -45,7 +45,8 @@ What a kernel holds — the contract code generation relies on:
   reshape with as many elements as R, computed after the reduction over A is complete,
   and reads reductions and other epilogue members only at its own row-major linear
   index j (a reshape keeps linear indices; so element j of every epilogue member needs
-  element j of the reductions). Every other member does not depend on a reduction and is
+  element j of the reductions). The epilogue members that are outputs all have one
+  shape (the epilogue's iteration space). Every other member does not depend on a reduction and is
   evaluated at the index its user needs. Outputs are reductions or epilogue members
   (R's element count, written at linear index j), or members of shape exactly S (side
   outputs, written at every index of S while the reduction loop passes over it).
@@ -311,6 +312,10 @@ class _Merger:
         if any(o not in values for o in self.reads(c) & pg.members):
             return ("not fused: consumer reads a side output of the reduction kernel, "
                     "which is only complete after the reduction")
+        late = [r for r in pg.roots if prim_kind(self.ins[r]) != K_REDUCTION]
+        if any(self.ins[r].shape != c.space for r in late):
+            return ("not fused: the reduction kernel's epilogue already writes "
+                    f"{_fmt_shape(self.ins[late[0]].shape)}, not {_fmt_shape(c.space)}")
         return None
 
     # -- siblings over the same iteration space
@@ -369,6 +374,9 @@ class _Merger:
         ga, gb = self.groups[a], self.groups[b]
         if ga.kind != gb.kind or ga.space != gb.space:
             return False
+        if len({self.ins[r].shape for g in (ga, gb) for r in g.roots
+                if prim_kind(self.ins[r]) != K_REDUCTION}) > 1:
+            return False          # epilogue outputs of one kernel share one shape
         if self.desc is not None:
             if self.desc[a] & self.bit[b] or self.desc[b] & self.bit[a]:
                 return False

@@ -70,6 +70,8 @@ def _check_reduction(m, k) -> None:
         assert PRIMITIVES[ins[p].op].kind == ELEMENTWISE or ins[p].op == "reshape"
         assert _size(ins[p].shape) == count
     after = set(k.epilogue) | set(reductions)
+    late = {ins[o].shape for o in k.outputs if o in k.epilogue}
+    assert len(late) <= 1, (k.name, "epilogue outputs of different shapes", late)
     for o in k.outputs:
         assert (o in after and _size(ins[o].shape) == count) or ins[o].shape == shape, \
             (k.name, o, ins[o].shape)
