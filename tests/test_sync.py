@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -234,3 +235,16 @@ def test_a_failed_sync_caches_nothing(device, monkeypatch, fresh_metrics):
     monkeypatch.undo()
     np.testing.assert_allclose(y.numpy(), [3, 6])     # compiled now, not a stale entry
     assert fresh_metrics.compiles == 1
+
+
+def test_strict_mode_from_the_environment(tmp_path):
+    import subprocess
+    script = tmp_path / "user_code.py"
+    script.write_text("import lazyarray as la\n"
+                      "x = la.asarray([0.0, 1.0], device='interpreter')\n"
+                      "la.unique_values(x)\n")
+    env = dict(os.environ, LAZYARRAY_STRICT="1")
+    run = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode != 0
+    assert "unique_values" in run.stderr and f"{script}:3" in run.stderr, run.stderr[-2000:]
