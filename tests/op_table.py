@@ -301,8 +301,11 @@ add(OpCase("nonzero", _nonzero, dtypes=(D.float32, D.int8, D.bool_),
     OpCase("unique_all", _unique_all, dtypes=(D.float32, D.int16, D.bool_),
            shapes=BREAK_SHAPES, domains=("shift",)))
 
+add(OpCase("stop_gradient", lambda x: x, dtypes=ALL, shapes=UNARY[:3], requires="stop_gradient"))
+
 # public functions of lazyarray that are not in lazyarray.ops (they need the runtime)
-RUNTIME_FUNCTIONS = ("nonzero", "unique_values", "unique_counts", "unique_inverse", "unique_all")
+RUNTIME_FUNCTIONS = ("nonzero", "unique_values", "unique_counts", "unique_inverse", "unique_all",
+                     "stop_gradient")
 
 # ---- creation -------------------------------------------------------------------------
 
