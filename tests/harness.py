@@ -157,6 +157,7 @@ class OpCase:
     pairs: Optional[Sequence] = None      # explicit (shapes, kwargs) list instead of the product
     round_back: bool = True               # low-precision inputs: round a float32 reference back
     requires: str = ""                    # a module (lazyarray.x) or lazyarray attribute not yet written
+    graph_break: bool = False             # the output shape depends on data: recording may sync
 
     def __post_init__(self) -> None:
         if self.fn is None:
@@ -354,7 +355,9 @@ def check_case(case: OpCase, dtypes: Sequence, device: str, seed: int = 0,
     if calls is None:
         calls = [c for c in plan(case) if c[0] in dtypes]
     rng = np.random.default_rng(seed)
+    syncs = la.debug.metrics().syncs
     variants = record(case, calls, device, rng)
+    recording_synced = la.debug.metrics().syncs != syncs and not case.graph_break
     try:
         la.sync(device)
     except Exception as e:
@@ -362,6 +365,8 @@ def check_case(case: OpCase, dtypes: Sequence, device: str, seed: int = 0,
         problems = _locate_failure(case, calls, device, seed, e)
     else:
         problems = [f"{v.describe()}: {p}" for v in variants if (p := _safe_compare(v))]
+    if recording_synced:
+        problems.append(f"recording {case.id} ran a sync: an op must only be recorded")
     if problems:
         raise AssertionError(f"{len(problems)} of {len(variants)} variants of {case.id} on "
                              f"{device} differ from NumPy:\n  " + "\n  ".join(problems))

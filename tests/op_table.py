@@ -291,15 +291,15 @@ def _nonzero(x):
 
 BREAK_SHAPES = [((2, 5),), ((6,),), ((0,),)]
 add(OpCase("nonzero", _nonzero, dtypes=(D.float32, D.int8, D.bool_),
-           shapes=BREAK_SHAPES + [((),)], domains=("shift",)),
+           shapes=BREAK_SHAPES + [((),)], domains=("shift",), graph_break=True),
     OpCase("unique_values", np.unique, dtypes=(D.float32, D.int16, D.uint8, D.bool_),
-           shapes=BREAK_SHAPES, domains=("shift",)),
+           shapes=BREAK_SHAPES, domains=("shift",), graph_break=True),
     OpCase("unique_counts", _unique_counts, dtypes=(D.float32, D.int16, D.bool_),
-           shapes=BREAK_SHAPES, domains=("shift",)),
+           shapes=BREAK_SHAPES, domains=("shift",), graph_break=True),
     OpCase("unique_inverse", _unique_inverse, dtypes=(D.float32, D.int16, D.bool_),
-           shapes=BREAK_SHAPES, domains=("shift",)),
+           shapes=BREAK_SHAPES, domains=("shift",), graph_break=True),
     OpCase("unique_all", _unique_all, dtypes=(D.float32, D.int16, D.bool_),
-           shapes=BREAK_SHAPES, domains=("shift",)))
+           shapes=BREAK_SHAPES, domains=("shift",), graph_break=True))
 
 add(OpCase("stop_gradient", lambda x: x, dtypes=ALL, shapes=UNARY[:3], requires="stop_gradient"))
 
@@ -536,22 +536,28 @@ def _setitem(x, key, value):
 KEYS = [1, -1, (slice(None), 1), (Ellipsis, None, slice(None, None, -2)),
         (slice(1, None), slice(None, 2)), (None,), np.array([0, 2, 1]),
         (slice(None), np.array([[0], [1]])), (slice(None, None, -1), slice(1, None, 2)),
-        (1, Ellipsis, None), (np.array([0, 2]), np.array([1, 0])), (slice(5, 10),),
-        np.array([True, False, True]),                  # boolean masks: a graph break
-        (slice(None), np.array([False, True, True])), 3, (0, 3)]
+        (1, Ellipsis, None), (np.array([0, 2]), np.array([1, 0])), (slice(5, 10),), 3, (0, 3)]
+MASKS = [np.array([True, False, True]), (slice(None), np.array([False, True, True])),
+         np.array([[True, False, False], [False, False, True], [True, True, False]])]
 
 add(OpCase("Tensor.__getitem__", _getitem, fn=_getitem, dtypes=(D.float32, D.int8, D.bool_),
            shapes=[((3, 3),)], kwargs=[{"key": k} for k in KEYS], requires="lazyarray.indexing",
            differentiable=True),
+    OpCase("Tensor.__getitem__", _getitem, fn=_getitem, dtypes=(D.float32, D.int8, D.bool_),
+           shapes=[((3, 3),)], kwargs=[{"key": k} for k in MASKS], requires="lazyarray.indexing",
+           label="boolean mask", graph_break=True),
     OpCase("Tensor.__setitem__", _setitem, fn=_setitem, dtypes=(D.float32, D.int32),
            pairs=[(((3, 3), ()), {"key": 1}), (((3, 3), (3,)), {"key": (slice(None), 0)}),
                   (((4,), ()), {"key": slice(None, None, 2)}),
                   (((3, 3), (1, 3)), {"key": slice(0, 2)}),
                   (((3, 3), ()), {"key": (Ellipsis, -1)}),
                   (((3, 3), (2, 3)), {"key": np.array([2, 0])}),
-                  (((3, 3), ()), {"key": np.array([True, False, True])}),
                   (((3, 3), (2,)), {"key": (1, slice(None, 2))})],
-           requires="lazyarray.indexing", differentiable=True))
+           requires="lazyarray.indexing", differentiable=True),
+    OpCase("Tensor.__setitem__", _setitem, fn=_setitem, dtypes=(D.float32, D.int32),
+           pairs=[(((3, 3), ()), {"key": np.array([True, False, True])}),
+                  (((3, 3), (3,)), {"key": np.array([False, True, False])})],
+           requires="lazyarray.indexing", label="boolean mask", graph_break=True))
 
 # ---- Tensor methods -------------------------------------------------------------------
 

@@ -167,3 +167,14 @@ def test_python_scalars_are_weak(scalar, dtype, want, device):
     x = la.asarray(harness_make(np.random.default_rng(0), dtype, (3,)))
     assert (x + scalar).dtype is want
     assert (scalar * x).dtype is want
+
+
+def test_harness_detects_a_sync_while_recording(device):
+    from harness import OpCase
+
+    def eager_exp(x):
+        return la.asarray(np.exp(x.numpy()))        # runs instead of recording
+
+    eager = OpCase("exp", np.exp, fn=eager_exp, dtypes=(D.float32,), shapes=[((3,),)])
+    with pytest.raises(AssertionError, match="ran a sync"):
+        check_case(eager, eager.dtypes, device)
