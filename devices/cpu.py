@@ -13,6 +13,9 @@ not import lazyarray.
 from __future__ import annotations
 
 import ctypes
+import functools
+import glob
+import hashlib
 import os
 import threading
 import time
@@ -37,6 +40,20 @@ SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
 
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
             "and": np.logical_and, "or": np.logical_or}
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_fingerprint() -> str:
+    """A hash of the compiler's and this device's source: an entry written by other code
+    (a development checkout between two commits) is never loaded."""
+    from .. import compiler
+    roots = [os.path.dirname(compiler.__file__), os.path.dirname(__file__)]
+    h = hashlib.sha256()
+    for root in roots:
+        for path in sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True)):
+            with open(path, "rb") as f:
+                h.update(path[len(root):].encode() + b"\0" + f.read())
+    return h.hexdigest()
 
 
 def default_settings() -> dict:
@@ -90,7 +107,8 @@ class CPUDevice(Device):
 
     def cache_entry_key(self, module: Module) -> str:
         triple, cpu, features = llvm_target.host()
-        return entry_key(str(module), VERSION, llvm_target.llvm_version(), triple, cpu, features)
+        return entry_key(str(module), VERSION, compiler_fingerprint(), llvm_target.llvm_version(),
+                         triple, cpu, features)
 
     def compile(self, module: Module) -> "CPUExecutable":
         t0 = time.perf_counter()
