@@ -3,6 +3,7 @@ run with the GIL released, outputs never alias the caller's inputs, BLAS product
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 
 import numpy as np
@@ -143,3 +144,18 @@ def test_cumulative_is_generated_and_matches_numpy(axis: int, reverse: bool) -> 
     assert all(s["type"] == "loop" for s in exe.steps), "cumulative fell back to a library step"
     flip = (lambda a: np.flip(a, axis)) if reverse else (lambda a: a)
     np.testing.assert_array_equal(exe.run([x])[0], flip(np.cumsum(flip(x), axis=axis)))
+
+
+def test_dump_writes_every_stage_and_debug_prints(tmp_path, capsys) -> None:
+    import lazyarray as la
+    with la.config.override(device="cpu", dump=str(tmp_path), debug=2, cache_dir="off"):
+        x = la.asarray(np.ones((4, 8), np.float32))
+        float(la.tanh(x * 3.5).sum())
+    names = os.listdir(tmp_path)
+    for suffix in (".optimized.hlo", ".fusion.txt", ".dot", ".ll", ".s"):
+        assert any(n.endswith(suffix) for n in names), (suffix, names)
+    asm = next(n for n in names if n.endswith(".s"))
+    assert "ret" in open(tmp_path / asm).read()
+    out = capsys.readouterr().out
+    assert "cpu compile" in out and "disk cache miss" in out and " ms" in out
+    assert "(loop)" in out or "(partial)" in out         # debug=2: each kernel's time
