@@ -2,8 +2,12 @@
 
 An `OpCase` names a public function of `lazyarray` (or a Tensor operator or method), its
 NumPy reference, the dtypes it supports, input shapes (0-d, size-0 and broadcasting
-included), keyword variants, and how to draw inputs. `check_case` runs every variant of a
-case on one device and compares with NumPy (values and result dtype).
+included), keyword variants, and how to draw inputs. `check_case` records the calls of a
+case on one device, syncs once, and compares with NumPy: result dtype, shape and values
+(within the dtype's tolerance); where NumPy raises, lazyarray must raise a ValueError,
+TypeError or IndexError; and recording must not sync (except for graph-break cases).
+`plan` picks the calls: the interpreter runs the full product of dtypes and variants,
+compiled devices a smaller tier (see `--op-matrix` in conftest.py).
 
 The table lives in `op_table.py`; other suites reuse it:
 
