@@ -183,3 +183,22 @@ def test_generic_array_api_code_runs(device):
     want = np.exp(a - a.max(-1, keepdims=True))
     want /= want.sum(-1, keepdims=True)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
+
+
+# ---- moving between devices ---------------------------------------------------------------
+
+def test_to_moves_between_devices(device, other_device):
+    t = la.asarray([[1.0, 2.0]]) * 3
+    moved = t.to(other_device)
+    assert str(moved.device) != str(t.device) and other_device in repr(moved.device)
+    np.testing.assert_array_equal(moved.numpy(), [[3.0, 6.0]])
+    assert (moved + 1).device is moved.device
+    back = la.asarray(moved, device=device)
+    assert back.device is t.device
+    np.testing.assert_array_equal(back.numpy(), t.numpy())
+    assert t.to(device) is t                          # already there: the same tensor
+
+
+def test_to_with_a_dtype(device):
+    t = la.asarray([1.5, 2.5]).to(dtype="float64")
+    assert t.dtype is la.float64
