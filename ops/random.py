@@ -162,14 +162,32 @@ def _unit_float32(words: Node) -> Node:
     return apply("subtract", f, broadcast_to(scalar(1.0, D.float32), words.shape))
 
 
-def _unit_float64(hi: Node, lo: Node) -> Node:
-    """[0, 1) from 52 random mantissa bits of two words."""
-    shape = hi.shape
-    wide = apply("or", apply("shift_left", convert(hi, D.uint64),
-                             broadcast_to(constant(np.uint64(32), D.uint64), shape)),
+def _halves(x: Node, shape: tuple) -> tuple:
+    """The two (shape)-sized halves of x of shape (2,) + shape."""
+    ones = (1,) * (len(shape) + 1)
+    first = apply("slice", x, start_indices=(0,) * (len(shape) + 1), limit_indices=(1,) + shape,
+                  strides=ones)
+    second = apply("slice", x, start_indices=(1,) + (0,) * len(shape),
+                   limit_indices=(2,) + shape, strides=ones)
+    return apply("reshape", first, shape=shape), apply("reshape", second, shape=shape)
+
+
+def _u64(value: int, shape: tuple) -> Node:
+    return broadcast_to(constant(np.uint64(value), D.uint64), shape)
+
+
+def _wide(words: Node, shape: tuple) -> Node:
+    """64 random bits per element from uint32 words of shape (2,) + shape."""
+    hi, lo = _halves(words, shape)
+    return apply("or", apply("shift_left", convert(hi, D.uint64), _u64(32, shape)),
                  convert(lo, D.uint64))
-    mant = apply("shift_right_logical", wide, broadcast_to(constant(np.uint64(12), D.uint64), shape))
-    one = apply("or", mant, broadcast_to(constant(np.uint64(0x3FF0000000000000), D.uint64), shape))
+
+
+def _unit_float64(wide: Node) -> Node:
+    """[0, 1) from 52 random mantissa bits."""
+    shape = wide.shape
+    mant = apply("shift_right_logical", wide, _u64(12, shape))
+    one = apply("or", mant, _u64(0x3FF0000000000000, shape))
     f = apply("bitcast_convert", one, dtype=D.float64)
     return apply("subtract", f, broadcast_to(scalar(1.0, D.float64), shape))
 
@@ -186,14 +204,7 @@ def unit(key: Node, shape: tuple, dtype: Any = None, counter: Optional[Node] = N
     d = _float_dtype("uniform", dtype)
     shape = tuple(shape)
     if d is D.float64:
-        words = bits(key, (2,) + shape, counter)
-        hi = apply("reshape", apply("slice", words, start_indices=(0,) + (0,) * len(shape),
-                                    limit_indices=(1,) + shape, strides=(1,) * (len(shape) + 1)),
-                   shape=shape)
-        lo = apply("reshape", apply("slice", words, start_indices=(1,) + (0,) * len(shape),
-                                    limit_indices=(2,) + shape, strides=(1,) * (len(shape) + 1)),
-                   shape=shape)
-        return _unit_float64(hi, lo)
+        return _unit_float64(_wide(bits(key, (2,) + shape, counter), shape))
     return convert(_unit_float32(bits(key, shape, counter)), d)
 
 
@@ -213,12 +224,7 @@ def normal(key: Node, shape: tuple, mean: float = 0.0, std: float = 1.0, dtype: 
     d = _float_dtype("normal", dtype)
     shape = tuple(shape)
     work = D.float64 if d is D.float64 else D.float32
-    u = unit(key, (2,) + shape, work, counter)
-    full = (1,) + shape
-    u1 = apply("reshape", apply("slice", u, start_indices=(0,) * (len(shape) + 1),
-                                limit_indices=full, strides=(1,) * len(full)), shape=shape)
-    u2 = apply("reshape", apply("slice", u, start_indices=(1,) + (0,) * len(shape),
-                                limit_indices=(2,) + shape, strides=(1,) * len(full)), shape=shape)
+    u1, u2 = _halves(unit(key, (2,) + shape, work, counter), shape)
     one = broadcast_to(scalar(1, work), shape)
     radius = apply("sqrt", apply("multiply", broadcast_to(scalar(-2.0, work), shape),
                                  apply("log", apply("subtract", one, u1))))
@@ -241,15 +247,7 @@ def randint(key: Node, shape: tuple, low: int, high: int, dtype: Any = None,
     if high <= low:
         raise ValueError(f"randint: needs low < high, got low={low}, high={high}")
     shape = tuple(shape)
-    words = bits(key, (2,) + shape, counter)
-    ones = (1,) * (len(shape) + 1)
-    hi = apply("reshape", apply("slice", words, start_indices=(0,) * (len(shape) + 1),
-                                limit_indices=(1,) + shape, strides=ones), shape=shape)
-    lo = apply("reshape", apply("slice", words, start_indices=(1,) + (0,) * len(shape),
-                                limit_indices=(2,) + shape, strides=ones), shape=shape)
-    wide = apply("or", apply("shift_left", convert(hi, D.uint64),
-                             broadcast_to(constant(np.uint64(32), D.uint64), shape)),
-                 convert(lo, D.uint64))
+    wide = _wide(bits(key, (2,) + shape, counter), shape)
     span = broadcast_to(scalar(high - low, D.uint64), shape)
     offset = convert(apply("remainder", wide, span), D.int64)
     out = apply("add", offset, broadcast_to(scalar(low, D.int64), shape)) if low else offset
