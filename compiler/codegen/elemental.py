@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import dtypes as D
 from ..module import Module
-from ..primitive import ELEMENTWISE, INDEXING, PRIMITIVES, REDUCTION
+from ..primitive import ELEMENTWISE, INDEXING, PRIMITIVES
 from ..primitives.reduction import identity
 from . import index_rules
 from .llvm_types import (F16, F32, HALF, I1, I16, I32, I64, Value, compute_type, constant,
@@ -87,19 +87,14 @@ class ElementalEmitter:
             return self.load(self.buffers[pos], ins.shape, ins.dtype, index)
         if ins.op == "constant":
             return self._constant(ins, index)
-        if ins.op == "iota":
-            v = self.index_to(index[ins.attrs["dimension"]], ins.dtype)
-            return self.round(v)
         prim = PRIMITIVES[ins.op]
         if prim.kind == ELEMENTWISE:
             args = [self.at(o, index) for o in ins.operands]
             return self.round(prim.emit(self, *args, **ins.attrs))
         if prim.kind == INDEXING:
             return index_rules.RULES[ins.op](self, ins, index)
-        if ins.op == "reduce":
-            return self.round(self._reduce_at(ins, index))
-        if ins.op in ("argmax", "argmin"):
-            return self._arg_at(ins, index)
+        if callable(prim.emit):       # the index form: emit(e, instruction, index)
+            return prim.emit(self, ins, index)
         raise ValueError(f"{ins.op}: cannot be computed element by element "
                          f"({prim.kind} op); it must run as its own step and be read from memory")
 
@@ -227,6 +222,15 @@ class ElementalEmitter:
         if kind == "and":
             return Value(b.and_(acc.ir, v.ir), dtype)
         return Value(b.or_(acc.ir, v.ir), dtype)
+
+    def iota(self, ins: Any, index: list) -> Value:
+        return self.round(self.index_to(index[ins.attrs["dimension"]], ins.dtype))
+
+    def reduce_at(self, ins: Any, index: list) -> Value:
+        return self.round(self._reduce_at(ins, index))
+
+    def arg_at(self, ins: Any, index: list) -> Value:
+        return self._arg_at(ins, index)
 
     def _reduce_at(self, ins: Any, index: list) -> Value:
         (src,) = ins.operands

@@ -158,7 +158,7 @@ def _running_extreme_vjp(g, out, x, axis, reverse):
 reduce = primitive("reduce", REDUCTION, _reduce_infer, _reduce_ref, attrs=("axes", "kind"),
                    doc="Combine elements over `axes` with `kind`; the result drops those axes. "
                        "Max and min propagate NaN; their gradient is shared by ties.",
-                   vjp=_reduce_vjp)
+                   vjp=_reduce_vjp, emit=lambda e, ins, index: e.reduce_at(ins, index))
 
 
 def _arg_infer(op):
@@ -184,10 +184,10 @@ def _arg_ref(fn):
 argmax = primitive("argmax", REDUCTION, _arg_infer("argmax"), _arg_ref(np.argmax),
                    attrs=("axis", "index_dtype"), doc="The first index of the largest value "
                                                        "(NaN counts as largest).",
-                   vjp=NOT_DIFFERENTIABLE)
+                   vjp=NOT_DIFFERENTIABLE, emit=lambda e, ins, index: e.arg_at(ins, index))
 argmin = primitive("argmin", REDUCTION, _arg_infer("argmin"), _arg_ref(np.argmin),
                    attrs=("axis", "index_dtype"), doc="The first index of the smallest value.",
-                   vjp=NOT_DIFFERENTIABLE)
+                   vjp=NOT_DIFFERENTIABLE, emit=lambda e, ins, index: e.arg_at(ins, index))
 
 
 def _cumulative_infer(operands, axis, kind, reverse):

@@ -178,7 +178,8 @@ def _iota_ref(shape, dtype, dimension):
 
 
 iota = primitive("iota", LEAF, _iota_infer, _iota_ref, attrs=("shape", "dtype", "dimension"),
-                 doc="out[i] = i[dimension], as the dtype.", vjp=NOT_DIFFERENTIABLE)
+                 doc="out[i] = i[dimension], as the dtype.", vjp=NOT_DIFFERENTIABLE,
+                 emit=lambda e, ins, index: e.iota(ins, index))
 
 # ---- index-moving ops ----------------------------------------------------------------
 
