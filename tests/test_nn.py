@@ -292,6 +292,11 @@ def test_module_registration_and_modes():
     net.train()
     assert net.norm.training
     assert la.nn.count_parameters(net) == 4 * 8 + 8 + 8 + 8 + 8 * 2 + 2 + 2
+    assert type(net.scale) is la.Tensor                  # Parameter marks, it does not wrap
+    net.offset = la.zeros((2,))                          # a plain tensor is not a parameter
+    assert "offset" not in dict(net.named_parameters())
+    net.head.bias = None                                 # removing a parameter
+    assert "head.bias" not in dict(net.named_parameters())
 
 
 def _roundtrip(tmp_path, save, load, suffix):

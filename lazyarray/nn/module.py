@@ -1,13 +1,15 @@
 """`Module`: a tree of layers holding parameters (trainable tensors) and buffers
 (running statistics).
 
-Parameters are plain `Tensor`s registered by wrapping them in `Parameter` when assigned.
+Parameters are plain `Tensor`s, marked by `Parameter(t)` (which returns `t` itself) and
+registered when assigned to a module attribute.
 An optimizer updates a parameter by rebinding its node (`Tensor._assign`), so the objects
 a module holds keep their identity across steps, and `state_dict` always sees the latest
 values.
 """
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from typing import Any, Iterator
 
@@ -17,16 +19,24 @@ from .. import runtime
 from ..tensor import Tensor
 
 
-class Parameter:
-    """Marks a tensor assigned to a module attribute as trainable: `self.w = Parameter(t)`."""
+_MARKED: dict = {}        # id(tensor) -> weak reference, for tensors marked as parameters
 
-    __slots__ = ("tensor",)
 
-    def __init__(self, tensor: Any) -> None:
-        if type(tensor) is not Tensor:
-            from ..creation import asarray
-            tensor = asarray(tensor)
-        self.tensor = tensor
+def Parameter(tensor: Any) -> Tensor:
+    """Mark a tensor as trainable and return it (the same object, still an ordinary Tensor):
+    assigned to a module attribute, it is registered as a parameter."""
+    if type(tensor) is not Tensor:
+        from ..creation import asarray
+        tensor = asarray(tensor)
+    key = id(tensor)
+    # a dict keyed by id, not a WeakSet: a set would compare tensors with ==, which records
+    _MARKED[key] = weakref.ref(tensor, lambda _ref, key=key: _MARKED.pop(key, None))
+    return tensor
+
+
+def is_parameter(value: Any) -> bool:
+    ref = _MARKED.get(id(value))
+    return ref is not None and ref() is value
 
 
 class Module:
@@ -49,8 +59,8 @@ class Module:
             return
         for table in (self._parameters, self._buffers, self._modules):
             table.pop(name, None)
-        if isinstance(value, Parameter):
-            self._parameters[name] = value.tensor
+        if type(value) is Tensor and is_parameter(value):
+            self._parameters[name] = value
         elif isinstance(value, Module):
             self._modules[name] = value
         else:
