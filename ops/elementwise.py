@@ -308,7 +308,10 @@ def hypot(a: Operand, b: Operand) -> Node:
     a, b = _float_operands("hypot", a, b)
     m = maximum(abs(a), abs(b))
     safe = where(equal(m, 0), 1, m)
-    return multiply(m, sqrt(add(square(divide(a, safe)), square(divide(b, safe)))))
+    out = multiply(m, sqrt(add(square(divide(a, safe)), square(divide(b, safe)))))
+    # an infinite side makes the result +inf, even against NaN (array API); the scaled
+    # form above would give inf / inf = NaN
+    return where(logical_or(isinf(a), isinf(b)), math.inf, out)
 
 
 def logaddexp(a: Operand, b: Operand) -> Node:

@@ -307,6 +307,47 @@ add(OpCase("stop_gradient", lambda x: x, dtypes=ALL, shapes=UNARY[:3], requires=
 RUNTIME_FUNCTIONS = ("nonzero", "unique_values", "unique_counts", "unique_inverse", "unique_all",
                      "stop_gradient")
 
+# ---- special values: NaN, infinities, signed zeros --------------------------------------
+
+SPECIAL = dict(dtypes=FLOATS, label="special values")
+SPECIAL_SHAPES = [((4, 6),), ((),)]
+for _name, _ref in [("exp", np.exp), ("log", np.log), ("sqrt", np.sqrt), ("tanh", np.tanh),
+                    ("sigmoid", _sigmoid), ("abs", np.abs), ("sign", np.sign),
+                    ("floor", np.floor), ("ceil", np.ceil), ("round", np.round),
+                    ("negative", np.negative), ("square", np.square), ("expm1", np.expm1),
+                    ("log1p", np.log1p), ("reciprocal", np.reciprocal)]:
+    add(OpCase(_name, _ref, shapes=SPECIAL_SHAPES, domains=("special",), **SPECIAL))
+
+for _name, _ref in [("maximum", np.maximum), ("minimum", np.minimum), ("add", np.add),
+                    ("multiply", np.multiply), ("divide", np.divide), ("less", np.less),
+                    ("equal", np.equal), ("not_equal", np.not_equal), ("pow", np.power),
+                    ("atan2", np.arctan2), ("copysign", np.copysign), ("hypot", np.hypot),
+                    ("logaddexp", np.logaddexp), ("remainder", np.remainder),
+                    # infinite operands: the array API's floor(a / b), where NumPy's divmod
+                    # gives NaN (a divergence the standard documents)
+                    ("floor_divide", lambda a, b: np.floor(np.divide(a, b)))]:
+    add(OpCase(_name, _ref, shapes=[((4, 6), (4, 6)), ((4, 1), (6,))],
+               domains=("special", "special"), **SPECIAL))
+
+SPECIAL_KW = [{}, {"axis": 1}, {"axis": 0, "keepdims": True}]
+for _name, _ref in [("max", np.max), ("min", np.min), ("sum", np.sum), ("prod", np.prod),
+                    ("mean", np.mean), ("argmax", np.argmax), ("argmin", np.argmin),
+                    ("any", np.any), ("all", np.all)]:
+    add(OpCase(_name, _ref, shapes=[((4, 6),)], kwargs=SPECIAL_KW, domains=("special",),
+               tol=4, **SPECIAL))
+
+add(OpCase("sort", _sort, shapes=[((4, 6),)], kwargs=[{}, {"axis": 0}], domains=("special",),
+           **SPECIAL),
+    OpCase("cumulative_sum", np.cumulative_sum, shapes=[((4, 6),)], kwargs=[{"axis": 1}],
+           domains=("special",), **SPECIAL),
+    OpCase("clip", np.clip, shapes=[((4, 6),)], kwargs=[{"min": -1.0, "max": 2.0}],
+           domains=("special",), **SPECIAL),
+    OpCase("where", np.where, shapes=[((4, 6), (4, 6), (4, 6))], domains=("bool", "special", "special"),
+           input_dtypes=lambda d: (D.bool_, d, d), **SPECIAL),
+    OpCase("astype", lambda x, dtype: x.astype(D.to_dtype(dtype).np), shapes=[((4, 6),)],
+           kwargs=[{"dtype": d} for d in FLOATS + BOOL], domains=("special",), round_back=False,
+           **SPECIAL))
+
 # ---- creation -------------------------------------------------------------------------
 
 SHAPE_KW = [{"shape": (2, 3)}, {"shape": ()}, {"shape": (0, 4)}, {"shape": 3}]

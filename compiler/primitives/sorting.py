@@ -16,6 +16,8 @@ def _check(op, operands, dimension):
 
 
 def _stable_order(x, dimension, descending):
+    if x.dtype == D.bfloat16.np:
+        x = x.astype(np.float32)        # NumPy's bfloat16 (ml_dtypes) sort misorders NaN
     if not descending:
         return np.argsort(x, axis=dimension, kind="stable")
     n = x.shape[dimension]
