@@ -93,7 +93,8 @@ def train(model: la.nn.Module, data: tuple, epochs: int = 30, batch: int = 64, l
                 f"test accuracy {accuracy(model, xt, yt):.4f}")
     acc = accuracy(model, xt, yt)
     return {"accuracy": acc, "loss": loss_value, "compiles": la.debug.metrics().compiles - before,
-            "first_step_s": first_step, "step_s": float(np.mean(step_times)) if step_times else None}
+            "first_step_s": first_step,
+            "step_s": float(np.mean(step_times)) if step_times else None}
 
 
 def model_wants_channels(model: la.nn.Module) -> bool:

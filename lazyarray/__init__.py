@@ -15,4 +15,5 @@ from . import random, nn, optim  # noqa: E402,F401
 
 __version__ = "0.1.0"
 __array_api_version__ = "2023.12"
-__all__ = [n for n in _api_dict if not n.startswith("_")] + ["Tensor", "debug", "config", "random", "nn", "optim"]
+__all__ = [n for n in _api_dict if not n.startswith("_")] + ["Tensor", "debug", "config",
+                                                            "random", "nn", "optim"]

@@ -5,8 +5,8 @@ counter). A call reads stream `counter` of the key and advances the counter insi
 graph: the advanced state is rebound to the same tensor (still pending). So a training step
 that draws dropout masks records the same graph every step, and the state is one more
 output of the step's program: it compiles once. Call n after a seed reads stream n whether
-or not syncs happened in between. The generator (`lazyarray.ops.random`, Threefry-2x32) is integer HLO, so one seed
-gives the same numbers on every device.
+or not syncs happened in between. The generator (`lazyarray.ops.random`, Threefry-2x32) is
+integer HLO, so one seed gives the same numbers on every device.
 """
 from __future__ import annotations
 

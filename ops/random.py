@@ -112,7 +112,8 @@ def advance(state: Node) -> tuple:
     calls between two syncs chain cheaply, and the numbers do not depend on where syncs
     fall: call n of a seed always reads stream n."""
     if state.shape != (3,) or state.dtype is not D.uint32:
-        raise TypeError(f"random state: must be uint32[3], got {state.dtype.name}{list(state.shape)}")
+        raise TypeError(f"random state: must be uint32[3], got "
+                        f"{state.dtype.name}{list(state.shape)}")
     key = apply("slice", state, start_indices=(0,), limit_indices=(2,), strides=(1,))
     counter = apply("reshape", apply("slice", state, start_indices=(2,), limit_indices=(3,),
                                      strides=(1,)), shape=())

@@ -39,7 +39,8 @@ def kaiming_uniform(shape: tuple, a: float = math.sqrt(5), dtype: Any = None,
     return uniform(shape, -bound, bound, dtype, device)
 
 
-def xavier_uniform(shape: tuple, gain: float = 1.0, dtype: Any = None, device: Any = None) -> Tensor:
+def xavier_uniform(shape: tuple, gain: float = 1.0, dtype: Any = None,
+                   device: Any = None) -> Tensor:
     fan_in, fan_out = fans(shape)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform(shape, -bound, bound, dtype, device)

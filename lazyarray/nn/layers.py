@@ -188,7 +188,8 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape: Any, eps: float = 1e-5, elementwise_affine: bool = True,
                  device: Any = None, dtype: Any = None) -> None:
         super().__init__()
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) \
+            else tuple(normalized_shape)
         self.normalized_shape, self.eps = shape, eps
         if elementwise_affine:
             self.weight = Parameter(api.ones(shape, dtype=dtype, device=device))

@@ -11,7 +11,9 @@ from .module import Module
 
 
 def _state(obj: Any) -> dict:
-    return obj.state_dict() if isinstance(obj, Module) else {k: np.asarray(v) for k, v in obj.items()}
+    if isinstance(obj, Module):
+        return obj.state_dict()
+    return {k: np.asarray(v) for k, v in obj.items()}
 
 
 def save_npz(obj: Any, path: str) -> None:

@@ -25,7 +25,8 @@ class Adam(Optimizer):
             raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), eps and "
                              f"weight_decay non-negative; got betas={betas}, eps={eps}, "
                              f"weight_decay={weight_decay}")
-        self.betas, self.eps, self.weight_decay, self.maximize = (b1, b2), eps, weight_decay, maximize
+        self.betas, self.eps = (b1, b2), eps
+        self.weight_decay, self.maximize = weight_decay, maximize
         super().__init__(params, lr)
 
     def update(self, param: Node, grad: Node, state: dict, lr: float) -> tuple:

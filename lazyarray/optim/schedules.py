@@ -17,7 +17,8 @@ def step_decay(lr: float, every: int, factor: float = 0.1) -> Callable[[int], fl
     return schedule
 
 
-def cosine(lr: float, total_steps: int, warmup: int = 0, final: float = 0.0) -> Callable[[int], float]:
+def cosine(lr: float, total_steps: int, warmup: int = 0,
+           final: float = 0.0) -> Callable[[int], float]:
     """Linear warm-up from 0 over `warmup` steps, then cosine decay to `final`."""
     def schedule(step: int) -> float:
         if step < warmup:
