@@ -6,7 +6,7 @@ from typing import Any, Iterable
 
 from .. import ops
 from ..compiler.node import Node
-from .optimizer import LearningRate, Optimizer, hyper
+from .optimizer import LearningRate, Optimizer
 
 
 class Adam(Optimizer):
@@ -34,17 +34,21 @@ class Adam(Optimizer):
         t = self.steps
         g = ops.negative(grad) if self.maximize else grad
         if self.weight_decay and self.decoupled:
-            param = ops.multiply(param, hyper(1.0 - lr * self.weight_decay, param))
+            shrink = self.hyper("decay", 1.0 - lr * self.weight_decay, param)
+            param = ops.multiply(param, shrink)
         elif self.weight_decay:
-            g = ops.add(g, ops.multiply(param, hyper(self.weight_decay, param)))
-        m = ops.add(ops.multiply(state["exp_avg"], hyper(b1, param)),
-                    ops.multiply(g, hyper(1.0 - b1, param)))
-        v = ops.add(ops.multiply(state["exp_avg_sq"], hyper(b2, param)),
-                    ops.multiply(ops.multiply(g, g), hyper(1.0 - b2, param)))
+            decay = self.hyper("weight_decay", self.weight_decay, param)
+            g = ops.add(g, ops.multiply(param, decay))
+        m = ops.add(ops.multiply(state["exp_avg"], self.hyper("beta1", b1, param)),
+                    ops.multiply(g, self.hyper("1-beta1", 1.0 - b1, param)))
+        v = ops.add(ops.multiply(state["exp_avg_sq"], self.hyper("beta2", b2, param)),
+                    ops.multiply(ops.square(g), self.hyper("1-beta2", 1.0 - b2, param)))
         step_size = lr / (1.0 - b1 ** t)
         inv_bc2 = 1.0 / math.sqrt(1.0 - b2 ** t)
-        denom = ops.add(ops.multiply(ops.sqrt(v), hyper(inv_bc2, param)), hyper(self.eps, param))
-        new = ops.subtract(param, ops.multiply(ops.divide(m, denom), hyper(step_size, param)))
+        denom = ops.add(ops.multiply(ops.sqrt(v), self.hyper("1/sqrt(bc2)", inv_bc2, param)),
+                        self.hyper("eps", self.eps, param))
+        step = self.hyper("lr/bc1", step_size, param)
+        new = ops.subtract(param, ops.multiply(ops.divide(m, denom), step))
         return new, {"exp_avg": m, "exp_avg_sq": v}
 
 

@@ -26,6 +26,26 @@ def hyper(value: float, like: Node) -> Node:
     return scalar_leaf(float(value), like.dtype)
 
 
+class Hypers:
+    """The runtime scalars of one step, one per (role, dtype) and shared by every parameter:
+    a step's program takes a handful of scalar inputs, not several per parameter. Shared by
+    role, never by value, so the program's structure cannot depend on two values happening
+    to be equal."""
+
+    def __init__(self) -> None:
+        self.made: dict = {}
+
+    def __call__(self, role: str, value: float, like: Node) -> Node:
+        key = (role, like.dtype)
+        node = self.made.get(key)
+        if node is None:
+            node = self.made[key] = hyper(value, like)
+        elif node.value != float(value):
+            raise ValueError(f"optimizer: hyper-parameter {role!r} has two values in one step "
+                             f"({node.value} and {value})")
+        return node
+
+
 class Optimizer:
     """Holds parameters (Tensors) and their state; subclasses define `update`."""
 
@@ -63,6 +83,7 @@ class Optimizer:
         pairs = self._pairs(grads)
         lr = self.current_lr()
         self.steps += 1
+        self.hyper = Hypers()
         for index, g in pairs:
             p = self.params[index]
             if g._state is not p._state:
@@ -82,7 +103,8 @@ class Optimizer:
     step = apply_gradients
 
     def update(self, param: Node, grad: Node, state: dict, lr: float) -> tuple:
-        """(new parameter node, {state name: new node}) for one parameter."""
+        """(new parameter node, {state name: new node}) for one parameter; scalars that may
+        change between steps come from `self.hyper(role, value, like)`."""
         raise NotImplementedError
 
     def _pairs(self, grads: Any) -> list:
@@ -125,4 +147,4 @@ def _zeros_like(p: Tensor) -> Tensor:
     return Tensor._from_numpy(np.zeros(p.shape, p.dtype.np), p._state)
 
 
-__all__ = ["Optimizer", "hyper", "LearningRate"]
+__all__ = ["Optimizer", "Hypers", "hyper", "LearningRate"]

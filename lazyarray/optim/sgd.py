@@ -6,7 +6,7 @@ from typing import Any, Iterable
 
 from .. import ops
 from ..compiler.node import Node
-from .optimizer import LearningRate, Optimizer, hyper
+from .optimizer import LearningRate, Optimizer
 
 
 class SGD(Optimizer):
@@ -29,15 +29,17 @@ class SGD(Optimizer):
     def update(self, param: Node, grad: Node, state: dict, lr: float) -> tuple:
         g = ops.negative(grad) if self.maximize else grad
         if self.weight_decay:
-            g = ops.add(g, ops.multiply(param, hyper(self.weight_decay, param)))
+            decay = self.hyper("weight_decay", self.weight_decay, param)
+            g = ops.add(g, ops.multiply(param, decay))
         new_state = {}
         if self.momentum:
             # PyTorch starts the buffer at g: the first step weighs g by 1, later ones by
             # (1 - dampening); a runtime scalar, so the first step compiles like the rest
             g_weight = 1.0 if self.steps == 1 else 1.0 - self.dampening
-            buf = ops.add(ops.multiply(state["momentum_buffer"], hyper(self.momentum, param)),
-                          ops.multiply(g, hyper(g_weight, param)))
+            momentum = self.hyper("momentum", self.momentum, param)
+            buf = ops.add(ops.multiply(state["momentum_buffer"], momentum),
+                          ops.multiply(g, self.hyper("gradient_weight", g_weight, param)))
             new_state["momentum_buffer"] = buf
-            g = ops.add(g, ops.multiply(buf, hyper(self.momentum, param))) if self.nesterov \
+            g = ops.add(g, ops.multiply(buf, momentum)) if self.nesterov \
                 else buf
-        return ops.subtract(param, ops.multiply(g, hyper(lr, param))), new_state
+        return ops.subtract(param, ops.multiply(g, self.hyper("lr", lr, param))), new_state
