@@ -129,8 +129,8 @@ class CPUDevice(Device):
         exe.from_disk_cache = hit is not None
         exe.compile_seconds = time.perf_counter() - t0
         if int(s["debug"]) >= 1:
-            kernels = sum(1 for st in meta["steps"])
-            print(f"[lazyarray] cpu compile {module.name}: {kernels} steps, "
+            kernels = len(meta["steps"])
+            print(f"[lazyarray] cpu compile {module.name}: {kernels} kernels, "
                   f"{exe.compile_seconds * 1e3:.1f} ms, disk cache {'hit' if hit else 'miss'}")
         return exe
 
@@ -240,7 +240,6 @@ class CPUExecutable:
         self._const_arrays = self._constants()
         self._code = llvm_target.LoadedCode(obj) if any(s["type"] != "library" for s in self.steps) else None
         self._fns = {s["fn"]: self._function(s) for s in self.steps if "fn" in s}
-        self._temps: dict = {}
         self._lock = threading.Lock()
 
     def _function(self, step: dict) -> Any:
@@ -260,8 +259,9 @@ class CPUExecutable:
 
     # ---- buffers of one run ---------------------------------------------------------
 
-    def _bind(self, args: list) -> dict:
-        """position -> array for every value with a slot, plus fresh output slots."""
+    def _bind(self, args: list, temps: list) -> dict:
+        """position -> array for every value with a slot: the caller's inputs, fresh
+        outputs, and temporaries (listed in `temps`, to be given back after the run)."""
         arrays: dict = {}
         slot_mem: dict = {}
         for p, number in self.params:
@@ -283,17 +283,11 @@ class CPUExecutable:
             if mem is None:
                 size = self.slot_bytes[slot] if isinstance(slot, int) else v.nbytes
                 shared = slot if isinstance(slot, int) else None
-                mem = slot_mem[slot] = self._memory(shared, size, p in outputs)
+                mem = slot_mem[slot] = HOST_MEMORY.take(size)
+                if shared is not None and p not in outputs:
+                    temps.append(mem)
             arrays[p] = mem[:v.nbytes].view(v.dtype.np).reshape(v.shape)
         return arrays
-
-    def _memory(self, slot: Optional[int], size: int, is_output: bool) -> np.ndarray:
-        if is_output or slot is None:
-            return HOST_MEMORY.take(size)
-        mem = self._temps.get(slot)         # temporaries are reused from run to run
-        if mem is None or mem.size < size:
-            mem = self._temps[slot] = np.empty(max(size, 1), np.uint8)
-        return mem
 
     def _scratch(self, arrays: dict, p: int) -> np.ndarray:
         arr = arrays.get(p)
@@ -305,8 +299,16 @@ class CPUExecutable:
     # ---- steps ----------------------------------------------------------------------
 
     def run(self, args: list) -> list:
+        temps: list = []
+        try:
+            return self._run(args, temps)
+        finally:
+            for mem in temps:      # dead after the run: the next run (of any executable) reuses it
+                HOST_MEMORY.release(mem)
+
+    def _run(self, args: list, temps: list) -> list:
         with self._lock:
-            arrays = self._bind(args)
+            arrays = self._bind(args, temps)
             debug = int(self.device.settings()["debug"]) >= 2
             for step in self.steps:
                 t0 = time.perf_counter() if debug else 0.0

@@ -53,17 +53,25 @@ class HostMemory:
         if mem.nbytes >= MIN_BYTES:
             weakref.finalize(array, self._give_back, mem)
 
+    def release(self, mem: np.ndarray) -> None:
+        """Take back memory that nothing references any more (a run's temporaries)."""
+        if mem.nbytes >= MIN_BYTES:
+            self._keep(mem)
+
+    def _keep(self, mem: np.ndarray) -> None:
+        with self._lock:
+            stack = self._free.setdefault(mem.nbytes, [])
+            if len(stack) < KEEP_PER_SIZE and self._bytes + mem.nbytes <= KEEP_BYTES:
+                stack.append(mem)
+                self._bytes += mem.nbytes
+
     def _give_back(self, mem: np.ndarray) -> None:
         if not self._baseline:
             self._seen.append(sys.getrefcount(mem))
             return
         if sys.getrefcount(mem) > self._baseline:
             return                   # another view still reads it: let NumPy free it later
-        with self._lock:
-            stack = self._free.setdefault(mem.nbytes, [])
-            if len(stack) < KEEP_PER_SIZE and self._bytes + mem.nbytes <= KEEP_BYTES:
-                stack.append(mem)
-                self._bytes += mem.nbytes
+        self._keep(mem)
 
 
 HOST_MEMORY = HostMemory()
