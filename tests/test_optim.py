@@ -118,6 +118,17 @@ def test_parameters_keep_identity(device):
     assert all(p.is_materialized for p in params)
 
 
+def test_state_follows_a_model_moved_after_the_optimizer_was_made():
+    from harness import device_names
+    model = la.nn.Linear(3, 2, device="interpreter")
+    opt = la.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for name in device_names()[::-1]:
+        model.to(name)
+        opt.apply_gradients([la.ones(p.shape, device=name) for p in model.parameters()])
+        la.sync()
+        assert all(t.device is la.device(name) for s in opt.state for t in s.values())
+
+
 def test_clip_grad_norm(device):
     gs = [RNG.standard_normal((3, 4)).astype(np.float32), RNG.standard_normal(5).astype(np.float32)]
     total = math.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in gs))

@@ -94,6 +94,7 @@ class Optimizer:
                 raise ValueError(f"{type(self).__name__}: gradient of shape {g.shape} for "
                                  f"parameter {index} of shape {p.shape}")
             grad = g._node if g.dtype is p.dtype else g.astype(p.dtype)._node
+            self._follow(index)
             state = {k: t._node for k, t in self.state[index].items()}
             new_param, new_state = self.update(p._node, grad, state, lr)
             p._assign(new_param)
@@ -106,6 +107,16 @@ class Optimizer:
         """(new parameter node, {state name: new node}) for one parameter; scalars that may
         change between steps come from `self.hyper(role, value, like)`."""
         raise NotImplementedError
+
+    def _follow(self, index: int) -> None:
+        """Keep a parameter's state on its device and dtype (the model may have been moved
+        with `.to()` after the optimizer was made)."""
+        p = self.params[index]
+        for t in self.state[index].values():
+            if t._state is not p._state or t.dtype is not p.dtype:
+                moved = t.to(device=p._state, dtype=p.dtype)
+                t._state = moved._state
+                t._assign(moved._node)
 
     def _pairs(self, grads: Any) -> list:
         grads = list(grads.values()) if isinstance(grads, dict) else list(grads)
