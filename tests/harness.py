@@ -238,6 +238,7 @@ class Variant:
         self.case, self.dtype, self.shapes, self.kwargs, self.inputs = case, dtype, shapes, kwargs, inputs
         self.result: Any = None
         self.error: Optional[BaseException] = None
+        self.input_tensors: list = []     # (tensor, its node when recorded)
         self.expected: Any = None
         self.expected_error: Optional[BaseException] = None
 
@@ -276,6 +277,7 @@ def record(case: OpCase, calls: Sequence, device: str, rng: np.random.Generator)
             kw["dtype"] = dtype
         try:
             tensors = [la.asarray(a, device=device) for a in inputs]
+            v.input_tensors = [(t, t._node) for t in tensors]
             if case.dtype_kwarg:
                 kw["device"] = device
             v.result = case.fn(*tensors, **kw)
@@ -291,8 +293,23 @@ def _flat(x: Any) -> list:
     return [x]
 
 
+def inputs_changed(v: Variant) -> Optional[str]:
+    """An op must leave its input tensors as they were (no buffer reused for an output while
+    still referenced). A tensor that the op rebinds (functional __setitem__) is exempt."""
+    for i, (t, node) in enumerate(v.input_tensors):
+        if t._node is not node:
+            continue
+        got = np.asarray(t.numpy())
+        if got.shape != v.inputs[i].shape or not np.array_equal(got, v.inputs[i], equal_nan=True):
+            return f"input {i} changed its value"
+    return None
+
+
 def compare(v: Variant) -> Optional[str]:
     """None if the variant matches NumPy, else what differs."""
+    changed = inputs_changed(v)
+    if changed:
+        return changed
     if v.expected_error is not None:
         if v.error is None:
             return f"NumPy raised {v.expected_error!r} but lazyarray returned a result"

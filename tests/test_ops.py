@@ -178,3 +178,18 @@ def test_harness_detects_a_sync_while_recording(device):
     eager = OpCase("exp", np.exp, fn=eager_exp, dtypes=(D.float32,), shapes=[((3,),)])
     with pytest.raises(AssertionError, match="ran a sync"):
         check_case(eager, eager.dtypes, device)
+
+
+def test_harness_detects_a_clobbered_input(device):
+    from harness import OpCase
+
+    def clobbering_exp(x):
+        out = la.exp(x)
+        # what a wrongly donated buffer looks like: the input now reads other values
+        x._node.buffer = x._state.device.put(np.zeros(x.shape, x.dtype.np))
+        return out
+
+    bad = OpCase("exp", np.exp, fn=clobbering_exp, dtypes=(D.float32,), shapes=[((3,),)],
+                 domains=("positive",))
+    with pytest.raises(AssertionError, match="input 0 changed"):
+        check_case(bad, bad.dtypes, device)
