@@ -159,3 +159,14 @@ def test_dump_writes_every_stage_and_debug_prints(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert "cpu compile" in out and "disk cache miss" in out and " ms" in out
     assert "(loop)" in out or "(partial)" in out         # debug=2: each kernel's time
+
+
+def test_leading_size_one_dimensions_still_split_over_threads() -> None:
+    x = np.random.default_rng(4).integers(-9, 9, (1, 1, 70000)).astype(np.int64)
+    for axes in [(2,), (0, 1, 2)]:
+        m = _sum_module(x.shape, axes, D.int64)
+        exe = _device(2).compile(m)
+        assert any(len(exe._ranges(s)) == 2 for s in exe.steps), (axes, exe.steps)
+        got = exe.run([x])
+        np.testing.assert_array_equal(got[0], (x * x).sum(axis=axes))
+        np.testing.assert_array_equal(got[1], x.max(axis=axes))

@@ -129,7 +129,7 @@ class CPUCodegen:
         nest(e, shape, start, end, element)
         e.b.ret_void()
         self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": shape[0] if shape else 1, "work": _inner_work(shape)})
+                           "extent": extent(shape), "work": _inner_work(shape)})
 
     # ---- opaque ops with generated code -------------------------------------------------
 
@@ -162,8 +162,8 @@ class CPUCodegen:
         nest(e, shape, start, end, element)
         e.b.ret_void()
         self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": shape[0] if shape else 1, "work": _inner_work(shape),
-                           "serial": axis == 0})
+                           "extent": extent(shape), "work": _inner_work(shape),
+                           "serial": axis == outer_dim(shape)})
 
     def _scatter(self, kern: Kernel, pos: int) -> None:
         """out = x, then each update in order (the last 'set' wins; 'add' accumulates);
@@ -194,7 +194,7 @@ class CPUCodegen:
             nest(e, ushape, start, end, element)
         e.b.ret_void()
         self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": ushape[0] if ushape else 1, "work": _inner_work(ushape),
+                           "extent": extent(ushape), "work": _inner_work(ushape),
                            "serial": True})
 
     def _copy(self, kern: Kernel, src: int, dst: int) -> None:
@@ -207,7 +207,7 @@ class CPUCodegen:
         nest(e, shape, start, end, element)
         e.b.ret_void()
         self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": shape[0] if shape else 1, "work": _inner_work(shape)})
+                           "extent": extent(shape), "work": _inner_work(shape)})
 
     # ---- reductions -------------------------------------------------------------------
 
@@ -219,7 +219,7 @@ class CPUCodegen:
         epilogue = set(kern.epilogue)
         late = [p for p in kern.outputs if p in roots or p in epilogue]
         side = [p for p in kern.outputs if p not in late]
-        kept = [d for d in range(len(shape)) if d not in axes]
+        kept = [d for d in range(len(shape)) if d not in axes and shape[d] != 1]
         trailing = bool(axes) and list(axes) == list(range(len(shape) - len(axes), len(shape)))
         sums = all(self.ins[p].op == "reduce" for p in roots)
         rows = trailing and kept and sums and all(self.ins[p].shape == shape for p in side)
@@ -254,7 +254,7 @@ class CPUCodegen:
         nest(e, out_shape, start, end, element)
         e.b.ret_void()
         self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": out_shape[0] if out_shape else 1,
+                           "extent": extent(out_shape),
                            "work": _inner_work(shape)})
 
     def _partial_reduction(self, kern: Kernel, roots: list, late: list, shape: tuple,
@@ -262,18 +262,18 @@ class CPUCodegen:
         """Accumulate chunks of the outermost dimension into partial arrays (see module
         docstring); the epilogue then runs as a loop over the reduced shape."""
         out_shape = tuple(n for d, n in enumerate(shape) if d not in axes)
-        per_chunk = 0 in axes
+        per_chunk = outer_dim(shape) in axes
         name, args, e, ptr_of, start, end, partials = self._begin(
             kern, self._reads(kern), [], partials=len(roots))
         kinds = [self.ins[p].attrs["kind"] for p in roots]
         accs = [accumulator_dtype(self.ins[p].dtype) for p in roots]
         srcs = [self.ins[p].operands[0] for p in roots]
-        if not out_shape:
+        if all(n == 1 for n in out_shape):
             # a full reduction: registers through the whole chunk, one store at the end
             inits = [e.identity(k, a) for k, a in zip(kinds, accs)]
             finals = accumulate_registers(e, srcs, kinds, inits, shape, start, end)
             for ptr, v in zip(partials, finals):
-                e.store(ptr, (), v, [])
+                e.store(ptr, out_shape, v, [const(0)] * len(out_shape))
         else:
             def element(index: list) -> None:
                 out_index = [i for d, i in enumerate(index) if d not in axes]
@@ -285,7 +285,7 @@ class CPUCodegen:
         e.b.ret_void()
         self.steps.append({
             "type": "partial", "kernel": kern.name, "fn": name, "args": args,
-            "extent": shape[0], "work": _inner_work(shape), "per_chunk": per_chunk,
+            "extent": extent(shape), "work": _inner_work(shape), "per_chunk": per_chunk,
             "roots": [{"pos": p, "kind": k, "acc": a.name, "dtype": self.ins[p].dtype.name,
                        "shape": list(out_shape)} for p, k, a in zip(roots, kinds, accs)]})
         rest = [p for p in late if p not in roots]
@@ -298,18 +298,32 @@ class CPUCodegen:
 
 # ---- loop nests -----------------------------------------------------------------------
 
+def outer_dim(shape: tuple) -> int:
+    """The dimension a kernel's [start, end) range covers: the first one longer than 1
+    (leading size-1 dimensions would leave nothing to split between threads)."""
+    for d, n in enumerate(shape):
+        if n != 1:
+            return d
+    return 0
+
+
+def extent(shape: tuple) -> int:
+    return shape[outer_dim(shape)] if shape else 1
+
+
 def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body: Any) -> None:
-    """for index in shape (outermost dimension in [start, end)): body(index)."""
+    """for index in shape (the outer dimension in [start, end)): body(index)."""
     if not shape:
         body([])
         return
+    outer = outer_dim(shape)
 
     def level(d: int, index: list) -> None:
-        if d > 0 and shape[d] == 1:      # no loop: a constant index keeps memo keys equal
+        if d != outer and shape[d] == 1:   # no loop: a constant index keeps memo keys equal
             inner = index + [const(0)]
             body(inner) if d + 1 == len(shape) else level(d + 1, inner)
             return
-        lo, hi = (start, end) if d == 0 else (const(0), const(shape[d]))
+        lo, hi = (start, end) if d == outer else (const(0), const(shape[d]))
 
         def step(i: ir.Value, carried: list) -> list:
             e.push_scope()
@@ -361,11 +375,12 @@ def reduce_together(e: ElementalEmitter, roots: list, shape: tuple, axes: tuple,
 
 def accumulate_registers(e: ElementalEmitter, srcs: list, kinds: list, inits: list,
                          shape: tuple, start: ir.Value, end: ir.Value) -> list:
-    """Combine every element of `shape` (outermost dimension in [start, end))."""
+    """Combine every element of `shape` (the outer dimension in [start, end))."""
     dtypes = [v.dtype for v in inits]
+    outer = outer_dim(shape)
 
     def level(d: int, index: list, carried: list) -> list:
-        lo, hi = (start, end) if d == 0 else (const(0), const(shape[d]))
+        lo, hi = (start, end) if d == outer else (const(0), const(shape[d]))
 
         def step(i: ir.Value, cs: list) -> list:
             e.push_scope()
@@ -401,9 +416,9 @@ def _index_for(e: ElementalEmitter, shape: tuple, out_shape: tuple, index: list)
 
 
 def _inner_work(shape: tuple) -> int:
-    """Elements per unit of the outermost dimension (to decide whether to split)."""
+    """Elements per unit of the outer dimension (to decide whether to split)."""
     n = 1
-    for d in shape[1:]:
+    for d in shape[outer_dim(shape) + 1:]:
         n *= d
     return n
 
