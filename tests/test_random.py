@@ -64,8 +64,10 @@ def test_same_numbers_on_every_device():
             results.append(_draws())
     for other in results[1:]:
         for a, b in zip(results[0], other):
-            # bits, integers and permutations are exact; floats to rounding of log/cos
-            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+            if a.dtype.kind == "f":      # the bits are exact; log and cos round per device
+                np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+            else:
+                np.testing.assert_array_equal(a, b)
 
 
 def test_successive_calls_differ_and_key_advances_lazily(device):
