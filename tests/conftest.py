@@ -17,7 +17,7 @@ import hypothesis_profiles  # noqa: F401  (profiles 'ci' and 'long' for --hypoth
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--op-matrix", choices=("smoke", "diagonal", "full"), default=None,
-        help="how much of the op table runs on compiled devices: smoke (one call per case, "
+        help="how much of the op table runs on compiled devices: smoke (two calls per case, "
              "the default), diagonal (every dtype and every variant once) or full (every "
              "dtype with every variant, as the interpreter always runs)")
 

@@ -249,8 +249,9 @@ class Variant:
 
 def plan(case: OpCase, tier: str = "full", index: int = 0) -> list:
     """The (dtype, shapes, kwargs) calls to check. "full": every dtype with every variant;
-    "diagonal": every dtype and every variant at least once; "smoke": one call (the first
-    variant, in a dtype that rotates with `index` so that a table run covers every dtype)."""
+    "diagonal": every dtype and every variant at least once; "smoke": two calls (the first
+    variant, and another one, in dtypes that rotate with `index` so that a run of the whole
+    table covers every dtype and many variants)."""
     dtypes, variants = list(case.dtypes), case.variants()
     if tier == "full":
         return [(d, s, k) for d in dtypes for s, k in variants]
@@ -258,7 +259,9 @@ def plan(case: OpCase, tier: str = "full", index: int = 0) -> list:
         n = max(len(dtypes), len(variants))
         return [(dtypes[i % len(dtypes)],) + tuple(variants[i % len(variants)]) for i in range(n)]
     if tier == "smoke":
-        return [(dtypes[index % len(dtypes)],) + tuple(variants[0])]
+        first = (dtypes[index % len(dtypes)],) + tuple(variants[0])
+        second = (dtypes[(index + 1) % len(dtypes)],) + tuple(variants[index % len(variants)])
+        return [first] if second == first else [first, second]
     raise ValueError(f"unknown tier {tier!r}; valid: full, diagonal, smoke")
 
 
