@@ -170,3 +170,22 @@ def test_leading_size_one_dimensions_still_split_over_threads() -> None:
         got = exe.run([x])
         np.testing.assert_array_equal(got[0], (x * x).sum(axis=axes))
         np.testing.assert_array_equal(got[1], x.max(axis=axes))
+
+
+def test_output_memory_is_recycled_only_when_no_view_remains() -> None:
+    from lazyarray.devices.host_memory import HostMemory
+    pool = HostMemory()
+    mem = pool.take(1 << 20)
+    out = mem[:].view(np.float32)
+    pool.track(out, mem)
+    keep = out[10:20]                     # the caller still reads part of it
+    del mem, out
+    fresh = pool.take(1 << 20)
+    assert not np.shares_memory(fresh, keep), "memory still viewed was handed out again"
+    mem2 = fresh
+    out2 = mem2[:].view(np.float32)
+    pool.track(out2, mem2)
+    address = mem2.ctypes.data
+    del mem2, fresh
+    del out2                              # the last reference: its memory comes back
+    assert pool.take(1 << 20).ctypes.data == address, "dropped output memory was not reused"
