@@ -17,9 +17,9 @@ import hypothesis_profiles  # noqa: F401  (profiles 'ci' and 'long' for --hypoth
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--op-matrix", choices=("smoke", "diagonal", "full"), default=None,
-        help="how much of the op table runs on compiled devices: smoke (two calls per case, "
-             "the default), diagonal (every dtype and every variant once) or full (every "
-             "dtype with every variant, as the interpreter always runs)")
+        help="how much of the op table runs on compiled devices: diagonal (every dtype and "
+             "every variant at least once, the default), smoke (two calls per case) or full "
+             "(every dtype with every variant, as the interpreter always runs)")
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def op_matrix(request: pytest.FixtureRequest):
     def tier(device: str) -> str:
         if device == "interpreter":
             return "full"           # the reference device is cheap: always everything
-        return chosen or "smoke"    # a compile per call: kept within the suite's time budget
+        return chosen or "diagonal"  # a kernel compiled per call: kept within the time budget
     return tier
 
 
