@@ -19,7 +19,7 @@ def _line() -> int:
     return inspect.currentframe().f_back.f_lineno + 1
 
 
-def _pending(device: str):
+def _pending():
     x = la.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
     t = x * 2.0 + 1.0
     assert not t.is_materialized
@@ -30,8 +30,8 @@ def _pending(device: str):
 
 @pytest.mark.parametrize("read", ["print", "repr", "str", "numpy", "item", "bool", "float",
                                   "int", "array", "tolist", "format"])
-def test_reading_a_value_materializes(read, device, capsys):
-    t = _pending(device)
+def test_reading_a_value_materializes(read, device, capsys, fresh_metrics):
+    t = _pending()
     if read in ("item", "bool", "float", "int", "format"):
         t = t.sum()
     readers = {"print": print, "repr": repr, "str": str, "numpy": lambda v: v.numpy(),
@@ -39,7 +39,9 @@ def test_reading_a_value_materializes(read, device, capsys):
                "array": np.asarray, "tolist": lambda v: v.tolist(),
                "format": lambda v: f"{v:.1f}"}
     out = readers[read](t)
-    assert t.is_materialized
+    assert t.is_materialized and fresh_metrics.syncs == 1
+    readers[read](t)
+    assert fresh_metrics.syncs == 1                       # a computed value is read, not rerun
     if read == "print":
         assert "11" in capsys.readouterr().out
     if read == "item":
@@ -141,11 +143,11 @@ def test_sync_without_a_device_takes_every_device(device, other_device):
 # ---- metrics ----------------------------------------------------------------------------
 
 def test_metrics_record_the_users_line_of_each_sync(device, fresh_metrics):
-    t = _pending(device)
+    t = _pending()
     line = _line()
     t.numpy()
     assert fresh_metrics.sync_sites == {f"{HERE}:{line}": 1}
-    u = _pending(device)
+    u = _pending()
     line2 = _line()
     la.sync()
     assert fresh_metrics.sync_sites[f"{HERE}:{line2}"] == 1
