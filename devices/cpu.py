@@ -402,6 +402,13 @@ def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, attrs: dict) 
     """dot_general through BLAS: NumPy's matmul writes straight into the planned buffer."""
     dims = {k: tuple(attrs[k]) for k in ("lhs_contracting", "rhs_contracting",
                                           "lhs_batch", "rhs_batch")}
+    plain = out.dtype not in (np.float16, D.bfloat16.np) and out.size
+    if plain and lhs.ndim == rhs.ndim == 2 and not dims["lhs_batch"]:
+        # a transposed operand is a strided view BLAS reads as is (no copy)
+        a = lhs if dims["lhs_contracting"] == (1,) else lhs.T
+        c = rhs if dims["rhs_contracting"] == (0,) else rhs.T
+        np.matmul(a, c, out=out)
+        return
     a, c = canonical_operands(lhs, rhs, dims["lhs_contracting"], dims["rhs_contracting"],
                               dims["lhs_batch"], dims["rhs_batch"])
     target = out.reshape(a.shape[0], a.shape[1], c.shape[2])

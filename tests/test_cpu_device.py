@@ -189,3 +189,17 @@ def test_output_memory_is_recycled_only_when_no_view_remains() -> None:
     del mem2, fresh
     del out2                              # the last reference: its memory comes back
     assert pool.take(1 << 20).ctypes.data == address, "dropped output memory was not reused"
+
+
+@pytest.mark.parametrize("lc,rc", [(1, 0), (0, 0), (1, 1), (0, 1)])
+def test_dot_general_2d_transposes(lc: int, rc: int) -> None:
+    rng = np.random.default_rng(5)
+    lhs = rng.standard_normal((3, 4) if lc == 1 else (4, 3))
+    rhs = rng.standard_normal((4, 5) if rc == 0 else (5, 4))
+    attrs = {"lhs_contracting": (lc,), "rhs_contracting": (rc,), "lhs_batch": (), "rhs_batch": ()}
+    m = Module("dot2", [I("parameter", (), lhs.shape, D.float64, {"number": 0}),
+                        I("parameter", (), rhs.shape, D.float64, {"number": 1}),
+                        I("dot_general", (0, 1), (3, 5), D.float64, attrs)], [2])
+    a = lhs if lc == 1 else lhs.T
+    c = rhs if rc == 0 else rhs.T
+    np.testing.assert_allclose(_device(1).compile(m).run([lhs, rhs])[0], a @ c, rtol=1e-12)
