@@ -23,7 +23,7 @@ BINARY = [((2, 3), (2, 3)), ((), ()), ((0, 3), (0, 3)), ((2, 1, 4), (3, 1)), ((3
 TERNARY = [((2, 3), (2, 3), (2, 3)), ((), (), ()), ((2, 1), (1, 3), (3,)), ((0,), (0,), (0,))]
 REDUCE_SHAPES = [((2, 3, 4),), ((),), ((0, 3),)]
 REDUCE_KW = [{}, {"axis": 0}, {"axis": -1, "keepdims": True}, {"axis": (0, 1)},
-             {"axis": None, "keepdims": True}]
+             {"axis": None, "keepdims": True}, {"axis": ()}, {"axis": (-1, 0), "keepdims": True}]
 SOME_INTS = (D.int32, D.uint8, D.bool_)     # integer inputs of float functions: computed in float32
 
 CASES: list = []
@@ -140,6 +140,9 @@ def zero_d_axis(np_fn):
     flip, so the reference drops the axis of a 0-d input."""
     def ref(x, *args, **kw):
         if np.ndim(x) == 0:
+            for k in ("axis", "dim"):
+                if isinstance(kw.get(k), tuple) and len(kw[k]) > 1:
+                    raise ValueError("0 and -1 name the same axis of a 0-d array: repeated")
             kw = {k: (None if k in ("axis", "dim") and _names_no_axis(v) else v)
                   for k, v in kw.items()}
         return np_fn(x, *args, **kw)
