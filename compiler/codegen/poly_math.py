@@ -1,4 +1,4 @@
-"""float32 exp and tanh as straight-line polynomial code: no calls, so loops vectorize.
+"""float32 exp, tanh, logistic and erf as straight-line polynomial code: no calls, so loops vectorize.
 
 LLVM lowers `llvm.exp` on x86 to one libm call per element (a vector of 16 becomes 16
 calls); these versions are plain arithmetic and selects that the loop vectorizer widens.
@@ -75,4 +75,23 @@ def logistic_f32(table, e, x: ir.Value) -> ir.Value:
     return b.fdiv(one, b.fadd(one, exp_f32(table, e, b.fneg(x))))
 
 
-FLOAT32 = {"exponential": exp_f32, "tanh": tanh_f32, "logistic": logistic_f32}
+# erf: Taylor series below 0.5 (relative error ~1e-8); above, Abramowitz & Stegun 7.1.26
+# (absolute error 1.5e-7, so at most ~3e-7 relative where erf >= 0.52)
+_ERF_TAYLOR = tuple(2 / 1.7724538509055159 * c for c in
+                    (-1 / 1320, 1 / 216, -1 / 42, 1 / 10, -1 / 3, 1.0))
+_ERF_AS = (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592)
+
+
+def erf_f32(table, e, x: ir.Value) -> ir.Value:
+    b = e.b
+    ax = e.math_table.intrinsic(e, "llvm.fabs", [x])
+    z = b.fmul(x, x)
+    small = b.fmul(_horner(b, z, _ERF_TAYLOR), x)
+    t = b.fdiv(_c(1.0), b.fadd(_c(1.0), b.fmul(ax, _c(0.3275911))))
+    poly = b.fmul(_horner(b, t, _ERF_AS), t)
+    large = b.fsub(_c(1.0), b.fmul(poly, exp_f32(table, e, b.fneg(z))))
+    signed = e.math_table.intrinsic(e, "llvm.copysign", [large, x])
+    return b.select(b.fcmp_ordered("<", ax, _c(0.5)), small, signed)
+
+
+FLOAT32 = {"exponential": exp_f32, "tanh": tanh_f32, "logistic": logistic_f32, "erf": erf_f32}
