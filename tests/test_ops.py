@@ -193,3 +193,20 @@ def test_harness_detects_a_clobbered_input(device):
                  domains=("positive",))
     with pytest.raises(AssertionError, match="input 0 changed"):
         check_case(bad, bad.dtypes, device)
+
+
+@pytest.mark.parametrize("update, ref", [
+    ("x += 2", lambda a: a + 2), ("x -= 1.5", lambda a: a - 1.5), ("x *= x", lambda a: a * a),
+    ("x /= 4", lambda a: a / 4), ("x **= 2", lambda a: a ** 2), ("x //= 2", lambda a: a // 2),
+    ("x %= 3", lambda a: a % 3), ("x @= y", lambda a: a @ np.eye(3, dtype=np.float32))])
+def test_in_place_operators_rebind_to_a_new_lazy_value(update, ref, device):
+    a = np.arange(9, dtype=np.float32).reshape(3, 3)
+    x = la.asarray(a)
+    y = la.eye(3)
+    before = x
+    scope = {"x": x, "y": y}
+    exec(update, scope)
+    x = scope["x"]
+    assert x is not before and not x.is_materialized
+    np.testing.assert_allclose(x.numpy(), ref(a), rtol=1e-6)
+    np.testing.assert_array_equal(before.numpy(), a)      # the old value is untouched
