@@ -202,3 +202,26 @@ def test_to_moves_between_devices(device, other_device):
 def test_to_with_a_dtype(device):
     t = la.asarray([1.5, 2.5]).to(dtype="float64")
     assert t.dtype is la.float64
+
+
+# ---- Python protocols ---------------------------------------------------------------------
+
+def test_len_iteration_and_hash(device):
+    a = np.arange(6, dtype=np.float32).reshape(3, 2)
+    t = la.asarray(a)
+    assert len(t) == 3
+    rows = list(t)
+    assert len(rows) == 3 and all(isinstance(r, la.Tensor) for r in rows)
+    np.testing.assert_array_equal(np.stack([r.numpy() for r in rows]), a)
+    assert len({t, t, la.asarray(a)}) == 2              # hashed by identity, not by value
+    with pytest.raises(TypeError):
+        len(la.asarray(1.0))
+    with pytest.raises(TypeError):
+        iter(la.asarray(1.0))
+
+
+def test_index_protocol(device):
+    i = la.asarray(2) + 0
+    assert [10, 20, 30][i] == 30
+    with pytest.raises(TypeError, match="integer"):
+        [1, 2][la.asarray(1.0)]
