@@ -117,3 +117,24 @@ def test_float_reductions_reassociate_and_loops_vectorize() -> None:
                        I("reduce", (0,), (64,), D.float32, {"axes": (1,), "kind": "sum"})], [1])
     text = _DEVICE.stage(m, "llvm")
     assert "<8 x float>" in text or "<16 x float>" in text, "the row sum did not vectorize"
+
+
+@pytest.mark.parametrize("op,ref,rtol", [
+    ("exponential", np.exp, 3e-7), ("tanh", np.tanh, 3e-7), ("erf", None, 1e-6),
+    ("logistic", lambda v: 1 / (1 + np.exp(-v)), 3e-7)])
+def test_float32_polynomial_math_over_the_whole_range(op: str, ref, rtol: float) -> None:
+    import math
+    x = np.concatenate([np.linspace(-110, 100, 100001, dtype=np.float32),
+                        np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 0.5, 0.625])])
+    from lazyarray.compiler.module import Instruction as I
+    m = Module("poly", [I("parameter", (), x.shape, D.float32, {"number": 0}),
+                        I(op, (0,), x.shape, D.float32, {})], [1])
+    got = _DEVICE.compile(m).run([x])[0].astype(np.float64)
+    wide = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        want = np.array([math.erf(v) for v in wide]) if ref is None else ref(wide)
+        want32 = want.astype(np.float32).astype(np.float64)      # what float32 can hold
+    normal = np.isfinite(want32) & (np.abs(want32) > 1e-37)
+    np.testing.assert_allclose(got[normal], want[normal], rtol=rtol, atol=0)
+    rest = ~normal
+    np.testing.assert_allclose(got[rest], want32[rest], atol=1e-38)    # inf, nan, 0, tiny
