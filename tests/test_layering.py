@@ -112,3 +112,21 @@ def test_relative_imports_resolve_to_the_right_module():
         [(1, "lazyarray.compiler")]
     assert imported_modules("from .dtypes import DType", "lazyarray.compiler.node") == \
         [(1, "lazyarray.compiler.dtypes")]
+
+
+def test_tests_and_tools_import_the_installed_package():
+    """Tests, benchmarks and examples import `lazyarray.<layer>`, never the folders by path."""
+    folders = {"compiler", "devices", "ops"}
+    problems = []
+    for sub in ("tests", "bench", "examples"):
+        for path in sorted((ROOT / sub).rglob("*.py")) if (ROOT / sub).is_dir() else []:
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                    names = [node.module]
+                for name in names:
+                    if name.split(".")[0] in folders:
+                        problems.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+    assert not problems, "import lazyarray.<layer> instead:\n  " + "\n  ".join(problems)
