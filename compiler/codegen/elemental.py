@@ -263,23 +263,36 @@ class ElementalEmitter:
         return Value(level(0, init.ir), dtype)
 
     def _arg_at(self, ins: Any, index: list) -> Value:
+        """Two vectorizable passes: the extreme value, then the first index holding it
+        (a min-reduction of indices). NaN propagates through max/min, so a NaN row finds
+        its first NaN, as NumPy's argmax does."""
         (src,) = ins.operands
         axis = ins.attrs["axis"]
-        shape = self.module.instructions[src].shape
+        src_ins = self.module.instructions[src]
+        n = src_ins.shape[axis]
+        kind = "max" if ins.op == "argmax" else "min"
         full = list(index[:axis]) + [const(0)] + list(index[axis:])
-        first = self.at(src, full)
+        best = self.reduce_loops(src, src_ins.shape, (axis,), kind, list(full),
+                                 self.identity(kind, src_ins.dtype))
 
         def body(i: ir.Value, carried: list) -> list:
             full[axis] = i
             self.push_scope()
             v = self.at(src, list(full))
             self.pop_scope()
-            take = self.arg_better(ins.op, v, Value(carried[0], first.dtype))
-            return [self.b.select(take, v.ir, carried[0]), self.b.select(take, i, carried[1])]
+            cand = self.b.select(self._same_value(v, best), i, const(n))
+            return [self.b.select(self.b.icmp_signed("<", cand, carried[0]), cand, carried[0])]
 
-        _, best = counted_loop(self.b, const(1), const(shape[axis]), [first.ir, const(0)], body,
-                               name="arg")
-        return self.index_to(best, ins.dtype)
+        (first,) = counted_loop(self.b, const(0), const(n), [const(n)], body, name="arg")
+        return self.index_to(self.clamp_index(first, 0, n - 1), ins.dtype)
+
+    def _same_value(self, v: Value, best: Value) -> ir.Value:
+        b = self.b
+        if v.dtype.is_float:
+            both_nan = b.and_(b.fcmp_unordered("uno", v.ir, v.ir),
+                              b.fcmp_unordered("uno", best.ir, best.ir))
+            return b.or_(b.fcmp_ordered("==", v.ir, best.ir), both_nan)
+        return b.icmp_unsigned("==", v.ir, best.ir)
 
     def arg_better(self, op: str, v: Value, best: Value) -> ir.Value:
         """Whether v replaces best (strictly better; NaN beats numbers, first one wins)."""
