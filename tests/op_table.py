@@ -351,6 +351,27 @@ add(OpCase("sort", _sort, shapes=[((4, 6),)], kwargs=[{}, {"axis": 0}], domains=
            kwargs=[{"dtype": d} for d in FLOATS + BOOL], domains=("special",), round_back=False,
            **SPECIAL))
 
+# ---- large inputs: kernels the compiled CPU device splits over its threads -----------------
+
+BIG = (181, 203)        # > 2**15 elements, odd extents: uneven thread ranges
+LARGE = dict(dtypes=(D.float32, D.float64, D.int32), label="large")
+add(OpCase("add", np.add, shapes=[(BIG, BIG), (BIG, (203,))], **LARGE),
+    OpCase("exp", np.exp, dtypes=(D.float32, D.float64), shapes=[(BIG,)], label="large"),
+    OpCase("where", np.where, shapes=[(BIG, BIG, ())], input_dtypes=lambda d: (D.bool_, d, d),
+           **LARGE),
+    OpCase("sum", np.sum, shapes=[(BIG,)], kwargs=[{}, {"axis": 0}, {"axis": 1}],
+           domains=("positive",), tol=50, **LARGE),
+    OpCase("mean", np.mean, dtypes=(D.float32, D.float64), shapes=[(BIG,)],
+           kwargs=[{}, {"axis": 0}, {"axis": 1}], domains=("positive",), tol=50, label="large"),
+    OpCase("max", np.max, shapes=[(BIG,)], kwargs=[{}, {"axis": 0}, {"axis": 1}], **LARGE),
+    OpCase("argmin", np.argmin, dtypes=(D.float32, D.float64), shapes=[(BIG,)],
+           kwargs=[{}, {"axis": 0}, {"axis": 1}], label="large"),
+    OpCase("cumulative_sum", np.cumulative_sum, shapes=[(BIG,)], kwargs=[{"axis": 0}, {"axis": 1}],
+           domains=("positive",), tol=50, **LARGE),
+    OpCase("matrix_transpose", np.matrix_transpose, shapes=[(BIG,)], **LARGE),
+    OpCase("matmul", np.matmul, dtypes=(D.float32, D.float64), shapes=[((64, 300), (300, 70))],
+           tol=50, label="large"))
+
 # ---- creation -------------------------------------------------------------------------
 
 SHAPE_KW = [{"shape": (2, 3)}, {"shape": ()}, {"shape": (0, 4)}, {"shape": 3}]
