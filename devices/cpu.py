@@ -403,7 +403,8 @@ def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, attrs: dict) 
     dims = {k: tuple(attrs[k]) for k in ("lhs_contracting", "rhs_contracting",
                                           "lhs_batch", "rhs_batch")}
     plain = out.dtype not in (np.float16, D.bfloat16.np) and out.size
-    if plain and lhs.ndim == rhs.ndim == 2 and not dims["lhs_batch"]:
+    if plain and lhs.ndim == rhs.ndim == 2 and not dims["lhs_batch"] \
+            and len(dims["lhs_contracting"]) == 1:
         # a transposed operand is a strided view BLAS reads as is (no copy)
         a = lhs if dims["lhs_contracting"] == (1,) else lhs.T
         c = rhs if dims["rhs_contracting"] == (0,) else rhs.T
