@@ -130,3 +130,26 @@ def test_materializing_a_bare_constant_keeps_it_a_constant(device):
     text = la.debug.ir(x * 0.0 + x * 1.0 - x * -1.0, "hlo")
     assert sorted(float(c) for c in _constants(text)) == [-1.0, 0.0, 1.0], text
     assert _parameters(text) == 1, text
+
+
+def test_nan_and_inf_scalars_are_parameters(device, fresh_metrics):
+    x = la.asarray([1.0, 2.0])
+    for value in (float("nan"), float("inf"), 0.5):
+        text = la.debug.ir(x * value, "hlo")
+        assert _constants(text) == [] and _parameters(text) == 2, text
+        (x * value).numpy()
+    assert fresh_metrics.compiles == 1
+
+
+def test_integer_kept_constants(device):
+    x = la.asarray([1, 2], dtype="int32")
+    text = la.debug.ir((x + 1) * -1 - 0, "hlo")
+    assert sorted(int(float(c)) for c in _constants(text)) == [-1, 0, 1], text
+    assert _parameters(text) == 1
+
+
+def test_each_device_caches_its_own_executables(device, other_device, fresh_metrics):
+    a = np.arange(4, dtype=np.float32)
+    for name in (device, other_device, device, other_device):
+        np.testing.assert_allclose((la.asarray(a, device=name) * 2.5).numpy(), a * 2.5)
+    assert fresh_metrics.compiles == 2 and fresh_metrics.cache_hits == 2
