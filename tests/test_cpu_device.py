@@ -203,3 +203,15 @@ def test_dot_general_2d_transposes(lc: int, rc: int) -> None:
     a = lhs if lc == 1 else lhs.T
     c = rhs if rc == 0 else rhs.T
     np.testing.assert_allclose(_device(1).compile(m).run([lhs, rhs])[0], a @ c, rtol=1e-12)
+
+
+def test_transposed_reads_run_in_tiles_and_match() -> None:
+    x = np.random.default_rng(6).standard_normal((2, 130, 97)).astype(np.float32)
+    y = np.random.default_rng(7).standard_normal((2, 97, 130)).astype(np.float32)
+    m = Module("tiles", [I("parameter", (), x.shape, D.float32, {"number": 0}),
+                         I("parameter", (), y.shape, D.float32, {"number": 1}),
+                         I("transpose", (0,), y.shape, D.float32, {"permutation": (0, 2, 1)}),
+                         I("add", (2, 1), y.shape, D.float32, {})], [3])
+    dev = _device(2)
+    assert "ti.body" in dev.stage(m, "llvm") or "bi" in dev.stage(m, "llvm")
+    np.testing.assert_array_equal(dev.compile(m).run([x, y])[0], np.transpose(x, (0, 2, 1)) + y)

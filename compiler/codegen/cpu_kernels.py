@@ -126,10 +126,21 @@ class CPUCodegen:
             for pos in outputs:
                 e.store(ptr_of[pos], shape, e.at(pos, index), index)
 
-        nest(e, shape, start, end, element)
+        if self._transposes(kern) and _tileable(shape):
+            tiled_nest(e, shape, start, end, element)
+        else:
+            nest(e, shape, start, end, element)
         e.b.ret_void()
         self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
                            "extent": extent(shape), "work": _inner_work(shape)})
+
+    def _transposes(self, kern: Kernel) -> bool:
+        """Whether the kernel reads some operand across its last dimension."""
+        for p in kern.members:
+            ins = self.ins[p]
+            if ins.op == "transpose" and ins.attrs["permutation"][-1] != len(ins.shape) - 1:
+                return True
+        return False
 
     # ---- opaque ops with generated code -------------------------------------------------
 
@@ -335,6 +346,66 @@ def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body
             return []
 
         counted_loop(e.b, lo, hi, [], step, name=f"d{d}")
+
+    level(0, [])
+
+
+TILE = 32
+
+
+def _tileable(shape: tuple) -> bool:
+    return len(shape) >= 2 and shape[-1] >= 2 * TILE and shape[-2] >= 2 * TILE
+
+
+def tiled_nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value,
+               body: Any) -> None:
+    """Like `nest`, but the two innermost dimensions run in TILE x TILE blocks, so that an
+    operand read transposed stays in cache while the output is written contiguously."""
+    outer = outer_dim(shape)
+    rank = len(shape)
+    a, c = rank - 2, rank - 1
+    b = e.b
+
+    def blocks(lo: ir.Value, hi: ir.Value, inner: Any, name: str) -> None:
+        count = b.udiv(b.add(b.sub(hi, lo), const(TILE - 1)), const(TILE))
+
+        def step(k: ir.Value, carried: list) -> list:
+            first = b.add(lo, b.mul(k, const(TILE)))
+            last = b.add(first, const(TILE))
+            last = b.select(b.icmp_signed("<", last, hi), last, hi)
+            inner(first, last)
+            return []
+        counted_loop(b, const(0), count, [], step, name=name)
+
+    def points(index: list, ra: tuple, rc: tuple) -> None:
+        def row(i: ir.Value, carried: list) -> list:
+            def col(j: ir.Value, cs: list) -> list:
+                e.push_scope()
+                body(index + [i, j])
+                e.pop_scope()
+                return []
+            counted_loop(b, rc[0], rc[1], [], col, name="tj")
+            return []
+        counted_loop(b, ra[0], ra[1], [], row, name="ti")
+
+    def level(d: int, index: list) -> None:
+        if d == a:
+            ra = (start, end) if outer == a else (const(0), const(shape[a]))
+            blocks(ra[0], ra[1], lambda alo, ahi: blocks(
+                const(0), const(shape[c]), lambda clo, chi: points(index, (alo, ahi), (clo, chi)),
+                "bj"), "bi")
+            return
+        if d != outer and shape[d] == 1:
+            level(d + 1, index + [const(0)])
+            return
+        lo, hi = (start, end) if d == outer else (const(0), const(shape[d]))
+
+        def step(i: ir.Value, carried: list) -> list:
+            e.push_scope()
+            level(d + 1, index + [i])
+            e.pop_scope()
+            return []
+        counted_loop(b, lo, hi, [], step, name=f"d{d}")
 
     level(0, [])
 
