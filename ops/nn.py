@@ -110,10 +110,19 @@ def layer_norm(x: Operand, normalized_shape: Any, weight: Optional[Node] = None,
         raise ValueError(f"layer_norm: normalized_shape {normalized_shape} must be the trailing "
                          f"dimensions of the input {shape_str(x.shape)}")
     axes = tuple(range(x.ndim - k, x.ndim))
-    mu = mean(x, axis=axes, keepdims=True)
-    centered = subtract(x, mu)
-    var = mean(multiply(centered, centered), axis=axes, keepdims=True)
-    out = multiply(centered, rsqrt(add(var, eps)))
+    # One pass over shifted data: var = E[(x-s)^2] - E[x-s]^2 holds for any shift s, and with
+    # s = the row's first element it keeps the precision of the two-pass form in practice.
+    # Both means read x over the same space, so they fuse into one kernel (two in all).
+    if 0 in x.shape:
+        d = x
+    else:
+        first = apply("slice", x, start_indices=(0,) * x.ndim,
+                      limit_indices=x.shape[:x.ndim - k] + (1,) * k, strides=(1,) * x.ndim)
+        d = subtract(x, broadcast_to(first, x.shape))
+    m1 = mean(d, axis=axes, keepdims=True)
+    m2 = mean(multiply(d, d), axis=axes, keepdims=True)
+    var = maximum(subtract(m2, multiply(m1, m1)), 0.0)
+    out = multiply(subtract(d, m1), rsqrt(add(var, eps)))
     if weight is not None:
         out = multiply(out, weight)
     if bias is not None:
