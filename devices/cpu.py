@@ -365,7 +365,7 @@ class CPUExecutable:
         partials = []
         for r in step["roots"]:
             acc = D.from_name(r["acc"])
-            ident = _identity(r["kind"], acc)
+            ident = r["init"] if "init" in r else _identity(r["kind"], acc)
             partials.append(np.full((chunks,) + tuple(r["shape"]), ident, acc.np))
 
         def call(k: int, s: int, e: int) -> None:
@@ -377,6 +377,8 @@ class CPUExecutable:
         else:
             self.device.pool().run(call, ranges)
         for r, part in zip(step["roots"], partials):
+            if r["pos"] is None:        # working state (argmax's best values), not a result
+                continue
             combined = _COMBINE[r["kind"]].reduce(part, axis=0) if chunks > 1 else part[0]
             target = self._scratch(arrays, r["pos"])
             target[...] = np.asarray(combined).astype(target.dtype)

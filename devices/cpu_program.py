@@ -49,7 +49,8 @@ def _referenced(plan: ExecutionPlan, steps: list) -> set:
             refs.add(s["pos"])
             refs.update(s["operands"])
         for r in s.get("roots", []):
-            refs.add(r["pos"])
+            if r["pos"] is not None:
+                refs.add(r["pos"])
     return refs
 
 

@@ -215,3 +215,15 @@ def test_transposed_reads_run_in_tiles_and_match() -> None:
     dev = _device(2)
     assert "ti.body" in dev.stage(m, "llvm") or "bi" in dev.stage(m, "llvm")
     np.testing.assert_array_equal(dev.compile(m).run([x, y])[0], np.transpose(x, (0, 2, 1)) + y)
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_arg_reductions_over_a_leading_axis(op: str) -> None:
+    x = np.random.default_rng(8).standard_normal((300, 70)).astype(np.float32)
+    x[5, 7] = x[9, 7] = np.nan
+    x[:, 6] = 0.0
+    m = Module("argcols", [I("parameter", (), x.shape, D.float32, {"number": 0}),
+                           I(op, (0,), (70,), D.int32, {"axis": 0, "index_dtype": D.int32})], [1])
+    exe = _device(2).compile(m)
+    assert exe.steps[0]["type"] == "partial"
+    np.testing.assert_array_equal(exe.run([x])[0], getattr(np, op)(x, axis=0))

@@ -240,10 +240,45 @@ class CPUCodegen:
             return
         if rows:                # side outputs are stored as the row loop passes over them
             self._row_reduction(kern, roots, late, shape, axes, side)
+        elif not trailing and kept and len(roots) == 1 and late == roots and not sums:
+            self._arg_columns(kern, roots[0], shape, axes[0])
         elif (trailing and kept) or not sums or not axes:
             self._row_reduction(kern, roots, late, shape, axes, [])
         else:
             self._partial_reduction(kern, roots, late, shape, axes)
+
+    def _arg_columns(self, kern: Kernel, root: int, shape: tuple, axis: int) -> None:
+        """argmax/argmin over an axis that is not the last: one pass in memory order,
+        keeping the best value and its index per output element (in partial arrays)."""
+        ins = self.ins[root]
+        src = ins.operands[0]
+        dtype = self.ins[src].dtype
+        acc = accumulator_dtype(dtype)
+        out_shape = ins.shape
+        name, args, e, ptr_of, start, end, (pbest, pidx) = self._begin(
+            kern, self._reads(kern), [], partials=2)
+
+        def element(index: list) -> None:
+            b = e.b
+            out_index = index[:axis] + index[axis + 1:]
+            v = e.at(src, index)
+            best = e.load(pbest, out_shape, acc, out_index)
+            take = e.arg_better(ins.op, Value(v.ir, acc), best)
+            e.store(pbest, out_shape, Value(b.select(take, v.ir, best.ir), acc), out_index)
+            old = e.load(pidx, out_shape, D.int64, out_index)
+            e.store(pidx, out_shape, Value(b.select(take, index[axis], old.ir), D.int64), out_index)
+
+        nest(e, shape, start, end, element)
+        e.b.ret_void()
+        kind = "max" if ins.op == "argmax" else "min"
+        self.steps.append({
+            "type": "partial", "kernel": kern.name, "fn": name, "args": args,
+            "extent": extent(shape), "work": _inner_work(shape), "per_chunk": False,
+            "serial": outer_dim(shape) == axis,
+            "roots": [{"pos": None, "kind": kind, "acc": acc.name, "dtype": acc.name,
+                       "shape": list(out_shape)},
+                      {"pos": root, "kind": ins.op, "acc": "int64", "init": 0,
+                       "dtype": ins.dtype.name, "shape": list(out_shape)}]})
 
     def _row_reduction(self, kern: Kernel, roots: list, late: list, shape: tuple,
                        axes: tuple, side: list) -> None:
