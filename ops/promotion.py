@@ -6,6 +6,7 @@ these helpers, and the errors they raise name the op and the shapes or dtypes.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -44,14 +45,22 @@ def scalar(value: Any, dtype: DType) -> Node:
         if not lo <= int(value) <= hi:
             raise OverflowError(f"Python int {value} is out of range for {dtype.name} "
                                 f"[{lo}, {hi}]")
-    if type(value) is not float or value == value:    # NaN is never a kept constant
-        if value in KEPT_CONSTANTS:
-            key = (value, dtype)
-            node = _CONST_CACHE.get(key)
-            if node is None:
-                node = _CONST_CACHE[key] = constant_leaf(Literal(np.array(value, dtype.np)), dtype)
-            return node
-    return scalar_leaf(value, dtype)
+    if not _is_kept_constant(value):
+        return scalar_leaf(value, dtype)
+    key = (value, dtype)
+    node = _CONST_CACHE.get(key)
+    if node is None:
+        node = _CONST_CACHE[key] = constant_leaf(Literal(np.array(value, dtype.np)), dtype)
+    return node
+
+
+def _is_kept_constant(value: Any) -> bool:
+    if type(value) is float:
+        # NaN equals nothing; -0.0 equals 0 and would share (and flip the sign of) its cached
+        # constant, so both stay runtime scalars
+        if value != value or math.copysign(1.0, value) < 0.0:
+            return False
+    return value in KEPT_CONSTANTS
 
 
 def constant(array: Any, dtype: DType) -> Node:
