@@ -58,7 +58,7 @@ def _is_kept_constant(value: Any) -> bool:
     if type(value) is float:
         # NaN equals nothing; -0.0 equals 0 and would share (and flip the sign of) its cached
         # constant, so both stay runtime scalars
-        if value != value or math.copysign(1.0, value) < 0.0:
+        if value != value or (value == 0.0 and math.copysign(1.0, value) < 0.0):
             return False
     return value in KEPT_CONSTANTS
 
