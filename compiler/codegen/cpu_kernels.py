@@ -18,7 +18,7 @@ compiled program can be stored as JSON next to its object code):
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import llvmlite.ir as ir
 
@@ -26,7 +26,7 @@ from .. import dtypes as D
 from ..module import Module
 from ..plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ExecutionPlan, Kernel
 from .elemental import ElementalEmitter
-from .llvm_types import HALF, I64, PTR, Value, storage_type
+from .llvm_types import HALF, I64, PTR, Value
 from .loops import const, counted_loop
 from .math_table import CPU_MATH, MathTable
 

@@ -14,7 +14,7 @@ import llvmlite.ir as ir
 
 from .. import dtypes as D
 from . import poly_math
-from .llvm_types import F32, F64
+from .llvm_types import F32
 
 
 def _suffix(ty: ir.Type) -> str:
