@@ -4,17 +4,22 @@ Every generated function has one signature:
 
     void f(ptr noalias buf0, ..., ptr noalias bufN, i64 start, i64 end[, ptr partial0, ...])
 
-`start`/`end` bound the outermost dimension of its iteration space, so the runtime can
-split it over threads. The innermost loop runs over the last (contiguous) dimension so
-LLVM vectorizes it. A kernel of the plan becomes one or more *steps* (plain dicts, so a
+`start`/`end` bound the outer dimension of its iteration space (the first longer than
+1), so the runtime can split it over threads. The innermost loop runs over the last
+(contiguous) dimension so LLVM vectorizes it. A kernel of the plan becomes one or more *steps* (plain dicts, so a
 compiled program can be stored as JSON next to its object code):
 
 - "loop": an elementwise / index-moving iteration space, or a reduction whose reduced
   axes are the trailing ones (each output element accumulated in registers: rows);
 - "partial": any other reduction. Each chunk of the outermost dimension accumulates into
   partial arrays (its own when that dimension is reduced, a shared one otherwise); the
-  runtime combines the chunks' partials and writes the reductions;
-- "library": dot_general, sort, argsort, cumulative, scatter: the device runs them.
+  runtime combines the chunks' partials and writes the reductions. argmax/argmin over a
+  leading axis keep their best value and index per output element the same way;
+- "library": dot_general (BLAS), sort and argsort (NumPy), half-float cumulative: the
+  device runs them. scatter and the other cumulatives are generated loops ("serial"
+  when their order matters across the range).
+
+A kernel reading an operand transposed runs its two inner dimensions in tiles.
 """
 from __future__ import annotations
 
