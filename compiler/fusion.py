@@ -87,8 +87,7 @@ def prim_kind(ins: Instruction) -> str:
 def reduce_space(ins: Instruction, module: Module) -> tuple:
     """(input shape S, reduced axes A) of a reduction instruction."""
     operand = module.instructions[ins.operands[0]]
-    axes = tuple(ins.attrs["axes"]) if ins.op == "reduce" else (ins.attrs["axis"],)
-    return operand.shape, axes
+    return operand.shape, PRIMITIVES[ins.op].reduced_axes(ins.attrs)
 
 
 def _size(shape: tuple) -> int:

@@ -7,7 +7,7 @@ graphs too) and its elemental code. Nothing else in the project switches on op n
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from . import dtypes as D
@@ -36,7 +36,7 @@ class Primitive:
     emit: Any = None                     # elemental code: see compiler/codegen
     math: Optional[str] = None           # name in the per-target math table
     doc: str = ""
-    extra: dict = field(default_factory=dict)
+    reduced_axes: Any = None             # reductions: (attrs) -> the axes they combine
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

@@ -121,3 +121,18 @@ def test_reference_runs_every_case_on_valid_inputs():
             assert out.shape == ins.shape and out.dtype == ins.dtype.np, (case.id, dtype.short)
             if ins.dtype.is_float and case.prim not in ("bitcast_convert", "constant"):
                 assert np.isfinite(out.astype(np.float64)).all(), (case.id, dtype.short)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reduction_names_its_axes(name):
+    """Fusion asks a reduction which axes it combines through its stanza, never its name."""
+    prim = PRIMITIVES[name]
+    if prim.kind != P.REDUCTION or name == "reduce_window":   # rewritten before fusion
+        assert prim.reduced_axes is None, f"{name!r} is no reduction but has reduced_axes"
+        return
+    case = CASES_BY_PRIM[name][0]
+    module = build_module(case, dtypes_for(case)[0])
+    ins = next(i for i in module.instructions if i.op == name)
+    axes = prim.reduced_axes(ins.attrs)
+    assert isinstance(axes, tuple) and all(0 <= a < len(module.instructions[ins.operands[0]].shape)
+                                           for a in axes), (name, axes)

@@ -158,7 +158,8 @@ def _running_extreme_vjp(g, out, x, axis, reverse):
 reduce = primitive("reduce", REDUCTION, _reduce_infer, _reduce_ref, attrs=("axes", "kind"),
                    doc="Combine elements over `axes` with `kind`; the result drops those axes. "
                        "Max and min propagate NaN; their gradient is shared by ties.",
-                   vjp=_reduce_vjp, emit=lambda e, ins, index: e.reduce_at(ins, index))
+                   vjp=_reduce_vjp, emit=lambda e, ins, index: e.reduce_at(ins, index),
+                   reduced_axes=lambda attrs: tuple(attrs["axes"]))
 
 
 def _arg_infer(op):
@@ -174,6 +175,10 @@ def _arg_infer(op):
     return infer
 
 
+def _arg_axes(attrs: dict) -> tuple:
+    return (attrs["axis"],)
+
+
 def _arg_ref(fn):
     def ref(x, axis, index_dtype):
         wide = x.astype(np.float32) if x.dtype in (np.float16, D.bfloat16.np) else x
@@ -184,10 +189,12 @@ def _arg_ref(fn):
 argmax = primitive("argmax", REDUCTION, _arg_infer("argmax"), _arg_ref(np.argmax),
                    attrs=("axis", "index_dtype"), doc="The first index of the largest value "
                                                        "(NaN counts as largest).",
-                   vjp=NOT_DIFFERENTIABLE, emit=lambda e, ins, index: e.arg_at(ins, index))
+                   vjp=NOT_DIFFERENTIABLE, emit=lambda e, ins, index: e.arg_at(ins, index),
+                   reduced_axes=_arg_axes)
 argmin = primitive("argmin", REDUCTION, _arg_infer("argmin"), _arg_ref(np.argmin),
                    attrs=("axis", "index_dtype"), doc="The first index of the smallest value.",
-                   vjp=NOT_DIFFERENTIABLE, emit=lambda e, ins, index: e.arg_at(ins, index))
+                   vjp=NOT_DIFFERENTIABLE, emit=lambda e, ins, index: e.arg_at(ins, index),
+                   reduced_axes=_arg_axes)
 
 
 def _cumulative_infer(operands, axis, kind, reverse):
