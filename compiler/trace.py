@@ -7,8 +7,6 @@ runtime arguments in parameter order. Only on a cache miss is a `Module` built f
 """
 from __future__ import annotations
 
-from typing import Any
-
 from .module import Instruction, Module
 from .node import Node
 

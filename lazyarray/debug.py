@@ -1,7 +1,7 @@
 """Seeing inside: metrics of what ran, and the IR of pending tensors at each stage."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 from .compiler.trace import capture
 from . import metrics as _metrics

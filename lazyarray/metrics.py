@@ -37,7 +37,6 @@ METRICS = Metrics()
 
 
 def reset() -> None:
-    global METRICS
     fresh = Metrics()
     METRICS.__dict__.update(fresh.__dict__)
 

@@ -14,7 +14,6 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .compiler import dtypes as D
 from .ops import random as _gen
 from . import runtime
 from .tensor import Tensor

@@ -7,7 +7,7 @@ from typing import Any
 from ..compiler import dtypes as D
 from ..compiler.node import Node
 from ..compiler.primitive import apply
-from .promotion import as_node, convert, dtype_of, operands, scalar
+from .promotion import as_node, convert, operands, scalar
 
 Operand = Any  # a Node or a Python scalar
 

@@ -1,7 +1,7 @@
 """Linear algebra: matmul, tensordot, vecdot, all through dot_general."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
 
 from ..compiler import dtypes as D
 from ..compiler.node import Node

@@ -8,7 +8,7 @@ pass) is needed.
 from __future__ import annotations
 
 import math
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from ..compiler import dtypes as D
 from ..compiler.node import Node
@@ -16,7 +16,7 @@ from ..compiler.primitive import apply
 from .elementwise import (abs, add, divide, equal, erf, exp, log, log1p, maximum, multiply,
                           negative, rsqrt, sigmoid, subtract, tanh, where)
 from .linalg import matmul
-from .manipulation import expand_dims, matrix_transpose, reshape
+from .manipulation import matrix_transpose, reshape
 from .promotion import as_node, broadcast_to, convert, normalize_axis, shape_str
 from .statistical import max as _max, mean, sum as _sum
 

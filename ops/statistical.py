@@ -7,7 +7,7 @@ from ..compiler import dtypes as D
 from ..compiler.node import Node
 from ..compiler.primitive import apply
 from .promotion import as_node, broadcast_to, convert, normalize_axes, normalize_axis, scalar
-from .elementwise import divide, multiply, subtract, sqrt, square
+from .elementwise import divide, subtract, sqrt, square
 
 
 def _keep(x: Node, out: Node, axes: tuple, keepdims: bool) -> Node:

@@ -68,12 +68,11 @@ def _dot_transpose(g, other, own, own_contracting, other_contracting, own_batch,
     own_free = free_dims(own.ndim, own_contracting, own_batch)
     other_free = free_dims(other.ndim, other_contracting, other_batch)
     nb = len(own_batch)
+    # g: batch dims, then the lhs's free dims, then the rhs's
     if own_first:
-        g_own = tuple(range(nb, nb + len(own_free)))
         g_other = tuple(range(nb + len(own_free), g.ndim))
     else:
         g_other = tuple(range(nb, nb + len(other_free)))
-        g_own = tuple(range(nb + len(other_free), g.ndim))
     r = apply("dot_general", g, other, lhs_contracting=g_other, rhs_contracting=tuple(other_free),
               lhs_batch=tuple(range(nb)), rhs_batch=tuple(other_batch))
     # r: batch, own free (from g), then the other's contracting dims in increasing order

@@ -8,7 +8,6 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import api
-from ..ops import nn as _nn
 from ..tensor import Tensor
 from . import functional as F
 from . import init

@@ -10,7 +10,7 @@ schedule never causes a recompile, not even when it passes through 0 or 1.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, Union
 
 import numpy as np
 
