@@ -12,7 +12,8 @@ How it decides (DESIGN.md, "Fusion"):
    operands of library and opaque ops, which read whole buffers; and an *expensive*
    value (one whose inlined computation contains a transcendental op, i.e. an op whose
    primitive has `math` set) that has several users or reaches a user through a
-   size-expanding broadcast: it is computed once, not per consumer.
+   size-expanding broadcast: it is computed once, not per consumer; and the end of every
+   MAX_DEPTH-long chain of fused producers (code generation recurses along the chain).
 2. Every other instruction (elementwise, index-moving, iota, rank-0 constants) is fused:
    it is computed, at the index it is needed, inside every kernel that uses it (cheap
    producers are duplicated).
@@ -69,6 +70,9 @@ from .primitive import REDUCTION as K_REDUCTION
 
 # a kernel bigger than this takes no more producers: bounds recomputation and codegen time
 MAX_MEMBERS = 256
+# a value at the end of a longer chain of fused producers is materialized: the elemental
+# emitter recurses once per op of the chain, and Python's recursion limit is 1000 frames
+MAX_DEPTH = 128
 
 
 def name_of(module: Module, pos: int) -> str:
@@ -133,12 +137,15 @@ class _Planner:
     def materialize(self) -> set:
         roots: set = set()
         expensive: dict = {}
+        depth: dict = {}
         outputs = set(self.m.outputs)
         for p, ins in enumerate(self.ins):
             if p not in self.live or is_input(ins):
                 continue
             kind = prim_kind(ins)
             why = None
+            depth[p] = 1 + max((depth.get(o, 0) for o in ins.operands if o not in roots),
+                               default=0)
             if p in outputs:
                 why = "a module output"
             elif kind == K_REDUCTION:
@@ -153,6 +160,8 @@ class _Planner:
             expensive[p] = cost
             if why is None and cost:
                 why = self._expensive_reason(p)
+            if why is None and depth[p] >= MAX_DEPTH:
+                why = f"a chain of {MAX_DEPTH} fused ops: code generation recurses once per op"
             if why is not None:
                 roots.add(p)
                 self.why_materialized[p] = why
