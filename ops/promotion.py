@@ -45,7 +45,8 @@ def scalar(value: Any, dtype: DType) -> Node:
         if not lo <= int(value) <= hi:
             raise OverflowError(f"Python int {value} is out of range for {dtype.name} "
                                 f"[{lo}, {hi}]")
-    if not _is_kept_constant(value):
+    # NaN is in no tuple; -0.0 == 0 would share (and flip the sign of) the cached 0
+    if value not in KEPT_CONSTANTS or _is_negative_zero(value):
         return scalar_leaf(value, dtype)
     key = (value, dtype)
     node = _CONST_CACHE.get(key)
@@ -54,13 +55,8 @@ def scalar(value: Any, dtype: DType) -> Node:
     return node
 
 
-def _is_kept_constant(value: Any) -> bool:
-    if type(value) is float:
-        # NaN equals nothing; -0.0 equals 0 and would share (and flip the sign of) its cached
-        # constant, so both stay runtime scalars
-        if value != value or (value == 0.0 and math.copysign(1.0, value) < 0.0):
-            return False
-    return value in KEPT_CONSTANTS
+def _is_negative_zero(value: Any) -> bool:
+    return type(value) is float and value == 0.0 and math.copysign(1.0, value) < 0.0
 
 
 def constant(array: Any, dtype: DType) -> Node:
