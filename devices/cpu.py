@@ -37,6 +37,7 @@ from .thread_pool import ThreadPool, split
 
 VERSION = "0.1.0"
 SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
+CHUNKS_PER_THREAD = 4
 
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
             "and": np.logical_and, "or": np.logical_or}
@@ -346,7 +347,9 @@ class CPUExecutable:
         small = extent * max(1, int(step["work"])) < SPLIT_ELEMENTS
         if threads <= 1 or small or extent < 2 or step.get("serial"):
             return [(0, extent)]
-        return split(extent, threads)
+        # a few chunks per thread, taken from a queue: balance when a core is busy
+        per_thread = CHUNKS_PER_THREAD if extent * int(step["work"]) >= 64 * SPLIT_ELEMENTS else 1
+        return split(extent, threads * per_thread)
 
     def _loop(self, step: dict, arrays: dict) -> None:
         fn = self._fns[step["fn"]]

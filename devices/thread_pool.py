@@ -7,6 +7,7 @@ first chunk itself.
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional
 
@@ -37,12 +38,27 @@ class ThreadPool:
         return self._executor
 
     def run(self, fn: Callable[[int, int, int], None], ranges: list) -> None:
-        """fn(chunk, start, end) for every range; returns when all are done."""
+        """fn(chunk, start, end) for every range; returns when all are done. The calling
+        thread and the workers take chunks from one queue, so a worker that starts late
+        (or a core busy with something else) gets less of the work."""
         if len(ranges) == 1:
             fn(0, *ranges[0])
             return
-        futures = [self._pool().submit(fn, k, s, e) for k, (s, e) in enumerate(ranges) if k]
-        fn(0, *ranges[0])
+        chunks = iter(enumerate(ranges))
+        lock = threading.Lock()
+
+        def drain() -> None:
+            while True:
+                with lock:
+                    item = next(chunks, None)
+                if item is None:
+                    return
+                k, (s, e) = item
+                fn(k, s, e)
+
+        helpers = min(self.threads, len(ranges)) - 1
+        futures = [self._pool().submit(drain) for _ in range(helpers)]
+        drain()
         for f in futures:
             f.result()
 
