@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+import numpy as np
+
 from . import dtypes as D
 from .dtypes import DType
 from .node import Node
@@ -118,3 +120,24 @@ def elementwise_infer(name: str, rule: Callable, out_dtype: Optional[DType] = No
         return shape, (out_dtype or dtype)
     infer.dtypes = rule.allowed
     return infer
+
+
+# ---- helpers shared by the NumPy references -------------------------------------------
+
+class TypedArray:
+    """A NumPy array seen as a typed value, so that a reference can ask its own primitive's
+    shape rule for the output shape."""
+
+    __slots__ = ("shape", "dtype", "ndim")
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.shape, self.dtype, self.ndim = a.shape, D.from_numpy(a.dtype), a.ndim
+
+
+_HALF = (np.dtype(np.float16), np.dtype(D.bfloat16.np))
+
+
+def widen_half(a: np.ndarray) -> np.ndarray:
+    """float16 and bfloat16 as float32 (NumPy has no bfloat16 math, and float16 sums lose
+    precision); a reference rounds its result back to the input dtype."""
+    return a.astype(np.float32) if a.dtype in _HALF else a

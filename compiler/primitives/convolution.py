@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import LIBRARY, apply, fail, primitive
+from ..primitive import LIBRARY, TypedArray, apply, fail, primitive
 
 CONV_ATTRS = ("window_strides", "padding_low", "padding_high", "lhs_dilation", "rhs_dilation",
               "feature_group_count")
@@ -112,7 +112,7 @@ def _conv_ref(lhs, rhs, window_strides, padding_low, padding_high, lhs_dilation,
     x = dilate_and_pad(lhs.astype(wide), 2, lhs_dilation, padding_low, padding_high)
     w = dilate_and_pad(rhs.astype(wide), 2, rhs_dilation, (0,) * nsp, (0,) * nsp)
     spatial = tuple(range(2, 2 + nsp))
-    out_shape, _ = _conv_infer((_View(lhs), _View(rhs)), window_strides, padding_low,
+    out_shape, _ = _conv_infer((TypedArray(lhs), TypedArray(rhs)), window_strides, padding_low,
                                padding_high, lhs_dilation, rhs_dilation, feature_group_count)
     if 0 in out_shape or 0 in lhs.shape[1:2]:
         return np.zeros(out_shape, lhs.dtype)
@@ -127,11 +127,6 @@ def _conv_ref(lhs, rhs, window_strides, padding_low, padding_high, lhs_dilation,
     ks = string.ascii_letters[nsp:2 * nsp]
     out = np.einsum(f"NGC{ys}{ks},GOC{ks}->NGO{ys}", win, w)
     return out.reshape(out_shape).astype(lhs.dtype)
-
-
-class _View:
-    def __init__(self, a):
-        self.shape, self.dtype, self.ndim = a.shape, D.from_numpy(a.dtype), a.ndim
 
 
 # ---- im2col: shared by the weight gradient and the expansion pass -------------------------

@@ -18,7 +18,7 @@ from .. import autodiff as A
 from .. import dtypes as D
 from ..primitive import (ELEMENTWISE, NOT_DIFFERENTIABLE, any_dtype, apply, elementwise_infer,
                          fail, float_only, int_or_bool, integer_only, numeric, primitive,
-                         _same_shapes)
+                         widen_half, _same_shapes)
 
 _HALF = (D.float16, D.bfloat16)
 
@@ -27,8 +27,7 @@ def _float_ref(fn):
     """Run a float function in at least float32 and round the result to the input dtype."""
     def ref(*arrays, **attrs):
         dtype = arrays[0].dtype
-        wide = [a.astype(np.float32) if a.dtype in (np.float16, D.bfloat16.np) else a
-                for a in arrays]
+        wide = [widen_half(a) for a in arrays]
         return np.asarray(fn(*wide, **attrs)).astype(dtype)
     return ref
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import LIBRARY, apply, fail, primitive
+from ..primitive import LIBRARY, TypedArray, apply, fail, primitive, widen_half
 
 
 def free_dims(ndim: int, contracting, batch) -> list:
@@ -46,19 +46,11 @@ def canonical_operands(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rh
 
 
 def _dot_ref(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch):
-    shape, _ = _dot_infer((D_view(lhs), D_view(rhs)), lhs_contracting, rhs_contracting,
+    shape, _ = _dot_infer((TypedArray(lhs), TypedArray(rhs)), lhs_contracting, rhs_contracting,
                           lhs_batch, rhs_batch)
     a, c = canonical_operands(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)
-    if a.dtype in (np.float16, D.bfloat16.np):
-        a, c = a.astype(np.float32), c.astype(np.float32)
+    a, c = widen_half(a), widen_half(c)
     return np.matmul(a, c).astype(lhs.dtype).reshape(shape)
-
-
-class D_view:
-    """Lets a NumPy array stand where a typed value is expected."""
-
-    def __init__(self, a):
-        self.shape, self.dtype, self.ndim = a.shape, D.from_numpy(a.dtype), a.ndim
 
 
 def _dot_transpose(g, other, own, own_contracting, other_contracting, own_batch,

@@ -6,7 +6,8 @@ import numpy as np
 
 from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import NOT_DIFFERENTIABLE, OPAQUE, REDUCTION, apply, fail, primitive
+from ..primitive import (NOT_DIFFERENTIABLE, OPAQUE, REDUCTION, apply, fail, primitive,
+                         widen_half)
 
 REDUCERS = ("sum", "prod", "max", "min", "and", "or")
 
@@ -43,7 +44,7 @@ def _reduce_ref(x, axes, kind):
     out_shape = tuple(n for i, n in enumerate(x.shape) if i not in axes)
     if any(x.shape[a] == 0 for a in axes):
         return np.full(out_shape, identity(kind, D.from_numpy(x.dtype)), x.dtype)
-    wide = x.astype(np.float32) if x.dtype in (np.float16, D.bfloat16.np) else x
+    wide = widen_half(x)
     if kind in ("sum", "prod"):
         return np.asarray(_NP[kind](wide, axis=axes, dtype=wide.dtype)).astype(x.dtype)
     return np.asarray(_NP[kind](wide, axis=axes)).astype(x.dtype)
@@ -181,7 +182,7 @@ def _arg_axes(attrs: dict) -> tuple:
 
 def _arg_ref(fn):
     def ref(x, axis, index_dtype):
-        wide = x.astype(np.float32) if x.dtype in (np.float16, D.bfloat16.np) else x
+        wide = widen_half(x)
         return fn(wide, axis=axis).astype(D.to_dtype(index_dtype).np)
     return ref
 
@@ -213,7 +214,7 @@ _SCAN = {"sum": np.cumsum, "prod": np.cumprod,
 
 
 def _cumulative_ref(x, axis, kind, reverse):
-    wide = x.astype(np.float32) if x.dtype in (np.float16, D.bfloat16.np) else x
+    wide = widen_half(x)
     if reverse:
         wide = np.flip(wide, axis)
     out = _SCAN[kind](wide, axis=axis)

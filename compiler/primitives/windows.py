@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import REDUCTION, apply, fail, primitive
+from ..primitive import REDUCTION, TypedArray, apply, fail, primitive, widen_half
 from .reduction import identity
 
 WINDOW_KINDS = ("sum", "max", "min")
@@ -54,10 +54,10 @@ _NP = {"sum": np.sum, "max": np.max, "min": np.min}
 
 
 def _reference(x, kind, window_dimensions, window_strides, padding_low, padding_high):
-    shape, _ = _infer((_View(x),), kind, window_dimensions, window_strides, padding_low,
+    shape, _ = _infer((TypedArray(x),), kind, window_dimensions, window_strides, padding_low,
                       padding_high)
     fill = identity(kind, D.from_numpy(x.dtype))
-    wide = x.astype(np.float32) if x.dtype in (np.float16, D.bfloat16.np) else x
+    wide = widen_half(x)
     xp = np.pad(wide, list(zip(padding_low, padding_high)), constant_values=fill)
     if 0 in shape:
         return np.zeros(shape, x.dtype)
@@ -66,11 +66,6 @@ def _reference(x, kind, window_dimensions, window_strides, padding_low, padding_
     win = win[tuple(slice(0, n) for n in shape)]
     axes = tuple(range(x.ndim, 2 * x.ndim))
     return np.asarray(_NP[kind](win, axis=axes)).astype(x.dtype)
-
-
-class _View:
-    def __init__(self, a):
-        self.shape, self.dtype, self.ndim = a.shape, D.from_numpy(a.dtype), a.ndim
 
 
 # ---- the vector-Jacobian product ----------------------------------------------------------
