@@ -39,6 +39,8 @@ class Primitive:
     math: Optional[str] = None           # name in the per-target math table
     doc: str = ""
     reduced_axes: Any = None             # reductions: (attrs) -> the axes they combine
+    expand: Any = None                   # (*operand nodes, **attrs) -> a graph of other
+                                         # primitives that replaces it before fusion
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

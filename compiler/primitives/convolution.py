@@ -232,7 +232,26 @@ def _conv_vjp(g, out, lhs, rhs, **attrs):
     return _lhs_cotangent(g, lhs, rhs, attrs), _rhs_cotangent(g, lhs, rhs, attrs)
 
 
+# ---- the expansion: what code generation sees instead ----------------------------------
+
+def _expand(x, w, **a):
+    """im2col plus one matrix product (the pass expand_convolution splices it in)."""
+    out_shape = apply("convolution", x, w, **a).shape      # recorded only for its shape
+    if 0 in out_shape or 0 in x.shape or 0 in w.shape:
+        return A.full(0, out_shape, x.dtype)
+    n, o = out_shape[:2]
+    out_spatial = tuple(out_shape[2:])
+    g = a["feature_group_count"]
+    patches = im2col(x, tuple(w.shape[2:]), out_spatial, a)            # (G, N*Y, Cg*T)
+    rhs = A.reshape(w, (g, o // g, patches.shape[2]))                  # (G, Og, Cg*T)
+    prod = group_dot(patches, rhs, 2, 2)                               # (G, N*Y, Og)
+    nsp = len(out_spatial)
+    back = A.reshape(prod, (g, n) + out_spatial + (o // g,))           # (G, N, *Y, Og)
+    moved = A.transpose(back, (1, 0, 2 + nsp) + tuple(range(2, 2 + nsp)))  # (N, G, Og, *Y)
+    return A.reshape(moved, out_shape)
+
+
 convolution = primitive("convolution", LIBRARY, _conv_infer, _conv_ref, attrs=CONV_ATTRS,
-                        vjp=_conv_vjp,
+                        vjp=_conv_vjp, expand=_expand,
                         doc="N-d cross-correlation, lhs (N, C, *S), rhs (O, C/G, *K) -> "
                             "(N, O, *S'), with strides, padding, lhs/rhs dilation and groups.")

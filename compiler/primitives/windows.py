@@ -163,8 +163,34 @@ def _vjp(g, out, x, kind, window_dimensions, window_strides, padding_low, paddin
                         padding_high),)
 
 
+# ---- the expansion: what code generation sees instead ----------------------------------
+
+_COMBINE = {"sum": "add", "max": "maximum", "min": "minimum"}
+
+
+def _expand(x, kind, window_dimensions, window_strides, padding_low, padding_high):
+    """Tiling windows: a reshape and a reduce; others: a pad, one strided slice per window
+    tap and an elementwise chain combining them (the pass expand_convolution splices it in)."""
+    out_shape = apply("reduce_window", x, kind=kind, window_dimensions=window_dimensions,
+                      window_strides=window_strides, padding_low=padding_low,
+                      padding_high=padding_high).shape      # recorded only for its shape
+    if 0 in out_shape:
+        return A.full(0, out_shape, x.dtype)
+    if tiles(x.shape, window_dimensions, window_strides, padding_low, padding_high):
+        view = tile_view(x, tuple(window_dimensions), out_shape)
+        return apply("reduce", view, axes=tuple(range(1, view.ndim, 2)), kind=kind)
+    fill = A.const(identity(kind, x.dtype), x.dtype)
+    xp = apply("pad", x, fill, edge_padding_low=tuple(padding_low),
+               edge_padding_high=tuple(padding_high), interior_padding=(0,) * x.ndim)
+    total = None
+    for offset in itertools.product(*[range(w) for w in window_dimensions]):
+        tap = window_slice(xp, offset, tuple(window_strides), out_shape)
+        total = tap if total is None else apply(_COMBINE[kind], total, tap)
+    return total
+
+
 reduce_window = primitive("reduce_window", REDUCTION, _infer, _reference, attrs=WINDOW_ATTRS,
-                          vjp=_vjp,
+                          vjp=_vjp, expand=_expand,
                           doc="Sum, max or min over sliding windows; the padding holds the "
                               "identity. The max/min gradient of a window is split between "
                               "its elements equal to the result (as for reduce).")
