@@ -56,6 +56,17 @@ def fresh_metrics():
     return la.debug.metrics()
 
 
+@pytest.fixture
+def clean_metrics():
+    """Metrics from zero, after computing whatever earlier tests left pending on any device
+    (a leftover would join this test's first program)."""
+    from lazyarray import runtime
+    la.sync()
+    runtime.clear_caches()
+    la.debug.reset_metrics()
+    return la.debug.metrics()
+
+
 class _OtherDevice(InterpreterDevice):
     name = "otherdev"
     platform = "otherdev"

@@ -15,17 +15,6 @@ STEPS = 4
 LRS = [0.1, 0.05, 0.0, 1.0]            # 0 and 1 must not become constants (no recompiles)
 
 
-@pytest.fixture
-def clean_metrics():
-    """Metrics from zero, after computing whatever earlier tests left pending on any device
-    (a leftover would join this test's first program)."""
-    from lazyarray import runtime
-    la.sync()
-    runtime.clear_caches()
-    la.debug.reset_metrics()
-    return la.debug.metrics()
-
-
 def _problem():
     params = [RNG.standard_normal(s).astype(np.float32) for s in SHAPES]
     grads = [[RNG.standard_normal(s).astype(np.float32) for s in SHAPES] for _ in range(STEPS)]

@@ -19,17 +19,6 @@ KNOWN_ANSWERS = [
 ]
 
 
-@pytest.fixture
-def clean_metrics():
-    """Metrics from zero, after computing whatever earlier tests left pending on any device
-    (a leftover would join this test's first program)."""
-    from lazyarray import runtime
-    la.sync()
-    runtime.clear_caches()
-    la.debug.reset_metrics()
-    return la.debug.metrics()
-
-
 @pytest.mark.parametrize("key,counter,expected", KNOWN_ANSWERS)
 def test_threefry_known_answers(device, key, counter, expected):
     k = la.asarray(np.array(key, np.uint32))

@@ -16,17 +16,6 @@ EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "train_digi
 HAVE_SKLEARN = importlib.util.find_spec("sklearn") is not None
 
 
-@pytest.fixture
-def clean_metrics():
-    """Metrics from zero, after computing whatever earlier tests left pending on any device
-    (a leftover would join this test's first program)."""
-    from lazyarray import runtime
-    la.sync()
-    runtime.clear_caches()
-    la.debug.reset_metrics()
-    return la.debug.metrics()
-
-
 def _load_example():
     spec = importlib.util.spec_from_file_location("train_digits", EXAMPLE)
     module = importlib.util.module_from_spec(spec)
