@@ -230,13 +230,8 @@ class CudaDevice(Device):
 
 def plan_module(module: Module) -> Any:
     """The optimized module's execution plan: the same passes and fusion as the CPU."""
-    try:
-        from ..compiler.pipeline import optimize
-        module = optimize(module)
-    except ImportError:        # the pass pipeline is optional: fusion alone is correct
-        pass
-    from ..compiler.fusion import plan_fusion
-    return plan_fusion(module)
+    from ..compiler.passes.pipeline import compile_plan
+    return compile_plan(module)
 
 
 class CudaExecutable:

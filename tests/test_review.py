@@ -26,3 +26,25 @@ def test_long_elementwise_chain_compiles(device):
         z = la.maximum((z + y) * 0.5 - x, y)
         want = np.maximum((want + b) * np.float32(0.5) - a, b)
     np.testing.assert_allclose(z.numpy(), want, rtol=1e-5)
+
+
+def test_cuda_plan_runs_the_pass_pipeline():
+    """The CUDA device's plan imported the pipeline from a wrong module path and silently
+    skipped every pass, so convolution and reduce_window (which only the pass
+    expand_convolution lowers) could not be planned. No GPU is needed to plan."""
+    from lazyarray.compiler.primitive import apply
+    from lazyarray.compiler.node import Node
+    from lazyarray.compiler.trace import capture
+    from lazyarray.compiler import dtypes as D
+    from lazyarray.devices.cuda import plan_module
+    x = Node("parameter", (), (1, 2, 6, 6), D.float32, {}, buffer=object())
+    w = Node("parameter", (), (3, 2, 3, 3), D.float32, {}, buffer=object())
+    conv = apply("convolution", x, w, window_strides=(1, 1), padding_low=(0, 0),
+                 padding_high=(0, 0), lhs_dilation=(1, 1), rhs_dilation=(1, 1),
+                 feature_group_count=1)
+    pooled = apply("reduce_window", conv, kind="max", window_dimensions=(1, 1, 2, 2),
+                   window_strides=(1, 1, 2, 2), padding_low=(0,) * 4, padding_high=(0,) * 4)
+    plan = plan_module(capture([pooled]).module())
+    ops = {ins.op for ins in plan.module.instructions}
+    assert not ops & {"convolution", "reduce_window"}, ops
+    assert "dot_general" in ops
