@@ -26,6 +26,13 @@ How it decides (DESIGN.md, "Fusion"):
    - siblings: two kernels of the same kind and iteration space that read a common
      buffer of rank >= 1 (layer norm's mean and mean of squares) become one multi-output
      kernel; sharing only a scalar saves no memory traffic and does not count.
+   - rows (with `row_kernels`, the default): when the rules above refuse a producer
+     edge, a REDUCTION over trailing axes, the reductions that follow it over the same
+     rows, and the LOOP kernels over those rows (shape S, or one value per row) that
+     produce or consume them become one ROW kernel (compiler/row_fusion.py), if every
+     member is valid there (row_schedule) and a row fits in cache (softmax, layer
+     norm, log_softmax: one kernel each). A ROW kernel takes further producers and
+     consumers only by this rule, and siblings of the same row space.
    A merge never creates a cycle between kernels (no path through a third kernel), and
    never makes a kernel of more than MAX_MEMBERS members (one kernel's own fused
    producers may exceed it: they are not a merge).
@@ -51,6 +58,10 @@ What a kernel holds — the contract code generation relies on:
   evaluated at the index its user needs. Outputs are reductions or epilogue members
   (R's element count, written at linear index j), or members of shape exactly S (side
   outputs, written at every index of S while the reduction loop passes over it).
+- ROW: reductions (`reduce` only) whose space is (S, A) with A the trailing axes, and
+  members classified by compiler/row_fusion.py (its docstring is the contract: free
+  members, reductions in phases, row values, row-wide values of shape S). Outputs are
+  of shape S or have one element per row. `epilogue` is empty.
 - LIBRARY: one `dot_general`; OPAQUE: one sort/argsort/cumulative/scatter/tuple. Their
   operands are inputs (buffers), their result an output.
 
@@ -62,11 +73,12 @@ from __future__ import annotations
 from typing import Optional
 
 from .module import Instruction, Module
-from .plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ExecutionPlan, Kernel
+from .plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
 from .primitive import ELEMENTWISE, PRIMITIVES
 from .primitive import LIBRARY as K_LIBRARY
 from .primitive import OPAQUE as K_OPAQUE
 from .primitive import REDUCTION as K_REDUCTION
+from .row_fusion import row_fits, row_outputs_ok, row_schedule, trailing_space
 
 # a kernel bigger than this takes no more producers: bounds recomputation and codegen time
 MAX_MEMBERS = 256
@@ -227,8 +239,9 @@ class _Merger:
     kept up to date across merges, so planning stays fast on large training graphs.
     """
 
-    def __init__(self, planner: _Planner, groups: list) -> None:
+    def __init__(self, planner: _Planner, groups: list, row_kernels: bool = False) -> None:
         self.p = planner
+        self.row_kernels = row_kernels
         self.ins = planner.ins
         self.groups = {g.gid: g for g in groups}
         self.producer = {r: g.gid for g in groups for r in g.roots}
@@ -269,19 +282,25 @@ class _Merger:
                 retry = False
                 for pid in sorted(self.deps[cid]):
                     pg = self.groups[pid]
-                    why = self._producer_rule(pg, c)
+                    why, row = self._producer_rule(pg, c), None
+                    if why is not None and self.row_kernels:
+                        row, row_why = self._row_rule(pg, c)
+                        why = None if row is not None else (row_why or why)
                     if why is None and self._path_via_third(pid, cid):
                         why = "not fused: merging would create a cycle through another kernel"
                     if why is None:
-                        how = "as an epilogue" if pg.kind == REDUCTION else "into its consumer"
+                        how = ("into a row kernel with" if row is not None else
+                               "as an epilogue" if pg.kind == REDUCTION else "into its consumer")
                         self._merge(pg, c, f"fused: kernel of {self._names(pg)} {how} "
-                                           f"{self._names(c)}")
+                                           f"{self._names(c)}", row)
                         merged = retry = True
                         break
                     self.p.rejections[(pid, cid)] = why
         return merged
 
     def _producer_rule(self, pg: _Group, c: _Group) -> Optional[str]:
+        if ROW in (pg.kind, c.kind):
+            return "not fused: a row kernel takes only producers and consumers over its rows"
         if pg.kind in (LIBRARY, OPAQUE):
             return f"not fused: producer is {'a library call' if pg.kind == LIBRARY else 'an opaque op'}; its result lives in a buffer"
         if c.kind in (LIBRARY, OPAQUE):
@@ -301,6 +320,40 @@ class _Merger:
         if pg.kind == REDUCTION and c.kind == LOOP:
             return self._epilogue_rule(pg, c)
         return "not fused: producer is a reduction feeding another reduction"
+
+    # -- row kernels (compiler/row_fusion.py)
+    def _row_space(self, g: _Group) -> Optional[tuple]:
+        if g.kind == ROW:
+            return g.space
+        if g.kind != REDUCTION:
+            return None
+        return trailing_space(self.p.m, next(m for m in sorted(g.members)
+                                             if prim_kind(self.ins[m]) == K_REDUCTION))
+
+    def _row_rule(self, pg: _Group, c: _Group) -> tuple:
+        """(the row space, None) when pg and c make one ROW kernel, else (None, why)."""
+        if pg.kind in (LIBRARY, OPAQUE) or c.kind in (LIBRARY, OPAQUE):
+            return None, None
+        space = self._row_space(pg) or self._row_space(c)
+        if space is None:
+            return None, None
+        rows = _size(_reduced_shape(space))
+        for g in (pg, c):
+            if g.kind == LOOP and g.space != space[0] and _size(g.space) != rows:
+                return None, (f"not fused: iteration space {_fmt_shape(g.space)} is neither "
+                              f"the row space {_fmt_shape(space[0])} nor one value per row")
+            if g.kind != LOOP and self._row_space(g) != space:
+                return None, "not fused: reductions over different row spaces"
+        members = pg.members | c.members
+        if len(members) > MAX_MEMBERS:
+            return None, f"not fused: the kernel would exceed {MAX_MEMBERS} members"
+        if not row_fits(self.p.m, members, space):
+            return None, "not fused: a row is too long to stay in cache between passes"
+        _, why = row_schedule(self.p.m, members, space)
+        why = why or row_outputs_ok(self.p.m, pg.roots + c.roots, space)
+        if why is not None:
+            return None, f"not fused into a row kernel: {why}"
+        return space, None
 
     def _epilogue_rule(self, pg: _Group, c: _Group) -> Optional[str]:
         count = _size(_reduced_shape(pg.space))
@@ -331,7 +384,7 @@ class _Merger:
         buckets: dict = {}
         for gid in sorted(self.groups):
             g = self.groups[gid]
-            if g.kind not in (LOOP, REDUCTION):
+            if g.kind not in (LOOP, REDUCTION, ROW):
                 continue
             for o in self.ext[gid]:
                 if self.ins[o].shape:        # sharing a scalar saves no memory traffic
@@ -390,6 +443,8 @@ class _Merger:
                 return False
         elif self._reaches(a, b) or self._reaches(b, a):
             return False
+        if ga.kind == ROW and row_schedule(self.p.m, ga.members | gb.members, ga.space)[0] is None:
+            return False
         return len(ga.members) + len(gb.members) <= MAX_MEMBERS or \
             len(ga.members | gb.members) <= MAX_MEMBERS
 
@@ -418,8 +473,9 @@ class _Merger:
     def _names(self, g: _Group) -> str:
         return ", ".join(name_of(self.p.m, r) for r in sorted(g.roots))
 
-    def _merge(self, a: _Group, b: _Group, decision: str) -> None:
-        """b absorbs a (b keeps its id); the kind is the stronger of the two."""
+    def _merge(self, a: _Group, b: _Group, decision: str, row: Optional[tuple] = None) -> None:
+        """b absorbs a (b keeps its id); the kind is the stronger of the two, or ROW over
+        the space `row`."""
         self.p.decisions.append(decision)
         ai, bi = a.gid, b.gid
         if self.desc is not None:
@@ -428,6 +484,8 @@ class _Merger:
         b.members |= a.members
         if a.kind == REDUCTION:
             b.kind, b.space = REDUCTION, a.space
+        if row is not None:
+            b.kind, b.space = ROW, row
         for r in a.roots:
             self.producer[r] = bi
         self.ext[bi] = (self.ext[ai] | self.ext[bi]) - b.members
@@ -522,15 +580,18 @@ def _topological(groups: list, producer: dict, ins: list) -> list:
     return done
 
 
-def plan_fusion(module: Module, donate_inputs: bool = False) -> ExecutionPlan:
-    """Group the module's instructions into kernels; see the module docstring."""
+def plan_fusion(module: Module, donate_inputs: bool = False,
+                row_kernels: bool = True) -> ExecutionPlan:
+    """Group the module's instructions into kernels; see the module docstring.
+    `row_kernels`: whether reductions over rows may join their users in ROW kernels
+    (targets whose code generation has no ROW kernels turn it off)."""
     from .buffer_assignment import assign_buffers
     planner = _Planner(module)
     roots = planner.materialize()
     for r in sorted(roots):
         planner.decisions.append(f"materialized: {name_of(module, r)} is "
                                  f"{planner.why_materialized[r]}")
-    groups = _Merger(planner, planner.initial_groups(roots)).run()
+    groups = _Merger(planner, planner.initial_groups(roots), row_kernels).run()
     kernels = _finish(planner, groups)
     buffers = assign_buffers(module, kernels, donate_inputs=donate_inputs)
     return ExecutionPlan(module, kernels, buffers, planner.decisions)

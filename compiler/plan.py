@@ -13,6 +13,8 @@ LOOP = "loop"            # elementwise and index-moving work over the roots' sha
 REDUCTION = "reduction"  # a reduction root with its producers fused in
 LIBRARY = "library"      # a call into a tuned library (dot_general -> BLAS / cuBLAS)
 OPAQUE = "opaque"        # an op that needs all of its input at once (sort, scatter...)
+ROW = "row"              # reductions over trailing axes and their users, row by row
+                         # (compiler/row_fusion.py)
 
 
 @dataclass

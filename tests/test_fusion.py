@@ -14,8 +14,10 @@ import lazyarray as la
 import lazyarray.nn.functional as F
 from lazyarray.compiler.fusion import epilogue_of, is_input, reduce_space
 from lazyarray.compiler.graphviz import plan_dot
-from lazyarray.compiler.passes.pipeline import compile_plan
-from lazyarray.compiler.plan import LIBRARY, LOOP, OPAQUE, REDUCTION
+from lazyarray.compiler.fusion import plan_fusion
+from lazyarray.compiler.passes.pipeline import compile_plan, optimize
+from lazyarray.compiler.plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW
+from lazyarray.compiler.row_fusion import outer_shape, row_schedule
 from lazyarray.compiler.primitive import ELEMENTWISE, INDEXING, PRIMITIVES
 from lazyarray.compiler.trace import capture
 from lazyarray.devices.interpreter import InterpretedExecutable, evaluate
@@ -46,6 +48,8 @@ def check_plan(plan) -> None:
             assert len({ins[o].shape for o in k.outputs}) == 1, k
         elif k.kind == REDUCTION:
             _check_reduction(m, k)
+        elif k.kind == ROW:
+            _check_row(m, k)
         else:
             assert len(k.members) == 1 and k.outputs == k.members, k
             want = "library" if k.kind == LIBRARY else "opaque"
@@ -75,6 +79,20 @@ def _check_reduction(m, k) -> None:
     for o in k.outputs:
         assert (o in after and _size(ins[o].shape) == count) or ins[o].shape == shape, \
             (k.name, o, ins[o].shape)
+
+
+def _check_row(m, k) -> None:
+    ins = m.instructions
+    first = next(p for p in k.members if ins[p].op == "reduce")
+    space = reduce_space(ins[first], m)
+    sched, why = row_schedule(m, set(k.members), space)
+    assert sched is not None, (k.name, why)
+    assert k.epilogue == []
+    rows = _size(outer_shape(space))
+    reductions = {p for p in k.members if PRIMITIVES[ins[p].op].kind == "reduction"}
+    assert reductions == {p for phase in sched.phases for p in phase}, k.name
+    for o in k.outputs:
+        assert ins[o].shape == space[0] or _size(ins[o].shape) == rows, (k.name, o)
 
 
 def run_plan(plan, args: list) -> list:
@@ -111,8 +129,14 @@ def plan_of(*tensors):
     return compile_plan(cap.module(), verify=True), cap
 
 
+def plan_without_rows(*tensors):
+    """The plan of a target without ROW kernels (reductions and their users apart)."""
+    cap = capture([t._node for t in tensors])
+    return plan_fusion(optimize(cap.module(), verify=True), row_kernels=False), cap
+
+
 def counts(plan) -> dict:
-    out = {LOOP: 0, REDUCTION: 0, LIBRARY: 0, OPAQUE: 0}
+    out = {LOOP: 0, REDUCTION: 0, ROW: 0, LIBRARY: 0, OPAQUE: 0}
     for k in plan.kernels:
         out[k.kind] += 1
     return out
@@ -156,8 +180,20 @@ def _softmax(x):
 
 @pytest.mark.parametrize("softmax", [_softmax, lambda x: F.softmax(x, axis=-1)],
                          ids=["by-hand", "nn.functional"])
-def test_softmax_is_at_most_three_kernels(softmax):
+def test_softmax_is_one_row_kernel_of_two_phases(softmax):
     plan, cap = plan_of(softmax(_t(16, 40)))
+    assert [k.kind for k in plan.kernels] == [ROW]
+    sched, _ = row_schedule(plan.module, set(plan.kernels[0].members),
+                            ((16, 40), (1,)))
+    assert [[plan.module.instructions[p].attrs["kind"] for p in ph] for ph in sched.phases] \
+        == [["max"], ["sum"]]
+    check_runs(plan, cap)
+
+
+@pytest.mark.parametrize("softmax", [_softmax, lambda x: F.softmax(x, axis=-1)],
+                         ids=["by-hand", "nn.functional"])
+def test_softmax_without_row_kernels_is_at_most_three_kernels(softmax):
+    plan, cap = plan_without_rows(softmax(_t(16, 40)))
     assert len(plan.kernels) <= 3
     exps = [k for k in plan.kernels for p in k.members
             if plan.module.instructions[p].op == "exponential"]
@@ -167,21 +203,61 @@ def test_softmax_is_at_most_three_kernels(softmax):
     check_runs(plan, cap)
 
 
-def test_layer_norm_is_at_most_two_kernels():
+def test_layer_norm_is_one_row_kernel():
     x = _t(16, 40)
     mean = la.mean(x, axis=1, keepdims=True)
     var = la.mean(x * x, axis=1, keepdims=True) - mean * mean
-    plan, cap = plan_of((x - mean) / la.sqrt(var + 1e-5))
-    assert len(plan.kernels) <= 2
+    y = (x - mean) / la.sqrt(var + 1e-5)
+    plan, cap = plan_of(y)
+    assert [k.kind for k in plan.kernels] == [ROW]
     assert any("siblings" in d for d in plan.decisions)
+    check_runs(plan, cap)
+    plan, cap = plan_without_rows(y)
+    assert len(plan.kernels) <= 2
     check_runs(plan, cap)
 
 
 def test_nn_layer_norm_fuses_and_runs():
-    # the shifted one-pass variance makes both means siblings over x: 2 kernels
+    # the shifted one-pass variance makes both means siblings over x: one phase
     x, w = _t(16, 40), _t(40, seed=3)
     plan, cap = plan_of(F.layer_norm(x, (40,), w, w))
-    assert len(plan.kernels) <= 2
+    assert [k.kind for k in plan.kernels] == [ROW]
+    sched, _ = row_schedule(plan.module, set(plan.kernels[0].members), ((16, 40), (1,)))
+    assert len(sched.phases) == 1 and len(sched.phases[0]) == 2
+    check_runs(plan, cap)
+
+
+def test_log_softmax_and_cross_entropy_take_fewer_kernels():
+    x = _t(16, 40)
+    labels = la.asarray(np.arange(16) % 40)
+    plan, cap = plan_of(F.log_softmax(x, axis=-1))
+    assert [k.kind for k in plan.kernels] == [ROW]
+    check_runs(plan, cap)
+    plan, cap = plan_of(F.cross_entropy(x, labels))
+    # the per-row losses in one ROW kernel; their mean over rows is a reduction apart
+    assert [k.kind for k in plan.kernels] == [ROW, REDUCTION]
+    check_runs(plan, cap)
+
+
+def test_row_kernels_refuse_what_needs_other_rows():
+    x = _t(16, 40)
+    m = la.max(x, axis=1, keepdims=True)
+    # the flipped maxima read another row's result: the consumer stays apart, with a reason
+    plan, cap = plan_of(x - la.flip(m, axis=0))
+    assert len(plan.kernels) == 2
+    assert any("other rows" in r for k in plan.kernels for r in k.reasons)
+    check_runs(plan, cap)
+    # a reduction over leading axes is no row kernel
+    plan, cap = plan_of(x / la.sum(x, axis=0, keepdims=True))
+    assert ROW not in [k.kind for k in plan.kernels]
+    check_runs(plan, cap)
+
+
+def test_rows_too_long_for_cache_keep_separate_kernels():
+    x = _t(2, 20000)
+    plan, cap = plan_of(_softmax(x))
+    assert ROW not in [k.kind for k in plan.kernels]
+    assert any("too long" in d for d in plan.decisions)
     check_runs(plan, cap)
 
 
@@ -239,7 +315,7 @@ def test_iota_and_indexing_fuse_into_consumers():
 
 
 def test_dot_text_has_a_cluster_per_kernel():
-    plan, _ = plan_of(_softmax(_t(4, 8)))
+    plan, _ = plan_without_rows(_softmax(_t(4, 8)))
     text = plan_dot(plan)
     assert text.startswith("digraph") and text.rstrip().endswith("}")
     assert text.count("subgraph cluster_") == len(plan.kernels)

@@ -29,7 +29,8 @@ import llvmlite.ir as ir
 
 from .. import dtypes as D
 from ..module import Module
-from ..plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ExecutionPlan, Kernel
+from ..plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
+from ..row_fusion import outer_shape, row_schedule
 from .elemental import ElementalEmitter
 from .llvm_types import HALF, I64, PTR, Value
 from .loops import const, counted_loop
@@ -69,6 +70,8 @@ class CPUCodegen:
                 self._library(kern)
             elif kern.kind == REDUCTION:
                 self._reduction(kern)
+            elif kern.kind == ROW:
+                self._row_kernel(kern)
             else:
                 self._loops(kern, list(kern.outputs))
         return self.llmod, self.steps
@@ -307,6 +310,43 @@ class CPUCodegen:
         self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
                            "extent": extent(out_shape),
                            "work": _inner_work(shape)})
+
+    def _row_kernel(self, kern: Kernel) -> None:
+        """One function: for each row of [start, end), one pass over the row per phase
+        (its reductions in registers), the row values, then a pass writing the outputs
+        of the row space (compiler/row_fusion.py)."""
+        first = next(p for p in kern.members if self.ins[p].op == "reduce")
+        space = (self.ins[self.ins[first].operands[0]].shape,
+                 tuple(self.ins[first].attrs["axes"]))
+        sched, why = row_schedule(self.module, set(kern.members), space)
+        if sched is None:
+            raise ValueError(f"{kern.name}: not a valid row kernel: {why}")
+        shape, axes = space
+        rows = outer_shape(space)
+        wide = [p for p in kern.outputs if self.ins[p].shape == shape]
+        narrow = [p for p in kern.outputs if p not in wide]
+        name, args, e, ptr_of, start, end, _ = self._begin(
+            kern, self._reads(kern), kern.outputs)
+        stores = [(ptr_of[p], p) for p in wide]
+
+        def row(index: list) -> None:
+            e.row_values = {}
+            for k, reductions in enumerate(sched.phases, start=1):
+                e.row_values.update(reduce_together(e, reductions, shape, axes, index))
+                for pos, phase in sched.row_values:
+                    if phase == k:
+                        own = _index_for(e, self.ins[pos].shape, rows, index)
+                        e.row_values[pos] = e.at(pos, own)
+            if stores:
+                reduce_together(e, [], shape, axes, index, stores)
+            for pos in narrow:
+                own = _index_for(e, self.ins[pos].shape, rows, index)
+                e.store(ptr_of[pos], self.ins[pos].shape, e.at(pos, own), own)
+
+        nest(e, rows, start, end, row)
+        e.b.ret_void()
+        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
+                           "extent": extent(rows), "work": _inner_work(shape)})
 
     def _partial_reduction(self, kern: Kernel, roots: list, late: list, shape: tuple,
                            axes: tuple) -> None:

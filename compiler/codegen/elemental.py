@@ -50,6 +50,9 @@ class ElementalEmitter:
         self.math_table = math
         self.scopes: list = [{}]
         self._globals = 0
+        # a ROW kernel's current row: its reductions and row values, read at any index
+        # (fusion guarantees a row value is only read for its own row; row_fusion.py)
+        self.row_values: dict = {}
 
     # ---- scopes: a value may be reused only where it dominates ----------------------
 
@@ -69,6 +72,9 @@ class ElementalEmitter:
     # ---- the value of a position at an index ----------------------------------------
 
     def at(self, pos: int, index: list) -> Value:
+        held = self.row_values.get(pos)
+        if held is not None:
+            return held
         key = _memo_key(pos, index)
         hit = self._memo_get(key)
         if hit is not None:

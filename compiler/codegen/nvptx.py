@@ -563,7 +563,7 @@ def emit_plan(plan: Any, arch: str = DEFAULT_ARCH, name: str = "module") -> GpuP
 def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
     """Add the plan's kernels to `mod` (names start with `prefix`); return the steps
     (LaunchSpecs, and the plan's LIBRARY/OPAQUE kernels as they are) and scratch sizes."""
-    from ..plan import LOOP, REDUCTION
+    from ..plan import LOOP, REDUCTION, ROW
     launches: list = []
     scratch: dict = {}
     for k, kernel in enumerate(plan.kernels):
@@ -574,6 +574,8 @@ def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
             specs, sizes = _reduction_kernel(mod, plan, kernel, name)
             launches.extend(specs)
             scratch.update(sizes)
+        elif kernel.kind == ROW:
+            launches.append(_row_kernel(mod, plan, kernel, name))
         else:
             launches.append(kernel)      # the device's business
     return launches, scratch
@@ -735,3 +737,89 @@ def _reduction_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> tupl
         spec = emit_warp_reduction(mod, name, red, len(params))
     spec.params = params
     return [spec], {}
+
+
+def _row_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpec:
+    """A warp per row (compiler/row_fusion.py): each phase's reductions strided over the
+    lanes and combined by a butterfly, so every lane holds the row's results; then the
+    row values, and the lanes write the outputs of the row space."""
+    from .llvm_types import Value, constant
+    from ..primitives.reduction import identity
+    from ..row_fusion import outer_shape, row_schedule
+    ins = plan.module.instructions
+    first = next(p for p in kernel.members if ins[p].op == "reduce")
+    space = (ins[ins[first].operands[0]].shape, tuple(ins[first].attrs["axes"]))
+    sched, why = row_schedule(plan.module, set(kernel.members), space)
+    if sched is None:
+        raise ValueError(f"{kernel.name}: not a valid row kernel: {why}")
+    shape, axes = space
+    rows_shape, row_shape = outer_shape(space), tuple(shape[a] for a in axes)
+    params = _params(kernel)
+    fn, b = new_kernel(mod, name, len(params))
+    em = _emitter(b, mod, plan, kernel, list(fn.args))
+    wide = [p for p in kernel.outputs if ins[p].shape == shape]
+    narrow = [p for p in kernel.outputs if p not in wide]
+    warps_per_block = BLOCK // WARP
+    tid = sreg(b, "tid.x")
+    lane = b.urem(tid, c64(WARP))
+    warp = b.add(b.mul(sreg(b, "ctaid.x"), c64(warps_per_block)), b.udiv(tid, c64(WARP)))
+    nwarps = b.mul(sreg(b, "nctaid.x"), c64(warps_per_block))
+
+    def full_index(rindex: list, k: ir.Value) -> list:
+        return list(rindex) + delinearize(b, k, row_shape)
+
+    def phase(rindex: list, reductions: list) -> None:
+        dtypes = [ins[p].dtype for p in reductions]
+        kinds = [ins[p].attrs["kind"] for p in reductions]
+
+        def combine(a: list, c: list) -> list:
+            return [em.combine(kd, Value(x, d), Value(y, d)).ir
+                    for kd, d, x, y in zip(kinds, dtypes, a, c)]
+
+        def element(k: ir.Value, accs: list) -> list:
+            em.push_scope()
+            index = full_index(rindex, k)
+            out = combine(accs, [em.at(ins[p].operands[0], index).ir for p in reductions])
+            em.pop_scope()
+            return out
+
+        inits = [constant(d, identity(kd, d)) for kd, d in zip(kinds, dtypes)]
+        accs = strided_loop(b, lane, c64(_size(row_shape)), c64(WARP), inits, element, "k")
+        for mask in (16, 8, 4, 2, 1):
+            accs = combine(accs, [shuffle_xor(b, a, mask) for a in accs])
+        for p, a, d in zip(reductions, accs, dtypes):
+            em.row_values[p] = em.round(Value(a, d))
+
+    def row(r: ir.Value, carried: list) -> list:
+        em.push_scope()
+        em.row_values = {}
+        rindex = delinearize(b, r, rows_shape)
+        for k, reductions in enumerate(sched.phases, start=1):
+            phase(rindex, reductions)
+            for pos, level in sched.row_values:
+                if level == k:
+                    em.row_values[pos] = em.at(pos, delinearize(b, r, ins[pos].shape))
+
+        def write(k: ir.Value, cs: list) -> list:
+            em.push_scope()
+            index = full_index(rindex, k)
+            for pos in wide:
+                _store(em, pos, index)
+            em.pop_scope()
+            return cs
+
+        if wide:
+            strided_loop(b, lane, c64(_size(row_shape)), c64(WARP), [], write, "w")
+        if narrow:
+            with b.if_then(b.icmp_unsigned("==", lane, c64(0))):
+                for pos in narrow:
+                    _store(em, pos, delinearize(b, r, ins[pos].shape))
+        em.pop_scope()
+        return carried
+
+    strided_loop(b, warp, c64(_size(rows_shape)), nwarps, [], row, "r")
+    b.ret_void()
+    grid = max(1, min(-(-_size(rows_shape) // warps_per_block), MAX_BLOCKS))
+    spec = LaunchSpec(name, (grid, 1, 1), (BLOCK, 1, 1), [])
+    spec.params = params
+    return spec

@@ -1,0 +1,176 @@
+"""ROW kernels: a chain of reductions over the trailing axes and the elementwise work
+around them, computed one row at a time (XLA's "softmax" / row fusions).
+
+The row space of a ROW kernel is (S, A): S the shape its reductions read, A their
+reduced axes, which are the trailing ones. O = S without A is the outer (row) shape;
+a *row* is one index of O, and holds prod(S[A]) elements (the row length L).
+
+Every member of a ROW kernel is one of:
+
+- *free*: it depends on no reduction of the kernel; it is computed at whatever index
+  its user asks for (parameters read, cheap or transcendental producers recomputed);
+- a *reduction* `reduce` over (S, A) (argmax/argmin are not row kernels);
+- a *row value*: it depends on a reduction and has prod(O) elements; element r belongs
+  to row r (row-major linear index r). Elementwise ops of row values and reshapes of
+  them (a reshape keeps linear indices) are row values;
+- a *row-wide value*: shape S, depending on a reduction only through a
+  `broadcast_in_dim` that maps a row value's dimensions onto the outer dimensions of S
+  in order (so element [r, j] reads row value r) and elementwise ops over such values.
+
+Nothing else may depend on a reduction inside a ROW kernel (a transpose, slice or
+reversal of a row value would need other rows). Outputs are reductions, row values or
+members of other prod(O)-element shapes (written once per row, at linear index r), or
+members of shape S (written over the row in the last pass).
+
+Phases: a reduction's phase is one more than the highest phase of the reductions it
+depends on (0 for none). Code generation runs, for each row of its [start, end) range,
+one pass over the row per phase (computing that phase's reductions together, in
+registers), then the row values that the phase made computable, then, if the kernel
+writes values of shape S, one last pass writing them. A row of more than MAX_ROW_BYTES
+is not a ROW kernel: each pass must find the row still in cache.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from .module import Module
+from .primitive import ELEMENTWISE, PRIMITIVES
+
+# each phase re-reads the row; it must stay in L1/L2 between passes
+MAX_ROW_BYTES = 64 * 1024
+
+
+def _size(shape: tuple) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _is_reduce(ins) -> bool:
+    return PRIMITIVES[ins.op].kind == "reduction"
+
+
+def trailing_space(module: Module, pos: int) -> Optional[tuple]:
+    """(S, A) of a `reduce` over trailing axes of a row longer than 1, else None."""
+    ins = module.instructions[pos]
+    if ins.op != "reduce":
+        return None
+    shape = module.instructions[ins.operands[0]].shape
+    axes = tuple(ins.attrs["axes"])
+    if not axes or axes != tuple(range(len(shape) - len(axes), len(shape))):
+        return None
+    if _size(shape[len(shape) - len(axes):]) < 2:
+        return None
+    return shape, axes
+
+
+def outer_shape(space: tuple) -> tuple:
+    shape, axes = space
+    return tuple(n for d, n in enumerate(shape) if d not in axes)
+
+
+def _row_broadcast(module: Module, ins, space: tuple) -> bool:
+    """Whether a broadcast_in_dim of a row value to S reads row r at every [r, j]."""
+    shape, axes = space
+    if ins.shape != shape:
+        return False
+    src = module.instructions[ins.operands[0]].shape
+    outer = len(shape) - len(axes)
+    mapped = []
+    for k, d in enumerate(ins.attrs["broadcast_dimensions"]):
+        if src[k] == 1:
+            continue
+        if d >= outer or src[k] != shape[d]:
+            return False
+        mapped.append(d)
+    # every outer dimension longer than 1 must be indexed by the row value
+    return mapped == [d for d in range(outer) if shape[d] != 1]
+
+
+@dataclass
+class RowSchedule:
+    space: tuple            # (S, A)
+    phases: list            # phases[k]: the reductions computed in pass k (positions)
+    row_values: list        # [(position, phase)]: non-reduction row values, ascending
+    wide: set               # row-wide members (shape S, depending on a reduction)
+
+
+def row_schedule(module: Module, members: set, space: tuple) -> tuple:
+    """(RowSchedule, None) when `members` form a valid ROW kernel over `space`, else
+    (None, the reason in words)."""
+    ins = module.instructions
+    shape, axes = space
+    rows = _size(outer_shape(space))
+    level: dict = {}         # member -> highest phase it depends on (absent: free)
+    reductions: dict = {}
+    row_values: list = []
+    wide: set = set()
+    for m in sorted(members):
+        i = ins[m]
+        deps = [level[o] for o in i.operands if o in level]
+        if _is_reduce(i):
+            if i.op != "reduce" or trailing_space(module, m) != space:
+                return None, (f"{i.op} over {_shape_axes(module, m)} is not a reduction over "
+                              f"the row space {_fmt(space)}")
+            if i.operands[0] in level and i.operands[0] not in wide:
+                return None, f"{i.op} reads a row value, not a row"
+            reductions[m] = level[m] = 1 + max(deps, default=0)
+            continue
+        if not deps:
+            continue
+        level[m] = max(deps)
+        dep_ops = [o for o in i.operands if o in level]
+        if PRIMITIVES[i.op].kind == ELEMENTWISE:
+            if all(o in wide for o in dep_ops) and i.shape == shape:
+                wide.add(m)
+            elif _size(i.shape) == rows and not any(o in wide for o in dep_ops):
+                row_values.append((m, level[m]))
+            else:
+                return None, f"{i.op} mixes row values and rows"
+        elif i.op == "reshape" and dep_ops[0] not in wide and _size(i.shape) == rows:
+            row_values.append((m, level[m]))
+        elif i.op == "broadcast_in_dim" and dep_ops[0] not in wide and \
+                _row_broadcast(module, i, space):
+            wide.add(m)
+        else:
+            return None, (f"{i.op} {_fmt_shape(i.shape)} needs a reduction's results at "
+                          f"other rows")
+    if not reductions:
+        return None, "no reduction over the row"
+    count = max(reductions.values())
+    phases = [sorted(r for r, k in reductions.items() if k == p) for p in range(1, count + 1)]
+    return RowSchedule(space, phases, row_values, wide), None
+
+
+def row_outputs_ok(module: Module, roots: list, space: tuple) -> Optional[str]:
+    """None when every root can be written by a ROW kernel over `space`."""
+    rows = _size(outer_shape(space))
+    for r in roots:
+        shape = module.instructions[r].shape
+        if shape != space[0] and _size(shape) != rows:
+            return (f"{module.instructions[r].op} {_fmt_shape(shape)} is neither a row "
+                    f"value nor of the row space {_fmt_shape(space[0])}")
+    return None
+
+
+def row_fits(module: Module, members: set, space: tuple) -> bool:
+    shape, axes = space
+    length = _size(shape[len(shape) - len(axes):])
+    widest = max((module.instructions[m].dtype.itemsize for m in members
+                  if module.instructions[m].shape == shape), default=4)
+    return length * max(widest, 4) <= MAX_ROW_BYTES
+
+
+def _shape_axes(module: Module, pos: int) -> str:
+    ins = module.instructions[pos]
+    return f"{_fmt_shape(module.instructions[ins.operands[0]].shape)} axes {ins.attrs.get('axes', ins.attrs.get('axis'))}"
+
+
+def _fmt_shape(shape: tuple) -> str:
+    return "[" + ",".join(map(str, shape)) + "]"
+
+
+def _fmt(space: tuple) -> str:
+    return f"{_fmt_shape(space[0])} axes {tuple(space[1])}"
