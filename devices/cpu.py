@@ -12,6 +12,7 @@ not import lazyarray.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import glob
@@ -33,10 +34,11 @@ from . import cpu_program
 from .compile_cache import DiskCache, default_dir, entry_key
 from .device import Device
 from .host_memory import HOST_MEMORY
-from .thread_pool import ThreadPool, split
+from .thread_pool import ThreadPool, blas_single_threaded, split
 
 VERSION = "0.1.0"
 SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
+SPLIT_FLOPS = 1 << 22         # below this many multiply-adds a GEMM runs on one thread
 CHUNKS_PER_THREAD = 4
 
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
@@ -242,6 +244,7 @@ class CPUExecutable:
         self._code = llvm_target.LoadedCode(obj) if any(s["type"] != "library" for s in self.steps) else None
         self._fns = {s["fn"]: self._function(s) for s in self.steps if "fn" in s}
         self._lock = threading.Lock()
+        self._uses_blas = any(s["type"] == "library" for s in self.steps)
 
     def _function(self, step: dict) -> Any:
         nargs = len(step["args"])
@@ -308,7 +311,10 @@ class CPUExecutable:
                 HOST_MEMORY.release(mem)
 
     def _run(self, args: list, temps: list) -> list:
-        with self._lock:
+        # BLAS on one thread while the pool splits the work: no spinning BLAS threads
+        # competing with the pool's workers for the cores
+        blas = blas_single_threaded() if self._uses_blas else contextlib.nullcontext()
+        with self._lock, blas:
             arrays = self._bind(args, temps)
             debug = int(self.device.settings()["debug"]) >= 2
             for step in self.steps:
@@ -391,7 +397,7 @@ class CPUExecutable:
         operands = [self._scratch(arrays, o) for o in step["operands"]]
         out = self._scratch(arrays, step["pos"])
         if v.op == "dot_general":
-            matmul_into(out, operands[0], operands[1], v.attrs)
+            matmul_into(out, operands[0], operands[1], v.attrs, self.device.pool())
             return
         with np.errstate(all="ignore"):
             result = PRIMITIVES[v.op].reference(*operands, **v.attrs)
@@ -403,8 +409,10 @@ def _identity(kind: str, dtype: D.DType) -> Any:
     return identity(kind, dtype)
 
 
-def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, attrs: dict) -> None:
-    """dot_general through BLAS: NumPy's matmul writes straight into the planned buffer."""
+def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, attrs: dict,
+                pool: Optional[ThreadPool] = None) -> None:
+    """dot_general through BLAS: NumPy's matmul writes straight into the planned buffer,
+    split by rows of the result over `pool` when large (see `blocked_matmul`)."""
     dims = {k: tuple(attrs[k]) for k in ("lhs_contracting", "rhs_contracting",
                                           "lhs_batch", "rhs_batch")}
     plain = out.dtype not in (np.float16, D.bfloat16.np) and out.size
@@ -413,7 +421,7 @@ def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, attrs: dict) 
         # a transposed operand is a strided view BLAS reads as is (no copy)
         a = lhs if dims["lhs_contracting"] == (1,) else lhs.T
         c = rhs if dims["rhs_contracting"] == (0,) else rhs.T
-        np.matmul(a, c, out=out)
+        blocked_matmul(a, c, out, pool)
         return
     a, c = canonical_operands(lhs, rhs, dims["lhs_contracting"], dims["rhs_contracting"],
                               dims["lhs_batch"], dims["rhs_batch"])
@@ -421,4 +429,25 @@ def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, attrs: dict) 
     if out.dtype in (np.float16, D.bfloat16.np):
         target[...] = np.matmul(a.astype(np.float32), c.astype(np.float32)).astype(out.dtype)
     elif out.size:
-        np.matmul(a, c, out=target)
+        blocked_matmul(a, c, target, pool)
+
+
+def blocked_matmul(a: np.ndarray, c: np.ndarray, out: np.ndarray,
+                   pool: Optional[ThreadPool]) -> None:
+    """out = a @ c (2-D, or 3-D batched), the rows of `out` (or its batches) split over
+    the pool, each block one single-threaded BLAS call (NumPy releases the GIL in it)."""
+    m, n, k = a.shape[-2], c.shape[-1], a.shape[-1]
+    batch = a.shape[0] if a.ndim == 3 else 1
+    threads = pool.threads if pool is not None else 1
+    if threads <= 1 or batch * m * n * k < SPLIT_FLOPS or (batch < threads and m < 2 * threads):
+        np.matmul(a, c, out=out)
+        return
+    if batch >= threads:
+        def block(_: int, s: int, e: int) -> None:
+            np.matmul(a[s:e], c[s:e], out=out[s:e])
+        pool.run(block, split(batch, threads))
+        return
+
+    def rows(_: int, s: int, e: int) -> None:
+        np.matmul(a[..., s:e, :], c, out=out[..., s:e, :])
+    pool.run(rows, split(m, threads))

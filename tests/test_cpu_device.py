@@ -227,3 +227,55 @@ def test_arg_reductions_over_a_leading_axis(op: str) -> None:
     exe = _device(2).compile(m)
     assert exe.steps[0]["type"] == "partial"
     np.testing.assert_array_equal(exe.run([x])[0], getattr(np, op)(x, axis=0))
+
+
+def _matmul_module(lhs: tuple, rhs: tuple, dims: dict) -> Module:
+    out = (lhs[0], rhs[1]) if len(lhs) == 2 else (lhs[0], lhs[1], rhs[2])
+    return Module("mm", [
+        I("parameter", (), lhs, D.float32, {"number": 0}),
+        I("parameter", (), rhs, D.float32, {"number": 1}),
+        I("dot_general", (0, 1), out, D.float32, dims),
+    ], [2])
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["2d", "batched"])
+def test_blocked_matmul_over_threads_matches_one_call(batched: bool) -> None:
+    rng = np.random.default_rng(3)
+    if batched:
+        a, b = rng.standard_normal((4, 96, 80), np.float32), rng.standard_normal((4, 80, 70), np.float32)
+        dims = {"lhs_contracting": (2,), "rhs_contracting": (1,), "lhs_batch": (0,), "rhs_batch": (0,)}
+    else:
+        a, b = rng.standard_normal((300, 200), np.float32), rng.standard_normal((200, 150), np.float32)
+        dims = {"lhs_contracting": (1,), "rhs_contracting": (0,), "lhs_batch": (), "rhs_batch": ()}
+    from lazyarray.devices import cpu
+    calls = []
+    real = cpu.ThreadPool.run
+
+    def counting(self, fn, ranges):
+        calls.append(len(ranges))
+        return real(self, fn, ranges)
+    old_flops = cpu.SPLIT_FLOPS
+    cpu.SPLIT_FLOPS = 1
+    cpu.ThreadPool.run = counting
+    try:
+        got = _device(3).compile(_matmul_module(a.shape, b.shape, dims)).run([a, b])[0]
+    finally:
+        cpu.ThreadPool.run = real
+        cpu.SPLIT_FLOPS = old_flops
+    assert calls and calls[0] == 3, "the product was not split over the pool"
+    np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-4, atol=1e-4)
+
+
+def test_blas_runs_single_threaded_inside_a_program_and_is_restored() -> None:
+    from lazyarray.devices.thread_pool import BLAS_THREADS, blas_single_threaded
+    libs = BLAS_THREADS.libs()
+    if not libs:
+        pytest.skip("threadpoolctl found no BLAS library to control")
+    before = [lib.get_num_threads() for lib in libs]
+    seen = []
+    with blas_single_threaded():
+        with blas_single_threaded():          # nested: still one thread
+            seen.append([lib.get_num_threads() for lib in libs])
+        seen.append([lib.get_num_threads() for lib in libs])
+    assert seen == [[1] * len(libs)] * 2
+    assert [lib.get_num_threads() for lib in libs] == before
