@@ -174,3 +174,55 @@ def _fmt_shape(shape: tuple) -> str:
 
 def _fmt(space: tuple) -> str:
     return f"{_fmt_shape(space[0])} axes {tuple(space[1])}"
+
+
+def reused_across_passes(module: Module, members: set, sched: RowSchedule,
+                         outputs: list) -> dict:
+    """Transcendental members of shape S needed by more than one pass over the row
+    (softmax's exp(x - max) feeds the sum and the output): position -> the first pass
+    that needs them (passes 0..len(phases)-1 reduce, pass len(phases) writes). A target
+    may keep such a value in a row-sized scratch buffer instead of recomputing it. Only
+    values whose every user in the kernel reads them at the same index (elementwise ops
+    of shape S, or a reduction) qualify: the scratch holds the current row only."""
+    ins = module.instructions
+    shape = sched.space[0]
+    users: dict = {}
+    for m in members:
+        for o in ins[m].operands:
+            users.setdefault(o, []).append(m)
+    stops = {p for phase in sched.phases for p in phase} | {p for p, _ in sched.row_values}
+
+    def same_index(m: int) -> bool:
+        return ins[m].shape == shape and PRIMITIVES[ins[m].op].kind == ELEMENTWISE
+
+    def closure(starts: list) -> set:
+        seen, stack = set(), [s for s in starts if s in members and s not in stops]
+        while stack:
+            p = stack.pop()
+            if p in seen or not same_index(p):
+                continue
+            seen.add(p)
+            stack.extend(o for o in ins[p].operands if o in members and o not in stops)
+        return seen
+
+    passes = [closure([ins[r].operands[0] for r in phase]) for phase in sched.phases]
+    passes.append(closure([o for o in outputs if ins[o].shape == shape]))
+    reductions = {p for phase in sched.phases for p in phase}
+    local: dict = {}
+
+    def at_own_index_only(m: int) -> bool:
+        """Every use of m, through any chain of users, reads it at the pass's index."""
+        if m not in local:
+            local[m] = all(u in reductions or (same_index(u) and at_own_index_only(u))
+                           for u in users.get(m, []))
+        return local[m]
+
+    out: dict = {}
+    for m in sorted(members, reverse=True):     # users first: shallow recursion
+        at_own_index_only(m)
+    for m in sorted(members):
+        needed = [k for k, seen in enumerate(passes) if m in seen]
+        if len(needed) >= 2 and PRIMITIVES[ins[m].op].math is not None and \
+                at_own_index_only(m):
+            out[m] = needed[0]
+    return out

@@ -30,9 +30,9 @@ import llvmlite.ir as ir
 from .. import dtypes as D
 from ..module import Module
 from ..plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
-from ..row_fusion import outer_shape, row_schedule
+from ..row_fusion import outer_shape, reused_across_passes, row_schedule
 from .elemental import ElementalEmitter
-from .llvm_types import HALF, I64, PTR, Value
+from .llvm_types import HALF, I64, PTR, Value, storage_type
 from .loops import const, counted_loop
 from .math_table import CPU_MATH, MathTable
 
@@ -91,7 +91,8 @@ class CPUCodegen:
 
     # ---- functions ----------------------------------------------------------------------
 
-    def _begin(self, kern: Kernel, reads: list, writes: list, partials: int = 0) -> tuple:
+    def _begin(self, kern: Kernel, reads: list, writes: list, partials: int = 0,
+               emitter: type = ElementalEmitter) -> tuple:
         """A new function over the distinct buffers of `reads` and `writes`."""
         args: list = []
         seen: dict = {}
@@ -113,7 +114,7 @@ class CPUCodegen:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         ptr_of = {pos: fn.args[seen[slot_of.get(pos, ("pos", pos))]] for pos in list(writes) + list(reads)}
         buffers = {pos: ptr_of[pos] for pos in reads}
-        e = ElementalEmitter(b, self.llmod, self.module, buffers, self.math)
+        e = emitter(b, self.llmod, self.module, buffers, self.math)
         start, end = fn.args[len(args)], fn.args[len(args) + 1]
         extra = list(fn.args[len(args) + 2:])
         return name, args, e, ptr_of, start, end, extra
@@ -326,15 +327,31 @@ class CPUCodegen:
         wide = [p for p in kern.outputs if self.ins[p].shape == shape]
         narrow = [p for p in kern.outputs if p not in wide]
         name, args, e, ptr_of, start, end, _ = self._begin(
-            kern, self._reads(kern), kern.outputs)
+            kern, self._reads(kern), kern.outputs, emitter=RowEmitter)
         stores = [(ptr_of[p], p) for p in wide]
+        # transcendental values several passes need: computed once, kept for the row
+        reused = reused_across_passes(self.module, set(kern.members), sched, kern.outputs)
+        length = _size(tuple(shape[a] for a in axes))
+        scratch = {p: e.b.alloca(storage_type(self.ins[p].dtype), size=length)
+                   for p in reused}
+        for ptr in scratch.values():
+            ptr.align = 64
+
+        def keep(k: int) -> Any:
+            def visit(full: list) -> None:
+                for p in reused:
+                    if reused[p] == k:
+                        e.store(scratch[p], shape[len(rows):], e.at(p, full), full[len(rows):])
+            return visit
 
         def row(index: list) -> None:
-            e.row_values = {}
-            for k, reductions in enumerate(sched.phases, start=1):
-                e.row_values.update(reduce_together(e, reductions, shape, axes, index))
+            e.row_values, e.scratch = {}, {}
+            for k, reductions in enumerate(sched.phases):
+                e.row_values.update(reduce_together(e, reductions, shape, axes, index,
+                                                    visit=keep(k)))
+                e.scratch.update({p: (scratch[p], len(rows)) for p in reused if reused[p] == k})
                 for pos, phase in sched.row_values:
-                    if phase == k:
+                    if phase == k + 1:
                         own = _index_for(e, self.ins[pos].shape, rows, index)
                         e.row_values[pos] = e.at(pos, own)
             if stores:
@@ -385,6 +402,21 @@ class CPUCodegen:
             sub = Kernel(kern.name + "_epilogue", LOOP, members, rest,
                          sorted(set(kern.inputs) | set(roots)))
             self._loop_function(sub, self.ins[rest[0]].shape, rest)
+
+
+class RowEmitter(ElementalEmitter):
+    """A ROW kernel's emitter: values kept in the row's scratch buffers (`scratch`:
+    position -> (pointer, number of outer dimensions)) are loaded, not recomputed."""
+
+    scratch: dict = {}
+
+    def at(self, pos: int, index: list) -> Value:
+        kept = self.scratch.get(pos)
+        if kept is None:
+            return super().at(pos, index)
+        ptr, outer = kept
+        ins = self.module.instructions[pos]
+        return self.load(ptr, ins.shape[outer:], ins.dtype, index[outer:])
 
 
 # ---- loop nests -----------------------------------------------------------------------
@@ -491,9 +523,10 @@ def tiled_nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value
 
 
 def reduce_together(e: ElementalEmitter, roots: list, shape: tuple, axes: tuple,
-                    out_index: list, stores: list = ()) -> dict:
+                    out_index: list, stores: list = (), visit: Any = None) -> dict:
     """Sibling reductions over the same axes in one loop (the operand is read once);
-    `stores` (pointer, position) are written at every index the loop passes."""
+    `stores` (pointer, position) are written at every index the loop passes, and
+    `visit(index)` is called there first."""
     ins = e.module.instructions
     kinds = [ins[p].attrs["kind"] for p in roots]
     accs = [accumulator_dtype(ins[p].dtype) for p in roots]
@@ -503,6 +536,8 @@ def reduce_together(e: ElementalEmitter, roots: list, shape: tuple, axes: tuple,
 
     def level(k: int, carried: list) -> list:
         if k == len(axes):
+            if visit is not None:
+                visit(list(full))
             for ptr, pos in stores:
                 e.store(ptr, shape, e.at(pos, list(full)), list(full))
             out = []
@@ -570,6 +605,13 @@ def _inner_work(shape: tuple) -> int:
     """Elements per unit of the outer dimension (to decide whether to split)."""
     n = 1
     for d in shape[outer_dim(shape) + 1:]:
+        n *= d
+    return n
+
+
+def _size(shape: tuple) -> int:
+    n = 1
+    for d in shape:
         n *= d
     return n
 
