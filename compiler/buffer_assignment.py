@@ -11,16 +11,19 @@ allocates. Rules:
 - a temporary (a kernel output no module output names) takes the slot of a value that is
   already dead — last read by an earlier kernel, never by the one writing — choosing the
   best fit and growing a temporary slot if none is large enough;
-- only with `donate_inputs=True` (the runtime promises that the caller gives up its
-  parameter buffers) may an output or temporary take a dead parameter's slot, and only
-  one at least as large (a caller's buffer cannot grow); an output takes exactly-sized
-  ones only.
+- only a donated parameter's slot (the runtime promises that the caller gives up that
+  buffer) may be taken by an output or temporary once the parameter is dead, and only
+  when at least as large (a caller's buffer cannot grow); an output takes exactly-sized
+  ones only. `donate_inputs` is True (every parameter), False (none), or a collection
+  of parameter numbers (those: what the runtime decides per sync).
 
 `peak_bytes` is the largest total size of the slots live at any kernel step (a value is
 live from the step that writes it to the last step that reads it; inputs from the start,
 module outputs to the end).
 """
 from __future__ import annotations
+
+from typing import Any
 
 from .module import Module
 from .plan import BufferPlan
@@ -68,9 +71,10 @@ class _Slots:
         return self.new(size, "output")
 
 
-def assign_buffers(module: Module, kernels: list, donate_inputs: bool = False) -> BufferPlan:
+def assign_buffers(module: Module, kernels: list, donate_inputs: Any = False) -> BufferPlan:
     """Slots for the values of `kernels` (in execution order); see the module docstring."""
     ins = module.instructions
+    donated = _donated_positions(module, donate_inputs)
     end = len(kernels)
     outputs = set(module.outputs)
     last_use: dict = {}
@@ -93,7 +97,7 @@ def assign_buffers(module: Module, kernels: list, donate_inputs: bool = False) -
 
     for k, kern in enumerate(kernels):
         for p in dying.pop(k, ()):
-            _release(slot_of[p], ins[p], slots, donate_inputs)
+            _release(slot_of[p], p in donated, slots)
         for p in kern.outputs:
             size = value_bytes(module, p)
             slot_of[p] = slots.take_output(size) if p in outputs else slots.take_temporary(size)
@@ -102,16 +106,25 @@ def assign_buffers(module: Module, kernels: list, donate_inputs: bool = False) -
             dying.setdefault(last_use[p] + 1, []).append(p)
 
     peak = _peak(slot_of, start, last_use, slots.sizes, end)
-    return BufferPlan(slot_of, list(slots.sizes), peak, list(slots.kinds), donate_inputs)
+    return BufferPlan(slot_of, list(slots.sizes), peak, list(slots.kinds), bool(donated))
 
 
-def _release(slot: int, ins, slots: _Slots, donate: bool) -> None:
+def _donated_positions(module: Module, donate_inputs: Any) -> set:
+    if donate_inputs is True:
+        return set(module.parameters)
+    if not donate_inputs:
+        return set()
+    numbers = set(donate_inputs)
+    return {p for p in module.parameters if module.instructions[p].attrs["number"] in numbers}
+
+
+def _release(slot: int, donated: bool, slots: _Slots) -> None:
     """Free a dead value's slot: temporaries always, parameters only when donated.
     A slot is reused only after it is freed, so its occupant is the value that died."""
     kind = slots.kinds[slot]
     if kind == "temporary":
         slots.free_temp.add(slot)
-    elif kind == "parameter" and donate and ins.op == "parameter":
+    elif kind == "parameter" and donated:
         slots.free_param.add(slot)
 
 

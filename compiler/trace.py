@@ -4,22 +4,59 @@
 buffer, scalars, constants). It yields the structural key (what the executable cache is
 keyed by: structure, shapes, dtypes, attributes and kept constants, never data) and the
 runtime arguments in parameter order. Only on a cache miss is a `Module` built from it.
+
+Donation. With `donate=True` the capture also picks the parameter leaves whose buffers
+the program may overwrite (`Capture.donated`, parameter numbers; part of the key, since
+the buffer plan depends on it). A leaf is donated only when nothing outside the captured
+graph can read it again: the node is referenced only by the operand tuples of captured
+nodes (plus the capture's own bookkeeping), and its buffer object only by the node. Both
+are checked with `sys.getrefcount` against a baseline measured on a throw-away capture at
+import (so the check follows this file's own bookkeeping), which is conservative: any
+extra holder -- a live Tensor, a tape, the user's `np.asarray(t)` -- keeps the leaf.
+After the run the caller replaces each donated node's buffer with `DonatedBuffer`, which
+raises when read.
 """
 from __future__ import annotations
+
+import sys
+from typing import Any
 
 from .module import Instruction, Module
 from .node import Node
 
 
-class Capture:
-    __slots__ = ("order", "positions", "outputs", "key", "args")
+class DonatedBuffer:
+    """Stands in for a buffer given to a program to overwrite: reading it is an error."""
 
-    def __init__(self, order: list, positions: dict, outputs: tuple, key: tuple, args: list):
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple, dtype: Any) -> None:
+        self.shape, self.dtype = shape, dtype
+
+    def _fail(self) -> None:
+        raise RuntimeError(f"this {self.dtype.short}{list(self.shape)} value was donated to a "
+                           "later program (its buffer now holds that program's result); keep "
+                           "a reference to the tensor to read it after the update")
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        self._fail()
+
+    def __repr__(self) -> str:
+        return f"<donated buffer {self.dtype.short}{list(self.shape)}>"
+
+
+class Capture:
+    __slots__ = ("order", "positions", "outputs", "key", "args", "donated", "donated_nodes")
+
+    def __init__(self, order: list, positions: dict, outputs: tuple, key: tuple, args: list,
+                 donated: frozenset = frozenset(), donated_nodes: tuple = ()):
         self.order = order          # nodes, operands before users
         self.positions = positions  # node -> position in order
         self.outputs = outputs      # positions of the requested nodes
         self.key = key
         self.args = args            # a buffer or a scalar per parameter, by number
+        self.donated = donated      # parameter numbers whose buffers the program may reuse
+        self.donated_nodes = donated_nodes
 
     def module(self, name: str = "module") -> Module:
         instructions = []
@@ -41,11 +78,12 @@ def _signature(n: Node) -> tuple:
     return (n.op, n.shape, n.dtype.short, tuple(n.attrs.items()))
 
 
-def capture(outputs: list) -> Capture:
+def capture(outputs: list, donate: bool = False) -> Capture:
     positions: dict = {}
     order: list = []
     key: list = []
     args: list = []
+    leaves: list = []
     for root in outputs:
         stack = [root]
         while stack:
@@ -62,7 +100,10 @@ def capture(outputs: list) -> Capture:
             positions[n] = len(order)
             order.append(n)
             if n.buffer is not None:
+                if type(n.buffer) is DonatedBuffer:
+                    n.buffer._fail()
                 key.append(("P", n.shape, n.dtype.short))
+                leaves.append(n)
                 args.append(n.buffer)
             elif n.op == "scalar":
                 key.append(("S", n.dtype.short))
@@ -78,4 +119,55 @@ def capture(outputs: list) -> Capture:
                 key.append((sig, tuple([positions[o] for o in n.operands])))
     out = tuple(positions[n] for n in outputs)
     key.append(out)
-    return Capture(order, positions, out, tuple(key), args)
+    if not donate or not leaves:
+        return Capture(order, positions, out, tuple(key), args)
+    numbers = {id(a): k for k, a in enumerate(args)}
+    chosen = _unreferenced(order, leaves, positions, args)
+    donated = frozenset(numbers[id(n.buffer)] for n in chosen)
+    if donated:
+        key.append(("donated", tuple(sorted(donated))))
+    return Capture(order, positions, out, tuple(key), args, donated, tuple(chosen))
+
+
+def _graph_uses(order: list) -> dict:
+    """id(leaf) -> how many operand slots of captured op nodes name it."""
+    uses: dict = {}
+    for n in order:
+        if n.buffer is None:
+            for o in n.operands:
+                if o.buffer is not None:
+                    uses[id(o)] = uses.get(id(o), 0) + 1
+    return uses
+
+
+def _unreferenced(order: list, leaves: list, positions: dict, args: list) -> list:
+    """The leaves (and their buffers) that nothing outside the capture references (see
+    the module docstring); `positions` and `args` are held here so the counts include
+    them just as the baseline's did."""
+    uses = _graph_uses(order)
+    out = []
+    for n in leaves:
+        counts = (sys.getrefcount(n) - uses.get(id(n), 0), sys.getrefcount(n.buffer))
+        if _BASELINE is None:          # measuring: see _measure_baseline
+            _SEEN.append(counts)
+        elif counts == _BASELINE:
+            out.append(n)
+    return out
+
+
+_BASELINE = None
+_SEEN: list = []
+
+
+def _measure_baseline() -> tuple:
+    """The counts `_unreferenced` sees for a leaf held only by one user in the graph,
+    measured by capturing such a graph."""
+    from . import dtypes as D
+    leaf = Node("parameter", (), (), D.float32, {}, buffer=object())
+    user = Node("negative", (leaf,), (), D.float32, {})
+    del leaf
+    capture([user], donate=True)
+    return _SEEN.pop()
+
+
+_BASELINE = _measure_baseline()

@@ -66,6 +66,7 @@ def default_settings() -> dict:
 class CPUDevice(Device):
     name = "cpu"
     platform = "cpu"
+    supports_donation = True     # compile(module, donated=...) may write into those inputs
 
     def __init__(self, settings: Optional[Callable[[], dict]] = None) -> None:
         self._settings = settings or default_settings
@@ -108,21 +109,24 @@ class CPUDevice(Device):
 
     # ---- compile ----------------------------------------------------------------------
 
-    def cache_entry_key(self, module: Module) -> str:
+    def cache_entry_key(self, module: Module, donated: frozenset = frozenset()) -> str:
         triple, cpu, features = llvm_target.host()
-        return entry_key(str(module), VERSION, compiler_fingerprint(), llvm_target.llvm_version(),
+        text = str(module) + (f"\ndonated {sorted(donated)}" if donated else "")
+        return entry_key(text, VERSION, compiler_fingerprint(), llvm_target.llvm_version(),
                          triple, cpu, features)
 
-    def compile(self, module: Module) -> "CPUExecutable":
+    def compile(self, module: Module, donated: frozenset = frozenset()) -> "CPUExecutable":
+        """`donated`: parameter numbers whose buffers the caller gives up, so the program
+        may write outputs and temporaries into them once they are dead."""
         t0 = time.perf_counter()
         s = self.settings()
         cache = self.disk_cache()
-        key = self.cache_entry_key(module)
+        key = self.cache_entry_key(module, donated)
         hit = cache.load(key) if cache is not None else None
         if hit is not None:
             meta, obj = hit
         else:
-            art = build(module, verify=bool(s["verify"]), want_asm=bool(s["dump"]))
+            art = build(module, verify=bool(s["verify"]), want_asm=bool(s["dump"]), donated=donated)
             meta, obj = art.meta, art.obj
             if cache is not None:
                 cache.store(key, meta, obj)
@@ -156,21 +160,25 @@ class Artifacts:
         self.obj, self.meta = obj, meta
 
 
-def make_plan(module: Module, verify: bool = False) -> ExecutionPlan:
+def make_plan(module: Module, verify: bool = False, donated: frozenset = frozenset()) -> ExecutionPlan:
     try:
         from ..compiler.passes.pipeline import compile_plan
     except ImportError:              # the pass pipeline is optional: one kernel per op
         return cpu_program.fallback_plan(module)
-    return compile_plan(module, verify=verify)
+    # buffer assignment takes the donated parameter numbers as its donate_inputs
+    return compile_plan(module, verify=verify, donate_inputs=frozenset(donated))
 
 
-def build(module: Module, verify: bool = False, want_asm: bool = False) -> Artifacts:
-    plan = make_plan(module, verify)
+def build(module: Module, verify: bool = False, want_asm: bool = False,
+          donated: frozenset = frozenset()) -> Artifacts:
+    plan = make_plan(module, verify, donated)
     ir_text, steps = cpu_kernels.generate(plan, module.name)
     llmod = llvm_target.optimize(ir_text, module.name)
     obj = llvm_target.emit_object(llmod)
     asm = llvm_target.emit_assembly(llmod) if want_asm else ""
-    return Artifacts(plan, ir_text, str(llmod), asm, obj, cpu_program.describe(plan, steps))
+    meta = cpu_program.describe(plan, steps)
+    meta["donated"] = sorted(int(n) for n in donated)
+    return Artifacts(plan, ir_text, str(llmod), asm, obj, meta)
 
 
 def write_dump(directory: str, name: str, art: Artifacts) -> None:
@@ -240,6 +248,10 @@ class CPUExecutable:
         self.compile_seconds = 0.0
         self.kernels_per_run = len(self.steps)
         self._param_slots = {self.slot_of[p] for p, _ in self.params if p in self.slot_of}
+        donated = set(meta.get("donated", ()))
+        # slot -> (position, number) of a donated parameter: its memory may be reused
+        self._donated_slots = {self.slot_of[p]: (p, n) for p, n in self.params
+                               if n in donated and p in self.slot_of}
         self._const_arrays = self._constants()
         self._code = llvm_target.LoadedCode(obj) if any(s["type"] != "library" for s in self.steps) else None
         self._fns = {s["fn"]: self._function(s) for s in self.steps if "fn" in s}
@@ -276,13 +288,17 @@ class CPUExecutable:
             arrays[p] = arr
         for p, arr in self._const_arrays.items():
             arrays[p] = arr
+        for slot, (p, number) in self._donated_slots.items():
+            mem = claim_memory(args[number], self.values[p])
+            if mem is not None:         # never listed in temps: it stays with what lands in it
+                slot_mem[slot] = mem[:self.slot_bytes[slot]]
         outputs = set(self.outputs)
         for p, slot in self.slot_of.items():
             if p in arrays:
                 continue
             v = self.values[p]
-            if slot in self._param_slots:       # never write into a caller's buffer
-                slot = ("own", p)
+            if slot in self._param_slots and slot not in slot_mem:
+                slot = ("own", p)               # never write into a caller's kept buffer
             mem = slot_mem.get(slot)
             if mem is None:
                 size = self.slot_bytes[slot] if isinstance(slot, int) else v.nbytes
@@ -339,7 +355,8 @@ class CPUExecutable:
                 arr = np.array(arr, copy=True)
             elif arr.base is not None:
                 arr = arr.view()
-                HOST_MEMORY.track(arr, arr.base)
+                if arr.base.dtype == np.uint8 and arr.base.ndim == 1:   # not a donated put() buffer
+                    HOST_MEMORY.track(arr, arr.base)
             arr.setflags(write=False)
             out.append(arr)
         return out
@@ -402,6 +419,18 @@ class CPUExecutable:
         with np.errstate(all="ignore"):
             result = PRIMITIVES[v.op].reference(*operands, **v.attrs)
         out[...] = np.asarray(result).astype(out.dtype).reshape(out.shape)
+
+
+def claim_memory(given: Any, v: "cpu_program.ValueInfo") -> Optional[np.ndarray]:
+    """Writable raw memory (uint8) under a donated argument, or None when it cannot be
+    written safely: a buffer that needs converting, memory another array also views."""
+    if not isinstance(given, np.ndarray) or given.dtype != v.dtype.np \
+            or not given.flags.c_contiguous or given.nbytes != v.nbytes:
+        return None
+    if given.base is None and given.flags.owndata:      # made by put(): the node held it alone
+        given.setflags(write=True)
+        return given.reshape(-1).view(np.uint8)
+    return HOST_MEMORY.claim(given)                      # an earlier program's output
 
 
 def _identity(kind: str, dtype: D.DType) -> Any:

@@ -6,6 +6,10 @@ the caller, so they cannot simply be reused; instead, when the caller drops an o
 array its memory comes back here (a `weakref.finalize` on the array) and serves a later
 allocation of the same size, unless some other view of the memory is still alive
 (checked by reference count: recycling memory a view still reads would corrupt it).
+
+A program may also be given an output's memory back while the output is still alive (a
+donated parameter, see compiler/trace.py): `claim` hands over the memory when that
+output array is the only view of it, and cancels the recycling of it.
 """
 from __future__ import annotations
 
@@ -26,14 +30,16 @@ class HostMemory:
         self._bytes = 0
         self._lock = threading.Lock()
         self._baseline = 0
+        self._tracked: dict = {}          # id(array handed out) -> its finalizer
         self._baseline = self._probe()
+        self._claim_baseline = self._probe_claim()
 
     def _probe(self) -> int:
         """The reference count `_give_back` sees for memory whose only view just died."""
         self._seen: list = []
         mem = np.empty(MIN_BYTES, np.uint8)
         view = mem[:]
-        weakref.finalize(view, self._give_back, mem)
+        weakref.finalize(view, self._give_back_tracked, id(view), mem)
         del mem
         del view
         return self._seen.pop()
@@ -48,10 +54,42 @@ class HostMemory:
                     return stack.pop()
         return np.empty(max(nbytes, 1), np.uint8)
 
+    def _probe_claim(self) -> int:
+        """The reference count `claim` sees for memory viewed only by the tracked array."""
+        mem = np.empty(MIN_BYTES, np.uint8)
+        view = mem[:]
+        self.track(view, mem)
+        del mem
+        count = self._mem_refs(view)
+        self._tracked.pop(id(view)).detach()
+        return count
+
+    def _mem_refs(self, array: np.ndarray) -> int:
+        entry = self._tracked.get(id(array))
+        peek = entry.peek() if entry is not None else None
+        if peek is None or peek[0] is not array:
+            return -1
+        return sys.getrefcount(peek[2][1])
+
     def track(self, array: np.ndarray, mem: np.ndarray) -> None:
         """Give `mem` back when `array` (a view of it handed to the caller) dies."""
         if mem.nbytes >= MIN_BYTES:
-            weakref.finalize(array, self._give_back, mem)
+            key = id(array)
+            self._tracked[key] = weakref.finalize(array, self._give_back_tracked, key, mem)
+
+    def claim(self, array: np.ndarray) -> "np.ndarray | None":
+        """The writable memory under `array` (an output handed out by `track`) when no
+        other view of it exists, no longer to be recycled when `array` dies; else None."""
+        if self._mem_refs(array) != self._claim_baseline:
+            return None
+        entry = self._tracked.pop(id(array))
+        mem = entry.peek()[2][1]
+        entry.detach()
+        return mem
+
+    def _give_back_tracked(self, key: int, mem: np.ndarray) -> None:
+        self._tracked.pop(key, None)
+        self._give_back(mem)
 
     def release(self, mem: np.ndarray) -> None:
         """Take back memory that nothing references any more (a run's temporaries)."""

@@ -2,6 +2,13 @@
 
 A sync takes every live pending tensor of a device into one module, so that a value read
 in a training loop and the new parameters come out of one program.
+
+Donation: when a device supports it, a sync outside any recording tape lets the program
+overwrite the buffers of parameter leaves that nothing but the graph being computed still
+references (an optimizer rebinding a parameter tensor leaves its old value so), so a
+training step updates its parameters in place instead of holding two copies. The check is
+by reference count (compiler/trace.py); donated nodes then hold a `DonatedBuffer`, which
+raises when read. `DONATE[0] = False` turns it off (tests compare both ways).
 """
 from __future__ import annotations
 
@@ -13,7 +20,7 @@ from typing import Any, Optional
 from . import config
 from .callsite import user_site
 from .metrics import METRICS, explain_change
-from .compiler.trace import capture
+from .compiler.trace import DonatedBuffer, capture
 from .devices.device import Device
 
 
@@ -28,6 +35,7 @@ class DeviceState:
         self.compact_at = 4096
         self.executables: dict = {}
         self.names = 0
+        self.supports_donation = bool(getattr(device, "supports_donation", False))
 
     def add_pending(self, tensor: Any) -> None:
         self.pending.append(weakref.ref(tensor))
@@ -100,6 +108,8 @@ def live_states() -> list:
 TAPE_DEPTH = [0]
 # nodes materialized while a tape held the graph: released when the last tape ends
 HELD: list = []
+# whether syncs may donate unreferenced parameter buffers (see the module docstring)
+DONATE = [True]
 
 
 def sync(state: Optional[DeviceState] = None) -> None:
@@ -116,11 +126,16 @@ def _sync_one(state: DeviceState) -> None:
     site = user_site()
     METRICS.syncs += 1
     METRICS.sync_sites[site] += 1
+    donate = DONATE[0] and not TAPE_DEPTH[0] and state.supports_donation
+    cap = None
     try:
-        cap = capture(nodes)
+        cap = capture(nodes, donate)
         exe = _executable(state, cap, site)
         t0 = time.perf_counter()
-        outs = exe.run(cap.args)
+        try:
+            outs = exe.run(cap.args)
+        finally:
+            _invalidate(cap.donated_nodes)   # even a failed run may have written into them
         METRICS.run_seconds += time.perf_counter() - t0
         METRICS.kernels_launched += getattr(exe, "kernels_per_run", 0)
     except BaseException:
@@ -133,6 +148,16 @@ def _sync_one(state: DeviceState) -> None:
             n.release()
         else:
             HELD.append(weakref.ref(n))
+
+
+def _invalidate(nodes: tuple) -> None:
+    for n in nodes:
+        n.buffer = DonatedBuffer(n.shape, n.dtype)
+    METRICS_DONATED[0] += len(nodes)
+
+
+# how many buffers syncs have donated (tests read it)
+METRICS_DONATED = [0]
 
 
 def _executable(state: DeviceState, cap: Any, site: str) -> Any:
@@ -149,7 +174,8 @@ def _executable(state: DeviceState, cap: Any, site: str) -> Any:
     module = cap.module(f"{state.device.platform}_{state.names}")
     _dump(module)
     t0 = time.perf_counter()
-    exe = state.device.compile(module)
+    exe = state.device.compile(module, donated=cap.donated) if cap.donated \
+        else state.device.compile(module)
     seconds = time.perf_counter() - t0
     METRICS.compiles += 1
     METRICS.compile_seconds += seconds
