@@ -5,9 +5,12 @@ buffer, scalars, constants). It yields the structural key (what the executable c
 keyed by: structure, shapes, dtypes, attributes and kept constants, never data) and the
 runtime arguments in parameter order. Only on a cache miss is a `Module` built from it.
 
-Donation. With `donate=True` the capture also picks the parameter leaves whose buffers
-the program may overwrite (`Capture.donated`, parameter numbers; part of the key, since
-the buffer plan depends on it). A leaf is donated only when nothing outside the captured
+Donation. With `donate` (a set of offered leaves: values their owner replaced, such as an
+optimizer's old parameters) the capture also picks the offered parameter leaves whose
+buffers the program may overwrite (`Capture.donated`, parameter numbers; part of the key,
+since the buffer plan depends on it). Only offered leaves are candidates, so that graphs
+over short-lived temporaries keep one key whatever the user holds. A leaf is donated
+only when nothing outside the captured
 graph can read it again: the node is referenced only by the operand tuples of captured
 nodes (plus the capture's own bookkeeping), and its buffer object only by the node. Both
 are checked with `sys.getrefcount` against a baseline measured on a throw-away capture at
@@ -19,6 +22,7 @@ raises when read.
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import Any
 
 from .module import Instruction, Module
@@ -78,7 +82,7 @@ def _signature(n: Node) -> tuple:
     return (n.op, n.shape, n.dtype.short, tuple(n.attrs.items()))
 
 
-def capture(outputs: list, donate: bool = False) -> Capture:
+def capture(outputs: list, donate: Any = None) -> Capture:
     positions: dict = {}
     order: list = []
     key: list = []
@@ -122,7 +126,9 @@ def capture(outputs: list, donate: bool = False) -> Capture:
     if not donate or not leaves:
         return Capture(order, positions, out, tuple(key), args)
     numbers = {id(a): k for k, a in enumerate(args)}
-    chosen = _unreferenced(order, leaves, positions, args)
+    offered = [n for n in leaves if n in donate]
+    del leaves
+    chosen = _unreferenced(order, offered, positions, args)
     donated = frozenset(numbers[id(n.buffer)] for n in chosen)
     if donated:
         key.append(("donated", tuple(sorted(donated))))
@@ -165,8 +171,9 @@ def _measure_baseline() -> tuple:
     from . import dtypes as D
     leaf = Node("parameter", (), (), D.float32, {}, buffer=object())
     user = Node("negative", (leaf,), (), D.float32, {})
+    offered = weakref.WeakSet([leaf])
     del leaf
-    capture([user], donate=True)
+    capture([user], donate=offered)
     return _SEEN.pop()
 
 

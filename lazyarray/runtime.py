@@ -4,8 +4,9 @@ A sync takes every live pending tensor of a device into one module, so that a va
 in a training loop and the new parameters come out of one program.
 
 Donation: when a device supports it, a sync outside any recording tape lets the program
-overwrite the buffers of parameter leaves that nothing but the graph being computed still
-references (an optimizer rebinding a parameter tensor leaves its old value so), so a
+overwrite the buffers of offered leaves (`offer_donation`: an optimizer offers the old
+values of the parameters and state it rebinds) that nothing but the graph being computed
+still references, so a
 training step updates its parameters in place instead of holding two copies. The check is
 by reference count (compiler/trace.py); donated nodes then hold a `DonatedBuffer`, which
 raises when read. `DONATE[0] = False` turns it off (tests compare both ways).
@@ -110,6 +111,15 @@ TAPE_DEPTH = [0]
 HELD: list = []
 # whether syncs may donate unreferenced parameter buffers (see the module docstring)
 DONATE = [True]
+# leaves whose owner replaced them: candidates for donation (weak: offering keeps nothing alive)
+OFFERED: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def offer_donation(node: Any) -> None:
+    """`node` (a materialized value) is being replaced by its owner: a later sync may give
+    its buffer to the program, if by then nothing else references it."""
+    if node.buffer is not None:
+        OFFERED.add(node)
 
 
 def sync(state: Optional[DeviceState] = None) -> None:
@@ -126,10 +136,9 @@ def _sync_one(state: DeviceState) -> None:
     site = user_site()
     METRICS.syncs += 1
     METRICS.sync_sites[site] += 1
-    donate = DONATE[0] and not TAPE_DEPTH[0] and state.supports_donation
-    cap = None
+    donate = DONATE[0] and not TAPE_DEPTH[0] and state.supports_donation and len(OFFERED)
     try:
-        cap = capture(nodes, donate)
+        cap = capture(nodes, OFFERED if donate else None)
         exe = _executable(state, cap, site)
         t0 = time.perf_counter()
         try:

@@ -57,6 +57,7 @@ def test_a_value_the_user_still_holds_is_never_donated(cpu) -> None:
     t = la.asarray(np.arange(1 << 15, dtype=np.float32))
     keep = t                              # a second name: the same tensor
     old = t._node
+    runtime.offer_donation(old)
     t = t * 2 + 1                         # rebinding alone: `keep` still holds the old node
     t.numpy()
     assert old.buffer is not None and not isinstance(old.buffer, DonatedBuffer)
@@ -68,6 +69,7 @@ def test_a_buffer_the_user_viewed_is_never_donated(cpu) -> None:
     w._assign((w * 3)._node)
     w.numpy()                             # w now holds a program output
     view = np.asarray(w)[:2]              # the user reads the buffer without a copy
+    runtime.offer_donation(w._node)
     w._assign((w + 1)._node)
     w.numpy()
     np.testing.assert_array_equal(view, np.full((2, 256), 3, np.float32))
@@ -77,10 +79,9 @@ def test_donated_buffer_read_raises(cpu) -> None:
     p = la.asarray(np.ones((128, 128), np.float32))
     p.numpy()
     old = p._node
+    runtime.offer_donation(old)
     p._assign((p - 0.5)._node)
-    # the test's own reference keeps `old` alive: drop it from the count by holding it
-    # only through a weak reference would free it, so donate it the way the runtime does
-    cap = capture([p._node], donate=True)
+    cap = capture([p._node], donate=runtime.OFFERED)
     assert cap.donated == frozenset()     # `old` is referenced here: not donatable
     del cap
     ref_count_free = runtime.METRICS_DONATED[0]
@@ -104,20 +105,28 @@ def test_no_donation_while_a_tape_records(cpu) -> None:
     before = runtime.METRICS_DONATED[0]
     with la.GradientTape() as tape:
         tape.watch(w)
+        runtime.offer_donation(w._node)
         w._assign((w * 2)._node)
         w.numpy()
     assert runtime.METRICS_DONATED[0] == before
 
 
 def test_capture_key_includes_the_donation_set() -> None:
-    def graph(hold: bool):
+    import weakref
+    offered = weakref.WeakSet()
+
+    def graph(hold: bool, offer: bool = True):
         a = Node("parameter", (), (3,), D.float32, {}, buffer=np.zeros(3, np.float32))
+        if offer:
+            offered.add(a)
         u = Node("negative", (a,), (3,), D.float32, {})
         return u, (a if hold else None)
     u, held = graph(False)
-    free = capture([u], donate=True)
+    free = capture([u], donate=offered)
     u2, held2 = graph(True)
-    kept = capture([u2], donate=True)
+    kept = capture([u2], donate=offered)
+    u3, _ = graph(False, offer=False)
     assert free.donated == {0} and kept.donated == frozenset()
+    assert capture([u3], donate=offered).donated == frozenset()     # never offered
     assert free.key != kept.key
     assert capture([u2]).key == kept.key

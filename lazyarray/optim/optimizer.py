@@ -97,8 +97,11 @@ class Optimizer:
             self._follow(index)
             state = {k: t._node for k, t in self.state[index].items()}
             new_param, new_state = self.update(p._node, grad, state, lr)
+            # the old values may be updated in place (if nothing else holds them at sync)
+            runtime.offer_donation(p._node)
             p._assign(new_param)
             for k, node in new_state.items():
+                runtime.offer_donation(self.state[index][k]._node)
                 self.state[index][k]._assign(node)
 
     step = apply_gradients
