@@ -1,0 +1,167 @@
+"""ROW kernels (compiler/row_fusion.py): row normalizations compile to one kernel on the
+CPU and match the interpreter, over several outer and inner shapes, dtypes, values that
+leave per row and per element, several phases, and the row-sized scratch buffers."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+import lazyarray.nn.functional as F
+from lazyarray.compiler.codegen import nvptx, ptxas
+from lazyarray.compiler.passes.pipeline import compile_plan
+from lazyarray.compiler.plan import ROW
+from lazyarray.compiler.row_fusion import (MAX_ROW_BYTES, reused_across_passes,
+                                           row_schedule)
+from lazyarray.compiler.trace import capture
+from lazyarray.devices.cpu import CPUDevice
+from lazyarray.devices.interpreter import InterpretedExecutable
+
+_CPU = CPUDevice(lambda: {"cache_dir": "off", "num_threads": 2})
+
+
+def _t(*shape, dtype=np.float32, seed=0):
+    return la.asarray(np.random.default_rng(seed).standard_normal(shape).astype(dtype))
+
+
+def _softmax(x, axis=-1):
+    e = la.exp(x - la.max(x, axis=axis, keepdims=True))
+    return e / la.sum(e, axis=axis, keepdims=True)
+
+
+def compiled_vs_interpreter(*tensors, rtol=1e-5, atol=1e-6):
+    """Compile on the CPU, run, compare with the interpreter; return the plan."""
+    cap = capture([t._node for t in tensors])
+    module = cap.module()
+    args = [np.asarray(a) for a in cap.args]
+    want = InterpretedExecutable(module).run(args)
+    exe = _CPU.compile(module)
+    got = [_CPU.get(b) for b in exe.run([_CPU.put(a) for a in args])]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64),
+                                   rtol=rtol, atol=atol)
+    return compile_plan(module)
+
+
+def _kinds(plan) -> list:
+    return [k.kind for k in plan.kernels]
+
+
+@pytest.mark.parametrize("shape,axes", [((64, 300), (1,)), ((3, 5, 70), (2,)),
+                                        ((4, 6, 8), (1, 2)), ((1, 40), (1,)), ((50,), (0,))],
+                         ids=["rows", "two-outer", "two-inner", "one-row", "vector"])
+def test_softmax_is_one_kernel_and_exact(shape, axes):
+    plan = compiled_vs_interpreter(_softmax(_t(*shape), axis=axes))
+    assert _kinds(plan) == [ROW]
+
+
+def test_layer_norm_with_affine_and_log_softmax():
+    x, w, b = _t(33, 96), _t(96, seed=1), _t(96, seed=2)
+    plan = compiled_vs_interpreter(F.layer_norm(x, (96,), w, b), rtol=1e-4, atol=1e-5)
+    assert _kinds(plan) == [ROW]
+    plan = compiled_vs_interpreter(F.log_softmax(x, axis=-1))
+    assert _kinds(plan) == [ROW]
+
+
+def test_row_values_and_row_wide_values_both_leave_the_kernel():
+    x = _t(20, 50)
+    m = la.max(x, axis=1)                 # a reduction output (no keepdims)
+    s = la.sum(la.exp(x - m[:, None]), axis=1, keepdims=True)
+    lse = la.log(s) + m[:, None]          # a row value computed after phase 2
+    plan = compiled_vs_interpreter(m, lse, x - lse)
+    assert _kinds(plan) == [ROW]
+    outputs = plan.kernels[0].outputs
+    shapes = sorted(plan.module.instructions[o].shape for o in outputs)
+    assert (20, 50) in shapes and any(s != (20, 50) for s in shapes)
+
+
+def test_three_phases():
+    x = _t(16, 64)
+    mu = la.mean(x, axis=1, keepdims=True)
+    d = x - mu
+    var = la.mean(d * d, axis=1, keepdims=True)
+    z = d / la.sqrt(var + 1e-5)
+    plan = compiled_vs_interpreter(z / la.max(la.abs(z), axis=1, keepdims=True), rtol=1e-4)
+    assert _kinds(plan) == [ROW]
+    kern = plan.kernels[0]
+    sched, _ = row_schedule(plan.module, set(kern.members), ((16, 64), (1,)))
+    assert len(sched.phases) == 3
+
+
+def test_exp_is_kept_for_the_row_not_recomputed():
+    plan = compile_plan(capture([_softmax(_t(8, 32))._node]).module())
+    kern = plan.kernels[0]
+    sched, _ = row_schedule(plan.module, set(kern.members), ((8, 32), (1,)))
+    reused = reused_across_passes(plan.module, set(kern.members), sched, kern.outputs)
+    assert [plan.module.instructions[p].op for p in reused] == ["exponential"]
+    assert list(reused.values()) == [1]     # first needed by the sum's pass
+    text = _CPU.stage(capture([_softmax(_t(8, 32))._node]).module("m"), "llvm")
+    assert text.count("alloca") == 1
+
+
+def test_a_value_read_at_another_row_is_not_kept():
+    x = _t(8, 32)
+    e = la.exp(x)
+    # flip(e) reads e at other rows: e must be recomputed there, not read from the scratch
+    y = e / la.sum(e, axis=1, keepdims=True) + la.flip(e, axis=0)
+    compiled_vs_interpreter(y)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_other_float_dtypes(dtype):
+    x = _t(12, 40, dtype=dtype)
+    tol = 2e-3 if dtype == np.float16 else 1e-12
+    plan = compiled_vs_interpreter(_softmax(x), F.layer_norm(x, (40,)), rtol=tol, atol=tol)
+    assert ROW in _kinds(plan)
+
+
+def test_integer_row_reductions():
+    x = la.asarray(np.random.default_rng(0).integers(-50, 50, (9, 17)).astype(np.int32))
+    plan = compiled_vs_interpreter(x - la.max(x, axis=1, keepdims=True)
+                                   + la.sum(x, axis=1, keepdims=True))
+    assert _kinds(plan) == [ROW]
+
+
+def test_nan_and_inf_propagate_like_the_reference():
+    a = np.random.default_rng(0).standard_normal((6, 16)).astype(np.float32)
+    a[1, 3] = np.nan
+    a[2, 5] = np.inf
+    a[3, :] = -np.inf
+    with np.errstate(all="ignore"):
+        compiled_vs_interpreter(_softmax(la.asarray(a)))
+
+
+def test_rows_split_over_threads_match():
+    # enough rows that the runtime splits the kernel into several ranges
+    plan = compiled_vs_interpreter(_softmax(_t(2048, 64)))
+    assert _kinds(plan) == [ROW]
+
+
+def test_long_rows_are_not_row_kernels():
+    n = MAX_ROW_BYTES // 4 + 16
+    plan = compiled_vs_interpreter(_softmax(_t(2, n)))
+    assert ROW not in _kinds(plan)
+
+
+def test_ptx_row_kernel_is_one_launch_per_row_kernel():
+    plan = compile_plan(capture([_softmax(_t(8, 32))._node]).module())
+    mod = nvptx.new_module("rows")
+    launches, scratch = nvptx.emit_kernels(mod, plan)
+    assert len(launches) == 1 and not scratch
+    assert launches[0].block == (nvptx.BLOCK, 1, 1)
+    ptx, _ = nvptx.to_ptx(mod, "sm_80")
+    assert "shfl.sync.bfly" in ptx
+
+
+@pytest.mark.skipif(ptxas.find_ptxas() is None, reason="ptxas is not installed")
+def test_ptx_row_kernels_assemble():
+    x, w = _t(8, 40), _t(40, seed=1)
+    mod = nvptx.new_module("rows")
+    tensors = [_softmax(x), F.layer_norm(x, (40,), w, w), F.log_softmax(_t(3, 4, 40), -1),
+               _softmax(x.astype(la.float16))]
+    for j, t in enumerate(tensors):
+        plan = compile_plan(capture([t._node]).module())
+        assert ROW in _kinds(plan)
+        nvptx.emit_kernels(mod, plan, f"r{j}_")
+    ptx, _ = nvptx.to_ptx(mod, "sm_80")
+    ptxas.check(ptx, ["sm_80"], "row kernels")
