@@ -50,6 +50,9 @@ FLAGS = {f.name: f for f in [
     Flag("debug", 0, _int,
          "Verbosity: 1 prints one line per compile, 2 adds each kernel's run time, "
          "3 and 4 print more of the compiler's work."),
+    Flag("donate", True, _bool,
+         "Let a sync give the buffers of values their owner replaced (an optimizer's old "
+         "parameters and state) to the program, when nothing else references them."),
     Flag("verify", False, _bool, "Run the HLO verifier after every compiler pass."),
     Flag("num_threads", 0, _int, "Threads of the CPU device's pool; 0 means all cores."),
     Flag("cache_dir", "", _str,

@@ -17,6 +17,7 @@ class Metrics:
     compile_seconds: float = 0.0
     run_seconds: float = 0.0
     kernels_launched: int = 0
+    donated_buffers: int = 0
     graph_breaks: int = 0
     graph_break_sites: collections.Counter = field(default_factory=collections.Counter)
     peak_bytes: dict = field(default_factory=dict)          # module name -> bytes

@@ -9,7 +9,8 @@ values of the parameters and state it rebinds) that nothing but the graph being 
 still references, so a
 training step updates its parameters in place instead of holding two copies. The check is
 by reference count (compiler/trace.py); donated nodes then hold a `DonatedBuffer`, which
-raises when read. `DONATE[0] = False` turns it off (tests compare both ways).
+raises when read. `LAZYARRAY_DONATE=0` (`la.config.donate = False`) turns it off
+(tests compare both ways).
 """
 from __future__ import annotations
 
@@ -109,8 +110,6 @@ def live_states() -> list:
 TAPE_DEPTH = [0]
 # nodes materialized while a tape held the graph: released when the last tape ends
 HELD: list = []
-# whether syncs may donate unreferenced parameter buffers (see the module docstring)
-DONATE = [True]
 # leaves whose owner replaced them: candidates for donation (weak: offering keeps nothing alive)
 OFFERED: "weakref.WeakSet" = weakref.WeakSet()
 
@@ -136,7 +135,7 @@ def _sync_one(state: DeviceState) -> None:
     site = user_site()
     METRICS.syncs += 1
     METRICS.sync_sites[site] += 1
-    donate = DONATE[0] and not TAPE_DEPTH[0] and state.supports_donation and len(OFFERED)
+    donate = config.donate and not TAPE_DEPTH[0] and state.supports_donation and len(OFFERED)
     try:
         cap = capture(nodes, OFFERED if donate else None)
         exe = _executable(state, cap, site)
@@ -162,11 +161,7 @@ def _sync_one(state: DeviceState) -> None:
 def _invalidate(nodes: tuple) -> None:
     for n in nodes:
         n.buffer = DonatedBuffer(n.shape, n.dtype)
-    METRICS_DONATED[0] += len(nodes)
-
-
-# how many buffers syncs have donated (tests read it)
-METRICS_DONATED = [0]
+    METRICS.donated_buffers += len(nodes)
 
 
 def _executable(state: DeviceState, cap: Any, site: str) -> Any:

@@ -20,11 +20,11 @@ def cpu():
     la.sync()
     with la.config.override(device="cpu"):
         yield
-    runtime.DONATE[0] = True
+    la.config.donate = True
 
 
 def _train(donate: bool, steps: int = 4) -> tuple:
-    runtime.DONATE[0] = donate
+    la.config.donate = donate
     rng = np.random.default_rng(0)
     model = la.nn.Sequential(la.nn.Linear(64, 128), la.nn.ReLU(), la.nn.Linear(128, 8))
     model.load_state_dict({n: rng.standard_normal(p.shape).astype(np.float32) * 0.1
@@ -32,7 +32,7 @@ def _train(donate: bool, steps: int = 4) -> tuple:
     opt = la.optim.Adam(model.parameters(), lr=1e-2)
     x = la.asarray(rng.standard_normal((32, 64)).astype(np.float32))
     y = la.asarray(rng.integers(0, 8, 32))
-    before = runtime.METRICS_DONATED[0]
+    before = la.debug.metrics().donated_buffers
     losses = []
     for _ in range(steps):
         with la.GradientTape() as tape:
@@ -40,7 +40,7 @@ def _train(donate: bool, steps: int = 4) -> tuple:
         opt.apply_gradients(tape.gradient(loss, model.parameters()))
         losses.append(loss.item())
     params = [p.numpy() for p in model.parameters()]
-    return losses, params, runtime.METRICS_DONATED[0] - before
+    return losses, params, la.debug.metrics().donated_buffers - before
 
 
 def test_training_donates_and_matches_no_donation(cpu) -> None:
@@ -84,12 +84,12 @@ def test_donated_buffer_read_raises(cpu) -> None:
     cap = capture([p._node], donate=runtime.OFFERED)
     assert cap.donated == frozenset()     # `old` is referenced here: not donatable
     del cap
-    ref_count_free = runtime.METRICS_DONATED[0]
+    ref_count_free = la.debug.metrics().donated_buffers
     import weakref
     w = weakref.ref(old)
     del old
     p.numpy()
-    assert runtime.METRICS_DONATED[0] == ref_count_free + 1
+    assert la.debug.metrics().donated_buffers == ref_count_free + 1
     assert w() is None                    # nothing could read it: it is gone
     gone = Node("parameter", (), (2,), D.float32, {}, buffer=DonatedBuffer((2,), D.float32))
     t = la.Tensor._wrap(gone, runtime.get_device("cpu"))
@@ -102,13 +102,13 @@ def test_donated_buffer_read_raises(cpu) -> None:
 
 def test_no_donation_while_a_tape_records(cpu) -> None:
     w = la.asarray(np.ones((64, 64), np.float32))
-    before = runtime.METRICS_DONATED[0]
+    before = la.debug.metrics().donated_buffers
     with la.GradientTape() as tape:
         tape.watch(w)
         runtime.offer_donation(w._node)
         w._assign((w * 2)._node)
         w.numpy()
-    assert runtime.METRICS_DONATED[0] == before
+    assert la.debug.metrics().donated_buffers == before
 
 
 def test_capture_key_includes_the_donation_set() -> None:
