@@ -27,12 +27,13 @@ import numpy as np
 from ..compiler import dtypes as D
 from ..compiler.codegen import cpu_kernels, llvm_target
 from ..compiler.module import Module
+from ..compiler.passes.pipeline import compile_plan
 from ..compiler.plan import ExecutionPlan
 from ..compiler.primitive import PRIMITIVES
 from ..compiler.primitives.linalg import canonical_operands
 from . import cpu_program
 from .compile_cache import DiskCache, default_dir, entry_key
-from .device import Device
+from .device import HostDevice
 from .host_memory import HOST_MEMORY
 from .thread_pool import ThreadPool, blas_single_threaded, split
 
@@ -63,7 +64,7 @@ def default_settings() -> dict:
     return {"num_threads": 0, "cache_dir": "", "dump": "", "debug": 0, "verify": False}
 
 
-class CPUDevice(Device):
+class CPUDevice(HostDevice):
     name = "cpu"
     platform = "cpu"
     supports_donation = True     # compile(module, donated=...) may write into those inputs
@@ -73,18 +74,6 @@ class CPUDevice(Device):
         self._pools: dict = {}
 
     # ---- buffers ----------------------------------------------------------------------
-
-    def put(self, array: np.ndarray) -> np.ndarray:
-        out = np.array(array, copy=True, order="C")
-        out.setflags(write=False)
-        return out
-
-    def get(self, buffer: np.ndarray) -> np.ndarray:
-        return buffer
-
-    def wrap_host(self, array: np.ndarray) -> np.ndarray:
-        """Use a host array as a buffer without copying (DLPack import)."""
-        return array
 
     def cache_key(self) -> tuple:
         return ("cpu",) + llvm_target.host()[1:]
@@ -161,10 +150,6 @@ class Artifacts:
 
 
 def make_plan(module: Module, verify: bool = False, donated: frozenset = frozenset()) -> ExecutionPlan:
-    try:
-        from ..compiler.passes.pipeline import compile_plan
-    except ImportError:              # the pass pipeline is optional: one kernel per op
-        return cpu_program.fallback_plan(module)
     # buffer assignment takes the donated parameter numbers as its donate_inputs
     return compile_plan(module, verify=verify, donate_inputs=frozenset(donated))
 

@@ -37,3 +37,19 @@ class Device:
 
     def __repr__(self) -> str:
         return f"device(type='{self.name}')"
+
+
+class HostDevice(Device):
+    """A device whose buffers are read-only NumPy arrays in host memory."""
+
+    def put(self, array: np.ndarray) -> np.ndarray:
+        out = np.array(array, copy=True, order="C")
+        out.setflags(write=False)
+        return out
+
+    def get(self, buffer: np.ndarray) -> np.ndarray:
+        return buffer
+
+    def wrap_host(self, array: np.ndarray) -> np.ndarray:
+        """Use a host array as a buffer without copying (DLPack import)."""
+        return array

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..compiler import primitive as P
 from ..compiler.module import Module
-from .device import Device
+from .device import HostDevice
 
 
 class InterpretedExecutable:
@@ -35,21 +35,10 @@ def evaluate(ins: Any, operands: list, arg: Any = None) -> np.ndarray:
     return np.asarray(out, dtype=ins.dtype.np).reshape(ins.shape)
 
 
-class InterpreterDevice(Device):
+class InterpreterDevice(HostDevice):
     name = "interpreter"
     platform = "interpreter"
 
     def compile(self, module: Module) -> InterpretedExecutable:
         return InterpretedExecutable(module)
 
-    def put(self, array: np.ndarray) -> np.ndarray:
-        out = np.array(array, copy=True, order="C")
-        out.setflags(write=False)
-        return out
-
-    def get(self, buffer: np.ndarray) -> np.ndarray:
-        return buffer
-
-    def wrap_host(self, array: np.ndarray) -> np.ndarray:
-        """Use a host array as a buffer without copying (DLPack import)."""
-        return array
