@@ -19,6 +19,8 @@ _EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
              1.6666665459e-1, 5.0000001201e-1)
 _TANH_POLY = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
               -3.33332819422e-1)
+# multiply-adds may fuse (FMA): a third less work for exp, and no less accurate
+_FMA = ("contract",)
 _EXP_MAX = 88.72283935546875     # above: +inf
 _EXP_MIN = -103.972084045410     # below: 0 (past the smallest subnormal)
 
@@ -30,7 +32,7 @@ def _c(v: float) -> ir.Constant:
 def _horner(b: ir.IRBuilder, x: ir.Value, coeffs: tuple) -> ir.Value:
     acc = _c(coeffs[0])
     for c in coeffs[1:]:
-        acc = b.fadd(b.fmul(acc, x), _c(c))
+        acc = b.fadd(b.fmul(acc, x, flags=_FMA), _c(c), flags=_FMA)
     return acc
 
 
@@ -45,8 +47,10 @@ def exp_f32(table, e, x: ir.Value) -> ir.Value:
     clamped = e.math_table.intrinsic(e, "llvm.minnum", [x, _c(_EXP_MAX)])
     clamped = e.math_table.intrinsic(e, "llvm.maxnum", [clamped, _c(_EXP_MIN)])
     n = e.math_table.intrinsic(e, "llvm.roundeven", [b.fmul(clamped, _c(_LOG2E))])
-    r = b.fsub(b.fsub(clamped, b.fmul(n, _c(_LN2_HI))), b.fmul(n, _c(_LN2_LO)))
-    p = b.fadd(b.fadd(b.fmul(b.fmul(_horner(b, r, _EXP_POLY), r), r), r), _c(1.0))
+    r = b.fsub(b.fsub(clamped, b.fmul(n, _c(_LN2_HI), flags=_FMA), flags=_FMA),
+               b.fmul(n, _c(_LN2_LO), flags=_FMA), flags=_FMA)
+    p = b.fadd(b.fadd(b.fmul(b.fmul(_horner(b, r, _EXP_POLY), r, flags=_FMA), r, flags=_FMA),
+                      r, flags=_FMA), _c(1.0), flags=_FMA)
     # scale in two halves so that results down to the subnormals stay exact
     ni = b.fptosi(n, I32)
     half = b.ashr(ni, ir.Constant(I32, 1))
