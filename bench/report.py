@@ -20,7 +20,9 @@ def load(path: str) -> dict:
         data = json.load(f)
     table: dict = collections.defaultdict(dict)
     for b in data["benchmarks"]:
-        fw = b["extra_info"].get("framework", b["name"])
+        fw = b["extra_info"].get("framework")
+        if fw is None:          # not a side-by-side workload (e.g. the recording benchmarks)
+            continue
         table[b["group"] or b["name"]][fw] = (b["stats"]["median"], b["extra_info"].get("bytes"))
     return table
 
@@ -28,8 +30,8 @@ def load(path: str) -> dict:
 def markdown(table: dict) -> str:
     frameworks = sorted({fw for row in table.values() for fw in row},
                         key=lambda f: (f != "lazyarray", f))
-    copy = table.get("memory copy", {}).get("numpy")
-    copy_bw = copy[1] / copy[0] if copy and copy[1] else None
+    copies = table.get("memory copy", {}).values()
+    copy_bw = max((nbytes / t for t, nbytes in copies if nbytes), default=None)
     head = "| workload | " + " | ".join(f"{f} (ms)" for f in frameworks) + " | best peer / lazyarray |"
     if copy_bw:
         head += " lazyarray bandwidth (% of copy) |"
@@ -47,7 +49,8 @@ def markdown(table: dict) -> str:
             line += f" {bw:.0f}% |" if bw else " — |"
         lines.append(line)
     if copy_bw:
-        lines.append(f"\nMemory copy (NumPy copyto, read + write): {copy_bw / 1e9:.1f} GB/s.")
+        lines.append(f"\nMemory copy (the faster of NumPy copyto and PyTorch copy_, read + write): "
+                     f"{copy_bw / 1e9:.1f} GB/s.")
     return "\n".join(lines) + "\n"
 
 
