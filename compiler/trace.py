@@ -79,7 +79,17 @@ class Capture:
 
 
 def _signature(n: Node) -> tuple:
-    return (n.op, n.shape, n.dtype.short, tuple(n.attrs.items()))
+    return _intern((n.op, n.shape, n.dtype.short, tuple(n.attrs.items())))
+
+
+# Key entries are interned so that equal entries are the same object: on a cache hit the
+# dict compares the new key with the stored one entry by entry, and identical objects
+# compare without descending into shapes and attributes.
+_INTERNED: dict = {}
+
+
+def _intern(entry: tuple) -> tuple:
+    return _INTERNED.setdefault(entry, entry)
 
 
 def capture(outputs: list, donate: Any = None) -> Capture:
@@ -88,29 +98,33 @@ def capture(outputs: list, donate: Any = None) -> Capture:
     key: list = []
     args: list = []
     leaves: list = []
+    seen = positions.get
     for root in outputs:
         stack = [root]
+        pop, push, extend = stack.pop, stack.append, stack.extend
         while stack:
-            n = stack[-1]
-            if n in positions:
-                stack.pop()
-                continue
-            if n.buffer is None and n.operands:
-                waiting = [o for o in n.operands if o not in positions]
-                if waiting:
-                    stack.extend(waiting)
+            n = pop()
+            p = seen(n)
+            if p is None:
+                if n.buffer is None and n.operands:
+                    # first visit: come back to n after its operands (-1 marks "expanded";
+                    # operands already placed are skipped when popped)
+                    positions[n] = -1
+                    push(n)
+                    extend(n.operands)
                     continue
-            stack.pop()
+            elif p >= 0:
+                continue
             positions[n] = len(order)
             order.append(n)
             if n.buffer is not None:
                 if type(n.buffer) is DonatedBuffer:
                     n.buffer._fail()
-                key.append(("P", n.shape, n.dtype.short))
+                key.append(_intern(("P", n.shape, n.dtype.short)))
                 leaves.append(n)
                 args.append(n.buffer)
             elif n.op == "scalar":
-                key.append(("S", n.dtype.short))
+                key.append(_intern(("S", n.dtype.short)))
                 args.append(n.value)
             elif n.op == "constant":
                 key.append(("C", n.dtype.short, n.value))
