@@ -85,8 +85,8 @@ class CPUDevice(HostDevice):
         s.update(self._settings())
         return s
 
-    def pool(self) -> ThreadPool:
-        n = int(self.settings()["num_threads"] or 0)
+    def pool(self, settings: Optional[dict] = None) -> ThreadPool:
+        n = int((settings or self.settings())["num_threads"] or 0)
         pool = self._pools.get(n)
         if pool is None:
             pool = self._pools[n] = ThreadPool(n)
@@ -237,10 +237,14 @@ class CPUExecutable:
         # slot -> (position, number) of a donated parameter: its memory may be reused
         self._donated_slots = {self.slot_of[p]: (p, n) for p, n in self.params
                                if n in donated and p in self.slot_of}
+        # output -> donated parameter it overwrites in place (one slot, one kernel argument)
+        self._aliases = [(int(o), int(x)) for o, x in meta.get("aliases", ())]
         self._const_arrays = self._constants()
         self._code = llvm_target.LoadedCode(obj) if any(s["type"] != "library" for s in self.steps) else None
         self._fns = {s["fn"]: self._function(s) for s in self.steps if "fn" in s}
         self._lock = threading.Lock()
+        self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)
+        self._range_cache: dict = {}                 # (id(step), threads) -> chunk ranges
         self._uses_blas = any(s["type"] == "library" for s in self.steps)
 
     def _function(self, step: dict) -> Any:
@@ -292,6 +296,11 @@ class CPUExecutable:
                 if shared is not None and p not in outputs:
                     temps.append(mem)
             arrays[p] = mem[:v.nbytes].view(v.dtype.np).reshape(v.shape)
+        for o, x in self._aliases:
+            # the kernel reads the parameter through the output's memory: when the caller's
+            # buffer could not be taken over, that memory starts as a copy of it
+            if arrays[o].ctypes.data != arrays[x].ctypes.data:
+                np.copyto(arrays[o], arrays[x])
         return arrays
 
     def _scratch(self, arrays: dict, p: int) -> np.ndarray:
@@ -317,7 +326,10 @@ class CPUExecutable:
         blas = blas_single_threaded() if self._uses_blas else contextlib.nullcontext()
         with self._lock, blas:
             arrays = self._bind(args, temps)
-            debug = int(self.device.settings()["debug"]) >= 2
+            # settings are read once per run (the steps below use this pool)
+            settings = self.device.settings()
+            debug = int(settings["debug"]) >= 2
+            self._run_pool = self.device.pool(settings)
             for step in self.steps:
                 t0 = time.perf_counter() if debug else 0.0
                 if step["type"] == "library":
@@ -350,8 +362,14 @@ class CPUExecutable:
         return [self._scratch(arrays, p).ctypes.data for p in step["args"]]
 
     def _ranges(self, step: dict) -> list:
+        threads = self._run_pool.threads
+        cached = self._range_cache.get((id(step), threads))
+        if cached is None:
+            cached = self._range_cache[(id(step), threads)] = self._split(step, threads)
+        return cached
+
+    def _split(self, step: dict, threads: int) -> list:
         extent = int(step["extent"])
-        threads = self.device.pool().threads
         small = extent * max(1, int(step["work"])) < SPLIT_ELEMENTS
         if threads <= 1 or small or extent < 2 or step.get("serial"):
             return [(0, extent)]
@@ -366,7 +384,7 @@ class CPUExecutable:
         if len(ranges) == 1:
             fn(*ptrs, *ranges[0])
             return
-        self.device.pool().run(lambda k, s, e: fn(*ptrs, s, e), ranges)
+        self._run_pool.run(lambda k, s, e: fn(*ptrs, s, e), ranges)
 
     def _partial(self, step: dict, arrays: dict) -> None:
         fn = self._fns[step["fn"]]
@@ -386,7 +404,7 @@ class CPUExecutable:
         if len(ranges) == 1:
             call(0, *ranges[0])
         else:
-            self.device.pool().run(call, ranges)
+            self._run_pool.run(call, ranges)
         for r, part in zip(step["roots"], partials):
             if r["pos"] is None:        # working state (argmax's best values), not a result
                 continue
@@ -399,7 +417,7 @@ class CPUExecutable:
         operands = [self._scratch(arrays, o) for o in step["operands"]]
         out = self._scratch(arrays, step["pos"])
         if v.op == "dot_general":
-            matmul_into(out, operands[0], operands[1], v.attrs, self.device.pool())
+            matmul_into(out, operands[0], operands[1], v.attrs, self._run_pool)
             return
         with np.errstate(all="ignore"):
             result = PRIMITIVES[v.op].reference(*operands, **v.attrs)
