@@ -11,6 +11,36 @@ from typing import Callable, Sequence
 import llvmlite.ir as ir
 
 I64 = ir.IntType(64)
+I32 = ir.IntType(32)
+
+# A loop that carries values (a reduction) is bound by the latency of its combining op
+# (a float add: 3-4 cycles) when it has one accumulator; asking the vectorizer for this
+# many interleaved copies gives it independent vector accumulators instead. The pass
+# builder leaves interleaving off elsewhere (see llvm_target.optimize).
+REDUCTION_INTERLEAVE = 4
+
+
+class _LoopID(ir.values.MDValue):
+    """A loop's `!llvm.loop` node: its first operand is itself, as LLVM requires.
+    Compared by identity (its operands refer back to it)."""
+
+    def __init__(self, module: ir.Module, options: list) -> None:
+        super().__init__(module, [], name=str(len(module.metadata)))
+        self.operands = (self,) + tuple(options)
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+
+def _interleave_hint(module: ir.Module, count: int) -> ir.values.MDValue:
+    option = module.add_metadata([ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                                  ir.Constant(I32, count)])
+    return _LoopID(module, [option])
 
 
 def counted_loop(b: ir.IRBuilder, start: ir.Value, end: ir.Value, carried: Sequence[ir.Value],
@@ -38,7 +68,9 @@ def counted_loop(b: ir.IRBuilder, start: ir.Value, end: ir.Value, carried: Seque
     i.add_incoming(b.add(i, ir.Constant(I64, 1), flags=("nsw", "nuw")), latch)
     for p, v in zip(phis, new):
         p.add_incoming(v, latch)
-    b.branch(header)
+    back = b.branch(header)
+    if phis and REDUCTION_INTERLEAVE > 1:
+        back.set_metadata("llvm.loop", _interleave_hint(fn.module, REDUCTION_INTERLEAVE))
     b.position_at_end(done)
     return phis
 
