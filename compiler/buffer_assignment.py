@@ -16,6 +16,20 @@ allocates. Rules:
   when at least as large (a caller's buffer cannot grow); an output takes exactly-sized
   ones only. `donate_inputs` is True (every parameter), False (none), or a collection
   of parameter numbers (those: what the runtime decides per sync).
+- in place: an output of a LOOP kernel takes the slot of a donated parameter *that same
+  kernel* reads for the last time (so the update `w - lr * g` overwrites `w` instead of
+  needing a second buffer alive during the kernel), when the pair is provably safe:
+  same shape and dtype, the parameter is no module output, every output of the kernel
+  has that shape (one loop over it), and every member that uses the parameter,
+  directly or through other members, is ELEMENTWISE (no transpose, slice, broadcast,
+  reverse, gather, pad, concatenate or reduction moves the index it is read at). Then
+  every element of the parameter is read only by the loop iteration that writes that
+  same element of the output, and code generation computes all of an iteration's
+  outputs before storing any (compiler/codegen/cpu_kernels.py, nvptx.py), so each
+  read comes before the write at its index. The pair shares one pointer argument in
+  the generated function. `BufferPlan.aliases` records output -> parameter; a device
+  that could not take over the caller's buffer copies the parameter into the
+  output's own memory first (devices/cpu.py).
 
 `peak_bytes` is the largest total size of the slots live at any kernel step (a value is
 live from the step that writes it to the last step that reads it; inputs from the start,
@@ -26,7 +40,8 @@ from __future__ import annotations
 from typing import Any
 
 from .module import Module
-from .plan import BufferPlan
+from .plan import LOOP, BufferPlan
+from .primitive import ELEMENTWISE, PRIMITIVES
 
 
 def value_bytes(module: Module, pos: int) -> int:
@@ -95,18 +110,65 @@ def assign_buffers(module: Module, kernels: list, donate_inputs: Any = False) ->
             start[p] = -1
             dying.setdefault(last_use.get(p, -1) + 1, []).append(p)
 
+    aliases: dict = {}            # output -> the donated parameter whose slot it took in place
+    handed_over: set = set()      # those parameters: their slot now belongs to the output
     for k, kern in enumerate(kernels):
         for p in dying.pop(k, ()):
-            _release(slot_of[p], p in donated, slots)
+            if p not in handed_over:
+                _release(slot_of[p], p in donated, slots)
+        in_place = _in_place_pairs(module, kern, donated - outputs, last_use, k)
+        handed_over.update(in_place.values())
+        aliases.update(in_place)
         for p in kern.outputs:
             size = value_bytes(module, p)
-            slot_of[p] = slots.take_output(size) if p in outputs else slots.take_temporary(size)
+            if p in in_place:
+                slot_of[p] = slot_of[in_place[p]]
+            else:
+                slot_of[p] = slots.take_output(size) if p in outputs else slots.take_temporary(size)
             start[p] = k
             last_use.setdefault(p, k)       # written but never read: dead after its kernel
             dying.setdefault(last_use[p] + 1, []).append(p)
 
     peak = _peak(slot_of, start, last_use, slots.sizes, end)
-    return BufferPlan(slot_of, list(slots.sizes), peak, list(slots.kinds), bool(donated))
+    return BufferPlan(slot_of, list(slots.sizes), peak, list(slots.kinds), bool(donated),
+                      aliases)
+
+
+def _in_place_pairs(module: Module, kern: Any, donated: set, last_use: dict, k: int) -> dict:
+    """output -> donated parameter it may overwrite in place (see the module docstring)."""
+    if kern.kind != LOOP or not kern.outputs:
+        return {}
+    ins = module.instructions
+    shape = ins[kern.outputs[0]].shape
+    if any(ins[o].shape != shape for o in kern.outputs):
+        return {}
+    pairs: dict = {}
+    free = list(kern.outputs)
+    for x in sorted(kern.inputs):
+        if x not in donated or last_use.get(x) != k or ins[x].shape != shape:
+            continue
+        if not _read_at_own_index(module, kern, x):
+            continue
+        match = [o for o in free if ins[o].dtype == ins[x].dtype]
+        if match:
+            pairs[match[0]] = x
+            free.remove(match[0])
+    return pairs
+
+
+def _read_at_own_index(module: Module, kern: Any, x: int) -> bool:
+    """Whether every member depending on `x` is elementwise over x's shape, so x is read
+    only at the index of the element being computed."""
+    ins = module.instructions
+    tainted = {x}
+    for p in kern.members:          # operands come before their users
+        if not any(o in tainted for o in ins[p].operands):
+            continue
+        prim = PRIMITIVES.get(ins[p].op)
+        if prim is None or prim.kind != ELEMENTWISE or ins[p].shape != ins[x].shape:
+            return False
+        tainted.add(p)
+    return True
 
 
 def _donated_positions(module: Module, donate_inputs: Any) -> set:
@@ -129,18 +191,32 @@ def _release(slot: int, donated: bool, slots: _Slots) -> None:
 
 
 def _peak(slot_of: dict, start: dict, last_use: dict, sizes: list, end: int) -> int:
-    """Values sharing a slot are never live at once, so live bytes add up per value."""
+    """Live bytes add up per slot: a slot counts at a step when any of its values is live
+    there (an in-place output and the parameter it overwrites share their kernel's step)."""
     steps = max(end, 1)
-    delta = [0] * (steps + 1)
+    spans: dict = {}
     for p, slot in slot_of.items():
         first = max(start.get(p, -1), 0)
         last = min(last_use.get(p, first), steps - 1)
-        if last < first:
-            continue
-        delta[first] += sizes[slot]
-        delta[last + 1] -= sizes[slot]
+        if last >= first:
+            spans.setdefault(slot, []).append((first, last))
+    delta = [0] * (steps + 1)
+    for slot, ranges in spans.items():
+        for first, last in _merged(ranges):
+            delta[first] += sizes[slot]
+            delta[last + 1] -= sizes[slot]
     peak = live = 0
     for d in delta[:steps]:
         live += d
         peak = max(peak, live)
     return peak
+
+
+def _merged(ranges: list) -> list:
+    out: list = []
+    for first, last in sorted(ranges):
+        if out and first <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], last))
+        else:
+            out.append((first, last))
+    return out

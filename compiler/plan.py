@@ -37,6 +37,8 @@ class BufferPlan:
     slot_kinds: list = field(default_factory=list)  # per slot: parameter, constant,
                                                     # output or temporary
     donate_inputs: bool = False   # parameter slots could be taken once dead
+    aliases: dict = field(default_factory=dict)   # output -> donated parameter it
+                                                  # overwrites in place, in one kernel
 
 
 @dataclass

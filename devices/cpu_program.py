@@ -69,6 +69,7 @@ def describe(plan: ExecutionPlan, steps: list) -> dict:
         "slots": [[p, s] for p, s in plan.buffers.slot_of.items()],
         "slot_bytes": list(plan.buffers.slot_bytes),
         "peak_bytes": int(plan.buffers.peak_bytes),
+        "aliases": [[int(o), int(x)] for o, x in plan.buffers.aliases.items()],
         "params": [[p, m.instructions[p].attrs["number"]] for p in m.parameters],
         "outputs": list(m.outputs),
         "values": values,

@@ -86,3 +86,97 @@ def test_assign_buffers_without_kernels():
     assert plan.kernels == []
     assert plan.buffers.slot_of == {0: 0} and plan.buffers.peak_bytes == 12
     assert assign_buffers(module, []).slot_bytes == [12]
+
+
+# ---- in place: an output of a LOOP kernel overwrites a donated input it reads --------------
+
+def _update_module(fn, shape=(64, 32)):
+    """The module of fn(w, g) over two fresh leaves, and its args."""
+    rng = np.random.default_rng(3)
+    w = la.asarray(rng.standard_normal(shape).astype(np.float32))
+    g = la.asarray(rng.standard_normal(shape).astype(np.float32))
+    outs = fn(w, g)
+    module, cap = _module(*(outs if isinstance(outs, tuple) else (outs,)))
+    return module, [np.asarray(a) for a in cap.args]
+
+
+def _param(module, shape=(64, 32)):
+    return [q for q in module.parameters if module.instructions[q].shape == shape]
+
+
+def test_elementwise_update_overwrites_its_donated_input_in_place():
+    module, args = _update_module(lambda w, g: w - 0.1 * g * w)
+    donated = plan_fusion(module, donate_inputs=True)
+    plain = plan_fusion(module)
+    check_plan(donated)
+    out = module.outputs[0]
+    assert donated.buffers.aliases == {out: donated.buffers.aliases[out]}
+    assert donated.buffers.aliases[out] in _param(module)
+    assert donated.buffers.slot_of[out] == donated.buffers.slot_of[donated.buffers.aliases[out]]
+    assert plain.buffers.aliases == {}
+    # the parameter and its update are no longer both counted during the kernel
+    assert donated.buffers.peak_bytes <= plain.buffers.peak_bytes - 64 * 32 * 4
+    np.testing.assert_array_equal(run_plan(donated, args)[0], run_plan(plain, args)[0])
+
+
+def test_one_input_slot_goes_to_one_output_of_the_same_dtype():
+    module, args = _update_module(lambda w, g: (w * 0.5 + g, w - g, (w > g)))
+    plan = plan_fusion(module, donate_inputs=True)
+    ins = module.instructions
+    aliases = plan.buffers.aliases
+    assert len(aliases) == 2                # two float32 inputs, two float32 outputs
+    for o, x in aliases.items():
+        assert ins[o].dtype == ins[x].dtype and ins[o].shape == ins[x].shape
+    assert len({plan.buffers.slot_of[o] for o in module.outputs}) == 3
+    want = run_plan(plan_fusion(module), args)
+    for a, b in zip(run_plan(plan, args), want):
+        np.testing.assert_array_equal(a, b)
+
+
+_MOVES = ("transpose", "reverse", "slice", "concatenate", "broadcast_in_dim", "pad", "gather")
+
+
+def test_an_input_read_at_another_index_is_not_overwritten_in_place():
+    """w reaches the update through an index-moving op in the same kernel: only g (read
+    elementwise) may be overwritten; results stay those of the plan without donation."""
+    cases = {
+        "transpose": (lambda w, g: w - la.transpose(w) * g, (32, 32)),
+        "reverse": (lambda w, g: w - la.flip(w, axis=0) * g, (64, 32)),
+        "slice+concat": (lambda w, g: w + la.concat([w[1:], w[:1]], axis=0) * g, (64, 32)),
+    }
+    for name, (fn, shape) in cases.items():
+        module, args = _update_module(fn, shape)
+        ins = module.instructions
+        plan = plan_fusion(module, donate_inputs=True)
+        moved = {x for i in ins if i.op in _MOVES for x in i.operands if x in module.parameters}
+        assert moved, name
+        assert plan.buffers.aliases, name                    # g is still updated in place
+        assert not moved & set(plan.buffers.aliases.values()), (name, plan.buffers.aliases)
+        np.testing.assert_array_equal(run_plan(plan, args)[0],
+                                      run_plan(plan_fusion(module), args)[0], err_msg=name)
+
+
+def test_in_place_pairs_rejects_index_moving_and_reduction_kernels():
+    from lazyarray.compiler.buffer_assignment import _in_place_pairs
+    from lazyarray.compiler.plan import LOOP, REDUCTION, Kernel
+    module, _ = _update_module(lambda w, g: w - la.transpose(w) * g, (32, 32))
+    ins = module.instructions
+    members = [p for p, i in enumerate(ins) if i.op not in ("parameter", "tuple")]
+    out = module.outputs[0]
+    params = set(module.parameters)
+    last = {p: 0 for p in params}
+    loop = Kernel("k", LOOP, members, [out], sorted(params))
+    moved = {x for i in ins if i.op == "transpose" for x in i.operands}
+    assert set(_in_place_pairs(module, loop, params, last, 0).values()) == params - moved
+    reduction = Kernel("k", REDUCTION, members, [out], sorted(params))
+    assert _in_place_pairs(module, reduction, params, last, 0) == {}
+    assert _in_place_pairs(module, loop, params, {p: 1 for p in params}, 0) == {}  # read later
+
+
+def test_a_parameter_that_is_a_module_output_is_never_overwritten():
+    module, _ = _update_module(lambda w, g: (w * 2.0, w))
+    plan = plan_fusion(module, donate_inputs=True)
+    assert plan.buffers.aliases == {} or all(
+        x not in module.outputs for x in plan.buffers.aliases.values())
+    w = module.outputs[1]
+    assert w not in plan.buffers.aliases.values()

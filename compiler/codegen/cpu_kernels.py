@@ -4,6 +4,9 @@ Every generated function has one signature:
 
     void f(ptr noalias buf0, ..., ptr noalias bufN, i64 start, i64 end[, ptr partial0, ...])
 
+One argument per buffer slot: an output overwriting a donated input in place (a pair of
+the plan's `buffers.aliases`) shares that input's argument, so `noalias` stays true.
+
 `start`/`end` bound the outer dimension of its iteration space (the first longer than
 1), so the runtime can split it over threads. The innermost loop runs over the last
 (contiguous) dimension so LLVM vectorizes it. A kernel of the plan becomes one or more *steps* (plain dicts, so a
@@ -132,8 +135,11 @@ class CPUCodegen:
         name, args, e, ptr_of, start, end, _ = self._begin(kern, self._reads(kern), outputs)
 
         def element(index: list) -> None:
-            for pos in outputs:
-                e.store(ptr_of[pos], shape, e.at(pos, index), index)
+            # every value before any store: an output may share its pointer with an input
+            # it overwrites in place (compiler/buffer_assignment.py)
+            values = [e.at(pos, index) for pos in outputs]
+            for pos, value in zip(outputs, values):
+                e.store(ptr_of[pos], shape, value, index)
 
         if self._transposes(kern) and _tileable(shape):
             tiled_nest(e, shape, start, end, element)

@@ -609,8 +609,11 @@ def _loop_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpe
 
     def body(b: ir.IRBuilder, args: list, index: list) -> None:
         em = _emitter(b, mod, plan, kernel, args)
-        for pos in kernel.outputs:
-            _store(em, pos, index)
+        # every value before any store: an output may overwrite an input in place
+        # (compiler/buffer_assignment.py); the pointers carry no noalias
+        values = [em.at(pos, index) for pos in kernel.outputs]
+        for pos, value in zip(kernel.outputs, values):
+            _store(em, pos, index, value)
 
     spec = emit_loop(mod, name, shape, len(params), body)
     spec.params = params
