@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable, Union
 import numpy as np
 
 from ..compiler.node import Node, scalar_leaf
+from ..compiler.primitive import apply
 from .. import runtime
 from ..tensor import Tensor
 
@@ -34,8 +35,11 @@ class Hypers:
 
     def __init__(self) -> None:
         self.made: dict = {}
+        self.spread: dict = {}
 
     def __call__(self, role: str, value: float, like: Node) -> Node:
+        """The scalar, already broadcast to `like`'s shape: the update's elementwise ops
+        then take the cheap equal-shapes path, and parameters of one shape share it."""
         key = (role, like.dtype)
         node = self.made.get(key)
         if node is None:
@@ -43,7 +47,13 @@ class Hypers:
         elif node.value != float(value):
             raise ValueError(f"optimizer: hyper-parameter {role!r} has two values in one step "
                              f"({node.value} and {value})")
-        return node
+        if not like.shape:
+            return node
+        wide = self.spread.get((key, like.shape))
+        if wide is None:
+            wide = self.spread[(key, like.shape)] = apply(
+                "broadcast_in_dim", node, shape=like.shape, broadcast_dimensions=())
+        return wide
 
 
 class Optimizer:
