@@ -31,6 +31,11 @@ def host() -> tuple:
     return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
+def has_feature(name: str) -> bool:
+    """Whether the host CPU has an instruction-set feature ("avx512f", ...)."""
+    return f"+{name}" in host()[2].split(",")
+
+
 def llvm_version() -> str:
     return ".".join(map(str, llvm.llvm_version_info))
 

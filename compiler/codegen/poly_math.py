@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from .llvm_target import has_feature
 from .llvm_types import F32, I32
 
 _LOG2E = 1.44269504088896341
@@ -42,6 +43,23 @@ def _pow2(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
     return b.bitcast(b.shl(biased, ir.Constant(I32, 23)), F32)
 
 
+def _scale(e, p: ir.Value, n: ir.Value) -> ir.Value:
+    """p * 2**n for n in [-150, 128], exact down to the subnormals."""
+    b = e.b
+    if has_feature("avx512f"):
+        # llvm.ldexp becomes one vscalefps (a single rounding, subnormals included)
+        fnty = ir.FunctionType(F32, [F32, I32])
+        fn = e.llmod.globals.get(_LDEXP) or ir.Function(e.llmod, fnty, _LDEXP)
+        return b.call(fn, [p, n])
+    # elsewhere ldexp is a libm call per element: scale in two halves instead, so that
+    # 2**half stays a normal float
+    half = b.ashr(n, ir.Constant(I32, 1))
+    return b.fmul(b.fmul(p, _pow2(b, half)), _pow2(b, b.sub(n, half)))
+
+
+_LDEXP = "llvm.ldexp.f32.i32"
+
+
 def exp_f32(table, e, x: ir.Value) -> ir.Value:
     b = e.b
     clamped = e.math_table.intrinsic(e, "llvm.minnum", [x, _c(_EXP_MAX)])
@@ -51,10 +69,7 @@ def exp_f32(table, e, x: ir.Value) -> ir.Value:
                b.fmul(n, _c(_LN2_LO), flags=_FMA), flags=_FMA)
     p = b.fadd(b.fadd(b.fmul(b.fmul(_horner(b, r, _EXP_POLY), r, flags=_FMA), r, flags=_FMA),
                       r, flags=_FMA), _c(1.0), flags=_FMA)
-    # scale in two halves so that results down to the subnormals stay exact
-    ni = b.fptosi(n, I32)
-    half = b.ashr(ni, ir.Constant(I32, 1))
-    scaled = b.fmul(b.fmul(p, _pow2(b, half)), _pow2(b, b.sub(ni, half)))
+    scaled = _scale(e, p, b.fptosi(n, I32))
     big = b.fcmp_ordered(">", x, _c(_EXP_MAX))
     nan = b.fcmp_unordered("uno", x, x)
     out = b.select(big, _c(float("inf")), scaled)
