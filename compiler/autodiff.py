@@ -61,36 +61,41 @@ def _carries_gradient(node: Node) -> bool:
     return node.dtype.is_float
 
 
-def _topological(target: Node, leaves: frozenset = frozenset()) -> list:
-    """Nodes reachable from target (operands before users), not entering stopped nodes
-    nor the nodes whose ids are in `leaves`."""
+def _topological(target: Node, blocked: set) -> list:
+    """Nodes reachable from target (operands before users), not entering the nodes whose
+    ids are in `blocked` (stopped nodes, and leaves the caller names)."""
     order: list = []
-    seen: set = set()
-    stack = [(target, False)]
+    state: dict = {}            # id -> False while its operands are visited, True once placed
+    stack = [target]
+    pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
+        node = pop()
+        k = id(node)
+        done = state.get(k)
+        if done is None:
+            if node.operands and k not in blocked:
+                state[k] = False
+                push(node)
+                extend(node.operands)
+                continue
+        elif done:
             continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        if node not in _STOPPED and id(node) not in leaves:
-            for o in node.operands:
-                if id(o) not in seen:
-                    stack.append((o, False))
+        state[k] = True
+        order.append(node)
     return order
 
 
-def _depends(order: list, sources: Iterable[Node]) -> set:
+def _depends(order: list, sources: Iterable[Node], stopped: set) -> set:
     """ids of the float nodes through which some source reaches the target."""
     dep = {id(s) for s in sources if s is not None and _carries_gradient(s)}
     for node in order:
-        if id(node) in dep or node in _STOPPED or not _carries_gradient(node):
+        k = id(node)
+        if k in dep or k in stopped or not node.dtype.is_float:
             continue
-        if any(id(o) in dep for o in node.operands):
-            dep.add(id(node))
+        for o in node.operands:
+            if id(o) in dep:
+                dep.add(k)
+                break
     return dep
 
 
@@ -104,28 +109,34 @@ def vjp_graph(target: Node, sources: Sequence[Node], seed: Node,
     if seed.shape != target.shape or seed.dtype is not target.dtype:
         raise ValueError(f"gradient: the output gradient is {seed.dtype.short}{list(seed.shape)} "
                          f"but the target is {target.dtype.short}{list(target.shape)}")
-    leaves = frozenset() if through_sources else frozenset(id(s) for s in sources)
-    order = _topological(target, leaves)
-    dep = _depends(order, sources)
+    # ids of live stopped nodes: a node of this graph is alive, so its id cannot collide
+    stopped = {id(n) for n in _STOPPED}
+    leaves = set() if through_sources else {id(s) for s in sources}
+    order = _topological(target, stopped | leaves)
+    dep = _depends(order, sources, stopped)
     if id(target) not in dep:
         return [None] * len(sources)
     cts: dict = {id(target): seed}
     wanted = {id(s) for s in sources}
     found: dict = {}
     for node in reversed(order):
-        g = cts.pop(id(node), None)
+        k = id(node)
+        g = cts.pop(k, None)
         if g is None:
             continue
-        if id(node) in wanted:
-            found[id(node)] = g
-        if not node.operands or node in _STOPPED or id(node) in leaves:
+        if k in wanted:
+            found[k] = g
+        if not node.operands or k in stopped or k in leaves:
             continue
         _propagate(node, g, dep, cts)
     return [found.get(id(s)) for s in sources]
 
 
 def _propagate(node: Node, g: Node, dep: set, cts: dict) -> None:
-    if not any(id(o) in dep for o in node.operands):
+    for o in node.operands:
+        if id(o) in dep:
+            break
+    else:
         return
     prim = PRIMITIVES[node.op]
     if prim.vjp is NOT_DIFFERENTIABLE:
