@@ -47,27 +47,18 @@ class ThreadPool:
         return self._executor
 
     def run(self, fn: Callable[[int, int, int], None], ranges: list) -> None:
-        """fn(chunk, start, end) for every range; returns when all are done. The calling
-        thread and the workers take chunks from one queue, so a worker that starts late
-        (or a core busy with something else) gets less of the work."""
+        """fn(chunk, start, end) for every range; returns when all are done. Each thread
+        (the calling one included) owns a contiguous block of the chunks and runs them in
+        order, so that a balanced run reads each thread's part of memory as one stream;
+        a thread whose block is done takes chunks from the end of the largest block left,
+        so a worker that starts late (or a core busy with something else) gets less."""
         if len(ranges) == 1:
             fn(0, *ranges[0])
             return
-        chunks = iter(enumerate(ranges))
-        lock = threading.Lock()
-
-        def drain() -> None:
-            while True:
-                with lock:
-                    item = next(chunks, None)
-                if item is None:
-                    return
-                k, (s, e) = item
-                fn(k, s, e)
-
         helpers = min(self.threads, len(ranges)) - 1
-        futures = [self._pool().submit(drain) for _ in range(helpers)]
-        drain()
+        queue = _Blocks(len(ranges), helpers + 1)
+        futures = [self._pool().submit(_drain, fn, ranges, queue, k + 1) for k in range(helpers)]
+        _drain(fn, ranges, queue, 0)
         for f in futures:
             f.result()
 
@@ -75,6 +66,31 @@ class ThreadPool:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
+
+
+class _Blocks:
+    """Chunk numbers 0..n-1 dealt out as one contiguous block per thread."""
+
+    def __init__(self, n: int, threads: int) -> None:
+        self._lock = threading.Lock()
+        self._blocks = [list(range(s, e)) for s, e in split(n, threads)]
+
+    def take(self, thread: int) -> Optional[int]:
+        with self._lock:
+            own = self._blocks[thread]
+            if own:
+                return own.pop(0)
+            other = max(self._blocks, key=len)
+            return other.pop() if other else None
+
+
+def _drain(fn: Callable[[int, int, int], None], ranges: list, queue: _Blocks,
+           thread: int) -> None:
+    while True:
+        k = queue.take(thread)
+        if k is None:
+            return
+        fn(k, *ranges[k])
 
 
 # ---- BLAS threads ----------------------------------------------------------------------
