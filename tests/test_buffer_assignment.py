@@ -152,6 +152,8 @@ def test_an_input_read_at_another_index_is_not_overwritten_in_place():
         assert moved, name
         assert plan.buffers.aliases, name                    # g is still updated in place
         assert not moved & set(plan.buffers.aliases.values()), (name, plan.buffers.aliases)
+        only_w = {ins[x].attrs["number"] for x in moved}
+        assert plan_fusion(module, donate_inputs=only_w).buffers.aliases == {}, name
         np.testing.assert_array_equal(run_plan(plan, args)[0],
                                       run_plan(plan_fusion(module), args)[0], err_msg=name)
 
@@ -168,6 +170,7 @@ def test_in_place_pairs_rejects_index_moving_and_reduction_kernels():
     loop = Kernel("k", LOOP, members, [out], sorted(params))
     moved = {x for i in ins if i.op == "transpose" for x in i.operands}
     assert set(_in_place_pairs(module, loop, params, last, 0).values()) == params - moved
+    assert _in_place_pairs(module, loop, moved, last, 0) == {}     # w alone: never in place
     reduction = Kernel("k", REDUCTION, members, [out], sorted(params))
     assert _in_place_pairs(module, reduction, params, last, 0) == {}
     assert _in_place_pairs(module, loop, params, {p: 1 for p in params}, 0) == {}  # read later
