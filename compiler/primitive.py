@@ -116,9 +116,20 @@ any_dtype = dtype_rule(D.ALL, "any")
 
 
 def elementwise_infer(name: str, rule: Callable, out_dtype: Optional[DType] = None) -> Callable:
+    allowed = frozenset(rule.allowed)
+
     def infer(operands: tuple) -> tuple:
-        shape = _same_shapes(name, operands)
-        dtype = rule(name, operands)
+        # one pass for the common case (every op records through here); anything unusual
+        # goes through the checks that raise, in their order
+        first = operands[0]
+        shape, dtype = first.shape, first.dtype
+        for o in operands:
+            if o.shape != shape or o.dtype is not dtype:
+                _same_shapes(name, operands)
+                dtype = rule(name, operands)
+                break
+        if dtype not in allowed:
+            rule(name, operands)
         return shape, (out_dtype or dtype)
     infer.dtypes = rule.allowed
     return infer

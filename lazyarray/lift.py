@@ -38,7 +38,7 @@ def _unwrap(v: Any, state: runtime.DeviceState) -> Any:
 
 
 def wrap(v: Any, state: runtime.DeviceState) -> Any:
-    if isinstance(v, Node):
+    if type(v) is Node or isinstance(v, Node):
         return Tensor._wrap(v, state)
     if isinstance(v, (list, tuple)) and any(isinstance(e, Node) for e in v):
         return type(v)(wrap(e, state) for e in v)
@@ -51,6 +51,10 @@ def lift(fn: Callable) -> Callable:
         if device is None and not kwargs and len(args) == 1 and type(args[0]) is Tensor:
             t = args[0]                       # fast path: f(tensor)
             return wrap(fn(t._node), t._state)
+        if device is None and not kwargs and len(args) == 2:
+            a, b = args                       # fast path: f(tensor, tensor), one device
+            if type(a) is Tensor and type(b) is Tensor and a._state is b._state:
+                return wrap(fn(a._node, b._node), a._state)
         state = runtime.get_device(device) if device is not None else None
         state = _find_state(args, state)
         state = _find_state(kwargs.values(), state) or runtime.get_device(None)
