@@ -120,6 +120,23 @@ CASES = [
      f"{X}\n%a = f32[4,8] exponential(%x)\n%b = f32[4,8] exponential(%x)\n"
      "%c = f32[4,8] add(%a, %b)", "f32[4,8]:%c",
      f"{X}\n%a = f32[4,8] exponential(%x)\n%c = f32[4,8] add(%a, %a)", "f32[4,8]:%c"),
+    ("dot_general(transpose(w), x) reads w in place",
+     "%w = f32[8,4] parameter(), number=0\n%x = f32[8,3] parameter(), number=1\n"
+     "%t = f32[4,8] transpose(%w), permutation={1,0}\n"
+     "%d = f32[4,3] dot_general(%t, %x), lhs_contracting={1}, rhs_contracting={0}, "
+     "lhs_batch={}, rhs_batch={}", "f32[4,3]:%d",
+     "%w = f32[8,4] parameter(), number=0\n%x = f32[8,3] parameter(), number=1\n"
+     "%d = f32[4,3] dot_general(%w, %x), lhs_contracting={0}, rhs_contracting={0}, "
+     "lhs_batch={}, rhs_batch={}", "f32[4,3]:%d"),
+    ("dot_general keeps a transpose that is not a plain matrix transpose",
+     "%w = f32[2,3,4] parameter(), number=0\n%x = f32[2,4,5] parameter(), number=1\n"
+     "%t = f32[3,2,4] transpose(%w), permutation={1,0,2}\n"
+     "%d = f32[2,3,5] dot_general(%t, %x), lhs_contracting={2}, rhs_contracting={1}, "
+     "lhs_batch={1}, rhs_batch={0}", "f32[2,3,5]:%d",
+     "%w = f32[2,3,4] parameter(), number=0\n%x = f32[2,4,5] parameter(), number=1\n"
+     "%t = f32[3,2,4] transpose(%w), permutation={1,0,2}\n"
+     "%d = f32[2,3,5] dot_general(%t, %x), lhs_contracting={2}, rhs_contracting={1}, "
+     "lhs_batch={1}, rhs_batch={0}", "f32[2,3,5]:%d"),
     ("dce: dead code goes, parameters stay",
      f"{X}\n%y = f32[4,8] parameter(), number=1\n%a = f32[4,8] exponential(%y)\n"
      "%b = f32[4,8] sine(%x)", "f32[4,8]:%b",

@@ -22,6 +22,11 @@ element is that value):
 - `slice(x)` of the whole array with unit strides `-> x`; `pad(x)` with no padding `-> x`;
   `reverse(x)` over no dimension of size > 1 `-> x`; `concatenate(x) -> x`;
   `reduce(x, axes=()) -> x`
+- `dot_general(transpose(x), y) -> dot_general(x, y)` (either side) with the dimension
+  numbers mapped through the permutation, when the product stays a plain (batched) matrix
+  product: batch dimensions lead in order, one free and one contracting dimension. The
+  library reads the transposed operand in place (BLAS's transpose flag) instead of a
+  kernel copying it first.
 
 `x + 0 -> x` may turn a -0.0 result into -0.0 where IEEE gives +0.0; the values compare
 equal, and XLA makes the same trade.
@@ -208,7 +213,43 @@ def _reduce(b: Builder, ins: Instruction) -> Optional[int]:
     return ins.operands[0] if len(ins.attrs["axes"]) == 0 else None
 
 
+def _plain_matmul_operand(ndim: int, contracting: tuple, batch: tuple) -> bool:
+    """(batch..., a, b) with batch dims leading in order and one contracting dimension."""
+    nb = len(batch)
+    return ndim == nb + 2 and tuple(batch) == tuple(range(nb)) and len(contracting) == 1
+
+
+def _fold_transpose(b: Builder, pos: int, contracting: tuple, batch: tuple) -> Optional[tuple]:
+    """(operand, contracting, batch) reading through the transpose at `pos`, if allowed."""
+    src = b[pos]
+    if src.op != "transpose":
+        return None
+    perm = tuple(src.attrs["permutation"])
+    c2 = tuple(perm[d] for d in contracting)
+    b2 = tuple(perm[d] for d in batch)
+    if not _plain_matmul_operand(len(perm), c2, b2):
+        return None
+    return src.operands[0], c2, b2
+
+
+def _dot_general(b: Builder, ins: Instruction) -> Optional[int]:
+    a = ins.attrs
+    lhs, rhs = ins.operands
+    sides = [(lhs, tuple(a["lhs_contracting"]), tuple(a["lhs_batch"])),
+             (rhs, tuple(a["rhs_contracting"]), tuple(a["rhs_batch"]))]
+    folded = [_fold_transpose(b, *side) if _plain_matmul_operand(b[side[0]].ndim, side[1],
+                                                                  side[2]) else None
+              for side in sides]
+    if folded == [None, None]:
+        return None
+    (l, lc, lb), (r, rc, rb) = [f or side for f, side in zip(folded, sides)]
+    return b.emit("dot_general", (l, r), ins.shape, ins.dtype,
+                  {"lhs_contracting": lc, "rhs_contracting": rc, "lhs_batch": lb,
+                   "rhs_batch": rb})
+
+
 RULES: dict = {
+    "dot_general": _dot_general,
     "add": _add, "subtract": _subtract, "multiply": _multiply,
     "divide": _right_identity_one, "power": _right_identity_one,
     "negate": _involution, "not": _involution,
