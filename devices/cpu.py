@@ -269,6 +269,12 @@ class CPUExecutable:
         outputs, and temporaries (listed in `temps`, to be given back after the run)."""
         arrays: dict = {}
         slot_mem: dict = {}
+        # claimed before the parameters are viewed below: a view made first would count as
+        # another reader of the memory and the claim would always fail (then copied in)
+        for slot, (p, number) in self._donated_slots.items():
+            mem = claim_memory(args[number], self.values[p])
+            if mem is not None:         # never listed in temps: it stays with what lands in it
+                slot_mem[slot] = mem[:self.slot_bytes[slot]]
         for p, number in self.params:
             v = self.values[p]
             arr = np.asarray(args[number], dtype=v.dtype.np).reshape(v.shape)
@@ -277,10 +283,6 @@ class CPUExecutable:
             arrays[p] = arr
         for p, arr in self._const_arrays.items():
             arrays[p] = arr
-        for slot, (p, number) in self._donated_slots.items():
-            mem = claim_memory(args[number], self.values[p])
-            if mem is not None:         # never listed in temps: it stays with what lands in it
-                slot_mem[slot] = mem[:self.slot_bytes[slot]]
         outputs = set(self.outputs)
         for p, slot in self.slot_of.items():
             if p in arrays:
