@@ -1,0 +1,99 @@
+"""The per-step hot paths keep their results while doing less: capture keys of equal graphs
+are equal (and share interned entries), the autodiff walk visits shared subgraphs once,
+the optimizer's hyper-parameters are broadcast once per shape, and a donated weight's
+memory is taken over by the program rather than copied in."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+import lazyarray.nn.functional as F
+from lazyarray.compiler import autodiff
+from lazyarray.compiler.trace import capture
+
+
+def _graph(x: la.Tensor, y: la.Tensor) -> la.Tensor:
+    z = x
+    for _ in range(20):
+        z = la.maximum(z * 0.5 + y, x)
+    return z
+
+
+def test_equal_graphs_have_equal_keys_with_shared_entries() -> None:
+    x = la.asarray(np.ones((4, 3), np.float32))
+    y = la.asarray(np.full((4, 3), 2.0, np.float32))
+    a, b = capture([_graph(x, y)._node]), capture([_graph(x, y)._node])
+    assert a.key == b.key and hash(a.key) == hash(b.key)
+    # op entries: the interned signature is the same object in both keys
+    ops_a = [e for e in a.key if isinstance(e, tuple) and len(e) == 2 and isinstance(e[0], tuple)]
+    ops_b = [e for e in b.key if isinstance(e, tuple) and len(e) == 2 and isinstance(e[0], tuple)]
+    assert ops_a and all(p[0] is q[0] for p, q in zip(ops_a, ops_b))
+    other = capture([_graph(x, la.asarray(np.ones((4, 1), np.float32)))._node])
+    assert other.key != a.key
+
+
+def test_capture_places_operands_before_users_once() -> None:
+    x = la.asarray(np.ones((5,), np.float32))
+    shared = x * 3.0
+    out = shared + shared * shared
+    cap = capture([out._node, shared._node])
+    assert len(cap.order) == len(set(map(id, cap.order)))
+    for n in cap.order:
+        if n.buffer is None:
+            assert all(cap.positions[o] < cap.positions[n] for o in n.operands)
+    assert cap.outputs == (cap.positions[out._node], cap.positions[shared._node])
+
+
+def test_gradient_through_a_diamond_counts_each_path_once() -> None:
+    x = la.asarray(np.array([1.0, 2.0, 3.0], np.float32))
+    with la.GradientTape() as tape:
+        tape.watch(x)
+        h = x * x                        # used by two paths that meet again
+        loss = la.sum(h * 2.0 + h * 3.0)
+    (g,) = tape.gradient(loss, [x])
+    np.testing.assert_allclose(g.numpy(), 10 * np.array([1.0, 2.0, 3.0]), rtol=1e-6)
+
+
+def test_stopped_node_blocks_the_walk() -> None:
+    x = la.asarray(np.array([1.0, 2.0], np.float32))
+    with la.GradientTape() as tape:
+        tape.watch(x)
+        loss = la.sum(x * la.stop_gradient(x * x))
+    (g,) = tape.gradient(loss, [x])
+    np.testing.assert_allclose(g.numpy(), [1.0, 4.0])
+    assert autodiff.vjp_graph(x._node, [x._node], autodiff.full(1, (2,), x._node.dtype))[0] \
+        is not None
+
+
+def test_adam_hyper_parameters_are_broadcast_once_per_shape() -> None:
+    params = [la.asarray(np.ones((3, 2), np.float32)), la.asarray(np.ones((3, 2), np.float32))]
+    opt = la.optim.Adam(params, lr=0.1)
+    opt.apply_gradients([la.asarray(np.ones((3, 2), np.float32))] * 2)
+    spread = opt.hyper.spread
+    assert spread and all(n.op == "broadcast_in_dim" and n.shape == (3, 2)
+                          for n in spread.values())
+    assert len(spread) == len(opt.hyper.made)      # one broadcast per role, shared by both
+    np.testing.assert_allclose(params[0].numpy(), params[1].numpy())
+
+
+def test_donated_weights_are_updated_in_their_own_memory() -> None:
+    la.sync()
+    with la.config.override(device="cpu", donate=True):
+        rng = np.random.default_rng(0)
+        model = la.nn.Linear(128, 256)       # a 128 KiB weight: pooled host memory
+        opt = la.optim.SGD(model.parameters(), lr=0.1)
+        x = la.asarray(rng.standard_normal((8, 128)).astype(np.float32))
+        y = la.asarray(rng.integers(0, 256, 8))
+        addresses = []
+        for _ in range(4):
+            with la.GradientTape() as tape:
+                loss = F.cross_entropy(model(x), y)
+            opt.apply_gradients(tape.gradient(loss, model.parameters()))
+            la.sync()
+            addresses.append(np.asarray(model.weight._node.buffer).ctypes.data)
+    if la.debug.metrics().donated_buffers == 0:
+        pytest.fail("no buffer was donated in a training loop outside any tape")
+    # from the second step on, the weight's memory is an earlier program's output: taken
+    # over in place (same address), not copied into fresh memory
+    assert addresses[1] == addresses[2] == addresses[3]
