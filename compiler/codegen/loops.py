@@ -6,7 +6,7 @@ vectorizer wants.
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import llvmlite.ir as ir
 
@@ -44,9 +44,12 @@ def _interleave_hint(module: ir.Module, count: int) -> ir.values.MDValue:
 
 
 def counted_loop(b: ir.IRBuilder, start: ir.Value, end: ir.Value, carried: Sequence[ir.Value],
-                 body: Callable[[ir.Value, list], list], name: str = "i") -> list:
-    """for i in [start, end): carried = body(i, carried). Returns the carried values after
-    the loop. `body` may add blocks; it must leave the builder where the iteration ends."""
+                 body: Callable[[ir.Value, list], list], name: str = "i",
+                 step: Optional[ir.Value] = None, interleave: bool = True) -> list:
+    """for (i = start; i < end; i += step) carried = body(i, carried); step defaults to 1.
+    Returns the carried values after the loop. `body` may add blocks; it must leave the
+    builder where the iteration ends. `interleave` asks LLVM for independent accumulators
+    when values are carried (a CPU vectorizer hint; GPU loops turn it off)."""
     fn = b.function
     pre = b.block
     header = fn.append_basic_block(name + ".head")
@@ -65,11 +68,15 @@ def counted_loop(b: ir.IRBuilder, start: ir.Value, end: ir.Value, carried: Seque
     b.position_at_end(loop)
     new = body(i, list(phis))
     latch = b.block
-    i.add_incoming(b.add(i, ir.Constant(I64, 1), flags=("nsw", "nuw")), latch)
+    if step is None:
+        nxt = b.add(i, ir.Constant(I64, 1), flags=("nsw", "nuw"))
+    else:
+        nxt = b.add(i, step, flags=("nsw",))
+    i.add_incoming(nxt, latch)
     for p, v in zip(phis, new):
         p.add_incoming(v, latch)
     back = b.branch(header)
-    if phis and REDUCTION_INTERLEAVE > 1:
+    if interleave and phis and REDUCTION_INTERLEAVE > 1:
         back.set_metadata("llvm.loop", _interleave_hint(fn.module, REDUCTION_INTERLEAVE))
     b.position_at_end(done)
     return phis

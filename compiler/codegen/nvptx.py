@@ -29,12 +29,13 @@ from __future__ import annotations
 import functools
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from . import gpu_math
+from .loops import counted_loop
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
@@ -245,30 +246,7 @@ def shared_load(b: ir.IRBuilder, arr: ir.GlobalVariable, i: ir.Value, ty: ir.Typ
 def strided_loop(b: ir.IRBuilder, start: ir.Value, end: ir.Value, step: ir.Value,
                  carried: list, body: Callable[[ir.Value, list], list], name: str = "i") -> list:
     """for (i = start; i < end; i += step) carried = body(i, carried); returns carried."""
-    fn = b.function
-    pre = b.block
-    head = fn.append_basic_block(name + ".head")
-    loop = fn.append_basic_block(name + ".body")
-    done = fn.append_basic_block(name + ".end")
-    b.branch(head)
-    b.position_at_end(head)
-    i = b.phi(I64, name=name)
-    i.add_incoming(start, pre)
-    phis = []
-    for v in carried:
-        p = b.phi(v.type)
-        p.add_incoming(v, pre)
-        phis.append(p)
-    b.cbranch(b.icmp_signed("<", i, end), loop, done)
-    b.position_at_end(loop)
-    new = body(i, list(phis))
-    latch = b.block
-    i.add_incoming(b.add(i, step, flags=("nsw",)), latch)
-    for p, v in zip(phis, new):
-        p.add_incoming(v, latch)
-    b.branch(head)
-    b.position_at_end(done)
-    return phis
+    return counted_loop(b, start, end, carried, body, name, step=step, interleave=False)
 
 
 def if_then(b: ir.IRBuilder, cond: ir.Value, then: Callable[[], None]) -> None:
