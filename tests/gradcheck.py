@@ -55,17 +55,24 @@ def _cotangent(fn: Callable, inputs: Sequence[np.ndarray], device: Optional[str]
     return rng.standard_normal(out.shape), np.dtype(out.dtype.np)
 
 
-def check_direction(fn: Callable, inputs: Sequence[np.ndarray], wrt: Optional[Sequence[int]] = None,
-                    device: Optional[str] = None, seed: int = 0, eps: Optional[float] = None,
-                    rtol: Optional[float] = None, atol: Optional[float] = None) -> tuple:
-    """Assert <grad, t> == the central difference along t; return (analytic, numeric)."""
+def _setup(fn, inputs, wrt, device, seed, eps, rtol, atol) -> tuple:
+    """What both checks start from: inputs as arrays, the inputs to differentiate, a random
+    cotangent, and the step and tolerances for the output's dtype."""
     rng = np.random.default_rng(seed)
     inputs = [np.array(a) for a in inputs]      # NumPy scalars become 0-d arrays
     wrt = float_inputs(inputs) if wrt is None else list(wrt)
     w, out_dtype = _cotangent(fn, inputs, device, rng)
-    eps = eps or EPS.get(out_dtype, 1e-3)
     d_rtol, d_atol = TOL.get(out_dtype, (2e-3, 1e-4))
-    rtol, atol = rtol or d_rtol, atol or d_atol
+    return (rng, inputs, wrt, w, out_dtype, eps or EPS.get(out_dtype, 1e-3),
+            rtol or d_rtol, atol or d_atol)
+
+
+def check_direction(fn: Callable, inputs: Sequence[np.ndarray], wrt: Optional[Sequence[int]] = None,
+                    device: Optional[str] = None, seed: int = 0, eps: Optional[float] = None,
+                    rtol: Optional[float] = None, atol: Optional[float] = None) -> tuple:
+    """Assert <grad, t> == the central difference along t; return (analytic, numeric)."""
+    rng, inputs, wrt, w, out_dtype, eps, rtol, atol = _setup(fn, inputs, wrt, device, seed,
+                                                             eps, rtol, atol)
     ts = {i: rng.standard_normal(inputs[i].shape) for i in wrt}
 
     def moved(sign: float) -> list:
@@ -90,13 +97,8 @@ def check_full(fn: Callable, inputs: Sequence[np.ndarray], wrt: Optional[Sequenc
                rtol: Optional[float] = None, atol: Optional[float] = None) -> None:
     """Assert every partial derivative against finite differences; the message names the
     input and the element whose gradient is wrong."""
-    rng = np.random.default_rng(seed)
-    inputs = [np.array(a) for a in inputs]      # NumPy scalars become 0-d arrays
-    wrt = float_inputs(inputs) if wrt is None else list(wrt)
-    w, out_dtype = _cotangent(fn, inputs, device, rng)
-    eps = eps or EPS.get(out_dtype, 1e-3)
-    d_rtol, d_atol = TOL.get(out_dtype, (2e-3, 1e-4))
-    rtol, atol = rtol or d_rtol, atol or d_atol
+    rng, inputs, wrt, w, out_dtype, eps, rtol, atol = _setup(fn, inputs, wrt, device, seed,
+                                                             eps, rtol, atol)
     _, grads = analytic_gradients(fn, inputs, wrt, w, device)
     wt = la.asarray(w.astype(out_dtype), device=device)
     pending = []
