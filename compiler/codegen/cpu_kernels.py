@@ -30,6 +30,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 
+from ..primitive import PRIMITIVES
 from .. import dtypes as D
 from ..module import Module
 from ..plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
@@ -241,7 +242,7 @@ class CPUCodegen:
         roots = [p for p in kern.members if self.ins[p].op in _REDUCTIONS]
         first = self.ins[roots[0]]
         shape = self.ins[first.operands[0]].shape
-        axes = tuple(first.attrs["axes"]) if first.op == "reduce" else (first.attrs["axis"],)
+        axes = PRIMITIVES[first.op].reduced_axes(first.attrs)
         epilogue = set(kern.epilogue)
         late = [p for p in kern.outputs if p in roots or p in epilogue]
         side = [p for p in kern.outputs if p not in late]

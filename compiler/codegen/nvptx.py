@@ -35,6 +35,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from . import gpu_math
+from ..primitive import PRIMITIVES
 from .loops import counted_loop
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -604,11 +605,10 @@ class _ReductionCode:
     def __init__(self, mod: ir.Module, plan: Any, kernel: Any) -> None:
         self.mod, self.plan, self.kernel = mod, plan, kernel
         ins = plan.module.instructions
-        self.roots = [p for p in kernel.members if ins[p].op in ("reduce", "argmax", "argmin")]
+        self.roots = [p for p in kernel.members if PRIMITIVES[ins[p].op].reduced_axes]
         first = ins[self.roots[0]]
         self.shape = ins[first.operands[0]].shape
-        self.axes = (tuple(first.attrs["axes"]) if first.op == "reduce"
-                     else (first.attrs["axis"],))
+        self.axes = PRIMITIVES[first.op].reduced_axes(first.attrs)
         out_shape = first.shape
         self.side = [p for p in kernel.outputs if p not in self.roots
                      and p not in kernel.epilogue and ins[p].shape == self.shape
