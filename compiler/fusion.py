@@ -1,8 +1,8 @@
 """Fusion: which instructions are computed together in one kernel, and why not otherwise.
 
 `plan_fusion(module)` returns an `ExecutionPlan` whose kernels cover every live
-instruction that is not a parameter or a non-scalar constant, in execution order, with a
-buffer plan (compiler/buffer_assignment.py).
+instruction that is not a parameter or a non-scalar constant, in execution order; the
+next step of the pipeline (compiler/passes/pipeline.py) gives it a buffer plan.
 
 How it decides (DESIGN.md, "Fusion"):
 
@@ -580,12 +580,10 @@ def _topological(groups: list, producer: dict, ins: list) -> list:
     return done
 
 
-def plan_fusion(module: Module, donate_inputs: bool = False,
-                row_kernels: bool = True) -> ExecutionPlan:
+def plan_fusion(module: Module, row_kernels: bool = True) -> ExecutionPlan:
     """Group the module's instructions into kernels; see the module docstring.
     `row_kernels`: whether reductions over rows may join their users in ROW kernels
     (targets whose code generation has no ROW kernels turn it off)."""
-    from .buffer_assignment import assign_buffers
     planner = _Planner(module)
     roots = planner.materialize()
     for r in sorted(roots):
@@ -593,5 +591,4 @@ def plan_fusion(module: Module, donate_inputs: bool = False,
                                  f"{planner.why_materialized[r]}")
     groups = _Merger(planner, planner.initial_groups(roots), row_kernels).run()
     kernels = _finish(planner, groups)
-    buffers = assign_buffers(module, kernels, donate_inputs=donate_inputs)
-    return ExecutionPlan(module, kernels, buffers, planner.decisions)
+    return ExecutionPlan(module, kernels, None, planner.decisions)

@@ -6,6 +6,7 @@ generation turns each kernel into target code; a device runs the kernels over bu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 from .module import Module
 
@@ -45,5 +46,5 @@ class BufferPlan:
 class ExecutionPlan:
     module: Module
     kernels: list          # Kernel, in execution order
-    buffers: BufferPlan
+    buffers: Optional[BufferPlan]   # None until buffer assignment has run
     decisions: list = field(default_factory=list)   # every fusion decision, for the dump

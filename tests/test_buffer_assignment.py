@@ -6,7 +6,6 @@ import numpy as np
 
 import lazyarray as la
 from lazyarray.compiler.buffer_assignment import assign_buffers, value_bytes
-from lazyarray.compiler.fusion import plan_fusion
 from lazyarray.compiler.passes.pipeline import compile_plan, optimize
 from lazyarray.compiler.trace import capture
 from test_fusion import check_plan, run_plan
@@ -28,7 +27,7 @@ def _chain(n: int = 4):
 
 def test_temporaries_reuse_dead_slots_and_results_stay_right():
     module, cap = _module(_chain())
-    plan = plan_fusion(module)
+    plan = compile_plan(module, simplify=False)
     check_plan(plan)
     temps = [p for p, s in plan.buffers.slot_of.items()
              if plan.buffers.slot_kinds[s] == "temporary"]
@@ -43,7 +42,7 @@ def test_temporaries_reuse_dead_slots_and_results_stay_right():
 
 def test_parameters_and_outputs_get_their_own_slots():
     module, _ = _module(_chain())
-    plan = plan_fusion(module)
+    plan = compile_plan(module, simplify=False)
     b = plan.buffers
     out = module.outputs[0]
     owners = [p for p, s in b.slot_of.items() if s == b.slot_of[out]]
@@ -56,8 +55,8 @@ def test_parameters_and_outputs_get_their_own_slots():
 def test_donated_parameter_slot_is_taken_by_an_output():
     x = la.asarray(np.ones((64,), np.float32))
     module, cap = _module(la.sort(x * 2.0, axis=0) + 1.0)
-    plain = plan_fusion(module)
-    donated = plan_fusion(module, donate_inputs=True)
+    plain = compile_plan(module, simplify=False)
+    donated = compile_plan(module, simplify=False, donate_inputs=True)
     p = next(q for q in module.parameters if module.instructions[q].shape == (64,))
     x_slot = donated.buffers.slot_of[p]
     assert [q for q, s in donated.buffers.slot_of.items() if s == x_slot] != [p]
@@ -82,7 +81,7 @@ def test_peak_bytes_counts_live_slots():
 def test_assign_buffers_without_kernels():
     x = la.asarray(np.ones((3,), np.float32))
     module, _ = _module(x + 0)
-    plan = plan_fusion(module)
+    plan = compile_plan(module, simplify=False)
     assert plan.kernels == []
     assert plan.buffers.slot_of == {0: 0} and plan.buffers.peak_bytes == 12
     assert assign_buffers(module, []).slot_bytes == [12]
@@ -106,8 +105,8 @@ def _param(module, shape=(64, 32)):
 
 def test_elementwise_update_overwrites_its_donated_input_in_place():
     module, args = _update_module(lambda w, g: w - 0.1 * g * w)
-    donated = plan_fusion(module, donate_inputs=True)
-    plain = plan_fusion(module)
+    donated = compile_plan(module, simplify=False, donate_inputs=True)
+    plain = compile_plan(module, simplify=False)
     check_plan(donated)
     out = module.outputs[0]
     assert donated.buffers.aliases == {out: donated.buffers.aliases[out]}
@@ -121,14 +120,14 @@ def test_elementwise_update_overwrites_its_donated_input_in_place():
 
 def test_one_input_slot_goes_to_one_output_of_the_same_dtype():
     module, args = _update_module(lambda w, g: (w * 0.5 + g, w - g, (w > g)))
-    plan = plan_fusion(module, donate_inputs=True)
+    plan = compile_plan(module, simplify=False, donate_inputs=True)
     ins = module.instructions
     aliases = plan.buffers.aliases
     assert len(aliases) == 2                # two float32 inputs, two float32 outputs
     for o, x in aliases.items():
         assert ins[o].dtype == ins[x].dtype and ins[o].shape == ins[x].shape
     assert len({plan.buffers.slot_of[o] for o in module.outputs}) == 3
-    want = run_plan(plan_fusion(module), args)
+    want = run_plan(compile_plan(module, simplify=False), args)
     for a, b in zip(run_plan(plan, args), want):
         np.testing.assert_array_equal(a, b)
 
@@ -147,15 +146,15 @@ def test_an_input_read_at_another_index_is_not_overwritten_in_place():
     for name, (fn, shape) in cases.items():
         module, args = _update_module(fn, shape)
         ins = module.instructions
-        plan = plan_fusion(module, donate_inputs=True)
+        plan = compile_plan(module, simplify=False, donate_inputs=True)
         moved = {x for i in ins if i.op in _MOVES for x in i.operands if x in module.parameters}
         assert moved, name
         assert plan.buffers.aliases, name                    # g is still updated in place
         assert not moved & set(plan.buffers.aliases.values()), (name, plan.buffers.aliases)
         only_w = {ins[x].attrs["number"] for x in moved}
-        assert plan_fusion(module, donate_inputs=only_w).buffers.aliases == {}, name
+        assert compile_plan(module, simplify=False, donate_inputs=only_w).buffers.aliases == {}, name
         np.testing.assert_array_equal(run_plan(plan, args)[0],
-                                      run_plan(plan_fusion(module), args)[0], err_msg=name)
+                                      run_plan(compile_plan(module, simplify=False), args)[0], err_msg=name)
 
 
 def test_in_place_pairs_rejects_index_moving_and_reduction_kernels():
@@ -178,7 +177,7 @@ def test_in_place_pairs_rejects_index_moving_and_reduction_kernels():
 
 def test_a_parameter_that_is_a_module_output_is_never_overwritten():
     module, _ = _update_module(lambda w, g: (w * 2.0, w))
-    plan = plan_fusion(module, donate_inputs=True)
+    plan = compile_plan(module, simplify=False, donate_inputs=True)
     assert plan.buffers.aliases == {} or all(
         x not in module.outputs for x in plan.buffers.aliases.values())
     w = module.outputs[1]

@@ -14,8 +14,7 @@ import lazyarray as la
 import lazyarray.nn.functional as F
 from lazyarray.compiler.fusion import epilogue_of, is_input, reduce_space
 from lazyarray.compiler.graphviz import plan_dot
-from lazyarray.compiler.fusion import plan_fusion
-from lazyarray.compiler.passes.pipeline import compile_plan, optimize
+from lazyarray.compiler.passes.pipeline import compile_plan
 from lazyarray.compiler.plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW
 from lazyarray.compiler.row_fusion import outer_shape, row_schedule
 from lazyarray.compiler.primitive import ELEMENTWISE, INDEXING, PRIMITIVES
@@ -132,7 +131,7 @@ def plan_of(*tensors):
 def plan_without_rows(*tensors):
     """The plan of a target without ROW kernels (reductions and their users apart)."""
     cap = capture([t._node for t in tensors])
-    return plan_fusion(optimize(cap.module(), verify=True), row_kernels=False), cap
+    return compile_plan(cap.module(), verify=True, row_kernels=False), cap
 
 
 def counts(plan) -> dict:

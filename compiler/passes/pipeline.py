@@ -1,14 +1,19 @@
 """THE pass pipeline of the compiler: one list, each step with why it is there.
 
-`optimize(module)` runs the HLO passes; `compile_plan(module)` adds fusion and buffer
-assignment and returns the `ExecutionPlan` that code generation and devices consume.
+`optimize(module)` runs the HLO passes (SIMPLIFY_GROUP, to a fixed point);
+`compile_plan(module)` adds PLAN_STEPS (fusion, buffer assignment) and returns the
+`ExecutionPlan` that code generation consumes (compiler/driver.py, the one entry point,
+turns it into a Program).
 With `verify=True` (the device passes `config.verify`, i.e. LAZYARRAY_VERIFY=1) the
 verifier checks the module before the first pass and after every pass.
 """
 from __future__ import annotations
 
-from typing import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
+from ..buffer_assignment import assign_buffers
+from ..fusion import plan_fusion
 from ..module import Module
 from ..plan import ExecutionPlan
 from .algebraic_simplifier import simplify
@@ -65,19 +70,36 @@ def optimize(module: Module, verify: bool = False) -> Module:
     return module
 
 
-# After SIMPLIFY_GROUP, compile_plan runs, in order:
-#   fusion             groups instructions into kernels, because memory traffic, not
-#                      arithmetic, is what costs (compiler/fusion.py)
-#   buffer_assignment  gives every kernel output a slot, reusing dead temporaries, so a
-#                      program needs little more memory than its inputs and outputs
-#                      (compiler/buffer_assignment.py, called by plan_fusion)
-# Kernels come out in a topological order (the schedule): a kernel runs after those it
-# reads, ties broken by program order.
+# After SIMPLIFY_GROUP, once each and in this order, the steps that turn the optimized
+# module into an ExecutionPlan. Each takes (plan, options) and returns the next plan.
+PLAN_STEPS: list = [
+    ("fusion", lambda plan, opt: plan_fusion(plan.module, row_kernels=opt.row_kernels),
+     "groups instructions into kernels, because memory traffic, not arithmetic, is what "
+     "costs; kernels come out in a topological order (the schedule), ties broken by "
+     "program order (compiler/fusion.py)"),
+    ("buffer_assignment", lambda plan, opt: replace(
+        plan, buffers=assign_buffers(plan.module, plan.kernels, opt.donate_inputs)),
+     "gives every kernel output a slot, reusing dead temporaries (and donated inputs), so "
+     "a program needs little more memory than its inputs and outputs "
+     "(compiler/buffer_assignment.py)"),
+]
 
 
-def compile_plan(module: Module, verify: bool = False,
-                 donate_inputs: bool = False) -> ExecutionPlan:
-    """optimize, then fusion (which kernels) and buffer assignment (which slots).
-    `donate_inputs`: the runtime gives up the parameter buffers, so outputs may reuse them."""
-    from ..fusion import plan_fusion
-    return plan_fusion(optimize(module, verify=verify), donate_inputs=donate_inputs)
+@dataclass(frozen=True)
+class PlanOptions:
+    donate_inputs: Any = False   # parameter numbers whose buffers outputs may reuse (or bool)
+    row_kernels: bool = True     # reductions over rows may join their users (row_fusion.py)
+
+
+def compile_plan(module: Module, verify: bool = False, donate_inputs: Any = False,
+                 row_kernels: bool = True, simplify: bool = True) -> ExecutionPlan:
+    """optimize (unless `simplify` is False), then PLAN_STEPS: fusion (which kernels) and
+    buffer assignment (which slots). `donate_inputs`: the runtime gives up those parameter
+    buffers (True: all), so outputs may reuse them."""
+    if simplify:
+        module = optimize(module, verify=verify)
+    opt = PlanOptions(donate_inputs, row_kernels)
+    plan = ExecutionPlan(module, [], None)
+    for _step, fn, _why in PLAN_STEPS:
+        plan = fn(plan, opt)
+    return plan
