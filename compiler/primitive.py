@@ -27,6 +27,17 @@ LEAF = "leaf"                 # parameter, constant, iota
 NOT_DIFFERENTIABLE = "not differentiable"
 
 
+@dataclass(frozen=True)
+class LibraryCall:
+    """How a device runs a primitive through a call instead of generated code. `name` is
+    what the device implements: "gemm" (a tuned matrix product: BLAS on the CPU, cuBLAS
+    on the GPU) or "host" (the primitive's NumPy reference, on host memory). `args`, if
+    given, is (instruction, operand shapes) -> JSON-able dict: what the compiler works
+    out for the call once (layouts, sizes), so that a device does no planning."""
+    name: str
+    args: Optional[Callable[..., dict]] = None
+
+
 @dataclass(eq=False)
 class Primitive:
     name: str
@@ -41,6 +52,8 @@ class Primitive:
     reduced_axes: Any = None             # reductions: (attrs) -> the axes they combine
     expand: Any = None                   # (*operand nodes, **attrs) -> a graph of other
                                          # primitives that replaces it before fusion
+    library: Optional[LibraryCall] = None  # LIBRARY / OPAQUE: the call a device makes
+                                           # where no code is generated for it
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

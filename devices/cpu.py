@@ -1,11 +1,11 @@
-"""The compiled CPU device: HLO -> passes and fusion -> LLVM -> object code -> run.
+"""The compiled CPU device: a Program from the compiler, loaded with MCJIT, run here.
 
-`CPUDevice.compile(module)` looks the module up in the disk cache; on a miss it plans
-(optimize, fuse, assign buffers), generates one LLVM module for all kernels, optimizes it
-for the host CPU and emits object code, which the cache stores. Either way the object
-code is loaded with MCJIT and wrapped in a `CPUExecutable`, which runs the steps over
-NumPy buffers: generated kernels (split over the thread pool when large), BLAS matrix
-products through NumPy's matmul, and the few opaque ops through their references.
+`CPUDevice.compile(module)` looks the module up in the disk cache; on a miss it asks the
+compiler (`lazyarray.compiler.compile(module, "cpu", donated)`) for a Program, which the
+cache stores. Either way the Program's object code is loaded (devices/object_code.py)
+and wrapped in a `CPUExecutable`, which runs its steps over NumPy buffers: generated
+kernels (split over the thread pool when large), BLAS matrix products through NumPy's
+matmul, and the few opaque ops through their references.
 
 Settings come from whoever makes the device (lazyarray passes its config): devices do
 not import lazyarray.
@@ -25,16 +25,14 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..compiler import dtypes as D
-from ..compiler.codegen import cpu_kernels, llvm_target
+from ..compiler.driver import CPU, compile as compile_program, target_id
 from ..compiler.module import Module
-from ..compiler.passes.pipeline import compile_plan
-from ..compiler.plan import ExecutionPlan
 from ..compiler.primitive import PRIMITIVES
-from ..compiler.primitives.linalg import canonical_operands
-from . import cpu_program
+from ..compiler.program import Program, ValueInfo
 from .compile_cache import DiskCache, default_dir, entry_key
 from .device import HostDevice
 from .host_memory import HOST_MEMORY
+from .object_code import LoadedCode
 from .thread_pool import ThreadPool, blas_single_threaded, split
 
 VERSION = "0.1.0"
@@ -44,6 +42,10 @@ CHUNKS_PER_THREAD = 4
 
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
             "and": np.logical_and, "or": np.logical_or}
+
+# the files a Program's dump texts go to (LAZYARRAY_DUMP)
+DUMP_FILES = {"optimized_hlo": ".optimized.hlo", "fusion": ".fusion.txt", "dot": ".dot",
+              "llvm": ".ll", "asm": ".s"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -76,7 +78,7 @@ class CPUDevice(HostDevice):
     # ---- buffers ----------------------------------------------------------------------
 
     def cache_key(self) -> tuple:
-        return ("cpu",) + llvm_target.host()[1:]
+        return ("cpu",) + target_id(CPU)[1:3]
 
     # ---- settings ---------------------------------------------------------------------
 
@@ -99,9 +101,9 @@ class CPUDevice(HostDevice):
     # ---- compile ----------------------------------------------------------------------
 
     def cache_entry_key(self, module: Module, donated: frozenset = frozenset()) -> str:
-        triple, cpu, features = llvm_target.host()
+        triple, cpu, features, llvm_version = target_id(CPU)
         text = str(module) + (f"\ndonated {sorted(donated)}" if donated else "")
-        return entry_key(text, VERSION, compiler_fingerprint(), llvm_target.llvm_version(),
+        return entry_key(text, VERSION, compiler_fingerprint(), llvm_version,
                          triple, cpu, features)
 
     def compile(self, module: Module, donated: frozenset = frozenset()) -> "CPUExecutable":
@@ -111,136 +113,74 @@ class CPUDevice(HostDevice):
         s = self.settings()
         cache = self.disk_cache()
         key = self.cache_entry_key(module, donated)
-        hit = cache.load(key) if cache is not None else None
-        if hit is not None:
-            meta, obj = hit
-        else:
-            art = build(module, verify=bool(s["verify"]), want_asm=bool(s["dump"]), donated=donated)
-            meta, obj = art.meta, art.obj
+        program = load_cached(cache, key) if cache is not None else None
+        hit = program is not None
+        if program is None:
+            program = compile_program(module, CPU, donated, verify=bool(s["verify"]),
+                                      dumps=bool(s["dump"]))
             if cache is not None:
-                cache.store(key, meta, obj)
+                cache.store(key, *program.to_cache())
             if s["dump"]:
-                write_dump(s["dump"], module.name, art)
-        exe = CPUExecutable(meta, obj, self)
-        exe.from_disk_cache = hit is not None
+                write_dump(s["dump"], module.name, program)
+        exe = CPUExecutable(program, self)
+        exe.from_disk_cache = hit
         exe.compile_seconds = time.perf_counter() - t0
         if int(s["debug"]) >= 1:
-            kernels = len(meta["steps"])
-            print(f"[lazyarray] cpu compile {module.name}: {kernels} kernels, "
+            print(f"[lazyarray] cpu compile {module.name}: {program.kernels()} kernels, "
                   f"{exe.compile_seconds * 1e3:.1f} ms, disk cache {'hit' if hit else 'miss'}")
         return exe
 
     def stage(self, module: Module, stage: str) -> str:
         """The text of one compilation stage: optimized_hlo, dot, llvm or asm."""
-        art = build(module, verify=False, want_asm=stage == "asm")
-        texts = {"optimized_hlo": str(art.plan.module), "dot": plan_dot(art.plan),
-                 "llvm": art.llvm_ir, "asm": art.asm}
-        return texts[stage]
+        return compile_program(module, CPU, dumps=True).dumps[stage]
 
 
-# ---- building: plan, code, object --------------------------------------------------
-
-class Artifacts:
-    """Everything one compilation produced (the dump writes it out)."""
-
-    def __init__(self, plan: ExecutionPlan, ir_text: str, llvm_ir: str, asm: str,
-                 obj: bytes, meta: dict) -> None:
-        self.plan, self.ir_text, self.llvm_ir, self.asm = plan, ir_text, llvm_ir, asm
-        self.obj, self.meta = obj, meta
-
-
-def make_plan(module: Module, verify: bool = False, donated: frozenset = frozenset()) -> ExecutionPlan:
-    # buffer assignment takes the donated parameter numbers as its donate_inputs
-    return compile_plan(module, verify=verify, donate_inputs=frozenset(donated))
+def load_cached(cache: DiskCache, key: str) -> Optional[Program]:
+    """The Program stored under `key`, or None (missing, corrupt, or an older layout)."""
+    hit = cache.load(key)
+    if hit is None:
+        return None
+    try:
+        return Program.from_cache(*hit)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
-def build(module: Module, verify: bool = False, want_asm: bool = False,
-          donated: frozenset = frozenset()) -> Artifacts:
-    plan = make_plan(module, verify, donated)
-    ir_text, steps = cpu_kernels.generate(plan, module.name)
-    llmod = llvm_target.optimize(ir_text, module.name)
-    obj = llvm_target.emit_object(llmod)
-    asm = llvm_target.emit_assembly(llmod) if want_asm else ""
-    meta = cpu_program.describe(plan, steps)
-    meta["donated"] = sorted(int(n) for n in donated)
-    return Artifacts(plan, ir_text, str(llmod), asm, obj, meta)
-
-
-def write_dump(directory: str, name: str, art: Artifacts) -> None:
+def write_dump(directory: str, name: str, program: Program) -> None:
     os.makedirs(directory, exist_ok=True)
-    files = {
-        f"{name}.optimized.hlo": str(art.plan.module),
-        f"{name}.fusion.txt": fusion_report(art.plan),
-        f"{name}.dot": plan_dot(art.plan),
-        f"{name}.ll": art.llvm_ir,
-        f"{name}.s": art.asm,
-    }
-    for fname, text in files.items():
-        with open(os.path.join(directory, fname), "w") as f:
-            f.write(text)
-
-
-def fusion_report(plan: ExecutionPlan) -> str:
-    lines = []
-    for k in plan.kernels:
-        lines.append(f"kernel {k.name} ({k.kind}): members {k.members} outputs {k.outputs} "
-                     f"inputs {k.inputs}")
-        lines.extend(f"    {r}" for r in k.reasons)
-    lines.append("")
-    lines.append("decisions:")
-    lines.extend(f"  {d}" for d in plan.decisions)
-    lines.append(f"peak bytes: {plan.buffers.peak_bytes}")
-    return "\n".join(lines) + "\n"
-
-
-def plan_dot(plan: ExecutionPlan) -> str:
-    """Graphviz text of the fused graph: one cluster per kernel."""
-    ins = plan.module.instructions
-    lines = ["digraph fused {", "  node [shape=box, fontsize=10];"]
-    placed = set()
-    for k, kern in enumerate(plan.kernels):
-        lines.append(f'  subgraph cluster_{k} {{ label="{kern.name} ({kern.kind})";')
-        for p in kern.members:
-            placed.add(p)
-            lines.append(f'    n{p} [label="{ins[p].op}.{p}\\n{ins[p].dtype.short}{list(ins[p].shape)}"];')
-        lines.append("  }")
-    for p, i in enumerate(ins):
-        if p not in placed:
-            lines.append(f'  n{p} [label="{i.op}.{p}\\n{i.dtype.short}{list(i.shape)}", style=dashed];')
-        for o in i.operands:
-            lines.append(f"  n{o} -> n{p};")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    for stage, suffix in DUMP_FILES.items():
+        with open(os.path.join(directory, name + suffix), "w") as f:
+            f.write(program.dumps.get(stage, ""))
 
 
 # ---- running -------------------------------------------------------------------------
 
 class CPUExecutable:
-    """Loaded object code plus the steps and buffer plan that run it."""
+    """A loaded Program: its object code, steps and buffer plan."""
 
-    def __init__(self, meta: dict, obj: bytes, device: CPUDevice) -> None:
-        self.meta = meta
+    def __init__(self, program: Program, device: CPUDevice) -> None:
+        self.program = program
         self.device = device
-        self.name = meta["name"]
-        self.values = cpu_program.value_table(meta)
-        self.slot_of = {int(p): int(s) for p, s in meta["slots"]}
-        self.slot_bytes = list(meta["slot_bytes"])
-        self.peak_bytes = int(meta["peak_bytes"])
-        self.steps = meta["steps"]
-        self.params = [(int(p), int(n)) for p, n in meta["params"]]
-        self.outputs = list(meta["outputs"])
+        self.name = program.name
+        self.values = program.value_table()
+        self.slot_of = {int(p): int(s) for p, s in program.slots}
+        self.slot_bytes = list(program.slot_bytes)
+        self.peak_bytes = int(program.peak_bytes)
+        self.steps = program.steps
+        self.params = [(int(p), int(n)) for p, n in program.params]
+        self.outputs = list(program.outputs)
         self.from_disk_cache = False
         self.compile_seconds = 0.0
         self.kernels_per_run = len(self.steps)
         self._param_slots = {self.slot_of[p] for p, _ in self.params if p in self.slot_of}
-        donated = set(meta.get("donated", ()))
+        donated = set(program.donated)
         # slot -> (position, number) of a donated parameter: its memory may be reused
         self._donated_slots = {self.slot_of[p]: (p, n) for p, n in self.params
                                if n in donated and p in self.slot_of}
         # output -> donated parameter it overwrites in place (one slot, one kernel argument)
-        self._aliases = [(int(o), int(x)) for o, x in meta.get("aliases", ())]
+        self._aliases = [(int(o), int(x)) for o, x in program.aliases]
         self._const_arrays = self._constants()
-        self._code = llvm_target.LoadedCode(obj) if any(s["type"] != "library" for s in self.steps) else None
+        self._code = LoadedCode(program.code) if any(s["type"] != "library" for s in self.steps) else None
         self._fns = {s["fn"]: self._function(s) for s in self.steps if "fn" in s}
         self._lock = threading.Lock()
         self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)
@@ -255,12 +195,8 @@ class CPUExecutable:
         return proto(self._code.address(step["fn"]))
 
     def _constants(self) -> dict:
-        out = {}
-        for p, v in self.values.items():
-            if v.op == "constant" and p in self.slot_of:
-                arr = np.asarray(v.attrs["value"].array).astype(v.dtype.np).reshape(v.shape)
-                out[p] = np.array(arr, order="C")      # (ascontiguousarray makes 0-d 1-d)
-        return out
+        return {p: v.constant() for p, v in self.values.items()
+                if v.op == "constant" and p in self.slot_of}
 
     # ---- buffers of one run ---------------------------------------------------------
 
@@ -396,8 +332,7 @@ class CPUExecutable:
         partials = []
         for r in step["roots"]:
             acc = D.from_name(r["acc"])
-            ident = r["init"] if "init" in r else _identity(r["kind"], acc)
-            partials.append(np.full((chunks,) + tuple(r["shape"]), ident, acc.np))
+            partials.append(np.full((chunks,) + tuple(r["shape"]), r["init"], acc.np))
 
         def call(k: int, s: int, e: int) -> None:
             row = k if step["per_chunk"] else 0
@@ -415,18 +350,32 @@ class CPUExecutable:
             target[...] = np.asarray(combined).astype(target.dtype)
 
     def _library(self, step: dict, arrays: dict) -> None:
-        v = self.values[step["pos"]]
+        """A call the primitive's stanza names (`step["call"]`), see LIBRARY_CALLS."""
         operands = [self._scratch(arrays, o) for o in step["operands"]]
         out = self._scratch(arrays, step["pos"])
-        if v.op == "dot_general":
-            matmul_into(out, operands[0], operands[1], v.attrs, self._run_pool)
-            return
-        with np.errstate(all="ignore"):
-            result = PRIMITIVES[v.op].reference(*operands, **v.attrs)
-        out[...] = np.asarray(result).astype(out.dtype).reshape(out.shape)
+        LIBRARY_CALLS[step["call"]](step, self.values[step["pos"]], operands, out,
+                                    self._run_pool)
 
 
-def claim_memory(given: Any, v: "cpu_program.ValueInfo") -> Optional[np.ndarray]:
+def gemm_call(step: dict, v: ValueInfo, operands: list, out: np.ndarray,
+              pool: ThreadPool) -> None:
+    """dot_general through BLAS, with the layout the compiler worked out."""
+    matmul_into(out, operands[0], operands[1], step["args"], pool)
+
+
+def host_call(step: dict, v: ValueInfo, operands: list, out: np.ndarray,
+              pool: ThreadPool) -> None:
+    """The primitive's NumPy reference (from its stanza), written into the planned buffer."""
+    with np.errstate(all="ignore"):
+        result = PRIMITIVES[v.op].reference(*operands, **v.attrs)
+    out[...] = np.asarray(result).astype(out.dtype).reshape(out.shape)
+
+
+# what the CPU runs for each library call a stanza can name (compiler/primitive.py)
+LIBRARY_CALLS = {"gemm": gemm_call, "host": host_call}
+
+
+def claim_memory(given: Any, v: ValueInfo) -> Optional[np.ndarray]:
     """Writable raw memory (uint8) under a donated argument, or None when it cannot be
     written safely: a buffer that needs converting, memory another array also views."""
     if not isinstance(given, np.ndarray) or given.dtype != v.dtype.np \
@@ -438,31 +387,25 @@ def claim_memory(given: Any, v: "cpu_program.ValueInfo") -> Optional[np.ndarray]
     return HOST_MEMORY.claim(given)                      # an earlier program's output
 
 
-def _identity(kind: str, dtype: D.DType) -> Any:
-    from ..compiler.primitives.reduction import identity
-    return identity(kind, dtype)
-
-
-def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, attrs: dict,
+def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, layout: dict,
                 pool: Optional[ThreadPool] = None) -> None:
-    """dot_general through BLAS: NumPy's matmul writes straight into the planned buffer,
-    split by rows of the result over `pool` when large (see `blocked_matmul`)."""
-    dims = {k: tuple(attrs[k]) for k in ("lhs_contracting", "rhs_contracting",
-                                          "lhs_batch", "rhs_batch")}
-    plain = out.dtype not in (np.float16, D.bfloat16.np) and out.size
-    if plain and lhs.ndim == rhs.ndim == 2 and not dims["lhs_batch"] \
-            and len(dims["lhs_contracting"]) == 1:
-        # a transposed operand is a strided view BLAS reads as is (no copy)
-        a = lhs if dims["lhs_contracting"] == (1,) else lhs.T
-        c = rhs if dims["rhs_contracting"] == (0,) else rhs.T
+    """out = the product as (batch, m, k) @ (batch, k, n) (`layout`, from dot_general's
+    stanza); NumPy's matmul writes straight into the planned buffer, split by rows of the
+    result over `pool` when large (see `blocked_matmul`)."""
+    if not out.size:
+        return
+    # transposed operands are strided views BLAS reads as they are (no copy)
+    a, c = np.transpose(lhs, layout["lhs_perm"]), np.transpose(rhs, layout["rhs_perm"])
+    b, m, k, n = layout["batch"], layout["m"], layout["k"], layout["n"]
+    half = out.dtype in (np.float16, D.bfloat16.np)
+    if a.shape == (m, k) and c.shape == (k, n) and out.shape == (m, n) and not half:     # a plain matrix product
         blocked_matmul(a, c, out, pool)
         return
-    a, c = canonical_operands(lhs, rhs, dims["lhs_contracting"], dims["rhs_contracting"],
-                              dims["lhs_batch"], dims["rhs_batch"])
-    target = out.reshape(a.shape[0], a.shape[1], c.shape[2])
-    if out.dtype in (np.float16, D.bfloat16.np):
+    a, c = a.reshape(b, m, k), c.reshape(b, k, n)
+    target = out.reshape(b, m, n)
+    if half:
         target[...] = np.matmul(a.astype(np.float32), c.astype(np.float32)).astype(out.dtype)
-    elif out.size:
+    else:
         blocked_matmul(a, c, target, pool)
 
 

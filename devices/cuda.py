@@ -27,7 +27,9 @@ import numpy as np
 
 from ..compiler import dtypes as D
 from ..compiler import primitive as P
+from ..compiler.driver import compile as compile_program, gpu_arch
 from ..compiler.module import Module
+from ..compiler.program import Program
 from .device import Device
 
 _DRIVER: Any = None
@@ -129,8 +131,7 @@ class CudaDevice(Device):
         self.capability = (
             check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.dev), "cc"),
             check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev), "cc"))
-        from ..compiler.codegen.nvptx import arch_of
-        self.arch = arch_of(self.capability)
+        self.arch = gpu_arch(self.capability)
         self._staging: dict = {}       # nbytes -> pinned host pointer (reused)
         self._lock = threading.Lock()
         self._cublas: Any = None
@@ -222,58 +223,47 @@ class CudaDevice(Device):
     # ---- compile -----------------------------------------------------------------
 
     def compile(self, module: Module) -> "CudaExecutable":
-        from ..compiler.codegen import nvptx
-        plan = plan_module(module)
-        program = nvptx.emit_plan(plan, self.arch, module.name)
-        return CudaExecutable(self, plan, program)
-
-
-def plan_module(module: Module) -> Any:
-    """The optimized module's execution plan: the same passes and fusion as the CPU."""
-    from ..compiler.passes.pipeline import compile_plan
-    return compile_plan(module)
+        return CudaExecutable(self, compile_program(module, self.arch))
 
 
 class CudaExecutable:
-    """A loaded PTX module and the steps of one plan, run over device buffers."""
+    """A loaded Program (its PTX module) and its steps, run over device buffers."""
 
-    def __init__(self, device: CudaDevice, plan: Any, program: Any) -> None:
+    def __init__(self, device: CudaDevice, program: Program) -> None:
         cu = driver()
-        self.device, self.plan, self.program = device, plan, program
+        self.device, self.program = device, program
+        self.values = program.value_table()      # position -> shape, dtype, op, attrs
         self.functions: dict = {}
         self.cu_module = None
-        if program.ptx:
+        if program.code:
             device.activate()
-            self.cu_module = check(cu.cuModuleLoadData(program.ptx.encode() + b"\0"),
+            self.cu_module = check(cu.cuModuleLoadData(program.code + b"\0"),
                                    "cuModuleLoadData")
-            for step in program.launches:
-                if hasattr(step, "grid"):
-                    self.functions[step.name] = check(
-                        cu.cuModuleGetFunction(self.cu_module, step.name.encode()),
-                        f"cuModuleGetFunction({step.name})")
-        self.module = plan.module
-        self.param_of = {i: self.module.instructions[i].attrs["number"]
-                         for i in self.module.parameters}
-        self.constants = {i: device.put(np.asarray(ins.attrs["value"].array, ins.dtype.np)
-                                        .reshape(ins.shape))
-                          for i, ins in enumerate(self.module.instructions)
-                          if ins.op == "constant"}
+            for step in program.steps:
+                if step["type"] == "launch":
+                    self.functions[step["fn"]] = check(
+                        cu.cuModuleGetFunction(self.cu_module, step["fn"].encode()),
+                        f"cuModuleGetFunction({step['fn']})")
+        self.param_of = {int(p): int(n) for p, n in program.params}
+        self.outputs = list(program.outputs)
+        self.constants = {p: device.put(v.constant()) for p, v in self.values.items()
+                          if v.op == "constant"}
 
     def run(self, args: list) -> list:
         dev = self.device
         dev.activate()
         values: dict = dict(self.constants)
         for pos, number in self.param_of.items():
-            values[pos] = self._as_buffer(args[number], self.module.instructions[pos])
+            values[pos] = self._as_buffer(args[number], self.values[pos])
         scratch = {key: dev.new_buffer((nbytes,), np.uint8)
                    for key, nbytes in self.program.scratch.items()}
-        for step in self.program.launches:
-            if hasattr(step, "grid"):
+        for step in self.program.steps:
+            if step["type"] == "launch":
                 self._launch(step, values, scratch)
             else:
                 self._library(step, values)
         dev.synchronize()
-        return [values[o] for o in self.module.outputs]
+        return [values[o] for o in self.outputs]
 
     def _as_buffer(self, arg: Any, ins: Any) -> CudaBuffer:
         if isinstance(arg, CudaBuffer):
@@ -285,25 +275,26 @@ class CudaExecutable:
 
     def _out(self, pos: int, values: dict) -> CudaBuffer:
         if pos not in values:
-            ins = self.module.instructions[pos]
+            ins = self.values[pos]
             values[pos] = self.device.new_buffer(ins.shape, ins.dtype.np)
         return values[pos]
 
-    def _launch(self, step: Any, values: dict, scratch: dict) -> None:
+    def _launch(self, step: dict, values: dict, scratch: dict) -> None:
         pointers = [scratch[p].ptr if isinstance(p, str) else self._out(p, values).ptr
-                    for p in step.params]
+                    for p in step["args"]]
         packed = PackedArgs(pointers)
-        check(driver().cuLaunchKernel(self.functions[step.name], *step.grid, *step.block,
-                                      step.shared_bytes, self.device.stream, packed.address, 0),
-              f"cuLaunchKernel({step.name})")
+        check(driver().cuLaunchKernel(self.functions[step["fn"]], *step["grid"], *step["block"],
+                                      step["shared_bytes"], self.device.stream, packed.address, 0),
+              f"cuLaunchKernel({step['fn']})")
         # the launch copied the arguments: `packed` may go now
 
-    def _library(self, kernel: Any, values: dict) -> None:
-        pos = kernel.members[0]
-        ins = self.module.instructions[pos]
+    def _library(self, step: dict, values: dict) -> None:
+        pos = step["pos"]
+        ins = self.values[pos]
         operands = [values[o] for o in ins.operands]
-        if ins.op == "dot_general" and gemm(self.device, ins, operands, self._out(pos, values),
-                                            self.module):
+        shapes = [self.values[o].shape for o in ins.operands]
+        if step["call"] == "gemm" and gemm(self.device, ins, operands, self._out(pos, values),
+                                           shapes):
             return
         host = [self.device.get(b) for b in operands]       # host fallback, exact reference
         with np.errstate(all="ignore"):
@@ -356,11 +347,10 @@ def _size(shape: tuple, dims: Any) -> int:
     return int(np.prod([shape[d] for d in dims], dtype=np.int64))
 
 
-def gemm(device: CudaDevice, ins: Any, operands: list, out: CudaBuffer, module: Module) -> bool:
+def gemm(device: CudaDevice, ins: Any, operands: list, out: CudaBuffer, shapes: list) -> bool:
     """Run a dot_general with cuBLAS; False when cuBLAS cannot (the caller falls back)."""
     lib = device.cublas()
-    lhs_shape = module.instructions[ins.operands[0]].shape
-    rhs_shape = module.instructions[ins.operands[1]].shape
+    lhs_shape, rhs_shape = shapes
     g = gemm_arguments(ins, lhs_shape, rhs_shape)
     if lib is None or g is None:
         return False

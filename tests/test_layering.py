@@ -130,3 +130,85 @@ def test_tests_and_tools_import_the_installed_package():
                     if name.split(".")[0] in folders:
                         problems.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
     assert not problems, "import lazyarray.<layer> instead:\n  " + "\n  ".join(problems)
+
+
+# ---- a device only loads a Program and runs it -------------------------------------------
+
+# What a device may take from the compiler: the entry point, the Program it returns, the
+# data types a Program describes, and the primitive registry (a library call and the
+# reference the interpreter runs are looked up in the primitives' stanzas).
+DEVICE_MAY_USE = {"lazyarray.compiler", "lazyarray.compiler.driver",
+                  "lazyarray.compiler.program", "lazyarray.compiler.dtypes",
+                  "lazyarray.compiler.module", "lazyarray.compiler.literal",
+                  "lazyarray.compiler.primitive"}
+
+
+def compiler_modules_used(source: str, module: str, is_package: bool = False) -> list:
+    """(line, compiler module) for each compiler module `source` imports or reaches as an
+    attribute of an imported compiler package (`compiler.codegen.x`)."""
+    found = []
+    package_names = {}       # local name -> compiler package it is bound to
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            target = _resolve(node, module, is_package)
+            if target.startswith("lazyarray.compiler") or target == "lazyarray":
+                for a in node.names:
+                    sub = f"{target}.{a.name}"
+                    is_module = _is_compiler_module(sub)
+                    name = sub if is_module else target
+                    if name == "lazyarray":
+                        continue
+                    found.append((node.lineno, name))
+                    if is_module:
+                        package_names[a.asname or a.name] = sub
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("lazyarray.compiler"):
+                    found.append((node.lineno, a.name))
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id in package_names:
+            sub = f"{package_names[node.value.id]}.{node.attr}"
+            if _is_compiler_module(sub):
+                found.append((node.lineno, sub))
+    return found
+
+
+def _is_compiler_module(name: str) -> bool:
+    if not name.startswith("lazyarray.compiler"):
+        return False
+    rel = name.split(".")[2:]
+    base = package_dirs()["lazyarray.compiler"]
+    path = base.joinpath(*rel) if rel else base
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def device_violations(source: str, module: str, is_package: bool = False) -> list:
+    return [f"{module} line {line} uses {target} (a device may use only "
+            f"{', '.join(sorted(DEVICE_MAY_USE))})"
+            for line, target in compiler_modules_used(source, module, is_package)
+            if target not in DEVICE_MAY_USE]
+
+
+def test_devices_use_only_the_compile_entry_point_and_the_program():
+    problems = []
+    for name, path in source_files():
+        if layer_of(name) == "devices":
+            problems += device_violations(path.read_text(), name, path.stem == "__init__")
+    assert not problems, "devices reach into the compiler:\n  " + "\n  ".join(problems)
+
+
+@pytest.mark.parametrize("source, bad", [
+    ("from ..compiler.passes.pipeline import compile_plan", True),
+    ("from ..compiler.codegen import llvm_target", True),
+    ("from ..compiler import codegen\ncodegen.nvptx.emit_plan", True),
+    ("from .. import compiler\nx = compiler.fusion", True),
+    ("def f():\n    from ..compiler.plan import ExecutionPlan\n", True),
+    ("from ..compiler.driver import compile", False),
+    ("from ..compiler.program import Program", False),
+    ("from ..compiler import dtypes as D", False),
+    ("from ..compiler import compile", False),
+    ("from .. import compiler\nx = compiler.__file__", False),
+])
+def test_the_device_checker_catches_compiler_internals(source, bad):
+    assert bool(device_violations(source, "lazyarray.devices.bad")) is bad

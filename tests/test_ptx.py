@@ -18,6 +18,7 @@ import pytest
 import lazyarray as la
 from lazyarray.compiler import dtypes as D
 from lazyarray.compiler.codegen import gpu_math, nvptx, ptxas
+from lazyarray.compiler.passes.pipeline import compile_plan
 from lazyarray.compiler.trace import capture
 from lazyarray.devices import cuda as cuda_device
 
@@ -49,7 +50,7 @@ def test_primitive_cases_assemble(chunk: int) -> None:
     unplanned = []
     for j, (case, dtype) in enumerate(pairs):
         try:
-            plan = cuda_device.plan_module(build_module(case, dtype))
+            plan = compile_plan(build_module(case, dtype))
         except Exception as e:   # the passes/fusion (not this target) cannot take it yet
             unplanned.append(f"{case.id}[{dtype.name}]: {type(e).__name__}: {e}")
             continue
@@ -110,7 +111,7 @@ def test_random_graphs_assemble() -> None:
     for g in range(40):
         tensors = _random_graph(rng)
         module = capture([t._node for t in tensors]).module(f"g{g}")
-        launches, _ = nvptx.emit_kernels(mod, cuda_device.plan_module(module), f"g{g}_")
+        launches, _ = nvptx.emit_kernels(mod, compile_plan(module), f"g{g}_")
         kernels += sum(isinstance(s, nvptx.LaunchSpec) for s in launches)
     ptx, _ = nvptx.to_ptx(mod, "sm_80")
     assert ptx.count(".entry ") == kernels > 0
@@ -118,7 +119,7 @@ def test_random_graphs_assemble() -> None:
 
 
 def _plan_of(tensors: list) -> object:
-    return cuda_device.plan_module(capture([t._node for t in tensors]).module("m"))
+    return compile_plan(capture([t._node for t in tensors]).module("m"))
 
 
 @needs_ptxas

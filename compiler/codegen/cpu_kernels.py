@@ -31,11 +31,13 @@ from typing import Any
 import llvmlite.ir as ir
 
 from ..primitive import PRIMITIVES
+from ..primitives.reduction import identity
 from .. import dtypes as D
 from ..module import Module
 from ..plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
 from ..row_fusion import outer_shape, reused_across_passes, row_schedule
 from .elemental import ElementalEmitter
+from .library_calls import library_step
 from .llvm_types import HALF, I64, PTR, Value, storage_type
 from .loops import const, counted_loop
 from .math_table import CPU_MATH, MathTable
@@ -82,9 +84,7 @@ class CPUCodegen:
 
     def _library(self, kern: Kernel) -> None:
         for pos in kern.outputs:
-            ins = self.ins[pos]
-            self.steps.append({"type": "library", "kernel": kern.name, "pos": pos,
-                               "op": ins.op, "operands": list(ins.operands)})
+            self.steps.append(library_step(self.module, kern.name, pos))
 
     def _loops(self, kern: Kernel, outputs: list) -> None:
         by_shape: dict = {}
@@ -292,7 +292,7 @@ class CPUCodegen:
             "extent": extent(shape), "work": _inner_work(shape), "per_chunk": False,
             "serial": outer_dim(shape) == axis,
             "roots": [{"pos": None, "kind": kind, "acc": acc.name, "dtype": acc.name,
-                       "shape": list(out_shape)},
+                       "init": _plain(identity(kind, acc)), "shape": list(out_shape)},
                       {"pos": root, "kind": ins.op, "acc": "int64", "init": 0,
                        "dtype": ins.dtype.name, "shape": list(out_shape)}]})
 
@@ -402,7 +402,8 @@ class CPUCodegen:
             "type": "partial", "kernel": kern.name, "fn": name, "args": args,
             "extent": extent(shape), "work": _inner_work(shape), "per_chunk": per_chunk,
             "roots": [{"pos": p, "kind": k, "acc": a.name, "dtype": self.ins[p].dtype.name,
-                       "shape": list(out_shape)} for p, k, a in zip(roots, kinds, accs)]})
+                       "init": _plain(identity(k, a)), "shape": list(out_shape)}
+                      for p, k, a in zip(roots, kinds, accs)]})
         rest = [p for p in late if p not in roots]
         if rest:     # the epilogue reads the combined reductions from memory
             members = [p for p in kern.members if p not in roots]
@@ -621,6 +622,11 @@ def _size(shape: tuple) -> int:
     for d in shape:
         n *= d
     return n
+
+
+def _plain(v: Any) -> Any:
+    """A Python scalar for a step's JSON (NumPy scalars are not JSON)."""
+    return v.item() if hasattr(v, "item") else v
 
 
 def _ident(name: str) -> str:

@@ -1,8 +1,8 @@
-"""The host CPU as an LLVM target: optimize a module, emit object code, load it (MCJIT).
+"""The host CPU as an LLVM target: optimize a module, emit object code.
 
 One target machine per process, for the host's CPU name and features (which also key the
-disk cache). Object code is what the disk cache stores, so loading goes through
-`ExecutionEngine.add_object_file` whether the code was just compiled or read from disk.
+disk cache). Object code is what the disk cache stores; the CPU device loads it
+(devices/object_code.py).
 """
 from __future__ import annotations
 
@@ -40,17 +40,13 @@ def llvm_version() -> str:
     return ".".join(map(str, llvm.llvm_version_info))
 
 
-def new_target_machine() -> Any:
+@functools.lru_cache(maxsize=None)
+def target_machine() -> Any:
+    """The compiler's target machine."""
     triple, cpu, features = host()
     target = llvm.Target.from_triple(triple)
     return target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL,
                                         reloc="pic", codemodel="jitdefault")
-
-
-@functools.lru_cache(maxsize=None)
-def target_machine() -> Any:
-    """The compiler's target machine (an MCJIT engine owns and frees its own)."""
-    return new_target_machine()
 
 
 def optimize(ir_text: str, name: str) -> Any:
@@ -82,23 +78,3 @@ def emit_object(mod: Any) -> bytes:
 def emit_assembly(mod: Any) -> str:
     with _LOCK:
         return target_machine().emit_assembly(mod)
-
-
-class LoadedCode:
-    """Object code loaded into its own MCJIT engine; functions by name."""
-
-    def __init__(self, obj: bytes) -> None:
-        tm = new_target_machine()
-        with _LOCK:
-            empty = llvm.parse_assembly("")
-            empty.triple = tm.triple
-            self.engine = llvm.create_mcjit_compiler(empty, tm)
-            self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-            self.engine.finalize_object()
-
-    def address(self, name: str) -> int:
-        with _LOCK:
-            addr = self.engine.get_function_address(name)
-        if not addr:
-            raise ValueError(f"compiled code has no function {name!r}")
-        return addr

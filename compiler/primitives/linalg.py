@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import LIBRARY, TypedArray, apply, fail, primitive, widen_half
+from ..primitive import LIBRARY, LibraryCall, TypedArray, apply, fail, primitive, widen_half
 
 
 def free_dims(ndim: int, contracting, batch) -> list:
@@ -34,14 +34,33 @@ def _dot_infer(operands, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)
     return shape, lhs.dtype
 
 
+def _size(shape, dims) -> int:
+    return int(np.prod([shape[d] for d in dims], dtype=np.int64))
+
+
+def gemm_layout(lhs_shape, rhs_shape, lhs_contracting, rhs_contracting, lhs_batch,
+                rhs_batch) -> dict:
+    """The product as (batch, m, k) @ (batch, k, n): the operand transpositions that get
+    there ("lhs_perm", "rhs_perm") and the sizes. A device's GEMM (and the reference)
+    reads the operands through these views."""
+    lf = free_dims(len(lhs_shape), lhs_contracting, lhs_batch)
+    rf = free_dims(len(rhs_shape), rhs_contracting, rhs_batch)
+    return {"lhs_perm": list(lhs_batch) + lf + list(lhs_contracting),
+            "rhs_perm": list(rhs_batch) + list(rhs_contracting) + rf,
+            "batch": _size(lhs_shape, lhs_batch), "m": _size(lhs_shape, lf),
+            "k": _size(lhs_shape, lhs_contracting), "n": _size(rhs_shape, rf)}
+
+
+def _gemm_args(ins, shapes) -> dict:
+    return gemm_layout(*shapes, **{k: tuple(ins.attrs[k]) for k in
+                                   ("lhs_contracting", "rhs_contracting", "lhs_batch", "rhs_batch")})
+
+
 def canonical_operands(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch):
-    """Transpose and reshape to (batch, m, k) @ (batch, k, n); shared with the CPU runtime."""
-    lf = free_dims(lhs.ndim, lhs_contracting, lhs_batch)
-    rf = free_dims(rhs.ndim, rhs_contracting, rhs_batch)
-    size = lambda x, ds: int(np.prod([x.shape[d] for d in ds], dtype=np.int64))
-    b, m, k, n = size(lhs, lhs_batch), size(lhs, lf), size(lhs, lhs_contracting), size(rhs, rf)
-    a = np.transpose(lhs, list(lhs_batch) + lf + list(lhs_contracting)).reshape(b, m, k)
-    c = np.transpose(rhs, list(rhs_batch) + list(rhs_contracting) + rf).reshape(b, k, n)
+    """Transpose and reshape to (batch, m, k) @ (batch, k, n)."""
+    g = gemm_layout(lhs.shape, rhs.shape, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch)
+    a = np.transpose(lhs, g["lhs_perm"]).reshape(g["batch"], g["m"], g["k"])
+    c = np.transpose(rhs, g["rhs_perm"]).reshape(g["batch"], g["k"], g["n"])
     return a, c
 
 
@@ -86,4 +105,4 @@ def _dot_vjp(g, out, lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_
 dot_general = primitive("dot_general", LIBRARY, _dot_infer, _dot_ref,
                         attrs=("lhs_contracting", "rhs_contracting", "lhs_batch", "rhs_batch"),
                         doc="out = batch dims, then lhs free dims, then rhs free dims.",
-                        vjp=_dot_vjp)
+                        vjp=_dot_vjp, library=LibraryCall("gemm", _gemm_args))

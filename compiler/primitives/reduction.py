@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import (NOT_DIFFERENTIABLE, OPAQUE, REDUCTION, apply, fail, primitive,
+from ..primitive import (NOT_DIFFERENTIABLE, OPAQUE, REDUCTION, LibraryCall, apply, fail, primitive,
                          widen_half)
 
 REDUCERS = ("sum", "prod", "max", "min", "and", "or")
@@ -226,4 +226,4 @@ def _cumulative_ref(x, axis, kind, reverse):
 cumulative = primitive("cumulative", OPAQUE, _cumulative_infer, _cumulative_ref,
                        attrs=("axis", "kind", "reverse"),
                        doc="Inclusive scan along `axis` (from the end when `reverse`).",
-                       vjp=_cumulative_vjp)
+                       vjp=_cumulative_vjp, library=LibraryCall("host"))

@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import NOT_DIFFERENTIABLE, OPAQUE, apply, fail, primitive
+from ..primitive import NOT_DIFFERENTIABLE, OPAQUE, LibraryCall, apply, fail, primitive
 
 
 def _check(op, operands, dimension):
@@ -41,7 +41,8 @@ def _sort_vjp(g, out, x, dimension, descending):
 
 
 sort = primitive("sort", OPAQUE, _sort_infer, _sort_ref, attrs=("dimension", "descending"),
-                 doc="NaN sorts after every number.", vjp=_sort_vjp)
+                 doc="NaN sorts after every number.", vjp=_sort_vjp,
+                 library=LibraryCall("host"))
 
 
 def _argsort_infer(operands, dimension, descending, index_dtype):
@@ -55,4 +56,5 @@ def _argsort_ref(x, dimension, descending, index_dtype):
 
 argsort = primitive("argsort", OPAQUE, _argsort_infer, _argsort_ref,
                     attrs=("dimension", "descending", "index_dtype"),
-                    doc="Stable: equal elements keep their order.", vjp=NOT_DIFFERENTIABLE)
+                    doc="Stable: equal elements keep their order.", vjp=NOT_DIFFERENTIABLE,
+                    library=LibraryCall("host"))

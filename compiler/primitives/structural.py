@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import INDEXING, LEAF, NOT_DIFFERENTIABLE, OPAQUE, apply, fail, primitive
+from ..primitive import INDEXING, LEAF, NOT_DIFFERENTIABLE, OPAQUE, LibraryCall, apply, fail, primitive
 
 
 def _ints(x) -> tuple:
@@ -424,7 +424,7 @@ def _scatter_ref(x, idx, upd, axis, mode):
 scatter = primitive("scatter", OPAQUE, _scatter_infer, _scatter_ref, attrs=("axis", "mode"),
                     doc="The transpose of gather: out = x; out[.., idx[j], ..] (=|+=) upd[.., j, ..]. "
                         "Out-of-range indices are skipped; with 'set' the last write wins.",
-                    vjp=_scatter_vjp)
+                    vjp=_scatter_vjp, library=LibraryCall("host"))
 
 
 def _tuple_infer(operands):

@@ -1,0 +1,145 @@
+"""The one entry point of compilation: `compile(module, target, donated) -> Program`.
+
+    module --optimize, fusion, buffer assignment (passes/pipeline.py)--> ExecutionPlan
+           --code generation for the target (codegen/)--------------------> Program
+
+A target is "cpu" (the host: its triple, CPU name and features) or an NVPTX architecture
+("sm_80", "sm_90", ...). Devices call only this module and read only the Program
+(compiler/program.py); how a module is planned and emitted stays inside the compiler.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from . import graphviz
+from .codegen.library_calls import library_step
+from .module import Module
+from .passes.pipeline import compile_plan
+from .plan import ExecutionPlan
+from .program import Program, describe_value
+
+CPU = "cpu"
+
+def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(), *,
+            verify: bool = False, dumps: bool = False) -> Program:
+    """Compile `module` for `target`. `donated`: parameter numbers whose buffers the
+    caller gives up, so outputs and temporaries may be written into them once they are
+    dead. `verify`: run the verifier after every pass. `dumps`: fill `Program.dumps`
+    with the text of every stage (optimized HLO, fusion decisions, Graphviz, LLVM IR,
+    assembly or PTX)."""
+    if target == CPU:
+        return _compile_cpu(module, frozenset(donated), verify, dumps)
+    return _compile_nvptx(module, target, verify, dumps)
+
+
+def target_id(target: str = CPU) -> tuple:
+    """What, besides the module, decides the code for `target` (strings, for cache
+    keys): the host's triple, CPU name and features, or the architecture; and LLVM's
+    version."""
+    from .codegen import llvm_target
+    if target == CPU:
+        return llvm_target.host() + (llvm_target.llvm_version(),)
+    return (target, llvm_target.llvm_version())
+
+
+def llvm_lock() -> Any:
+    """The lock around LLVM's global state (not thread-safe): the CPU compiler holds it,
+    and so must a device loading object code with MCJIT."""
+    from .codegen import llvm_target
+    return llvm_target._LOCK
+
+
+def gpu_arch(capability: tuple) -> str:
+    """The NVPTX target for a GPU of compute capability (major, minor)."""
+    from .codegen.nvptx import arch_of
+    return arch_of(capability)
+
+
+# ---- the two targets -------------------------------------------------------------------
+
+def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool) -> Program:
+    from .codegen import cpu_kernels, llvm_target
+    plan = compile_plan(module, verify=verify, donate_inputs=donated)
+    ir_text, steps = cpu_kernels.generate(plan, module.name)
+    llmod = llvm_target.optimize(ir_text, module.name)
+    code = llvm_target.emit_object(llmod)
+    program = _program(plan, CPU, code, steps, donated)
+    if dumps:
+        program.dumps = _plan_texts(plan)
+        program.dumps.update(llvm=str(llmod), asm=llvm_target.emit_assembly(llmod))
+    return program
+
+
+def _compile_nvptx(module: Module, arch: str, verify: bool, dumps: bool) -> Program:
+    from .codegen import nvptx
+    plan = compile_plan(module, verify=verify)
+    gpu = nvptx.emit_plan(plan, arch, module.name)
+    steps = []
+    for s in gpu.launches:
+        if isinstance(s, nvptx.LaunchSpec):
+            steps.append(_launch_step(s))
+        else:           # a LIBRARY or OPAQUE kernel: its stanza's library call
+            steps += [library_step(plan.module, s.name, pos) for pos in s.outputs]
+    program = _program(plan, arch, gpu.ptx.encode(), steps, frozenset())
+    program.scratch = dict(gpu.scratch)
+    if dumps:
+        program.dumps = _plan_texts(plan)
+        program.dumps.update(llvm=gpu.llvm_ir, ptx=gpu.ptx)
+    return program
+
+
+def _launch_step(spec: Any) -> dict:
+    return {"type": "launch", "kernel": spec.name, "fn": spec.name, "grid": list(spec.grid),
+            "block": list(spec.block), "shared_bytes": int(spec.shared_bytes),
+            "args": list(spec.params)}
+
+
+# ---- the Program ---------------------------------------------------------------------------
+
+def _referenced(plan: ExecutionPlan, steps: list) -> set:
+    refs = set(plan.module.outputs) | set(plan.buffers.slot_of) | set(plan.module.parameters)
+    for s in steps:
+        refs.update(a for a in s.get("args", []) if isinstance(a, int))
+        if s["type"] == "library":
+            refs.add(s["pos"])
+            refs.update(s["operands"])
+        refs.update(r["pos"] for r in s.get("roots", []) if r["pos"] is not None)
+    return refs
+
+
+def _program(plan: ExecutionPlan, target: str, code: bytes, steps: list,
+             donated: frozenset) -> Program:
+    m, buffers = plan.module, plan.buffers
+    values = {str(p): describe_value(m.instructions[p]) for p in sorted(_referenced(plan, steps))}
+    return Program(
+        name=m.name, target=target, code=code, steps=steps, values=values,
+        params=[[p, m.instructions[p].attrs["number"]] for p in m.parameters],
+        outputs=list(m.outputs),
+        slots=[[p, s] for p, s in buffers.slot_of.items()],
+        slot_bytes=list(buffers.slot_bytes), peak_bytes=int(buffers.peak_bytes),
+        aliases=[[int(o), int(x)] for o, x in buffers.aliases.items()],
+        donated=sorted(int(n) for n in donated))
+
+
+# ---- dump texts --------------------------------------------------------------------------
+
+def _plan_texts(plan: ExecutionPlan) -> dict:
+    return {"optimized_hlo": str(plan.module), "fusion": fusion_report(plan),
+            "dot": graphviz.plan_dot(plan)}
+
+
+def fusion_report(plan: ExecutionPlan) -> str:
+    """Every kernel with its members and the reasons its inputs were not fused, then
+    every fusion decision, then the peak memory of the buffer plan."""
+    lines = []
+    for k in plan.kernels:
+        lines.append(f"kernel {k.name} ({k.kind}): members {k.members} outputs {k.outputs} "
+                     f"inputs {k.inputs}")
+        lines.extend(f"    {r}" for r in k.reasons)
+    lines.append("")
+    lines.append("decisions:")
+    lines.extend(f"  {d}" for d in plan.decisions)
+    lines.append(f"peak bytes: {plan.buffers.peak_bytes}")
+    return "\n".join(lines) + "\n"
+
+

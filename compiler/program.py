@@ -1,0 +1,126 @@
+"""What compilation hands a device: a self-contained, serializable Program.
+
+A Program holds everything a device needs to run a compiled module and nothing it must
+work out itself: the kernels' code (host object code, or PTX text as bytes), the steps in
+execution order (kernel calls with their loop or launch shape, library calls named by
+their primitives' stanzas), the buffer plan (slots, sizes, in-place pairs), the values
+the steps touch (shape, dtype, constants' literals) and, when asked for, the texts of
+each stage for dumps. Everything but the dump texts is plain JSON-able data plus one
+bytes blob, so the disk cache stores a Program and a fresh process runs it without
+re-planning (`to_cache` / `from_cache`).
+
+Steps are dicts with a "type":
+- "loop", "partial" (CPU): a generated function over a range of the outer dimension
+  (compiler/codegen/cpu_kernels.py describes their fields);
+- "launch" (GPU): a kernel entry with grid, block, shared bytes and its parameters;
+- "library": a call a device implements natively, named by the primitive's stanza
+  (`call`), with the value it writes (`pos`), the values it reads (`operands`) and the
+  call's arguments the compiler worked out (`args`).
+"""
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import dtypes as D
+from .literal import Literal
+
+FORMAT = 1      # bump when the stored layout changes (old cache entries then miss)
+
+
+@dataclass
+class Program:
+    name: str
+    target: str                   # "cpu" or an NVPTX architecture ("sm_80")
+    code: bytes                   # object code (CPU) or PTX text (GPU); b"" if no kernels
+    steps: list                   # dicts, in execution order (see the module docstring)
+    values: dict                  # str(position) -> description (see `describe_value`)
+    params: list                  # [position, parameter number]
+    outputs: list                 # positions of the module outputs, in order
+    slots: list = field(default_factory=list)        # [position, slot]
+    slot_bytes: list = field(default_factory=list)
+    peak_bytes: int = 0
+    aliases: list = field(default_factory=list)      # [output, donated parameter]
+    donated: list = field(default_factory=list)      # donated parameter numbers
+    scratch: dict = field(default_factory=dict)      # GPU: scratch key -> bytes
+    dumps: dict = field(default_factory=dict)        # stage -> text (never stored)
+
+    def kernels(self) -> int:
+        """Kernel calls per run (library calls included)."""
+        return len(self.steps)
+
+    def to_cache(self) -> tuple:
+        """(meta dict, code bytes): what the disk cache stores."""
+        meta = {k: getattr(self, k) for k in _STORED}
+        meta["format"] = FORMAT
+        return meta, self.code
+
+    @classmethod
+    def from_cache(cls, meta: dict, code: bytes) -> "Program":
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"program format {meta.get('format')!r}, expected {FORMAT}")
+        return cls(code=code, **{k: meta[k] for k in _STORED})
+
+    def value_table(self) -> dict:
+        """position -> ValueInfo for every value the steps touch."""
+        return {int(p): ValueInfo(d) for p, d in self.values.items()}
+
+
+_STORED = ("name", "target", "steps", "values", "params", "outputs", "slots", "slot_bytes",
+           "peak_bytes", "aliases", "donated", "scratch")
+
+
+# ---- values -------------------------------------------------------------------------------
+
+def describe_value(ins: Any) -> dict:
+    """One module instruction as JSON-able data."""
+    return {"op": ins.op, "operands": list(ins.operands), "shape": list(ins.shape),
+            "dtype": ins.dtype.name, "attrs": {k: encode_attr(v) for k, v in ins.attrs.items()}}
+
+
+class ValueInfo:
+    """One referenced module value: shape, dtype, op and attributes."""
+
+    __slots__ = ("op", "operands", "shape", "dtype", "attrs", "nbytes")
+
+    def __init__(self, d: dict) -> None:
+        self.op = d["op"]
+        self.operands = tuple(d["operands"])
+        self.shape = tuple(d["shape"])
+        self.dtype = D.from_name(d["dtype"])
+        self.attrs = {k: decode_attr(v) for k, v in d["attrs"].items()}
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def constant(self) -> np.ndarray:
+        """A constant's value as a C-contiguous array of its shape and dtype."""
+        arr = np.asarray(self.attrs["value"].array).astype(self.dtype.np).reshape(self.shape)
+        return np.array(arr, order="C")      # (ascontiguousarray makes 0-d 1-d)
+
+
+def encode_attr(v: Any) -> Any:
+    if isinstance(v, D.DType):
+        return {"dtype": v.name}
+    if isinstance(v, Literal):
+        a = np.ascontiguousarray(v.array)
+        return {"literal": base64.b64encode(a.tobytes()).decode(), "np": a.dtype.str,
+                "shape": list(a.shape)}
+    if isinstance(v, (tuple, list)):
+        return [encode_attr(x) for x in v]
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def decode_attr(v: Any) -> Any:
+    if isinstance(v, dict) and "dtype" in v:
+        return v["dtype"]
+    if isinstance(v, dict) and "literal" in v:
+        raw = base64.b64decode(v["literal"])
+        dt = D.bfloat16.np if v["np"] == D.bfloat16.np.str else np.dtype(v["np"])
+        return Literal(np.frombuffer(raw, dtype=dt).reshape(v["shape"]))
+    if isinstance(v, list):
+        return tuple(decode_attr(x) for x in v)
+    return v

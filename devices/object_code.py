@@ -1,0 +1,44 @@
+"""Host object code loaded into the process (LLVM's MCJIT), functions by name.
+
+The disk cache stores object code, so a Program's code is loaded this way whether it was
+just compiled or read from disk.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import llvmlite.binding as llvm
+
+from ..compiler.driver import llvm_lock
+
+
+@functools.lru_cache(maxsize=None)
+def _initialized() -> bool:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return True
+
+
+class LoadedCode:
+    """Object code in its own MCJIT engine (which owns and frees its target machine)."""
+
+    def __init__(self, obj: bytes) -> None:
+        _initialized()
+        target = llvm.Target.from_triple(llvm.get_process_triple())
+        tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                          features=llvm.get_host_cpu_features().flatten(),
+                                          reloc="pic", codemodel="jitdefault")
+        with llvm_lock():
+            empty = llvm.parse_assembly("")
+            empty.triple = tm.triple
+            self.engine = llvm.create_mcjit_compiler(empty, tm)
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            self.engine.finalize_object()
+
+    def address(self, name: str) -> int:
+        with llvm_lock():
+            addr = self.engine.get_function_address(name)
+        if not addr:
+            raise ValueError(f"compiled code has no function {name!r}")
+        return addr

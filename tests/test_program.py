@@ -1,0 +1,86 @@
+"""The one compile entry point: `lazyarray.compiler.compile(module, target, donated)`
+returns a Program that holds everything a device runs (code, steps, buffer plan, values),
+survives a round trip through the disk cache's JSON, and runs the same after it."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from lazyarray.compiler import Program, compile
+from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.module import Instruction as I
+from lazyarray.compiler.module import Module
+from lazyarray.devices.cpu import CPUDevice, CPUExecutable
+from lazyarray.devices.interpreter import InterpreterDevice
+
+
+def _module() -> Module:
+    """exp(x) @ w, its row sums and a sort: generated kernels, a library call (gemm) and
+    a host call (sort) in one program."""
+    return Module("mixed", [
+        I("parameter", (), (4, 3), D.float32, {"number": 0}),
+        I("parameter", (), (3, 5), D.float32, {"number": 1}),
+        I("exponential", (0,), (4, 3), D.float32, {}),
+        I("dot_general", (2, 1), (4, 5), D.float32,
+          {"lhs_contracting": (1,), "rhs_contracting": (0,), "lhs_batch": (), "rhs_batch": ()}),
+        I("reduce", (3,), (4,), D.float32, {"axes": (1,), "kind": "sum"}),
+        I("sort", (3,), (4, 5), D.float32, {"dimension": 1, "descending": False}),
+    ], [4, 5])
+
+
+def _args() -> list:
+    rng = np.random.default_rng(0)
+    return [rng.standard_normal((4, 3)).astype(np.float32),
+            rng.standard_normal((3, 5)).astype(np.float32)]
+
+
+def _device() -> CPUDevice:
+    return CPUDevice(lambda: {"cache_dir": "off", "num_threads": 1})
+
+
+def test_cpu_program_round_trips_through_the_cache_format_and_runs():
+    program = compile(_module(), "cpu")
+    assert isinstance(program, Program) and program.code
+    calls = [s.get("call") for s in program.steps if s["type"] == "library"]
+    assert sorted(calls) == ["gemm", "host"], program.steps
+    meta, code = program.to_cache()
+    again = Program.from_cache(json.loads(json.dumps(meta)), code)
+    want = InterpreterDevice().compile(_module()).run(_args())
+    for p in (program, again):
+        got = CPUExecutable(p, _device()).run(_args())
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_an_older_program_layout_is_refused():
+    meta, code = compile(_module(), "cpu").to_cache()
+    meta["format"] = -1
+    with pytest.raises(ValueError, match="format"):
+        Program.from_cache(meta, code)
+
+
+def test_dump_texts_come_with_the_program_only_when_asked():
+    assert compile(_module(), "cpu").dumps == {}
+    texts = compile(_module(), "cpu", dumps=True).dumps
+    assert {"optimized_hlo", "fusion", "dot", "llvm", "asm"} <= set(texts)
+    assert "digraph" in texts["dot"] and "kernel " in texts["fusion"]
+
+
+def test_nvptx_program_is_plain_data_with_launches():
+    program = compile(_module(), "sm_80")
+    json.dumps(program.to_cache()[0])          # every field is JSON
+    launches = [s for s in program.steps if s["type"] == "launch"]
+    assert launches and all(len(s["grid"]) == len(s["block"]) == 3 for s in launches)
+    assert b".entry" in program.code
+    assert [s["call"] for s in program.steps if s["type"] == "library"] == ["gemm", "host"]
+
+
+def test_donation_reaches_the_buffer_plan():
+    m = Module("upd", [I("parameter", (), (64,), D.float32, {"number": 0}),
+                       I("parameter", (), (64,), D.float32, {"number": 1}),
+                       I("subtract", (0, 1), (64,), D.float32, {})], [2])
+    assert compile(m, "cpu").aliases == []
+    program = compile(m, "cpu", frozenset({0}))
+    assert program.donated == [0] and program.aliases == [[2, 0]]
