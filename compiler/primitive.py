@@ -41,6 +41,8 @@ class Primitive:
     reduced_axes: Any = None             # reductions: (attrs) -> the axes they combine
     expand: Any = None                   # (*operand nodes, **attrs) -> a graph of other
                                          # primitives that replaces it before fusion
+    batch: Any = None                    # vmap: a rule (compiler/batching.py) or
+                                         # LOOP_OVER_BATCH, the explicit fallback
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
