@@ -54,6 +54,10 @@ class Primitive:
                                          # primitives that replaces it before fusion
     library: Optional[LibraryCall] = None  # LIBRARY / OPAQUE: the call a device makes
                                            # where no code is generated for it
+    batch: Any = None                    # vmap: a rule (compiler/batching.py) or
+                                         # LOOP_OVER_BATCH, the explicit fallback
+    pure: bool = True                    # False: the result depends on more than the
+                                         # operands (collectives); never folded
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

@@ -20,9 +20,16 @@ def _register_cpu() -> None:
         from .devices.cpu import CPUDevice
     except ImportError:
         return
-    runtime.register_device("cpu", lambda name: CPUDevice(_cpu_settings))
+    runtime.register_device("cpu", lambda name: _named(CPUDevice(_cpu_settings), name),
+                            count=lambda: max(1, int(config.cpu_devices)))
     for stage in ("optimized_hlo", "llvm", "asm", "dot"):
         debug.STAGES.setdefault(stage, _stage_of_device(stage))
+
+
+def _named(device, name: str):
+    """A logical CPU device other than the first reports its own name ('cpu:1')."""
+    device.name = name
+    return device
 
 
 def _stage_of_device(stage: str):
@@ -41,7 +48,9 @@ def _register_cuda() -> None:
     """'cuda' and 'cuda:N' exist only where cuda-python imports and a GPU is present."""
     from .devices import cuda
     if cuda.available():
-        runtime.register_device("cuda", lambda name: cuda.CudaDevice(name))
+        runtime.register_device("cuda", lambda name: cuda.CudaDevice(name),
+                                count=lambda: cuda.check(cuda.driver().cuDeviceGetCount(),
+                                                         "cuDeviceGetCount"))
 
 
 _register_cuda()

@@ -29,8 +29,9 @@ from .devices.device import Device
 class DeviceState:
     """A device and what lazyarray keeps for it: pending tensors and compiled executables."""
 
-    def __init__(self, device: Device) -> None:
+    def __init__(self, device: Device, index: int = 0) -> None:
         self.device = device
+        self.index = index
         # weak references to tensors that may be pending: appending is the cheapest record
         # (a WeakSet would compare tensors, and == on tensors records an op)
         self.pending: list = []
@@ -57,16 +58,25 @@ class DeviceState:
         return out
 
     def __repr__(self) -> str:
-        return f"device(type='{self.device.name}')"
+        kind = self.device.name.split(":")[0]
+        return f"device(type='{kind}', index={self.index})" if self.index else \
+            f"device(type='{kind}')"
 
 
 _STATES: dict = {}
 _FACTORIES: dict = {}
+_COUNTS: dict = {}
 
 
-def register_device(prefix: str, factory: Any) -> None:
-    """Make `factory(name)` the maker of devices called `prefix` or `prefix:N`."""
+def register_device(prefix: str, factory: Any, count: Any = None) -> None:
+    """Make `factory(name)` the maker of devices called `prefix` or `prefix:N`, where
+    0 <= N < count() (one device when `count` is None)."""
     _FACTORIES[prefix] = factory
+    _COUNTS[prefix] = count or _one
+
+
+def _one() -> int:
+    return 1
 
 
 def registered_devices() -> list:
@@ -82,15 +92,34 @@ def get_device(name: Any = None) -> DeviceState:
     name = str(name)
     state = _STATES.get(name)
     if state is None:
-        prefix = name.split(":")[0]
-        if prefix not in _FACTORIES:
-            raise ValueError(f"unknown device {name!r}; known: {', '.join(sorted(_FACTORIES))}")
-        state = _STATES[name] = DeviceState(_FACTORIES[prefix](name))
-        if name == prefix + ":0":
-            _STATES[prefix] = state
-        elif ":" not in name:
-            _STATES[prefix + ":0"] = state
+        prefix, index = _parse_device(name)
+        canonical = f"{prefix}:{index}"
+        state = _STATES.get(canonical)
+        if state is None:
+            # the first device of a kind keeps the kind's plain name ('cpu', 'cuda')
+            state = DeviceState(_FACTORIES[prefix](canonical if index else prefix), index)
+            _STATES[canonical] = state
+        _STATES[name] = state
     return state
+
+
+def _parse_device(name: str) -> tuple:
+    """('cpu', 0) for 'cpu' or 'cpu:0'; raises for an unknown kind or index."""
+    prefix, _, index = name.partition(":")
+    if prefix not in _FACTORIES:
+        raise ValueError(f"unknown device {name!r}; known: {', '.join(sorted(_FACTORIES))}")
+    count = _COUNTS.get(prefix, _one)()
+    if index and not index.isdigit():
+        raise ValueError(f"device {name!r}: the index after ':' must be a number, "
+                         f"e.g. '{prefix}:0'")
+    n = int(index or 0)
+    if n >= count:
+        hint = " (set LAZYARRAY_CPU_DEVICES=K, or la.config.cpu_devices = K, for K logical " \
+               "CPU devices)" if prefix == "cpu" else ""
+        raise ValueError(f"unknown device {name!r}: there {'is' if count == 1 else 'are'} "
+                         f"{count} {prefix} device{'s' if count != 1 else ''} "
+                         f"({', '.join(f'{prefix}:{i}' for i in range(count))}){hint}")
+    return prefix, n
 
 
 def default_device_name() -> str:

@@ -12,6 +12,7 @@ from typing import Any, Optional
 from ..compiler import dtypes as D
 from ..compiler.node import Node
 from ..compiler.primitive import apply
+from . import autocast
 from .promotion import as_node, convert, shape_str
 
 Operand = Any
@@ -49,6 +50,7 @@ def _float_pair(op: str, x: Operand, w: Operand) -> tuple:
 def _conv(op: str, n: int, x: Operand, weight: Operand, bias: Optional[Operand], stride: Any,
           padding: Any, dilation: Any, groups: int) -> Node:
     x, weight = _float_pair(op, x, weight)
+    x, weight = autocast.lower(x), autocast.lower(weight)
     if x.ndim != n + 2 or weight.ndim != n + 2:
         raise ValueError(f"{op}: expects input (N, C, {'L' if n == 1 else 'H, W'}) and weight "
                          f"(O, C/groups, *kernel) of rank {n + 2}, got {shape_str(x.shape)} and "

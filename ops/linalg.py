@@ -9,6 +9,7 @@ from ..compiler.primitive import apply
 from .manipulation import expand_dims, matrix_transpose, reshape, squeeze
 from .promotion import as_node, broadcast_shapes, broadcast_to, convert, normalize_axis, shape_str
 from .statistical import sum as _sum
+from . import autocast
 from .elementwise import multiply
 
 
@@ -22,6 +23,7 @@ def _common(op: str, a: Any, b: Any) -> tuple:
 
 def matmul(a: Any, b: Any) -> Node:
     a, b = _common("matmul", a, b)
+    a, b = autocast.lower(a), autocast.lower(b)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: operands must have rank >= 1, got {shape_str(a.shape)} @ "
                          f"{shape_str(b.shape)}")
@@ -54,6 +56,7 @@ def matmul(a: Any, b: Any) -> Node:
 
 def tensordot(a: Any, b: Any, axes: Any = 2) -> Node:
     a, b = _common("tensordot", a, b)
+    a, b = autocast.lower(a), autocast.lower(b)
     if isinstance(axes, int):
         if axes < 0 or axes > min(a.ndim, b.ndim):
             raise ValueError(f"tensordot: axes={axes} out of range for {shape_str(a.shape)} and "

@@ -19,6 +19,7 @@ from .linalg import matmul
 from .manipulation import matrix_transpose, reshape
 from .promotion import as_node, broadcast_to, convert, normalize_axis, shape_str
 from .statistical import max as _max, mean, sum as _sum
+from . import autocast
 
 Operand = Any
 
@@ -29,6 +30,11 @@ def _float(op: str, x: Operand) -> Node:
         raise TypeError(f"{op}: needs a floating-point tensor, got {x.dtype.name}"
                         f"{list(x.shape)}; convert with .astype(la.float32)")
     return x
+
+
+def _float32(op: str, x: Operand) -> Node:
+    """_float, widened to float32 under autocast (softmax, normalizations, losses)."""
+    return autocast.widen(_float(op, x))
 
 
 # ---- activations -------------------------------------------------------------------
@@ -71,7 +77,7 @@ def softplus(x: Operand) -> Node:
 
 def _shifted(op: str, x: Operand, axis: int) -> tuple:
     """x minus its max along axis (so exp never overflows), and the axis."""
-    x = _float(op, x)
+    x = _float32(op, x)
     axis = normalize_axis(op, axis, x.ndim)
     top = _max(x, axis=axis, keepdims=True)
     return subtract(x, top), axis
@@ -89,7 +95,7 @@ def log_softmax(x: Operand, axis: int = -1) -> Node:
 
 
 def logsumexp(x: Operand, axis: int = -1, keepdims: bool = False) -> Node:
-    x = _float("logsumexp", x)
+    x = _float32("logsumexp", x)
     axis = normalize_axis("logsumexp", axis, x.ndim)
     top = _max(x, axis=axis, keepdims=True)
     out = add(log(_sum(exp(subtract(x, top)), axis=axis, keepdims=True)), top)
@@ -101,7 +107,7 @@ def logsumexp(x: Operand, axis: int = -1, keepdims: bool = False) -> Node:
 def layer_norm(x: Operand, normalized_shape: Any, weight: Optional[Node] = None,
                bias: Optional[Node] = None, eps: float = 1e-5) -> Node:
     """Normalize over the trailing dimensions `normalized_shape` (biased variance)."""
-    x = _float("layer_norm", x)
+    x = _float32("layer_norm", x)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
@@ -139,7 +145,7 @@ def batch_norm(x: Operand, mean_: Node, var: Node, weight: Optional[Node] = None
                bias: Optional[Node] = None, eps: float = 1e-5) -> Node:
     """(x - mean) / sqrt(var + eps) * weight + bias, with per-channel statistics (channels
     on axis 1, as in PyTorch)."""
-    x = _float("batch_norm", x)
+    x = _float32("batch_norm", x)
     if x.ndim < 2 or any(v is not None and v.shape != (x.shape[1],)
                          for v in (mean_, var, weight, bias)):
         raise ValueError(f"batch_norm: needs (N, C, ...) input and (C,) statistics and "
@@ -154,7 +160,7 @@ def batch_norm(x: Operand, mean_: Node, var: Node, weight: Optional[Node] = None
 
 def batch_stats(x: Operand) -> tuple:
     """Per-channel mean and biased variance of (N, C, ...) input, over all axes but 1."""
-    x = _float("batch_norm", x)
+    x = _float32("batch_norm", x)
     if x.ndim < 2:
         raise ValueError(f"batch_norm: needs (N, C, ...) input, got {shape_str(x.shape)}")
     axes = (0,) + tuple(range(2, x.ndim))
@@ -231,7 +237,7 @@ def _reduce_loss(op: str, loss: Node, reduction: str) -> Node:
 def cross_entropy(logits: Operand, labels: Operand, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Node:
     """Softmax cross-entropy of logits (N, C) (or (C,)) against integer labels (N,)."""
-    logits = _float("cross_entropy", logits)
+    logits = _float32("cross_entropy", logits)
     labels = as_node(labels)
     if not labels.dtype.is_int:
         raise TypeError(f"cross_entropy: labels must be integer class indices, got "
@@ -248,32 +254,32 @@ def cross_entropy(logits: Operand, labels: Operand, reduction: str = "mean",
 
 def soft_cross_entropy(logits: Operand, target: Operand, reduction: str = "mean") -> Node:
     """Cross-entropy against a probability distribution over the last axis."""
-    logits = _float("cross_entropy", logits)
+    logits = _float32("cross_entropy", logits)
     per_row = negative(_sum(multiply(as_node(target), log_softmax(logits, -1)), axis=-1))
     return _reduce_loss("cross_entropy", per_row, reduction)
 
 
 def nll_loss(log_probs: Operand, labels: Operand, reduction: str = "mean") -> Node:
-    log_probs = _float("nll_loss", log_probs)
+    log_probs = _float32("nll_loss", log_probs)
     target = one_hot(labels, log_probs.shape[-1], log_probs.dtype)
     return _reduce_loss("nll_loss", negative(_sum(multiply(target, log_probs), axis=-1)),
                         reduction)
 
 
 def mse_loss(prediction: Operand, target: Operand, reduction: str = "mean") -> Node:
-    d = subtract(_float("mse_loss", prediction), target)
+    d = subtract(_float32("mse_loss", prediction), target)
     return _reduce_loss("mse_loss", multiply(d, d), reduction)
 
 
 def l1_loss(prediction: Operand, target: Operand, reduction: str = "mean") -> Node:
-    return _reduce_loss("l1_loss", abs(subtract(_float("l1_loss", prediction), target)),
+    return _reduce_loss("l1_loss", abs(subtract(_float32("l1_loss", prediction), target)),
                         reduction)
 
 
 def binary_cross_entropy_with_logits(logits: Operand, target: Operand,
                                      reduction: str = "mean") -> Node:
     """max(x, 0) - x*y + log(1 + exp(-|x|)): never overflows."""
-    x = _float("binary_cross_entropy_with_logits", logits)
+    x = _float32("binary_cross_entropy_with_logits", logits)
     target = as_node(target)
     if target.shape != x.shape:
         raise ValueError(f"binary_cross_entropy_with_logits: target {shape_str(target.shape)} "

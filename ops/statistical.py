@@ -8,6 +8,7 @@ from ..compiler.node import Node
 from ..compiler.primitive import apply
 from .promotion import as_node, broadcast_to, convert, normalize_axes, normalize_axis, scalar
 from .elementwise import divide, subtract, sqrt, square
+from . import autocast
 
 
 def _keep(x: Node, out: Node, axes: tuple, keepdims: bool) -> Node:
@@ -20,6 +21,8 @@ def _keep(x: Node, out: Node, axes: tuple, keepdims: bool) -> Node:
 def _accumulator(x: Node, dtype: Any) -> D.DType:
     if dtype is not None:
         return D.to_dtype(dtype)
+    if x.dtype in autocast.LOW and autocast.current() is not None:
+        return D.float32
     if x.dtype is D.bool_ or x.dtype.kind == "int":
         return D.int64
     if x.dtype.kind == "uint":

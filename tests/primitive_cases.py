@@ -158,6 +158,11 @@ def _other_cases() -> list:
         Case("cumulative_min_reverse", "cumulative", (_op((3, 4)),),
              {"axis": 1, "kind": "min", "reverse": True}),
         Case("sort_rows", "sort", (_op((3, 5)),), {"dimension": 1, "descending": False}),
+        # collectives, in the group of one process the suite runs as
+        Case("all_reduce_sum", "all_reduce", (_op((3, 4)),), {"kind": "sum"}),
+        Case("all_reduce_max", "all_reduce", (_op((5,)),), {"kind": "max"}),
+        Case("all_gather", "all_gather", (_op((2, 3)),), {"size": 1}),
+        Case("broadcast_root0", "broadcast", (_op((4,)),), {"root": 0}),
         Case("sort_cols_descending", "sort", (_op((4, 3)),), {"dimension": 0, "descending": True}),
         Case("argsort_rows", "argsort", (_op((3, 5), T, "small"),),
              {"dimension": 1, "descending": False, "index_dtype": s64}),

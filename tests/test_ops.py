@@ -51,6 +51,8 @@ NOT_OPS = {
     "sync": "runtime: test_sync.py",
     "grad": "function transform: test_gradients.py",
     "value_and_grad": "function transform: test_gradients.py",
+    "vmap": "function transform: test_vmap.py",
+    "autocast": "mixed-precision context: test_autocast.py",
     "lift": "the mechanism that makes ops public (exported by accident?)",
 }
 

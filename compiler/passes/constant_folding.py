@@ -7,7 +7,8 @@ Rules:
   most MAX_ELEMENTS elements (a big literal would cost memory and fingerprint bytes);
 - `elementwise(splat(a), splat(b), ...) -> broadcast_in_dim(constant(f(a, b, ...)))` for
   splats of rank-0 constants, at any size (the result stays one scalar);
-- never folded: leaves (`iota` stays a computation that fuses, not a stored array) and
+- never folded: leaves (`iota` stays a computation that fuses, not a stored array),
+  primitives that are not pure (collectives: every process must run them) and
   `broadcast_in_dim` of a rank-0 constant (already a splat, which fusion keeps in
   registers). An evaluation that raises is left for run time, which reports it.
 """
@@ -83,7 +84,8 @@ def _fold_splats(b: Builder, ins: Instruction) -> Optional[int]:
 
 
 def _rule(b: Builder, ins: Instruction) -> Optional[int]:
-    if not ins.operands or PRIMITIVES[ins.op].kind == LEAF or ins.op == "tuple":
+    prim = PRIMITIVES[ins.op]
+    if not ins.operands or prim.kind == LEAF or ins.op == "tuple" or not prim.pure:
         return None
     folded = _fold_all_constant(b, ins)
     return folded if folded is not None else _fold_splats(b, ins)

@@ -25,6 +25,7 @@ import string
 import numpy as np
 
 from .. import autodiff as A
+from .. import batching as B
 from .. import dtypes as D
 from ..primitive import LIBRARY, TypedArray, apply, fail, primitive
 
@@ -251,7 +252,18 @@ def _expand(x, w, **a):
     return A.reshape(moved, out_shape)
 
 
+def _conv_batch(node, size, operands, batched):
+    """A batched image stack folds into the images' own batch dimension; per-element
+    kernels are convolved one element at a time."""
+    if batched[1]:
+        return B.loop_over_batch(node, size, operands, batched)
+    lhs, rhs = operands
+    folded = apply("reshape", lhs, shape=(size * lhs.shape[1],) + tuple(lhs.shape[2:]))
+    out = B.same_op(node, [folded, rhs])
+    return apply("reshape", out, shape=(size,) + tuple(node.shape))
+
+
 convolution = primitive("convolution", LIBRARY, _conv_infer, _conv_ref, attrs=CONV_ATTRS,
-                        vjp=_conv_vjp, expand=_expand,
+                        vjp=_conv_vjp, expand=_expand, batch=_conv_batch,
                         doc="N-d cross-correlation, lhs (N, C, *S), rhs (O, C/G, *K) -> "
                             "(N, O, *S'), with strides, padding, lhs/rhs dilation and groups.")

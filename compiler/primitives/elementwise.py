@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from .. import autodiff as A
+from .. import batching as B
 from .. import dtypes as D
 from ..primitive import (ELEMENTWISE, NOT_DIFFERENTIABLE, any_dtype, apply, elementwise_infer,
                          fail, float_only, int_or_bool, integer_only, numeric, primitive,
@@ -40,7 +41,7 @@ def _same_dtype_ref(fn):
 
 def unary(name, rule, reference, emit, math_name=None, out_dtype=None, doc="", vjp=None):
     return primitive(name, ELEMENTWISE, elementwise_infer(name, rule, out_dtype), reference,
-                     emit=emit, math=math_name, doc=doc, vjp=vjp)
+                     emit=emit, math=math_name, doc=doc, vjp=vjp, batch=B.elementwise)
 
 
 def float_unary(name, fn, doc="", vjp=None):
@@ -51,7 +52,7 @@ def float_unary(name, fn, doc="", vjp=None):
 
 def binary(name, rule, reference, emit, math_name=None, doc="", vjp=None):
     return primitive(name, ELEMENTWISE, elementwise_infer(name, rule), reference,
-                     emit=emit, math=math_name, doc=doc, vjp=vjp)
+                     emit=emit, math=math_name, doc=doc, vjp=vjp, batch=B.elementwise)
 
 
 # ---- references that NumPy lacks or defines differently ------------------------------
@@ -386,7 +387,7 @@ _compare_infer.dtypes = D.ALL
 compare = primitive("compare", ELEMENTWISE, _compare_infer,
                     lambda a, b, direction: COMPARISONS[direction](a, b),
                     attrs=("direction",), emit=lambda e, a, b, direction: e.compare(direction, a, b),
-                    vjp=NOT_DIFFERENTIABLE)
+                    vjp=NOT_DIFFERENTIABLE, batch=B.elementwise)
 
 
 def _select_infer(operands):
@@ -399,7 +400,8 @@ def _select_infer(operands):
 
 _select_infer.dtypes = D.ALL
 select = primitive("select", ELEMENTWISE, _select_infer, lambda p, a, b: np.where(p, a, b),
-                   emit=lambda e, p, a, b: e.select(p, a, b), vjp=_select_vjp)
+                   emit=lambda e, p, a, b: e.select(p, a, b), vjp=_select_vjp,
+                   batch=B.elementwise)
 
 
 def _clamp_infer(operands):
@@ -411,7 +413,7 @@ clamp = primitive("clamp", ELEMENTWISE, _clamp_infer,
                   lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi).astype(x.dtype),
                   emit=lambda e, lo, x, hi: e.min(e.max(x, lo), hi),
                   doc="clamp(lo, x, hi) = min(max(x, lo), hi), operands of equal shape.",
-                  vjp=_clamp_vjp)
+                  vjp=_clamp_vjp, batch=B.elementwise)
 
 # ---- conversions --------------------------------------------------------------------
 
@@ -438,7 +440,7 @@ _convert_infer.dtypes = D.ALL
 convert = primitive("convert", ELEMENTWISE, _convert_infer, _convert_ref, attrs=("dtype",),
                     emit=lambda e, x, dtype: e.convert(x, D.to_dtype(dtype)),
                     doc="Float to integer truncates toward zero, saturates, and maps NaN to 0.",
-                    vjp=_convert_vjp)
+                    vjp=_convert_vjp, batch=B.elementwise)
 
 
 def _bitcast_infer(operands, dtype):
@@ -454,4 +456,4 @@ _bitcast_infer.dtypes = D.NUMERIC
 bitcast_convert = primitive("bitcast_convert", ELEMENTWISE, _bitcast_infer,
                             lambda x, dtype: x.view(D.to_dtype(dtype).np), attrs=("dtype",),
                             emit=lambda e, x, dtype: e.bitcast(x, D.to_dtype(dtype)),
-                            vjp=NOT_DIFFERENTIABLE)
+                            vjp=NOT_DIFFERENTIABLE, batch=B.elementwise)

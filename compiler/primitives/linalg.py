@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import autodiff as A
+from .. import batching as B
 from .. import dtypes as D
 from ..primitive import LIBRARY, LibraryCall, TypedArray, apply, fail, primitive, widen_half
 
@@ -102,7 +103,26 @@ def _dot_vjp(g, out, lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_
     return glhs, grhs
 
 
+def _dot_batch(node, size, operands, batched):
+    """Both batched: the batch axis becomes a leading batch dimension of the product.
+    One batched: it is a free dimension of that side; the result is moved to the front."""
+    a = node.attrs
+    lc, rc, lb, rb = (tuple(a[k]) for k in ("lhs_contracting", "rhs_contracting",
+                                             "lhs_batch", "rhs_batch"))
+    lhs, rhs = operands
+    if batched[0] and batched[1]:
+        return B.same_op(node, operands, lhs_contracting=B.shifted(lc),
+                         rhs_contracting=B.shifted(rc), lhs_batch=(0,) + B.shifted(lb),
+                         rhs_batch=(0,) + B.shifted(rb))
+    if batched[0]:
+        out = B.same_op(node, operands, lhs_contracting=B.shifted(lc), lhs_batch=B.shifted(lb))
+        return B.move_to_front(out, len(lb))
+    out = B.same_op(node, operands, rhs_contracting=B.shifted(rc), rhs_batch=B.shifted(rb))
+    return B.move_to_front(out, len(lb) + lhs.ndim - len(lc) - len(lb))
+
+
 dot_general = primitive("dot_general", LIBRARY, _dot_infer, _dot_ref,
                         attrs=("lhs_contracting", "rhs_contracting", "lhs_batch", "rhs_batch"),
                         doc="out = batch dims, then lhs free dims, then rhs free dims.",
-                        vjp=_dot_vjp, library=LibraryCall("gemm", _gemm_args))
+                        vjp=_dot_vjp, library=LibraryCall("gemm", _gemm_args),
+                        batch=_dot_batch)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import autodiff as A
+from .. import batching as B
 from .. import dtypes as D
 from ..primitive import (NOT_DIFFERENTIABLE, OPAQUE, REDUCTION, LibraryCall, apply, fail, primitive,
                          widen_half)
@@ -160,6 +161,8 @@ reduce = primitive("reduce", REDUCTION, _reduce_infer, _reduce_ref, attrs=("axes
                    doc="Combine elements over `axes` with `kind`; the result drops those axes. "
                        "Max and min propagate NaN; their gradient is shared by ties.",
                    vjp=_reduce_vjp, emit=lambda e, ins, index: e.reduce_at(ins, index),
+                   batch=lambda node, size, ops, _: B.same_op(node, ops,
+                                                             axes=B.shifted(node.attrs["axes"])),
                    reduced_axes=lambda attrs: tuple(attrs["axes"]))
 
 
@@ -187,15 +190,19 @@ def _arg_ref(fn):
     return ref
 
 
+def _axis_batch(node, size, operands, batched):
+    return B.same_op(node, operands, axis=node.attrs["axis"] + 1)
+
+
 argmax = primitive("argmax", REDUCTION, _arg_infer("argmax"), _arg_ref(np.argmax),
                    attrs=("axis", "index_dtype"), doc="The first index of the largest value "
                                                        "(NaN counts as largest).",
                    vjp=NOT_DIFFERENTIABLE, emit=lambda e, ins, index: e.arg_at(ins, index),
-                   reduced_axes=_arg_axes)
+                   reduced_axes=_arg_axes, batch=_axis_batch)
 argmin = primitive("argmin", REDUCTION, _arg_infer("argmin"), _arg_ref(np.argmin),
                    attrs=("axis", "index_dtype"), doc="The first index of the smallest value.",
                    vjp=NOT_DIFFERENTIABLE, emit=lambda e, ins, index: e.arg_at(ins, index),
-                   reduced_axes=_arg_axes)
+                   reduced_axes=_arg_axes, batch=_axis_batch)
 
 
 def _cumulative_infer(operands, axis, kind, reverse):
@@ -226,4 +233,4 @@ def _cumulative_ref(x, axis, kind, reverse):
 cumulative = primitive("cumulative", OPAQUE, _cumulative_infer, _cumulative_ref,
                        attrs=("axis", "kind", "reverse"),
                        doc="Inclusive scan along `axis` (from the end when `reverse`).",
-                       vjp=_cumulative_vjp, library=LibraryCall("host"))
+                       vjp=_cumulative_vjp, library=LibraryCall("host"), batch=_axis_batch)

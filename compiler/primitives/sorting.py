@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import autodiff as A
+from .. import batching as B
 from .. import dtypes as D
 from ..primitive import NOT_DIFFERENTIABLE, OPAQUE, LibraryCall, apply, fail, primitive
 
@@ -40,9 +41,13 @@ def _sort_vjp(g, out, x, dimension, descending):
     return (A.scatter_add_along_axis(x.shape, perm, g, dimension),)
 
 
+def _dimension_batch(node, size, operands, batched):
+    return B.same_op(node, operands, dimension=node.attrs["dimension"] + 1)
+
+
 sort = primitive("sort", OPAQUE, _sort_infer, _sort_ref, attrs=("dimension", "descending"),
                  doc="NaN sorts after every number.", vjp=_sort_vjp,
-                 library=LibraryCall("host"))
+                 library=LibraryCall("host"), batch=_dimension_batch)
 
 
 def _argsort_infer(operands, dimension, descending, index_dtype):
@@ -57,4 +62,4 @@ def _argsort_ref(x, dimension, descending, index_dtype):
 argsort = primitive("argsort", OPAQUE, _argsort_infer, _argsort_ref,
                     attrs=("dimension", "descending", "index_dtype"),
                     doc="Stable: equal elements keep their order.", vjp=NOT_DIFFERENTIABLE,
-                    library=LibraryCall("host"))
+                    library=LibraryCall("host"), batch=_dimension_batch)

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from .. import autodiff as A
+from .. import batching as B
 from .. import dtypes as D
 from ..primitive import INDEXING, LEAF, NOT_DIFFERENTIABLE, OPAQUE, LibraryCall, apply, fail, primitive
 
@@ -204,11 +205,16 @@ def _broadcast_ref(x, shape, broadcast_dimensions):
     return np.broadcast_to(x.reshape(view), shape).copy()
 
 
+def _broadcast_batch(node, size, operands, batched):
+    return B.same_op(node, operands, shape=(size,) + tuple(node.attrs["shape"]),
+                     broadcast_dimensions=(0,) + B.shifted(node.attrs["broadcast_dimensions"]))
+
+
 broadcast_in_dim = primitive("broadcast_in_dim", INDEXING, _broadcast_infer, _broadcast_ref,
                              attrs=("shape", "broadcast_dimensions"),
                              doc="Operand dimension i becomes output dimension "
                                  "broadcast_dimensions[i]; the others are repeated.",
-                             vjp=_broadcast_vjp)
+                             vjp=_broadcast_vjp, batch=_broadcast_batch)
 
 
 def _reshape_infer(operands, shape):
@@ -221,7 +227,8 @@ def _reshape_infer(operands, shape):
 
 reshape = primitive("reshape", INDEXING, _reshape_infer,
                     lambda x, shape: x.reshape(shape).copy(), attrs=("shape",),
-                    doc="Row-major reshape.", vjp=_reshape_vjp)
+                    doc="Row-major reshape.", vjp=_reshape_vjp,
+                    batch=lambda node, size, ops, _: B.same_op(node, ops, shape=(size,) + node.shape))
 
 
 def _transpose_infer(operands, permutation):
@@ -233,7 +240,9 @@ def _transpose_infer(operands, permutation):
 transpose = primitive("transpose", INDEXING, _transpose_infer,
                       lambda x, permutation: np.transpose(x, permutation).copy(),
                       attrs=("permutation",),
-                      doc="out.shape[i] = x.shape[permutation[i]].", vjp=_transpose_vjp)
+                      doc="out.shape[i] = x.shape[permutation[i]].", vjp=_transpose_vjp,
+                      batch=lambda node, size, ops, _: B.same_op(
+                          node, ops, permutation=(0,) + B.shifted(node.attrs["permutation"])))
 
 
 def _slice_infer(operands, start_indices, limit_indices, strides):
@@ -254,8 +263,16 @@ def _slice_ref(x, start_indices, limit_indices, strides):
                    zip(start_indices, limit_indices, strides))].copy()
 
 
+def _slice_batch(node, size, operands, batched):
+    a = node.attrs
+    return B.same_op(node, operands, start_indices=(0,) + tuple(a["start_indices"]),
+                     limit_indices=(size,) + tuple(a["limit_indices"]),
+                     strides=(1,) + tuple(a["strides"]))
+
+
 slice_ = primitive("slice", INDEXING, _slice_infer, _slice_ref,
-                   attrs=("start_indices", "limit_indices", "strides"), vjp=_slice_vjp)
+                   attrs=("start_indices", "limit_indices", "strides"), vjp=_slice_vjp,
+                   batch=_slice_batch)
 
 
 def _clamped_starts(shape, sizes, starts):
@@ -278,10 +295,17 @@ def _dynamic_slice_ref(x, *starts, slice_sizes):
     return x[tuple(slice(s, s + z) for s, z in zip(st, slice_sizes))].copy()
 
 
+@B.first_operand_only
+def _dynamic_slice_batch(node, size, operands, batched):
+    x, *starts = operands
+    return B.same_op(node, [x, B.zero_index(starts), *starts],
+                     slice_sizes=(size,) + tuple(node.attrs["slice_sizes"]))
+
+
 dynamic_slice = primitive("dynamic_slice", INDEXING, _dynamic_slice_infer, _dynamic_slice_ref,
                           attrs=("slice_sizes",),
                           doc="Starts are clamped so that the slice stays in bounds.",
-                          vjp=_dynamic_slice_vjp)
+                          vjp=_dynamic_slice_vjp, batch=_dynamic_slice_batch)
 
 
 def _dus_infer(operands):
@@ -302,9 +326,16 @@ def _dus_ref(x, update, *starts):
     return out
 
 
+def _dus_batch(node, size, operands, batched):
+    if any(batched[2:]):
+        return B.loop_over_batch(node, size, operands, batched)
+    x, update = B.lift_all(size, operands[:2], batched[:2])
+    return B.same_op(node, [x, update, B.zero_index(operands[2:]), *operands[2:]])
+
+
 dynamic_update_slice = primitive("dynamic_update_slice", INDEXING, _dus_infer, _dus_ref,
                                  doc="Starts are clamped so that the update stays in bounds.",
-                                 vjp=_dus_vjp)
+                                 vjp=_dus_vjp, batch=_dus_batch)
 
 
 def _concat_infer(operands, dimension):
@@ -325,7 +356,10 @@ def _concat_infer(operands, dimension):
 
 concatenate = primitive("concatenate", INDEXING, _concat_infer,
                         lambda *xs, dimension: np.concatenate(xs, axis=dimension),
-                        attrs=("dimension",), vjp=_concat_vjp)
+                        attrs=("dimension",), vjp=_concat_vjp,
+                        batch=lambda node, size, ops, batched: B.same_op(
+                            node, B.lift_all(size, ops, batched),
+                            dimension=node.attrs["dimension"] + 1))
 
 
 def _pad_infer(operands, edge_padding_low, edge_padding_high, interior_padding):
@@ -361,9 +395,18 @@ def _pad_ref(x, value, edge_padding_low, edge_padding_high, interior_padding):
     return x[crop].copy()
 
 
+@B.first_operand_only
+def _pad_batch(node, size, operands, batched):
+    a = node.attrs
+    return B.same_op(node, operands, edge_padding_low=(0,) + tuple(a["edge_padding_low"]),
+                     edge_padding_high=(0,) + tuple(a["edge_padding_high"]),
+                     interior_padding=(0,) + tuple(a["interior_padding"]))
+
+
 pad = primitive("pad", INDEXING, _pad_infer, _pad_ref,
                 attrs=("edge_padding_low", "edge_padding_high", "interior_padding"),
-                doc="pad(x, value): negative edge padding crops.", vjp=_pad_vjp)
+                doc="pad(x, value): negative edge padding crops.", vjp=_pad_vjp,
+                batch=_pad_batch)
 
 
 def _reverse_infer(operands, dimensions):
@@ -375,7 +418,9 @@ def _reverse_infer(operands, dimensions):
 
 reverse = primitive("reverse", INDEXING, _reverse_infer,
                     lambda x, dimensions: np.flip(x, tuple(dimensions)).copy(),
-                    attrs=("dimensions",), vjp=_reverse_vjp)
+                    attrs=("dimensions",), vjp=_reverse_vjp,
+                    batch=lambda node, size, ops, _: B.same_op(
+                        node, ops, dimensions=B.shifted(node.attrs["dimensions"])))
 
 
 def _gather_infer(operands, axis):
@@ -395,7 +440,8 @@ def _gather_ref(x, idx, axis):
 
 gather = primitive("gather", INDEXING, _gather_infer, _gather_ref, attrs=("axis",),
                    doc="np.take(x, indices, axis) with indices clamped into range.",
-                   vjp=_gather_vjp)
+                   vjp=_gather_vjp, batch=B.first_operand_only(
+                       lambda node, size, ops, _: B.same_op(node, ops, axis=node.attrs["axis"] + 1)))
 
 
 def _scatter_infer(operands, axis, mode):
@@ -421,10 +467,18 @@ def _scatter_ref(x, idx, upd, axis, mode):
     return np.moveaxis(out, 0, axis).copy()
 
 
+def _scatter_batch(node, size, operands, batched):
+    if batched[1]:                      # per-element indices: one scatter per element
+        return B.loop_over_batch(node, size, operands, batched)
+    x, idx, upd = operands
+    x, upd = B.lift_all(size, (x, upd), (batched[0], batched[2]))
+    return B.same_op(node, [x, idx, upd], axis=node.attrs["axis"] + 1)
+
+
 scatter = primitive("scatter", OPAQUE, _scatter_infer, _scatter_ref, attrs=("axis", "mode"),
                     doc="The transpose of gather: out = x; out[.., idx[j], ..] (=|+=) upd[.., j, ..]. "
                         "Out-of-range indices are skipped; with 'set' the last write wins.",
-                    vjp=_scatter_vjp, library=LibraryCall("host"))
+                    vjp=_scatter_vjp, library=LibraryCall("host"), batch=_scatter_batch)
 
 
 def _tuple_infer(operands):

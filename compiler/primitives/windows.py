@@ -18,6 +18,7 @@ import itertools
 import numpy as np
 
 from .. import autodiff as A
+from .. import batching as B
 from .. import dtypes as D
 from ..primitive import REDUCTION, TypedArray, apply, fail, primitive, widen_half
 from .reduction import identity
@@ -189,8 +190,16 @@ def _expand(x, kind, window_dimensions, window_strides, padding_low, padding_hig
     return total
 
 
+def _batch(node, size, operands, batched):
+    a = node.attrs
+    return B.same_op(node, operands, window_dimensions=(1,) + tuple(a["window_dimensions"]),
+                     window_strides=(1,) + tuple(a["window_strides"]),
+                     padding_low=(0,) + tuple(a["padding_low"]),
+                     padding_high=(0,) + tuple(a["padding_high"]))
+
+
 reduce_window = primitive("reduce_window", REDUCTION, _infer, _reference, attrs=WINDOW_ATTRS,
-                          vjp=_vjp, expand=_expand,
+                          vjp=_vjp, expand=_expand, batch=_batch,
                           doc="Sum, max or min over sliding windows; the padding holds the "
                               "identity. The max/min gradient of a window is split between "
                               "its elements equal to the result (as for reduce).")

@@ -1,0 +1,56 @@
+"""One process of the data-parallel test (tests/test_distributed.py launches it with
+`mpiexec -n 2`): trains a small model with DistributedDataParallel on its shard of a fixed
+batch and, on rank 0, saves the final parameters, the losses and the compile count."""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+import lazyarray as la
+
+STEPS = 5
+
+
+def data() -> tuple:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 8)).astype(np.float32)
+    y = rng.integers(0, 3, 32)
+    return x, y
+
+
+def model(seed: int) -> "la.nn.Module":
+    la.random.seed(seed)
+    return la.nn.Sequential(la.nn.Linear(8, 16), la.nn.Tanh(), la.nn.Linear(16, 3))
+
+
+def train(net, params, x, y, reduce=None) -> list:
+    opt = la.optim.SGD(params, lr=0.2, momentum=0.9)
+    losses = []
+    for _ in range(STEPS):
+        with la.GradientTape() as tape:
+            loss = la.nn.functional.cross_entropy(net(la.asarray(x)), la.asarray(y))
+        grads = tape.gradient(loss, params)
+        opt.apply_gradients(reduce(grads) if reduce else grads)
+        mean_loss = la.distributed.all_reduce(loss, "mean") if reduce else loss
+        losses.append(mean_loss.item())
+    return losses
+
+
+def main(out: str) -> None:
+    la.distributed.init()
+    rank, size = la.distributed.rank(), la.distributed.world_size()
+    x, y = data()
+    shard = slice(rank * len(x) // size, (rank + 1) * len(x) // size)
+    ddp = la.distributed.DistributedDataParallel(model(seed=rank))   # rank 0's weights win
+    params = list(ddp.parameters())
+    losses = train(ddp, params, x[shard], y[shard], ddp.reduce_gradients)
+    gathered = la.distributed.all_gather(la.asarray(np.float32(rank))).numpy()
+    if rank == 0:
+        np.savez(out, *[p.numpy() for p in params], losses=np.array(losses),
+                 compiles=la.debug.metrics().compiles, gathered=gathered, size=size)
+    la.distributed.barrier()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
