@@ -200,6 +200,14 @@ class ElementalEmitter:
             return self.b.sext(v, I64)
         return self.b.zext(v, I64)
 
+    def boolean(self, bit: ir.Value) -> Value:
+        """An i1 comparison result as a bool value."""
+        return Value(bit, D.bool_)
+
+    def const(self, n: int) -> ir.Value:
+        """An index constant (i64)."""
+        return const(n)
+
     def clamp_index(self, i: ir.Value, lo: int, hi: int) -> ir.Value:
         b = self.b
         i = b.select(b.icmp_signed("<", i, const(lo)), const(lo), i)

@@ -352,6 +352,40 @@ def emit_loop(mod: ir.Module, name: str, shape: tuple, nparams: int,
     return LaunchSpec(name, (grid_for(n), 1, 1), (BLOCK, 1, 1), [])
 
 
+def emit_ordered_loop(mod: ir.Module, name: str, shape: tuple, ordered: tuple, nparams: int,
+                      body: Callable[[ir.IRBuilder, list, list], None]) -> LaunchSpec:
+    """One thread per index of the axes of `shape` not in `ordered` (grid-stride); each
+    thread runs the `ordered` axes in row-major order: body(b, args, index)."""
+    fn, b = new_kernel(mod, name, nparams)
+    free = [d for d in range(len(shape)) if d not in ordered]
+    n = _size(tuple(shape[d] for d in free))
+    tid = b.add(b.mul(sreg(b, "ctaid.x"), sreg(b, "ntid.x")), sreg(b, "tid.x"))
+    stride = b.mul(sreg(b, "nctaid.x"), sreg(b, "ntid.x"))
+
+    def thread(i: ir.Value, carried: list) -> list:
+        index: list = [None] * len(shape)
+        for d, v in zip(free, delinearize(b, i, tuple(shape[d] for d in free))):
+            index[d] = v
+
+        def level(k: int) -> None:
+            if k == len(ordered):
+                body(b, list(fn.args), list(index))
+                return
+
+            def step(j: ir.Value, cs: list) -> list:
+                index[ordered[k]] = j
+                level(k + 1)
+                return cs
+            strided_loop(b, c64(0), c64(shape[ordered[k]]), c64(1), [], step, f"o{k}")
+        level(0)
+        return carried
+
+    strided_loop(b, tid, c64(n), stride, [], thread)
+    b.ret_void()
+    block = BLOCK if n >= BLOCK else max(1, n)
+    return LaunchSpec(name, (grid_for(n, block), 1, 1), (block, 1, 1), [])
+
+
 def _warp_reduce(b: ir.IRBuilder, red: Reduction, accs: list) -> list:
     """Butterfly over the warp: afterwards every lane holds the warp's combined value."""
     for mask in (16, 8, 4, 2, 1):
@@ -542,7 +576,7 @@ def emit_plan(plan: Any, arch: str = DEFAULT_ARCH, name: str = "module") -> GpuP
 def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
     """Add the plan's kernels to `mod` (names start with `prefix`); return the steps
     (LaunchSpecs, and the plan's LIBRARY/OPAQUE kernels as they are) and scratch sizes."""
-    from ..plan import LOOP, REDUCTION, ROW
+    from ..plan import LOOP, OPAQUE, REDUCTION, ROW
     launches: list = []
     scratch: dict = {}
     for k, kernel in enumerate(plan.kernels):
@@ -556,7 +590,9 @@ def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
         elif kernel.kind == ROW:
             launches.append(_row_kernel(mod, plan, kernel, name))
         else:
-            launches.append(kernel)      # the device's business
+            specs = _opaque_kernels(mod, plan, kernel, name) if kernel.kind == OPAQUE else None
+            # None: the stanza's library call (compiler/driver.py makes the step)
+            launches.extend(specs) if specs is not None else launches.append(kernel)
     return launches, scratch
 
 
@@ -597,6 +633,26 @@ def _loop_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpe
     spec = emit_loop(mod, name, shape, len(params), body)
     spec.params = params
     return spec
+
+
+def _opaque_kernels(mod: ir.Module, plan: Any, kernel: Any, name: str) -> Any:
+    """One launch per loop of the opaque op's stanza, or None (then its library call)."""
+    from .library_calls import opaque_loops
+    (pos,) = kernel.outputs
+    loops = opaque_loops(plan.module, pos)
+    if loops is None:
+        return None
+    params = _params(kernel)
+    operands = plan.module.instructions[pos].operands
+    specs = []
+    for j, loop in enumerate(loops):
+        def body(b: ir.IRBuilder, args: list, index: list, loop: Any = loop) -> None:
+            em = _emitter(b, mod, plan, kernel, args)
+            loop.body(em, em.out_ptr[pos], [em.out_ptr[o] for o in operands], index)
+        spec = emit_ordered_loop(mod, f"{name}_{j}", loop.space, loop.ordered, len(params), body)
+        spec.params = params
+        specs.append(spec)
+    return specs
 
 
 class _ReductionCode:

@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import (NOT_DIFFERENTIABLE, OPAQUE, REDUCTION, LibraryCall, apply, fail, primitive,
+from ..primitive import (NOT_DIFFERENTIABLE, OPAQUE, REDUCTION, LibraryCall, Loop, apply, fail, primitive,
                          widen_half)
 
 REDUCERS = ("sum", "prod", "max", "min", "and", "or")
@@ -223,7 +223,33 @@ def _cumulative_ref(x, axis, kind, reverse):
     return np.asarray(out).astype(x.dtype)
 
 
+def _cumulative_loops(ins, operands):
+    """out[i] = out[i - 1] (kind) x[i] along the axis, in row-major order (a loop over a
+    later, contiguous dimension still vectorizes). Half floats go to the library call:
+    the reference accumulates them in float32 and rounds once."""
+    if ins.dtype in (D.float16, D.bfloat16):
+        return None
+    axis, kind, rev = ins.attrs["axis"], ins.attrs["kind"], ins.attrs["reverse"]
+    shape, dtype, n = ins.shape, ins.dtype, ins.shape[ins.attrs["axis"]]
+
+    def flip(e, i):
+        return e.b.sub(e.const(n - 1), i) if rev else i
+
+    def body(e, out, operands, index):
+        i = index[axis]
+        at = list(index)
+        at[axis] = flip(e, i)
+        v = e.load(operands[0], shape, dtype, at)
+        prev = list(index)
+        prev[axis] = flip(e, e.clamp_index(e.b.sub(i, e.const(1)), 0, n - 1))
+        acc = e.combine(kind, e.load(out, shape, dtype, prev), v)
+        first = e.b.icmp_signed("==", i, e.const(0))
+        e.store(out, shape, e.select(e.boolean(first), v, acc), at)
+
+    return [Loop(shape, (axis,), body)]
+
+
 cumulative = primitive("cumulative", OPAQUE, _cumulative_infer, _cumulative_ref,
                        attrs=("axis", "kind", "reverse"),
                        doc="Inclusive scan along `axis` (from the end when `reverse`).",
-                       vjp=_cumulative_vjp, library=LibraryCall("host"))
+                       vjp=_cumulative_vjp, emit=_cumulative_loops, library=LibraryCall("host"))
