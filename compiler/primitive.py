@@ -65,6 +65,8 @@ class Primitive:
     math: Optional[str] = None           # name in the per-target math table
     doc: str = ""
     reduced_axes: Any = None             # reductions: (attrs) -> the axes they combine
+    reducer: Any = None                  # reductions: (attrs) -> how they combine
+                                         # (primitives/reduction.py Reducer)
     expand: Any = None                   # (*operand nodes, **attrs) -> a graph of other
                                          # primitives that replaces it before fusion
     library: Optional[LibraryCall] = None  # LIBRARY / OPAQUE: the call a device makes

@@ -146,3 +146,37 @@ def test_reduction_names_its_axes(name):
     axes = prim.reduced_axes(ins.attrs)
     assert isinstance(axes, tuple) and all(0 <= a < len(module.instructions[ins.operands[0]].shape)
                                            for a in axes), (name, axes)
+
+
+# Op names that only their stanzas may spell: the reductions (planned through `reducer`
+# and `reduced_axes`) and the library/opaque ops (through `library` and `emit`).
+STANZA_ONLY_NAMES = {"reduce", "argmax", "argmin", "dot_general", "sort", "argsort",
+                     "cumulative", "scatter"}
+
+
+def _files_that_must_not_switch_on_names() -> list:
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parent.parent
+    files = sorted((root / "compiler" / "codegen").glob("*.py")) + sorted((root / "devices").glob("*.py"))
+    return files + [root / "compiler" / "fusion.py", root / "compiler" / "row_fusion.py"]
+
+
+def name_checks(source: str) -> list:
+    """(line, name) of every string constant in `source` that is one of those op names
+    (docstrings and comments are free to mention them)."""
+    import ast
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and node.value in STANZA_ONLY_NAMES]
+
+
+def test_no_op_name_switches_on_reductions_and_library_ops():
+    """Code generation, fusion and devices ask a primitive's stanza how it reduces, which
+    library it calls or which loops it runs, never its name."""
+    found = [f"{path.name}:{line} {name!r}" for path in _files_that_must_not_switch_on_names()
+             for line, name in name_checks(path.read_text())]
+    assert not found, "op-name checks outside the stanzas:\n  " + "\n  ".join(found)
+
+
+def test_the_name_check_finds_a_switch():
+    assert name_checks('if ins.op == "argmax":\n    pass\n') == [(1, "argmax")]
+    assert name_checks('"""reduce things."""\nx = 1\n') == []

@@ -31,7 +31,7 @@ from typing import Any
 import llvmlite.ir as ir
 
 from ..primitive import PRIMITIVES, Loop
-from ..primitives.reduction import identity
+from ..primitives.reduction import identity, reducer_of
 from .. import dtypes as D
 from ..module import Module
 from ..plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
@@ -41,9 +41,6 @@ from .library_calls import library_step, opaque_loops
 from .llvm_types import HALF, I64, PTR, Value, storage_type
 from .loops import const, counted_loop
 from .math_table import CPU_MATH, MathTable
-
-_REDUCTIONS = ("reduce", "argmax", "argmin")
-
 
 def accumulator_dtype(dtype: D.DType) -> D.DType:
     """Half floats accumulate in float32, as the references do."""
@@ -181,7 +178,7 @@ class CPUCodegen:
     # ---- reductions -------------------------------------------------------------------
 
     def _reduction(self, kern: Kernel) -> None:
-        roots = [p for p in kern.members if self.ins[p].op in _REDUCTIONS]
+        roots = [p for p in kern.members if reducer_of(self.ins[p]) is not None]
         first = self.ins[roots[0]]
         shape = self.ins[first.operands[0]].shape
         axes = PRIMITIVES[first.op].reduced_axes(first.attrs)
@@ -190,7 +187,7 @@ class CPUCodegen:
         side = [p for p in kern.outputs if p not in late]
         kept = [d for d in range(len(shape)) if d not in axes and shape[d] != 1]
         trailing = bool(axes) and list(axes) == list(range(len(shape) - len(axes), len(shape)))
-        sums = all(self.ins[p].op == "reduce" for p in roots)
+        sums = all(not reducer_of(self.ins[p]).arg for p in roots)
         rows = trailing and kept and sums and all(self.ins[p].shape == shape for p in side)
         if side and not rows:   # values of the input's shape that leave: their own pass
             self._loops(kern, side)
@@ -221,21 +218,21 @@ class CPUCodegen:
             out_index = index[:axis] + index[axis + 1:]
             v = e.at(src, index)
             best = e.load(pbest, out_shape, acc, out_index)
-            take = e.arg_better(ins.op, Value(v.ir, acc), best)
+            take = e.arg_better(reducer_of(ins).kind, Value(v.ir, acc), best)
             e.store(pbest, out_shape, Value(b.select(take, v.ir, best.ir), acc), out_index)
             old = e.load(pidx, out_shape, D.int64, out_index)
             e.store(pidx, out_shape, Value(b.select(take, index[axis], old.ir), D.int64), out_index)
 
         nest(e, shape, start, end, element)
         e.b.ret_void()
-        kind = "max" if ins.op == "argmax" else "min"
+        kind = reducer_of(ins).kind
         self.steps.append({
             "type": "partial", "kernel": kern.name, "fn": name, "args": args,
             "extent": extent(shape), "work": _inner_work(shape), "per_chunk": False,
             "serial": outer_dim(shape) == axis,
             "roots": [{"pos": None, "kind": kind, "acc": acc.name, "dtype": acc.name,
                        "init": _plain(identity(kind, acc)), "shape": list(out_shape)},
-                      {"pos": root, "kind": ins.op, "acc": "int64", "init": 0,
+                      {"pos": root, "kind": "index", "acc": "int64", "init": 0,
                        "dtype": ins.dtype.name, "shape": list(out_shape)}]})
 
     def _row_reduction(self, kern: Kernel, roots: list, late: list, shape: tuple,
@@ -243,7 +240,7 @@ class CPUCodegen:
         """Each output element's reduction in registers, then the epilogue at its index."""
         out_shape = tuple(n for d, n in enumerate(shape) if d not in axes)
         name, args, e, ptr_of, start, end, _ = self._begin(kern, self._reads(kern), late + side)
-        sums = [p for p in roots if self.ins[p].op == "reduce"]
+        sums = [p for p in roots if not reducer_of(self.ins[p]).arg]
         stores = [(ptr_of[p], p) for p in side]
 
         def element(index: list) -> None:
@@ -265,7 +262,7 @@ class CPUCodegen:
         """One function: for each row of [start, end), one pass over the row per phase
         (its reductions in registers), the row values, then a pass writing the outputs
         of the row space (compiler/row_fusion.py)."""
-        first = next(p for p in kern.members if self.ins[p].op == "reduce")
+        first = next(p for p in kern.members if reducer_of(self.ins[p]) is not None)
         space = (self.ins[self.ins[first].operands[0]].shape,
                  tuple(self.ins[first].attrs["axes"]))
         sched, why = row_schedule(self.module, set(kern.members), space)

@@ -36,6 +36,7 @@ import llvmlite.ir as ir
 
 from . import gpu_math
 from ..primitive import PRIMITIVES
+from ..primitives.reduction import reducer_of
 from .loops import counted_loop
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -684,14 +685,11 @@ class _ReductionCode:
         ins = self.plan.module.instructions
         accs = []
         for p in self.roots:
-            src = ins[ins[p].operands[0]]
-            if ins[p].op == "reduce":
-                from ..primitives.reduction import identity
-                accs.append(constant(ins[p].dtype, identity(ins[p].attrs["kind"], ins[p].dtype)))
-            else:
-                from .. import dtypes as D
-                start = D.min_value(src.dtype) if ins[p].op == "argmax" else D.max_value(src.dtype)
-                accs += [constant(src.dtype, start), c64(2 ** 63 - 1)]
+            src, r = ins[ins[p].operands[0]], reducer_of(ins[p])
+            if not r.arg:
+                accs.append(constant(ins[p].dtype, r.start(ins[p].dtype)))
+            else:       # the best value so far and its index
+                accs += [constant(src.dtype, r.start(src.dtype)), c64(2 ** 63 - 1)]
         return accs
 
     def fold(self, b: ir.IRBuilder, args: list, index: list, accs: list) -> list:
@@ -703,7 +701,7 @@ class _ReductionCode:
             src = ins[p].operands[0]
             v = em.at(src, index)
             values.append(v.ir)
-            if ins[p].op != "reduce":
+            if reducer_of(ins[p]).arg:
                 values.append(index[self.axes[0]])
         for pos in self.side:
             _store(em, pos, index)
@@ -717,16 +715,16 @@ class _ReductionCode:
         ins = self.plan.module.instructions
         out, j = [], 0
         for p in self.roots:
-            src_dtype = ins[ins[p].operands[0]].dtype
-            if ins[p].op == "reduce":
-                kind, d = ins[p].attrs["kind"], ins[p].dtype
-                out.append(em.combine(kind, Value(a[j], d), Value(c[j], d)).ir)
+            src_dtype, r = ins[ins[p].operands[0]].dtype, reducer_of(ins[p])
+            if not r.arg:
+                d = ins[p].dtype
+                out.append(em.combine(r.kind, Value(a[j], d), Value(c[j], d)).ir)
                 j += 1
                 continue
             va, vc = Value(a[j], src_dtype), Value(c[j], src_dtype)
             ia, ic = a[j + 1], c[j + 1]
-            c_better = em.arg_better(ins[p].op, vc, va)
-            a_better = em.arg_better(ins[p].op, va, vc)
+            c_better = em.arg_better(r.kind, vc, va)
+            a_better = em.arg_better(r.kind, va, vc)
             tie_c = b.and_(b.not_(a_better), b.icmp_signed("<", ic, ia))
             take = b.or_(c_better, tie_c)
             out += [b.select(take, vc.ir, va.ir), b.select(take, ic, ia)]
@@ -741,7 +739,7 @@ class _ReductionCode:
         key_ids = tuple(id(v) for v in out_index)
         j = 0
         for p in self.roots:
-            if ins[p].op == "reduce":
+            if not reducer_of(ins[p]).arg:
                 value = em.round(Value(accs[j], ins[p].dtype))
                 j += 1
             else:
@@ -784,7 +782,7 @@ def _row_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpec
     from ..primitives.reduction import identity
     from ..row_fusion import outer_shape, row_schedule
     ins = plan.module.instructions
-    first = next(p for p in kernel.members if ins[p].op == "reduce")
+    first = next(p for p in kernel.members if reducer_of(ins[p]) is not None)
     space = (ins[ins[first].operands[0]].shape, tuple(ins[first].attrs["axes"]))
     sched, why = row_schedule(plan.module, set(kernel.members), space)
     if sched is None:

@@ -6,8 +6,11 @@ import numpy as np
 
 from .. import autodiff as A
 from .. import dtypes as D
-from ..primitive import (NOT_DIFFERENTIABLE, OPAQUE, REDUCTION, LibraryCall, Loop, apply, fail, primitive,
-                         widen_half)
+from dataclasses import dataclass
+from typing import Optional
+
+from ..primitive import (NOT_DIFFERENTIABLE, OPAQUE, PRIMITIVES, REDUCTION, LibraryCall, Loop,
+                         apply, fail, primitive, widen_half)
 
 REDUCERS = ("sum", "prod", "max", "min", "and", "or")
 
@@ -16,6 +19,25 @@ def identity(kind: str, dtype: D.DType):
     """The value a reduction starts from (and the result over zero elements)."""
     return {"sum": 0, "prod": 1, "max": D.min_value(dtype), "min": D.max_value(dtype),
             "and": True, "or": False}[kind]
+
+
+@dataclass(frozen=True)
+class Reducer:
+    """How a reduction combines what it reads, as code generation needs it: `kind` (one of
+    REDUCERS) combines values; with `arg`, the result is the first index of the best value
+    (kind max: argmax; min: argmin), NaN counting as best."""
+    kind: str
+    arg: bool = False
+
+    def start(self, dtype: D.DType):
+        """The accumulator's first value (of the reduced values' dtype)."""
+        return identity(self.kind, dtype)
+
+
+def reducer_of(ins) -> Optional[Reducer]:
+    """The Reducer of a reduction instruction, from its stanza; None for other ops."""
+    rule = PRIMITIVES[ins.op].reducer
+    return rule(ins.attrs) if rule is not None else None
 
 
 def _check_axes(op, operands, axes, ndim):
@@ -160,7 +182,8 @@ reduce = primitive("reduce", REDUCTION, _reduce_infer, _reduce_ref, attrs=("axes
                    doc="Combine elements over `axes` with `kind`; the result drops those axes. "
                        "Max and min propagate NaN; their gradient is shared by ties.",
                    vjp=_reduce_vjp, emit=lambda e, ins, index: e.reduce_at(ins, index),
-                   reduced_axes=lambda attrs: tuple(attrs["axes"]))
+                   reduced_axes=lambda attrs: tuple(attrs["axes"]),
+                   reducer=lambda attrs: Reducer(attrs["kind"]))
 
 
 def _arg_infer(op):
@@ -191,11 +214,11 @@ argmax = primitive("argmax", REDUCTION, _arg_infer("argmax"), _arg_ref(np.argmax
                    attrs=("axis", "index_dtype"), doc="The first index of the largest value "
                                                        "(NaN counts as largest).",
                    vjp=NOT_DIFFERENTIABLE, emit=lambda e, ins, index: e.arg_at(ins, index),
-                   reduced_axes=_arg_axes)
+                   reduced_axes=_arg_axes, reducer=lambda attrs: Reducer("max", arg=True))
 argmin = primitive("argmin", REDUCTION, _arg_infer("argmin"), _arg_ref(np.argmin),
                    attrs=("axis", "index_dtype"), doc="The first index of the smallest value.",
                    vjp=NOT_DIFFERENTIABLE, emit=lambda e, ins, index: e.arg_at(ins, index),
-                   reduced_axes=_arg_axes)
+                   reduced_axes=_arg_axes, reducer=lambda attrs: Reducer("min", arg=True))
 
 
 def _cumulative_infer(operands, axis, kind, reverse):
