@@ -38,6 +38,18 @@ class LibraryCall:
     args: Optional[Callable[..., dict]] = None
 
 
+@dataclass(frozen=True)
+class Loop:
+    """One loop nest of an OPAQUE primitive's code, the same for every target (a target
+    only wraps loops around it): `body(e, out, operands, index)` runs at each `index` of
+    `space`, with `e` the elemental emitter, `out` the result's pointer and `operands` the
+    operands' pointers. Iterations follow row-major order along the `ordered` axes; the
+    other axes are independent (split over threads, or one GPU thread each)."""
+    space: tuple
+    ordered: tuple
+    body: Callable
+
+
 @dataclass(eq=False)
 class Primitive:
     name: str
@@ -46,10 +58,15 @@ class Primitive:
     reference: Callable[..., Any]        # (*numpy arrays, **attrs) -> numpy array
     attrs: tuple = ()                    # attribute names, in the order they print
     vjp: Any = None                      # (g, out, *operands, **attrs) -> cotangents
-    emit: Any = None                     # elemental code: see compiler/codegen
+    emit: Any = None                     # elemental code: see compiler/codegen; an OPAQUE
+                                         # primitive's: (instruction, operand
+                                         # instructions) -> [Loop], or None
+                                         # where its library call serves (`library`)
     math: Optional[str] = None           # name in the per-target math table
     doc: str = ""
     reduced_axes: Any = None             # reductions: (attrs) -> the axes they combine
+    reducer: Any = None                  # reductions: (attrs) -> how they combine
+                                         # (primitives/reduction.py Reducer)
     expand: Any = None                   # (*operand nodes, **attrs) -> a graph of other
                                          # primitives that replaces it before fusion
     library: Optional[LibraryCall] = None  # LIBRARY / OPAQUE: the call a device makes

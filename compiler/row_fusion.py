@@ -36,6 +36,7 @@ from typing import Optional
 
 from .module import Module
 from .primitive import ELEMENTWISE, PRIMITIVES
+from .primitives.reduction import reducer_of
 
 # each phase re-reads the row; it must stay in L1/L2 between passes
 MAX_ROW_BYTES = 64 * 1024
@@ -55,7 +56,8 @@ def _is_reduce(ins) -> bool:
 def trailing_space(module: Module, pos: int) -> Optional[tuple]:
     """(S, A) of a `reduce` over trailing axes of a row longer than 1, else None."""
     ins = module.instructions[pos]
-    if ins.op != "reduce":
+    r = reducer_of(ins)
+    if r is None or r.arg:
         return None
     shape = module.instructions[ins.operands[0]].shape
     axes = tuple(ins.attrs["axes"])
@@ -111,7 +113,7 @@ def row_schedule(module: Module, members: set, space: tuple) -> tuple:
         i = ins[m]
         deps = [level[o] for o in i.operands if o in level]
         if _is_reduce(i):
-            if i.op != "reduce" or trailing_space(module, m) != space:
+            if reducer_of(i).arg or trailing_space(module, m) != space:
                 return None, (f"{i.op} over {_shape_axes(module, m)} is not a reduction over "
                               f"the row space {_fmt(space)}")
             if i.operands[0] in level and i.operands[0] not in wide:

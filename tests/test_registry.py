@@ -17,15 +17,15 @@ from primitive_cases import CASES, CASES_BY_PRIM, build_module, dtypes_for
 NAMES = sorted(PRIMITIVES)
 LEAVES_WITHOUT_REFERENCE = ("parameter", "constant")   # they hold data, compute nothing
 
-# Primitives that need no elemental code: leaves hold data, `tuple` is the module's root,
-# LIBRARY ops are handed to BLAS / cuBLAS, and reduce_window is rewritten into slices and
-# elementwise ops (the pass expand_convolution) before code generation.
+# Primitives that need no code: leaves hold data, `tuple` is the module's root, and
+# reduce_window is rewritten into slices and elementwise ops (the pass
+# expand_convolution) before code generation.
 NO_EMISSION_NEEDED = ("parameter", "constant", "tuple", "reduce_window")
 
-# Primitives lacking a stanza `emit` and an index rule when this test was written. The CPU
-# code generator handles some of them with its own loops today; moving each into its
-# stanza (or an index rule) turns its xfail into a pass. Shrink this list; never grow it.
-EMISSION_PENDING = ("cumulative", "sort", "argsort", "scatter")
+# Primitives lacking a stanza `emit`, an index rule and a library call. Emptied when
+# cumulative and scatter got their loops and sort/argsort their library call in their
+# stanzas; keep it empty.
+EMISSION_PENDING: tuple = ()
 
 
 def _has_index_rule(name: str) -> bool:
@@ -73,8 +73,19 @@ def _emission_params():
 
 @pytest.mark.parametrize("name", _emission_params())
 def test_has_emission(name):
+    """Every primitive says in its stanza how it becomes code: elemental code or an index
+    rule; an OPAQUE op its loops or a library call; a LIBRARY op its library call (or an
+    expansion into other primitives before fusion)."""
     prim = PRIMITIVES[name]
-    if name in NO_EMISSION_NEEDED or prim.kind == P.LIBRARY:
+    if name in NO_EMISSION_NEEDED:
+        return
+    if prim.kind == P.LIBRARY:
+        assert prim.library is not None or callable(prim.expand), \
+            f"library primitive {name!r} names no library call and no expansion"
+        return
+    if prim.kind == P.OPAQUE:
+        assert callable(prim.emit) or prim.library is not None, \
+            f"opaque primitive {name!r} has neither loops (emit) nor a library call"
         return
     assert callable(prim.emit) or _has_index_rule(name), \
         f"primitive {name!r} ({prim.kind}) has no emit rule and no index rule"
@@ -135,3 +146,37 @@ def test_reduction_names_its_axes(name):
     axes = prim.reduced_axes(ins.attrs)
     assert isinstance(axes, tuple) and all(0 <= a < len(module.instructions[ins.operands[0]].shape)
                                            for a in axes), (name, axes)
+
+
+# Op names that only their stanzas may spell: the reductions (planned through `reducer`
+# and `reduced_axes`) and the library/opaque ops (through `library` and `emit`).
+STANZA_ONLY_NAMES = {"reduce", "argmax", "argmin", "dot_general", "sort", "argsort",
+                     "cumulative", "scatter"}
+
+
+def _files_that_must_not_switch_on_names() -> list:
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parent.parent
+    files = sorted((root / "compiler" / "codegen").glob("*.py")) + sorted((root / "devices").glob("*.py"))
+    return files + [root / "compiler" / "fusion.py", root / "compiler" / "row_fusion.py"]
+
+
+def name_checks(source: str) -> list:
+    """(line, name) of every string constant in `source` that is one of those op names
+    (docstrings and comments are free to mention them)."""
+    import ast
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Constant) and node.value in STANZA_ONLY_NAMES]
+
+
+def test_no_op_name_switches_on_reductions_and_library_ops():
+    """Code generation, fusion and devices ask a primitive's stanza how it reduces, which
+    library it calls or which loops it runs, never its name."""
+    found = [f"{path.name}:{line} {name!r}" for path in _files_that_must_not_switch_on_names()
+             for line, name in name_checks(path.read_text())]
+    assert not found, "op-name checks outside the stanzas:\n  " + "\n  ".join(found)
+
+
+def test_the_name_check_finds_a_switch():
+    assert name_checks('if ins.op == "argmax":\n    pass\n') == [(1, "argmax")]
+    assert name_checks('"""reduce things."""\nx = 1\n') == []

@@ -30,20 +30,17 @@ from typing import Any
 
 import llvmlite.ir as ir
 
-from ..primitive import PRIMITIVES
-from ..primitives.reduction import identity
+from ..primitive import PRIMITIVES, Loop
+from ..primitives.reduction import identity, reducer_of
 from .. import dtypes as D
 from ..module import Module
 from ..plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
 from ..row_fusion import outer_shape, reused_across_passes, row_schedule
 from .elemental import ElementalEmitter
-from .library_calls import library_step
+from .library_calls import library_step, opaque_loops
 from .llvm_types import HALF, I64, PTR, Value, storage_type
 from .loops import const, counted_loop
 from .math_table import CPU_MATH, MathTable
-
-_REDUCTIONS = ("reduce", "argmax", "argmin")
-
 
 def accumulator_dtype(dtype: D.DType) -> D.DType:
     """Half floats accumulate in float32, as the references do."""
@@ -67,12 +64,9 @@ class CPUCodegen:
     def run(self) -> tuple:
         """(LLVM module, steps in execution order)."""
         for kern in self.plan.kernels:
-            op = self.ins[kern.outputs[0]].op if kern.outputs else None
-            if kern.kind == OPAQUE and op == "cumulative" and self.ins[kern.outputs[0]].dtype not in HALF:
-                self._scan(kern, kern.outputs[0])
-            elif kern.kind == OPAQUE and op == "scatter":
-                self._scatter(kern, kern.outputs[0])
-            elif kern.kind in (LIBRARY, OPAQUE):
+            if kern.kind == OPAQUE:
+                self._opaque(kern)
+            elif kern.kind == LIBRARY:
                 self._library(kern)
             elif kern.kind == REDUCTION:
                 self._reduction(kern)
@@ -158,88 +152,33 @@ class CPUCodegen:
                 return True
         return False
 
-    # ---- opaque ops with generated code -------------------------------------------------
+    # ---- opaque ops: the loops their stanzas give ---------------------------------------
 
-    def _scan(self, kern: Kernel, pos: int) -> None:
-        """Inclusive scan: out[i] = out[i - 1] (kind) x[i] along the axis, in row-major
-        order, so that the loop over a later (contiguous) dimension still vectorizes."""
-        ins = self.ins[pos]
-        (src,) = ins.operands
-        axis, kind, rev = ins.attrs["axis"], ins.attrs["kind"], ins.attrs["reverse"]
-        shape = ins.shape
-        name, args, e, ptr_of, start, end, _ = self._begin(kern, [src], [pos])
-        out = ptr_of[pos]
+    def _opaque(self, kern: Kernel) -> None:
+        for pos in kern.outputs:
+            loops = opaque_loops(self.module, pos)
+            if loops is None:
+                self.steps.append(library_step(self.module, kern.name, pos))
+                continue
+            for loop in loops:
+                self._opaque_loop(kern, pos, loop)
 
-        def element(index: list) -> None:
-            b = e.b
-            n = shape[axis]
-            i = index[axis]
-            at = list(index)
-            at[axis] = b.sub(const(n - 1), i) if rev else i
-            v = e.load(e.buffers[src], shape, ins.dtype, at)
-            prev = list(index)
-            before = e.clamp_index(b.sub(i, const(1)), 0, n - 1)
-            prev[axis] = b.sub(const(n - 1), before) if rev else before
-            old = e.load(out, shape, ins.dtype, prev)
-            first = b.icmp_signed("==", i, const(0))
-            acc = e.combine(kind, old, v) if kind in ("sum", "prod") else (
-                e.max(old, v) if kind == "max" else e.min(old, v))
-            e.store(out, shape, e.select(Value(first, D.bool_), v, acc), at)
-
-        nest(e, shape, start, end, element)
+    def _opaque_loop(self, kern: Kernel, pos: int, loop: Loop) -> None:
+        """The stanza's loop body over its space; the range splits over threads unless
+        the outer dimension must run in order."""
+        operands = list(self.ins[pos].operands)
+        name, args, e, ptr_of, start, end, _ = self._begin(kern, operands, [pos])
+        pointers = [ptr_of[o] for o in operands]
+        nest(e, loop.space, start, end, lambda index: loop.body(e, ptr_of[pos], pointers, index))
         e.b.ret_void()
         self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": extent(shape), "work": _inner_work(shape),
-                           "serial": axis == outer_dim(shape)})
-
-    def _scatter(self, kern: Kernel, pos: int) -> None:
-        """out = x, then each update in order (the last 'set' wins; 'add' accumulates);
-        out-of-range indices are skipped."""
-        ins = self.ins[pos]
-        x, idx, upd = ins.operands
-        axis, mode = ins.attrs["axis"], ins.attrs["mode"]
-        copy = Kernel(kern.name + "_copy", LOOP, [], [pos], [x])
-        self._copy(copy, x, pos)
-        ushape, ishape = self.ins[upd].shape, self.ins[idx].shape
-        name, args, e, ptr_of, start, end, _ = self._begin(kern, [idx, upd], [pos])
-        out = ptr_of[pos]
-
-        def element(index: list) -> None:
-            b = e.b
-            k = e.to_index(e.load(e.buffers[idx], ishape, self.ins[idx].dtype,
-                                  index[axis:axis + len(ishape)]))
-            inside = b.and_(b.icmp_signed(">=", k, const(0)),
-                            b.icmp_signed("<", k, const(ins.shape[axis])))
-            with b.if_then(inside):
-                at = list(index[:axis]) + [k] + list(index[axis + len(ishape):])
-                v = e.load(e.buffers[upd], ushape, ins.dtype, index)
-                if mode == "add":
-                    v = e.round(e.add(e.load(out, ins.shape, ins.dtype, at), v))
-                e.store(out, ins.shape, v, at)
-
-        if 0 not in ushape:
-            nest(e, ushape, start, end, element)
-        e.b.ret_void()
-        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": extent(ushape), "work": _inner_work(ushape),
-                           "serial": True})
-
-    def _copy(self, kern: Kernel, src: int, dst: int) -> None:
-        shape = self.ins[dst].shape
-        name, args, e, ptr_of, start, end, _ = self._begin(kern, [src], [dst])
-
-        def element(index: list) -> None:
-            e.store(ptr_of[dst], shape, e.at(src, index), index)
-
-        nest(e, shape, start, end, element)
-        e.b.ret_void()
-        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": extent(shape), "work": _inner_work(shape)})
+                           "extent": extent(loop.space), "work": _inner_work(loop.space),
+                           "serial": outer_dim(loop.space) in loop.ordered})
 
     # ---- reductions -------------------------------------------------------------------
 
     def _reduction(self, kern: Kernel) -> None:
-        roots = [p for p in kern.members if self.ins[p].op in _REDUCTIONS]
+        roots = [p for p in kern.members if reducer_of(self.ins[p]) is not None]
         first = self.ins[roots[0]]
         shape = self.ins[first.operands[0]].shape
         axes = PRIMITIVES[first.op].reduced_axes(first.attrs)
@@ -248,7 +187,7 @@ class CPUCodegen:
         side = [p for p in kern.outputs if p not in late]
         kept = [d for d in range(len(shape)) if d not in axes and shape[d] != 1]
         trailing = bool(axes) and list(axes) == list(range(len(shape) - len(axes), len(shape)))
-        sums = all(self.ins[p].op == "reduce" for p in roots)
+        sums = all(not reducer_of(self.ins[p]).arg for p in roots)
         rows = trailing and kept and sums and all(self.ins[p].shape == shape for p in side)
         if side and not rows:   # values of the input's shape that leave: their own pass
             self._loops(kern, side)
@@ -279,21 +218,21 @@ class CPUCodegen:
             out_index = index[:axis] + index[axis + 1:]
             v = e.at(src, index)
             best = e.load(pbest, out_shape, acc, out_index)
-            take = e.arg_better(ins.op, Value(v.ir, acc), best)
+            take = e.arg_better(reducer_of(ins).kind, Value(v.ir, acc), best)
             e.store(pbest, out_shape, Value(b.select(take, v.ir, best.ir), acc), out_index)
             old = e.load(pidx, out_shape, D.int64, out_index)
             e.store(pidx, out_shape, Value(b.select(take, index[axis], old.ir), D.int64), out_index)
 
         nest(e, shape, start, end, element)
         e.b.ret_void()
-        kind = "max" if ins.op == "argmax" else "min"
+        kind = reducer_of(ins).kind
         self.steps.append({
             "type": "partial", "kernel": kern.name, "fn": name, "args": args,
             "extent": extent(shape), "work": _inner_work(shape), "per_chunk": False,
             "serial": outer_dim(shape) == axis,
             "roots": [{"pos": None, "kind": kind, "acc": acc.name, "dtype": acc.name,
                        "init": _plain(identity(kind, acc)), "shape": list(out_shape)},
-                      {"pos": root, "kind": ins.op, "acc": "int64", "init": 0,
+                      {"pos": root, "kind": "index", "acc": "int64", "init": 0,
                        "dtype": ins.dtype.name, "shape": list(out_shape)}]})
 
     def _row_reduction(self, kern: Kernel, roots: list, late: list, shape: tuple,
@@ -301,7 +240,7 @@ class CPUCodegen:
         """Each output element's reduction in registers, then the epilogue at its index."""
         out_shape = tuple(n for d, n in enumerate(shape) if d not in axes)
         name, args, e, ptr_of, start, end, _ = self._begin(kern, self._reads(kern), late + side)
-        sums = [p for p in roots if self.ins[p].op == "reduce"]
+        sums = [p for p in roots if not reducer_of(self.ins[p]).arg]
         stores = [(ptr_of[p], p) for p in side]
 
         def element(index: list) -> None:
@@ -323,7 +262,7 @@ class CPUCodegen:
         """One function: for each row of [start, end), one pass over the row per phase
         (its reductions in registers), the row values, then a pass writing the outputs
         of the row space (compiler/row_fusion.py)."""
-        first = next(p for p in kern.members if self.ins[p].op == "reduce")
+        first = next(p for p in kern.members if reducer_of(self.ins[p]) is not None)
         space = (self.ins[self.ins[first].operands[0]].shape,
                  tuple(self.ins[first].attrs["axes"]))
         sched, why = row_schedule(self.module, set(kern.members), space)

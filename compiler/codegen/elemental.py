@@ -18,7 +18,7 @@ import numpy as np
 from .. import dtypes as D
 from ..module import Module
 from ..primitive import ELEMENTWISE, INDEXING, PRIMITIVES
-from ..primitives.reduction import identity
+from ..primitives.reduction import identity, reducer_of
 from . import index_rules
 from .llvm_types import (F16, F32, HALF, I1, I16, I32, I64, Value, compute_type, constant,
                          storage_type)
@@ -200,6 +200,14 @@ class ElementalEmitter:
             return self.b.sext(v, I64)
         return self.b.zext(v, I64)
 
+    def boolean(self, bit: ir.Value) -> Value:
+        """An i1 comparison result as a bool value."""
+        return Value(bit, D.bool_)
+
+    def const(self, n: int) -> ir.Value:
+        """An index constant (i64)."""
+        return const(n)
+
     def clamp_index(self, i: ir.Value, lo: int, hi: int) -> ir.Value:
         b = self.b
         i = b.select(b.icmp_signed("<", i, const(lo)), const(lo), i)
@@ -276,7 +284,7 @@ class ElementalEmitter:
         axis = ins.attrs["axis"]
         src_ins = self.module.instructions[src]
         n = src_ins.shape[axis]
-        kind = "max" if ins.op == "argmax" else "min"
+        kind = reducer_of(ins).kind
         full = list(index[:axis]) + [const(0)] + list(index[axis:])
         best = self.reduce_loops(src, src_ins.shape, (axis,), kind, list(full),
                                  self.identity(kind, src_ins.dtype))
@@ -300,16 +308,17 @@ class ElementalEmitter:
             return b.or_(b.fcmp_ordered("==", v.ir, best.ir), both_nan)
         return b.icmp_unsigned("==", v.ir, best.ir)
 
-    def arg_better(self, op: str, v: Value, best: Value) -> ir.Value:
-        """Whether v replaces best (strictly better; NaN beats numbers, first one wins)."""
+    def arg_better(self, kind: str, v: Value, best: Value) -> ir.Value:
+        """Whether v replaces best for an arg-reduction of `kind` (max or min): strictly
+        better; NaN beats numbers; the first one wins."""
         b = self.b
         if v.dtype.is_float:
-            strict = b.fcmp_ordered(">" if op == "argmax" else "<", v.ir, best.ir)
+            strict = b.fcmp_ordered(">" if kind == "max" else "<", v.ir, best.ir)
             v_nan = b.fcmp_unordered("uno", v.ir, v.ir)
             best_num = b.fcmp_ordered("ord", best.ir, best.ir)
             return b.or_(strict, b.and_(v_nan, best_num))
         cmp = b.icmp_signed if v.dtype.kind == "int" else b.icmp_unsigned
-        return cmp(">" if op == "argmax" else "<", v.ir, best.ir)
+        return cmp(">" if kind == "max" else "<", v.ir, best.ir)
 
     # ---- the interface the primitives' `emit` rules use -------------------------------
 

@@ -1,8 +1,11 @@
-"""Steps that call a library instead of generated code, as the primitives' stanzas name
-them (`Primitive.library`): the same for every target."""
+"""What the stanzas of LIBRARY and OPAQUE primitives say about their code, for every
+target: the loops an opaque op's stanza gives (`Primitive.emit`), else the library call
+it names (`Primitive.library`)."""
 from __future__ import annotations
 
 from ..module import Module
+from typing import Optional
+
 from ..primitive import PRIMITIVES
 
 
@@ -16,3 +19,13 @@ def library_step(module: Module, kernel: str, pos: int) -> dict:
     shapes = [module.instructions[o].shape for o in ins.operands]
     return {"type": "library", "kernel": kernel, "call": call.name, "op": ins.op, "pos": pos,
             "operands": list(ins.operands), "args": call.args(ins, shapes) if call.args else {}}
+
+
+def opaque_loops(module: Module, pos: int) -> Optional[list]:
+    """The loops (compiler/primitive.py `Loop`) computing an OPAQUE instruction, or None
+    where its stanza has none for it (then its library call serves)."""
+    ins = module.instructions[pos]
+    emit = PRIMITIVES[ins.op].emit
+    if emit is None:
+        return None
+    return emit(ins, [module.instructions[o] for o in ins.operands])

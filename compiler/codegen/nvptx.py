@@ -36,6 +36,7 @@ import llvmlite.ir as ir
 
 from . import gpu_math
 from ..primitive import PRIMITIVES
+from ..primitives.reduction import reducer_of
 from .loops import counted_loop
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -352,6 +353,40 @@ def emit_loop(mod: ir.Module, name: str, shape: tuple, nparams: int,
     return LaunchSpec(name, (grid_for(n), 1, 1), (BLOCK, 1, 1), [])
 
 
+def emit_ordered_loop(mod: ir.Module, name: str, shape: tuple, ordered: tuple, nparams: int,
+                      body: Callable[[ir.IRBuilder, list, list], None]) -> LaunchSpec:
+    """One thread per index of the axes of `shape` not in `ordered` (grid-stride); each
+    thread runs the `ordered` axes in row-major order: body(b, args, index)."""
+    fn, b = new_kernel(mod, name, nparams)
+    free = [d for d in range(len(shape)) if d not in ordered]
+    n = _size(tuple(shape[d] for d in free))
+    tid = b.add(b.mul(sreg(b, "ctaid.x"), sreg(b, "ntid.x")), sreg(b, "tid.x"))
+    stride = b.mul(sreg(b, "nctaid.x"), sreg(b, "ntid.x"))
+
+    def thread(i: ir.Value, carried: list) -> list:
+        index: list = [None] * len(shape)
+        for d, v in zip(free, delinearize(b, i, tuple(shape[d] for d in free))):
+            index[d] = v
+
+        def level(k: int) -> None:
+            if k == len(ordered):
+                body(b, list(fn.args), list(index))
+                return
+
+            def step(j: ir.Value, cs: list) -> list:
+                index[ordered[k]] = j
+                level(k + 1)
+                return cs
+            strided_loop(b, c64(0), c64(shape[ordered[k]]), c64(1), [], step, f"o{k}")
+        level(0)
+        return carried
+
+    strided_loop(b, tid, c64(n), stride, [], thread)
+    b.ret_void()
+    block = BLOCK if n >= BLOCK else max(1, n)
+    return LaunchSpec(name, (grid_for(n, block), 1, 1), (block, 1, 1), [])
+
+
 def _warp_reduce(b: ir.IRBuilder, red: Reduction, accs: list) -> list:
     """Butterfly over the warp: afterwards every lane holds the warp's combined value."""
     for mask in (16, 8, 4, 2, 1):
@@ -542,7 +577,7 @@ def emit_plan(plan: Any, arch: str = DEFAULT_ARCH, name: str = "module") -> GpuP
 def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
     """Add the plan's kernels to `mod` (names start with `prefix`); return the steps
     (LaunchSpecs, and the plan's LIBRARY/OPAQUE kernels as they are) and scratch sizes."""
-    from ..plan import LOOP, REDUCTION, ROW
+    from ..plan import LOOP, OPAQUE, REDUCTION, ROW
     launches: list = []
     scratch: dict = {}
     for k, kernel in enumerate(plan.kernels):
@@ -556,7 +591,9 @@ def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
         elif kernel.kind == ROW:
             launches.append(_row_kernel(mod, plan, kernel, name))
         else:
-            launches.append(kernel)      # the device's business
+            specs = _opaque_kernels(mod, plan, kernel, name) if kernel.kind == OPAQUE else None
+            # None: the stanza's library call (compiler/driver.py makes the step)
+            launches.extend(specs) if specs is not None else launches.append(kernel)
     return launches, scratch
 
 
@@ -599,6 +636,26 @@ def _loop_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpe
     return spec
 
 
+def _opaque_kernels(mod: ir.Module, plan: Any, kernel: Any, name: str) -> Any:
+    """One launch per loop of the opaque op's stanza, or None (then its library call)."""
+    from .library_calls import opaque_loops
+    (pos,) = kernel.outputs
+    loops = opaque_loops(plan.module, pos)
+    if loops is None:
+        return None
+    params = _params(kernel)
+    operands = plan.module.instructions[pos].operands
+    specs = []
+    for j, loop in enumerate(loops):
+        def body(b: ir.IRBuilder, args: list, index: list, loop: Any = loop) -> None:
+            em = _emitter(b, mod, plan, kernel, args)
+            loop.body(em, em.out_ptr[pos], [em.out_ptr[o] for o in operands], index)
+        spec = emit_ordered_loop(mod, f"{name}_{j}", loop.space, loop.ordered, len(params), body)
+        spec.params = params
+        specs.append(spec)
+    return specs
+
+
 class _ReductionCode:
     """The callbacks of `Reduction` for one fused REDUCTION kernel."""
 
@@ -628,14 +685,11 @@ class _ReductionCode:
         ins = self.plan.module.instructions
         accs = []
         for p in self.roots:
-            src = ins[ins[p].operands[0]]
-            if ins[p].op == "reduce":
-                from ..primitives.reduction import identity
-                accs.append(constant(ins[p].dtype, identity(ins[p].attrs["kind"], ins[p].dtype)))
-            else:
-                from .. import dtypes as D
-                start = D.min_value(src.dtype) if ins[p].op == "argmax" else D.max_value(src.dtype)
-                accs += [constant(src.dtype, start), c64(2 ** 63 - 1)]
+            src, r = ins[ins[p].operands[0]], reducer_of(ins[p])
+            if not r.arg:
+                accs.append(constant(ins[p].dtype, r.start(ins[p].dtype)))
+            else:       # the best value so far and its index
+                accs += [constant(src.dtype, r.start(src.dtype)), c64(2 ** 63 - 1)]
         return accs
 
     def fold(self, b: ir.IRBuilder, args: list, index: list, accs: list) -> list:
@@ -647,7 +701,7 @@ class _ReductionCode:
             src = ins[p].operands[0]
             v = em.at(src, index)
             values.append(v.ir)
-            if ins[p].op != "reduce":
+            if reducer_of(ins[p]).arg:
                 values.append(index[self.axes[0]])
         for pos in self.side:
             _store(em, pos, index)
@@ -661,16 +715,16 @@ class _ReductionCode:
         ins = self.plan.module.instructions
         out, j = [], 0
         for p in self.roots:
-            src_dtype = ins[ins[p].operands[0]].dtype
-            if ins[p].op == "reduce":
-                kind, d = ins[p].attrs["kind"], ins[p].dtype
-                out.append(em.combine(kind, Value(a[j], d), Value(c[j], d)).ir)
+            src_dtype, r = ins[ins[p].operands[0]].dtype, reducer_of(ins[p])
+            if not r.arg:
+                d = ins[p].dtype
+                out.append(em.combine(r.kind, Value(a[j], d), Value(c[j], d)).ir)
                 j += 1
                 continue
             va, vc = Value(a[j], src_dtype), Value(c[j], src_dtype)
             ia, ic = a[j + 1], c[j + 1]
-            c_better = em.arg_better(ins[p].op, vc, va)
-            a_better = em.arg_better(ins[p].op, va, vc)
+            c_better = em.arg_better(r.kind, vc, va)
+            a_better = em.arg_better(r.kind, va, vc)
             tie_c = b.and_(b.not_(a_better), b.icmp_signed("<", ic, ia))
             take = b.or_(c_better, tie_c)
             out += [b.select(take, vc.ir, va.ir), b.select(take, ic, ia)]
@@ -685,7 +739,7 @@ class _ReductionCode:
         key_ids = tuple(id(v) for v in out_index)
         j = 0
         for p in self.roots:
-            if ins[p].op == "reduce":
+            if not reducer_of(ins[p]).arg:
                 value = em.round(Value(accs[j], ins[p].dtype))
                 j += 1
             else:
@@ -728,7 +782,7 @@ def _row_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpec
     from ..primitives.reduction import identity
     from ..row_fusion import outer_shape, row_schedule
     ins = plan.module.instructions
-    first = next(p for p in kernel.members if ins[p].op == "reduce")
+    first = next(p for p in kernel.members if reducer_of(ins[p]) is not None)
     space = (ins[ins[first].operands[0]].shape, tuple(ins[first].attrs["axes"]))
     sched, why = row_schedule(plan.module, set(kernel.members), space)
     if sched is None:

@@ -7,8 +7,11 @@ import numpy as np
 from .. import autodiff as A
 from .. import batching as B
 from .. import dtypes as D
-from ..primitive import (NOT_DIFFERENTIABLE, OPAQUE, REDUCTION, LibraryCall, apply, fail, primitive,
-                         widen_half)
+from dataclasses import dataclass
+from typing import Optional
+
+from ..primitive import (NOT_DIFFERENTIABLE, OPAQUE, PRIMITIVES, REDUCTION, LibraryCall, Loop,
+                         apply, fail, primitive, widen_half)
 
 REDUCERS = ("sum", "prod", "max", "min", "and", "or")
 
@@ -17,6 +20,25 @@ def identity(kind: str, dtype: D.DType):
     """The value a reduction starts from (and the result over zero elements)."""
     return {"sum": 0, "prod": 1, "max": D.min_value(dtype), "min": D.max_value(dtype),
             "and": True, "or": False}[kind]
+
+
+@dataclass(frozen=True)
+class Reducer:
+    """How a reduction combines what it reads, as code generation needs it: `kind` (one of
+    REDUCERS) combines values; with `arg`, the result is the first index of the best value
+    (kind max: argmax; min: argmin), NaN counting as best."""
+    kind: str
+    arg: bool = False
+
+    def start(self, dtype: D.DType):
+        """The accumulator's first value (of the reduced values' dtype)."""
+        return identity(self.kind, dtype)
+
+
+def reducer_of(ins) -> Optional[Reducer]:
+    """The Reducer of a reduction instruction, from its stanza; None for other ops."""
+    rule = PRIMITIVES[ins.op].reducer
+    return rule(ins.attrs) if rule is not None else None
 
 
 def _check_axes(op, operands, axes, ndim):
@@ -163,7 +185,8 @@ reduce = primitive("reduce", REDUCTION, _reduce_infer, _reduce_ref, attrs=("axes
                    vjp=_reduce_vjp, emit=lambda e, ins, index: e.reduce_at(ins, index),
                    batch=lambda node, size, ops, _: B.same_op(node, ops,
                                                              axes=B.shifted(node.attrs["axes"])),
-                   reduced_axes=lambda attrs: tuple(attrs["axes"]))
+                   reduced_axes=lambda attrs: tuple(attrs["axes"]),
+                   reducer=lambda attrs: Reducer(attrs["kind"]))
 
 
 def _arg_infer(op):
@@ -198,11 +221,13 @@ argmax = primitive("argmax", REDUCTION, _arg_infer("argmax"), _arg_ref(np.argmax
                    attrs=("axis", "index_dtype"), doc="The first index of the largest value "
                                                        "(NaN counts as largest).",
                    vjp=NOT_DIFFERENTIABLE, emit=lambda e, ins, index: e.arg_at(ins, index),
-                   reduced_axes=_arg_axes, batch=_axis_batch)
+                   reduced_axes=_arg_axes, reducer=lambda attrs: Reducer("max", arg=True),
+                   batch=_axis_batch)
 argmin = primitive("argmin", REDUCTION, _arg_infer("argmin"), _arg_ref(np.argmin),
                    attrs=("axis", "index_dtype"), doc="The first index of the smallest value.",
                    vjp=NOT_DIFFERENTIABLE, emit=lambda e, ins, index: e.arg_at(ins, index),
-                   reduced_axes=_arg_axes, batch=_axis_batch)
+                   reduced_axes=_arg_axes, reducer=lambda attrs: Reducer("min", arg=True),
+                   batch=_axis_batch)
 
 
 def _cumulative_infer(operands, axis, kind, reverse):
@@ -230,7 +255,34 @@ def _cumulative_ref(x, axis, kind, reverse):
     return np.asarray(out).astype(x.dtype)
 
 
+def _cumulative_loops(ins, operands):
+    """out[i] = out[i - 1] (kind) x[i] along the axis, in row-major order (a loop over a
+    later, contiguous dimension still vectorizes). Half floats go to the library call:
+    the reference accumulates them in float32 and rounds once."""
+    if ins.dtype in (D.float16, D.bfloat16):
+        return None
+    axis, kind, rev = ins.attrs["axis"], ins.attrs["kind"], ins.attrs["reverse"]
+    shape, dtype, n = ins.shape, ins.dtype, ins.shape[ins.attrs["axis"]]
+
+    def flip(e, i):
+        return e.b.sub(e.const(n - 1), i) if rev else i
+
+    def body(e, out, operands, index):
+        i = index[axis]
+        at = list(index)
+        at[axis] = flip(e, i)
+        v = e.load(operands[0], shape, dtype, at)
+        prev = list(index)
+        prev[axis] = flip(e, e.clamp_index(e.b.sub(i, e.const(1)), 0, n - 1))
+        acc = e.combine(kind, e.load(out, shape, dtype, prev), v)
+        first = e.b.icmp_signed("==", i, e.const(0))
+        e.store(out, shape, e.select(e.boolean(first), v, acc), at)
+
+    return [Loop(shape, (axis,), body)]
+
+
 cumulative = primitive("cumulative", OPAQUE, _cumulative_infer, _cumulative_ref,
                        attrs=("axis", "kind", "reverse"),
                        doc="Inclusive scan along `axis` (from the end when `reverse`).",
-                       vjp=_cumulative_vjp, library=LibraryCall("host"), batch=_axis_batch)
+                       vjp=_cumulative_vjp, emit=_cumulative_loops, library=LibraryCall("host"),
+                       batch=_axis_batch)

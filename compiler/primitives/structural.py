@@ -12,7 +12,8 @@ import numpy as np
 from .. import autodiff as A
 from .. import batching as B
 from .. import dtypes as D
-from ..primitive import INDEXING, LEAF, NOT_DIFFERENTIABLE, OPAQUE, LibraryCall, apply, fail, primitive
+from ..primitive import (INDEXING, LEAF, NOT_DIFFERENTIABLE, OPAQUE, LibraryCall, Loop, apply,
+                         fail, primitive)
 
 
 def _ints(x) -> tuple:
@@ -475,10 +476,40 @@ def _scatter_batch(node, size, operands, batched):
     return B.same_op(node, [x, idx, upd], axis=node.attrs["axis"] + 1)
 
 
+def _scatter_loops(ins, operands):
+    """Two loops: out = x (independent elements), then each update in order (the last
+    'set' wins; 'add' accumulates); out-of-range indices are skipped."""
+    shape, dtype = ins.shape, ins.dtype
+    axis, mode = ins.attrs["axis"], ins.attrs["mode"]
+
+    def copy(e, out, operands, index):
+        e.store(out, shape, e.load(operands[0], shape, dtype, index), index)
+
+    def update(e, out, operands, index):
+        _, idx, upd = operands
+        b = e.b
+        k = e.to_index(e.load(idx, ishape, idtype, index[axis:axis + len(ishape)]))
+        inside = b.and_(b.icmp_signed(">=", k, e.const(0)),
+                        b.icmp_signed("<", k, e.const(shape[axis])))
+        with b.if_then(inside):
+            at = list(index[:axis]) + [k] + list(index[axis + len(ishape):])
+            v = e.load(upd, ushape, dtype, index)
+            if mode == "add":
+                v = e.round(e.add(e.load(out, shape, dtype, at), v))
+            e.store(out, shape, v, at)
+
+    ishape, idtype, ushape = operands[1].shape, operands[1].dtype, operands[2].shape
+    loops = [Loop(shape, (), copy)]
+    if 0 not in ushape:
+        loops.append(Loop(ushape, tuple(range(len(ushape))), update))
+    return loops
+
+
 scatter = primitive("scatter", OPAQUE, _scatter_infer, _scatter_ref, attrs=("axis", "mode"),
                     doc="The transpose of gather: out = x; out[.., idx[j], ..] (=|+=) upd[.., j, ..]. "
                         "Out-of-range indices are skipped; with 'set' the last write wins.",
-                    vjp=_scatter_vjp, library=LibraryCall("host"), batch=_scatter_batch)
+                    vjp=_scatter_vjp, emit=_scatter_loops, library=LibraryCall("host"),
+                    batch=_scatter_batch)
 
 
 def _tuple_infer(operands):
