@@ -40,9 +40,6 @@ SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
 SPLIT_FLOPS = 1 << 22         # below this many multiply-adds a GEMM runs on one thread
 CHUNKS_PER_THREAD = 4
 
-_COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
-            "and": np.logical_and, "or": np.logical_or}
-
 # the files a Program's dump texts go to (LAZYARRAY_DUMP)
 DUMP_FILES = {"optimized_hlo": ".optimized.hlo", "fusion": ".fusion.txt", "dot": ".dot",
               "llvm": ".ll", "asm": ".s"}
@@ -181,18 +178,22 @@ class CPUExecutable:
         self._aliases = [(int(o), int(x)) for o, x in program.aliases]
         self._const_arrays = self._constants()
         self._code = LoadedCode(program.code) if any(s["type"] != "library" for s in self.steps) else None
-        self._fns = {s["fn"]: self._function(s) for s in self.steps if "fn" in s}
+        self._fns = {s["fn"]: self._function(s["fn"], len(s["args"]), len(s.get("roots", [])))
+                     for s in self.steps if "fn" in s}
+        self._fns.update({s["finish"]: self._function(s["finish"], len(s["finish_args"]),
+                                                      len(s["roots"]), 1)
+                          for s in self.steps if s.get("finish")})
         self._lock = threading.Lock()
         self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)
         self._range_cache: dict = {}                 # (id(step), threads) -> chunk ranges
         self._uses_blas = any(s["type"] == "library" for s in self.steps)
 
-    def _function(self, step: dict) -> Any:
-        nargs = len(step["args"])
-        npartials = len(step.get("roots", []))
+    def _function(self, name: str, nargs: int, npartials: int, counts: int = 0) -> Any:
+        """fn(buffers..., start, end, partials..., counts...) (compiler/codegen/cpu_kernels.py)."""
         proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nargs), ctypes.c_int64,
-                                 ctypes.c_int64, *([ctypes.c_void_p] * npartials))
-        return proto(self._code.address(step["fn"]))
+                                 ctypes.c_int64, *([ctypes.c_void_p] * npartials),
+                                 *([ctypes.c_int64] * counts))
+        return proto(self._code.address(name))
 
     def _constants(self) -> dict:
         return {p: v.constant() for p, v in self.values.items()
@@ -318,11 +319,15 @@ class CPUExecutable:
     def _loop(self, step: dict, arrays: dict) -> None:
         fn = self._fns[step["fn"]]
         ptrs = self._pointers(step, arrays)
-        ranges = self._ranges(step)
+        self._dispatch(lambda k, s, e: fn(*ptrs, s, e), self._ranges(step))
+
+    def _dispatch(self, call: Callable[[int, int, int], None], ranges: list) -> None:
+        """call(k, start, end) for each chunk range of one step: inline when there is one,
+        else over the thread pool (the one place chunks are handed to threads)."""
         if len(ranges) == 1:
-            fn(*ptrs, *ranges[0])
-            return
-        self._run_pool.run(lambda k, s, e: fn(*ptrs, s, e), ranges)
+            call(0, *ranges[0])
+        else:
+            self._run_pool.run(call, ranges)
 
     def _partial(self, step: dict, arrays: dict) -> None:
         fn = self._fns[step["fn"]]
@@ -338,16 +343,17 @@ class CPUExecutable:
             row = k if step["per_chunk"] else 0
             fn(*ptrs, s, e, *[p[row:row + 1].ctypes.data for p in partials])
 
-        if len(ranges) == 1:
-            call(0, *ranges[0])
-        else:
-            self._run_pool.run(call, ranges)
+        self._dispatch(call, ranges)
+        if step.get("finish"):      # the kernel's second phase: combine, then the epilogue
+            finish = self._fns[step["finish"]]
+            finish(*[self._scratch(arrays, p).ctypes.data for p in step["finish_args"]],
+                   0, step["finish_extent"], *[p.ctypes.data for p in partials], chunks)
+            return
         for r, part in zip(step["roots"], partials):
             if r["pos"] is None:        # working state (argmax's best values), not a result
                 continue
-            combined = _COMBINE[r["kind"]].reduce(part, axis=0) if chunks > 1 else part[0]
             target = self._scratch(arrays, r["pos"])
-            target[...] = np.asarray(combined).astype(target.dtype)
+            target[...] = np.asarray(part[0]).astype(target.dtype)
 
     def _library(self, step: dict, arrays: dict) -> None:
         """A call the primitive's stanza names (`step["call"]`), see LIBRARY_CALLS."""

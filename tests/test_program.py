@@ -84,3 +84,32 @@ def test_donation_reaches_the_buffer_plan():
     assert compile(m, "cpu").aliases == []
     program = compile(m, "cpu", frozenset({0}))
     assert program.donated == [0] and program.aliases == [[2, 0]]
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+@pytest.mark.parametrize("what", ["mean_full", "sum_full", "mean_columns", "var_columns"])
+def test_a_reduction_and_its_epilogue_are_one_kernel(what, threads):
+    """mean(3*x**2 + y) is one kernel on the CPU, as sum(x + y*z) is: the chunks' partial
+    results are combined and the epilogue (the division) applied in the same kernel."""
+    import lazyarray as la
+    from lazyarray.compiler.trace import capture
+    rng = np.random.default_rng(3)
+    n = 1 << 17
+    x, y, z = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
+    m = rng.standard_normal((4096, 24)).astype(np.float32)
+    builds = {"mean_full": (lambda: (3 * la.asarray(x) ** 2 + la.asarray(y)).mean(),
+                            (3 * x.astype(np.float64) ** 2 + y).mean()),
+              "sum_full": (lambda: (la.asarray(x) + la.asarray(y) * la.asarray(z)).sum(),
+                           (x.astype(np.float64) + y * z).sum()),
+              "mean_columns": (lambda: (la.asarray(m) * 2).mean(axis=0),
+                               (m.astype(np.float64) * 2).mean(axis=0)),
+              "var_columns": (lambda: (la.asarray(m) ** 2).mean(axis=0) - 1.5,
+                              (m.astype(np.float64) ** 2).mean(axis=0) - 1.5)}
+    build, want = builds[what]
+    cap = capture([build()._node])
+    exe = CPUDevice(lambda: {"cache_dir": "off", "num_threads": threads}).compile(cap.module("m"))
+    assert exe.kernels_per_run == 1, exe.steps
+    if threads > 1 and what.endswith("full"):
+        assert len(exe._ranges(exe.steps[0])) > 1, "the reduction was not split"
+    got = exe.run(cap.args)[0]
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-5)

@@ -90,8 +90,9 @@ class CPUCodegen:
     # ---- functions ----------------------------------------------------------------------
 
     def _begin(self, kern: Kernel, reads: list, writes: list, partials: int = 0,
-               emitter: type = ElementalEmitter) -> tuple:
-        """A new function over the distinct buffers of `reads` and `writes`."""
+               emitter: type = ElementalEmitter, counts: int = 0) -> tuple:
+        """A new function over the distinct buffers of `reads` and `writes`, then start
+        and end, then `partials` pointers, then `counts` more i64 arguments."""
         args: list = []
         seen: dict = {}
         slot_of = self.plan.buffers.slot_of
@@ -100,7 +101,8 @@ class CPUCodegen:
             if slot not in seen:
                 seen[slot] = len(args)
                 args.append(pos)
-        fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(args) + [I64, I64] + [PTR] * partials)
+        fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(args) + [I64, I64] + [PTR] * partials
+                               + [I64] * counts)
         name = f"{_ident(kern.name)}_{self._count}"
         self._count += 1
         fn = ir.Function(self.llmod, fnty, name)
@@ -319,6 +321,7 @@ class CPUCodegen:
         per_chunk = outer_dim(shape) in axes
         name, args, e, ptr_of, start, end, partials = self._begin(
             kern, self._reads(kern), [], partials=len(roots))
+        finish, finish_args = self._finish_partials(kern, roots, late, out_shape)
         kinds = [self.ins[p].attrs["kind"] for p in roots]
         accs = [accumulator_dtype(self.ins[p].dtype) for p in roots]
         srcs = [self.ins[p].operands[0] for p in roots]
@@ -340,15 +343,44 @@ class CPUCodegen:
         self.steps.append({
             "type": "partial", "kernel": kern.name, "fn": name, "args": args,
             "extent": extent(shape), "work": _inner_work(shape), "per_chunk": per_chunk,
+            "finish": finish, "finish_args": finish_args, "finish_extent": extent(out_shape),
             "roots": [{"pos": p, "kind": k, "acc": a.name, "dtype": self.ins[p].dtype.name,
                        "init": _plain(identity(k, a)), "shape": list(out_shape)}
                       for p, k, a in zip(roots, kinds, accs)]})
-        rest = [p for p in late if p not in roots]
-        if rest:     # the epilogue reads the combined reductions from memory
-            members = [p for p in kern.members if p not in roots]
-            sub = Kernel(kern.name + "_epilogue", LOOP, members, rest,
-                         sorted(set(kern.inputs) | set(roots)))
-            self._loop_function(sub, self.ins[rest[0]].shape, rest)
+
+    def _finish_partials(self, kern: Kernel, roots: list, late: list, out_shape: tuple) -> tuple:
+        """The second phase of a partial reduction, in the same kernel: for each output
+        index, combine the chunks' partials in chunk order, then write the reductions and
+        the epilogue there. Arguments: its buffers (the outputs, and what the epilogue
+        reads), start and end over the output, the partials, the chunk count. Returns
+        (function name, buffer arguments)."""
+        name, args, e, ptr_of, start, end, rest = self._begin(
+            kern, self._reads(kern), late, partials=len(roots), counts=1)
+        partials, chunks = rest[:-1], rest[-1]
+        size = _size(out_shape)
+        kinds = [self.ins[p].attrs["kind"] for p in roots]
+        accs = [accumulator_dtype(self.ins[p].dtype) for p in roots]
+
+        def element(index: list) -> None:
+            lin = e.linear(out_shape, index)
+
+            def chunk(k: ir.Value, carried: list) -> list:
+                at = e.b.add(e.b.mul(k, const(size)), lin)
+                return [e.combine(kind, Value(c, acc), e.load(ptr, (size,), acc, [at])).ir
+                        for ptr, kind, acc, c in zip(partials, kinds, accs, carried)]
+
+            inits = [e.identity(k, a).ir for k, a in zip(kinds, accs)]
+            finals = counted_loop(e.b, const(0), chunks, inits, chunk, name="chunk",
+                                  interleave=False)
+            for p, v in zip(roots, finals):
+                e.remember(p, index, e.round(Value(v, self.ins[p].dtype)))
+            for pos in late:
+                own = _index_for(e, self.ins[pos].shape, out_shape, index)
+                e.store(ptr_of[pos], self.ins[pos].shape, e.at(pos, own), own)
+
+        nest(e, out_shape, start, end, element)
+        e.b.ret_void()
+        return name, args
 
 
 class RowEmitter(ElementalEmitter):
