@@ -27,7 +27,7 @@ import functools
 from typing import Any, Callable, Optional, Sequence, Union
 
 from . import runtime
-from .compiler import autodiff
+from .compiler import autodiff, builders
 from .tensor import Tensor
 
 _UNCONNECTED = ("none", "zero")
@@ -127,7 +127,7 @@ class GradientTape:
         if ct is not None:
             return Tensor._wrap(ct, t._state)
         if unconnected == "zero":
-            return Tensor._wrap(autodiff.zeros_like(t._node), t._state)
+            return Tensor._wrap(builders.zeros_like(t._node), t._state)
         return None
 
 
@@ -140,14 +140,14 @@ def _seed(target: Tensor, output_gradients: Any) -> Any:
         if not node.dtype.is_float:
             raise TypeError(f"GradientTape.gradient: the target is {node.dtype.name}; only "
                             "floating-point targets have gradients")
-        return autodiff.full(1, (), node.dtype)
+        return builders.full(1, (), node.dtype)
     from .creation import asarray
     seed = output_gradients if isinstance(output_gradients, Tensor) else \
         asarray(output_gradients, dtype=node.dtype, device=target._state)
     if seed.shape != node.shape:
         raise ValueError(f"GradientTape.gradient: output_gradients has shape {seed.shape}, "
                          f"the target {node.shape}")
-    return autodiff.convert(seed._node, node.dtype)
+    return builders.convert(seed._node, node.dtype)
 
 
 def _forget_held_history() -> None:
