@@ -134,3 +134,39 @@ def test_requires_grad_survives_pickling_and_repr(device):
     w = la.ones(2, requires_grad=True)
     assert "requires_grad=True" in repr(w)
     assert pickle.loads(pickle.dumps(w)).requires_grad
+
+
+def _digits_example():
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "train_digits.py"
+    spec = importlib.util.spec_from_file_location("train_digits", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(__import__("importlib").util.find_spec("sklearn") is None,
+                    reason="scikit-learn (the `examples` extra) is not installed: the digits "
+                           "data comes from it")
+def test_digits_example_in_the_backward_style(clean_metrics, capsys):
+    digits = _digits_example()
+    la.manual_seed(0)
+    make, settings = digits.MODELS["mlp"]
+    result = digits.train(make(), digits.load_digits_split(), epochs=8, log=None,
+                          style="backward", progress=True, **settings)
+    assert result["accuracy"] >= 0.95, result
+    assert result["compiles"] == 2, (result, clean_metrics.recompiles)   # step + evaluation
+    assert "epoch 8/8" in capsys.readouterr().err                         # the progress bar
+
+
+def test_progress_line_without_tqdm():
+    import io
+    digits = _digits_example()
+    out = io.StringIO()
+    bar = digits.Progress(4, "epoch 1/2", stream=out)
+    bar.bar = None                                   # the built-in line, tqdm or not
+    for _ in range(4):
+        bar.update(loss=0.5)
+    bar.close()
+    assert "epoch 1/2 [" in out.getvalue() and "4/4  loss 0.5000" in out.getvalue()
