@@ -16,7 +16,8 @@ from . import runtime
 from .autograd import GradientTape, grad, stop_gradient, value_and_grad
 from .backward import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .conventions import ValuesIndices, max, min, sort, std, var
-from .creation import asarray, from_dlpack, from_numpy, grad_option, sized, tensor
+from .creation import asarray, from_dlpack, from_numpy, tensor
+from .creation import grad_option as _grad_option, sized as _sized
 from .graph_break import nonzero, unique_all, unique_counts, unique_inverse, unique_values
 from .lift import lift
 from .saving import load, save
@@ -28,10 +29,10 @@ for _name in ops.__all__:
 
 # creation: PyTorch's separate sizes (`zeros(3, 4)`) and requires_grad=
 for _name in ("zeros", "ones", "empty"):
-    globals()[_name] = sized(globals()[_name])
+    globals()[_name] = _sized(globals()[_name])
 for _name in ("full", "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like",
               "empty_like"):
-    globals()[_name] = grad_option(globals()[_name])
+    globals()[_name] = _grad_option(globals()[_name])
 
 # the array API's linalg extension (its traceable part): la.linalg.vector_norm, ...
 linalg = types.SimpleNamespace(**{_name: globals()[_name] for _name in ops.linalg.LINALG})

@@ -37,7 +37,11 @@ _OPERATORS = [
 # functional underneath: tensors read from it earlier keep theirs)
 _IN_PLACE = [("__iadd__", "add_", ops.add), ("__isub__", "sub_", ops.subtract),
              ("__imul__", "mul_", ops.multiply), ("__itruediv__", "div_", ops.divide),
-             ("__ipow__", "pow_", ops.pow)]
+             ("__ipow__", "pow_", ops.pow), ("__ifloordiv__", None, ops.floor_divide),
+             ("__imod__", None, ops.remainder), ("__imatmul__", None, ops.matmul),
+             ("__iand__", None, ops.bitwise_and), ("__ior__", None, ops.bitwise_or),
+             ("__ixor__", None, ops.bitwise_xor), ("__ilshift__", None, ops.bitwise_left_shift),
+             ("__irshift__", None, ops.bitwise_right_shift)]
 
 _UNARY = {"__neg__": ops.negative, "__pos__": ops.positive, "__abs__": ops.abs,
           "__invert__": ops.bitwise_invert, "abs": ops.abs, "exp": ops.exp, "log": ops.log,
@@ -65,7 +69,8 @@ def _install() -> None:
             setattr(Tensor, rname, reflected(fn))
     for dunder, name, fn in _IN_PLACE:
         setattr(Tensor, dunder, _in_place(fn))
-        setattr(Tensor, name, _in_place(fn))
+        if name:
+            setattr(Tensor, name, _in_place(fn))
     for name, fn in _UNARY.items():
         setattr(Tensor, name, lift(fn))
     for name in _REDUCTIONS:

@@ -232,3 +232,14 @@ def test_dlpack_bfloat16_with_torch():
     assert back.dtype == torch.bfloat16 and back.float().tolist() == [1.5, -2.0, 3.25]
     shared = la.from_dlpack(torch.arange(4.0))
     assert shared.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_clip_grad_norm_in_place_and_nonfinite_error():
+    w = la.asarray([3.0, 4.0], requires_grad=True)
+    (w * w).sum().backward()                          # grad (6, 8): norm 10
+    norm = la.nn.utils.clip_grad_norm_([w], 1.0)
+    assert abs(norm.item() - 10.0) < 1e-5
+    np.testing.assert_allclose(w.grad.numpy(), [0.6, 0.8], rtol=1e-5)
+    w.grad = la.asarray([np.inf, 0.0])
+    with pytest.raises(RuntimeError, match="total norm"):
+        la.nn.utils.clip_grad_norm_([w], 1.0, error_if_nonfinite=True)

@@ -62,10 +62,15 @@ def _class_loss(name: str, x: Tensor, target: Any, reduction: str, ignore_index:
     to `ignore_index` count neither in the loss nor in the mean's denominator."""
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    input_shape = getattr(x, "shape", None)
     if type(x) is Tensor and x.ndim > 2:
         x = _moveaxis(x, 1, -1)
     if type(target) is Tensor and target.dtype.is_float and name == "cross_entropy":
         # probabilities over the classes (PyTorch's second form of target)
+        if target.shape != input_shape:
+            raise ValueError(f"cross_entropy: a float target gives probabilities and needs "
+                             f"a target of the input's shape {input_shape}, got "
+                             f"{target.shape} (class indices must be integers)")
         if target.ndim > 2:
             target = _moveaxis(target, 1, -1)
         if kw.get("label_smoothing"):
