@@ -18,17 +18,13 @@ are still updated in place.
 from __future__ import annotations
 
 import functools
-import weakref
 from typing import Any, Callable, Optional
 
 from . import runtime
 from .autograd import _seed, forget_held_history
 from .compiler import autodiff, builders
-from .tensor import PARAMETER, REQUIRES_GRAD, Tensor
+from .tensor import REQUIRES_GRAD, TRAINABLE, Tensor, mark_requires_grad
 
-# id -> weak reference, of every tensor that requires grad (a dict keyed by id: a set
-# would compare tensors with ==, which records an op)
-_TRAINABLE: dict = {}
 _ENABLED = [True]
 _HELD_PRUNE_AT = [4096]
 
@@ -42,21 +38,14 @@ def set_requires_grad(t: Tensor, flag: bool = True) -> Tensor:
     if flag and not t.dtype.is_float:
         raise TypeError(f"requires_grad: only floating-point tensors can require gradients, "
                         f"got {t.dtype.name}")
-    flags = getattr(t, "_flags", 0)
-    key = id(t)
-    if flag:
-        t._flags = flags | REQUIRES_GRAD
-        _TRAINABLE[key] = weakref.ref(t, lambda _r, key=key: _TRAINABLE.pop(key, None))
-    else:
-        t._flags = flags & ~(REQUIRES_GRAD | PARAMETER)
-        _TRAINABLE.pop(key, None)
+    mark_requires_grad(t, flag)
     return t
 
 
 def trainable() -> list:
     """The live tensors that require grad."""
     out = []
-    for ref in list(_TRAINABLE.values()):
+    for ref in list(TRAINABLE.values()):
         t = ref()
         if t is not None:
             out.append(t)
@@ -105,13 +94,13 @@ def backward(target: Tensor, gradient: Any = None, retain_graph: bool = False,
 def keeps_graph(capture: Any) -> bool:
     """For the runtime: does the graph of this sync reach a tensor that requires grad
     (whose later `backward()` needs the graph kept)?"""
-    if not _ENABLED[0] or not _TRAINABLE:
+    if not _ENABLED[0] or not TRAINABLE:
         return False
     if len(runtime.HELD) > _HELD_PRUNE_AT[0]:
         runtime.HELD[:] = [r for r in runtime.HELD if r() is not None]
         _HELD_PRUNE_AT[0] = max(4096, 2 * len(runtime.HELD))
     positions = capture.positions
-    for ref in _TRAINABLE.values():
+    for ref in TRAINABLE.values():
         t = ref()
         if t is not None and t._node in positions:
             return True

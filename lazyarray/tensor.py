@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import sys
+import weakref
 from typing import Any, Optional
 
 import numpy as np
@@ -244,8 +245,26 @@ class Tensor:
 def _rebuild(array: np.ndarray, device: str, flags: int) -> Tensor:
     t = Tensor._from_numpy(array, runtime.get_device(device))
     if flags:
-        t._flags = flags
+        mark_requires_grad(t, bool(flags & REQUIRES_GRAD))
+        t._flags |= flags
     return t
+
+
+# id -> weak reference, of every live tensor that requires grad (what backward() walks
+# to); a dict keyed by id, since a set would compare tensors with ==, which records an op
+TRAINABLE: dict = {}
+
+
+def mark_requires_grad(t: Tensor, flag: bool) -> None:
+    """Set or clear t's requires_grad flag and its entry in TRAINABLE."""
+    flags = getattr(t, "_flags", 0)
+    key = id(t)
+    if flag:
+        t._flags = flags | REQUIRES_GRAD
+        TRAINABLE[key] = weakref.ref(t, lambda _r, key=key: TRAINABLE.pop(key, None))
+    else:
+        t._flags = flags & ~(REQUIRES_GRAD | PARAMETER)
+        TRAINABLE.pop(key, None)
 
 
 def _own(node: Node) -> Node:

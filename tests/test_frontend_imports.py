@@ -11,8 +11,9 @@ from lazyarray.compiler import autodiff, builders
 ROOT = pathlib.Path(lazyarray.__file__).resolve().parent
 
 # deliberate late imports: a device's module is loaded when the device is first used
-# (llvmlite, cuda-python); callsite names the package folders without importing on load
-LATE_OK = {"devices_registry", "callsite"}
+# (llvmlite, cuda-python, MPI for distributed); callsite names the package folders without
+# importing them on load
+LATE_OK = {"devices_registry", "callsite", "distributed"}
 
 
 def frontend_modules() -> dict:

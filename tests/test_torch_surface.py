@@ -243,3 +243,11 @@ def test_clip_grad_norm_in_place_and_nonfinite_error():
     w.grad = la.asarray([np.inf, 0.0])
     with pytest.raises(RuntimeError, match="total norm"):
         la.nn.utils.clip_grad_norm_([w], 1.0, error_if_nonfinite=True)
+
+
+def test_a_deep_copied_model_trains_with_backward():
+    net = la.nn.Linear(3, 2)
+    twin = copy.deepcopy(net)
+    assert twin.weight.requires_grad
+    twin(la.ones((4, 3))).sum().backward()
+    assert twin.weight.grad is not None and net.weight.grad is None
