@@ -1,18 +1,22 @@
 """Train an MLP and a small CNN on scikit-learn's bundled digits (8x8 images, no download).
 
-    pip install -e '.[examples]'
+    pip install -e '.[examples]'          # scikit-learn, and tqdm for the progress bar
     python examples/train_digits.py [--device cpu] [--epochs 30] [--model mlp|cnn|both]
+                                    [--style tape|backward]
 
 Each training step (forward, backward and Adam update) is one compiled program, compiled at
-the first step and a cache hit at every later one; evaluation is a second program. The
-script prints the loss, the test accuracy, the compiles counted by `la.debug.metrics()` and
-the mean step time.
+the first step and a cache hit at every later one; evaluation is a second program. Two
+styles of the same step: `--style tape` (a GradientTape, the default) and
+`--style backward` (PyTorch's loss.backward() / opt.step()). The script shows a progress
+bar (tqdm if installed, else one line rewritten in place) and prints the loss, the test
+accuracy, the compiles counted by `la.debug.metrics()` and the mean step time.
 """
 from __future__ import annotations
 
 import argparse
+import sys
 import time
-from typing import Any
+from typing import Any, Iterable, Optional
 
 import numpy as np
 
@@ -58,9 +62,13 @@ def accuracy(model: la.nn.Module, x: la.Tensor, y: la.Tensor) -> float:
 
 
 def train(model: la.nn.Module, data: tuple, epochs: int = 30, batch: int = 64, lr: float = 3e-3,
-          device: Any = None, seed: int = 0, log: Any = print) -> dict:
+          device: Any = None, seed: int = 0, log: Any = print, style: str = "tape",
+          progress: bool = False) -> dict:
     """Adam with a cosine schedule over mini-batches (the last partial batch is dropped, so
-    every step has one shape). Returns the final accuracy, the compiles and the timings."""
+    every step has one shape), in the tape style or PyTorch's backward() style. Returns the
+    final accuracy, the compiles and the timings."""
+    if style not in ("tape", "backward"):
+        raise ValueError(f"train: style must be 'tape' or 'backward', got {style!r}")
     x_train, y_train, x_test, y_test = data
     add_channel = model_wants_channels(model)
     shape = (-1, 1, 8, 8) if add_channel else (-1, 8, 8)
@@ -72,22 +80,33 @@ def train(model: la.nn.Module, data: tuple, epochs: int = 30, batch: int = 64, l
     rng = np.random.default_rng(seed)
     before = la.debug.metrics().compiles
     step_times, first_step, loss_value = [], None, float("nan")
+    criterion = la.nn.CrossEntropyLoss()
     for epoch in range(epochs):
         order = rng.permutation(len(y_train))
-        for i in range(steps_per_epoch):
+        batches = steps(range(steps_per_epoch), steps_per_epoch,
+                        f"epoch {epoch + 1}/{epochs}", progress)
+        for i, bar in batches:
             idx = order[i * batch:(i + 1) * batch]
             xb = la.asarray(x_train[idx].reshape(shape), device=device)
             yb = la.asarray(y_train[idx], device=device)
             t0 = time.perf_counter()
-            with la.GradientTape() as tape:
-                loss = F.cross_entropy(model(xb), yb)
-            opt.apply_gradients(tape.gradient(loss, model.parameters()))
+            if style == "tape":
+                with la.GradientTape() as tape:
+                    loss = criterion(model(xb), yb)
+                opt.apply_gradients(tape.gradient(loss, model.parameters()))
+            else:
+                opt.zero_grad()
+                loss = criterion(model(xb), yb)
+                loss.backward()
+                opt.step()
             loss_value = loss.item()            # one sync: forward, backward and update
             elapsed = time.perf_counter() - t0
             if first_step is None:
                 first_step = elapsed
             else:
                 step_times.append(elapsed)
+            if bar is not None:
+                bar.update(loss=loss_value)
         if log and (epoch % 5 == 4 or epoch == epochs - 1):
             log(f"  epoch {epoch + 1:3d}  loss {loss_value:.4f}  "
                 f"test accuracy {accuracy(model, xt, yt):.4f}")
@@ -95,6 +114,60 @@ def train(model: la.nn.Module, data: tuple, epochs: int = 30, batch: int = 64, l
     return {"accuracy": acc, "loss": loss_value, "compiles": la.debug.metrics().compiles - before,
             "first_step_s": first_step,
             "step_s": float(np.mean(step_times)) if step_times else None}
+
+
+class Progress:
+    """A progress bar over `total` steps: tqdm when installed, else a single line that is
+    rewritten in place (`\\r`) at most a few times a second."""
+
+    def __init__(self, total: int, desc: str, stream: Any = None) -> None:
+        self.total, self.desc, self.done = total, desc, 0
+        self.stream = stream or sys.stderr
+        self.postfix, self._last = "", 0.0
+        try:
+            from tqdm import tqdm
+            self.bar: Optional[Any] = tqdm(total=total, desc=desc, file=self.stream,
+                                           leave=True)
+        except ImportError:
+            self.bar = None
+
+    def update(self, n: int = 1, **postfix: Any) -> None:
+        self.done += n
+        self.postfix = "  ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                                 for k, v in postfix.items())
+        if self.bar is not None:
+            self.bar.update(n)
+            if postfix:
+                self.bar.set_postfix_str(self.postfix, refresh=False)
+            return
+        now = time.perf_counter()
+        if now - self._last > 0.2 or self.done == self.total:
+            self._last = now
+            self.stream.write("\r" + self.line())
+            self.stream.flush()
+
+    def line(self, width: int = 30) -> str:
+        filled = int(width * self.done / max(self.total, 1))
+        return (f"{self.desc} [{'#' * filled}{'.' * (width - filled)}] "
+                f"{self.done}/{self.total}  {self.postfix}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        else:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def steps(iterable: Iterable, total: int, desc: str, show: bool) -> Iterable:
+    """(item, progress bar or None) for each item of `iterable`; a bar only when `show`."""
+    bar = Progress(total, desc) if show else None
+    try:
+        for item in iterable:
+            yield item, bar
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def model_wants_channels(model: la.nn.Module) -> bool:
@@ -106,6 +179,8 @@ def main() -> None:
     parser.add_argument("--device", default=None, help="cpu, cuda or interpreter (default: la's)")
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--model", choices=("mlp", "cnn", "both"), default="both")
+    parser.add_argument("--style", choices=("tape", "backward"), default="tape")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args()
     data = load_digits_split()
     print(f"digits: {len(data[1])} train, {len(data[3])} test images; device "
@@ -115,7 +190,8 @@ def main() -> None:
         make, settings = MODELS[name]
         model = make().to(args.device)
         print(f"{name}: {la.nn.count_parameters(model)} parameters")
-        r = train(model, data, epochs=args.epochs, device=args.device, **settings)
+        r = train(model, data, epochs=args.epochs, device=args.device, style=args.style,
+                  progress=not args.no_progress, **settings)
         print(f"{name}: test accuracy {r['accuracy']:.4f}, final loss {r['loss']:.4f}, "
               f"{r['compiles']} compiles (training step + evaluation), first step "
               f"{r['first_step_s'] * 1e3:.1f} ms, then {r['step_s'] * 1e3:.2f} ms a step")

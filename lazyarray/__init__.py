@@ -6,17 +6,22 @@
     print(y)                              # sync: compiled, cached, run
 """
 from . import config, devices_registry  # noqa: F401  (registers the devices)
+from . import methods
 from .api import *  # noqa: F401,F403
 from .api import __dict__ as _api_dict
 from .api import __array_namespace_info__  # noqa: F401
-from .tensor import Tensor
+from .tensor import Size, Tensor
 from . import debug  # noqa: E402
 from . import random, nn, optim  # noqa: E402,F401
 from .vmap import vmap  # noqa: E402,F401
 from . import amp, distributed  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
 
+methods.install()
+
 __version__ = "0.1.0"
 __array_api_version__ = "2023.12"
-__all__ = [n for n in _api_dict if not n.startswith("_")] + ["Tensor", "debug", "config",
-                                                            "random", "nn", "optim", "vmap", "amp", "autocast", "distributed"]
+__all__ = [n for n in _api_dict if not n.startswith("_")] + ["Tensor", "Size", "debug",
+                                                            "config", "random", "nn", "optim",
+                                                            "vmap", "amp", "autocast",
+                                                            "distributed"]

@@ -5,19 +5,34 @@ from __future__ import annotations
 import builtins
 import math
 import types
+from typing import Any
 
 from . import ops
 from .compiler import dtypes as _D
 from .compiler.dtypes import (DType, bfloat16, bool_, float16, float32, float64, int8, int16,
                                int32, int64, uint8, uint16, uint32, uint64)
+from . import random as _random
 from . import runtime
-from .creation import asarray, from_dlpack, tensor
+from .autograd import GradientTape, grad, stop_gradient, value_and_grad
+from .backward import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .conventions import ValuesIndices, max, min, sort, std, var
+from .creation import asarray, from_dlpack, from_numpy, tensor
+from .creation import grad_option as _grad_option, sized as _sized
 from .graph_break import nonzero, unique_all, unique_counts, unique_inverse, unique_values
 from .lift import lift
-from .autograd import GradientTape, grad, stop_gradient, value_and_grad
+from .saving import load, save
 
+_CONVENTIONS = {"max", "min", "var", "std", "sort"}
 for _name in ops.__all__:
-    globals()[_name] = lift(getattr(ops, _name))
+    if _name not in _CONVENTIONS:
+        globals()[_name] = lift(getattr(ops, _name))
+
+# creation: PyTorch's separate sizes (`zeros(3, 4)`) and requires_grad=
+for _name in ("zeros", "ones", "empty"):
+    globals()[_name] = _sized(globals()[_name])
+for _name in ("full", "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like",
+              "empty_like"):
+    globals()[_name] = _grad_option(globals()[_name])
 
 # the array API's linalg extension (its traceable part): la.linalg.vector_norm, ...
 linalg = types.SimpleNamespace(**{_name: globals()[_name] for _name in ops.linalg.LINALG})
@@ -45,7 +60,7 @@ def iinfo(dtype):
 
 def result_type(*xs):
     return _D.result_type(*[x.dtype if hasattr(x, "_node") else
-                            (_D.to_dtype(x) if not isinstance(x, (int, float)) else _D.scalar_dtype(x))
+                            (_D.to_dtype(x) if not isinstance(x, (builtins.int, builtins.float)) else _D.scalar_dtype(x))
                             for x in xs])
 
 
@@ -94,3 +109,26 @@ class _NamespaceInfo:
 
 def __array_namespace_info__() -> _NamespaceInfo:
     return _NamespaceInfo()
+
+
+# ---- names a PyTorch user types ---------------------------------------------------------
+
+cat = concatenate = globals()["concat"]
+cumsum = globals()["cumulative_sum"]
+manual_seed = _random.seed
+rand, randn, randint = _random.rand, _random.randn, _random.randint
+
+
+def randperm(n: int, dtype: Any = None, device: Any = None) -> Any:
+    """A random permutation of 0..n-1 (int64), from the device's generator."""
+    p = _random.permutation(builtins.int(n), device=device)
+    return p if dtype is None else p.astype(dtype)
+
+
+def numel(x: Any) -> int:
+    return asarray(x).numel()
+
+
+# dtype aliases last: from here on `float`, `int`, `bool` in this module are dtypes
+long, int, short = int64, int32, int16  # noqa: A001
+float, double, half = float32, float64, float16  # noqa: A001

@@ -27,7 +27,8 @@ import functools
 from typing import Any, Callable, Optional, Sequence, Union
 
 from . import runtime
-from .compiler import autodiff
+from .compiler import autodiff, builders
+from .creation import asarray
 from .tensor import Tensor
 
 _UNCONNECTED = ("none", "zero")
@@ -66,7 +67,7 @@ class GradientTape:
             self._holding = False
             runtime.TAPE_DEPTH[0] -= 1
             if not runtime.TAPE_DEPTH[0]:
-                _forget_held_history()
+                forget_held_history()
 
     def __del__(self) -> None:
         self._release()
@@ -127,30 +128,29 @@ class GradientTape:
         if ct is not None:
             return Tensor._wrap(ct, t._state)
         if unconnected == "zero":
-            return Tensor._wrap(autodiff.zeros_like(t._node), t._state)
+            return Tensor._wrap(builders.zeros_like(t._node), t._state)
         return None
 
 
-def _seed(target: Tensor, output_gradients: Any) -> Any:
+def _seed(target: Tensor, output_gradients: Any, where: str = "GradientTape.gradient",
+          given: str = "output_gradients") -> Any:
     node = target._node
     if output_gradients is None:
         if node.shape != ():
-            raise ValueError(f"GradientTape.gradient: the target has shape {node.shape}; "
-                             "reduce it to a scalar or pass output_gradients of that shape")
+            raise ValueError(f"{where}: the target has shape {node.shape}; "
+                             f"reduce it to a scalar or pass {given} of that shape")
         if not node.dtype.is_float:
-            raise TypeError(f"GradientTape.gradient: the target is {node.dtype.name}; only "
+            raise TypeError(f"{where}: the target is {node.dtype.name}; only "
                             "floating-point targets have gradients")
-        return autodiff.full(1, (), node.dtype)
-    from .creation import asarray
+        return builders.full(1, (), node.dtype)
     seed = output_gradients if isinstance(output_gradients, Tensor) else \
         asarray(output_gradients, dtype=node.dtype, device=target._state)
     if seed.shape != node.shape:
-        raise ValueError(f"GradientTape.gradient: output_gradients has shape {seed.shape}, "
-                         f"the target {node.shape}")
-    return autodiff.convert(seed._node, node.dtype)
+        raise ValueError(f"{where}: {given} has shape {seed.shape}, the target {node.shape}")
+    return builders.convert(seed._node, node.dtype)
 
 
-def _forget_held_history() -> None:
+def forget_held_history() -> None:
     """No tape is left: drop the operands of the nodes materialized while one was, as a
     sync outside any tape does at once (so a loop's history does not pile up)."""
     held, runtime.HELD[:] = list(runtime.HELD), []
@@ -209,7 +209,6 @@ def stop_gradient(x: Any) -> Any:
 def _as_input(x: Any) -> Any:
     if isinstance(x, (Tensor, list, tuple, dict)):
         return x
-    from .creation import asarray
     return asarray(x)
 
 

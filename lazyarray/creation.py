@@ -1,53 +1,129 @@
-"""Tensors from data: asarray (NumPy arrays, lists, scalars, tensors) and from_dlpack."""
+"""Tensors from data: asarray (NumPy arrays, lists, scalars, tensors, DLPack exporters),
+from_dlpack, and PyTorch's spellings of the creation functions (`zeros(3, 4)`,
+`requires_grad=`).
+
+Sharing. `asarray(array)` with `copy=None` (the default) or `copy=False` uses a NumPy
+array's memory as the tensor's buffer when it can (a C-contiguous array of a supported
+dtype, on the CPU devices), as `torch.from_numpy` does; `from_dlpack` shares the same way.
+lazyarray never writes into such a buffer (it is never donated to a program), and ops
+recorded on the tensor read the memory when they run, at the next sync: a write to the
+array made before that sync is seen by them. Pass `copy=True` to take a snapshot.
+"""
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable, Optional
 
 import numpy as np
 
 from .compiler import dtypes as D
-from . import runtime
-from .tensor import Tensor
+from .compiler.node import parameter_leaf
+from . import dlpack, runtime
+from .tensor import Tensor, host_array
 
 
-def _host_array(obj: Any, dtype: Any) -> np.ndarray:
-    if dtype is not None:
-        return np.asarray(obj, dtype=D.to_dtype(dtype).np)
-    if isinstance(obj, np.ndarray) or isinstance(obj, np.generic):
-        arr = np.asarray(obj)
-    else:
-        arr = np.asarray(obj)
-        # Python floats and ints default to float32 and int64, as in PyTorch
-        if arr.dtype == np.float64:
-            arr = arr.astype(np.float32)
-    if arr.dtype.kind not in "biuf" and arr.dtype != D.bfloat16.np:
-        raise TypeError(f"asarray: unsupported element type {arr.dtype} "
-                        f"(valid: {', '.join(d.name for d in D.ALL)})")
-    return arr
+def _share(arr: np.ndarray, state: runtime.DeviceState) -> Optional[Tensor]:
+    """A tensor on `arr`'s own memory, or None when the device cannot use host memory."""
+    if not hasattr(state.device, "wrap_host") or not arr.flags.c_contiguous:
+        return None
+    view = arr.view()                   # a read-only view: lazyarray never writes the memory
+    view.setflags(write=False)
+    buf = state.device.wrap_host(view)
+    return Tensor._wrap(parameter_leaf(buf, tuple(arr.shape), D.from_numpy(arr.dtype)), state)
 
 
-def asarray(obj: Any, dtype: Any = None, device: Any = None, copy: Any = None) -> Tensor:
-    """A tensor from a tensor, a NumPy array, a (nested) list or a Python scalar."""
+def asarray(obj: Any, dtype: Any = None, device: Any = None, copy: Optional[bool] = None,
+            requires_grad: bool = False) -> Tensor:
+    """A tensor from a tensor, a NumPy array, a DLPack exporter, a (nested) list or a
+    Python scalar. `copy`: True always copies; None shares a NumPy array's memory when it
+    can; False shares or raises (array API)."""
     state = runtime.get_device(device) if device is not None else None
     if type(obj) is Tensor:
-        t = obj if dtype is None else obj.astype(dtype)
-        return t if state is None or state is t._state else t.to(state)
-    if hasattr(obj, "__dlpack__") and not isinstance(obj, np.ndarray):
-        obj = np.from_dlpack(obj)
-    arr = _host_array(obj, dtype)
-    return Tensor._from_numpy(arr, state or runtime.get_device(None))
+        t = _from_tensor(obj, dtype, state, copy)
+    else:
+        t = _from_host(obj, dtype, state or runtime.get_device(None), copy)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
 
 
-tensor = asarray
+def _from_tensor(t: Tensor, dtype: Any, state: Any, copy: Optional[bool]) -> Tensor:
+    moves = state is not None and state is not t._state
+    casts = dtype is not None and D.to_dtype(dtype) is not t.dtype
+    if copy is False and (moves or casts):
+        raise ValueError("asarray(copy=False): the tensor would need a copy to change "
+                         f"{'its device' if moves else 'its dtype'}")
+    out = t.to(device=state, dtype=dtype if casts else None)
+    # a tensor never shares updates with another (they are functional): a new handle on
+    # the same value is a copy
+    return Tensor._wrap(out._node, out._state) if copy and out is t else out
 
 
-def from_dlpack(x: Any, device: Any = None) -> Tensor:
-    """A tensor from any DLPack exporter (NumPy, PyTorch). On the CPU devices the buffer is
-    shared, not copied."""
-    arr = np.from_dlpack(x)
+def _from_host(obj: Any, dtype: Any, state: runtime.DeviceState, copy: Optional[bool]) -> Tensor:
+    if hasattr(obj, "__dlpack__") and not isinstance(obj, (np.ndarray, np.generic)):
+        obj = dlpack.to_numpy(obj)
+    if isinstance(obj, np.ndarray) and not copy:
+        arr = host_array(obj, dtype)
+        shared = _share(arr, state) if arr is obj else None
+        if shared is not None:
+            return shared
+    if copy is False:
+        raise ValueError(f"asarray(copy=False): a {type(obj).__name__} cannot be shared "
+                         "without a copy (it is not a C-contiguous NumPy array of the "
+                         "requested dtype on a CPU device); pass copy=None or copy=True")
+    return Tensor._from_numpy(host_array(obj, dtype), state)
+
+
+def tensor(data: Any, dtype: Any = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of `data` (PyTorch's `torch.tensor`)."""
+    return asarray(data, dtype=dtype, device=device, copy=True, requires_grad=requires_grad)
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing `array`'s memory (PyTorch's `torch.from_numpy`; see `asarray`)."""
+    return asarray(array, copy=False)
+
+
+def from_dlpack(x: Any, device: Any = None, copy: Optional[bool] = None) -> Tensor:
+    """A tensor from any DLPack exporter (NumPy, PyTorch), bfloat16 included. On the CPU
+    devices the buffer is shared (see `asarray`), unless `copy=True`."""
+    arr = dlpack.to_numpy(x, copy=copy)
     state = runtime.get_device(device)
-    if hasattr(state.device, "wrap_host"):
-        buf = state.device.wrap_host(arr)
-        from .compiler.node import parameter_leaf
-        return Tensor._wrap(parameter_leaf(buf, tuple(arr.shape), D.from_numpy(arr.dtype)), state)
-    return Tensor._from_numpy(arr, state)
+    shared = _share(arr, state)
+    return shared if shared is not None else Tensor._from_numpy(arr, state)
+
+
+# ---- PyTorch's spellings of the creation functions ---------------------------------------
+
+def shape_args(shape: tuple) -> tuple:
+    """`f(3, 4)` or `f((3, 4))` or `f([3, 4])` -> (3, 4)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+def sized(fn: Callable) -> Callable:
+    """A lifted creation function taking the shape first, as the array API does
+    (`zeros((3, 4))`), or as separate sizes, as PyTorch does (`zeros(3, 4)`), and
+    `requires_grad=`."""
+    @functools.wraps(fn)
+    def create(*shape: Any, dtype: Any = None, device: Any = None,
+               requires_grad: bool = False, **kwargs: Any) -> Tensor:
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = shape[0]
+        elif "shape" in kwargs:
+            shape = kwargs.pop("shape")
+        t = fn(tuple(shape) if isinstance(shape, (list, tuple)) else shape, dtype=dtype,
+               device=device, **kwargs)
+        return t.requires_grad_(True) if requires_grad else t
+    return create
+
+
+def grad_option(fn: Callable) -> Callable:
+    """A lifted function that also takes PyTorch's `requires_grad=`."""
+    @functools.wraps(fn)
+    def create(*args: Any, requires_grad: bool = False, **kwargs: Any) -> Tensor:
+        t = fn(*args, **kwargs)
+        return t.requires_grad_(True) if requires_grad else t
+    return create

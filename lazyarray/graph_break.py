@@ -10,9 +10,14 @@ from typing import Any
 import numpy as np
 
 from . import config
+from . import ops
 from .callsite import user_site
+from .creation import asarray
+from .lift import lift
 from .metrics import METRICS
 from .tensor import Tensor
+
+_nonzero_static = lift(ops.nonzero_static)
 
 
 class GraphBreakError(RuntimeError):
@@ -48,15 +53,13 @@ def _tensor(x: Any) -> Tensor:
     """Accept NumPy arrays, lists and scalars too, as the lifted functions do."""
     if type(x) is Tensor:
         return x
-    from .creation import asarray
     return asarray(x)
 
 
 def nonzero(x: Tensor, size: Any = None, fill_value: int = 0) -> tuple:
     x = _tensor(x)
     if size is not None:
-        from .api import nonzero_static
-        return nonzero_static(x, size=size, fill_value=fill_value)
+        return _nonzero_static(x, size=size, fill_value=fill_value)
     if x.ndim == 0:
         raise ValueError("nonzero: zero-dimensional tensors are not supported (array API)")
     return tuple(_result(i.astype(np.int64), x) for i in np.nonzero(host_value("nonzero", x)))
@@ -94,8 +97,3 @@ def host_mask(op: str, mask: Tensor) -> np.ndarray:
     """A boolean tensor used as an index, as a host array (a graph break)."""
     return np.asarray(host_value(op, mask), dtype=np.bool_)
 
-
-def boolean_mask(x: Tensor, mask: Tensor) -> Tensor:
-    """x[mask]: the selected elements, in row-major order (mask covers x's leading dims)."""
-    from .indexing import getitem
-    return getitem(x, mask)

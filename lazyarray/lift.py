@@ -1,19 +1,31 @@
-"""One mechanism turns every function of `lazyarray.ops` (nodes in, nodes out) into a
-public function (tensors in, tensors out): it finds the device, checks that all tensors
-share it, and wraps the results."""
+"""The one path from tensors to ops: `lift` turns a function of `lazyarray.ops` (nodes in,
+nodes out) into a public function (tensors in, tensors out). It finds the device, checks
+that all tensors share it, turns data (NumPy arrays, lists) into leaves, and wraps the
+results. Every public function and every Tensor method and operator goes through it
+(`lazyarray/methods.py` builds the methods with `method` and `reflected`).
+
+Keywords follow one rule (see the README): `dim=`/`keepdim=` are PyTorch's spelling of
+`axis=`/`keepdims=`; a function whose meaning differs between the two conventions
+(`max(dim=)` giving values and indices) says so itself (`lazyarray/conventions.py`).
+"""
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable, Optional
 
 import numpy as np
 
 from .compiler.node import Node
 from . import runtime
-from .tensor import Tensor, raise_mixed_devices
+from .tensor import Tensor, host_array, raise_mixed_devices
+
+_SCALARS = (bool, int, float)
+_RENAMES = (("dim", "axis"), ("keepdim", "keepdims"))
 
 
-def _find_state(values: Any, state: Optional[runtime.DeviceState]) -> Optional[runtime.DeviceState]:
+def find_state(values: Any, state: Optional[runtime.DeviceState]) -> Optional[runtime.DeviceState]:
+    """The one device of the tensors among `values` (nested in lists and tuples)."""
     for v in values:
         if type(v) is Tensor:
             if state is None:
@@ -21,8 +33,19 @@ def _find_state(values: Any, state: Optional[runtime.DeviceState]) -> Optional[r
             elif v._state is not state:
                 raise_mixed_devices(v._state, state)
         elif isinstance(v, (list, tuple)):
-            state = _find_state(v, state)
+            state = find_state(v, state)
     return state
+
+
+def node_of(x: Any, state: runtime.DeviceState) -> Any:
+    """An operand of an op: a tensor's node, a Python scalar as is, data as a new leaf."""
+    if type(x) is Tensor:
+        if x._state is not state:
+            raise_mixed_devices(x._state, state)
+        return x._node
+    if isinstance(x, _SCALARS):
+        return x
+    return Tensor._from_numpy(host_array(x), state)._node
 
 
 def _unwrap(v: Any, state: runtime.DeviceState) -> Any:
@@ -38,6 +61,7 @@ def _unwrap(v: Any, state: runtime.DeviceState) -> Any:
 
 
 def wrap(v: Any, state: runtime.DeviceState) -> Any:
+    """Results of an op as tensors (a node, or a tuple or list holding nodes)."""
     if type(v) is Node or isinstance(v, Node):
         return Tensor._wrap(v, state)
     if isinstance(v, (list, tuple)) and any(isinstance(e, Node) for e in v):
@@ -45,21 +69,72 @@ def wrap(v: Any, state: runtime.DeviceState) -> Any:
     return v
 
 
+def _torch_keywords(fn: Callable) -> Callable[[dict], dict]:
+    """A function renaming dim/keepdim to axis/keepdims where `fn` takes the latter."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return lambda kw: kw
+    renames = [(a, b) for a, b in _RENAMES if b in params and a not in params]
+    if not renames:
+        return lambda kw: kw
+
+    def rename(kwargs: dict) -> dict:
+        for theirs, ours in renames:
+            if theirs in kwargs:
+                if ours in kwargs:
+                    raise TypeError(f"{fn.__name__}: got both {theirs}= and {ours}=; "
+                                    f"pass one")
+                kwargs[ours] = kwargs.pop(theirs)
+        return kwargs
+    return rename
+
+
 def lift(fn: Callable) -> Callable:
+    """`fn` over nodes as a function over tensors (and data, and Python scalars)."""
+    rename = _torch_keywords(fn)
+
     @functools.wraps(fn)
     def public(*args: Any, device: Any = None, **kwargs: Any) -> Any:
-        if device is None and not kwargs and len(args) == 1 and type(args[0]) is Tensor:
-            t = args[0]                       # fast path: f(tensor)
-            return wrap(fn(t._node), t._state)
-        if device is None and not kwargs and len(args) == 2:
-            a, b = args                       # fast path: f(tensor, tensor), one device
-            if type(a) is Tensor and type(b) is Tensor and a._state is b._state:
-                return wrap(fn(a._node, b._node), a._state)
+        if device is None and not kwargs:
+            if len(args) == 1 and type(args[0]) is Tensor:
+                t = args[0]                   # fast path: f(tensor)
+                return wrap(fn(t._node), t._state)
+            if len(args) == 2 and type(args[0]) is Tensor:
+                a, b = args                   # fast path: f(tensor, tensor or scalar)
+                if type(b) is Tensor and a._state is b._state:
+                    return wrap(fn(a._node, b._node), a._state)
+                if type(b) in _SCALARS:
+                    return wrap(fn(a._node, b), a._state)
         state = runtime.get_device(device) if device is not None else None
-        state = _find_state(args, state)
-        state = _find_state(kwargs.values(), state) or runtime.get_device(None)
+        state = find_state(args, state)
+        state = find_state(kwargs.values(), state) or runtime.get_device(None)
         args = tuple(_unwrap(a, state) for a in args)
-        kwargs = {k: _unwrap(v, state) for k, v in kwargs.items()}
+        kwargs = rename({k: _unwrap(v, state) for k, v in kwargs.items()})
         return wrap(fn(*args, **kwargs), state)
     public.__wrapped_op__ = fn
     return public
+
+
+def method(fn: Callable) -> Callable:
+    """A Tensor method from an op: `t.op(x)` is `op(t, x)`; the operators (one other
+    operand, the hot path of recording) take it without a detour through `lift`."""
+    def op_method(self: Tensor, other: Any) -> Tensor:
+        state = self._state
+        if type(other) is Tensor:
+            if other._state is not state:
+                raise_mixed_devices(other._state, state)
+            return Tensor._wrap(fn(self._node, other._node), state)
+        return Tensor._wrap(fn(self._node, node_of(other, state)), state)
+    op_method.__name__ = getattr(fn, "__name__", "op")
+    op_method.__doc__ = getattr(fn, "__doc__", None)
+    return op_method
+
+
+def reflected(fn: Callable) -> Callable:
+    """The reflected operator: `2 - t` is `subtract(2, t)`."""
+    def op_method(self: Tensor, other: Any) -> Tensor:
+        state = self._state
+        return Tensor._wrap(fn(node_of(other, state), self._node), state)
+    op_method.__name__ = "r" + getattr(fn, "__name__", "op")
+    return op_method

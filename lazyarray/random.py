@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .compiler.primitive import apply
 from .ops import random as _gen
 from . import runtime
 from .tensor import Tensor
@@ -124,7 +125,6 @@ def permutation(x: Any, device: Any = None) -> Tensor:
     if type(x) is Tensor:
         (k, n), state = _next_key(x._state)
         order = _gen.permutation(k, x.shape[0], n)
-        from .compiler.primitive import apply
         return Tensor._wrap(apply("gather", x._node, order, axis=0), state)
     (k, n), state = _next_key(device)
     return Tensor._wrap(_gen.permutation(k, int(x), n), state)

@@ -139,6 +139,9 @@ def live_states() -> list:
 TAPE_DEPTH = [0]
 # nodes materialized while a tape held the graph: released when the last tape ends
 HELD: list = []
+# set by lazyarray.backward: keeps_graph(capture) is true when a sync's graph reaches a
+# tensor that requires grad, whose later backward() needs the graph behind the outputs
+KEEPS_GRAPH: list = [None]
 # leaves whose owner replaced them: candidates for donation (weak: offering keeps nothing alive)
 OFFERED: "weakref.WeakSet" = weakref.WeakSet()
 
@@ -179,9 +182,10 @@ def _sync_one(state: DeviceState) -> None:
         for t in tensors:                    # nothing computed: they stay pending
             state.add_pending(t)
         raise
+    keep = TAPE_DEPTH[0] or (KEEPS_GRAPH[0] is not None and KEEPS_GRAPH[0](cap))
     for n, buf in zip(nodes, outs):
         n.buffer = buf
-        if not TAPE_DEPTH[0]:
+        if not keep:
             n.release()
         else:
             HELD.append(weakref.ref(n))

@@ -643,6 +643,30 @@ def _torch_style(np_fn):
     return ref
 
 
+def _torch_pair(np_fn, np_arg):
+    """max/min: with dim= (PyTorch's form) the pair (values, indices); NumPy's otherwise."""
+    plain = _torch_style(np_fn)
+
+    def ref(x, axis=None, keepdims=False, dim=None, keepdim=None):
+        if dim is None:
+            return plain(x, axis=axis, keepdims=keepdims)
+        keep = bool(keepdim)
+        return plain(x, dim=dim, keepdim=keep), np_arg(x, axis=dim, keepdims=keep)
+    return ref
+
+
+def _torch_unbiased(np_ref):
+    """var/std: with dim= (PyTorch's form) unbiased (correction 1) by default."""
+    plain = _torch_style(np_ref)
+
+    def ref(x, axis=None, keepdims=False, dim=None, keepdim=None, correction=None):
+        if correction is None:
+            correction = 1 if (dim is not None or keepdim is not None) else 0
+        return plain(x, axis=axis, keepdims=keepdims, dim=dim, keepdim=keepdim,
+                     correction=correction)
+    return ref
+
+
 METHOD_KW = [{}, {"axis": 0}, {"dim": 1, "keepdim": True}, {"axis": (0, 1)}]
 METHOD_SHAPES = [((2, 3, 4),), ((),)]
 
@@ -652,7 +676,10 @@ for _name, _np_fn, _dtypes, _fr, _domain, _tol in [
         ("min", np.min, ALL, False, "real", 1), ("var", _var, FLOATS, False, "real", 16),
         ("std", _std, FLOATS, False, "real", 16), ("all", np.all, ALL, False, "shift", 1),
         ("any", np.any, ALL, False, "shift", 1)]:
-    add(_method(_name, zero_d_axis(_torch_style(_np_fn)), dtypes=_dtypes, shapes=METHOD_SHAPES,
+    _ref = _torch_pair(_np_fn, {"max": np.argmax, "min": np.argmin}[_name]) \
+        if _name in ("max", "min") else \
+        _torch_unbiased(_np_fn) if _name in ("var", "std") else _torch_style(_np_fn)
+    add(_method(_name, zero_d_axis(_ref), dtypes=_dtypes, shapes=METHOD_SHAPES,
                 kwargs=METHOD_KW, domains=(_domain,), tol=_tol, differentiable=True))
 
 for _name, _np_fn in [("argmax", np.argmax), ("argmin", np.argmin)]:
@@ -700,7 +727,43 @@ _LAMBDA_METHODS = [
     ("bool", lambda x: x.bool(), lambda x: x.astype(np.bool_), ""),
     ("half", lambda x: x.half(), lambda x: x.astype(np.float16), ""),
     ("detach", lambda x: x.detach(), lambda x: x, ""),
+    ("clone", lambda x: x.clone(), lambda x: x.copy(), ""),
+    ("bfloat16", lambda x: x.bfloat16().float(),
+     lambda x: x.astype(D.bfloat16.np).astype(np.float32), ""),
 ]
+
+
+def _in_place(name, *args):
+    """An in-place method: the tensor object takes the new value and is returned."""
+    def fn(x):
+        y = x.clone()
+        out = getattr(y, name)(*args)
+        assert out is y
+        return y
+    return fn
+
+
+_IN_PLACE_METHODS = [
+    ("add_", _in_place("add_", 1.5), lambda x: x + 1.5),
+    ("sub_", _in_place("sub_", 0.5), lambda x: x - 0.5),
+    ("mul_", _in_place("mul_", 2.0), lambda x: x * 2.0),
+    ("div_", _in_place("div_", 4.0), lambda x: x / 4.0),
+    ("pow_", _in_place("pow_", 2.0), lambda x: x ** 2.0),
+    ("clamp_", _in_place("clamp_", -0.5, 0.5), lambda x: np.clip(x, -0.5, 0.5)),
+    ("zero_", _in_place("zero_"), np.zeros_like),
+    ("fill_", _in_place("fill_", 3.0), lambda x: np.full_like(x, 3.0)),
+    ("copy_", _in_place("copy_", np.float32(7.0)), lambda x: np.full_like(x, 7.0)),
+]
+for _name, _fn, _ref in _IN_PLACE_METHODS:
+    add(OpCase("Tensor." + _name, _ref, fn=_fn, shapes=[((2, 3),)], dtypes=FLOATS,
+               differentiable=_name not in ("zero_", "fill_", "copy_")))
+
+for _name, _ref, _domain in [("expm1", np.expm1, "real"), ("log1p", np.log1p, "positive"),
+                             ("rsqrt", lambda x: 1 / np.sqrt(x), "positive"),
+                             ("neg", np.negative, "real")]:
+    add(_method(_name, _ref, dtypes=FLOATS, shapes=UNARY[:3], domains=(_domain,), tol=4,
+                differentiable=True))
+add(_method("sort", np.sort, dtypes=FLOATS, shapes=[((3, 4),)], kwargs=[{}, {"axis": 0}]))
 for _name, _fn, _ref, _label in _LAMBDA_METHODS:
     add(OpCase("Tensor." + _name, _ref, fn=_fn, shapes=[((2, 3),)], label=_label,
                requires="stop_gradient" if _name == "detach" else "", **SHAPE_METHODS))

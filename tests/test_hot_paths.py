@@ -9,7 +9,7 @@ import pytest
 
 import lazyarray as la
 import lazyarray.nn.functional as F
-from lazyarray.compiler import autodiff
+from lazyarray.compiler import autodiff, builders
 from lazyarray.compiler.trace import capture
 
 
@@ -62,7 +62,7 @@ def test_stopped_node_blocks_the_walk() -> None:
         loss = la.sum(x * la.stop_gradient(x * x))
     (g,) = tape.gradient(loss, [x])
     np.testing.assert_allclose(g.numpy(), [1.0, 4.0])
-    assert autodiff.vjp_graph(x._node, [x._node], autodiff.full(1, (2,), x._node.dtype))[0] \
+    assert autodiff.vjp_graph(x._node, [x._node], builders.full(1, (2,), x._node.dtype))[0] \
         is not None
 
 

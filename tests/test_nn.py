@@ -100,8 +100,11 @@ def test_cross_entropy_with_integer_labels(device):
     close(F.one_hot(y, 5).numpy(), np.eye(5, dtype=np.float32)[labels])
     with pytest.raises(ValueError, match="cross_entropy: logits"):
         F.cross_entropy(t, la.asarray(labels[:4]))
-    with pytest.raises(TypeError, match="integer class indices"):
-        F.cross_entropy(t, la.asarray(logits))
+    # a float target is a distribution over the classes (PyTorch's second form)
+    probs = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    close(F.cross_entropy(t, la.asarray(probs)).numpy(), (-(probs * logp).sum(1)).mean(), 1e-5)
+    with pytest.raises(ValueError, match="target of the input's shape"):
+        F.cross_entropy(t, la.asarray(logits[:, :3]))
 
 
 def test_regression_and_binary_losses(device):
@@ -196,7 +199,8 @@ def test_batch_norm_train_and_eval(device, cls, shape):
     close(bn(la.asarray(x)).numpy(), (x - rm.reshape(view)) / np.sqrt(rv.reshape(view) + 1e-5),
           1e-4)
     close(bn.running_mean.numpy(), rm)                         # eval leaves the stats alone
-    assert sorted(bn.state_dict()) == ["bias", "running_mean", "running_var", "weight"]
+    assert sorted(bn.state_dict()) == ["bias", "num_batches_tracked", "running_mean",
+                                       "running_var", "weight"]       # PyTorch's keys
     with pytest.raises(ValueError, match="channels on axis 1"):
         bn(la.asarray(rand(8, 4)))
 
@@ -213,21 +217,33 @@ def test_embedding_and_dropout_layers(device):
 
 
 def test_multihead_attention_against_numpy(device):
-    mha = la.nn.MultiheadAttention(8, 2)
+    """PyTorch's conventions (issue 13): (L, N, E) unless batch_first, a bool mask marks
+    with True what may NOT be attended, in_proj_weight holds q, k, v, (output, weights)."""
+    mha = la.nn.MultiheadAttention(8, 2, batch_first=True)
     x = rand(2, 5, 8)
-    mask = np.tril(np.ones((5, 5), bool))
-    out = mha(la.asarray(x), attn_mask=la.asarray(mask)).numpy()
+    allowed = np.tril(np.ones((5, 5), bool))
+    out, weights = mha(la.asarray(x), la.asarray(x), la.asarray(x),
+                       attn_mask=la.asarray(~allowed))
+    w_in, b_in = mha.in_proj_weight.numpy(), mha.in_proj_bias.numpy()
 
-    def proj(layer, a):
-        return a @ layer.weight.numpy().T + layer.bias.numpy()
+    def proj(i, a):
+        return a @ w_in[8 * i:8 * (i + 1)].T + b_in[8 * i:8 * (i + 1)]
 
     def heads(a):
         return a.reshape(2, 5, 2, 4).transpose(0, 2, 1, 3)
-    q, k, v = heads(proj(mha.q_proj, x)), heads(proj(mha.k_proj, x)), heads(proj(mha.v_proj, x))
-    o = np_attention(q, k, v, mask).transpose(0, 2, 1, 3).reshape(2, 5, 8)
-    close(out, proj(mha.out_proj, o), 1e-4)
-    close(mha(la.asarray(x), is_causal=True).numpy(), out, 1e-5)
-    assert len(mha.parameters()) == 8
+    q, k, v = heads(proj(0, x)), heads(proj(1, x)), heads(proj(2, x))
+    o = np_attention(q, k, v, allowed).transpose(0, 2, 1, 3).reshape(2, 5, 8)
+    out_proj = mha.out_proj
+    close(out.numpy(), o @ out_proj.weight.numpy().T + out_proj.bias.numpy(), 1e-4)
+    assert weights.shape == (2, 5, 5) and np.allclose(weights.numpy().sum(-1), 1, atol=1e-5)
+    close(mha(la.asarray(x), is_causal=True)[0].numpy(), out.numpy(), 1e-5)
+    seq_first = la.asarray(x.transpose(1, 0, 2))
+    mha.batch_first = False
+    close(mha(seq_first, attn_mask=la.asarray(~allowed))[0].numpy(),
+          out.numpy().transpose(1, 0, 2), 1e-5)
+    assert len(mha.parameters()) == 4
+    assert list(mha.state_dict()) == ["in_proj_weight", "in_proj_bias", "out_proj.weight",
+                                      "out_proj.bias"]
 
 
 def _np_conv2d(x, w, b, stride, padding):
@@ -285,7 +301,8 @@ def test_module_registration_and_modes():
     names = [n for n, _ in net.named_parameters()]
     assert names == ["scale", "body.0.weight", "body.0.bias", "norm.weight", "norm.bias",
                      "head.weight", "head.bias"]
-    assert [n for n, _ in net.named_buffers()] == ["norm.running_mean", "norm.running_var"]
+    assert [n for n, _ in net.named_buffers()] == ["norm.running_mean", "norm.running_var",
+                                                   "norm.num_batches_tracked"]
     assert net.training and net.norm.training
     net.eval()
     assert not net.training and not net.norm.training and not net.body[0].training

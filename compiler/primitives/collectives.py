@@ -9,7 +9,7 @@ compile on another must still meet in the same collective).
 """
 from __future__ import annotations
 
-from .. import autodiff as A
+from .. import builders as A
 from .. import batching as B
 from .. import dtypes as D
 from ..collectives import communicator

@@ -24,7 +24,7 @@ import string
 
 import numpy as np
 
-from .. import autodiff as A
+from .. import builders as A
 from .. import batching as B
 from .. import dtypes as D
 from ..primitive import LIBRARY, TypedArray, apply, fail, primitive

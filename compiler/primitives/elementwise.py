@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .. import autodiff as A
+from .. import builders as A
 from .. import batching as B
 from .. import dtypes as D
 from ..primitive import (ELEMENTWISE, NOT_DIFFERENTIABLE, any_dtype, apply, elementwise_infer,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import autodiff as A
+from .. import builders as A
 from .. import batching as B
 from .. import dtypes as D
 from ..primitive import LIBRARY, LibraryCall, TypedArray, apply, fail, primitive, widen_half

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import autodiff as A
+from .. import autodiff
+from .. import builders as A
 from .. import batching as B
 from .. import dtypes as D
 from dataclasses import dataclass
@@ -158,7 +159,7 @@ def _cumulative_prod_vjp(g, x, axis, reverse):
         return A.zeros_like(x)
     src = apply("reverse", x, dimensions=(axis,)) if reverse else x
     seed = apply("reverse", g, dimensions=(axis,)) if reverse else g
-    (gx,) = A.vjp_graph(_scan_products(src, axis), [src], seed, through_sources=False)
+    (gx,) = autodiff.vjp_graph(_scan_products(src, axis), [src], seed, through_sources=False)
     if gx is None:
         return A.zeros_like(x)
     return apply("reverse", gx, dimensions=(axis,)) if reverse else gx

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from .. import autodiff as A
+from .. import builders as A
 from .. import batching as B
 from .. import dtypes as D
 from ..primitive import (INDEXING, LEAF, NOT_DIFFERENTIABLE, OPAQUE, LibraryCall, Loop, apply,

@@ -17,7 +17,7 @@ import itertools
 
 import numpy as np
 
-from .. import autodiff as A
+from .. import builders as A
 from .. import batching as B
 from .. import dtypes as D
 from ..primitive import REDUCTION, TypedArray, apply, fail, primitive, widen_half

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import ops as _ops
+from ..ops import convolution as _conv
 from ..ops import nn as _nn
 from ..lift import lift
 from .. import random as _random
@@ -13,35 +14,35 @@ from ..tensor import Tensor
 for _name in _nn.__all__:
     globals()[_name] = lift(getattr(_nn, _name))
 
+_conv1d, _conv2d = lift(_conv.conv1d), lift(_conv.conv2d)
+_max_pool2d, _avg_pool2d = lift(_conv.max_pool2d), lift(_conv.avg_pool2d)
+_where, _moveaxis = lift(_ops.where), lift(_ops.moveaxis)
+_soft_cross_entropy = lift(_nn.soft_cross_entropy)
+_per_class_loss = {"cross_entropy": lift(_nn.cross_entropy), "nll_loss": lift(_nn.nll_loss)}
 sigmoid = lift(_ops.sigmoid)
 tanh = lift(_ops.tanh)
 
 
-def _convolution_op(name: str) -> Any:
-    """An op of `lazyarray.ops.convolution`, which another part of the project provides."""
-    try:
-        from ..ops import convolution
-    except ImportError as e:           # not merged yet: say what is missing
-        raise NotImplementedError(f"{name}: lazyarray.ops.convolution is not available") from e
-    fn = getattr(convolution, name, None)
-    if fn is None:
-        raise NotImplementedError(f"{name}: lazyarray.ops.convolution has no {name}")
-    return lift(fn)
+def conv1d(x: Tensor, weight: Tensor, bias: Any = None, stride: Any = 1, padding: Any = 0,
+           dilation: Any = 1, groups: int = 1) -> Tensor:
+    """1-D convolution of (N, C, L) input with (O, C/groups, K) weights."""
+    return _conv1d(x, weight, bias, stride=stride, padding=padding, dilation=dilation,
+                   groups=groups)
 
 
 def conv2d(x: Tensor, weight: Tensor, bias: Any = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Tensor:
     """2-D convolution of (N, C, H, W) input with (O, C/groups, kH, kW) weights."""
-    return _convolution_op("conv2d")(x, weight, bias, stride=stride, padding=padding,
+    return _conv2d(x, weight, bias, stride=stride, padding=padding,
                                      dilation=dilation, groups=groups)
 
 
 def max_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Tensor:
-    return _convolution_op("max_pool2d")(x, kernel_size, stride=stride, padding=padding)
+    return _max_pool2d(x, kernel_size, stride=stride, padding=padding)
 
 
 def avg_pool2d(x: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Tensor:
-    return _convolution_op("avg_pool2d")(x, kernel_size, stride=stride, padding=padding)
+    return _avg_pool2d(x, kernel_size, stride=stride, padding=padding)
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
@@ -51,3 +52,51 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
         return x
     bits = _random.next_bits_node(x._state, x.shape)
     return Tensor._wrap(_nn.dropout(x._node, bits, float(p)), x._state)
+
+
+# ---- losses over class indices, as PyTorch defines them ---------------------------------
+
+def _class_loss(name: str, x: Tensor, target: Any, reduction: str, ignore_index: int,
+                **kw: Any) -> Tensor:
+    """Classes on axis 1 of (N, C, d1, ...) inputs (or the only axis of (C,)); targets equal
+    to `ignore_index` count neither in the loss nor in the mean's denominator."""
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{name}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    input_shape = getattr(x, "shape", None)
+    if type(x) is Tensor and x.ndim > 2:
+        x = _moveaxis(x, 1, -1)
+    if type(target) is Tensor and target.dtype.is_float and name == "cross_entropy":
+        # probabilities over the classes (PyTorch's second form of target)
+        if target.shape != input_shape:
+            raise ValueError(f"cross_entropy: a float target gives probabilities and needs "
+                             f"a target of the input's shape {input_shape}, got "
+                             f"{target.shape} (class indices must be integers)")
+        if target.ndim > 2:
+            target = _moveaxis(target, 1, -1)
+        if kw.get("label_smoothing"):
+            n = x.shape[-1]
+            target = target * (1.0 - kw["label_smoothing"]) + kw["label_smoothing"] / n
+        return _soft_cross_entropy(x, target, reduction=reduction)
+    if type(target) is not Tensor:
+        return _per_class_loss[name](x, target, reduction=reduction, **kw)
+    keep = target != ignore_index
+    per_item = _per_class_loss[name](x, _where(keep, target, 0), reduction="none", **kw)
+    per_item = _where(keep, per_item, 0.0)
+    if reduction == "none":
+        return per_item
+    total = per_item.sum()
+    return total if reduction == "sum" else total / keep.astype(per_item.dtype).sum()
+
+
+def cross_entropy(input: Tensor, target: Any, reduction: str = "mean",
+                  label_smoothing: float = 0.0, ignore_index: int = -100) -> Tensor:
+    """Softmax cross-entropy of logits (N, C) or (N, C, d1, ...) against class indices
+    (N,) or (N, d1, ...), as torch.nn.functional.cross_entropy."""
+    return _class_loss("cross_entropy", input, target, reduction, ignore_index,
+                       label_smoothing=label_smoothing)
+
+
+def nll_loss(input: Tensor, target: Any, reduction: str = "mean",
+             ignore_index: int = -100) -> Tensor:
+    """Negative log-likelihood of log-probabilities (N, C) or (N, C, d1, ...)."""
+    return _class_loss("nll_loss", input, target, reduction, ignore_index)

@@ -18,6 +18,10 @@ def _pair(v: Any) -> tuple:
     return tuple(v) if isinstance(v, (tuple, list)) else (int(v), int(v))
 
 
+def _single(v: Any) -> int:
+    return int(v[0]) if isinstance(v, (tuple, list)) else int(v)
+
+
 # ---- containers and activations ----------------------------------------------------
 
 class Sequential(Module):
@@ -169,6 +173,36 @@ class Conv2d(Module):
                f"stride={self.stride}, padding={self.padding}"
 
 
+class Conv1d(Module):
+    """1-D convolution over (N, C, L); weight (out, in/groups, k)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, stride: Any = 1,
+                 padding: Any = 0, dilation: Any = 1, groups: int = 1, bias: bool = True,
+                 device: Any = None, dtype: Any = None) -> None:
+        super().__init__()
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(f"Conv1d: channels ({in_channels} in, {out_channels} out) must be "
+                             f"divisible by groups={groups}")
+        k = _single(kernel_size)
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride = (k,), (_single(stride),)
+        self.padding = padding if isinstance(padding, str) else (_single(padding),)
+        self.dilation, self.groups = (_single(dilation),), groups
+        shape = (out_channels, in_channels // groups, k)
+        self.weight = Parameter(init.kaiming_uniform(shape, dtype=dtype, device=device))
+        bound = 1 / math.sqrt(init.fans(shape)[0])
+        self.bias = Parameter(init.uniform((out_channels,), -bound, bound, dtype, device)) \
+            if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, " \
+               f"stride={self.stride}, padding={self.padding}"
+
+
 class MaxPool2d(Module):
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
         super().__init__()
@@ -222,6 +256,8 @@ class _BatchNorm(Module):
         if track_running_stats:
             self.register_buffer("running_mean", api.zeros(shape, dtype=dtype, device=device))
             self.register_buffer("running_var", api.ones(shape, dtype=dtype, device=device))
+            self.register_buffer("num_batches_tracked",
+                                 api.asarray(np.zeros((), np.int64), device=device))
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim not in self.ranks or x.shape[1] != self.num_features:
@@ -237,7 +273,14 @@ class _BatchNorm(Module):
         return F.batch_norm(x, mean, var, self.weight, self.bias, self.eps)
 
     def _update_running(self, mean: Tensor, var: Tensor, count: int) -> None:
-        m = self.momentum
+        self.num_batches_tracked += 1
+        # momentum None: PyTorch's cumulative average, 1/n for the n-th batch (n read from
+        # the host copy kept beside the buffer, so the factor is a runtime scalar)
+        if self.momentum is None:
+            self._tracked = getattr(self, "_tracked", 0) + 1
+            m = 1.0 / self._tracked
+        else:
+            m = self.momentum
         unbiased = var * (count / max(count - 1, 1))
         self.running_mean._assign((self.running_mean * (1 - m) + mean * m)._node)
         self.running_var._assign((self.running_var * (1 - m) + unbiased * m)._node)
@@ -263,44 +306,6 @@ class Embedding(Module):
 
     def forward(self, indices: Any) -> Tensor:
         return F.embedding(indices, self.weight)
-
-
-class MultiheadAttention(Module):
-    """Multi-head attention over (N, L, E) inputs (batch first)."""
-
-    def __init__(self, embed_dim: int, num_heads: int, bias: bool = True, dropout: float = 0.0,
-                 device: Any = None, dtype: Any = None) -> None:
-        super().__init__()
-        if embed_dim % num_heads:
-            raise ValueError(f"MultiheadAttention: embed_dim {embed_dim} must be divisible by "
-                             f"num_heads {num_heads}")
-        self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, dropout
-        self.q_proj = Linear(embed_dim, embed_dim, bias, device, dtype)
-        self.k_proj = Linear(embed_dim, embed_dim, bias, device, dtype)
-        self.v_proj = Linear(embed_dim, embed_dim, bias, device, dtype)
-        self.out_proj = Linear(embed_dim, embed_dim, bias, device, dtype)
-
-    def _heads(self, x: Tensor) -> Tensor:
-        n, length, _ = x.shape
-        head = self.embed_dim // self.num_heads
-        return x.reshape(n, length, self.num_heads, head).permute(0, 2, 1, 3)
-
-    def forward(self, query: Tensor, key: Optional[Tensor] = None, value: Optional[Tensor] = None,
-                attn_mask: Optional[Tensor] = None, is_causal: bool = False) -> Tensor:
-        """`attn_mask`: bool (True = attend) or additive float, broadcastable to
-        (N, heads, L, S)."""
-        key = query if key is None else key
-        value = key if value is None else value
-        if query.ndim != 3 or query.shape[-1] != self.embed_dim:
-            raise ValueError(f"MultiheadAttention: query must be (N, L, {self.embed_dim}), got "
-                             f"{query.shape}")
-        q = self._heads(self.q_proj(query))
-        k = self._heads(self.k_proj(key))
-        v = self._heads(self.v_proj(value))
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask, is_causal)
-        n, _, length, _ = out.shape
-        out = out.permute(0, 2, 1, 3).reshape(n, length, self.embed_dim)
-        return self.out_proj(out)
 
 
 def count_parameters(module: Module) -> int:

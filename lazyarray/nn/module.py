@@ -1,42 +1,41 @@
 """`Module`: a tree of layers holding parameters (trainable tensors) and buffers
 (running statistics).
 
-Parameters are plain `Tensor`s, marked by `Parameter(t)` (which returns `t` itself) and
-registered when assigned to a module attribute.
+Parameters are plain `Tensor`s, marked by `Parameter(t)` (which returns `t` itself, now
+requiring grad, as PyTorch's parameters do) and registered when assigned to a module
+attribute.
 An optimizer updates a parameter by rebinding its node (`Tensor._assign`), so the objects
 a module holds keep their identity across steps, and `state_dict` always sees the latest
 values.
 """
 from __future__ import annotations
 
-import weakref
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 from typing import Any, Iterator
 
 import numpy as np
 
-from .. import runtime
-from ..tensor import Tensor
+from .. import backward, runtime
+from ..creation import asarray
+from ..tensor import PARAMETER, Tensor
+
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
-_MARKED: dict = {}        # id(tensor) -> weak reference, for tensors marked as parameters
-
-
-def Parameter(tensor: Any) -> Tensor:
+def Parameter(tensor: Any = None, requires_grad: bool = True) -> Tensor:
     """Mark a tensor as trainable and return it (the same object, still an ordinary Tensor):
-    assigned to a module attribute, it is registered as a parameter."""
+    assigned to a module attribute, it is registered as a parameter; it requires grad
+    (so `backward()` fills its `.grad`) unless `requires_grad=False`."""
     if type(tensor) is not Tensor:
-        from ..creation import asarray
-        tensor = asarray(tensor)
-    key = id(tensor)
-    # a dict keyed by id, not a WeakSet: a set would compare tensors with ==, which records
-    _MARKED[key] = weakref.ref(tensor, lambda _ref, key=key: _MARKED.pop(key, None))
+        tensor = asarray(np.zeros((0,), np.float32) if tensor is None else tensor)
+    if requires_grad and tensor.dtype.is_float:
+        backward.set_requires_grad(tensor, True)
+    tensor._flags = getattr(tensor, "_flags", 0) | PARAMETER
     return tensor
 
 
 def is_parameter(value: Any) -> bool:
-    ref = _MARKED.get(id(value))
-    return ref is not None and ref() is value
+    return type(value) is Tensor and bool(getattr(value, "_flags", 0) & PARAMETER)
 
 
 class Module:
@@ -59,7 +58,7 @@ class Module:
             return
         for table in (self._parameters, self._buffers, self._modules):
             table.pop(name, None)
-        if type(value) is Tensor and is_parameter(value):
+        if is_parameter(value):
             self._parameters[name] = value
         elif isinstance(value, Module):
             self._modules[name] = value
@@ -130,30 +129,39 @@ class Module:
 
     # ---- state ----------------------------------------------------------------------
 
+    def _state_items(self, prefix: str = "") -> Iterator[tuple]:
+        """(dotted name, tensor) in PyTorch's state_dict order: each module's parameters,
+        then its buffers, then its children's, depth first; a shared tensor once."""
+        seen: set = set()
+        for mod_name, m in self.named_modules(prefix):
+            for table in (m._parameters, m._buffers):
+                for name, t in table.items():
+                    if t is not None and id(t) not in seen:
+                        seen.add(id(t))
+                        yield (f"{mod_name}.{name}" if mod_name else name), t
+
     def state_dict(self) -> "OrderedDict[str, np.ndarray]":
-        """Every parameter and buffer by dotted name, as host NumPy arrays (syncs once)."""
-        items = list(self.named_parameters()) + list(self.named_buffers())
+        """Every parameter and buffer by dotted name (PyTorch's names and order), as host
+        NumPy arrays (syncs once)."""
+        items = list(self._state_items())
         runtime.sync()
         return OrderedDict((name, t.numpy()) for name, t in items)
 
-    def load_state_dict(self, state: Any, strict: bool = True) -> None:
-        """Set parameters and buffers from arrays by name; the tensor objects stay the same."""
-        own = OrderedDict(list(self.named_parameters()) + list(self.named_buffers()))
+    def load_state_dict(self, state: Any, strict: bool = True) -> IncompatibleKeys:
+        """Set parameters and buffers from arrays (or tensors) by name; the tensor objects
+        stay the same. With `strict`, a missing or unexpected key is an error; without,
+        they are returned as (missing_keys, unexpected_keys)."""
+        own = OrderedDict(self._state_items())
         missing = [k for k in own if k not in state]
         unexpected = [k for k in state if k not in own]
         if strict and (missing or unexpected):
-            raise KeyError(f"load_state_dict: missing keys {missing}, unexpected keys "
-                           f"{unexpected}")
+            raise KeyError(f"{type(self).__name__}.load_state_dict: "
+                           + _describe_keys(missing, unexpected, own, state)
+                           + " (pass strict=False to load the rest)")
         for name, t in own.items():
-            if name not in state:
-                continue
-            value = np.asarray(state[name])
-            if tuple(value.shape) != t.shape:
-                raise ValueError(f"load_state_dict: {name!r} has shape {tuple(value.shape)}, "
-                                 f"the module expects {t.shape}")
-            fresh = Tensor._from_numpy(value.astype(t.dtype.np, copy=False), t._state)
-            t._assign(fresh._node)
-
+            if name in state:
+                _load_one(self, name, t, state[name])
+        return IncompatibleKeys(missing, unexpected)
     # ---- modes and devices ----------------------------------------------------------
 
     def train(self, mode: bool = True) -> "Module":
@@ -173,8 +181,17 @@ class Module:
                 _rebind(t, moved)
         return self
 
-    def zero_grad(self) -> None:
-        """Gradients are values returned by the tape, not stored: nothing to clear."""
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's `.grad` (set to None, or to zeros)."""
+        for p in self.parameters():
+            if p.grad is not None:
+                p.grad = None if set_to_none else p.grad * 0
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+        for p in self.parameters():
+            backward.set_requires_grad(p, requires_grad)
+            p._flags |= PARAMETER
+        return self
 
     # ---- calling --------------------------------------------------------------------
 
@@ -199,3 +216,34 @@ def _rebind(t: Tensor, moved: Tensor) -> None:
     """Make `t` hold `moved`'s value on `moved`'s device (a tensor object keeps identity)."""
     t._state = moved._state
     t._assign(moved._node)
+
+
+def _owner(root: Module, name: str) -> str:
+    """The module holding a dotted state key, as `ClassName at 'path'`."""
+    path = name.rpartition(".")[0]
+    m = root
+    for part in path.split(".") if path else ():
+        m = m._modules.get(part, m)
+    return f"{type(m).__name__} at {path!r}" if path else type(m).__name__
+
+
+def _describe_keys(missing: list, unexpected: list, own: dict, state: Any) -> str:
+    parts = []
+    if missing:
+        parts.append("missing keys " + ", ".join(repr(k) for k in missing))
+    if unexpected:
+        parts.append("unexpected keys " + ", ".join(repr(k) for k in unexpected)
+                     + f" (the module's keys: {', '.join(list(own)[:12])}"
+                     + (", ..." if len(own) > 12 else "") + ")")
+    return "; ".join(parts)
+
+
+def _load_one(root: Module, name: str, t: Tensor, value: Any) -> None:
+    if type(value) is Tensor:
+        value = value.numpy()
+    value = np.asarray(value)
+    if tuple(value.shape) != t.shape:
+        raise ValueError(f"load_state_dict: {name!r} (in {_owner(root, name)}) has shape "
+                         f"{tuple(value.shape)} in the checkpoint, the module expects {t.shape}")
+    fresh = Tensor._from_numpy(value.astype(t.dtype.np, copy=False), t._state)
+    t._assign(fresh._node)

@@ -38,7 +38,8 @@ def _safetensors_numpy() -> Any:
 
 def save_safetensors(obj: Any, path: str) -> None:
     st = _safetensors_numpy()
-    st.save_file({k: np.ascontiguousarray(v) for k, v in _state(obj).items()}, path)
+    # np.ascontiguousarray would make a 0-d value (num_batches_tracked) 1-d
+    st.save_file({k: np.array(v, order="C") for k, v in _state(obj).items()}, path)
 
 
 def load_safetensors(path: str) -> dict:

@@ -57,43 +57,98 @@ class Hypers:
 
 
 class Optimizer:
-    """Holds parameters (Tensors) and their state; subclasses define `update`."""
+    """Holds parameter groups (PyTorch's `param_groups`: dicts with "params" and the
+    hyper-parameters) and per-parameter state; subclasses define `update`.
+
+    Two ways to step: `step()` (PyTorch's idiom) reads each parameter's `.grad`, filled by
+    `loss.backward()`; `apply_gradients(grads)` takes the gradients a tape returned.
+    """
 
     state_names: tuple = ()
 
-    def __init__(self, params: Iterable[Tensor], lr: LearningRate) -> None:
-        self.params = list(params)
-        if not self.params:
+    def __init__(self, params: Iterable[Any], lr: LearningRate = 1e-3, **defaults: Any) -> None:
+        self.defaults = {"lr": lr, **defaults}
+        self.param_groups: list = []
+        items = list(params)
+        if not items:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
-        for i, p in enumerate(self.params):
+        groups = items if isinstance(items[0], dict) else [{"params": items}]
+        self.params: list = []
+        self.state: list = []
+        self.steps = 0
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, group: dict) -> None:
+        """A group of parameters with its own hyper-parameters (the rest from defaults)."""
+        params = group["params"]
+        params = [params] if type(params) is Tensor else list(params)
+        first = len(self.params)
+        for i, p in enumerate(params):
             if type(p) is not Tensor or not p.dtype.is_float:
-                raise TypeError(f"{type(self).__name__}: parameter {i} must be a floating-point "
-                                f"Tensor, got {getattr(p, 'dtype', type(p).__name__)}")
+                raise TypeError(f"{type(self).__name__}: parameter {first + i} must be a "
+                                f"floating-point Tensor, got "
+                                f"{getattr(p, 'dtype', type(p).__name__)}")
+            if any(p is q for q in self.params):
+                raise ValueError(f"{type(self).__name__}: parameter {first + i} appears in "
+                                 "more than one parameter group")
+        full = {**self.defaults, **group, "params": params}
+        lr = full["lr"]
         if not callable(lr) and lr < 0:
             raise ValueError(f"{type(self).__name__}: invalid learning rate {lr}")
-        self.lr = lr
-        self.steps = 0
-        self.state = [{name: _zeros_like(p) for name in self.state_names} for p in self.params]
+        self.check_group(full)
+        full.setdefault("initial_lr", lr)
+        self.param_groups.append(full)
+        self.params.extend(params)
+        self.state.extend({name: _zeros_like(p) for name in self.state_names_for(full)}
+                          for p in params)
         # parameters still being initialized lazily are computed now, so that the first
         # training step's program reads them as inputs just as every later step does
-        for s in {id(p._state): p._state for p in self.params}.values():
+        for s in {id(p._state): p._state for p in params}.values():
             runtime.sync(s)
+
+    def check_group(self, group: dict) -> None:
+        """Subclasses validate a group's hyper-parameters."""
+
+    def state_names_for(self, group: dict) -> tuple:
+        return self.state_names
 
     # ---- the learning rate --------------------------------------------------------
 
-    def current_lr(self) -> float:
+    @property
+    def lr(self) -> LearningRate:
+        """The first group's learning rate (a number, or a schedule of the step index)."""
+        return self.param_groups[0]["lr"]
+
+    @lr.setter
+    def lr(self, value: LearningRate) -> None:
+        for g in self.param_groups:
+            g["lr"] = value
+
+    def current_lr(self, group: Any = None) -> float:
         """The rate for the step about to be taken (a schedule is called with its index)."""
-        return float(self.lr(self.steps)) if callable(self.lr) else float(self.lr)
+        lr = (group or self.param_groups[0])["lr"]
+        return float(lr(self.steps)) if callable(lr) else float(lr)
 
     # ---- stepping -------------------------------------------------------------------
+
+    def step(self, closure: Any = None) -> Any:
+        """Update every parameter that has a `.grad` (PyTorch's `optimizer.step()`).
+        `closure`, if given, recomputes the loss (and its backward) first and is returned."""
+        loss = closure() if closure is not None else None
+        pairs = [(g, p) for p in self.params if (g := p.grad) is not None]
+        if pairs:
+            self.apply_gradients(pairs)
+        return loss
 
     def apply_gradients(self, grads: Any) -> None:
         """Update every parameter from its gradient. `grads`: one per parameter, in the
         order of `self.params` (None skips a parameter), or (grad, param) pairs."""
         pairs = self._pairs(grads)
-        lr = self.current_lr()
+        group_of = self._group_index()
+        lrs = [self.current_lr(g) for g in self.param_groups]
         self.steps += 1
-        self.hyper = Hypers()
+        self._hypers = Hypers()
         for index, g in pairs:
             p = self.params[index]
             if g._state is not p._state:
@@ -105,8 +160,10 @@ class Optimizer:
                                  f"parameter {index} of shape {p.shape}")
             grad = g._node if g.dtype is p.dtype else g.astype(p.dtype)._node
             self._follow(index)
+            self._gi = group_of[index]
+            self.group = self.param_groups[self._gi]
             state = {k: t._node for k, t in self.state[index].items()}
-            new_param, new_state = self.update(p._node, grad, state, lr)
+            new_param, new_state = self.update(p._node, grad, state, lrs[self._gi])
             # the old values may be updated in place (if nothing else holds them at sync)
             runtime.offer_donation(p._node)
             p._assign(new_param)
@@ -114,11 +171,25 @@ class Optimizer:
                 runtime.offer_donation(self.state[index][k]._node)
                 self.state[index][k]._assign(node)
 
-    step = apply_gradients
+    @property
+    def hyper(self) -> "Hypers":
+        """The runtime scalars of the current step (shared by role and group)."""
+        return self._hypers
+
+    def scalar(self, role: str, value: float, like: Node) -> Node:
+        """A hyper-parameter of the current group as a runtime scalar broadcast to
+        `like`: data, not structure, so changing it never recompiles."""
+        return self._hypers(role if not self._gi else f"{role}#{self._gi}", value, like)
+
+    def _group_index(self) -> list:
+        out = []
+        for gi, g in enumerate(self.param_groups):
+            out.extend([gi] * len(g["params"]))
+        return out
 
     def update(self, param: Node, grad: Node, state: dict, lr: float) -> tuple:
-        """(new parameter node, {state name: new node}) for one parameter; scalars that may
-        change between steps come from `self.hyper(role, value, like)`."""
+        """(new parameter node, {state name: new node}) for one parameter; `self.group` is
+        its group; scalars that may change between steps come from `self.scalar`."""
         raise NotImplementedError
 
     def _follow(self, index: int) -> None:
@@ -149,18 +220,25 @@ class Optimizer:
                              "skip) or (grad, param) pairs")
         return [(i, g) for i, g in enumerate(grads) if g is not None]
 
-    def zero_grad(self) -> None:
-        """Gradients are returned by the tape, not stored: nothing to clear."""
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's `.grad` (PyTorch's idiom; the tape needs nothing)."""
+        for p in self.params:
+            if p.grad is not None:
+                p.grad = None if set_to_none else p.grad * 0
 
     # ---- saving -------------------------------------------------------------------------
 
     def state_dict(self) -> dict:
         runtime.sync()
-        return {"steps": self.steps,
+        groups = [{k: v for k, v in g.items() if k != "params" and not callable(v)}
+                  for g in self.param_groups]
+        return {"steps": self.steps, "param_groups": groups,
                 "state": [{k: t.numpy() for k, t in s.items()} for s in self.state]}
 
     def load_state_dict(self, saved: dict) -> None:
         self.steps = int(saved["steps"])
+        for mine, theirs in zip(self.param_groups, saved.get("param_groups", ())):
+            mine.update({k: v for k, v in theirs.items() if k != "params"})
         for mine, theirs in zip(self.state, saved["state"]):
             for k, t in mine.items():
                 t._assign(Tensor._from_numpy(np.asarray(theirs[k], t.dtype.np), t._state)._node)

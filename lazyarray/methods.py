@@ -1,0 +1,215 @@
+"""Tensor's operators and methods: one table, each entry an op of `lazyarray.ops` taken
+through `lift` (or a public function built on it), installed on the class at import.
+
+Kept apart from `tensor.py` so that the handle imports nothing above it: indexing,
+conventions and autograd import `Tensor`, and this module imports them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from . import api, backward, indexing, ops
+from .compiler import dtypes as D
+from .compiler import autodiff
+from .conventions import reduction_method
+from .creation import shape_args
+from .lift import lift, method, reflected
+from .tensor import Tensor
+
+# ---- operators: (name, op, reflected name or None) -------------------------------------
+
+_OPERATORS = [
+    ("__add__", ops.add, "__radd__"), ("__sub__", ops.subtract, "__rsub__"),
+    ("__mul__", ops.multiply, "__rmul__"), ("__truediv__", ops.divide, "__rtruediv__"),
+    ("__floordiv__", ops.floor_divide, "__rfloordiv__"),
+    ("__mod__", ops.remainder, "__rmod__"), ("__pow__", ops.pow, "__rpow__"),
+    ("__matmul__", ops.matmul, "__rmatmul__"), ("__and__", ops.bitwise_and, "__rand__"),
+    ("__or__", ops.bitwise_or, "__ror__"), ("__xor__", ops.bitwise_xor, "__rxor__"),
+    ("__lshift__", ops.bitwise_left_shift, "__rlshift__"),
+    ("__rshift__", ops.bitwise_right_shift, "__rrshift__"),
+    ("__eq__", ops.equal, None), ("__ne__", ops.not_equal, None),
+    ("__lt__", ops.less, None), ("__le__", ops.less_equal, None),
+    ("__gt__", ops.greater, None), ("__ge__", ops.greater_equal, None),
+    ("matmul", ops.matmul, None), ("dot", ops.matmul, None),
+]
+
+# in place, as PyTorch spells it: the tensor object takes the new value (updates are
+# functional underneath: tensors read from it earlier keep theirs)
+_IN_PLACE = [("__iadd__", "add_", ops.add), ("__isub__", "sub_", ops.subtract),
+             ("__imul__", "mul_", ops.multiply), ("__itruediv__", "div_", ops.divide),
+             ("__ipow__", "pow_", ops.pow), ("__ifloordiv__", None, ops.floor_divide),
+             ("__imod__", None, ops.remainder), ("__imatmul__", None, ops.matmul),
+             ("__iand__", None, ops.bitwise_and), ("__ior__", None, ops.bitwise_or),
+             ("__ixor__", None, ops.bitwise_xor), ("__ilshift__", None, ops.bitwise_left_shift),
+             ("__irshift__", None, ops.bitwise_right_shift)]
+
+_UNARY = {"__neg__": ops.negative, "__pos__": ops.positive, "__abs__": ops.abs,
+          "__invert__": ops.bitwise_invert, "abs": ops.abs, "exp": ops.exp, "log": ops.log,
+          "sqrt": ops.sqrt, "tanh": ops.tanh, "sigmoid": ops.sigmoid, "sin": ops.sin,
+          "cos": ops.cos, "relu": ops.relu, "square": ops.square, "round": ops.round,
+          "floor": ops.floor, "ceil": ops.ceil, "sign": ops.sign, "log1p": ops.log1p,
+          "expm1": ops.expm1, "rsqrt": ops.rsqrt, "neg": ops.negative}
+
+_REDUCTIONS = ["sum", "prod", "mean", "all", "any", "argmax", "argmin"]
+
+
+def _in_place(fn: Any) -> Any:
+    op = method(fn)
+
+    def update(self: Tensor, other: Any) -> Tensor:
+        self._assign(op(self, other)._node)
+        return self
+    return update
+
+
+def _install() -> None:
+    for name, fn, rname in _OPERATORS:
+        setattr(Tensor, name, method(fn))
+        if rname:
+            setattr(Tensor, rname, reflected(fn))
+    for dunder, name, fn in _IN_PLACE:
+        setattr(Tensor, dunder, _in_place(fn))
+        if name:
+            setattr(Tensor, name, _in_place(fn))
+    for name, fn in _UNARY.items():
+        setattr(Tensor, name, lift(fn))
+    for name in _REDUCTIONS:
+        setattr(Tensor, name, reduction_method(name))
+    for name in ("max", "min", "var", "std", "sort"):
+        setattr(Tensor, name, getattr(api, name))
+
+
+# ---- methods that adapt their arguments -------------------------------------------------
+
+def reshape(self: Tensor, *shape: Any) -> Tensor:
+    return api.reshape(self, shape_args(shape))
+
+
+def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    start, end = start_dim % max(self.ndim, 1), end_dim % max(self.ndim, 1)
+    if self.ndim == 0:
+        return api.reshape(self, (1,))
+    return api.reshape(self, self.shape[:start] + (-1,) + self.shape[end + 1:])
+
+
+def transpose(self: Tensor, *axes: Any) -> Tensor:
+    if len(axes) == 2:
+        return api.transpose(self, axes[0], axes[1])
+    if axes:
+        return api.permute_dims(self, shape_args(axes))
+    return api.transpose(self)
+
+
+def permute(self: Tensor, *dims: Any) -> Tensor:
+    return api.permute_dims(self, shape_args(dims))
+
+
+def squeeze(self: Tensor, axis: Any = None, *, dim: Any = None) -> Tensor:
+    return api.squeeze(self, dim if dim is not None else axis)
+
+
+def broadcast_to(self: Tensor, *shape: Any) -> Tensor:
+    return api.broadcast_to(self, shape_args(shape))
+
+
+def expand(self: Tensor, *shape: Any) -> Tensor:
+    sizes = shape_args(shape)
+    own = (None,) * (len(sizes) - self.ndim) + self.shape
+    return api.broadcast_to(self, tuple(n if s == -1 else s for s, n in zip(sizes, own)))
+
+
+def flip(self: Tensor, axis: Any = None, *, dims: Any = None) -> Tensor:
+    return api.flip(self, dims if dims is not None else axis)
+
+
+def cumsum(self: Tensor, axis: Any = None, *, dim: Any = None) -> Tensor:
+    return api.cumulative_sum(self, dim if dim is not None else axis)
+
+
+def clip(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    return api.clip(self, min, max)
+
+
+def astype(self: Tensor, dtype: Any, copy: bool = True) -> Tensor:
+    return api.astype(self, dtype)
+
+
+def _cast(dtype: D.DType) -> Any:
+    def cast(self: Tensor) -> Tensor:
+        return api.astype(self, dtype)
+    return cast
+
+
+def detach(self: Tensor) -> Tensor:
+    """The value, with no path back for gradients (a constant for backward and tapes)."""
+    return Tensor._wrap(autodiff.stop(self._node), self._state)
+
+
+def _backward(self: Tensor, gradient: Any = None, retain_graph: bool = False,
+              inputs: Any = None) -> None:
+    backward.backward(self, gradient, retain_graph, inputs)
+
+
+def clone(self: Tensor) -> Tensor:
+    """A new tensor with the same value (values are never shared: a new handle is a copy)."""
+    return Tensor._wrap(self._node, self._state)
+
+
+def zero_(self: Tensor) -> Tensor:
+    self._assign(api.zeros_like(self)._node)
+    return self
+
+
+def fill_(self: Tensor, value: Any) -> Tensor:
+    self._assign(api.full_like(self, value)._node)
+    return self
+
+
+def copy_(self: Tensor, src: Any) -> Tensor:
+    src = api.asarray(src, device=self._state)
+    self._assign(api.broadcast_to(api.astype(src, self.dtype), self.shape)._node)
+    return self
+
+
+def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    self._assign(api.clip(self, min, max)._node)
+    return self
+
+
+def _get_requires_grad(self: Tensor) -> bool:
+    return backward.requires_grad(self)
+
+
+def _set_requires_grad(self: Tensor, flag: bool) -> None:
+    backward.set_requires_grad(self, flag)
+
+
+def requires_grad_(self: Tensor, requires_grad: bool = True) -> Tensor:
+    return backward.set_requires_grad(self, requires_grad)
+
+
+_METHODS = {
+    "reshape": reshape, "view": reshape, "flatten": flatten, "transpose": transpose,
+    "permute": permute, "squeeze": squeeze, "unsqueeze": lift(ops.expand_dims),
+    "expand_dims": lift(ops.expand_dims), "broadcast_to": broadcast_to, "expand": expand,
+    "clip": clip, "clamp": clip, "flip": flip, "cumsum": cumsum, "astype": astype,
+    "type": astype, "float": _cast(D.float32), "double": _cast(D.float64),
+    "long": _cast(D.int64), "int": _cast(D.int32), "bool": _cast(D.bool_),
+    "half": _cast(D.float16), "bfloat16": _cast(D.bfloat16), "detach": detach,
+    "backward": _backward, "clone": clone, "zero_": zero_, "fill_": fill_, "copy_": copy_,
+    "clamp_": clamp_, "requires_grad_": requires_grad_,
+    "__getitem__": indexing.getitem, "__setitem__": indexing.setitem,
+}
+
+_PROPERTIES = {
+    "T": property(lift(ops.transpose)), "mT": property(lift(ops.matrix_transpose)),
+    "requires_grad": property(_get_requires_grad, _set_requires_grad),
+    "grad": property(backward.grad_of, backward.set_grad),
+}
+
+
+def install() -> None:
+    """Put the table on the Tensor class (once, when the package is imported)."""
+    _install()
+    for name, fn in {**_METHODS, **_PROPERTIES}.items():
+        setattr(Tensor, name, fn)
