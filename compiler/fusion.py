@@ -85,6 +85,10 @@ MAX_MEMBERS = 256
 # a value at the end of a longer chain of fused producers is materialized: the elemental
 # emitter recurses once per op of the chain, and Python's recursion limit is 1000 frames
 MAX_DEPTH = 128
+# a value whose inlined computation is this many ops or more is not cheap: like a
+# transcendental one, it is computed once rather than in each of several consumers (a
+# convolution's backward reads the batch-norm/ReLU/pooling backward chain in 9 taps)
+LONG_CHAIN = 8
 
 
 def name_of(module: Module, pos: int) -> str:
@@ -132,6 +136,7 @@ class _Planner:
         self.decisions: list = []
         self.why_materialized: dict = {}
         self.rejections: dict = {}     # (producer gid, consumer gid) -> reason
+        self.not_cheap: set = set()    # values too costly to compute more than once
         self.live = self._live()
 
     # ---- 1. what must be materialized -------------------------------------------------
@@ -150,6 +155,7 @@ class _Planner:
         roots: set = set()
         expensive: dict = {}
         depth: dict = {}
+        work: dict = {}        # ops an inlined evaluation of the value costs (capped)
         outputs = set(self.m.outputs)
         for p, ins in enumerate(self.ins):
             if p not in self.live or is_input(ins):
@@ -170,8 +176,13 @@ class _Planner:
             cost = PRIMITIVES[ins.op].math is not None or any(
                 expensive.get(o, False) for o in ins.operands if o not in roots)
             expensive[p] = cost
-            if why is None and cost:
-                why = self._expensive_reason(p)
+            work[p] = min(LONG_CHAIN, 1 + sum(work.get(o, 0) for o in ins.operands
+                                              if o not in roots))
+            if cost or work[p] >= LONG_CHAIN:
+                self.not_cheap.add(p)
+            if why is None and (cost or work[p] >= LONG_CHAIN):
+                what = "transcendental work" if cost else f"a chain of {LONG_CHAIN}+ ops"
+                why = self._expensive_reason(p, what)
             if why is None and depth[p] >= MAX_DEPTH:
                 why = f"a chain of {MAX_DEPTH} fused ops: code generation recurses once per op"
             if why is not None:
@@ -179,15 +190,15 @@ class _Planner:
                 self.why_materialized[p] = why
         return roots
 
-    def _expensive_reason(self, p: int) -> Optional[str]:
+    def _expensive_reason(self, p: int, what: str) -> Optional[str]:
+        """Why a value that is not cheap (`what` it is) is materialized, or None."""
         live_users = [u for u in self.users[p] if u in self.live]
         if len(live_users) > 1:
-            return (f"transcendental work with {len(live_users)} users: computed once, "
-                    f"not per consumer")
+            return f"{what} with {len(live_users)} users: computed once, not per consumer"
         for u in live_users:
             user = self.ins[u]
             if user.op == "broadcast_in_dim" and _size(user.shape) > _size(self.ins[p].shape):
-                return "transcendental work feeding an expanding broadcast: computed once"
+                return f"{what} feeding an expanding broadcast: computed once"
         return None
 
     # ---- 2. initial kernels -------------------------------------------------------------
@@ -307,6 +318,9 @@ class _Merger:
             return f"not fused: consumer is {'a library call' if c.kind == LIBRARY else 'an opaque op'}, which reads whole buffers"
         if len(pg.members | c.members) > MAX_MEMBERS:
             return f"not fused: the kernel would exceed {MAX_MEMBERS} members"
+        moved = self._read_at_other_indices(pg, c) if pg.kind == LOOP else None
+        if moved is not None:
+            return moved
         if pg.kind == LOOP and c.kind == LOOP:
             if pg.space != c.space:
                 return (f"not fused: producer's iteration space {_fmt_shape(pg.space)} differs "
@@ -320,6 +334,27 @@ class _Merger:
         if pg.kind == REDUCTION and c.kind == LOOP:
             return self._epilogue_rule(pg, c)
         return "not fused: producer is a reduction feeding another reduction"
+
+    def _read_at_other_indices(self, pg: _Group, c: _Group) -> Optional[str]:
+        """A reason not to merge when the consumer would read a costly root of the producer
+        at an index other than its own (through an index-moving op), so recompute it."""
+        for r in pg.roots:
+            if r not in self.p.not_cheap:
+                continue
+            stack, seen = [r], set()
+            while stack:
+                p = stack.pop()
+                for u in self.p.users[p]:
+                    if u not in c.members or u in seen:
+                        continue
+                    seen.add(u)
+                    if prim_kind(self.ins[u]) in (ELEMENTWISE, K_REDUCTION):
+                        stack.append(u)
+                    else:
+                        return (f"not fused: {name_of(self.p.m, u)} would read "
+                                f"{name_of(self.p.m, r)} at other indices, and it is not cheap "
+                                f"to compute again")
+        return None
 
     # -- row kernels (compiler/row_fusion.py)
     def _row_space(self, g: _Group) -> Optional[tuple]:

@@ -12,7 +12,7 @@ import pytest
 
 import lazyarray as la
 import lazyarray.nn.functional as F
-from lazyarray.compiler.fusion import epilogue_of, is_input, reduce_space
+from lazyarray.compiler.fusion import LONG_CHAIN, epilogue_of, is_input, reduce_space
 from lazyarray.compiler.graphviz import plan_dot
 from lazyarray.compiler.passes.pipeline import compile_plan
 from lazyarray.compiler.plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW
@@ -294,6 +294,113 @@ def test_cheap_producers_are_duplicated_transcendentals_are_not():
     assert len(holders) == 1
     assert any("transcendental" in d for d in plan.decisions)
     check_runs(plan, cap)
+
+
+# ---- fusion never multiplies expensive work (issue 8, point 7) -------------------------------
+
+def _inlined_work(ins, members: set) -> dict:
+    """Ops an evaluation of each member costs inside its kernel (tree size, capped)."""
+    work: dict = {}
+    for p in sorted(members):
+        work[p] = min(LONG_CHAIN, 1 + sum(work.get(o, 0) for o in ins[p].operands))
+    return work
+
+
+def _not_cheap(ins, members: set) -> set:
+    work = _inlined_work(ins, members)
+    costly: set = set()
+    for p in sorted(members):
+        if PRIMITIVES[ins[p].op].math is not None or any(o in costly for o in ins[p].operands) \
+                or work[p] >= LONG_CHAIN:
+            costly.add(p)
+    return costly
+
+
+def evaluations_per_element(plan, kern) -> dict:
+    """member -> how many times the kernel computes each element of it: the number of
+    distinct chains of index-moving ops between it and the kernel's outputs (elementwise
+    users at one index share one evaluation, and so does a reduction, whose loop passes
+    over its operand's indices), with an expanding broadcast counting as many as it
+    repeats each element."""
+    ins = plan.module.instructions
+    members = set(kern.members)
+    paths: dict = {p: ({()} if p in kern.outputs else set()) for p in members}
+    repeat: dict = {p: 1 for p in members}
+    for u in sorted(members, reverse=True):
+        for o in set(ins[u].operands) & members:
+            if PRIMITIVES[ins[u].op].kind in (ELEMENTWISE, "reduction"):
+                paths[o] |= paths[u]
+            else:
+                paths[o] |= {path + (u,) for path in paths[u]}
+            grow = _size(ins[u].shape) // max(1, _size(ins[o].shape)) \
+                if ins[u].op == "broadcast_in_dim" else 1
+            repeat[o] = max(repeat[o], repeat[u] * grow)
+    return {p: len(paths[p]) * repeat[p] for p in members}
+
+
+def assert_no_repeated_expensive_work(plan) -> None:
+    for k in plan.kernels:
+        if k.kind not in (LOOP, REDUCTION):
+            continue
+        ins = plan.module.instructions
+        counts = evaluations_per_element(plan, k)
+        repeated = {f"%{ins[p].op}.{p}": counts[p] for p in _not_cheap(ins, set(k.members))
+                    if counts[p] > 1}
+        assert not repeated, f"{k.name} computes expensive values more than once per element: {repeated}"
+
+
+def _cnn_training_graph():
+    """One SGD step of conv -> batch norm -> ReLU -> max-pool -> linear -> cross-entropy."""
+    nn = la.nn
+    model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Conv2d(4, 4, 3, padding=1), nn.BatchNorm2d(4),
+                          nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 2 * 2, 3))
+    x = _t(2, 2, 8, 8, seed=5)
+    y = la.asarray(np.array([0, 2]))
+    params = model.parameters()
+    with la.GradientTape() as tape:
+        loss = F.cross_entropy(model(x), y)
+    grads = tape.gradient(loss, params)
+    return [loss] + [p - 0.01 * g for p, g in zip(params, grads)]
+
+
+@pytest.mark.parametrize("what", ["cnn_step", "softmax", "layer_norm", "tanh_users"])
+def test_no_kernel_computes_expensive_work_twice_per_element(what):
+    x = _t(6, 40)
+    graphs = {
+        "cnn_step": _cnn_training_graph,
+        "softmax": lambda: [F.softmax(x, axis=-1)],
+        "layer_norm": lambda: [F.layer_norm(x, (40,))],
+        "tanh_users": lambda: [la.tanh(x) * la.tanh(x)[:, ::-1], la.tanh(x).sum(axis=0)],
+    }
+    for row_kernels in (True, False):
+        cap = capture([t._node for t in graphs[what]()])
+        plan = compile_plan(cap.module(), verify=True, row_kernels=row_kernels)
+        assert_no_repeated_expensive_work(plan)
+        check_runs(plan, cap)
+
+
+def test_the_work_count_sees_a_chain_read_by_nine_taps():
+    """A long chain read by 9 shifted slices (a 3x3 convolution's taps): fusion computes
+    it once; fused whole into one kernel, the count says 9 evaluations per element."""
+    from lazyarray.compiler.passes.pipeline import optimize
+    from lazyarray.compiler.plan import Kernel
+    chain = _t(1, 1, 6, 6)
+    for k in range(LONG_CHAIN + 2):
+        chain = chain * 1.5 + float(k + 1)
+    taps = [chain[:, :, i:i + 4, j:j + 4] for i in range(3) for j in range(3)]
+    total = taps[0]
+    for t in taps[1:]:
+        total = total + t
+    module = optimize(capture([total._node]).module())
+    plan = compile_plan(module, simplify=False)
+    assert_no_repeated_expensive_work(plan)
+    assert any("users: computed once" in d for d in plan.decisions), plan.decisions
+    ins = module.instructions
+    everything = sorted(p for p, i in enumerate(ins) if not is_input(i) and i.op != "tuple")
+    whole = Kernel("all", LOOP, everything, list(module.outputs), [])
+    counts = evaluations_per_element(plan, whole)
+    assert max(counts[p] for p in _not_cheap(ins, set(everything))) == 9
 
 
 def test_opaque_and_library_ops_read_buffers():
