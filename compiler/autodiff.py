@@ -47,10 +47,6 @@ def _stopped_copy(node: Node) -> Node:
     return copy
 
 
-def is_stopped(node: Node) -> bool:
-    return node in _STOPPED
-
-
 # ---- the walk -------------------------------------------------------------------------
 
 def _carries_gradient(node: Node) -> bool:

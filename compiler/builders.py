@@ -10,20 +10,12 @@ import numpy as np
 
 from . import dtypes as D
 from .dtypes import DType
-from .literal import Literal
-from .node import Node, constant_leaf
+from .node import Node, kept_constant
 from .primitive import apply
-
-_CONSTANTS: dict = {}
-
 
 def const(value: Any, dtype: DType) -> Node:
     """A 0-d constant kept in the module (a fixed number of a rule, never user data)."""
-    key = (repr(value), dtype.name)
-    node = _CONSTANTS.get(key)
-    if node is None:
-        node = _CONSTANTS[key] = constant_leaf(Literal(np.array(value, dtype.np)), dtype)
-    return node
+    return kept_constant(value, dtype)
 
 
 def full(value: Any, shape: tuple, dtype: DType) -> Node:

@@ -36,10 +36,6 @@ class DType:
     def is_int(self) -> bool:
         return self.kind in ("int", "uint")
 
-    @property
-    def is_signed(self) -> bool:
-        return self.kind in ("int", "float")
-
     def __repr__(self) -> str:
         return f"lazyarray.{self.name}"
 

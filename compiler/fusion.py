@@ -79,6 +79,7 @@ from .primitive import LIBRARY as K_LIBRARY
 from .primitive import OPAQUE as K_OPAQUE
 from .primitive import REDUCTION as K_REDUCTION
 from .row_fusion import row_fits, row_outputs_ok, row_schedule, trailing_space
+from .shapes import num_elements
 
 # a kernel bigger than this takes no more producers: bounds recomputation and codegen time
 MAX_MEMBERS = 256
@@ -108,13 +109,6 @@ def reduce_space(ins: Instruction, module: Module) -> tuple:
     """(input shape S, reduced axes A) of a reduction instruction."""
     operand = module.instructions[ins.operands[0]]
     return operand.shape, PRIMITIVES[ins.op].reduced_axes(ins.attrs)
-
-
-def _size(shape: tuple) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 class _Group:
@@ -197,7 +191,7 @@ class _Planner:
             return f"{what} with {len(live_users)} users: computed once, not per consumer"
         for u in live_users:
             user = self.ins[u]
-            if user.op == "broadcast_in_dim" and _size(user.shape) > _size(self.ins[p].shape):
+            if user.op == "broadcast_in_dim" and num_elements(user.shape) > num_elements(self.ins[p].shape):
                 return f"{what} feeding an expanding broadcast: computed once"
         return None
 
@@ -372,9 +366,9 @@ class _Merger:
         space = self._row_space(pg) or self._row_space(c)
         if space is None:
             return None, None
-        rows = _size(_reduced_shape(space))
+        rows = num_elements(_reduced_shape(space))
         for g in (pg, c):
-            if g.kind == LOOP and g.space != space[0] and _size(g.space) != rows:
+            if g.kind == LOOP and g.space != space[0] and num_elements(g.space) != rows:
                 return None, (f"not fused: iteration space {_fmt_shape(g.space)} is neither "
                               f"the row space {_fmt_shape(space[0])} nor one value per row")
             if g.kind != LOOP and self._row_space(g) != space:
@@ -391,7 +385,7 @@ class _Merger:
         return space, None
 
     def _epilogue_rule(self, pg: _Group, c: _Group) -> Optional[str]:
-        count = _size(_reduced_shape(pg.space))
+        count = num_elements(_reduced_shape(pg.space))
         after = set(epilogue_of(self.ins, pg.members))
         values = after | {m for m in pg.members if prim_kind(self.ins[m]) == K_REDUCTION}
         depends: set = set()
@@ -402,7 +396,7 @@ class _Merger:
             ins = self.ins[m]
             if ins.op == "broadcast_in_dim":
                 return "not fused: producer is a reduction feeding a broadcast"
-            if not _epilogue_op(ins) or _size(ins.shape) != count:
+            if not _epilogue_op(ins) or num_elements(ins.shape) != count:
                 return (f"not fused: producer is a reduction feeding {ins.op} "
                         f"{_fmt_shape(ins.shape)}, which needs its result at other indices")
         if any(o not in values for o in self.reads(c) & pg.members):

@@ -4,7 +4,7 @@ Passes take a module and return a new one; nothing mutates a module after it is 
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable
 
 from .dtypes import DType
 
@@ -58,6 +58,3 @@ class Module:
         from .printer import print_module
         return print_module(self)
 
-
-def module_from(instructions: list, outputs: Iterable[int], name: Optional[str] = None) -> Module:
-    return Module(name or "module", instructions, outputs)

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .dtypes import DType
+import numpy as np
 
-LEAF_OPS = frozenset(("parameter", "scalar", "constant"))
+from .dtypes import DType
+from .literal import Literal
+
 
 
 class Node:
@@ -35,10 +37,6 @@ class Node:
         self.buffer = buffer
         self.value = value
         self.sig = None     # structural signature, filled when first put in a module
-
-    @property
-    def is_leaf(self) -> bool:
-        return self.buffer is not None or self.op in LEAF_OPS
 
     @property
     def ndim(self) -> int:
@@ -63,3 +61,17 @@ def scalar_leaf(value: Any, dtype: DType) -> Node:
 
 def constant_leaf(literal: Any, dtype: DType) -> Node:
     return Node("constant", (), tuple(literal.array.shape), dtype, {}, value=literal)
+
+
+_KEPT: dict = {}     # (repr(value), dtype name) -> its 0-d constant node
+
+
+def kept_constant(value: Any, dtype: DType) -> Node:
+    """The one 0-d constant node of `value` as `dtype` (the cache every caller shares:
+    equal constants are one node, so a module's text and fingerprint stay the same).
+    The key is repr(value): 0.0 and -0.0, 1 and True stay apart."""
+    key = (repr(value), dtype.name)
+    node = _KEPT.get(key)
+    if node is None:
+        node = _KEPT[key] = constant_leaf(Literal(np.array(value, dtype.np)), dtype)
+    return node

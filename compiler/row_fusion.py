@@ -37,16 +37,10 @@ from typing import Optional
 from .module import Module
 from .primitive import ELEMENTWISE, PRIMITIVES
 from .primitives.reduction import reducer_of
+from .shapes import num_elements
 
 # each phase re-reads the row; it must stay in L1/L2 between passes
 MAX_ROW_BYTES = 64 * 1024
-
-
-def _size(shape: tuple) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _is_reduce(ins) -> bool:
@@ -63,7 +57,7 @@ def trailing_space(module: Module, pos: int) -> Optional[tuple]:
     axes = tuple(ins.attrs["axes"])
     if not axes or axes != tuple(range(len(shape) - len(axes), len(shape))):
         return None
-    if _size(shape[len(shape) - len(axes):]) < 2:
+    if num_elements(shape[len(shape) - len(axes):]) < 2:
         return None
     return shape, axes
 
@@ -104,7 +98,7 @@ def row_schedule(module: Module, members: set, space: tuple) -> tuple:
     (None, the reason in words)."""
     ins = module.instructions
     shape, axes = space
-    rows = _size(outer_shape(space))
+    rows = num_elements(outer_shape(space))
     level: dict = {}         # member -> highest phase it depends on (absent: free)
     reductions: dict = {}
     row_values: list = []
@@ -127,11 +121,11 @@ def row_schedule(module: Module, members: set, space: tuple) -> tuple:
         if PRIMITIVES[i.op].kind == ELEMENTWISE:
             if all(o in wide for o in dep_ops) and i.shape == shape:
                 wide.add(m)
-            elif _size(i.shape) == rows and not any(o in wide for o in dep_ops):
+            elif num_elements(i.shape) == rows and not any(o in wide for o in dep_ops):
                 row_values.append((m, level[m]))
             else:
                 return None, f"{i.op} mixes row values and rows"
-        elif i.op == "reshape" and dep_ops[0] not in wide and _size(i.shape) == rows:
+        elif i.op == "reshape" and dep_ops[0] not in wide and num_elements(i.shape) == rows:
             row_values.append((m, level[m]))
         elif i.op == "broadcast_in_dim" and dep_ops[0] not in wide and \
                 _row_broadcast(module, i, space):
@@ -148,10 +142,10 @@ def row_schedule(module: Module, members: set, space: tuple) -> tuple:
 
 def row_outputs_ok(module: Module, roots: list, space: tuple) -> Optional[str]:
     """None when every root can be written by a ROW kernel over `space`."""
-    rows = _size(outer_shape(space))
+    rows = num_elements(outer_shape(space))
     for r in roots:
         shape = module.instructions[r].shape
-        if shape != space[0] and _size(shape) != rows:
+        if shape != space[0] and num_elements(shape) != rows:
             return (f"{module.instructions[r].op} {_fmt_shape(shape)} is neither a row "
                     f"value nor of the row space {_fmt_shape(space[0])}")
     return None
@@ -159,7 +153,7 @@ def row_outputs_ok(module: Module, roots: list, space: tuple) -> Optional[str]:
 
 def row_fits(module: Module, members: set, space: tuple) -> bool:
     shape, axes = space
-    length = _size(shape[len(shape) - len(axes):])
+    length = num_elements(shape[len(shape) - len(axes):])
     widest = max((module.instructions[m].dtype.itemsize for m in members
                   if module.instructions[m].shape == shape), default=4)
     return length * max(widest, 4) <= MAX_ROW_BYTES

@@ -59,8 +59,13 @@ def compiler_fingerprint() -> str:
     return h.hexdigest()
 
 
+# The settings the CPU device reads, with its defaults when made without lazyarray's
+# config (lazyarray passes its flags of the same names: lazyarray/devices_registry.py)
+DEFAULT_SETTINGS = {"num_threads": 0, "cache_dir": "", "dump": "", "debug": 0, "verify": False}
+
+
 def default_settings() -> dict:
-    return {"num_threads": 0, "cache_dir": "", "dump": "", "debug": 0, "verify": False}
+    return dict(DEFAULT_SETTINGS)
 
 
 class CPUDevice(HostDevice):

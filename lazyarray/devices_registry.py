@@ -7,20 +7,19 @@ from . import config, debug, runtime
 runtime.register_device("interpreter", lambda name: InterpreterDevice())
 
 
-def _cpu_settings() -> dict:
-    """What the CPU device reads from lazyarray's config, at every compile and run."""
-    v = config._values      # the values dict itself: attribute reads cost ~1 us each per run
-    return {"num_threads": v["num_threads"], "cache_dir": v["cache_dir"],
-            "dump": v["dump"], "debug": v["debug"], "verify": v["verify"]}
-
-
 def _register_cpu() -> None:
     """'cpu' (the compiled device, and then the default) where llvmlite imports."""
     try:
-        from .devices.cpu import CPUDevice
+        from .devices.cpu import DEFAULT_SETTINGS, CPUDevice
     except ImportError:
         return
-    runtime.register_device("cpu", lambda name: _named(CPUDevice(_cpu_settings), name),
+    names = tuple(DEFAULT_SETTINGS)
+    values = config._values     # the dict itself: attribute reads cost ~1 us each per run
+
+    def settings() -> dict:
+        """What the CPU device reads from lazyarray's config, at every compile and run."""
+        return {k: values[k] for k in names}
+    runtime.register_device("cpu", lambda name: _named(CPUDevice(settings), name),
                             count=lambda: max(1, int(config.cpu_devices)))
     for stage in ("optimized_hlo", "llvm", "asm", "dot"):
         debug.STAGES.setdefault(stage, _stage_of_device(stage))

@@ -14,7 +14,7 @@ import numpy as np
 from ..compiler import dtypes as D
 from ..compiler.dtypes import DType
 from ..compiler.literal import Literal
-from ..compiler.node import Node, constant_leaf, scalar_leaf
+from ..compiler.node import Node, constant_leaf, kept_constant, scalar_leaf
 from ..compiler.primitive import apply
 
 PY_SCALARS = (bool, int, float)
@@ -22,9 +22,6 @@ PY_SCALARS = (bool, int, float)
 # Scalars that simplification cares about stay constants in the module (and in its
 # fingerprint); every other Python scalar becomes a runtime parameter.
 KEPT_CONSTANTS = (0, 1, -1)
-
-_CONST_CACHE: dict = {}
-
 
 def shape_str(shape: tuple) -> str:
     return "(" + ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
@@ -48,11 +45,7 @@ def scalar(value: Any, dtype: DType) -> Node:
     # NaN is in no tuple; -0.0 == 0 would share (and flip the sign of) the cached 0
     if value not in KEPT_CONSTANTS or _is_negative_zero(value):
         return scalar_leaf(value, dtype)
-    key = (value, dtype)
-    node = _CONST_CACHE.get(key)
-    if node is None:
-        node = _CONST_CACHE[key] = constant_leaf(Literal(np.array(value, dtype.np)), dtype)
-    return node
+    return kept_constant(value, dtype)
 
 
 def _is_negative_zero(value: Any) -> bool:

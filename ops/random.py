@@ -20,6 +20,7 @@ from ..compiler import dtypes as D
 from ..compiler.node import Node
 from ..compiler.primitive import apply
 from .promotion import broadcast_to, constant, convert, scalar
+from ..compiler.shapes import num_elements
 
 ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
 KEY_PARITY = 0x1BD11BDA
@@ -126,15 +127,11 @@ def advance(state: Node) -> tuple:
 _STEP: dict = {}
 
 
-def _size(shape: tuple) -> int:
-    return int(np.prod(shape, dtype=np.int64))
-
-
 def bits(key: Node, shape: tuple, counter: Optional[Node] = None) -> Node:
     """uint32 random bits of `shape`. Without `counter`, word i is one half of Threefry of
     the counter pair (i mod half, i mod half + half); with a uint32 scalar `counter` (a
     stream number), of the pair (i mod half, counter), so each stream of one key differs."""
-    n = _size(shape)
+    n = num_elements(shape)
     if n >= 2 ** 32:
         raise ValueError(f"random bits: {n} values at once is more than one key can give (2^32)")
     if n == 0:

@@ -41,6 +41,7 @@ from .library_calls import library_step, opaque_loops
 from .llvm_types import HALF, I64, PTR, Value, storage_type
 from .loops import const, counted_loop
 from .math_table import CPU_MATH, MathTable
+from ..shapes import num_elements
 
 def accumulator_dtype(dtype: D.DType) -> D.DType:
     """Half floats accumulate in float32, as the references do."""
@@ -279,7 +280,7 @@ class CPUCodegen:
         stores = [(ptr_of[p], p) for p in wide]
         # transcendental values several passes need: computed once, kept for the row
         reused = reused_across_passes(self.module, set(kern.members), sched, kern.outputs)
-        length = _size(tuple(shape[a] for a in axes))
+        length = num_elements(tuple(shape[a] for a in axes))
         scratch = {p: e.b.alloca(storage_type(self.ins[p].dtype), size=length)
                    for p in reused}
         for ptr in scratch.values():
@@ -357,7 +358,7 @@ class CPUCodegen:
         name, args, e, ptr_of, start, end, rest = self._begin(
             kern, self._reads(kern), late, partials=len(roots), counts=1)
         partials, chunks = rest[:-1], rest[-1]
-        size = _size(out_shape)
+        size = num_elements(out_shape)
         kinds = [self.ins[p].attrs["kind"] for p in roots]
         accs = [accumulator_dtype(self.ins[p].dtype) for p in roots]
 
@@ -584,13 +585,6 @@ def _inner_work(shape: tuple) -> int:
     """Elements per unit of the outer dimension (to decide whether to split)."""
     n = 1
     for d in shape[outer_dim(shape) + 1:]:
-        n *= d
-    return n
-
-
-def _size(shape: tuple) -> int:
-    n = 1
-    for d in shape:
         n *= d
     return n
 

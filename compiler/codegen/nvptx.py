@@ -38,6 +38,7 @@ from . import gpu_math
 from ..primitive import PRIMITIVES
 from ..primitives.reduction import reducer_of
 from .loops import counted_loop
+from ..shapes import num_elements
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
@@ -310,7 +311,7 @@ class Reduction:
     def strategy(self) -> str:
         """'full', 'row' (innermost axes), 'column' (outermost axes) or 'generic'."""
         rank = len(self.shape)
-        if len(self.axes) == rank or _size(self.out_shape) == 1:
+        if len(self.axes) == rank or num_elements(self.out_shape) == 1:
             return "full"
         if tuple(self.axes) == tuple(range(rank - len(self.axes), rank)):
             return "row"
@@ -328,19 +329,12 @@ class Reduction:
         return full, r_idx
 
 
-def _size(shape: tuple) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
-
-
 def emit_loop(mod: ir.Module, name: str, shape: tuple, nparams: int,
               body: Callable[[ir.IRBuilder, list, list], None]) -> LaunchSpec:
     """One thread per element of `shape` (grid-stride): body(b, args, index) computes and
     stores every output of the fusion at `index`."""
     fn, b = new_kernel(mod, name, nparams)
-    n = _size(shape)
+    n = num_elements(shape)
     tid = b.add(b.mul(sreg(b, "ctaid.x"), sreg(b, "ntid.x")), sreg(b, "tid.x"))
     stride = b.mul(sreg(b, "nctaid.x"), sreg(b, "ntid.x"))
 
@@ -359,7 +353,7 @@ def emit_ordered_loop(mod: ir.Module, name: str, shape: tuple, ordered: tuple, n
     thread runs the `ordered` axes in row-major order: body(b, args, index)."""
     fn, b = new_kernel(mod, name, nparams)
     free = [d for d in range(len(shape)) if d not in ordered]
-    n = _size(tuple(shape[d] for d in free))
+    n = num_elements(tuple(shape[d] for d in free))
     tid = b.add(b.mul(sreg(b, "ctaid.x"), sreg(b, "ntid.x")), sreg(b, "tid.x"))
     stride = b.mul(sreg(b, "nctaid.x"), sreg(b, "ntid.x"))
 
@@ -399,7 +393,7 @@ def emit_warp_reduction(mod: ir.Module, name: str, red: Reduction, nparams: int)
     """A warp per output element (rows, or any interleaving of kept and reduced axes)."""
     fn, b = new_kernel(mod, name, nparams)
     args = list(fn.args)
-    rows, length = _size(red.out_shape), _size(red.reduced_shape)
+    rows, length = num_elements(red.out_shape), num_elements(red.reduced_shape)
     warps_per_block = BLOCK // WARP
     tid = sreg(b, "tid.x")
     lane = b.urem(tid, c64(WARP))
@@ -432,7 +426,7 @@ def emit_column_reduction(mod: ir.Module, name: str, red: Reduction, nparams: in
     the order 0..7 (deterministic)."""
     fn, b = new_kernel(mod, name, nparams)
     args = list(fn.args)
-    cols, length = _size(red.out_shape), _size(red.reduced_shape)
+    cols, length = num_elements(red.out_shape), num_elements(red.reduced_shape)
     tx, ty = sreg(b, "tid.x"), sreg(b, "tid.y")
     col = b.add(b.mul(sreg(b, "ctaid.x"), c64(COLUMN_TILE[0])), tx)
     inside = b.icmp_unsigned("<", col, c64(cols))
@@ -499,7 +493,7 @@ def emit_full_reduction(mod: ir.Module, name: str, red: Reduction, nparams: int,
     buffers, one per accumulator, parameters after the `nparams` buffers); `name`.2 folds
     the partials in one block and finishes. Returns their two LaunchSpecs and the scratch
     sizes in bytes."""
-    n = _size(red.shape)
+    n = num_elements(red.shape)
     blocks = max(1, min(FULL_BLOCKS, -(-n // BLOCK)))
     nacc = len(partial_types)
     zero_index = [c64(0)] * len(red.out_shape)
@@ -819,7 +813,7 @@ def _row_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpec
             return out
 
         inits = [constant(d, identity(kd, d)) for kd, d in zip(kinds, dtypes)]
-        accs = strided_loop(b, lane, c64(_size(row_shape)), c64(WARP), inits, element, "k")
+        accs = strided_loop(b, lane, c64(num_elements(row_shape)), c64(WARP), inits, element, "k")
         for mask in (16, 8, 4, 2, 1):
             accs = combine(accs, [shuffle_xor(b, a, mask) for a in accs])
         for p, a, d in zip(reductions, accs, dtypes):
@@ -844,7 +838,7 @@ def _row_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpec
             return cs
 
         if wide:
-            strided_loop(b, lane, c64(_size(row_shape)), c64(WARP), [], write, "w")
+            strided_loop(b, lane, c64(num_elements(row_shape)), c64(WARP), [], write, "w")
         if narrow:
             with b.if_then(b.icmp_unsigned("==", lane, c64(0))):
                 for pos in narrow:
@@ -852,9 +846,9 @@ def _row_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpec
         em.pop_scope()
         return carried
 
-    strided_loop(b, warp, c64(_size(rows_shape)), nwarps, [], row, "r")
+    strided_loop(b, warp, c64(num_elements(rows_shape)), nwarps, [], row, "r")
     b.ret_void()
-    grid = max(1, min(-(-_size(rows_shape) // warps_per_block), MAX_BLOCKS))
+    grid = max(1, min(-(-num_elements(rows_shape) // warps_per_block), MAX_BLOCKS))
     spec = LaunchSpec(name, (grid, 1, 1), (BLOCK, 1, 1), [])
     spec.params = params
     return spec

@@ -21,15 +21,9 @@ import numpy as np
 from ..module import Instruction, Module
 from ..primitive import ELEMENTWISE, LEAF, PRIMITIVES
 from .rewrite import Builder, rebuild
+from ..shapes import num_elements
 
 MAX_ELEMENTS = 1024
-
-
-def _size(shape: tuple) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
 
 
 def _value(ins: Instruction) -> np.ndarray:
@@ -58,7 +52,7 @@ def _scalar_of_splat(b: Builder, pos: int) -> Optional[int]:
 def _fold_all_constant(b: Builder, ins: Instruction) -> Optional[int]:
     if not all(b[o].op == "constant" for o in ins.operands):
         return None
-    if _size(ins.shape) > MAX_ELEMENTS:
+    if num_elements(ins.shape) > MAX_ELEMENTS:
         return None
     if ins.op == "broadcast_in_dim" and b[ins.operands[0]].shape == () and ins.shape != ():
         return None
