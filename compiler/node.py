@@ -22,7 +22,6 @@ from .dtypes import DType
 from .literal import Literal
 
 
-
 class Node:
     __slots__ = ("op", "operands", "shape", "dtype", "attrs", "buffer", "value", "sig",
                  "__weakref__")
