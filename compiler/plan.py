@@ -6,7 +6,7 @@ generation turns each kernel into target code; a device runs the kernels over bu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from .module import Module
 
@@ -28,6 +28,7 @@ class Kernel:
     reasons: list = field(default_factory=list)   # fusion decisions, in words
     epilogue: list = field(default_factory=list)  # REDUCTION: members computed after the
                                                   # reduction, at the output index (fusion.py)
+    reduction: Any = None   # REDUCTION: its ReductionPlan (compiler/reduction_plan.py)
 
 
 @dataclass

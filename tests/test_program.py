@@ -113,3 +113,36 @@ def test_a_reduction_and_its_epilogue_are_one_kernel(what, threads):
         assert len(exe._ranges(exe.steps[0])) > 1, "the reduction was not split"
     got = exe.run(cap.args)[0]
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("what, layout, roots, late", [
+    ("row", "row", 1, 1), ("column", "column", 1, 1), ("full_mean", "full", 1, 1),
+    ("generic", "generic", 1, 1), ("argmax_columns", "column", 1, 1),
+    ("layer_norm_stats", "row", 2, 2)])
+def test_one_reduction_plan_for_both_targets(what, layout, roots, late):
+    """The pipeline's reduction_planning step chooses each fused reduction's layout,
+    roots and outputs; CPU and NVPTX code generation both follow it."""
+    import lazyarray as la
+    from lazyarray.compiler.passes.pipeline import PLAN_STEPS, compile_plan
+    from lazyarray.compiler.plan import REDUCTION
+    from lazyarray.compiler.trace import capture
+    assert [s for s, _, _ in PLAN_STEPS] == ["fusion", "reduction_planning", "buffer_assignment"]
+    x = la.asarray(np.random.default_rng(0).standard_normal((6, 5, 4)).astype(np.float32))
+    graphs = {"row": lambda: [x.sum(axis=2)], "column": lambda: [x.max(axis=0)],
+              "full_mean": lambda: [(x * 2).mean()], "generic": lambda: [x.sum(axis=(0, 2))],
+              "argmax_columns": lambda: [x.argmax(axis=0)],
+              "layer_norm_stats": lambda: [x.mean(axis=2), (x * x).mean(axis=2)]}
+    outs = graphs[what]()
+    cap = capture([t._node for t in outs])
+    plan = compile_plan(cap.module(), row_kernels=False)
+    (kern,) = [k for k in plan.kernels if k.kind == REDUCTION]
+    rp = kern.reduction
+    assert (rp.layout, len(rp.roots), len(rp.late)) == (layout, roots, late)
+    assert rp.has_arg == what.startswith("argmax")
+    for target in ("cpu", "sm_80"):
+        program = compile(cap.module(), target)
+        assert program.steps
+    exe = CPUExecutable(compile(cap.module(), "cpu"), _device())
+    got = exe.run(list(cap.args))
+    for g, w in zip(got, InterpreterDevice().compile(cap.module()).run(list(cap.args))):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

@@ -181,26 +181,24 @@ class CPUCodegen:
     # ---- reductions -------------------------------------------------------------------
 
     def _reduction(self, kern: Kernel) -> None:
-        roots = [p for p in kern.members if reducer_of(self.ins[p]) is not None]
-        first = self.ins[roots[0]]
-        shape = self.ins[first.operands[0]].shape
-        axes = PRIMITIVES[first.op].reduced_axes(first.attrs)
-        epilogue = set(kern.epilogue)
-        late = [p for p in kern.outputs if p in roots or p in epilogue]
-        side = [p for p in kern.outputs if p not in late]
-        kept = [d for d in range(len(shape)) if d not in axes and shape[d] != 1]
-        trailing = bool(axes) and list(axes) == list(range(len(shape) - len(axes), len(shape)))
-        sums = all(not reducer_of(self.ins[p]).arg for p in roots)
-        rows = trailing and kept and sums and all(self.ins[p].shape == shape for p in side)
+        """The kernel's ReductionPlan (compiler/reduction_plan.py) in CPU loops: rows in
+        registers, one element per result; an arg-reduction down columns in one pass in
+        memory order; column, full and generic reductions in two phases (per-chunk
+        partials, then their combination and the epilogue)."""
+        rp = kern.reduction
+        roots, late, side = list(rp.roots), list(rp.late), list(rp.side)
+        shape, axes = rp.shape, rp.axes
+        rows = rp.layout == "row" and not rp.has_arg
         if side and not rows:   # values of the input's shape that leave: their own pass
             self._loops(kern, side)
         if not late:
             return
         if rows:                # side outputs are stored as the row loop passes over them
             self._row_reduction(kern, roots, late, shape, axes, side)
-        elif not trailing and kept and len(roots) == 1 and late == roots and not sums:
+        elif rp.layout in ("column", "generic") and len(roots) == 1 and late == roots \
+                and rp.has_arg:
             self._arg_columns(kern, roots[0], shape, axes[0])
-        elif (trailing and kept) or not sums or not axes:
+        elif rp.layout == "row" or rp.has_arg or not axes:
             self._row_reduction(kern, roots, late, shape, axes, [])
         else:
             self._partial_reduction(kern, roots, late, shape, axes)

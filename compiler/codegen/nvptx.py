@@ -308,17 +308,6 @@ class Reduction:
     def reduced_shape(self) -> tuple:
         return tuple(self.shape[a] for a in self.axes)
 
-    def strategy(self) -> str:
-        """'full', 'row' (innermost axes), 'column' (outermost axes) or 'generic'."""
-        rank = len(self.shape)
-        if len(self.axes) == rank or num_elements(self.out_shape) == 1:
-            return "full"
-        if tuple(self.axes) == tuple(range(rank - len(self.axes), rank)):
-            return "row"
-        if tuple(self.axes) == tuple(range(len(self.axes))):
-            return "column"
-        return "generic"
-
     def full_index(self, b: ir.IRBuilder, out_flat: ir.Value, red_flat: ir.Value) -> tuple:
         """(index into S, index into R) from flat positions in R and in the reduced axes."""
         r_idx = delinearize(b, out_flat, self.out_shape)
@@ -656,15 +645,10 @@ class _ReductionCode:
     def __init__(self, mod: ir.Module, plan: Any, kernel: Any) -> None:
         self.mod, self.plan, self.kernel = mod, plan, kernel
         ins = plan.module.instructions
-        self.roots = [p for p in kernel.members if PRIMITIVES[ins[p].op].reduced_axes]
-        first = ins[self.roots[0]]
-        self.shape = ins[first.operands[0]].shape
-        self.axes = PRIMITIVES[first.op].reduced_axes(first.attrs)
-        out_shape = first.shape
-        self.side = [p for p in kernel.outputs if p not in self.roots
-                     and p not in kernel.epilogue and ins[p].shape == self.shape
-                     and (ins[p].shape != out_shape or self.shape == out_shape)]
-        self.late = [p for p in kernel.outputs if p not in self.side]
+        rp = kernel.reduction          # compiler/reduction_plan.py
+        self.layout = rp.layout
+        self.roots, self.shape, self.axes = list(rp.roots), rp.shape, rp.axes
+        self.side, self.late = list(rp.side), list(rp.late)
         self.em = None
 
     def _em(self, b: ir.IRBuilder, args: list) -> Any:
@@ -752,7 +736,7 @@ def _reduction_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> tupl
     code = _ReductionCode(mod, plan, kernel)
     red = Reduction(code.shape, code.axes, code.init, code.fold, code.combine, code.finish)
     params = _params(kernel)
-    strategy = red.strategy()
+    strategy = code.layout
     if strategy == "full":
         types = code.partial_types()
         s1, s2, sizes = emit_full_reduction(mod, name, red, len(params), types)

@@ -16,6 +16,7 @@ from ..buffer_assignment import assign_buffers
 from ..fusion import plan_fusion
 from ..module import Module
 from ..plan import ExecutionPlan
+from ..reduction_plan import plan_reductions
 from .algebraic_simplifier import simplify
 from .constant_folding import fold_constants
 from .cse import cse
@@ -77,6 +78,10 @@ PLAN_STEPS: list = [
      "groups instructions into kernels, because memory traffic, not arithmetic, is what "
      "costs; kernels come out in a topological order (the schedule), ties broken by "
      "program order (compiler/fusion.py)"),
+    ("reduction_planning", lambda plan, opt: plan_reductions(plan),
+     "chooses, once for every target, how each fused reduction runs: row, column, full "
+     "(two phases) or generic, its reductions and what it writes where "
+     "(compiler/reduction_plan.py)"),
     ("buffer_assignment", lambda plan, opt: replace(
         plan, buffers=assign_buffers(plan.module, plan.kernels, opt.donate_inputs)),
      "gives every kernel output a slot, reusing dead temporaries (and donated inputs), so "
