@@ -8,6 +8,7 @@ import types
 from typing import Any
 
 from . import ops
+from .ops import nn as _ops_nn
 from .compiler import dtypes as _D
 from .compiler.dtypes import (DType, bfloat16, bool_, float16, float32, float64, int8, int16,
                                int32, int64, uint8, uint16, uint32, uint64)
@@ -127,6 +128,18 @@ def randperm(n: int, dtype: Any = None, device: Any = None) -> Any:
 
 def numel(x: Any) -> int:
     return asarray(x).numel()
+
+
+softmax, log_softmax = lift(_ops_nn.softmax), lift(_ops_nn.log_softmax)
+unsqueeze = globals()["expand_dims"]
+permute = globals()["permute_dims"]
+clamp = globals()["clip"]
+inference_mode = no_grad
+
+
+def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Any:
+    """Dimensions start_dim..end_dim merged into one (PyTorch's torch.flatten)."""
+    return asarray(x).flatten(start_dim, end_dim)
 
 
 # dtype aliases last: from here on `float`, `int`, `bool` in this module are dtypes

@@ -31,6 +31,12 @@ _OPERATORS = [
     ("__lt__", ops.less, None), ("__le__", ops.less_equal, None),
     ("__gt__", ops.greater, None), ("__ge__", ops.greater_equal, None),
     ("matmul", ops.matmul, None), ("dot", ops.matmul, None),
+    # PyTorch's method names of the operators
+    ("add", ops.add, None), ("sub", ops.subtract, None), ("mul", ops.multiply, None),
+    ("div", ops.divide, None), ("pow", ops.pow, None), ("eq", ops.equal, None),
+    ("ne", ops.not_equal, None), ("lt", ops.less, None), ("le", ops.less_equal, None),
+    ("gt", ops.greater, None), ("ge", ops.greater_equal, None),
+    ("maximum", ops.maximum, None), ("minimum", ops.minimum, None),
 ]
 
 # in place, as PyTorch spells it: the tensor object takes the new value (updates are
@@ -155,6 +161,17 @@ def clone(self: Tensor) -> Tensor:
     return Tensor._wrap(self._node, self._state)
 
 
+def contiguous(self: Tensor) -> Tensor:
+    """The tensor itself: values have no memory layout to fix (PyTorch's no-op case)."""
+    return self
+
+
+def masked_fill(self: Tensor, mask: Any, value: Any) -> Tensor:
+    """`value` where `mask` is True, the tensor elsewhere (mask broadcasts)."""
+    return api.where(mask, api.astype(api.asarray(value, device=self._state), self.dtype)
+                     if not isinstance(value, (bool, int, float)) else value, self)
+
+
 def zero_(self: Tensor) -> Tensor:
     self._assign(api.zeros_like(self)._node)
     return self
@@ -196,7 +213,8 @@ _METHODS = {
     "type": astype, "float": _cast(D.float32), "double": _cast(D.float64),
     "long": _cast(D.int64), "int": _cast(D.int32), "bool": _cast(D.bool_),
     "half": _cast(D.float16), "bfloat16": _cast(D.bfloat16), "detach": detach,
-    "backward": _backward, "clone": clone, "zero_": zero_, "fill_": fill_, "copy_": copy_,
+    "backward": _backward, "clone": clone, "contiguous": contiguous,
+    "masked_fill": masked_fill, "zero_": zero_, "fill_": fill_, "copy_": copy_,
     "clamp_": clamp_, "requires_grad_": requires_grad_,
     "__getitem__": indexing.getitem, "__setitem__": indexing.setitem,
 }

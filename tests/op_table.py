@@ -763,6 +763,20 @@ for _name, _ref, _domain in [("expm1", np.expm1, "real"), ("log1p", np.log1p, "p
                              ("neg", np.negative, "real")]:
     add(_method(_name, _ref, dtypes=FLOATS, shapes=UNARY[:3], domains=(_domain,), tol=4,
                 differentiable=True))
+for _name, _ref, _dt in [("add", np.add, FLOATS), ("sub", np.subtract, FLOATS),
+                         ("mul", np.multiply, FLOATS), ("div", np.divide, FLOATS),
+                         ("pow", np.power, FLOATS), ("eq", np.equal, ALL),
+                         ("ne", np.not_equal, ALL), ("lt", np.less, NUMERIC),
+                         ("le", np.less_equal, NUMERIC), ("gt", np.greater, NUMERIC),
+                         ("ge", np.greater_equal, NUMERIC), ("maximum", np.maximum, NUMERIC),
+                         ("minimum", np.minimum, NUMERIC)]:
+    add(_method(_name, _ref, dtypes=_dt, shapes=[((2, 3), (2, 3)), ((2, 3), (3,))],
+                domains=("positive", "real") if _name == "pow" else ("real", "real"), tol=4,
+                differentiable=_dt is FLOATS))
+add(OpCase("Tensor.contiguous", lambda x: x, fn=lambda x: x.contiguous(), shapes=[((2, 3),)],
+           **SHAPE_METHODS),
+    OpCase("Tensor.masked_fill", lambda x: np.where(x > 0, np.float32(-1), x),
+           fn=lambda x: x.masked_fill(x > 0, -1.0), shapes=[((2, 3),)], dtypes=FLOATS))
 add(_method("sort", np.sort, dtypes=FLOATS, shapes=[((3, 4),)], kwargs=[{}, {"axis": 0}]))
 for _name, _fn, _ref, _label in _LAMBDA_METHODS:
     add(OpCase("Tensor." + _name, _ref, fn=_fn, shapes=[((2, 3),)], label=_label,

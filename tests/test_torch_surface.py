@@ -251,3 +251,16 @@ def test_a_deep_copied_model_trains_with_backward():
     assert twin.weight.requires_grad
     twin(la.ones((4, 3))).sum().backward()
     assert twin.weight.grad is not None and net.weight.grad is None
+
+
+def test_pytorch_names_in_the_namespace():
+    x = la.asarray(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    np.testing.assert_allclose(la.softmax(x, dim=1).numpy().sum(1), np.ones((2, 4)), rtol=1e-6)
+    np.testing.assert_allclose(la.log_softmax(x, dim=-1).numpy(),
+                               la.nn.functional.log_softmax(x, -1).numpy())
+    assert la.unsqueeze(x, 0).shape == (1, 2, 3, 4) and la.permute(x, (2, 0, 1)).shape == (4, 2, 3)
+    assert la.flatten(x, 1).shape == (2, 12) and x.flatten(0, 1).shape == (6, 4)
+    np.testing.assert_allclose(la.clamp(x, 2, 5).numpy(), np.clip(x.numpy(), 2, 5))
+    with la.inference_mode():
+        assert not la.is_grad_enabled()
+    assert la.is_grad_enabled()
