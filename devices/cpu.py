@@ -93,7 +93,8 @@ class CPUDevice(HostDevice):
 
     def disk_cache(self) -> Optional[DiskCache]:
         where = self.settings()["cache_dir"] or default_dir()
-        return None if where == "off" else DiskCache(where)
+        mb = self.settings().get("cache_max_mb")
+        return None if where == "off" else DiskCache(where, None if mb is None else int(mb) << 20)
 
     # ---- compile ----------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ def _cpu_settings() -> dict:
     """What the CPU device reads from lazyarray's config, at every compile and run."""
     v = config._values      # the values dict itself: attribute reads cost ~1 us each per run
     return {"num_threads": v["num_threads"], "cache_dir": v["cache_dir"],
+            "cache_max_mb": v["cache_max_mb"],
             "dump": v["dump"], "debug": v["debug"], "verify": v["verify"]}
 
 
