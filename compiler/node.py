@@ -23,7 +23,7 @@ LEAF_OPS = frozenset(("parameter", "scalar", "constant"))
 
 class Node:
     __slots__ = ("op", "operands", "shape", "dtype", "attrs", "buffer", "value", "sig",
-                 "__weakref__")
+                 "site", "__weakref__")
 
     def __init__(self, op: str, operands: tuple, shape: tuple, dtype: DType,
                  attrs: dict, buffer: Any = None, value: Any = None) -> None:
@@ -35,6 +35,7 @@ class Node:
         self.buffer = buffer
         self.value = value
         self.sig = None     # structural signature, filled when first put in a module
+        self.site = None    # (file, line) where the user recorded it, for error messages
 
     @property
     def is_leaf(self) -> bool:
