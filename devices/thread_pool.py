@@ -14,8 +14,9 @@ the user's own NumPy calls outside lazyarray keep BLAS's setting.
 """
 from __future__ import annotations
 
-import os
+import concurrent.futures
 import contextlib
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, Optional
@@ -58,9 +59,13 @@ class ThreadPool:
         helpers = min(self.threads, len(ranges)) - 1
         queue = _Blocks(len(ranges), helpers + 1)
         futures = [self._pool().submit(_drain, fn, ranges, queue, k + 1) for k in range(helpers)]
-        _drain(fn, ranges, queue, 0)
-        for f in futures:
-            f.result()
+        try:
+            _drain(fn, ranges, queue, 0)
+        except BaseException:
+            queue.cancel()
+            _wait_all(futures, queue)
+            raise
+        _wait_all(futures, queue)
 
     def close(self) -> None:
         if self._executor is not None:
@@ -75,6 +80,11 @@ class _Blocks:
         self._lock = threading.Lock()
         self._blocks = [list(range(s, e)) for s, e in split(n, threads)]
 
+    def cancel(self) -> None:
+        """Hand out no more chunks (the run is abandoned: an interrupt or an error)."""
+        with self._lock:
+            self._blocks = [[] for _ in self._blocks]
+
     def take(self, thread: int) -> Optional[int]:
         with self._lock:
             own = self._blocks[thread]
@@ -82,6 +92,25 @@ class _Blocks:
                 return own.pop(0)
             other = max(self._blocks, key=len)
             return other.pop() if other else None
+
+
+def _wait_all(futures: list, queue: _Blocks) -> None:
+    """Return (or raise) only when every worker has finished: until then they may still
+    write into buffers the caller would release. An interrupt (or a worker's error)
+    while waiting cancels the chunks not yet started and is raised once all are done."""
+    raised: Optional[BaseException] = None
+    while True:
+        try:
+            concurrent.futures.wait(futures)
+            break
+        except KeyboardInterrupt as e:          # the wait was interrupted: wait again
+            raised = raised or e
+            queue.cancel()
+    for f in futures:
+        if raised is None and f.exception() is not None:
+            raised = f.exception()               # the worker's own error
+    if raised is not None:
+        raise raised
 
 
 def _drain(fn: Callable[[int, int, int], None], ranges: list, queue: _Blocks,

@@ -88,11 +88,13 @@ def _graph_too_big(state: DeviceState) -> None:
     if not _WARNED_GRAPH:
         _WARNED_GRAPH.append(True)
         limit = _VALUES["max_graph_ops"]
-        warnings.warn(f"lazyarray: more than {limit} ops recorded on {state.device.name!r} "
-                      f"without a sync (at {user_site()}); computing what is pending now. "
-                      "Read a value or call la.sync() in the loop, or raise "
-                      "LAZYARRAY_MAX_GRAPH_OPS (0: no limit). Warned once.",
-                      RuntimeWarning, stacklevel=2)
+        where = user_site()
+        file, _, line = where.rpartition(":")
+        warnings.warn_explicit(
+            f"lazyarray: more than {limit} ops recorded on {state.device.name!r} without a "
+            f"sync (at {where}); computing what is pending now. Read a value or call "
+            "la.sync() in the loop, or raise LAZYARRAY_MAX_GRAPH_OPS (0: no limit). "
+            "Warned once.", RuntimeWarning, file, int(line) if line.isdigit() else 0)
     _sync_one(state)
 
 
