@@ -14,6 +14,7 @@ raises when read. `LAZYARRAY_DONATE=0` (`la.config.donate = False`) turns it off
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import signal
@@ -30,6 +31,50 @@ from .compiler.trace import DonatedBuffer, capture
 from .devices.device import Device
 
 
+class ExecutableCache:
+    """Compiled programs by structural key, least recently used dropped first past
+    `executable_cache_max` programs or `executable_cache_max_mb` of code and constants
+    (a program's `nbytes`, where the device reports it)."""
+
+    def __init__(self) -> None:
+        self._items: "collections.OrderedDict" = collections.OrderedDict()
+        self.nbytes = 0
+        self.evictions = 0
+
+    def get(self, key: Any) -> Any:
+        exe = self._items.get(key)
+        if exe is not None:
+            self._items.move_to_end(key)
+        return exe
+
+    def put(self, key: Any, exe: Any) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self.nbytes -= _size(old)
+        self._items[key] = exe
+        self.nbytes += _size(exe)
+        most, cap = _VALUES["executable_cache_max"], _VALUES["executable_cache_max_mb"] << 20
+        while len(self._items) > 1 and (len(self._items) > most or self.nbytes > cap):
+            _, dropped = self._items.popitem(last=False)
+            self.nbytes -= _size(dropped)
+            self.evictions += 1
+            METRICS.executable_evictions += 1
+
+    def clear(self) -> None:
+        self._items.clear()
+        self.nbytes = 0
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _size(exe: Any) -> int:
+    return int(getattr(exe, "nbytes", 0))
+
+
 class DeviceState:
     """A device and what lazyarray keeps for it: pending tensors and compiled executables."""
 
@@ -40,7 +85,7 @@ class DeviceState:
         # (a WeakSet would compare tensors, and == on tensors records an op)
         self.pending: list = []
         self.compact_at = 4096
-        self.executables: dict = {}
+        self.executables = ExecutableCache()
         self.names = 0
         self.supports_donation = bool(getattr(device, "supports_donation", False))
         # one sync at a time per device: a sync takes every pending tensor, so another
@@ -401,7 +446,7 @@ def _executable(state: DeviceState, cap: Any, site: str) -> Any:
     if config.debug >= 1:
         print(f"[lazyarray] compiled {module.name}: {len(module.instructions)} instructions, "
               f"{seconds * 1e3:.1f} ms (cache miss, from {site})")
-    state.executables[cap.key] = exe
+    state.executables.put(cap.key, exe)
     return exe
 
 

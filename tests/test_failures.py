@@ -236,3 +236,47 @@ def test_a_graph_past_the_limit_is_computed_at_the_next_op(device, fresh_metrics
         assert fresh_metrics.graph_size_syncs >= 3
     assert len(caught) == 1 and caught[0].filename == HERE and caught[0].lineno == line
     assert x.item() == 201.0
+
+
+def test_compiled_programs_are_bounded_least_recently_used_first(device, fresh_metrics):
+    state = runtime.get_device(device)
+    xs = [la.asarray(np.arange(n, dtype=np.float32)) for n in range(1, 7)]
+    with la.config.override(executable_cache_max=3):
+        for x in xs[:3]:
+            (x * 2).numpy()
+        (xs[0] * 2).numpy()                      # used again: the newest
+        for x in xs[3:]:
+            (x * 2).numpy()
+        assert len(state.executables) == 3
+        assert fresh_metrics.executable_evictions == 3
+        hits = fresh_metrics.cache_hits
+        np.testing.assert_array_equal((xs[5] * 2).numpy(), np.arange(6) * 2)
+        assert fresh_metrics.cache_hits == hits + 1
+        misses = fresh_metrics.cache_misses
+        np.testing.assert_array_equal((xs[0] * 2).numpy(), [0])    # dropped: compiled again
+        assert fresh_metrics.cache_misses == misses + 1
+
+
+def test_compiled_programs_are_bounded_in_bytes():
+    class Program:
+        def __init__(self, nbytes):
+            self.nbytes = nbytes
+
+    cache = runtime.ExecutableCache()
+    with la.config.override(executable_cache_max_mb=1):
+        for k in range(5):
+            cache.put(k, Program(300_000))
+        assert len(cache) == 3 and cache.nbytes == 900_000
+        assert cache.get(2) is not None              # 2 is now the newest
+        cache.put(5, Program(300_000))
+        assert 3 not in cache and 2 in cache and 5 in cache
+        cache.put(6, Program(5 << 20))               # larger than the cap alone: kept alone
+        assert len(cache) == 1 and 6 in cache
+
+
+def test_cpu_programs_report_their_size():
+    with la.config.override(device="cpu"):
+        x = la.asarray(np.arange(8, dtype=np.float32))
+        (la.exp(x) + 1).numpy()
+        sizes = [runtime._size(e) for e in runtime.get_device("cpu").executables._items.values()]
+        assert sizes and all(s > 0 for s in sizes)
