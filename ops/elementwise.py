@@ -101,6 +101,9 @@ _power = _binary("power", "pow")
 def pow(a: Operand, b: Operand) -> Node:
     """x ** 2 and x ** 3 become products and x ** 0.5 a square root when the exponent is a
     Python scalar: the exponent is a runtime parameter, so no later pass could see it."""
+    if isinstance(a, Node) and type(b) is int and b < 0 and a.dtype.is_int:
+        raise ValueError(f"pow: integers to negative integer powers are not allowed "
+                         f"({a.dtype.name} ** {b}); convert the base to a float dtype first")
     if isinstance(a, Node) and (type(b) is int or (type(b) is float and a.dtype.is_float)) \
             and a.dtype is not D.bool_:
         if b == 2:

@@ -41,7 +41,8 @@ def _same_dtype_ref(fn):
 
 def unary(name, rule, reference, emit, math_name=None, out_dtype=None, doc="", vjp=None):
     return primitive(name, ELEMENTWISE, elementwise_infer(name, rule, out_dtype), reference,
-                     emit=emit, math=math_name, doc=doc, vjp=vjp, batch=B.elementwise)
+                     emit=emit, math=math_name, doc=doc, vjp=vjp, batch=B.elementwise,
+                     arity=1)
 
 
 def float_unary(name, fn, doc="", vjp=None):
@@ -52,7 +53,8 @@ def float_unary(name, fn, doc="", vjp=None):
 
 def binary(name, rule, reference, emit, math_name=None, doc="", vjp=None):
     return primitive(name, ELEMENTWISE, elementwise_infer(name, rule), reference,
-                     emit=emit, math=math_name, doc=doc, vjp=vjp, batch=B.elementwise)
+                     emit=emit, math=math_name, doc=doc, vjp=vjp, batch=B.elementwise,
+                     arity=2)
 
 
 # ---- references that NumPy lacks or defines differently ------------------------------
