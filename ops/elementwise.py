@@ -352,6 +352,8 @@ def copysign(a: Operand, b: Operand) -> Node:
 
 def hypot(a: Operand, b: Operand) -> Node:
     a, b = _float_operands("hypot", a, b)
+    if a.dtype in (D.float16, D.bfloat16):     # computed in float32, rounded once (NumPy)
+        return convert(hypot(convert(a, D.float32), convert(b, D.float32)), a.dtype)
     m = maximum(abs(a), abs(b))
     safe = where(equal(m, 0), 1, m)
     out = multiply(m, sqrt(add(square(divide(a, safe)), square(divide(b, safe)))))
@@ -362,6 +364,8 @@ def hypot(a: Operand, b: Operand) -> Node:
 
 def logaddexp(a: Operand, b: Operand) -> Node:
     a, b = _float_operands("logaddexp", a, b)
+    if a.dtype in (D.float16, D.bfloat16):     # computed in float32, rounded once (NumPy)
+        return convert(logaddexp(convert(a, D.float32), convert(b, D.float32)), a.dtype)
     m = maximum(a, b)
     diff = where(isinf(m), 0, abs(subtract(a, b)))
     return add(m, log1p(exp(negative(diff))))
