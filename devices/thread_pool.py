@@ -58,14 +58,19 @@ class ThreadPool:
             return
         helpers = min(self.threads, len(ranges)) - 1
         queue = _Blocks(len(ranges), helpers + 1)
-        futures = [self._pool().submit(_drain, fn, ranges, queue, k + 1) for k in range(helpers)]
+        futures: list = []
         try:
+            for k in range(helpers):
+                futures.append(self._pool().submit(_drain, fn, ranges, queue, k + 1))
             _drain(fn, ranges, queue, 0)
-        except BaseException:
-            queue.cancel()
             _wait_all(futures, queue)
+        except BaseException:
+            # an interrupt (or an error) anywhere above, even between two submits: no new
+            # chunk starts, and none still runs when this returns (the caller may then
+            # release the buffers the chunks write)
+            queue.cancel()
+            queue.wait_idle()
             raise
-        _wait_all(futures, queue)
 
     def close(self) -> None:
         if self._executor is not None:
@@ -74,11 +79,14 @@ class ThreadPool:
 
 
 class _Blocks:
-    """Chunk numbers 0..n-1 dealt out as one contiguous block per thread."""
+    """Chunk numbers 0..n-1 dealt out as one contiguous block per thread; which helper
+    threads (1..) are running a chunk, so that an abandoned run can wait for them."""
 
     def __init__(self, n: int, threads: int) -> None:
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
         self._blocks = [list(range(s, e)) for s, e in split(n, threads)]
+        self._busy = [False] * threads     # thread 0 (the caller) is never waited for
 
     def cancel(self) -> None:
         """Hand out no more chunks (the run is abandoned: an interrupt or an error)."""
@@ -89,9 +97,30 @@ class _Blocks:
         with self._lock:
             own = self._blocks[thread]
             if own:
+                self._busy[thread] = True
                 return own.pop(0)
             other = max(self._blocks, key=len)
-            return other.pop() if other else None
+            if other:
+                self._busy[thread] = True
+                return other.pop()
+            return None
+
+    def finish(self, thread: int) -> None:
+        with self._lock:
+            self._busy[thread] = False
+            self._idle.notify_all()
+
+    def wait_idle(self) -> None:
+        """Until no helper runs a chunk; an interrupt meanwhile is dropped (the caller is
+        already raising one)."""
+        while True:
+            try:
+                with self._lock:
+                    while any(self._busy[1:]):
+                        self._idle.wait()
+                return
+            except KeyboardInterrupt:
+                continue
 
 
 def _wait_all(futures: list, queue: _Blocks) -> None:
@@ -119,7 +148,10 @@ def _drain(fn: Callable[[int, int, int], None], ranges: list, queue: _Blocks,
         k = queue.take(thread)
         if k is None:
             return
-        fn(k, *ranges[k])
+        try:
+            fn(k, *ranges[k])
+        finally:
+            queue.finish(thread)
 
 
 # ---- BLAS threads ----------------------------------------------------------------------

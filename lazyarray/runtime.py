@@ -292,12 +292,13 @@ def _sync_one(state: DeviceState) -> list:
         if not tensors:
             return []
         nodes = list({id(t._node): t._node for t in tensors}.values())
+        site = user_site()
         METRICS.syncs += 1
-        METRICS.sync_sites[user_site()] += 1
+        METRICS.sync_sites[site] += 1
         donate = config.donate and not TAPE_DEPTH[0] and state.supports_donation and len(OFFERED)
         try:
             try:
-                _compute(state, nodes, bool(donate))
+                _compute(state, nodes, bool(donate), site)
             except Exception as error:
                 return _isolate(state, nodes, error)
         except BaseException:
@@ -310,12 +311,12 @@ def _sync_one(state: DeviceState) -> list:
         return []
 
 
-def _compute(state: DeviceState, nodes: list, donate: bool) -> None:
+def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> None:
     """Compile (or look up) and run one program computing `nodes`, and give each its
     buffer. Until the run starts nothing is changed. A program that overwrites donated
     inputs runs to its end even when interrupted (the interrupt is raised once its
     results are in place): stopping it half way would lose both the old and new values."""
-    site = user_site()
+    site = site or user_site()
     cap = capture(nodes, OFFERED if donate else None)
     exe = _executable(state, cap, site)
     if cap.donated_nodes:
@@ -347,7 +348,8 @@ def _interrupts_deferred() -> Iterator[None]:
     """SIGINT (Ctrl-C, `_thread.interrupt_main()`) arriving in the block is delivered to
     the handler that was in place when the block ends. Only the main thread receives
     signals; elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is None:     # a handler set outside Python
         yield
         return
     caught: list = []
