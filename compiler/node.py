@@ -24,7 +24,7 @@ from .literal import Literal
 
 class Node:
     __slots__ = ("op", "operands", "shape", "dtype", "attrs", "buffer", "value", "sig",
-                 "__weakref__")
+                 "site", "__weakref__")
 
     def __init__(self, op: str, operands: tuple, shape: tuple, dtype: DType,
                  attrs: dict, buffer: Any = None, value: Any = None) -> None:
@@ -36,6 +36,7 @@ class Node:
         self.buffer = buffer
         self.value = value
         self.sig = None     # structural signature, filled when first put in a module
+        self.site = None    # (file, line) where the user recorded it, for error messages
 
     @property
     def ndim(self) -> int:

@@ -75,6 +75,8 @@ class Primitive:
                                          # LOOP_OVER_BATCH, the explicit fallback
     pure: bool = True                    # False: the result depends on more than the
                                          # operands (collectives); never folded
+    arity: Optional[int] = None          # operand count, where fixed but not evident from
+                                         # the reference's signature (the verifier checks it)
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

@@ -118,7 +118,7 @@ def capture(outputs: list, donate: Any = None) -> Capture:
             positions[n] = len(order)
             order.append(n)
             if n.buffer is not None:
-                if type(n.buffer) is DonatedBuffer:
+                if isinstance(n.buffer, DonatedBuffer):   # or a value that failed
                     n.buffer._fail()
                 key.append(_intern(("P", n.shape, n.dtype.short)))
                 leaves.append(n)

@@ -12,6 +12,8 @@
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any
 
 import numpy as np
@@ -60,6 +62,7 @@ def _check_instruction(module: Module, i: int, ins: Any) -> None:
         if isinstance(o, bool) or not isinstance(o, (int, np.integer)) or not 0 <= o < i:
             raise _Problem(f"operand {o!r} does not refer to an earlier instruction "
                            f"(valid: 0..{i - 1})")
+    _check_arity(ins)
     _check_type_form(ins)
     _check_attrs(ins)
     if ins.op in _LEAF_ATTRS:
@@ -73,6 +76,35 @@ def _check_instruction(module: Module, i: int, ins: Any) -> None:
     if tuple(shape) != ins.shape or not _same_dtype(dtype, ins.dtype):
         raise _Problem(f"declared {_type(ins.shape, ins.dtype)} but {ins.op} of its operands "
                        f"gives {_type(shape, dtype)}")
+
+
+def _check_arity(ins: Instruction) -> None:
+    if ins.op in _LEAF_ATTRS:
+        return              # _check_leaf says it: a leaf takes no operands
+    low, high = operand_counts(ins.op)
+    if not low <= len(ins.operands) <= high:
+        want = str(low) if low == high else f"at least {low}"
+        raise _Problem(f"{ins.op} takes {want} operand{'s' if want != '1' else ''}, "
+                       f"got {len(ins.operands)}")
+
+
+@functools.lru_cache(maxsize=None)
+def operand_counts(op: str) -> tuple:
+    """(fewest, most) operands of `op`: its declared arity, else what its reference's
+    positional parameters (those that are not attributes) allow."""
+    p = PRIMITIVES[op]
+    if op in _LEAF_ATTRS:
+        return 0, 0
+    if p.arity is not None:
+        return p.arity, p.arity
+    try:
+        params = inspect.signature(p.reference).parameters.values()
+    except (TypeError, ValueError):          # a reference without a signature: unchecked
+        return 0, float("inf")
+    fixed = [q for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)
+             and q.name not in p.attrs and q.default is q.empty]
+    variadic = any(q.kind is q.VAR_POSITIONAL for q in params)
+    return len(fixed), (float("inf") if variadic else len(fixed))
 
 
 def _check_type_form(ins: Instruction) -> None:

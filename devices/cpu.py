@@ -61,7 +61,8 @@ def compiler_fingerprint() -> str:
 
 # The settings the CPU device reads, with its defaults when made without lazyarray's
 # config (lazyarray passes its flags of the same names: lazyarray/devices_registry.py)
-DEFAULT_SETTINGS = {"num_threads": 0, "cache_dir": "", "dump": "", "debug": 0, "verify": False}
+DEFAULT_SETTINGS = {"num_threads": 0, "cache_dir": "", "cache_max_mb": 1024, "dump": "",
+                    "debug": 0, "verify": False}
 
 
 def default_settings() -> dict:
@@ -98,7 +99,8 @@ class CPUDevice(HostDevice):
 
     def disk_cache(self) -> Optional[DiskCache]:
         where = self.settings()["cache_dir"] or default_dir()
-        return None if where == "off" else DiskCache(where)
+        mb = self.settings().get("cache_max_mb")
+        return None if where == "off" else DiskCache(where, None if mb is None else int(mb) << 20)
 
     # ---- compile ----------------------------------------------------------------------
 
@@ -192,6 +194,8 @@ class CPUExecutable:
         self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)
         self._range_cache: dict = {}                 # (id(step), threads) -> chunk ranges
         self._uses_blas = any(s["type"] == "library" for s in self.steps)
+        # what keeping this executable costs (the runtime's cache bounds the total)
+        self.nbytes = len(obj) + sum(a.nbytes for a in self._const_arrays.values())
 
     def _function(self, name: str, nargs: int, npartials: int, counts: int = 0) -> Any:
         """fn(buffers..., start, end, partials..., counts...) (compiler/codegen/cpu_kernels.py)."""

@@ -14,8 +14,9 @@ the user's own NumPy calls outside lazyarray keep BLAS's setting.
 """
 from __future__ import annotations
 
-import os
+import concurrent.futures
 import contextlib
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, Optional
@@ -57,10 +58,19 @@ class ThreadPool:
             return
         helpers = min(self.threads, len(ranges)) - 1
         queue = _Blocks(len(ranges), helpers + 1)
-        futures = [self._pool().submit(_drain, fn, ranges, queue, k + 1) for k in range(helpers)]
-        _drain(fn, ranges, queue, 0)
-        for f in futures:
-            f.result()
+        futures: list = []
+        try:
+            for k in range(helpers):
+                futures.append(self._pool().submit(_drain, fn, ranges, queue, k + 1))
+            _drain(fn, ranges, queue, 0)
+            _wait_all(futures, queue)
+        except BaseException:
+            # an interrupt (or an error) anywhere above, even between two submits: no new
+            # chunk starts, and none still runs when this returns (the caller may then
+            # release the buffers the chunks write)
+            queue.cancel()
+            queue.wait_idle()
+            raise
 
     def close(self) -> None:
         if self._executor is not None:
@@ -69,19 +79,67 @@ class ThreadPool:
 
 
 class _Blocks:
-    """Chunk numbers 0..n-1 dealt out as one contiguous block per thread."""
+    """Chunk numbers 0..n-1 dealt out as one contiguous block per thread; which helper
+    threads (1..) are running a chunk, so that an abandoned run can wait for them."""
 
     def __init__(self, n: int, threads: int) -> None:
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
         self._blocks = [list(range(s, e)) for s, e in split(n, threads)]
+        self._busy = [False] * threads     # thread 0 (the caller) is never waited for
+
+    def cancel(self) -> None:
+        """Hand out no more chunks (the run is abandoned: an interrupt or an error)."""
+        with self._lock:
+            self._blocks = [[] for _ in self._blocks]
 
     def take(self, thread: int) -> Optional[int]:
         with self._lock:
             own = self._blocks[thread]
             if own:
+                self._busy[thread] = True
                 return own.pop(0)
             other = max(self._blocks, key=len)
-            return other.pop() if other else None
+            if other:
+                self._busy[thread] = True
+                return other.pop()
+            return None
+
+    def finish(self, thread: int) -> None:
+        with self._lock:
+            self._busy[thread] = False
+            self._idle.notify_all()
+
+    def wait_idle(self) -> None:
+        """Until no helper runs a chunk; an interrupt meanwhile is dropped (the caller is
+        already raising one)."""
+        while True:
+            try:
+                with self._lock:
+                    while any(self._busy[1:]):
+                        self._idle.wait()
+                return
+            except KeyboardInterrupt:
+                continue
+
+
+def _wait_all(futures: list, queue: _Blocks) -> None:
+    """Return (or raise) only when every worker has finished: until then they may still
+    write into buffers the caller would release. An interrupt (or a worker's error)
+    while waiting cancels the chunks not yet started and is raised once all are done."""
+    raised: Optional[BaseException] = None
+    while True:
+        try:
+            concurrent.futures.wait(futures)
+            break
+        except KeyboardInterrupt as e:          # the wait was interrupted: wait again
+            raised = raised or e
+            queue.cancel()
+    for f in futures:
+        if raised is None and f.exception() is not None:
+            raised = f.exception()               # the worker's own error
+    if raised is not None:
+        raise raised
 
 
 def _drain(fn: Callable[[int, int, int], None], ranges: list, queue: _Blocks,
@@ -90,7 +148,10 @@ def _drain(fn: Callable[[int, int, int], None], ranges: list, queue: _Blocks,
         k = queue.take(thread)
         if k is None:
             return
-        fn(k, *ranges[k])
+        try:
+            fn(k, *ranges[k])
+        finally:
+            queue.finish(thread)
 
 
 # ---- BLAS threads ----------------------------------------------------------------------

@@ -30,3 +30,45 @@ def user_site() -> str:
             return f"{fn}:{f.f_lineno}"
         f = f.f_back
     return "<unknown>"
+
+
+# code object -> True when it is lazyarray's own (looked up once per code object)
+_OWN: dict = {}
+
+
+def _is_own(code) -> bool:
+    own = _OWN.get(code)
+    if own is None:
+        if len(_OWN) > 50_000:       # code made at run time (exec, lambdas in a loop)
+            _OWN.clear()
+        fn = code.co_filename
+        own = _OWN[code] = fn.startswith(_DIRS) or fn.startswith("<frozen")
+    return own
+
+
+def user_frame() -> "tuple | None":
+    """(code, instruction offset) of the innermost frame that is not lazyarray's own
+    code, for `format_frame` (recorded at every op: cheap, a line number is computed only
+    when an error names it)."""
+    if not _DIRS:
+        user_site()
+    f = sys._getframe(3)       # add_pending's caller is lazyarray's own: start above it
+    while f is not None:
+        code = f.f_code
+        if not _is_own(code):
+            return (code, f.f_lasti)
+        f = f.f_back
+    return None
+
+
+def format_frame(site: "tuple | None") -> str:
+    """'file.py:LINE' of a `user_frame()` result."""
+    if site is None:
+        return "<unknown line>"
+    code, offset = site
+    line = code.co_firstlineno
+    for start, end, number in code.co_lines():
+        if start <= offset < end and number is not None:
+            line = number
+            break
+    return f"{code.co_filename}:{line}"

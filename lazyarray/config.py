@@ -20,6 +20,33 @@ class Flag:
     default: Any
     parse: Callable[[str], Any]
     help: str
+    minimum: int = 0     # the least value an int setting takes
+
+    def check(self, value: Any) -> Any:
+        """The value to store for `value`, or a ValueError/TypeError that names the
+        setting, what was given and what is valid (raised where the user set it)."""
+        kind = type(self.default)
+        if kind is bool:
+            if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+                return bool(value)
+            raise TypeError(f"config.{self.name} takes True or False, not {value!r}")
+        if kind is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"config.{self.name} takes an int >= {self.minimum}, "
+                                f"not {value!r}")
+            if value < self.minimum:
+                raise ValueError(f"config.{self.name} takes an int >= {self.minimum}, "
+                                 f"not {value}")
+            return value
+        if not isinstance(value, str):
+            raise TypeError(f"config.{self.name} takes a string, not {value!r}")
+        return value
+
+    def from_env(self, raw: str) -> Any:
+        try:
+            return self.check(self.parse(raw))
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{self.env}={raw!r} is not valid: {e}") from None
 
     @property
     def env(self) -> str:
@@ -61,6 +88,20 @@ FLAGS = {f.name: f for f in [
     Flag("cache_dir", "", _str,
          "On-disk compile cache directory; empty means ~/.cache/lazyarray. "
          "Set to 'off' to disable the disk cache."),
+    Flag("cache_max_mb", 1024, _int,
+         "Size cap of the on-disk compile cache in MiB; past it, the least recently used "
+         "entries are removed."),
+    Flag("executable_cache_max", 512, _int,
+         "Most compiled programs each device keeps in memory; past it (or past "
+         "executable_cache_max_mb) the least recently used is dropped (and recompiled, "
+         "or read from the disk cache, if needed again).", minimum=1),
+    Flag("executable_cache_max_mb", 1024, _int,
+         "Size cap in MiB of the compiled programs each device keeps in memory (their "
+         "code and constants).", minimum=1),
+    Flag("max_graph_ops", 20000, _int,
+         "Ops recorded on a device since its last sync past which the next op first "
+         "computes what is pending (a loop that never reads a value would otherwise grow "
+         "its graph, and its compile time, without bound); 0: no limit."),
     Flag("test_devices", "", _str,
          "Comma-separated devices the test suite runs on; empty means every device present."),
 ]}
@@ -79,7 +120,7 @@ class _Config(types.ModuleType):
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in FLAGS:
-            self._values[name] = value
+            self._values[name] = FLAGS[name].check(value)
         else:
             super().__setattr__(name, value)
 
@@ -88,8 +129,9 @@ class _Config(types.ModuleType):
         unknown = set(values) - set(FLAGS)
         if unknown:
             raise AttributeError(f"unknown settings {sorted(unknown)}; settings: {', '.join(FLAGS)}")
+        checked = {k: FLAGS[k].check(v) for k, v in values.items()}
         old = {k: self._values[k] for k in values}
-        self._values.update(values)
+        self._values.update(checked)
         try:
             yield
         finally:
@@ -99,7 +141,7 @@ class _Config(types.ModuleType):
         """Read every setting from the environment again."""
         for f in FLAGS.values():
             raw = os.environ.get(f.env)
-            self._values[f.name] = f.default if raw is None else f.parse(raw)
+            self._values[f.name] = f.default if raw is None else f.from_env(raw)
 
     def describe(self) -> str:
         return "\n".join(f"{f.env} (now {self._values[f.name]!r}): {f.help}" for f in FLAGS.values())

@@ -37,7 +37,7 @@ def find_state(values: Any, state: Optional[runtime.DeviceState]) -> Optional[ru
     return state
 
 
-def node_of(x: Any, state: runtime.DeviceState) -> Any:
+def node_of(x: Any, state: runtime.DeviceState, op: Any = None) -> Any:
     """An operand of an op: a tensor's node, a Python scalar as is, data as a new leaf."""
     if type(x) is Tensor:
         if x._state is not state:
@@ -45,6 +45,10 @@ def node_of(x: Any, state: runtime.DeviceState) -> Any:
         return x._node
     if isinstance(x, _SCALARS):
         return x
+    if isinstance(x, (str, bytes)) or x is None:
+        name = getattr(op, "__name__", "op")
+        raise TypeError(f"{name}: unsupported operand {x!r} ({type(x).__name__}); operands "
+                        "are tensors, Python scalars and NumPy arrays")
     return Tensor._from_numpy(host_array(x), state)._node
 
 
@@ -125,7 +129,7 @@ def method(fn: Callable) -> Callable:
             if other._state is not state:
                 raise_mixed_devices(other._state, state)
             return Tensor._wrap(fn(self._node, other._node), state)
-        return Tensor._wrap(fn(self._node, node_of(other, state)), state)
+        return Tensor._wrap(fn(self._node, node_of(other, state, fn)), state)
     op_method.__name__ = getattr(fn, "__name__", "op")
     op_method.__doc__ = getattr(fn, "__doc__", None)
     return op_method
@@ -135,6 +139,6 @@ def reflected(fn: Callable) -> Callable:
     """The reflected operator: `2 - t` is `subtract(2, t)`."""
     def op_method(self: Tensor, other: Any) -> Tensor:
         state = self._state
-        return Tensor._wrap(fn(node_of(other, state), self._node), state)
+        return Tensor._wrap(fn(node_of(other, state, fn), self._node), state)
     op_method.__name__ = "r" + getattr(fn, "__name__", "op")
     return op_method

@@ -19,6 +19,8 @@ class Metrics:
     kernels_launched: int = 0
     donated_buffers: int = 0
     graph_breaks: int = 0
+    executable_evictions: int = 0    # compiled programs dropped by the in-memory LRU bound
+    graph_size_syncs: int = 0        # syncs forced by a pending graph past max_graph_ops
     graph_break_sites: collections.Counter = field(default_factory=collections.Counter)
     peak_bytes: dict = field(default_factory=dict)          # module name -> bytes
     recompiles: list = field(default_factory=list)          # (site, reason)

@@ -61,14 +61,10 @@ def _next_key(device: Any) -> tuple:
 
 
 def _shape(shape: Any) -> tuple:
+    from .ops import checks
     if shape is None:
         return ()
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    shape = tuple(int(s) for s in shape)
-    if any(s < 0 for s in shape):
-        raise ValueError(f"random: negative dimensions are not allowed, got shape {shape}")
-    return shape
+    return checks.shape("random", shape)
 
 
 def rand(*shape: Any, dtype: Any = None, device: Any = None) -> Tensor:

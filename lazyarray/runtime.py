@@ -14,16 +14,65 @@ raises when read. `LAZYARRAY_DONATE=0` (`la.config.donate = False`) turns it off
 """
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
+import signal
+import threading
 import time
+import warnings
 import weakref
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from . import config
-from .callsite import user_site
+from .callsite import format_frame, user_frame, user_site
 from .metrics import METRICS, explain_change
 from .compiler.trace import DonatedBuffer, capture
 from .devices.device import Device
+
+
+class ExecutableCache:
+    """Compiled programs by structural key, least recently used dropped first past
+    `executable_cache_max` programs or `executable_cache_max_mb` of code and constants
+    (a program's `nbytes`, where the device reports it)."""
+
+    def __init__(self) -> None:
+        self._items: "collections.OrderedDict" = collections.OrderedDict()
+        self.nbytes = 0
+        self.evictions = 0
+
+    def get(self, key: Any) -> Any:
+        exe = self._items.get(key)
+        if exe is not None:
+            self._items.move_to_end(key)
+        return exe
+
+    def put(self, key: Any, exe: Any) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self.nbytes -= _size(old)
+        self._items[key] = exe
+        self.nbytes += _size(exe)
+        most, cap = _VALUES["executable_cache_max"], _VALUES["executable_cache_max_mb"] << 20
+        while len(self._items) > 1 and (len(self._items) > most or self.nbytes > cap):
+            _, dropped = self._items.popitem(last=False)
+            self.nbytes -= _size(dropped)
+            self.evictions += 1
+            METRICS.executable_evictions += 1
+
+    def clear(self) -> None:
+        self._items.clear()
+        self.nbytes = 0
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def _size(exe: Any) -> int:
+    return int(getattr(exe, "nbytes", 0))
 
 
 class DeviceState:
@@ -36,15 +85,25 @@ class DeviceState:
         # (a WeakSet would compare tensors, and == on tensors records an op)
         self.pending: list = []
         self.compact_at = 4096
-        self.executables: dict = {}
+        self.executables = ExecutableCache()
         self.names = 0
         self.supports_donation = bool(getattr(device, "supports_donation", False))
+        # one sync at a time per device: a sync takes every pending tensor, so another
+        # thread reading one of them must wait until it holds its buffer
+        self.lock = threading.RLock()
+        self.recorded = 0         # ops recorded since the last sync (bounds the graph)
 
     def add_pending(self, tensor: Any) -> None:
+        """Note a newly recorded tensor; past `max_graph_ops` records since the last sync,
+        compute what is pending first (see `_graph_too_big`)."""
+        tensor._node.site = user_frame()
         self.pending.append(weakref.ref(tensor))
         if len(self.pending) > self.compact_at:
             self.pending = [r for r in self.pending if r() is not None]
             self.compact_at = max(4096, 2 * len(self.pending))
+        self.recorded += 1
+        if self.recorded > _VALUES["max_graph_ops"] > 0:
+            _graph_too_big(self)
 
     def take_pending(self) -> list:
         """The live, still uncomputed tensors, each once; the list is emptied."""
@@ -61,6 +120,27 @@ class DeviceState:
         kind = self.device.name.split(":")[0]
         return f"device(type='{kind}', index={self.index})" if self.index else \
             f"device(type='{kind}')"
+
+
+_VALUES = config._values        # read at every recorded op: the dict, not the attribute
+_WARNED_GRAPH: list = []
+
+
+def _graph_too_big(state: DeviceState) -> None:
+    """Materialize a pending graph that grew past `max_graph_ops` (a loop that never
+    reads a value): compile time and memory grow with the graph."""
+    METRICS.graph_size_syncs += 1
+    if not _WARNED_GRAPH:
+        _WARNED_GRAPH.append(True)
+        limit = _VALUES["max_graph_ops"]
+        where = user_site()
+        file, _, line = where.rpartition(":")
+        warnings.warn_explicit(
+            f"lazyarray: more than {limit} ops recorded on {state.device.name!r} without a "
+            f"sync (at {where}); computing what is pending now. Read a value or call "
+            "la.sync() in the loop, or raise LAZYARRAY_MAX_GRAPH_OPS (0: no limit). "
+            "Warned once.", RuntimeWarning, file, int(line) if line.isdigit() else 0)
+    _sync_one(state)
 
 
 _STATES: dict = {}
@@ -153,35 +233,107 @@ def offer_donation(node: Any) -> None:
         OFFERED.add(node)
 
 
+class SyncError(RuntimeError):
+    """A value could not be computed: names the op that failed and the user's line where
+    it was recorded; the original error is its __cause__."""
+
+
+class FailedValue(DonatedBuffer):
+    """Stands in for the buffer of a node whose computation failed: reading it (or
+    computing anything from it) raises the stored error again."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, shape: tuple, dtype: Any, error: BaseException) -> None:
+        super().__init__(shape, dtype)
+        self.error = error
+
+    def _fail(self) -> None:
+        # a fresh exception each time: raising one object again would grow its traceback
+        raise SyncError(*self.error.args) from self.error.__cause__
+
+    def __repr__(self) -> str:
+        return f"<failed value {self.dtype.short}{list(self.shape)}: {self.error}>"
+
+
 def sync(state: Optional[DeviceState] = None) -> None:
-    """Compute every live pending tensor of `state`'s device (of every device if None)."""
+    """Compute every live pending tensor of `state`'s device (of every device if None).
+    Raises the first error stored during it (the other tensors are computed)."""
+    errors: list = []
     for s in ([state] if state is not None else live_states()):
-        _sync_one(s)
+        errors += _sync_one(s)
+    if errors:
+        raise errors[0]
 
 
-def _sync_one(state: DeviceState) -> None:
-    tensors = state.take_pending()
-    if not tensors:
-        return
-    nodes = list({id(t._node): t._node for t in tensors}.values())
-    site = user_site()
-    METRICS.syncs += 1
-    METRICS.sync_sites[site] += 1
-    donate = config.donate and not TAPE_DEPTH[0] and state.supports_donation and len(OFFERED)
-    try:
-        cap = capture(nodes, OFFERED if donate else None)
-        exe = _executable(state, cap, site)
-        t0 = time.perf_counter()
+def value(tensor: Any) -> Any:
+    """The buffer of `tensor`, computing its device's pending work first if needed;
+    raises the stored error of a value that failed or was donated."""
+    node = tensor._node
+    if node.buffer is None:
+        state = tensor._state
+        with state.lock:
+            if node.buffer is None:
+                # pending again: another thread's sync may have taken it and given it back
+                state.pending.append(weakref.ref(tensor))
+                _sync_one(state)
+    buf = node.buffer
+    if isinstance(buf, DonatedBuffer):
+        buf._fail()
+    return buf
+
+
+def _sync_one(state: DeviceState) -> list:
+    """Compute what is pending on `state`; the errors stored on failed tensors (empty
+    when all were computed). A KeyboardInterrupt leaves them pending and is raised."""
+    with state.lock:
+        state.recorded = 0
+        tensors = state.take_pending()
+        if not tensors:
+            return []
+        nodes = list({id(t._node): t._node for t in tensors}.values())
+        site = user_site()
+        METRICS.syncs += 1
+        METRICS.sync_sites[site] += 1
+        donate = config.donate and not TAPE_DEPTH[0] and state.supports_donation and len(OFFERED)
         try:
-            outs = exe.run(cap.args)
-        finally:
-            _invalidate(cap.donated_nodes)   # even a failed run may have written into them
-        METRICS.run_seconds += time.perf_counter() - t0
-        METRICS.kernels_launched += getattr(exe, "kernels_per_run", 0)
-    except BaseException:
-        for t in tensors:                    # nothing computed: they stay pending
-            state.add_pending(t)
-        raise
+            try:
+                _compute(state, nodes, bool(donate), site)
+            except Exception as error:
+                return _isolate(state, nodes, error)
+        except BaseException:
+            # interrupted: nothing was lost (inputs intact, see _compute), so the tensors
+            # not computed stay pending for a later sync
+            for t in tensors:
+                if t._node.buffer is None:
+                    state.pending.append(weakref.ref(t))
+            raise
+        return []
+
+
+def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> None:
+    """Compile (or look up) and run one program computing `nodes`, and give each its
+    buffer. Until the run starts nothing is changed. A program that overwrites donated
+    inputs runs to its end even when interrupted (the interrupt is raised once its
+    results are in place): stopping it half way would lose both the old and new values."""
+    site = site or user_site()
+    cap = capture(nodes, OFFERED if donate else None)
+    exe = _executable(state, cap, site)
+    if cap.donated_nodes:
+        with _interrupts_deferred():
+            _run(exe, cap, nodes)
+    else:
+        _run(exe, cap, nodes)
+
+
+def _run(exe: Any, cap: Any, nodes: list) -> None:
+    t0 = time.perf_counter()
+    try:
+        outs = exe.run(cap.args)
+    finally:
+        _invalidate(cap.donated_nodes)   # even a failed run may have written into them
+    METRICS.run_seconds += time.perf_counter() - t0
+    METRICS.kernels_launched += getattr(exe, "kernels_per_run", 0)
     keep = TAPE_DEPTH[0] or (KEEPS_GRAPH[0] is not None and KEEPS_GRAPH[0](cap))
     for n, buf in zip(nodes, outs):
         n.buffer = buf
@@ -189,6 +341,80 @@ def _sync_one(state: DeviceState) -> None:
             n.release()
         else:
             HELD.append(weakref.ref(n))
+
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """SIGINT (Ctrl-C, `_thread.interrupt_main()`) arriving in the block is delivered to
+    the handler that was in place when the block ends. Only the main thread receives
+    signals; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is None:     # a handler set outside Python
+        yield
+        return
+    caught: list = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: caught.append((signum, frame)))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+        if caught and callable(old):
+            old(*caught[0])
+
+
+# ---- errors: stored on the tensors that depend on the failing op ---------------------
+
+ISOLATE_BUDGET = 24        # programs tried to find the failing op of one tensor
+
+
+def _isolate(state: DeviceState, nodes: list, error: Exception) -> list:
+    """After a failed sync of `nodes`: compute each on its own; each that fails gets the
+    error of the op found to fail, stored on it. Returns the errors stored."""
+    if len(nodes) == 1:
+        return [_blame(state, nodes[0], error)]
+    errors = []
+    for n in nodes:
+        if n.buffer is not None:          # computed on the way by another's search
+            continue
+        try:
+            _compute(state, [n], donate=False)
+        except Exception as e:
+            errors.append(_blame(state, n, e))
+    return errors
+
+
+def _blame(state: DeviceState, node: Any, error: Exception) -> SyncError:
+    """Find the op under `node` that fails (descending to an operand that fails on its
+    own, within a budget of programs), store the error on it and on `node`."""
+    culprit, site, budget = node, node.site, ISOLATE_BUDGET
+    while budget > 0 and not isinstance(error, SyncError):
+        deeper = None
+        for o in {id(o): o for o in culprit.operands}.values():
+            if o.buffer is not None or not o.operands or budget <= 0:
+                continue
+            budget -= 1
+            try:
+                _compute(state, [o], donate=False)
+            except Exception as e:
+                deeper, error = o, e
+                break
+        if deeper is None:
+            break
+        culprit = deeper
+        site = culprit.site or site      # an op's inner nodes: the line of the op
+    stored = error if isinstance(error, SyncError) else _sync_error(culprit, site, error)
+    for n in (culprit, node):
+        if n.buffer is None:
+            n.buffer = FailedValue(n.shape, n.dtype, stored)
+            n.release()
+    return stored
+
+
+def _sync_error(node: Any, site: Any, error: BaseException) -> SyncError:
+    e = SyncError(f"{node.op} -> {node.dtype.short}{list(node.shape)}, recorded at "
+                  f"{format_frame(site)}, could not be computed: {type(error).__name__}: {error}")
+    e.__cause__ = error
+    return e
 
 
 def _invalidate(nodes: tuple) -> None:
@@ -222,7 +448,7 @@ def _executable(state: DeviceState, cap: Any, site: str) -> Any:
     if config.debug >= 1:
         print(f"[lazyarray] compiled {module.name}: {len(module.instructions)} instructions, "
               f"{seconds * 1e3:.1f} ms (cache miss, from {site})")
-    state.executables[cap.key] = exe
+    state.executables.put(cap.key, exe)
     return exe
 
 

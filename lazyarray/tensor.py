@@ -133,9 +133,7 @@ class Tensor:
     # ---- materialization ----------------------------------------------------------
 
     def _buffer(self) -> Any:
-        if self._node.buffer is None:
-            runtime.sync(self._state)
-        return self._node.buffer
+        return runtime.value(self)
 
     def numpy(self) -> np.ndarray:
         """A host copy of the value (syncs the device)."""

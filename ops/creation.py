@@ -9,21 +9,13 @@ import numpy as np
 from ..compiler import dtypes as D
 from ..compiler.node import Node
 from ..compiler.primitive import apply
+from . import checks
 from .promotion import as_node, broadcast_to, convert, scalar
 from .elementwise import add, greater_equal, less_equal, multiply, subtract, where
 
 
-def _shape(shape: Any) -> tuple:
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
-    shape = tuple(int(s) for s in shape)
-    if any(s < 0 for s in shape):
-        raise ValueError(f"negative dimensions are not allowed, got shape {shape}")
-    return shape
-
-
-def full(shape: Any, fill_value: Any, dtype: Any = None) -> Node:
-    shape = _shape(shape)
+def full(shape: Any, fill_value: Any, dtype: Any = None, op: str = "full") -> Node:
+    shape = checks.shape(op, shape)
     if isinstance(fill_value, Node):
         value = fill_value if dtype is None else convert(fill_value, D.to_dtype(dtype))
     else:
@@ -33,11 +25,11 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Node:
 
 
 def zeros(shape: Any, dtype: Any = None) -> Node:
-    return full(shape, 0, D.to_dtype(dtype) if dtype is not None else D.DEFAULT_FLOAT)
+    return full(shape, 0, D.to_dtype(dtype) if dtype is not None else D.DEFAULT_FLOAT, "zeros")
 
 
 def ones(shape: Any, dtype: Any = None) -> Node:
-    return full(shape, 1, D.to_dtype(dtype) if dtype is not None else D.DEFAULT_FLOAT)
+    return full(shape, 1, D.to_dtype(dtype) if dtype is not None else D.DEFAULT_FLOAT, "ones")
 
 
 empty = zeros
@@ -81,8 +73,7 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> No
 
 def linspace(start: float, stop: float, num: int, dtype: Any = None, endpoint: bool = True) -> Node:
     dtype = D.to_dtype(dtype) if dtype is not None else D.DEFAULT_FLOAT
-    if num < 0:
-        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    num = checks.size("linspace", "num", num)
     div = (num - 1) if endpoint else num
     step = (stop - start) / div if div > 0 else 0.0
     i = apply("iota", shape=(num,), dtype=D.float64 if dtype is D.float64 else D.float32,
@@ -94,7 +85,9 @@ def linspace(start: float, stop: float, num: int, dtype: Any = None, endpoint: b
 
 
 def eye(n_rows: int, n_cols: Optional[int] = None, k: int = 0, dtype: Any = None) -> Node:
-    n_cols = n_rows if n_cols is None else n_cols
+    n_rows = checks.size("eye", "n_rows", n_rows)
+    n_cols = n_rows if n_cols is None else checks.size("eye", "n_cols", n_cols)
+    k = checks.integer("eye", "k", k)
     dtype = D.to_dtype(dtype) if dtype is not None else D.DEFAULT_FLOAT
     r = apply("iota", shape=(n_rows, n_cols), dtype=D.int64, dimension=0)
     c = apply("iota", shape=(n_rows, n_cols), dtype=D.int64, dimension=1)

@@ -101,6 +101,9 @@ _power = _binary("power", "pow")
 def pow(a: Operand, b: Operand) -> Node:
     """x ** 2 and x ** 3 become products and x ** 0.5 a square root when the exponent is a
     Python scalar: the exponent is a runtime parameter, so no later pass could see it."""
+    if isinstance(a, Node) and type(b) is int and b < 0 and a.dtype.is_int:
+        raise ValueError(f"pow: integers to negative integer powers are not allowed "
+                         f"({a.dtype.name} ** {b}); convert the base to a float dtype first")
     if isinstance(a, Node) and (type(b) is int or (type(b) is float and a.dtype.is_float)) \
             and a.dtype is not D.bool_:
         if b == 2:
@@ -183,11 +186,12 @@ def reciprocal(x: Operand) -> Node:
 
 
 def floor_divide(a: Operand, b: Operand) -> Node:
-    """Rounds toward negative infinity, as Python's //."""
+    """Rounds toward negative infinity, as Python's // and NumPy's floor_divide (for
+    floats: `1.0 // 0.1` is 9.0, not floor(1.0 / 0.1) = 10.0; see `_float_divmod`)."""
     a, b = operands("floor_divide", a, b)
     _check_numeric("floor_divide", a)
     if a.dtype.is_float:
-        return apply("floor", apply("divide", a, b))
+        return _float_divmod(a, b)[0]
     q = apply("divide", a, b)
     if a.dtype.kind == "uint":
         return q
@@ -198,15 +202,57 @@ def floor_divide(a: Operand, b: Operand) -> Node:
 
 
 def remainder(a: Operand, b: Operand) -> Node:
-    """The sign of the divisor, as Python's %."""
+    """The sign of the divisor, as Python's % and NumPy's remainder (a zero result takes
+    the divisor's sign: `remainder(-4.0, 2.0)` is +0.0)."""
     a, b = operands("remainder", a, b)
     _check_numeric("remainder", a)
+    if a.dtype.is_float:
+        return _float_divmod(a, b)[1]
     r = apply("remainder", a, b)
     if a.dtype.kind == "uint":
         return r
     zero = scalar(0, a.dtype)
     fix = logical_and(not_equal(r, zero), not_equal(less(r, zero), less(b, zero)))
     return where(fix, add(r, b), r)
+
+
+def _float_divmod(a: Node, b: Node) -> tuple:
+    """(a // b, a % b) for floats, bit for bit as NumPy's divmod (and Python's):
+
+        mod = fmod(a, b); div = (a - mod) / b             (exact: a - mod is k*b)
+        mod != 0 and sign(mod) != sign(b): mod += b, div -= 1
+        mod == 0: mod = copysign(0, b)
+        div != 0: floordiv = floor(div), + 1 where div - floor(div) > 0.5 (rounding of /)
+        div == 0: floordiv = copysign(0, a / b)
+        b == 0: a / b and fmod(a, b) (inf or NaN)
+
+    A NaN takes the "!= 0" branches, as in C. Half-precision inputs are computed in
+    float32 and rounded once, as NumPy does."""
+    dtype = a.dtype
+    if dtype in (D.float16, D.bfloat16):
+        q, m = _float_divmod(convert(a, D.float32), convert(b, D.float32))
+        return convert(q, dtype), convert(m, dtype)
+    fmod = apply("remainder", a, b)
+    div = apply("divide", subtract(a, fmod), b)
+    fix = logical_and(not_equal(fmod, 0.0), not_equal(less(b, 0.0), less(fmod, 0.0)))
+    mod = where(fix, add(fmod, b), fmod)
+    div = where(fix, subtract(div, 1.0), div)
+    mod = where(equal(fmod, 0.0), _signed_zero(b), mod)
+    floored = apply("floor", div)
+    floored = where(greater(subtract(div, floored), 0.5), add(floored, 1.0), floored)
+    quotient = apply("divide", a, b)
+    floored = where(equal(div, 0.0), _signed_zero(quotient), floored)
+    by_zero = equal(b, 0.0)
+    return where(by_zero, quotient, floored), where(by_zero, fmod, mod)
+
+
+def _signed_zero(x: Node) -> Node:
+    """copysign(0, x): -0.0 where x's sign bit is set (-0.0 and NaNs with the bit too)."""
+    bits = {16: D.int16, 32: D.int32, 64: D.int64}[x.dtype.bits]
+    negative_bit = less(apply("bitcast_convert", x, dtype=bits.name), 0)
+    zero = apply("broadcast_in_dim", scalar(0.0, x.dtype), shape=x.shape,
+                 broadcast_dimensions=()) if x.shape else scalar(0.0, x.dtype)
+    return where(negative_bit, apply("negate", zero), zero)
 
 
 def _logical(prim: str, name: str):
@@ -306,6 +352,8 @@ def copysign(a: Operand, b: Operand) -> Node:
 
 def hypot(a: Operand, b: Operand) -> Node:
     a, b = _float_operands("hypot", a, b)
+    if a.dtype in (D.float16, D.bfloat16):     # computed in float32, rounded once (NumPy)
+        return convert(hypot(convert(a, D.float32), convert(b, D.float32)), a.dtype)
     m = maximum(abs(a), abs(b))
     safe = where(equal(m, 0), 1, m)
     out = multiply(m, sqrt(add(square(divide(a, safe)), square(divide(b, safe)))))
@@ -316,6 +364,8 @@ def hypot(a: Operand, b: Operand) -> Node:
 
 def logaddexp(a: Operand, b: Operand) -> Node:
     a, b = _float_operands("logaddexp", a, b)
+    if a.dtype in (D.float16, D.bfloat16):     # computed in float32, rounded once (NumPy)
+        return convert(logaddexp(convert(a, D.float32), convert(b, D.float32)), a.dtype)
     m = maximum(a, b)
     diff = where(isinf(m), 0, abs(subtract(a, b)))
     return add(m, log1p(exp(negative(diff))))

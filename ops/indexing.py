@@ -288,7 +288,7 @@ def getitem(x: Node, key: Any, lift: Optional[LiftArray] = None) -> Node:
             arrays.append(_static_index("getitem", e.value, e.dim, n))
         else:
             arrays.append(_dynamic_index(e.value, n))
-    adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+    adjacent = dims == list(range(dims[0], dims[0] + len(dims))) and not _split_by_ellipsis(key)
     if not adjacent:
         rest = [d for d in range(y.ndim) if d not in dims]
         y = apply("transpose", y, permutation=tuple(dims + rest))
@@ -300,6 +300,16 @@ def getitem(x: Node, key: Any, lift: Optional[LiftArray] = None) -> Node:
         y = apply("reshape", y, shape=y.shape[:first] + (merged,) + y.shape[first + len(dims):])
     index = _linear_index("getitem", arrays, sizes, lift)
     return apply("gather", y, index, axis=first)
+
+
+def _split_by_ellipsis(key: Any) -> bool:
+    """True when an ellipsis stands between two advanced (or int) indices: NumPy then
+    puts the advanced dims first even when the ellipsis expands to no dims."""
+    if not isinstance(key, tuple) or not any(it is Ellipsis for it in key):
+        return False
+    adv = [k for k, it in enumerate(key)
+           if not (it is Ellipsis or it is None or isinstance(it, slice))]
+    return bool(adv) and any(adv[0] < k < adv[-1] for k, it in enumerate(key) if it is Ellipsis)
 
 
 def take(x: Any, indices: Any, axis: Optional[int] = None) -> Node:

@@ -10,6 +10,7 @@ import numpy as np
 from ..compiler import dtypes as D
 from ..compiler.node import Node
 from ..compiler.primitive import apply
+from . import checks
 from .promotion import (as_node, broadcast_shapes, broadcast_to as _broadcast_to, convert,
                         normalize_axes, normalize_axis, shape_str)
 
@@ -18,10 +19,17 @@ def reshape(x: Any, shape: Any, copy: Any = None) -> Node:
     x = as_node(x)
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
+    for s in shape:
+        if not checks.is_int(s):
+            raise TypeError(f"reshape: shape {tuple(shape)} has {type(s).__name__} {s!r}; "
+                            "sizes must be ints (one may be -1)")
     shape = [int(s) for s in shape]
     size = math.prod(x.shape)
     if shape.count(-1) > 1:
         raise ValueError(f"reshape: only one dimension can be -1, got {tuple(shape)}")
+    if any(s < -1 for s in shape):
+        raise ValueError(f"reshape: negative size in {tuple(shape)} (only -1 is allowed, "
+                         "for one dimension to be inferred)")
     if -1 in shape:
         known = math.prod([s for s in shape if s != -1])
         if known == 0 or size % known:
@@ -82,7 +90,7 @@ def squeeze(x: Any, axis: Any = None) -> Node:
 
 
 def broadcast_to(x: Any, shape: Sequence[int]) -> Node:
-    return _broadcast_to(as_node(x), tuple(int(s) for s in shape))
+    return _broadcast_to(as_node(x), checks.shape("broadcast_to", shape))
 
 
 def broadcast_arrays(*xs: Any) -> list:
@@ -113,8 +121,11 @@ def concat(xs: Sequence[Any], axis: Any = 0) -> Node:
                                        if i != axis):
             raise ValueError(f"concat: shapes {', '.join(shape_str(m.shape) for m in nodes)} "
                              f"differ outside axis {axis}")
+    # operands with nothing along the axis add nothing (and all empty: the first has the
+    # result's shape)
+    nodes = [n for n in nodes if n.shape[axis]] or [first]
     if len(nodes) == 1:
-        return first
+        return nodes[0]
     return apply("concatenate", *nodes, dimension=axis)
 
 
@@ -179,7 +190,7 @@ def moveaxis(x: Any, source: Any, destination: Any) -> Node:
 
 def tile(x: Any, repetitions: Sequence[int]) -> Node:
     x = as_node(x)
-    reps = tuple(repetitions)
+    reps = checks.shape("tile", repetitions)
     nd = max(x.ndim, len(reps))
     reps = (1,) * (nd - len(reps)) + reps
     x = reshape(x, (1,) * (nd - x.ndim) + x.shape)
@@ -193,9 +204,10 @@ def repeat(x: Any, repeats: int, axis: Any = None) -> Node:
     x = as_node(x)
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
-    if not isinstance(repeats, int):
+    if not checks.is_int(repeats):
         raise TypeError("repeat: only an int number of repeats is supported "
                         "(tensor repeats give a data-dependent shape)")
+    repeats = checks.size("repeat", "repeats", repeats)
     axis = normalize_axis("repeat", axis, x.ndim)
     shape = x.shape[:axis + 1] + (repeats,) + x.shape[axis + 1:]
     dims = tuple(range(axis + 1)) + tuple(range(axis + 2, x.ndim + 1))

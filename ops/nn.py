@@ -8,13 +8,17 @@ pass) is needed.
 from __future__ import annotations
 
 import math
+
+import numpy as np
 from typing import Any, Optional
 
 from ..compiler import dtypes as D
 from ..compiler.node import Node
 from ..compiler.primitive import apply
-from .elementwise import (abs, add, divide, equal, erf, exp, log, log1p, maximum, multiply,
-                          negative, rsqrt, sigmoid, subtract, tanh, where)
+from .elementwise import (abs, add, divide, equal, erf, exp, greater_equal, less, log, log1p,
+                          logical_and, maximum, multiply, negative, rsqrt, sigmoid, subtract,
+                          tanh, where)
+from . import checks
 from .linalg import matmul
 from .manipulation import matrix_transpose, reshape
 from .promotion import as_node, broadcast_to, convert, normalize_axis, shape_str
@@ -194,6 +198,7 @@ def one_hot(labels: Operand, num_classes: int, dtype: Any = None) -> Node:
     labels = as_node(labels)
     if not labels.dtype.is_int:
         raise TypeError(f"one_hot: labels must be integers, got {labels.dtype.name}")
+    num_classes = checks.size("one_hot", "num_classes", num_classes)
     shape = labels.shape + (num_classes,)
     classes = apply("iota", shape=shape, dtype=labels.dtype, dimension=len(shape) - 1)
     wide = apply("broadcast_in_dim", labels, shape=shape,
@@ -246,10 +251,31 @@ def cross_entropy(logits: Operand, labels: Operand, reduction: str = "mean",
         raise ValueError(f"cross_entropy: logits {shape_str(logits.shape)} need labels of shape "
                          f"{shape_str(logits.shape[:-1])}, got {shape_str(labels.shape)}")
     n_classes = logits.shape[-1]
+    _check_labels("cross_entropy", labels, n_classes)
     target = one_hot(labels, n_classes, logits.dtype)
     if label_smoothing:
         target = add(multiply(target, 1.0 - label_smoothing), label_smoothing / n_classes)
-    return soft_cross_entropy(logits, target, reduction)
+    per_row = _nan_where_out_of_range(soft_cross_entropy(logits, target, "none"), labels,
+                                      n_classes)
+    return _reduce_loss("cross_entropy", per_row, reduction)
+
+
+def _check_labels(op: str, labels: Node, n_classes: int) -> None:
+    """Labels outside [0, n_classes) are an error where the op is recorded when their
+    values are already on the host (a computed CPU tensor, a NumPy array); elsewhere the
+    loss of their rows is NaN (see `_nan_where_out_of_range`), never a silent 0."""
+    data = labels.buffer
+    if isinstance(data, np.ndarray) and data.size:
+        lo, hi = int(data.min()), int(data.max())
+        if lo < 0 or hi >= n_classes:
+            bad = lo if lo < 0 else hi
+            raise ValueError(f"{op}: label {bad} is out of range for {n_classes} classes "
+                             f"(valid: 0..{n_classes - 1})")
+
+
+def _nan_where_out_of_range(per_row: Node, labels: Node, n_classes: int) -> Node:
+    valid = logical_and(greater_equal(labels, 0), less(labels, n_classes))
+    return where(valid, per_row, float("nan"))
 
 
 def soft_cross_entropy(logits: Operand, target: Operand, reduction: str = "mean") -> Node:
@@ -261,8 +287,12 @@ def soft_cross_entropy(logits: Operand, target: Operand, reduction: str = "mean"
 
 def nll_loss(log_probs: Operand, labels: Operand, reduction: str = "mean") -> Node:
     log_probs = _float32("nll_loss", log_probs)
-    target = one_hot(labels, log_probs.shape[-1], log_probs.dtype)
-    return _reduce_loss("nll_loss", negative(_sum(multiply(target, log_probs), axis=-1)),
+    labels = as_node(labels)
+    n_classes = log_probs.shape[-1]
+    _check_labels("nll_loss", labels, n_classes)
+    target = one_hot(labels, n_classes, log_probs.dtype)
+    per_row = negative(_sum(multiply(target, log_probs), axis=-1))
+    return _reduce_loss("nll_loss", _nan_where_out_of_range(per_row, labels, n_classes),
                         reduction)
 
 

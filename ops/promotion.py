@@ -160,8 +160,9 @@ def normalize_axis(op: str, axis: int, ndim: int) -> int:
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
         raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
     if not -max(ndim, 1) <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        valid = "0 or -1" if ndim == 0 else f"{-ndim}..{ndim - 1}"
         raise IndexError(f"{op}: axis {axis} is out of range for a tensor of rank {ndim} "
-                         f"(valid: {-ndim}..{ndim - 1})")
+                         f"(valid: {valid})")
     return axis % ndim if ndim else 0
 
 
@@ -171,6 +172,9 @@ def normalize_axes(op: str, axis: Any, ndim: int) -> tuple:
         return tuple(range(ndim))
     if isinstance(axis, (int, np.integer)):
         axis = (axis,)
+    elif not isinstance(axis, (tuple, list)):
+        raise TypeError(f"{op}: axis must be an int, a tuple of ints or None, got "
+                        f"{type(axis).__name__} {axis!r}")
     axes = [normalize_axis(op, int(a) if isinstance(a, np.integer) else a, ndim) for a in axis]
     if len(set(axes)) != len(axes):
         raise ValueError(f"{op}: repeated axis in {tuple(axis)}")

@@ -78,8 +78,15 @@ def _count(x: Node, axes: tuple) -> int:
     return n
 
 
+# float16 and bfloat16 statistics are computed in float32 and rounded once (as NumPy's
+# mean does): a float16 sum of 10,000 values of 10 is already past float16's largest value
+_LOW_PRECISION = (D.float16, D.bfloat16)
+
+
 def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
     x = as_node(x)
+    if x.dtype in _LOW_PRECISION:
+        return convert(mean(convert(x, D.float32), axis, keepdims), x.dtype)
     if not x.dtype.is_float:
         x = convert(x, D.DEFAULT_FLOAT)
     axes = normalize_axes("mean", axis, x.ndim)
@@ -89,6 +96,8 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
 
 def var(x: Any, axis: Any = None, keepdims: bool = False, correction: float = 0.0) -> Node:
     x = as_node(x)
+    if x.dtype in _LOW_PRECISION:
+        return convert(var(convert(x, D.float32), axis, keepdims, correction), x.dtype)
     if not x.dtype.is_float:
         x = convert(x, D.DEFAULT_FLOAT)
     axes = normalize_axes("var", axis, x.ndim)
@@ -100,6 +109,9 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, correction: float = 0.
 
 
 def std(x: Any, axis: Any = None, keepdims: bool = False, correction: float = 0.0) -> Node:
+    x = as_node(x)
+    if x.dtype in _LOW_PRECISION:
+        return convert(std(convert(x, D.float32), axis, keepdims, correction), x.dtype)
     return sqrt(var(x, axis, keepdims, correction))
 
 

@@ -326,9 +326,7 @@ for _name, _ref in [("maximum", np.maximum), ("minimum", np.minimum), ("add", np
                     ("equal", np.equal), ("not_equal", np.not_equal), ("pow", np.power),
                     ("atan2", np.arctan2), ("copysign", np.copysign), ("hypot", np.hypot),
                     ("logaddexp", np.logaddexp), ("remainder", np.remainder),
-                    # infinite operands: the array API's floor(a / b), where NumPy's divmod
-                    # gives NaN (a divergence the standard documents)
-                    ("floor_divide", lambda a, b: np.floor(np.divide(a, b)))]:
+                    ("floor_divide", np.floor_divide)]:
     add(OpCase(_name, _ref, shapes=[((4, 6), (4, 6)), ((4, 1), (6,))],
                domains=("special", "special"), **SPECIAL))
 
@@ -810,3 +808,36 @@ def case_ids() -> list:
         n = seen[c.id] = seen.get(c.id, 0) + 1
         out.append(c.id if n == 1 else f"{c.id}#{n}")
     return out
+
+# ---- findings of the reliability probe and of the differential fuzzer -----------------
+# (tests/test_fuzz_numpy.py compares random programs with NumPy; each fixed finding is
+# kept here as a case so that the op-test harness guards it on every device)
+
+FINDINGS_KEYS = [(slice(None), np.array([0, 1]), Ellipsis, np.array([2, 0])),
+                 (slice(None), np.array([1, 0]), Ellipsis, 1),
+                 (slice(None), 0, Ellipsis, np.array([1, 2]))]
+
+
+def _f32_stat(fn):
+    """NumPy's statistic of a float16 array, computed in float32 (as NumPy's mean is)."""
+    def ref(x, **kw):
+        return fn(x.astype(np.float32) * 300, **kw).astype(x.dtype)
+    return ref
+
+
+add(OpCase("concat", _concat, fn=lambda *xs, **kw: la.concat(list(xs), **kw),
+           pairs=[(((0,), (0,)), {}), (((0, 3), (0, 3)), {"axis": 1}),
+                  (((2,), (0,), (1,)), {}), (((0,), (2,), (0,)), {})],
+           label="fuzzer findings: empty operands", **MOVE),
+    OpCase("Tensor.__getitem__", _getitem, fn=_getitem, dtypes=(D.float32, D.int32),
+           shapes=[((3, 3, 3),)], kwargs=[{"key": k} for k in FINDINGS_KEYS],
+           label="fuzzer findings: ellipsis between advanced indices",
+           requires="lazyarray.indexing", differentiable=True),
+    OpCase("floor_divide", np.floor_divide, dtypes=FLOATS, shapes=[((4, 6), (4, 6))],
+           domains=("special", "special"), label="fuzzer findings: NumPy's divmod"),
+    OpCase("remainder", np.remainder, dtypes=FLOATS, shapes=[((4, 6), (4, 6))],
+           domains=("special", "special"), label="fuzzer findings: NumPy's divmod"))
+for _name, _ref in [("mean", np.mean), ("var", np.var), ("std", np.std)]:
+    add(OpCase(_name, _f32_stat(_ref), fn=lambda x, _n=_name, **kw: getattr(la, _n)(x * 300, **kw),
+               dtypes=(D.float16,), shapes=[((512, 4),)], kwargs=[{}, {"axis": 0}],
+               domains=("positive",), tol=4, label="fuzzer findings: float32 accumulation"))

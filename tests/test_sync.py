@@ -183,64 +183,70 @@ def test_strict_mode_names_the_op_and_the_users_line(device, fresh_metrics):
     np.testing.assert_allclose(x.numpy(), [1.0, 2.0])     # nothing else changed
 
 
-# ---- a failed compile or run leaves every tensor as it was ------------------------------
+# ---- a failed compile or run: the error is stored on what depends on it -----------------
+# (the full rule, with interrupts, is tested in test_failures.py)
 
 class Boom(RuntimeError):
     pass
 
 
-def _failing_compile(module):
-    raise Boom("compile failed on purpose")
+def _failing_on(op: str, stage: str, real):
+    """A device compile that fails (at compile or at the first run) for modules that
+    contain `op`, as an op the device cannot handle would."""
+    def compile(module, **kwargs):
+        if any(i.op == op for i in module.instructions):
+            if stage == "compile":
+                raise Boom(f"{op} failed on purpose")
+            return _FailingRun(real(module, **kwargs), op)
+        return real(module, **kwargs)
+    return compile
 
 
 class _FailingRun:
-    """An executable whose first run fails (as a transient out-of-memory would)."""
-
-    def __init__(self, exe):
-        self.exe = exe
-        self.failed = False
+    def __init__(self, exe, op):
+        self.exe, self.op = exe, op
 
     def run(self, args):
-        if not self.failed:
-            self.failed = True
-            raise Boom("run failed on purpose")
-        return self.exe.run(args)
+        raise Boom(f"{self.op} run failed on purpose")
 
 
 @pytest.mark.parametrize("stage", ["compile", "run"])
-def test_a_failed_sync_leaves_tensors_intact(stage, device, monkeypatch, fresh_metrics):
+def test_a_failed_sync_leaves_other_tensors_intact(stage, device, monkeypatch, fresh_metrics):
     state = runtime.get_device(device)
     x = la.asarray([1.0, 2.0, 3.0])
     done = x * 2
     done.numpy()
     done_buffer = done._node.buffer
-    pending = done + 10
+    line = _line()
+    pending = la.cos(done)
     other = (x - 1).sum()
-    if stage == "compile":
-        monkeypatch.setattr(state.device, "compile", _failing_compile)
-    else:
-        real = state.device.compile
-        monkeypatch.setattr(state.device, "compile", lambda m: _FailingRun(real(m)))
-    with pytest.raises(Boom):
+    monkeypatch.setattr(state.device, "compile", _failing_on("cosine", stage, state.device.compile))
+    with pytest.raises(runtime.SyncError) as err:
         pending.numpy()
+    assert "cosine" in str(err.value) and f"{HERE}:{line}" in str(err.value), str(err.value)
+    assert isinstance(err.value.__cause__, Boom)
+    assert other.is_materialized and other.item() == 3.0      # the same sync: computed
+    with pytest.raises(runtime.SyncError, match="cosine"):
+        pending.numpy()                                      # stored: raised again
+    with pytest.raises(runtime.SyncError, match="cosine"):
+        (pending + 1).numpy()                                # and by what depends on it
     monkeypatch.undo()
     assert done.is_materialized and done._node.buffer is done_buffer
     np.testing.assert_allclose(done.numpy(), [2, 4, 6])
-    assert not pending.is_materialized and not other.is_materialized
-    np.testing.assert_allclose(pending.numpy(), [12, 14, 16])
-    assert other.is_materialized and other.item() == 3.0
+    np.testing.assert_allclose((done + 10).numpy(), [12, 14, 16])   # the device works on
 
 
 def test_a_failed_sync_caches_nothing(device, monkeypatch, fresh_metrics):
     state = runtime.get_device(device)
     x = la.asarray([1.0, 2.0])
-    y = x * 3
-    monkeypatch.setattr(state.device, "compile", _failing_compile)
-    with pytest.raises(Boom):
-        y.numpy()
+    monkeypatch.setattr(state.device, "compile", _failing_on("multiply", "compile",
+                                                             state.device.compile))
+    with pytest.raises(runtime.SyncError):
+        (x * 3).numpy()
     monkeypatch.undo()
-    np.testing.assert_allclose(y.numpy(), [3, 6])     # compiled now, not a stale entry
-    assert fresh_metrics.compiles == 1
+    before = fresh_metrics.compiles
+    np.testing.assert_allclose((x * 3).numpy(), [3, 6])     # compiled now, not a stale entry
+    assert fresh_metrics.compiles == before + 1
 
 
 def test_strict_mode_from_the_environment(tmp_path):

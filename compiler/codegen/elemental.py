@@ -355,7 +355,9 @@ class ElementalEmitter:
         if d.is_float:
             pos = b.fcmp_ordered(">", x.ir, self._zero(d))
             neg = b.fcmp_ordered("<", x.ir, self._zero(d))
-            return Value(b.select(pos, one, b.select(neg, minus, x.ir)), d)
+            # zeros give +0.0 (NumPy's sign(-0.0)), NaN stays NaN
+            rest = b.select(b.fcmp_ordered("==", x.ir, self._zero(d)), self._zero(d), x.ir)
+            return Value(b.select(pos, one, b.select(neg, minus, rest)), d)
         if d.kind == "uint":
             return Value(b.zext(b.icmp_unsigned("!=", x.ir, self._zero(d)), x.ir.type), d)
         pos = b.zext(b.icmp_signed(">", x.ir, self._zero(d)), x.ir.type)

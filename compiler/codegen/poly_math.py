@@ -84,8 +84,9 @@ def tanh_f32(table, e, x: ir.Value) -> ir.Value:
     # 1 - 2 / (exp(2|x|) + 1): exp overflows to inf for large |x|, giving exactly 1
     ex = exp_f32(table, e, b.fmul(ax, _c(2.0)))
     large = b.fsub(_c(1.0), b.fdiv(_c(2.0), b.fadd(ex, _c(1.0))))
-    signed = e.math_table.intrinsic(e, "llvm.copysign", [large, x])
-    return b.select(b.fcmp_ordered("<", ax, _c(0.625)), small, signed)
+    out = b.select(b.fcmp_ordered("<", ax, _c(0.625)), small, large)
+    # odd: the sign of x on both paths (the polynomial's x + x*p gives +0.0 for -0.0)
+    return e.math_table.intrinsic(e, "llvm.copysign", [out, x])
 
 
 def logistic_f32(table, e, x: ir.Value) -> ir.Value:

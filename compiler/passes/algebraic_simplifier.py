@@ -206,7 +206,15 @@ def _reverse(b: Builder, ins: Instruction) -> Optional[int]:
 
 
 def _concatenate(b: Builder, ins: Instruction) -> Optional[int]:
-    return ins.operands[0] if len(ins.operands) == 1 else None
+    """`concatenate(x) -> x`; `concatenate(x, empty...) -> x` (operands of extent 0 along
+    the dimension add nothing; all empty: the first, which has the result's shape)."""
+    if len(ins.operands) == 1:
+        return ins.operands[0]
+    d = ins.attrs["dimension"]
+    full = [o for o in ins.operands if b[o].shape[d] != 0]
+    if not full:
+        return ins.operands[0]
+    return full[0] if len(full) == 1 else None
 
 
 def _reduce(b: Builder, ins: Instruction) -> Optional[int]:

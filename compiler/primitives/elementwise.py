@@ -11,6 +11,7 @@ dtype and every target.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -41,7 +42,8 @@ def _same_dtype_ref(fn):
 
 def unary(name, rule, reference, emit, math_name=None, out_dtype=None, doc="", vjp=None):
     return primitive(name, ELEMENTWISE, elementwise_infer(name, rule, out_dtype), reference,
-                     emit=emit, math=math_name, doc=doc, vjp=vjp, batch=B.elementwise)
+                     emit=emit, math=math_name, doc=doc, vjp=vjp, batch=B.elementwise,
+                     arity=1)
 
 
 def float_unary(name, fn, doc="", vjp=None):
@@ -52,7 +54,8 @@ def float_unary(name, fn, doc="", vjp=None):
 
 def binary(name, rule, reference, emit, math_name=None, doc="", vjp=None):
     return primitive(name, ELEMENTWISE, elementwise_infer(name, rule), reference,
-                     emit=emit, math=math_name, doc=doc, vjp=vjp, batch=B.elementwise)
+                     emit=emit, math=math_name, doc=doc, vjp=vjp, batch=B.elementwise,
+                     arity=2)
 
 
 # ---- references that NumPy lacks or defines differently ------------------------------
@@ -351,10 +354,28 @@ remainder = binary("remainder", numeric, _remainder, lambda e, a, b: e.rem(a, b)
                    vjp=_remainder_vjp)
 power = binary("power", numeric, _power, lambda e, a, b: e.pow(a, b), math_name="power",
                vjp=_power_vjp)
-maximum = binary("maximum", any_dtype, _same_dtype_ref(np.maximum), lambda e, a, b: e.max(a, b),
-                 doc="NaN-propagating, as NumPy's maximum.", vjp=_minmax_vjp)
-minimum = binary("minimum", any_dtype, _same_dtype_ref(np.minimum), lambda e, a, b: e.min(a, b),
-                 vjp=_minmax_vjp)
+def _extremum(direction: str, integer_emit: Callable) -> Callable:
+    """NumPy's float maximum / minimum, bit for bit: NaN-propagating (the first NaN), and
+    between equal values (+0.0 and -0.0) the second operand, or for float16 the first
+    (NumPy's SIMD loops and its half-precision loop differ; IEEE's maximum would always
+    give +0.0)."""
+    def emit(e, a, b):
+        if not a.dtype.is_float:
+            return integer_emit(e, a, b)
+        strict = direction if a.dtype is not D.float16 else direction[0] + "E"
+        take_a = e.or_(e.compare(strict, a, b), e.compare("NE", a, a))
+        return e.select(take_a, a, b)
+    return emit
+
+
+maximum = binary("maximum", any_dtype, _same_dtype_ref(np.maximum),
+                 _extremum("GT", lambda e, a, b: e.max(a, b)),
+                 doc="NaN-propagating, as NumPy's maximum; of +0.0 and -0.0 the second "
+                     "(float16: the first), as NumPy.", vjp=_minmax_vjp)
+minimum = binary("minimum", any_dtype, _same_dtype_ref(np.minimum),
+                 _extremum("LT", lambda e, a, b: e.min(a, b)),
+                 doc="NaN-propagating, as NumPy's minimum; of +0.0 and -0.0 the second "
+                     "(float16: the first), as NumPy.", vjp=_minmax_vjp)
 atan2 = binary("atan2", float_only, _float_ref(np.arctan2), lambda e, a, b: e.math("atan2", a, b),
                math_name="atan2", vjp=_atan2_vjp)
 and_ = binary("and", int_or_bool, _same_dtype_ref(np.bitwise_and), lambda e, a, b: e.and_(a, b),
