@@ -75,6 +75,9 @@ class Primitive:
                                          # LOOP_OVER_BATCH, the explicit fallback
     pure: bool = True                    # False: the result depends on more than the
                                          # operands (collectives); never folded
+    device_calls: Any = None             # {"cuda": fn(ctx, ins, out, operands) -> bool}:
+                                         # native calls a device tries before `library`'s
+                                         # (compiler/primitives/cusolver_calls.py)
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

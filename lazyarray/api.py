@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 import math
-import types
 from typing import Any
 
 from . import ops
@@ -34,8 +33,7 @@ for _name in ("full", "arange", "linspace", "eye", "zeros_like", "ones_like", "f
               "empty_like"):
     globals()[_name] = _grad_option(globals()[_name])
 
-# the array API's linalg extension (its traceable part): la.linalg.vector_norm, ...
-linalg = types.SimpleNamespace(**{_name: globals()[_name] for _name in ops.linalg.LINALG})
+from . import linalg  # noqa: E402  (the array API's linalg extension: la.linalg.solve, ...)
 
 bool = bool_  # noqa: A001  (the array API's name for the dtype)
 e, pi, inf, nan, newaxis = math.e, math.pi, math.inf, math.nan, None

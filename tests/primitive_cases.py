@@ -241,8 +241,34 @@ def _window(kind, window, strides, low, high) -> dict:
             "padding_low": low, "padding_high": high}
 
 
+def _decomposition_cases() -> list:
+    """Matrix decompositions (compiler/primitives/decompositions.py); "spd" draws symmetric
+    positive definite matrices, "well_conditioned" ones with a heavy diagonal. A tall
+    input's full U or complete Q has columns no function of the input fixes (gradients
+    refuse them, as JAX's): tests/test_linalg.py checks those forward only."""
+    spd, wc = "spd", "well_conditioned"
+    return [
+        Case("cholesky_batched", "cholesky", (_op((2, 3, 3), T, spd),)),
+        Case("triangular_solve_lower", "triangular_solve",
+             (_op((2, 3, 3), T, wc), _op((2, 3, 2))), {"lower": True, "adjoint": False}),
+        Case("triangular_solve_upper_adjoint", "triangular_solve",
+             (_op((3, 3), T, wc), _op((3, 4))), {"lower": False, "adjoint": True}),
+        Case("solve_batched", "solve", (_op((2, 3, 3), T, wc), _op((2, 3, 2)))),
+        Case("slogdet_batched", "slogdet", (_op((2, 3, 3), T, wc),)),
+        Case("eigh_vectors", "eigh", (_op((2, 3, 3), T, spd),), {"vectors": True}),
+        Case("eigh_values", "eigh", (_op((3, 3), T, spd),), {"vectors": False}),
+        Case("svd_tall", "svd", (_op((2, 4, 3), T, wc),), {"full_matrices": False, "compute_uv": True}),
+        Case("svd_wide_values", "svd", (_op((3, 5), T, wc),), {"full_matrices": False, "compute_uv": False}),
+        Case("svd_full_square", "svd", (_op((3, 3), T, wc),), {"full_matrices": True, "compute_uv": True}),
+        Case("qr_tall", "qr", (_op((2, 4, 3), T, wc),), {"complete": False}),
+        Case("qr_wide", "qr", (_op((3, 5), T, wc),), {"complete": False}),
+        Case("qr_complete_wide", "qr", (_op((2, 4), T, wc),), {"complete": True}),
+    ]
+
+
 # cases of a primitive still being written wait until its stanza registers it
-CASES: list = [c for c in _elementwise_cases() + _other_cases() if c.prim in PRIMITIVES]
+CASES: list = [c for c in _elementwise_cases() + _other_cases() + _decomposition_cases()
+               if c.prim in PRIMITIVES]
 CASES_BY_ID: dict = {c.id: c for c in CASES}
 CASES_BY_PRIM: dict = {}
 for _c in CASES:
@@ -366,6 +392,12 @@ def _draw(rng: np.random.Generator, shape: tuple, dtype: D.DType, kind: str) -> 
 
 
 def _floats(rng: np.random.Generator, shape: tuple, kind: str) -> np.ndarray:
+    if kind in ("spd", "well_conditioned"):
+        a = rng.uniform(-1.0, 1.0, shape)
+        n = shape[-1]
+        if kind == "spd":
+            return a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+        return a + n * np.eye(shape[-2], n)
     ranges = {"positive": (0.5, 3.0), "unit": (-0.9, 0.9), "ge1": (1.1, 3.0),
               "small": (-1.0, 1.0), "exponent": (-2.0, 2.0)}
     if kind in ranges:
