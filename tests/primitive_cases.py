@@ -109,6 +109,12 @@ def _elementwise_cases() -> list:
                           (_op(shape),), {"dtype": target}))
     cases.append(Case("bitcast_convert_to_f32", "bitcast_convert", (_op(shape),),
                       {"dtype": D.float32}, dtypes=(D.int32, D.uint32)))
+    # complex numbers: parts, conjugate, and conversions in and out
+    cases += [Case(name, name, (_op(shape),)) for name in ("real", "imag", "conj")]
+    cases.append(Case("complex", "complex", (_op(shape), _op(shape))))
+    for target in D.COMPLEX:
+        cases.append(Case(f"convert_to_{target.short}", "convert", (_op(shape),),
+                          {"dtype": target}, dtypes=(D.float32, D.float64, D.int32) + D.COMPLEX))
     return cases
 
 
@@ -311,12 +317,12 @@ def dtypes_for(item: Union[Case, str]) -> tuple:
     attributes). For a primitive name: the dtypes its rule declares (`infer.dtypes`), or
     else every dtype one of its cases accepts."""
     if isinstance(item, Case):
-        return tuple(d for d in D.ALL if _accepts(item, d))
+        return tuple(d for d in D.EVERY if _accepts(item, d))
     declared = getattr(PRIMITIVES[item].infer, "dtypes", None)
     if declared is not None:
         return tuple(declared)
     cases = CASES_BY_PRIM.get(item, [])
-    return tuple(d for d in D.ALL if any(_accepts(c, d) for c in cases))
+    return tuple(d for d in D.EVERY if any(_accepts(c, d) for c in cases))
 
 
 def case_dtype_pairs() -> list:
@@ -386,6 +392,8 @@ def _draw(rng: np.random.Generator, shape: tuple, dtype: D.DType, kind: str) -> 
         return _special(shape, dtype)
     if dtype is D.bool_:
         return rng.random(shape) < 0.5
+    if dtype.is_complex:      # each part drawn as the kind's floats
+        return (_floats(rng, shape, kind) + 1j * _floats(rng, shape, kind)).astype(dtype.np)
     if dtype.is_float:
         return _floats(rng, shape, kind).astype(dtype.np)
     return _ints(rng, shape, dtype, kind).astype(dtype.np)
@@ -423,6 +431,8 @@ def _ints(rng: np.random.Generator, shape: tuple, dtype: D.DType, kind: str) -> 
 def _special(shape: tuple, dtype: D.DType) -> np.ndarray:
     if dtype is D.bool_:
         values: list = [True, False]
+    elif dtype.is_complex:
+        values = [complex(np.nan, 1.0), complex(-np.inf, 0.5), 1.5 - 2j, -0.0 + 0j, 1j, 0.1]
     elif dtype.is_float:
         values = [np.nan, -np.inf, np.inf, -0.0, 1.5, float(D.finfo(dtype).tiny),
                   float(D.finfo(dtype).max), 0.1]
