@@ -269,6 +269,11 @@ def _decomposition_cases() -> list:
         Case("qr_tall", "qr", (_op((2, 4, 3), T, wc),), {"complete": False}),
         Case("qr_wide", "qr", (_op((3, 5), T, wc),), {"complete": False}),
         Case("qr_complete_wide", "qr", (_op((2, 4), T, wc),), {"complete": True}),
+        Case("fft_c2c", "fft", (_op((2, 5)),), {"fft_type": "FFT", "fft_length": (5,)}),
+        Case("fft_inverse_2d", "fft", (_op((2, 3, 4)),), {"fft_type": "IFFT", "fft_length": (3, 4)}),
+        Case("fft_real", "fft", (_op((3, 6)),), {"fft_type": "RFFT", "fft_length": (6,)}),
+        Case("fft_real_inverse", "fft", (_op((2, 4)),), {"fft_type": "IRFFT", "fft_length": (7,)}),
+        Case("fft_real_inverse_2d", "fft", (_op((2, 3)),), {"fft_type": "IRFFT", "fft_length": (2, 4)}),
     ]
 
 

@@ -48,12 +48,14 @@ def test_later_names_exist(name):
     assert hasattr(la, name)
 
 
-def test_complex_dtypes_are_absent_and_said_so():
-    # complex64/complex128 are part of the standard but not supported: the inspection API
-    # says so rather than the namespace pretending
+def test_inspection_lists_the_standard_dtypes_only():
     info = la.__array_namespace_info__()
-    assert info.default_dtypes()["complex floating"] is None
-    assert not info.dtypes(kind="complex floating")
+    assert info.default_dtypes()["complex floating"] is la.complex64
+    assert set(info.dtypes(kind="complex floating")) == {"complex64", "complex128"}
+    names = set(info.dtypes())
+    assert names == {"bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                     "uint64", "float32", "float64", "complex64", "complex128"}
+    assert la.isdtype(la.complex64, "numeric") and not la.isdtype(la.complex64, "real floating")
 
 
 def test_version_and_namespace():
