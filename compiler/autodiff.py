@@ -50,7 +50,7 @@ def _stopped_copy(node: Node) -> Node:
 # ---- the walk -------------------------------------------------------------------------
 
 def _carries_gradient(node: Node) -> bool:
-    return node.dtype.is_float
+    return node.dtype.is_inexact
 
 
 def _topological(target: Node, blocked: set) -> list:
@@ -82,7 +82,7 @@ def _depends(order: list, sources: Iterable[Node], stopped: set) -> set:
     dep = {id(s) for s in sources if s is not None and _carries_gradient(s)}
     for node in order:
         k = id(node)
-        if k in dep or k in stopped or not node.dtype.is_float:
+        if k in dep or k in stopped or not node.dtype.is_inexact:
             continue
         for o in node.operands:
             if id(o) in dep:
@@ -124,6 +124,10 @@ def vjp_graph(target: Node, sources: Sequence[Node], seed: Node,
     return [found.get(id(s)) for s in sources]
 
 
+def _conj(x: Optional[Node]) -> Optional[Node]:
+    return apply("conj", x) if x is not None and x.dtype.is_complex else x
+
+
 def _propagate(node: Node, g: Node, dep: set, cts: dict) -> None:
     for o in node.operands:
         if id(o) in dep:
@@ -136,7 +140,12 @@ def _propagate(node: Node, g: Node, dep: set, cts: dict) -> None:
     if prim.vjp is None:
         raise NotImplementedError(f"gradient: primitive {node.op!r} has no vector-Jacobian "
                                   "product (and is not marked NOT_DIFFERENTIABLE)")
-    outs = prim.vjp(g, node, *node.operands, **node.attrs)
+    if node.dtype.is_complex and prim.holomorphic:
+        # cotangents are conjugate-Wirtinger (PyTorch's convention: dL/dx + i dL/dy), and a
+        # holomorphic f has the cotangent g conj(f'(z)) = conj(conj(g) f'(z))
+        outs = [_conj(c) for c in prim.vjp(_conj(g), node, *node.operands, **node.attrs)]
+    else:
+        outs = prim.vjp(g, node, *node.operands, **node.attrs)
     if len(outs) != len(node.operands):
         raise AssertionError(f"vjp of {node.op} returned {len(outs)} cotangents for "
                              f"{len(node.operands)} operands")

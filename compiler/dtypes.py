@@ -20,7 +20,7 @@ class DType:
     def __init__(self, name: str, short: str, kind: str, bits: int, np_dtype: Any) -> None:
         self.name = name        # array API name: "float32"
         self.short = short      # HLO text name: "f32"
-        self.kind = kind        # "bool" | "int" | "uint" | "float"
+        self.kind = kind        # "bool" | "int" | "uint" | "float" | "complex"
         self.bits = bits
         self.np = np.dtype(np_dtype)
 
@@ -31,6 +31,15 @@ class DType:
     @property
     def is_float(self) -> bool:
         return self.kind == "float"
+
+    @property
+    def is_complex(self) -> bool:
+        return self.kind == "complex"
+
+    @property
+    def is_inexact(self) -> bool:
+        """Floating point, real or complex: what gradients flow through."""
+        return self.kind in ("float", "complex")
 
     @property
     def is_int(self) -> bool:
@@ -57,8 +66,15 @@ bfloat16 = DType("bfloat16", "bf16", "float", 16, ml_dtypes.bfloat16)
 float32 = DType("float32", "f32", "float", 32, np.float32)
 float64 = DType("float64", "f64", "float", 64, np.float64)
 
+# a complex value is two floats (real, imaginary), as NumPy lays them out
+complex64 = DType("complex64", "c64", "complex", 64, np.complex64)
+complex128 = DType("complex128", "c128", "complex", 128, np.complex128)
+
+# ALL: the real dtypes (tables of real ops iterate it); COMPLEX beside it
 ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
        float16, bfloat16, float32, float64)
+COMPLEX = (complex64, complex128)
+EVERY = ALL + COMPLEX
 INTS = (int8, int16, int32, int64)
 UINTS = (uint8, uint16, uint32, uint64)
 INTEGERS = INTS + UINTS
@@ -66,19 +82,32 @@ FLOATS = (float16, bfloat16, float32, float64)
 NUMERIC = INTEGERS + FLOATS
 
 DEFAULT_FLOAT = float32
+DEFAULT_COMPLEX = complex64
 DEFAULT_INT = int64
 DEFAULT_INDEX = int64
 
-_BY_NAME = {d.name: d for d in ALL}
-_BY_NAME.update({d.short: d for d in ALL})
-_BY_NP = {d.np: d for d in ALL}
+_BY_NAME = {d.name: d for d in EVERY}
+_BY_NAME.update({d.short: d for d in EVERY})
+_BY_NP = {d.np: d for d in EVERY}
+
+
+def real_dtype(d: DType) -> DType:
+    """The dtype of a complex dtype's parts (a real dtype is its own)."""
+    return {complex64: float32, complex128: float64}.get(d, d)
+
+
+def complex_dtype(d: DType) -> DType:
+    """The complex dtype with parts of float dtype `d` (float16/bfloat16 widen)."""
+    if d.is_complex:
+        return d
+    return complex128 if d is float64 else complex64
 
 
 def from_name(name: str) -> DType:
     try:
         return _BY_NAME[name]
     except KeyError:
-        raise TypeError(f"unknown dtype {name!r}; valid: {', '.join(d.name for d in ALL)}") from None
+        raise TypeError(f"unknown dtype {name!r}; valid: {', '.join(d.name for d in EVERY)}") from None
 
 
 def to_dtype(x: Any) -> DType:
@@ -93,10 +122,12 @@ def to_dtype(x: Any) -> DType:
         return DEFAULT_INT
     if x is bool:
         return bool_
+    if x is complex:
+        return DEFAULT_COMPLEX
     try:
         return _BY_NP[np.dtype(x)]
     except (KeyError, TypeError):
-        raise TypeError(f"unsupported dtype {x!r}; valid: {', '.join(d.name for d in ALL)}") from None
+        raise TypeError(f"unsupported dtype {x!r}; valid: {', '.join(d.name for d in EVERY)}") from None
 
 
 def from_numpy(np_dtype: Any) -> DType:
@@ -130,6 +161,12 @@ def promote(a: DType, b: DType) -> DType:
         return b
     if b.kind == "bool":
         return a
+    if a.is_complex or b.is_complex:
+        # the array API: complex with a float keeps the wider precision; with an integer
+        # the complex dtype stays (as a float does)
+        parts = [real_dtype(d) for d in (a, b) if d.is_complex or d.is_float]
+        wide = parts[0] if len(parts) == 1 else _float_join(*parts)
+        return complex_dtype(wide)
     if a.is_float and b.is_float:
         return _float_join(a, b)
     if a.is_float:
@@ -153,7 +190,9 @@ def weak_scalar_dtype(tensor_dtype: DType, value: Any) -> DType:
     if isinstance(value, int):
         return DEFAULT_INT if tensor_dtype is bool_ else tensor_dtype
     if isinstance(value, float):
-        return tensor_dtype if tensor_dtype.is_float else DEFAULT_FLOAT
+        return tensor_dtype if tensor_dtype.is_inexact else DEFAULT_FLOAT
+    if isinstance(value, complex):
+        return complex_dtype(tensor_dtype) if tensor_dtype.is_inexact else DEFAULT_COMPLEX
     raise TypeError(f"unsupported Python scalar {value!r} of type {type(value).__name__}")
 
 
@@ -165,6 +204,8 @@ def scalar_dtype(value: Any) -> DType:
         return DEFAULT_INT
     if isinstance(value, float):
         return DEFAULT_FLOAT
+    if isinstance(value, complex):
+        return DEFAULT_COMPLEX
     raise TypeError(f"unsupported Python scalar {value!r} of type {type(value).__name__}")
 
 

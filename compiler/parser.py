@@ -290,7 +290,7 @@ def _dtype(t: _Tokens, word: str) -> D.DType:
     return d
 
 
-_SHORT = {d.short: d for d in D.ALL}
+_SHORT = {d.short: d for d in D.EVERY}
 
 
 # ---- attribute values ----------------------------------------------------------------
@@ -368,6 +368,12 @@ class _NaN:
 
 
 def _literal_element(t: _Tokens) -> Any:
+    if t.take("("):                 # a complex value: (real, imaginary)
+        re = _literal_element(t)
+        t.expect(",", "between a complex value's parts")
+        im = _literal_element(t)
+        t.expect(")", "closing a complex value")
+        return complex(*(float("nan") if isinstance(v, _NaN) else float(v) for v in (re, im)))
     kind, text = t.next()
     if kind == "int":
         return int(text)
@@ -407,6 +413,9 @@ def _array(t: _Tokens, flat: list, shape: tuple, dtype: D.DType) -> np.ndarray:
         t.fail("a pred literal holds only true and false")
     if dtype is not D.bool_ and any(isinstance(v, bool) for v in values):
         t.fail(f"a {dtype.short} literal cannot hold true or false")
+    if dtype.is_complex != any(isinstance(v, complex) for v in values) and values:
+        t.fail(f"a {dtype.short} literal holds " + ("only (real, imaginary) pairs"
+                                                    if dtype.is_complex else "no complex pairs"))
     if dtype.is_int and any(not isinstance(v, int) for v in values):
         t.fail(f"a {dtype.short} literal holds only integers")
     if dtype.is_int:

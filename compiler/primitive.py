@@ -77,6 +77,12 @@ class Primitive:
                                          # operands (collectives); never folded
     arity: Optional[int] = None          # operand count, where fixed but not evident from
                                          # the reference's signature (the verifier checks it)
+    device_calls: Any = None             # {"cuda": fn(ctx, ins, out, operands) -> bool}:
+                                         # native calls a device tries before `library`'s
+                                         # (compiler/primitives/cusolver_calls.py)
+    holomorphic: bool = True             # complex results: autodiff applies the vjp (written
+                                         # for reals) as conj(vjp(conj(g))); False: the vjp
+                                         # follows the conjugate-Wirtinger convention itself
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
@@ -149,6 +155,10 @@ signed_numeric = dtype_rule(D.INTS + D.FLOATS, "signed numeric")
 integer_only = dtype_rule(D.INTEGERS, "integer")
 int_or_bool = dtype_rule(D.INTEGERS + (D.bool_,), "integer or bool")
 any_dtype = dtype_rule(D.ALL, "any")
+# the rules of ops complex numbers take too
+inexact = dtype_rule(D.FLOATS + D.COMPLEX, "floating-point or complex")
+numeric_or_complex = dtype_rule(D.NUMERIC + D.COMPLEX, "numeric (not bool)")
+any_or_complex = dtype_rule(D.EVERY, "any")
 
 
 def elementwise_infer(name: str, rule: Callable, out_dtype: Optional[DType] = None) -> Callable:

@@ -172,6 +172,9 @@ def _element_printer(np_dtype: np.dtype):
         return lambda v: "true" if v else "false"
     if np_dtype.kind in "iu":
         return lambda v: str(int(v))
+    if np_dtype.kind == "c":        # complex: (real, imaginary)
+        part = _element_printer(np.dtype(np_dtype.char.lower()))
+        return lambda v: f"({part(v.real)}, {part(v.imag)})"
     bits_dtype = np.dtype(f"u{np_dtype.itemsize}")
     default_nan = np.array(np.nan, dtype=np_dtype).view(bits_dtype)[()]
 

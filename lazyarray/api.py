@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 import math
-import types
 from typing import Any
 
 from . import ops
@@ -12,6 +11,7 @@ from .ops import nn as _ops_nn
 from .compiler import dtypes as _D
 from .compiler.dtypes import (DType, bfloat16, bool_, float16, float32, float64, int8, int16,
                                int32, int64, uint8, uint16, uint32, uint64)
+from .compiler.dtypes import complex64, complex128  # noqa: F401
 from . import random as _random
 from . import runtime
 from .autograd import GradientTape, grad, stop_gradient, value_and_grad
@@ -35,8 +35,8 @@ for _name in ("full", "arange", "linspace", "eye", "zeros_like", "ones_like", "f
               "empty_like"):
     globals()[_name] = _grad_option(globals()[_name])
 
-# the array API's linalg extension (its traceable part): la.linalg.vector_norm, ...
-linalg = types.SimpleNamespace(**{_name: globals()[_name] for _name in ops.linalg.LINALG})
+from . import linalg  # noqa: E402  (the array API's linalg extension: la.linalg.solve, ...)
+from . import fft  # noqa: E402  (the array API's fft extension: la.fft.rfft, ...)
 
 bool = bool_  # noqa: A001  (the array API's name for the dtype)
 e, pi, inf, nan, newaxis = math.e, math.pi, math.inf, math.nan, None
@@ -78,8 +78,8 @@ def isdtype(dtype, kind) -> bool:
     if isinstance(kind, (DType, type)) or not isinstance(kind, str):
         return dtype is _D.to_dtype(kind)
     groups = {"bool": (_D.bool_,), "signed integer": _D.INTS, "unsigned integer": _D.UINTS,
-              "integral": _D.INTEGERS, "real floating": _D.FLOATS, "complex floating": (),
-              "numeric": _D.NUMERIC}
+              "integral": _D.INTEGERS, "real floating": _D.FLOATS, "complex floating": _D.COMPLEX,
+              "numeric": _D.NUMERIC + _D.COMPLEX}
     if kind not in groups:
         raise ValueError(f"isdtype: unknown kind {kind!r}; valid: {sorted(groups)}")
     return dtype in groups[kind]
@@ -97,7 +97,7 @@ class _NamespaceInfo:
         return runtime.get_device(None)
 
     def default_dtypes(self, *, device=None) -> dict:
-        return {"real floating": _D.DEFAULT_FLOAT, "complex floating": None,
+        return {"real floating": _D.DEFAULT_FLOAT, "complex floating": _D.DEFAULT_COMPLEX,
                 "integral": _D.DEFAULT_INT, "indexing": _D.DEFAULT_INDEX}
 
     def devices(self) -> list:
@@ -105,7 +105,9 @@ class _NamespaceInfo:
                 if n == "interpreter" or n == runtime.default_device_name()]
 
     def dtypes(self, *, device=None, kind=None) -> dict:
-        return {d.name: d for d in _D.ALL if kind is None or isdtype(d, kind)}
+        # the standard's dtypes only (float16 and bfloat16 are extensions)
+        standard = [d for d in _D.EVERY if d not in (_D.float16, _D.bfloat16)]
+        return {d.name: d for d in standard if kind is None or isdtype(d, kind)}
 
 
 def __array_namespace_info__() -> _NamespaceInfo:

@@ -288,7 +288,9 @@ def host_array(obj: Any, dtype: Any = None) -> np.ndarray:
     arr = np.asarray(obj)
     if arr.dtype == np.float64 and not isinstance(obj, (np.ndarray, np.generic)):
         arr = arr.astype(np.float32)
-    if arr.dtype.kind not in "biuf" and arr.dtype != D.bfloat16.np:
+    elif arr.dtype == np.complex128 and not isinstance(obj, (np.ndarray, np.generic)):
+        arr = arr.astype(np.complex64)        # Python complex: complex64, as in PyTorch
+    if arr.dtype.kind not in "biufc" and arr.dtype != D.bfloat16.np:
         raise TypeError(f"asarray: unsupported element type {arr.dtype} "
-                        f"(valid: {', '.join(d.name for d in D.ALL)})")
+                        f"(valid: {', '.join(d.name for d in D.EVERY)})")
     return arr

@@ -15,7 +15,7 @@ Operand = Any  # a Node or a Python scalar
 def _float_operands(op: str, *args: Operand) -> list:
     """Like `operands`, but integers and bools become the default float (as in PyTorch)."""
     xs = operands(op, *args)
-    if not xs[0].dtype.is_float:
+    if not xs[0].dtype.is_inexact:
         xs = [convert(x, D.DEFAULT_FLOAT) for x in xs]
     return xs
 
@@ -395,25 +395,27 @@ def astype(x: Operand, dtype: Any, copy: bool = True) -> Node:
 
 
 def real(x: Operand) -> Node:
-    """Every supported dtype is real: x itself."""
+    """The real part of a complex x (a real x is its own)."""
     x = as_node(x)
     _check_numeric("real", x)
-    return x
+    return apply("real", x) if x.dtype.is_complex else x
 
 
 def imag(x: Operand) -> Node:
-    """Every supported dtype is real: zeros of x's dtype and shape."""
+    """The imaginary part of a complex x (zeros of a real x's dtype and shape)."""
     x = as_node(x)
     _check_numeric("imag", x)
+    if x.dtype.is_complex:
+        return apply("imag", x)
     from .promotion import broadcast_to
     return broadcast_to(scalar(0, x.dtype), x.shape)
 
 
 def conj(x: Operand) -> Node:
-    """Every supported dtype is real: x itself."""
+    """The complex conjugate (a real x is its own)."""
     x = as_node(x)
     _check_numeric("conj", x)
-    return x
+    return apply("conj", x) if x.dtype.is_complex else x
 
 
 def relu(x: Operand) -> Node:

@@ -156,19 +156,22 @@ def vector_norm(x: Any, axis: Any = None, keepdims: bool = False, ord: Any = 2) 
 
 
 def matrix_norm(x: Any, keepdims: bool = False, ord: Any = "fro") -> Node:
-    """Norms of the matrices in the last two axes: 'fro', 1, -1, inf, -inf.
-    (2, -2 and 'nuc' need singular values, which lazyarray does not compute.)"""
+    """Norms of the matrices in the last two axes: 'fro', 1, -1, inf, -inf, and from the
+    singular values 2 (largest), -2 (smallest), 'nuc' (their sum)."""
     from .elementwise import abs as _abs, sqrt
     from .statistical import max as _max, min as _min
     x = _float("matrix_norm", x)
     if x.ndim < 2:
         raise ValueError(f"matrix_norm: needs rank >= 2, got {shape_str(x.shape)}")
+    if ord in (2, -2, "nuc"):
+        from .decompositions import singular_norm
+        return singular_norm(x, ord, keepdims)
     if ord == "fro":
         return sqrt(_sum(multiply(x, x), axis=(-2, -1), keepdims=keepdims))
     inner = {1: -2, -1: -2, float("inf"): -1, float("-inf"): -1}
     if ord not in inner:
-        raise ValueError(f"matrix_norm: ord {ord!r} is not supported; valid: 'fro', 1, -1, "
-                         "inf, -inf (2, -2 and 'nuc' need an SVD)")
+        raise ValueError(f"matrix_norm: ord {ord!r} is not supported; valid: 'fro', 'nuc', "
+                         "1, -1, 2, -2, inf, -inf")
     sums = _sum(_abs(x), axis=inner[ord], keepdims=True)
     pick = _max if ord in (1, float("inf")) else _min
     other = -1 if inner[ord] == -2 else -2
@@ -194,13 +197,16 @@ def cross(a: Any, b: Any, axis: int = -1) -> Node:
 
 
 def matrix_power(x: Any, n: int) -> Node:
-    """x @ x @ ... (n times) by repeated squaring; n = 0 gives the identity."""
+    """x @ x @ ... (n times) by repeated squaring; n = 0 gives the identity, a negative n
+    the power of the inverse."""
     x = as_node(x)
     if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
         raise ValueError(f"matrix_power: needs square matrices, got {shape_str(x.shape)}")
-    if not isinstance(n, int) or n < 0:
-        raise ValueError(f"matrix_power: n must be a non-negative int (a negative power "
-                         f"needs inv, which lazyarray lacks), got {n!r}")
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise ValueError(f"matrix_power: n must be an int, got {n!r}")
+    if n < 0:
+        from .decompositions import inv
+        x, n = inv(x), -n
     if n == 0:
         k = x.shape[-1]
         eye = apply("compare", apply("iota", shape=(k, k), dtype=D.int64, dimension=0),

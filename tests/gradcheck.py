@@ -120,3 +120,56 @@ def check_full(fn: Callable, inputs: Sequence[np.ndarray], wrt: Optional[Sequenc
             assert abs(got[k] - want) <= atol + rtol * max(abs(want), abs(got[k]), 1e-3), (
                 f"d/d input {i} element {np.unravel_index(k, inputs[i].shape)}: analytic "
                 f"{got[k]!r} vs finite difference {want!r}")
+
+
+# ---- complex inputs and results (the conjugate-Wirtinger convention) -------------------
+
+def inexact_inputs(inputs: Sequence[np.ndarray]) -> list:
+    return [i for i, a in enumerate(inputs) if a.dtype.kind in "fc"]
+
+
+def _complex_loss(out: la.Tensor, w: np.ndarray) -> la.Tensor:
+    """L = sum(re(conj(w) out)): a real loss whose cotangent for `out` is w."""
+    wt = la.asarray(w.astype(out.dtype.np), device=out.device)
+    return la.sum(la.real(la.conj(wt) * out))
+
+
+def check_complex_direction(fn: Callable, inputs: Sequence[np.ndarray],
+                            wrt: Optional[Sequence[int]] = None, device: Optional[str] = None,
+                            seed: int = 0, eps: float = 1e-6, rtol: float = 1e-5,
+                            atol: float = 1e-8) -> tuple:
+    """The gradient of a real loss of a (possibly) complex fn, PyTorch's convention: the
+    cotangent of z = x + iy is dL/dx + i dL/dy, so along a direction t the derivative of L
+    is sum(re(conj(grad) t)); compared with a central difference in float64/complex128."""
+    rng = np.random.default_rng(seed)
+    inputs = [np.array(a) for a in inputs]
+    wrt = inexact_inputs(inputs) if wrt is None else list(wrt)
+    out = fn(*_tensors(inputs, device))
+    w = rng.standard_normal(out.shape)
+    if out.dtype.is_complex:
+        w = w + 1j * rng.standard_normal(out.shape)
+
+    def direction(a: np.ndarray) -> np.ndarray:
+        t = rng.standard_normal(a.shape)
+        return t + 1j * rng.standard_normal(a.shape) if a.dtype.kind == "c" else t
+    ts = {i: direction(inputs[i]) for i in wrt}
+    xs = _tensors(inputs, device)
+    with la.GradientTape() as tape:
+        for i in wrt:
+            tape.watch(xs[i])
+        loss = _complex_loss(fn(*xs), w)
+    grads = tape.gradient(loss, [xs[i] for i in wrt], unconnected_gradients="zero")
+
+    def moved(sign: float) -> list:
+        return [(a + sign * eps * ts[i]).astype(a.dtype) if i in ts else a
+                for i, a in enumerate(inputs)]
+    plus = _complex_loss(fn(*_tensors(moved(1), device)), w)
+    minus = _complex_loss(fn(*_tensors(moved(-1), device)), w)
+    la.sync()
+    numeric = (float(plus) - float(minus)) / (2 * eps)
+    analytic = sum(float(np.sum(np.real(np.conj(g.numpy().astype(np.complex128)) * ts[i])))
+                   for g, i in zip(grads, wrt))
+    scale = max(abs(numeric), abs(analytic), 1e-3)
+    assert abs(analytic - numeric) <= atol + rtol * scale, (
+        f"directional derivative: analytic {analytic!r} vs finite difference {numeric!r}")
+    return analytic, numeric

@@ -72,7 +72,9 @@ LOW_PRECISION = (D.float16, D.bfloat16)
 
 # (rtol, atol) for one rounding of a simple op; a case scales them by `tol`
 BASE_TOL = {D.float16: (2e-3, 2e-3), D.bfloat16: (1.6e-2, 1.6e-2),
-            D.float32: (2e-6, 2e-6), D.float64: (1e-13, 1e-13)}
+            D.float32: (2e-6, 2e-6), D.float64: (1e-13, 1e-13),
+            D.complex64: (2e-6, 2e-6), D.complex128: (1e-13, 1e-13)}
+COMPLEX = D.COMPLEX
 
 
 def tolerance(dtype: D.DType, scale: float) -> tuple:
@@ -120,6 +122,9 @@ def make_array(rng: np.random.Generator, dtype: D.DType, shape: tuple, domain: s
     if dtype is D.bool_ or domain == "bool":
         return rng.random(shape) < 0.5 if dtype is D.bool_ else \
             (rng.random(shape) < 0.5).astype(dtype.np)
+    if dtype.is_complex:       # both parts drawn from the domain
+        parts = _floats(rng, domain, shape), _floats(rng, domain, shape)
+        return (np.asarray(parts[0]) + 1j * np.asarray(parts[1])).astype(dtype.np)
     if dtype.is_float:
         return np.asarray(_floats(rng, domain, shape)).astype(dtype.np)
     return np.asarray(_integers(rng, domain, shape, dtype)).astype(dtype.np)
@@ -354,9 +359,10 @@ def _compare_one(v: Variant, got: Any, want: np.ndarray) -> Optional[str]:
 
 
 def _values_differ(got: np.ndarray, want: np.ndarray, dtype: D.DType, scale: float) -> Optional[str]:
-    if dtype.is_float:
+    if dtype.is_float or dtype.is_complex:
         rtol, atol = tolerance(dtype, scale)
-        g, w = got.astype(np.float64), want.astype(np.float64)
+        wide = np.complex128 if dtype.is_complex else np.float64
+        g, w = got.astype(wide), want.astype(wide)
         ok = np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=True)
     else:
         ok = got == want

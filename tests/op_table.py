@@ -490,6 +490,20 @@ add(OpCase("matmul", np.matmul, shapes=[((2, 3), (3, 4)), ((3,), (3,)), ((2, 2, 
            kwargs=[{}, {"axis": -1}], **LINALG),
     OpCase("outer", np.outer, shapes=[((3,), (4,)), ((0,), (2,))], **LINALG))
 
+# einsum: lowered to dot_general / transpose / reduce (ops/einsum.py)
+_EINSUM = [(((2, 3), (3, 4)), {"subscripts": "ij,jk->ik"}),
+           (((2, 2, 3), (2, 3, 4)), {"subscripts": "bij,bjk->bik"}),
+           (((3, 3),), {"subscripts": "ii->i"}), (((3, 3),), {"subscripts": "ii"}),
+           (((2, 3),), {"subscripts": "ij->ji"}), (((3,), (2,)), {"subscripts": "i,j->ij"}),
+           (((2, 1, 2, 3), (3, 3, 4)), {"subscripts": "...ij,...jk->...ik"}),
+           (((2, 3, 4), (4, 5), (5, 2)), {"subscripts": "abc,cd,de->abe"}),
+           (((2, 2, 3),), {"subscripts": "iij->j"}), (((2, 3),), {"subscripts": "ij->"}),
+           (((2, 3), (3,)), {"subscripts": "...i,...i"}), (((0, 3), (3, 2)), {"subscripts": "ij,jk"}),
+           (((2, 3), (4, 3)), {"subscripts": "ij,jk->ik"}), (((2, 3),), {"subscripts": "ij->k"})]
+add(OpCase("einsum", lambda *xs, subscripts: np.einsum(subscripts, *xs),
+           fn=lambda *xs, subscripts: la.einsum(subscripts, *xs), pairs=_EINSUM,
+           dtypes=(D.float32, D.float64, D.int32, D.int64), tol=8, differentiable=True))
+
 # the linalg extension's traceable part (ops/linalg.py)
 _LA_FLOATS = dict(dtypes=(D.float32, D.float64), tol=8, differentiable=True)
 add(OpCase("diagonal", np.linalg.diagonal, shapes=[((3, 4),), ((2, 3, 3),), ((2, 0),)],

@@ -109,6 +109,12 @@ def _elementwise_cases() -> list:
                           (_op(shape),), {"dtype": target}))
     cases.append(Case("bitcast_convert_to_f32", "bitcast_convert", (_op(shape),),
                       {"dtype": D.float32}, dtypes=(D.int32, D.uint32)))
+    # complex numbers: parts, conjugate, and conversions in and out
+    cases += [Case(name, name, (_op(shape),)) for name in ("real", "imag", "conj")]
+    cases.append(Case("complex", "complex", (_op(shape), _op(shape))))
+    for target in D.COMPLEX:
+        cases.append(Case(f"convert_to_{target.short}", "convert", (_op(shape),),
+                          {"dtype": target}, dtypes=(D.float32, D.float64, D.int32) + D.COMPLEX))
     return cases
 
 
@@ -241,8 +247,39 @@ def _window(kind, window, strides, low, high) -> dict:
             "padding_low": low, "padding_high": high}
 
 
+def _decomposition_cases() -> list:
+    """Matrix decompositions (compiler/primitives/decompositions.py); "spd" draws symmetric
+    positive definite matrices, "well_conditioned" ones with a heavy diagonal. A tall
+    input's full U or complete Q has columns no function of the input fixes (gradients
+    refuse them, as JAX's): tests/test_linalg.py checks those forward only."""
+    spd, wc = "spd", "well_conditioned"
+    return [
+        Case("cholesky_batched", "cholesky", (_op((2, 3, 3), T, spd),)),
+        Case("triangular_solve_lower", "triangular_solve",
+             (_op((2, 3, 3), T, wc), _op((2, 3, 2))), {"lower": True, "adjoint": False}),
+        Case("triangular_solve_upper_adjoint", "triangular_solve",
+             (_op((3, 3), T, wc), _op((3, 4))), {"lower": False, "adjoint": True}),
+        Case("solve_batched", "solve", (_op((2, 3, 3), T, wc), _op((2, 3, 2)))),
+        Case("slogdet_batched", "slogdet", (_op((2, 3, 3), T, wc),)),
+        Case("eigh_vectors", "eigh", (_op((2, 3, 3), T, spd),), {"vectors": True}),
+        Case("eigh_values", "eigh", (_op((3, 3), T, spd),), {"vectors": False}),
+        Case("svd_tall", "svd", (_op((2, 4, 3), T, wc),), {"full_matrices": False, "compute_uv": True}),
+        Case("svd_wide_values", "svd", (_op((3, 5), T, wc),), {"full_matrices": False, "compute_uv": False}),
+        Case("svd_full_square", "svd", (_op((3, 3), T, wc),), {"full_matrices": True, "compute_uv": True}),
+        Case("qr_tall", "qr", (_op((2, 4, 3), T, wc),), {"complete": False}),
+        Case("qr_wide", "qr", (_op((3, 5), T, wc),), {"complete": False}),
+        Case("qr_complete_wide", "qr", (_op((2, 4), T, wc),), {"complete": True}),
+        Case("fft_c2c", "fft", (_op((2, 5)),), {"fft_type": "FFT", "fft_length": (5,)}),
+        Case("fft_inverse_2d", "fft", (_op((2, 3, 4)),), {"fft_type": "IFFT", "fft_length": (3, 4)}),
+        Case("fft_real", "fft", (_op((3, 6)),), {"fft_type": "RFFT", "fft_length": (6,)}),
+        Case("fft_real_inverse", "fft", (_op((2, 4)),), {"fft_type": "IRFFT", "fft_length": (7,)}),
+        Case("fft_real_inverse_2d", "fft", (_op((2, 3)),), {"fft_type": "IRFFT", "fft_length": (2, 4)}),
+    ]
+
+
 # cases of a primitive still being written wait until its stanza registers it
-CASES: list = [c for c in _elementwise_cases() + _other_cases() if c.prim in PRIMITIVES]
+CASES: list = [c for c in _elementwise_cases() + _other_cases() + _decomposition_cases()
+               if c.prim in PRIMITIVES]
 CASES_BY_ID: dict = {c.id: c for c in CASES}
 CASES_BY_PRIM: dict = {}
 for _c in CASES:
@@ -285,12 +322,12 @@ def dtypes_for(item: Union[Case, str]) -> tuple:
     attributes). For a primitive name: the dtypes its rule declares (`infer.dtypes`), or
     else every dtype one of its cases accepts."""
     if isinstance(item, Case):
-        return tuple(d for d in D.ALL if _accepts(item, d))
+        return tuple(d for d in D.EVERY if _accepts(item, d))
     declared = getattr(PRIMITIVES[item].infer, "dtypes", None)
     if declared is not None:
         return tuple(declared)
     cases = CASES_BY_PRIM.get(item, [])
-    return tuple(d for d in D.ALL if any(_accepts(c, d) for c in cases))
+    return tuple(d for d in D.EVERY if any(_accepts(c, d) for c in cases))
 
 
 def case_dtype_pairs() -> list:
@@ -360,12 +397,20 @@ def _draw(rng: np.random.Generator, shape: tuple, dtype: D.DType, kind: str) -> 
         return _special(shape, dtype)
     if dtype is D.bool_:
         return rng.random(shape) < 0.5
+    if dtype.is_complex:      # each part drawn as the kind's floats
+        return (_floats(rng, shape, kind) + 1j * _floats(rng, shape, kind)).astype(dtype.np)
     if dtype.is_float:
         return _floats(rng, shape, kind).astype(dtype.np)
     return _ints(rng, shape, dtype, kind).astype(dtype.np)
 
 
 def _floats(rng: np.random.Generator, shape: tuple, kind: str) -> np.ndarray:
+    if kind in ("spd", "well_conditioned"):
+        a = rng.uniform(-1.0, 1.0, shape)
+        n = shape[-1]
+        if kind == "spd":
+            return a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+        return a + n * np.eye(shape[-2], n)
     ranges = {"positive": (0.5, 3.0), "unit": (-0.9, 0.9), "ge1": (1.1, 3.0),
               "small": (-1.0, 1.0), "exponent": (-2.0, 2.0)}
     if kind in ranges:
@@ -391,6 +436,8 @@ def _ints(rng: np.random.Generator, shape: tuple, dtype: D.DType, kind: str) -> 
 def _special(shape: tuple, dtype: D.DType) -> np.ndarray:
     if dtype is D.bool_:
         values: list = [True, False]
+    elif dtype.is_complex:
+        values = [complex(np.nan, 1.0), complex(-np.inf, 0.5), 1.5 - 2j, -0.0 + 0j, 1j, 0.1]
     elif dtype.is_float:
         values = [np.nan, -np.inf, np.inf, -0.0, 1.5, float(D.finfo(dtype).tiny),
                   float(D.finfo(dtype).max), 0.1]

@@ -19,6 +19,7 @@ from .. import dtypes as D
 from ..module import Module
 from ..primitive import ELEMENTWISE, INDEXING, PRIMITIVES
 from ..primitives.reduction import identity, reducer_of
+from . import complex_values as cx
 from . import index_rules
 from .llvm_types import (F16, F32, HALF, I1, I16, I32, I64, Value, compute_type, constant,
                          storage_type)
@@ -167,7 +168,9 @@ class ElementalEmitter:
             return Value(constant(ins.dtype, array.reshape(()).item()), ins.dtype)
         flat = array.reshape(-1)
         ety = storage_type(ins.dtype)
-        if ins.dtype is D.bfloat16:
+        if ins.dtype.is_complex:
+            items = [constant(ins.dtype, complex(x)).constant for x in flat]
+        elif ins.dtype is D.bfloat16:
             items = [int(x) for x in flat.view(np.uint16)]
         elif ins.dtype is D.float16:
             items = [float(x) for x in flat.astype(np.float32)]
@@ -184,6 +187,8 @@ class ElementalEmitter:
     # ---- index arithmetic (shared with index_rules) -----------------------------------
 
     def index_to(self, i: ir.Value, dtype: D.DType) -> Value:
+        if dtype.is_complex:
+            return cx.convert(self, self.index_to(i, D.real_dtype(dtype)), dtype)
         ty = compute_type(dtype)
         if dtype.is_float:
             return Value(self.b.sitofp(i, ty), dtype)
@@ -216,11 +221,15 @@ class ElementalEmitter:
     # ---- reductions at an index -------------------------------------------------------
 
     def identity(self, kind: str, dtype: D.DType) -> Value:
+        if dtype.is_complex:
+            return cx.identity(kind, dtype)
         return Value(constant(dtype, identity(kind, dtype)), dtype)
 
     def combine(self, kind: str, acc: Value, v: Value) -> Value:
         """acc (kind) v, with reassociation allowed for float sums and products."""
         b, dtype = self.b, acc.dtype
+        if dtype.is_complex:
+            return cx.add(self, acc, v) if kind == "sum" else cx.mul(self, acc, v)
         if kind == "sum":
             if dtype.is_float:
                 return Value(b.fadd(acc.ir, v.ir, flags=REASSOC), dtype)
@@ -330,6 +339,8 @@ class ElementalEmitter:
 
     def math(self, name: str, *xs: Value) -> Value:
         dtype = xs[0].dtype
+        if dtype.is_complex:
+            return cx.math(self, name, xs[0])
         out = self.math_table.emit(self, name, [x.ir for x in xs], dtype)
         return Value(out, D.bool_ if out.type == I1 else dtype)
 
@@ -337,11 +348,15 @@ class ElementalEmitter:
         return constant(dtype, 0)
 
     def neg(self, x: Value) -> Value:
+        if x.dtype.is_complex:
+            return cx.neg(self, x)
         if x.dtype.is_float:
             return Value(self.b.fneg(x.ir), x.dtype)
         return Value(self.b.sub(self._zero(x.dtype), x.ir), x.dtype)
 
     def abs(self, x: Value) -> Value:
+        if x.dtype.is_complex:
+            return cx.abs_(self, x)
         if x.dtype.is_float:
             return Value(self.math_table.intrinsic(self, "llvm.fabs", [x.ir]), x.dtype)
         if x.dtype.kind == "uint":
@@ -364,10 +379,21 @@ class ElementalEmitter:
         neg = b.zext(b.icmp_signed("<", x.ir, self._zero(d)), x.ir.type)
         return Value(b.sub(pos, neg), d)
 
+    def complex_part(self, z: Value, which: int) -> Value:
+        return cx.parts(self, z)[which]
+
+    def conj(self, z: Value) -> Value:
+        return cx.conj(self, z)
+
+    def make_complex(self, re: Value, im: Value) -> Value:
+        return cx.make(self, re, im, D.complex_dtype(re.dtype))
+
     def not_(self, x: Value) -> Value:
         return Value(self.b.xor(x.ir, ir.Constant(x.ir.type, -1)), x.dtype)
 
     def add(self, a: Value, b: Value) -> Value:
+        if a.dtype.is_complex:
+            return cx.add(self, a, b)
         if a.dtype.is_float:
             return Value(self.b.fadd(a.ir, b.ir), a.dtype)
         if a.dtype is D.bool_:
@@ -375,11 +401,15 @@ class ElementalEmitter:
         return Value(self.b.add(a.ir, b.ir), a.dtype)
 
     def sub(self, a: Value, b: Value) -> Value:
+        if a.dtype.is_complex:
+            return cx.sub(self, a, b)
         if a.dtype.is_float:
             return Value(self.b.fsub(a.ir, b.ir), a.dtype)
         return Value(self.b.sub(a.ir, b.ir), a.dtype)
 
     def mul(self, a: Value, b: Value) -> Value:
+        if a.dtype.is_complex:
+            return cx.mul(self, a, b)
         if a.dtype.is_float:
             return Value(self.b.fmul(a.ir, b.ir), a.dtype)
         if a.dtype is D.bool_:
@@ -397,6 +427,8 @@ class ElementalEmitter:
 
     def div(self, a: Value, b: Value) -> Value:
         bb, d = self.b, a.dtype
+        if d.is_complex:
+            return cx.div(self, a, b)
         if d.is_float:
             return Value(bb.fdiv(a.ir, b.ir), d)
         safe, zero, minus = self._safe_divisor(a, b)
@@ -413,6 +445,8 @@ class ElementalEmitter:
         return Value(bb.select(bb.or_(zero, minus), self._zero(d), r), d)
 
     def pow(self, a: Value, b: Value) -> Value:
+        if a.dtype.is_complex:
+            return cx.power(self, a, b)
         if a.dtype.is_float:
             return self.math("power", a, b)
         return self._int_pow(a, b)
@@ -488,6 +522,8 @@ class ElementalEmitter:
 
     def compare(self, direction: str, a: Value, b: Value) -> Value:
         bb, op = self.b, self._FCMP[direction]
+        if a.dtype.is_complex:
+            return cx.compare(self, direction, a, b)
         if a.dtype.is_float:
             if direction == "NE":
                 return Value(bb.fcmp_unordered("!=", a.ir, b.ir), D.bool_)
@@ -504,6 +540,8 @@ class ElementalEmitter:
         ty = compute_type(dtype)
         if src is dtype:
             return x
+        if src.is_complex or dtype.is_complex:
+            return cx.convert(self, x, dtype)
         if dtype is D.bool_:
             if src.is_float:
                 return Value(bb.fcmp_unordered("!=", x.ir, ir.Constant(x.ir.type, 0.0)), dtype)

@@ -23,7 +23,13 @@ PTR = ir.PointerType()
 HALF = (D.float16, D.bfloat16)
 
 
+C64 = ir.LiteralStructType([F32, F32])      # complex: (real, imaginary), NumPy's layout
+C128 = ir.LiteralStructType([F64, F64])
+
+
 def compute_type(dtype: D.DType) -> ir.Type:
+    if dtype.is_complex:
+        return C128 if dtype is D.complex128 else C64
     if dtype is D.bool_:
         return I1
     if dtype.is_int:
@@ -46,6 +52,10 @@ def storage_type(dtype: D.DType) -> ir.Type:
 def constant(dtype: D.DType, value) -> ir.Constant:
     """A compute-type constant (NaN and infinities included)."""
     ty = compute_type(dtype)
+    if dtype.is_complex:
+        z = complex(value)
+        part = ty.elements[0]
+        return ir.Constant(ty, [ir.Constant(part, z.real), ir.Constant(part, z.imag)])
     if dtype.is_float:
         return ir.Constant(ty, float(value))
     if dtype is D.bool_:

@@ -214,6 +214,11 @@ def shuffle_xor(b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
         hi = _shfl(b, b.trunc(b.lshr(bits, ir.Constant(I64, 32)), I32), lane_mask, "i32")
         joined = b.or_(b.zext(lo, I64), b.shl(b.zext(hi, I64), ir.Constant(I64, 32)))
         return b.bitcast(joined, F64) if ty == F64 else joined
+    if isinstance(ty, ir.LiteralStructType):      # complex: each part on its own
+        out = ir.Constant(ty, ir.Undefined)
+        for k in range(len(ty.elements)):
+            out = b.insert_value(out, shuffle_xor(b, b.extract_value(value, k), lane_mask), k)
+        return out
     raise NotImplementedError(f"nvptx: warp shuffle of {ty} values")
 
 

@@ -1,3 +1,4 @@
 """Every primitive, one stanza each. Importing this package fills the registry."""
 from . import elementwise, linalg, reduction, sorting, structural  # noqa: F401
 from . import collectives, convolution, windows  # noqa: F401
+from . import complex_parts, decompositions, fft  # noqa: F401

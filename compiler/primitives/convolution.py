@@ -59,7 +59,7 @@ def _check_attrs(operands, nsp, window_strides, padding_low, padding_high, lhs_d
 def _conv_infer(operands, window_strides, padding_low, padding_high, lhs_dilation,
                 rhs_dilation, feature_group_count):
     lhs, rhs = operands
-    if lhs.dtype is not rhs.dtype or lhs.dtype is D.bool_:
+    if lhs.dtype is not rhs.dtype or lhs.dtype is D.bool_ or lhs.dtype.is_complex:
         fail("convolution", operands, "operands must share a numeric dtype", TypeError)
     if lhs.ndim < 3 or rhs.ndim != lhs.ndim:
         fail("convolution", operands, "expects lhs (N, C, *spatial) and rhs (O, C/groups, "

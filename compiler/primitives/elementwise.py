@@ -18,9 +18,10 @@ import numpy as np
 from .. import builders as A
 from .. import batching as B
 from .. import dtypes as D
-from ..primitive import (ELEMENTWISE, NOT_DIFFERENTIABLE, any_dtype, apply, elementwise_infer,
-                         fail, float_only, int_or_bool, integer_only, numeric, primitive,
-                         widen_half, _same_shapes)
+from ..primitive import (ELEMENTWISE, NOT_DIFFERENTIABLE, any_dtype, any_or_complex, apply,
+                         elementwise_infer, fail, float_only, inexact, int_or_bool,
+                         integer_only, numeric, numeric_or_complex, primitive, widen_half,
+                         _same_shapes)
 
 _HALF = (D.float16, D.bfloat16)
 
@@ -46,10 +47,11 @@ def unary(name, rule, reference, emit, math_name=None, out_dtype=None, doc="", v
                      arity=1)
 
 
-def float_unary(name, fn, doc="", vjp=None):
-    """A transcendental or rounding function: its code comes from the target's math table."""
-    return unary(name, float_only, _float_ref(fn), lambda e, x, _n=name: e.math(_n, x),
-                 math_name=name, doc=doc, vjp=vjp)
+def float_unary(name, fn, doc="", vjp=None, complex_too=False):
+    """A transcendental or rounding function: its code comes from the target's math table
+    (for complex values, from compiler/codegen/complex_values.py)."""
+    return unary(name, inexact if complex_too else float_only, _float_ref(fn),
+                 lambda e, x, _n=name: e.math(_n, x), math_name=name, doc=doc, vjp=vjp)
 
 
 def binary(name, rule, reference, emit, math_name=None, doc="", vjp=None):
@@ -130,6 +132,21 @@ def _sign(x):
 # ---- vector-Jacobian products: vjp(g, out, *operands) -> one cotangent per operand -----
 # Rounding functions and sign have a zero gradient (as in JAX), not "no gradient".
 
+_numeric_infer = elementwise_infer("abs", numeric_or_complex)
+
+
+def _abs_infer(operands):
+    shape, dtype = _numeric_infer(operands)
+    return shape, D.real_dtype(dtype)
+
+
+_abs_infer.dtypes = D.NUMERIC + D.COMPLEX
+
+
+def _abs_ref(x):
+    return np.abs(x).astype(D.real_dtype(D.from_numpy(x.dtype)).np)
+
+
 def _zero_vjp(g, out, x):
     return (A.zeros_like(x),)
 
@@ -139,6 +156,10 @@ def _neg_vjp(g, out, x):
 
 
 def _abs_vjp(g, out, x):
+    if x.dtype.is_complex:      # d|z| = re(conj(z) dz) / |z|: the cotangent g z / |z|
+        safe = A.select(A.compare(out, A.zeros_like(out), "EQ"), A.full_like(out, 1), out)
+        unit = A.div(x, A.convert(safe, x.dtype))
+        return (A.mul(A.convert(g, x.dtype), unit),)
     return (A.mul(g, apply("sign", x)),)
 
 
@@ -293,37 +314,39 @@ def _clamp_vjp(g, out, lo, x, hi):
 
 
 def _convert_vjp(g, out, x, dtype):
-    if not x.dtype.is_float or not out.dtype.is_float:
+    if not x.dtype.is_inexact or not out.dtype.is_inexact:
         return (None,)
+    if out.dtype.is_complex and not x.dtype.is_complex:    # x -> x + 0i: the real part
+        return (A.convert(apply("real", g), x.dtype),)
     return (A.convert(g, x.dtype),)
 
 
 # ---- unary --------------------------------------------------------------------------
 
-neg = unary("negate", numeric, _same_dtype_ref(np.negative), lambda e, x: e.neg(x),
+neg = unary("negate", numeric_or_complex, _same_dtype_ref(np.negative), lambda e, x: e.neg(x),
             vjp=_neg_vjp)
-abs_ = unary("abs", numeric, _same_dtype_ref(np.abs), lambda e, x: e.abs(x),
-             vjp=_abs_vjp)
+abs_ = primitive("abs", ELEMENTWISE, _abs_infer, _abs_ref, emit=lambda e, x: e.abs(x),
+                 doc="|x|; the modulus (a real value) of a complex x.", vjp=_abs_vjp)
 sign = unary("sign", numeric, _sign, lambda e, x: e.sign(x), vjp=_zero_vjp)
 not_ = unary("not", int_or_bool, _not, lambda e, x: e.not_(x),
              doc="Logical not for bool, bitwise not for integers.", vjp=NOT_DIFFERENTIABLE)
 
-exp = float_unary("exponential", np.exp, vjp=_exp_vjp)
+exp = float_unary("exponential", np.exp, vjp=_exp_vjp, complex_too=True)
 expm1 = float_unary("exponential_minus_one", np.expm1, vjp=_expm1_vjp)
-log = float_unary("log", np.log, vjp=_log_vjp)
+log = float_unary("log", np.log, vjp=_log_vjp, complex_too=True)
 log1p = float_unary("log_plus_one", np.log1p, vjp=_log1p_vjp)
-sqrt = float_unary("sqrt", np.sqrt, vjp=_sqrt_vjp)
+sqrt = float_unary("sqrt", np.sqrt, vjp=_sqrt_vjp, complex_too=True)
 rsqrt = float_unary("rsqrt", lambda x: 1 / np.sqrt(x), vjp=_rsqrt_vjp)
-tanh = float_unary("tanh", np.tanh, vjp=_tanh_vjp)
+tanh = float_unary("tanh", np.tanh, vjp=_tanh_vjp, complex_too=True)
 logistic = float_unary("logistic", _logistic, vjp=_logistic_vjp)
-sin = float_unary("sine", np.sin, vjp=_sin_vjp)
-cos = float_unary("cosine", np.cos, vjp=_cos_vjp)
+sin = float_unary("sine", np.sin, vjp=_sin_vjp, complex_too=True)
+cos = float_unary("cosine", np.cos, vjp=_cos_vjp, complex_too=True)
 tan = float_unary("tan", np.tan, vjp=_tan_vjp)
 asin = float_unary("asin", np.arcsin, vjp=_asin_vjp)
 acos = float_unary("acos", np.arccos, vjp=_acos_vjp)
 atan = float_unary("atan", np.arctan, vjp=_atan_vjp)
-sinh = float_unary("sinh", np.sinh, vjp=_sinh_vjp)
-cosh = float_unary("cosh", np.cosh, vjp=_cosh_vjp)
+sinh = float_unary("sinh", np.sinh, vjp=_sinh_vjp, complex_too=True)
+cosh = float_unary("cosh", np.cosh, vjp=_cosh_vjp, complex_too=True)
 asinh = float_unary("asinh", np.arcsinh, vjp=_asinh_vjp)
 acosh = float_unary("acosh", np.arccosh, vjp=_acosh_vjp)
 atanh = float_unary("atanh", np.arctanh, vjp=_atanh_vjp)
@@ -338,21 +361,21 @@ is_finite = unary("is_finite", float_only, lambda x: np.isfinite(x),
 
 # ---- binary -------------------------------------------------------------------------
 
-add = binary("add", any_dtype, lambda a, b: (np.logical_or(a, b) if a.dtype == np.bool_
+add = binary("add", any_or_complex, lambda a, b: (np.logical_or(a, b) if a.dtype == np.bool_
                                              else _same_dtype_ref(np.add)(a, b)),
              lambda e, a, b: e.add(a, b), vjp=_add_vjp)
-subtract = binary("subtract", numeric, _same_dtype_ref(np.subtract),
+subtract = binary("subtract", numeric_or_complex, _same_dtype_ref(np.subtract),
                   lambda e, a, b: e.sub(a, b), vjp=_subtract_vjp)
-multiply = binary("multiply", any_dtype, lambda a, b: (np.logical_and(a, b) if a.dtype == np.bool_
+multiply = binary("multiply", any_or_complex, lambda a, b: (np.logical_and(a, b) if a.dtype == np.bool_
                                                        else _same_dtype_ref(np.multiply)(a, b)),
                   lambda e, a, b: e.mul(a, b), vjp=_multiply_vjp)
-divide = binary("divide", numeric, _divide, lambda e, a, b: e.div(a, b),
+divide = binary("divide", numeric_or_complex, _divide, lambda e, a, b: e.div(a, b),
                 doc="Floats: IEEE division. Integers: truncation toward zero; x / 0 = 0.",
                 vjp=_divide_vjp)
 remainder = binary("remainder", numeric, _remainder, lambda e, a, b: e.rem(a, b),
                    doc="C fmod: the result has the sign of the dividend; x % 0 = 0 for integers.",
                    vjp=_remainder_vjp)
-power = binary("power", numeric, _power, lambda e, a, b: e.pow(a, b), math_name="power",
+power = binary("power", numeric_or_complex, _power, lambda e, a, b: e.pow(a, b), math_name="power",
                vjp=_power_vjp)
 def _extremum(direction: str, integer_emit: Callable) -> Callable:
     """NumPy's float maximum / minimum, bit for bit: NaN-propagating (the first NaN), and
@@ -400,11 +423,14 @@ COMPARISONS = {"EQ": np.equal, "NE": np.not_equal, "LT": np.less, "LE": np.less_
 def _compare_infer(operands, direction):
     if direction not in COMPARISONS:
         fail("compare", operands, f"direction must be one of {sorted(COMPARISONS)}, got {direction!r}")
-    any_dtype("compare", operands)
+    dtype = any_or_complex("compare", operands)
+    if dtype.is_complex and direction not in ("EQ", "NE"):
+        fail("compare", operands, f"{direction}: complex numbers are not ordered (EQ and NE "
+                                  "compare them)", TypeError)
     return _same_shapes("compare", operands), D.bool_
 
 
-_compare_infer.dtypes = D.ALL
+_compare_infer.dtypes = D.EVERY
 compare = primitive("compare", ELEMENTWISE, _compare_infer,
                     lambda a, b, direction: COMPARISONS[direction](a, b),
                     attrs=("direction",), emit=lambda e, a, b, direction: e.compare(direction, a, b),
@@ -416,10 +442,10 @@ def _select_infer(operands):
     _same_shapes("select", operands)
     if pred.dtype is not D.bool_:
         fail("select", operands, "the predicate must be bool", TypeError)
-    return a.shape, any_dtype("select", (a, b))
+    return a.shape, any_or_complex("select", (a, b))
 
 
-_select_infer.dtypes = D.ALL
+_select_infer.dtypes = D.EVERY
 select = primitive("select", ELEMENTWISE, _select_infer, lambda p, a, b: np.where(p, a, b),
                    emit=lambda e, p, a, b: e.select(p, a, b), vjp=_select_vjp,
                    batch=B.elementwise)
@@ -454,10 +480,12 @@ def _convert_ref(x, dtype):
             return np.clip(t, info.min, info.max).astype(d.np)
     if d is D.bool_:
         return x != 0
+    if x.dtype.kind == "c" and not d.is_complex:      # the real part, as NumPy's astype
+        return _convert_ref(np.ascontiguousarray(x.real), dtype)
     return x.astype(d.np)
 
 
-_convert_infer.dtypes = D.ALL
+_convert_infer.dtypes = D.EVERY
 convert = primitive("convert", ELEMENTWISE, _convert_infer, _convert_ref, attrs=("dtype",),
                     emit=lambda e, x, dtype: e.convert(x, D.to_dtype(dtype)),
                     doc="Float to integer truncates toward zero, saturates, and maps NaN to 0.",
@@ -467,7 +495,8 @@ convert = primitive("convert", ELEMENTWISE, _convert_infer, _convert_ref, attrs=
 def _bitcast_infer(operands, dtype):
     (x,) = operands
     d = D.to_dtype(dtype)
-    if d.bits != x.dtype.bits or d is D.bool_ or x.dtype is D.bool_:
+    if d.bits != x.dtype.bits or d is D.bool_ or x.dtype is D.bool_ or d.is_complex \
+            or x.dtype.is_complex:
         fail("bitcast_convert", operands, f"cannot reinterpret as {d.name}: bit widths differ",
              TypeError)
     return x.shape, d

@@ -94,7 +94,7 @@ def _dot_transpose(g, other, own, own_contracting, other_contracting, own_batch,
 
 
 def _dot_vjp(g, out, lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch):
-    if not lhs.dtype.is_float:
+    if not lhs.dtype.is_inexact:
         return None, None
     glhs = _dot_transpose(g, rhs, lhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch,
                           own_first=True)

@@ -19,8 +19,11 @@ REDUCERS = ("sum", "prod", "max", "min", "and", "or")
 
 def identity(kind: str, dtype: D.DType):
     """The value a reduction starts from (and the result over zero elements)."""
-    return {"sum": 0, "prod": 1, "max": D.min_value(dtype), "min": D.max_value(dtype),
-            "and": True, "or": False}[kind]
+    if kind == "max":
+        return D.min_value(dtype)
+    if kind == "min":
+        return D.max_value(dtype)
+    return {"sum": 0, "prod": 1, "and": True, "or": False}[kind]
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,8 @@ def _reduce_infer(operands, axes, kind):
         fail("reduce", operands, f"reduce {kind} needs bool operands", TypeError)
     if kind not in ("and", "or") and x.dtype is D.bool_:
         fail("reduce", operands, f"reduce {kind} needs numeric operands", TypeError)
+    if kind in ("max", "min") and x.dtype.is_complex:
+        fail("reduce", operands, f"reduce {kind} needs ordered (real) operands", TypeError)
     _check_axes("reduce", operands, axes, x.ndim)
     return tuple(n for i, n in enumerate(x.shape) if i not in axes), x.dtype
 
@@ -197,8 +202,8 @@ def _arg_infer(op):
             fail(op, operands, f"axis {axis} out of range", IndexError)
         if x.shape[axis] == 0:
             fail(op, operands, f"{op} of an empty axis has no answer")
-        if x.dtype is D.bool_:
-            fail(op, operands, "needs numeric operands", TypeError)
+        if x.dtype is D.bool_ or x.dtype.is_complex:
+            fail(op, operands, "needs real numeric operands", TypeError)
         return x.shape[:axis] + x.shape[axis + 1:], D.to_dtype(index_dtype)
     return infer
 
@@ -237,8 +242,8 @@ def _cumulative_infer(operands, axis, kind, reverse):
         fail("cumulative", operands, f"kind must be sum, prod, max or min, got {kind!r}")
     if not 0 <= axis < x.ndim:
         fail("cumulative", operands, f"axis {axis} out of range", IndexError)
-    if x.dtype is D.bool_:
-        fail("cumulative", operands, "needs numeric operands", TypeError)
+    if x.dtype is D.bool_ or (x.dtype.is_complex and kind in ("max", "min")):
+        fail("cumulative", operands, f"cumulative {kind} needs real numeric operands", TypeError)
     return x.shape, x.dtype
 
 
@@ -286,4 +291,6 @@ cumulative = primitive("cumulative", OPAQUE, _cumulative_infer, _cumulative_ref,
                        attrs=("axis", "kind", "reverse"),
                        doc="Inclusive scan along `axis` (from the end when `reverse`).",
                        vjp=_cumulative_vjp, emit=_cumulative_loops, library=LibraryCall("host"),
-                       batch=_axis_batch)
+                       batch=_axis_batch,
+                       holomorphic=False)   # its vjp differentiates a graph: already
+                                            # in the conjugate-Wirtinger convention

@@ -11,6 +11,8 @@ from ..primitive import NOT_DIFFERENTIABLE, OPAQUE, LibraryCall, apply, fail, pr
 
 def _check(op, operands, dimension):
     (x,) = operands
+    if x.dtype.is_complex:
+        fail(op, operands, "complex numbers are not ordered", TypeError)
     if not 0 <= dimension < x.ndim:
         fail(op, operands, f"dimension {dimension} out of range for rank {x.ndim}", IndexError)
     return x

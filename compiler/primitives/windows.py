@@ -36,8 +36,8 @@ def _infer(operands, kind, window_dimensions, window_strides, padding_low, paddi
     (x,) = operands
     if kind not in WINDOW_KINDS:
         fail("reduce_window", operands, f"kind must be one of {WINDOW_KINDS}, got {kind!r}")
-    if x.dtype is D.bool_:
-        fail("reduce_window", operands, "needs numeric operands", TypeError)
+    if x.dtype is D.bool_ or x.dtype.is_complex:
+        fail("reduce_window", operands, "needs real numeric operands", TypeError)
     attrs = (window_dimensions, window_strides, padding_low, padding_high)
     if any(len(a) != x.ndim for a in attrs):
         fail("reduce_window", operands, f"window, strides and padding need {x.ndim} entries "

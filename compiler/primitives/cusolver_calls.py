@@ -1,0 +1,154 @@
+"""cuSOLVER / cuBLAS calls for the decompositions' stanzas (their `library["cuda"]`).
+
+UNVERIFIED: written against nvmath-python's `nvmath.bindings.cusolverDn` and
+`nvmath.bindings.cublas` (cuSOLVER's and cuBLAS's C APIs one to one); no GPU ran them in
+the session that wrote them. A stanza without an entry, or a call that returns False,
+runs its NumPy reference on host copies (what the CUDA device does for library ops).
+
+A call is `fn(ctx, ins, out, operands) -> bool`. `ctx` is lent by the CUDA device
+(devices/cuda_solver.py): `cusolver`, `cusolver_handle`, `cublas`, `cublas_handle`,
+`zeros(shape, np_dtype)` and `put(array)` (device buffers with `.ptr`), `get(buffer)`,
+`copy(src, dst)` (device to device), `synchronize()`. `ins` is the instruction, `out`
+and `operands` device buffers.
+
+Row-major data read column-major is the transpose: a row-major lower triangle is the
+column-major upper one; cuBLAS's geam (C = alpha op(A) + beta op(B)) transposes.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+FILL_LOWER, FILL_UPPER = 0, 1           # cublasFillMode_t
+OP_N, OP_T, OP_C = 0, 1, 2              # cublasOperation_t
+EIG_MODE_VECTOR = 1                     # cusolverEigMode_t
+
+_PREFIX = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
+
+
+def _fn(lib: Any, name: str, dtype: Any) -> Any:
+    """lib.<prefix><name>, e.g. cusolverDn.dpotrf_batched."""
+    return getattr(lib, _PREFIX[dtype.name] + name)
+
+
+def _batch(shape: tuple) -> int:
+    return int(np.prod(shape[:-2], dtype=np.int64))
+
+
+def _pointers(ctx: Any, base: int, count: int, stride: int) -> Any:
+    return ctx.put(np.array([base + i * stride for i in range(count)], np.uint64))
+
+
+def _check_info(ctx: Any, info: Any, op: str, shape: tuple, what: str) -> None:
+    if np.any(np.asarray(ctx.get(info)).reshape(-1) != 0):
+        raise np.linalg.LinAlgError(f"{op}: a matrix of the input {shape} {what}")
+
+
+def _scalars(dtype: Any) -> tuple:
+    return np.ones((), dtype.np), np.zeros((), dtype.np)
+
+
+def _transpose(ctx: Any, dtype: Any, src: int, dst: int, rows: int, cols: int,
+               ld_dst: int = 0) -> None:
+    """dst (column-major cols x rows, leading dim ld_dst) = src^T, src column-major
+    rows x cols: the row-major reading of each is the other's transpose."""
+    one, zero = _scalars(dtype)
+    _fn(ctx.cublas, "geam", dtype)(ctx.cublas_handle, OP_T, OP_N, cols, rows, one.ctypes.data,
+                                   src, rows, zero.ctypes.data, dst, cols, dst,
+                                   ld_dst or cols)
+
+
+def cholesky(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
+    """potrfBatched on a copy (row-major lower = column-major upper), then each factor's
+    triangle moved into zeroed memory through the packed format (trttp / tpttr)."""
+    (a,) = operands
+    n, batch, item = ins.shape[-1], _batch(ins.shape), ins.dtype.itemsize
+    if n == 0 or batch == 0:
+        return False
+    work = ctx.zeros(ins.shape, ins.dtype.np)
+    ctx.copy(a, work)
+    ptrs = _pointers(ctx, work.ptr, batch, n * n * item)
+    info = ctx.zeros((batch,), np.int32)
+    _fn(ctx.cusolver, "potrf_batched", ins.dtype)(ctx.cusolver_handle, FILL_UPPER, n, ptrs.ptr,
+                                                  n, info.ptr, batch)
+    _check_info(ctx, info, "cholesky", ins.shape, "is not positive definite")
+    zero = ctx.zeros(ins.shape, ins.dtype.np)
+    ctx.copy(zero, out)
+    packed = ctx.zeros((n * (n + 1) // 2,), ins.dtype.np)
+    for i in range(batch):
+        off = i * n * n * item
+        _fn(ctx.cublas, "trttp", ins.dtype)(ctx.cublas_handle, FILL_UPPER, n, work.ptr + off, n,
+                                            packed.ptr)
+        _fn(ctx.cublas, "tpttr", ins.dtype)(ctx.cublas_handle, FILL_UPPER, n, packed.ptr,
+                                            out.ptr + off, n)
+    ctx.synchronize()
+    return True
+
+
+def solve(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
+    """cuBLAS's batched LU (getrfBatched, getrsBatched). Column-major we hold a^T: getrs
+    with trans=T solves a x = b; the right sides are made column-major (b^T per matrix)
+    and the solution transposed back."""
+    a, b = operands
+    n, k, batch, item = ins.shape[-2], ins.shape[-1], _batch(ins.shape), ins.dtype.itemsize
+    if n == 0 or k == 0 or batch == 0:
+        return False
+    lu = ctx.zeros(ins.shape[:-2] + (n, n), ins.dtype.np)
+    ctx.copy(a, lu)
+    rhs = ctx.zeros(ins.shape, ins.dtype.np)
+    for i in range(batch):           # row-major n x k -> column-major n x k
+        _transpose(ctx, ins.dtype, b.ptr + i * n * k * item, rhs.ptr + i * n * k * item, k, n)
+    lu_ptrs = _pointers(ctx, lu.ptr, batch, n * n * item)
+    rhs_ptrs = _pointers(ctx, rhs.ptr, batch, n * k * item)
+    pivots = ctx.zeros((batch, n), np.int32)
+    info = ctx.zeros((batch,), np.int32)
+    _fn(ctx.cublas, "getrf_batched", ins.dtype)(ctx.cublas_handle, n, lu_ptrs.ptr, n,
+                                                pivots.ptr, info.ptr, batch)
+    _check_info(ctx, info, "solve", ins.shape, "is singular")
+    host_info = np.zeros((), np.int32)
+    _fn(ctx.cublas, "getrs_batched", ins.dtype)(ctx.cublas_handle, OP_T, n, k, lu_ptrs.ptr, n,
+                                                pivots.ptr, rhs_ptrs.ptr, n,
+                                                host_info.ctypes.data, batch)
+    for i in range(batch):           # column-major n x k -> row-major n x k
+        _transpose(ctx, ins.dtype, rhs.ptr + i * n * k * item, out.ptr + i * n * k * item, n, k)
+    ctx.synchronize()
+    return True
+
+
+def eigh(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
+    """syevjBatched (Jacobi) on a copy, lower triangle of the row-major input (column-major
+    upper); the eigenvectors come back column-major (row-major V^T) and are transposed
+    into rows 1.. of the packed [w; V]."""
+    (a,) = operands
+    if not ins.attrs["vectors"]:
+        return False
+    n = ins.shape[-1]
+    batch, item = _batch(ins.shape[:-2] + (n, n)), ins.dtype.itemsize
+    if n == 0 or batch == 0:
+        return False
+    real = np.zeros(0, ins.dtype.np).real.dtype
+    v = ctx.zeros(ins.shape[:-2] + (n, n), ins.dtype.np)
+    ctx.copy(a, v)
+    w = ctx.zeros(ins.shape[:-2] + (n,), real)
+    info = ctx.zeros((batch,), np.int32)
+    cs, h = ctx.cusolver, ctx.cusolver_handle
+    params = cs.create_syevj_info()
+    try:
+        lwork = _fn(cs, "syevj_batched_buffer_size", ins.dtype)(
+            h, EIG_MODE_VECTOR, FILL_UPPER, n, v.ptr, n, w.ptr, params, batch)
+        work = ctx.zeros((max(int(lwork), 1),), ins.dtype.np)
+        _fn(cs, "syevj_batched", ins.dtype)(h, EIG_MODE_VECTOR, FILL_UPPER, n, v.ptr, n, w.ptr,
+                                            work.ptr, lwork, info.ptr, params, batch)
+    finally:
+        cs.destroy_syevj_info(params)
+    _check_info(ctx, info, "eigh", ins.shape, "did not converge")
+    # packed row 0 = w (as the matrix dtype: complex w has zero imaginary parts)
+    host_w = np.asarray(ctx.get(w)).astype(ins.dtype.np).reshape(batch, n)
+    block = (n + 1) * n * item
+    for i in range(batch):
+        row = ctx.put(host_w[i])
+        ctx.copy_bytes(row.ptr, out.ptr + i * block, n * item)
+        _transpose(ctx, ins.dtype, v.ptr + i * n * n * item, out.ptr + i * block + n * item, n, n)
+    ctx.synchronize()
+    return True

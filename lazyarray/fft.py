@@ -1,0 +1,11 @@
+"""`lazyarray.fft`: the array API's fft extension (NumPy's numpy.fft names and
+signatures), each a library call: pocketfft through NumPy on the CPU (ops/fft.py)."""
+from __future__ import annotations
+
+from .lift import lift
+from .ops import fft as _fft
+
+for _name in _fft.FFT:
+    globals()[_name] = lift(getattr(_fft, _name))
+
+__all__ = sorted(_fft.FFT)

@@ -1,0 +1,251 @@
+"""lazyarray.linalg: every function against numpy.linalg (through the op harness), every
+decomposition's gradient against float64 finite differences, and the errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray.compiler import dtypes as D
+from harness import OpCase, check_case
+
+import gradcheck
+
+L = la.linalg
+NL = np.linalg
+F = (D.float32, D.float64)
+
+
+def _spd_la(a):
+    n = a.shape[-1]
+    return a @ a.mT + n * la.asarray(np.eye(n), device=a.device).astype(a.dtype)
+
+
+def _spd_np(a):
+    n = a.shape[-1]
+    return a @ np.swapaxes(a, -1, -2) + n * np.eye(n, dtype=a.dtype)
+
+
+def _wc_la(a):
+    n = a.shape[-1]
+    return a + n * la.asarray(np.eye(n), device=a.device).astype(a.dtype)
+
+
+def _wc_np(a):
+    return a + a.shape[-1] * np.eye(a.shape[-1], dtype=a.dtype)
+
+
+def _abs(pair):
+    """Eigen- and singular vectors are fixed up to sign: compare magnitudes."""
+    return tuple(np.abs(x) if i != 1 else x for i, x in enumerate(pair))
+
+
+SQ = [((3, 3),), ((2, 4, 4),), ((0, 2, 2),)]
+RECT = [((4, 3),), ((2, 3, 5),), ((3, 3),)]
+
+CASES = [
+    OpCase("solve", lambda a, b: NL.solve(_wc_np(a), b), fn=lambda a, b: L.solve(_wc_la(a), b),
+           pairs=[(((3, 3), (3, 2)), {}), (((2, 3, 3), (2, 3, 1)), {}), (((3, 3), (3,)), {}),
+                  (((2, 3, 3), (3, 4)), {}), (((1, 3, 3), (4, 3, 2)), {}),
+                  (((3, 3), (4, 2)), {})], dtypes=F + (D.int32,), float_result=True, tol=50),
+    OpCase("inv", lambda a: NL.inv(_wc_np(a)), fn=lambda a: L.inv(_wc_la(a)), shapes=SQ,
+           dtypes=F + (D.float16,), tol=50),
+    OpCase("det", lambda a: NL.det(_wc_np(a)), fn=lambda a: L.det(_wc_la(a)), shapes=SQ,
+           dtypes=F, tol=50),
+    OpCase("slogdet", lambda a: tuple(NL.slogdet(a)), fn=lambda a: tuple(L.slogdet(a)),
+           shapes=SQ, dtypes=F, tol=50),
+    OpCase("cholesky", lambda a, upper: NL.cholesky(_spd_np(a), upper=upper),
+           fn=lambda a, upper: L.cholesky(_spd_la(a), upper=upper), shapes=SQ,
+           kwargs=[{"upper": False}, {"upper": True}], dtypes=F, tol=50),
+    OpCase("eigvalsh", lambda a: NL.eigvalsh(_spd_np(a)), fn=lambda a: L.eigvalsh(_spd_la(a)),
+           shapes=SQ, dtypes=F, tol=100),
+    OpCase("eigh", lambda a: _abs(tuple(NL.eigh(_spd_np(a)))),
+           fn=lambda a: _abs_la(tuple(L.eigh(_spd_la(a)))), shapes=SQ[:2], dtypes=F, tol=200),
+    OpCase("svdvals", lambda a: NL.svd(a, compute_uv=False), fn=lambda a: L.svdvals(a),
+           shapes=RECT, dtypes=F, tol=50),
+    OpCase("svd", lambda a, full_matrices: _abs(tuple(NL.svd(a, full_matrices=full_matrices))),
+           fn=lambda a, full_matrices: _abs_la(tuple(L.svd(a, full_matrices=full_matrices))),
+           shapes=RECT, kwargs=[{"full_matrices": False}, {"full_matrices": True}], dtypes=F,
+           tol=200),
+    OpCase("qr", lambda a, mode: tuple(NL.qr(_wc_np(a), mode=mode)) if mode != "r" else NL.qr(_wc_np(a), mode="r"),
+           fn=lambda a, mode: _tuple(L.qr(_wc_la(a), mode=mode)), shapes=RECT,
+           kwargs=[{"mode": "reduced"}, {"mode": "complete"}, {"mode": "r"}], dtypes=F, tol=50),
+    OpCase("pinv", NL.pinv, fn=L.pinv, shapes=RECT, dtypes=F, tol=100),
+    OpCase("matrix_rank", lambda a: NL.matrix_rank(a), fn=L.matrix_rank,
+           shapes=RECT + [((3, 3),)], dtypes=F),
+    OpCase("matrix_norm", lambda a, ord: NL.matrix_norm(a, ord=ord),
+           fn=lambda a, ord: L.matrix_norm(a, ord=ord), shapes=RECT,
+           kwargs=[{"ord": 2}, {"ord": -2}, {"ord": "nuc"}], dtypes=F, tol=50),
+    OpCase("matrix_power", lambda a, n: NL.matrix_power(_wc_np(a), n),
+           fn=lambda a, n: L.matrix_power(_wc_la(a), n), shapes=SQ[:2],
+           kwargs=[{"n": -1}, {"n": -3}], dtypes=F, tol=100),
+    OpCase("cond", lambda a: NL.cond(a), fn=L.cond, shapes=RECT, dtypes=F, tol=100),
+    OpCase("multi_dot", lambda a, b, c: NL.multi_dot([a, b, c]),
+           fn=lambda a, b, c: L.multi_dot([a, b, c]),
+           shapes=[((3,), (3, 5), (5, 2)), ((2, 3), (3, 5), (5,)), ((4, 2), (2, 6), (6, 3))],
+           dtypes=F, tol=10),
+]
+
+
+def _abs_la(pair):
+    return tuple(la.abs(x) if i != 1 else x for i, x in enumerate(pair))
+
+
+def _tuple(x):
+    return tuple(x) if isinstance(x, tuple) else x
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_matches_numpy_linalg(case, device):
+    check_case(case, case.dtypes, device)
+
+
+def test_lstsq_matches_numpy():
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((6, 3)), rng.standard_normal((6, 2))
+    got = L.lstsq(la.asarray(a), la.asarray(b))
+    x, resid, rank, s = NL.lstsq(a, b, rcond=None)
+    np.testing.assert_allclose(got.solution.numpy(), x, rtol=1e-10)
+    np.testing.assert_allclose(got.residuals.numpy(), resid, rtol=1e-10)
+    assert int(got.rank.numpy()) == rank
+    np.testing.assert_allclose(got.singular_values.numpy(), s, rtol=1e-12)
+    vec = L.lstsq(la.asarray(a), la.asarray(b[:, 0])).solution
+    np.testing.assert_allclose(vec.numpy(), x[:, 0], rtol=1e-10)
+
+
+def test_results_are_named_tuples():
+    a = la.asarray(np.eye(3) * 2.0)
+    assert L.eigh(a).eigenvalues.shape == (3,)
+    assert L.svd(a).Vh.shape == (3, 3)
+    assert L.qr(a).R.shape == (3, 3)
+    assert float(L.slogdet(a).logabsdet) == pytest.approx(3 * np.log(2.0))
+
+
+def test_solve_triangular_matches_scipy_semantics():
+    rng = np.random.default_rng(4)
+    a = np.tril(rng.standard_normal((2, 4, 4))) + 4 * np.eye(4)
+    b = rng.standard_normal((2, 4, 3))
+    got = L.solve_triangular(la.asarray(a), la.asarray(b), upper=False).numpy()
+    np.testing.assert_allclose(a @ got, b, atol=1e-12)
+    u = np.swapaxes(a, -1, -2)
+    bt = np.swapaxes(b, -1, -2)
+    right = L.solve_triangular(la.asarray(u), la.asarray(bt), upper=True, left=False).numpy()
+    np.testing.assert_allclose(right @ u, bt, atol=1e-12)
+    unit = L.solve_triangular(la.asarray(a), la.asarray(b), upper=False, unitriangular=True)
+    ones = np.tril(a, -1) + np.eye(4)
+    np.testing.assert_allclose(ones @ unit.numpy(), b, atol=1e-12)
+
+
+# ---- gradients -----------------------------------------------------------------------------
+
+_rng = np.random.default_rng(0)
+_A = _rng.standard_normal((2, 3, 3)) + 3 * np.eye(3)
+_S = _A @ np.swapaxes(_A, -1, -2)
+_B = _rng.standard_normal((2, 3, 2))
+_TALL = _rng.standard_normal((2, 4, 3))
+_WIDE = _rng.standard_normal((2, 3, 4))
+
+# eigen- and singular vectors are fixed up to sign: differentiate their squares
+GRADIENTS = {
+    "solve": (lambda a, b: L.solve(a, b), [_A, _B]),
+    "solve_vector": (lambda a, b: L.solve(a, b), [_A[0], _B[0, :, 0]]),
+    "inv": (L.inv, [_A]),
+    "det": (L.det, [_A]),
+    "slogdet": (lambda a: L.slogdet(a).logabsdet, [_A]),
+    "cholesky": (L.cholesky, [_S]),
+    "cholesky_upper": (lambda a: L.cholesky(a, upper=True), [_S]),
+    "solve_triangular": (lambda a, b: L.solve_triangular(a, b, upper=False), [_A, _B]),
+    "solve_triangular_right": (lambda a, b: L.solve_triangular(a, b, upper=True, left=False),
+                               [_A, np.swapaxes(_B, -1, -2)]),
+    "eigvalsh": (L.eigvalsh, [_S]),
+    "eigh_values": (lambda a: L.eigh(a).eigenvalues, [_S]),
+    "eigh_vectors": (lambda a: L.eigh(a).eigenvectors ** 2, [_S]),
+    "eigh_upper": (lambda a: L.eigh(a, UPLO="U").eigenvectors ** 2, [_S]),
+    "svdvals": (L.svdvals, [_TALL]),
+    "svd_u_tall": (lambda a: L.svd(a, full_matrices=False).U ** 2, [_TALL]),
+    "svd_vh_tall": (lambda a: L.svd(a, full_matrices=False).Vh ** 2, [_TALL]),
+    "svd_u_wide": (lambda a: L.svd(a, full_matrices=False).U ** 2, [_WIDE]),
+    "svd_vh_wide": (lambda a: L.svd(a, full_matrices=False).Vh ** 2, [_WIDE]),
+    "svd_square_full": (lambda a: L.svd(a).Vh ** 2, [_A]),
+    "qr_tall": (lambda a: L.qr(a).Q + 0.5 * L.qr(a).R[..., :1, :].sum(), [_TALL]),
+    "qr_r_tall": (lambda a: L.qr(a).R, [_TALL]),
+    "qr_wide": (lambda a: L.qr(a).Q, [_WIDE]),
+    "qr_r_wide": (lambda a: L.qr(a).R, [_WIDE]),
+    "pinv": (L.pinv, [_TALL]),
+    "matrix_norm_2": (lambda a: L.matrix_norm(a, ord=2), [_TALL]),
+    "matrix_norm_nuc": (lambda a: L.matrix_norm(a, ord="nuc"), [_WIDE]),
+    "lstsq": (lambda a, b: L.lstsq(a, b).solution, [_rng.standard_normal((5, 3)),
+                                                    _rng.standard_normal((5, 2))]),
+    "matrix_power_negative": (lambda a: L.matrix_power(a, -2), [_A]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADIENTS))
+def test_gradient_full_finite_differences(name):
+    fn, inputs = GRADIENTS[name]
+    gradcheck.check_full(fn, inputs, device="interpreter")
+
+
+@pytest.mark.parametrize("name", ["solve", "cholesky", "eigh_vectors", "svd_u_tall", "qr_tall",
+                                  "slogdet"])
+def test_gradient_direction_compiled(name, device):
+    fn, inputs = GRADIENTS[name]
+    gradcheck.check_direction(fn, inputs, device=device)
+
+
+def test_gradient_of_a_tall_full_svd_refuses_as_jax():
+    x = la.asarray(_TALL)
+    with la.GradientTape() as tape:
+        tape.watch(x)
+        y = la.sum(L.svd(x, full_matrices=True).U)
+    with pytest.raises(ValueError, match="full_matrices=True needs square"):
+        tape.gradient(y, x)
+
+
+def test_triangle_read_gradient_matches_the_function_numpy_computes():
+    """eigh and cholesky read the lower triangle: the upper one gets no gradient."""
+    g = la.grad(lambda a: la.sum(L.eigvalsh(a) * la.asarray(np.arange(3.0))))(la.asarray(_S[0]))
+    assert np.all(np.triu(g.numpy(), 1) == 0)
+
+
+# ---- errors --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fn,shape,match", [
+    (L.inv, (2, 3), r"inv: needs square matrices, got shape \(2, 3\)"),
+    (L.det, (3,), r"det: needs a matrix or a stack of matrices"),
+    (L.cholesky, (2, 2, 3), "cholesky: needs square"),
+    (L.eigh, (4, 5), "eigh: needs square"),
+    (L.svd, (5,), "svd: needs a matrix"),
+])
+def test_bad_shapes_are_refused_at_the_call(fn, shape, match):
+    with pytest.raises(ValueError, match=match):
+        fn(la.ones(shape))
+
+
+def test_solve_checks_the_right_side():
+    with pytest.raises(ValueError, match=r"solve: the right side \(4, 2\) does not match"):
+        L.solve(la.ones((3, 3)), la.ones((4, 2)))
+
+
+def test_singular_input_names_the_op_and_shape_and_leaves_tensors_intact(device):
+    a = la.asarray(np.ones((2, 3, 3)), device=device)
+    ok = la.asarray(np.eye(3), device=device) * 2.0
+    x = L.inv(a)
+    with pytest.raises(np.linalg.LinAlgError, match=r"solve: a matrix of the input \(2, 3, 3\) "
+                                                    "is singular"):
+        x.numpy()
+    la.device(device).pending.clear()
+    np.testing.assert_array_equal(a.numpy(), np.ones((2, 3, 3)))
+    np.testing.assert_allclose(L.inv(ok).numpy(), np.eye(3) / 2)
+
+
+def test_indefinite_input_names_cholesky(device):
+    a = la.asarray(-np.eye(3), device=device)
+    with pytest.raises(ValueError, match=r"cholesky: a matrix of the input \(3, 3\) is not "
+                                         "positive definite"):
+        L.cholesky(a).numpy()
+    la.device(device).pending.clear()
+
+
+def test_linalg_errors_are_value_errors():
+    assert issubclass(np.linalg.LinAlgError, ValueError)
