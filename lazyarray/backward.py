@@ -11,7 +11,9 @@ What keeps the graph alive between the forward pass and `backward()`. A sync nor
 forgets the graph behind the values it computes (so a loop's history does not pile up).
 A sync whose graph reaches a tensor that requires grad keeps it instead (as a tape
 does), so `print(loss.item())` before `loss.backward()` works; `backward()` then lets go
-of it (unless `retain_graph=True`), and so does `la.no_grad()` for what it computes.
+of it (unless `retain_graph=True`), and so does `la.no_grad()` for what it computes. The
+trainable tensors a sync computes (an optimizer's new parameters) are leaves all the same,
+so no walk goes back into the previous step.
 Unlike a tape, this hold does not stop donation: the old parameters an optimizer replaces
 are still updated in place.
 """
