@@ -11,7 +11,9 @@ What keeps the graph alive between the forward pass and `backward()`. A sync nor
 forgets the graph behind the values it computes (so a loop's history does not pile up).
 A sync whose graph reaches a tensor that requires grad keeps it instead (as a tape
 does), so `print(loss.item())` before `loss.backward()` works; `backward()` then lets go
-of it (unless `retain_graph=True`), and so does `la.no_grad()` for what it computes.
+of it (unless `retain_graph=True`), and so does `la.no_grad()` for what it computes. The
+trainable tensors a sync computes (an optimizer's new parameters) are leaves all the same,
+so no walk goes back into the previous step.
 Unlike a tape, this hold does not stop donation: the old parameters an optimizer replaces
 are still updated in place.
 """
@@ -93,18 +95,25 @@ def backward(target: Tensor, gradient: Any = None, retain_graph: bool = False,
 
 def keeps_graph(capture: Any) -> bool:
     """For the runtime: does the graph of this sync reach a tensor that requires grad
-    (whose later `backward()` needs the graph kept)?"""
+    (whose later `backward()` needs the graph kept)? If so, the trainable tensors that
+    this sync computes (an optimizer's new parameters) still forget their own history:
+    they are leaves for backward(), and a tape walking back to them then does not wander
+    into the previous step's graph."""
     if not _ENABLED[0] or not TRAINABLE:
         return False
     if len(runtime.HELD) > _HELD_PRUNE_AT[0]:
         runtime.HELD[:] = [r for r in runtime.HELD if r() is not None]
         _HELD_PRUNE_AT[0] = max(4096, 2 * len(runtime.HELD))
     positions = capture.positions
+    reached = []
     for ref in TRAINABLE.values():
         t = ref()
         if t is not None and t._node in positions:
-            return True
-    return False
+            reached.append(t._node)
+    for node in reached:
+        if node.buffer is None:          # computed by this sync: it becomes a leaf
+            node.release()
+    return bool(reached)
 
 
 runtime.KEEPS_GRAPH[0] = keeps_graph

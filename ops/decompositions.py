@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Sequence
 
-from ..compiler import autodiff as A
+from ..compiler import builders as A
 from ..compiler import dtypes as D
 from ..compiler.node import Node
 from ..compiler.primitive import apply

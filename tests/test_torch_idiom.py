@@ -170,3 +170,23 @@ def test_progress_line_without_tqdm():
         bar.update(loss=0.5)
     bar.close()
     assert "epoch 1/2 [" in out.getvalue() and "4/4  loss 0.5000" in out.getvalue()
+
+
+def test_kept_graphs_stop_at_the_new_parameters(device):
+    """A sync that keeps its graph for backward() still makes the parameters it computes
+    leaves: the next step's walk (tape or backward) does not go into the last step."""
+    model = la.nn.Linear(4, 2)
+    opt = la.optim.SGD(model.parameters(), lr=0.1)
+    x = la.ones((3, 4))
+    for _ in range(2):
+        with la.GradientTape() as tape:
+            loss = model(x).sum()
+        opt.apply_gradients(tape.gradient(loss, model.parameters()))
+        loss.item()
+        assert model.weight._node.operands == () and model.weight.is_materialized
+    opt.zero_grad()
+    loss = model(x).sum()
+    loss.item()                                           # kept: backward comes next
+    assert loss._node.operands != ()
+    loss.backward()
+    assert model.weight.grad is not None

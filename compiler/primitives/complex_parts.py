@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import autodiff as A
+from .. import builders as A
 from .. import dtypes as D
 from .. import batching as B
 from ..primitive import ELEMENTWISE, apply, elementwise_infer, dtype_rule, fail, primitive
@@ -41,9 +41,11 @@ def _conj_vjp(g, out, z):
 
 
 real = primitive("real", ELEMENTWISE, _real_infer, lambda z: np.ascontiguousarray(z.real),
-                 emit=lambda e, z: e.complex_part(z, 0), vjp=_real_vjp, batch=B.elementwise, holomorphic=False)
+                 emit=lambda e, z: e.complex_part(z, 0), vjp=_real_vjp,
+                 batch=B.elementwise, holomorphic=False)
 imag = primitive("imag", ELEMENTWISE, _real_infer, lambda z: np.ascontiguousarray(z.imag),
-                 emit=lambda e, z: e.complex_part(z, 1), vjp=_imag_vjp, batch=B.elementwise, holomorphic=False)
+                 emit=lambda e, z: e.complex_part(z, 1), vjp=_imag_vjp,
+                 batch=B.elementwise, holomorphic=False)
 conj = primitive("conj", ELEMENTWISE, _part_infer, np.conj, emit=lambda e, z: e.conj(z),
                  vjp=_conj_vjp, batch=B.elementwise, holomorphic=False)
 
@@ -71,5 +73,6 @@ def _complex_vjp(g, out, re, im):
 
 
 complex_ = primitive("complex", ELEMENTWISE, _complex_infer, _complex_ref,
-                     emit=lambda e, re, im: e.make_complex(re, im), doc="re + i im.", vjp=_complex_vjp, batch=B.elementwise,
+                     emit=lambda e, re, im: e.make_complex(re, im), doc="re + i im.", vjp=_complex_vjp,
+                     batch=B.elementwise,
                      holomorphic=False)

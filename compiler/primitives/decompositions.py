@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import autodiff as A
+from .. import builders as A
 from .. import dtypes as D
 from .. import batching as B
 from ..primitive import LIBRARY, LibraryCall, apply, fail, primitive

@@ -326,7 +326,8 @@ def _convert_vjp(g, out, x, dtype):
 neg = unary("negate", numeric_or_complex, _same_dtype_ref(np.negative), lambda e, x: e.neg(x),
             vjp=_neg_vjp)
 abs_ = primitive("abs", ELEMENTWISE, _abs_infer, _abs_ref, emit=lambda e, x: e.abs(x),
-                 doc="|x|; the modulus (a real value) of a complex x.", vjp=_abs_vjp)
+                 doc="|x|; the modulus (a real value) of a complex x.", vjp=_abs_vjp,
+                 batch=B.elementwise)
 sign = unary("sign", numeric, _sign, lambda e, x: e.sign(x), vjp=_zero_vjp)
 not_ = unary("not", int_or_bool, _not, lambda e, x: e.not_(x),
              doc="Logical not for bool, bitwise not for integers.", vjp=NOT_DIFFERENTIABLE)

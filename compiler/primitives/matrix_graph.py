@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .. import autodiff as A
+from .. import builders as A
 from .. import dtypes as D
 from ..node import Node
 from ..primitive import apply
