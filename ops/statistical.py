@@ -84,7 +84,7 @@ _LOW_PRECISION = (D.float16, D.bfloat16)
 
 
 def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
-    x = as_node(x)
+    x = autocast.widen(as_node(x))      # under autocast: computed and returned in float32
     if x.dtype in _LOW_PRECISION:
         return convert(mean(convert(x, D.float32), axis, keepdims), x.dtype)
     if not x.dtype.is_float:
@@ -95,7 +95,7 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
 
 
 def var(x: Any, axis: Any = None, keepdims: bool = False, correction: float = 0.0) -> Node:
-    x = as_node(x)
+    x = autocast.widen(as_node(x))      # under autocast: computed and returned in float32
     if x.dtype in _LOW_PRECISION:
         return convert(var(convert(x, D.float32), axis, keepdims, correction), x.dtype)
     if not x.dtype.is_float:
