@@ -189,7 +189,7 @@ class CPUExecutable:
         self._range_cache: dict = {}                 # (id(step), threads) -> chunk ranges
         self._uses_blas = any(s["type"] == "library" for s in self.steps)
         # what keeping this executable costs (the runtime's cache bounds the total)
-        self.nbytes = len(obj) + sum(a.nbytes for a in self._const_arrays.values())
+        self.nbytes = len(program.code) + sum(a.nbytes for a in self._const_arrays.values())
 
     def _function(self, name: str, nargs: int, npartials: int, counts: int = 0) -> Any:
         """fn(buffers..., start, end, partials..., counts...) (compiler/codegen/cpu_kernels.py)."""
