@@ -117,8 +117,13 @@ class DeviceState:
         self.pending = []
         return out
 
+    @property
+    def type(self) -> str:
+        """'cpu', 'cuda', 'interpreter' (PyTorch's `x.device.type`)."""
+        return self.device.name.split(":")[0]
+
     def __repr__(self) -> str:
-        kind = self.device.name.split(":")[0]
+        kind = self.type
         return f"device(type='{kind}', index={self.index})" if self.index else \
             f"device(type='{kind}')"
 

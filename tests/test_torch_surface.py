@@ -264,3 +264,8 @@ def test_pytorch_names_in_the_namespace():
     with la.inference_mode():
         assert not la.is_grad_enabled()
     assert la.is_grad_enabled()
+
+
+def test_device_type_as_pytorch_spells_it():
+    assert la.zeros(2).device.type == "cpu" or la.zeros(2).device.type == "interpreter"
+    assert la.zeros(2, device="interpreter").device.type == "interpreter"
