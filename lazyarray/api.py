@@ -60,9 +60,20 @@ def iinfo(dtype):
 
 
 def result_type(*xs):
-    return _D.result_type(*[x.dtype if hasattr(x, "_node") else
-                            (_D.to_dtype(x) if not isinstance(x, (builtins.int, builtins.float)) else _D.scalar_dtype(x))
-                            for x in xs])
+    """The dtype of combining tensors, dtypes and Python scalars; scalars are weak: they
+    take the others' dtype where their kind allows (the array API's rule)."""
+    scalars = (builtins.bool, builtins.int, builtins.float, builtins.complex)
+    strong = [x.dtype if hasattr(x, "_node") else _D.to_dtype(x)
+              for x in xs if not isinstance(x, scalars)]
+    weak = [x for x in xs if isinstance(x, scalars)]
+    if not strong:
+        if not weak:
+            raise ValueError("result_type: needs at least one tensor, dtype or scalar")
+        strong, weak = [_D.scalar_dtype(weak[0])], weak[1:]
+    out = _D.result_type(*strong)
+    for v in weak:
+        out = _D.weak_scalar_dtype(out, v)
+    return out
 
 
 def can_cast(from_, to) -> bool:

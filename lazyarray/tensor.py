@@ -171,6 +171,9 @@ class Tensor:
     def __int__(self) -> int:
         return int(self.item())
 
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
     def __index__(self) -> int:
         if not self.dtype.is_int:
             raise TypeError(f"only integer tensors can be used as an index, not {self.dtype.name}")
@@ -205,6 +208,10 @@ class Tensor:
                           getattr(self, "_flags", 0) & (REQUIRES_GRAD | PARAMETER))
 
     # ---- conversion and devices ---------------------------------------------------
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> "Tensor":
+        """The array API's name for moving a tensor: `.to(device)`."""
+        return self.to(device)
 
     def to(self, device: Any = None, dtype: Any = None) -> "Tensor":
         if isinstance(device, (D.DType, type)) or device in _DTYPE_NAMES:

@@ -350,6 +350,36 @@ def copysign(a: Operand, b: Operand) -> Node:
     return where(signbit(b), apply("negate", m), m)
 
 
+_BITS = {D.float16: D.int16, D.bfloat16: D.int16, D.float32: D.int32, D.float64: D.int64}
+
+
+def nextafter(a: Operand, b: Operand) -> Node:
+    """The next representable value after a toward b (b where they are equal, NaN where
+    either is): one step of a's bit pattern, read as a sign-magnitude integer."""
+    a, b = _float_operands("nextafter", a, b)
+    if a.dtype not in _BITS:
+        raise TypeError(f"nextafter: needs real floating-point operands, got {a.dtype.name}")
+    from .promotion import broadcast_shapes, broadcast_to
+    shape = broadcast_shapes("nextafter", a.shape, b.shape)
+    a, b = broadcast_to(a, shape), broadcast_to(b, shape)
+    ints = _BITS[a.dtype]
+    bits = apply("bitcast_convert", a, dtype=ints)
+    one = broadcast_to(scalar(1, ints), shape)
+    # away from zero when moving the way a's sign points, else toward zero
+    away = logical_xor(less(a, b), less(a, broadcast_to(scalar(0, a.dtype), shape)))
+    stepped = apply("bitcast_convert", where(away, add(bits, one), subtract(bits, one)),
+                    dtype=a.dtype)
+    # from zero: the smallest subnormal with b's sign
+    tiny = apply("bitcast_convert", one, dtype=a.dtype)
+    from_zero = where(less(b, broadcast_to(scalar(0, a.dtype), shape)),
+                      apply("negate", tiny), tiny)
+    zero_a = equal(a, broadcast_to(scalar(0, a.dtype), shape))
+    out = where(zero_a, from_zero, stepped)
+    out = where(equal(a, b), b, out)
+    nan = logical_or(isnan(a), isnan(b))
+    return where(nan, add(a, b), out)
+
+
 def hypot(a: Operand, b: Operand) -> Node:
     a, b = _float_operands("hypot", a, b)
     if a.dtype in (D.float16, D.bfloat16):     # computed in float32, rounded once (NumPy)

@@ -138,11 +138,22 @@ def cumulative_sum(x: Any, axis: Optional[int] = None, dtype: Any = None,
     return out
 
 
-def cumulative_prod(x: Any, axis: Optional[int] = None, dtype: Any = None) -> Node:
+def cumulative_prod(x: Any, axis: Optional[int] = None, dtype: Any = None,
+                    include_initial: bool = False) -> Node:
+    """Running products along `axis`; include_initial puts the empty product (1) first."""
     x = as_node(x)
-    axis = normalize_axis("cumulative_prod", 0 if axis is None else axis, x.ndim)
+    if axis is None:
+        if x.ndim > 1:
+            raise ValueError(f"cumulative_prod: axis is required for a tensor of rank {x.ndim}")
+        axis = 0
+    axis = normalize_axis("cumulative_prod", axis, x.ndim)
     x = convert(x, _accumulator(x, dtype))
-    return apply("cumulative", x, axis=axis, kind="prod", reverse=False)
+    out = apply("cumulative", x, axis=axis, kind="prod", reverse=False)
+    if include_initial:
+        low = tuple(1 if i == axis else 0 for i in range(x.ndim))
+        out = apply("pad", out, scalar(1, x.dtype), edge_padding_low=low,
+                    edge_padding_high=(0,) * x.ndim, interior_padding=(0,) * x.ndim)
+    return out
 
 
 __all__ = ["sum", "prod", "max", "min", "mean", "var", "std", "cumulative_sum", "cumulative_prod"]

@@ -490,6 +490,44 @@ add(OpCase("matmul", np.matmul, shapes=[((2, 3), (3, 4)), ((3,), (3,)), ((2, 2, 
            kwargs=[{}, {"axis": -1}], **LINALG),
     OpCase("outer", np.outer, shapes=[((3,), (4,)), ((0,), (2,))], **LINALG))
 
+# complex numbers: arithmetic, math, parts, reductions and products (complex64/complex128)
+_CX = dict(dtypes=D.COMPLEX, label="complex")
+add(OpCase("add", np.add, shapes=BINARY, **_CX),
+    OpCase("subtract", np.subtract, shapes=BINARY, **_CX),
+    OpCase("multiply", np.multiply, shapes=BINARY, **_CX),
+    OpCase("divide", np.divide, shapes=BINARY, domains=("real", "nonzero"), tol=4, **_CX),
+    OpCase("pow", np.power, shapes=BINARY[:2], domains=("positive", "real"), tol=64, **_CX),
+    OpCase("negative", np.negative, shapes=UNARY, **_CX),
+    OpCase("abs", np.abs, shapes=UNARY, tol=2, **_CX),
+    OpCase("real", np.real, shapes=UNARY, **_CX), OpCase("imag", np.imag, shapes=UNARY, **_CX),
+    OpCase("conj", np.conj, shapes=UNARY, **_CX),
+    OpCase("equal", np.equal, shapes=BINARY, domains=("shift", "shift"), **_CX),
+    OpCase("not_equal", np.not_equal, shapes=BINARY, domains=("shift", "shift"), **_CX),
+    OpCase("where", np.where, shapes=TERNARY, input_dtypes=lambda d: (D.bool_, d, d), **_CX),
+    OpCase("sum", np.sum, shapes=REDUCE_SHAPES[:2], kwargs=[{}, {"axis": 0}], tol=8, **_CX),
+    OpCase("prod", np.prod, shapes=REDUCE_SHAPES[:2], kwargs=[{}, {"axis": -1}],
+           domains=("near1",), tol=16, **_CX),
+    OpCase("matmul", np.matmul, shapes=[((2, 3), (3, 4)), ((2, 2, 3), (3, 4)), ((3,), (3,))],
+           tol=8, **_CX),
+    OpCase("einsum", lambda *xs, subscripts: np.einsum(subscripts, *xs),
+           fn=lambda *xs, subscripts: la.einsum(subscripts, *xs),
+           pairs=[(((2, 3), (3, 4)), {"subscripts": "ij,jk->ik"})], tol=8, **_CX),
+    OpCase("astype", lambda x, dtype: x.astype(D.to_dtype(dtype).np), shapes=[((2, 3),)],
+           kwargs=[{"dtype": d} for d in D.COMPLEX + (D.float64, D.float32)], round_back=False,
+           **_CX))
+for _name, _ref, _tol in [("exp", np.exp, 4), ("log", np.log, 4), ("sqrt", np.sqrt, 4),
+                          ("sin", np.sin, 8), ("cos", np.cos, 8), ("sinh", np.sinh, 8),
+                          ("cosh", np.cosh, 8), ("tanh", np.tanh, 16)]:
+    add(OpCase(_name, _ref, shapes=UNARY, tol=_tol, **_CX))
+
+add(OpCase("nextafter", np.nextafter, dtypes=(D.float32, D.float64), shapes=BINARY,
+           domains=("special", "special")),
+    OpCase("nextafter", np.nextafter, dtypes=(D.float32, D.float64), shapes=BINARY,
+           label="ordinary"),
+    OpCase("cumulative_prod", np.cumulative_prod, dtypes=NUMERIC, shapes=[((2, 3),), ((4,),)],
+           kwargs=[{"axis": 1, "include_initial": True}, {"axis": 0, "include_initial": True}],
+           label="include_initial"))
+
 # einsum: lowered to dot_general / transpose / reduce (ops/einsum.py)
 _EINSUM = [(((2, 3), (3, 4)), {"subscripts": "ij,jk->ik"}),
            (((2, 2, 3), (2, 3, 4)), {"subscripts": "bij,bjk->bik"}),

@@ -88,7 +88,7 @@ def test_every_public_callable_is_in_the_table_or_named_here():
 # Tensor members that are not ops over values: properties describing the tensor,
 # materializers (tested in test_sync.py) and device moves (tested in test_interop.py).
 TENSOR_NOT_OPS = {"shape", "dtype", "ndim", "size", "device", "is_materialized", "numpy",
-                  "item", "tolist", "to", "cpu", "cuda", "dim", "numel", "grad",
+                  "item", "tolist", "to", "to_device", "cpu", "cuda", "dim", "numel", "grad",
                   "requires_grad", "requires_grad_", "backward"}
 OPERATORS = {f"__{n}__" for n in (
     "add radd sub rsub mul rmul truediv rtruediv floordiv rfloordiv mod rmod pow rpow "

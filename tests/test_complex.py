@@ -1,0 +1,107 @@
+"""Complex dtypes at the edges the op table does not reach, and the array API's remaining
+functions and signatures (nextafter in half precision, __complex__, to_device,
+result_type with Python scalars, DLPack of complex tensors)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+
+import gradcheck
+
+
+def test_promotion_follows_the_array_api():
+    assert la.result_type(la.complex64, la.float64) == la.complex128
+    assert la.result_type(la.complex64, la.float32) == la.complex64
+    assert la.result_type(la.complex64, la.int64) == la.complex64
+    assert la.result_type(la.complex128, la.complex64) == la.complex128
+
+
+@pytest.mark.parametrize("args,want", [
+    ((la.float32, 1.0), la.float32), ((la.int8, 1), la.int8), ((la.float32, 1j), la.complex64),
+    ((la.float64, 1j), la.complex128), ((la.int32, 2.5), la.float32), ((1, 2.0), la.float32),
+    ((True,), la.bool), ((la.uint8, True), la.uint8),
+])
+def test_result_type_takes_python_scalars_as_weak(args, want):
+    assert la.result_type(*args) == want
+
+
+def test_python_complex_scalars_are_weak():
+    x = la.asarray(np.ones(3, np.float32))
+    assert (x * 1j).dtype == la.complex64
+    assert (la.asarray(np.ones(3)) + 2j).dtype == la.complex128
+    assert la.asarray([1j, 2]).dtype == la.complex64
+
+
+def test_dunder_complex_and_float_of_a_complex():
+    assert complex(la.asarray(np.array(1.5 - 2j))) == 1.5 - 2j
+    assert complex(la.asarray(3.0)) == 3 + 0j
+    with pytest.raises(TypeError):
+        float(la.asarray(np.array(1 + 1j)))
+
+
+def test_to_device_moves(device):
+    x = la.asarray([1.0, 2.0]).to_device(device)
+    assert x.device == la.device(device)
+    np.testing.assert_array_equal(x.numpy(), [1.0, 2.0])
+
+
+def test_nextafter_in_half_precision_matches_numpy():
+    a = np.array([0.0, 1.0, -1.0, 65504.0, 2.0, np.nan], np.float16)
+    b = np.array([1.0, 2.0, -2.0, np.inf, 2.0, 0.0], np.float16)
+    got = la.nextafter(la.asarray(a), la.asarray(b)).numpy()
+    np.testing.assert_array_equal(got, np.nextafter(a, b))
+
+
+def test_complex_dlpack_round_trip():
+    z = (np.arange(6) + 1j * np.arange(6)).astype(np.complex64).reshape(2, 3)
+    t = la.from_dlpack(z)
+    assert t.dtype == la.complex64
+    back = np.from_dlpack(la.conj(t))
+    np.testing.assert_array_equal(back, np.conj(z))
+
+
+def test_a_fused_complex_expression_matches_numpy(device):
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((64, 33)) + 1j * rng.standard_normal((64, 33))).astype(np.complex64)
+    x = la.asarray(a, device=device)
+    y = la.sum(la.exp(x * 0.5j) / (1 + la.abs(x)), axis=1) + la.conj(x[:, 0])
+    want = np.sum(np.exp(a * 0.5j) / (1 + np.abs(a)), axis=1) + np.conj(a[:, 0])
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_complex_matmul_is_one_gemm_and_matches(device):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((40, 30)) + 1j * rng.standard_normal((40, 30))
+    b = rng.standard_normal((30, 20)) + 1j * rng.standard_normal((30, 20))
+    got = (la.asarray(a, device=device) @ la.asarray(b, device=device)).numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-12)
+
+
+def test_ordering_complex_numbers_is_refused():
+    z = la.asarray(np.array([1 + 1j]))
+    for fn in (lambda: z < z, lambda: la.max(z), lambda: la.sort(z), lambda: la.argmax(z)):
+        with pytest.raises(TypeError, match="complex|ordered|real"):
+            fn()
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("abs_squared", lambda z: la.abs(z) ** 2),
+    ("mul_conj", lambda z: z * la.conj(z) + z * z),
+    ("exp_log", lambda z: la.log(la.exp(z) + 2)),
+    ("divide", lambda z: 1 / (z + 3)),
+    ("matmul", lambda z: z @ la.matrix_transpose(z)),
+    ("real_imag", lambda z: la.real(z) * la.imag(z)),
+    ("sum_prod", lambda z: la.sum(z * z, axis=0) * la.prod(z, axis=1)[0]),
+])
+def test_gradients_follow_the_conjugate_wirtinger_convention(name, fn, device):
+    rng = np.random.default_rng(2)
+    z = rng.standard_normal((3, 3)) + 1j * rng.standard_normal((3, 3))
+    gradcheck.check_complex_direction(fn, [z], device=device)
+
+
+def test_gradient_of_abs_squared_is_twice_z_as_pytorch():
+    z = np.array([1 + 2j, -0.5 + 0.25j])
+    g = la.grad(lambda t: la.sum(la.abs(t) ** 2))(la.asarray(z))
+    np.testing.assert_allclose(g.numpy(), 2 * z)
