@@ -84,14 +84,16 @@ def tag(node: Any) -> None:
     """Note the user's line for `node` and for the nodes recorded with it that have no
     line yet (a composite op makes several nodes; only its result reaches a tensor). The
     walk stops at nodes with a line, so each node is visited once."""
-    sites = SITES
-    if sites is None:
-        return
-    site = user_site()
-    stack = [node]
+    if SITES is not None:
+        tag_new(SITES, [node], user_site())
+
+
+def tag_new(sites: Any, nodes: Any, site: str) -> None:
+    """Give `site` to `nodes` and the op nodes behind them that have none yet."""
+    stack = list(nodes)
     while stack:
         n = stack.pop()
-        if n.buffer is not None or not n.operands or n in sites:
+        if n is None or n.buffer is not None or not n.operands or n in sites:
             continue
         sites[n] = site
         stack.extend(n.operands)

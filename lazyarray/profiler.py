@@ -34,6 +34,7 @@ from .metrics import METRICS
 
 BEFORE = "(recorded before the profile began)"
 GPU_TRACK = -1          # the tid of GPU stream events in a trace
+GRAD = " (grad)"        # a site's suffix for the gradient ops of the ops recorded there
 
 
 @dataclass
@@ -83,6 +84,14 @@ class Profile:
 
     def gpu_kernel(self, program: str, kernel: str, kind: str, ms: float) -> None:
         self._gpu.append((program, kernel, kind, ms))
+
+    def backward(self, node: Any, cotangents: Any) -> None:
+        """Gradient nodes made by `node`'s vector-Jacobian product: they get its line
+        (marked as its gradient) instead of the line that asked for the gradient."""
+        sites = callsite.SITES
+        site = sites.get(node) if sites is not None else None
+        if site is not None and site != BEFORE:
+            callsite.tag_new(sites, cotangents, site if site.endswith(GRAD) else site + GRAD)
 
     def sync_begin(self, state: Any, site: str, outputs: int) -> None:
         now = time.perf_counter()
@@ -227,13 +236,7 @@ def _mark_pending_before() -> None:
 
 
 def _mark(node: Any) -> None:
-    sites, stack = callsite.SITES, [node]
-    while stack:
-        n = stack.pop()
-        if n.buffer is not None or not n.operands or n in sites:
-            continue
-        sites[n] = BEFORE
-        stack.extend(n.operands)
+    callsite.tag_new(callsite.SITES, [node], BEFORE)
 
 
 @contextlib.contextmanager
