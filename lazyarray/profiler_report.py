@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .compiler import primitive as P
 from .peaks import Peaks, host_peaks
 
 GPU_TRACK = -1
@@ -36,11 +37,18 @@ class KernelStats:
     ops: list = field(default_factory=list)
     sites: list = field(default_factory=list)    # [(site, ops recorded there)]
     threads: int = 1               # threads that ran its chunks
+    chunk_seconds: float = 0.0     # time inside its chunks, all threads (0: not split)
     gpu: bool = False
 
     @property
     def avg(self) -> float:
         return self.total / max(self.calls, 1)
+
+    @property
+    def busy(self) -> float:
+        """Of the time its threads spent in the kernel, the fraction they computed (the
+        rest: waiting for a thread to start, or for the slowest chunk); 0 if not split."""
+        return self.chunk_seconds / (self.total * self.threads) if self.total > 0 else 0.0
 
     @property
     def gbps(self) -> float:
@@ -89,6 +97,7 @@ def _count_threads(prof: Any, rows: dict) -> None:
         for c in chunks.get(e.name, ()):
             if e.t0 <= c.t0 and c.t1 <= e.t1:
                 tids[_key(e)].add(c.tid)
+                rows[_key(e)].chunk_seconds += c.seconds
     for key, ts in tids.items():
         rows[key].threads = max(1, len(ts))
 
@@ -104,14 +113,20 @@ def _short_site(site: str) -> str:
     return f"{os.path.basename(path)}:{line}" if path else site
 
 
+_KIND_ORDER = {P.LIBRARY: 0, P.REDUCTION: 1, P.OPAQUE: 2, P.ELEMENTWISE: 3}
+
+
 def _ops_text(ops: list, width: int = 34) -> str:
+    """The fused ops, the ones that compute first (index-moving ops last), with counts."""
     counts = collections.Counter(ops)
-    text = ",".join(op if n == 1 else f"{op}x{n}" for op, n in counts.items())
+    order = sorted(counts, key=lambda op: _KIND_ORDER.get(
+        P.PRIMITIVES[op].kind if op in P.PRIMITIVES else "", 4))
+    text = ",".join(op if counts[op] == 1 else f"{op}x{counts[op]}" for op in order)
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def _sites_text(sites: list, width: int = 40) -> str:
-    text = ", ".join(f"{_short_site(s)}({n})" for s, n in sites)
+def _sites_text(sites: list, width: int = 48) -> str:
+    text = ", ".join(f"{_short_site(s)} x{n}" for s, n in sites)
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
@@ -131,16 +146,18 @@ def table(prof: Any, sort_by: str = "total", row_limit: int = 20) -> str:
     peaks = _peaks_for(prof)
     everything = sum(r.total for r in rows)
     head = (f"{'Kernel':<22} {'Program':<10} {'Calls':>5} {'Total ms':>9} {'Avg ms':>8} "
-            f"{'%Time':>6} {'GB/s':>7} {'%BW':>5} {'GFLOP/s':>8} {'%GEMM':>6} {'Thr':>3}  "
+            f"{'%Time':>6} {'GB/s':>7} {'%BW':>5} {'GFLOP/s':>8} {'%GEMM':>6} {'Thr':>3} {'Busy':>5}  "
             f"{'Fused ops':<34}  Source lines")
     lines = [head, "-" * len(head)]
     for r in rows[:row_limit]:
         bw = f"{100 * r.gbps / peaks.copy_gbps:5.0f}" if peaks and not r.gpu else f"{'-':>5}"
         fl = f"{100 * r.gflops / peaks.gemm_gflops:6.0f}" if peaks and not r.gpu else f"{'-':>6}"
+        busy = f"{100 * r.busy:4.0f}%" if r.chunk_seconds else f"{'-':>5}"
         lines.append(
             f"{r.kernel[:22]:<22} {r.program[:10]:<10} {r.calls:>5} {r.total * 1e3:>9.3f} "
             f"{r.avg * 1e3:>8.3f} {100 * r.total / everything:>5.1f}% {r.gbps:>7.2f} {bw} "
-            f"{r.gflops:>8.2f} {fl} {r.threads:>3}  {_ops_text(r.ops):<34}  {_sites_text(r.sites)}")
+            f"{r.gflops:>8.2f} {fl} {r.threads:>3} {busy}  {_ops_text(r.ops):<34}  "
+            f"{_sites_text(r.sites)}")
     lines.append("-" * len(head))
     lines.append(_summary(prof, everything, peaks))
     return "\n".join(lines)

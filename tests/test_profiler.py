@@ -272,3 +272,63 @@ def test_sources_follow_instructions_through_the_passes():
     assert len(merged) == 1 and set(muls) <= set(merged[0])
     root = sources[opt.outputs[0]]
     assert pos[c._node] in root          # the dropped add stands behind its replacement
+
+
+# ---- GPU: stream events (the driver is a stand-in; the launches and plan are real) -------
+
+class _FakeEvents:
+    """cuda-python's event calls, answering each elapsed time from a table."""
+
+    def __init__(self, ms: list) -> None:
+        self.ms, self.recorded, self.destroyed = list(ms), [], 0
+
+    def cuEventCreate(self, flags):
+        return 0, object()
+
+    def cuEventRecord(self, ev, stream):
+        self.recorded.append((ev, stream))
+        return (0,)
+
+    def cuEventElapsedTime(self, a, b):
+        return 0, self.ms.pop(0)
+
+    def cuEventDestroy(self, ev):
+        self.destroyed += 1
+        return (0,)
+
+
+def test_gpu_kernels_timed_by_stream_events_land_in_the_profile():
+    from lazyarray.compiler.codegen import nvptx
+    from lazyarray.compiler.passes.pipeline import compile_plan
+    from lazyarray.devices import gpu_timer
+    x = _data(64, 48)
+    with la.profiler.profile() as prof:
+        y = (la.exp(x) @ x.T).sum(axis=1); line = _line()          # noqa: E702
+        cap = capture([y._node])
+        plan = compile_plan(cap.module("gpu_m"))
+        program = nvptx.emit_plan(plan, name="gpu_m")
+        fake = _FakeEvents([0.5 * (k + 1) for k in range(len(program.launches))])
+        timer = gpu_timer.EventTimer(fake, stream="s")
+        rec = profile_hooks.ACTIVE
+
+        class Exe:          # what the profiler reads of a CUDA executable
+            name = "gpu_m"
+
+        Exe.plan = plan
+        rec.sync_begin(type("S", (), {"device": type("D", (), {"name": "cuda"})})(), "here", 1)
+        rec.sync_mark("capture")
+        rec.sync_mark("lookup")
+        for step in program.launches:      # as CudaExecutable.run brackets each step
+            mark = timer.start()
+            timer.stop(mark, gpu_timer.kernel_name(step, plan), "gpu")
+        timer.report(rec, "gpu_m")
+        rec.sync_end(Exe(), cap)
+    assert fake.destroyed == 2 * len(program.launches)
+    gpu = [e for e in prof.kernel_events() if e.tid == profiler.GPU_TRACK]
+    assert [round(e.seconds * 1e3, 6) for e in gpu] == [0.5 * (k + 1) for k in range(len(gpu))]
+    assert {e.args["plan_kernel"] for e in gpu} <= {k.name for k in plan.kernels}
+    run = next(e for e in prof.events if e.name == "run")
+    assert gpu[0].t0 == run.t0 and all(a.t1 == b.t0 for a, b in zip(gpu, gpu[1:]))
+    mm = next(r for r in prof.key_averages() if r.ops == ["dot_general"])
+    assert mm.gpu and mm.flops == 2 * 64 * 64 * 48
+    assert [s for s, _ in mm.sites] == [f"{__file__}:{line}"]
