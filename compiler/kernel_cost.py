@@ -18,6 +18,7 @@ from .plan import ExecutionPlan
 from .provenance import sources_of
 
 _FREE = frozenset(("convert", "bitcast_convert", "select"))
+_NOT_OPS = frozenset(("parameter", "constant", "tuple"))    # not listed as a kernel's ops
 
 
 def _numel(shape: tuple) -> int:
@@ -56,7 +57,7 @@ def kernel_info(plan: ExecutionPlan) -> dict:
         srcs = sorted({s for p in members for s in sources[p]}) if sources is not None else []
         out[k.name] = {
             "kind": k.kind,
-            "ops": [ins[p].op for p in members if ins[p].op not in ("parameter", "constant", "tuple")],
+            "ops": [ins[p].op for p in members if ins[p].op not in _NOT_OPS],
             "sources": srcs,
             "bytes_read": sum(nbytes(ins[p]) for p in set(k.inputs)),
             "bytes_written": sum(nbytes(ins[p]) for p in set(k.outputs)),

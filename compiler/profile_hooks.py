@@ -12,6 +12,9 @@ seconds):
     chunk(kernel, chunk, t0, t1)               one chunk of a kernel split over threads,
                                                reported by the thread that ran it
     gpu_kernel(program, kernel, kind, ms)      a GPU kernel timed by events on the stream
+    backward(node, cotangents)                 nodes a vjp rule made for `node` (autodiff)
+
+and, from lazyarray's runtime, sync_begin / sync_mark / sync_end around each sync.
 """
 from __future__ import annotations
 

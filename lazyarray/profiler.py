@@ -96,7 +96,8 @@ class Profile:
     def sync_begin(self, state: Any, site: str, outputs: int) -> None:
         now = time.perf_counter()
         if now > self._last_sync_end:
-            self.span("trace", "trace (recording ops)", self._last_sync_end, now, {})
+            self.span("trace", "trace", self._last_sync_end, now,
+                      {"what": "the Python since the last sync: your code recording ops"})
         self._syncs += 1
         self._open = {"t0": now, "mark": now, "site": site, "outputs": outputs,
                       "device": state.device.name, "misses": METRICS.cache_misses}
@@ -126,10 +127,10 @@ class Profile:
             ev.args.update(_describe(info.get(name), sites.get(name, ())))
             ev.args["plan_kernel"] = name
             ev.args["sync"] = self._syncs
-        self.events.append(Event(f"sync #{self._syncs}", "sync", s["t0"], now, self.main_tid, {
+        program = getattr(exe, "name", "") or getattr(getattr(exe, "module", None), "name", "")
+        self.span("sync", f"sync #{self._syncs}", s["t0"], now, {
             "site": s["site"], "outputs": s["outputs"], "device": s["device"],
-            "program": getattr(exe, "name", "") or getattr(getattr(exe, "module", None), "name", ""),
-            "compiled": s.get("compiled", False)}))
+            "program": program, "compiled": s.get("compiled", False)})
         self._last_sync_end = now
 
     def _place_gpu_events(self, t0: float, t1: float) -> None:

@@ -146,7 +146,8 @@ def table(prof: Any, sort_by: str = "total", row_limit: int = 20) -> str:
     peaks = _peaks_for(prof)
     everything = sum(r.total for r in rows)
     head = (f"{'Kernel':<22} {'Program':<10} {'Calls':>5} {'Total ms':>9} {'Avg ms':>8} "
-            f"{'%Time':>6} {'GB/s':>7} {'%BW':>5} {'GFLOP/s':>8} {'%GEMM':>6} {'Thr':>3} {'Busy':>5}  "
+            f"{'%Time':>6} {'GB/s':>7} {'%BW':>5} {'GFLOP/s':>8} {'%GEMM':>6} {'Thr':>3} "
+            f"{'Busy':>5}  "
             f"{'Fused ops':<34}  Source lines")
     lines = [head, "-" * len(head)]
     for r in rows[:row_limit]:
@@ -167,7 +168,7 @@ def _summary(prof: Any, kernels: float, peaks: Optional[Peaks]) -> str:
     ph = prof.phases()
     syncs = sum(1 for e in prof.events if e.cat == "sync" and e.name.startswith("sync #"))
     parts = [f"{syncs} syncs", f"kernels {kernels * 1e3:.3f} ms"]
-    for name in ("trace (recording ops)", "capture", "cache lookup", "compile", "bind buffers",
+    for name in ("trace", "capture", "cache lookup", "compile", "bind buffers",
                  "host_to_device", "device_to_host"):
         if name in ph:
             parts.append(f"{name} {ph[name] * 1e3:.3f} ms")
