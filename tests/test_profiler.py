@@ -332,3 +332,16 @@ def test_gpu_kernels_timed_by_stream_events_land_in_the_profile():
     mm = next(r for r in prof.key_averages() if r.ops == ["dot_general"])
     assert mm.gpu and mm.flops == 2 * 64 * 64 * 48
     assert [s for s, _ in mm.sites] == [f"{__file__}:{line}"]
+
+
+def test_the_cnn_example_prints_the_table_and_writes_the_trace(tmp_path, monkeypatch, capsys):
+    import runpy
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "profile_cnn.py")
+    trace = tmp_path / "cnn.json"
+    monkeypatch.setattr(sys, "argv", ["profile_cnn.py", "--steps", "1", "--batch", "2",
+                                      "--trace", str(trace)])
+    runpy.run_path(path, run_name="__main__")
+    out = capsys.readouterr().out
+    assert "Fused ops" in out and "profile_cnn.py:" in out and "(grad)" in out
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert any(e.get("cat") == "kernel" for e in events)
