@@ -56,8 +56,11 @@ def main() -> None:
     train_step(model, opt, *batches[0])      # compiles: kept out of the profile
     with la.profiler.profile() as prof:
         for xb, yb in batches[1:]:
-            loss = train_step(model, opt, xb, yb)
+            with la.profiler.record("train_step"):     # a span of your own in the trace
+                loss = train_step(model, opt, xb, yb)
     print(prof.table(row_limit=args.rows))
+    print()
+    print(prof.table(group_by="line", row_limit=8))      # the same time, by line of this file
     prof.export_chrome_trace(args.trace)
     print(f"\nloss {loss:.4f}; trace written to {args.trace} "
           "(open it in https://ui.perfetto.dev or chrome://tracing)")

@@ -4,6 +4,7 @@
         loss = train_step(xb, yb)
         loss.item()                       # the sync happens inside the block
     print(prof.table())                   # the top kernels, like torch.profiler's table
+    print(prof.table(group_by="line"))    # the user's lines by the kernel time behind them
     prof.export_chrome_trace("step.json") # open in https://ui.perfetto.dev
 
 While the block runs, each sync records its phases: trace (the Python between syncs:
@@ -34,6 +35,7 @@ from .metrics import METRICS
 
 BEFORE = "(recorded before the profile began)"
 GPU_TRACK = -1          # the tid of GPU stream events in a trace
+USER_TRACK = -2         # the tid of the user's own spans (`record`)
 GRAD = " (grad)"        # a site's suffix for the gradient ops of the ops recorded there
 
 
@@ -165,15 +167,36 @@ class Profile:
         out["kernels"] = sum(e.seconds for e in self.kernel_events())
         return dict(out)
 
-    def table(self, sort_by: str = "total", row_limit: int = 20) -> str:
-        """The top kernels as text (like torch.profiler's key_averages().table())."""
-        from .profiler_report import table
+    def table(self, sort_by: str = "total", row_limit: int = 20, group_by: str = "kernel") -> str:
+        """The top kernels as text (like torch.profiler's key_averages().table());
+        `group_by="line"`: the user's lines by the kernel time behind them."""
+        from .profiler_report import line_table, table
+        if group_by == "line":
+            return line_table(self, row_limit)
+        if group_by != "kernel":
+            raise ValueError(f"table(group_by={group_by!r}): valid are 'kernel' and 'line'")
         return table(self, sort_by, row_limit)
 
     def export_chrome_trace(self, path: str) -> None:
         """Write the Chrome trace-event JSON that Perfetto and chrome://tracing open."""
         from .profiler_report import export_chrome_trace
         export_chrome_trace(self, path)
+
+
+@contextlib.contextmanager
+def record(name: str) -> Iterator[None]:
+    """A span of the user's own (e.g. "data loading") in the profile and its trace, like
+    torch.profiler.record_function; does nothing when no profile records."""
+    rec = profile_hooks.ACTIVE
+    if rec is None:
+        yield
+        return
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        # on a track of its own: it may begin or end in the middle of a trace or sync span
+        rec.events.append(Event(name, "user", t0, time.perf_counter(), USER_TRACK))
 
 
 # ---- turning a run's kernels into rows with ops and lines --------------------------

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from .compiler import primitive as P
 from .peaks import Peaks, host_peaks
 
-GPU_TRACK = -1
+GPU_TRACK, USER_TRACK = -1, -2
 
 
 @dataclass
@@ -164,6 +164,39 @@ def table(prof: Any, sort_by: str = "total", row_limit: int = 20) -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class LineStats:
+    """Kernel time attributed to one line of the user's code."""
+    site: str
+    seconds: float = 0.0
+    kernels: list = field(default_factory=list)     # names of the kernels it shares
+
+
+def by_line(prof: Any) -> list:
+    """Lines by the kernel time behind them. A kernel fusing ops of several lines splits
+    its time between them by their share of its ops (an estimate: ops differ in cost)."""
+    lines: dict = {}
+    for r in key_averages(prof):
+        ops = sum(n for _, n in r.sites)
+        for site, n in r.sites:
+            row = lines.setdefault(site, LineStats(site))
+            row.seconds += r.total * n / ops
+            row.kernels.append(r.kernel)
+    return sorted(lines.values(), key=lambda r: -r.seconds)
+
+
+def line_table(prof: Any, row_limit: int = 20) -> str:
+    rows = by_line(prof)
+    everything = sum(r.seconds for r in rows) or 1.0
+    head = f"{'Source line':<48} {'Kernel ms':>10} {'%':>6}  Kernels"
+    out = [head, "-" * len(head)]
+    for r in rows[:row_limit]:
+        site = _short_site(r.site)
+        out.append(f"{site[:48]:<48} {r.seconds * 1e3:>10.3f} {100 * r.seconds / everything:>5.1f}%"
+                   f"  {', '.join(r.kernels[:6])}{' ...' if len(r.kernels) > 6 else ''}")
+    return "\n".join(out)
+
+
 def _summary(prof: Any, kernels: float, peaks: Optional[Peaks]) -> str:
     ph = prof.phases()
     syncs = sum(1 for e in prof.events if e.cat == "sync" and e.name.startswith("sync #"))
@@ -208,14 +241,14 @@ def trace_events(prof: Any) -> list:
                   "args": {"name": "lazyarray"}}]
     for e in sorted(prof.events, key=lambda e: (e.t0, -(e.t1 - e.t0))):
         if e.tid not in tids:
-            tids[e.tid] = len(tids) if e.tid != GPU_TRACK else 1000
+            tids[e.tid] = {GPU_TRACK: 1000, USER_TRACK: 1001}.get(e.tid, len(tids))
         args = _kernel_args(e) if e.cat == "kernel" else e.args
         out.append({"name": e.name, "cat": e.cat, "ph": "X", "pid": 1, "tid": tids[e.tid],
                     "ts": (e.t0 - prof.start) * 1e6, "dur": max(e.t1 - e.t0, 0.0) * 1e6,
                     "args": _jsonable(args)})
     for tid, n in tids.items():
-        name = ("python (syncs)" if tid == prof.main_tid else
-                "GPU stream" if tid == GPU_TRACK else f"worker {n}")
+        name = ("python (syncs)" if tid == prof.main_tid else "GPU stream" if tid == GPU_TRACK
+                else "your annotations" if tid == USER_TRACK else f"worker {n}")
         out.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": n, "args": {"name": name}})
     return out
 

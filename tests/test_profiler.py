@@ -345,3 +345,39 @@ def test_the_cnn_example_prints_the_table_and_writes_the_trace(tmp_path, monkeyp
     assert "Fused ops" in out and "profile_cnn.py:" in out and "(grad)" in out
     events = json.loads(trace.read_text())["traceEvents"]
     assert any(e.get("cat") == "kernel" for e in events)
+
+
+def test_time_by_line_adds_up_to_the_kernels():
+    from lazyarray.profiler_report import by_line
+    x, w = _data(96, 64), _data(64, 64, seed=5)
+    with la.profiler.profile() as prof:
+        h = x @ w; mm_line = _line()                               # noqa: E702
+        y = la.exp(h).mean(); exp_line = _line()                   # noqa: E702
+        y.numpy()
+    rows = by_line(prof)
+    sites = {r.site for r in rows}
+    assert {f"{__file__}:{mm_line}", f"{__file__}:{exp_line}"} <= sites
+    kernels = sum(r.total for r in prof.key_averages())
+    assert sum(r.seconds for r in rows) == pytest.approx(kernels, rel=1e-9)
+    text = prof.table(group_by="line")
+    assert f"{HERE}:{mm_line}" in text and "Kernel ms" in text
+    with pytest.raises(ValueError, match="group_by"):
+        prof.table(group_by="file")
+
+
+def test_user_spans_have_their_own_track(tmp_path):
+    with la.profiler.record("outside"):       # no profile: nothing recorded, no error
+        pass
+    x = _data(8, 8)
+    with la.profiler.profile() as prof:
+        with la.profiler.record("my step"):
+            (x * 2.0).sum().numpy()
+    (ev,) = [e for e in prof.events if e.cat == "user"]
+    sync = next(e for e in prof.events if e.name.startswith("sync #"))
+    assert ev.name == "my step" and ev.t0 <= sync.t0 <= sync.t1 <= ev.t1
+    path = tmp_path / "t.json"
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    (user,) = [e for e in events if e.get("cat") == "user"]
+    names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    assert names[user["tid"]] == "your annotations"
