@@ -129,7 +129,7 @@ class Profile:
             ev.args.update(_describe(info.get(name), sites.get(name, ())))
             ev.args["plan_kernel"] = name
             ev.args["sync"] = self._syncs
-        program = getattr(exe, "name", "") or getattr(getattr(exe, "module", None), "name", "")
+        program = getattr(exe, "name", "") or getattr(getattr(exe, "program", None), "name", "")
         self.span("sync", f"sync #{self._syncs}", s["t0"], now, {
             "site": s["site"], "outputs": s["outputs"], "device": s["device"],
             "program": program, "compiled": s.get("compiled", False)})
