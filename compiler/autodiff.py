@@ -45,6 +45,8 @@ def stop(node: Node) -> Node:
 def _stopped_copy(node: Node) -> Node:
     copy = Node(node.op, node.operands, node.shape, node.dtype, node.attrs, value=node.value)
     _STOPPED.add(copy)
+    if profile_hooks.ACTIVE:        # a profile records: the copy is `node`'s op, at its line
+        profile_hooks.ACTIVE.copied(node, copy)
     return copy
 
 

@@ -13,6 +13,7 @@ seconds):
                                                reported by the thread that ran it
     gpu_kernel(program, kernel, kind, ms)      a GPU kernel timed by events on the stream
     backward(node, cotangents)                 nodes a vjp rule made for `node` (autodiff)
+    copied(node, copy)                         `copy` is `node`'s op again (autodiff.stop)
 
 and, from lazyarray's runtime, sync_begin / sync_mark / sync_end around each sync.
 """

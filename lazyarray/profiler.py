@@ -29,9 +29,10 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
-from . import callsite
+from . import callsite, profiler_report
 from .compiler import profile_hooks
 from .metrics import METRICS
+from .runtime import live_states
 
 BEFORE = "(recorded before the profile began)"
 GPU_TRACK = -1          # the tid of GPU stream events in a trace
@@ -95,6 +96,14 @@ class Profile:
         if site is not None and site != BEFORE:
             callsite.tag_new(sites, cotangents, site if site.endswith(GRAD) else site + GRAD)
 
+    def copied(self, node: Any, copy: Any) -> None:
+        """`copy` is `node`'s op again (a gradient handed out as `.grad` is a stopped
+        copy): it keeps `node`'s line rather than the line that made the copy."""
+        sites = callsite.SITES
+        site = sites.get(node) if sites is not None else None
+        if site is not None:
+            sites[copy] = site
+
     def sync_begin(self, state: Any, site: str, outputs: int) -> None:
         now = time.perf_counter()
         if now > self._last_sync_end:
@@ -153,8 +162,7 @@ class Profile:
 
     def key_averages(self) -> list:
         """One row per kernel of each program (calls aggregated), by total time."""
-        from .profiler_report import key_averages
-        return key_averages(self)
+        return profiler_report.key_averages(self)
 
     def phases(self) -> dict:
         """Seconds per phase over the whole profile: trace, capture, cache lookup,
@@ -170,17 +178,15 @@ class Profile:
     def table(self, sort_by: str = "total", row_limit: int = 20, group_by: str = "kernel") -> str:
         """The top kernels as text (like torch.profiler's key_averages().table());
         `group_by="line"`: the user's lines by the kernel time behind them."""
-        from .profiler_report import line_table, table
         if group_by == "line":
-            return line_table(self, row_limit)
+            return profiler_report.line_table(self, row_limit)
         if group_by != "kernel":
             raise ValueError(f"table(group_by={group_by!r}): valid are 'kernel' and 'line'")
-        return table(self, sort_by, row_limit)
+        return profiler_report.table(self, sort_by, row_limit)
 
     def export_chrome_trace(self, path: str) -> None:
         """Write the Chrome trace-event JSON that Perfetto and chrome://tracing open."""
-        from .profiler_report import export_chrome_trace
-        export_chrome_trace(self, path)
+        profiler_report.export_chrome_trace(self, path)
 
 
 @contextlib.contextmanager
@@ -251,7 +257,6 @@ _LOCK = threading.Lock()
 def _mark_pending_before() -> None:
     """Ops recorded before the profile began get the BEFORE line (not the line of the
     first op recorded after, whose walk would otherwise reach them)."""
-    from .runtime import live_states
     for state in live_states():
         for r in list(state.pending):
             t = r()

@@ -76,6 +76,20 @@ def test_gradient_ops_carry_the_forward_line():
     np.testing.assert_allclose(g.numpy(), np.exp(x.numpy()), rtol=1e-6)
 
 
+def test_backward_gradients_carry_the_forward_line_too():
+    """PyTorch's idiom: .grad is a stopped copy of the gradient, made at the backward()
+    line; it keeps the forward op's line."""
+    x = la.tensor(_data(32, 8).numpy(), requires_grad=True)
+    with la.profiler.profile() as prof:
+        loss = la.exp(x).sum(); exp_line = _line()                  # noqa: E702
+        loss.backward(); bw_line = _line()                          # noqa: E702
+        x.grad.numpy()
+    sites = {s for r in prof.key_averages() for s, _ in r.sites}
+    assert f"{__file__}:{exp_line}{profiler.GRAD}" in sites
+    assert f"{__file__}:{bw_line}" not in sites
+    np.testing.assert_allclose(x.grad.numpy(), np.exp(x.numpy()), rtol=1e-6)
+
+
 def test_ops_recorded_before_the_profile_are_marked_so():
     x = _data(16, 16)
     y = la.sin(x) * 3.0                   # pending when the profile begins
