@@ -20,6 +20,7 @@ from __future__ import annotations
 import weakref
 from typing import Iterable, Sequence
 
+from . import profile_hooks
 from .node import Node
 from .primitive import NOT_DIFFERENTIABLE, PRIMITIVES, apply
 
@@ -44,6 +45,8 @@ def stop(node: Node) -> Node:
 def _stopped_copy(node: Node) -> Node:
     copy = Node(node.op, node.operands, node.shape, node.dtype, node.attrs, value=node.value)
     _STOPPED.add(copy)
+    if profile_hooks.ACTIVE:        # a profile records: the copy is `node`'s op, at its line
+        profile_hooks.ACTIVE.copied(node, copy)
     return copy
 
 
@@ -146,6 +149,8 @@ def _propagate(node: Node, g: Node, dep: set, cts: dict) -> None:
         outs = [_conj(c) for c in prim.vjp(_conj(g), node, *node.operands, **node.attrs)]
     else:
         outs = prim.vjp(g, node, *node.operands, **node.attrs)
+    if profile_hooks.ACTIVE:        # a profile records: these nodes are `node`'s backward
+        profile_hooks.ACTIVE.backward(node, outs)
     if len(outs) != len(node.operands):
         raise AssertionError(f"vjp of {node.op} returned {len(outs)} cotangents for "
                              f"{len(node.operands)} operands")

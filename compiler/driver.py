@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import graphviz
+from . import graphviz, profile_hooks
 from .codegen.library_calls import library_step
+from .kernel_cost import kernel_info
 from .module import Module
 from .passes.pipeline import compile_plan
 from .plan import ExecutionPlan
@@ -60,9 +61,13 @@ def gpu_arch(capability: tuple) -> str:
 def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool) -> Program:
     from .codegen import cpu_kernels, llvm_target
     plan = compile_plan(module, verify=verify, donate_inputs=donated)
-    ir_text, steps = cpu_kernels.generate(plan, module.name)
-    llmod = llvm_target.optimize(ir_text, module.name)
-    code = llvm_target.emit_object(llmod)
+    span = profile_hooks.span         # a profile times each stage (no-op otherwise)
+    with span("codegen", "cpu_kernels"):
+        ir_text, steps = cpu_kernels.generate(plan, module.name)
+    with span("codegen", "llvm_optimize"):
+        llmod = llvm_target.optimize(ir_text, module.name)
+    with span("codegen", "emit_object"):
+        code = llvm_target.emit_object(llmod)
     program = _program(plan, CPU, code, steps, donated)
     if dumps:
         program.dumps = _plan_texts(plan)
@@ -73,7 +78,8 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool) 
 def _compile_nvptx(module: Module, arch: str, verify: bool, dumps: bool) -> Program:
     from .codegen import nvptx
     plan = compile_plan(module, verify=verify)
-    gpu = nvptx.emit_plan(plan, arch, module.name)
+    with profile_hooks.span("codegen", "nvptx"):
+        gpu = nvptx.emit_plan(plan, arch, module.name)
     steps = []
     for s in gpu.launches:
         if isinstance(s, nvptx.LaunchSpec):
@@ -118,7 +124,8 @@ def _program(plan: ExecutionPlan, target: str, code: bytes, steps: list,
         slots=[[p, s] for p, s in buffers.slot_of.items()],
         slot_bytes=list(buffers.slot_bytes), peak_bytes=int(buffers.peak_bytes),
         aliases=[[int(o), int(x)] for o, x in buffers.aliases.items()],
-        donated=sorted(int(n) for n in donated))
+        donated=sorted(int(n) for n in donated),
+        kernel_info=kernel_info(plan))
 
 
 # ---- dump texts --------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import numpy as np
 from . import dtypes as D
 from .literal import Literal
 
-FORMAT = 1      # bump when the stored layout changes (old cache entries then miss)
+FORMAT = 2      # bump when the stored layout changes (old cache entries then miss)
 
 
 @dataclass
@@ -46,6 +46,9 @@ class Program:
     aliases: list = field(default_factory=list)      # [output, donated parameter]
     donated: list = field(default_factory=list)      # donated parameter numbers
     scratch: dict = field(default_factory=dict)      # GPU: scratch key -> bytes
+    # plan kernel -> its ops, traced sources, bytes and flops (compiler/kernel_cost.py):
+    # what a profile shows beside each kernel's time
+    kernel_info: dict = field(default_factory=dict)
     dumps: dict = field(default_factory=dict)        # stage -> text (never stored)
 
     def kernels(self) -> int:
@@ -70,7 +73,7 @@ class Program:
 
 
 _STORED = ("name", "target", "steps", "values", "params", "outputs", "slots", "slot_bytes",
-           "peak_bytes", "aliases", "donated", "scratch")
+           "peak_bytes", "aliases", "donated", "scratch", "kernel_info")
 
 
 # ---- values -------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..compiler import dtypes as D
+from ..compiler import profile_hooks
 from ..compiler.driver import CPU, compile as compile_program, target_id
 from ..compiler.module import Module
 from ..compiler.primitive import PRIMITIVES
@@ -117,7 +118,8 @@ class CPUDevice(HostDevice):
         s = self.settings()
         cache = self.disk_cache()
         key = self.cache_entry_key(module, donated)
-        program = load_cached(cache, key) if cache is not None else None
+        with profile_hooks.span("cache", "disk_cache_load"):   # timed when profiling
+            program = load_cached(cache, key) if cache is not None else None
         hit = program is not None
         if program is None:
             program = compile_program(module, CPU, donated, verify=bool(s["verify"]),
@@ -126,7 +128,8 @@ class CPUDevice(HostDevice):
                 cache.store(key, *program.to_cache())
             if s["dump"]:
                 write_dump(s["dump"], module.name, program)
-        exe = CPUExecutable(program, self)
+        with profile_hooks.span("codegen", "load_object"):
+            exe = CPUExecutable(program, self)
         exe.from_disk_cache = hit
         exe.compile_seconds = time.perf_counter() - t0
         if int(s["debug"]) >= 1:
@@ -273,19 +276,29 @@ class CPUExecutable:
         # competing with the pool's workers for the cores
         blas = blas_single_threaded() if self._uses_blas else contextlib.nullcontext()
         with self._lock, blas:
+            prof = profile_hooks.ACTIVE      # a profile records: time binding and each step
+            t0 = time.perf_counter() if prof else 0.0
             arrays = self._bind(args, temps)
+            if prof:
+                prof.span("transfer", "bind buffers", t0, time.perf_counter(), {})
             # settings are read once per run (the steps below use this pool)
             settings = self.device.settings()
             debug = int(settings["debug"]) >= 2
             self._run_pool = self.device.pool(settings)
+            if prof:
+                self._run_pool = profile_hooks.TimedPool(self._run_pool, prof)
             for step in self.steps:
-                t0 = time.perf_counter() if debug else 0.0
+                t0 = time.perf_counter() if debug or prof else 0.0
+                if prof:
+                    self._run_pool.kernel = step["kernel"]
                 if step["type"] == "library":
                     self._library(step, arrays)
                 elif step["type"] == "partial":
                     self._partial(step, arrays)
                 else:
                     self._loop(step, arrays)
+                if prof:
+                    prof.kernel(self.name, step["kernel"], step["type"], t0, time.perf_counter())
                 if debug:
                     print(f"[lazyarray]   {self.name} {step['kernel']} ({step['type']}): "
                           f"{(time.perf_counter() - t0) * 1e3:.3f} ms")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 import weakref
 from typing import Any, Optional
 
@@ -27,9 +28,11 @@ import numpy as np
 
 from ..compiler import dtypes as D
 from ..compiler import primitive as P
+from ..compiler import profile_hooks
 from ..compiler.driver import compile as compile_program, gpu_arch
 from ..compiler.module import Module
 from ..compiler.program import Program
+from . import gpu_timer
 from .cuda_solver import run_library_call
 from .device import Device
 
@@ -175,7 +178,8 @@ class CudaDevice(Device):
         return ptr
 
     def put(self, array: np.ndarray) -> CudaBuffer:
-        cu = driver()
+        cu, rec = driver(), profile_hooks.ACTIVE
+        t0 = time.perf_counter() if rec else 0.0
         host = np.ascontiguousarray(array)
         buf = self.new_buffer(host.shape, host.dtype)
         if host.nbytes:
@@ -185,10 +189,13 @@ class CudaDevice(Device):
                 check(cu.cuMemcpyHtoDAsync(buf.ptr, staging, host.nbytes, self.stream), "HtoD")
                 check(cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
         self.bytes_moved += host.nbytes
+        if rec:
+            rec.span("transfer", "host_to_device", t0, time.perf_counter(), {"bytes": host.nbytes})
         return buf
 
     def get(self, buffer: CudaBuffer) -> np.ndarray:
-        cu = driver()
+        cu, rec = driver(), profile_hooks.ACTIVE
+        t0 = time.perf_counter() if rec else 0.0
         out = np.empty(buffer.shape, buffer.dtype)
         if out.nbytes:
             with self._lock:
@@ -197,6 +204,8 @@ class CudaDevice(Device):
                 check(cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize")
                 ctypes.memmove(out.ctypes.data, staging, out.nbytes)
         self.bytes_moved += out.nbytes
+        if rec:
+            rec.span("transfer", "device_to_host", t0, time.perf_counter(), {"bytes": out.nbytes})
         return out
 
     def copy(self, src: CudaBuffer, dst: CudaBuffer) -> None:
@@ -258,12 +267,19 @@ class CudaExecutable:
             values[pos] = self._as_buffer(args[number], self.values[pos])
         scratch = {key: dev.new_buffer((nbytes,), np.uint8)
                    for key, nbytes in self.program.scratch.items()}
+        prof = profile_hooks.ACTIVE          # a profile records: events around each step
+        timer = gpu_timer.EventTimer(driver(), dev.stream) if prof else None
         for step in self.program.steps:
+            mark = timer.start() if timer else None
             if step["type"] == "launch":
                 self._launch(step, values, scratch)
             else:
                 self._library(step, values)
+            if timer:
+                timer.stop(mark, gpu_timer.kernel_name(step, self.program), "gpu")
         dev.synchronize()
+        if timer:
+            timer.report(prof, self.program.name)
         return [values[o] for o in self.outputs]
 
     def _as_buffer(self, arg: Any, ins: Any) -> CudaBuffer:

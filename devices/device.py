@@ -1,10 +1,12 @@
 """What every device provides: buffers, and executables compiled from modules."""
 from __future__ import annotations
 
+import time
 from typing import Any, Protocol
 
 import numpy as np
 
+from ..compiler import profile_hooks
 from ..compiler.module import Module
 
 
@@ -43,8 +45,12 @@ class HostDevice(Device):
     """A device whose buffers are read-only NumPy arrays in host memory."""
 
     def put(self, array: np.ndarray) -> np.ndarray:
+        rec = profile_hooks.ACTIVE
+        t0 = time.perf_counter() if rec else 0.0
         out = np.array(array, copy=True, order="C")
         out.setflags(write=False)
+        if rec:
+            rec.span("transfer", "host_to_device", t0, time.perf_counter(), {"bytes": out.nbytes})
         return out
 
     def get(self, buffer: np.ndarray) -> np.ndarray:

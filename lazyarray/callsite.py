@@ -1,10 +1,16 @@
-"""The user's own file and line: the first stack frame outside lazyarray."""
+"""The user's own file and line: the first stack frame outside lazyarray.
+
+While a profile records (lazyarray/profiler.py), `SITES` maps each recorded node to the
+line that recorded it, so that a profile can name the lines behind every kernel;
+otherwise it is None and recording does nothing more than check it.
+"""
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
-
+SITES: Any = None      # a WeakKeyDictionary node -> site while a profile records
 
 
 def _package_dirs() -> tuple:
@@ -72,3 +78,22 @@ def format_frame(site: "tuple | None") -> str:
             line = number
             break
     return f"{code.co_filename}:{line}"
+
+
+def tag(node: Any) -> None:
+    """Note the user's line for `node` and for the nodes recorded with it that have no
+    line yet (a composite op makes several nodes; only its result reaches a tensor). The
+    walk stops at nodes with a line, so each node is visited once."""
+    if SITES is not None:
+        tag_new(SITES, [node], user_site())
+
+
+def tag_new(sites: Any, nodes: Any, site: str) -> None:
+    """Give `site` to `nodes` and the op nodes behind them that have none yet."""
+    stack = list(nodes)
+    while stack:
+        n = stack.pop()
+        if n is None or n.buffer is not None or not n.operands or n in sites:
+            continue
+        sites[n] = site
+        stack.extend(n.operands)

@@ -28,6 +28,7 @@ from typing import Any, Iterator, Optional
 from . import config
 from .callsite import format_frame, user_frame, user_site
 from .metrics import METRICS, explain_change
+from .compiler import profile_hooks
 from .compiler.trace import DonatedBuffer, capture
 from .devices.device import Device
 
@@ -328,15 +329,24 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
     inputs runs to its end even when interrupted (the interrupt is raised once its
     results are in place): stopping it half way would lose both the old and new values."""
     site = site or user_site()
+    rec = profile_hooks.ACTIVE      # a profile records: mark the phases (lazyarray/profiler.py)
+    if rec:
+        rec.sync_begin(state, site, len(nodes))
     cap = capture(nodes, OFFERED if donate else None)
     if cap.donated_nodes and not _donation_safe(cap):
         cap = capture(nodes, None)
+    if rec:
+        rec.sync_mark("capture")
     exe = _executable(state, cap, site)
+    if rec:
+        rec.sync_mark("lookup")
     if cap.donated_nodes:
         with _interrupts_deferred():
             _run(exe, cap, nodes)
     else:
         _run(exe, cap, nodes)
+    if rec:
+        rec.sync_end(exe, cap)
 
 
 def _donation_safe(cap: Any) -> bool:

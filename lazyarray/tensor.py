@@ -17,7 +17,7 @@ import numpy as np
 
 from .compiler import dtypes as D
 from .compiler.node import Node, parameter_leaf
-from . import dlpack, runtime
+from . import callsite, dlpack, runtime
 from .runtime import DeviceState
 
 # Tensor._flags bits
@@ -63,6 +63,8 @@ class Tensor:
         t._state = state
         if node.buffer is None:
             state.add_pending(t)
+            if callsite.SITES is not None:     # a profile records: note the user's line
+                callsite.tag(t._node)
         return t
 
     @staticmethod
@@ -92,6 +94,8 @@ class Tensor:
         self._node = node
         if node.buffer is None:
             self._state.add_pending(self)
+            if callsite.SITES is not None:
+                callsite.tag(node)
 
     # ---- properties ---------------------------------------------------------------
 

@@ -6,6 +6,7 @@ stay (executables take their arguments by parameter number).
 from __future__ import annotations
 
 from ..module import Instruction, Module
+from ..provenance import set_origins
 
 
 def dce(module: Module) -> Module:
@@ -22,4 +23,5 @@ def dce(module: Module) -> Module:
     where = {p: n for n, p in enumerate(keep)}
     new = [Instruction(ins[p].op, tuple(where[o] for o in ins[p].operands), ins[p].shape,
                        ins[p].dtype, ins[p].attrs) for p in keep]
-    return Module(module.name, new, tuple(where[o] for o in module.outputs))
+    out = Module(module.name, new, tuple(where[o] for o in module.outputs))
+    return set_origins(out, [[p] for p in keep])

@@ -9,14 +9,17 @@ verifier checks the module before the first pass and after every pass.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from .. import profile_hooks
 from ..buffer_assignment import assign_buffers
 from ..fusion import plan_fusion
 from ..module import Module
 from ..plan import ExecutionPlan
 from ..reduction_plan import plan_reductions
+from ..provenance import carry
 from .algebraic_simplifier import simplify
 from .constant_folding import fold_constants
 from .cse import cse
@@ -50,7 +53,11 @@ def _verifier() -> Callable:
 
 
 def _run(step: str, fn: Callable, module: Module, check: Callable) -> Module:
+    t0 = time.perf_counter() if profile_hooks.ACTIVE else 0.0
     out = fn(module)
+    carry(module, out)         # which traced ops each instruction stands for (profiler)
+    if profile_hooks.ACTIVE:
+        profile_hooks.ACTIVE.span("pass", step, t0, time.perf_counter(), {})
     try:
         check(out)
     except ValueError as e:
@@ -105,6 +112,7 @@ def compile_plan(module: Module, verify: bool = False, donate_inputs: Any = Fals
         module = optimize(module, verify=verify)
     opt = PlanOptions(donate_inputs, row_kernels)
     plan = ExecutionPlan(module, [], None)
-    for _step, fn, _why in PLAN_STEPS:
-        plan = fn(plan, opt)
+    for step, fn, _why in PLAN_STEPS:
+        with profile_hooks.span("pass", step):      # a profile times each step (no-op otherwise)
+            plan = fn(plan, opt)
     return plan

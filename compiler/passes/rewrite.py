@@ -14,6 +14,7 @@ import numpy as np
 
 from ..literal import Literal
 from ..module import Instruction, Module
+from ..provenance import set_origins
 
 Rule = Callable[["Builder", Instruction], Optional[int]]
 
@@ -40,9 +41,11 @@ class Builder:
 def rebuild(module: Module, rule: Rule, pass_name: str) -> Module:
     b = Builder()
     where: list = []
-    for ins in module.instructions:
+    origins: list = []        # per new instruction: the old positions it stands for
+    for old, ins in enumerate(module.instructions):
         cand = Instruction(ins.op, tuple(where[o] for o in ins.operands), ins.shape,
                            ins.dtype, ins.attrs)
+        made = len(b.instructions)
         pos = rule(b, cand)
         if pos is None:
             pos = b.add(cand)
@@ -53,7 +56,11 @@ def rebuild(module: Module, rule: Rule, pass_name: str) -> Module:
                                    f"{list(ins.shape)} by {got.op} {got.dtype.short}"
                                    f"{list(got.shape)}")
         where.append(pos)
-    return Module(module.name, b.instructions, tuple(where[o] for o in module.outputs))
+        origins.extend([old] for _ in range(len(origins), len(b.instructions)))
+        if pos < made:                 # replaced by an earlier value: it stands for both
+            origins[pos].append(old)
+    out = Module(module.name, b.instructions, tuple(where[o] for o in module.outputs))
+    return set_origins(out, origins)
 
 
 def splat(b: Builder, pos: int) -> Optional[np.generic]:
