@@ -342,3 +342,25 @@ def test_gemm_declines_what_it_does_not_cover() -> None:
     assert not native_gemm.matmul(np.ones((4, 4), np.float16), np.ones((4, 4), np.float16), out, 2)
     strided = np.ones((8, 8), np.float32)[::2, ::2]
     assert not native_gemm.matmul(strided, strided, np.empty((4, 4), np.float32), 2)
+
+
+def test_a_tiny_program_runs_on_the_calling_thread() -> None:
+    """No kernel is split finer than it pays: a 4,096-element sync wakes no worker, a
+    large one starts them (a pool size no other test uses, so it starts fresh here)."""
+    f32 = D.float32
+
+    def module(n: int) -> Module:
+        return Module("scaled_sum", [
+            I("parameter", (), (n,), f32, {"number": 0}),
+            I("multiply", (0, 0), (n,), f32, {}),
+            I("reduce", (1,), (), f32, {"axes": (0,), "kind": "sum"}),
+        ], [2])
+
+    device = CPUDevice(lambda: {"cache_dir": "off", "num_threads": 7})
+    pool = NP.get_pool(7)
+    small = np.ones(4096, np.float32)
+    assert float(device.compile(module(4096)).run([small])[0]) == 4096
+    assert pool.started == 0 and pool.runs_shared == 0
+    big = np.ones(1 << 20, np.float32)
+    assert float(device.compile(module(1 << 20)).run([big])[0]) == 1 << 20
+    assert pool.started == 6 and pool.runs_shared == 1
