@@ -32,14 +32,14 @@ def markdown(table: dict) -> str:
                         key=lambda f: (f != "lazyarray", f))
     copies = table.get("memory copy", {}).values()
     copy_bw = max((nbytes / t for t, nbytes in copies if nbytes), default=None)
-    head = "| workload | " + " | ".join(f"{f} (ms)" for f in frameworks) + " | best peer / lazyarray |"
+    head = "| workload | " + " | ".join(frameworks) + " | best peer / lazyarray |"
     if copy_bw:
         head += " lazyarray bandwidth (% of copy) |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, row in table.items():
         if name == "memory copy":
             continue
-        cells = [f"{row[f][0] * 1e3:.2f}" if f in row else "—" for f in frameworks]
+        cells = [_time(row[f][0]) if f in row else "—" for f in frameworks]
         la = row.get("lazyarray")
         peers = [v[0] for f, v in row.items() if f != "lazyarray"]
         ratio = f"{min(peers) / la[0]:.2f}x" if la and peers else "—"
@@ -52,6 +52,11 @@ def markdown(table: dict) -> str:
         lines.append(f"\nMemory copy (the faster of NumPy copyto and PyTorch copy_, read + write): "
                      f"{copy_bw / 1e9:.1f} GB/s.")
     return "\n".join(lines) + "\n"
+
+
+def _time(seconds: float) -> str:
+    """A median with its unit: ms down to 1 ms, then µs (the host-cost benchmarks)."""
+    return f"{seconds * 1e3:.2f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.1f} µs"
 
 
 def chart(table: dict, path: str) -> bool:

@@ -58,6 +58,27 @@ def gpu_arch(capability: tuple) -> str:
 
 # ---- the two targets -------------------------------------------------------------------
 
+def runtime_code(name: str, *shape: int) -> bytes:
+    """Object code of one of the CPU runtime's own native functions, generated with the
+    builder and for the target kernels use (codegen/pool_ir.py): "pool" (the worker
+    pool's job runner and worker loop), "trampoline" (nargs, npartials, ncounts: calls a
+    kernel with its arguments from a buffer table), "gemm_tiles" (matrix products in
+    tiles, each a CBLAS call)."""
+    from .codegen import llvm_target, pool_ir
+    triple = llvm_target.host()[0]
+    make = {"pool": lambda: pool_ir.PoolIR(triple).text(),
+            "trampoline": lambda: pool_ir.trampoline_ir(triple, *shape),
+            "gemm_tiles": lambda: pool_ir.gemm_tiles_ir(triple)}
+    text = make[name]()
+    return llvm_target.emit_object(llvm_target.optimize(text, "lazyarray_" + name))
+
+
+def runtime_layout() -> Any:
+    """The word offsets and names the runtime's generated code and the device share."""
+    from .codegen import pool_ir
+    return pool_ir.LAYOUT
+
+
 def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool) -> Program:
     from .codegen import cpu_kernels, llvm_target
     plan = compile_plan(module, verify=verify, donate_inputs=donated)

@@ -79,7 +79,8 @@ class Capture:
 
 
 def _signature(n: Node) -> tuple:
-    return _intern((n.op, n.shape, n.dtype.short, tuple(n.attrs.items())))
+    attrs = n.attrs
+    return _intern((n.op, n.shape, n.dtype.short, tuple(attrs.items()) if attrs else ()))
 
 
 # Key entries are interned so that equal entries are the same object: on a cache hit the
@@ -90,6 +91,17 @@ _INTERNED: dict = {}
 
 def _intern(entry: tuple) -> tuple:
     return _INTERNED.setdefault(entry, entry)
+
+
+_SCALAR_ENTRIES: dict = {}
+
+
+def _scalar_entry(dtype: Any) -> tuple:
+    """The key entry of a runtime scalar of `dtype` (one object per dtype)."""
+    entry = _SCALAR_ENTRIES.get(dtype)
+    if entry is None:
+        entry = _SCALAR_ENTRIES[dtype] = _intern(("S", dtype.short))
+    return entry
 
 
 def capture(outputs: list, donate: Any = None) -> Capture:
@@ -124,7 +136,7 @@ def capture(outputs: list, donate: Any = None) -> Capture:
                 leaves.append(n)
                 args.append(n.buffer)
             elif n.op == "scalar":
-                key.append(_intern(("S", n.dtype.short)))
+                key.append(_scalar_entry(n.dtype))
                 args.append(n.value)
             elif n.op == "constant":
                 key.append(("C", n.dtype.short, n.value))

@@ -4,7 +4,7 @@
 compiler (`lazyarray.compiler.compile(module, "cpu", donated)`) for a Program, which the
 cache stores. Either way the Program's object code is loaded (devices/object_code.py)
 and wrapped in a `CPUExecutable`, which runs its steps over NumPy buffers: generated
-kernels (split over the thread pool when large), BLAS matrix products through NumPy's
+kernels (their chunks split over the native worker pool when large), BLAS matrix products through NumPy's
 matmul, and the few opaque ops through their references.
 
 Settings come from whoever makes the device (lazyarray passes its config): devices do
@@ -31,10 +31,11 @@ from ..compiler.module import Module
 from ..compiler.primitive import PRIMITIVES
 from ..compiler.program import Program, ValueInfo
 from .compile_cache import DiskCache, default_dir, entry_key
+from . import native_gemm, native_pool, native_program
 from .device import HostDevice
 from .host_memory import HOST_MEMORY
 from .object_code import LoadedCode
-from .thread_pool import ThreadPool, blas_single_threaded, split
+from .thread_pool import ThreadPool, blas_single_threaded, default_threads, split
 
 VERSION = "0.1.0"
 SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
@@ -264,12 +265,32 @@ class CPUExecutable:
     # ---- steps ----------------------------------------------------------------------
 
     def run(self, args: list) -> list:
+        fast = self._native_program()
+        if fast is not None:
+            with self._lock:
+                return fast.run(args)
         temps: list = []
         try:
             return self._run(args, temps)
         finally:
             for mem in temps:      # dead after the run: the next run (of any executable) reuses it
                 HOST_MEMORY.release(mem)
+
+    def _native_program(self) -> Optional[native_program.NativeProgram]:
+        """The whole-program fast path for this run's thread count, when the program
+        allows it (see native_program.py) and no per-step timing is asked for."""
+        s = self.device._settings()
+        ok = self._range_cache.get("eligible")
+        if ok is None:
+            ok = self._range_cache["eligible"] = native_program.eligible(self)
+        if not ok or int(s.get("debug") or 0) >= 2:
+            return None
+        threads = int(s.get("num_threads") or 0) or default_threads()
+        key = ("program", threads)
+        prog = self._range_cache.get(key)
+        if prog is None:
+            prog = self._range_cache[key] = native_program.NativeProgram(self, threads)
+        return prog
 
     def _run(self, args: list, temps: list) -> list:
         # BLAS on one thread while the pool splits the work: no spinning BLAS threads
@@ -338,38 +359,55 @@ class CPUExecutable:
         per_thread = CHUNKS_PER_THREAD if extent * int(step["work"]) >= 64 * SPLIT_ELEMENTS else 1
         return split(extent, threads * per_thread)
 
-    def _loop(self, step: dict, arrays: dict) -> None:
-        fn = self._fns[step["fn"]]
-        ptrs = self._pointers(step, arrays)
-        self._dispatch(lambda k, s, e: fn(*ptrs, s, e), self._ranges(step))
+    def _native_job(self, step: dict) -> native_pool.Job:
+        """One step as a job of the native pool at this run's thread count (built once):
+        the kernel over its chunks, then for a partial reduction its finish (combine the
+        chunks' partials, write the results and the epilogue) in the same native call.
+        Buffer table: the kernel's arguments, its partials, the finish's arguments, the
+        chunk count."""
+        key = ("job", id(step), self._run_pool.threads)
+        job = self._range_cache.get(key)
+        if job is None:
+            ranges = self._ranges(step)
+            roots = step.get("roots", [])
+            nargs, nparts = len(step["args"]), len(roots)
+            parts = list(range(nargs, nargs + nparts))
+            per_chunk = step.get("per_chunk") and len(ranges) > 1
+            strides = [_partial_row_bytes(r) if per_chunk else 0 for r in roots]
+            tasks = [(self._code.address(step["fn"]), range(nargs), parts, strides, ranges)]
+            size = nargs + nparts
+            if step.get("finish"):
+                nf = len(step["finish_args"])
+                tasks.append((self._code.address(step["finish"]), range(size, size + nf),
+                              parts, [0] * nparts, [(0, step["finish_extent"])], [size + nf]))
+                size += nf + 1
+            job = self._range_cache[key] = native_pool.Job(tasks, size)
+            if step.get("finish"):
+                job.table[-1] = len(ranges) if step["per_chunk"] else 1
+        return job
 
-    def _dispatch(self, call: Callable[[int, int, int], None], ranges: list) -> None:
-        """call(k, start, end) for each chunk range of one step: inline when there is one,
-        else over the thread pool (the one place chunks are handed to threads)."""
-        if len(ranges) == 1:
-            call(0, *ranges[0])
-        else:
-            self._run_pool.run(call, ranges)
+    def _loop(self, step: dict, arrays: dict) -> None:
+        # every chunk runs in one native call over the native pool (no Python between
+        # chunks; an interrupt cannot arrive while a worker still writes)
+        job = self._native_job(step)
+        job.table[:] = self._pointers(step, arrays)
+        native_pool.get_pool(self._run_pool.threads).run(job)
 
     def _partial(self, step: dict, arrays: dict) -> None:
-        fn = self._fns[step["fn"]]
-        ptrs = self._pointers(step, arrays)
-        ranges = self._ranges(step)
-        chunks = len(ranges) if step["per_chunk"] else 1
+        job = self._native_job(step)
+        chunks = len(self._ranges(step)) if step["per_chunk"] else 1
         partials = []
         for r in step["roots"]:
             acc = D.from_name(r["acc"])
             partials.append(np.full((chunks,) + tuple(r["shape"]), r["init"], acc.np))
-
-        def call(k: int, s: int, e: int) -> None:
-            row = k if step["per_chunk"] else 0
-            fn(*ptrs, s, e, *[p[row:row + 1].ctypes.data for p in partials])
-
-        self._dispatch(call, ranges)
-        if step.get("finish"):      # the kernel's second phase: combine, then the epilogue
-            finish = self._fns[step["finish"]]
-            finish(*[self._scratch(arrays, p).ctypes.data for p in step["finish_args"]],
-                   0, step["finish_extent"], *[p.ctypes.data for p in partials], chunks)
+        pointers = self._pointers(step, arrays) + [p.ctypes.data for p in partials]
+        if step.get("finish"):
+            pointers += [self._scratch(arrays, p).ctypes.data for p in step["finish_args"]]
+            job.table[:-1] = pointers
+        else:
+            job.table[:] = pointers
+        native_pool.get_pool(self._run_pool.threads).run(job)
+        if step.get("finish"):
             return
         for r, part in zip(step["roots"], partials):
             if r["pos"] is None:        # working state (argmax's best values), not a result
@@ -401,6 +439,11 @@ def host_call(step: dict, v: ValueInfo, operands: list, out: np.ndarray,
 
 # what the CPU runs for each library call a stanza can name (compiler/primitive.py)
 LIBRARY_CALLS = {"gemm": gemm_call, "host": host_call}
+
+
+def _partial_row_bytes(root: dict) -> int:
+    """Bytes of one chunk's row of a partial array (see `_partial`)."""
+    return int(np.prod(root["shape"], dtype=np.int64)) * D.from_name(root["acc"]).itemsize
 
 
 def claim_memory(given: Any, v: ValueInfo) -> Optional[np.ndarray]:
@@ -446,6 +489,8 @@ def blocked_matmul(a: np.ndarray, c: np.ndarray, out: np.ndarray,
     threads = pool.threads if pool is not None else 1
     if threads <= 1 or batch * m * n * k < SPLIT_FLOPS or (batch < threads and m < 2 * threads):
         np.matmul(a, c, out=out)
+        return
+    if a.ndim == 2 and native_gemm.matmul(a, c, out, threads):   # tiles on the native pool
         return
     if batch >= threads:
         def block(_: int, s: int, e: int) -> None:

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import os
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, Optional
 
 
+@functools.lru_cache(maxsize=None)
 def default_threads() -> int:
+    """The cores this process may run on (read once: a run asks at every sync)."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:          # not every platform has affinity masks
@@ -40,6 +44,7 @@ class ThreadPool:
     def __init__(self, threads: int = 0) -> None:
         self.threads = threads if threads > 0 else default_threads()
         self._executor: Optional[ThreadPoolExecutor] = None
+        _POOLS.add(self)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -76,6 +81,19 @@ class ThreadPool:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
+
+
+_POOLS: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def _forget_after_fork() -> None:
+    # a forked child has none of its parent's worker threads; an executor that believes
+    # it has them would never run a task: make new ones when next needed
+    for pool in list(_POOLS):
+        pool._executor = None
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 class _Blocks:

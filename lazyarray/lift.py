@@ -64,6 +64,15 @@ def _unwrap(v: Any, state: runtime.DeviceState) -> Any:
     return v
 
 
+_PLAIN = (type(None), bool, int, float, str)
+
+
+def _plain(v: Any) -> bool:
+    """A keyword value `_unwrap` leaves as it is (no tensor or array inside)."""
+    t = type(v)
+    return t in _PLAIN or (t is tuple and all(type(e) is int for e in v))
+
+
 def wrap(v: Any, state: runtime.DeviceState) -> Any:
     """Results of an op as tensors (a node, or a tuple or list holding nodes)."""
     if type(v) is Node or isinstance(v, Node):
@@ -110,6 +119,10 @@ def lift(fn: Callable) -> Callable:
                     return wrap(fn(a._node, b._node), a._state)
                 if type(b) in _SCALARS:
                     return wrap(fn(a._node, b), a._state)
+        if device is None and len(args) == 1 and type(args[0]) is Tensor \
+                and all(map(_plain, kwargs.values())):
+            t = args[0]                       # fast path: f(tensor, axis=..., keepdims=...)
+            return wrap(fn(t._node, **rename(kwargs)), t._state)
         state = runtime.get_device(device) if device is not None else None
         state = find_state(args, state)
         state = find_state(kwargs.values(), state) or runtime.get_device(None)

@@ -247,20 +247,24 @@ def test_blocked_matmul_over_threads_matches_one_call(batched: bool) -> None:
     else:
         a, b = rng.standard_normal((300, 200), np.float32), rng.standard_normal((200, 150), np.float32)
         dims = {"lhs_contracting": (1,), "rhs_contracting": (0,), "lhs_batch": (), "rhs_batch": ()}
-    from lazyarray.devices import cpu
+    from lazyarray.devices import cpu, native_gemm, native_pool
     calls = []
-    real = cpu.ThreadPool.run
+    # a 2-D product runs as tiles on the native pool (where NumPy's OpenBLAS is found),
+    # a batched one as blocks on the Python pool
+    native = not batched and native_gemm.available()
+    owner, attr = (native_pool.NativePool, "run") if native else (cpu.ThreadPool, "run")
+    real = getattr(owner, attr)
 
-    def counting(self, fn, ranges):
-        calls.append(len(ranges))
-        return real(self, fn, ranges)
+    def counting(self, *args):
+        calls.append(args[0].chunks if native else len(args[1]))
+        return real(self, *args)
     old_flops = cpu.SPLIT_FLOPS
     cpu.SPLIT_FLOPS = 1
-    cpu.ThreadPool.run = counting
+    setattr(owner, attr, counting)
     try:
         got = _device(3).compile(_matmul_module(a.shape, b.shape, dims)).run([a, b])[0]
     finally:
-        cpu.ThreadPool.run = real
+        setattr(owner, attr, real)
         cpu.SPLIT_FLOPS = old_flops
     assert calls and calls[0] == 3, "the product was not split over the pool"
     np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-4, atol=1e-4)

@@ -1,0 +1,433 @@
+"""The LLVM IR of the CPU runtime's native worker pool: a job runner and a worker loop over
+pthreads, kernel trampolines, and matrix-product tiles (devices/native_pool.py and
+devices/native_gemm.py load them through `driver.runtime_code`).
+
+Everything here is generated with llvmlite's builder and JIT-compiled in-process, so the
+pool needs no C compiler at install time; the pthread functions resolve from the C
+library already loaded in the process.
+
+Memory layouts (all 64-bit words, allocated and owned by the device; `LAYOUT` below):
+
+- pool state: `STATE_*` word offsets, then room for one mutex and one condition variable.
+- job: [number of tasks, tasks, counters, buffer table]; a task is `TASK_WORDS` words
+  [trampoline, kernel, argv, ranges, chunks, partials, partial strides, -]; counters are
+  two words per task [next chunk, chunks done]. `argv` and `partials` hold indices into
+  the job's buffer table (one address per buffer), so a run rewrites only that table.
+
+A task is one kernel over its chunks; the tasks of a job run in order with a barrier
+between them (each task may read what the one before wrote). A kernel has the CPU
+codegen's signature `f(buf0..bufN, start, end, partial0..partialM)`; a trampoline per
+(N, M) looks its buffers up in the table, adds each partial's per-chunk offset, and
+calls it.
+
+Waking workers: the ticket word holds a job generation (bits 20 and up), a "closed" bit
+(19) and how many workers joined the job (bits 0-18). A worker joins by a compare-and-
+swap that only succeeds while the generation is the one it saw and the job is open; the
+caller, once every chunk is done, closes the job and waits for exactly the workers that
+joined. So a run never waits for a sleeping worker to wake, and no worker touches a job
+after its run has returned.
+"""
+from __future__ import annotations
+
+import types
+
+import llvmlite.ir as ir
+
+from .loops import counted_loop
+
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+STATE_TICKET, STATE_SHUTDOWN, STATE_JOB, STATE_EXITED, STATE_SPIN = 0, 1, 2, 3, 4
+STATE_MUTEX, STATE_COND = 8, 24          # 128 bytes each: more than any libc's types need
+STATE_WORDS = 40
+TASK_WORDS = 8
+TASK_TRAMP, TASK_FN, TASK_ARGV, TASK_RANGES, TASK_CHUNKS, TASK_PARTIALS, TASK_STRIDES = range(7)
+GEN_SHIFT = 20
+CLOSED = 1 << 19
+JOINED_MASK = CLOSED - 1
+
+TRAMPOLINE = "lzp_tramp"          # each trampoline is its own module
+SEQ = "seq_cst"
+TRAMP_TYPE = ir.FunctionType(VOID, [PTR, PTR, I64, I64, PTR, PTR, I64, PTR])
+
+
+def _c(v: int) -> ir.Constant:
+    return ir.Constant(I64, v)
+
+
+def _word(b: ir.IRBuilder, base: ir.Value, index) -> ir.Value:
+    idx = index if isinstance(index, ir.Value) else _c(index)
+    return b.gep(base, [idx], source_etype=I64)
+
+
+def _load_ptr(b: ir.IRBuilder, base: ir.Value, index) -> ir.Value:
+    return b.inttoptr(b.load(_word(b, base, index), typ=I64), PTR)
+
+
+def _atomic_load(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
+    return b.load_atomic(ptr, SEQ, 8, typ=I64)
+
+
+class _Pause:
+    """The spin-wait hint for the host (x86 `pause`, ARM `yield`), or nothing."""
+
+    def __init__(self, mod: ir.Module, triple: str) -> None:
+        self.fn, self.args = None, []
+        if triple.startswith(("x86_64", "i686", "i386")):
+            self.fn = ir.Function(mod, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause")
+        elif triple.startswith(("aarch64", "arm64")):
+            self.fn = ir.Function(mod, ir.FunctionType(VOID, [I32]), "llvm.aarch64.hint")
+            self.args = [ir.Constant(I32, 1)]
+
+    def __call__(self, b: ir.IRBuilder) -> None:
+        if self.fn is not None:
+            b.call(self.fn, self.args)
+
+
+class PoolIR:
+    """Builds the pool's LLVM module: `lzp_run(state, job, use_workers)` and
+    `lzp_worker(state)` (a pthread start routine)."""
+
+    def __init__(self, triple: str) -> None:
+        self.mod = ir.Module(name="lazyarray_native_pool")
+        self.mod.triple = triple
+        self.pause = _Pause(self.mod, triple)
+        fn = lambda name, ret, args: ir.Function(self.mod, ir.FunctionType(ret, args), name)
+        self.lock = fn("pthread_mutex_lock", I32, [PTR])
+        self.unlock = fn("pthread_mutex_unlock", I32, [PTR])
+        self.wait = fn("pthread_cond_wait", I32, [PTR, PTR])
+        self.broadcast = fn("pthread_cond_broadcast", I32, [PTR])
+        self.yield_ = fn("sched_yield", I32, [])
+        self.work = self._work()
+        self.run = self._run()
+        self.worker = self._worker()
+
+    def text(self) -> str:
+        return str(self.mod)
+
+    # ---- helpers --------------------------------------------------------------------
+
+    def _spin_until(self, b: ir.IRBuilder, cond, name: str) -> None:
+        """Loop until `cond(b)` (an i1) holds: pause each round, yield the core every
+        1024 rounds (a busy core shared with other programs gets it back)."""
+        fn = b.function
+        head = fn.append_basic_block(name + ".head")
+        body = fn.append_basic_block(name + ".body")
+        done = fn.append_basic_block(name + ".done")
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        k = b.phi(I64)
+        k.add_incoming(_c(0), pre)
+        b.cbranch(cond(b), done, body)
+        b.position_at_end(body)
+        self.pause(b)
+        with b.if_then(b.icmp_unsigned("==", b.and_(k, _c(1023)), _c(1023))):
+            b.call(self.yield_, [])
+        k.add_incoming(b.add(k, _c(1)), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    # ---- work: every task of a job, chunk by chunk ----------------------------------
+
+    def _work(self) -> ir.Function:
+        f = ir.Function(self.mod, ir.FunctionType(VOID, [PTR]), "lzp_work")
+        f.linkage = "internal"
+        job, = f.args
+        b = ir.IRBuilder(f.append_basic_block("entry"))
+        ntasks = b.load(_word(b, job, 0), typ=I64)
+        tasks = _load_ptr(b, job, 1)
+        counters = _load_ptr(b, job, 2)
+        table = _load_ptr(b, job, 3)
+        t_head = f.append_basic_block("task.head")
+        t_body = f.append_basic_block("task.body")
+        c_head = f.append_basic_block("chunk.head")
+        c_body = f.append_basic_block("chunk.body")
+        c_done = f.append_basic_block("chunk.done")
+        t_next = f.append_basic_block("task.next")
+        exit_ = f.append_basic_block("exit")
+        entry = b.block
+        b.branch(t_head)
+
+        b.position_at_end(t_head)
+        t = b.phi(I64, "t")
+        t.add_incoming(_c(0), entry)
+        b.cbranch(b.icmp_signed("<", t, ntasks), t_body, exit_)
+
+        b.position_at_end(t_body)
+        task = _word(b, tasks, b.mul(t, _c(TASK_WORDS)))
+        tramp = _load_ptr(b, task, TASK_TRAMP)
+        kernel = _load_ptr(b, task, TASK_FN)
+        argv = _load_ptr(b, task, TASK_ARGV)
+        ranges = _load_ptr(b, task, TASK_RANGES)
+        chunks = b.load(_word(b, task, TASK_CHUNKS), typ=I64)
+        partials = _load_ptr(b, task, TASK_PARTIALS)
+        strides = _load_ptr(b, task, TASK_STRIDES)
+        nxt = _word(b, counters, b.mul(t, _c(2)))
+        done = _word(b, counters, b.add(b.mul(t, _c(2)), _c(1)))
+        b.branch(c_head)
+
+        b.position_at_end(c_head)
+        c = b.atomic_rmw("add", nxt, _c(1), SEQ)
+        b.cbranch(b.icmp_signed("<", c, chunks), c_body, c_done)
+
+        b.position_at_end(c_body)
+        start = b.load(_word(b, ranges, b.mul(c, _c(2))), typ=I64)
+        end = b.load(_word(b, ranges, b.add(b.mul(c, _c(2)), _c(1))), typ=I64)
+        b.call(_Callee(tramp, TRAMP_TYPE), [kernel, argv, start, end, partials, strides, c, table])
+        b.atomic_rmw("add", done, _c(1), SEQ)
+        b.branch(c_head)
+
+        b.position_at_end(c_done)
+        # the barrier: the next task may read what any chunk of this one wrote
+        self._spin_until(b, lambda bb: bb.icmp_signed(">=", _atomic_load(bb, done), chunks),
+                         "barrier")
+        b.branch(t_next)
+        b.position_at_end(t_next)
+        t.add_incoming(b.add(t, _c(1)), t_next)
+        b.branch(t_head)
+
+        b.position_at_end(exit_)
+        b.ret_void()
+        return f
+
+    # ---- run: the caller's side -----------------------------------------------------
+
+    def _run(self) -> ir.Function:
+        f = ir.Function(self.mod, ir.FunctionType(VOID, [PTR, PTR, I64]), "lzp_run")
+        state, job, use_workers = f.args
+        b = ir.IRBuilder(f.append_basic_block("entry"))
+        ntasks = b.load(_word(b, job, 0), typ=I64)
+        counters = _load_ptr(b, job, 2)
+        b.call(_memset(self.mod), [counters, ir.Constant(I8, 0), b.mul(ntasks, _c(16)),
+                                   ir.Constant(ir.IntType(1), 0)])
+        with b.if_else(b.icmp_signed("==", use_workers, _c(0))) as (alone, shared):
+            with alone:
+                b.call(self.work, [job])
+            with shared:
+                self._publish(b, state, job)
+                b.call(self.work, [job])
+                self._close(b, state)
+        b.ret_void()
+        return f
+
+    def _publish(self, b: ir.IRBuilder, state: ir.Value, job: ir.Value) -> None:
+        b.store(b.ptrtoint(job, I64), _word(b, state, STATE_JOB))
+        b.atomic_rmw("xchg", _word(b, state, STATE_EXITED), _c(0), SEQ)
+        ticket = _word(b, state, STATE_TICKET)
+        gen = b.lshr(_atomic_load(b, ticket), _c(GEN_SHIFT))
+        b.atomic_rmw("xchg", ticket, b.shl(b.add(gen, _c(1)), _c(GEN_SHIFT)), SEQ)
+        mutex = _word(b, state, STATE_MUTEX)
+        b.call(self.lock, [mutex])
+        b.call(self.broadcast, [_word(b, state, STATE_COND)])
+        b.call(self.unlock, [mutex])
+
+    def _close(self, b: ir.IRBuilder, state: ir.Value) -> None:
+        old = b.atomic_rmw("or", _word(b, state, STATE_TICKET), _c(CLOSED), SEQ)
+        joined = b.and_(old, _c(JOINED_MASK))
+        exited = _word(b, state, STATE_EXITED)
+        self._spin_until(b, lambda bb: bb.icmp_unsigned("==", _atomic_load(bb, exited), joined),
+                         "join")
+
+    # ---- worker: a pthread start routine --------------------------------------------
+
+    def _worker(self) -> ir.Function:
+        f = ir.Function(self.mod, ir.FunctionType(PTR, [PTR]), "lzp_worker")
+        state, = f.args
+        b = ir.IRBuilder(f.append_basic_block("entry"))
+        ticket = _word(b, state, STATE_TICKET)
+        shutdown = _word(b, state, STATE_SHUTDOWN)
+        seen = b.alloca(I64, name="seen")
+        b.store(b.lshr(_atomic_load(b, ticket), _c(GEN_SHIFT)), seen)
+        wait = f.append_basic_block("wait")
+        b.branch(wait)
+
+        b.position_at_end(wait)
+        news = lambda bb: bb.or_(
+            bb.icmp_unsigned("!=", bb.lshr(_atomic_load(bb, ticket), _c(GEN_SHIFT)),
+                             bb.load(seen, typ=I64)),
+            bb.icmp_unsigned("!=", _atomic_load(bb, shutdown), _c(0)))
+        self._spin_bounded(b, state, news)
+        self._sleep_until(b, state, news)
+        with b.if_then(b.icmp_unsigned("!=", _atomic_load(b, shutdown), _c(0))):
+            b.ret(ir.Constant(PTR, None))
+        self._join_and_work(b, state, ticket, seen)
+        b.branch(wait)
+        return f
+
+    def _spin_bounded(self, b: ir.IRBuilder, state: ir.Value, cond) -> None:
+        """Spin up to state[SPIN] rounds or until `cond`: a run that follows soon (the
+        next sync of a training loop) finds the worker awake."""
+        f = b.function
+        head, body, done = (f.append_basic_block(n) for n in ("spin.head", "spin.body", "spin.done"))
+        limit = b.load(_word(b, state, STATE_SPIN), typ=I64)
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        k = b.phi(I64)
+        k.add_incoming(_c(0), pre)
+        go_on = b.and_(b.icmp_signed("<", k, limit), b.not_(cond(b)))
+        b.cbranch(go_on, body, done)
+        b.position_at_end(body)
+        self.pause(b)
+        k.add_incoming(b.add(k, _c(1)), body)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def _sleep_until(self, b: ir.IRBuilder, state: ir.Value, cond) -> None:
+        """Block on the condition variable until `cond` (checked under the mutex, so a
+        broadcast made after publishing a job is never missed)."""
+        f = b.function
+        head, body, done = (f.append_basic_block(n) for n in ("sleep.head", "sleep.body", "sleep.done"))
+        mutex = _word(b, state, STATE_MUTEX)
+        b.call(self.lock, [mutex])
+        b.branch(head)
+        b.position_at_end(head)
+        b.cbranch(cond(b), done, body)
+        b.position_at_end(body)
+        b.call(self.wait, [_word(b, state, STATE_COND), mutex])
+        b.branch(head)
+        b.position_at_end(done)
+        b.call(self.unlock, [mutex])
+
+    def _join_and_work(self, b: ir.IRBuilder, state: ir.Value, ticket: ir.Value,
+                       seen: ir.Value) -> None:
+        """Take a place in the open job of the new generation (compare-and-swap on the
+        ticket), run its tasks, then count this worker out."""
+        f = b.function
+        head, try_, joined, out = (f.append_basic_block(n) for n in
+                                   ("join.head", "join.try", "join.ok", "join.out"))
+        t0 = _atomic_load(b, ticket)
+        b.store(b.lshr(t0, _c(GEN_SHIFT)), seen)
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        cur = b.phi(I64)
+        cur.add_incoming(t0, pre)
+        same = b.icmp_unsigned("==", b.lshr(cur, _c(GEN_SHIFT)), b.load(seen, typ=I64))
+        open_ = b.icmp_unsigned("==", b.and_(cur, _c(CLOSED)), _c(0))
+        b.cbranch(b.and_(same, open_), try_, out)
+        b.position_at_end(try_)
+        pair = b.cmpxchg(ticket, cur, b.add(cur, _c(1)), SEQ, SEQ)
+        cur.add_incoming(b.extract_value(pair, 0), try_)
+        b.cbranch(b.extract_value(pair, 1), joined, head)
+        b.position_at_end(joined)
+        job = _load_ptr(b, state, STATE_JOB)
+        b.call(self.work, [job])
+        b.atomic_rmw("add", _word(b, state, STATE_EXITED), _c(1), SEQ)
+        b.branch(out)
+        b.position_at_end(out)
+
+
+def _memset(mod: ir.Module) -> ir.Function:
+    name = "llvm.memset.p0.i64"
+    if name in mod.globals:
+        return mod.globals[name]
+    return ir.Function(mod, ir.FunctionType(VOID, [PTR, I8, I64, ir.IntType(1)]), name)
+
+
+def trampoline_ir(triple: str, nargs: int, npartials: int, ncounts: int = 0) -> str:
+    """A module with one trampoline: calls a kernel of the CPU codegen's signature with
+    the `nargs` buffers named by argv (indices into the buffer table), `npartials`
+    partial pointers, each `table[partials[k]] + chunk * strides[k]` (stride 0: all
+    chunks share one partial), then `ncounts` integers: the table entries named by argv
+    after the buffers (a partial reduction's finish takes the chunk count so)."""
+    name = TRAMPOLINE
+    mod = ir.Module(name=f"{name}_{nargs}_{npartials}_{ncounts}")
+    mod.triple = triple
+    f = ir.Function(mod, TRAMP_TYPE, name)
+    kernel, argv, start, end, partials, strides, chunk, table = f.args
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    entry = lambda index: b.load(_word(b, table, b.load(_word(b, index[0], index[1]), typ=I64)),
+                                 typ=I64)
+    args = [b.inttoptr(entry((argv, k)), PTR) for k in range(nargs)] + [start, end]
+    for k in range(npartials):
+        base = entry((partials, k))
+        stride = b.load(_word(b, strides, k), typ=I64)
+        args.append(b.inttoptr(b.add(base, b.mul(chunk, stride)), PTR))
+    args += [entry((argv, nargs + k)) for k in range(ncounts)]
+    ktype = ir.FunctionType(VOID, [PTR] * nargs + [I64, I64] + [PTR] * npartials + [I64] * ncounts)
+    b.call(_Callee(kernel, ktype), args)
+    b.ret_void()
+    return str(mod)
+
+
+class _Callee:
+    """An opaque function pointer called with an explicit function type (llvmlite reads
+    the type of a call from its callee, which an opaque `ptr` does not carry)."""
+
+    def __init__(self, value: ir.Value, ftype: ir.FunctionType) -> None:
+        self.value, self.type, self.function_type = value, value.type, ftype
+
+    def get_reference(self) -> str:
+        return self.value.get_reference()
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+# ---- matrix products in tiles --------------------------------------------------------
+
+GEMM_M, GEMM_N, GEMM_K, GEMM_LDA, GEMM_LDB, GEMM_LDC = range(6)
+GEMM_TRANS_A, GEMM_TRANS_B, GEMM_BM, GEMM_BN, GEMM_TILES_N, GEMM_FN = range(6, 12)
+GEMM_WORDS = 12
+CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
+
+
+def gemm_tiles_ir(triple: str) -> str:
+    """`lzp_sgemm_tiles` / `lzp_dgemm_tiles(a, b, c, desc, start, end)`: C = A B over the
+    tiles start..end-1 of C (row-major tiles of desc's BM x BN; tile t is row block
+    t / TILES_N, column block t % TILES_N), each one call of the ILP64 CBLAS gemm whose
+    address desc holds. The signature is a kernel's (4 buffers), so a product is a task
+    of a native job like any generated kernel."""
+    mod = ir.Module(name="lazyarray_gemm_tiles")
+    mod.triple = triple
+    for name, ftype, size in (("lzp_sgemm_tiles", ir.FloatType(), 4),
+                              ("lzp_dgemm_tiles", ir.DoubleType(), 8)):
+        _gemm_tiles(mod, name, ftype, size)
+    return str(mod)
+
+
+def _gemm_tiles(mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
+    f = ir.Function(mod, ir.FunctionType(VOID, [PTR, PTR, PTR, PTR, I64, I64]), name)
+    a, bm_, c, desc, start, end = f.args
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    d = [b.load(_word(b, desc, k), typ=I64) for k in range(GEMM_WORDS)]
+    gemm_type = ir.FunctionType(VOID, [I32, I32, I32, I64, I64, I64, ftype, PTR, I64, PTR, I64,
+                                       ftype, PTR, I64])
+    gemm = _Callee(b.inttoptr(d[GEMM_FN], PTR), gemm_type)
+    no_trans = lambda v: b.icmp_unsigned("==", v, _c(CBLAS_NO_TRANS))
+
+    def tile(t: ir.Value, _: list) -> list:
+        r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
+        c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
+        rows = _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0))
+        cols = _min(b, d[GEMM_BN], b.sub(d[GEMM_N], c0))
+        # where the blocks start: a row block of A (rows of A, or columns of a transposed
+        # A), a column block of B, and the tile of C
+        a_off = b.select(no_trans(d[GEMM_TRANS_A]), b.mul(r0, d[GEMM_LDA]), r0)
+        b_off = b.select(no_trans(d[GEMM_TRANS_B]), c0, b.mul(c0, d[GEMM_LDB]))
+        c_off = b.add(b.mul(r0, d[GEMM_LDC]), c0)
+        at = lambda base, off: b.gep(base, [b.mul(off, _c(size))], source_etype=I8)
+        i32 = lambda v: b.trunc(v, I32)
+        b.call(gemm, [ir.Constant(I32, CBLAS_ROW_MAJOR), i32(d[GEMM_TRANS_A]), i32(d[GEMM_TRANS_B]),
+                      rows, cols, d[GEMM_K], ir.Constant(ftype, 1.0), at(a, a_off), d[GEMM_LDA],
+                      at(bm_, b_off), d[GEMM_LDB], ir.Constant(ftype, 0.0), at(c, c_off),
+                      d[GEMM_LDC]])
+        return []
+
+    counted_loop(b, start, end, [], tile)
+    b.ret_void()
+
+
+def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+# the constants the device shares with this code (the driver hands them out)
+LAYOUT = types.SimpleNamespace(**{k: v for k, v in dict(globals()).items()
+                                  if k.isupper() and isinstance(v, (int, str))})

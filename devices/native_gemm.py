@@ -1,0 +1,117 @@
+"""Matrix products over the native pool: C split into one tile per thread, each tile one
+single-threaded CBLAS gemm of the BLAS NumPy ships, called from native code.
+
+Why not BLAS's own threads: OpenBLAS's threads spin for a long while after each call,
+taking the cores the kernel pool's workers need for the next step (a training step ran
+4-5x slower with them on a 2-core machine). Here a product is a job of the same pool as
+the generated kernels: while a program runs BLAS is held to one thread
+(`blas_single_threaded`), the pool's threads each multiply their tile, and no thread
+outlives the job. 2-D tiles (rows x columns of C, close to square) keep the packing of
+A and B that each tile repeats small: with t tiles on a square product each thread packs
+about 1/sqrt(t) of B, not all of it as a split by rows would.
+
+Used for float32/float64 products of 2-D operands when NumPy's BLAS is the ILP64
+OpenBLAS of NumPy's wheels (`scipy_cblas_?gemm64_`); otherwise `available()` is False and
+the device keeps its NumPy path.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import threading
+from typing import Optional
+
+import numpy as np
+
+from ..compiler.driver import runtime_code, runtime_layout
+from . import native_pool
+from .object_code import LoadedCode
+from .thread_pool import BLAS_THREADS, blas_single_threaded
+
+_SYMBOLS = {np.dtype(np.float32): "scipy_cblas_sgemm64_", np.dtype(np.float64): "scipy_cblas_dgemm64_"}
+_TILES = {np.dtype(np.float32): "lzp_sgemm_tiles", np.dtype(np.float64): "lzp_dgemm_tiles"}
+_LOCK = threading.Lock()
+IR = runtime_layout()
+
+
+@functools.lru_cache(maxsize=None)
+def _gemm_addresses() -> Optional[dict]:
+    """dtype -> address of the ILP64 CBLAS gemm in NumPy's OpenBLAS, or None."""
+    for lib in BLAS_THREADS.libs():
+        if getattr(lib, "internal_api", "") != "openblas":
+            continue
+        try:
+            handle = ctypes.CDLL(lib.filepath)          # already loaded: the same handle
+            return {dt: ctypes.cast(getattr(handle, sym), ctypes.c_void_p).value
+                    for dt, sym in _SYMBOLS.items()}
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _tile_functions() -> dict:
+    with _LOCK:
+        code = LoadedCode(runtime_code("gemm_tiles"))
+    _KEEP.append(code)
+    return {dt: code.address(name) for dt, name in _TILES.items()}
+
+
+_KEEP: list = []
+
+
+def available() -> bool:
+    return _gemm_addresses() is not None
+
+
+def grid(m: int, n: int, tiles: int) -> tuple:
+    """(row blocks, column blocks) with product `tiles` whose blocks are closest to
+    square (fewer tiles when a side is too short to cut that often)."""
+    best = (1, 1)
+    score = math.inf
+    for pm in range(1, tiles + 1):
+        if tiles % pm:
+            continue
+        pn = tiles // pm
+        if pm > m or pn > n:
+            continue
+        s = abs(math.log((m / pm) / (n / pn)))
+        if s < score:
+            best, score = (pm, pn), s
+    return best
+
+
+def _operand(x: np.ndarray) -> Optional[tuple]:
+    """(array, transpose flag, leading dimension) as CBLAS reads a row-major operand."""
+    if x.flags.c_contiguous:
+        return x, IR.CBLAS_NO_TRANS, max(1, x.shape[1])
+    if x.flags.f_contiguous:                     # a transposed C-contiguous array
+        return x, IR.CBLAS_TRANS, max(1, x.shape[0])
+    return None
+
+
+def matmul(a: np.ndarray, c: np.ndarray, out: np.ndarray, threads: int) -> bool:
+    """out = a @ c for 2-D float32/float64 operands over `threads` threads of the native
+    pool; False (nothing done) when this path does not apply."""
+    dt = out.dtype
+    if dt not in _SYMBOLS or a.dtype != dt or c.dtype != dt or a.ndim != 2 or c.ndim != 2 \
+            or not out.flags.c_contiguous or not available():
+        return False
+    pa, pc = _operand(a), _operand(c)
+    if pa is None or pc is None:
+        return False
+    m, k = a.shape
+    n = c.shape[1]
+    pm, pn = grid(m, n, threads)
+    bm, bn = -(-m // pm), -(-n // pn)
+    desc = np.zeros(IR.GEMM_WORDS, np.int64)
+    desc[:IR.GEMM_FN + 1] = (m, n, k, pa[2], pc[2], max(1, n), pa[1], pc[1], bm, bn, pn,
+                             _gemm_addresses()[dt])
+    tiles = pm * pn
+    job = native_pool.Job([(_tile_functions()[dt], [0, 1, 2, 3], [], [],
+                            [(t, t + 1) for t in range(tiles)])], 4)
+    job.table[:] = (a.ctypes.data, c.ctypes.data, out.ctypes.data, desc.ctypes.data)
+    with blas_single_threaded():
+        native_pool.get_pool(threads).run(job)
+    return True

@@ -1,0 +1,237 @@
+"""A whole CPU program in as few native calls as it allows: the fast path of a cached run.
+
+`CPUExecutable.run` binds every value to a NumPy array and dispatches step by step; for a
+tiny program that bookkeeping is most of the time a sync takes. A `NativeProgram` plans it
+once per executable and thread count:
+
+- every buffer (each parameter, constant, buffer slot and partial array) gets an index
+  in one address table shared by the native jobs; a run writes only the parameters' and
+  the fresh outputs' addresses into it;
+- the steps become the tasks of one job of the native pool (one native call, barriers
+  between tasks): a partial reduction is two tasks, its chunks and then its finish
+  (combining the chunks' partials and running the epilogue, generated code too); only
+  a reduction without a finish phase (argmax's) ends a job, its result copied out in
+  NumPy before the next job;
+- small temporaries keep their memory between runs (the executable runs one call at a
+  time, under its lock); large ones come from and go back to the recycled host memory;
+  outputs are fresh arrays, handed to the caller read-only as the general path does.
+
+It serves programs of generated kernels only: a library step (BLAS, sort) or a donated
+input sends the run down the general path.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from ..compiler import dtypes as D
+from .host_memory import HOST_MEMORY, MIN_BYTES
+from .native_pool import Job, address, get_pool
+
+
+def eligible(exe: Any) -> bool:
+    """Whether `exe` (a CPUExecutable) can run as a NativeProgram."""
+    steps = exe.steps
+    return bool(steps) and exe._code is not None \
+        and all(s["type"] in ("loop", "partial") for s in steps) \
+        and not exe._donated_slots and not exe._aliases \
+        and not (set(exe.outputs) & ({p for p, _ in exe.params} | set(exe._const_arrays)))
+
+
+class _Reduction:
+    """One reduction root of a partial step: its partial array, reset to its start value
+    before each run."""
+
+    __slots__ = ("part", "ident", "kind", "chunks", "pos", "same_dtype")
+
+    def __init__(self, part: np.ndarray, ident: Any, kind: str, chunks: int, pos: Optional[int],
+                 target_dtype: Optional[np.dtype]) -> None:
+        self.part, self.ident, self.kind, self.chunks, self.pos = part, ident, kind, chunks, pos
+        self.same_dtype = target_dtype == part.dtype
+
+
+class NativeProgram:
+    def __init__(self, exe: Any, threads: int) -> None:
+        self.exe = exe
+        self.pool = get_pool(threads)
+        values = exe.values
+        where: dict = {}                  # value position -> buffer index
+        self._params: list = []           # (number, index, dtype, shape, scalar holder)
+        for p, number in exe.params:
+            v = values[p]
+            where[p] = len(where)
+            self._params.append((number, where[p], v.dtype.np, v.shape, np.empty((), v.dtype.np)))
+        fixed: list = []                  # (index, array) whose address never changes
+        for p, arr in exe._const_arrays.items():
+            where[p] = len(where)
+            fixed.append((where[p], arr))
+        self._plan_slots(exe, where, fixed)
+        extra = sum(len(s.get("roots", ())) + 1 for s in exe.steps)   # partials, chunk counts
+        self.table = np.zeros(len(where) + extra + 1, np.int64)
+        self._count = len(where)
+        self.segments = self._plan_steps(exe, threads, where, fixed)
+        for index, arr in fixed:
+            self.table[index] = address(arr)
+
+    # ---- planning ----------------------------------------------------------------------
+
+    def _plan_slots(self, exe: Any, where: dict, fixed: list) -> None:
+        """Slot memory: kept between runs (small temporaries), or taken each run (slots
+        holding an output, large temporaries)."""
+        outputs = set(exe.outputs)
+        by_slot: dict = {}
+        sizes = dict(enumerate(exe.slot_bytes))
+        for p, slot in exe.slot_of.items():
+            if p not in where:
+                by_slot.setdefault(slot, []).append(p)
+        for step in exe.steps:       # values with no slot get their own scratch memory
+            used = list(step["args"]) + list(step.get("finish_args", ())) \
+                + [r["pos"] for r in step.get("roots", ())]
+            for p in used:
+                if p is not None and p not in where and p not in exe.slot_of:
+                    by_slot[("own", p)] = [p]
+                    sizes[("own", p)] = exe.values[p].nbytes
+        self.views: dict = {}             # value -> array over kept memory
+        self._fresh: list = []            # (index, bytes, [(value, dtype, shape)], output?)
+        for slot, members in by_slot.items():
+            index = len(where)
+            for p in members:
+                where[p] = index
+            size = sizes[slot]
+            has_output = any(p in outputs for p in members)
+            if has_output or size >= MIN_BYTES:
+                self._fresh.append(self._fresh_slot(exe, index, size, members, has_output))
+                continue
+            mem = np.zeros(max(1, size), np.uint8)
+            fixed.append((index, mem))
+            for p in members:
+                v = exe.values[p]
+                self.views[p] = mem[:v.nbytes].view(v.dtype.np).reshape(v.shape)
+
+    @staticmethod
+    def _fresh_slot(exe: Any, index: int, size: int, members: list, has_output: bool) -> tuple:
+        """(buffer index, bytes, views to make, output?) of a slot whose memory is new at
+        each run; views None (and the output's value, dtype, shape in place of the flag)
+        for a small output alone in its slot, which is simply allocated."""
+        outputs = set(exe.outputs)
+        targets = {r["pos"] for s in exe.steps for r in s.get("roots", ())}
+        views = [(p, exe.values[p].dtype.np, exe.values[p].shape) for p in members
+                 if p in outputs or p in targets]
+        out = [p for p in members if p in outputs]
+        if len(out) == 1 and size < MIN_BYTES and exe.values[out[0]].nbytes == size:
+            return index, size, None, views[[v[0] for v in views].index(out[0])]
+        return index, size, views, has_output
+
+    def _buffer(self, fixed: list, arr: np.ndarray) -> int:
+        index = self._count
+        self._count += 1
+        fixed.append((index, arr))
+        return index
+
+    def _plan_steps(self, exe: Any, threads: int, where: dict, fixed: list) -> list:
+        """Jobs of the native pool, each with the partial arrays to reset before it and
+        the reductions to copy out after it (a partial step without a finish phase)."""
+        segments, tasks, fills = [], [], []
+        for step in exe.steps:
+            ranges = exe._split(step, threads)
+            args = [where[p] for p in step["args"]]
+            fn = exe._code.address(step["fn"])
+            if step["type"] == "loop":
+                tasks.append((fn, args, [], [], ranges))
+                continue
+            chunks = len(ranges) if step["per_chunk"] else 1
+            reductions = [self._reduction(exe, r, chunks) for r in step["roots"]]
+            parts = [self._buffer(fixed, red.part) for red in reductions]
+            strides = [red.part.strides[0] if chunks > 1 else 0 for red in reductions]
+            tasks.append((fn, args, parts, strides, ranges))
+            fills.extend(reductions)
+            if step.get("finish"):      # combine and epilogue natively, in the same job
+                count = self._count
+                self._count += 1
+                self.table[count] = chunks
+                tasks.append((exe._code.address(step["finish"]),
+                              [where[p] for p in step["finish_args"]], parts, [0] * len(parts),
+                              [(0, step["finish_extent"])], [count]))
+                continue
+            segments.append((Job(tasks, self._count, self.table), fills,
+                             [red for red in reductions if red.pos is not None]))
+            tasks, fills = [], []
+        if tasks:
+            segments.append((Job(tasks, self._count, self.table), fills, []))
+        return segments
+
+    @staticmethod
+    def _reduction(exe: Any, root: dict, chunks: int) -> _Reduction:
+        acc = D.from_name(root["acc"])
+        part = np.full((chunks,) + tuple(root["shape"]), root["init"], acc.np)
+        pos = root["pos"]
+        target = exe.values[pos].dtype.np if pos is not None else None
+        return _Reduction(part, root["init"], root["kind"], chunks, pos, target)
+
+    # ---- running -----------------------------------------------------------------------
+
+    def run(self, args: list) -> list:
+        table = self.table
+        keep = []                         # inputs converted for this run
+        for number, index, dtype, shape, holder in self._params:
+            a = args[number]
+            if type(a) is not np.ndarray:
+                holder[()] = a            # a Python scalar: into its own 8 bytes
+                a = holder
+            elif a.dtype != dtype or a.shape != shape or not a.flags.c_contiguous:
+                a = np.ascontiguousarray(np.asarray(a, dtype=dtype).reshape(shape))
+                keep.append(a)
+            table[index] = address(a)
+        fresh: dict = {}                  # value -> array over this run's new memory
+        taken = []
+        try:
+            for index, size, views, has_output in self._fresh:
+                if views is None:         # a small output alone in its slot: its own array
+                    p, dtype, shape = has_output
+                    arr = fresh[p] = np.empty(shape, dtype)
+                    table[index] = address(arr)
+                    continue
+                mem = HOST_MEMORY.take(size)
+                if not has_output:
+                    taken.append(mem)
+                table[index] = address(mem)
+                for p, dtype, shape in views:
+                    fresh[p] = mem[:_nbytes(dtype, shape)].view(dtype).reshape(shape)
+            for job, fills, copies in self.segments:
+                for red in fills:
+                    red.part.fill(red.ident)
+                self.pool.run(job)
+                for red in copies:
+                    _copy_out(red, fresh[red.pos] if red.pos in fresh else self.views[red.pos])
+        finally:
+            for mem in taken:
+                HOST_MEMORY.release(mem)
+        return [_handed_out(fresh[p]) for p in self.exe.outputs]
+
+
+def _copy_out(red: _Reduction, target: np.ndarray) -> None:
+    """A reduction's result from its one shared row of partials (argmax's index)."""
+    if red.same_dtype:
+        target[...] = red.part[0]
+    else:
+        target[...] = red.part[0].astype(target.dtype)
+
+
+def _nbytes(dtype: np.dtype, shape: tuple) -> int:
+    n = dtype.itemsize
+    for d in shape:
+        n *= d
+    return n
+
+
+def _handed_out(arr: np.ndarray) -> np.ndarray:
+    """An output as the general path hands it out: a read-only view whose memory comes
+    back to the recycled host memory when the caller drops it."""
+    base = arr.base
+    if base is not None:
+        arr = arr.view()
+        if base.dtype == np.uint8 and base.ndim == 1:
+            HOST_MEMORY.track(arr, base)
+    arr.setflags(write=False)
+    return arr

@@ -1,0 +1,366 @@
+"""The native worker pool (devices/native_pool.py): every chunk of every task runs exactly
+once, tasks see what the task before wrote, partials land per chunk, threads start
+lazily and by name, tiny jobs stay on the caller's thread, the pool survives fork and
+exit, and compiled programs give the interpreter's results on any thread count."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import llvmlite.ir as ir
+import numpy as np
+import pytest
+
+from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.codegen import llvm_target
+from lazyarray.compiler.codegen.loops import counted_loop
+from lazyarray.compiler.module import Instruction as I
+from lazyarray.compiler.module import Module
+from lazyarray.devices import native_gemm
+from lazyarray.devices import native_pool as NP
+from lazyarray.devices.cpu import CPUDevice
+from lazyarray.devices.interpreter import InterpreterDevice
+from lazyarray.devices.native_program import NativeProgram
+from lazyarray.devices.object_code import LoadedCode
+from lazyarray.devices.thread_pool import split
+
+I64 = ir.IntType(64)
+PTR = ir.PointerType()
+
+
+def _kernels() -> LoadedCode:
+    """Test kernels with the CPU codegen's signature:
+    inc(out, s, e): out[i] += 1;  rev(src, dst, n_ptr, s, e): dst[i] = src[n-1-i];
+    chunk_sum(x, s, e, part): part[0] += sum(x[s:e])."""
+    mod = ir.Module("pool_test_kernels")
+    mod.triple = llvm_target.host()[0]
+
+    def kernel(name: str, nbuf: int, nparts: int, body) -> None:
+        f = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR] * nbuf + [I64, I64] + [PTR] * nparts), name)
+        b = ir.IRBuilder(f.append_basic_block())
+        bufs, (s, e), parts = f.args[:nbuf], f.args[nbuf:nbuf + 2], f.args[nbuf + 2:]
+        body(b, bufs, s, e, parts)
+        b.ret_void()
+
+    def at(b, p, i):
+        return b.gep(p, [i], source_etype=I64)
+
+    def inc(b, bufs, s, e, parts):
+        def step(i, _):
+            p = at(b, bufs[0], i)
+            b.store(b.add(b.load(p, typ=I64), ir.Constant(I64, 1)), p)
+            return []
+        counted_loop(b, s, e, [], step)
+
+    def rev(b, bufs, s, e, parts):
+        n = b.load(bufs[2], typ=I64)
+        def step(i, _):
+            j = b.sub(b.sub(n, ir.Constant(I64, 1)), i)
+            b.store(b.load(at(b, bufs[0], j), typ=I64), at(b, bufs[1], i))
+            return []
+        counted_loop(b, s, e, [], step)
+
+    def chunk_sum(b, bufs, s, e, parts):
+        def step(i, acc):
+            return [b.add(acc[0], b.load(at(b, bufs[0], i), typ=I64))]
+        total, = counted_loop(b, s, e, [ir.Constant(I64, 0)], step)
+        b.store(b.add(b.load(parts[0], typ=I64), total), parts[0])
+
+    kernel("inc", 1, 0, inc)
+    kernel("rev", 3, 0, rev)
+    kernel("chunk_sum", 1, 1, chunk_sum)
+    return LoadedCode(llvm_target.emit_object(llvm_target.optimize(str(mod), "t")))
+
+
+KERNELS = _kernels()
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+def test_every_chunk_of_every_task_runs_exactly_once(threads: int) -> None:
+    n = 100_003
+    out = np.zeros(n, np.int64)
+    pool = NP.NativePool(threads)
+    inc = KERNELS.address("inc")
+    job = NP.Job([(inc, [0], [], [], split(n, 7)), (inc, [0], [], [], split(n, 64)),
+                  (inc, [0], [], [], split(n, 1))], 1)
+    job.table[0] = out.ctypes.data
+    try:
+        for _ in range(50):
+            pool.run(job)
+        np.testing.assert_array_equal(out, np.full(n, 150))
+        assert pool.started == threads - 1
+    finally:
+        pool.close()
+    assert pool.started == 0
+
+
+def test_a_task_reads_what_the_task_before_it_wrote() -> None:
+    n = 1 << 16
+    src = np.zeros(n, np.int64)
+    dst = np.zeros(n, np.int64)
+    length = np.array([n], np.int64)
+    pool = NP.NativePool(4)
+    job = NP.Job([(KERNELS.address("inc"), [0], [], [], split(n, 16)),
+                  (KERNELS.address("rev"), [0, 1, 2], [], [], split(n, 16))], 3)
+    job.table[:] = (src.ctypes.data, dst.ctypes.data, length.ctypes.data)
+    try:
+        for k in range(1, 30):       # each run: src += 1 everywhere, then dst reversed src
+            pool.run(job)
+            assert (dst == k).all(), f"run {k}: a reversed read saw an unfinished chunk"
+    finally:
+        pool.close()
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_partials_land_in_their_chunk_row(shared: bool) -> None:
+    n, chunks = 10_000, 12
+    x = np.arange(n, dtype=np.int64)
+    ranges = split(n, chunks)
+    part = np.zeros(1 if shared else chunks, np.int64)
+    pool = NP.NativePool(3)
+    job = NP.Job([(KERNELS.address("chunk_sum"), [0], [1], [0 if shared else 8], ranges)], 2)
+    job.table[:] = (x.ctypes.data, part.ctypes.data)
+    try:
+        pool.run(job)
+    finally:
+        pool.close()
+    if shared:
+        assert part[0] == x.sum()
+    else:
+        np.testing.assert_array_equal(part, [x[s:e].sum() for s, e in ranges])
+
+
+def test_threads_start_lazily_named_and_tiny_jobs_stay_on_the_caller() -> None:
+    out = np.zeros(64, np.int64)
+    pool = NP.NativePool(3)
+    tiny = NP.Job([(KERNELS.address("inc"), [0], [], [], [(0, 64)]), ], 1)
+    tiny.table[0] = out.ctypes.data
+    pool.run(tiny)
+    assert pool.started == 0 and pool.runs_shared == 0, "a one-chunk job woke the pool"
+    big = NP.Job([(KERNELS.address("inc"), [0], [], [], split(64, 8))], 1)
+    big.table[0] = out.ctypes.data
+    try:
+        pool.run(big)
+        assert pool.started == 2 and pool.runs_shared == 1
+        if sys.platform.startswith("linux"):
+            names = [open(f"/proc/self/task/{t}/comm").read().strip()
+                     for t in os.listdir("/proc/self/task")]
+            assert "lazyarray-cpu1" in names and "lazyarray-cpu2" in names, names
+    finally:
+        pool.close()
+    np.testing.assert_array_equal(out, 2)
+
+
+def test_two_python_threads_share_a_pool_safely() -> None:
+    n = 50_000
+    pool = NP.NativePool(2)
+    outs = [np.zeros(n, np.int64) for _ in range(4)]
+    jobs = []
+    for out in outs:
+        job = NP.Job([(KERNELS.address("inc"), [0], [], [], split(n, 8))], 1)
+        job.table[0] = out.ctypes.data
+        jobs.append(job)
+
+    def work(job) -> None:
+        for _ in range(200):
+            pool.run(job)
+
+    threads = [threading.Thread(target=work, args=(j,)) for j in jobs]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        pool.close()
+    for out in outs:
+        np.testing.assert_array_equal(out, 200)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_forked_child_gets_its_own_pool() -> None:
+    n = 1 << 15
+    inc = KERNELS.address("inc")
+    parent_pool = NP.get_pool(3)
+    out = np.zeros(n, np.int64)
+    job = NP.Job([(inc, [0], [], [], split(n, 8))], 1)
+    job.table[0] = out.ctypes.data
+    parent_pool.run(job)
+    assert parent_pool.started == 2
+    pid = os.fork()
+    if pid == 0:                             # the child: its parent's workers do not exist here
+        code = 1
+        try:
+            # the same pool object (compiled programs hold theirs): it forgot its
+            # parent's threads and starts its own
+            child_pool = NP.get_pool(3)
+            ok = child_pool is parent_pool and child_pool.started == 0
+            for _ in range(10):
+                child_pool.run(job)
+            ok = ok and child_pool.started == 2 and (out == 11).all()
+            NP.close_all()
+            code = 0 if ok else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    parent_pool.run(job)                     # the parent's pool still works
+    np.testing.assert_array_equal(out, 2)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_forked_child_syncs_on_all_threads() -> None:
+    """The device end to end: a program compiled and run in the parent runs again in a
+    forked child (the same cached executable and pools) and gives the same result."""
+    import lazyarray as la
+    x = la.asarray(np.arange(1 << 18, dtype=np.float32))
+    with la.config.override(num_threads=3):
+        want = float((x * 2 + 1).sum())
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                got = float((x * 2 + 1).sum())
+                code = 0 if got == want else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_exit_with_running_workers_is_clean() -> None:
+    script = textwrap.dedent("""
+        import numpy as np, lazyarray as la
+        x = la.asarray(np.ones(1 << 20, np.float32))
+        print(float((x * 2 + 1).sum()))
+        from lazyarray.devices import native_pool
+        assert any(p.started for p in native_pool._POOLS.values()), "no worker ran"
+    """)
+    env = dict(os.environ, LAZYARRAY_NUM_THREADS="4", LAZYARRAY_CACHE_DIR="off")
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           timeout=120, env=env)
+        assert r.returncode == 0, r.stderr
+        assert float(r.stdout) == 3 * (1 << 20)
+
+
+# ---- compiled programs on the pool, against the interpreter ----------------------------
+
+def _programs() -> dict:
+    f32 = D.float32
+    return {
+        # mean(3 x^2 + y): one full-reduction partial step
+        "full": (Module("full", [
+            I("parameter", (), (1 << 17,), f32, {"number": 0}),
+            I("parameter", (), (1 << 17,), f32, {"number": 1}),
+            I("multiply", (0, 0), (1 << 17,), f32, {}),
+            I("add", (2, 1), (1 << 17,), f32, {}),
+            I("reduce", (3,), (), f32, {"axes": (0,), "kind": "sum"}),
+        ], [4]), [(1 << 17,), (1 << 17,)]),
+        # column sums (per-chunk partials) and an elementwise output read by nothing
+        "columns": (Module("columns", [
+            I("parameter", (), (512, 300), f32, {"number": 0}),
+            I("exponential", (0,), (512, 300), f32, {}),
+            I("reduce", (1,), (300,), f32, {"axes": (0,), "kind": "sum"}),
+            I("reduce", (0,), (300,), f32, {"axes": (0,), "kind": "max"}),
+            I("negate", (0,), (512, 300), f32, {}),
+        ], [2, 3, 4]), [(512, 300)]),
+        # a row reduction feeding an elementwise step (two steps, one after the other)
+        "rows": (Module("rows", [
+            I("parameter", (), (1024, 256), f32, {"number": 0}),
+            I("reduce", (0,), (1024,), f32, {"axes": (1,), "kind": "max"}),
+            I("broadcast_in_dim", (1,), (1024, 256), f32,
+              {"shape": (1024, 256), "broadcast_dimensions": (0,)}),
+            I("subtract", (0, 2), (1024, 256), f32, {}),
+            I("exponential", (3,), (1024, 256), f32, {}),
+        ], [4]), [(1024, 256)]),
+    }
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("name", list(_programs()))
+def test_programs_match_the_interpreter(name: str, threads: int) -> None:
+    module, shapes = _programs()[name]
+    rng = np.random.default_rng(threads)
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    want = InterpreterDevice().compile(module).run(args)
+    exe = CPUDevice(lambda: {"cache_dir": "off", "num_threads": threads}).compile(module)
+    for _ in range(3):                       # runs reuse the planned buffers: same answers
+        got = exe.run(args)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+            assert not g.flags.writeable
+    assert isinstance(exe._range_cache.get(("program", threads)), NativeProgram)
+
+
+def test_general_path_and_native_program_agree_on_split_work() -> None:
+    module, shapes = _programs()["columns"]
+    args = [np.random.default_rng(5).standard_normal(s).astype(np.float32) for s in shapes]
+    fast = CPUDevice(lambda: {"cache_dir": "off", "num_threads": 4}).compile(module)
+    slow = CPUDevice(lambda: {"cache_dir": "off", "num_threads": 4, "debug": 2}).compile(module)
+    assert any(len(fast._split(s, 4)) > 1 for s in fast.steps), "nothing was split"
+    for a, b in zip(fast.run(args), slow.run(args)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    assert ("program", 4) not in slow._range_cache
+
+
+# ---- matrix products as tiles on the pool ---------------------------------------------
+
+@pytest.mark.skipif(not native_gemm.available(), reason="NumPy's BLAS is not its ILP64 OpenBLAS")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_gemm_tiles_match_numpy(dtype, layout: str, threads: int) -> None:
+    rng = np.random.default_rng(threads)
+    m, k, n = 123, 77, 211
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    if layout[0] == "t":
+        a = np.ascontiguousarray(a.T).T          # a transposed view, read by BLAS as is
+    if layout[1] == "t":
+        b = np.ascontiguousarray(b.T).T
+    out = np.full((m, n), np.nan, dtype)
+    assert native_gemm.matmul(a, b, out, threads)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=tol, atol=tol)
+
+
+def test_gemm_grid_is_close_to_square_and_never_empty() -> None:
+    assert native_gemm.grid(2048, 2048, 16) == (4, 4)
+    assert native_gemm.grid(4096, 64, 4) == (4, 1)
+    assert native_gemm.grid(2, 5000, 8) == (1, 8)
+    for m, n, t in [(1, 1, 16), (3, 7, 6), (100, 1, 4)]:
+        pm, pn = native_gemm.grid(m, n, t)
+        assert pm <= m and pn <= n
+
+
+def test_gemm_declines_what_it_does_not_cover() -> None:
+    out = np.empty((4, 4), np.float16)
+    assert not native_gemm.matmul(np.ones((4, 4), np.float16), np.ones((4, 4), np.float16), out, 2)
+    strided = np.ones((8, 8), np.float32)[::2, ::2]
+    assert not native_gemm.matmul(strided, strided, np.empty((4, 4), np.float32), 2)
+
+
+def test_a_tiny_program_runs_on_the_calling_thread() -> None:
+    """No kernel is split finer than it pays: a 4,096-element sync wakes no worker, a
+    large one starts them (a pool size no other test uses, so it starts fresh here)."""
+    f32 = D.float32
+
+    def module(n: int) -> Module:
+        return Module("scaled_sum", [
+            I("parameter", (), (n,), f32, {"number": 0}),
+            I("multiply", (0, 0), (n,), f32, {}),
+            I("reduce", (1,), (), f32, {"axes": (0,), "kind": "sum"}),
+        ], [2])
+
+    device = CPUDevice(lambda: {"cache_dir": "off", "num_threads": 7})
+    pool = NP.get_pool(7)
+    small = np.ones(4096, np.float32)
+    assert float(device.compile(module(4096)).run([small])[0]) == 4096
+    assert pool.started == 0 and pool.runs_shared == 0
+    big = np.ones(1 << 20, np.float32)
+    assert float(device.compile(module(1 << 20)).run([big])[0]) == 1 << 20
+    assert pool.started == 6 and pool.runs_shared == 1
