@@ -251,7 +251,7 @@ def cross_entropy(logits: Operand, labels: Operand, reduction: str = "mean",
         raise ValueError(f"cross_entropy: logits {shape_str(logits.shape)} need labels of shape "
                          f"{shape_str(logits.shape[:-1])}, got {shape_str(labels.shape)}")
     n_classes = logits.shape[-1]
-    _check_labels("cross_entropy", labels, n_classes)
+    check_labels("cross_entropy", labels, n_classes)
     target = one_hot(labels, n_classes, logits.dtype)
     if label_smoothing:
         target = add(multiply(target, 1.0 - label_smoothing), label_smoothing / n_classes)
@@ -260,11 +260,14 @@ def cross_entropy(logits: Operand, labels: Operand, reduction: str = "mean",
     return _reduce_loss("cross_entropy", per_row, reduction)
 
 
-def _check_labels(op: str, labels: Node, n_classes: int) -> None:
-    """Labels outside [0, n_classes) are an error where the op is recorded when their
-    values are already on the host (a computed CPU tensor, a NumPy array); elsewhere the
-    loss of their rows is NaN (see `_nan_where_out_of_range`), never a silent 0."""
+def check_labels(op: str, labels: Node, n_classes: int, ignore_index: Any = None) -> None:
+    """Labels outside [0, n_classes) (other than `ignore_index`) are an error where the op
+    is recorded when their values are already on the host (a computed CPU tensor, a NumPy
+    array); elsewhere the loss of their rows is NaN (see `_nan_where_out_of_range`),
+    never a silent 0."""
     data = labels.buffer
+    if isinstance(data, np.ndarray) and data.size and ignore_index is not None:
+        data = data[data != ignore_index]
     if isinstance(data, np.ndarray) and data.size:
         lo, hi = int(data.min()), int(data.max())
         if lo < 0 or hi >= n_classes:
@@ -289,7 +292,7 @@ def nll_loss(log_probs: Operand, labels: Operand, reduction: str = "mean") -> No
     log_probs = _float32("nll_loss", log_probs)
     labels = as_node(labels)
     n_classes = log_probs.shape[-1]
-    _check_labels("nll_loss", labels, n_classes)
+    check_labels("nll_loss", labels, n_classes)
     target = one_hot(labels, n_classes, log_probs.dtype)
     per_row = negative(_sum(multiply(target, log_probs), axis=-1))
     return _reduce_loss("nll_loss", _nan_where_out_of_range(per_row, labels, n_classes),

@@ -79,6 +79,10 @@ def _class_loss(name: str, x: Tensor, target: Any, reduction: str, ignore_index:
         return _soft_cross_entropy(x, target, reduction=reduction)
     if type(target) is not Tensor:
         return _per_class_loss[name](x, target, reduction=reduction, **kw)
+    if target.dtype.is_int and getattr(x, "ndim", 0):
+        # out-of-range classes raise here when the labels' values are known (the `where`
+        # below would hide them from the op's own check)
+        _nn.check_labels(name, target._node, x.shape[-1], ignore_index)
     keep = target != ignore_index
     per_item = _per_class_loss[name](x, _where(keep, target, 0), reduction="none", **kw)
     per_item = _where(keep, per_item, 0.0)
