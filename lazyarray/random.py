@@ -15,6 +15,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .compiler.primitive import apply
+from .ops import checks
 from .ops import random as _gen
 from . import runtime
 from .tensor import Tensor
@@ -61,7 +62,6 @@ def _next_key(device: Any) -> tuple:
 
 
 def _shape(shape: Any) -> tuple:
-    from .ops import checks
     if shape is None:
         return ()
     return checks.shape("random", shape)
