@@ -112,15 +112,12 @@ class NativeProgram:
     @staticmethod
     def _fresh_slot(exe: Any, index: int, size: int, members: list, has_output: bool) -> tuple:
         """(buffer index, bytes, views to make, output?) of a slot whose memory is new at
-        each run; views None (and the output's value, dtype, shape in place of the flag)
-        for a small output alone in its slot, which is simply allocated."""
+        each run. Outputs are views of raw memory as the general path makes them (a
+        donation later tells that memory from a caller's own array by that)."""
         outputs = set(exe.outputs)
         targets = {r["pos"] for s in exe.steps for r in s.get("roots", ())}
         views = [(p, exe.values[p].dtype.np, exe.values[p].shape) for p in members
                  if p in outputs or p in targets]
-        out = [p for p in members if p in outputs]
-        if len(out) == 1 and size < MIN_BYTES and exe.values[out[0]].nbytes == size:
-            return index, size, None, views[[v[0] for v in views].index(out[0])]
         return index, size, views, has_output
 
     def _buffer(self, fixed: list, arr: np.ndarray) -> int:
@@ -187,11 +184,6 @@ class NativeProgram:
         taken = []
         try:
             for index, size, views, has_output in self._fresh:
-                if views is None:         # a small output alone in its slot: its own array
-                    p, dtype, shape = has_output
-                    arr = fresh[p] = np.empty(shape, dtype)
-                    table[index] = address(arr)
-                    continue
                 mem = HOST_MEMORY.take(size)
                 if not has_output:
                     taken.append(mem)
@@ -228,10 +220,9 @@ def _nbytes(dtype: np.dtype, shape: tuple) -> int:
 def _handed_out(arr: np.ndarray) -> np.ndarray:
     """An output as the general path hands it out: a read-only view whose memory comes
     back to the recycled host memory when the caller drops it."""
+    arr = arr.view()
     base = arr.base
-    if base is not None:
-        arr = arr.view()
-        if base.dtype == np.uint8 and base.ndim == 1:
-            HOST_MEMORY.track(arr, base)
+    if base.dtype == np.uint8 and base.ndim == 1:
+        HOST_MEMORY.track(arr, base)
     arr.setflags(write=False)
     return arr
