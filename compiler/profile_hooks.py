@@ -8,9 +8,11 @@ profile records it is an object with these methods (times are `time.perf_counter
 seconds):
 
     span(category, name, t0, t1, args)        a phase: a pass, code generation, a transfer
-    kernel(program, kernel, kind, t0, t1)      one kernel or library call of a program run
-    chunk(kernel, chunk, t0, t1)               one chunk of a kernel split over threads,
-                                               reported by the thread that ran it
+    kernel(program, kernel, kind, t0, t1, threads)
+                                               one kernel or library call of a program run,
+                                               on `threads` threads
+    chunk(kernel, chunk, t0, t1)               one chunk of a kernel split over the Python
+                                               pool, reported by the thread that ran it
     gpu_kernel(program, kernel, kind, ms)      a GPU kernel timed by events on the stream
     backward(node, cotangents)                 nodes a vjp rule made for `node` (autodiff)
     copied(node, copy)                         `copy` is `node`'s op again (autodiff.stop)

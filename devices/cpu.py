@@ -283,7 +283,7 @@ class CPUExecutable:
         ok = self._range_cache.get("eligible")
         if ok is None:
             ok = self._range_cache["eligible"] = native_program.eligible(self)
-        if not ok or int(s.get("debug") or 0) >= 2:
+        if not ok or int(s.get("debug") or 0) >= 2 or profile_hooks.ACTIVE:
             return None
         threads = int(s.get("num_threads") or 0) or default_threads()
         key = ("program", threads)
@@ -319,7 +319,8 @@ class CPUExecutable:
                 else:
                     self._loop(step, arrays)
                 if prof:
-                    prof.kernel(self.name, step["kernel"], step["type"], t0, time.perf_counter())
+                    prof.kernel(self.name, step["kernel"], step["type"], t0, time.perf_counter(),
+                                self._threads_of(step))
                 if debug:
                     print(f"[lazyarray]   {self.name} {step['kernel']} ({step['type']}): "
                           f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
@@ -358,6 +359,13 @@ class CPUExecutable:
         # a few chunks per thread, taken from a queue: balance when a core is busy
         per_thread = CHUNKS_PER_THREAD if extent * int(step["work"]) >= 64 * SPLIT_ELEMENTS else 1
         return split(extent, threads * per_thread)
+
+    def _threads_of(self, step: dict) -> int:
+        """Threads a step's chunks run on (for a profile: the native pool runs them in
+        one call, so no chunk is timed on its own)."""
+        if step["type"] == "library":
+            return 1
+        return min(len(self._ranges(step)), self._run_pool.threads)
 
     def _native_job(self, step: dict) -> native_pool.Job:
         """One step as a job of the native pool at this run's thread count (built once):

@@ -10,8 +10,9 @@
 While the block runs, each sync records its phases: trace (the Python between syncs:
 the user's code recording ops), capture, cache lookup or compile (each pass, code
 generation, the disk cache), binding and transfers, and the run of every kernel and
-library call (CPU: wall time per kernel, and per chunk on the thread that ran it; CUDA:
-events on the stream). Each kernel carries its bytes read and written, its flops, the HLO
+library call (CPU: wall time per kernel and the threads it ran on: while a profile
+records, a program runs step by step instead of as one native job; CUDA: events on the
+stream). Each kernel carries its bytes read and written, its flops, the HLO
 ops it fused and the user's lines those ops were recorded at.
 
 Off, it costs nothing but a check of one module-level variable at each hook: the
@@ -75,9 +76,10 @@ class Profile:
     def span(self, cat: str, name: str, t0: float, t1: float, args: dict) -> None:
         self.events.append(Event(name, cat, t0, t1, threading.get_ident(), dict(args)))
 
-    def kernel(self, program: str, kernel: str, kind: str, t0: float, t1: float) -> None:
+    def kernel(self, program: str, kernel: str, kind: str, t0: float, t1: float,
+               threads: int = 1) -> None:
         ev = Event(kernel, "kernel", t0, t1, threading.get_ident(),
-                   {"program": program, "kind": kind})
+                   {"program": program, "kind": kind, "threads": threads})
         self.events.append(ev)
         self._kernels.append(ev)
 

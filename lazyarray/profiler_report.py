@@ -5,8 +5,9 @@
 Trace layout: one process; the thread that synced shows each sync (`sync #n`) holding
 its phases (capture, cache lookup or compile with its passes and code generation, run
 with binding and the kernels), the `trace` spans between syncs (the user's code recording
-ops) and host-to-device copies; each worker thread shows the chunks of split kernels it
-ran; GPU kernels, timed by stream events, lie end to end on a "GPU stream" track.
+ops) and host-to-device copies; a worker thread of the Python pool shows the chunks it
+ran (the native pool runs a kernel's chunks in one call: its kernels show as wholes);
+GPU kernels, timed by stream events, lie end to end on a "GPU stream" track.
 """
 from __future__ import annotations
 
@@ -87,19 +88,21 @@ def _key(e: Any) -> tuple:
 
 
 def _count_threads(prof: Any, rows: dict) -> None:
-    """Threads whose chunks fall inside each kernel's runs."""
+    """Threads each kernel ran on: as its device reported it, or those whose chunks fall
+    inside its runs."""
     chunks = collections.defaultdict(list)
     for e in prof.events:
         if e.cat == "chunk":
             chunks[e.args["kernel"]].append(e)
     tids = collections.defaultdict(set)
     for e in prof.kernel_events():
+        rows[_key(e)].threads = max(rows[_key(e)].threads, int(e.args.get("threads", 1)))
         for c in chunks.get(e.name, ()):
             if e.t0 <= c.t0 and c.t1 <= e.t1:
                 tids[_key(e)].add(c.tid)
                 rows[_key(e)].chunk_seconds += c.seconds
     for key, ts in tids.items():
-        rows[key].threads = max(1, len(ts))
+        rows[key].threads = max(rows[key].threads, len(ts))
 
 
 # ---- the table --------------------------------------------------------------------
