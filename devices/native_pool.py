@@ -38,7 +38,7 @@ from ..compiler.driver import runtime_code, runtime_layout
 from .object_code import LoadedCode
 from .thread_pool import default_threads
 
-SPIN_ROUNDS = 4000      # `pause` rounds a worker spins before sleeping: ~0.1-0.3 ms, longer
+SPIN_ROUNDS = 2000      # `pause` rounds a worker spins before sleeping: ~50-150 us, longer
                         # than the Python between two kernels of one sync, short enough not
                         # to take a shared core from others for long
 

@@ -113,7 +113,8 @@ class PoolIR:
 
     def _spin_until(self, b: ir.IRBuilder, cond, name: str) -> None:
         """Loop until `cond(b)` (an i1) holds: pause each round, yield the core every
-        1024 rounds (a busy core shared with other programs gets it back)."""
+        64 rounds (a core shared with other programs, or with more threads than cores,
+        goes to whoever has work)."""
         fn = b.function
         head = fn.append_basic_block(name + ".head")
         body = fn.append_basic_block(name + ".body")
@@ -126,7 +127,7 @@ class PoolIR:
         b.cbranch(cond(b), done, body)
         b.position_at_end(body)
         self.pause(b)
-        with b.if_then(b.icmp_unsigned("==", b.and_(k, _c(1023)), _c(1023))):
+        with b.if_then(b.icmp_unsigned("==", b.and_(k, _c(63)), _c(63))):
             b.call(self.yield_, [])
         k.add_incoming(b.add(k, _c(1)), b.block)
         b.branch(head)
