@@ -3,9 +3,10 @@
 Each public function here becomes `lazyarray.<name>`, taking and returning tensors.
 """
 from . import einsum as _einsum  # the module: its function takes the name below
-from . import (creation, elementwise, indexing, linalg, manipulation, searching, sorting,
-               statistical, utility)
+from . import (creation, dynamic, elementwise, indexing, linalg, manipulation, searching,
+               sorting, statistical, utility)
 from .creation import *  # noqa: F401,F403
+from .dynamic import *  # noqa: F401,F403
 from .einsum import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
 from .indexing import *  # noqa: F401,F403
@@ -16,6 +17,7 @@ from .sorting import *  # noqa: F401,F403
 from .statistical import *  # noqa: F401,F403
 from .utility import *  # noqa: F401,F403
 
-_MODULES = (creation, _einsum, elementwise, indexing, linalg, manipulation, searching, sorting,
+_MODULES = (creation, dynamic, _einsum, elementwise, indexing, linalg, manipulation, searching,
+            sorting,
             statistical, utility)
 __all__ = sorted({name for m in _MODULES for name in m.__all__})

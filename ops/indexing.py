@@ -9,8 +9,10 @@ merged dimensions they select. Updates use `dynamic_update_slice` (unit-step sli
 Index arrays may be nodes (their values are known only when the graph runs: negative
 entries are wrapped at run time; out-of-range ones are clamped when reading, as `gather`
 does, and skipped when writing, as `scatter` does) or NumPy arrays (known now: they are
-range-checked and raise IndexError like Python ints). Python ints become a
-`dynamic_slice` with runtime scalar starts, so a loop over `x[i]` compiles once.
+range-checked and raise IndexError like Python ints). Python ints (an index, or a slice's
+written start) become a `dynamic_slice` with runtime scalar starts while the result's
+shape is computed from them here: a loop over `x[i]` or `x[i:i + 64]` compiles once per
+shape.
 Boolean *tensor* masks give data-dependent shapes: the runtime turns them into NumPy
 arrays before calling here (a graph break), except in `setitem`, where a mask is a select.
 """
@@ -24,7 +26,7 @@ import numpy as np
 from ..compiler import dtypes as D
 from ..compiler.node import Node, scalar_leaf
 from ..compiler.primitive import apply
-from .promotion import (KEPT_CONSTANTS, as_node, broadcast_shapes, broadcast_to, constant,
+from .promotion import (as_node, broadcast_shapes, broadcast_to, constant,
                         convert, normalize_axis, scalar, shape_str)
 
 LiftArray = Callable[[np.ndarray], Node]
@@ -174,9 +176,15 @@ def _slice_bounds(op: str, s: slice, n: int) -> tuple:
 # ---- reading -------------------------------------------------------------------------
 
 def _basic(op: str, x: Node, entries: list, has_adv: bool) -> tuple:
-    """Apply slices and basic ints; insert new axes. -> (node, entries per result dim)."""
-    starts, limits, strides, flips = [0] * x.ndim, list(x.shape), [1] * x.ndim, []
-    out_shape, kept, picks = [], [], {}
+    """Apply slices and basic ints; insert new axes. -> (node, entries per result dim).
+
+    The result's shape comes from the Python ints now (as NumPy computes it); the start of
+    a slice written with an explicit start, and a basic int index, are runtime scalars of
+    one `dynamic_slice`, so `x[i:i + 64]` and `x[i]` in a loop compile once per shape."""
+    starts = [0] * x.ndim               # an int: a runtime start; 0: none written
+    dynamic = [False] * x.ndim
+    sizes, strides, flips = list(x.shape), [1] * x.ndim, []
+    out_shape, kept = [], []
     for e in entries:
         if e.kind == "slice":
             n = x.shape[e.dim]
@@ -184,13 +192,17 @@ def _basic(op: str, x: Node, entries: list, has_adv: bool) -> tuple:
             if step < 0 and m:
                 flips.append(e.dim)
                 start, step = n - 1 - start, -step
-            starts[e.dim] = start if m else 0
-            limits[e.dim] = start + (m - 1) * step + 1 if m else 0
-            strides[e.dim] = step if m else 1
+            if m:
+                # a start left out is 0 here (also after a flip): only a written one varies
+                starts[e.dim], dynamic[e.dim] = start, e.value.start is not None
+                sizes[e.dim], strides[e.dim] = (m - 1) * step + 1, step
+            else:
+                sizes[e.dim] = 0
             out_shape.append(m)
             kept.append(e)
         elif e.kind == "int" and not has_adv:
-            picks[e.dim] = _norm_int(op, e.value, e.dim, x.shape[e.dim])
+            starts[e.dim] = _norm_int(op, e.value, e.dim, x.shape[e.dim])
+            dynamic[e.dim], sizes[e.dim] = True, 1
         elif e.kind == "int" or (e.kind == "array" and e.dim is not None):
             out_shape.append(x.shape[e.dim])
             kept.append(e if e.kind == "array" else _Entry("array", np.asarray(e.value), e.dim))
@@ -199,36 +211,30 @@ def _basic(op: str, x: Node, entries: list, has_adv: bool) -> tuple:
             kept.append(e)
     if flips:
         x = apply("reverse", x, dimensions=tuple(sorted(flips)))
-    if starts != [0] * x.ndim or limits != list(x.shape) or strides != [1] * x.ndim:
-        x = apply("slice", x, start_indices=tuple(starts), limit_indices=tuple(limits),
+    if any(dynamic):
+        x = apply("dynamic_slice", x, *[_start(s) if d else _zero_start()
+                                         for s, d in zip(starts, dynamic)],
+                  slice_sizes=tuple(sizes))
+    elif sizes != list(x.shape):
+        x = apply("slice", x, start_indices=(0,) * x.ndim, limit_indices=tuple(sizes),
+                  strides=(1,) * x.ndim)
+    if strides != [1] * x.ndim:
+        x = apply("slice", x, start_indices=(0,) * x.ndim, limit_indices=x.shape,
                   strides=tuple(strides))
-    if picks:
-        x = _pick(x, picks)
     if tuple(out_shape) != x.shape:
         x = apply("reshape", x, shape=tuple(out_shape))
     return x, kept
 
 
-def _pick(x: Node, picks: dict) -> Node:
-    """Size-1 slices at Python int positions, as a dynamic_slice whose starts are runtime
-    scalars: a loop reading x[i] for a changing i compiles once (the ints were checked)."""
-    starts = [_start(picks.get(d, 0)) for d in range(x.ndim)]
-    sizes = tuple(1 if d in picks else n for d, n in enumerate(x.shape))
-    return apply("dynamic_slice", x, *starts, slice_sizes=sizes)
-
-
-_KEPT_STARTS: dict = {}
-
-
 def _start(value: int) -> Node:
-    """A valid int64 start index as a node, without promotion.scalar's range check
-    (recording an index stays cheap)."""
-    if value in KEPT_CONSTANTS:
-        node = _KEPT_STARTS.get(value)
-        if node is None:
-            node = _KEPT_STARTS[value] = scalar(value, D.int64)
-        return node
+    """A valid int64 start index (checked by the caller) as a runtime scalar: never a kept
+    constant, so that x[0] and x[5] (or x[0:64] and x[64:128]) share one program."""
     return scalar_leaf(value, D.int64)
+
+
+def _zero_start() -> Node:
+    """The start of a dimension no index moves: a kept constant 0."""
+    return scalar(0, D.int64)
 
 
 def _static_index(op: str, arr: np.ndarray, dim: Optional[int], n: int) -> np.ndarray:
@@ -397,6 +403,7 @@ def setitem(x: Node, key: Any, value: Any, lift: Optional[LiftArray] = None) -> 
 
 def _basic_update(x: Node, entries: list, value: Node) -> Node:
     starts, steps, counts = [0] * x.ndim, [1] * x.ndim, list(x.shape)
+    written = [False] * x.ndim          # a start the key wrote: a runtime scalar
     flips, out_shape = [], []
     for e in entries:
         if e.kind == "slice":
@@ -406,10 +413,11 @@ def _basic_update(x: Node, entries: list, value: Node) -> Node:
                 flips.append(e.dim)
                 start, step = start + (m - 1) * step, -step
             starts[e.dim], steps[e.dim], counts[e.dim] = (start if m else 0), step, m
+            written[e.dim] = e.value.start is not None or starts[e.dim] != 0
             out_shape.append(m)
         elif e.kind == "int":
             starts[e.dim] = _norm_int("setitem", e.value, e.dim, x.shape[e.dim])
-            counts[e.dim] = 1
+            counts[e.dim], written[e.dim] = 1, True
         else:
             out_shape.append(1)
     value = _fit_value("setitem", value, tuple(out_shape))
@@ -421,7 +429,8 @@ def _basic_update(x: Node, entries: list, value: Node) -> Node:
     if tuple(counts) == x.shape:
         return value
     if all(s == 1 for s in steps):
-        return apply("dynamic_update_slice", x, value, *[_start(s) for s in starts])
+        return apply("dynamic_update_slice", x, value,
+                     *[_start(s) if w else _zero_start() for s, w in zip(starts, written)])
     return _strided_update(x, value, starts, steps, counts)
 
 

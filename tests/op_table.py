@@ -267,8 +267,37 @@ add(OpCase("sort", _sort, dtypes=ALL, shapes=SORT_SHAPES, kwargs=SORT_KW, domain
            pairs=[(((3, 4),), {"indices": np.array([[0], [2], [3]]), "axis": 1}),
                   (((3, 4),), {"indices": np.array([[2, 0, 1, 1]]), "axis": 0}),
                   (((4,),), {"indices": np.array([3, 3, 0]), "axis": -1})]),
+    OpCase("dynamic_slice", lambda x, start_indices, slice_sizes: _np_dynamic_slice(
+               x, start_indices, slice_sizes), dtypes=(D.float32, D.int16, D.bool_),
+           differentiable=True,
+           pairs=[(((5, 4),), {"start_indices": (1, 2), "slice_sizes": (3, 2)}),
+                  (((5, 4),), {"start_indices": (4, -3), "slice_sizes": (3, 2)}),   # clamped
+                  (((6,),), {"start_indices": (9,), "slice_sizes": (0,)}),
+                  (((), ), {"start_indices": (), "slice_sizes": ()})]),
+    OpCase("dynamic_update_slice", lambda x, u, start_indices: _np_dynamic_update_slice(
+               x, u, start_indices), dtypes=(D.float32, D.int16, D.bool_),
+           differentiable=True,
+           pairs=[(((5, 4), (2, 3)), {"start_indices": (1, 0)}),
+                  (((5, 4), (2, 3)), {"start_indices": (7, -2)}),               # clamped
+                  (((3,), (0,)), {"start_indices": (2,)})]),
     OpCase("diff", np.diff, dtypes=NUMERIC + BOOL, shapes=[((2, 5),), ((4,),), ((0,),), ((),)],
            kwargs=[{}, {"axis": 0}, {"n": 2}], differentiable=True))
+
+def _np_clamped(shape, sizes, starts):
+    return tuple(slice(min(max(int(s), 0), n - z), min(max(int(s), 0), n - z) + z)
+                 for s, n, z in zip(starts, shape, sizes))
+
+
+def _np_dynamic_slice(x, start_indices, slice_sizes):
+    """HLO's dynamic_slice in NumPy: each start clamped into [0, n - size]."""
+    return x[_np_clamped(x.shape, slice_sizes, start_indices)]
+
+
+def _np_dynamic_update_slice(x, u, start_indices):
+    out = x.copy()
+    out[_np_clamped(x.shape, u.shape, start_indices)] = u
+    return out
+
 
 # ---- data-dependent shapes: graph breaks, still compared with NumPy ----------------------
 
