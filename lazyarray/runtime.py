@@ -506,7 +506,7 @@ def _executable(state: DeviceState, cap: Any, site: str) -> Any:
     METRICS._last_key[site] = cap.key
     state.names += 1
     module = cap.module(f"{state.device.platform}_{state.names}")
-    _dump(module)
+    _dump(module, cap.args)
     t0 = time.perf_counter()
     exe = state.device.compile(module, donated=cap.donated) if cap.donated \
         else state.device.compile(module)
@@ -523,12 +523,17 @@ def _executable(state: DeviceState, cap: Any, site: str) -> Any:
     return exe
 
 
-def _dump(module: Any) -> None:
+def _dump(module: Any, args: list) -> None:
+    """The module as text, its runtime scalars' values in comment lines, and (when small)
+    every input in `<name>.inputs.npz`: `run_hlo` replays the dump exactly."""
     if not config.dump:
         return
+    from .compiler.replay import save_inputs, scalar_comments
     os.makedirs(config.dump, exist_ok=True)
-    with open(os.path.join(config.dump, module.name + ".hlo"), "w") as f:
-        f.write(str(module))
+    base = os.path.join(config.dump, module.name)
+    with open(base + ".hlo", "w") as f:
+        f.write(scalar_comments(args) + str(module))
+    save_inputs(base + ".inputs.npz", args)
 
 
 def clear_caches() -> None:

@@ -142,3 +142,42 @@ def test_runs_what_lazyarray_dump_wrote(tmp_path, fresh_metrics):
                          "--save", str(out), "--device", "interpreter"]) == 0
     with np.load(out) as saved:
         np.testing.assert_array_equal(saved["o0"], want)
+
+
+# ---- a dump replays exactly: runtime scalars carry their values ----------------------
+
+def _dumped(tmp_path, fn):
+    """Run fn() with LAZYARRAY_DUMP on (fresh caches); -> (its result, the .hlo path)."""
+    la.runtime.clear_caches()
+    with la.config.override(dump=str(tmp_path), cache_dir="off"):
+        out = fn().numpy()
+    (path,) = [p for p in tmp_path.glob("*.hlo") if not p.name.endswith(".optimized.hlo")]
+    return out, str(path)
+
+
+def test_dump_carries_runtime_scalars_and_replays_exactly(tmp_path):
+    x = la.asarray(np.random.default_rng(1).standard_normal((9, 4)).astype(np.float32))
+    x.numpy()
+    want, path = _dumped(tmp_path, lambda: la.log(x[3:7] * 0.37 + 2.25 ** 2) - 1.5)
+    text = open(path).read()
+    assert "// scalar number=" in text and "value=3" in text and "value=0.37" in text
+    out = tmp_path / "replayed.npz"
+    r = _cli(path, "--save", str(out), "--device", "cpu")
+    assert r.returncode == 0, r.stderr
+    assert "inputs.npz" in r.stdout
+    with np.load(out) as saved:
+        np.testing.assert_array_equal(saved["o0"], want)
+
+
+def test_recorded_scalars_without_the_inputs_file(tmp_path):
+    """Only the scalars are known (the .npz removed): they keep their values, so a start
+    and a scale mean what they meant, and buffers are random."""
+    want, path = _dumped(tmp_path, lambda: la.arange(20, dtype=la.float32)[5:9] * 0.5 + 100.0)
+    inputs = tmp_path / (path.rsplit("/", 1)[1][:-4] + ".inputs.npz")
+    if inputs.exists():
+        inputs.unlink()
+    module_text = open(path).read()
+    module = run_hlo.parse_module(module_text)
+    got, source = run_hlo.replay_inputs(module, module_text, path)
+    assert "recorded scalars" in source
+    np.testing.assert_array_equal(run_hlo.run(module, got, "interpreter")[0], want)

@@ -3,17 +3,20 @@
     python -m lazyarray.tools.run_hlo module.hlo [--inputs in.npz] [--device cpu]
                                                  [--save out.npz] [--seed N]
 
-The module text is what LAZYARRAY_DUMP writes (or `la.debug.ir(t, "hlo")` returns). Inputs
-are random (seeded) unless an .npz gives them, keyed p0, p1, ... by parameter number, or
-else taken in the file's order. Outputs are printed (type and a summary of the values) or
+The module text is what LAZYARRAY_DUMP writes (or `la.debug.ir(t, "hlo")` returns). A
+runtime scalar takes the value its `// scalar number=N value=V` comment line recorded.
+The other inputs come from an .npz (--inputs, or else the dump's own `<name>.inputs.npz`
+beside the file), keyed p0, p1, ... by parameter number, or else taken in the file's
+order; without one they are random (seeded). A dump replays exactly. Outputs are printed (type and a summary of the values) or
 saved to an .npz keyed o0, o1, ... (bfloat16 arrays are stored as their raw 2-byte values,
 as NumPy does for ml_dtypes types).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -21,6 +24,7 @@ from ..compiler import dtypes as D
 from ..compiler.module import Module
 from ..compiler.parser import parse_module
 from ..compiler.printer import type_text
+from ..compiler.replay import scalar_values
 from ..compiler.verifier import verify
 
 
@@ -45,20 +49,49 @@ def random_inputs(module: Module, seed: int = 0) -> list:
     return out
 
 
-def load_inputs(module: Module, path: str) -> list:
-    """Arrays from an .npz: keys p0, p1, ... when present, else in the file's order."""
+def load_inputs(module: Module, path: str, known: Optional[dict] = None) -> list:
+    """Arrays from an .npz: keys p0, p1, ... when present, else in the file's order;
+    parameters in `known` (number -> value: the recorded scalars) need no array."""
+    known = known or {}
+    types = parameter_types(module)
     with np.load(path, allow_pickle=False) as data:
         keys = list(data.keys())
-        types = parameter_types(module)
-        wanted = [f"p{i}" for i in range(len(types))]
+        open_numbers = [i for i in range(len(types)) if i not in known]
+        wanted = [f"p{i}" for i in open_numbers]
         if not all(k in keys for k in wanted):
-            if len(keys) != len(types):
+            if len(keys) != len(open_numbers):
                 raise ValueError(f"run_hlo: {path} holds {len(keys)} arrays ({', '.join(keys)}) "
-                                 f"but the module has {len(types)} parameters; name them "
-                                 f"p0..p{len(types) - 1} or give exactly one per parameter")
+                                 f"but the module has {len(open_numbers)} parameters without a "
+                                 f"recorded value; name them p0..p{len(types) - 1} or give "
+                                 f"exactly one per parameter")
             wanted = keys
-        return [_as_parameter(data[k], k, n, shape, dtype)
-                for n, (k, (shape, dtype)) in enumerate(zip(wanted, types))]
+        given = {n: _as_parameter(data[k], k, n, *types[n]) for n, k in zip(open_numbers, wanted)}
+    return [given[n] if n in given else _scalar_input(known[n], n, *types[n])
+            for n in range(len(types))]
+
+
+def _scalar_input(value: Any, number: int, shape: tuple, dtype: D.DType) -> np.ndarray:
+    if tuple(shape) != ():
+        raise ValueError(f"run_hlo: a scalar value is recorded for parameter {number}, "
+                         f"which is {type_text(shape, dtype)}")
+    return np.asarray(value, dtype=dtype.np)
+
+
+def replay_inputs(module: Module, text: str, path: str, inputs: Optional[str] = None,
+                  seed: int = 0) -> tuple:
+    """(inputs, where they came from) for the module read from `path`: recorded scalars,
+    then --inputs or the dump's own .npz, else random values (see the module docstring)."""
+    known = scalar_values(text)
+    if inputs is None and path.endswith(".hlo") and os.path.exists(path[:-4] + ".inputs.npz"):
+        inputs = path[:-4] + ".inputs.npz"
+    if inputs is not None:
+        return load_inputs(module, inputs, known), inputs
+    out = random_inputs(module, seed)
+    types = parameter_types(module)
+    for n, v in known.items():
+        if n < len(out):
+            out[n] = _scalar_input(v, n, *types[n])
+    return out, f"random (seed {seed})" + (", recorded scalars" if known else "")
 
 
 def _as_parameter(a: np.ndarray, key: str, number: int, shape: tuple, dtype: D.DType) -> np.ndarray:
@@ -111,16 +144,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = p.parse_args(argv)
     try:
         with open(args.file) as f:
-            module = parse_module(f.read())
+            text = f.read()
+        module = parse_module(text)
         verify(module)
-        inputs = load_inputs(module, args.inputs) if args.inputs else random_inputs(module, args.seed)
+        inputs, source = replay_inputs(module, text, args.file, args.inputs, args.seed)
         outputs = run(module, inputs, args.device)
     except (OSError, ValueError, TypeError, IndexError) as e:
         msg = str(e)
         print(msg if msg.startswith("run_hlo") else f"run_hlo: {msg}", file=sys.stderr)
         return 1
     print(f"module {module.name}: {len(module.instructions)} instructions, "
-          f"{len(inputs)} parameters, {len(outputs)} outputs")
+          f"{len(inputs)} parameters, {len(outputs)} outputs; inputs: {source}")
     if args.save:
         np.savez(args.save, **{f"o{i}": o for i, o in enumerate(outputs)})
         print(f"saved {len(outputs)} outputs to {args.save}")
