@@ -22,14 +22,15 @@ from .program import Program, describe_value
 CPU = "cpu"
 
 def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(), *,
-            verify: bool = False, dumps: bool = False) -> Program:
+            verify: bool = False, dumps: bool = False, progress: Any = None) -> Program:
     """Compile `module` for `target`. `donated`: parameter numbers whose buffers the
     caller gives up, so outputs and temporaries may be written into them once they are
     dead. `verify`: run the verifier after every pass. `dumps`: fill `Program.dumps`
     with the text of every stage (optimized HLO, fusion decisions, Graphviz, LLVM IR,
-    assembly or PTX)."""
+    assembly or PTX). `progress(stage, done, total)`, when given, hears how far the CPU
+    compiler is (kernels generated, then optimizing and emitting)."""
     if target == CPU:
-        return _compile_cpu(module, frozenset(donated), verify, dumps)
+        return _compile_cpu(module, frozenset(donated), verify, dumps, progress)
     return _compile_nvptx(module, target, verify, dumps)
 
 
@@ -79,14 +80,20 @@ def runtime_layout() -> Any:
     return pool_ir.LAYOUT
 
 
-def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool) -> Program:
+def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
+                 progress: Any = None) -> Program:
     from .codegen import cpu_kernels, llvm_target
     plan = compile_plan(module, verify=verify, donate_inputs=donated)
     span = profile_hooks.span         # a profile times each stage (no-op otherwise)
     with span("codegen", "cpu_kernels"):
-        ir_text, steps = cpu_kernels.generate(plan, module.name)
+        ir_text, steps = cpu_kernels.generate(plan, module.name, progress=progress)
+    functions = sum(1 for s in steps if "fn" in s)
+    if progress is not None:
+        progress("optimizing", functions, functions)
     with span("codegen", "llvm_optimize"):
         llmod = llvm_target.optimize(ir_text, module.name)
+    if progress is not None:
+        progress("emitting", functions, functions)
     with span("codegen", "emit_object"):
         code = llvm_target.emit_object(llmod)
     program = _program(plan, CPU, code, steps, donated)

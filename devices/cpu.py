@@ -30,6 +30,7 @@ from ..compiler.driver import CPU, compile as compile_program, target_id
 from ..compiler.module import Module
 from ..compiler.primitive import PRIMITIVES
 from ..compiler.program import Program, ValueInfo
+from .compile_progress import Progress
 from .compile_cache import DiskCache, default_dir, entry_key
 from . import native_gemm, native_pool, native_program
 from .device import HostDevice
@@ -123,8 +124,12 @@ class CPUDevice(HostDevice):
             program = load_cached(cache, key) if cache is not None else None
         hit = program is not None
         if program is None:
-            program = compile_program(module, CPU, donated, verify=bool(s["verify"]),
-                                      dumps=bool(s["dump"]))
+            progress = Progress(module.name)
+            try:
+                program = compile_program(module, CPU, donated, verify=bool(s["verify"]),
+                                          dumps=bool(s["dump"]), progress=progress)
+            finally:
+                progress.close()
             if cache is not None:
                 cache.store(key, *program.to_cache())
             if s["dump"]:

@@ -18,6 +18,5 @@ from .statistical import *  # noqa: F401,F403
 from .utility import *  # noqa: F401,F403
 
 _MODULES = (creation, dynamic, _einsum, elementwise, indexing, linalg, manipulation, searching,
-            sorting,
-            statistical, utility)
+            sorting, statistical, utility)
 __all__ = sorted({name for m in _MODULES for name in m.__all__})

@@ -38,10 +38,14 @@ from ..plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
 from ..row_fusion import outer_shape, reused_across_passes, row_schedule
 from .elemental import ElementalEmitter
 from .library_calls import library_step, opaque_loops
+from . import llvm_target
+from .kernel_key import kernel_key, translate
 from .llvm_types import HALF, I64, PTR, Value, storage_type
-from .loops import const, counted_loop
+from .loops import const, counted_loop, no_vectorize
 from .math_table import CPU_MATH, MathTable
 from ..shapes import num_elements
+
+_SHAREABLE = (LOOP, REDUCTION, ROW)     # kernels whose functions equal kernels share
 
 def accumulator_dtype(dtype: D.DType) -> D.DType:
     """Half floats accumulate in float32, as the references do."""
@@ -51,7 +55,9 @@ def accumulator_dtype(dtype: D.DType) -> D.DType:
 class CPUCodegen:
     """Builds one LLVM module holding every kernel function of an execution plan."""
 
-    def __init__(self, plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH) -> None:
+    def __init__(self, plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
+                 progress: Any = None) -> None:
+        self.progress = progress    # progress(stage, done, total), or None
         self.plan = plan
         self.module: Module = plan.module
         self.ins = plan.module.instructions
@@ -59,23 +65,60 @@ class CPUCodegen:
         self.llmod = ir.Module(name=name)
         self.steps: list = []
         self._count = 0
+        self._made: dict = {}       # kernel key -> (kernel, its positions, its steps)
+        self.shared = 0             # kernels that call an earlier kernel's function
 
     # ---- the plan, kernel by kernel ---------------------------------------------------
 
     def run(self) -> tuple:
         """(LLVM module, steps in execution order)."""
-        for kern in self.plan.kernels:
-            if kern.kind == OPAQUE:
-                self._opaque(kern)
-            elif kern.kind == LIBRARY:
-                self._library(kern)
-            elif kern.kind == REDUCTION:
-                self._reduction(kern)
-            elif kern.kind == ROW:
-                self._row_kernel(kern)
+        for count, kern in enumerate(self.plan.kernels):
+            if self.progress is not None:
+                self.progress("generating", count, len(self.plan.kernels))
+            if kern.kind in _SHAREABLE:
+                key, order = kernel_key(self.plan, kern)
+                seen = self._made.get(key)
+                shared = seen and translate(seen[2], seen[0], seen[1], kern, order)
+                if shared:      # the same code as an earlier kernel: call its function
+                    self.steps.extend(shared)
+                    self.shared += 1
+                    continue
+                first = len(self.steps)
+                self._kernel(kern)
+                self._made[key] = (kern, order, self.steps[first:])
             else:
-                self._loops(kern, list(kern.outputs))
+                self._kernel(kern)
+        self._choose_opt_levels()
         return self.llmod, self.steps
+
+    def _choose_opt_levels(self) -> None:
+        """Each function's optimization follows its size (llvm_target.opt_tier): the
+        largest work of the steps that call it."""
+        work: dict = {}
+        for s in self.steps:
+            if "fn" in s:
+                n = int(s["extent"]) * max(1, int(s["work"]))
+                work[s["fn"]] = max(work.get(s["fn"], 0), n)
+        for name, n in work.items():
+            tier = llvm_target.opt_tier(n)
+            fn = self.llmod.get_global(name)
+            if tier == 0:
+                fn.attributes.add("optnone")
+                fn.attributes.add("noinline")
+            elif tier == 1:
+                no_vectorize(fn)
+
+    def _kernel(self, kern: Kernel) -> None:
+        if kern.kind == OPAQUE:
+            self._opaque(kern)
+        elif kern.kind == LIBRARY:
+            self._library(kern)
+        elif kern.kind == REDUCTION:
+            self._reduction(kern)
+        elif kern.kind == ROW:
+            self._row_kernel(kern)
+        else:
+            self._loops(kern, list(kern.outputs))
 
     def _library(self, kern: Kernel) -> None:
         for pos in kern.outputs:
@@ -596,7 +639,9 @@ def _ident(name: str) -> str:
     return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
 
-def generate(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH) -> tuple:
-    """(LLVM IR text, steps) for every kernel of `plan`."""
-    llmod, steps = CPUCodegen(plan, name, math).run()
+def generate(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
+             progress: Any = None) -> tuple:
+    """(LLVM IR text, steps) for every kernel of `plan`; `progress(stage, done, total)` is
+    called as kernels are generated."""
+    llmod, steps = CPUCodegen(plan, name, math, progress).run()
     return str(llmod), steps

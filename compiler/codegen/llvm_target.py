@@ -14,6 +14,23 @@ import llvmlite.binding as llvm
 
 OPT_LEVEL = 2          # -O2: vectorizes loops; -O3 costs compile time for little here
 
+# The optimization a kernel gets follows its size (elements of work), since compiling
+# costs the same for a kernel of 100 elements as for one of 10 million: below
+# OPTIMIZE_ELEMENTS a kernel is not optimized at all (`optnone`: no IR passes, LLVM's fast
+# instruction selection and register allocation); below VECTORIZE_ELEMENTS it is optimized
+# but its loops are not vectorized (the loop vectorizer is half of -O2's compile time
+# here); above, the whole -O2 pipeline. A small model's first call was seconds of -O2.
+OPTIMIZE_ELEMENTS = 1 << 12
+VECTORIZE_ELEMENTS = 1 << 15
+
+
+def opt_tier(elements: int) -> int:
+    """0: not optimized; 1: optimized, scalar loops; 2: optimized and vectorized."""
+    if elements < OPTIMIZE_ELEMENTS:
+        return 0
+    return 1 if elements < VECTORIZE_ELEMENTS else 2
+
+
 _LOCK = threading.Lock()    # LLVM contexts and MCJIT are not thread-safe
 
 

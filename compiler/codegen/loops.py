@@ -43,6 +43,24 @@ def _interleave_hint(module: ir.Module, count: int) -> ir.values.MDValue:
     return _LoopID(module, [option])
 
 
+def no_vectorize(fn: ir.Function) -> None:
+    """Mark every loop of `fn` (its back edges: branches to an earlier `.head` block) as
+    not to be vectorized, replacing any interleave hint."""
+    order = {id(block): k for k, block in enumerate(fn.blocks)}
+    off = None
+    for block in fn.blocks:
+        term = block.terminator
+        if not isinstance(term, ir.Branch) or isinstance(term, ir.ConditionalBranch):
+            continue
+        target = term.operands[0]
+        if target.name.endswith(".head") and order[id(target)] < order[id(block)]:
+            if off is None:
+                off = fn.module.add_metadata([
+                    ir.MetaDataString(fn.module, "llvm.loop.vectorize.enable"),
+                    ir.Constant(ir.IntType(1), 0)])
+            term.set_metadata("llvm.loop", _LoopID(fn.module, [off]))
+
+
 def counted_loop(b: ir.IRBuilder, start: ir.Value, end: ir.Value, carried: Sequence[ir.Value],
                  body: Callable[[ir.Value, list], list], name: str = "i",
                  step: Optional[ir.Value] = None, interleave: bool = True) -> list:

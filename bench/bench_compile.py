@@ -1,0 +1,106 @@
+"""Issue 12: how long a first call takes (trace + compile + run), per workload, and how
+many programs a loop idiom compiles. Not timed tests: figures for the results table.
+
+    python -m pytest bench/bench_compile.py --benchmark-only
+
+Each round starts from empty caches (memory and disk off), so every round measures a
+first call. PyTorch's first eager call is measured beside it where installed.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from compile_workloads import LAYERS, make_encoder, make_mlp_step
+from peers import installed
+
+WORKLOADS = {
+    "encoder 6x384 forward": lambda: make_encoder(),
+    "transformer block forward": lambda: make_encoder(layers=1),
+    "mlp training step": make_mlp_step,
+}
+
+
+def _first_call(make):
+    import lazyarray as la
+    from lazyarray import runtime
+
+    def setup():
+        runtime.clear_caches()
+        return (make(),), {}
+
+    def first(fn):
+        with la.config.override(cache_dir="off"):
+            fn()
+    return setup, first
+
+
+@pytest.mark.parametrize("name", list(WORKLOADS))
+def test_lazyarray_first_call(benchmark, name):
+    import lazyarray as la
+    setup, first = _first_call(WORKLOADS[name])
+    benchmark.group = f"first call: {name}"
+    before = la.debug.metrics().compile_seconds
+    benchmark.pedantic(first, setup=setup, rounds=3, iterations=1)
+    compile_s = (la.debug.metrics().compile_seconds - before) / 3
+    benchmark.extra_info.update(framework="lazyarray", compile_s=compile_s)
+    if name.startswith("encoder"):
+        benchmark.extra_info["compile_s_per_block"] = compile_s / LAYERS
+
+
+def _torch_encoder():
+    import torch
+    layer = torch.nn.TransformerEncoderLayer(384, 6, 1536, dropout=0.0, batch_first=True,
+                                             activation="gelu")
+    model = torch.nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False)
+    embed = torch.nn.Embedding(1000, 384)
+    tokens = torch.from_numpy(np.random.default_rng(0).integers(0, 1000, (2, 32)))
+    with torch.no_grad():
+        return model(embed(tokens)).numpy()
+
+
+def test_torch_encoder_first_call(benchmark):
+    if not installed("torch"):
+        pytest.skip("PyTorch is not installed")
+    benchmark.group = "first call: encoder 6x384 forward"
+    benchmark.extra_info.update(framework="torch")
+    benchmark.pedantic(_torch_encoder, rounds=3, iterations=1)
+
+
+# ---- compiles per loop idiom ------------------------------------------------------------
+
+def _idioms():
+    import lazyarray as la
+    X = la.asarray(np.random.default_rng(0).standard_normal((1000, 16), dtype=np.float32))
+    perm = la.asarray(np.random.default_rng(1).permutation(1000))
+
+    def batches():             # 16 batches of 64 and a short last one: 2 shapes
+        for i in range(0, 1000, 64):
+            X[perm[i:i + 64]].numpy()
+
+    def rows():
+        for i in range(40):
+            X[i].numpy()
+
+    def windows():
+        for i in range(40):
+            la.dynamic_slice(X, (i * 7, 0), (32, 16)).numpy()
+    return {"X[perm[i:i+64]]": batches, "X[i]": rows, "dynamic_slice window": windows}
+
+
+@pytest.mark.parametrize("idiom", ["X[perm[i:i+64]]", "X[i]", "dynamic_slice window"])
+def test_compiles_per_loop_idiom(benchmark, idiom):
+    import lazyarray as la
+    from lazyarray import runtime
+    runtime.clear_caches()
+    loop = _idioms()[idiom]
+    before = la.debug.metrics().compiles
+    t0 = time.perf_counter()
+    loop()
+    first_s = time.perf_counter() - t0
+    benchmark.group = "compiles per loop idiom"
+    benchmark.extra_info.update(framework="lazyarray", compiles=la.debug.metrics().compiles - before,
+                                first_loop_s=first_s)
+    benchmark(loop)

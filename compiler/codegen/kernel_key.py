@@ -1,0 +1,93 @@
+"""Kernels with the same code: a key that says when two kernels of a plan would compile to
+the same function, so that the function is generated and optimized once.
+
+The layers of a deep model give the same fused kernels over and over, differing only in
+which buffers they read and write. Two kernels get equal keys when their members are the
+same ops (shape, dtype, attributes, operands) in the same relative order, their reads
+have the same types, their values share buffer slots the same way (an argument per
+slot, so the function's signature follows) and a reduction's plan is the same. Everything the CPU code generator reads of
+a kernel is in the key; positions are replaced by their rank in the kernel.
+
+`kernel_key(plan, kern)` -> (key, positions in canonical order); `translate` maps the
+steps made for one kernel onto another with the same key.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ..plan import ExecutionPlan, Kernel
+
+
+def kernel_key(plan: ExecutionPlan, kern: Kernel) -> tuple:
+    ins = plan.module.instructions
+    members = list(kern.members)
+    inside = set(members)
+    reads = sorted(set(kern.inputs) | {o for m in members for o in ins[m].operands
+                                       if o not in inside})
+    order = reads + members
+    local = {p: k for k, p in enumerate(order)}
+    for p in list(kern.outputs) + list(kern.epilogue):
+        if p not in local:
+            local[p] = len(order)
+            order.append(p)
+    slot_of = plan.buffers.slot_of
+    slots: dict = {}
+    pattern = tuple(slots.setdefault(slot_of.get(p, ("pos", p)), len(slots)) for p in order)
+    aliases = tuple(sorted((local[o], local[x]) for o, x in plan.buffers.aliases.items()
+                           if o in local and x in local))
+    entries = []
+    for k, p in enumerate(order):
+        i = ins[p]
+        if p in inside:
+            ops = tuple(local.get(o, ("outside", o)) for o in i.operands)
+            entries.append((i.op, i.shape, i.dtype.short, tuple(sorted(i.attrs.items())), ops))
+        else:
+            entries.append(("read", i.shape, i.dtype.short))
+    rank = tuple(sorted(range(len(order)), key=order.__getitem__))
+    key = (kern.kind, len(reads), tuple(entries), rank, pattern, aliases,
+           tuple(local[p] for p in kern.outputs), tuple(local[p] for p in kern.inputs),
+           tuple(local[p] for p in kern.epilogue), _reduction_key(kern, local))
+    return key, order
+
+
+def _reduction_key(kern: Kernel, local: dict) -> Any:
+    """A REDUCTION kernel's ReductionPlan (compiler/reduction_plan.py), positions local."""
+    rp = getattr(kern, "reduction", None)
+    if rp is None:
+        return None
+    at = lambda ps: tuple(local.get(p, ("outside", p)) for p in ps)   # noqa: E731
+    return (at(rp.roots), tuple((r.kind, r.arg) for r in rp.reducers), tuple(rp.shape),
+            tuple(rp.axes), rp.layout, at(rp.side), at(rp.late))
+
+
+def translate(steps: list, old: Kernel, old_order: list, new: Kernel,
+              new_order: list) -> Optional[list]:
+    """The steps made for `old` with `new`'s positions and name; None when a step names a
+    position outside the kernel (then `new` is generated on its own)."""
+    to_new = dict(zip(old_order, new_order))
+
+    def pos(p: Any) -> Any:
+        if p is None:
+            return None
+        if p not in to_new:
+            raise KeyError(p)
+        return to_new[p]
+
+    out = []
+    try:
+        for s in steps:
+            t = dict(s)
+            if "args" in t:
+                t["args"] = [pos(p) for p in t["args"]]
+            if "pos" in t:
+                t["pos"] = pos(t["pos"])
+            if "operands" in t:
+                t["operands"] = [pos(p) for p in t["operands"]]
+            if "roots" in t:
+                t["roots"] = [dict(r, pos=pos(r["pos"])) for r in t["roots"]]
+            if t.get("kernel", "").startswith(old.name):
+                t["kernel"] = new.name + t["kernel"][len(old.name):]
+            out.append(t)
+    except KeyError:
+        return None
+    return out

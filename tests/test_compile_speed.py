@@ -1,0 +1,89 @@
+"""What makes compiling fast keeps results right: kernels with the same code share one
+function, each kernel's optimization follows its size, and a long compile's progress
+line appears only on a terminal. (Speed itself is measured in bench/, never here.)"""
+import io
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray.compiler.codegen import llvm_target
+from lazyarray.devices.compile_progress import Progress
+
+
+def _layers(x, weights):
+    for w in weights:
+        h = x @ w
+        h = la.exp(h - h.max(axis=-1, keepdims=True))
+        x = h / h.sum(axis=-1, keepdims=True) + la.tanh(x) * 0.5
+    return x
+
+
+def _np_layers(x, weights):
+    for w in weights:
+        h = x @ w
+        h = np.exp(h - h.max(axis=-1, keepdims=True))
+        x = h / h.sum(axis=-1, keepdims=True) + np.tanh(x) * 0.5
+    return x
+
+
+def test_repeated_layers_share_functions_and_match_numpy():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 32)).astype(np.float32)
+    ws = [rng.standard_normal((32, 32)).astype(np.float32) * 0.2 for _ in range(5)]
+    out = _layers(la.asarray(x), [la.asarray(w) for w in ws])
+    llvm = la.debug.ir(out, "llvm")
+    one = la.debug.ir(_layers(la.asarray(x), [la.asarray(ws[0])]), "llvm")
+    # five layers need no more functions than one layer (plus the last one's own shapes)
+    assert llvm.count("define ") <= one.count("define ") + 1
+    np.testing.assert_allclose(out.numpy(), _np_layers(x, ws), rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("n,tier", [(100, 0), (1 << 13, 1), (1 << 16, 2)])
+def test_optimization_follows_kernel_size(n, tier):
+    assert llvm_target.opt_tier(n) == tier
+    x = np.linspace(-3, 3, n, dtype=np.float32)
+    t = la.tanh(la.asarray(x)) * 2.0 + 1.0
+    text = la.debug.ir(t, "llvm")
+    assert ("optnone" in text) == (tier == 0)
+    assert ("llvm.loop.vectorize.enable" in text) == (tier == 1)
+    np.testing.assert_allclose(t.numpy(), np.tanh(x) * 2 + 1, rtol=1e-6, atol=1e-6)
+
+
+def test_reductions_at_every_tier_match_numpy():
+    for n in (50, 1 << 13, 1 << 16):
+        x = np.random.default_rng(n).standard_normal((4, n // 4)).astype(np.float32)
+        t = la.asarray(x)
+        got = (t.sum(axis=1).numpy(), (t * t).mean().numpy(), t.max(axis=0).numpy())
+        np.testing.assert_allclose(got[0], x.sum(axis=1), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got[1], (x * x).mean(), rtol=1e-4)
+        np.testing.assert_array_equal(got[2], x.max(axis=0))
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_line_only_on_a_terminal():
+    tty = _Terminal()
+    p = Progress("cpu_7", stream=tty, delay=0.0)
+    p("generating", 3, 40)
+    p("optimizing", 40, 40)
+    p.close()
+    text = tty.getvalue()
+    assert "\r\x1b[K[lazyarray] compiling cpu_7: generating 3/40 kernels" in text
+    assert "optimizing 40/40 kernels" in text and text.endswith("\r\x1b[K")
+    pipe = io.StringIO()
+    q = Progress("cpu_7", stream=pipe, delay=0.0)
+    q("generating", 1, 2)
+    q.close()
+    assert pipe.getvalue() == ""
+
+
+def test_short_compiles_stay_silent():
+    tty = _Terminal()
+    p = Progress("cpu_8", stream=tty, delay=60.0)
+    p("generating", 1, 2)
+    p.close()
+    assert tty.getvalue() == ""
