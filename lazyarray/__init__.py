@@ -11,6 +11,7 @@ from .api import *  # noqa: F401,F403
 from .api import __dict__ as _api_dict
 from .api import __array_namespace_info__  # noqa: F401
 from .tensor import Size, Tensor
+from .buckets import bucket_size, pad_to_bucket  # noqa: F401
 from . import debug  # noqa: E402
 from . import random, nn, optim  # noqa: E402,F401
 from .vmap import vmap  # noqa: E402,F401
@@ -25,4 +26,4 @@ __array_api_version__ = "2023.12"
 __all__ = [n for n in _api_dict if not n.startswith("_")] + ["Tensor", "Size", "debug",
                                                             "config", "random", "nn", "optim",
                                                             "vmap", "amp", "autocast",
-                                                            "distributed", "profiler"]
+                                                            "distributed", "profiler", "pad_to_bucket", "bucket_size"]

@@ -45,13 +45,36 @@ def reset() -> None:
 
 
 def explain_change(old: tuple, new: tuple) -> str:
-    """Say in words why two structural keys differ (the first difference)."""
-    if len(old) != len(new):
-        return f"the graph has {len(new) - 1} nodes, before {len(old) - 1}"
-    for i, (a, b) in enumerate(zip(old, new)):
-        if a != b:
-            return f"node {i} changed: {_describe(a)} -> {_describe(b)}"
+    """Say in words why two structural keys differ (a changed input first, else the first
+    difference): an input whose shape or dtype changed is named as such ("input 0 changed
+    shape: s64[2, 8] -> s64[2, 16]"), so a loop that recompiles says what to bucket."""
+    sizes = "" if len(old) == len(new) else f" (the graph has {len(new) - 1} nodes, " \
+                                            f"before {len(old) - 1})"
+    changed = [i for i, (a, b) in enumerate(zip(old, new)) if a != b]
+    # an input that changed explains the nodes computed from it: name it first
+    inputs = [i for i in changed if _is_input(old[i]) and _is_input(new[i])]
+    for i in (inputs or changed)[:1]:
+        return _difference(i, old[i], new[i], new) + sizes
+    if sizes:
+        return sizes.strip(" ()")
     return "identical structure (compiled again after the cache was cleared)"
+
+
+def _is_input(entry: Any) -> bool:
+    return isinstance(entry, tuple) and bool(entry) and entry[0] in ("P", "S")
+
+
+def _difference(i: int, a: Any, b: Any, key: tuple) -> str:
+    if _is_input(a) and _is_input(b) and a[0] == b[0] == "P":
+        number = sum(1 for e in key[:i] if _is_input(e))
+        what = "shape" if a[2] == b[2] else ("dtype" if a[1] == b[1] else "shape and dtype")
+        return (f"input {number} changed {what}: {a[2]}{list(a[1])} -> {b[2]}{list(b[1])}")
+    op_a = a[0][0] if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], tuple) else None
+    op_b = b[0][0] if isinstance(b, tuple) and len(b) == 2 and isinstance(b[0], tuple) else None
+    if op_a is not None and op_a == op_b and a[0][1] != b[0][1]:
+        return (f"node {i} ({op_a}) changed shape: {a[0][2]}{list(a[0][1])} -> "
+                f"{b[0][2]}{list(b[0][1])}")
+    return f"node {i} changed: {_describe(a)} -> {_describe(b)}"
 
 
 def _describe(entry: Any) -> str:
