@@ -18,6 +18,7 @@ from .vmap import vmap  # noqa: E402,F401
 from . import amp, distributed  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
 from . import profiler  # noqa: E402,F401
+from . import aot  # noqa: E402,F401
 
 methods.install()
 
@@ -26,4 +27,5 @@ __array_api_version__ = "2023.12"
 __all__ = [n for n in _api_dict if not n.startswith("_")] + ["Tensor", "Size", "debug",
                                                             "config", "random", "nn", "optim",
                                                             "vmap", "amp", "autocast",
-                                                            "distributed", "profiler", "pad_to_bucket", "bucket_size"]
+                                                            "distributed", "profiler", "pad_to_bucket", "bucket_size",
+                                                            "aot"]

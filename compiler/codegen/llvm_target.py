@@ -92,6 +92,21 @@ def emit_object(mod: Any) -> bytes:
         return target_machine().emit_object(mod)
 
 
+@functools.lru_cache(maxsize=None)
+def library_target_machine() -> Any:
+    """A target machine for object code linked into a shared library (ahead-of-time
+    compilation): position-independent, small code model (the JIT's is large)."""
+    triple, cpu, features = host()
+    target = llvm.Target.from_triple(triple)
+    return target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL,
+                                        reloc="pic", codemodel="default")
+
+
+def emit_library_object(mod: Any) -> bytes:
+    with _LOCK:
+        return library_target_machine().emit_object(mod)
+
+
 def emit_assembly(mod: Any) -> str:
     with _LOCK:
         return target_machine().emit_assembly(mod)

@@ -1,0 +1,159 @@
+"""Ahead-of-time libraries: a function becomes a shared library and a C header; a C
+program compiled against them with the system C compiler runs it without Python and gets
+lazyarray's results."""
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray.devices.aot import AOTError, find_blas
+
+CC = shutil.which(os.environ.get("CC", "cc"))
+needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler (cc) on PATH")
+
+
+def _blas_or_skip():
+    try:
+        return find_blas()
+    except AOTError as e:
+        pytest.skip(str(e))
+
+
+def _model():
+    rng = np.random.default_rng(0)
+    lin1, lin2 = la.nn.Linear(12, 16), la.nn.Linear(16, 5)
+
+    def predict(x, bias):
+        h = la.tanh(lin1(x)) + bias * 0.25
+        logits = lin2(h)
+        probs = la.exp(logits - logits.max(axis=-1, keepdims=True))
+        probs = probs / probs.sum(axis=-1, keepdims=True)
+        return probs, logits.argmax(axis=0), h.sum(axis=0)
+    x = rng.standard_normal((7, 12)).astype(np.float32)
+    bias = rng.standard_normal(16).astype(np.float32)
+    return predict, x, bias
+
+
+_MAIN = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "predict.h"
+static void *slurp(const char *path, size_t n) {
+    void *p = malloc(n); FILE *f = fopen(path, "rb");
+    if (!f || fread(p, 1, n, f) != n) { fprintf(stderr, "cannot read %s\n", path); exit(2); }
+    fclose(f); return p;
+}
+int main(int argc, char **argv) {
+    float *x = slurp(argv[1], PREDICT_INPUT0_SIZE * sizeof(float));
+    float *bias = slurp(argv[2], PREDICT_INPUT1_SIZE * sizeof(float));
+    float probs[PREDICT_OUTPUT0_SIZE], sums[PREDICT_OUTPUT2_SIZE];
+    int64_t best[PREDICT_OUTPUT1_SIZE];
+    if (predict(x, bias, probs, best, sums) != 0) return 3;
+    FILE *out = fopen(argv[3], "wb");
+    fwrite(probs, sizeof probs, 1, out); fwrite(best, sizeof best, 1, out);
+    fwrite(sums, sizeof sums, 1, out); fclose(out);
+    return 0;
+}
+"""
+
+
+@needs_cc
+def test_c_program_runs_the_library_without_python(tmp_path):
+    _blas_or_skip()
+    predict, x, bias = _model()
+    lib = la.aot.compile(predict, [x, bias], out_dir=str(tmp_path))
+    assert os.path.exists(lib.path) and lib.blas
+    header = open(lib.header).read()
+    assert "int predict(const float *x0, const float *x1, float *y0, int64_t *y1, float *y2);" in header
+    (tmp_path / "main.c").write_text(_MAIN)
+    exe = tmp_path / "main"
+    subprocess.run([CC, "-O1", "-o", str(exe), str(tmp_path / "main.c"), f"-I{tmp_path}",
+                    f"-L{tmp_path}", "-lpredict", f"-Wl,-rpath,{tmp_path}"], check=True)
+    x.tofile(tmp_path / "x.bin")
+    bias.tofile(tmp_path / "b.bin")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    subprocess.run([str(exe), str(tmp_path / "x.bin"), str(tmp_path / "b.bin"),
+                    str(tmp_path / "out.bin")], check=True, env=env)
+    raw = (tmp_path / "out.bin").read_bytes()
+    want = [t.numpy() for t in predict(la.asarray(x), la.asarray(bias))]
+    probs = np.frombuffer(raw[:7 * 5 * 4], np.float32).reshape(7, 5)
+    best = np.frombuffer(raw[7 * 5 * 4:7 * 5 * 4 + 5 * 8], np.int64)
+    sums = np.frombuffer(raw[7 * 5 * 4 + 5 * 8:], np.float32)
+    np.testing.assert_allclose(probs, want[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(best, want[1])
+    np.testing.assert_allclose(sums, want[2], rtol=1e-5, atol=1e-5)
+
+
+@needs_cc
+def test_batched_products_transposes_and_half_reductions(tmp_path):
+    _blas_or_skip()
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((2, 3, 4, 8)).astype(np.float32)
+    k = rng.standard_normal((2, 3, 5, 8)).astype(np.float32)
+    h = rng.standard_normal((6, 9)).astype(np.float16)
+
+    def attend(q, k, h):
+        scores = q @ k.permute(0, 1, 3, 2)           # batched, the rhs read transposed
+        mixed = la.permute_dims(q, (0, 2, 1, 3)).reshape(2, 4, 24) @ la.ones((24, 3))
+        return scores, mixed, h.sum(axis=0), (h.astype(la.float64) * 2).max(axis=0)
+    lib = la.aot.compile(attend, [q, k, h], out_dir=str(tmp_path))
+    got = lib.load()(q, k, h)
+    want = [t.numpy() for t in attend(la.asarray(q), la.asarray(k), la.asarray(h))]
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-3, atol=1e-3)
+
+
+@needs_cc
+def test_an_op_that_needs_python_is_refused_by_name(tmp_path):
+    with pytest.raises(AOTError, match=r"aot: sort .*no C form"):
+        la.aot.compile(lambda x: la.sort(x) * 2.0, [np.ones(5, np.float32)], name="s",
+                       out_dir=str(tmp_path))
+    with pytest.raises(AOTError, match="argsort"):
+        la.aot.compile(lambda x: la.argsort(x), [np.ones(5, np.float32)], name="a",
+                       out_dir=str(tmp_path))
+
+
+@needs_cc
+def test_cli_compiles_a_function_file(tmp_path):
+    src = tmp_path / "model.py"
+    src.write_text("import lazyarray as la\n\ndef scale(x, y):\n    return (x * 3.0 + y).sum(axis=1)\n")
+    r = subprocess.run([sys.executable, "-m", "lazyarray.tools.aot", f"{src}:scale", "--arg",
+                        "f32[4,6]", "--arg", "f32[6]", "-o", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "input 1: f32[6]" in r.stdout and "output 0: f32[4]" in r.stdout
+    lib = la.aot.Library("scale", str(tmp_path / "out" / "libscale.so"), "",
+                         [((4, 6), la.float32), ((6,), la.float32)], [((4,), la.float32)], None)
+    x, y = np.arange(24, dtype=np.float32).reshape(4, 6), np.ones(6, np.float32)
+    np.testing.assert_allclose(lib.load()(x, y)[0], (x * 3 + y).sum(axis=1))
+
+
+def test_cli_rejects_a_bad_type(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "lazyarray.tools.aot", "m.py:f", "--arg", "f33[2]"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "bad --arg type 'f33[2]'" in r.stderr
+
+
+@needs_cc
+def test_cli_compiles_a_dumped_module_with_its_scalars_frozen(tmp_path):
+    hlo = tmp_path / "m.hlo"
+    hlo.write_text("// scalar number=1 value=2.5\n"
+                   "HloModule m\n\nENTRY main {\n"
+                   "  %p.0 = f32[3] parameter(), number=0\n"
+                   "  %p.1 = f32[] parameter(), number=1\n"
+                   "  %b.2 = f32[3] broadcast_in_dim(f32[] %p.1), shape={3}, broadcast_dimensions={}\n"
+                   "  %m.3 = f32[3] multiply(f32[3] %p.0, f32[3] %b.2)\n"
+                   "  ROOT %t.4 = (f32[3]) tuple(%m.3)\n}\n")
+    r = subprocess.run([sys.executable, "-m", "lazyarray.tools.aot", str(hlo), "-o",
+                        str(tmp_path), "--name", "times"], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "input 0: f32[3]" in r.stdout and "input 1" not in r.stdout
+    lib = la.aot.Library("times", str(tmp_path / "libtimes.so"), "", [((3,), la.float32)],
+                         [((3,), la.float32)], None)
+    np.testing.assert_array_equal(lib.load()(np.array([1, 2, 4], np.float32))[0], [2.5, 5, 10])
