@@ -77,7 +77,7 @@ def translate(steps: list, old: Kernel, old_order: list, new: Kernel,
     try:
         for s in steps:
             t = dict(s)
-            if "args" in t:
+            if isinstance(t.get("args"), list):      # a library step's args are its call's
                 t["args"] = [pos(p) for p in t["args"]]
             if "pos" in t:
                 t["pos"] = pos(t["pos"])
