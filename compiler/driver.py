@@ -20,6 +20,8 @@ from .plan import ExecutionPlan
 from .program import Program, describe_value
 
 CPU = "cpu"
+CPU_LIBRARY = "cpu-library"   # the host's code for a shared library (ahead of time: PIC,
+                              # small code model), not for the JIT
 
 def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(), *,
             verify: bool = False, dumps: bool = False, progress: Any = None) -> Program:
@@ -29,8 +31,9 @@ def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(),
     with the text of every stage (optimized HLO, fusion decisions, Graphviz, LLVM IR,
     assembly or PTX). `progress(stage, done, total)`, when given, hears how far the CPU
     compiler is (kernels generated, then optimizing and emitting)."""
-    if target == CPU:
-        return _compile_cpu(module, frozenset(donated), verify, dumps, progress)
+    if target in (CPU, CPU_LIBRARY):
+        return _compile_cpu(module, frozenset(donated), verify, dumps, progress,
+                            library=target == CPU_LIBRARY)
     return _compile_nvptx(module, target, verify, dumps)
 
 
@@ -39,7 +42,7 @@ def target_id(target: str = CPU) -> tuple:
     keys): the host's triple, CPU name and features, or the architecture; and LLVM's
     version."""
     from .codegen import llvm_target
-    if target == CPU:
+    if target in (CPU, CPU_LIBRARY):
         return llvm_target.host() + (llvm_target.llvm_version(),)
     return (target, llvm_target.llvm_version())
 
@@ -81,7 +84,7 @@ def runtime_layout() -> Any:
 
 
 def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
-                 progress: Any = None) -> Program:
+                 progress: Any = None, library: bool = False) -> Program:
     from .codegen import cpu_kernels, llvm_target
     plan = compile_plan(module, verify=verify, donate_inputs=donated)
     span = profile_hooks.span         # a profile times each stage (no-op otherwise)
@@ -95,8 +98,8 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     if progress is not None:
         progress("emitting", functions, functions)
     with span("codegen", "emit_object"):
-        code = llvm_target.emit_object(llmod)
-    program = _program(plan, CPU, code, steps, donated)
+        code = (llvm_target.emit_library_object if library else llvm_target.emit_object)(llmod)
+    program = _program(plan, CPU_LIBRARY if library else CPU, code, steps, donated)
     if dumps:
         program.dumps = _plan_texts(plan)
         program.dumps.update(llvm=str(llmod), asm=llvm_target.emit_assembly(llmod))

@@ -1,10 +1,10 @@
 """Ahead-of-time compilation, as tfcompile does: an HLO module becomes a shared library
 and a C header, with no Python at run time.
 
-`build_library(module, name, out_dir, inputs)` compiles the module exactly as the CPU
-device does (passes, fusion, buffer assignment, the same generated kernels), emits the
-kernels' object code for a shared library, writes a C driver that runs the steps the CPU
-device would run (the kernels in order over one arena of buffers, reductions through
+`build_library(module, name, out_dir, inputs)` compiles the module through the compile
+entry point for the "cpu-library" target (the CPU device's passes, fusion, buffer plan
+and generated kernels, as object code for a shared library), writes a C driver that runs
+the Program's steps as the CPU device would (the kernels in order over one arena of buffers, reductions through
 their partial arrays, matrix products through BLAS), and links both with the system C
 compiler. The library exports
 
@@ -30,11 +30,9 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from ..compiler import dtypes as D
-from ..compiler.codegen import cpu_kernels, llvm_target
+from ..compiler.driver import CPU_LIBRARY, compile as compile_program
 from ..compiler.module import Module
-from ..compiler.passes.pipeline import compile_plan
-from ..compiler.primitives.linalg import free_dims
-from ..compiler.primitives.reduction import identity
+from ..compiler.program import Program
 
 
 class AOTError(ValueError):
@@ -106,22 +104,19 @@ def _size(shape: Sequence[int]) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-def _nbytes(ins: Any) -> int:
-    return _size(ins.shape) * ins.dtype.itemsize
-
-
 class _Driver:
-    """Writes the C source that runs one plan's steps."""
+    """Writes the C source that runs one Program's steps."""
 
-    def __init__(self, name: str, plan: Any, steps: list, blas: Optional[Blas]) -> None:
-        self.name, self.plan, self.steps, self.blas = name, plan, steps, blas
-        self.ins = plan.module.instructions
+    def __init__(self, name: str, program: Program, blas: Optional[Blas]) -> None:
+        self.name, self.program, self.blas = name, program, blas
+        self.values = program.value_table()
+        self.slot_of = {int(p): int(s) for p, s in program.slots}
+        self.slot_bytes = list(program.slot_bytes)
         self.arena = 0
         self.offsets: dict = {}       # slot or ("own", pos) -> arena offset
         self.statics: list = []       # C text of constant arrays
-        self.params = {p: self.ins[p].attrs["number"] for p in plan.module.parameters}
-        self.param_slots = {plan.buffers.slot_of[p] for p in self.params
-                            if p in plan.buffers.slot_of}
+        self.params = {int(p): int(n) for p, n in program.params}
+        self.param_slots = {self.slot_of[p] for p in self.params if p in self.slot_of}
         self.kernels: dict = {}       # function name -> declaration
 
     def reserve(self, nbytes: int) -> int:
@@ -133,23 +128,21 @@ class _Driver:
         """C expression of the address of a value's buffer."""
         if pos in self.params:
             return f"((char *)inputs[{self.params[pos]}])"
-        ins = self.ins[pos]
+        ins = self.values[pos]
         if ins.op == "constant":
             if ("const", pos) not in self.offsets:
                 self.offsets[("const", pos)] = True
                 self._constant(pos)
             return f"((char *)la_c{pos})"
-        slot = self.plan.buffers.slot_of.get(pos)
+        slot = self.slot_of.get(pos)
         key = slot if slot is not None and slot not in self.param_slots else ("own", pos)
         if key not in self.offsets:
-            size = self.plan.buffers.slot_bytes[slot] if key == slot else _nbytes(ins)
+            size = self.slot_bytes[slot] if key == slot else ins.nbytes
             self.offsets[key] = self.reserve(size)
         return f"(arena + {self.offsets[key]})"
 
     def _constant(self, pos: int) -> None:
-        ins = self.ins[pos]
-        raw = np.ascontiguousarray(np.asarray(ins.attrs["value"].array).astype(ins.dtype.np)
-                                   .reshape(ins.shape)).tobytes() or b"\0"
+        raw = self.values[pos].constant().tobytes() or b"\0"
         body = ",".join(str(b) for b in raw)
         self.statics.append(f"static const unsigned char la_c{pos}[{len(raw)}] "
                             f"__attribute__((aligned({ALIGN}))) = {{{body}}};")
@@ -175,8 +168,7 @@ class _Driver:
             acc = D.from_name(r["acc"])
             count = _size(r["shape"])
             off = self.reserve(count * acc.itemsize)
-            ident = r["init"] if "init" in r else identity(r["kind"], acc)
-            one = np.asarray(ident).astype(acc.np).tobytes()
+            one = np.asarray(r["init"]).astype(acc.np).tobytes()
             pattern = ",".join(str(b) for b in one)
             lines.append(f"{{ static const unsigned char init[{len(one)}] = {{{pattern}}}; "
                          f"la_fill(arena + {off}, init, {len(one)}, {count}); }}")
@@ -187,13 +179,13 @@ class _Driver:
         for off, r, acc, count in parts:
             if r["pos"] is None:        # working state (argmax's best values)
                 continue
-            out = self.ins[r["pos"]].dtype
+            out = self.values[r["pos"]].dtype
             lines.append(_convert(f"(arena + {off})", acc, self.ptr(r["pos"]), out, count))
         return lines
 
     def _library(self, s: dict) -> list:
-        ins = self.ins[s["pos"]]
-        if ins.op != "dot_general":
+        ins = self.values[s["pos"]]
+        if s.get("call") != "gemm":
             raise AOTError(f"aot: {ins.op} ({ins.dtype.short}{list(ins.shape)}) runs as a NumPy "
                            "reference on the CPU device and has no C form; it cannot be "
                            "compiled ahead of time (remove it from the function)")
@@ -205,22 +197,23 @@ class _Driver:
         return self._gemm(ins, s)
 
     def _gemm(self, ins: Any, s: dict) -> list:
-        lhs, rhs = (self.ins[o] for o in s["operands"])
+        lhs, rhs = (self.values[o] for o in s["operands"])
         a = ins.attrs
         lb, rb = list(a["lhs_batch"]), list(a["rhs_batch"])
         lc, rc = list(a["lhs_contracting"]), list(a["rhs_contracting"])
-        lf, rf = free_dims(lhs.ndim, lc, lb), free_dims(rhs.ndim, rc, rb)
-        size = lambda x, ds: _size([x.shape[d] for d in ds])
-        b, m, k, n = size(lhs, lb), size(lhs, lf), size(lhs, lc), size(rhs, rf)
+        lf = [d for d in range(len(lhs.shape)) if d not in lc and d not in lb]
+        rf = [d for d in range(len(rhs.shape)) if d not in rc and d not in rb]
+        g = s["args"]           # the compiler's layout: (batch, m, k) @ (batch, k, n)
+        b, m, k, n = g["batch"], g["m"], g["k"], g["n"]
         out = self.ptr(s["pos"])
         isz = ins.dtype.itemsize
         if b * m * n == 0:
             return []
         if k == 0:
             return [f"memset({out}, 0, {b * m * n * isz});"]
-        lines = []
-        A, ta = self._operand(lhs, s["operands"][0], lb + lf + lc, lb + lc + lf, lines)
-        B, tb = self._operand(rhs, s["operands"][1], rb + rc + rf, rb + rf + rc, lines)
+        lines: list = []
+        A, ta = self._operand(lhs, s["operands"][0], list(g["lhs_perm"]), lb + lc + lf, lines)
+        B, tb = self._operand(rhs, s["operands"][1], list(g["rhs_perm"]), rb + rf + rc, lines)
         fn = self.blas.sgemm if ins.dtype is D.float32 else self.blas.dgemm
         ctype = C_TYPES[ins.dtype]
         lda, ldb = (m if ta else k), (k if tb else n)
@@ -236,16 +229,16 @@ class _Driver:
         """(address, transposed) of a gemm operand laid out as (batch, rows, cols): read in
         place when its dimensions already are in that order (or with rows and cols
         swapped: BLAS's transpose flag), else copied into that order."""
-        ident = list(range(x.ndim))
+        ident = list(range(len(x.shape)))
         if plain == ident:
             return self.ptr(pos), False
         if flipped == ident:
             return self.ptr(pos), True
-        off = self.reserve(_nbytes(x))
+        off = self.reserve(x.nbytes)
         shape = ", ".join(str(d) for d in x.shape) or "0"
         perm = ", ".join(str(d) for d in plain) or "0"
         lines.append(f"{{ static const int64_t shape[] = {{{shape}}}; static const int perm[] = "
-                     f"{{{perm}}}; la_permute({self.ptr(pos)}, arena + {off}, {x.ndim}, shape, "
+                     f"{{{perm}}}; la_permute({self.ptr(pos)}, arena + {off}, {len(x.shape)}, shape, "
                      f"perm, {x.dtype.itemsize}); }}")
         return f"(arena + {off})", False
 
@@ -253,11 +246,11 @@ class _Driver:
 
     def source(self, inputs: list, outputs: list) -> str:
         body = []
-        for s in self.steps:
+        for s in self.program.steps:
             body.extend("    " + line for line in self.step(s))
         copies = []
-        for k, pos in enumerate(self.plan.module.outputs):
-            nbytes = _nbytes(self.ins[pos])
+        for k, pos in enumerate(self.program.outputs):
+            nbytes = self.values[pos].nbytes
             if nbytes:
                 copies.append(f"    memcpy(outputs[{k}], {self.ptr(pos)}, {nbytes});")
         blas = ""
@@ -433,17 +426,13 @@ def build_library(module: Module, name: str, out_dir: str, inputs: list,
     if not name.isidentifier():
         raise AOTError(f"aot: the library name {name!r} must be a C identifier")
     compiler = find_cc(cc)
-    plan = compile_plan(module, donate_inputs=frozenset())
-    ir_text, steps = cpu_kernels.generate(plan, name)
-    needs_blas = any(s["type"] == "library" and plan.module.instructions[s["pos"]].op ==
-                     "dot_general" for s in steps)
+    program = compile_program(module, CPU_LIBRARY)
+    values = program.value_table()
+    needs_blas = any(s["type"] == "library" and s.get("call") == "gemm" for s in program.steps)
     found = find_blas(blas) if needs_blas else None
-    outputs = [(plan.module.instructions[p].shape, plan.module.instructions[p].dtype)
-               for p in plan.module.outputs]
-    driver = _Driver(name, plan, steps, found)
-    source = driver.source(inputs, outputs)          # raises AOTError for an op without C
-    llmod = llvm_target.optimize(ir_text, name)
-    obj = llvm_target.emit_library_object(llmod)
+    outputs = [(values[p].shape, values[p].dtype) for p in program.outputs]
+    source = _Driver(name, program, found).source(inputs, outputs)   # AOTError: no C form
+    obj = program.code
     os.makedirs(out_dir, exist_ok=True)
     paths = {k: os.path.join(out_dir, f) for k, f in (
         ("c", f"{name}.c"), ("h", f"{name}.h"), ("o", f"{name}_kernels.o"),
@@ -452,12 +441,14 @@ def build_library(module: Module, name: str, out_dir: str, inputs: list,
         f.write(source)
     with open(paths["h"], "w") as f:
         f.write(header(name, inputs, outputs))
-    with open(paths["o"], "wb") as f:
-        f.write(obj)
+    if obj:
+        with open(paths["o"], "wb") as f:
+            f.write(obj)
     with open(paths["map"], "w") as f:      # only the entry points are exported
         f.write(f"{{ global: {name}; {name}_run; {name}_temp_bytes; local: *; }};\n")
-    cmd = [compiler, "-O2", "-std=c11", "-shared", "-fPIC", "-o", paths["so"], paths["c"],
-           paths["o"], f"-Wl,--version-script={paths['map']}", "-Wl,-Bsymbolic"]
+    cmd = [compiler, "-O2", "-std=c11", "-shared", "-fPIC", "-o", paths["so"], paths["c"]]
+    cmd += [paths["o"]] if obj else []          # no object when every step is a library call
+    cmd += [f"-Wl,--version-script={paths['map']}", "-Wl,-Bsymbolic"]
     if found is not None:
         cmd += [found.path, f"-Wl,-rpath,{os.path.dirname(found.path)}"]
     cmd += ["-lm"]
