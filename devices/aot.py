@@ -365,8 +365,8 @@ def header(name: str, inputs: list, outputs: list) -> str:
         lines.append(f" * input {k}: {_type_text(shape, dtype)}")
     for k, (shape, dtype) in enumerate(outputs):
         lines.append(f" * output {k}: {_type_text(shape, dtype)}")
-    lines += [" */", f"#ifndef LAZYARRAY_AOT_{name.upper()}_H",
-              f"#define LAZYARRAY_AOT_{name.upper()}_H", "#include <stddef.h>",
+    lines += [" */", f"#ifndef LA_AOT_{name.upper()}_H",
+              f"#define LA_AOT_{name.upper()}_H", "#include <stddef.h>",
               "#include <stdint.h>", "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
               f"#define {name.upper()}_NUM_INPUTS {len(inputs)}",
               f"#define {name.upper()}_NUM_OUTPUTS {len(outputs)}"]
