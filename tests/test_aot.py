@@ -157,3 +157,19 @@ def test_cli_compiles_a_dumped_module_with_its_scalars_frozen(tmp_path):
     lib = la.aot.Library("times", str(tmp_path / "libtimes.so"), "", [((3,), la.float32)],
                          [((3,), la.float32)], None)
     np.testing.assert_array_equal(lib.load()(np.array([1, 2, 4], np.float32))[0], [2.5, 5, 10])
+
+
+@needs_cc
+def test_large_loops_split_over_threads_give_the_same_result(tmp_path):
+    x = np.random.default_rng(2).standard_normal((300, 400)).astype(np.float32)
+
+    def f(a):
+        return la.tanh(a * 1.5) + a.T.sum(axis=0, keepdims=True).T * 0.01
+    lib = la.aot.compile(f, [x], out_dir=str(tmp_path))
+    assert "la_parallel(" in open(tmp_path / "f.c").read()
+    loaded = lib.load()
+    one = loaded(x)[0]
+    loaded.set_threads(3)
+    three = loaded(x)[0]
+    np.testing.assert_array_equal(one, three)
+    np.testing.assert_allclose(three, f(la.asarray(x)).numpy(), rtol=1e-5, atol=1e-5)
