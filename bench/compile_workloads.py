@@ -18,13 +18,14 @@ class EncoderLayer:
 
     def __init__(self, la: Any, width: int = WIDTH, heads: int = HEADS, ffn: int = FFN) -> None:
         nn = la.nn
-        self.attn = nn.MultiheadAttention(width, heads)
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
         self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
         self.fc1, self.fc2 = nn.Linear(width, ffn), nn.Linear(ffn, width)
         self.act = nn.GELU()
 
-    def __call__(self, x: Any, mask: Any = None) -> Any:
-        x = self.norm1(x + self.attn(x, attn_mask=mask))
+    def __call__(self, x: Any, padding: Any = None) -> Any:
+        attended, _ = self.attn(x, x, x, key_padding_mask=padding, need_weights=False)
+        x = self.norm1(x + attended)
         return self.norm2(x + self.fc2(self.act(self.fc1(x))))
 
 
@@ -33,10 +34,10 @@ class Encoder:
         self.embed = la.nn.Embedding(vocab, WIDTH)
         self.layers = [EncoderLayer(la) for _ in range(layers)]
 
-    def __call__(self, tokens: Any, mask: Any = None) -> Any:
+    def __call__(self, tokens: Any, padding: Any = None) -> Any:
         x = self.embed(tokens)
         for layer in self.layers:
-            x = layer(x, mask)
+            x = layer(x, padding)
         return x
 
 

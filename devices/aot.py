@@ -149,8 +149,9 @@ class _Driver:
         self.statics.append(f"static const unsigned char la_c{pos}[{len(raw)}] "
                             f"__attribute__((aligned({ALIGN}))) = {{{body}}};")
 
-    def declare(self, fn: str, nptrs: int, npartials: int) -> None:
+    def declare(self, fn: str, nptrs: int, npartials: int, counts: int = 0) -> None:
         args = ["void *"] * nptrs + ["int64_t", "int64_t"] + ["void *"] * npartials
+        args += ["int64_t"] * counts
         self.kernels[fn] = f"extern void {fn}({', '.join(args)});"
 
     # ---- steps --------------------------------------------------------------------
@@ -187,6 +188,12 @@ class _Driver:
         self.declare(s["fn"], len(ptrs), len(parts))
         call = ptrs + ["0", str(int(s["extent"]))] + [f"(arena + {off})" for off, *_ in parts]
         lines.append(f"{s['fn']}({', '.join(call)});")
+        if s.get("finish"):     # the kernel's second phase combines the (one) chunk's partials
+            fargs = [self.ptr(p) for p in s["finish_args"]]
+            self.declare(s["finish"], len(fargs), len(parts), counts=1)
+            lines.append(f"{s['finish']}({', '.join(fargs)}, 0, {int(s['finish_extent'])}, "
+                         + ", ".join(f"(arena + {off})" for off, *_ in parts) + ", 1);")
+            return lines
         for off, r, acc, count in parts:
             if r["pos"] is None:        # working state (argmax's best values)
                 continue

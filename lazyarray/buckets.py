@@ -2,7 +2,7 @@
 bucket, not once per length (the advice XLA's users follow for variable-length text).
 
     tokens, mask = la.pad_to_bucket(batch_tokens, buckets=(16, 32, 64, 128))
-    out = encoder(tokens, mask)        # one program per bucket, whatever the length
+    out = encoder(tokens, key_padding_mask=~mask)   # one program per bucket, any length
 
 The padding is done on the host, before tracing: the padded tensor and its mask are new
 data tensors (a pending input is computed first), so the traced program sees only the
@@ -39,7 +39,7 @@ def pad_to_bucket(x: Any, buckets: Optional[Sequence[int]] = None, axis: int = -
                   value: Any = 0) -> tuple:
     """(x padded with `value` along `axis` up to its bucket size, mask) where mask is a
     bool tensor of the padded shape up to `axis` (tokens (N, L) -> mask (N, bucket)),
-    True at the original positions: `mask[:, None, None, :]` is an attention key mask."""
+    True at the original positions (`~mask` is PyTorch's `key_padding_mask`)."""
     device = x._state if isinstance(x, Tensor) else None
     host = x.numpy() if isinstance(x, Tensor) else np.asarray(x)
     if host.ndim == 0:

@@ -11,14 +11,15 @@ class _Encoder:
     def __init__(self, width=32, heads=2, layers=2, vocab=50):
         nn = la.nn
         self.embed = nn.Embedding(vocab, width)
-        self.layers = [(nn.MultiheadAttention(width, heads), nn.LayerNorm(width),
+        self.layers = [(nn.MultiheadAttention(width, heads, batch_first=True), nn.LayerNorm(width),
                         nn.Linear(width, 2 * width), nn.Linear(2 * width, width),
                         nn.LayerNorm(width)) for _ in range(layers)]
 
-    def __call__(self, tokens, mask=None):
+    def __call__(self, tokens, padding=None):
+        """padding: bool (N, S), True at padded keys (PyTorch's key_padding_mask)."""
         x = self.embed(tokens)
         for attn, n1, f1, f2, n2 in self.layers:
-            x = n1(x + attn(x, attn_mask=mask))
+            x = n1(x + attn(x, x, x, key_padding_mask=padding, need_weights=False)[0])
             x = n2(x + f2(la.nn.functional.gelu(f1(x))))
         return x
 
@@ -35,7 +36,7 @@ def test_encoder_compiles_once_per_bucket_and_matches_unpadded():
         assert padded.shape == (2, 8 if length <= 8 else 16) and mask.shape == padded.shape
         np.testing.assert_array_equal(mask.numpy()[0], np.arange(padded.shape[1]) < length)
         before = la.debug.metrics().compiles
-        out = model(padded, mask[:, None, None, :]).numpy()
+        out = model(padded, ~mask).numpy()
         compiles += la.debug.metrics().compiles - before
         want = model(la.asarray(tokens)).numpy()
         np.testing.assert_allclose(out[:, :length], want, rtol=2e-4, atol=2e-5)

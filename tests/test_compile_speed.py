@@ -87,3 +87,24 @@ def test_short_compiles_stay_silent():
     p("generating", 1, 2)
     p.close()
     assert tty.getvalue() == ""
+
+
+def test_shared_reduction_functions_write_their_own_outputs():
+    """Two full reductions with the same code in one program (a shared function, with a
+    second phase reading its own buffers) each give their own sum."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(7), rng.standard_normal(7)
+
+    def f(x):
+        for i in range(1, 4):
+            x = x * 0.5 + la.sin(x) * i
+        return (x * x).sum()
+    with la.config.override(cache_dir="off"):
+        s1, s2 = f(la.asarray(a)), f(la.asarray(b))
+        la.sync()
+
+    def g(x):
+        for i in range(1, 4):
+            x = x * 0.5 + np.sin(x) * i
+        return (x * x).sum()
+    np.testing.assert_allclose([s1.item(), s2.item()], [g(a), g(b)], rtol=1e-12)

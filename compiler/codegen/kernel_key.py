@@ -60,6 +60,14 @@ def _reduction_key(kern: Kernel, local: dict) -> Any:
             tuple(rp.axes), rp.layout, at(rp.side), at(rp.late))
 
 
+# The step fields (compiler/program.py, codegen/cpu_kernels.py) and those that hold lists
+# of module positions; a step with any other field is never shared.
+_KNOWN_FIELDS = frozenset(("type", "kernel", "fn", "args", "extent", "work", "per_chunk",
+                           "finish", "finish_args", "finish_extent", "roots", "serial", "pos",
+                           "operands", "op", "call"))
+_POSITION_LISTS = ("args", "finish_args")
+
+
 def translate(steps: list, old: Kernel, old_order: list, new: Kernel,
               new_order: list) -> Optional[list]:
     """The steps made for `old` with `new`'s positions and name; None when a step names a
@@ -76,9 +84,12 @@ def translate(steps: list, old: Kernel, old_order: list, new: Kernel,
     out = []
     try:
         for s in steps:
+            if not set(s) <= _KNOWN_FIELDS:
+                return None         # a field this file does not know may hold positions
             t = dict(s)
-            if isinstance(t.get("args"), list):      # a library step's args are its call's
-                t["args"] = [pos(p) for p in t["args"]]
+            for field in _POSITION_LISTS:
+                if isinstance(t.get(field), list):   # (a library step's args are its call's)
+                    t[field] = [pos(p) for p in t[field]]
             if "pos" in t:
                 t["pos"] = pos(t["pos"])
             if "operands" in t:
