@@ -149,6 +149,29 @@ def test_reduction_strategies_and_launch_shapes() -> None:
     assert len(ln.launches) == 1
 
 
+@needs_ptxas
+@needs_libdevice
+def test_reduction_epilogues_of_another_shape_assemble() -> None:
+    """A reduction kernel writes epilogue outputs whose shape differs from the reduced
+    shape (keepdims, a 0-d result) at their own index: these once raised StopIteration
+    (reshape rule) or IndexError (a 0-d store) in a batched sync on the GPU."""
+    x = la.asarray(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    cases = {
+        "any_bf16_keepdims": [la.any(x.astype(la.bfloat16), axis=1, keepdims=True)],
+        "column_keepdims": [la.sum(x.reshape(6, 4), axis=0, keepdims=True),
+                            la.max(x.reshape(6, 4), axis=0, keepdims=True)],
+        "full_keepdims": [la.count_nonzero(x, keepdims=True), la.sum(x, keepdims=True)],
+        "argmax_keepdims": [la.argmax(x, axis=1, keepdims=True), la.argmin(x, axis=0, keepdims=True)],
+        "generic_keepdims": [la.sum(x, axis=(0, 2), keepdims=True)],
+        "row_reshaped": [la.sum(x, axis=2).reshape(6)],
+    }
+    mod = nvptx.new_module("epilogues")
+    for label, tensors in cases.items():
+        nvptx.emit_kernels(mod, _plan_of(tensors), label + "_")
+    ptx, _ = nvptx.to_ptx(mod, "sm_80")
+    _assemble_all_archs(ptx, "epilogues")
+
+
 # ---- math: lowers through libdevice, or raises in Python ------------------------------
 
 @needs_ptxas

@@ -37,6 +37,7 @@ import llvmlite.ir as ir
 from . import gpu_math
 from ..primitive import PRIMITIVES
 from ..primitives.reduction import reducer_of
+from .index_rules import same_element
 from .loops import counted_loop
 from ..shapes import num_elements
 
@@ -719,7 +720,6 @@ class _ReductionCode:
         em = self._em(b, args)
         ins = self.plan.module.instructions
         em.push_scope()
-        key_ids = tuple(id(v) for v in out_index)
         j = 0
         for p in self.roots:
             if not reducer_of(ins[p]).arg:
@@ -728,9 +728,12 @@ class _ReductionCode:
             else:
                 value = em.index_to(accs[j + 1], ins[p].dtype)
                 j += 2
-            em.scopes[-1][(p,) + key_ids] = (value, list(out_index))
+            # the memo's own key (constants by value): a lookup at the same index hits
+            em.remember(p, out_index, value)
+        out_shape = tuple(n for d, n in enumerate(self.shape) if d not in self.axes)
         for pos in self.late:
-            _store(em, pos, out_index)
+            # an epilogue output may have another shape of the same size (keepdims, 0-d)
+            _store(em, pos, same_element(em, ins[pos].shape, out_shape, out_index))
         em.pop_scope()
 
     def partial_types(self) -> list:
