@@ -47,10 +47,22 @@ def device(request: pytest.FixtureRequest):
         yield name
 
 
+def drop_leftover_pending() -> None:
+    """Forget the tensors earlier tests left pending on every device. A test that failed
+    keeps its tensors alive (the traceback holds its frames) and pending (a failed sync
+    leaves them so): without this they would join the next test's first sync, and a test
+    that counts compiles or makes a sync fail on purpose would depend on the order."""
+    from lazyarray import runtime
+    for state in runtime.live_states():
+        state.take_pending()
+
+
 @pytest.fixture
 def fresh_metrics():
-    """Metrics counted from zero, and no executable cached from earlier tests."""
+    """Metrics counted from zero, no executable cached from earlier tests, and nothing
+    left pending by them."""
     from lazyarray import runtime
+    drop_leftover_pending()
     runtime.clear_caches()
     la.debug.reset_metrics()
     return la.debug.metrics()
@@ -58,10 +70,11 @@ def fresh_metrics():
 
 @pytest.fixture
 def clean_metrics():
-    """Metrics from zero, after computing whatever earlier tests left pending on any device
-    (a leftover would join this test's first program)."""
+    """Metrics from zero, after dropping whatever earlier tests left pending on any device
+    (a leftover would join this test's first program; one whose sync failed would fail
+    it)."""
     from lazyarray import runtime
-    la.sync()
+    drop_leftover_pending()
     runtime.clear_caches()
     la.debug.reset_metrics()
     return la.debug.metrics()
