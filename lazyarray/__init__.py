@@ -17,6 +17,7 @@ from .vmap import vmap  # noqa: E402,F401
 from . import amp, distributed  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
 from . import profiler  # noqa: E402,F401
+from . import cuda  # noqa: E402,F401
 
 methods.install()
 
@@ -25,4 +26,4 @@ __array_api_version__ = "2023.12"
 __all__ = [n for n in _api_dict if not n.startswith("_")] + ["Tensor", "Size", "debug",
                                                             "config", "random", "nn", "optim",
                                                             "vmap", "amp", "autocast",
-                                                            "distributed", "profiler"]
+                                                            "distributed", "profiler", "cuda"]

@@ -14,6 +14,18 @@ from harness import device_names
 import hypothesis_profiles  # noqa: F401  (profiles 'ci' and 'long' for --hypothesis-profile)
 
 
+def _register_fake_cuda() -> None:
+    """"fakecuda": the CUDA device over the host-memory stand-in for its driver
+    (tests/test_cuda_fake.py; LAZYARRAY_TEST_DEVICES=fakecuda runs the suite on it)."""
+    from lazyarray import devices_registry, runtime
+    from lazyarray.devices.cuda import CudaDevice
+    runtime.register_device(
+        "fakecuda", lambda name: CudaDevice(name, devices_registry._cuda_settings, fake=True))
+
+
+_register_fake_cuda()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--op-matrix", choices=("smoke", "diagonal", "full"), default=None,

@@ -338,6 +338,12 @@ def test_kernel_arguments_are_pointers_to_64bit_values() -> None:
     assert [ctypes.c_uint64.from_address(s).value for s in slots] == [0x1000, 0xDEADBEEF00]
 
 
-def test_cuda_is_registered_only_with_a_gpu() -> None:
+def test_cuda_without_a_gpu_says_what_is_missing() -> None:
+    """'cuda' is always a known name; where no GPU is usable, making it says why (the GPU,
+    the driver or the `cuda` extra), not "unknown device"."""
     from lazyarray import runtime
-    assert ("cuda" in runtime._FACTORIES) == cuda_device.available()
+    assert "cuda" in runtime._FACTORIES
+    if cuda_device.available():
+        pytest.skip("a CUDA device is usable here")
+    with pytest.raises(RuntimeError, match="'cuda' is not available: .*(GPU|driver|extra)"):
+        la.asarray(np.ones(3, np.float32)).to("cuda")

@@ -570,7 +570,7 @@ def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
     launches: list = []
     scratch: dict = {}
     for k, kernel in enumerate(plan.kernels):
-        name = f"{prefix}k{k}_{_ident(kernel.name)}"
+        name = prefix + kernel_entry_name(k, kernel.name)
         if kernel.kind == LOOP:
             launches.append(_loop_kernel(mod, plan, kernel, name))
         elif kernel.kind == REDUCTION:
@@ -584,6 +584,11 @@ def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
             # None: the stanza's library call (compiler/driver.py makes the step)
             launches.extend(specs) if specs is not None else launches.append(kernel)
     return launches, scratch
+
+
+def kernel_entry_name(k: int, kernel_name: str) -> str:
+    """The PTX entry of the plan's k-th kernel (a full reduction's two stages add _1, _2)."""
+    return f"k{k}_{_ident(kernel_name)}"
 
 
 def _ident(name: str) -> str:
