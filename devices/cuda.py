@@ -251,7 +251,7 @@ class CudaExecutable:
                           for i, v in enumerate(ins) if v.op == "constant"}
         self.graphable = all(isinstance(s, LaunchSpec) or self._on_cublas(s)
                              for s in program.launches)
-        self.graphs = GraphCache(lambda g: check(cu.cuGraphExecDestroy(g), "cuGraphExecDestroy"))
+        self.graphs = GraphCache(lambda g: check(cu.cuGraphExecDestroy(g[0]), "cuGraphExecDestroy"))
         self.kernels_per_run = 0
 
     def _on_cublas(self, kernel: Any) -> bool:
@@ -268,18 +268,22 @@ class CudaExecutable:
         dev.activate()
         values: dict = dict(self.constants)
         self._bind_parameters(args, values)
-        scratch = {key: dev.new_buffer((nbytes,), np.uint8)
-                   for key, nbytes in self.program.scratch.items()}
-        for step in self.program.launches:        # every buffer before any launch
+        self.kernels_per_run = 0
+        if self.graphable and dev.settings()["cuda_graphs"]:
+            self._run_graph(values)
+        else:
+            self._steps(values, self._allocate(values))
+        return [self._result(o, values) for o in self.module.outputs]
+
+    def _allocate(self, values: dict) -> dict:
+        """Every buffer of the run before any launch (a graph sees them all); the scratch
+        buffers are returned."""
+        for step in self.program.launches:
             for pos in (step.params if isinstance(step, LaunchSpec) else step.outputs):
                 if not isinstance(pos, str):
                     self._out(pos, values)
-        self.kernels_per_run = 0
-        if self.graphable and dev.settings()["cuda_graphs"]:
-            self._run_graph(values, scratch)
-        else:
-            self._steps(values, scratch)
-        return [self._result(o, values) for o in self.module.outputs]
+        return {key: self.device.new_buffer((nbytes,), np.uint8)
+                for key, nbytes in self.program.scratch.items()}
 
     def _bind_parameters(self, args: list, values: dict) -> None:
         """Buffers as they are; scalars into the parameter block, one async copy."""
@@ -331,26 +335,52 @@ class CudaExecutable:
             else:
                 self._library(step, values)
 
-    def _run_graph(self, values: dict, scratch: dict) -> None:
-        """Replay the graph of this buffer layout, capture it, or launch one by one."""
+    def _run_graph(self, values: dict) -> None:
+        """Replay the graph kept for where the inputs are, capture one, or launch the
+        kernels one by one (see cuda_graphs.py)."""
         cu, dev = self.device.cu, self.device
-        key = tuple(sorted((str(k), b.ptr) for k, b in values.items())) + \
-            tuple(sorted((k, b.ptr) for k, b in scratch.items()))
-        graph = self.graphs.lookup(key)
-        if graph is None and self.graphs.wants_capture(key):
-            graph = self._capture(values, scratch)
-            if graph is None:
-                return                      # not capturable: already run one by one
-            self.graphs.add(key, graph)
-            dev.counters["graph_captures"] += 1
-        elif graph is None:
+        key = tuple(sorted((pos, b.ptr) for pos, b in values.items()))
+        entry = self.graphs.lookup(key)
+        if entry is not None:
+            scratch = self._claim(entry[1], values)
+            if scratch is not None:
+                dev.counters["graph_replays"] += 1
+                self.kernels_per_run = len(self.program.launches)
+                check(cu.cuGraphLaunch(entry[0], dev.stream), "cuGraphLaunch")
+                return
+            self.graphs.replays -= 1           # its blocks are taken: not a replay
+        scratch = self._allocate(values)
+        if not self.graphs.wants_capture(key):
             dev.counters["graph_fallbacks"] += 1
             self._steps(values, scratch)
             return
-        else:
-            dev.counters["graph_replays"] += 1
-        self.kernels_per_run = sum(1 for s in self.program.launches)
+        graph = self._capture(values, scratch)
+        if graph is None:
+            return                             # not capturable: already run one by one
+        layout = [(pos, b.ptr, b.nbytes) for pos, b in values.items() if (pos, b.ptr) not in key]
+        layout += [(k, b.ptr, b.nbytes) for k, b in scratch.items()]
+        self.graphs.add(key, (graph, layout))
+        dev.counters["graph_captures"] += 1
+        self.kernels_per_run = len(self.program.launches)
         check(cu.cuGraphLaunch(graph, dev.stream), "cuGraphLaunch")
+
+    def _claim(self, layout: list, values: dict) -> Optional[dict]:
+        """Take the blocks a graph wrote into; the scratch buffers, or None (and nothing
+        taken) when one of them is held by a live buffer."""
+        alloc, taken = self.device.allocator, []
+        for _, ptr, nbytes in layout:
+            if not alloc.claim(ptr, nbytes):
+                for p in taken:
+                    alloc.free(p)
+                return None
+            taken.append(ptr)
+        scratch, ins = {}, self.module.instructions
+        for k, ptr, nbytes in layout:
+            if isinstance(k, str):
+                scratch[k] = CudaBuffer(self.device, ptr, nbytes, (nbytes,), np.dtype(np.uint8))
+            else:
+                values[k] = CudaBuffer(self.device, ptr, nbytes, ins[k].shape, ins[k].dtype.np)
+        return scratch
 
     def _capture(self, values: dict, scratch: dict) -> Optional[Any]:
         cu, dev = self.device.cu, self.device
@@ -367,7 +397,6 @@ class CudaExecutable:
         graph = check(cu.cuStreamEndCapture(dev.stream), "cuStreamEndCapture")
         exe = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
         check(cu.cuGraphDestroy(graph), "cuGraphDestroy")
-        self.kernels_per_run = 0            # counted at the graph's launch
         return exe
 
     def _launch(self, step: LaunchSpec, values: dict, scratch: dict) -> None:

@@ -1,14 +1,15 @@
 """CUDA graph bookkeeping for one executable: when to capture, when to replay.
 
 A graph records the launches of one run with the device pointers they were given, so it
-may be replayed only when every pointer is the same again: the parameters', the
-outputs', the temporaries', the constants' and the scalar block's. The key of a run is
-that tuple. A run whose key has been seen `CAPTURE_AFTER` times is captured (a layout
-seen once may never come back: capturing it would be wasted); a run whose key has a
-graph replays it in one launch; any other run launches its kernels one by one. A training
-loop alternates between two layouts (the parameters and their updates trade buffers
-through the allocator), so a few graphs are kept per executable (`MAX_GRAPHS`, the
-oldest dropped first: a recapture).
+may be replayed only when every pointer is the same again. The key of a run is where its
+inputs are (the parameters', the constants' and the scalar block's pointers); a graph
+kept under that key also records where its outputs and temporaries were, and a replay
+first claims exactly those blocks from the allocator (they are free when the results of
+the run before last are gone, as in a training loop: parameters and their updates trade
+buffers every other step). A key seen `CAPTURE_AFTER` times without a usable graph is
+captured (a layout seen once may never come back: capturing it would be wasted); a run
+whose graph cannot be used launches its kernels one by one. A few graphs are kept per
+executable (`MAX_GRAPHS`, the oldest dropped first).
 """
 from __future__ import annotations
 
@@ -50,8 +51,14 @@ class GraphCache:
         return True
 
     def add(self, key: tuple, graph: Any) -> None:
+        """Keep `graph` (anything holding a graph handle at [0]) under `key`, replacing
+        the one there (a recapture)."""
         self.captures += 1
         self._seen.pop(key, None)
+        old = self._graphs.pop(key, None)
+        if old is not None:
+            self.evictions += 1
+            self._destroy(old)
         self._graphs[key] = graph
         while len(self._graphs) > MAX_GRAPHS:
             _, old = self._graphs.popitem(last=False)

@@ -2,7 +2,9 @@
 
 The allocator keeps freed blocks in size bins and hands them out again, so a training
 loop's buffers are reused across syncs without a driver call (PyTorch's caching
-allocator does the same). Everything the device does is ordered on one stream, so a
+allocator does the same). A bin hands out its lowest address first, so a loop that frees
+and allocates the same sizes each step gets the same addresses back every other step
+(what lets a CUDA graph replay); `claim` takes one given free block (a graph's layout). Everything the device does is ordered on one stream, so a
 block freed while queued work may still read it can be handed out at once: whatever
 uses it next is queued after that work. On an out-of-memory answer the allocator waits
 for the stream, returns every cached block to the driver and tries again;
@@ -14,6 +16,7 @@ a staging block is reused only after the event recorded behind its copy has comp
 """
 from __future__ import annotations
 
+import heapq
 import threading
 import weakref
 from typing import Any, Callable, Optional
@@ -57,7 +60,7 @@ class CachingAllocator:
             if blocks:
                 self.cache_hits += 1
                 self.allocated += size
-                return blocks.pop()
+                return heapq.heappop(blocks)
         ptr = self._driver_alloc(size, nbytes)
         with self._lock:
             self._size_of[ptr] = size
@@ -80,13 +83,29 @@ class CachingAllocator:
         check((err,), "cuMemAlloc")
         return int(ptr)
 
+    def claim(self, ptr: int, nbytes: int) -> bool:
+        """Take the cached block at `ptr` for a request of `nbytes`; False when it is not
+        free (a live buffer holds it) or of another bin."""
+        size = bin_size(nbytes)
+        with self._lock:
+            blocks = self._free.get(size)
+            if not blocks or self._size_of.get(ptr) != size:
+                return False
+            try:
+                blocks.remove(ptr)
+            except ValueError:
+                return False
+            heapq.heapify(blocks)
+            self.allocated += size
+            return True
+
     def free(self, ptr: int) -> None:
         """Give a block back to the cache (stream-ordered reuse; see module doc)."""
         with self._lock:
             size = self._size_of.get(ptr)
             if size is None:
                 return
-            self._free.setdefault(size, []).append(ptr)
+            heapq.heappush(self._free.setdefault(size, []), ptr)
             self.allocated -= size
 
     def empty_cache(self) -> int:
