@@ -32,6 +32,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="how much of the op table runs on compiled devices: diagonal (every dtype and "
              "every variant at least once, the default), smoke (two calls per case) or full "
              "(every dtype with every variant, as the interpreter always runs)")
+    parser.addoption(
+        "--shuffle-seed", type=int, default=None,
+        help="run the collected tests in a random order drawn from this seed")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """--shuffle-seed N: run the tests in an order drawn from N (state that leaks from one
+    test into another shows up as a failure that depends on the seed)."""
+    seed = config.getoption("--shuffle-seed")
+    if seed is not None:
+        import random
+        random.Random(seed).shuffle(items)
 
 
 @pytest.fixture

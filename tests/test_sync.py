@@ -255,6 +255,7 @@ def test_a_sync_that_failed_in_an_earlier_test_does_not_leak_into_the_next(
     traceback): `fresh_metrics` drops it, so the next test's sync is its own. Without
     that, the failed-sync tests above passed or failed by the order the suite ran in."""
     state = runtime.get_device(device)
+    runtime.clear_caches()                 # so that the sync below compiles (and fails)
     leftover = la.asarray([1.0, 2.0]) * 7
     monkeypatch.setattr(state.device, "compile", _failing_compile)
     with pytest.raises(Boom):
