@@ -172,6 +172,21 @@ def test_reduction_epilogues_of_another_shape_assemble() -> None:
     _assemble_all_archs(ptx, "epilogues")
 
 
+@needs_ptxas
+@needs_libdevice
+def test_libdevice_is_parsed_only_for_functions_not_linked_before(monkeypatch) -> None:
+    x = la.asarray(np.linspace(0.1, 1, 64, dtype=np.float32))
+    nvptx.emit_plan(_plan_of([la.exp(x), la.log(x)]), "sm_80")        # both now kept
+    parses = []
+    real = nvptx._libdevice_bytes
+    monkeypatch.setattr(nvptx, "_libdevice_bytes", lambda: parses.append(1) or real())
+    again = nvptx.emit_plan(_plan_of([la.log(x) + la.exp(x)]), "sm_80")
+    assert not parses
+    ptxas.check(again.ptx, ARCHS, "again")
+    nvptx.emit_plan(_plan_of([la.erf(x) * 2]), "sm_80")
+    assert len(parses) == 1 and {"__nv_expf", "__nv_logf", "__nv_erff"} <= nvptx._SUBSET[0]
+
+
 # ---- math: lowers through libdevice, or raises in Python ------------------------------
 
 @needs_ptxas
