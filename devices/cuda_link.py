@@ -52,12 +52,7 @@ def link_cubin(ptx: str, arch: str) -> bytes:
         nv.get_linked_cubin(handle, cubin)
         return bytes(cubin)
     finally:
-        nv.destroy([handle]) if _takes_list(nv) else nv.destroy(handle)
-
-
-def _takes_list(nv: Any) -> bool:
-    doc = nv.destroy.__doc__ or ""
-    return "handle (intptr_t)" not in doc
+        nv.destroy(handle)
 
 
 def cubin_dir(cache_dir: str) -> Optional[str]:

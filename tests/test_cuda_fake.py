@@ -163,6 +163,41 @@ def test_memory_pressure_releases_the_cache_then_explains(fake, monkeypatch) -> 
         la.asarray(np.ones((1 << 22,), np.float32))
 
 
+def test_bins_and_claims() -> None:
+    from lazyarray.devices.cuda_memory import CachingAllocator, bin_size
+    assert [bin_size(n) for n in (0, 1, 512, 513)] == [512, 512, 512, 1024]
+    for n in (1 << 20, (1 << 20) + 1, 5 << 20, 123456789):
+        assert n <= bin_size(n) <= n * 1.25 + 512
+    cu = _driver()
+    stream = cuda_driver.check(cu.cuStreamCreate(1), "stream")
+    alloc = CachingAllocator(lambda: cu, stream)
+    a, b, c = (alloc.alloc(1000) for _ in range(3))
+    for p in (c, a, b):
+        alloc.free(p)
+    assert alloc.alloc(1000) == min(a, b, c)         # lowest address first: layouts repeat
+    assert alloc.claim(max(a, b, c), 1000) and not alloc.claim(max(a, b, c), 1000)
+    assert not alloc.claim(sorted((a, b, c))[1], 5000)   # another bin
+    assert alloc.allocated == 2 * 1024 and alloc.driver_allocs == 3
+    assert alloc.empty_cache() == 1024 and alloc.reserved == 2 * 1024
+
+
+def test_a_staging_block_is_not_reused_while_its_copy_is_queued(fake) -> None:
+    cu = _driver()
+    block = fake.staging.take(4096)
+    dst = fake.new_buffer((4096,), np.uint8)
+    cuda_driver.check(cu.cuMemcpyHtoDAsync(dst.ptr, block.ptr, 4096, fake.stream), "HtoD")
+    fake.staging.give(block, fake.stream)
+    other = fake.staging.take(4096)
+    assert other.ptr != block.ptr                    # its copy has not run yet
+    fake.staging.give(other)
+    fake.synchronize()
+    assert fake.staging.take(4096).ptr in (block.ptr, other.ptr)
+    host = np.arange(100, dtype=np.int64)
+    t = la.asarray(host)                             # queued, not copied yet
+    host[:] = -1                                     # the caller may reuse its array at once
+    np.testing.assert_array_equal(t.numpy(), np.arange(100))
+
+
 # ---- graphs, kernels launched ----------------------------------------------------------
 
 def test_stable_programs_replay_as_one_graph(fake) -> None:
@@ -239,6 +274,31 @@ def test_the_stand_in_catches_a_use_after_free_and_sync_in_capture(fake) -> None
     with pytest.raises(RuntimeError, match="STREAM_CAPTURE_UNSUPPORTED"):
         cuda_driver.check(cu.cuStreamSynchronize(fake.stream), "sync")
     cuda_driver.check(cu.cuStreamEndCapture(fake.stream), "end")
+
+
+# ---- PTX to cubin ------------------------------------------------------------------------
+
+def test_cubins_are_linked_once_and_kept_on_disk(tmp_path, monkeypatch) -> None:
+    from lazyarray.compiler.codegen import nvptx
+    from lazyarray.compiler.trace import capture
+    from lazyarray.devices import cuda_link
+    if cuda_link.nvjitlink() is None:
+        pytest.skip("nvJitLink is not installed (pip install nvidia-nvjitlink cuda-python)")
+    x = la.asarray(np.ones((8, 40), np.float32), device="cpu")
+    module = capture([la.exp(x).sum(axis=1)._node]).module("m")
+    from lazyarray.devices.cuda import plan_module
+    ptx = nvptx.emit_plan(plan_module(module), "sm_90", "m").ptx
+    monkeypatch.setattr(cuda_link, "_CUBINS", {})
+    before = dict(cuda_link.STATS)
+    cubin = cuda_link.load_image(ptx, "sm_90", str(tmp_path))
+    assert cubin[:4] == b"\x7fELF" and cuda_link.STATS["links"] == before["links"] + 1
+    assert cuda_link.load_image(ptx, "sm_90", str(tmp_path)) is cubin          # memory
+    monkeypatch.setattr(cuda_link, "_CUBINS", {})                               # a new process
+    assert cuda_link.load_image(ptx, "sm_90", str(tmp_path)) == cubin
+    assert cuda_link.STATS["disk_hits"] == before["disk_hits"] + 1
+    assert cuda_link.STATS["links"] == before["links"] + 1
+    with pytest.raises(RuntimeError, match="nvJitLink failed for sm_90: .*bogus"):
+        cuda_link.link_cubin(ptx.replace("add.", "bogus.", 1), "sm_90")
 
 
 # ---- no GPU: a clear error ---------------------------------------------------------------
