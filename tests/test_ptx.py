@@ -187,6 +187,23 @@ def test_libdevice_is_parsed_only_for_functions_not_linked_before(monkeypatch) -
     assert len(parses) == 1 and {"__nv_expf", "__nv_logf", "__nv_erff"} <= nvptx._SUBSET[0]
 
 
+@needs_ptxas
+@needs_libdevice
+def test_float_remainder_is_libdevice_fmod_on_the_gpu() -> None:
+    """NVPTX's own frem expansion returned x for fmod(inf, inf) (NumPy: nan; the H100 run
+    failed remainder[special values] for float16) and loses large quotients."""
+    x = la.asarray(np.array([np.inf, 1e30, 5.5], np.float32))
+    y = la.asarray(np.array([np.inf, 3.0, -2.0], np.float32))
+    mod = nvptx.new_module("fmod")
+    nvptx.emit_kernels(mod, _plan_of([la.remainder(x, y),
+                                      la.remainder(x.astype(la.float16), y.astype(la.float16)),
+                                      la.remainder(x.astype(la.float64), y.astype(la.float64))]))
+    text = str(mod)
+    assert '@"__nv_fmodf"(' in text and '@"__nv_fmod"(' in text and "frem " not in text
+    ptx, _ = nvptx.to_ptx(mod, "sm_80")
+    _assemble_all_archs(ptx, "fmod")
+
+
 # ---- math: lowers through libdevice, or raises in Python ------------------------------
 
 @needs_ptxas
