@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+from collections import deque
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -65,6 +66,7 @@ class PackedArgs:
 
 class CudaDevice(Device):
     platform = "cuda"
+    supports_donation = True     # compile(module, donated=...) may update those in place
 
     def __init__(self, name: str = "cuda", settings: Optional[Callable[[], dict]] = None,
                  fake: Optional[bool] = None) -> None:
@@ -182,9 +184,13 @@ class CudaDevice(Device):
 
     # ---- compile -----------------------------------------------------------------
 
-    def compile(self, module: Module) -> "CudaExecutable":
+    def compile(self, module: Module, donated: frozenset = frozenset()) -> "CudaExecutable":
+        """`donated`: parameter numbers whose buffers the caller gives up; an elementwise
+        update may then write its output over such a parameter in place (the plan's
+        aliases, compiler/buffer_assignment.py), so a training step keeps one copy of its
+        parameters and their buffers stay where they are from step to step."""
         from ..compiler.codegen import nvptx
-        plan = plan_module(module)
+        plan = plan_module(module, donated)
         program = nvptx.emit_plan(plan, self.arch, module.name)
         from .cuda_link import load_image
         if not program.ptx:
@@ -215,10 +221,11 @@ def _open_cublas(fake_driver: Any) -> Optional[Any]:
         return None
 
 
-def plan_module(module: Module) -> Any:
+def plan_module(module: Module, donated: frozenset = frozenset()) -> Any:
     """The optimized module's execution plan: the same passes and fusion as the CPU."""
     from ..compiler.passes.pipeline import compile_plan
-    return compile_plan(module)
+    return compile_plan(module, donate_inputs=frozenset(donated)) if donated \
+        else compile_plan(module)
 
 
 # ---- executables -------------------------------------------------------------------------
@@ -257,6 +264,8 @@ class CudaExecutable:
                              for s in program.launches)
         self.graphs = GraphCache(lambda g: check(cu.cuGraphExecDestroy(g[0]), "cuGraphExecDestroy"))
         self.kernels_per_run = 0
+        self.aliases = dict(plan.buffers.aliases)     # output -> donated parameter
+        self._layouts: deque = deque(maxlen=2)        # where the last runs' results went
 
     def _on_cublas(self, kernel: Any) -> bool:
         ins = self.module.instructions[kernel.members[0]]
@@ -272,6 +281,7 @@ class CudaExecutable:
         dev.activate()
         values: dict = dict(self.constants)
         self._bind_parameters(args, values)
+        self._bind_aliases(values)
         self.kernels_per_run = 0
         if self.graphable and dev.settings()["cuda_graphs"]:
             self._run_graph(values)
@@ -279,15 +289,24 @@ class CudaExecutable:
             self._steps(values, self._allocate(values))
         return [self._result(o, values) for o in self.module.outputs]
 
-    def _allocate(self, values: dict) -> dict:
-        """Every buffer of the run before any launch (a graph sees them all); the scratch
-        buffers are returned."""
+    def _allocate(self, values: dict, prefer: Optional[dict] = None) -> dict:
+        """Every buffer of the run before any launch (a graph sees them all), each where
+        `prefer` (key -> pointer) puts it when that block is free; the scratch buffers
+        are returned."""
+        prefer = prefer or {}
         for step in self.program.launches:
             for pos in (step.params if isinstance(step, LaunchSpec) else step.outputs):
-                if not isinstance(pos, str):
-                    self._out(pos, values)
-        return {key: self.device.new_buffer((nbytes,), np.uint8)
+                if not isinstance(pos, str) and pos not in values:
+                    ins = self.module.instructions[pos]
+                    values[pos] = self._buffer(prefer.get(pos), ins.shape, ins.dtype.np)
+        return {key: self._buffer(prefer.get(key), (nbytes,), np.dtype(np.uint8))
                 for key, nbytes in self.program.scratch.items()}
+
+    def _buffer(self, ptr: Optional[int], shape: tuple, dtype: np.dtype) -> CudaBuffer:
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        if ptr is not None and self.device.allocator.claim(ptr, nbytes):
+            return CudaBuffer(self.device, ptr, nbytes, tuple(shape), np.dtype(dtype))
+        return self.device.new_buffer(shape, dtype)
 
     def _bind_parameters(self, args: list, values: dict) -> None:
         """Buffers as they are; scalars into the parameter block, one async copy."""
@@ -318,6 +337,18 @@ class CudaExecutable:
             dev.staging.give(block, dev.stream)
             dev.counters["bytes_to_device"] += self.param_block.nbytes
 
+    def _bind_aliases(self, values: dict) -> None:
+        """An output updated in place lands in its donated parameter's buffer; where that
+        is not a buffer the caller gave up (a scalar in the parameter block), in its own
+        buffer holding a copy of the parameter first."""
+        for out, param in self.aliases.items():
+            given = values[param]
+            if given._finalizer is not None:
+                values[out] = given
+            else:
+                own = self._out(out, values)
+                self.device.copy(given, own)
+
     def _out(self, pos: int, values: dict) -> CudaBuffer:
         if pos not in values:
             ins = self.module.instructions[pos]
@@ -343,7 +374,7 @@ class CudaExecutable:
         """Replay the graph kept for where the inputs are, capture one, or launch the
         kernels one by one (see cuda_graphs.py)."""
         cu, dev = self.device.cu, self.device
-        key = tuple(sorted((pos, b.ptr) for pos, b in values.items()))
+        key = tuple(sorted((pos, b.ptr) for pos, b in values.items()))   # inputs (and in-place outputs)
         entry = self.graphs.lookup(key)
         if entry is not None:
             scratch = self._claim(entry[1], values)
@@ -353,7 +384,11 @@ class CudaExecutable:
                 check(cu.cuGraphLaunch(entry[0], dev.stream), "cuGraphLaunch")
                 return
             self.graphs.replays -= 1           # its blocks are taken: not a replay
-        scratch = self._allocate(values)
+        # where the run before last put its results: when a training step's parameters
+        # and their updates trade buffers, the layouts then repeat every other step
+        scratch = self._allocate(values, self._layouts[0] if len(self._layouts) == 2 else None)
+        self._layouts.append({**{pos: b.ptr for pos, b in values.items() if (pos, b.ptr) not in key},
+                              **{k: b.ptr for k, b in scratch.items()}})
         if not self.graphs.wants_capture(key):
             dev.counters["graph_fallbacks"] += 1
             self._steps(values, scratch)
@@ -361,7 +396,8 @@ class CudaExecutable:
         graph = self._capture(values, scratch)
         if graph is None:
             return                             # not capturable: already run one by one
-        layout = [(pos, b.ptr, b.nbytes) for pos, b in values.items() if (pos, b.ptr) not in key]
+        inputs = {pos for pos, _ in key} | {o for o, p in self.aliases.items() if values[o] is values[p]}
+        layout = [(pos, b.ptr, b.nbytes) for pos, b in values.items() if pos not in inputs]
         layout += [(k, b.ptr, b.nbytes) for k, b in scratch.items()]
         self.graphs.add(key, (graph, layout))
         dev.counters["graph_captures"] += 1

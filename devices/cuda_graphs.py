@@ -17,7 +17,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Optional
 
 CAPTURE_AFTER = 2
-MAX_GRAPHS = 4
+MAX_GRAPHS = 8
 
 
 class GraphCache:

@@ -21,12 +21,16 @@ from . import cpu_program
 
 
 def _own_buffers(plan: ExecutionPlan) -> ExecutionPlan:
-    """The plan with each value in a buffer of its own (no slot shared, no alias)."""
+    """The plan with each value in a buffer of its own, except an output updated in place,
+    which shares its donated parameter's (as the GPU runtime gives them one buffer)."""
     ins = plan.module.instructions
     slot_of = {pos: pos for pos in range(len(ins))}
+    aliases = dict(plan.buffers.aliases)
+    for out, param in aliases.items():
+        slot_of[out] = param
     sizes = [int(np.prod(i.shape, dtype=np.int64)) * i.dtype.itemsize for i in ins]
-    return ExecutionPlan(plan.module, plan.kernels, BufferPlan(slot_of, sizes, sum(sizes)),
-                         plan.decisions)
+    return ExecutionPlan(plan.module, plan.kernels,
+                         BufferPlan(slot_of, sizes, sum(sizes), aliases=aliases), plan.decisions)
 
 
 def host_kernels(plan: ExecutionPlan, launches: list, name: str) -> dict:
