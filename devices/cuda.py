@@ -9,7 +9,7 @@ stand-in of cuda_fake.py), PTX from compiler/codegen/nvptx.py.
 - runtime scalars (a learning rate) travel in one small parameter block per executable,
   one asynchronous copy per run, instead of a buffer, a copy and a wait per scalar;
 - an executable loads its module once (a cubin linked by nvJitLink when available, else
-  PTX for the driver to compile) and launches each fused kernel with its LaunchSpec's
+  PTX for the driver to compile) and launches each fused kernel with its launch step's
   grid and block; a run whose buffers are the same as in earlier runs is captured as a
   CUDA graph and replayed in one launch (cuda_graphs.py);
 - dot_general through cuBLAS (cuda_blas.py); the few ops with no GPU code yet (sort,
@@ -30,10 +30,11 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..compiler import primitive as P
-from ..compiler.codegen.nvptx import LaunchSpec
+from ..compiler.driver import compile as compile_program, gpu_arch
 from ..compiler.module import Module
+from ..compiler.program import Program
 from . import cuda_driver
-from .cuda_blas import gemm, gemm_arguments, matrix_layout  # noqa: F401  (re-exported)
+from .cuda_blas import OP_N, OP_T, gemm, gemm_arguments, matrix_layout  # noqa: F401  (re-exported)
 from .cuda_driver import available, check, driver, missing  # noqa: F401  (re-exported)
 from .cuda_graphs import GraphCache
 from .cuda_memory import CachingAllocator, CudaBuffer, PinnedStaging
@@ -90,8 +91,7 @@ class CudaDevice(Device):
         self.capability = (
             check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.dev), "cc"),
             check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev), "cc"))
-        from ..compiler.codegen.nvptx import arch_of
-        self.arch = arch_of(self.capability)
+        self.arch = gpu_arch(self.capability)
         self.allocator = CachingAllocator(lambda: cu, self.stream)
         self.staging = PinnedStaging(lambda: cu)
         self._lock = threading.Lock()
@@ -189,21 +189,20 @@ class CudaDevice(Device):
         update may then write its output over such a parameter in place (the plan's
         aliases, compiler/buffer_assignment.py), so a training step keeps one copy of its
         parameters and their buffers stay where they are from step to step."""
-        from ..compiler.codegen import nvptx
-        plan = plan_module(module, donated)
-        program = nvptx.emit_plan(plan, self.arch, module.name)
+        program = compile_program(module, self.arch, frozenset(donated))
         from .cuda_link import load_image
-        if not program.ptx:
+        ptx = program.code.decode()
+        if not ptx:
             image = b""
         elif self.fake:          # the stand-in runs host code: no cubin to link (tested apart)
-            image = program.ptx.encode() + b"\0"
+            image = program.code + b"\0"
         else:
-            image = load_image(program.ptx, self.arch, self.settings()["cache_dir"])
+            image = load_image(ptx, self.arch, self.settings()["cache_dir"])
         host = None
-        if self.fake and program.ptx:
+        if self.fake and ptx:
             from .cuda_host_kernels import host_kernels
-            host = host_kernels(plan, program.launches, module.name)
-        return CudaExecutable(self, plan, program, image, host)
+            host = host_kernels(module, frozenset(donated), program)
+        return CudaExecutable(self, program, image, host)
 
 
 def _open_cublas(fake_driver: Any) -> Optional[Any]:
@@ -221,58 +220,51 @@ def _open_cublas(fake_driver: Any) -> Optional[Any]:
         return None
 
 
-def plan_module(module: Module, donated: frozenset = frozenset()) -> Any:
-    """The optimized module's execution plan: the same passes and fusion as the CPU."""
-    from ..compiler.passes.pipeline import compile_plan
-    return compile_plan(module, donate_inputs=frozenset(donated)) if donated \
-        else compile_plan(module)
-
-
 # ---- executables -------------------------------------------------------------------------
 
 class CudaExecutable:
-    """A loaded GPU module and the steps of one plan, run over device buffers."""
+    """A loaded Program (its GPU module) and its steps, run over device buffers."""
 
-    def __init__(self, device: CudaDevice, plan: Any, program: Any, image: bytes,
+    def __init__(self, device: CudaDevice, program: Program, image: bytes,
                  host: Optional[dict] = None) -> None:
         cu = device.cu
-        self.device, self.plan, self.program = device, plan, program
-        self.module = plan.module
+        self.device, self.program = device, program
+        self.values = program.value_table()      # position -> shape, dtype, op, attrs
+        self.steps = program.steps
+        self.outputs = list(program.outputs)
         self.functions: dict = {}
         self.cu_module = None
-        if program.ptx:
+        if image:
             device.activate()
             if host is not None:
                 cu.register_host_kernels(image, host)
             self.cu_module = check(cu.cuModuleLoadData(image), "cuModuleLoadData")
-            for step in program.launches:
-                if isinstance(step, LaunchSpec):
-                    self.functions[step.name] = check(
-                        cu.cuModuleGetFunction(self.cu_module, step.name.encode()),
-                        f"cuModuleGetFunction({step.name})")
-        ins = self.module.instructions
-        self.param_of = {i: ins[i].attrs["number"] for i in self.module.parameters}
+            for step in self.steps:
+                if step["type"] == "launch":
+                    self.functions[step["fn"]] = check(
+                        cu.cuModuleGetFunction(self.cu_module, step["fn"].encode()),
+                        f"cuModuleGetFunction({step['fn']})")
+        vals = self.values
+        self.param_of = {int(p): int(n) for p, n in program.params}
         # every 0-d parameter has a slot in the parameter block (used when given a scalar)
         self.scalar_slot = {pos: k * SCALAR_SLOT for k, pos in
-                            enumerate(p for p in self.module.parameters if ins[p].shape == ())}
+                            enumerate(p for p in self.param_of if vals[p].shape == ())}
         self.param_block = (device.new_buffer((len(self.scalar_slot) * SCALAR_SLOT,), np.uint8)
                             if self.scalar_slot else None)
-        self.constants = {i: device.put(np.asarray(v.attrs["value"].array, v.dtype.np)
-                                        .reshape(v.shape))
-                          for i, v in enumerate(ins) if v.op == "constant"}
-        self.graphable = all(isinstance(s, LaunchSpec) or self._on_cublas(s)
-                             for s in program.launches)
+        self.constants = {p: device.put(v.constant()) for p, v in vals.items()
+                          if v.op == "constant"}
+        self.graphable = all(s["type"] == "launch" or self._on_cublas(s) for s in self.steps)
         self.graphs = GraphCache(lambda g: check(cu.cuGraphExecDestroy(g[0]), "cuGraphExecDestroy"))
         self.kernels_per_run = 0
-        self.aliases = dict(plan.buffers.aliases)     # output -> donated parameter
+        self.aliases = {int(o): int(x) for o, x in program.aliases}   # output -> donated param
         self._layouts: deque = deque(maxlen=2)        # where the last runs' results went
 
-    def _on_cublas(self, kernel: Any) -> bool:
-        ins = self.module.instructions[kernel.members[0]]
-        if ins.op != "dot_general" or self.device.cublas() is None:
+    def _on_cublas(self, step: dict) -> bool:
+        """A library step cuBLAS runs on the stream (capturable in a graph)."""
+        if step["call"] != "gemm" or self.device.cublas() is None:
             return False
-        shapes = [self.module.instructions[o].shape for o in ins.operands]
-        return gemm_arguments(ins, *shapes) is not None
+        ins = self.values[step["pos"]]
+        return gemm_arguments(ins, *[self.values[o].shape for o in ins.operands]) is not None
 
     # ---- one run -------------------------------------------------------------------
 
@@ -287,18 +279,18 @@ class CudaExecutable:
             self._run_graph(values)
         else:
             self._steps(values, self._allocate(values))
-        return [self._result(o, values) for o in self.module.outputs]
+        return [self._result(o, values) for o in self.outputs]
 
     def _allocate(self, values: dict, prefer: Optional[dict] = None) -> dict:
         """Every buffer of the run before any launch (a graph sees them all), each where
         `prefer` (key -> pointer) puts it when that block is free; the scratch buffers
         are returned."""
         prefer = prefer or {}
-        for step in self.program.launches:
-            for pos in (step.params if isinstance(step, LaunchSpec) else step.outputs):
+        for step in self.steps:
+            for pos in (step["args"] if step["type"] == "launch" else [step["pos"]]):
                 if not isinstance(pos, str) and pos not in values:
-                    ins = self.module.instructions[pos]
-                    values[pos] = self._buffer(prefer.get(pos), ins.shape, ins.dtype.np)
+                    v = self.values[pos]
+                    values[pos] = self._buffer(prefer.get(pos), v.shape, v.dtype.np)
         return {key: self._buffer(prefer.get(key), (nbytes,), np.dtype(np.uint8))
                 for key, nbytes in self.program.scratch.items()}
 
@@ -319,7 +311,7 @@ class CudaExecutable:
                                      f"{arg.device.name}; move it with .to('{self.device.name}')")
                 values[pos] = arg
                 continue
-            ins = self.module.instructions[pos]
+            ins = self.values[pos]
             if pos not in self.scalar_slot:
                 values[pos] = self.device.put(np.asarray(arg, ins.dtype.np).reshape(ins.shape))
                 continue
@@ -351,8 +343,8 @@ class CudaExecutable:
 
     def _out(self, pos: int, values: dict) -> CudaBuffer:
         if pos not in values:
-            ins = self.module.instructions[pos]
-            values[pos] = self.device.new_buffer(ins.shape, ins.dtype.np)
+            v = self.values[pos]
+            values[pos] = self.device.new_buffer(v.shape, v.dtype.np)
         return values[pos]
 
     def _result(self, pos: int, values: dict) -> CudaBuffer:
@@ -364,8 +356,8 @@ class CudaExecutable:
         return buf
 
     def _steps(self, values: dict, scratch: dict) -> None:
-        for step in self.program.launches:
-            if isinstance(step, LaunchSpec):
+        for step in self.steps:
+            if step["type"] == "launch":
                 self._launch(step, values, scratch)
             else:
                 self._library(step, values)
@@ -380,7 +372,7 @@ class CudaExecutable:
             scratch = self._claim(entry[1], values)
             if scratch is not None:
                 dev.counters["graph_replays"] += 1
-                self.kernels_per_run = len(self.program.launches)
+                self.kernels_per_run = len(self.steps)
                 check(cu.cuGraphLaunch(entry[0], dev.stream), "cuGraphLaunch")
                 return
             self.graphs.replays -= 1           # its blocks are taken: not a replay
@@ -401,7 +393,7 @@ class CudaExecutable:
         layout += [(k, b.ptr, b.nbytes) for k, b in scratch.items()]
         self.graphs.add(key, (graph, layout))
         dev.counters["graph_captures"] += 1
-        self.kernels_per_run = len(self.program.launches)
+        self.kernels_per_run = len(self.steps)
         check(cu.cuGraphLaunch(graph, dev.stream), "cuGraphLaunch")
 
     def _claim(self, layout: list, values: dict) -> Optional[dict]:
@@ -414,12 +406,13 @@ class CudaExecutable:
                     alloc.free(p)
                 return None
             taken.append(ptr)
-        scratch, ins = {}, self.module.instructions
+        scratch = {}
         for k, ptr, nbytes in layout:
             if isinstance(k, str):
                 scratch[k] = CudaBuffer(self.device, ptr, nbytes, (nbytes,), np.dtype(np.uint8))
             else:
-                values[k] = CudaBuffer(self.device, ptr, nbytes, ins[k].shape, ins[k].dtype.np)
+                v = self.values[k]
+                values[k] = CudaBuffer(self.device, ptr, nbytes, v.shape, v.dtype.np)
         return scratch
 
     def _capture(self, values: dict, scratch: dict) -> Optional[Any]:
@@ -439,21 +432,24 @@ class CudaExecutable:
         check(cu.cuGraphDestroy(graph), "cuGraphDestroy")
         return exe
 
-    def _launch(self, step: LaunchSpec, values: dict, scratch: dict) -> None:
-        pointers = [scratch[p].ptr if isinstance(p, str) else values[p].ptr for p in step.params]
+    def _launch(self, step: dict, values: dict, scratch: dict) -> None:
+        pointers = [scratch[p].ptr if isinstance(p, str) else values[p].ptr for p in step["args"]]
         packed = PackedArgs(pointers)
-        check(self.device.cu.cuLaunchKernel(self.functions[step.name], *step.grid, *step.block,
-                                      step.shared_bytes, self.device.stream, packed.address, 0),
-              f"cuLaunchKernel({step.name})")
+        check(self.device.cu.cuLaunchKernel(self.functions[step["fn"]], *step["grid"],
+                                            *step["block"], step["shared_bytes"],
+                                            self.device.stream, packed.address, 0),
+              f"cuLaunchKernel({step['fn']})")
         self.kernels_per_run += 1
         # the launch copied the arguments: `packed` may go now
 
-    def _library(self, kernel: Any, values: dict) -> None:
-        pos = kernel.members[0]
-        ins = self.module.instructions[pos]
+    def _library(self, step: dict, values: dict) -> None:
+        """A call the primitive's stanza names: cuBLAS for "gemm" where it can read the
+        operands in place; otherwise the primitive's reference on the host."""
+        pos = step["pos"]
+        ins = self.values[pos]
         operands = [values[o] for o in ins.operands]
-        if ins.op == "dot_general":
-            shapes = [self.module.instructions[o].shape for o in ins.operands]
+        if step["call"] == "gemm":
+            shapes = [self.values[o].shape for o in ins.operands]
             if gemm(self.device, ins, operands, self._out(pos, values), *shapes):
                 self.kernels_per_run += 1
                 return

@@ -2,77 +2,64 @@
 
 GPU kernels use thread indices, warp shuffles and barriers that do not run on a CPU, so a
 fake launch runs the CPU target's code for the same kernel of the same fusion plan: the
-plan is compiled for the host with every value in its own buffer (the GPU runtime gives
-each value its own allocation, where the CPU's buffer plan would share them), and each
-GPU launch maps to the CPU steps of its plan kernel by name. The second stage of a
-two-stage full reduction has nothing left to do on the host.
+module is compiled for the host with every value in its own buffer (as the GPU runtime
+allocates them; `separate_buffers`), and each GPU launch maps to the CPU steps of its
+plan kernel by name (the GPU entry is `k<index>_<kernel>`, with `_1`/`_2` for the two
+stages of a full reduction, whose second stage has nothing left to do on the host).
 """
 from __future__ import annotations
 
 import ctypes
+import re
 from typing import Any, Callable
 
 import numpy as np
 
-from ..compiler.codegen import cpu_kernels, llvm_target
-from ..compiler.codegen.nvptx import LaunchSpec, kernel_entry_name
-from ..compiler.plan import BufferPlan, ExecutionPlan
-from . import cpu_program
+from ..compiler.driver import compile as compile_program
+from ..compiler.module import Module
+from ..compiler.program import Program
 
 
-def _own_buffers(plan: ExecutionPlan) -> ExecutionPlan:
-    """The plan with each value in a buffer of its own, except an output updated in place,
-    which shares its donated parameter's (as the GPU runtime gives them one buffer)."""
-    ins = plan.module.instructions
-    slot_of = {pos: pos for pos in range(len(ins))}
-    aliases = dict(plan.buffers.aliases)
-    for out, param in aliases.items():
-        slot_of[out] = param
-    sizes = [int(np.prod(i.shape, dtype=np.int64)) * i.dtype.itemsize for i in ins]
-    return ExecutionPlan(plan.module, plan.kernels,
-                         BufferPlan(slot_of, sizes, sum(sizes), aliases=aliases), plan.decisions)
+def _ident(name: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in name)
 
 
-def host_kernels(plan: ExecutionPlan, launches: list, name: str) -> dict:
-    """launch name -> (callable(device pointers), number of parameters) for every
-    LaunchSpec of `launches` (the GPU program of `plan`)."""
+def host_kernels(module: Module, donated: frozenset, gpu: Program) -> dict:
+    """GPU entry name -> (callable(device pointers), number of parameters) for every
+    launch step of `gpu` (the GPU program of `module`)."""
     from .cpu import CPUDevice, CPUExecutable
-    own = _own_buffers(plan)
-    ir_text, steps = cpu_kernels.generate(own, name)
-    llmod = llvm_target.optimize(ir_text, name)
-    meta = cpu_program.describe(own, steps)
-    exe = CPUExecutable(meta, llvm_target.emit_object(llmod), CPUDevice(lambda: {"num_threads": 1}))
+    host = compile_program(module, "cpu", donated, separate_buffers=True)
+    exe = CPUExecutable(host, CPUDevice(lambda: {"num_threads": 1}))
     by_kernel: dict = {}
-    for step in steps:
+    for step in host.steps:
         # a CPU partial reduction's epilogue is a step of its own ("<kernel>_epilogue")
-        owner = step["kernel"][:-len("_epilogue")] if step["kernel"].endswith("_epilogue") \
-            else step["kernel"]
-        by_kernel.setdefault(owner, []).append(step)
-    entries = {}
-    for k, kernel in enumerate(plan.kernels):
-        entries[kernel_entry_name(k, kernel.name)] = kernel.name
+        owner = re.sub(r"_epilogue$", "", step["kernel"])
+        by_kernel.setdefault(_ident(owner), []).append(step)
     out = {}
-    for spec in launches:
-        if not isinstance(spec, LaunchSpec):
+    for step in gpu.steps:
+        if step["type"] != "launch":
             continue
-        base = spec.name[:-2] if spec.name[-2:] in ("_1", "_2") and spec.name[:-2] in entries \
-            else spec.name
-        if base not in entries:
-            raise ValueError(f"fake cuda: launch {spec.name!r} matches no kernel of the plan")
-        work = [] if spec.name.endswith("_2") and base != spec.name else by_kernel.get(entries[base], [])
-        out[spec.name] = (_runner(exe, work, spec.params, plan), len(spec.params))
+        base = re.sub(r"^k\d+_", "", step["fn"])
+        if base in by_kernel:
+            work = by_kernel[base]
+        elif base[-2:] in ("_1", "_2") and base[:-2] in by_kernel:
+            work = by_kernel[base[:-2]] if base.endswith("_1") else []
+        else:
+            raise ValueError(f"fake cuda: launch {step['fn']!r} matches no kernel of the "
+                             f"host program ({', '.join(sorted(by_kernel))})")
+        out[step["fn"]] = (_runner(exe, work, step["args"]), len(step["args"]))
     return out
 
 
-def _runner(exe: Any, steps: list, params: list, plan: ExecutionPlan) -> Callable:
-    ins = plan.module.instructions
+def _runner(exe: Any, steps: list, params: list) -> Callable:
+    values = exe.values
 
     def run(pointers: list) -> None:
         arrays = {}
         for p, ptr in zip(params, pointers):
             if isinstance(p, str):           # a scratch buffer of the GPU code only
                 continue
-            arrays[p] = _view(ptr, ins[p].shape, ins[p].dtype.np)
+            arrays[p] = _view(ptr, values[p].shape, values[p].dtype.np)
         for step in steps:
             if step["type"] == "partial":
                 exe._partial(step, arrays)

@@ -279,15 +279,14 @@ def test_the_stand_in_catches_a_use_after_free_and_sync_in_capture(fake) -> None
 # ---- PTX to cubin ------------------------------------------------------------------------
 
 def test_cubins_are_linked_once_and_kept_on_disk(tmp_path, monkeypatch) -> None:
-    from lazyarray.compiler.codegen import nvptx
+    from lazyarray.compiler.driver import compile as compile_program
     from lazyarray.compiler.trace import capture
     from lazyarray.devices import cuda_link
     if cuda_link.nvjitlink() is None:
         pytest.skip("nvJitLink is not installed (pip install nvidia-nvjitlink cuda-python)")
     x = la.asarray(np.ones((8, 40), np.float32), device="cpu")
     module = capture([la.exp(x).sum(axis=1)._node]).module("m")
-    from lazyarray.devices.cuda import plan_module
-    ptx = nvptx.emit_plan(plan_module(module), "sm_90", "m").ptx
+    ptx = compile_program(module, "sm_90").code.decode()
     monkeypatch.setattr(cuda_link, "_CUBINS", {})
     before = dict(cuda_link.STATS)
     cubin = cuda_link.load_image(ptx, "sm_90", str(tmp_path))
