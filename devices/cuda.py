@@ -189,7 +189,7 @@ class CudaDevice(Device):
         update may then write its output over such a parameter in place (the plan's
         aliases, compiler/buffer_assignment.py), so a training step keeps one copy of its
         parameters and their buffers stay where they are from step to step."""
-        program = compile_program(module, self.arch, frozenset(donated))
+        program, hit = self._program(module, frozenset(donated))
         from .cuda_link import load_image
         ptx = program.code.decode()
         if not ptx:
@@ -202,7 +202,28 @@ class CudaDevice(Device):
         if self.fake and ptx:
             from .cuda_host_kernels import host_kernels
             host = host_kernels(module, frozenset(donated), program)
-        return CudaExecutable(self, program, image, host)
+        exe = CudaExecutable(self, program, image, host)
+        exe.from_disk_cache = hit
+        return exe
+
+    def _program(self, module: Module, donated: frozenset) -> tuple:
+        """(Program, whether it came from the disk cache): a new process loads a cached
+        program (and its cubin, cuda_link.py) without planning or emitting code."""
+        from .compile_cache import DiskCache, default_dir, entry_key
+        from .cpu import VERSION, compiler_fingerprint, load_cached
+        from ..compiler.driver import target_id
+        where = self.settings()["cache_dir"] or default_dir()
+        if where == "off":
+            return compile_program(module, self.arch, donated), False
+        cache = DiskCache(where)
+        text = str(module) + (f"\ndonated {sorted(donated)}" if donated else "")
+        key = entry_key(text, VERSION, compiler_fingerprint(), *target_id(self.arch))
+        program = load_cached(cache, key)
+        if program is not None:
+            return program, True
+        program = compile_program(module, self.arch, donated)
+        cache.store(key, *program.to_cache())
+        return program, False
 
 
 def _open_cublas(fake_driver: Any) -> Optional[Any]:

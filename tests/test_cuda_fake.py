@@ -276,6 +276,19 @@ def test_the_stand_in_catches_a_use_after_free_and_sync_in_capture(fake) -> None
     cuda_driver.check(cu.cuStreamEndCapture(fake.stream), "end")
 
 
+def test_a_new_process_loads_programs_from_the_disk_cache(fake, tmp_path) -> None:
+    x = la.asarray(np.arange(12, dtype=np.float32))
+    with la.config.override(cache_dir=str(tmp_path)):
+        first = (la.exp(x) * 2).sum()
+        np.testing.assert_allclose(first.numpy(), np.exp(np.arange(12)).sum() * 2, rtol=1e-5)
+        runtime.clear_caches()                       # as a fresh process starts: no programs,
+        runtime.get_device(DEV).names -= 1           # and the module named as the first was
+        again = (la.exp(x) * 2).sum()
+        np.testing.assert_allclose(again.numpy(), first.numpy())
+    m = la.debug.metrics()
+    assert m.compiles == 2 and m.disk_hits == 1
+
+
 # ---- PTX to cubin ------------------------------------------------------------------------
 
 def test_cubins_are_linked_once_and_kept_on_disk(tmp_path, monkeypatch) -> None:
