@@ -437,21 +437,29 @@ class CudaExecutable:
         return scratch
 
     def _capture(self, values: dict, scratch: dict) -> Optional[Any]:
+        """The run's steps captured as an instantiated graph; None when the stream could
+        not capture them (then they have run one by one, and this program never tries
+        again)."""
         cu, dev = self.device.cu, self.device
         mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         check(cu.cuStreamBeginCapture(dev.stream, mode), "cuStreamBeginCapture")
         try:
             self._steps(values, scratch)
         except Exception:
-            cu.cuStreamEndCapture(dev.stream)
-            self.graphable = False          # e.g. a library call that refuses capture
-            self.kernels_per_run = 0
-            self._steps(values, scratch)
-            return None
-        graph = check(cu.cuStreamEndCapture(dev.stream), "cuStreamEndCapture")
+            cu.cuStreamEndCapture(dev.stream)      # (its error, if any, is the same one)
+            return self._uncapturable(values, scratch)
+        err, graph = cu.cuStreamEndCapture(dev.stream)
+        if int(err) != 0:                          # e.g. a library call invalidated it
+            return self._uncapturable(values, scratch)
         exe = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
         check(cu.cuGraphDestroy(graph), "cuGraphDestroy")
         return exe
+
+    def _uncapturable(self, values: dict, scratch: dict) -> None:
+        self.graphable = False
+        self.kernels_per_run = 0
+        self._steps(values, scratch)
+        return None
 
     def _launch(self, step: dict, values: dict, scratch: dict) -> None:
         pointers = [scratch[p].ptr if isinstance(p, str) else values[p].ptr for p in step["args"]]

@@ -220,6 +220,21 @@ def test_stable_programs_replay_as_one_graph(fake) -> None:
     assert la.debug.metrics().graph_replays == m.graph_replays
 
 
+def test_a_capture_the_stream_refuses_falls_back_to_launches(fake, monkeypatch) -> None:
+    cu = _driver()
+    real_end = cu.cuStreamEndCapture
+
+    def invalidated(stream):
+        real_end(stream)
+        return (cuda_fake.CUresult.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, None)
+    monkeypatch.setattr(cu, "cuStreamEndCapture", invalidated)
+    x = la.asarray(np.arange(10, dtype=np.float32))
+    for step in range(5):
+        np.testing.assert_allclose((x * (step + 2.5)).numpy(), np.arange(10) * (step + 2.5))
+    m = la.debug.metrics()
+    assert m.graph_captures == 0 and m.graph_replays == 0 and m.kernels_launched >= 5
+
+
 def test_graphs_can_be_turned_off(fake) -> None:
     x = la.asarray(np.ones(16, np.float32))
     with la.config.override(cuda_graphs=False):
