@@ -57,10 +57,9 @@ def _make_cuda(name: str):
 
 def _cuda_stats() -> dict:
     """Counters of every CUDA device made so far (summed), for la.debug.metrics()."""
-    from .devices.cuda import CudaDevice
     total: dict = {}
     for state in runtime.live_states():
-        if isinstance(state.device, CudaDevice):
+        if state.device.platform == "cuda":
             for k, v in state.device.stats().items():
                 total[k] = total.get(k, 0) + v
     return total
