@@ -38,6 +38,7 @@ from .cuda_blas import OP_N, OP_T, gemm, gemm_arguments, matrix_layout  # noqa: 
 from .cuda_driver import available, check, driver, missing  # noqa: F401  (re-exported)
 from .cuda_graphs import GraphCache
 from .cuda_memory import CachingAllocator, CudaBuffer, PinnedStaging
+from .cuda_solver import run_library_call
 from .device import Device
 
 SCALAR_SLOT = 8          # bytes per runtime scalar in the parameter block (aligned)
@@ -482,6 +483,10 @@ class CudaExecutable:
             if gemm(self.device, ins, operands, self._out(pos, values), *shapes):
                 self.kernels_per_run += 1
                 return
+        call = (P.PRIMITIVES[ins.op].device_calls or {}).get("cuda")   # the stanza's own
+        if call is not None and run_library_call(self.device, ins, self._out(pos, values),
+                                                 operands, call):
+            return
         host = [self.device.get(b) for b in operands]       # host fallback, exact reference
         with np.errstate(all="ignore"):
             out = P.PRIMITIVES[ins.op].reference(*host, **ins.attrs)
