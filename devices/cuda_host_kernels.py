@@ -35,20 +35,29 @@ def host_kernels(module: Module, donated: frozenset, gpu: Program) -> dict:
         # a CPU partial reduction's epilogue is a step of its own ("<kernel>_epilogue")
         owner = re.sub(r"_epilogue$", "", step["kernel"])
         by_kernel.setdefault(_ident(owner), []).append(step)
-    out = {}
+    out, done = {}, set()
     for step in gpu.steps:
         if step["type"] != "launch":
             continue
-        base = re.sub(r"^k\d+_", "", step["fn"])
-        if base in by_kernel:
-            work = by_kernel[base]
-        elif base[-2:] in ("_1", "_2") and base[:-2] in by_kernel:
-            work = by_kernel[base[:-2]] if base.endswith("_1") else []
-        else:
+        owner = _owner(re.sub(r"^k\d+_", "", step["fn"]), by_kernel)
+        if owner is None:
             raise ValueError(f"fake cuda: launch {step['fn']!r} matches no kernel of the "
                              f"host program ({', '.join(sorted(by_kernel))})")
+        # a kernel launched in stages (a full reduction's two, an opaque op's loops): the
+        # host steps do all of it at the first launch, nothing is left for the others
+        work = [] if owner in done else by_kernel[owner]
+        done.add(owner)
         out[step["fn"]] = (_runner(exe, work, step["args"]), len(step["args"]))
     return out
+
+
+def _owner(base: str, by_kernel: dict) -> Any:
+    """The host kernel a GPU entry belongs to: the same name, or the name with a stage
+    suffix (`_<n>`)."""
+    if base in by_kernel:
+        return base
+    stem = re.sub(r"_\d+$", "", base)
+    return stem if stem in by_kernel and stem != base else None
 
 
 def _runner(exe: Any, steps: list, params: list) -> Callable:

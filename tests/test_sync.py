@@ -249,28 +249,6 @@ def test_a_failed_sync_caches_nothing(device, monkeypatch, fresh_metrics):
     assert fresh_metrics.compiles == before + 1
 
 
-def test_a_sync_that_failed_in_an_earlier_test_does_not_leak_into_the_next(
-        device, monkeypatch, request):
-    """A tensor whose sync failed stays pending (and alive, held by the failed test's
-    traceback): `fresh_metrics` drops it, so the next test's sync is its own. Without
-    that, the failed-sync tests above passed or failed by the order the suite ran in."""
-    state = runtime.get_device(device)
-    runtime.clear_caches()                 # so that the sync below compiles (and fails)
-    leftover = la.asarray([1.0, 2.0]) * 7
-    monkeypatch.setattr(state.device, "compile", _failing_compile)
-    with pytest.raises(Boom):
-        leftover.numpy()
-    monkeypatch.undo()
-    metrics = request.getfixturevalue("fresh_metrics")     # what the next test starts with
-    y = la.asarray([1.0, 2.0]) * 3
-    monkeypatch.setattr(state.device, "compile", _failing_compile)
-    with pytest.raises(Boom):
-        y.numpy()
-    monkeypatch.undo()
-    np.testing.assert_allclose(y.numpy(), [3, 6])
-    assert metrics.compiles == 1 and not leftover.is_materialized
-
-
 def test_strict_mode_from_the_environment(tmp_path):
     import subprocess
     script = tmp_path / "user_code.py"
