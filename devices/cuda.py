@@ -30,10 +30,11 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..compiler import primitive as P
+from ..compiler import profile_hooks
 from ..compiler.driver import compile as compile_program, gpu_arch
 from ..compiler.module import Module
 from ..compiler.program import Program
-from . import cuda_driver
+from . import cuda_driver, gpu_timer
 from .cuda_blas import OP_N, OP_T, gemm, gemm_arguments, matrix_layout  # noqa: F401  (re-exported)
 from .cuda_driver import available, check, driver, missing  # noqa: F401  (re-exported)
 from .cuda_graphs import GraphCache
@@ -126,7 +127,10 @@ class CudaDevice(Device):
             check(self.cu.cuMemcpyHtoDAsync(buf.ptr, block.ptr, host.nbytes, self.stream), "HtoD")
             self.staging.give(block, self.stream)
         self.counters["bytes_to_device"] += host.nbytes
-        self.counters["transfer_seconds"] += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.counters["transfer_seconds"] += t1 - t0
+        if profile_hooks.ACTIVE:
+            profile_hooks.ACTIVE.span("transfer", "host_to_device", t0, t1, {"bytes": host.nbytes})
         return buf
 
     def get(self, buffer: CudaBuffer) -> np.ndarray:
@@ -143,7 +147,10 @@ class CudaDevice(Device):
         else:
             self.synchronize()       # still a read on the host: errors surface here
         self.counters["bytes_from_device"] += out.nbytes
-        self.counters["transfer_seconds"] += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.counters["transfer_seconds"] += t1 - t0
+        if profile_hooks.ACTIVE:
+            profile_hooks.ACTIVE.span("transfer", "device_to_host", t0, t1, {"bytes": out.nbytes})
         return out
 
     def copy(self, src: CudaBuffer, dst: CudaBuffer) -> None:
@@ -297,7 +304,10 @@ class CudaExecutable:
         self._bind_parameters(args, values)
         self._bind_aliases(values)
         self.kernels_per_run = 0
-        if self.graphable and dev.settings()["cuda_graphs"]:
+        prof = profile_hooks.ACTIVE
+        if prof:              # a profile records: events around each step, kernel by kernel
+            self._profiled(prof, values)
+        elif self.graphable and dev.settings()["cuda_graphs"]:
             self._run_graph(values)
         else:
             self._steps(values, self._allocate(values))
@@ -377,8 +387,20 @@ class CudaExecutable:
             return own
         return buf
 
-    def _steps(self, values: dict, scratch: dict) -> None:
+    def _profiled(self, prof: Any, values: dict) -> None:
+        """One run with an event pair around each step (devices/gpu_timer.py); it waits
+        for the device, so that the profile gets each kernel's time."""
+        scratch = self._allocate(values)
+        timer = gpu_timer.EventTimer(self.device.cu, self.device.stream)
         for step in self.steps:
+            mark = timer.start()
+            self._steps(values, scratch, [step])
+            timer.stop(mark, gpu_timer.kernel_name(step, self.program), "gpu")
+        self.device.synchronize()
+        timer.report(prof, self.program.name)
+
+    def _steps(self, values: dict, scratch: dict, steps: Optional[list] = None) -> None:
+        for step in self.steps if steps is None else steps:
             if step["type"] == "launch":
                 self._launch(step, values, scratch)
             else:

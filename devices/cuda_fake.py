@@ -28,6 +28,7 @@ import enum
 import hashlib
 import re
 import threading
+import time
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -99,6 +100,7 @@ class Event(Handle):
     def __init__(self) -> None:
         super().__init__()
         self.done = True
+        self.at = None              # perf_counter when its record ran
 
 
 class Graph(Handle):
@@ -333,6 +335,7 @@ class FakeDriver:
 
         def run() -> None:
             event.done = True
+            event.at = time.perf_counter()
         return self._enqueue(stream, "event", run)
 
     def cuEventQuery(self, event: Event) -> tuple:
@@ -351,6 +354,12 @@ class FakeDriver:
 
     def cuEventDestroy(self, event: Event) -> tuple:
         return (CUresult.CUDA_SUCCESS,)
+
+    def cuEventElapsedTime(self, start: Event, end: Event) -> tuple:
+        """Host seconds between the two events' runs (the stand-in runs work on the host)."""
+        if start.at is None or end.at is None:
+            return (CUresult.CUDA_ERROR_NOT_READY, 0.0)
+        return (CUresult.CUDA_SUCCESS, (end.at - start.at) * 1e3)
 
     # ---- modules, launches ----------------------------------------------------------
 
