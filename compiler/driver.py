@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from . import graphviz, profile_hooks
 from .codegen.library_calls import library_step
 from .kernel_cost import kernel_info
@@ -24,17 +26,21 @@ CPU_LIBRARY = "cpu-library"   # the host's code for a shared library (ahead of t
                               # small code model), not for the JIT
 
 def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(), *,
-            verify: bool = False, dumps: bool = False, progress: Any = None) -> Program:
+            verify: bool = False, dumps: bool = False, progress: Any = None,
+            separate_buffers: bool = False) -> Program:
     """Compile `module` for `target`. `donated`: parameter numbers whose buffers the
     caller gives up, so outputs and temporaries may be written into them once they are
     dead. `verify`: run the verifier after every pass. `dumps`: fill `Program.dumps`
     with the text of every stage (optimized HLO, fusion decisions, Graphviz, LLVM IR,
     assembly or PTX). `progress(stage, done, total)`, when given, hears how far the CPU
-    compiler is (kernels generated, then optimizing and emitting)."""
+    compiler is (kernels generated, then optimizing and emitting). `separate_buffers`
+    (CPU): every value in a buffer of its own but for in-place pairs, as the GPU runtime
+    allocates them (the host code that stands in for a GPU program's kernels,
+    devices/cuda_host_kernels.py)."""
     if target in (CPU, CPU_LIBRARY):
         return _compile_cpu(module, frozenset(donated), verify, dumps, progress,
-                            library=target == CPU_LIBRARY)
-    return _compile_nvptx(module, target, verify, dumps)
+                            library=target == CPU_LIBRARY, separate_buffers=separate_buffers)
+    return _compile_nvptx(module, target, frozenset(donated), verify, dumps)
 
 
 def target_id(target: str = CPU) -> tuple:
@@ -84,9 +90,12 @@ def runtime_layout() -> Any:
 
 
 def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
-                 progress: Any = None, library: bool = False) -> Program:
+                 progress: Any = None, library: bool = False,
+                 separate_buffers: bool = False) -> Program:
     from .codegen import cpu_kernels, llvm_target
     plan = compile_plan(module, verify=verify, donate_inputs=donated)
+    if separate_buffers:
+        plan = _separate_buffers(plan)
     span = profile_hooks.span         # a profile times each stage (no-op otherwise)
     with span("codegen", "cpu_kernels"):
         ir_text, steps = cpu_kernels.generate(plan, module.name, progress=progress)
@@ -106,9 +115,27 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     return program
 
 
-def _compile_nvptx(module: Module, arch: str, verify: bool, dumps: bool) -> Program:
+def _separate_buffers(plan: ExecutionPlan) -> ExecutionPlan:
+    """The plan with each value in a slot of its own, except an output updated in place,
+    which keeps its donated parameter's."""
+    from .plan import BufferPlan
+    ins = plan.module.instructions
+    slot_of = {pos: pos for pos in range(len(ins))}
+    aliases = dict(plan.buffers.aliases)
+    for out, param in aliases.items():
+        slot_of[out] = param
+    sizes = [int(np.prod(i.shape, dtype=np.int64)) * i.dtype.itemsize for i in ins]
+    buffers = BufferPlan(slot_of, sizes, sum(sizes), aliases=aliases)
+    return ExecutionPlan(plan.module, plan.kernels, buffers, plan.decisions)
+
+
+def _compile_nvptx(module: Module, arch: str, donated: frozenset, verify: bool,
+                   dumps: bool) -> Program:
     from .codegen import nvptx
-    plan = compile_plan(module, verify=verify)
+    # donation: an elementwise update may write over its donated parameter in place (the
+    # plan's aliases); the device gives such a pair one buffer
+    plan = compile_plan(module, verify=verify, donate_inputs=donated) if donated \
+        else compile_plan(module, verify=verify)
     with profile_hooks.span("codegen", "nvptx"):
         gpu = nvptx.emit_plan(plan, arch, module.name)
     steps = []
@@ -117,7 +144,7 @@ def _compile_nvptx(module: Module, arch: str, verify: bool, dumps: bool) -> Prog
             steps.append(_launch_step(s))
         else:           # a LIBRARY or OPAQUE kernel: its stanza's library call
             steps += [library_step(plan.module, s.name, pos) for pos in s.outputs]
-    program = _program(plan, arch, gpu.ptx.encode(), steps, frozenset())
+    program = _program(plan, arch, gpu.ptx.encode(), steps, donated)
     program.scratch = dict(gpu.scratch)
     if dumps:
         program.dumps = _plan_texts(plan)

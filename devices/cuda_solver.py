@@ -27,8 +27,9 @@ class SolverContext:
         self.device.copy(src, dst)
 
     def copy_bytes(self, src_ptr: int, dst_ptr: int, nbytes: int) -> None:
-        from .cuda import check, driver
-        check(driver().cuMemcpyDtoDAsync(dst_ptr, src_ptr, nbytes, self.device.stream), "DtoD")
+        from .cuda_driver import check
+        check(self.device.cu.cuMemcpyDtoDAsync(dst_ptr, src_ptr, nbytes, self.device.stream),
+              "DtoD")
 
     def synchronize(self) -> None:
         self.device.synchronize()
@@ -38,17 +39,16 @@ def solver_context(device: Any) -> Optional[SolverContext]:
     """The device's context (made once), or None without nvmath-python's cuSOLVER."""
     ctx = getattr(device, "_solver_context", None)
     if ctx is None:
-        blas = device.cublas()
-        try:
-            from nvmath.bindings import cusolverDn
+        try:      # nvmath's cuBLAS bindings too: the calls use routines beyond the device's GEMM
+            from nvmath.bindings import cublas, cusolverDn
         except ImportError:
-            blas = None
-        if blas is None:
             ctx = False
         else:
+            blas = cublas.create()
+            cublas.set_stream(blas, int(device.stream))
             handle = cusolverDn.create()
             cusolverDn.set_stream(handle, int(device.stream))
-            ctx = SolverContext(device, blas, (cusolverDn, handle))
+            ctx = SolverContext(device, (cublas, blas), (cusolverDn, handle))
         device._solver_context = ctx
     return ctx or None
 

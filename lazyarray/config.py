@@ -103,7 +103,16 @@ FLAGS = {f.name: f for f in [
          "computes what is pending (a loop that never reads a value would otherwise grow "
          "its graph, and its compile time, without bound); 0: no limit."),
     Flag("test_devices", "", _str,
-         "Comma-separated devices the test suite runs on; empty means every device present."),
+         "Comma-separated devices the test suite runs on; empty means every device present "
+         "('cuda' there with fake_cuda set runs the suite on the host-memory stand-in)."),
+    Flag("fake_cuda", False, _bool,
+         "Serve the 'cuda' device from a stand-in for the CUDA driver backed by host memory "
+         "(devices/cuda_fake.py), its kernels run by the CPU target's code of the same "
+         "fusion plan: the CUDA runtime (buffers, transfers, launches, graphs, cuBLAS calls) "
+         "runs and is tested without a GPU. Read when the 'cuda' device is first made."),
+    Flag("cuda_graphs", True, _bool,
+         "Let the 'cuda' device capture a cached program whose buffers are the same as in "
+         "earlier runs as a CUDA graph and replay it in one launch."),
 ]}
 
 

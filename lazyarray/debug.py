@@ -10,6 +10,7 @@ from .tensor import Tensor
 
 def metrics() -> _metrics.Metrics:
     """Counters since the start (or the last `reset_metrics`)."""
+    _metrics.refresh()           # what devices count themselves (transfers, graphs, memory)
     return _metrics.METRICS
 
 

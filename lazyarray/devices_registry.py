@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .devices.interpreter import InterpreterDevice
-from . import config, debug, runtime
+from . import config, debug, metrics, runtime
 
 runtime.register_device("interpreter", lambda name: InterpreterDevice())
 
@@ -43,13 +43,44 @@ def _stage_of_device(stage: str):
 _register_cpu()
 
 
-def _register_cuda() -> None:
-    """'cuda' and 'cuda:N' exist only where cuda-python imports and a GPU is present."""
+def _cuda_settings() -> dict:
+    v = config._values
+    return {"cuda_graphs": v["cuda_graphs"], "cache_dir": v["cache_dir"], "debug": v["debug"]}
+
+
+def _make_cuda(name: str):
+    """A CUDA device; where none can be made, the error says whether the GPU, the NVIDIA
+    driver or the `cuda` extra (cuda-python) is missing."""
     from .devices import cuda
-    if cuda.available():
-        runtime.register_device("cuda", lambda name: cuda.CudaDevice(name),
-                                count=lambda: cuda.check(cuda.driver().cuDeviceGetCount(),
-                                                         "cuDeviceGetCount"))
+    return cuda.CudaDevice(name, _cuda_settings, fake=config.fake_cuda)
+
+
+def _cuda_stats() -> dict:
+    """Counters of every CUDA device made so far (summed), for la.debug.metrics()."""
+    total: dict = {}
+    for state in runtime.live_states():
+        if state.device.platform == "cuda":
+            for k, v in state.device.stats().items():
+                total[k] = total.get(k, 0) + v
+    return total
+
+
+def _register_cuda() -> None:
+    """'cuda' and 'cuda:N' are always known names; making one raises a clear error where
+    no GPU (or the stand-in, LAZYARRAY_FAKE_CUDA=1) is usable."""
+    from .devices import cuda_driver
+    cuda_driver.use_fake(config.fake_cuda)     # so that cuda.available() tells the truth
+    runtime.register_device("cuda", _make_cuda, count=_cuda_count)
+    metrics.register_source(_cuda_stats)
+
+
+def _cuda_count() -> int:
+    """The GPUs the driver counts; 1 where none is usable (making 'cuda' then says why)."""
+    from .devices import cuda_driver
+    fake = config.fake_cuda
+    if cuda_driver.missing(fake) is not None:
+        return 1
+    return cuda_driver.check(cuda_driver.driver(fake).cuDeviceGetCount(), "cuDeviceGetCount")
 
 
 _register_cuda()

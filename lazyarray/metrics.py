@@ -22,6 +22,18 @@ class Metrics:
     executable_evictions: int = 0    # compiled programs dropped by the in-memory LRU bound
     graph_size_syncs: int = 0        # syncs forced by a pending graph past max_graph_ops
     graph_break_sites: collections.Counter = field(default_factory=collections.Counter)
+    # host time of syncs besides compile_seconds and run_seconds: tracing the graph into
+    # a module and looking it up, and (devices that copy) host<->device transfers
+    trace_seconds: float = 0.0
+    transfer_seconds: float = 0.0
+    bytes_to_device: int = 0
+    bytes_from_device: int = 0
+    # the CUDA device: graph replays of cached programs, its allocator's bytes now
+    graph_captures: int = 0
+    graph_replays: int = 0
+    graph_fallbacks: int = 0
+    device_allocated_bytes: int = 0
+    device_reserved_bytes: int = 0
     peak_bytes: dict = field(default_factory=dict)          # module name -> bytes
     recompiles: list = field(default_factory=list)          # (site, reason)
     # call site -> the last key compiled there, to explain a recompile
@@ -38,10 +50,41 @@ class Metrics:
 
 METRICS = Metrics()
 
+# Devices count some things themselves (devices do not import lazyarray): a source is a
+# function returning such counters, cumulative except the GAUGES, which are read as they
+# are now. `refresh` folds them into METRICS, relative to the last `reset`.
+_SOURCES: list = []
+_BASELINE: dict = {}
+GAUGES = {"allocated_bytes": "device_allocated_bytes", "reserved_bytes": "device_reserved_bytes"}
+COUNTERS = ("transfer_seconds", "bytes_to_device", "bytes_from_device", "graph_captures",
+            "graph_replays", "graph_fallbacks")
+
+
+def register_source(source: Any) -> None:
+    _SOURCES.append(source)
+
+
+def _read_sources() -> dict:
+    total: dict = {}
+    for source in _SOURCES:
+        for k, v in source().items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def refresh() -> None:
+    now = _read_sources()
+    for k in COUNTERS:
+        setattr(METRICS, k, now.get(k, 0) - _BASELINE.get(k, 0))
+    for k, name in GAUGES.items():
+        setattr(METRICS, name, now.get(k, 0))
+
 
 def reset() -> None:
     fresh = Metrics()
     METRICS.__dict__.update(fresh.__dict__)
+    _BASELINE.clear()
+    _BASELINE.update(_read_sources())
 
 
 def explain_change(old: tuple, new: tuple) -> str:

@@ -334,9 +334,11 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
     rec = profile_hooks.ACTIVE      # a profile records: mark the phases (lazyarray/profiler.py)
     if rec:
         rec.sync_begin(state, site, len(nodes))
+    t0 = time.perf_counter()
     cap = capture(nodes, OFFERED if donate else None)
     if cap.donated_nodes and not _donation_safe(cap):
         cap = capture(nodes, None)
+    METRICS.trace_seconds += time.perf_counter() - t0
     if rec:
         rec.sync_mark("capture")
     exe = _executable(state, cap, site)

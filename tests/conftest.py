@@ -14,12 +14,36 @@ from harness import device_names
 import hypothesis_profiles  # noqa: F401  (profiles 'ci' and 'long' for --hypothesis-profile)
 
 
+def _register_fake_cuda() -> None:
+    """"fakecuda": the CUDA device over the host-memory stand-in for its driver
+    (tests/test_cuda_fake.py; LAZYARRAY_TEST_DEVICES=fakecuda runs the suite on it)."""
+    from lazyarray import devices_registry, runtime
+    from lazyarray.devices.cuda import CudaDevice
+    runtime.register_device(
+        "fakecuda", lambda name: CudaDevice(name, devices_registry._cuda_settings, fake=True))
+
+
+_register_fake_cuda()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--op-matrix", choices=("smoke", "diagonal", "full"), default=None,
         help="how much of the op table runs on compiled devices: diagonal (every dtype and "
              "every variant at least once, the default), smoke (two calls per case) or full "
              "(every dtype with every variant, as the interpreter always runs)")
+    parser.addoption(
+        "--shuffle-seed", type=int, default=None,
+        help="run the collected tests in a random order drawn from this seed")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """--shuffle-seed N: run the tests in an order drawn from N (state that leaks from one
+    test into another shows up as a failure that depends on the seed)."""
+    seed = config.getoption("--shuffle-seed")
+    if seed is not None:
+        import random
+        random.Random(seed).shuffle(items)
 
 
 @pytest.fixture
@@ -47,10 +71,22 @@ def device(request: pytest.FixtureRequest):
         yield name
 
 
+def drop_leftover_pending() -> None:
+    """Forget the tensors earlier tests left pending on every device. A test that failed
+    keeps its tensors alive (the traceback holds its frames) and pending (a failed sync
+    leaves them so): without this they would join the next test's first sync, and a test
+    that counts compiles or makes a sync fail on purpose would depend on the order."""
+    from lazyarray import runtime
+    for state in runtime.live_states():
+        state.take_pending()
+
+
 @pytest.fixture
 def fresh_metrics():
-    """Metrics counted from zero, and no executable cached from earlier tests."""
+    """Metrics counted from zero, no executable cached from earlier tests, and nothing
+    left pending by them."""
     from lazyarray import runtime
+    drop_leftover_pending()
     runtime.clear_caches()
     la.debug.reset_metrics()
     return la.debug.metrics()
@@ -58,10 +94,11 @@ def fresh_metrics():
 
 @pytest.fixture
 def clean_metrics():
-    """Metrics from zero, after computing whatever earlier tests left pending on any device
-    (a leftover would join this test's first program)."""
+    """Metrics from zero, after dropping whatever earlier tests left pending on any device
+    (a leftover would join this test's first program; one whose sync failed would fail
+    it)."""
     from lazyarray import runtime
-    la.sync()
+    drop_leftover_pending()
     runtime.clear_caches()
     la.debug.reset_metrics()
     return la.debug.metrics()

@@ -43,7 +43,7 @@ LIBDEVICE = {
     "log_plus_one": "log1p", "rsqrt": "rsqrt", "tanh": "tanh", "sine": "sin",
     "cosine": "cos", "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan",
     "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
-    "erf": "erf", "power": "pow", "atan2": "atan2",
+    "erf": "erf", "power": "pow", "atan2": "atan2", "fmod": "fmod",
 }
 
 # math name -> LLVM intrinsic that NVPTX lowers to a single instruction

@@ -50,6 +50,23 @@ def reshape(e, ins: Any, index: list):
     return e.at(x, list(reversed(head)) + tail)
 
 
+def same_element(e, shape: tuple, from_shape: tuple, index: list) -> list:
+    """The index into `shape` of the element at `index` of `from_shape` (same row-major
+    position; the shapes have equal sizes). A reduction kernel writes each epilogue output
+    (a keepdims reshape, a 0-d result) at the reduced shape's index through this."""
+    if tuple(shape) == tuple(from_shape):
+        return list(index)
+    if [n for n in shape if n != 1] == [n for n in from_shape if n != 1]:
+        kept = iter([i for i, n in zip(index, from_shape) if n != 1])
+        return [const(0) if n == 1 else next(kept) for n in shape]
+    lin = e.linear(tuple(from_shape), index)
+    out: list = []
+    for n in reversed(shape):
+        out.append(e.b.urem(lin, const(n)) if n != 1 else const(0))
+        lin = e.b.udiv(lin, const(n)) if n != 1 else lin
+    return list(reversed(out))
+
+
 def transpose(e, ins: Any, index: list):
     (x,) = ins.operands
     perm = ins.attrs["permutation"]

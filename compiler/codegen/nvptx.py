@@ -37,6 +37,7 @@ import llvmlite.ir as ir
 from . import gpu_math
 from ..primitive import PRIMITIVES
 from ..primitives.reduction import reducer_of
+from .index_rules import same_element
 from .loops import counted_loop
 from ..shapes import num_elements
 
@@ -164,10 +165,40 @@ def _libdevice_bytes() -> bytes:
         return f.read()
 
 
+# The libdevice functions some module of this process needed, with what they call, as
+# bitcode: (names, bytes). Parsing all of libdevice (~500 functions) for every compile took
+# 87 ms of a first GPU compile; this subset parses in a fraction of that, and libdevice
+# itself is parsed again only when a module needs a function not in it yet.
+_SUBSET: list = [frozenset(), b""]
+
+
+def _libdevice_subset(needed: set) -> Any:
+    """A parsed module holding at least the libdevice functions `needed` (and their
+    callees); the others are gone."""
+    names, code = _SUBSET
+    if not needed <= names:
+        names = frozenset(names | needed)
+        lib = llvm.parse_bitcode(_libdevice_bytes())
+        for f in lib.functions:
+            if not f.is_declaration and f.name not in names:
+                f.linkage = "internal"
+        for g in lib.global_variables:
+            if not g.is_declaration:
+                g.linkage = "internal"
+        mpm = llvm.create_new_module_pass_manager()
+        mpm.add_global_dead_code_eliminate_pass()
+        mpm.run(lib, llvm.create_pass_builder(target_machine(DEFAULT_ARCH),
+                                              llvm.create_pipeline_tuning_options()))
+        code = lib.as_bitcode()
+        _SUBSET[:] = [names, code]
+    return llvm.parse_bitcode(code)
+
+
 def _link_libdevice(llmod: Any, keep: set) -> None:
-    """Link libdevice in and make all of it internal, so that only what the kernels call
-    survives optimization (libdevice has ~500 functions; unused ones cost nothing)."""
-    lib = llvm.parse_bitcode(_libdevice_bytes())
+    """Link the libdevice functions the kernels call and make all of it internal, so that
+    only what the kernels use survives optimization."""
+    needed = {f.name for f in llmod.functions if f.name.startswith("__nv_") and f.is_declaration}
+    lib = _libdevice_subset(needed)
     lib.triple = TRIPLE
     llmod.link_in(lib)
     for f in llmod.functions:
@@ -569,7 +600,7 @@ def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
     launches: list = []
     scratch: dict = {}
     for k, kernel in enumerate(plan.kernels):
-        name = f"{prefix}k{k}_{_ident(kernel.name)}"
+        name = prefix + kernel_entry_name(k, kernel.name)
         if kernel.kind == LOOP:
             launches.append(_loop_kernel(mod, plan, kernel, name))
         elif kernel.kind == REDUCTION:
@@ -583,6 +614,11 @@ def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
             # None: the stanza's library call (compiler/driver.py makes the step)
             launches.extend(specs) if specs is not None else launches.append(kernel)
     return launches, scratch
+
+
+def kernel_entry_name(k: int, kernel_name: str) -> str:
+    """The PTX entry of the plan's k-th kernel (a full reduction's two stages add _1, _2)."""
+    return f"k{k}_{_ident(kernel_name)}"
 
 
 def _ident(name: str) -> str:
@@ -719,7 +755,6 @@ class _ReductionCode:
         em = self._em(b, args)
         ins = self.plan.module.instructions
         em.push_scope()
-        key_ids = tuple(id(v) for v in out_index)
         j = 0
         for p in self.roots:
             if not reducer_of(ins[p]).arg:
@@ -728,9 +763,12 @@ class _ReductionCode:
             else:
                 value = em.index_to(accs[j + 1], ins[p].dtype)
                 j += 2
-            em.scopes[-1][(p,) + key_ids] = (value, list(out_index))
+            # the memo's own key (constants by value): a lookup at the same index hits
+            em.remember(p, out_index, value)
+        out_shape = tuple(n for d, n in enumerate(self.shape) if d not in self.axes)
         for pos in self.late:
-            _store(em, pos, out_index)
+            # an epilogue output may have another shape of the same size (keepdims, 0-d)
+            _store(em, pos, same_element(em, ins[pos].shape, out_shape, out_index))
         em.pop_scope()
 
     def partial_types(self) -> list:

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# The GPU check in one command, from the repository root of lazyarray on a machine with an
+# NVIDIA GPU and a Python that has numpy, llvmlite and cuda-python (PyTorch beside it for
+# the bench):
+#
+#     bash bench/gpu_check.sh [output-folder]          # PYTHON=... to pick the interpreter
+#
+# 1. installs lazyarray (editable, no dependency resolution), and any wheel carried in a
+#    `wheels/` folder beside the repository or inside it (nvidia-cublas, nvidia-nvjitlink,
+#    ...: whatever the machine lacks, fetched elsewhere);
+# 2. runs the test suite on "cuda", then on "cpu,cuda", then on "cuda" again in an order
+#    drawn from a random seed (--shuffle-seed; the seed is in the summary);
+# 3. runs bench/bench_cuda.py beside PyTorch eager and torch.compile;
+# 4. writes ONE file, <output-folder>/summary.md: pass/fail counts of each run, the first
+#    lines of every failure, and the bench table as ratios (logs and JSON sit beside it).
+set -u
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+OUT="${1:-gpu-check-$(date -u +%Y%m%d-%H%M%S)}"
+mkdir -p "$OUT"
+SEED="${SHUFFLE_SEED:-$RANDOM}"
+TESTS="${GPU_CHECK_TESTS:-tests}"        # a narrower selection for a quick look
+
+echo "== install" | tee "$OUT/install.log"
+for dir in wheels ../wheels; do
+    if ls "$dir"/*.whl >/dev/null 2>&1; then
+        "$PY" -m pip install --no-deps --no-index --find-links "$dir" "$dir"/*.whl >>"$OUT/install.log" 2>&1
+    fi
+done
+if ! "$PY" -m pip install --no-deps --no-build-isolation -e . >>"$OUT/install.log" 2>&1; then
+    # an editable install of this checkout already there serves as well
+    here="$(pwd)"
+    "$PY" -c "import lazyarray, os, sys; sys.exit(not lazyarray.__file__.startswith('$here' + os.sep))" \
+        || { echo "pip install -e . failed: see $OUT/install.log"; exit 1; }
+    echo "install failed; using the editable install of $here already present" | tee -a "$OUT/install.log"
+fi
+"$PY" - >>"$OUT/install.log" 2>&1 <<'EOF'
+import lazyarray as la
+from lazyarray.devices import cuda_driver, cuda_blas, cuda_link
+print("cuda:", cuda_driver.missing() or "available")
+print("cuBLAS library:", (cuda_blas.library_paths() or ["none found"])[0])
+print("nvJitLink:", "yes" if cuda_link.nvjitlink() is not None else "no (PTX is JIT-compiled by the driver)")
+EOF
+
+XDIST=""
+"$PY" -c "import xdist" 2>/dev/null && XDIST="-n auto"
+run_suite() {      # name, devices, extra pytest options
+    echo "== suite $1 (LAZYARRAY_TEST_DEVICES=$2 $3)"
+    LAZYARRAY_TEST_DEVICES="$2" "$PY" -m pytest $TESTS -o addopts="" -q $XDIST -p no:randomly \
+        --tb=short -rfE --junitxml="$OUT/$1.xml" $3 >"$OUT/$1.log" 2>&1
+    tail -1 "$OUT/$1.log"
+}
+run_suite cuda cuda ""
+run_suite cpu_cuda cpu,cuda ""
+run_suite cuda_shuffled cuda "--shuffle-seed $SEED"
+
+if [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
+    echo "== bench"
+    "$PY" -m pytest bench/bench_cuda.py -o addopts="" -q --benchmark-only \
+        --benchmark-json="$OUT/bench_cuda.json" >"$OUT/bench.log" 2>&1
+    tail -1 "$OUT/bench.log"
+fi
+
+"$PY" - "$OUT" "$SEED" <<'EOF'
+import glob, os, subprocess, sys
+import xml.etree.ElementTree as ET
+out, seed = sys.argv[1], sys.argv[2]
+lines = ["# lazyarray GPU check", ""]
+try:
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+except OSError:
+    gpu = "nvidia-smi not found"
+lines += [f"GPU: {gpu}", f"shuffle seed: {seed}", ""]
+with open(os.path.join(out, "install.log")) as f:
+    lines += ["```", *[l.rstrip() for l in f if ":" in l and not l.startswith(" ")][-3:], "```", ""]
+lines += ["| run | passed | failed | errors | skipped |", "|---|---|---|---|---|"]
+failures = []
+for name in ("cuda", "cpu_cuda", "cuda_shuffled"):
+    path = os.path.join(out, name + ".xml")
+    if not os.path.exists(path):
+        lines.append(f"| {name} | (no result: see {name}.log) | | | |")
+        continue
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root)
+    total = {k: sum(int(s.get(k, 0)) for s in suites) for k in ("tests", "failures", "errors", "skipped")}
+    passed = total["tests"] - total["failures"] - total["errors"] - total["skipped"]
+    lines.append(f"| {name} | {passed} | {total['failures']} | {total['errors']} | {total['skipped']} |")
+    for case in root.iter("testcase"):
+        for bad in list(case.findall("failure")) + list(case.findall("error")):
+            text = (bad.get("message") or bad.text or "").strip().splitlines()
+            failures.append(f"- [{name}] {case.get('classname')}::{case.get('name')}: "
+                            + " / ".join(t.strip() for t in text[:3])[:400])
+lines += ["", f"## Failures ({len(failures)})", ""] + (failures or ["none"])
+lines += ["", "## Bench (bench/bench_cuda.py; ratios: best peer / lazyarray, above 1 = lazyarray faster)", ""]
+bench = os.path.join(out, "bench_cuda.json")
+if os.path.exists(bench):
+    sys.path.insert(0, "bench")
+    import report
+    lines.append(report.markdown(report.load(bench)))
+else:
+    lines.append("no bench results: see bench.log")
+with open(os.path.join(out, "summary.md"), "w") as f:
+    f.write("\n".join(lines) + "\n")
+print("summary:", os.path.join(out, "summary.md"))
+EOF

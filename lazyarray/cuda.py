@@ -1,0 +1,38 @@
+"""`la.cuda`: the CUDA device's memory and state, as `torch.cuda` names them.
+
+    la.cuda.is_available()          # a GPU, its driver and cuda-python (or the stand-in)
+    la.cuda.memory_allocated()      # bytes held by live tensors
+    la.cuda.memory_reserved()       # that plus the allocator's cache
+    la.cuda.empty_cache()           # return the cached blocks to the driver
+"""
+from __future__ import annotations
+
+from . import config, runtime
+
+
+def is_available() -> bool:
+    from .devices import cuda_driver
+    return cuda_driver.missing(config.fake_cuda) is None
+
+
+def _device(device: str):
+    return runtime.get_device(device).device
+
+
+def empty_cache(device: str = "cuda") -> int:
+    """Return the blocks the caching allocator keeps for reuse to the driver (other
+    programs may then use the memory); the bytes released. Live tensors keep theirs."""
+    return _device(device).empty_cache()
+
+
+def memory_allocated(device: str = "cuda") -> int:
+    return _device(device).allocator.allocated
+
+
+def memory_reserved(device: str = "cuda") -> int:
+    return _device(device).allocator.reserved
+
+
+def synchronize(device: str = "cuda") -> None:
+    """Wait until the device has finished everything queued (a sync does not wait)."""
+    _device(device).synchronize()
