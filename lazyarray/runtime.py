@@ -28,7 +28,9 @@ from typing import Any, Iterator, Optional
 from . import config
 from .callsite import format_frame, user_frame, user_site
 from .metrics import METRICS, explain_change
+from .compiler import dtypes as D
 from .compiler import profile_hooks
+from .compiler.node import Node
 from .compiler.trace import DonatedBuffer, capture
 from .devices.device import Device
 
@@ -382,8 +384,6 @@ _MID_SEEN: list = []
 
 def _measure_mid_baseline() -> int:
     """The count `_donation_safe` sees for an inner node held only by its user."""
-    from .compiler import dtypes as D
-    from .compiler.node import Node
     leaf = Node("parameter", (), (), D.float32, {}, buffer=object())
     offered = weakref.WeakSet([leaf])
     out = Node("negate", (Node("negate", (leaf,), (), D.float32, {}),), (), D.float32, {})
