@@ -31,6 +31,7 @@ from .metrics import METRICS, explain_change
 from .compiler import dtypes as D
 from .compiler import profile_hooks
 from .compiler.node import Node
+from .compiler.replay import save_inputs, scalar_comments
 from .compiler.trace import DonatedBuffer, capture
 from .devices.device import Device
 
@@ -259,7 +260,7 @@ class FailedValue(DonatedBuffer):
 
     def _fail(self) -> None:
         # a fresh exception each time: raising one object again would grow its traceback
-        raise SyncError(*self.error.args) from self.error.__cause__
+        raise type(self.error)(*self.error.args) from self.error.__cause__
 
     def __repr__(self) -> str:
         return f"<failed value {self.dtype.short}{list(self.shape)}: {self.error}>"
@@ -481,10 +482,30 @@ def _blame(state: DeviceState, node: Any, error: Exception) -> SyncError:
 
 
 def _sync_error(node: Any, site: Any, error: BaseException) -> SyncError:
-    e = SyncError(f"{node.op} -> {node.dtype.short}{list(node.shape)}, recorded at "
-                  f"{format_frame(site)}, could not be computed: {type(error).__name__}: {error}")
+    e = _error_class(type(error))(
+        f"{node.op} -> {node.dtype.short}{list(node.shape)}, recorded at "
+        f"{format_frame(site)}, could not be computed: {type(error).__name__}: {error}")
     e.__cause__ = error
     return e
+
+
+_ERROR_CLASSES: dict = {}
+
+
+def _error_class(kind: type) -> type:
+    """A SyncError that is also of the original error's type, so that `except
+    np.linalg.LinAlgError` (or ValueError, ...) still catches a failed value where a
+    NumPy user expects it; plain SyncError where the two cannot be combined."""
+    cls = _ERROR_CLASSES.get(kind)
+    if cls is None:
+        try:
+            cls = type(f"SyncError[{kind.__name__}]", (SyncError, kind), {}) \
+                if issubclass(kind, Exception) and not issubclass(kind, SyncError) else SyncError
+            str(cls("a message"))     # an error type that wants other arguments cannot join
+        except Exception:             # (incompatible layouts, NumPy's memory error, ...)
+            cls = SyncError
+        _ERROR_CLASSES[kind] = cls
+    return cls
 
 
 _MID_BASELINE = _measure_mid_baseline()
@@ -530,7 +551,6 @@ def _dump(module: Any, args: list) -> None:
     every input in `<name>.inputs.npz`: `run_hlo` replays the dump exactly."""
     if not config.dump:
         return
-    from .compiler.replay import save_inputs, scalar_comments
     os.makedirs(config.dump, exist_ok=True)
     base = os.path.join(config.dump, module.name)
     with open(base + ".hlo", "w") as f:
