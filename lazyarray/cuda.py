@@ -8,10 +8,10 @@
 from __future__ import annotations
 
 from . import config, runtime
+from .devices import cuda_driver
 
 
 def is_available() -> bool:
-    from .devices import cuda_driver
     return cuda_driver.missing(config.fake_cuda) is None
 
 
