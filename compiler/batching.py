@@ -40,12 +40,15 @@ class BatchedArgument:
     def __init__(self, shape: tuple, dtype: Any) -> None:
         self.shape, self.dtype = shape, dtype
 
-    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+    def _fail(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(
             f"vmap: the value of a batched argument ({self.dtype.short}{list(self.shape)} per "
             "element) cannot be read inside the vmapped function: it is traced once for the "
             "whole batch. Use la.where instead of Python `if` on a value, or read the "
             "result after vmap returns")
+
+    # a runtime reads a buffer as an array, or a 0-d one as a Python number
+    __array__ = __float__ = __int__ = __index__ = __complex__ = _fail
 
     def __repr__(self) -> str:
         return f"<batched argument {self.dtype.short}{list(self.shape)}>"

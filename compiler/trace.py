@@ -45,6 +45,11 @@ class DonatedBuffer:
     def __array__(self, *args: Any, **kwargs: Any) -> Any:
         self._fail()
 
+    def __float__(self) -> float:      # a 0-d buffer may be read as a Python number
+        self._fail()
+
+    __int__ = __index__ = __complex__ = __float__
+
     def __repr__(self) -> str:
         return f"<donated buffer {self.dtype.short}{list(self.shape)}>"
 
