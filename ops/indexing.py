@@ -6,10 +6,11 @@ several index arrays are broadcast together and linearized into one index over t
 merged dimensions they select. Updates use `dynamic_update_slice` (unit-step slices),
 `pad` + `select` (strided slices), `select` (boolean masks) or `scatter` (index arrays).
 
-Index arrays may be nodes (their values are known only when the graph runs: negative
-entries are wrapped at run time; out-of-range ones are clamped when reading, as `gather`
-does, and skipped when writing, as `scatter` does) or NumPy arrays (known now: they are
-range-checked and raise IndexError like Python ints). Python ints (an index, or a slice's
+Index arrays may be NumPy arrays or computed tensors whose values are on the host (known
+now: they are range-checked and raise IndexError as in NumPy), or pending nodes (their
+values are known only when the graph runs: negative entries are wrapped at run time;
+out-of-range ones are clamped when reading, as `gather` does, and skipped when writing,
+as `scatter` does). Python ints (an index, or a slice's
 written start) become a `dynamic_slice` with runtime scalar starts while the result's
 shape is computed from them here: a loop over `x[i]` or `x[i:i + 64]` compiles once per
 shape.
@@ -248,8 +249,11 @@ def _static_index(op: str, arr: np.ndarray, dim: Optional[int], n: int) -> np.nd
     return np.where(arr < 0, arr + n, arr)
 
 
-def _dynamic_index(idx: Node, n: int) -> Node:
-    """Wrap negative entries (run time); out-of-range ones are left to gather's clamp."""
+def _dynamic_index(idx: Node, n: int, op: str = "getitem", dim: Optional[int] = None) -> Node:
+    """Wrap negative entries (run time); out-of-range ones are left to gather's clamp,
+    unless the values are already on the host: then they are checked now, as NumPy does."""
+    if isinstance(idx.buffer, np.ndarray):
+        _static_index(op, idx.buffer, dim, n)
     unsigned = idx.dtype.kind == "uint"
     idx = convert(idx, D.int64)
     if unsigned or n == 0:
@@ -293,7 +297,7 @@ def getitem(x: Node, key: Any, lift: Optional[LiftArray] = None) -> Node:
         if isinstance(e.value, np.ndarray):
             arrays.append(_static_index("getitem", e.value, e.dim, n))
         else:
-            arrays.append(_dynamic_index(e.value, n))
+            arrays.append(_dynamic_index(e.value, n, "getitem", e.dim))
     adjacent = dims == list(range(dims[0], dims[0] + len(dims))) and not _split_by_ellipsis(key)
     if not adjacent:
         rest = [d for d in range(y.ndim) if d not in dims]
@@ -351,6 +355,8 @@ def take_along_axis(x: Any, indices: Any, axis: int = -1) -> Node:
     count = int(np.prod(batch, dtype=np.int64))
     # linearize: row r of the flattened batch starts at r * n
     flat = apply("reshape", broadcast_to(x, batch + (n,)), shape=(count * n,))
+    if isinstance(idx.buffer, np.ndarray):
+        _static_index("take_along_axis", idx.buffer, axis, n)
     idx = _dynamic_index(broadcast_to(idx, batch + (m,)), n)
     rows = apply("iota", shape=(count, m), dtype=D.int64, dimension=0)
     rows = apply("reshape", rows, shape=batch + (m,))
@@ -463,7 +469,7 @@ def _single_axis_update(x: Node, entries: list, value: Node, lift: LiftArray) ->
     if isinstance(e.value, np.ndarray):
         index = lift(np.asarray(_static_index("setitem", e.value, e.dim, n), order="C"))
     else:
-        index = _dynamic_index(e.value, n)
+        index = _dynamic_index(e.value, n, "setitem", e.dim)
     shape = x.shape[:e.dim] + index.shape + x.shape[e.dim + 1:]
     value = _fit_value("setitem", value, shape)
     if 0 in shape:                  # nothing to write

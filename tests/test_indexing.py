@@ -362,3 +362,20 @@ def test_random_keys_match_numpy(shape_key):
     b[key] = value
     x[key] = la.asarray(value, device="interpreter")
     np.testing.assert_array_equal(x.numpy(), b)      # repeated indices: the last write wins
+
+
+def test_index_tensors_whose_values_are_known_are_range_checked_as_numpy_does():
+    """A computed index tensor (values on the host) out of range raises IndexError at the
+    call, for take, indexing, take_along_axis and setitem; a pending one is clamped at run
+    time (its values do not exist yet), as the module docstring says."""
+    x = la.asarray(np.arange(5.0))
+    for bad in (lambda: la.take(x, la.asarray([0, 7])), lambda: x[la.asarray([-6])],
+                lambda: la.take_along_axis(x, la.asarray([9]), axis=0)):
+        with pytest.raises(IndexError, match="out of bounds for dimension 0 with size 5"):
+            bad()
+    y = la.asarray(np.zeros(3))
+    with pytest.raises(IndexError, match="index 4 is out of bounds"):
+        y[la.asarray([4])] = 1.0
+    np.testing.assert_array_equal(y.numpy(), np.zeros(3))
+    np.testing.assert_array_equal(la.take(x, la.asarray([0, -1])).numpy(), [0.0, 4.0])
+    np.testing.assert_array_equal(x[la.asarray([1]) + 10].numpy(), [4.0])
