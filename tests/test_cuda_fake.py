@@ -349,7 +349,16 @@ def test_a_missing_gpu_driver_or_extra_is_named(monkeypatch) -> None:
 
     def broken(fake=None):
         raise RuntimeError("libcuda.so.1: cannot open shared object file")
-    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", object())
+    # cuda-python importable (a stand-in for its modules, whether or not it is installed)
+    import types
+    stand_in = types.ModuleType("cuda.bindings.driver")
+    package = types.ModuleType("cuda.bindings")
+    package.driver = stand_in
+    root = types.ModuleType("cuda")
+    root.bindings = package
+    for name, module in (("cuda", root), ("cuda.bindings", package),
+                         ("cuda.bindings.driver", stand_in)):
+        monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(cuda_driver, "_DRIVER", None)
     monkeypatch.setattr(cuda_driver, "driver", broken)
     assert "driver library" in cuda_driver.missing(False)
