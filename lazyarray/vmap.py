@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence, Union
 from .compiler import batching
 from .compiler.node import Node
 from .compiler.primitive import apply
+from .pytree import tree_flatten
 from .tensor import Tensor
 from .creation import asarray
 
@@ -51,7 +52,7 @@ def _call(fun: Callable, args: tuple, in_axes: Axes, out_axes: Axes) -> Any:
         out = fun(*stand_ins)
     finally:
         _forget_traced(state, inputs)
-    flat_out, rebuild = _flatten(out)
+    flat_out, rebuild = tree_flatten(out)
     if not all(isinstance(t, Tensor) for t in flat_out):
         raise TypeError("vmap: the function must return tensors (or lists, tuples and dicts "
                         f"of them), got {type(out).__name__}")
@@ -116,27 +117,6 @@ def _forget_traced(state: Any, inputs: dict) -> None:
 
 
 # ---- results ------------------------------------------------------------------------------
-
-def _flatten(out: Any) -> tuple:
-    if isinstance(out, Tensor):
-        return [out], lambda xs: xs[0]
-    if isinstance(out, (list, tuple)):
-        parts = [_flatten(o) for o in out]
-        counts = [len(p[0]) for p in parts]
-
-        def rebuild(xs: list) -> Any:
-            items, i = [], 0
-            for (_, r), n in zip(parts, counts):
-                items.append(r(xs[i:i + n]))
-                i += n
-            return type(out)(items)
-        return [x for p in parts for x in p[0]], rebuild
-    if isinstance(out, dict):
-        keys = list(out)
-        flat, rebuild_values = _flatten([out[k] for k in keys])
-        return flat, lambda xs: dict(zip(keys, rebuild_values(xs)))
-    return [out], lambda xs: xs[0]
-
 
 def _out_axes(out_axes: Axes, n: int) -> list:
     if isinstance(out_axes, (list, tuple)):
