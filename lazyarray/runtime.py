@@ -98,11 +98,14 @@ class DeviceState:
         self.lock = threading.RLock()
         self.recorded = 0         # ops recorded since the last sync (bounds the graph)
 
-    def add_pending(self, tensor: Any) -> None:
-        """Note a newly recorded tensor; past `max_graph_ops` records since the last sync,
-        compute what is pending first (see `_graph_too_big`)."""
+    def add_pending(self, tensor: Any, listed: bool = False) -> None:
+        """Note a newly recorded tensor (`listed`: already appended to `pending` by a
+        caller that lists it before it holds its node, see `Tensor._assign`); past
+        `max_graph_ops` records since the last sync, compute what is pending first (see
+        `_graph_too_big`)."""
+        if not listed:
+            self.pending.append(weakref.ref(tensor))
         tensor._node.site = user_frame()
-        self.pending.append(weakref.ref(tensor))
         if len(self.pending) > self.compact_at:
             self.pending = [r for r in self.pending if r() is not None]
             self.compact_at = max(4096, 2 * len(self.pending))

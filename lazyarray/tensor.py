@@ -91,11 +91,17 @@ class Tensor:
     def _assign(self, node: Node) -> None:
         """Make this tensor hold a new value (functional __setitem__)."""
         node = _own(node)
-        self._node = node
         if node.buffer is None:
-            self._state.add_pending(self)
+            # listed before it holds the node: an interrupt in between must not leave an
+            # uncomputed tensor out of `pending` (a later donation could then take a leaf
+            # its value needs); listed with its old, computed value it is just skipped
+            self._state.pending.append(weakref.ref(self))
+            self._node = node
+            self._state.add_pending(self, listed=True)
             if callsite.SITES is not None:
                 callsite.tag(node)
+        else:
+            self._node = node
 
     # ---- properties ---------------------------------------------------------------
 
