@@ -9,11 +9,13 @@ A target is "cpu" (the host: its triple, CPU name and features) or an NVPTX arch
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from . import graphviz, profile_hooks
+from .codegen.control_steps import control_step, is_control, step_positions
 from .codegen.library_calls import library_step
 from .kernel_cost import kernel_info
 from .module import Module
@@ -97,8 +99,15 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     if separate_buffers:
         plan = _separate_buffers(plan)
     span = profile_hooks.span         # a profile times each stage (no-op otherwise)
+    if library and any(_control_kernels(plan)):
+        op = plan.module.instructions[_control_kernels(plan)[0].members[0]].op
+        raise ValueError(f"ahead-of-time compilation: {op} (la.while_loop, la.fori_loop, "
+                         "la.scan, la.cond) runs as host-driven steps and cannot be "
+                         "compiled into a shared library yet")
+    control = functools.partial(control_step, plan, compile_sub=lambda m: compile(m, CPU))
     with span("codegen", "cpu_kernels"):
-        ir_text, steps = cpu_kernels.generate(plan, module.name, progress=progress)
+        ir_text, steps = cpu_kernels.generate(plan, module.name, progress=progress,
+                                              control=control)
     functions = sum(1 for s in steps if "fn" in s)
     if progress is not None:
         progress("optimizing", functions, functions)
@@ -113,6 +122,10 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         program.dumps = _plan_texts(plan)
         program.dumps.update(llvm=str(llmod), asm=llvm_target.emit_assembly(llmod))
     return program
+
+
+def _control_kernels(plan: ExecutionPlan) -> list:
+    return [k for k in plan.kernels if k.kind == "opaque" and is_control(plan, k)]
 
 
 def _separate_buffers(plan: ExecutionPlan) -> ExecutionPlan:
@@ -167,6 +180,8 @@ def _referenced(plan: ExecutionPlan, steps: list) -> set:
         if s["type"] == "library":
             refs.add(s["pos"])
             refs.update(s["operands"])
+        elif s["type"] in ("while", "conditional"):
+            refs.update(step_positions(s))
         refs.update(r["pos"] for r in s.get("roots", []) if r["pos"] is not None)
     return refs
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler import primitive as P
+from ..compiler.computation import evaluate_instruction
 from ..compiler.module import Module
 from .device import HostDevice
 
@@ -25,14 +25,10 @@ class InterpretedExecutable:
         return [values[o] for o in self.module.outputs]
 
 
-def evaluate(ins: Any, operands: list, arg: Any = None) -> np.ndarray:
-    """One instruction's value from its operands' values."""
-    if ins.op == "parameter":
-        return np.asarray(arg, dtype=ins.dtype.np).reshape(ins.shape)
-    if ins.op == "constant":
-        return ins.attrs["value"].array.astype(ins.dtype.np).reshape(ins.shape)
-    out = P.PRIMITIVES[ins.op].reference(*operands, **ins.attrs)
-    return np.asarray(out, dtype=ins.dtype.np).reshape(ins.shape)
+def evaluate(ins: Any, operands: list, arg: Any = None) -> Any:
+    """One instruction's value from its operands' values (a tuple of arrays for a while's
+    or a conditional's tuple result: their sub-computations run with the references)."""
+    return evaluate_instruction(ins, operands, arg)
 
 
 class InterpreterDevice(HostDevice):
