@@ -124,16 +124,15 @@ def _result_leaves(op: str, what: str, result: Any, types: Sequence[Any], state:
     Python numbers take the dtype of the leaf they stand for."""
     leaves, _ = tree_flatten(result)
     if len(leaves) != len(types):
-        raise TypeError(f"{op}: {what} returned {len(leaves)} leaves, the state has "
-                        f"{len(types)}")
+        raise TypeError(f"{op}: {what} have different structures ({len(leaves)} vs "
+                        f"{len(types)} leaves)")
     out = []
     for k, (x, t) in enumerate(zip(leaves, types)):
         if not isinstance(x, Tensor):
             x = api.asarray(x, dtype=t.dtype, device=state.device.name)
         if x.shape != tuple(t.shape) or x.dtype is not t.dtype:
-            raise TypeError(f"{op}: {what} returned {x.dtype.name}{list(x.shape)} for state "
-                            f"leaf {k}, which is {t.dtype.name}{list(t.shape)}; a loop's "
-                            "state keeps its shapes and dtypes")
+            raise TypeError(f"{op}: {what} differ at leaf {k}: {x.dtype.name}{list(x.shape)} "
+                            f"vs {t.dtype.name}{list(t.shape)} (shapes and dtypes must match)")
         out.append(x._node)
     return out
 
@@ -185,7 +184,7 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     init = [t._node for t in leaves]
 
     def body(ts: list) -> list:
-        return _result_leaves("while_loop", "body_fun", body_fun(rebuild(ts)), init, state)
+        return _result_leaves("while_loop", "body_fun's result and its input state", body_fun(rebuild(ts)), init, state)
 
     outs = _while("while_loop", state, init, lambda ts: cond_fun(rebuild(ts)), body)
     return rebuild([Tensor._wrap(n, state) for n in outs])
@@ -238,7 +237,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any) -> Any:
     carry = [t._node for t in leaves]
 
     def step(i: Tensor, ts: list) -> list:
-        return _result_leaves("fori_loop", "body_fun", body_fun(i, rebuild(ts)), carry, state)
+        return _result_leaves("fori_loop", "body_fun's result and its input state", body_fun(i, rebuild(ts)), carry, state)
 
     outs = _counted("fori_loop", state, lo, trips, carry, step, ("fori", len(carry), 0))
     return rebuild([Tensor._wrap(n, state) for n in outs])
@@ -265,8 +264,8 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
         k = (n - 1) - i if reverse else i
         x = x_rebuild([_row(x, k) for x in x_leaves]) if x_rebuild is not None else None
         new, y = f(rebuild(ts[:nc]), x)
-        new_nodes = _result_leaves("scan", "f's carry", new, carry, state)
-        y_nodes = _result_leaves("scan", "f's y", y, y_types, state)
+        new_nodes = _result_leaves("scan", "f's carry out and carry in", new, carry, state)
+        y_nodes = _result_leaves("scan", "f's y and its first trace", y, y_types, state)
         return new_nodes + [_put_row(ys, y, k) for ys, y in zip(ts[nc:], y_nodes)]
 
     trips = scalar_leaf(n, D.int32) if n not in (0, 1, -1) else kept_constant(n, D.int32)
@@ -346,7 +345,8 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
     results, caps = [], []
     try:
         for k, (ph, out) in enumerate(traced):
-            nodes = _result_leaves("cond", f"branch {k}", out, [t._node for t in first], state) \
+            nodes = _result_leaves("cond", "the branches' results", out,
+                                   [t._node for t in first], state) \
                 if k else [t._node for t in first]
             results.append(nodes)
             seen = {id(n) for n in caps}
