@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler.computation import evaluate_instruction
+from ..compiler import primitive as P
 from ..compiler.module import Module
 from .device import HostDevice
 
@@ -27,8 +27,16 @@ class InterpretedExecutable:
 
 def evaluate(ins: Any, operands: list, arg: Any = None) -> Any:
     """One instruction's value from its operands' values (a tuple of arrays for a while's
-    or a conditional's tuple result: their sub-computations run with the references)."""
-    return evaluate_instruction(ins, operands, arg)
+    or a conditional's tuple result: their references run the sub-computations)."""
+    if ins.op == "parameter":
+        return np.asarray(arg, dtype=ins.dtype.np).reshape(ins.shape)
+    if ins.op == "constant":
+        return ins.attrs["value"].array.astype(ins.dtype.np).reshape(ins.shape)
+    out = P.PRIMITIVES[ins.op].reference(*operands, **ins.attrs)
+    if isinstance(ins.dtype, tuple):
+        return tuple(np.asarray(v, dtype=d.np).reshape(s)
+                     for v, s, d in zip(out, ins.shape, ins.dtype))
+    return np.asarray(out, dtype=ins.dtype.np).reshape(ins.shape)
 
 
 class InterpreterDevice(HostDevice):

@@ -56,6 +56,13 @@ def _check_params(op: str, operands: tuple, what: str, module: Any) -> None:
         fail(op, operands, f"{what} takes {_fmt(_param_types(module))}, not the operands' types")
 
 
+def _no_batching(node: Any, size: int, operands: Any, batched: Any) -> Any:
+    raise NotImplementedError(
+        f"vmap: {node.op} (la.while_loop, la.fori_loop, la.scan, la.cond) has no batching "
+        "rule yet; inside vmap set la.config.compiled_control_flow = False (the traced "
+        "fallback batches like any graph), or loop over the batch")
+
+
 # ---- while ---------------------------------------------------------------------------------
 
 def _while_infer(operands: tuple, cond: Any, body: Any, scan: Any = None) -> tuple:
@@ -92,7 +99,7 @@ def _while_vjp(g: Any, out: Any, *operands: Any, cond: Module, body: Module,
 while_ = primitive("while", CONTROL, _while_infer, _while_reference, attrs=("cond", "body", "scan"),
                    doc="Repeat the body over the state while the condition holds; the "
                        "final state (a tuple).",
-                   vjp=_while_vjp)
+                   vjp=_while_vjp, batch=_no_batching)
 
 
 # ---- conditional ---------------------------------------------------------------------------
@@ -128,7 +135,7 @@ conditional = primitive("conditional", CONTROL, _conditional_infer, _conditional
                         attrs=("branches",),
                         doc="Run the branch the index names (clamped) on the operands; its "
                             "results (a tuple).",
-                        vjp=_conditional_vjp)
+                        vjp=_conditional_vjp, batch=_no_batching)
 
 
 # ---- get_tuple_element ---------------------------------------------------------------------
@@ -161,5 +168,6 @@ def _gte_vjp(g: Any, out: Any, t: Any, index: int) -> tuple:
 
 get_tuple_element = primitive(
     "get_tuple_element", CONTROL, _gte_infer, lambda t, index: t[index], attrs=("index",),
-    doc="One value of a tuple (the result of a while or a conditional).", vjp=_gte_vjp)
+    doc="One value of a tuple (the result of a while or a conditional).", vjp=_gte_vjp,
+    batch=_no_batching)
 
