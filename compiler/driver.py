@@ -104,7 +104,8 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         raise ValueError(f"ahead-of-time compilation: {op} (la.while_loop, la.fori_loop, "
                          "la.scan, la.cond) runs as host-driven steps and cannot be "
                          "compiled into a shared library yet")
-    control = functools.partial(control_step, plan, compile_sub=lambda m: compile(m, CPU))
+    control = functools.partial(control_step, plan, compile_sub=lambda m: compile(
+        m, CPU, separate_buffers=separate_buffers))
     with span("codegen", "cpu_kernels"):
         ir_text, steps = cpu_kernels.generate(plan, module.name, progress=progress,
                                               control=control)
@@ -133,11 +134,13 @@ def _separate_buffers(plan: ExecutionPlan) -> ExecutionPlan:
     which keeps its donated parameter's."""
     from .plan import BufferPlan
     ins = plan.module.instructions
-    slot_of = {pos: pos for pos in range(len(ins))}
+    slot_of = {pos: pos for pos in range(len(ins)) if not isinstance(ins[pos].dtype, tuple)}
     aliases = dict(plan.buffers.aliases)
     for out, param in aliases.items():
         slot_of[out] = param
-    sizes = [int(np.prod(i.shape, dtype=np.int64)) * i.dtype.itemsize for i in ins]
+    # a tuple (a while's result) is never in memory: its elements are
+    sizes = [0 if isinstance(i.dtype, tuple) else
+             int(np.prod(i.shape, dtype=np.int64)) * i.dtype.itemsize for i in ins]
     buffers = BufferPlan(slot_of, sizes, sum(sizes), aliases=aliases)
     return ExecutionPlan(plan.module, plan.kernels, buffers, plan.decisions)
 
@@ -155,6 +158,8 @@ def _compile_nvptx(module: Module, arch: str, donated: frozenset, verify: bool,
     for s in gpu.launches:
         if isinstance(s, nvptx.LaunchSpec):
             steps.append(_launch_step(s))
+        elif is_control(plan, s):   # a while/conditional: sub-programs for this GPU
+            steps.append(control_step(plan, s, compile_sub=lambda m: compile(m, arch)))
         else:           # a LIBRARY or OPAQUE kernel: its stanza's library call
             steps += [library_step(plan.module, s.name, pos) for pos in s.outputs]
     program = _program(plan, arch, gpu.ptx.encode(), steps, donated)

@@ -461,7 +461,8 @@ def _blame(state: DeviceState, node: Any, error: Exception) -> SyncError:
     while budget > 0 and not isinstance(error, SyncError):
         deeper = None
         for o in {id(o): o for o in culprit.operands}.values():
-            if o.buffer is not None or not o.operands or budget <= 0:
+            if o.buffer is not None or not o.operands or budget <= 0 \
+                    or type(o.dtype) is tuple:       # a while's tuple: not a value alone
                 continue
             budget -= 1
             try:
@@ -482,8 +483,9 @@ def _blame(state: DeviceState, node: Any, error: Exception) -> SyncError:
 
 
 def _sync_error(node: Any, site: Any, error: BaseException) -> SyncError:
+    from .compiler.printer import type_text      # a tuple type (a while's) too
     e = _error_class(type(error))(
-        f"{node.op} -> {node.dtype.short}{list(node.shape)}, recorded at "
+        f"{node.op} -> {type_text(node.shape, node.dtype)}, recorded at "
         f"{format_frame(site)}, could not be computed: {type(error).__name__}: {error}")
     e.__cause__ = error
     return e

@@ -265,3 +265,61 @@ def test_aot_refuses_control_flow_by_name():
     module = parse_module(_hlo(y))
     with pytest.raises(ValueError, match="ahead-of-time compilation: while"):
         compile_program(module, CPU_LIBRARY)
+
+
+# ---- the CUDA device: the fake driver runs it, ptxas checks the PTX ---------------------------
+
+def test_the_cuda_device_runs_control_steps_on_the_fake_driver():
+    """The CUDA runtime drives the sub-programs (their kernels launched on the stand-in,
+    the condition read back each iteration) and gives NumPy's values; the gradient
+    through a scan too."""
+    from conftest import drop_leftover_pending
+    drop_leftover_pending()
+    with la.config.override(device="fakecuda", cache_dir="off"):
+        assert _la_collatz(la.asarray(np.int64(27))).item() == _collatz_steps(27)
+        w, x = np.array([[0.5, 0.1], [-0.2, 0.9]]), np.array([1.0, 2.0])
+        got = la.fori_loop(1, 6, lambda i, v: la.tanh(la.asarray(w) @ v) * i, la.asarray(x))
+        want = x
+        for i in range(1, 6):
+            want = np.tanh(w @ want) * i
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+        got = la.cond(la.asarray(np.float64(-1.0)) > 0, lambda v: v * 2.0, lambda v: v - 3.0,
+                      la.asarray(x))
+        assert got.numpy().tolist() == [-2.0, -1.0]
+        rng = np.random.default_rng(0)
+        h0, xs, wr = rng.standard_normal(4), rng.standard_normal((3, 4)), rng.standard_normal((4, 4)) * 0.5
+        check_direction(lambda a, b, c: _rnn(a, b, c)[0], [h0, xs, wr], device="fakecuda")
+
+
+def _ptx_of(program) -> list:
+    """The PTX of a GPU program and of every sub-program its control steps hold."""
+    from lazyarray.compiler.program import sub_program
+    out = [program.code.decode()] if program.code else []
+    for step in program.steps:
+        subs = ([step.get("cond"), step.get("body")] if step["type"] == "while"
+                else step.get("branches", []))
+        out += [ptx for s in subs if s is not None for ptx in _ptx_of(sub_program(s))]
+    return out
+
+
+def test_the_ptx_of_every_sub_computation_assembles():
+    from lazyarray.compiler.codegen import gpu_math, ptxas
+    from lazyarray.compiler.driver import compile as compile_program
+    if ptxas.find_ptxas() is None or gpu_math.libdevice_path() is None:
+        pytest.skip("ptxas or libdevice not found (no CUDA toolkit)")
+    x = la.asarray(np.linspace(0.1, 1.0, 8, dtype=np.float32))
+
+    def step(c, r):
+        grown = la.while_loop(lambda v: v.sum() < 30.0, lambda v: la.exp(v) + r, c)
+        return la.cond(r > 0.5, lambda g: g * 0.5, lambda g: g, grown), la.sum(grown)
+    carry, ys = la.scan(step, x, x)
+    with la.GradientTape() as tape:
+        tape.watch(x)
+        loss = la.scan(lambda c, r: (la.tanh(c * r), c.sum()), x, x)[1].sum()
+    (g,) = tape.gradient(loss, [x])
+    for t in (carry, ys, g):
+        program = compile_program(parse_module(_hlo(t)), "sm_80")
+        texts = _ptx_of(program)
+        assert len(texts) >= 3         # the enclosing program's and its sub-programs'
+        for k, ptx in enumerate(texts):
+            ptxas.assemble(ptx, "sm_80", f"control{k}")
