@@ -323,3 +323,9 @@ def test_the_ptx_of_every_sub_computation_assembles():
         assert len(texts) >= 3         # the enclosing program's and its sub-programs'
         for k, ptx in enumerate(texts):
             ptxas.assemble(ptx, "sm_80", f"control{k}")
+
+
+def test_a_loop_over_constants_runs_at_run_time_not_in_constant_folding():
+    r = la.while_loop(lambda v: v.sum() < 100.0, lambda v: v * 2.0 + 1.0, la.zeros(3))
+    assert "while(" in la.debug.ir(r, "optimized_hlo")
+    assert r.numpy().tolist() == [63.0, 63.0, 63.0]
