@@ -138,17 +138,20 @@ def sub_program(data: dict) -> Program:
     return Program.from_cache(data["meta"], base64.b64decode(data["code"]))
 
 
-def run_while(step: dict, state: list, run_cond: Any, run_body: Any) -> list:
-    """The loop of a "while" step over host-side handles: `run_cond(state) -> bool`,
-    `run_body(state) -> the varying values`; returns the final state. Devices share it."""
+def run_while(step: dict, state: list, run_cond: Any, run_body: Any, truth: Any) -> list:
+    """The loop of a "while" step over host-side handles: `run_cond(state)` -> [pred],
+    `run_body(state)` -> the varying values then the next pred, `truth(pred) -> bool`
+    (a read back to the host); returns the final state. Devices share it."""
     vary = step["varying"]
-    while run_cond(state):
+    go = truth(run_cond(state)[0])
+    while go:
         if run_body is None:
             raise RuntimeError("while_loop: the body changes none of the loop's state, so "
                                "a loop whose condition holds would never end")
         new = run_body(state)
         for k, v in zip(vary, new):
             state[k] = v
+        go = truth(new[-1])
     return state
 
 

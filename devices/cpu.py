@@ -441,8 +441,8 @@ class CPUExecutable:
         operands = [self._scratch(arrays, o) for o in step["operands"]]
         if step["type"] == "while":
             cond, body = subs
-            state = run_while(step, operands, lambda st: bool(cond.run(st)[0]),
-                              body.run if body is not None else None)
+            state = run_while(step, operands, cond.run, body.run if body is not None else None,
+                              bool)
         else:
             state = subs[branch_index(step, operands[0])].run(operands[1:])
         for p, k in step["outputs"]:

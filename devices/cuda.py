@@ -535,8 +535,9 @@ class CudaExecutable:
             return out
         if step["type"] == "while":
             cond, body = subs
-            state = run_while(step, operands, lambda st: bool(dev.get(run(cond, st)[0])),
-                              (lambda st: run(body, st)) if body is not None else None)
+            state = run_while(step, operands, lambda st: run(cond, st),
+                              (lambda st: run(body, st)) if body is not None else None,
+                              lambda pred: bool(dev.get(pred)))
         else:
             k = branch_index(step, dev.get(operands[0]))
             state = run(subs[k], operands[1:])

@@ -8,9 +8,10 @@ Steps (plain JSON-able dicts, like every step; compiler/program.py):
 - "while": {"operands": positions of the initial state, "outputs": [[position, tuple
   index], ...] (the get_tuple_element values it writes), "cond": program, "body":
   program, "varying": the state indices the body changes}. The device runs `cond` on the
-  state, reads its pred[] back, and while it holds runs `body` and replaces the varying
-  state values with the body's outputs (in the order of "varying"); the other state
-  values (weights and other captured values) are passed on untouched, never copied.
+  state and reads its pred[] back; while it holds it runs `body`, which computes the
+  varying state values (in the order of "varying") and then the condition on the new
+  state (its last output: one program per iteration); the other state values (weights
+  and other captured values) are passed on untouched, never copied.
 - "conditional": {"operands": [index position, operand positions...], "outputs": as
   above, "branches": [program, ...]}: the device reads the index, clamps it to the
   branches and runs that one on the operands.
@@ -25,7 +26,7 @@ from __future__ import annotations
 import base64
 from typing import Callable
 
-from ..module import Module
+from ..module import Instruction, Module
 from ..plan import ExecutionPlan, Kernel
 from ..primitive import CONTROL, PRIMITIVES
 from ..program import Program
@@ -67,13 +68,30 @@ def control_step(plan: ExecutionPlan, kern: Kernel, compile_sub: Callable[[Modul
         body = ins.attrs["body"]
         vary = varying(body)
         step["varying"] = vary
-        step["cond"] = _program_data(compile_sub(_renamed(ins.attrs["cond"], "cond")))
-        step["body"] = (_program_data(compile_sub(Module(
-            "body", body.instructions, [body.outputs[k] for k in vary]))) if vary else None)
+        cond = ins.attrs["cond"]
+        step["cond"] = _program_data(compile_sub(_renamed(cond, "cond")))
+        step["body"] = _program_data(compile_sub(body_then_cond(body, cond, vary))) \
+            if vary else None
     else:
         step["branches"] = [_program_data(compile_sub(_renamed(b, f"branch{k}")))
                             for k, b in enumerate(ins.attrs["branches"])]
     return step
+
+
+def body_then_cond(body: Module, cond: Module, vary: list) -> Module:
+    """One sub-program per iteration: the body's varying outputs, then the condition on
+    the new state (so an iteration runs one program, not two)."""
+    ins = list(body.instructions)
+    new_state = list(body.outputs)
+    where: dict = {}
+    for p, c in enumerate(cond.instructions):
+        if c.op == "parameter":
+            where[p] = new_state[c.attrs["number"]]
+            continue
+        where[p] = len(ins)
+        ins.append(Instruction(c.op, tuple(where[o] for o in c.operands), c.shape, c.dtype,
+                               c.attrs))
+    return Module("body", ins, [new_state[k] for k in vary] + [where[cond.outputs[0]]])
 
 
 def _renamed(module: Module, name: str) -> Module:
