@@ -259,13 +259,17 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
     ys0 = [apply("broadcast_in_dim", kept_constant(0, t.dtype), shape=(n,) + t.shape,
                  broadcast_dimensions=()) for t in y_types]
     nc = len(carry)
+    if n == 0:            # no step runs (f was traced for the types of ys)
+        ys = [Tensor._wrap(z, state) for z in ys0]
+        return rebuild(leaves), (y_rebuild(ys) if y_types else None)
 
     def step(i: Tensor, ts: list) -> list:
         k = (n - 1) - i if reverse else i
         x = x_rebuild([_row(x, k) for x in x_leaves]) if x_rebuild is not None else None
         new, y = f(rebuild(ts[:nc]), x)
         new_nodes = _result_leaves("scan", "f's carry out and carry in", new, carry, state)
-        y_nodes = _result_leaves("scan", "f's y and its first trace", y, y_types, state)
+        y_nodes = _result_leaves("scan", "f's y and its first trace", y, y_types, state) \
+            if y is not None or y_types else []
         return new_nodes + [_put_row(ys, y, k) for ys, y in zip(ts[nc:], y_nodes)]
 
     trips = scalar_leaf(n, D.int32) if n not in (0, 1, -1) else kept_constant(n, D.int32)

@@ -329,3 +329,22 @@ def test_a_loop_over_constants_runs_at_run_time_not_in_constant_folding():
     r = la.while_loop(lambda v: v.sum() < 100.0, lambda v: v * 2.0 + 1.0, la.zeros(3))
     assert "while(" in la.debug.ir(r, "optimized_hlo")
     assert r.numpy().tolist() == [63.0, 63.0, 63.0]
+
+
+def test_scan_without_xs_without_ys_and_of_length_zero():
+    c, ys = la.scan(lambda c, _: (c * 2.0, c), la.asarray(1.0), length=4)
+    assert c.item() == 16.0 and ys.numpy().tolist() == [1.0, 2.0, 4.0, 8.0]
+    c, ys = la.scan(lambda c, x: (c + x, None), la.asarray(0.0), la.arange(3.0))
+    assert c.item() == 3.0 and ys is None
+    c, ys = la.scan(lambda c, x: (c + x, c * x), la.asarray(5.0), la.zeros((0,)))
+    assert c.item() == 5.0 and ys.shape == (0,)
+
+
+def test_gradients_through_a_cond_inside_a_loop_and_a_scan_without_xs():
+    x = np.array([0.3, -1.2, 0.8])
+
+    def f(a):
+        return la.fori_loop(0, 4, lambda i, v: la.cond(v.sum() > 0, lambda u: la.sin(u) * 2.0,
+                                                       lambda u: u * u - 0.5, v), a)
+    check_direction(f, [x])
+    check_direction(lambda a: la.scan(lambda c, _: (c * a, c), a, length=3)[1], [x])
