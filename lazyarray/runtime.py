@@ -31,6 +31,7 @@ from .metrics import METRICS, explain_change
 from .compiler import dtypes as D
 from .compiler import profile_hooks
 from .compiler.node import Node
+from .compiler.printer import type_text
 from .compiler.replay import save_inputs, scalar_comments
 from .compiler.trace import DonatedBuffer, capture
 from .devices.device import Device
@@ -483,9 +484,8 @@ def _blame(state: DeviceState, node: Any, error: Exception) -> SyncError:
 
 
 def _sync_error(node: Any, site: Any, error: BaseException) -> SyncError:
-    from .compiler.printer import type_text      # a tuple type (a while's) too
     e = _error_class(type(error))(
-        f"{node.op} -> {type_text(node.shape, node.dtype)}, recorded at "
+        f"{node.op} -> {type_text(node.shape, node.dtype)}, recorded at "   # a tuple type too
         f"{format_frame(site)}, could not be computed: {type(error).__name__}: {error}")
     e.__cause__ = error
     return e
