@@ -51,8 +51,7 @@ from . import unrolled  # noqa: E402  (the fallback)
 def _as_tensor(x: Any, state: Any = None) -> Tensor:
     if isinstance(x, Tensor):
         return x
-    return api.asarray(x, device=state.device.name if state is not None else None) \
-        if state is not None else api.asarray(x)
+    return api.asarray(x, device=state.device.name if state is not None else None)
 
 
 def _compiled() -> bool:
@@ -162,17 +161,13 @@ def _while(op: str, state: Any, init: list, cond_fn: Callable, body_fn: Callable
         cap = find_captured(ph_c, [pred])
         seen = {id(n) for n in cap}
         cap += [n for n in find_captured(ph_b, new) if id(n) not in seen]
-        cond_m = build_computation("cond", _renumbered(ph_c, cap), [pred])
-        body_m = build_computation("body", _renumbered(ph_b, cap), list(new) + cap)
+        cond_m = build_computation("cond", list(ph_c) + cap, [pred])
+        body_m = build_computation("body", list(ph_b) + cap, list(new) + cap)
     finally:
         _forget(state, ph_c, [pred])
         _forget(state, ph_b, list(new))
     w = apply("while", *init, *cap, cond=cond_m, body=body_m, scan=scan)
     return [apply("get_tuple_element", w, index=k) for k in range(len(init))]
-
-
-def _renumbered(ph: list, cap: list) -> list:
-    return list(ph) + list(cap)
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
