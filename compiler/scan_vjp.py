@@ -58,7 +58,8 @@ def concrete_int(node: Node, what: str) -> int:
     except Exception as e:
         raise NotImplementedError(
             f"gradient: {what} needs its trip count when the gradient is built, and it is "
-            f"not known ({e}); give the loop bounds as Python ints, or read them first")
+            f"not known on the host ({e}); give the loop bounds as Python ints, or bounds "
+            "held in host memory (a CPU tensor)")
 
 
 def _step_rows(stack: Node, j: Node) -> Node:

@@ -348,3 +348,12 @@ def test_gradients_through_a_cond_inside_a_loop_and_a_scan_without_xs():
                                                        lambda u: u * u - 0.5, v), a)
     check_direction(f, [x])
     check_direction(lambda a: la.scan(lambda c, _: (c * a, c), a, length=3)[1], [x])
+
+
+def test_fori_loop_gradient_with_tensor_bounds_known_on_the_host():
+    x = la.asarray(np.array([0.5, 1.0]))
+    with la.GradientTape() as tape:
+        tape.watch(x)
+        y = la.fori_loop(la.asarray(np.int32(1)), la.asarray(np.int32(4)),
+                         lambda i, v: v * v, x).sum()
+    np.testing.assert_allclose(tape.gradient(y, [x])[0].numpy(), 8 * np.array([0.5, 1.0]) ** 7)
