@@ -28,7 +28,9 @@ read a traced value on the host (`.item()`, `bool()`, printing, a graph break su
 The explicit fallback for such code is a Python loop, which runs one program per
 iteration (or with `la.config.compiled_control_flow = False`, which makes these four
 functions trace as before: `cond` evaluates both branches and selects, `fori_loop`/`scan`
-unroll, `while_loop` reads its condition on the host each iteration). Random numbers
+unroll, `while_loop` reads its condition on the host each iteration). Inside a function
+being vmapped they take that fallback by themselves (while/conditional have no batching
+rule yet; the fallback's graph batches like any other). Random numbers
 drawn inside a traced function are drawn once, when it is traced (pass keys through the
 state to vary them, as in JAX).
 
@@ -45,6 +47,7 @@ from .compiler.node import Node, kept_constant, scalar_leaf
 from .compiler.primitive import apply
 from .pytree import tree_flatten
 from .tensor import Tensor
+from .vmap import DEPTH as VMAP_DEPTH
 from . import unrolled  # noqa: E402  (the fallback)
 
 
@@ -55,7 +58,10 @@ def _as_tensor(x: Any, state: Any = None) -> Tensor:
 
 
 def _compiled() -> bool:
-    return bool(config.compiled_control_flow)
+    """Whether to record HLO control flow: the setting, and not inside a function being
+    vmapped (there is no batching rule for while/conditional yet; the fallback's graph
+    batches like any other)."""
+    return bool(config.compiled_control_flow) and not VMAP_DEPTH[0]
 
 
 def _state_of(leaves: Sequence[Any]) -> Any:

@@ -255,8 +255,6 @@ def test_what_cannot_be_compiled_is_an_error_naming_the_function():
         with la.GradientTape() as tape:
             y = la.while_loop(lambda v: v.sum() < 10.0, lambda v: v * 2.0, x)
         tape.gradient(y.sum(), [x])
-    with pytest.raises(NotImplementedError, match="vmap: while .*compiled_control_flow"):
-        la.vmap(lambda v: la.fori_loop(0, 2, lambda i, a: a * 2.0, v))(la.ones((3, 2)))
 
 
 def test_aot_refuses_control_flow_by_name():
@@ -357,3 +355,23 @@ def test_fori_loop_gradient_with_tensor_bounds_known_on_the_host():
         y = la.fori_loop(la.asarray(np.int32(1)), la.asarray(np.int32(4)),
                          lambda i, v: v * v, x).sum()
     np.testing.assert_allclose(tape.gradient(y, [x])[0].numpy(), 8 * np.array([0.5, 1.0]) ** 7)
+
+
+def test_inside_vmap_the_fallback_is_traced_and_batched():
+    """while/conditional have no batching rule yet: inside a vmapped function the forms
+    take the traced fallback, which batches like any graph."""
+    xs = np.array([[1.0, 2.0], [-3.0, 0.5], [0.0, 4.0]])
+    f = la.vmap(lambda v: la.cond(v.sum() > 0, lambda a: la.fori_loop(0, 3, lambda i, b: b * 2.0 + i, a),
+                                  lambda a: -a, v))
+    want = []
+    for v in xs:
+        if v.sum() > 0:
+            for i in range(3):
+                v = v * 2.0 + i
+            want.append(v)
+        else:
+            want.append(-v)
+    np.testing.assert_allclose(f(la.asarray(xs)).numpy(), want)
+    from lazyarray.compiler import PRIMITIVES, Node
+    with pytest.raises(NotImplementedError, match="vmap: while .*compiled_control_flow"):
+        PRIMITIVES["while"].batch(Node("while", (), (), la.float32, {}), 3, [], [])
