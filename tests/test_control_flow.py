@@ -263,6 +263,10 @@ def test_aot_refuses_control_flow_by_name():
     module = parse_module(_hlo(y))
     with pytest.raises(ValueError, match="ahead-of-time compilation: while"):
         compile_program(module, CPU_LIBRARY)
+    import tempfile
+    with pytest.raises(la.aot.AOTError, match="aot: ahead-of-time compilation: while"):
+        la.aot.compile(lambda a: la.fori_loop(0, 3, lambda i, v: v * 2.0, a),
+                       [np.ones(3, np.float32)], name="doubled", out_dir=tempfile.mkdtemp())
 
 
 # ---- the CUDA device: the fake driver runs it, ptxas checks the PTX ---------------------------
