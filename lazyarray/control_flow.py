@@ -48,7 +48,7 @@ from .compiler.primitive import apply
 from .pytree import tree_flatten
 from .tensor import Tensor
 from .vmap import DEPTH as VMAP_DEPTH
-from . import unrolled  # noqa: E402  (the fallback)
+from . import unrolled      # the fallback (config.compiled_control_flow = False)
 
 
 def _as_tensor(x: Any, state: Any = None) -> Tensor:
@@ -96,8 +96,11 @@ def _trace(op: str, what: str, state: Any, types: Sequence[Any], fn: Callable[[l
     tensors = [Tensor._wrap(n, state) for n in ph]
     try:
         out = fn(tensors)
-    except ValueError as e:
-        if "parameter leaf without a buffer" not in str(e):
+    except BaseException as e:
+        # whatever fn traced before it failed is dropped, so no later sync meets it
+        live = [t._node for t in (r() for r in state.pending) if t is not None]
+        _forget(state, ph, live)
+        if not isinstance(e, ValueError) or "parameter leaf without a buffer" not in str(e):
             raise
         raise RuntimeError(
             f"{op}: {what} read a traced value on the host (.item(), bool(), printing, or "
