@@ -37,6 +37,17 @@ def test_lazyarray_generate(benchmark):
     benchmark.extra_info["tokens_per_s"] = NEW_TOKENS / benchmark.stats.stats.median
 
 
+def test_lazyarray_generate_compiled_loop(benchmark):
+    """The token loop as one la.fori_loop (an HLO while): one program, one sync."""
+    gen = _example()
+    weights = gen.make_weights()
+    gen.la_generate_compiled(weights, PROMPT, NEW_TOKENS)             # compiles once
+    _record(benchmark, "lazyarray (compiled loop)")
+    result = benchmark(gen.la_generate_compiled, weights, PROMPT, NEW_TOKENS)
+    assert result[1] == 0
+    benchmark.extra_info["tokens_per_s"] = NEW_TOKENS / benchmark.stats.stats.median
+
+
 def test_numpy_generate(benchmark):
     gen = _example()
     weights = gen.make_weights()

@@ -18,7 +18,7 @@ Conventions:
 from __future__ import annotations
 
 import weakref
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from . import profile_hooks
 from .node import Node
@@ -53,7 +53,15 @@ def _stopped_copy(node: Node) -> Node:
 # ---- the walk -------------------------------------------------------------------------
 
 def _carries_gradient(node: Node) -> bool:
-    return node.dtype.is_inexact
+    return _inexact(node.dtype)
+
+
+def _inexact(dtype: Any) -> bool:
+    """Floating point or complex; a tuple type (a while's, a conditional's) when any of
+    its elements is."""
+    if type(dtype) is tuple:
+        return any(d.is_inexact for d in dtype)
+    return dtype.is_inexact
 
 
 def _topological(target: Node, blocked: set) -> list:
@@ -85,7 +93,7 @@ def _depends(order: list, sources: Iterable[Node], stopped: set) -> set:
     dep = {id(s) for s in sources if s is not None and _carries_gradient(s)}
     for node in order:
         k = id(node)
-        if k in dep or k in stopped or not node.dtype.is_inexact:
+        if k in dep or k in stopped or not _inexact(node.dtype):
             continue
         for o in node.operands:
             if id(o) in dep:
@@ -101,17 +109,33 @@ def vjp_graph(target: Node, sources: Sequence[Node], seed: Node,
 
     `through_sources=False` treats the sources as leaves (the walk does not look behind
     them): for a vjp rule that differentiates a graph it built from its own operands."""
-    if seed.shape != target.shape or seed.dtype is not target.dtype:
-        raise ValueError(f"gradient: the output gradient is {seed.dtype.short}{list(seed.shape)} "
-                         f"but the target is {target.dtype.short}{list(target.shape)}")
+    return vjp_many([target], [seed], sources, through_sources)
+
+
+def vjp_many(targets: Sequence[Node], seeds: Sequence[Optional[Node]], sources: Sequence[Node],
+             through_sources: bool = True) -> list:
+    """`vjp_graph` for several targets at once, each with its seed (None: no cotangent);
+    the cotangents meeting at a node are summed, so shared work is differentiated once
+    (a loop body's vjp, compiler/scan_vjp.py)."""
+    for target, seed in zip(targets, seeds):
+        if seed is not None and (seed.shape != target.shape or seed.dtype is not target.dtype):
+            raise ValueError(f"gradient: the output gradient is {seed.dtype.short}"
+                             f"{list(seed.shape)} but the target is {target.dtype.short}"
+                             f"{list(target.shape)}")
     # ids of live stopped nodes: a node of this graph is alive, so its id cannot collide
     stopped = {id(n) for n in _STOPPED}
     leaves = set() if through_sources else {id(s) for s in sources}
-    order = _topological(target, stopped | leaves)
-    dep = _depends(order, sources, stopped)
-    if id(target) not in dep:
+    pairs = [(t, s) for t, s in zip(targets, seeds) if s is not None]
+    if not pairs:
         return [None] * len(sources)
-    cts: dict = {id(target): seed}
+    order = _topological_many([t for t, _ in pairs], stopped | leaves)
+    dep = _depends(order, sources, stopped)
+    cts: dict = {}
+    for target, seed in pairs:
+        if id(target) in dep:
+            _accumulate(cts, target, seed)
+    if not cts:
+        return [None] * len(sources)
     wanted = {id(s) for s in sources}
     found: dict = {}
     for node in reversed(order):
@@ -125,6 +149,29 @@ def vjp_graph(target: Node, sources: Sequence[Node], seed: Node,
             continue
         _propagate(node, g, dep, cts)
     return [found.get(id(s)) for s in sources]
+
+
+def _topological_many(targets: list, blocked: set) -> list:
+    if len(targets) == 1:
+        return _topological(targets[0], blocked)
+    # one walk from a stand-in node whose operands are the targets, then dropped
+    root = Node("tuple", tuple(targets), (), None, {})
+    return _topological(root, blocked)[:-1]
+
+
+def _accumulate(cts: dict, o: Node, c: Any) -> None:
+    """Add cotangent `c` of node `o` to what `cts` holds for it: a tuple value's elements
+    (TupleCotangent, from get_tuple_element) gather into a list, one entry per element."""
+    from .primitives.control import TupleCotangent
+    if isinstance(c, TupleCotangent):
+        prev = cts.get(id(o))
+        if prev is None:
+            prev = cts[id(o)] = [None] * len(o.dtype)
+        old = prev[c.index]
+        prev[c.index] = c.value if old is None else apply("add", old, c.value)
+        return
+    prev = cts.get(id(o))
+    cts[id(o)] = c if prev is None else apply("add", prev, c)
 
 
 def _conj(x: Optional[Node]) -> Optional[Node]:
@@ -143,7 +190,9 @@ def _propagate(node: Node, g: Node, dep: set, cts: dict) -> None:
     if prim.vjp is None:
         raise NotImplementedError(f"gradient: primitive {node.op!r} has no vector-Jacobian "
                                   "product (and is not marked NOT_DIFFERENTIABLE)")
-    if node.dtype.is_complex and prim.holomorphic:
+    if type(node.dtype) is tuple:       # a while/conditional: g lists its elements' cotangents
+        outs = prim.vjp(g, node, *node.operands, **node.attrs)
+    elif node.dtype.is_complex and prim.holomorphic:
         # cotangents are conjugate-Wirtinger (PyTorch's convention: dL/dx + i dL/dy), and a
         # holomorphic f has the cotangent g conj(f'(z)) = conj(conj(g) f'(z))
         outs = [_conj(c) for c in prim.vjp(_conj(g), node, *node.operands, **node.attrs)]
@@ -157,8 +206,7 @@ def _propagate(node: Node, g: Node, dep: set, cts: dict) -> None:
     for o, c in zip(node.operands, outs):
         if c is None or id(o) not in dep:
             continue
-        if c.shape != o.shape or c.dtype is not o.dtype:
+        if type(o.dtype) is not tuple and (c.shape != o.shape or c.dtype is not o.dtype):
             raise AssertionError(f"vjp of {node.op}: cotangent {c.dtype.short}{list(c.shape)} "
                                  f"for operand {o.dtype.short}{list(o.shape)}")
-        prev = cts.get(id(o))
-        cts[id(o)] = c if prev is None else apply("add", prev, c)
+        _accumulate(cts, o, c)

@@ -9,11 +9,13 @@ A target is "cpu" (the host: its triple, CPU name and features) or an NVPTX arch
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from . import graphviz, profile_hooks
+from .codegen.control_steps import control_step, is_control, step_positions
 from .codegen.library_calls import library_step
 from .kernel_cost import kernel_info
 from .module import Module
@@ -97,8 +99,16 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     if separate_buffers:
         plan = _separate_buffers(plan)
     span = profile_hooks.span         # a profile times each stage (no-op otherwise)
+    if library and any(_control_kernels(plan)):
+        op = plan.module.instructions[_control_kernels(plan)[0].members[0]].op
+        raise ValueError(f"ahead-of-time compilation: {op} (la.while_loop, la.fori_loop, "
+                         "la.scan, la.cond) runs as host-driven steps and cannot be "
+                         "compiled into a shared library yet")
+    control = functools.partial(control_step, plan, compile_sub=lambda m: compile(
+        m, CPU, separate_buffers=separate_buffers))
     with span("codegen", "cpu_kernels"):
-        ir_text, steps = cpu_kernels.generate(plan, module.name, progress=progress)
+        ir_text, steps = cpu_kernels.generate(plan, module.name, progress=progress,
+                                              control=control)
     functions = sum(1 for s in steps if "fn" in s)
     if progress is not None:
         progress("optimizing", functions, functions)
@@ -115,16 +125,22 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     return program
 
 
+def _control_kernels(plan: ExecutionPlan) -> list:
+    return [k for k in plan.kernels if k.kind == "opaque" and is_control(plan, k)]
+
+
 def _separate_buffers(plan: ExecutionPlan) -> ExecutionPlan:
     """The plan with each value in a slot of its own, except an output updated in place,
     which keeps its donated parameter's."""
     from .plan import BufferPlan
     ins = plan.module.instructions
-    slot_of = {pos: pos for pos in range(len(ins))}
+    slot_of = {pos: pos for pos in range(len(ins)) if not isinstance(ins[pos].dtype, tuple)}
     aliases = dict(plan.buffers.aliases)
     for out, param in aliases.items():
         slot_of[out] = param
-    sizes = [int(np.prod(i.shape, dtype=np.int64)) * i.dtype.itemsize for i in ins]
+    # a tuple (a while's result) is never in memory: its elements are
+    sizes = [0 if isinstance(i.dtype, tuple) else
+             int(np.prod(i.shape, dtype=np.int64)) * i.dtype.itemsize for i in ins]
     buffers = BufferPlan(slot_of, sizes, sum(sizes), aliases=aliases)
     return ExecutionPlan(plan.module, plan.kernels, buffers, plan.decisions)
 
@@ -142,6 +158,8 @@ def _compile_nvptx(module: Module, arch: str, donated: frozenset, verify: bool,
     for s in gpu.launches:
         if isinstance(s, nvptx.LaunchSpec):
             steps.append(_launch_step(s))
+        elif is_control(plan, s):   # a while/conditional: sub-programs for this GPU
+            steps.append(control_step(plan, s, compile_sub=lambda m: compile(m, arch)))
         else:           # a LIBRARY or OPAQUE kernel: its stanza's library call
             steps += [library_step(plan.module, s.name, pos) for pos in s.outputs]
     program = _program(plan, arch, gpu.ptx.encode(), steps, donated)
@@ -167,6 +185,8 @@ def _referenced(plan: ExecutionPlan, steps: list) -> set:
         if s["type"] == "library":
             refs.add(s["pos"])
             refs.update(s["operands"])
+        elif s["type"] in ("while", "conditional"):
+            refs.update(step_positions(s))
         refs.update(r["pos"] for r in s.get("roots", []) if r["pos"] is not None)
     return refs
 

@@ -63,7 +63,10 @@ What a kernel holds — the contract code generation relies on:
   members, reductions in phases, row values, row-wide values of shape S). Outputs are
   of shape S or have one element per row. `epilogue` is empty.
 - LIBRARY: one `dot_general`; OPAQUE: one sort/argsort/cumulative/scatter/tuple. Their
-  operands are inputs (buffers), their result an output.
+  operands are inputs (buffers), their result an output. A control-flow op (kind
+  CONTROL: `while`, `conditional`) is an OPAQUE kernel with the `get_tuple_element`s
+  that read its tuple: its operands are inputs, those elements its outputs (the tuple
+  itself is never in memory).
 
 A module output that is a parameter or a constant has no kernel: the device returns
 (a buffer holding) that input; the buffer plan gives it the input's slot.
@@ -76,6 +79,7 @@ from .module import Instruction, Module
 from .plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
 from .primitive import ELEMENTWISE, PRIMITIVES
 from .primitive import LIBRARY as K_LIBRARY
+from .primitive import CONTROL as K_CONTROL
 from .primitive import OPAQUE as K_OPAQUE
 from .primitive import REDUCTION as K_REDUCTION
 from .row_fusion import row_fits, row_outputs_ok, row_schedule, trailing_space
@@ -164,7 +168,9 @@ class _Planner:
                 why = "a reduction (the root of its own kernel)"
             elif kind in (K_LIBRARY, K_OPAQUE):
                 why = f"{'a library call' if kind == K_LIBRARY else 'an opaque op'}"
-            elif any(prim_kind(self.ins[u]) in (K_LIBRARY, K_OPAQUE)
+            elif kind == K_CONTROL:
+                why = "control flow (a while or a conditional, with its tuple's elements)"
+            elif any(prim_kind(self.ins[u]) in (K_LIBRARY, K_OPAQUE, K_CONTROL)
                      for u in self.users[p] if u in self.live):
                 why = "an operand of a library or opaque op, which reads whole buffers"
             cost = PRIMITIVES[ins.op].math is not None or any(
@@ -199,9 +205,18 @@ class _Planner:
 
     def initial_groups(self, roots: set) -> list:
         groups = []
+        control: dict = {}          # a while/conditional -> its group
         for r in sorted(roots):
             kind = prim_kind(self.ins[r])
-            if kind == K_LIBRARY:
+            if kind == K_CONTROL and self.ins[r].op == "get_tuple_element":
+                # the element joins its tuple's kernel: the control step writes it
+                g = control[self.ins[r].operands[0]]
+                g.roots.append(r)
+                g.members.add(r)
+                continue
+            if kind == K_CONTROL:
+                g = control[r] = _Group(len(groups), OPAQUE, [r], {r})
+            elif kind == K_LIBRARY:
                 g = _Group(len(groups), LIBRARY, [r], {r})
             elif kind == K_OPAQUE:
                 g = _Group(len(groups), OPAQUE, [r], {r})

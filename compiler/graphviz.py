@@ -15,9 +15,9 @@ _COLORS = {"loop": "lightblue", "reduction": "palegreen", "library": "gold",
 
 
 def _label(module: Module, pos: int) -> str:
+    from .printer import type_text     # a tuple type (while, conditional) too
     ins = module.instructions[pos]
-    dims = ",".join(map(str, ins.shape))
-    return f"{ins.op}.{pos}\\n{ins.dtype.short}[{dims}]"
+    return f"{ins.op}.{pos}\\n{type_text(ins.shape, ins.dtype)}"
 
 
 def _quote(text: str) -> str:

@@ -24,7 +24,9 @@ class Instruction:
         return len(self.shape)
 
     def key(self) -> tuple:
-        return (self.op, self.operands, self.shape, self.dtype.short, tuple(sorted(self.attrs.items())))
+        d = self.dtype
+        short = d.short if type(d) is not tuple else tuple(x.short for x in d)
+        return (self.op, self.operands, self.shape, short, tuple(sorted(self.attrs.items())))
 
     def __repr__(self) -> str:
         return f"<Instruction {self.op} {self.dtype.short}{list(self.shape)} {self.operands}>"
@@ -53,6 +55,15 @@ class Module:
     def __eq__(self, other: Any) -> bool:
         return (isinstance(other, Module) and self.outputs == other.outputs
                 and [i.key() for i in self.instructions] == [i.key() for i in other.instructions])
+
+    def __hash__(self) -> int:
+        # a module is an attribute value of control-flow ops (a loop's body): attributes
+        # are hashed into cache keys, so equal modules hash alike (the name is left out,
+        # as __eq__ leaves it out)
+        h = getattr(self, "_hash", None)
+        if h is None:
+            h = self._hash = hash((self.outputs, tuple(i.key() for i in self.instructions)))
+        return h
 
     def __str__(self) -> str:
         from .printer import print_module

@@ -37,8 +37,9 @@ _TOKEN = re.compile(r"""
 class _Tokens:
     """The tokens of one line, with the line number for error messages."""
 
-    def __init__(self, text: str, line: int) -> None:
+    def __init__(self, text: str, line: int, computations: Any = None) -> None:
         self.line = line
+        self.computations = computations or {}    # name -> Module, for attribute values
         self.items: list = []
         for m in _TOKEN.finditer(text):
             kind = m.lastgroup
@@ -93,24 +94,49 @@ def parse_module(text: str) -> Module:
     if not lines:
         raise ValueError("HLO text, line 1: expected 'HloModule <name>', found an empty text")
     name = _header(*lines[0])
-    if len(lines) < 2 or not re.fullmatch(r"ENTRY\s+\S+\s*\{", lines[1][1]):
-        n = lines[1][0] if len(lines) > 1 else lines[0][0] + 1
+    computations: dict = {}      # sub-computations (loop bodies, branches) by name
+    k = 1
+    while k < len(lines) and not lines[k][1].startswith("ENTRY"):
+        k = _computation(lines, k, computations)
+    if k >= len(lines) or not re.fullmatch(r"ENTRY\s+\S+\s*\{", lines[k][1]):
+        n = lines[k][0] if k < len(lines) else lines[-1][0] + 1
         raise ValueError(f"HLO text, line {n}: expected 'ENTRY main {{'")
     if lines[-1][1] != "}":
         raise ValueError(f"HLO text, line {lines[-1][0]}: expected '}}' closing the ENTRY block")
-    body = lines[2:-1]
+    return _block(name, lines[k + 1:-1], computations, lines[-1][0])
+
+
+def _computation(lines: list, k: int, computations: dict) -> int:
+    """Parse the sub-computation block starting at lines[k] (`%body.0 {`) into
+    `computations`; the index of the line after it."""
+    n, s = lines[k]
+    m = re.fullmatch(r"(%[A-Za-z0-9_.\-]+)\s*\{", s)
+    if m is None:
+        raise ValueError(f"HLO text, line {n}: expected 'ENTRY main {{' or a computation "
+                         f"'%name {{', found {s[:40]!r}")
+    if m.group(1) in computations:
+        raise ValueError(f"HLO text, line {n}: computation {m.group(1)} is defined twice")
+    end = next((j for j in range(k + 1, len(lines)) if lines[j][1] == "}"), None)
+    if end is None:
+        raise ValueError(f"HLO text, line {n}: computation {m.group(1)} is not closed by '}}'")
+    computations[m.group(1)] = _block(m.group(1)[1:], lines[k + 1:end], computations,
+                                      lines[end][0])
+    return end + 1
+
+
+def _block(name: str, body: list, computations: dict, last: int) -> Module:
     names: dict = {}
     instructions: list = []
     outputs = None
     for k, (n, s) in enumerate(body):
         if not s.startswith("ROOT "):
-            _instruction(_Tokens(s, n), names, instructions)
+            _instruction(_Tokens(s, n, computations), names, instructions)
         elif k != len(body) - 1:
             raise ValueError(f"HLO text, line {n}: only the last instruction may be ROOT")
         else:
             outputs = _root(_Tokens(s[len("ROOT "):], n), names, instructions)
     if outputs is None:
-        n = body[-1][0] if body else lines[-1][0]
+        n = body[-1][0] if body else last
         raise ValueError(f"HLO text, line {n}: expected the last instruction to be "
                          f"'ROOT %tuple.N = (...) tuple(...)' naming the outputs")
     return Module(name, instructions, outputs)
@@ -314,6 +340,10 @@ def _attr(t: _Tokens) -> Any:
         return json.loads(text)
     if kind == "word":
         return _word_value(t, text)
+    if kind == "name":
+        if text not in t.computations:
+            t.fail(f"computation {text} is not defined before this line")
+        return t.computations[text]
     t.fail(f"expected an attribute value, found {text!r}")
 
 

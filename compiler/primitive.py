@@ -23,6 +23,8 @@ REDUCTION = "reduction"       # combines elements along axes
 LIBRARY = "library"           # handed to a tuned library (BLAS, cuBLAS)
 OPAQUE = "opaque"             # needs its whole input (sort, scatter)
 LEAF = "leaf"                 # parameter, constant, iota
+CONTROL = "control"           # while, conditional (sub-computations) and the
+                              # get_tuple_element that reads their results
 
 NOT_DIFFERENTIABLE = "not differentiable"
 

@@ -37,12 +37,35 @@ _SHORT_NAMES = {"parameter": "p", "constant": "c"}
 
 
 def print_module(module: Module) -> str:
-    lines = [f"HloModule {_module_name(module.name)}", "", "ENTRY main {"]
+    """The module's text; sub-computations (loop bodies, branches: modules held as
+    attributes) print first, each as a block `%body.0 { ... }` that attributes name."""
+    names: dict = {}
+    lines = [f"HloModule {_module_name(module.name)}", ""]
+    _computation_blocks(module, names, lines)
+    lines.append("ENTRY main {")
+    _block_lines(module, names, lines)
+    return "\n".join(lines) + "\n"
+
+
+def _block_lines(module: Module, names: dict, lines: list) -> None:
     for i in range(len(module.instructions)):
-        lines.append("  " + instruction_text(module, i))
+        lines.append("  " + instruction_text(module, i, names=names))
     lines.append("  " + root_text(module))
     lines.append("}")
-    return "\n".join(lines) + "\n"
+
+
+def _computation_blocks(module: Module, names: dict, lines: list) -> None:
+    """Blocks for the sub-computations `module` holds, inner ones first, each once
+    (equal modules share a block); `names` maps each to its `%name`."""
+    from .computation import sub_computations
+    for _, attr, sub in sub_computations(module):
+        if sub in names:
+            continue
+        _computation_blocks(sub, names, lines)
+        names[sub] = f"%{attr.split('[')[0]}.{len(names)}"
+        lines.append(names[sub] + " {")
+        _block_lines(sub, names, lines)
+        lines.append("")
 
 
 def instruction_name(module: Module, i: int) -> str:
@@ -55,7 +78,7 @@ def instruction_name(module: Module, i: int) -> str:
     return f"%{_SHORT_NAMES.get(op, op)}.{i}"
 
 
-def instruction_text(module: Module, i: int, strict: bool = True) -> str:
+def instruction_text(module: Module, i: int, strict: bool = True, names: Any = None) -> str:
     """One instruction as a line of text (without indentation). With strict=False an
     attribute value that has no text form prints as `<repr>` instead of raising (for the
     verifier's messages about broken modules)."""
@@ -68,7 +91,18 @@ def instruction_text(module: Module, i: int, strict: bool = True) -> str:
         body = "(" + ", ".join(_operand_text(module, o) for o in ins.operands) + ")"
         attrs = ins.attrs
     text = attr_text if strict else _lenient_attr_text
+    if names is not None:      # sub-computations print as the names of their blocks
+        plain = text
+        text = lambda v: _computation_ref(v, names, plain)   # noqa: E731
     return head + body + "".join(f", {k}={text(v)}" for k, v in _ordered(ins.op, attrs))
+
+
+def _computation_ref(value: Any, names: dict, text: Any) -> str:
+    if isinstance(value, Module):
+        return names[value]
+    if isinstance(value, tuple) and value and all(isinstance(v, Module) for v in value):
+        return "{" + ",".join(names[v] for v in value) + "}"
+    return text(value)
 
 
 def root_text(module: Module) -> str:

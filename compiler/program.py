@@ -13,6 +13,8 @@ Steps are dicts with a "type":
 - "loop", "partial" (CPU): a generated function over a range of the outer dimension
   (compiler/codegen/cpu_kernels.py describes their fields);
 - "launch" (GPU): a kernel entry with grid, block, shared bytes and its parameters;
+- "while", "conditional": control flow; sub-programs the device runs from the host
+  (compiler/codegen/control_steps.py describes them; `run_while` below runs one);
 - "library": a call a device implements natively, named by the primitive's stanza
   (`call`), with the value it writes (`pos`), the values it reads (`operands`) and the
   call's arguments the compiler worked out (`args`).
@@ -127,3 +129,32 @@ def decode_attr(v: Any) -> Any:
     if isinstance(v, list):
         return tuple(decode_attr(x) for x in v)
     return v
+
+
+# ---- control steps (compiler/codegen/control_steps.py describes them) --------------------
+
+def sub_program(data: dict) -> Program:
+    """The Program a control step stores (see the module docstring)."""
+    return Program.from_cache(data["meta"], base64.b64decode(data["code"]))
+
+
+def run_while(step: dict, state: list, run_cond: Any, run_body: Any, truth: Any) -> list:
+    """The loop of a "while" step over host-side handles: `run_cond(state)` -> [pred],
+    `run_body(state)` -> the varying values then the next pred, `truth(pred) -> bool`
+    (a read back to the host); returns the final state. Devices share it."""
+    vary = step["varying"]
+    go = truth(run_cond(state)[0])
+    while go:
+        if run_body is None:
+            raise RuntimeError("while_loop: the body changes none of the loop's state, so "
+                               "a loop whose condition holds would never end")
+        new = run_body(state)
+        for k, v in zip(vary, new):
+            state[k] = v
+        go = truth(new[-1])
+    return state
+
+
+def branch_index(step: dict, index: Any) -> int:
+    """The branch a conditional takes for `index` (clamped, as HLO does)."""
+    return min(max(int(index), 0), len(step["branches"]) - 1)

@@ -85,7 +85,10 @@ class Capture:
 
 def _signature(n: Node) -> tuple:
     attrs = n.attrs
-    return _intern((n.op, n.shape, n.dtype.short, tuple(attrs.items()) if attrs else ()))
+    dtype = n.dtype
+    # a tuple type (a while's or a conditional's result) keys by its elements' names
+    short = dtype.short if type(dtype) is not tuple else tuple(d.short for d in dtype)
+    return _intern((n.op, n.shape, short, tuple(attrs.items()) if attrs else ()))
 
 
 # Key entries are interned so that equal entries are the same object: on a cache hit the

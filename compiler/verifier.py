@@ -8,7 +8,8 @@
 - a shape or dtype differs from what the primitive's rule gives for its operands;
 - parameter numbers are not 0..n-1, each exactly once;
 - a constant's literal does not have the instruction's shape and dtype;
-- an output position is out of range.
+- an output position is out of range;
+- a sub-computation (a loop's body, a branch) has any of these problems.
 """
 from __future__ import annotations
 
@@ -40,6 +41,13 @@ def verify(module: Module) -> None:
             numbers.setdefault(ins.attrs["number"], []).append(i)
     _check_parameters(module, numbers)
     _check_outputs(module)
+    from .computation import sub_computations
+    for p, attr, sub in sub_computations(module):
+        try:
+            verify(sub)
+        except ValueError as e:
+            raise ValueError(f"HLO verifier, module {module.name}, instruction {p}, "
+                             f"sub-computation {attr}:\n{e}") from None
 
 
 class _Problem(Exception):
@@ -108,7 +116,7 @@ def operand_counts(op: str) -> tuple:
 
 
 def _check_type_form(ins: Instruction) -> None:
-    if ins.op == "tuple":
+    if ins.op == "tuple" or isinstance(ins.dtype, tuple):
         return      # shape and dtype are tuples; the rule below checks them
     if not isinstance(ins.dtype, DType):
         raise _Problem(f"dtype must be a DType, got {ins.dtype!r}")
@@ -132,7 +140,8 @@ def _check_attrs(ins: Instruction) -> None:
 
 def _non_canonical(v: Any) -> Any:
     """Why `v` cannot be an attribute value, or None when it can."""
-    if isinstance(v, (bool, int, float, str, DType, Literal, np.integer, np.floating)) or v is None:
+    if isinstance(v, (bool, int, float, str, DType, Literal, np.integer, np.floating, Module)) \
+            or v is None:
         return None
     if isinstance(v, tuple):
         for item in v:
@@ -141,7 +150,7 @@ def _non_canonical(v: Any) -> Any:
                 return bad
         return None
     return (f"a {type(v).__name__} is not a valid attribute value (use ints, floats, bools, "
-            f"strings, dtypes, tuples of these, or a Literal)")
+            f"strings, dtypes, tuples of these, a Literal, or a sub-computation's Module)")
 
 
 def _check_leaf(ins: Instruction) -> None:

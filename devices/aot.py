@@ -487,7 +487,12 @@ def build_library(module: Module, name: str, out_dir: str, inputs: list,
     if not name.isidentifier():
         raise AOTError(f"aot: the library name {name!r} must be a C identifier")
     compiler = find_cc(cc)
-    program = compile_program(module, CPU_LIBRARY)
+    try:
+        program = compile_program(module, CPU_LIBRARY)
+    except ValueError as e:     # the compiler refuses what has no C form (control flow)
+        if str(e).startswith("ahead-of-time compilation"):
+            raise AOTError(f"aot: {e}") from None
+        raise
     values = program.value_table()
     needs_blas = any(s["type"] == "library" and s.get("call") == "gemm" for s in program.steps)
     found = find_blas(blas) if needs_blas else None

@@ -29,7 +29,7 @@ from ..compiler import profile_hooks
 from ..compiler.driver import CPU, compile as compile_program, target_id
 from ..compiler.module import Module
 from ..compiler.primitive import PRIMITIVES
-from ..compiler.program import Program, ValueInfo
+from ..compiler.program import Program, ValueInfo, branch_index, run_while, sub_program
 from .compile_progress import Progress
 from .compile_cache import DiskCache, default_dir, entry_key
 from . import native_gemm, native_pool, native_program
@@ -193,7 +193,11 @@ class CPUExecutable:
         # output -> donated parameter it overwrites in place (one slot, one kernel argument)
         self._aliases = [(int(o), int(x)) for o, x in program.aliases]
         self._const_arrays = self._constants()
-        self._code = LoadedCode(program.code) if any(s["type"] != "library" for s in self.steps) else None
+        self._code = LoadedCode(program.code) if any(s["type"] in ("loop", "partial")
+                                                     for s in self.steps) else None
+        # a while/conditional step's sub-programs, loaded once with this one
+        self._subs = {id(s): control_executables(s, device) for s in self.steps
+                      if s["type"] in CONTROL_STEPS}
         self._fns = {s["fn"]: self._function(s["fn"], len(s["args"]), len(s.get("roots", [])))
                      for s in self.steps if "fn" in s}
         self._fns.update({s["finish"]: self._function(s["finish"], len(s["finish_args"]),
@@ -319,6 +323,8 @@ class CPUExecutable:
                     self._run_pool.kernel = step["kernel"]
                 if step["type"] == "library":
                     self._library(step, arrays)
+                elif step["type"] in CONTROL_STEPS:
+                    self._control(step, arrays)
                 elif step["type"] == "partial":
                     self._partial(step, arrays)
                 else:
@@ -368,7 +374,7 @@ class CPUExecutable:
     def _threads_of(self, step: dict) -> int:
         """Threads a step's chunks run on (for a profile: the native pool runs them in
         one call, so no chunk is timed on its own)."""
-        if step["type"] == "library":
+        if step["type"] not in ("loop", "partial"):
             return 1
         return min(len(self._ranges(step)), self._run_pool.threads)
 
@@ -428,12 +434,38 @@ class CPUExecutable:
             target = self._scratch(arrays, r["pos"])
             target[...] = np.asarray(part[0]).astype(target.dtype)
 
+    def _control(self, step: dict, arrays: dict) -> None:
+        """A while or conditional: its sub-programs run from here, each a loaded
+        executable (compiler/codegen/control_steps.py)."""
+        subs = self._subs[id(step)]
+        operands = [self._scratch(arrays, o) for o in step["operands"]]
+        if step["type"] == "while":
+            cond, body = subs
+            state = run_while(step, operands, cond.run, body.run if body is not None else None,
+                              bool)
+        else:
+            state = subs[branch_index(step, operands[0])].run(operands[1:])
+        for p, k in step["outputs"]:
+            np.copyto(self._scratch(arrays, p), state[k])
+
     def _library(self, step: dict, arrays: dict) -> None:
         """A call the primitive's stanza names (`step["call"]`), see LIBRARY_CALLS."""
         operands = [self._scratch(arrays, o) for o in step["operands"]]
         out = self._scratch(arrays, step["pos"])
         LIBRARY_CALLS[step["call"]](step, self.values[step["pos"]], operands, out,
                                     self._run_pool)
+
+
+CONTROL_STEPS = ("while", "conditional")
+
+
+def control_executables(step: dict, device: "CPUDevice") -> list:
+    """The loaded sub-programs of a control step: [cond, body or None] or the branches."""
+    if step["type"] == "while":
+        progs = [step["cond"], step["body"]]
+    else:
+        progs = step["branches"]
+    return [CPUExecutable(sub_program(p), device) if p is not None else None for p in progs]
 
 
 def gemm_call(step: dict, v: ValueInfo, operands: list, out: np.ndarray,

@@ -33,7 +33,7 @@ from ..compiler import primitive as P
 from ..compiler import profile_hooks
 from ..compiler.driver import compile as compile_program, gpu_arch
 from ..compiler.module import Module
-from ..compiler.program import Program
+from ..compiler.program import Program, branch_index, run_while, sub_program
 from . import cuda_driver, gpu_timer
 from .cuda_blas import OP_N, OP_T, gemm, gemm_arguments, matrix_layout  # noqa: F401  (re-exported)
 from .cuda_driver import available, check, driver, missing  # noqa: F401  (re-exported)
@@ -198,6 +198,17 @@ class CudaDevice(Device):
         aliases, compiler/buffer_assignment.py), so a training step keeps one copy of its
         parameters and their buffers stay where they are from step to step."""
         program, hit = self._program(module, frozenset(donated))
+        host = None
+        if self.fake and _has_code(program):
+            from .cuda_host_kernels import host_kernels
+            host = host_kernels(module, frozenset(donated), program)
+        exe = self.load(program, host)
+        exe.from_disk_cache = hit
+        return exe
+
+    def load(self, program: Program, host: Optional[dict] = None) -> "CudaExecutable":
+        """A compiled program (or a control step's sub-program) as an executable; `host`:
+        the fake driver's host kernels for it (cuda_host_kernels.py)."""
         from .cuda_link import load_image
         ptx = program.code.decode()
         if not ptx:
@@ -206,13 +217,7 @@ class CudaDevice(Device):
             image = program.code + b"\0"
         else:
             image = load_image(ptx, self.arch, self.settings()["cache_dir"])
-        host = None
-        if self.fake and ptx:
-            from .cuda_host_kernels import host_kernels
-            host = host_kernels(module, frozenset(donated), program)
-        exe = CudaExecutable(self, program, image, host)
-        exe.from_disk_cache = hit
-        return exe
+        return CudaExecutable(self, program, image, host)
 
     def _program(self, module: Module, donated: frozenset) -> tuple:
         """(Program, whether it came from the disk cache): a new process loads a cached
@@ -232,6 +237,14 @@ class CudaDevice(Device):
         program = compile_program(module, self.arch, donated)
         cache.store(key, *program.to_cache())
         return program, False
+
+
+def _has_code(program: Program) -> bool:
+    """Whether the program or a control step's sub-program has kernels of its own."""
+    return bool(program.code) or any(s["type"] in CONTROL_STEPS for s in program.steps)
+
+
+CONTROL_STEPS = ("while", "conditional")
 
 
 def _open_cublas(fake_driver: Any) -> Optional[Any]:
@@ -266,7 +279,8 @@ class CudaExecutable:
         if image:
             device.activate()
             if host is not None:
-                cu.register_host_kernels(image, host)
+                cu.register_host_kernels(image, {k: v for k, v in host.items()
+                                                 if k != "__control__"})
             self.cu_module = check(cu.cuModuleLoadData(image), "cuModuleLoadData")
             for step in self.steps:
                 if step["type"] == "launch":
@@ -283,14 +297,24 @@ class CudaExecutable:
         self.constants = {p: device.put(v.constant()) for p, v in vals.items()
                           if v.op == "constant"}
         self.graphable = all(s["type"] == "launch" or self._on_cublas(s) for s in self.steps)
+        # a while/conditional step's sub-programs, loaded with this one; the loop runs
+        # from the host (a condition is read back each iteration), so no graph holds it
+        self.subs = {id(s): self._load_subs(s, host) for s in self.steps
+                     if s["type"] in CONTROL_STEPS}
         self.graphs = GraphCache(lambda g: check(cu.cuGraphExecDestroy(g[0]), "cuGraphExecDestroy"))
         self.kernels_per_run = 0
         self.aliases = {int(o): int(x) for o, x in program.aliases}   # output -> donated param
         self._layouts: deque = deque(maxlen=2)        # where the last runs' results went
 
+    def _load_subs(self, step: dict, host: Optional[dict]) -> list:
+        progs = [step["cond"], step["body"]] if step["type"] == "while" else step["branches"]
+        hosts = (host or {}).get("__control__", {}).get(step["kernel"]) or [None] * len(progs)
+        return [None if p is None else self.device.load(sub_program(p), h)
+                for p, h in zip(progs, hosts)]
+
     def _on_cublas(self, step: dict) -> bool:
         """A library step cuBLAS runs on the stream (capturable in a graph)."""
-        if step["call"] != "gemm" or self.device.cublas() is None:
+        if step.get("call") != "gemm" or self.device.cublas() is None:
             return False
         ins = self.values[step["pos"]]
         return gemm_arguments(ins, *[self.values[o].shape for o in ins.operands]) is not None
@@ -319,7 +343,7 @@ class CudaExecutable:
         are returned."""
         prefer = prefer or {}
         for step in self.steps:
-            for pos in (step["args"] if step["type"] == "launch" else [step["pos"]]):
+            for pos in _written(step):
                 if not isinstance(pos, str) and pos not in values:
                     v = self.values[pos]
                     values[pos] = self._buffer(prefer.get(pos), v.shape, v.dtype.np)
@@ -403,6 +427,8 @@ class CudaExecutable:
         for step in self.steps if steps is None else steps:
             if step["type"] == "launch":
                 self._launch(step, values, scratch)
+            elif step["type"] in CONTROL_STEPS:
+                self._control(step, values)
             else:
                 self._library(step, values)
 
@@ -494,6 +520,31 @@ class CudaExecutable:
         self.kernels_per_run += 1
         # the launch copied the arguments: `packed` may go now
 
+    def _control(self, step: dict, values: dict) -> None:
+        """A while or conditional: its sub-programs run from here on device buffers; a
+        condition (or branch index) is read back to the host, as XLA's GPU backend drives
+        a `while` (compiler/codegen/control_steps.py)."""
+        subs = self.subs[id(step)]
+        operands = [values[o] for o in step["operands"]]
+        dev = self.device
+        runs = [0]
+
+        def run(exe: Any, args: list) -> list:
+            out = exe.run(args)
+            runs[0] += exe.kernels_per_run
+            return out
+        if step["type"] == "while":
+            cond, body = subs
+            state = run_while(step, operands, lambda st: run(cond, st),
+                              (lambda st: run(body, st)) if body is not None else None,
+                              lambda pred: bool(dev.get(pred)))
+        else:
+            k = branch_index(step, dev.get(operands[0]))
+            state = run(subs[k], operands[1:])
+        for p, k in step["outputs"]:          # never the caller's buffer: a copy
+            dev.copy(state[k], self._out(p, values))
+        self.kernels_per_run += runs[0]
+
     def _library(self, step: dict, values: dict) -> None:
         """A call the primitive's stanza names: cuBLAS for "gemm" where it can read the
         operands in place; otherwise the primitive's reference on the host."""
@@ -513,3 +564,12 @@ class CudaExecutable:
         with np.errstate(all="ignore"):
             out = P.PRIMITIVES[ins.op].reference(*host, **ins.attrs)
         values[pos] = self.device.put(np.asarray(out, ins.dtype.np).reshape(ins.shape))
+
+
+def _written(step: dict) -> list:
+    """The module values a step writes (buffers to allocate before the run)."""
+    if step["type"] == "launch":
+        return step["args"]
+    if step["type"] in CONTROL_STEPS:
+        return [p for p, _ in step["outputs"]]
+    return [step["pos"]]

@@ -26,17 +26,30 @@ def _ident(name: str) -> str:
 
 def host_kernels(module: Module, donated: frozenset, gpu: Program) -> dict:
     """GPU entry name -> (callable(device pointers), number of parameters) for every
-    launch step of `gpu` (the GPU program of `module`)."""
-    from .cpu import CPUDevice, CPUExecutable
+    launch step of `gpu` (the GPU program of `module`); under the key CONTROL, for each
+    control step of `gpu` (a while or conditional), the same map of each of its
+    sub-programs (None for a while body that changes nothing)."""
     host = compile_program(module, "cpu", donated, separate_buffers=True)
+    return _kernels(host, gpu)
+
+
+CONTROL = "__control__"
+
+
+def _kernels(host: Program, gpu: Program) -> dict:
+    from .cpu import CPUDevice, CPUExecutable
     exe = CPUExecutable(host, CPUDevice(lambda: {"num_threads": 1}))
     by_kernel: dict = {}
     for step in host.steps:
         # a CPU partial reduction's epilogue is a step of its own ("<kernel>_epilogue")
         owner = re.sub(r"_epilogue$", "", step["kernel"])
         by_kernel.setdefault(_ident(owner), []).append(step)
-    out, done = {}, set()
+    out: dict = {CONTROL: {}}
+    done: set = set()
     for step in gpu.steps:
+        if step["type"] in ("while", "conditional"):
+            out[CONTROL][step["kernel"]] = _control_kernels(step, by_kernel)
+            continue
         if step["type"] != "launch":
             continue
         owner = _owner(re.sub(r"^k\d+_", "", step["fn"]), by_kernel)
@@ -49,6 +62,18 @@ def host_kernels(module: Module, donated: frozenset, gpu: Program) -> dict:
         done.add(owner)
         out[step["fn"]] = (_runner(exe, work, step["args"]), len(step["args"]))
     return out
+
+
+def _control_kernels(step: dict, by_kernel: dict) -> list:
+    """The host maps of a GPU control step's sub-programs, paired with the host program's
+    step of the same kernel (the two targets share the fusion plan)."""
+    from ..compiler.program import sub_program
+    (host_step,) = by_kernel[_ident(step["kernel"])]
+    subs = ([step["cond"], step["body"]] if step["type"] == "while" else step["branches"])
+    host_subs = ([host_step["cond"], host_step["body"]] if step["type"] == "while"
+                 else host_step["branches"])
+    return [None if g is None else _kernels(sub_program(h), sub_program(g))
+            for g, h in zip(subs, host_subs)]
 
 
 def _owner(base: str, by_kernel: dict) -> Any:

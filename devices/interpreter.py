@@ -25,13 +25,17 @@ class InterpretedExecutable:
         return [values[o] for o in self.module.outputs]
 
 
-def evaluate(ins: Any, operands: list, arg: Any = None) -> np.ndarray:
-    """One instruction's value from its operands' values."""
+def evaluate(ins: Any, operands: list, arg: Any = None) -> Any:
+    """One instruction's value from its operands' values (a tuple of arrays for a while's
+    or a conditional's tuple result: their references run the sub-computations)."""
     if ins.op == "parameter":
         return np.asarray(arg, dtype=ins.dtype.np).reshape(ins.shape)
     if ins.op == "constant":
         return ins.attrs["value"].array.astype(ins.dtype.np).reshape(ins.shape)
     out = P.PRIMITIVES[ins.op].reference(*operands, **ins.attrs)
+    if isinstance(ins.dtype, tuple):
+        return tuple(np.asarray(v, dtype=d.np).reshape(s)
+                     for v, s, d in zip(out, ins.shape, ins.dtype))
     return np.asarray(out, dtype=ins.dtype.np).reshape(ins.shape)
 
 

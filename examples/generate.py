@@ -1,13 +1,18 @@
 """Greedy generation with a small transformer decoder and a fixed-size KV cache, compiled
 once for any number of new tokens.
 
-Run: python examples/generate.py [--new-tokens N] [--prompt 3 14 15 9]
+Run: python examples/generate.py [--new-tokens N] [--prompt 3 14 15 9] [--loop python]
 
 Each decoding step has the same shapes whatever the position: the key/value caches hold
 `CONTEXT` positions, the new token's keys and values are written at the position with
 `la.dynamic_update_slice`, and positions after it are masked out. The position is a
-runtime value (a 0-d tensor), so every step -- the prompt's tokens and the new ones --
-runs the one compiled program (XLA users get the same effect from padded, static shapes).
+runtime value, so every step -- the prompt's tokens and the new ones -- is the same
+computation (XLA users get the same effect from padded, static shapes).
+
+`--loop compiled` (the default): the whole token loop is one `la.fori_loop` -- an HLO
+`while` whose trip count is a runtime value -- so one program, compiled once, runs every
+step for any prompt length and any number of new tokens, with one sync at the end.
+`--loop python`: a Python loop runs the one compiled step program once per token.
 The tokens are checked against the same decoder written in NumPy.
 """
 from __future__ import annotations
@@ -89,6 +94,34 @@ def la_generate(weights: dict, prompt: list, new_tokens: int) -> tuple:
     return out, la.debug.metrics().compiles - before
 
 
+def la_generate_compiled(weights: dict, prompt: list, new_tokens: int) -> tuple:
+    """(generated tokens, programs compiled while generating): the token loop is one
+    `la.fori_loop`; the prompt is padded to CONTEXT and its length is a runtime value."""
+    w = {k: la.asarray(v) for k, v in weights.items()}
+    padded = np.zeros(CONTEXT, np.int64)
+    padded[:len(prompt)] = prompt
+    prompt_t, plen = la.asarray(padded), la.asarray(np.int32(len(prompt)))
+    caches = [(la.zeros((HEADS, CONTEXT, HEAD)), la.zeros((HEADS, CONTEXT, HEAD)))
+              for _ in range(LAYERS)]
+    la.sync()
+    before = la.debug.metrics().compiles
+
+    def step(pos: Any, state: tuple) -> tuple:
+        token, caches, seq = state
+        nxt, caches = la_step(w, token, pos, caches)
+        # inside the prompt the next input is the prompt's token, after it the prediction
+        fed = la.dynamic_slice(prompt_t, (pos + 1,), (1,))
+        token = la.where(pos + 1 < plen, fed, nxt)
+        seq = la.dynamic_update_slice(seq, token, (pos + 1,))
+        return token, caches, seq
+
+    steps = len(prompt) + new_tokens - 1
+    state = (prompt_t[:1], caches, prompt_t)
+    _, _, seq = la.fori_loop(0, steps, step, state)
+    tokens = seq.numpy()[len(prompt):len(prompt) + new_tokens].tolist()
+    return tokens, la.debug.metrics().compiles - before
+
+
 # ---- the same decoder in NumPy ------------------------------------------------------------
 
 def _np_norm(x: np.ndarray) -> np.ndarray:
@@ -126,22 +159,28 @@ def main(argv: Any = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--new-tokens", type=int, default=24)
     p.add_argument("--prompt", type=int, nargs="+", default=[3, 14, 15, 9, 26])
+    p.add_argument("--loop", choices=("compiled", "python"), default="compiled",
+                   help="compiled: the token loop is one la.fori_loop (one program, one "
+                        "sync); python: a Python loop runs the step program per token")
     args = p.parse_args(argv)
     if len(args.prompt) + args.new_tokens > CONTEXT:
         p.error(f"prompt + new tokens must fit the cache ({CONTEXT} positions)")
     weights = make_weights()
     t0 = time.perf_counter()
-    tokens, compiles = la_generate(weights, args.prompt, args.new_tokens)
+    generate = la_generate_compiled if args.loop == "compiled" else la_generate
+    tokens, compiles = generate(weights, args.prompt, args.new_tokens)
     la_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     reference = np_generate(weights, args.prompt, args.new_tokens)
     np_s = time.perf_counter() - t0
     print(f"prompt {args.prompt} -> {tokens}")
-    print(f"{len(args.prompt) + args.new_tokens - 1} decoding steps ran {compiles} compiled "
-          f"program{'s' if compiles != 1 else ''} (one program for any number of new tokens)")
+    how = "in one la.fori_loop" if args.loop == "compiled" else "from a Python loop"
+    print(f"{len(args.prompt) + args.new_tokens - 1} decoding steps ({how}) ran {compiles} "
+          f"compiled program{'s' if compiles != 1 else ''} (one program for any number of "
+          "new tokens)")
     print(f"lazyarray {la_s:.2f} s (first call included), NumPy {np_s:.2f} s; "
           f"tokens {'match' if tokens == reference else 'DIFFER from'} the NumPy decoder")
-    return {"tokens": tokens, "reference": reference, "compiles": compiles}
+    return {"tokens": tokens, "reference": reference, "compiles": compiles, "loop": args.loop}
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from . import amp, distributed  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
 from . import profiler  # noqa: E402,F401
 from . import aot  # noqa: E402,F401
-from .control_flow import cond, fori_loop, scan, while_loop  # noqa: E402,F401
+from .control_flow import cond, fori_loop, scan, switch, while_loop  # noqa: E402,F401
 from . import cuda  # noqa: E402,F401
 
 methods.install()
@@ -30,5 +30,5 @@ __all__ = [n for n in _api_dict if not n.startswith("_")] + ["Tensor", "Size", "
                                                             "config", "random", "nn", "optim",
                                                             "vmap", "amp", "autocast",
                                                             "distributed", "profiler", "pad_to_bucket", "bucket_size",
-                                                            "aot", "cond", "fori_loop", "scan", "while_loop",
+                                                            "aot", "cond", "fori_loop", "scan", "switch", "while_loop",
                                                             "cuda"]

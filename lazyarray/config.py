@@ -102,6 +102,11 @@ FLAGS = {f.name: f for f in [
          "Ops recorded on a device since its last sync past which the next op first "
          "computes what is pending (a loop that never reads a value would otherwise grow "
          "its graph, and its compile time, without bound); 0: no limit."),
+    Flag("compiled_control_flow", True, _bool,
+         "Record la.while_loop, la.fori_loop, la.scan and la.cond as HLO while/conditional "
+         "(one program whatever the trip count). False: the fallback, traced into the "
+         "ordinary graph (cond selects between both branches, fori_loop/scan unroll, "
+         "while_loop reads its condition on the host each iteration)."),
     Flag("test_devices", "", _str,
          "Comma-separated devices the test suite runs on; empty means every device present "
          "('cuda' there with fake_cuda set runs the suite on the host-memory stand-in)."),

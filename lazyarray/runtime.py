@@ -31,6 +31,7 @@ from .metrics import METRICS, explain_change
 from .compiler import dtypes as D
 from .compiler import profile_hooks
 from .compiler.node import Node
+from .compiler.printer import type_text
 from .compiler.replay import save_inputs, scalar_comments
 from .compiler.trace import DonatedBuffer, capture
 from .devices.device import Device
@@ -464,7 +465,8 @@ def _blame(state: DeviceState, node: Any, error: Exception) -> SyncError:
     while budget > 0 and not isinstance(error, SyncError):
         deeper = None
         for o in {id(o): o for o in culprit.operands}.values():
-            if o.buffer is not None or not o.operands or budget <= 0:
+            if o.buffer is not None or not o.operands or budget <= 0 \
+                    or type(o.dtype) is tuple:       # a while's tuple: not a value alone
                 continue
             budget -= 1
             try:
@@ -486,7 +488,7 @@ def _blame(state: DeviceState, node: Any, error: Exception) -> SyncError:
 
 def _sync_error(node: Any, site: Any, error: BaseException) -> SyncError:
     e = _error_class(type(error))(
-        f"{node.op} -> {node.dtype.short}{list(node.shape)}, recorded at "
+        f"{node.op} -> {type_text(node.shape, node.dtype)}, recorded at "   # a tuple type too
         f"{format_frame(site)}, could not be computed: {type(error).__name__}: {error}")
     e.__cause__ = error
     return e

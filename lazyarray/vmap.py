@@ -19,6 +19,10 @@ from .creation import asarray
 
 Axes = Union[int, None, Sequence[Any]]
 
+# how many vmapped functions are being traced now: inside one, la.cond/fori_loop/scan
+# trace as their fallback, which batching rules cover (lazyarray/control_flow.py)
+DEPTH = [0]
+
 
 def vmap(fun: Callable, in_axes: Axes = 0, out_axes: Axes = 0) -> Callable:
     """JAX's `vmap`: `vmap(f)(xs)` stacks `f(x)` over the leading axis of `xs`.
@@ -48,9 +52,11 @@ def _call(fun: Callable, args: tuple, in_axes: Axes, out_axes: Axes) -> Any:
     size = _batch_size(leaves)
     inputs = {id(s._node): batching.move_to_front(t._node, ax) for t, ax, s in leaves}
     state = leaves[0][0]._state
+    DEPTH[0] += 1
     try:
         out = fun(*stand_ins)
     finally:
+        DEPTH[0] -= 1
         _forget_traced(state, inputs)
     flat_out, rebuild = tree_flatten(out)
     if not all(isinstance(t, Tensor) for t in flat_out):

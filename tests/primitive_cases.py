@@ -46,7 +46,7 @@ class Case:
     id: str                    # readable and unique: "reduce_sum_rows"
     prim: str
     operands: tuple = ()
-    attrs: dict = field(default_factory=dict)
+    attrs: Any = field(default_factory=dict)   # or dtype -> attrs (sub-computations)
     dtypes: Optional[tuple] = None   # restrict further than the primitive's rule
 
     def __repr__(self) -> str:
@@ -277,9 +277,54 @@ def _decomposition_cases() -> list:
     ]
 
 
+# ---- control flow: attributes are sub-computations, built for the dtype under test --------
+
+_NUMERIC = (D.float32, D.float64, D.int32)
+
+
+def _sub_module(name: str, params: list, body: list, outputs: tuple) -> Module:
+    """A sub-computation: parameters of the given (shape, dtype)s, then `body`
+    (instructions over positions counted after the parameters), then `outputs`."""
+    ins = [Instruction("parameter", (), s, d, {"number": k}) for k, (s, d) in enumerate(params)]
+    return Module(name, ins + body, outputs)
+
+
+def _while_attrs(dtype: D.DType) -> dict:
+    """A counted loop as fori_loop records it: state (i, n, x), x doubled n times."""
+    s32 = D.int32
+    state = [((), s32), ((), s32), ((3,), dtype)]
+    cond = _sub_module("cond", state, [Instruction("compare", (0, 1), (), D.bool_,
+                                                   {"direction": "LT"})], (3,))
+    one = Instruction("constant", (), (), s32, {"value": Literal(np.array(1, np.int32))})
+    body = _sub_module("body", state, [
+        one, Instruction("add", (0, 3), (), s32, {}),
+        Instruction("add", (2, 2), (3,), dtype, {})], (4, 1, 5))
+    return {"cond": cond, "body": body, "scan": ("fori", 1, 0)}
+
+
+def _conditional_attrs(dtype: D.DType) -> dict:
+    arg = [((3,), dtype)]
+    return {"branches": (
+        _sub_module("branch0", arg, [Instruction("add", (0, 0), (3,), dtype, {})], (1, 0)),
+        _sub_module("branch1", arg, [Instruction("multiply", (0, 0), (3,), dtype, {})], (1, 1)))}
+
+
+def _control_cases() -> list:
+    s32 = D.int32
+    state = (_op((), s32, "index:1"), _op((), s32, "index:4"), _op((3,)))
+    return [
+        Case("while_counted", "while", state, _while_attrs, _NUMERIC),
+        Case("conditional_two_branches", "conditional", (_op((), s32, "index:3"), _op((3,))),
+             _conditional_attrs, _NUMERIC),
+        # the element of a while's tuple (build_module puts the while in front)
+        Case("get_tuple_element_of_while", "get_tuple_element", state,
+             lambda dtype: {"index": 2, "of": "while_counted"}, _NUMERIC),
+    ]
+
+
 # cases of a primitive still being written wait until its stanza registers it
 CASES: list = [c for c in _elementwise_cases() + _other_cases() + _decomposition_cases()
-               if c.prim in PRIMITIVES]
+               + _control_cases() if c.prim in PRIMITIVES]
 CASES_BY_ID: dict = {c.id: c for c in CASES}
 CASES_BY_PRIM: dict = {}
 for _c in CASES:
@@ -301,6 +346,8 @@ def _sub(value: Any, dtype: D.DType) -> Any:
 
 
 def _attrs(case: Case, dtype: D.DType) -> dict:
+    if callable(case.attrs):         # built for the dtype (control flow's sub-computations)
+        return case.attrs(dtype)
     return {k: _sub(v, dtype) for k, v in case.attrs.items()}
 
 
@@ -309,6 +356,8 @@ def _accepts(case: Case, dtype: D.DType) -> bool:
         return False
     if case.prim in ("parameter", "constant"):
         return True
+    if case.prim == "get_tuple_element":
+        return _accepts(CASES_BY_ID[case.attrs(dtype)["of"]], dtype)
     operands = [_Typed(o.shape, _sub(o.dtype, dtype)) for o in case.operands]
     try:
         PRIMITIVES[case.prim].infer(operands, **_attrs(case, dtype))
@@ -361,8 +410,20 @@ def build_module(case: Case, dtype: D.DType = D.float32, seed: int = 0) -> Modul
     if case.prim == "tuple":
         return Module(f"case_{case.id}", params, tuple(range(len(params))))
     attrs = _attrs(case, dtype)
+    if case.prim == "get_tuple_element":
+        inner = build_module(CASES_BY_ID[attrs["of"]], dtype)
+        ins = inner.instructions[:len(params) + 1]
+        index = attrs["index"]
+        gte = Instruction("get_tuple_element", (len(params),), ins[-1].shape[index],
+                          ins[-1].dtype[index], {"index": index})
+        return Module(f"case_{case.id}", ins + [gte], (len(ins),))
     shape, out_dtype = PRIMITIVES[case.prim].infer(params, **attrs)
     op = Instruction(case.prim, tuple(range(len(params))), shape, out_dtype, attrs)
+    if isinstance(out_dtype, tuple):     # a tuple (control flow): its elements are the outputs
+        gtes = [Instruction("get_tuple_element", (len(params),), s, d, {"index": k})
+                for k, (s, d) in enumerate(zip(shape, out_dtype))]
+        n = len(params) + 1
+        return Module(f"case_{case.id}", params + [op] + gtes, tuple(range(n, n + len(gtes))))
     return Module(f"case_{case.id}", params + [op], (len(params),))
 
 

@@ -80,6 +80,7 @@ NOT_OPS = {
     "fori_loop": "control flow (function arguments): test_control_flow.py",
     "scan": "control flow (function arguments): test_control_flow.py",
     "while_loop": "control flow (function arguments): test_control_flow.py",
+    "switch": "control flow (function arguments): test_control_flow.py",
 }
 
 

@@ -37,6 +37,7 @@ from ..module import Module
 from ..plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
 from ..row_fusion import outer_shape, reused_across_passes, row_schedule
 from .elemental import ElementalEmitter
+from .control_steps import is_control
 from .library_calls import library_step, opaque_loops
 from . import llvm_target
 from .kernel_key import kernel_key, translate
@@ -67,6 +68,7 @@ class CPUCodegen:
         self._count = 0
         self._made: dict = {}       # kernel key -> (kernel, its positions, its steps)
         self.shared = 0             # kernels that call an earlier kernel's function
+        self.control: Any = None    # kernel -> its control step (control_steps.py), or None
 
     # ---- the plan, kernel by kernel ---------------------------------------------------
 
@@ -201,6 +203,12 @@ class CPUCodegen:
     # ---- opaque ops: the loops their stanzas give ---------------------------------------
 
     def _opaque(self, kern: Kernel) -> None:
+        if is_control(self.plan, kern):     # a while/conditional: its sub-programs' step
+            if self.control is None:
+                raise ValueError(f"{self.ins[kern.members[0]].op}: compiled control flow "
+                                 "is not supported for this target")
+            self.steps.append(self.control(kern))
+            return
         for pos in kern.outputs:
             loops = opaque_loops(self.module, pos)
             if loops is None:
@@ -640,8 +648,11 @@ def _ident(name: str) -> str:
 
 
 def generate(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
-             progress: Any = None) -> tuple:
+             progress: Any = None, control: Any = None) -> tuple:
     """(LLVM IR text, steps) for every kernel of `plan`; `progress(stage, done, total)` is
-    called as kernels are generated."""
-    llmod, steps = CPUCodegen(plan, name, math, progress).run()
+    called as kernels are generated; `control(kernel) -> step` makes the step of a
+    while/conditional kernel (compiler/codegen/control_steps.py)."""
+    gen = CPUCodegen(plan, name, math, progress)
+    gen.control = control
+    llmod, steps = gen.run()
     return str(llmod), steps

@@ -597,6 +597,7 @@ def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
     """Add the plan's kernels to `mod` (names start with `prefix`); return the steps
     (LaunchSpecs, and the plan's LIBRARY/OPAQUE kernels as they are) and scratch sizes."""
     from ..plan import LOOP, OPAQUE, REDUCTION, ROW
+    from .control_steps import is_control
     launches: list = []
     scratch: dict = {}
     for k, kernel in enumerate(plan.kernels):
@@ -609,6 +610,8 @@ def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
             scratch.update(sizes)
         elif kernel.kind == ROW:
             launches.append(_row_kernel(mod, plan, kernel, name))
+        elif kernel.kind == OPAQUE and is_control(plan, kernel):
+            launches.append(kernel)     # a control step (compiler/driver.py makes it)
         else:
             specs = _opaque_kernels(mod, plan, kernel, name) if kernel.kind == OPAQUE else None
             # None: the stanza's library call (compiler/driver.py makes the step)

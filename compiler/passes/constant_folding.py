@@ -19,7 +19,7 @@ from typing import Optional
 import numpy as np
 
 from ..module import Instruction, Module
-from ..primitive import ELEMENTWISE, LEAF, PRIMITIVES
+from ..primitive import CONTROL, ELEMENTWISE, LEAF, PRIMITIVES
 from .rewrite import Builder, rebuild
 from ..shapes import num_elements
 
@@ -79,8 +79,8 @@ def _fold_splats(b: Builder, ins: Instruction) -> Optional[int]:
 
 def _rule(b: Builder, ins: Instruction) -> Optional[int]:
     prim = PRIMITIVES[ins.op]
-    if not ins.operands or prim.kind == LEAF or ins.op == "tuple" or not prim.pure:
-        return None
+    if not ins.operands or prim.kind in (LEAF, CONTROL) or ins.op == "tuple" or not prim.pure:
+        return None        # control flow: a loop over constants still runs at run time
     folded = _fold_all_constant(b, ins)
     return folded if folded is not None else _fold_splats(b, ins)
 

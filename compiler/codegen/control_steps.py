@@ -1,0 +1,104 @@
+"""Control flow in a Program: a `while` or `conditional` kernel becomes one *control step*
+that holds its sub-computations compiled for the same target (each a Program of its
+own, stored inside the step), so the enclosing module is still one compile and one
+Program that a device loads once.
+
+Steps (plain JSON-able dicts, like every step; compiler/program.py):
+
+- "while": {"operands": positions of the initial state, "outputs": [[position, tuple
+  index], ...] (the get_tuple_element values it writes), "cond": program, "body":
+  program, "varying": the state indices the body changes}. The device runs `cond` on the
+  state and reads its pred[] back; while it holds it runs `body`, which computes the
+  varying state values (in the order of "varying") and then the condition on the new
+  state (its last output: one program per iteration); the other state values (weights
+  and other captured values) are passed on untouched, never copied.
+- "conditional": {"operands": [index position, operand positions...], "outputs": as
+  above, "branches": [program, ...]}: the device reads the index, clamps it to the
+  branches and runs that one on the operands.
+
+A program is {"meta": Program.to_cache()'s dict, "code": base64 of its code}; a device
+rebuilds it with `compiler.program.sub_program`, and runs the step with
+`run_while` / `branch_index` there. The loop runs on the host, which launches the
+sub-programs' kernels (XLA's GPU backend drives a `while` the same way).
+"""
+from __future__ import annotations
+
+import base64
+from typing import Callable
+
+from ..module import Instruction, Module
+from ..plan import ExecutionPlan, Kernel
+from ..primitive import CONTROL, PRIMITIVES
+from ..program import Program
+
+
+def is_control(plan: ExecutionPlan, kern: Kernel) -> bool:
+    """Whether `kern` is a control-flow kernel (a while/conditional and its elements)."""
+    ins = plan.module.instructions[kern.members[0]]
+    return PRIMITIVES[ins.op].kind == CONTROL
+
+
+def _program_data(program: Program) -> dict:
+    meta, code = program.to_cache()
+    return {"meta": meta, "code": base64.b64encode(code).decode()}
+
+
+def varying(body: Module) -> list:
+    """State indices the body changes: all but those whose output is its own parameter."""
+    out = []
+    params = {p: body.instructions[p].attrs["number"] for p in body.parameters}
+    for k, o in enumerate(body.outputs):
+        if params.get(o) != k:
+            out.append(k)
+    return out
+
+
+def control_step(plan: ExecutionPlan, kern: Kernel, compile_sub: Callable[[Module], Program]
+                 ) -> dict:
+    """The step of control kernel `kern`; `compile_sub` compiles a sub-computation for
+    the plan's target."""
+    m = plan.module
+    pos = kern.members[0]
+    ins = m.instructions[pos]
+    outputs = [[p, int(m.instructions[p].attrs["index"])] for p in kern.members[1:]
+               if p in kern.outputs]
+    step: dict = {"type": ins.op, "kernel": kern.name, "operands": list(ins.operands),
+                  "outputs": outputs}
+    if ins.op == "while":
+        body = ins.attrs["body"]
+        vary = varying(body)
+        step["varying"] = vary
+        cond = ins.attrs["cond"]
+        step["cond"] = _program_data(compile_sub(_renamed(cond, "cond")))
+        step["body"] = _program_data(compile_sub(body_then_cond(body, cond, vary))) \
+            if vary else None
+    else:
+        step["branches"] = [_program_data(compile_sub(_renamed(b, f"branch{k}")))
+                            for k, b in enumerate(ins.attrs["branches"])]
+    return step
+
+
+def body_then_cond(body: Module, cond: Module, vary: list) -> Module:
+    """One sub-program per iteration: the body's varying outputs, then the condition on
+    the new state (so an iteration runs one program, not two)."""
+    ins = list(body.instructions)
+    new_state = list(body.outputs)
+    where: dict = {}
+    for p, c in enumerate(cond.instructions):
+        if c.op == "parameter":
+            where[p] = new_state[c.attrs["number"]]
+            continue
+        where[p] = len(ins)
+        ins.append(Instruction(c.op, tuple(where[o] for o in c.operands), c.shape, c.dtype,
+                               c.attrs))
+    return Module("body", ins, [new_state[k] for k in vary] + [where[cond.outputs[0]]])
+
+
+def _renamed(module: Module, name: str) -> Module:
+    return Module(name, module.instructions, module.outputs)
+
+
+def step_positions(step: dict) -> list:
+    """The module positions a control step reads and writes (for the Program's value
+    table)."""
+    return list(step["operands"]) + [p for p, _ in step["outputs"]]

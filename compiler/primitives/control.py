@@ -1,0 +1,173 @@
+"""Control flow: `while` and `conditional`, which carry sub-computations (modules held as
+attributes, see compiler/computation.py), and `get_tuple_element`, which reads one value
+of their tuple result.
+
+- `while(x..., cond=C, body=B)`: state = x; while C(state): state = B(state); the result
+  is the final state (a tuple). C and B take the state's values as parameters 0..n-1; C
+  returns one `pred[]`, B returns values of the state's types. Values a loop only reads
+  (weights, captured values) are state that B passes through unchanged (B's output k is
+  its parameter k): code generation then neither copies them nor treats them as carried.
+- `conditional(index, x..., branches=(B0, B1, ...))`: B_index(x...), the index clamped to
+  the branches (an index out of range takes the last, as HLO's conditional); every branch
+  takes x... and returns values of one tuple type.
+
+Fusion treats both as opaque kernels of their own (kind CONTROL) that read their operands
+from buffers and write the tuple's elements into the buffers of their
+`get_tuple_element` users; code generation compiles each sub-computation into a Program
+of its own and emits one control step that runs them (compiler/codegen/control_steps.py).
+
+Gradients: `get_tuple_element` passes its cotangent on as one element of its tuple's
+(`TupleCotangent`); a `while` carries its own vjp only when it is a counted loop made by
+`scan` (attribute `scan`, see compiler/scan_vjp.py); a `conditional` differentiates each
+branch inside a conditional of the branches' vjps.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..module import Module
+from ..primitive import CONTROL, fail, primitive
+from ..dtypes import bool_, int32
+
+
+def _types(values: Any) -> list:
+    return [(tuple(v.shape), v.dtype) for v in values]
+
+
+def _param_types(module: Module) -> list:
+    ps = module.parameters
+    return [(module.instructions[p].shape, module.instructions[p].dtype) for p in ps]
+
+
+def _output_types(module: Module) -> list:
+    return [(module.instructions[o].shape, module.instructions[o].dtype) for o in module.outputs]
+
+
+def _fmt(types: list) -> str:
+    return "(" + ", ".join(f"{d.short}[{','.join(map(str, s))}]" for s, d in types) + ")"
+
+
+def _check_params(op: str, operands: tuple, what: str, module: Any) -> None:
+    if not isinstance(module, Module):
+        fail(op, operands, f"{what} must be a module, got {type(module).__name__}", TypeError)
+    if _param_types(module) != _types(operands):
+        fail(op, operands, f"{what} takes {_fmt(_param_types(module))}, not the operands' types")
+
+
+def _no_batching(node: Any, size: int, operands: Any, batched: Any) -> Any:
+    raise NotImplementedError(
+        f"vmap: {node.op} (la.while_loop, la.fori_loop, la.scan, la.cond) has no batching "
+        "rule yet; inside vmap set la.config.compiled_control_flow = False (the traced "
+        "fallback batches like any graph), or loop over the batch")
+
+
+# ---- while ---------------------------------------------------------------------------------
+
+def _while_infer(operands: tuple, cond: Any, body: Any, scan: Any = None) -> tuple:
+    _check_params("while", operands, "the condition", cond)
+    _check_params("while", operands, "the body", body)
+    if _output_types(cond) != [((), bool_)]:
+        fail("while", operands, f"the condition must return one pred[], it returns "
+                                f"{_fmt(_output_types(cond))}", TypeError)
+    if _output_types(body) != _types(operands):
+        fail("while", operands, f"the body must return the state's types "
+                                f"{_fmt(_types(operands))}, it returns "
+                                f"{_fmt(_output_types(body))}", TypeError)
+    return tuple(o.shape for o in operands), tuple(o.dtype for o in operands)
+
+
+def _while_reference(*state: np.ndarray, cond: Module, body: Module, scan: Any = None) -> tuple:
+    from ..computation import evaluate
+    state = list(state)
+    while bool(evaluate(cond, state)[0]):
+        state = evaluate(body, state)
+    return tuple(state)
+
+
+def _while_vjp(g: Any, out: Any, *operands: Any, cond: Module, body: Module,
+               scan: Any = None) -> tuple:
+    if scan is None:
+        raise NotImplementedError(
+            "gradient: a while loop with a data-dependent trip count is not differentiable "
+            "(nor is JAX's); use la.fori_loop with fixed bounds or la.scan")
+    from ..scan_vjp import while_scan_vjp
+    return while_scan_vjp(g, out, operands, cond, body, scan)
+
+
+while_ = primitive("while", CONTROL, _while_infer, _while_reference, attrs=("cond", "body", "scan"),
+                   doc="Repeat the body over the state while the condition holds; the "
+                       "final state (a tuple).",
+                   vjp=_while_vjp, batch=_no_batching)
+
+
+# ---- conditional ---------------------------------------------------------------------------
+
+def _conditional_infer(operands: tuple, branches: Any) -> tuple:
+    index, args = operands[0], operands[1:]
+    if index.shape != () or index.dtype is not int32:
+        fail("conditional", operands, "the branch index must be an s32[] scalar", TypeError)
+    if not isinstance(branches, tuple) or not branches:
+        fail("conditional", operands, "branches must be a non-empty tuple of modules", TypeError)
+    for k, b in enumerate(branches):
+        _check_params("conditional", args, f"branch {k}", b)
+    first = _output_types(branches[0])
+    for k, b in enumerate(branches[1:], 1):
+        if _output_types(b) != first:
+            fail("conditional", operands, f"branch {k} returns {_fmt(_output_types(b))} but "
+                                          f"branch 0 returns {_fmt(first)}", TypeError)
+    return tuple(s for s, _ in first), tuple(d for _, d in first)
+
+
+def _conditional_reference(index: np.ndarray, *args: np.ndarray, branches: tuple) -> tuple:
+    from ..computation import evaluate
+    k = min(max(int(index), 0), len(branches) - 1)
+    return tuple(evaluate(branches[k], list(args)))
+
+
+def _conditional_vjp(g: Any, out: Any, index: Any, *args: Any, branches: tuple) -> tuple:
+    from ..scan_vjp import conditional_vjp
+    return (None,) + tuple(conditional_vjp(g, out, index, args, branches))
+
+
+conditional = primitive("conditional", CONTROL, _conditional_infer, _conditional_reference,
+                        attrs=("branches",),
+                        doc="Run the branch the index names (clamped) on the operands; its "
+                            "results (a tuple).",
+                        vjp=_conditional_vjp, batch=_no_batching)
+
+
+# ---- get_tuple_element ---------------------------------------------------------------------
+
+def _gte_infer(operands: tuple, index: int) -> tuple:
+    (t,) = operands
+    if not isinstance(t.dtype, tuple):
+        fail("get_tuple_element", operands, "the operand must be a tuple (of a while or a "
+                                            "conditional)", TypeError)
+    if not isinstance(index, int) or not 0 <= index < len(t.dtype):
+        raise ValueError(f"get_tuple_element: index {index!r} out of range for a tuple of "
+                         f"{len(t.dtype)} values")
+    return tuple(t.shape[index]), t.dtype[index]
+
+
+class TupleCotangent:
+    """The cotangent of one element of a tuple value: what `get_tuple_element`'s vjp gives
+    its operand; the reverse-mode walk gathers them into one list per tuple
+    (compiler/autodiff.py)."""
+
+    __slots__ = ("index", "value")
+
+    def __init__(self, index: int, value: Any) -> None:
+        self.index, self.value = index, value
+
+
+def _gte_vjp(g: Any, out: Any, t: Any, index: int) -> tuple:
+    return (TupleCotangent(index, g),)
+
+
+get_tuple_element = primitive(
+    "get_tuple_element", CONTROL, _gte_infer, lambda t, index: t[index], attrs=("index",),
+    doc="One value of a tuple (the result of a while or a conditional).", vjp=_gte_vjp,
+    batch=_no_batching)
+
