@@ -4,7 +4,8 @@
            --code generation for the target (codegen/)--------------------> Program
 
 A target is "cpu" (the host: its triple, CPU name and features) or an NVPTX architecture
-("sm_80", "sm_90", ...). Devices call only this module and read only the Program
+("sm_80", "sm_90", ...), optionally with the GPU's size ("sm_90:132:2048": multiprocessors
+and threads per multiprocessor, which size the grids). Devices call only this module and read only the Program
 (compiler/program.py); how a module is planned and emitted stays inside the compiler.
 """
 from __future__ import annotations
@@ -61,9 +62,16 @@ def llvm_lock() -> Any:
 
 
 def gpu_arch(capability: tuple) -> str:
-    """The NVPTX target for a GPU of compute capability (major, minor)."""
+    """The NVPTX architecture for a GPU of compute capability (major, minor)."""
     from .codegen.nvptx import arch_of
     return arch_of(capability)
+
+
+def gpu_target(capability: tuple, multiprocessors: int, threads_per_multiprocessor: int) -> str:
+    """The NVPTX target for a GPU: its architecture and the size that launches are
+    fitted to (codegen/gpu_target.py), e.g. "sm_90:132:2048"."""
+    from .codegen.gpu_target import target_string
+    return target_string(gpu_arch(capability), multiprocessors, threads_per_multiprocessor)
 
 
 # ---- the two targets -------------------------------------------------------------------
