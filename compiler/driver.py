@@ -160,6 +160,26 @@ def _compile_nvptx(module: Module, arch: str, donated: frozenset, verify: bool,
     return program
 
 
+def compile_gpu_for_host(module: Module, target: str) -> Program:
+    """The GPU program of `module` for `target` — the same kernels, launches and scratch
+    buffers — with its kernels built as host object code (codegen/gpu_simt.py), for
+    devices/cuda_simt.py to run thread by thread without a GPU. Each kernel takes the
+    thread's context after its buffers."""
+    from .codegen import llvm_target, nvptx
+    plan = compile_plan(module)
+    gpu = nvptx.emit_plan(plan, target, module.name, host=True)
+    steps = []
+    for s in gpu.launches:
+        if not isinstance(s, nvptx.LaunchSpec):
+            raise NotImplementedError(f"{module.name}: kernel {s.name} is a library call; "
+                                      f"the host stand-in runs generated kernels only")
+        steps.append(_launch_step(s))
+    code = llvm_target.emit_object(llvm_target.optimize(gpu.llvm_ir, module.name))
+    program = _program(plan, "simt:" + target, code, steps, frozenset())
+    program.scratch = dict(gpu.scratch)
+    return program
+
+
 def _launch_step(spec: Any) -> dict:
     return {"type": "launch", "kernel": spec.name, "fn": spec.name, "grid": list(spec.grid),
             "block": list(spec.block), "shared_bytes": int(spec.shared_bytes),

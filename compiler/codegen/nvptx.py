@@ -44,7 +44,7 @@ from typing import Any, Callable
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from . import gpu_math, gpu_vector
+from . import gpu_math, gpu_simt, gpu_vector
 from .gpu_target import GpuTarget, parse_target
 from .gpu_vector import VEC
 from ..primitive import PRIMITIVES
@@ -133,17 +133,25 @@ def arch_of(capability: tuple) -> str:
     return f"sm_{best}"
 
 
-def new_module(name: str) -> ir.Module:
+def new_module(name: str, host: bool = False) -> ir.Module:
+    """A module for kernels; `host`: the same kernels built for the host CPU, to be run
+    by the SIMT stand-in (gpu_simt.py)."""
     mod = ir.Module(name=name)
+    if host:
+        return gpu_simt.mark_host(mod)
     mod.triple = TRIPLE
     mod.data_layout = DATA_LAYOUT
     return mod
 
 
 def new_kernel(mod: ir.Module, name: str, nparams: int) -> tuple:
-    """A kernel entry taking `nparams` global pointers; returns (function, builder)."""
-    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * nparams), name)
-    fn.calling_convention = "ptx_kernel"
+    """A kernel entry taking `nparams` global pointers; returns (function, builder). On
+    the host (gpu_simt.py) it takes the thread's context after them."""
+    host = gpu_simt.is_host(mod)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * (nparams + host)),
+                     name)
+    if not host:
+        fn.calling_convention = "ptx_kernel"
     for arg in fn.args:
         arg.add_attribute("noundef")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -234,11 +242,15 @@ def _intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list) -> ir.Value
 
 def sreg(b: ir.IRBuilder, reg: str) -> ir.Value:
     """A special register (tid.x, ctaid.x, ntid.x, nctaid.x...) as an i64."""
+    if gpu_simt.is_host(b.module):
+        return gpu_simt.sreg(b, reg)
     v = _intrinsic(b, f"llvm.nvvm.read.ptx.sreg.{reg}", I32, [])
     return b.zext(v, I64)
 
 
 def barrier(b: ir.IRBuilder) -> None:
+    if gpu_simt.is_host(b.module):
+        return gpu_simt.barrier(b)
     _intrinsic(b, "llvm.nvvm.barrier0", ir.VoidType(), [])
 
 
@@ -267,13 +279,17 @@ def shuffle_xor(b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
 
 
 def _shfl(b: ir.IRBuilder, value: ir.Value, lane_mask: int, suffix: str) -> ir.Value:
+    if gpu_simt.is_host(b.module):
+        bits = value if suffix == "i32" else b.bitcast(value, I32)
+        got = gpu_simt.shuffle_xor_i32(b, bits, lane_mask)
+        return got if suffix == "i32" else b.bitcast(got, value.type)
     args = [ir.Constant(I32, -1), value, ir.Constant(I32, lane_mask), ir.Constant(I32, WARP - 1)]
     return _intrinsic(b, f"llvm.nvvm.shfl.sync.bfly.{suffix}", value.type, args)
 
 
 def shared_array(mod: ir.Module, name: str, ty: ir.Type, count: int) -> ir.GlobalVariable:
     arr = ir.ArrayType(_shared_type(ty), count)
-    g = ir.GlobalVariable(mod, arr, name, addrspace=SHARED)
+    g = ir.GlobalVariable(mod, arr, name, addrspace=0 if gpu_simt.is_host(mod) else SHARED)
     g.linkage = "internal"
     g.initializer = ir.Constant(arr, ir.Undefined)
     g.align = 8
@@ -621,7 +637,8 @@ def emit_full_reduction(mod: ir.Module, name: str, red: Reduction, nparams: int,
     else:
         accs = strided_loop(b, first, c64(n), stride, red.init(b), element)
     accs = _block_reduce(mod, b, red, accs, name + "_blk")          # valid in thread 0
-    ticket = ir.GlobalVariable(mod, I32, name + ".ticket", addrspace=GLOBAL)
+    ticket = ir.GlobalVariable(mod, I32, name + ".ticket",
+                               addrspace=0 if gpu_simt.is_host(mod) else GLOBAL)
     ticket.linkage = "internal"
     ticket.initializer = ir.Constant(I32, 0)      # zero when the module loads
     ticket.align = 4
@@ -630,13 +647,13 @@ def emit_full_reduction(mod: ir.Module, name: str, red: Reduction, nparams: int,
     with b.if_then(b.icmp_unsigned("==", tid, c64(0))):
         for j, a in enumerate(accs):
             _store_partial(b, args[nparams + j], block, a)
-        b.fence("acq_rel", "device")              # the partial before the ticket
+        _fence(b)                                 # the partial before the ticket
         taken = b.atomic_rmw("add", ticket, ir.Constant(I32, 1), "monotonic")
         last = b.icmp_unsigned("==", taken, b.trunc(b.sub(nblocks, c64(1)), I32))
         shared_store(b, flag, zero32, b.zext(last, I32))
     barrier(b)
     with b.if_then(b.icmp_unsigned("!=", shared_load(b, flag, zero32, I32), zero32)):
-        b.fence("acq_rel", "device")              # every block's partial is visible
+        _fence(b)                                 # every block's partial is visible
 
         def partial(i: ir.Value, accs: list) -> list:
             return red.combine(b, accs, [_load_partial(b, args[nparams + j], i, t, fresh=True)
@@ -650,6 +667,22 @@ def emit_full_reduction(mod: ir.Module, name: str, red: Reduction, nparams: int,
     b.ret_void()
     spec = LaunchSpec(name, (blocks, 1, 1), (BLOCK, 1, 1), [])
     return spec, [blocks * _bytes(t) for t in partial_types]
+
+
+def _fence(b: ir.IRBuilder) -> None:
+    """Order this thread's memory operations for the whole GPU (fence.acq_rel.gpu)."""
+    if gpu_simt.is_host(b.module):
+        b.fence("acq_rel")
+    else:
+        b.fence("acq_rel", "device")
+
+
+def _math(mod: ir.Module) -> Any:
+    """The math table: libdevice and PTX on the GPU, the CPU's for the host stand-in."""
+    if gpu_simt.is_host(mod):
+        from .math_table import CPU_MATH
+        return CPU_MATH
+    return gpu_math.GPU_MATH
 
 
 def _bytes(ty: ir.Type) -> int:
@@ -691,17 +724,21 @@ def _fresh_load(b: ir.IRBuilder, ptr: ir.Value, ty: ir.Type) -> ir.Value:
 
 # ---- a whole execution plan --------------------------------------------------------------
 
-def emit_plan(plan: Any, arch: str = DEFAULT_ARCH, name: str = "module") -> GpuProgram:
+def emit_plan(plan: Any, arch: str = DEFAULT_ARCH, name: str = "module",
+              host: bool = False) -> GpuProgram:
     """PTX for every LOOP and REDUCTION kernel of an ExecutionPlan, in one PTX module.
     `arch`: a GPU target string (gpu_target.py: "sm_90", or "sm_90:132:2048" with the
-    GPU's size, which sizes the grids).
+    GPU's size, which sizes the grids). `host`: build the kernels for the host CPU
+    instead (gpu_simt.py): `llvm_ir` holds them, `ptx` is empty.
 
     LIBRARY and OPAQUE kernels produce no code: the device runs them (cuBLAS, or the
     host). Each launch's `params` are module positions (kernel inputs, then outputs) and,
     for full reductions, scratch keys (strings) whose sizes are in `scratch`."""
     gpu = parse_target(arch)
-    mod = new_module(_ident(name))
+    mod = new_module(_ident(name), host)
     launches, scratch = emit_kernels(mod, plan, gpu=gpu)
+    if host:            # no PTX: the kernels' LLVM IR for the host (gpu_simt.py)
+        return GpuProgram("", gpu.arch, launches, scratch, str(mod))
     if not any(isinstance(s, LaunchSpec) for s in launches):
         return GpuProgram("", gpu.arch, launches, scratch)
     ptx, llvm_ir = to_ptx(mod, gpu.arch)
@@ -750,7 +787,7 @@ def _emitter(b: ir.IRBuilder, mod: ir.Module, plan: Any, kernel: Any, args: list
     from .elemental import ElementalEmitter
     params = _params(kernel)
     inputs = {pos: args[i] for i, pos in enumerate(params) if pos in kernel.inputs}
-    em = ElementalEmitter(b, mod, plan.module, inputs, gpu_math.GPU_MATH)
+    em = ElementalEmitter(b, mod, plan.module, inputs, _math(mod))
     em.out_ptr = {pos: args[i] for i, pos in enumerate(params)}
     return em
 
@@ -865,7 +902,7 @@ class _ReductionCode:
     def combine(self, b: ir.IRBuilder, a: list, c: list) -> list:
         from .llvm_types import Value
         from .elemental import ElementalEmitter
-        em = ElementalEmitter(b, self.mod, self.plan.module, {}, gpu_math.GPU_MATH)
+        em = ElementalEmitter(b, self.mod, self.plan.module, {}, _math(self.mod))
         ins = self.plan.module.instructions
         out, j = [], 0
         for p in self.roots:
