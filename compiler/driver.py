@@ -160,6 +160,13 @@ def _compile_nvptx(module: Module, arch: str, donated: frozenset, verify: bool,
     return program
 
 
+def simt_layout() -> tuple:
+    """(context word offsets by name, words, bytes per barrier) that the host-built GPU
+    kernels of `compile_gpu_for_host` and their runner (devices/cuda_simt.py) share."""
+    from .codegen import gpu_simt
+    return dict(gpu_simt.CTX), gpu_simt.CTX_WORDS, gpu_simt.BARRIER_BYTES
+
+
 def compile_gpu_for_host(module: Module, target: str) -> Program:
     """The GPU program of `module` for `target` — the same kernels, launches and scratch
     buffers — with its kernels built as host object code (codegen/gpu_simt.py), for

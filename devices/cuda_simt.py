@@ -21,11 +21,11 @@ from typing import Any
 import llvmlite.binding as llvm
 import numpy as np
 
-from ..compiler.codegen.gpu_simt import BARRIER_BYTES, CTX, CTX_WORDS
-from ..compiler.driver import llvm_lock
+from ..compiler.driver import llvm_lock, simt_layout
 from ..compiler.program import Program
 from .object_code import LoadedCode
 
+CTX, CTX_WORDS, BARRIER_BYTES = simt_layout()
 _LIBC = ctypes.CDLL(None)
 _LIBC.pthread_barrier_init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
 _LIBC.pthread_barrier_wait.argtypes = [ctypes.c_void_p]
