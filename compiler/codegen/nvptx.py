@@ -850,7 +850,7 @@ class _ReductionCode:
         self.em = None
 
     def _em(self, b: ir.IRBuilder, args: list) -> Any:
-        # one emitter per kernel function (the two stages of a full reduction differ)
+        # one emitter per kernel function
         if self.em is None or self.em.b is not b or self.em.args is not args[0]:
             self.em = _emitter(b, self.mod, self.plan, self.kernel, args)
             self.em.args = args[0]
