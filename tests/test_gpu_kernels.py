@@ -85,7 +85,8 @@ def test_grids_are_one_wave_of_the_gpu_they_are_for() -> None:
     big, small = _launch(_emit([x * 2], "sm_90:132:2048")), _launch(_emit([x * 2], "sm_90:16:1024"))
     assert big.grid == (132 * 8, 1, 1) and small.grid == (16 * 4, 1, 1)
     # a small space gets only the blocks it needs
-    assert _launch(_emit([_ones(1000) * 2], "sm_90:132:2048")).grid == (4, 1, 1)
+    assert _launch(_emit([_ones(1001) * 2], "sm_90:132:2048")).grid == (4, 1, 1)
+    assert _launch(_emit([_ones(1000) * 2], "sm_90:132:2048")).grid == (1, 1, 1)   # 4 a thread
     rows = _launch(_emit([_softmax(_ones(1 << 16, 64))], "sm_90:10:2048"))
     assert rows.grid == (10 * 8, 1, 1)
 
@@ -117,3 +118,14 @@ def test_cuda_device_targets_its_gpus_size() -> None:
     (step,) = [s for s in exe.steps if s["type"] == "launch"]
     assert exe.program.target == dev.target
     assert step["grid"][0] <= FAKE_DRIVER.multiprocessors * 8
+
+
+@needs_ptxas
+def test_elementwise_kernels_use_vector_loads_and_stores() -> None:
+    x, y = _ones(2048, 1024), _ones(1024)
+    prog = _emit([x * 2 + y, la.exp(x)])
+    ptxas.check(prog.ptx, ("sm_90",), "elementwise")
+    assert "ld.global.v4" in prog.ptx and "st.global.v4" in prog.ptx
+    assert _launch(prog).grid == (132 * 8, 1, 1)
+    odd = _emit([_ones(100, 3) * 2])
+    assert "ld.global.v4" not in odd.ptx and _launch(odd).grid == (-(-300 // 256), 1, 1)

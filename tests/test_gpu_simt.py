@@ -85,3 +85,13 @@ def test_layer_norm_rows():
 def test_column_and_interleaved_reductions():
     x = _t(40, 70)
     _check([x.sum(axis=0), la.argmax(x, axis=0), _t(4, 5, 6).sum(axis=(0, 2))], rtol=1e-5)
+
+
+def test_elementwise_vector_and_scalar_paths():
+    x, y = _t(37, 8), _t(8, seed=1)
+    # f32 with a broadcast operand (vector loads of x, scalar of y, vector stores), a
+    # multi-output fusion, a non-32-bit output (scalar stores), and an odd last axis
+    _check([x * 2 + y, la.exp(x), (x > y).astype(la.float16)])
+    _check([_t(5, 7) * 3 + 1])
+    ints = la.asarray(np.arange(4 * 300, dtype=np.int32).reshape(300, 4))
+    _check([ints * 3 - 7])

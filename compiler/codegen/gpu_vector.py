@@ -72,3 +72,20 @@ def split_index(b: ir.IRBuilder, base: list) -> list:
         last = b.add(base[-1], ir.Constant(ir.IntType(64), j), flags=("nuw", "nsw"))
         out.append(list(base[:-1]) + [last])
     return out
+
+
+def store(em: Any, b: ir.IRBuilder, base: ir.Value, shape: tuple, flat: ir.Value,
+          values: list, indices: list) -> None:
+    """Store VEC values of one output at flat..flat+VEC-1: one aligned vector store for
+    4-byte elements, else one store per element (at `indices`)."""
+    dtype = values[0].dtype
+    if dtype.bits != 32 or dtype.kind not in ("float", "int", "uint"):
+        for value, index in zip(values, indices):
+            em.store(base, shape, value, index)
+        return
+    elem = storage_type(dtype)
+    vec = ir.Constant(ir.VectorType(elem, VEC), ir.Undefined)
+    for j, value in enumerate(values):
+        vec = b.insert_element(vec, em.to_storage(value), ir.Constant(ir.IntType(32), j))
+    ptr = b.gep(base, [flat], inbounds=True, source_etype=elem)
+    b.store(vec, ptr, align=VEC_BYTES)

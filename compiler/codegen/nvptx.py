@@ -412,6 +412,28 @@ def emit_loop(mod: ir.Module, name: str, shape: tuple, nparams: int,
     return LaunchSpec(name, (grid_for(n, BLOCK, gpu), 1, 1), (BLOCK, 1, 1), [])
 
 
+def emit_vector_loop(mod: ir.Module, name: str, shape: tuple, nparams: int,
+                     body: Callable[[ir.IRBuilder, list, ir.Value, list], None],
+                     gpu: GpuTarget = None) -> LaunchSpec:
+    """One thread per VEC consecutive elements of `shape` (its last axis a multiple of
+    VEC; grid-stride): body(b, args, flat, indices) computes and stores every output at
+    the VEC indices from flat position `flat`, reading and writing with vector accesses
+    where it can (gpu_vector.py)."""
+    fn, b = new_kernel(mod, name, nparams)
+    groups = num_elements(shape) // VEC
+    tid = b.add(b.mul(sreg(b, "ctaid.x"), sreg(b, "ntid.x")), sreg(b, "tid.x"))
+    stride = b.mul(sreg(b, "nctaid.x"), sreg(b, "ntid.x"))
+
+    def step(g: ir.Value, carried: list) -> list:
+        flat = b.mul(g, c64(VEC))
+        body(b, list(fn.args), flat, gpu_vector.split_index(b, delinearize(b, flat, shape)))
+        return carried
+
+    strided_loop(b, tid, c64(groups), stride, [], step, "g")
+    b.ret_void()
+    return LaunchSpec(name, (grid_for(groups, BLOCK, gpu), 1, 1), (BLOCK, 1, 1), [])
+
+
 def emit_ordered_loop(mod: ir.Module, name: str, shape: tuple, ordered: tuple, nparams: int,
                       body: Callable[[ir.IRBuilder, list, list], None],
                       gpu: GpuTarget = None) -> LaunchSpec:
@@ -810,7 +832,20 @@ def _loop_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str,
         for pos, value in zip(kernel.outputs, values):
             _store(em, pos, index, value)
 
-    spec = emit_loop(mod, name, shape, len(params), body, gpu)
+    outs = kernel.outputs
+    if shape and shape[-1] % VEC == 0 and all(ins.shape == shape for ins in
+                                               (plan.module.instructions[p] for p in outs)):
+        def group(b: ir.IRBuilder, args: list, flat: ir.Value, indices: list) -> None:
+            em = _emitter(b, mod, plan, kernel, args)
+            gpu_vector.preload(em, b, gpu_vector.vector_inputs(plan.module, em.buffers, outs,
+                                                               shape), flat, indices)
+            values = [[em.at(pos, index) for index in indices] for pos in outs]
+            for pos, vs in zip(outs, values):
+                gpu_vector.store(em, b, em.out_ptr[pos], shape, flat, vs, indices)
+
+        spec = emit_vector_loop(mod, name, shape, len(params), group, gpu)
+    else:
+        spec = emit_loop(mod, name, shape, len(params), body, gpu)
     spec.params = params
     return spec
 
