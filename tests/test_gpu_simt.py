@@ -40,7 +40,8 @@ def _check(tensors, rtol=1e-5, atol=1e-5, runs=1):
     for _ in range(runs):
         got = exe.run(args)
         for g, w in zip(got, want):
-            np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64),
+            wide = np.complex128 if np.iscomplexobj(w) else np.float64
+            np.testing.assert_allclose(np.asarray(g).astype(wide), np.asarray(w).astype(wide),
                                        rtol=rtol, atol=atol)
     return program
 
@@ -95,3 +96,20 @@ def test_elementwise_vector_and_scalar_paths():
     _check([_t(5, 7) * 3 + 1])
     ints = la.asarray(np.arange(4 * 300, dtype=np.int32).reshape(300, 4))
     _check([ints * 3 - 7])
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint16", "int64", "float16", "bfloat16",
+                                   "complex64"])
+def test_reductions_of_every_width(dtype):
+    """Shuffles and partials of 1-, 8-, 16-, 64-bit and two-part (complex) values."""
+    rng = np.random.default_rng(3)
+    raw = rng.integers(-3, 4, (6, 40)) + (1j * rng.integers(-2, 3, (6, 40)) if dtype == "complex64" else 0)
+    if dtype == "bool":
+        raw = raw > 0
+    x = la.asarray(np.asarray(raw).astype(np.float32 if dtype == "bfloat16" else dtype))
+    x = x.astype(la.bfloat16) if dtype == "bfloat16" else x
+    tensors = [x.sum(), x.sum(axis=1), x.sum(axis=0)] if dtype != "bool" else \
+        [la.any(x), la.all(x, axis=1), la.any(x, axis=0)]
+    if dtype not in ("bool", "complex64"):
+        tensors += [la.max(x), la.argmax(x, axis=1)]
+    _check(tensors, rtol=1e-2, atol=1e-2)
