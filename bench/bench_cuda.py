@@ -1,14 +1,23 @@
 """GPU benchmarks: lazyarray on "cuda" beside PyTorch eager and torch.compile on the same
 GPU, plus the device-to-device copy bandwidth measured in the same run (the bound for
 `mean(3*x**2+y)`, which reads 2 x 2^26 float32), an MLP training step and a GPT-style
-transformer block training step. Skipped without a CUDA GPU. Every timed lazyarray step
-waits for the GPU (`la.cuda.synchronize()`), as the torch steps do: a sync alone returns
-once the work is queued.
+transformer block training step. Skipped without a CUDA GPU; a peer that is absent
+(PyTorch, PyTorch without CUDA, a torch.compile that cannot compile here) is skipped with
+its reason, and the rest still runs. Every timed lazyarray step waits for the GPU
+(`la.cuda.synchronize()`), as the torch steps do: a sync alone returns once the work is
+queued.
+
+At the end of the module the run's own summary is printed and written to
+`bench/results/cuda_summary.md`: for each workload that moves a known number of bytes,
+lazyarray's achieved bandwidth beside the copy bandwidth measured in this run (and its
+share of it), and the medians of every framework with their ratio to lazyarray's.
 
     python -m pytest bench/bench_cuda.py --benchmark-only --benchmark-json=bench/results/cuda.json
     python bench/report.py bench/results/cuda.json
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -53,6 +62,64 @@ def _label(benchmark, group: str, framework: str, nbytes=None) -> None:
         benchmark.extra_info["bytes"] = nbytes
 
 
+# ---- the run's own summary: bandwidth beside the copy's, ratios to the peers -----------
+
+MEDIANS: dict = {}           # group -> framework -> (median seconds, bytes moved or None)
+COPY = "memory copy"
+
+
+def _timed(benchmark, step, group: str, framework: str, nbytes=None):
+    """benchmark(step), labelled, its median kept for the summary."""
+    _label(benchmark, group, framework, nbytes)
+    out = benchmark(step)
+    stats = getattr(getattr(benchmark, "stats", None), "stats", None)
+    if stats is not None:          # None under --benchmark-disable
+        MEDIANS.setdefault(group, {})[framework] = (stats.median, nbytes)
+    return out
+
+
+def summary(medians: dict) -> str:
+    """Markdown: per workload, each framework's median, lazyarray's bandwidth and its
+    share of the copy bandwidth measured in the same run, and peer / lazyarray ratios
+    (above 1: lazyarray is faster)."""
+    copy = medians.get(COPY, {}).get("device")
+    copy_bw = copy[1] / copy[0] if copy and copy[1] else None
+    frameworks = ["lazyarray", "torch", "torch.compile"]
+    lines = ["| workload | " + " | ".join(frameworks) + " | lazyarray GB/s | % of copy | "
+             "torch / lazyarray | torch.compile / lazyarray |",
+             "|---|---|---|---|---|---|---|---|"]
+    for group, row in medians.items():
+        if group == COPY:
+            continue
+        la_t = row.get("lazyarray")
+        cells = [f"{row[f][0] * 1e3:.3f} ms" if f in row else "—" for f in frameworks]
+        bw = la_t[1] / la_t[0] if la_t and la_t[1] else None
+        cells.append(f"{bw / 1e9:.0f}" if bw else "—")
+        cells.append(f"{100 * bw / copy_bw:.0f}%" if bw and copy_bw else "—")
+        for peer in frameworks[1:]:
+            cells.append(f"{row[peer][0] / la_t[0]:.2f}x" if la_t and peer in row else "—")
+        lines.append(f"| {group} | " + " | ".join(cells) + " |")
+    if copy_bw:
+        lines.append(f"\nDevice-to-device copy in this run: {copy_bw / 1e9:.0f} GB/s "
+                     f"(bytes read + written / median time).")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _summary_at_the_end(request):
+    yield
+    if not MEDIANS:
+        return
+    text = summary(MEDIANS)
+    where = os.path.join(os.path.dirname(__file__), "results", "cuda_summary.md")
+    os.makedirs(os.path.dirname(where), exist_ok=True)
+    with open(where, "w") as f:
+        f.write(text)
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("\n" + text + f"(written to {where})")
+
+
 WORK = {"mean_3x2_plus_y": (W.mean_3x2_plus_y, [(N_MEAN,), (N_MEAN,)]),
         "softmax_rows": (W.softmax_rows, [ROWS]),
         "layer_norm_rows": (W.layer_norm_rows, [ROWS]),
@@ -66,8 +133,7 @@ def test_lazyarray_cuda(benchmark, workload):
     fn, shapes = WORK[workload]
     step = _la_run(fn, *_la_inputs(*shapes))
     step()                                   # compile outside the timing
-    _label(benchmark, workload, "lazyarray", BYTES.get(workload))
-    benchmark(step)
+    _timed(benchmark, step, workload, "lazyarray", BYTES.get(workload))
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["torch_eager", "torch_compile"])
@@ -82,9 +148,17 @@ def test_torch_cuda(benchmark, workload, compiled):
         out = run(*args)
         torch.cuda.synchronize()
         return out
-    step()
-    _label(benchmark, workload, "torch.compile" if compiled else "torch", BYTES.get(workload))
-    benchmark(step)
+    _first_or_skip(step, "torch.compile" if compiled else "torch")
+    _timed(benchmark, step, workload, "torch.compile" if compiled else "torch", BYTES.get(workload))
+
+
+def _first_or_skip(step, framework: str) -> None:
+    """Run a peer's first step; a peer that cannot run here (torch.compile without a
+    working Triton, say) is skipped with its error, not counted as a failure."""
+    try:
+        step()
+    except Exception as e:                      # noqa: BLE001 (any reason a peer fails)
+        pytest.skip(f"{framework} cannot run here: {type(e).__name__}: {str(e)[:200]}")
 
 
 def test_device_copy_bandwidth(benchmark):
@@ -97,8 +171,7 @@ def test_device_copy_bandwidth(benchmark):
         dev.copy(src, dst)
         dev.synchronize()
     copy()
-    _label(benchmark, "memory copy", "lazyarray", 2 * src.nbytes)
-    benchmark(copy)
+    _timed(benchmark, copy, COPY, "device", 2 * src.nbytes)
 
 
 # ---- the seed example with .item(): a host read each call ----------------------------------
@@ -120,9 +193,8 @@ def test_seed_example_item(benchmark, framework, log2n):
 
         def step():
             return run(x, y).item()
-    step()
-    _label(benchmark, f"seed example 2^{log2n} with .item()", framework, 2 * n * 4)
-    benchmark(step)
+    _first_or_skip(step, framework)
+    _timed(benchmark, step, f"seed example 2^{log2n} with .item()", framework, 2 * n * 4)
 
 
 # ---- training steps ------------------------------------------------------------------------
@@ -141,10 +213,9 @@ def test_mlp_training_step(benchmark, framework, name):
         step = la_mlp_step(la, sizes, batch)
     else:
         step = torch_mlp_step(_torch(True), sizes, batch, framework == "torch.compile")
-    first = _first(step)
-    _label(benchmark, name, framework)
+    first = _first(step, framework)
     benchmark.extra_info["first_step_s"] = first
-    benchmark(step)
+    _timed(benchmark, step, name, framework)
 
 
 @pytest.mark.parametrize("framework", ["lazyarray", "torch", "torch.compile"])
@@ -156,14 +227,16 @@ def test_transformer_block_training_step(benchmark, framework):
         step = la_block_step(la, params, x)
     else:
         step = torch_block_step(_torch(True), params, x, framework == "torch.compile")
-    first = _first(step)
-    _label(benchmark, "transformer block step (512w, 8h, T512, B16)", framework)
+    first = _first(step, framework)
     benchmark.extra_info["first_step_s"] = first
-    benchmark(step)
+    _timed(benchmark, step, "transformer block step (512w, 8h, T512, B16)", framework)
 
 
-def _first(step) -> float:
+def _first(step, framework: str) -> float:
     import time
     t0 = time.perf_counter()
-    step()
+    if framework == "lazyarray":
+        step()
+    else:
+        _first_or_skip(step, framework)
     return time.perf_counter() - t0

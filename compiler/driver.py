@@ -4,7 +4,8 @@
            --code generation for the target (codegen/)--------------------> Program
 
 A target is "cpu" (the host: its triple, CPU name and features) or an NVPTX architecture
-("sm_80", "sm_90", ...). Devices call only this module and read only the Program
+("sm_80", "sm_90", ...), optionally with the GPU's size ("sm_90:132:2048": multiprocessors
+and threads per multiprocessor, which size the grids). Devices call only this module and read only the Program
 (compiler/program.py); how a module is planned and emitted stays inside the compiler.
 """
 from __future__ import annotations
@@ -63,9 +64,16 @@ def llvm_lock() -> Any:
 
 
 def gpu_arch(capability: tuple) -> str:
-    """The NVPTX target for a GPU of compute capability (major, minor)."""
+    """The NVPTX architecture for a GPU of compute capability (major, minor)."""
     from .codegen.nvptx import arch_of
     return arch_of(capability)
+
+
+def gpu_target(capability: tuple, multiprocessors: int, threads_per_multiprocessor: int) -> str:
+    """The NVPTX target for a GPU: its architecture and the size that launches are
+    fitted to (codegen/gpu_target.py), e.g. "sm_90:132:2048"."""
+    from .codegen.gpu_target import target_string
+    return target_string(gpu_arch(capability), multiprocessors, threads_per_multiprocessor)
 
 
 # ---- the two targets -------------------------------------------------------------------
@@ -167,6 +175,33 @@ def _compile_nvptx(module: Module, arch: str, donated: frozenset, verify: bool,
     if dumps:
         program.dumps = _plan_texts(plan)
         program.dumps.update(llvm=gpu.llvm_ir, ptx=gpu.ptx)
+    return program
+
+
+def simt_layout() -> tuple:
+    """(context word offsets by name, words, bytes per barrier) that the host-built GPU
+    kernels of `compile_gpu_for_host` and their runner (devices/cuda_simt.py) share."""
+    from .codegen import gpu_simt
+    return dict(gpu_simt.CTX), gpu_simt.CTX_WORDS, gpu_simt.BARRIER_BYTES
+
+
+def compile_gpu_for_host(module: Module, target: str) -> Program:
+    """The GPU program of `module` for `target` — the same kernels, launches and scratch
+    buffers — with its kernels built as host object code (codegen/gpu_simt.py), for
+    devices/cuda_simt.py to run thread by thread without a GPU. Each kernel takes the
+    thread's context after its buffers."""
+    from .codegen import llvm_target, nvptx
+    plan = compile_plan(module)
+    gpu = nvptx.emit_plan(plan, target, module.name, host=True)
+    steps = []
+    for s in gpu.launches:
+        if not isinstance(s, nvptx.LaunchSpec):
+            raise NotImplementedError(f"{module.name}: kernel {s.name} is a library call; "
+                                      f"the host stand-in runs generated kernels only")
+        steps.append(_launch_step(s))
+    code = llvm_target.emit_object(llvm_target.optimize(gpu.llvm_ir, module.name))
+    program = _program(plan, "simt:" + target, code, steps, frozenset())
+    program.scratch = dict(gpu.scratch)
     return program
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..compiler import primitive as P
 from ..compiler import profile_hooks
-from ..compiler.driver import compile as compile_program, gpu_arch
+from ..compiler.driver import compile as compile_program, gpu_arch, gpu_target
 from ..compiler.module import Module
 from ..compiler.program import Program, branch_index, run_while, sub_program
 from . import cuda_driver, gpu_timer
@@ -94,6 +94,13 @@ class CudaDevice(Device):
             check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.dev), "cc"),
             check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.dev), "cc"))
         self.arch = gpu_arch(self.capability)
+        # what the compiler sizes grids for: one wave of resident blocks on this GPU
+        self.multiprocessors = check(cu.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, self.dev), "multiprocessors")
+        self.threads_per_multiprocessor = check(cu.cuDeviceGetAttribute(
+            attr.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, self.dev), "threads per SM")
+        self.target = gpu_target(self.capability, self.multiprocessors,
+                                 self.threads_per_multiprocessor)
         self.allocator = CachingAllocator(lambda: cu, self.stream)
         self.staging = PinnedStaging(lambda: cu)
         self._lock = threading.Lock()
@@ -172,7 +179,7 @@ class CudaDevice(Device):
         return {**self.counters, **self.allocator.stats()}
 
     def cache_key(self) -> tuple:
-        return (self.platform, self.arch)
+        return (self.platform, self.target)
 
     def cublas(self) -> Optional[Any]:
         """(library, handle) bound to this device's stream, or None without cuBLAS."""
@@ -227,14 +234,14 @@ class CudaDevice(Device):
         from ..compiler.driver import target_id
         where = self.settings()["cache_dir"] or default_dir()
         if where == "off":
-            return compile_program(module, self.arch, donated), False
+            return compile_program(module, self.target, donated), False
         cache = DiskCache(where)
         text = str(module) + (f"\ndonated {sorted(donated)}" if donated else "")
-        key = entry_key(text, VERSION, compiler_fingerprint(), *target_id(self.arch))
+        key = entry_key(text, VERSION, compiler_fingerprint(), *target_id(self.target))
         program = load_cached(cache, key)
         if program is not None:
             return program, True
-        program = compile_program(module, self.arch, donated)
+        program = compile_program(module, self.target, donated)
         cache.store(key, *program.to_cache())
         return program, False
 

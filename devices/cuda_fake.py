@@ -59,6 +59,7 @@ class CUresult(enum.IntEnum):
 
 class CUdevice_attribute(enum.IntEnum):
     CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+    CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
 
@@ -140,6 +141,8 @@ class FakeDriver:
         self._host_kernels: dict = {}    # image key -> {name: (callable, nparams)}
         self._streams: list = []
         self.capability = (9, 0)
+        self.multiprocessors = 132         # an H100 SXM's size, as its attributes say
+        self.threads_per_multiprocessor = 2048
         self.calls: dict = {}            # driver call name -> count (tests read it)
 
     def _count(self, name: str) -> None:
@@ -164,7 +167,9 @@ class FakeDriver:
     def cuDeviceGetAttribute(self, attr: Any, dev: Any) -> tuple:
         values = {CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: self.capability[0],
                   CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: self.capability[1],
-                  CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: 132}
+                  CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: self.multiprocessors,
+                  CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR:
+                      self.threads_per_multiprocessor}
         return (CUresult.CUDA_SUCCESS, values[attr])
 
     def cuDevicePrimaryCtxRetain(self, dev: Any) -> tuple:

@@ -4,8 +4,9 @@ GPU kernels use thread indices, warp shuffles and barriers that do not run on a 
 fake launch runs the CPU target's code for the same kernel of the same fusion plan: the
 module is compiled for the host with every value in its own buffer (as the GPU runtime
 allocates them; `separate_buffers`), and each GPU launch maps to the CPU steps of its
-plan kernel by name (the GPU entry is `k<index>_<kernel>`, with `_1`/`_2` for the two
-stages of a full reduction, whose second stage has nothing left to do on the host).
+plan kernel by name (the GPU entry is `k<index>_<kernel>`, with `_0`, `_1`, ... for the
+loops of an opaque op, which the host steps do all at the first launch). These check the
+runtime, not the GPU kernels' code: devices/cuda_simt.py runs that code.
 """
 from __future__ import annotations
 

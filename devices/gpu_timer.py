@@ -13,7 +13,7 @@ _LAUNCH = re.compile(r"^k(\d+)_")
 
 def kernel_name(step: dict, program: Any) -> str:
     """The plan kernel a Program step belongs to (NVPTX names launches
-    k<index>_<kernel>[_1|_2]; a library step names its kernel; `program.kernel_info`
+    k<index>_<kernel>[_<loop>]; a library step names its kernel; `program.kernel_info`
     lists the plan's kernels in order)."""
     names = list(program.kernel_info)
     m = _LAUNCH.match(step.get("fn", ""))

@@ -137,8 +137,8 @@ def test_reduction_strategies_and_launch_shapes() -> None:
             assert 1 <= s.block[0] * s.block[1] * s.block[2] <= 1024
             assert all(g >= 1 for g in s.grid)
     full = nvptx.emit_plan(_plan_of(cases["full"]), "sm_80")
-    assert [s.name[-2:] for s in full.launches] == ["_1", "_2"]      # two stages, no atomics
-    assert "atom" not in full.ptx
+    assert len(full.launches) == 1            # one pass; the atomic only elects the last block
+    assert full.ptx.count("atom.") == 1
     assert full.scratch and all(v > 0 for v in full.scratch.values())
     column = nvptx.emit_plan(_plan_of(cases["column"]), "sm_80")
     assert column.launches[0].block == (32, 8, 1) and "bar.sync" in column.ptx

@@ -2,27 +2,37 @@
 
 The target is `nvptx64-nvidia-cuda` for the device's `sm_XX`, with a PTX ISA version the
 CUDA driver of that generation accepts (`PTX_VERSION`). Kernels take only buffer pointers;
-shapes are static, so every size is a constant in the code.
+shapes are static, so every size is a constant in the code. Grids are sized for the GPU
+(gpu_target.py): a grid-stride kernel gets at most one wave of resident blocks
+(multiprocessors x blocks per multiprocessor).
 
-Kernel shapes (the block and grid of each are in its `LaunchSpec`):
+Kernel shapes (the block and grid of each are in its `LaunchSpec`), chosen from the
+reduction's shape:
 
 - loop: one thread per element of the iteration space, grid-stride loop; a thread
   computes every output of the fusion at its index (multi-output fusions cost nothing
   extra).
-- row reduction (the reduced axes are the innermost ones, rows of length K): a warp per
-  row, each lane accumulating a strided part of the row, combined by butterfly warp
-  shuffles; lane 0 writes the row's result and its epilogue.
+- row reduction and ROW kernels (softmax, layer norm: the reduced axes are the innermost
+  ones, rows of length K): a *team* per row, a warp when K <= WARP_ROW_MAX, else a whole
+  block. Each thread folds a strided part of the row, the team combines by butterfly
+  warp shuffles (and, for a block, the warps' results through shared memory in a fixed
+  order), so every thread of the team holds the row's result. Rows whose length is a
+  multiple of 4 are read with 128-bit vector loads (gpu_vector.py).
 - column reduction (the reduced axes are the outermost ones): a block of 32x8 threads
   per 32 adjacent columns; each thread folds every 8th row, the 8 partial results are
   combined in shared memory in a fixed order.
-- full reduction (all axes): two kernels; the first folds a fixed slice of the input per
-  block (shared-memory tree), writing one partial per block to a scratch buffer, the
-  second folds the partials in one block.
+- full reduction (all axes): one kernel, one pass over the input. Each block folds a
+  grid-stride share (vector loads where the shape allows), reduces it across the block
+  and writes one partial; the last block to finish (a ticket from an atomic counter, a
+  module global that the last block resets) folds the partials in block order and
+  writes the result. The counter only elects that block: no value is combined by an
+  atomic, so the result does not depend on which block finishes last (deterministic),
+  which a float `atomicAdd` of the partials would not be.
 - any other reduction (interleaved axes): a warp per output element, as for rows.
 
-Every combination order is fixed by the launch shape, so results are deterministic (no
-atomics). LLVM is never handed an intrinsic it cannot lower: math goes through
-`gpu_math`, and `gpu_math.check_intrinsics` is the last check before LLVM parses the IR.
+Every combination order is fixed by the launch shape, so results are deterministic. LLVM
+is never handed an intrinsic it cannot lower: math goes through `gpu_math`, and
+`gpu_math.check_intrinsics` is the last check before LLVM parses the IR.
 """
 from __future__ import annotations
 
@@ -34,7 +44,9 @@ from typing import Any, Callable
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from . import gpu_math
+from . import gpu_math, gpu_simt, gpu_vector
+from .gpu_target import GpuTarget, parse_target
+from .gpu_vector import VEC
 from ..primitive import PRIMITIVES
 from ..primitives.reduction import reducer_of
 from .index_rules import same_element
@@ -54,7 +66,7 @@ PTX_VERSION = {"sm_70": 78, "sm_75": 78, "sm_80": 78, "sm_86": 78, "sm_89": 78,
 WARP = 32
 BLOCK = 256                 # threads per block of loop and row-reduction kernels
 MAX_BLOCKS = 65535 * 8      # grid cap; grid-stride loops cover the rest
-FULL_BLOCKS = 1024          # partial results of the first full-reduction kernel
+WARP_ROW_MAX = 1024         # rows up to this long: a warp per row; longer: a block per row
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -63,6 +75,7 @@ I32 = ir.IntType(32)
 I64 = ir.IntType(64)
 F32 = ir.FloatType()
 F64 = ir.DoubleType()
+GLOBAL = 1                  # NVPTX address space of global memory
 SHARED = 3                  # NVPTX address space of shared memory
 
 _LOCK = threading.Lock()    # LLVM is not thread-safe; the CPU target keeps its own lock
@@ -120,17 +133,25 @@ def arch_of(capability: tuple) -> str:
     return f"sm_{best}"
 
 
-def new_module(name: str) -> ir.Module:
+def new_module(name: str, host: bool = False) -> ir.Module:
+    """A module for kernels; `host`: the same kernels built for the host CPU, to be run
+    by the SIMT stand-in (gpu_simt.py)."""
     mod = ir.Module(name=name)
+    if host:
+        return gpu_simt.mark_host(mod)
     mod.triple = TRIPLE
     mod.data_layout = DATA_LAYOUT
     return mod
 
 
 def new_kernel(mod: ir.Module, name: str, nparams: int) -> tuple:
-    """A kernel entry taking `nparams` global pointers; returns (function, builder)."""
-    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * nparams), name)
-    fn.calling_convention = "ptx_kernel"
+    """A kernel entry taking `nparams` global pointers; returns (function, builder). On
+    the host (gpu_simt.py) it takes the thread's context after them."""
+    host = gpu_simt.is_host(mod)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * (nparams + host)),
+                     name)
+    if not host:
+        fn.calling_convention = "ptx_kernel"
     for arg in fn.args:
         arg.add_attribute("noundef")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -221,11 +242,15 @@ def _intrinsic(b: ir.IRBuilder, name: str, ret: ir.Type, args: list) -> ir.Value
 
 def sreg(b: ir.IRBuilder, reg: str) -> ir.Value:
     """A special register (tid.x, ctaid.x, ntid.x, nctaid.x...) as an i64."""
+    if gpu_simt.is_host(b.module):
+        return gpu_simt.sreg(b, reg)
     v = _intrinsic(b, f"llvm.nvvm.read.ptx.sreg.{reg}", I32, [])
     return b.zext(v, I64)
 
 
 def barrier(b: ir.IRBuilder) -> None:
+    if gpu_simt.is_host(b.module):
+        return gpu_simt.barrier(b)
     _intrinsic(b, "llvm.nvvm.barrier0", ir.VoidType(), [])
 
 
@@ -254,13 +279,17 @@ def shuffle_xor(b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
 
 
 def _shfl(b: ir.IRBuilder, value: ir.Value, lane_mask: int, suffix: str) -> ir.Value:
+    if gpu_simt.is_host(b.module):
+        bits = value if suffix == "i32" else b.bitcast(value, I32)
+        got = gpu_simt.shuffle_xor_i32(b, bits, lane_mask)
+        return got if suffix == "i32" else b.bitcast(got, value.type)
     args = [ir.Constant(I32, -1), value, ir.Constant(I32, lane_mask), ir.Constant(I32, WARP - 1)]
     return _intrinsic(b, f"llvm.nvvm.shfl.sync.bfly.{suffix}", value.type, args)
 
 
 def shared_array(mod: ir.Module, name: str, ty: ir.Type, count: int) -> ir.GlobalVariable:
     arr = ir.ArrayType(_shared_type(ty), count)
-    g = ir.GlobalVariable(mod, arr, name, addrspace=SHARED)
+    g = ir.GlobalVariable(mod, arr, name, addrspace=0 if gpu_simt.is_host(mod) else SHARED)
     g.linkage = "internal"
     g.initializer = ir.Constant(arr, ir.Undefined)
     g.align = 8
@@ -310,8 +339,13 @@ def c64(n: int) -> ir.Constant:
     return ir.Constant(I64, int(n))
 
 
-def grid_for(n: int, block: int = BLOCK) -> int:
-    return max(1, min(-(-n // block), MAX_BLOCKS))
+def grid_for(n: int, per_block: int = BLOCK, gpu: GpuTarget = None,
+             threads: int = 0) -> int:
+    """Blocks for `n` work items, `per_block` to a block of `threads` (default:
+    per_block) threads: no more than one wave of resident blocks of `gpu` (grid-stride
+    loops cover the rest)."""
+    cap = gpu.resident_blocks(threads or per_block) if gpu is not None else MAX_BLOCKS
+    return max(1, min(-(-n // per_block), cap, MAX_BLOCKS))
 
 
 # ---- kernel shapes ---------------------------------------------------------------------
@@ -328,6 +362,7 @@ class Reduction:
       of combination is fixed by the kernel)
     - finish(b, args, out_index, accs): write the results and the epilogue at `out_index`
       of the result shape R
+    - fold_vector: see below
     """
     shape: tuple                 # S
     axes: tuple                  # A, increasing
@@ -335,6 +370,10 @@ class Reduction:
     fold: Callable
     combine: Callable
     finish: Callable
+    # fold_vector(b, args, flat, indices, accs) -> accs: fold the VEC elements at
+    # `indices` (flat positions flat.. in S), reading inputs with vector loads; None
+    # where the kernel has no vector path
+    fold_vector: Callable = None
 
     @property
     def out_shape(self) -> tuple:
@@ -355,7 +394,8 @@ class Reduction:
 
 
 def emit_loop(mod: ir.Module, name: str, shape: tuple, nparams: int,
-              body: Callable[[ir.IRBuilder, list, list], None]) -> LaunchSpec:
+              body: Callable[[ir.IRBuilder, list, list], None],
+              gpu: GpuTarget = None) -> LaunchSpec:
     """One thread per element of `shape` (grid-stride): body(b, args, index) computes and
     stores every output of the fusion at `index`."""
     fn, b = new_kernel(mod, name, nparams)
@@ -369,11 +409,34 @@ def emit_loop(mod: ir.Module, name: str, shape: tuple, nparams: int,
 
     strided_loop(b, tid, c64(n), stride, [], step)
     b.ret_void()
-    return LaunchSpec(name, (grid_for(n), 1, 1), (BLOCK, 1, 1), [])
+    return LaunchSpec(name, (grid_for(n, BLOCK, gpu), 1, 1), (BLOCK, 1, 1), [])
+
+
+def emit_vector_loop(mod: ir.Module, name: str, shape: tuple, nparams: int,
+                     body: Callable[[ir.IRBuilder, list, ir.Value, list], None],
+                     gpu: GpuTarget = None) -> LaunchSpec:
+    """One thread per VEC consecutive elements of `shape` (its last axis a multiple of
+    VEC; grid-stride): body(b, args, flat, indices) computes and stores every output at
+    the VEC indices from flat position `flat`, reading and writing with vector accesses
+    where it can (gpu_vector.py)."""
+    fn, b = new_kernel(mod, name, nparams)
+    groups = num_elements(shape) // VEC
+    tid = b.add(b.mul(sreg(b, "ctaid.x"), sreg(b, "ntid.x")), sreg(b, "tid.x"))
+    stride = b.mul(sreg(b, "nctaid.x"), sreg(b, "ntid.x"))
+
+    def step(g: ir.Value, carried: list) -> list:
+        flat = b.mul(g, c64(VEC))
+        body(b, list(fn.args), flat, gpu_vector.split_index(b, delinearize(b, flat, shape)))
+        return carried
+
+    strided_loop(b, tid, c64(groups), stride, [], step, "g")
+    b.ret_void()
+    return LaunchSpec(name, (grid_for(groups, BLOCK, gpu), 1, 1), (BLOCK, 1, 1), [])
 
 
 def emit_ordered_loop(mod: ir.Module, name: str, shape: tuple, ordered: tuple, nparams: int,
-                      body: Callable[[ir.IRBuilder, list, list], None]) -> LaunchSpec:
+                      body: Callable[[ir.IRBuilder, list, list], None],
+                      gpu: GpuTarget = None) -> LaunchSpec:
     """One thread per index of the axes of `shape` not in `ordered` (grid-stride); each
     thread runs the `ordered` axes in row-major order: body(b, args, index)."""
     fn, b = new_kernel(mod, name, nparams)
@@ -403,43 +466,95 @@ def emit_ordered_loop(mod: ir.Module, name: str, shape: tuple, ordered: tuple, n
     strided_loop(b, tid, c64(n), stride, [], thread)
     b.ret_void()
     block = BLOCK if n >= BLOCK else max(1, n)
-    return LaunchSpec(name, (grid_for(n, block), 1, 1), (block, 1, 1), [])
+    return LaunchSpec(name, (grid_for(n, block, gpu), 1, 1), (block, 1, 1), [])
 
 
 def _warp_reduce(b: ir.IRBuilder, red: Reduction, accs: list) -> list:
     """Butterfly over the warp: afterwards every lane holds the warp's combined value."""
+    return _butterfly(b, lambda x, y: red.combine(b, x, y), accs)
+
+
+def _butterfly(b: ir.IRBuilder, combine: Callable[[list, list], list], accs: list) -> list:
     for mask in (16, 8, 4, 2, 1):
-        other = [shuffle_xor(b, a, mask) for a in accs]
-        accs = red.combine(b, accs, other)
+        accs = combine(accs, [shuffle_xor(b, a, mask) for a in accs])
     return accs
 
 
-def emit_warp_reduction(mod: ir.Module, name: str, red: Reduction, nparams: int) -> LaunchSpec:
-    """A warp per output element (rows, or any interleaving of kept and reduced axes)."""
+@dataclass
+class Team:
+    """The threads that share one row: a warp (`size` 32) or a whole block. `rank` is a
+    thread's place in the team, `row` the team's first row and `rows_step` the stride to
+    its next (grid-stride over rows)."""
+    size: int
+    rank: ir.Value
+    row: ir.Value
+    rows_step: ir.Value
+    name: str
+
+    def allreduce(self, mod: ir.Module, b: ir.IRBuilder, combine: Callable[[list, list], list],
+                  accs: list, tag: str) -> list:
+        """Every thread's partial values combined over the team, valid in every thread
+        of it. A block: the warps' butterflies, then each thread folds the warps' results
+        from shared memory in warp order (the same order in every thread: deterministic),
+        and a barrier before the shared slots can be written again."""
+        accs = _butterfly(b, combine, accs)
+        if self.size == WARP:
+            return accs
+        nwarps = self.size // WARP
+        lane, warp = b.urem(self.rank, c64(WARP)), b.udiv(self.rank, c64(WARP))
+        arrays = [shared_array(mod, f"{self.name}.{tag}{j}", a.type, nwarps)
+                  for j, a in enumerate(accs)]
+        with b.if_then(b.icmp_unsigned("==", lane, c64(0))):
+            for arr, a in zip(arrays, accs):
+                shared_store(b, arr, b.trunc(warp, I32), a)
+        barrier(b)
+        total = [shared_load(b, arr, ir.Constant(I32, 0), a.type) for arr, a in zip(arrays, accs)]
+        for w in range(1, nwarps):
+            total = combine(total, [shared_load(b, arr, ir.Constant(I32, w), a.type)
+                                    for arr, a in zip(arrays, accs)])
+        barrier(b)
+        return total
+
+
+def row_team(b: ir.IRBuilder, row_length: int, rows: int, name: str,
+             gpu: GpuTarget = None) -> tuple:
+    """The team for rows of `row_length` elements, and its launch grid: a warp per row
+    for rows up to WARP_ROW_MAX long (8 rows per block of 256), else a block per row."""
+    tid = sreg(b, "tid.x")
+    if row_length <= WARP_ROW_MAX:
+        per_block = BLOCK // WARP
+        team = Team(WARP, b.urem(tid, c64(WARP)),
+                    b.add(b.mul(sreg(b, "ctaid.x"), c64(per_block)), b.udiv(tid, c64(WARP))),
+                    b.mul(sreg(b, "nctaid.x"), c64(per_block)), name)
+        return team, grid_for(rows, per_block, gpu, BLOCK)
+    team = Team(BLOCK, tid, sreg(b, "ctaid.x"), sreg(b, "nctaid.x"), name)
+    return team, grid_for(rows, 1, gpu, BLOCK)
+
+
+def emit_warp_reduction(mod: ir.Module, name: str, red: Reduction, nparams: int,
+                        gpu: GpuTarget = None) -> LaunchSpec:
+    """A team per output element (rows, or any interleaving of kept and reduced axes):
+    a warp, or a block when the reduced length is over WARP_ROW_MAX."""
     fn, b = new_kernel(mod, name, nparams)
     args = list(fn.args)
     rows, length = num_elements(red.out_shape), num_elements(red.reduced_shape)
-    warps_per_block = BLOCK // WARP
-    tid = sreg(b, "tid.x")
-    lane = b.urem(tid, c64(WARP))
-    warp = b.add(b.mul(sreg(b, "ctaid.x"), c64(warps_per_block)), b.udiv(tid, c64(WARP)))
-    nwarps = b.mul(sreg(b, "nctaid.x"), c64(warps_per_block))
-    # every lane of a warp runs the same number of row iterations: shuffles stay uniform
+    team, grid = row_team(b, length, rows, name, gpu)
+    # every thread of a team runs the same number of row iterations: shuffles and
+    # barriers stay uniform
 
     def row(r: ir.Value, carried: list) -> list:
         def element(k: ir.Value, accs: list) -> list:
             index, _ = red.full_index(b, r, k)
             return red.fold(b, args, index, accs)
 
-        accs = strided_loop(b, lane, c64(length), c64(WARP), red.init(b), element, "k")
-        accs = _warp_reduce(b, red, accs)
-        with b.if_then(b.icmp_unsigned("==", lane, c64(0))):
+        accs = strided_loop(b, team.rank, c64(length), c64(team.size), red.init(b), element, "k")
+        accs = team.allreduce(mod, b, lambda x, y: red.combine(b, x, y), accs, "red")
+        with b.if_then(b.icmp_unsigned("==", team.rank, c64(0))):
             red.finish(b, args, delinearize(b, r, red.out_shape), accs)
         return carried
 
-    strided_loop(b, warp, c64(rows), nwarps, [], row, "r")
+    strided_loop(b, team.row, c64(rows), team.rows_step, [], row, "r")
     b.ret_void()
-    grid = max(1, min(-(-rows // warps_per_block), MAX_BLOCKS))
     return LaunchSpec(name, (grid, 1, 1), (BLOCK, 1, 1), [])
 
 
@@ -513,52 +628,88 @@ def _block_reduce(mod: ir.Module, b: ir.IRBuilder, red: Reduction, accs: list, n
 
 
 def emit_full_reduction(mod: ir.Module, name: str, red: Reduction, nparams: int,
-                        partial_types: list) -> tuple:
-    """Two kernels: `name`.1 folds a grid-stride share per block into partials (scratch
-    buffers, one per accumulator, parameters after the `nparams` buffers); `name`.2 folds
-    the partials in one block and finishes. Returns their two LaunchSpecs and the scratch
-    sizes in bytes."""
+                        partial_types: list, gpu: GpuTarget = None) -> tuple:
+    """One kernel, one pass (see the module doc): each block folds a grid-stride share of
+    the input (VEC elements at a time, with vector loads, when the innermost axis is a
+    multiple of VEC and `red.fold_vector` is given) and writes its partial (scratch
+    buffers, one per accumulator, parameters after the `nparams` buffers); the last
+    block to take a ticket folds the partials in block order and finishes. Returns the
+    LaunchSpec and the scratch sizes in bytes."""
     n = num_elements(red.shape)
-    blocks = max(1, min(FULL_BLOCKS, -(-n // BLOCK)))
+    vec = red.fold_vector is not None and bool(red.shape) and red.shape[-1] % VEC == 0
+    per_thread = VEC if vec else 1
+    blocks = grid_for(-(-n // per_thread), BLOCK, gpu)
     nacc = len(partial_types)
-    zero_index = [c64(0)] * len(red.out_shape)
-
-    fn, b = new_kernel(mod, name + "_1", nparams + nacc)
+    fn, b = new_kernel(mod, name, nparams + nacc)
     args = list(fn.args)
-    tid = sreg(b, "tid.x")
-    first = b.add(b.mul(sreg(b, "ctaid.x"), c64(BLOCK)), tid)
+    tid, block, nblocks = sreg(b, "tid.x"), sreg(b, "ctaid.x"), sreg(b, "nctaid.x")
+    first = b.add(b.mul(block, c64(BLOCK)), tid)
+    stride = b.mul(nblocks, c64(BLOCK))
 
     def element(i: ir.Value, accs: list) -> list:
-        index = delinearize(b, i, red.shape)
-        return red.fold(b, args[:nparams], index, accs)
+        return red.fold(b, args[:nparams], delinearize(b, i, red.shape), accs)
 
-    accs = strided_loop(b, first, c64(n), c64(blocks * BLOCK), red.init(b), element)
-    accs = _block_reduce(mod, b, red, accs, name + "_1")
+    def group(g: ir.Value, accs: list) -> list:
+        flat = b.mul(g, c64(VEC))
+        indices = gpu_vector.split_index(b, delinearize(b, flat, red.shape))
+        return red.fold_vector(b, args[:nparams], flat, indices, accs)
+
+    if vec:
+        accs = strided_loop(b, first, c64(n // VEC), stride, red.init(b), group, "g")
+    else:
+        accs = strided_loop(b, first, c64(n), stride, red.init(b), element)
+    accs = _block_reduce(mod, b, red, accs, name + "_blk")          # valid in thread 0
+    ticket = ir.GlobalVariable(mod, I32, name + ".ticket",
+                               addrspace=0 if gpu_simt.is_host(mod) else GLOBAL)
+    ticket.linkage = "internal"
+    ticket.initializer = ir.Constant(I32, 0)      # zero when the module loads
+    ticket.align = 4
+    flag = shared_array(mod, name + ".last", I32, 1)
+    zero32 = ir.Constant(I32, 0)
     with b.if_then(b.icmp_unsigned("==", tid, c64(0))):
         for j, a in enumerate(accs):
-            _store_partial(b, args[nparams + j], sreg(b, "ctaid.x"), a)
+            _store_partial(b, args[nparams + j], block, a)
+        _fence(b)                                 # the partial before the ticket
+        taken = b.atomic_rmw("add", ticket, ir.Constant(I32, 1), "monotonic")
+        last = b.icmp_unsigned("==", taken, b.trunc(b.sub(nblocks, c64(1)), I32))
+        shared_store(b, flag, zero32, b.zext(last, I32))
+    barrier(b)
+    with b.if_then(b.icmp_unsigned("!=", shared_load(b, flag, zero32, I32), zero32)):
+        _fence(b)                                 # every block's partial is visible
+
+        def partial(i: ir.Value, accs: list) -> list:
+            return red.combine(b, accs, [_load_partial(b, args[nparams + j], i, t, fresh=True)
+                                         for j, t in enumerate(partial_types)])
+
+        accs = strided_loop(b, tid, nblocks, c64(BLOCK), red.init(b), partial, "p")
+        accs = _block_reduce(mod, b, red, accs, name + "_fin")
+        with b.if_then(b.icmp_unsigned("==", tid, c64(0))):
+            red.finish(b, args[:nparams], [c64(0)] * len(red.out_shape), accs)
+            b.store(zero32, ticket)               # ready for the next launch
     b.ret_void()
-    stage1 = LaunchSpec(name + "_1", (blocks, 1, 1), (BLOCK, 1, 1), [])
+    spec = LaunchSpec(name, (blocks, 1, 1), (BLOCK, 1, 1), [])
+    return spec, [blocks * _bytes(t) for t in partial_types]
 
-    fn, b = new_kernel(mod, name + "_2", nparams + nacc)
-    args = list(fn.args)
-    tid = sreg(b, "tid.x")
 
-    def partial(i: ir.Value, accs: list) -> list:
-        return red.combine(b, accs, [_load_partial(b, args[nparams + j], i, t)
-                                     for j, t in enumerate(partial_types)])
+def _fence(b: ir.IRBuilder) -> None:
+    """Order this thread's memory operations for the whole GPU (fence.acq_rel.gpu)."""
+    if gpu_simt.is_host(b.module):
+        b.fence("acq_rel")
+    else:
+        b.fence("acq_rel", "device")
 
-    accs = strided_loop(b, tid, c64(blocks), c64(BLOCK), red.init(b), partial)
-    accs = _block_reduce(mod, b, red, accs, name + "_2")
-    with b.if_then(b.icmp_unsigned("==", tid, c64(0))):
-        red.finish(b, args[:nparams], zero_index, accs)
-    b.ret_void()
-    stage2 = LaunchSpec(name + "_2", (1, 1, 1), (BLOCK, 1, 1), [])
-    sizes = [blocks * _bytes(t) for t in partial_types]
-    return stage1, stage2, sizes
+
+def _math(mod: ir.Module) -> Any:
+    """The math table: libdevice and PTX on the GPU, the CPU's for the host stand-in."""
+    if gpu_simt.is_host(mod):
+        from .math_table import CPU_MATH
+        return CPU_MATH
+    return gpu_math.GPU_MATH
 
 
 def _bytes(ty: ir.Type) -> int:
+    if isinstance(ty, ir.LiteralStructType):          # complex: its parts
+        return sum(_bytes(t) for t in ty.elements)
     if ty == I1:
         return 1
     if isinstance(ty, ir.IntType):
@@ -571,31 +722,56 @@ def _store_partial(b: ir.IRBuilder, base: ir.Value, i: ir.Value, v: ir.Value) ->
     b.store(b.zext(v, I8) if v.type == I1 else v, b.gep(base, [i], source_etype=ty))
 
 
-def _load_partial(b: ir.IRBuilder, base: ir.Value, i: ir.Value, ty: ir.Type) -> ir.Value:
+def _load_partial(b: ir.IRBuilder, base: ir.Value, i: ir.Value, ty: ir.Type,
+                  fresh: bool = False) -> ir.Value:
+    """A partial result; `fresh`: one another block wrote in this launch, read past the
+    (incoherent) L1 cache with a relaxed atomic load of its bits."""
     st = I8 if ty == I1 else ty
-    v = b.load(b.gep(base, [i], source_etype=st), typ=st)
+    ptr = b.gep(base, [i], source_etype=st)
+    v = _fresh_load(b, ptr, st) if fresh else b.load(ptr, typ=st)
     return b.trunc(v, I1) if ty == I1 else v
+
+
+def _fresh_load(b: ir.IRBuilder, ptr: ir.Value, ty: ir.Type) -> ir.Value:
+    if isinstance(ty, ir.LiteralStructType):
+        out = ir.Constant(ty, ir.Undefined)
+        for k, t in enumerate(ty.elements):
+            part = b.gep(ptr, [ir.Constant(I32, 0), ir.Constant(I32, k)], source_etype=ty)
+            out = b.insert_value(out, _fresh_load(b, part, t), k)
+        return out
+    bits = ty if isinstance(ty, ir.IntType) else ir.IntType(_bytes(ty) * 8)
+    v = b.load_atomic(ptr, "monotonic", _bytes(ty), typ=bits)
+    return v if bits == ty else b.bitcast(v, ty)
 
 
 # ---- a whole execution plan --------------------------------------------------------------
 
-def emit_plan(plan: Any, arch: str = DEFAULT_ARCH, name: str = "module") -> GpuProgram:
+def emit_plan(plan: Any, arch: str = DEFAULT_ARCH, name: str = "module",
+              host: bool = False) -> GpuProgram:
     """PTX for every LOOP and REDUCTION kernel of an ExecutionPlan, in one PTX module.
+    `arch`: a GPU target string (gpu_target.py: "sm_90", or "sm_90:132:2048" with the
+    GPU's size, which sizes the grids). `host`: build the kernels for the host CPU
+    instead (gpu_simt.py): `llvm_ir` holds them, `ptx` is empty.
 
     LIBRARY and OPAQUE kernels produce no code: the device runs them (cuBLAS, or the
     host). Each launch's `params` are module positions (kernel inputs, then outputs) and,
     for full reductions, scratch keys (strings) whose sizes are in `scratch`."""
-    mod = new_module(_ident(name))
-    launches, scratch = emit_kernels(mod, plan)
+    gpu = parse_target(arch)
+    mod = new_module(_ident(name), host)
+    launches, scratch = emit_kernels(mod, plan, gpu=gpu)
+    if host:            # no PTX: the kernels' LLVM IR for the host (gpu_simt.py)
+        return GpuProgram("", gpu.arch, launches, scratch, str(mod))
     if not any(isinstance(s, LaunchSpec) for s in launches):
-        return GpuProgram("", arch, launches, scratch)
-    ptx, llvm_ir = to_ptx(mod, arch)
-    return GpuProgram(ptx, arch, launches, scratch, llvm_ir)
+        return GpuProgram("", gpu.arch, launches, scratch)
+    ptx, llvm_ir = to_ptx(mod, gpu.arch)
+    return GpuProgram(ptx, gpu.arch, launches, scratch, llvm_ir)
 
 
-def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
+def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "", gpu: GpuTarget = None) -> tuple:
     """Add the plan's kernels to `mod` (names start with `prefix`); return the steps
-    (LaunchSpecs, and the plan's LIBRARY/OPAQUE kernels as they are) and scratch sizes."""
+    (LaunchSpecs, and the plan's LIBRARY/OPAQUE kernels as they are) and scratch sizes.
+    `gpu` sizes the grids (default: the default GPU of DEFAULT_ARCH)."""
+    gpu = gpu if gpu is not None else GpuTarget(DEFAULT_ARCH)
     from ..plan import LOOP, OPAQUE, REDUCTION, ROW
     from .control_steps import is_control
     launches: list = []
@@ -603,24 +779,24 @@ def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "") -> tuple:
     for k, kernel in enumerate(plan.kernels):
         name = prefix + kernel_entry_name(k, kernel.name)
         if kernel.kind == LOOP:
-            launches.append(_loop_kernel(mod, plan, kernel, name))
+            launches.append(_loop_kernel(mod, plan, kernel, name, gpu))
         elif kernel.kind == REDUCTION:
-            specs, sizes = _reduction_kernel(mod, plan, kernel, name)
+            specs, sizes = _reduction_kernel(mod, plan, kernel, name, gpu)
             launches.extend(specs)
             scratch.update(sizes)
         elif kernel.kind == ROW:
-            launches.append(_row_kernel(mod, plan, kernel, name))
+            launches.append(_row_kernel(mod, plan, kernel, name, gpu))
         elif kernel.kind == OPAQUE and is_control(plan, kernel):
             launches.append(kernel)     # a control step (compiler/driver.py makes it)
         else:
-            specs = _opaque_kernels(mod, plan, kernel, name) if kernel.kind == OPAQUE else None
+            specs = _opaque_kernels(mod, plan, kernel, name, gpu) if kernel.kind == OPAQUE else None
             # None: the stanza's library call (compiler/driver.py makes the step)
             launches.extend(specs) if specs is not None else launches.append(kernel)
     return launches, scratch
 
 
 def kernel_entry_name(k: int, kernel_name: str) -> str:
-    """The PTX entry of the plan's k-th kernel (a full reduction's two stages add _1, _2)."""
+    """The PTX entry of the plan's k-th kernel (an opaque op's loops add _0, _1, ...)."""
     return f"k{k}_{_ident(kernel_name)}"
 
 
@@ -636,7 +812,7 @@ def _emitter(b: ir.IRBuilder, mod: ir.Module, plan: Any, kernel: Any, args: list
     from .elemental import ElementalEmitter
     params = _params(kernel)
     inputs = {pos: args[i] for i, pos in enumerate(params) if pos in kernel.inputs}
-    em = ElementalEmitter(b, mod, plan.module, inputs, gpu_math.GPU_MATH)
+    em = ElementalEmitter(b, mod, plan.module, inputs, _math(mod))
     em.out_ptr = {pos: args[i] for i, pos in enumerate(params)}
     return em
 
@@ -646,7 +822,8 @@ def _store(em: Any, pos: int, index: list, value: Any = None) -> None:
     em.store(em.out_ptr[pos], ins.shape, value if value is not None else em.at(pos, index), index)
 
 
-def _loop_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpec:
+def _loop_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str,
+                 gpu: GpuTarget = None) -> LaunchSpec:
     shape = plan.module.instructions[kernel.outputs[0]].shape
     params = _params(kernel)
 
@@ -658,12 +835,26 @@ def _loop_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpe
         for pos, value in zip(kernel.outputs, values):
             _store(em, pos, index, value)
 
-    spec = emit_loop(mod, name, shape, len(params), body)
+    outs = kernel.outputs
+    if shape and shape[-1] % VEC == 0 and all(ins.shape == shape for ins in
+                                               (plan.module.instructions[p] for p in outs)):
+        def group(b: ir.IRBuilder, args: list, flat: ir.Value, indices: list) -> None:
+            em = _emitter(b, mod, plan, kernel, args)
+            gpu_vector.preload(em, b, gpu_vector.vector_inputs(plan.module, em.buffers, outs,
+                                                               shape), flat, indices)
+            values = [[em.at(pos, index) for index in indices] for pos in outs]
+            for pos, vs in zip(outs, values):
+                gpu_vector.store(em, b, em.out_ptr[pos], shape, flat, vs, indices)
+
+        spec = emit_vector_loop(mod, name, shape, len(params), group, gpu)
+    else:
+        spec = emit_loop(mod, name, shape, len(params), body, gpu)
     spec.params = params
     return spec
 
 
-def _opaque_kernels(mod: ir.Module, plan: Any, kernel: Any, name: str) -> Any:
+def _opaque_kernels(mod: ir.Module, plan: Any, kernel: Any, name: str,
+                    gpu: GpuTarget = None) -> Any:
     """One launch per loop of the opaque op's stanza, or None (then its library call)."""
     from .library_calls import opaque_loops
     (pos,) = kernel.outputs
@@ -677,7 +868,8 @@ def _opaque_kernels(mod: ir.Module, plan: Any, kernel: Any, name: str) -> Any:
         def body(b: ir.IRBuilder, args: list, index: list, loop: Any = loop) -> None:
             em = _emitter(b, mod, plan, kernel, args)
             loop.body(em, em.out_ptr[pos], [em.out_ptr[o] for o in operands], index)
-        spec = emit_ordered_loop(mod, f"{name}_{j}", loop.space, loop.ordered, len(params), body)
+        spec = emit_ordered_loop(mod, f"{name}_{j}", loop.space, loop.ordered, len(params),
+                                 body, gpu)
         spec.params = params
         specs.append(spec)
     return specs
@@ -696,7 +888,7 @@ class _ReductionCode:
         self.em = None
 
     def _em(self, b: ir.IRBuilder, args: list) -> Any:
-        # one emitter per kernel function (the two stages of a full reduction differ)
+        # one emitter per kernel function
         if self.em is None or self.em.b is not b or self.em.args is not args[0]:
             self.em = _emitter(b, self.mod, self.plan, self.kernel, args)
             self.em.args = args[0]
@@ -730,10 +922,25 @@ class _ReductionCode:
         em.pop_scope()
         return self.combine(b, accs, values)
 
+    def fold_vector(self, b: ir.IRBuilder, args: list, flat: ir.Value, indices: list,
+                    accs: list) -> list:
+        """fold at each of `indices` (consecutive, from `flat`), the inputs read there
+        loaded as vectors first (gpu_vector.py)."""
+        em = self._em(b, args)
+        ins = self.plan.module.instructions
+        starts = [ins[p].operands[0] for p in self.roots] + list(self.side)
+        em.push_scope()
+        gpu_vector.preload(em, b, gpu_vector.vector_inputs(self.plan.module, em.buffers,
+                                                           starts, self.shape), flat, indices)
+        for index in indices:
+            accs = self.fold(b, args, index, accs)
+        em.pop_scope()
+        return accs
+
     def combine(self, b: ir.IRBuilder, a: list, c: list) -> list:
         from .llvm_types import Value
         from .elemental import ElementalEmitter
-        em = ElementalEmitter(b, self.mod, self.plan.module, {}, gpu_math.GPU_MATH)
+        em = ElementalEmitter(b, self.mod, self.plan.module, {}, _math(self.mod))
         ins = self.plan.module.instructions
         out, j = [], 0
         for p in self.roots:
@@ -778,30 +985,35 @@ class _ReductionCode:
         return [a.type for a in self.init(ir.IRBuilder())]
 
 
-def _reduction_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> tuple:
+def _reduction_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str,
+                      gpu: GpuTarget = None) -> tuple:
+    """The kernel shape for the reduction's layout (compiler/reduction_plan.py)."""
     code = _ReductionCode(mod, plan, kernel)
     red = Reduction(code.shape, code.axes, code.init, code.fold, code.combine, code.finish)
     params = _params(kernel)
     strategy = code.layout
     if strategy == "full":
         types = code.partial_types()
-        s1, s2, sizes = emit_full_reduction(mod, name, red, len(params), types)
+        red.fold_vector = code.fold_vector
+        spec, sizes = emit_full_reduction(mod, name, red, len(params), types, gpu)
         keys = [f"{name}.partial{j}" for j in range(len(types))]
-        for s in (s1, s2):
-            s.params = params + keys
-        return [s1, s2], dict(zip(keys, sizes))
+        spec.params = params + keys
+        return [spec], dict(zip(keys, sizes))
     if strategy == "column":
         spec = emit_column_reduction(mod, name, red, len(params))
     else:
-        spec = emit_warp_reduction(mod, name, red, len(params))
+        spec = emit_warp_reduction(mod, name, red, len(params), gpu)
     spec.params = params
     return [spec], {}
 
 
-def _row_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpec:
-    """A warp per row (compiler/row_fusion.py): each phase's reductions strided over the
-    lanes and combined by a butterfly, so every lane holds the row's results; then the
-    row values, and the lanes write the outputs of the row space."""
+def _row_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str,
+                gpu: GpuTarget = None) -> LaunchSpec:
+    """A team per row (compiler/row_fusion.py; a warp, or a block for long rows): each
+    phase's reductions strided over the team and combined by `Team.allreduce`, so every
+    thread holds the row's results; then the row values, and the team writes the outputs
+    of the row space. Rows whose last axis is a multiple of VEC go VEC elements at a
+    time, the inputs read with vector loads."""
     from .llvm_types import Value, constant
     from ..primitives.reduction import identity
     from ..row_fusion import outer_shape, row_schedule
@@ -813,21 +1025,43 @@ def _row_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpec
         raise ValueError(f"{kernel.name}: not a valid row kernel: {why}")
     shape, axes = space
     rows_shape, row_shape = outer_shape(space), tuple(shape[a] for a in axes)
+    length, rows = num_elements(row_shape), num_elements(rows_shape)
+    vec = row_shape[-1] % VEC == 0
     params = _params(kernel)
     fn, b = new_kernel(mod, name, len(params))
     em = _emitter(b, mod, plan, kernel, list(fn.args))
     wide = [p for p in kernel.outputs if ins[p].shape == shape]
     narrow = [p for p in kernel.outputs if p not in wide]
-    warps_per_block = BLOCK // WARP
-    tid = sreg(b, "tid.x")
-    lane = b.urem(tid, c64(WARP))
-    warp = b.add(b.mul(sreg(b, "ctaid.x"), c64(warps_per_block)), b.udiv(tid, c64(WARP)))
-    nwarps = b.mul(sreg(b, "nctaid.x"), c64(warps_per_block))
+    team, grid = row_team(b, length, rows, name, gpu)
 
-    def full_index(rindex: list, k: ir.Value) -> list:
-        return list(rindex) + delinearize(b, k, row_shape)
+    def over_row(r: ir.Value, rindex: list, starts: list, carried: list,
+                 visit: Callable[[list, list], list], tag: str) -> list:
+        """carried = visit(index, carried) for the team's elements of row r (VEC at a
+        time with the inputs that `starts` read loaded as vectors, when `vec`)."""
+        if not vec:
+            def one(k: ir.Value, cs: list) -> list:
+                em.push_scope()
+                out = visit(list(rindex) + delinearize(b, k, row_shape), cs)
+                em.pop_scope()
+                return out
+            return strided_loop(b, team.rank, c64(length), c64(team.size), carried, one, tag)
+        inputs = gpu_vector.vector_inputs(plan.module, em.buffers, starts, shape)
 
-    def phase(rindex: list, reductions: list) -> None:
+        def group(q: ir.Value, cs: list) -> list:
+            k = b.mul(q, c64(VEC))
+            em.push_scope()
+            indices = [list(rindex) + i for i in
+                       gpu_vector.split_index(b, delinearize(b, k, row_shape))]
+            gpu_vector.preload(em, b, inputs, b.add(b.mul(r, c64(length)), k), indices)
+            for index in indices:
+                em.push_scope()
+                cs = visit(index, cs)
+                em.pop_scope()
+            em.pop_scope()
+            return cs
+        return strided_loop(b, team.rank, c64(length // VEC), c64(team.size), carried, group, tag)
+
+    def phase(r: ir.Value, rindex: list, reductions: list, number: int) -> None:
         dtypes = [ins[p].dtype for p in reductions]
         kinds = [ins[p].attrs["kind"] for p in reductions]
 
@@ -835,17 +1069,13 @@ def _row_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpec
             return [em.combine(kd, Value(x, d), Value(y, d)).ir
                     for kd, d, x, y in zip(kinds, dtypes, a, c)]
 
-        def element(k: ir.Value, accs: list) -> list:
-            em.push_scope()
-            index = full_index(rindex, k)
-            out = combine(accs, [em.at(ins[p].operands[0], index).ir for p in reductions])
-            em.pop_scope()
-            return out
+        def element(index: list, accs: list) -> list:
+            return combine(accs, [em.at(ins[p].operands[0], index).ir for p in reductions])
 
         inits = [constant(d, identity(kd, d)) for kd, d in zip(kinds, dtypes)]
-        accs = strided_loop(b, lane, c64(num_elements(row_shape)), c64(WARP), inits, element, "k")
-        for mask in (16, 8, 4, 2, 1):
-            accs = combine(accs, [shuffle_xor(b, a, mask) for a in accs])
+        starts = [ins[p].operands[0] for p in reductions]
+        accs = over_row(r, rindex, starts, inits, element, "k")
+        accs = team.allreduce(mod, b, combine, accs, f"phase{number}_")
         for p, a, d in zip(reductions, accs, dtypes):
             em.row_values[p] = em.round(Value(a, d))
 
@@ -854,31 +1084,27 @@ def _row_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str) -> LaunchSpec
         em.row_values = {}
         rindex = delinearize(b, r, rows_shape)
         for k, reductions in enumerate(sched.phases, start=1):
-            phase(rindex, reductions)
+            phase(r, rindex, reductions, k)
             for pos, level in sched.row_values:
                 if level == k:
                     em.row_values[pos] = em.at(pos, delinearize(b, r, ins[pos].shape))
 
-        def write(k: ir.Value, cs: list) -> list:
-            em.push_scope()
-            index = full_index(rindex, k)
+        def write(index: list, cs: list) -> list:
             for pos in wide:
                 _store(em, pos, index)
-            em.pop_scope()
             return cs
 
         if wide:
-            strided_loop(b, lane, c64(num_elements(row_shape)), c64(WARP), [], write, "w")
+            over_row(r, rindex, wide, [], write, "w")
         if narrow:
-            with b.if_then(b.icmp_unsigned("==", lane, c64(0))):
+            with b.if_then(b.icmp_unsigned("==", team.rank, c64(0))):
                 for pos in narrow:
                     _store(em, pos, delinearize(b, r, ins[pos].shape))
         em.pop_scope()
         return carried
 
-    strided_loop(b, warp, c64(num_elements(rows_shape)), nwarps, [], row, "r")
+    strided_loop(b, team.row, c64(rows), team.rows_step, [], row, "r")
     b.ret_void()
-    grid = max(1, min(-(-num_elements(rows_shape) // warps_per_block), MAX_BLOCKS))
     spec = LaunchSpec(name, (grid, 1, 1), (BLOCK, 1, 1), [])
     spec.params = params
     return spec
