@@ -98,7 +98,8 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         plan = _separate_buffers(plan)
     span = profile_hooks.span         # a profile times each stage (no-op otherwise)
     with span("codegen", "cpu_kernels"):
-        ir_text, steps = cpu_kernels.generate(plan, module.name, progress=progress)
+        ir_text, steps = cpu_kernels.generate(plan, module.name, progress=progress,
+                                              lapack=not library)
     functions = sum(1 for s in steps if "fn" in s)
     if progress is not None:
         progress("optimizing", functions, functions)

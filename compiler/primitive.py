@@ -33,9 +33,13 @@ class LibraryCall:
     what the device implements: "gemm" (a tuned matrix product: BLAS on the CPU, cuBLAS
     on the GPU) or "host" (the primitive's NumPy reference, on host memory). `args`, if
     given, is (instruction, operand shapes) -> JSON-able dict: what the compiler works
-    out for the call once (layouts, sizes), so that a device does no planning."""
+    out for the call once (layouts, sizes), so that a device does no planning.
+    `lapack`, if given: (LapackKernel, instruction, operand instructions, **attrs) -> work
+    per matrix, the LAPACK calls the CPU target generates for each matrix of a batch
+    (compiler/codegen/lapack_kernels.py); the device runs `name` where LAPACK is missing."""
     name: str
     args: Optional[Callable[..., dict]] = None
+    lapack: Optional[Callable[..., int]] = None
 
 
 @dataclass(frozen=True)

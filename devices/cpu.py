@@ -32,7 +32,7 @@ from ..compiler.primitive import PRIMITIVES
 from ..compiler.program import Program, ValueInfo
 from .compile_progress import Progress
 from .compile_cache import DiskCache, default_dir, entry_key
-from . import native_gemm, native_pool, native_program
+from . import lapack, native_gemm, native_pool, native_program
 from .device import HostDevice
 from .host_memory import HOST_MEMORY
 from .object_code import LoadedCode
@@ -194,6 +194,8 @@ class CPUExecutable:
         self._aliases = [(int(o), int(x)) for o, x in program.aliases]
         self._const_arrays = self._constants()
         self._code = LoadedCode(program.code) if any(s["type"] != "library" for s in self.steps) else None
+        # decompositions: SciPy's LAPACK from the generated code, else their NumPy fallback
+        self.steps, self._lapack = bind_lapack(self._code, self.steps)
         self._fns = {s["fn"]: self._function(s["fn"], len(s["args"]), len(s.get("roots", [])))
                      for s in self.steps if "fn" in s}
         self._fns.update({s["finish"]: self._function(s["finish"], len(s["finish_args"]),
@@ -202,7 +204,7 @@ class CPUExecutable:
         self._lock = threading.Lock()
         self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)
         self._range_cache: dict = {}                 # (id(step), threads) -> chunk ranges
-        self._uses_blas = any(s["type"] == "library" for s in self.steps)
+        self._uses_blas = any(s["type"] == "library" for s in self.steps) or bool(self._lapack)
         # what keeping this executable costs (the runtime's cache bounds the total)
         self.nbytes = len(program.code) + sum(a.nbytes for a in self._const_arrays.values())
 
@@ -272,8 +274,11 @@ class CPUExecutable:
     def run(self, args: list) -> list:
         fast = self._native_program()
         if fast is not None:
-            with self._lock:
-                return fast.run(args)
+            blas = blas_single_threaded() if self._lapack else contextlib.nullcontext()
+            with self._lock, blas:
+                out = fast.run(args)
+                self._lapack_failures()
+                return out
         temps: list = []
         try:
             return self._run(args, temps)
@@ -329,7 +334,14 @@ class CPUExecutable:
                 if debug:
                     print(f"[lazyarray]   {self.name} {step['kernel']} ({step['type']}): "
                           f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
+            self._lapack_failures()
             return self._results(arrays)
+
+    def _lapack_failures(self) -> None:
+        """Raise the first failure a LAPACK step recorded in this run (a singular or
+        indefinite matrix); its outputs are never handed out."""
+        for bound in self._lapack:
+            bound.raise_failure()
 
     def _results(self, arrays: dict) -> list:
         out = []
@@ -452,6 +464,24 @@ def host_call(step: dict, v: ValueInfo, operands: list, out: np.ndarray,
 
 # what the CPU runs for each library call a stanza can name (compiler/primitive.py)
 LIBRARY_CALLS = {"gemm": gemm_call, "host": host_call}
+
+
+def bind_lapack(code: Optional[LoadedCode], steps: list) -> tuple:
+    """(steps, bound LAPACK steps): each generated LAPACK step with its routine table
+    filled from SciPy (devices/lapack.py), or replaced by its NumPy fallback where SciPy
+    or a routine is missing."""
+    if not any("lapack" in s for s in steps):
+        return steps, []
+    out, bound = [], []
+    for s in steps:
+        found = lapack.addresses(s["lapack"]["routines"]) if "lapack" in s else None
+        if "lapack" in s and found is None:
+            out.append(s["host"])
+            continue
+        if found is not None:
+            bound.append(lapack.Bound(code, s, found))
+        out.append(s)
+    return out, bound
 
 
 def _partial_row_bytes(root: dict) -> int:

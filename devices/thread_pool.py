@@ -193,6 +193,12 @@ class _BlasThreads:
                 self._libs = []
         return self._libs
 
+    def forget(self) -> None:
+        """Look the libraries up again at the next use (one was loaded since: SciPy's)."""
+        with self._lock:
+            if self._depth == 0:
+                self._libs = None
+
     def enter(self) -> None:
         with self._lock:
             self._depth += 1

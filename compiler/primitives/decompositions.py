@@ -27,13 +27,16 @@ from .. import dtypes as D
 from .. import batching as B
 from ..primitive import LIBRARY, LibraryCall, apply, fail, primitive
 from . import matrix_graph as M
-from . import cusolver_calls
+from . import cusolver_calls, lapack_calls
 
 # ---- shared rules ------------------------------------------------------------------------
 
-# the CPU (and the CUDA fallback) runs the NumPy reference: numpy.linalg's batched LAPACK;
-# batching (vmap) adds a leading axis, which every stanza here takes as one more batch dim
-_HOST = LibraryCall("host")
+# the CPU calls SciPy's LAPACK from generated code, the stanza's `lapack` (lapack_calls.py);
+# without SciPy (and in the CUDA fallback) the NumPy reference runs: numpy.linalg's batched
+# LAPACK. Batching (vmap) adds a leading axis, which every stanza here takes as one more
+# batch dim
+def _lapack(emit) -> LibraryCall:
+    return LibraryCall("host", lapack=emit)
 
 
 def linalg_dtypes() -> tuple:
@@ -111,7 +114,7 @@ def _cholesky_vjp(g, out, a):
 cholesky = primitive("cholesky", LIBRARY, _cholesky_infer,
                      lambda a: _run("cholesky", np.linalg.cholesky, a),
                      doc="L with a = L L^H, L lower; reads a's lower triangle.",
-                     vjp=_cholesky_vjp, library=_HOST, batch=B.elementwise, device_calls={"cuda": cusolver_calls.cholesky})
+                     vjp=_cholesky_vjp, library=_lapack(lapack_calls.cholesky), batch=B.elementwise, device_calls={"cuda": cusolver_calls.cholesky})
 
 # ---- triangular_solve ----------------------------------------------------------------------
 
@@ -139,7 +142,7 @@ def _trsolve_vjp(g, out, a, b, lower, adjoint):
 triangular_solve = primitive(
     "triangular_solve", LIBRARY, _trsolve_infer, _trsolve_ref, attrs=("lower", "adjoint"),
     doc="x with op(t) x = b, t the lower or upper triangle of a, op(t) = t or t^H.",
-    vjp=_trsolve_vjp, library=_HOST, batch=B.elementwise)
+    vjp=_trsolve_vjp, library=_lapack(lapack_calls.triangular_solve), batch=B.elementwise)
 
 # ---- solve ------------------------------------------------------------------------------
 
@@ -155,7 +158,7 @@ def _solve_vjp(g, out, a, b):
 
 solve = primitive("solve", LIBRARY, _solve_infer,
                   lambda a, b: _run("solve", np.linalg.solve, a, b).astype(b.dtype),
-                  doc="x with a x = b (LU with partial pivoting).", vjp=_solve_vjp, library=_HOST, batch=B.elementwise,
+                  doc="x with a x = b (LU with partial pivoting).", vjp=_solve_vjp, library=_lapack(lapack_calls.solve), batch=B.elementwise,
                   device_calls={"cuda": cusolver_calls.solve})
 
 # ---- slogdet ------------------------------------------------------------------------------
@@ -182,7 +185,7 @@ def _slogdet_vjp(g, out, a):
 
 slogdet = primitive("slogdet", LIBRARY, _slogdet_infer, _slogdet_ref,
                     doc="(..., 2): the sign of det(a) (0 when singular), then log|det(a)|.",
-                    vjp=_slogdet_vjp, library=_HOST, batch=B.elementwise)
+                    vjp=_slogdet_vjp, library=_lapack(lapack_calls.slogdet), batch=B.elementwise)
 
 # ---- eigh -------------------------------------------------------------------------------
 
@@ -234,7 +237,7 @@ def _eigh_vjp(g, out, a, vectors):
 eigh = primitive("eigh", LIBRARY, _eigh_infer, _eigh_ref, attrs=("vectors",),
                  doc="Eigen-decomposition of Hermitian matrices from their lower triangle; "
                      "packed as [w; V] (vectors) or w alone.",
-                 vjp=_eigh_vjp, library=_HOST, batch=B.elementwise, device_calls={"cuda": cusolver_calls.eigh})
+                 vjp=_eigh_vjp, library=_lapack(lapack_calls.eigh), batch=B.elementwise, device_calls={"cuda": cusolver_calls.eigh})
 
 # ---- svd --------------------------------------------------------------------------------
 
@@ -322,7 +325,7 @@ def _svd_cotangent(u, s, v, gu, gs, gv, a):
 svd = primitive("svd", LIBRARY, _svd_infer, _svd_ref, attrs=("full_matrices", "compute_uv"),
                 doc="Singular value decomposition a = U diag(s) V^H; packed as [U; s; V], "
                     "or s alone.",
-                vjp=_svd_vjp, library=_HOST, batch=B.elementwise)
+                vjp=_svd_vjp, library=_lapack(lapack_calls.svd), batch=B.elementwise)
 
 # ---- qr ---------------------------------------------------------------------------------
 
@@ -372,4 +375,4 @@ def _qr_tall_cotangent(q, r, gq, gr):
 
 qr = primitive("qr", LIBRARY, _qr_infer, _qr_ref, attrs=("complete",),
                doc="a = Q R (Householder); packed as [Q^T | R] along the last axis.",
-               vjp=_qr_vjp, library=_HOST, batch=B.elementwise)
+               vjp=_qr_vjp, library=_lapack(lapack_calls.qr), batch=B.elementwise)
