@@ -204,7 +204,7 @@ class CPUExecutable:
         self._lock = threading.Lock()
         self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)
         self._range_cache: dict = {}                 # (id(step), threads) -> chunk ranges
-        self._uses_blas = any(s["type"] == "library" for s in self.steps) or bool(self._lapack)
+        self._uses_blas = any(s["type"] == "library" for s in self.steps)
         # what keeping this executable costs (the runtime's cache bounds the total)
         self.nbytes = len(program.code) + sum(a.nbytes for a in self._const_arrays.values())
 
@@ -274,7 +274,8 @@ class CPUExecutable:
     def run(self, args: list) -> list:
         fast = self._native_program()
         if fast is not None:
-            blas = blas_single_threaded() if self._lapack else contextlib.nullcontext()
+            blas = blas_single_threaded() if self._lapack_split(fast.pool.threads) \
+                else contextlib.nullcontext()
             with self._lock, blas:
                 out = fast.run(args)
                 self._lapack_failures()
@@ -305,7 +306,9 @@ class CPUExecutable:
     def _run(self, args: list, temps: list) -> list:
         # BLAS on one thread while the pool splits the work: no spinning BLAS threads
         # competing with the pool's workers for the cores
-        blas = blas_single_threaded() if self._uses_blas else contextlib.nullcontext()
+        threads = self.device.pool().threads
+        blas = blas_single_threaded() if self._uses_blas or self._lapack_split(threads) \
+            else contextlib.nullcontext()
         with self._lock, blas:
             prof = profile_hooks.ACTIVE      # a profile records: time binding and each step
             t0 = time.perf_counter() if prof else 0.0
@@ -336,6 +339,17 @@ class CPUExecutable:
                           f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
             self._lapack_failures()
             return self._results(arrays)
+
+    def _lapack_split(self, threads: int) -> bool:
+        """Whether a LAPACK step runs its batch in chunks on several threads: then BLAS is
+        held to one thread (each chunk's LAPACK on its own core). A step in one chunk
+        calls LAPACK as NumPy does, with BLAS's threads (no cost to set them per run)."""
+        key = ("lapack_split", threads)
+        split_ = self._range_cache.get(key)
+        if split_ is None:
+            split_ = self._range_cache[key] = any(
+                len(self._split(s, threads)) > 1 for s in self.steps if "lapack" in s)
+        return split_
 
     def _lapack_failures(self) -> None:
         """Raise the first failure a LAPACK step recorded in this run (a singular or
@@ -456,10 +470,33 @@ def gemm_call(step: dict, v: ValueInfo, operands: list, out: np.ndarray,
 
 def host_call(step: dict, v: ValueInfo, operands: list, out: np.ndarray,
               pool: ThreadPool) -> None:
-    """The primitive's NumPy reference (from its stanza), written into the planned buffer."""
+    """The primitive's NumPy reference (from its stanza), written into the planned buffer:
+    by the stanza's `into` where it has one (straight into `out`, a large batch split
+    over the pool: NumPy's loops release the GIL), else computed and copied."""
+    call = PRIMITIVES[v.op].library
     with np.errstate(all="ignore"):
+        if call is not None and call.into is not None:
+            _host_into(call, v, operands, out, pool)
+            return
         result = PRIMITIVES[v.op].reference(*operands, **v.attrs)
-    out[...] = np.asarray(result).astype(out.dtype).reshape(out.shape)
+    out[...] = np.asarray(result).astype(out.dtype, copy=False).reshape(out.shape)
+
+
+def _host_into(call: Any, v: ValueInfo, operands: list, out: np.ndarray,
+               pool: ThreadPool) -> None:
+    rows = out.shape[0] if out.ndim else 0
+    split_ok = call.batch_axis0 is not None and rows > 1 and call.batch_axis0(*operands, **v.attrs)
+    if pool.threads <= 1 or not split_ok or out.nbytes < HOST_SPLIT_BYTES:
+        call.into(out, *operands, **v.attrs)
+        return
+
+    def block(_: int, s: int, e: int) -> None:
+        with np.errstate(all="ignore"):
+            call.into(out[s:e], *[o[s:e] for o in operands], **v.attrs)
+    pool.run(block, split(rows, min(rows, pool.threads)))
+
+
+HOST_SPLIT_BYTES = 1 << 20     # a host call's result this large is split over the pool
 
 
 # what the CPU runs for each library call a stanza can name (compiler/primitive.py)
