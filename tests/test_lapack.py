@@ -18,7 +18,7 @@ from lazyarray.devices.cpu import CPUDevice
 pytest.importorskip("scipy.linalg.cython_lapack", reason="SciPy (the linalg extra) is not "
                     "installed: decompositions run on NumPy's LAPACK (tested below)")
 
-FLOATS = (np.float32, np.float64)
+DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 rng = np.random.default_rng(7)
 
 
@@ -118,7 +118,7 @@ def _check(op: str, k: int, batch: tuple, dtype, threads: int = 2, lapack_steps:
 
 
 @pytest.mark.parametrize("op,k", PARAMS)
-@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_lapack_kernel_matches_numpy(op: str, k: int, dtype) -> None:
     for batch in ((), (3,), (2, 2)):
         _check(op, k, batch, dtype)
