@@ -204,7 +204,7 @@ class CPUExecutable:
         self._lock = threading.Lock()
         self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)
         self._range_cache: dict = {}                 # (id(step), threads) -> chunk ranges
-        self._uses_blas = any(s["type"] == "library" for s in self.steps)
+        self._uses_blas = any(calls_blas(s) for s in self.steps)
         # what keeping this executable costs (the runtime's cache bounds the total)
         self.nbytes = len(program.code) + sum(a.nbytes for a in self._const_arrays.values())
 
@@ -274,8 +274,7 @@ class CPUExecutable:
     def run(self, args: list) -> list:
         fast = self._native_program()
         if fast is not None:
-            blas = blas_single_threaded() if self._lapack_split(fast.pool.threads) \
-                else contextlib.nullcontext()
+            blas = blas_single_threaded() if self._uses_blas else contextlib.nullcontext()
             with self._lock, blas:
                 out = fast.run(args)
                 self._lapack_failures()
@@ -306,9 +305,7 @@ class CPUExecutable:
     def _run(self, args: list, temps: list) -> list:
         # BLAS on one thread while the pool splits the work: no spinning BLAS threads
         # competing with the pool's workers for the cores
-        threads = self.device.pool().threads
-        blas = blas_single_threaded() if self._uses_blas or self._lapack_split(threads) \
-            else contextlib.nullcontext()
+        blas = blas_single_threaded() if self._uses_blas else contextlib.nullcontext()
         with self._lock, blas:
             prof = profile_hooks.ACTIVE      # a profile records: time binding and each step
             t0 = time.perf_counter() if prof else 0.0
@@ -339,17 +336,6 @@ class CPUExecutable:
                           f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
             self._lapack_failures()
             return self._results(arrays)
-
-    def _lapack_split(self, threads: int) -> bool:
-        """Whether a LAPACK step runs its batch in chunks on several threads: then BLAS is
-        held to one thread (each chunk's LAPACK on its own core). A step in one chunk
-        calls LAPACK as NumPy does, with BLAS's threads (no cost to set them per run)."""
-        key = ("lapack_split", threads)
-        split_ = self._range_cache.get(key)
-        if split_ is None:
-            split_ = self._range_cache[key] = any(
-                len(self._split(s, threads)) > 1 for s in self.steps if "lapack" in s)
-        return split_
 
     def _lapack_failures(self) -> None:
         """Raise the first failure a LAPACK step recorded in this run (a singular or
@@ -501,6 +487,18 @@ HOST_SPLIT_BYTES = 1 << 20     # a host call's result this large is split over t
 
 # what the CPU runs for each library call a stanza can name (compiler/primitive.py)
 LIBRARY_CALLS = {"gemm": gemm_call, "host": host_call}
+
+
+def calls_blas(step: dict) -> bool:
+    """Whether a step calls BLAS or LAPACK (then BLAS is held to one thread while the
+    program runs: its threads would fight the pool's, and on small matrices OpenBLAS's
+    threads cost more than they give): matrix products and decompositions, whether
+    generated LAPACK calls or their NumPy fallback; not FFTs or sorts."""
+    if "lapack" in step:
+        return True
+    if step["type"] != "library":
+        return False
+    return step["call"] != "host" or PRIMITIVES[step["op"]].library.lapack is not None
 
 
 def bind_lapack(code: Optional[LoadedCode], steps: list) -> tuple:

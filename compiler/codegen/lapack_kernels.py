@@ -36,10 +36,6 @@ STATUS_WORDS = 3
 _SEQ = "monotonic"
 
 
-def lapack_dtypes() -> tuple:
-    return tuple(PREFIX)
-
-
 def _i32(v: int) -> ir.Constant:
     return ir.Constant(I32, int(v))
 
@@ -174,7 +170,9 @@ class LapackKernel:
     # ---- the loop over matrices ----------------------------------------------------------
 
     def each_matrix(self, body: Callable[..., None]) -> None:
-        """body(out, *operands): the per-matrix pointers of matrix `self.index`."""
+        """The loop over the matrices of the range: body(out, *operands) with the
+        pointers of one matrix (its number, for failure records, in `self._index`);
+        then the work space is freed."""
         nbatch = len(self.operands[0].shape) - 2
         strides = [_elements(x.shape[nbatch:]) for x in [self.ins] + list(self.operands)]
         dtypes = [self.ins.dtype] + [x.dtype for x in self.operands]
@@ -190,10 +188,6 @@ class LapackKernel:
         for p in self._frees:
             self.b.call(free, [p])
         self.b.ret_void()
-
-    @property
-    def index(self) -> ir.Value:
-        return self._index
 
     # ---- element loops -------------------------------------------------------------------
 

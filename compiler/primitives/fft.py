@@ -57,6 +57,7 @@ def _fft_infer(operands, fft_type, fft_length):
 
 _FUNCTIONS = {"FFT": np.fft.fftn, "IFFT": np.fft.ifftn, "RFFT": np.fft.rfftn,
               "IRFFT": np.fft.irfftn}
+_ONE_AXIS = {"FFT": np.fft.fft, "IFFT": np.fft.ifft, "RFFT": np.fft.rfft, "IRFFT": np.fft.irfft}
 
 
 def _fft_ref(x, fft_type, fft_length):
@@ -74,6 +75,9 @@ def _fft_into(out, x, fft_type, fft_length):
     lengths = tuple(int(n) for n in fft_length)
     if 0 in lengths or 0 in x.shape or _NUMPY_1:
         out[...] = _fft_ref(x, fft_type, fft_length)
+        return
+    if len(lengths) == 1:          # NumPy's one-axis functions skip the n-d bookkeeping
+        _ONE_AXIS[fft_type](x, n=lengths[0], axis=-1, out=out)
         return
     axes = tuple(range(x.ndim - len(lengths), x.ndim))
     _FUNCTIONS[fft_type](x, s=lengths, axes=axes, out=out)
