@@ -11,7 +11,8 @@ re-planning (`to_cache` / `from_cache`).
 
 Steps are dicts with a "type":
 - "loop", "partial" (CPU): a generated function over a range of the outer dimension
-  (compiler/codegen/cpu_kernels.py describes their fields);
+  (compiler/codegen/cpu_kernels.py describes their fields); a "loop" calling LAPACK
+  also names its routines and tables ("lapack") and its fallback library step ("host");
 - "launch" (GPU): a kernel entry with grid, block, shared bytes and its parameters;
 - "library": a call a device implements natively, named by the primitive's stanza
   (`call`), with the value it writes (`pos`), the values it reads (`operands`) and the

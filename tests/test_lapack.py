@@ -176,3 +176,19 @@ def test_routines_are_scipy_cython_lapack_entry_points() -> None:
     assert lapack.address("dpotrf") and lapack.address("zgesdd")
     assert lapack.addresses(["dpotrf", "no_such_routine"]) is None
     assert "dpotrf" in cython_lapack.__pyx_capi__
+
+
+def test_blas_is_held_to_one_thread_while_a_lapack_program_runs_then_restored() -> None:
+    from lazyarray.devices.cpu import calls_blas
+    from lazyarray.devices.thread_pool import BLAS_THREADS, blas_single_threaded
+    assert lapack.available()                  # SciPy's OpenBLAS loaded and looked up
+    controls = BLAS_THREADS.controls()
+    before = [get() for get, _ in controls]
+    with blas_single_threaded():
+        assert [get() for get, _ in controls] == [1] * len(controls)
+    assert [get() for get, _ in controls] == before
+    a = _spd((2,), 4, np.float64)
+    exe = _device().compile(_module("cholesky", {}, [a]))
+    assert exe._uses_blas and all(calls_blas(s) for s in exe.steps)
+    fft = {"type": "library", "call": "host", "op": "fft"}
+    assert not calls_blas(fft)                 # pocketfft: BLAS keeps its threads

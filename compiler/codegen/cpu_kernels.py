@@ -13,7 +13,9 @@ the plan's `buffers.aliases`) shares that input's argument, so `noalias` stays t
 compiled program can be stored as JSON next to its object code):
 
 - "loop": an elementwise / index-moving iteration space, or a reduction whose reduced
-  axes are the trailing ones (each output element accumulated in registers: rows);
+  axes are the trailing ones (each output element accumulated in registers: rows); or a
+  decomposition calling LAPACK for each matrix of its range (lapack_kernels.py: such a
+  step also holds "lapack", what the device resolves, and "host", its library step);
 - "partial": any other reduction. Each chunk of the outermost dimension accumulates into
   partial arrays (its own when that dimension is reduced, a shared one otherwise); the
   runtime combines the chunks' partials and writes the reductions. argmax/argmin over a
