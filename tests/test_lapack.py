@@ -192,3 +192,14 @@ def test_blas_is_held_to_one_thread_while_a_lapack_program_runs_then_restored() 
     assert exe._uses_blas and all(calls_blas(s) for s in exe.steps)
     fft = {"type": "library", "call": "host", "op": "fft"}
     assert not calls_blas(fft)                 # pocketfft: BLAS keeps its threads
+
+
+def test_a_program_from_the_disk_cache_binds_its_lapack_tables_again(tmp_path) -> None:
+    """Object code in the cache holds no address: the loading device fills the tables."""
+    a = _general((3,), 5, np.complex128)
+    b = _normal((3, 5, 2), np.complex128)
+    device = CPUDevice(lambda: {"num_threads": 1, "cache_dir": str(tmp_path)})
+    first = device.compile(_module("solve", {}, [a, b]))
+    again = device.compile(_module("solve", {}, [a, b]))
+    assert not first.from_disk_cache and again.from_disk_cache and len(again._lapack) == 1
+    np.testing.assert_allclose(again.run([a, b])[0], np.linalg.solve(a, b), atol=1e-10)
