@@ -31,6 +31,12 @@ def _spd(batch: tuple, n: int, dtype) -> np.ndarray:
     return (a @ np.conj(np.swapaxes(a, -1, -2)) + n * np.eye(n)).astype(dtype)
 
 
+def _lower_read(batch: tuple, n: int, dtype) -> np.ndarray:
+    """Hermitian positive definite in its lower triangle, noise above it: cholesky and
+    eigh read the lower triangle only (NumPy's reference does the same)."""
+    return (_spd(batch, n, dtype) + np.triu(_normal(batch + (n, n), dtype), 1)).astype(dtype)
+
+
 def _normal(shape: tuple, dtype) -> np.ndarray:
     x = rng.standard_normal(shape)
     if np.dtype(dtype).kind == "c":
@@ -44,14 +50,14 @@ def _general(batch: tuple, n: int, dtype) -> np.ndarray:
 
 # op -> (attrs, inputs(batch, dtype))
 CASES = {
-    "cholesky": [({}, lambda b, t: [_spd(b, 5, t)])],
+    "cholesky": [({}, lambda b, t: [_lower_read(b, 5, t)])],
     "solve": [({}, lambda b, t: [_general(b, 4, t), _normal(b + (4, 3), t)]),
               ({}, lambda b, t: [_general(b, 4, t), _normal(b + (4, 1), t)])],
     "triangular_solve": [({"lower": lo, "adjoint": adj},
                           lambda b, t: [_general(b, 4, t), _normal(b + (4, 2), t)])
                          for lo in (True, False) for adj in (False, True)],
     "slogdet": [({}, lambda b, t: [_general(b, 4, t) * -1])],
-    "eigh": [({"vectors": v}, lambda b, t: [_spd(b, 5, t)]) for v in (True, False)],
+    "eigh": [({"vectors": v}, lambda b, t: [_lower_read(b, 5, t)]) for v in (True, False)],
     "svd": [({"full_matrices": f, "compute_uv": c}, lambda b, t, s=s: [_normal(b + s, t)])
             for s in ((5, 3), (3, 5), (4, 4)) for f, c in ((False, True), (True, True),
                                                           (False, False))],
