@@ -1,6 +1,8 @@
 """linalg and fft beside NumPy and PyTorch (issue 14): batched solves and decompositions
-(library calls: numpy.linalg's LAPACK on the CPU), FFTs (pocketfft), and the same ops
-with fused work around them. `python bench/report.py` writes the table of ratios."""
+(on the CPU generated kernels calling SciPy's LAPACK per matrix, or numpy.linalg's LAPACK
+without SciPy), FFTs (pocketfft), the same ops with fused work around them, and tiny
+calls where the per-call overhead is all there is. `python bench/report.py` writes the
+table of ratios."""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -16,6 +18,11 @@ PEERS = ("lazyarray", "numpy", "torch")
 def _spd(rng: np.random.Generator, b: int, n: int) -> np.ndarray:
     a = rng.standard_normal((b, n, n))
     return a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+
+
+def _hpd(rng: np.random.Generator, b: int, n: int) -> np.ndarray:
+    a = rng.standard_normal((b, n, n)) + 1j * rng.standard_normal((b, n, n))
+    return a @ np.conj(np.swapaxes(a, -1, -2)) + n * np.eye(n)
 
 
 def _linalg(xp: Any) -> Any:
@@ -37,7 +44,16 @@ WORKLOADS: dict[str, tuple[Callable, Callable]] = {
                         lambda r: (r.standard_normal((512, 256)),)),
     "qr R 1024x256": (lambda xp, a: xp.abs(_linalg(xp).qr(a)[1]),
                       lambda r: (r.standard_normal((1024, 256)),)),
+    "cholesky 4x4 (per-call overhead)": (lambda xp, a: _linalg(xp).cholesky(a),
+                                         lambda r: (_spd(r, 1, 4)[0],)),
+    "solve complex128 256x16x16": (lambda xp, a, b: _linalg(xp).solve(a, b),
+                                   lambda r: (_hpd(r, 256, 16),
+                                              r.standard_normal((256, 16, 2)) + 0j)),
+    "eigvalsh complex128 64x32x32": (lambda xp, a: _linalg(xp).eigvalsh(a),
+                                     lambda r: (_hpd(r, 64, 32),)),
     "rfft 256x4096": (lambda xp, x: _fft(xp).rfft(x), lambda r: (r.standard_normal((256, 4096)),)),
+    "rfft 256 (per-call overhead)": (lambda xp, x: _fft(xp).rfft(x),
+                                     lambda r: (r.standard_normal(256),)),
     "fftn complex 8x256x256": (lambda xp, z: _fft(xp).fftn(z),
                                lambda r: ((r.standard_normal((8, 256, 256))
                                            + 1j * r.standard_normal((8, 256, 256))),)),

@@ -116,7 +116,7 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         m, CPU, separate_buffers=separate_buffers))
     with span("codegen", "cpu_kernels"):
         ir_text, steps = cpu_kernels.generate(plan, module.name, progress=progress,
-                                              control=control)
+                                              control=control, lapack=not library)
     functions = sum(1 for s in steps if "fn" in s)
     if progress is not None:
         progress("optimizing", functions, functions)

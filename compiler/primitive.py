@@ -35,9 +35,19 @@ class LibraryCall:
     what the device implements: "gemm" (a tuned matrix product: BLAS on the CPU, cuBLAS
     on the GPU) or "host" (the primitive's NumPy reference, on host memory). `args`, if
     given, is (instruction, operand shapes) -> JSON-able dict: what the compiler works
-    out for the call once (layouts, sizes), so that a device does no planning."""
+    out for the call once (layouts, sizes), so that a device does no planning.
+    `lapack`, if given: (LapackKernel, instruction, operand instructions, **attrs) -> work
+    per matrix, the LAPACK calls the CPU target generates for each matrix of a batch
+    (compiler/codegen/lapack_kernels.py); the device runs `name` where LAPACK is missing.
+    `into`, if given ("host"): (out, *operands, **attrs) computing the reference straight
+    into the planned buffer `out` (no result to copy); `batch_axis0`: (*operands, **attrs)
+    -> whether axis 0 of the operands and the result is a batch axis, so that a device may
+    run `into` on slices of it in parallel."""
     name: str
     args: Optional[Callable[..., dict]] = None
+    lapack: Optional[Callable[..., int]] = None
+    into: Optional[Callable[..., None]] = None
+    batch_axis0: Optional[Callable[..., bool]] = None
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ re-planning (`to_cache` / `from_cache`).
 
 Steps are dicts with a "type":
 - "loop", "partial" (CPU): a generated function over a range of the outer dimension
-  (compiler/codegen/cpu_kernels.py describes their fields);
+  (compiler/codegen/cpu_kernels.py describes their fields); a "loop" calling LAPACK
+  also names its routines and tables ("lapack") and its fallback library step ("host");
 - "launch" (GPU): a kernel entry with grid, block, shared bytes and its parameters;
 - "while", "conditional": control flow; sub-programs the device runs from the host
   (compiler/codegen/control_steps.py describes them; `run_while` below runs one);

@@ -32,7 +32,7 @@ from ..compiler.primitive import PRIMITIVES
 from ..compiler.program import Program, ValueInfo, branch_index, run_while, sub_program
 from .compile_progress import Progress
 from .compile_cache import DiskCache, default_dir, entry_key
-from . import native_gemm, native_pool, native_program
+from . import lapack, native_gemm, native_pool, native_program
 from .device import HostDevice
 from .host_memory import HOST_MEMORY
 from .object_code import LoadedCode
@@ -195,6 +195,8 @@ class CPUExecutable:
         self._const_arrays = self._constants()
         self._code = LoadedCode(program.code) if any(s["type"] in ("loop", "partial")
                                                      for s in self.steps) else None
+        # decompositions: SciPy's LAPACK from the generated code, else their NumPy fallback
+        self.steps, self._lapack = bind_lapack(self._code, self.steps)
         # a while/conditional step's sub-programs, loaded once with this one
         self._subs = {id(s): control_executables(s, device) for s in self.steps
                       if s["type"] in CONTROL_STEPS}
@@ -206,7 +208,7 @@ class CPUExecutable:
         self._lock = threading.Lock()
         self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)
         self._range_cache: dict = {}                 # (id(step), threads) -> chunk ranges
-        self._uses_blas = any(s["type"] == "library" for s in self.steps)
+        self._uses_blas = any(calls_blas(s) for s in self.steps)
         # what keeping this executable costs (the runtime's cache bounds the total)
         self.nbytes = len(program.code) + sum(a.nbytes for a in self._const_arrays.values())
 
@@ -276,8 +278,11 @@ class CPUExecutable:
     def run(self, args: list) -> list:
         fast = self._native_program()
         if fast is not None:
-            with self._lock:
-                return fast.run(args)
+            blas = blas_single_threaded() if self._uses_blas else contextlib.nullcontext()
+            with self._lock, blas:
+                out = fast.run(args)
+                self._lapack_failures()
+                return out
         temps: list = []
         try:
             return self._run(args, temps)
@@ -335,7 +340,14 @@ class CPUExecutable:
                 if debug:
                     print(f"[lazyarray]   {self.name} {step['kernel']} ({step['type']}): "
                           f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
+            self._lapack_failures()
             return self._results(arrays)
+
+    def _lapack_failures(self) -> None:
+        """Raise the first failure a LAPACK step recorded in this run (a singular or
+        indefinite matrix); its outputs are never handed out."""
+        for bound in self._lapack:
+            bound.raise_failure()
 
     def _results(self, arrays: dict) -> list:
         out = []
@@ -476,14 +488,67 @@ def gemm_call(step: dict, v: ValueInfo, operands: list, out: np.ndarray,
 
 def host_call(step: dict, v: ValueInfo, operands: list, out: np.ndarray,
               pool: ThreadPool) -> None:
-    """The primitive's NumPy reference (from its stanza), written into the planned buffer."""
+    """The primitive's NumPy reference (from its stanza), written into the planned buffer:
+    by the stanza's `into` where it has one (straight into `out`, a large batch split
+    over the pool: NumPy's loops release the GIL), else computed and copied."""
+    call = PRIMITIVES[v.op].library
     with np.errstate(all="ignore"):
+        if call is not None and call.into is not None:
+            _host_into(call, v, operands, out, pool)
+            return
         result = PRIMITIVES[v.op].reference(*operands, **v.attrs)
-    out[...] = np.asarray(result).astype(out.dtype).reshape(out.shape)
+    out[...] = np.asarray(result).astype(out.dtype, copy=False).reshape(out.shape)
+
+
+def _host_into(call: Any, v: ValueInfo, operands: list, out: np.ndarray,
+               pool: ThreadPool) -> None:
+    rows = out.shape[0] if out.ndim else 0
+    split_ok = call.batch_axis0 is not None and rows > 1 and call.batch_axis0(*operands, **v.attrs)
+    if pool.threads <= 1 or not split_ok or out.nbytes < HOST_SPLIT_BYTES:
+        call.into(out, *operands, **v.attrs)
+        return
+
+    def block(_: int, s: int, e: int) -> None:
+        with np.errstate(all="ignore"):
+            call.into(out[s:e], *[o[s:e] for o in operands], **v.attrs)
+    pool.run(block, split(rows, min(rows, pool.threads)))
+
+
+HOST_SPLIT_BYTES = 1 << 20     # a host call's result this large is split over the pool
 
 
 # what the CPU runs for each library call a stanza can name (compiler/primitive.py)
 LIBRARY_CALLS = {"gemm": gemm_call, "host": host_call}
+
+
+def calls_blas(step: dict) -> bool:
+    """Whether a step calls BLAS or LAPACK (then BLAS is held to one thread while the
+    program runs: its threads would fight the pool's, and on small matrices OpenBLAS's
+    threads cost more than they give): matrix products and decompositions, whether
+    generated LAPACK calls or their NumPy fallback; not FFTs or sorts."""
+    if "lapack" in step:
+        return True
+    if step["type"] != "library":
+        return False
+    return step["call"] != "host" or PRIMITIVES[step["op"]].library.lapack is not None
+
+
+def bind_lapack(code: Optional[LoadedCode], steps: list) -> tuple:
+    """(steps, bound LAPACK steps): each generated LAPACK step with its routine table
+    filled from SciPy (devices/lapack.py), or replaced by its NumPy fallback where SciPy
+    or a routine is missing."""
+    if not any("lapack" in s for s in steps):
+        return steps, []
+    out, bound = [], []
+    for s in steps:
+        found = lapack.addresses(s["lapack"]["routines"]) if "lapack" in s else None
+        if "lapack" in s and found is None:
+            out.append(s["host"])
+            continue
+        if found is not None:
+            bound.append(lapack.Bound(code, s, found))
+        out.append(s)
+    return out, bound
 
 
 def _partial_row_bytes(root: dict) -> int:

@@ -42,3 +42,11 @@ class LoadedCode:
         if not addr:
             raise ValueError(f"compiled code has no function {name!r}")
         return addr
+
+    def global_address(self, name: str) -> int:
+        """The address of a global variable of the code (a table the device fills)."""
+        with llvm_lock():
+            addr = self.engine.get_global_value_address(name)
+        if not addr:
+            raise ValueError(f"compiled code has no global {name!r}")
+        return addr

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import ctypes
 import functools
 import os
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 
 @functools.lru_cache(maxsize=None)
@@ -180,6 +181,7 @@ class _BlasThreads:
 
     def __init__(self) -> None:
         self._libs: Optional[list] = None
+        self._controls: Optional[list] = None
         self._lock = threading.Lock()
         self._depth = 0
         self._saved: list = []
@@ -193,22 +195,51 @@ class _BlasThreads:
                 self._libs = []
         return self._libs
 
+    def controls(self) -> list:
+        """(get, set) of each library's thread count: OpenBLAS's own C functions where
+        threadpoolctl finds them (a call costs under a microsecond, threadpoolctl's
+        wrappers tens: this runs at every sync of a program with BLAS or LAPACK steps),
+        else threadpoolctl's methods."""
+        if self._controls is None:
+            self._controls = [_control(lib) for lib in self.libs()]
+        return self._controls
+
+    def forget(self) -> None:
+        """Look the libraries up again at the next use (one was loaded since: SciPy's)."""
+        with self._lock:
+            if self._depth == 0:
+                self._libs = self._controls = None
+
     def enter(self) -> None:
         with self._lock:
             self._depth += 1
             if self._depth == 1:
-                self._saved = [lib.get_num_threads() for lib in self.libs()]
-                for lib, n in zip(self.libs(), self._saved):
+                controls = self.controls()
+                self._saved = [get() for get, _ in controls]
+                for (_, set_), n in zip(controls, self._saved):
                     if n != 1:
-                        lib.set_num_threads(1)
+                        set_(1)
 
     def exit(self) -> None:
         with self._lock:
             self._depth -= 1
             if self._depth == 0:
-                for lib, n in zip(self.libs(), self._saved):
+                for (_, set_), n in zip(self.controls(), self._saved):
                     if n != 1:
-                        lib.set_num_threads(n)
+                        set_(n)
+
+
+def _control(lib: Any) -> tuple:
+    """(get, set) for one threadpoolctl library controller."""
+    if getattr(lib, "internal_api", "") == "openblas" and \
+            getattr(lib, "threading_layer", "") != "openmp":
+        get = lib._get_symbol("openblas_get_num_threads")
+        set_ = lib._get_symbol("openblas_set_num_threads")
+        if get is not None and set_ is not None:
+            get.restype = ctypes.c_int
+            set_.argtypes = [ctypes.c_int]
+            return get, set_
+    return lib.get_num_threads, lib.set_num_threads
 
 
 BLAS_THREADS = _BlasThreads()

@@ -116,7 +116,7 @@ def slogdet(x: Any) -> tuple:
     packed = apply("slogdet", a)
     sign = A.reshape(M.cols_of(packed, 0, 1), a.shape[:-2])
     logabs = M.real_part(A.reshape(M.cols_of(packed, 1, 2), a.shape[:-2]))
-    return _back(sign, dtype), _back(logabs, dtype)
+    return _back(sign, dtype), _back_real(logabs, dtype)
 
 
 def det(x: Any) -> Node:

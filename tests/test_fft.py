@@ -2,11 +2,16 @@
 finite differences, and the errors."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import lazyarray as la
 from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.module import Instruction as I, Module
+from lazyarray.compiler.primitive import PRIMITIVES
+from lazyarray.devices.cpu import CPUDevice
 from harness import OpCase, check_case
 
 import gradcheck
@@ -121,3 +126,38 @@ def test_real_gradient_through_a_spectrum_matches_gradcheck():
 def test_errors_name_the_function(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+@pytest.mark.parametrize("fft_type,shape,lengths,dtype", [
+    ("RFFT", (64, 8192), (8192,), np.float64),
+    ("FFT", (16, 64, 256), (64, 256), np.complex64),
+    ("IRFFT", (64, 4097), (8192,), np.complex128),
+])
+def test_large_host_fft_is_written_in_place_split_over_the_pool(monkeypatch, fft_type, shape,
+                                                                 lengths, dtype):
+    """The CPU runs pocketfft straight into the planned buffer, a large batch in slices
+    over the pool's threads: the same values as NumPy's."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    x = x.astype(dtype)
+    prim = PRIMITIVES["fft"]
+    calls = []
+
+    def counting(out, *operands, **attrs):
+        calls.append(out.shape)
+        prim_into(out, *operands, **attrs)
+    prim_into = prim.library.into
+    monkeypatch.setattr(prim, "library", dataclasses.replace(prim.library, into=counting))
+    param = I("parameter", (), x.shape, D.from_numpy(x.dtype), {"number": 0})
+    attrs = {"fft_type": fft_type, "fft_length": lengths}
+    out_shape, out_dtype = prim.infer((param,), **attrs)
+    m = Module("fft", [param, I("fft", (0,), out_shape, out_dtype, attrs)], [1])
+    got = CPUDevice(lambda: {"num_threads": 2, "cache_dir": "off"}).compile(m).run([x])[0]
+    assert len(calls) == 2 and sum(c[0] for c in calls) == shape[0], calls
+    np.testing.assert_allclose(got, prim.reference(x, **attrs), rtol=1e-5, atol=1e-4)
+    axes = tuple(range(x.ndim - len(lengths), x.ndim))
+    want = {"RFFT": np.fft.rfftn, "FFT": np.fft.fftn, "IRFFT": np.fft.irfftn}[fft_type](
+        x, s=lengths, axes=axes)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3 * np.abs(want).max())

@@ -251,3 +251,102 @@ def test_indefinite_input_names_cholesky(device):
 
 def test_linalg_errors_are_value_errors():
     assert issubclass(np.linalg.LinAlgError, ValueError)
+
+
+# ---- complex matrices ----------------------------------------------------------------------
+
+_crng = np.random.default_rng(11)
+
+
+def _cn(*shape):
+    return _crng.standard_normal(shape) + 1j * _crng.standard_normal(shape)
+
+
+_CA = _cn(2, 3, 3) + 3 * np.eye(3)
+_CS = _CA @ np.conj(np.swapaxes(_CA, -1, -2))
+_CB = _cn(2, 3, 2)
+_CT, _CW = _cn(2, 4, 3), _cn(2, 3, 4)
+
+
+def _phase_fixed(x, axis=-2):
+    """Vectors fixed up to a phase: each turned positive real at its largest entry."""
+    idx = np.expand_dims(np.argmax(np.abs(x), axis=axis), axis)
+    p = np.take_along_axis(x, idx, axis=axis)
+    return x / (p / np.abs(p))
+
+
+# name -> (lazyarray fn, numpy fn, inputs): every result compared with NumPy's
+COMPLEX_FORWARD = {
+    "solve": (L.solve, NL.solve, [_CA, _CB]),
+    "inv": (L.inv, NL.inv, [_CA]),
+    "det": (L.det, NL.det, [_CA]),
+    "slogdet": (lambda a: tuple(L.slogdet(a)), lambda a: tuple(NL.slogdet(a)), [_CA]),
+    "cholesky": (L.cholesky, NL.cholesky, [_CS]),
+    "eigvalsh": (L.eigvalsh, NL.eigvalsh, [_CS]),
+    "eigh": (lambda a: (L.eigh(a)[0], _phase_fixed(L.eigh(a)[1].numpy())),
+             lambda a: (NL.eigh(a)[0], _phase_fixed(NL.eigh(a)[1])), [_CS]),
+    "svdvals": (L.svdvals, lambda a: NL.svd(a, compute_uv=False), [_CT]),
+    "svd_us": (lambda a: (_phase_fixed(L.svd(a, full_matrices=False).U.numpy()), L.svd(a).S),
+               lambda a: (_phase_fixed(NL.svd(a, full_matrices=False)[0]), NL.svd(a)[1]), [_CT]),
+    "svd_product": (lambda a: (lambda r: (r.U * r.S[..., None, :]) @ r.Vh)(L.svd(a, False)),
+                    lambda a: a, [_CW]),
+    "qr": (lambda a: tuple(L.qr(a)), lambda a: tuple(NL.qr(a)), [_CT]),
+    "qr_complete": (lambda a: tuple(L.qr(a, mode="complete")),
+                    lambda a: tuple(NL.qr(a, mode="complete")), [_CW]),
+    "solve_triangular": (lambda a, b: L.solve_triangular(a, b, upper=True),
+                         lambda a, b: NL.solve(np.triu(a), b), [_CA, _CB]),
+    "pinv": (L.pinv, NL.pinv, [_CT]),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("name", sorted(COMPLEX_FORWARD))
+def test_complex_matches_numpy_linalg(name, dtype, device):
+    fn, ref, inputs = COMPLEX_FORWARD[name]
+    inputs = [x.astype(dtype) for x in inputs]
+    got = fn(*[la.asarray(x, device=device) for x in inputs])
+    want = ref(*inputs)
+    got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+    tol = 1e-4 if dtype == np.complex64 else 1e-10
+    for g, w in zip(got, want):
+        g = g if isinstance(g, np.ndarray) else g.numpy()
+        assert g.dtype == np.asarray(w).dtype, (g.dtype, np.asarray(w).dtype)
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * 10)
+
+
+def _abs2(x):
+    return la.abs(x) ** 2
+
+
+# phase-invariant losses of eigen- and singular vectors (|v|^2, U S Vh, U Vh)
+COMPLEX_GRADIENTS = {
+    "solve": (lambda a, b: L.solve(a, b), [_CA, _CB]),
+    "inv": (L.inv, [_CA]),
+    "det": (L.det, [_CA]),
+    "slogdet_sign": (lambda a: L.slogdet(a).sign, [_CA]),
+    "slogdet_logabs": (lambda a: L.slogdet(a).logabsdet, [_CA]),
+    "cholesky": (L.cholesky, [_CS]),
+    "cholesky_upper": (lambda a: L.cholesky(a, upper=True), [_CS]),
+    "solve_triangular": (lambda a, b: L.solve_triangular(a, b, upper=False), [_CA, _CB]),
+    "solve_triangular_right": (lambda a, b: L.solve_triangular(a, b, upper=True, left=False),
+                               [_CA, np.swapaxes(_CB, -1, -2)]),
+    "eigvalsh": (L.eigvalsh, [_CS]),
+    "eigh_vectors": (lambda a: _abs2(L.eigh(a).eigenvectors), [_CS]),
+    "svdvals": (L.svdvals, [_CT]),
+    "svd_u_tall": (lambda a: _abs2(L.svd(a, full_matrices=False).U), [_CT]),
+    "svd_vh_wide": (lambda a: _abs2(L.svd(a, full_matrices=False).Vh), [_CW]),
+    "svd_u_vh": (lambda a: (lambda r: r.U @ r.Vh)(L.svd(a, full_matrices=False)), [_CW]),
+    "qr_q_tall": (lambda a: L.qr(a).Q, [_CT]),
+    "qr_r_tall": (lambda a: L.qr(a).R, [_CT]),
+    "qr_q_wide": (lambda a: L.qr(a).Q, [_CW]),
+    "qr_r_wide": (lambda a: L.qr(a).R, [_CW]),
+    "pinv": (L.pinv, [_CT]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPLEX_GRADIENTS))
+def test_complex_gradient_conjugate_wirtinger(name, device):
+    """PyTorch's convention (the cotangent of z = x + iy is dL/dx + i dL/dy), against a
+    central difference in complex128 along a random complex direction."""
+    fn, inputs = COMPLEX_GRADIENTS[name]
+    gradcheck.check_complex_direction(fn, inputs, device=device)

@@ -13,7 +13,9 @@ the plan's `buffers.aliases`) shares that input's argument, so `noalias` stays t
 compiled program can be stored as JSON next to its object code):
 
 - "loop": an elementwise / index-moving iteration space, or a reduction whose reduced
-  axes are the trailing ones (each output element accumulated in registers: rows);
+  axes are the trailing ones (each output element accumulated in registers: rows); or a
+  decomposition calling LAPACK for each matrix of its range (lapack_kernels.py: such a
+  step also holds "lapack", what the device resolves, and "host", its library step);
 - "partial": any other reduction. Each chunk of the outermost dimension accumulates into
   partial arrays (its own when that dimension is reduced, a shared one otherwise); the
   runtime combines the chunks' partials and writes the reductions. argmax/argmin over a
@@ -39,6 +41,7 @@ from ..row_fusion import outer_shape, reused_across_passes, row_schedule
 from .elemental import ElementalEmitter
 from .control_steps import is_control
 from .library_calls import library_step, opaque_loops
+from . import lapack_kernels
 from . import llvm_target
 from .kernel_key import kernel_key, translate
 from .llvm_types import HALF, I64, PTR, Value, storage_type
@@ -57,8 +60,9 @@ class CPUCodegen:
     """Builds one LLVM module holding every kernel function of an execution plan."""
 
     def __init__(self, plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
-                 progress: Any = None) -> None:
+                 progress: Any = None, lapack: bool = True) -> None:
         self.progress = progress    # progress(stage, done, total), or None
+        self.lapack = lapack        # decompositions as generated LAPACK calls (not AOT)
         self.plan = plan
         self.module: Module = plan.module
         self.ins = plan.module.instructions
@@ -124,7 +128,23 @@ class CPUCodegen:
 
     def _library(self, kern: Kernel) -> None:
         for pos in kern.outputs:
-            self.steps.append(library_step(self.module, kern.name, pos))
+            host = library_step(self.module, kern.name, pos)
+            operands = [self.ins[o] for o in self.ins[pos].operands]
+            if self.lapack and lapack_kernels.applies(self.ins[pos], operands):
+                self.steps.append(self._lapack(kern, pos, host))
+            else:
+                self.steps.append(host)
+
+    def _lapack(self, kern: Kernel, pos: int, host: dict) -> dict:
+        """A decomposition as a function calling LAPACK for each matrix of its range;
+        the step keeps its library call as the device's fallback ("host")."""
+        operands = list(self.ins[pos].operands)
+        name, args, e, ptr_of, start, end, _ = self._begin(kern, operands, [pos])
+        info = lapack_kernels.lapack_step(self.ins[pos], [self.ins[o] for o in operands], name,
+                                          self.llmod, e.b, ptr_of[pos],
+                                          [ptr_of[o] for o in operands], start, end)
+        return {"type": "loop", "kernel": kern.name, "fn": name, "args": args, **info,
+                "host": host}
 
     def _loops(self, kern: Kernel, outputs: list) -> None:
         by_shape: dict = {}
@@ -648,11 +668,13 @@ def _ident(name: str) -> str:
 
 
 def generate(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
-             progress: Any = None, control: Any = None) -> tuple:
+             progress: Any = None, control: Any = None, lapack: bool = True) -> tuple:
     """(LLVM IR text, steps) for every kernel of `plan`; `progress(stage, done, total)` is
     called as kernels are generated; `control(kernel) -> step` makes the step of a
-    while/conditional kernel (compiler/codegen/control_steps.py)."""
-    gen = CPUCodegen(plan, name, math, progress)
+    while/conditional kernel (compiler/codegen/control_steps.py). `lapack`: decompositions
+    become generated calls of LAPACK (steps the JIT's device fills with SciPy's
+    addresses), else library steps."""
+    gen = CPUCodegen(plan, name, math, progress, lapack)
     gen.control = control
     llmod, steps = gen.run()
     return str(llmod), steps

@@ -121,7 +121,7 @@ def eigh(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
     upper); the eigenvectors come back column-major (row-major V^T) and are transposed
     into rows 1.. of the packed [w; V]."""
     (a,) = operands
-    if not ins.attrs["vectors"]:
+    if not ins.attrs["vectors"] or ins.dtype.is_complex:     # complex: heevj, not written
         return False
     n = ins.shape[-1]
     batch, item = _batch(ins.shape[:-2] + (n, n)), ins.dtype.itemsize

@@ -14,9 +14,13 @@ one buffer); the layout is part of the stanza and `unpack_*` below read it back:
 - qr:    (..., kq, m + n): columns :m hold Q^T, columns m.. hold R;
 - slogdet: (..., 2): sign, then log|det|.
 
-The vector-Jacobian products follow JAX's and PyTorch's derivations. eigh and cholesky
-read one triangle of their input (as LAPACK does), so their cotangent is the derivative
-of exactly that: the symmetric gradient folded onto the triangle read.
+The vector-Jacobian products follow JAX's and PyTorch's derivations, written in
+PyTorch's conjugate-Wirtinger convention (a complex cotangent is dL/dx + i dL/dy; the
+stanzas are `holomorphic=False`: their vjps conjugate where the math does). eigh and
+cholesky read one triangle of their input (as LAPACK does, the diagonal's real part), so
+their cotangent is the derivative of exactly that: the Hermitian gradient folded onto the
+triangle read. Eigen- and singular vectors of complex matrices are fixed up to a phase
+per vector: a loss that depends on the phase has no gradient (as in PyTorch and JAX).
 """
 from __future__ import annotations
 
@@ -27,19 +31,21 @@ from .. import dtypes as D
 from .. import batching as B
 from ..primitive import LIBRARY, LibraryCall, apply, fail, primitive
 from . import matrix_graph as M
-from . import cusolver_calls
+from . import cusolver_calls, lapack_calls
 
 # ---- shared rules ------------------------------------------------------------------------
 
-# the CPU (and the CUDA fallback) runs the NumPy reference: numpy.linalg's batched LAPACK;
-# batching (vmap) adds a leading axis, which every stanza here takes as one more batch dim
-_HOST = LibraryCall("host")
+# the CPU calls SciPy's LAPACK from generated code, the stanza's `lapack` (lapack_calls.py);
+# without SciPy (and in the CUDA fallback) the NumPy reference runs: numpy.linalg's batched
+# LAPACK. Batching (vmap) adds a leading axis, which every stanza here takes as one more
+# batch dim
+def _lapack(emit) -> LibraryCall:
+    return LibraryCall("host", lapack=emit)
 
 
 def linalg_dtypes() -> tuple:
-    """Real floats: complex decompositions (NumPy's references take them) wait for their
-    vjps in the conjugate-Wirtinger convention."""
-    return (D.float32, D.float64)
+    """Real and complex floats (LAPACK's s, d, c, z routines)."""
+    return (D.float32, D.float64, D.complex64, D.complex128)
 
 
 def _check_dtype(op: str, operands: tuple) -> D.DType:
@@ -93,10 +99,18 @@ def _cholesky_infer(operands):
     return _matrices("cholesky", operands), operands[0].dtype
 
 
+def real_diagonal(x):
+    """x with its diagonal's imaginary parts dropped (x itself when real)."""
+    if not x.dtype.is_complex:
+        return x
+    return A.select(M.eye_mask(x.shape), A.convert(M.real_part(x), x.dtype), x)
+
+
 def fold_lower(g):
-    """The gradient of a function that reads the lower triangle of a Hermitian matrix,
-    from its symmetric gradient g: tril(g) + tril(g^H, -1)."""
-    return A.add(M.tril(g), M.tril(M.mH(g), -1))
+    """The gradient of a function that reads the lower triangle of a Hermitian matrix
+    (the diagonal's real part), from its gradient g as a function of the whole matrix:
+    tril(g) + tril(g^H, -1), the diagonal real."""
+    return real_diagonal(A.add(M.tril(g), M.tril(M.mH(g), -1)))
 
 
 def _cholesky_vjp(g, out, a):
@@ -111,7 +125,7 @@ def _cholesky_vjp(g, out, a):
 cholesky = primitive("cholesky", LIBRARY, _cholesky_infer,
                      lambda a: _run("cholesky", np.linalg.cholesky, a),
                      doc="L with a = L L^H, L lower; reads a's lower triangle.",
-                     vjp=_cholesky_vjp, library=_HOST, batch=B.elementwise, device_calls={"cuda": cusolver_calls.cholesky})
+                     vjp=_cholesky_vjp, library=_lapack(lapack_calls.cholesky), holomorphic=False, batch=B.elementwise, device_calls={"cuda": cusolver_calls.cholesky})
 
 # ---- triangular_solve ----------------------------------------------------------------------
 
@@ -139,7 +153,7 @@ def _trsolve_vjp(g, out, a, b, lower, adjoint):
 triangular_solve = primitive(
     "triangular_solve", LIBRARY, _trsolve_infer, _trsolve_ref, attrs=("lower", "adjoint"),
     doc="x with op(t) x = b, t the lower or upper triangle of a, op(t) = t or t^H.",
-    vjp=_trsolve_vjp, library=_HOST, batch=B.elementwise)
+    vjp=_trsolve_vjp, library=_lapack(lapack_calls.triangular_solve), holomorphic=False, batch=B.elementwise)
 
 # ---- solve ------------------------------------------------------------------------------
 
@@ -155,7 +169,7 @@ def _solve_vjp(g, out, a, b):
 
 solve = primitive("solve", LIBRARY, _solve_infer,
                   lambda a, b: _run("solve", np.linalg.solve, a, b).astype(b.dtype),
-                  doc="x with a x = b (LU with partial pivoting).", vjp=_solve_vjp, library=_HOST, batch=B.elementwise,
+                  doc="x with a x = b (LU with partial pivoting).", vjp=_solve_vjp, library=_lapack(lapack_calls.solve), holomorphic=False, batch=B.elementwise,
                   device_calls={"cuda": cusolver_calls.solve})
 
 # ---- slogdet ------------------------------------------------------------------------------
@@ -172,17 +186,21 @@ def _slogdet_ref(a):
 
 
 def _slogdet_vjp(g, out, a):
-    n = a.shape[-1]
-    glog = M.cols_of(g, 1, 2)                                 # (..., 1)
+    """c a^-H with c = g_log (real), plus for complex i Im(conj(sign) g_sign): the sign
+    e^{i theta} moves with theta = Im tr(a^-1 da), log|det| with its real part."""
+    glog = M.real_part(M.cols_of(g, 1, 2))                    # (..., 1)
+    c = A.convert(glog, a.dtype)
+    if a.dtype.is_complex:
+        turn = apply("imag", A.mul(M.conj(M.cols_of(out, 0, 1)), M.cols_of(g, 0, 1)))
+        c = A.add(c, apply("complex", A.full(0, turn.shape, turn.dtype), turn))
     inv_h = apply("solve", M.mH(a), M.eye(a.shape, a.dtype))  # a^-H
-    scale = A.broadcast(A.reshape(glog, a.shape[:-2]), a.shape, tuple(range(a.ndim - 2)))
-    del n
+    scale = A.broadcast(A.reshape(c, a.shape[:-2]), a.shape, tuple(range(a.ndim - 2)))
     return (A.mul(scale, inv_h),)
 
 
 slogdet = primitive("slogdet", LIBRARY, _slogdet_infer, _slogdet_ref,
                     doc="(..., 2): the sign of det(a) (0 when singular), then log|det(a)|.",
-                    vjp=_slogdet_vjp, library=_HOST, batch=B.elementwise)
+                    vjp=_slogdet_vjp, library=_lapack(lapack_calls.slogdet), holomorphic=False, batch=B.elementwise)
 
 # ---- eigh -------------------------------------------------------------------------------
 
@@ -234,7 +252,7 @@ def _eigh_vjp(g, out, a, vectors):
 eigh = primitive("eigh", LIBRARY, _eigh_infer, _eigh_ref, attrs=("vectors",),
                  doc="Eigen-decomposition of Hermitian matrices from their lower triangle; "
                      "packed as [w; V] (vectors) or w alone.",
-                 vjp=_eigh_vjp, library=_HOST, batch=B.elementwise, device_calls={"cuda": cusolver_calls.eigh})
+                 vjp=_eigh_vjp, library=_lapack(lapack_calls.eigh), holomorphic=False, batch=B.elementwise, device_calls={"cuda": cusolver_calls.eigh})
 
 # ---- svd --------------------------------------------------------------------------------
 
@@ -305,6 +323,13 @@ def _svd_cotangent(u, s, v, gu, gs, gv, a):
     srd, scd, ed = (A.convert(x, a.dtype) for x in (sr, sc, e))
     ga = A.div(A.add(A.mul(uhgu, srd), A.mul(scd, vhgv)), ed)
     ga = A.add(ga, M.diag_embed(A.reshape(A.convert(gs, a.dtype), a.shape[:-2] + (k,))))
+    if a.dtype.is_complex:
+        # the pair (u_j, v_j) turns by a common phase freely; what the loss sees of their
+        # relative phase is i Im(u_j^H gu_j) / s_j (PyTorch's svd_backward)
+        im = apply("imag", M.diagonal(uhgu))                            # (..., k)
+        s_vec = A.reshape(s, s.shape[:-2] + (k,))
+        turn = A.div(im, A.scale(s_vec, 2.0))
+        ga = A.add(ga, M.diag_embed(apply("complex", A.full(0, turn.shape, turn.dtype), turn)))
     vh = M.mH(v)
     if m > k:
         inv_s = A.broadcast(A.div(A.full(1, s.shape, s.dtype), s), gu.shape)
@@ -322,7 +347,7 @@ def _svd_cotangent(u, s, v, gu, gs, gv, a):
 svd = primitive("svd", LIBRARY, _svd_infer, _svd_ref, attrs=("full_matrices", "compute_uv"),
                 doc="Singular value decomposition a = U diag(s) V^H; packed as [U; s; V], "
                     "or s alone.",
-                vjp=_svd_vjp, library=_HOST, batch=B.elementwise)
+                vjp=_svd_vjp, library=_lapack(lapack_calls.svd), holomorphic=False, batch=B.elementwise)
 
 # ---- qr ---------------------------------------------------------------------------------
 
@@ -364,7 +389,8 @@ def _qr_vjp(g, out, a, complete):
 def _qr_tall_cotangent(q, r, gq, gr):
     """m >= n: (gq + q copyltu(m)) r^-H with m = r gr^H - gq^H q."""
     mm = A.sub(M.matmul(r, M.mH(gr)), M.matmul(M.mH(gq), q))
-    copyltu = A.add(M.tril(mm), M.mH(M.tril(mm, -1)))
+    # R's diagonal is real (LAPACK's Householder reflections): its real part only
+    copyltu = real_diagonal(A.add(M.tril(mm), M.mH(M.tril(mm, -1))))
     rhs = A.add(gq, M.matmul(q, copyltu))
     # x r^H = rhs  <=>  r x^H = rhs^H
     return M.mH(apply("triangular_solve", r, M.mH(rhs), lower=False, adjoint=False))
@@ -372,4 +398,4 @@ def _qr_tall_cotangent(q, r, gq, gr):
 
 qr = primitive("qr", LIBRARY, _qr_infer, _qr_ref, attrs=("complete",),
                doc="a = Q R (Householder); packed as [Q^T | R] along the last axis.",
-               vjp=_qr_vjp, library=_HOST, batch=B.elementwise)
+               vjp=_qr_vjp, library=_lapack(lapack_calls.qr), holomorphic=False, batch=B.elementwise)

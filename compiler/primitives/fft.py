@@ -55,15 +55,39 @@ def _fft_infer(operands, fft_type, fft_length):
     return x.shape, x.dtype
 
 
+_FUNCTIONS = {"FFT": np.fft.fftn, "IFFT": np.fft.ifftn, "RFFT": np.fft.rfftn,
+              "IRFFT": np.fft.irfftn}
+_ONE_AXIS = {"FFT": np.fft.fft, "IFFT": np.fft.ifft, "RFFT": np.fft.rfft, "IRFFT": np.fft.irfft}
+
+
 def _fft_ref(x, fft_type, fft_length):
     lengths = tuple(int(n) for n in fft_length)
     axes = tuple(range(x.ndim - len(lengths), x.ndim))
     shape, dtype = _fft_infer((_Typed(x),), fft_type, fft_length)
     if 0 in lengths or 0 in x.shape:
         return np.zeros(shape, dtype.np)
-    fn = {"FFT": np.fft.fftn, "IFFT": np.fft.ifftn, "RFFT": np.fft.rfftn,
-          "IRFFT": np.fft.irfftn}[fft_type]
-    return np.asarray(fn(x, s=lengths, axes=axes)).astype(dtype.np)
+    return np.asarray(_FUNCTIONS[fft_type](x, s=lengths, axes=axes)).astype(dtype.np)
+
+
+def _fft_into(out, x, fft_type, fft_length):
+    """The reference written by pocketfft straight into `out` (NumPy 2's `out=`: no
+    result array to allocate and copy; NumPy 1 computes and copies)."""
+    lengths = tuple(int(n) for n in fft_length)
+    if 0 in lengths or 0 in x.shape or _NUMPY_1:
+        out[...] = _fft_ref(x, fft_type, fft_length)
+        return
+    if len(lengths) == 1:          # NumPy's one-axis functions skip the n-d bookkeeping
+        _ONE_AXIS[fft_type](x, n=lengths[0], axis=-1, out=out)
+        return
+    axes = tuple(range(x.ndim - len(lengths), x.ndim))
+    _FUNCTIONS[fft_type](x, s=lengths, axes=axes, out=out)
+
+
+_NUMPY_1 = int(np.__version__.split(".")[0]) < 2
+
+
+def _batch_axis0(x, fft_type, fft_length) -> bool:
+    return x.ndim > len(fft_length)
 
 
 class _Typed:
@@ -101,5 +125,6 @@ def _fft_vjp(g, out, x, fft_type, fft_length):
 
 fft = primitive("fft", LIBRARY, _fft_infer, _fft_ref, attrs=("fft_type", "fft_length"),
                 doc="XLA's Fft over the trailing len(fft_length) axes; IFFT and IRFFT scale "
-                    "by 1/N.", vjp=_fft_vjp, holomorphic=False, library=LibraryCall("host"),
+                    "by 1/N.", vjp=_fft_vjp, holomorphic=False,
+                library=LibraryCall("host", into=_fft_into, batch_axis0=_batch_axis0),
                 batch=B.elementwise)     # trailing axes: a leading batch axis is one more
