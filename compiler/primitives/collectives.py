@@ -12,7 +12,7 @@ from __future__ import annotations
 from .. import builders as A
 from .. import batching as B
 from .. import dtypes as D
-from ..collectives import communicator
+from ..collectives import communicator, run_on_cuda
 from ..primitive import LIBRARY, NOT_DIFFERENTIABLE, LibraryCall, apply, fail, primitive
 
 KINDS = ("sum", "prod", "max", "min")
@@ -44,7 +44,7 @@ def _all_reduce_vjp(g, out, x, kind):
 all_reduce = primitive(
     "all_reduce", LIBRARY, _all_reduce_infer,
     lambda x, kind: communicator().all_reduce(x, kind), attrs=("kind",), pure=False,
-    library=LibraryCall("host"),
+    library=LibraryCall("host"), device_calls={"cuda_stream": run_on_cuda},
     doc="Combine the operand across every process with `kind`; every process gets the result.",
     vjp=_all_reduce_vjp, batch=lambda node, size, ops, _: B.same_op(node, ops))
 
@@ -64,7 +64,7 @@ def _all_gather_batch(node, size, operands, batched):
 all_gather = primitive(
     "all_gather", LIBRARY, _all_gather_infer,
     lambda x, size: communicator().all_gather(x), attrs=("size",), pure=False,
-    library=LibraryCall("host"),
+    library=LibraryCall("host"), device_calls={"cuda_stream": run_on_cuda},
     doc="Stack every process's operand along a new leading axis of length `size` (the "
         "group's size, fixed when recorded), in rank order.",
     vjp=NOT_DIFFERENTIABLE, batch=_all_gather_batch)
@@ -80,6 +80,6 @@ def _broadcast_infer(operands, root):
 broadcast = primitive(
     "broadcast", LIBRARY, _broadcast_infer,
     lambda x, root: communicator().broadcast(x, root), attrs=("root",), pure=False,
-    library=LibraryCall("host"),
+    library=LibraryCall("host"), device_calls={"cuda_stream": run_on_cuda},
     doc="Every process gets process `root`'s operand.",
     vjp=NOT_DIFFERENTIABLE, batch=lambda node, size, ops, _: B.same_op(node, ops))
