@@ -97,6 +97,30 @@ def training(rank: int, size: int, dev: str) -> dict:
     return out
 
 
+def other_paths(rank: int) -> dict:
+    """The host path, with its note: a CUDA tensor on another device than the
+    communicator's, then every CUDA tensor after `init(backend="mpi")`."""
+    from lazyarray import devices_registry
+    from lazyarray.devices.cuda import CudaDevice
+    la.runtime.register_device(
+        "othergpu", lambda name: CudaDevice(name, devices_registry._cuda_settings, fake=True))
+    out = {}
+    for name, dev in (("other_gpu", "othergpu"), ("mpi_backend", "cuda")):
+        if name == "mpi_backend":
+            la.distributed.shutdown()
+            la.distributed.init(backend="mpi")
+            out["mpi_device"] = np.array(la.distributed.device())
+        t = la.asarray(np.full(3, rank + 1.0, np.float32), device=dev)
+        before = la.distributed.stats()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out[name] = la.distributed.all_reduce(t, "sum").numpy()
+        after = la.distributed.stats()
+        out[f"{name}_path"] = np.array([after["nccl"] - before["nccl"], after["host"] - before["host"]])
+        out[f"{name}_note"] = np.array(" | ".join(str(w.message) for w in caught))
+    return out
+
+
 def main(out_path: str) -> None:
     la.distributed.init(backend="nccl")
     rank, size = la.distributed.rank(), la.distributed.world_size()
@@ -107,6 +131,7 @@ def main(out_path: str) -> None:
     out.update(stream_order(dev))
     out.update(binding(rank, dev))
     out.update(training(rank, size, dev))
+    out.update(other_paths(rank))
     la.distributed.barrier()
     if rank == 0:
         np.savez(out_path, **out)

@@ -183,6 +183,18 @@ def test_a_dtype_nccl_cannot_reduce_goes_through_mpi_with_a_note(two_ranks):
     assert "NCCL cannot all_reduce int16 with 'sum'" in str(two_ranks["i16_note"])
 
 
+def test_other_devices_and_the_mpi_backend_go_through_the_host_with_a_note(two_ranks):
+    got = two_ranks
+    for name in ("other_gpu", "mpi_backend"):
+        np.testing.assert_array_equal(got[name], np.full(3, 3.0))
+        assert list(got[f"{name}_path"]) == [0, 1]
+    assert ("all_reduce of a tensor on othergpu goes through host memory on MPI: this "
+            "process's NCCL communicator is on cuda") in str(got["other_gpu_note"])
+    assert ("all_reduce of a tensor on cuda goes through host memory on MPI (backend 'mpi')"
+            in str(got["mpi_backend_note"]))
+    assert str(got["mpi_device"]) == "cpu"
+
+
 def test_the_collective_is_queued_on_the_stream(two_ranks):
     # after the sync the all-reduce and the kernels around it wait on the stream (the
     # stand-in runs them only when it is waited for), and the value read is right
