@@ -35,6 +35,9 @@ def init(backend: str = "auto") -> None:
     from .devices import cuda_driver
     from .devices.nccl_communicator import NcclCommunicator, open_nccl, select_backend
     select_backend(backend, None, None)          # a bad name fails before MPI starts
+    if is_initialized():
+        raise RuntimeError(f"distributed.init: this process is already in a group (backend "
+                           f"{_group.communicator().backend!r}); call shutdown() first")
     try:
         from .devices.collectives import MPICommunicator, note
         host = MPICommunicator()
@@ -42,7 +45,8 @@ def init(backend: str = "auto") -> None:
         raise ImportError("distributed.init: mpi4py is not installed; install the extra: "
                           "pip install \"lazyarray[distributed]\" (mpi4py and Open MPI)") from e
     cuda_missing = cuda_driver.missing(config.fake_cuda)
-    nccl, nccl_missing = open_nccl(config.fake_cuda) if not cuda_missing else (None, None)
+    looks = backend != "mpi" and not cuda_missing
+    nccl, nccl_missing = open_nccl(config.fake_cuda) if looks else (None, None)
     chosen, why = select_backend(backend, cuda_missing, nccl_missing)
     if why:
         note(why)
@@ -50,17 +54,16 @@ def init(backend: str = "auto") -> None:
     if chosen == "mpi":
         _group.set_communicator(host)
         return
-    state = runtime.get_device(_local_gpu(host))
-    runtime.sync(state)
-    _group.set_communicator(NcclCommunicator(host, state.device, nccl))
+    gpu = runtime.get_device(_local_gpu(host)).device
+    _group.set_communicator(NcclCommunicator(host, gpu, nccl))
 
 
 def _local_gpu(host) -> str:
     """cuda:<this process's rank on its host>: one GPU per process, as NCCL requires."""
-    local, local_size = host.local_rank()
-    count = _cuda.device_count()
     if config.fake_cuda:          # the stand-in has one "GPU"; its processes share it
         return "cuda:0"
+    local, local_size = host.local_rank()
+    count = _cuda.device_count()
     if local_size > count:
         raise RuntimeError(f"distributed.init(backend='nccl'): {local_size} processes on "
                            f"this host but {count} GPUs; NCCL needs one GPU per process "

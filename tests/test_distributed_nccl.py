@@ -228,3 +228,49 @@ def test_two_gpu_processes_match_one_process_on_the_combined_batch(two_ranks):
     # one program for the steps; the only bytes read back are the 5 float32 losses
     assert int(got["compiles"]) == 1
     assert int(got["bytes_from_device"]) == 5 * 4
+
+
+# ---- init's choices that need no other process --------------------------------------------
+
+class _Host:
+    """What _local_gpu asks of the MPI communicator: this process's place on its host."""
+
+    def __init__(self, local: int, local_size: int) -> None:
+        self.place = (local, local_size)
+
+    def local_rank(self) -> tuple:
+        return self.place
+
+
+def test_each_process_takes_its_local_ranks_gpu(monkeypatch):
+    import lazyarray as la
+    from lazyarray import distributed
+    monkeypatch.setattr(la.cuda, "device_count", lambda: 4)
+    with la.config.override(fake_cuda=False):
+        assert distributed._local_gpu(_Host(2, 4)) == "cuda:2"
+        with pytest.raises(RuntimeError, match="6 processes on this host but 4 GPUs; NCCL "
+                                               "needs one GPU per process"):
+            distributed._local_gpu(_Host(5, 6))
+    with la.config.override(fake_cuda=True):       # the stand-in's one GPU, shared
+        assert distributed._local_gpu(_Host(1, 2)) == "cuda:0"
+
+
+def test_device_count():
+    import lazyarray as la
+    with la.config.override(fake_cuda=True):
+        assert la.cuda.device_count() == 1
+    if cuda_driver.missing(False) is not None:
+        with la.config.override(fake_cuda=False):
+            assert la.cuda.device_count() == 0
+
+
+def test_init_twice_is_an_error(monkeypatch):
+    import lazyarray as la
+    from lazyarray.compiler import collectives as group
+
+    class Joined:
+        backend, rank, size = "mpi", 0, 2
+    monkeypatch.setattr(group, "_CURRENT", [Joined()])
+    with pytest.raises(RuntimeError, match="already in a group \\(backend 'mpi'\\); call "
+                                           "shutdown\\(\\) first"):
+        la.distributed.init()
