@@ -2,7 +2,9 @@
 broadcast (XLA's AllReduce, AllGather and a broadcast from one replica).
 
 They are library calls whose references call the group's communicator
-(compiler/collectives.py), so a collective runs as one step of the compiled program, in
+(compiler/collectives.py), and which a CUDA device first offers to that communicator to
+queue on its own stream (`device_calls["cuda_stream"]`: NCCL where `la.distributed` runs
+on it), so a collective runs as one step of the compiled program, in
 the order the program gives, on every process. They are not pure functions of their
 operands: constant folding leaves them for run time (a cache hit on one process and a
 compile on another must still meet in the same collective).
