@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from . import config, runtime
+from .devices_registry import _cuda_count
 from .devices import cuda_driver
 
 
@@ -18,7 +19,6 @@ def is_available() -> bool:
 
 def device_count() -> int:
     """The GPUs the driver counts (0 where no CUDA device is usable)."""
-    from .devices_registry import _cuda_count
     return _cuda_count() if is_available() else 0
 
 
