@@ -46,5 +46,13 @@ def communicator() -> Any:
     return _CURRENT[0]
 
 
+def run_on_cuda(device: Any, ins: Any, out: Any, operands: list) -> bool:
+    """A collective step on a CUDA device's own buffers and stream, where the group's
+    communicator can (NCCL: devices/nccl_communicator.py); False: the device runs the
+    primitive's reference on the host instead (MPI, or the identity in a group of one)."""
+    run = getattr(_CURRENT[0], "run_on_cuda", None)
+    return bool(run is not None and run(device, ins, out, operands))
+
+
 def set_communicator(comm: Any) -> None:
     _CURRENT[0] = comm if comm is not None else SingleProcess()

@@ -91,7 +91,10 @@ class Primitive:
                                          # the reference's signature (the verifier checks it)
     device_calls: Any = None             # {"cuda": fn(ctx, ins, out, operands) -> bool}:
                                          # native calls a device tries before `library`'s
-                                         # (compiler/primitives/cusolver_calls.py)
+                                         # (compiler/primitives/cusolver_calls.py);
+                                         # {"cuda_stream": fn(device, ins, out, operands)
+                                         # -> bool}: queued on the device's own stream
+                                         # (collectives on NCCL)
     holomorphic: bool = True             # complex results: autodiff applies the vjp (written
                                          # for reals) as conj(vjp(conj(g))); False: the vjp
                                          # follows the conjugate-Wirtinger convention itself

@@ -12,6 +12,8 @@ stand-in of cuda_fake.py), PTX from compiler/codegen/nvptx.py.
   PTX for the driver to compile) and launches each fused kernel with its launch step's
   grid and block; a run whose buffers are the same as in earlier runs is captured as a
   CUDA graph and replayed in one launch (cuda_graphs.py);
+- collectives on NCCL, queued on the stream, where `la.distributed` runs on it
+  (nccl_communicator.py); else through host memory on MPI;
 - dot_general through cuBLAS (cuda_blas.py); the few ops with no GPU code yet (sort,
   argsort, cumulative, scatter, and dot_general in a layout cuBLAS cannot read) run on
   the host with the primitive's NumPy reference, which is correct but copies through host
@@ -563,7 +565,11 @@ class CudaExecutable:
             if gemm(self.device, ins, operands, self._out(pos, values), *shapes):
                 self.kernels_per_run += 1
                 return
-        call = (P.PRIMITIVES[ins.op].device_calls or {}).get("cuda")   # the stanza's own
+        calls = P.PRIMITIVES[ins.op].device_calls or {}
+        on_stream = calls.get("cuda_stream")     # collectives: NCCL on the device's stream
+        if on_stream is not None and on_stream(self.device, ins, self._out(pos, values), operands):
+            return
+        call = calls.get("cuda")                 # the stanza's own cuSOLVER call
         if call is not None and run_library_call(self.device, ins, self._out(pos, values),
                                                  operands, call):
             return

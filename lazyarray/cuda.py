@@ -1,6 +1,7 @@
 """`la.cuda`: the CUDA device's memory and state, as `torch.cuda` names them.
 
     la.cuda.is_available()          # a GPU, its driver and cuda-python (or the stand-in)
+    la.cuda.device_count()          # how many (cuda:0 .. cuda:N-1)
     la.cuda.memory_allocated()      # bytes held by live tensors
     la.cuda.memory_reserved()       # that plus the allocator's cache
     la.cuda.empty_cache()           # return the cached blocks to the driver
@@ -8,11 +9,17 @@
 from __future__ import annotations
 
 from . import config, runtime
+from .devices_registry import _cuda_count
 from .devices import cuda_driver
 
 
 def is_available() -> bool:
     return cuda_driver.missing(config.fake_cuda) is None
+
+
+def device_count() -> int:
+    """The GPUs the driver counts (0 where no CUDA device is usable)."""
+    return _cuda_count() if is_available() else 0
 
 
 def _device(device: str):

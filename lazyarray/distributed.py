@@ -7,8 +7,10 @@ graph, so forward, backward, the gradient all-reduce and the update are still on
 program per step; each process runs it on its shard of the batch.
 
 Collectives run on MPI through mpi4py (`pip install "lazyarray[distributed]"`, which
-brings Open MPI's wheel). Without `init()` a program is a group of one process and every
-collective is the identity.
+brings Open MPI's wheel) and, for CUDA tensors, on NCCL (`lazyarray[distributed-gpu]`
+adds the nvidia-nccl-cu12 wheel): each process then computes on its own GPU,
+`device()`. Without `init()` a program is a group of one process and every collective is
+the identity.
 """
 from __future__ import annotations
 
@@ -17,35 +19,86 @@ from typing import Any, Iterable
 from .compiler import collectives as _group
 from .compiler.primitive import apply
 from .tensor import Tensor
-from . import runtime
+from . import config, runtime
+from . import cuda as _cuda
 
 REDUCE_OPS = ("sum", "mean", "prod", "max", "min")
 
 
-def init(backend: str = "mpi") -> None:
-    """Join the group of processes the launcher started (MPI's COMM_WORLD)."""
-    if backend != "mpi":
-        raise ValueError(f"distributed.init: backend must be 'mpi', got {backend!r} (NCCL "
-                         "for GPUs is not written yet: GPU tensors reduce through MPI on host "
-                         "buffers)")
+def init(backend: str = "auto") -> None:
+    """Join the group of processes the launcher started (MPI's COMM_WORLD).
+
+    `backend`: "nccl" runs the collectives of CUDA tensors on NCCL, on this process's GPU
+    (`device()`: cuda:<local rank>), and those of CPU tensors on MPI; "mpi" runs all of
+    them on MPI (a CUDA tensor's through host memory); "auto" (the default) is "nccl"
+    where a CUDA device and NCCL are usable, else "mpi", as torch.distributed chooses."""
+    from .devices import cuda_driver
+    from .devices.nccl_communicator import NcclCommunicator, open_nccl, select_backend
+    select_backend(backend, None, None)          # a bad name fails before MPI starts
+    if is_initialized():
+        raise RuntimeError(f"distributed.init: this process is already in a group (backend "
+                           f"{_group.communicator().backend!r}); call shutdown() first")
     try:
-        from .devices.collectives import MPICommunicator
-        comm = MPICommunicator()
+        from .devices.collectives import MPICommunicator, note
+        host = MPICommunicator()
     except ImportError as e:
         raise ImportError("distributed.init: mpi4py is not installed; install the extra: "
                           "pip install \"lazyarray[distributed]\" (mpi4py and Open MPI)") from e
+    cuda_missing = cuda_driver.missing(config.fake_cuda)
+    looks = backend != "mpi" and not cuda_missing
+    nccl, nccl_missing = open_nccl(config.fake_cuda) if looks else (None, None)
+    chosen, why = select_backend(backend, cuda_missing, nccl_missing)
+    if why:
+        note(why)
     runtime.sync()              # values recorded before joining are computed alone
-    _group.set_communicator(comm)
+    if chosen == "mpi":
+        _group.set_communicator(host)
+        return
+    gpu = runtime.get_device(_local_gpu(host)).device
+    _group.set_communicator(NcclCommunicator(host, gpu, nccl))
+
+
+def _local_gpu(host) -> str:
+    """cuda:<this process's rank on its host>: one GPU per process, as NCCL requires."""
+    if config.fake_cuda:          # the stand-in has one "GPU"; its processes share it
+        return "cuda:0"
+    local, local_size = host.local_rank()
+    count = _cuda.device_count()
+    if local_size > count:
+        raise RuntimeError(f"distributed.init(backend='nccl'): {local_size} processes on "
+                           f"this host but {count} GPUs; NCCL needs one GPU per process "
+                           f"(launch at most {count} per host, or use backend='mpi')")
+    return f"cuda:{local}"
 
 
 def is_initialized() -> bool:
     return not isinstance(_group.communicator(), _group.SingleProcess)
 
 
+def backend() -> str:
+    """'nccl' or 'mpi' once `init` has run; 'none' in a group of one."""
+    return getattr(_group.communicator(), "backend", "none")
+
+
+def device() -> str:
+    """The device this process computes on: its GPU with NCCL, else 'cpu'."""
+    comm = _group.communicator()
+    return comm.device.name if backend() == "nccl" else "cpu"
+
+
+def stats() -> dict:
+    """How many collectives ran on the GPU through NCCL ('nccl') and through host memory
+    on MPI ('host'), in this process since `init`."""
+    return dict(getattr(_group.communicator(), "counts", {"nccl": 0, "host": 0}))
+
+
 def shutdown() -> None:
     """Leave the group: collectives become the identity again."""
     runtime.sync()
+    comm = _group.communicator()
     _group.set_communicator(None)
+    if hasattr(comm, "close"):
+        comm.close()
 
 
 def rank() -> int:

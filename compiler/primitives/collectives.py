@@ -2,7 +2,9 @@
 broadcast (XLA's AllReduce, AllGather and a broadcast from one replica).
 
 They are library calls whose references call the group's communicator
-(compiler/collectives.py), so a collective runs as one step of the compiled program, in
+(compiler/collectives.py), and which a CUDA device first offers to that communicator to
+queue on its own stream (`device_calls["cuda_stream"]`: NCCL where `la.distributed` runs
+on it), so a collective runs as one step of the compiled program, in
 the order the program gives, on every process. They are not pure functions of their
 operands: constant folding leaves them for run time (a cache hit on one process and a
 compile on another must still meet in the same collective).
@@ -12,7 +14,7 @@ from __future__ import annotations
 from .. import builders as A
 from .. import batching as B
 from .. import dtypes as D
-from ..collectives import communicator
+from ..collectives import communicator, run_on_cuda
 from ..primitive import LIBRARY, NOT_DIFFERENTIABLE, LibraryCall, apply, fail, primitive
 
 KINDS = ("sum", "prod", "max", "min")
@@ -44,7 +46,7 @@ def _all_reduce_vjp(g, out, x, kind):
 all_reduce = primitive(
     "all_reduce", LIBRARY, _all_reduce_infer,
     lambda x, kind: communicator().all_reduce(x, kind), attrs=("kind",), pure=False,
-    library=LibraryCall("host"),
+    library=LibraryCall("host"), device_calls={"cuda_stream": run_on_cuda},
     doc="Combine the operand across every process with `kind`; every process gets the result.",
     vjp=_all_reduce_vjp, batch=lambda node, size, ops, _: B.same_op(node, ops))
 
@@ -64,7 +66,7 @@ def _all_gather_batch(node, size, operands, batched):
 all_gather = primitive(
     "all_gather", LIBRARY, _all_gather_infer,
     lambda x, size: communicator().all_gather(x), attrs=("size",), pure=False,
-    library=LibraryCall("host"),
+    library=LibraryCall("host"), device_calls={"cuda_stream": run_on_cuda},
     doc="Stack every process's operand along a new leading axis of length `size` (the "
         "group's size, fixed when recorded), in rank order.",
     vjp=NOT_DIFFERENTIABLE, batch=_all_gather_batch)
@@ -80,6 +82,6 @@ def _broadcast_infer(operands, root):
 broadcast = primitive(
     "broadcast", LIBRARY, _broadcast_infer,
     lambda x, root: communicator().broadcast(x, root), attrs=("root",), pure=False,
-    library=LibraryCall("host"),
+    library=LibraryCall("host"), device_calls={"cuda_stream": run_on_cuda},
     doc="Every process gets process `root`'s operand.",
     vjp=NOT_DIFFERENTIABLE, batch=lambda node, size, ops, _: B.same_op(node, ops))
