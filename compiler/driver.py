@@ -108,7 +108,10 @@ def runtime_code(name: str, *shape: int) -> bytes:
             "trampoline": lambda: pool_ir.trampoline_ir(triple, *shape),
             "gemm_tiles": lambda: pool_ir.gemm_tiles_ir(triple)}
     text = make[name]()
-    return llvm_target.emit_object(llvm_target.optimize(text, "lazyarray_" + name))
+    # a trampoline is a few loads and one call: parsed and emitted, not optimized (the IR
+    # passes were half of its ~9 ms, paid per kernel signature on a first call)
+    prepare = llvm_target.parse if name == "trampoline" else llvm_target.optimize
+    return llvm_target.emit_object(prepare(text, "lazyarray_" + name))
 
 
 def runtime_layout() -> Any:
