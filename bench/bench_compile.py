@@ -5,6 +5,12 @@ many programs a loop idiom compiles. Not timed tests: figures for the results ta
 
 Each round starts from empty caches (memory and disk off), so every round measures a
 first call. PyTorch's first eager call is measured beside it where installed.
+
+Reported per workload (extra_info): `compile_s` (median seconds in the compiler over the
+rounds), for the encoder `compile_s_per_block` (that over its layers; issue 12's budget:
+first call <= 0.5 s, <= 50 ms per block, a first MLP step <= 0.3 s), and `stages_ms`: where
+one more first call spent its compile (each HLO pass, fusion, buffer assignment, LLVM IR
+generation, LLVM optimization, object emission, loading), from the profiler's hooks.
 """
 from __future__ import annotations
 
@@ -21,6 +27,37 @@ WORKLOADS = {
     "transformer block forward": lambda: make_encoder(layers=1),
     "mlp training step": make_mlp_step,
 }
+
+
+class _Stages:
+    """A profile recorder that only sums each compile stage's seconds."""
+
+    def __init__(self) -> None:
+        self.seconds: dict = {}
+
+    def span(self, category: str, name: str, t0: float, t1: float, args: dict) -> None:
+        if category in ("pass", "codegen"):
+            self.seconds[name] = self.seconds.get(name, 0.0) + (t1 - t0)
+
+    def __getattr__(self, name: str):     # the hooks of kernels, syncs, autodiff: ignored
+        return lambda *args, **kwargs: None
+
+
+def stage_breakdown(make) -> dict:
+    """Milliseconds per compile stage of one first call of `make()`'s workload."""
+    import lazyarray as la
+    from lazyarray import runtime
+    from lazyarray.compiler import profile_hooks
+    runtime.clear_caches()
+    fn = make()
+    rec = _Stages()
+    with la.config.override(cache_dir="off"):
+        profile_hooks.ACTIVE = rec
+        try:
+            fn()
+        finally:
+            profile_hooks.ACTIVE = None
+    return {k: round(v * 1e3, 1) for k, v in sorted(rec.seconds.items(), key=lambda kv: -kv[1])}
 
 
 def _first_call(make, compile_seconds: list):
@@ -49,6 +86,7 @@ def test_lazyarray_first_call(benchmark, name):
     benchmark.extra_info.update(framework="lazyarray", compile_s=compile_s)
     if name.startswith("encoder"):
         benchmark.extra_info["compile_s_per_block"] = compile_s / LAYERS
+    benchmark.extra_info["stages_ms"] = stage_breakdown(WORKLOADS[name])
 
 
 def _torch_encoder():
@@ -105,3 +143,32 @@ def test_compiles_per_loop_idiom(benchmark, idiom):
     benchmark.extra_info.update(framework="lazyarray", compiles=la.debug.metrics().compiles - before,
                                 first_loop_s=first_s)
     benchmark(loop)
+
+
+# ---- a quick table without pytest -------------------------------------------------------
+
+def main(rounds: int = 5) -> None:
+    """`python bench/bench_compile.py [rounds]`: per workload, the median first call, the
+    median compile (per block for the encoder) and the stage breakdown of one more."""
+    import statistics
+    for name, make in WORKLOADS.items():
+        seconds: list = []
+        walls: list = []
+        setup, first = _first_call(make, seconds)
+        for _ in range(rounds):
+            (fn,), _ = setup()
+            t0 = time.perf_counter()
+            first(fn)
+            walls.append(time.perf_counter() - t0)
+        compile_s = statistics.median(seconds)
+        per_block = f", {compile_s / LAYERS * 1e3:.0f} ms per block" if name.startswith("encoder") else ""
+        print(f"{name}: first call {statistics.median(walls) * 1e3:.0f} ms, compile "
+              f"{compile_s * 1e3:.0f} ms{per_block} (medians of {rounds})")
+        stages = stage_breakdown(make)
+        print("    " + ", ".join(f"{k} {v:.0f}" for k, v in stages.items() if v >= 1) + " (ms)")
+
+
+if __name__ == "__main__":
+    import sys
+    sys.path.insert(0, __import__("os").path.dirname(__file__))
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)

@@ -10,8 +10,10 @@ and threads per multiprocessor, which size the grids). Devices call only this mo
 """
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any
+import gc
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -40,10 +42,26 @@ def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(),
     (CPU): every value in a buffer of its own but for in-place pairs, as the GPU runtime
     allocates them (the host code that stands in for a GPU program's kernels,
     devices/cuda_host_kernels.py)."""
-    if target in (CPU, CPU_LIBRARY):
-        return _compile_cpu(module, frozenset(donated), verify, dumps, progress,
-                            library=target == CPU_LIBRARY, separate_buffers=separate_buffers)
-    return _compile_nvptx(module, target, frozenset(donated), verify, dumps)
+    with _collector_paused():
+        if target in (CPU, CPU_LIBRARY):
+            return _compile_cpu(module, frozenset(donated), verify, dumps, progress,
+                                library=target == CPU_LIBRARY,
+                                separate_buffers=separate_buffers)
+        return _compile_nvptx(module, target, frozenset(donated), verify, dumps)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block. A compile allocates some
+    100,000 short-lived objects (instructions, IR values) that die by reference count;
+    the collector's passes over them were 5-15 ms of a transformer's compile."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def target_id(target: str = CPU) -> tuple:
@@ -90,7 +108,10 @@ def runtime_code(name: str, *shape: int) -> bytes:
             "trampoline": lambda: pool_ir.trampoline_ir(triple, *shape),
             "gemm_tiles": lambda: pool_ir.gemm_tiles_ir(triple)}
     text = make[name]()
-    return llvm_target.emit_object(llvm_target.optimize(text, "lazyarray_" + name))
+    # a trampoline is a few loads and one call: parsed and emitted, not optimized (the IR
+    # passes were half of its ~9 ms, paid per kernel signature on a first call)
+    prepare = llvm_target.parse if name == "trampoline" else llvm_target.optimize
+    return llvm_target.emit_object(prepare(text, "lazyarray_" + name))
 
 
 def runtime_layout() -> Any:

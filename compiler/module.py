@@ -53,8 +53,14 @@ class Module:
         return out
 
     def __eq__(self, other: Any) -> bool:
-        return (isinstance(other, Module) and self.outputs == other.outputs
-                and [i.key() for i in self.instructions] == [i.key() for i in other.instructions])
+        if other is self:
+            return True
+        if not isinstance(other, Module) or self.outputs != other.outputs \
+                or len(self.instructions) != len(other.instructions):
+            return False
+        # passes reuse the instructions they keep: most pairs are one object
+        return all(a is b or a.key() == b.key()
+                   for a, b in zip(self.instructions, other.instructions))
 
     def __hash__(self) -> int:
         # a module is an attribute value of control-flow ops (a loop's body): attributes

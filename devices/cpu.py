@@ -119,7 +119,7 @@ class CPUDevice(HostDevice):
         t0 = time.perf_counter()
         s = self.settings()
         cache = self.disk_cache()
-        key = self.cache_entry_key(module, donated)
+        key = self.cache_entry_key(module, donated) if cache is not None else None
         with profile_hooks.span("cache", "disk_cache_load"):   # timed when profiling
             program = load_cached(cache, key) if cache is not None else None
         hit = program is not None

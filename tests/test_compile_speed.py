@@ -1,7 +1,10 @@
 """What makes compiling fast keeps results right: kernels with the same code share one
 function, each kernel's optimization follows its size, and a long compile's progress
 line appears only on a terminal. (Speed itself is measured in bench/, never here.)"""
+import functools
 import io
+import re
+import sys
 
 import numpy as np
 import pytest
@@ -79,6 +82,29 @@ def test_progress_line_only_on_a_terminal():
     q("generating", 1, 2)
     q.close()
     assert pipe.getvalue() == ""
+
+
+def test_a_device_compile_shows_its_progress_on_a_terminal(monkeypatch):
+    """The CPU device's compile reports through the Progress line (its delay set to 0 so
+    a small program shows it): kernel counts rise to the plan's, then LLVM's stages, and
+    the line is erased at the end; the result is still right."""
+    from lazyarray.devices import cpu as cpu_device
+    tty = _Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    monkeypatch.setattr(cpu_device, "Progress", functools.partial(Progress, delay=0.0))
+    x = np.random.default_rng(5).standard_normal((8, 16)).astype(np.float32)
+    with la.config.override(cache_dir="off"):
+        t = la.asarray(x)
+        got = (la.exp(t @ t.T * 0.1).sum(axis=1) + la.tanh(t).mean()).numpy()
+    np.testing.assert_allclose(got, np.exp(x @ x.T * 0.1).sum(axis=1) + np.tanh(x).mean(),
+                               rtol=1e-5)
+    text = tty.getvalue()
+    counts = [(int(k), int(n)) for k, n in re.findall(r"generating (\d+)/(\d+) kernels", text)]
+    assert counts and counts[0][0] == 0 and len({n for _, n in counts}) == 1
+    assert [k for k, _ in counts] == list(range(len(counts)))     # one update per kernel
+    assert re.search(r"optimizing (\d+)/\1 kernels", text)
+    assert re.search(r"emitting (\d+)/\1 kernels", text)
+    assert text.startswith("\r\x1b[K[lazyarray] compiling ") and text.endswith("\r\x1b[K")
 
 
 def test_short_compiles_stay_silent():

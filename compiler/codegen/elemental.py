@@ -54,6 +54,7 @@ class ElementalEmitter:
         # a ROW kernel's current row: its reductions and row values, read at any index
         # (fusion guarantees a row value is only read for its own row; row_fusion.py)
         self.row_values: dict = {}
+        self._linear: dict = {}     # (block, shape, index) -> offset (see `linear`)
 
     # ---- scopes: a value may be reused only where it dominates ----------------------
 
@@ -108,13 +109,34 @@ class ElementalEmitter:
     # ---- memory ------------------------------------------------------------------------
 
     def linear(self, shape: tuple, index: list) -> ir.Value:
-        """Row-major offset of `index` in `shape`."""
+        """Row-major offset of `index` in `shape`. Computed once per basic block for the
+        same shape and index values (an earlier value of the block dominates the rest of
+        it), constant parts folded here: every load and store of a kernel asks for it,
+        and LLVM's compile time grows with the instructions it is given, even those it
+        would fold itself."""
         if not shape:
             return const(0)
+        block = self.b.block
+        key = ("linear", id(block), shape) + _memo_key(-1, index)[1:]
+        hit = self._linear.get(key)
+        if hit is not None:
+            return hit[0]
         lin = index[0]
         for n, i in zip(shape[1:], index[1:]):
-            lin = self.b.add(self.b.mul(lin, const(n), flags=("nsw",)), i, flags=("nsw",))
+            lin = self._mul_add(lin, n, i)
+        self._linear[key] = (lin, block, list(index))     # keeps the ids valid
         return lin
+
+    def _mul_add(self, x: ir.Value, n: int, i: ir.Value) -> ir.Value:
+        """x * n + i (no signed overflow: offsets stay inside an array)."""
+        if isinstance(x, ir.Constant) and isinstance(i, ir.Constant):
+            return const(x.constant * n + i.constant)
+        if isinstance(x, ir.Constant) and x.constant == 0:
+            return i
+        scaled = self.b.mul(x, const(n), flags=("nsw",))
+        if isinstance(i, ir.Constant) and i.constant == 0:
+            return scaled
+        return self.b.add(scaled, i, flags=("nsw",))
 
     def element_ptr(self, base: ir.Value, shape: tuple, dtype: D.DType, index: list) -> ir.Value:
         return self.b.gep(base, [self.linear(shape, index)], inbounds=True,
@@ -214,6 +236,8 @@ class ElementalEmitter:
         return const(n)
 
     def clamp_index(self, i: ir.Value, lo: int, hi: int) -> ir.Value:
+        if isinstance(i, ir.Constant):           # a constant start: clamped here
+            return const(min(max(i.constant, lo), hi))
         b = self.b
         i = b.select(b.icmp_signed("<", i, const(lo)), const(lo), i)
         return b.select(b.icmp_signed(">", i, const(hi)), const(hi), i)

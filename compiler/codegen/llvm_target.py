@@ -66,8 +66,10 @@ def target_machine() -> Any:
                                         reloc="pic", codemodel="jitdefault")
 
 
-def optimize(ir_text: str, name: str) -> Any:
-    """Parse and optimize LLVM IR text; return the optimized llvmlite module."""
+def parse(ir_text: str, name: str) -> Any:
+    """Parse and verify LLVM IR text for the host target; no optimization (straight-line
+    code such as the pool's trampolines gains nothing from the IR passes, which cost
+    milliseconds per function)."""
     tm = target_machine()
     with _LOCK:
         mod = llvm.parse_assembly(ir_text)
@@ -75,6 +77,14 @@ def optimize(ir_text: str, name: str) -> Any:
         mod.triple = tm.triple
         mod.data_layout = str(tm.target_data)
         mod.verify()
+    return mod
+
+
+def optimize(ir_text: str, name: str) -> Any:
+    """Parse and optimize LLVM IR text; return the optimized llvmlite module."""
+    tm = target_machine()
+    mod = parse(ir_text, name)
+    with _LOCK:
         pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
         pto.loop_vectorization = True
         pto.slp_vectorization = True

@@ -73,7 +73,7 @@ def optimize(module: Module, verify: bool = False) -> Module:
         before = module
         for step, fn, _why in SIMPLIFY_GROUP:
             module = _run(step, fn, module, check)
-        if module == before:
+        if module is before or module == before:    # `is`: no pass changed it
             break
     return module
 

@@ -39,27 +39,42 @@ class Builder:
 
 
 def rebuild(module: Module, rule: Rule, pass_name: str) -> Module:
+    """The module with `rule` applied to each instruction in order. When the rule keeps
+    every instruction, the input module itself comes back (so the pipeline's fixed point
+    is seen without comparing modules, and nothing is copied)."""
     b = Builder()
+    new = b.instructions
     where: list = []
     origins: list = []        # per new instruction: the old positions it stands for
+    changed = False
     for old, ins in enumerate(module.instructions):
-        cand = Instruction(ins.op, tuple(where[o] for o in ins.operands), ins.shape,
-                           ins.dtype, ins.attrs)
-        made = len(b.instructions)
+        operands = ins.operands
+        moved = tuple([where[o] for o in operands]) if operands else operands
+        # an instruction whose operands did not move is reused: instructions are immutable
+        cand = ins if moved == operands else Instruction(ins.op, moved, ins.shape,
+                                                         ins.dtype, ins.attrs)
+        made = len(new)
         pos = rule(b, cand)
         if pos is None:
-            pos = b.add(cand)
+            pos = len(new)
+            new.append(cand)
+            if pos != old:             # the rule emitted instructions before it
+                changed = True
         else:
-            got = b[pos]
+            changed = True
+            got = new[pos]
             if got.shape != ins.shape or got.dtype is not ins.dtype:
                 raise RuntimeError(f"{pass_name}: replaced {ins.op} {ins.dtype.short}"
                                    f"{list(ins.shape)} by {got.op} {got.dtype.short}"
                                    f"{list(got.shape)}")
         where.append(pos)
-        origins.extend([old] for _ in range(len(origins), len(b.instructions)))
+        while len(origins) < len(new):
+            origins.append([old])
         if pos < made:                 # replaced by an earlier value: it stands for both
             origins[pos].append(old)
-    out = Module(module.name, b.instructions, tuple(where[o] for o in module.outputs))
+    if not changed:
+        return module
+    out = Module(module.name, new, tuple(where[o] for o in module.outputs))
     return set_origins(out, origins)
 
 
