@@ -177,7 +177,10 @@ def capture(outputs: list, donate: Any = None) -> Capture:
             elif op == "constant":
                 entry = n.sig
                 if entry is None:        # kept constants are shared: made once for all
-                    entry = n.sig = ("C", n.dtype.short, n.value)
+                    # the literal's content key, not the Literal: hashing the key then
+                    # calls no Python __hash__ (dtype string, shape, bytes)
+                    value = n.value
+                    entry = n.sig = ("C", n.dtype.short, getattr(value, "_key", value))
                 add_key(entry)
             elif op == "parameter":
                 raise ValueError("a parameter leaf without a buffer cannot be computed")

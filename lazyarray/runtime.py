@@ -320,8 +320,9 @@ def _sync_one(state: DeviceState) -> list:
             site = user_site()
             METRICS.syncs += 1
             METRICS.sync_sites[site] += 1
-            donate = config.donate and not TAPE_DEPTH[0] and state.supports_donation \
-                and len(OFFERED)
+            # (the config's dict and the weak set's own set: read at every sync)
+            donate = _VALUES["donate"] and not TAPE_DEPTH[0] and state.supports_donation \
+                and len(OFFERED.data)
             try:
                 _compute(state, nodes, bool(donate), site)
             except Exception as error:
