@@ -189,6 +189,9 @@ def capture(outputs: list, donate: Any = None) -> Capture:
                 if sig is None:
                     sig = n.sig = _signature(n)
                 add_key((sig, ()))
+    # the walk's locals must not hold a leaf or its buffer: the donation check below
+    # counts references against a baseline
+    n = buf = None
     out = tuple([positions[n] for n in outputs])
     key.append(out)
     if not donate or not leaves:

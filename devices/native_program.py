@@ -118,11 +118,7 @@ class NativeProgram:
         targets = {r["pos"] for s in exe.steps for r in s.get("roots", ())}
         views = [(p, exe.values[p].dtype.np, exe.values[p].shape) for p in members
                  if p in outputs or p in targets]
-        # a small slot that is exactly one output: that output is made as it is (one
-        # allocation, from malloc's free lists, instead of raw memory and two views)
-        alone = has_output and size < MIN_BYTES and len(views) == 1 and size > 0 \
-            and _nbytes(views[0][1], views[0][2]) == size
-        return index, size, views, has_output, alone
+        return index, size, views, has_output
 
     def _buffer(self, fixed: list, arr: np.ndarray) -> int:
         index = self._count
@@ -187,12 +183,7 @@ class NativeProgram:
         fresh: dict = {}                  # value -> array over this run's new memory
         taken = []
         try:
-            for index, size, views, has_output, alone in self._fresh:
-                if alone:
-                    p, dtype, shape = views[0]
-                    arr = fresh[p] = np.empty(shape, dtype)
-                    table[index] = address(arr)
-                    continue
+            for index, size, views, has_output in self._fresh:
                 mem = HOST_MEMORY.take(size)
                 if not has_output:
                     taken.append(mem)
@@ -229,11 +220,8 @@ def _nbytes(dtype: np.dtype, shape: tuple) -> int:
 def _handed_out(arr: np.ndarray) -> np.ndarray:
     """An output as the general path hands it out: a read-only view whose memory comes
     back to the recycled host memory when the caller drops it."""
-    base = arr.base
-    if base is None:                  # made as it is (a small output alone in its slot)
-        arr.flags.writeable = False
-        return arr
     arr = arr.view()
+    base = arr.base
     if base.dtype == np.uint8 and base.ndim == 1:
         HOST_MEMORY.track(arr, base)
     arr.setflags(write=False)
