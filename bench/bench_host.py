@@ -10,7 +10,8 @@ from the arithmetic, beside the peers in the same run.
 - tiny sync: `float((x*2+1).sum())` over 4,096 floats, cached (recording, capture, cache
   lookup, run, result): lazyarray beside NumPy, PyTorch eager and a jax.jit call;
 - scalar chain: 10 elementwise ops with Python scalars, then the sum, the same way;
-- record one op: `x * 2.5` recorded (lazyarray) beside the eager op of the others.
+- record one op: `x * y`, `x * 2.5`, `2.5 - x`, `exp(x)` recorded (lazyarray) beside the
+  eager op of the others.
 """
 from __future__ import annotations
 
@@ -55,19 +56,39 @@ def test_fixed_cost(benchmark, workload: str, framework: str) -> None:
     benchmark(lambda: float(run(x)))
 
 
+RECORDED = {"x * y": lambda x, y: x * y, "x * 2.5": lambda x, y: x * 2.5,
+            "2.5 - x": lambda x, y: 2.5 - x, "exp(x)": lambda x, y: x.exp()
+            if hasattr(x, "exp") and not isinstance(x, np.ndarray) else np.exp(x)}
+
+
 @pytest.mark.parametrize("framework", ["lazyarray", "numpy", "torch"])
-def test_record_one_op(benchmark, framework: str) -> None:
-    """lazyarray records (nothing runs); the peers run the op eagerly."""
+@pytest.mark.parametrize("op", list(RECORDED))
+def test_record_one_op(benchmark, op: str, framework: str) -> None:
+    """lazyarray records (nothing runs); the peers run the op eagerly. Tensor-tensor,
+    with a Python scalar on either side, and a unary op."""
     fw = FRAMEWORKS[framework]
     if not fw.available:
         pytest.skip(fw.skip_reason())
-    x = fw.put(np.random.default_rng(0).standard_normal(N, dtype=np.float32))
-    benchmark.group = "one op, x * 2.5"
+    rng = np.random.default_rng(0)
+    x, y = (fw.put(rng.standard_normal(N, dtype=np.float32)) for _ in range(2))
+    fn = RECORDED[op]
+    benchmark.group = f"record one op, {op}"
     benchmark.extra_info.update(framework=framework)
-    benchmark(lambda: x * 2.5)
     if framework == "lazyarray":
         import lazyarray as la
+        # a sync every 1,000 ops (as a loop reading a value would): the pending list and
+        # the graph stay the size a program has, not the benchmark's whole run
+        count = [0]
+
+        def record():
+            count[0] += 1
+            if count[0] % 1000 == 0:
+                la.sync()
+            return fn(x, y)
+        benchmark(record)
         la.sync()
+    else:
+        benchmark(lambda: fn(x, y))
 
 
 def _dispatch_kernel():

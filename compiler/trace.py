@@ -25,6 +25,8 @@ import sys
 import weakref
 from typing import Any
 
+import numpy as np
+
 from .module import Instruction, Module
 from .node import Node
 
@@ -113,12 +115,17 @@ def _scalar_entry(dtype: Any) -> tuple:
 
 
 def capture(outputs: list, donate: Any = None) -> Capture:
+    """Walk back from `outputs` (nodes): every sync does this, so the walk is written for
+    speed (a cached sync of a small program is mostly this and the run). Key entries that
+    belong to a node and not to this graph (a leaf's, an op's signature) are made once and
+    kept on the node (`Node.sig`)."""
     positions: dict = {}
     order: list = []
     key: list = []
     args: list = []
     leaves: list = []
     seen = positions.get
+    place, add_key, add_arg = order.append, key.append, args.append
     for root in outputs:
         stack = [root]
         pop, push, extend = stack.pop, stack.append, stack.extend
@@ -136,26 +143,56 @@ def capture(outputs: list, donate: Any = None) -> Capture:
             elif p >= 0:
                 continue
             positions[n] = len(order)
-            order.append(n)
-            if n.buffer is not None:
-                if isinstance(n.buffer, DonatedBuffer):   # or a value that failed
-                    n.buffer._fail()
-                key.append(_intern(("P", n.shape, n.dtype.short)))
+            place(n)
+            buf = n.buffer
+            if buf is not None:
+                if type(buf) is not _ARRAY and isinstance(buf, DonatedBuffer):  # or failed
+                    buf._fail()
+                entry = n.sig
+                if entry is None or entry[0] != "P":    # an op computed since: a leaf now
+                    entry = n.sig = _intern(("P", n.shape, n.dtype.short))
+                add_key(entry)
                 leaves.append(n)
-                args.append(n.buffer)
-            elif n.op == "scalar":
-                key.append(_scalar_entry(n.dtype))
-                args.append(n.value)
-            elif n.op == "constant":
-                key.append(("C", n.dtype.short, n.value))
-            elif n.op == "parameter":
+                add_arg(buf)
+                continue
+            ops = n.operands
+            if ops:
+                sig = n.sig
+                if sig is None:
+                    sig = n.sig = _signature(n)
+                if len(ops) == 1:
+                    add_key((sig, (positions[ops[0]],)))
+                elif len(ops) == 2:
+                    add_key((sig, (positions[ops[0]], positions[ops[1]])))
+                else:
+                    add_key((sig, tuple(map(positions.__getitem__, ops))))
+                continue
+            op = n.op
+            if op == "scalar":
+                entry = n.sig
+                if entry is None:
+                    entry = n.sig = _scalar_entry(n.dtype)
+                add_key(entry)
+                add_arg(n.value)
+            elif op == "constant":
+                entry = n.sig
+                if entry is None:        # kept constants are shared: made once for all
+                    # the literal's content key, not the Literal: hashing the key then
+                    # calls no Python __hash__ (dtype string, shape, bytes)
+                    value = n.value
+                    entry = n.sig = ("C", n.dtype.short, getattr(value, "_key", value))
+                add_key(entry)
+            elif op == "parameter":
                 raise ValueError("a parameter leaf without a buffer cannot be computed")
             else:
                 sig = n.sig
                 if sig is None:
                     sig = n.sig = _signature(n)
-                key.append((sig, tuple([positions[o] for o in n.operands])))
-    out = tuple(positions[n] for n in outputs)
+                add_key((sig, ()))
+    # the walk's locals must not hold a leaf or its buffer: the donation check below
+    # counts references against a baseline
+    n = buf = None
+    out = tuple([positions[n] for n in outputs])
     key.append(out)
     if not donate or not leaves:
         return Capture(order, positions, out, tuple(key), args)
@@ -167,6 +204,9 @@ def capture(outputs: list, donate: Any = None) -> Capture:
     if donated:
         key.append(("donated", tuple(sorted(donated))))
     return Capture(order, positions, out, tuple(key), args, donated, tuple(chosen))
+
+
+_ARRAY = np.ndarray         # the usual buffer: checked before the isinstance below
 
 
 def _graph_uses(order: list) -> dict:

@@ -77,9 +77,18 @@ class CPUDevice(HostDevice):
     platform = "cpu"
     supports_donation = True     # compile(module, donated=...) may write into those inputs
 
-    def __init__(self, settings: Optional[Callable[[], dict]] = None) -> None:
+    def __init__(self, settings: Optional[Callable[[], dict]] = None,
+                 run_settings: Optional[Callable[[], tuple]] = None) -> None:
+        """`settings`: the settings as a dict (read at every compile); `run_settings`:
+        what a cached run depends on, (num_threads, debug), cheaply (read at every run;
+        by default from `settings`)."""
         self._settings = settings or default_settings
+        self.run_settings = run_settings or self._run_settings
         self._pools: dict = {}
+
+    def _run_settings(self) -> tuple:
+        s = self._settings()
+        return s.get("num_threads"), s.get("debug")
 
     # ---- buffers ----------------------------------------------------------------------
 
@@ -209,6 +218,9 @@ class CPUExecutable:
         self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)
         self._range_cache: dict = {}                 # (id(step), threads) -> chunk ranges
         self._uses_blas = any(calls_blas(s) for s in self.steps)
+        # (the run settings it was chosen under, the NativeProgram or None): a run under
+        # the same settings takes it without asking again
+        self._fast: Optional[tuple] = None
         # what keeping this executable costs (the runtime's cache bounds the total)
         self.nbytes = len(program.code) + sum(a.nbytes for a in self._const_arrays.values())
 
@@ -276,11 +288,17 @@ class CPUExecutable:
     # ---- steps ----------------------------------------------------------------------
 
     def run(self, args: list) -> list:
-        fast = self._native_program()
-        if fast is not None:
-            blas = blas_single_threaded() if self._uses_blas else contextlib.nullcontext()
-            with self._lock, blas:
-                out = fast.run(args)
+        fast = self._fast
+        if fast is None or fast[0] != self.device.run_settings() or profile_hooks.ACTIVE:
+            fast = self._fast = (self.device.run_settings(), self._native_program())
+        if fast[1] is not None:
+            if not self._uses_blas:
+                with self._lock:
+                    out = fast[1].run(args)
+                    self._lapack_failures()
+                    return out
+            with self._lock, blas_single_threaded():
+                out = fast[1].run(args)
                 self._lapack_failures()
                 return out
         temps: list = []

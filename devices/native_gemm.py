@@ -103,15 +103,35 @@ def matmul(a: np.ndarray, c: np.ndarray, out: np.ndarray, threads: int) -> bool:
         return False
     m, k = a.shape
     n = c.shape[1]
-    pm, pn = grid(m, n, threads)
-    bm, bn = -(-m // pm), -(-n // pn)
-    desc = np.zeros(IR.GEMM_WORDS, np.int64)
-    desc[:IR.GEMM_FN + 1] = (m, n, k, pa[2], pc[2], max(1, n), pa[1], pc[1], bm, bn, pn,
-                             _gemm_addresses()[dt])
-    tiles = pm * pn
-    job = native_pool.Job([(_tile_functions()[dt], [0, 1, 2, 3], [], [],
-                            [(t, t + 1) for t in range(tiles)])], 4)
-    job.table[:] = (a.ctypes.data, c.ctypes.data, out.ctypes.data, desc.ctypes.data)
+    job, desc = _job(dt, m, n, k, pa[1:], pc[1:], threads)
+    job.table[:] = (native_pool.address(a), native_pool.address(c), native_pool.address(out),
+                    native_pool.address(desc))
     with blas_single_threaded():
         native_pool.get_pool(threads).run(job)
     return True
+
+
+_JOBS = threading.local()      # per Python thread: a job's table is written at each call
+
+
+def _job(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: int) -> tuple:
+    """The pool job and the descriptor of one product's shape (built once per shape:
+    building them costs more than the call of a small product)."""
+    jobs = getattr(_JOBS, "jobs", None)
+    if jobs is None:
+        jobs = _JOBS.jobs = {}
+    key = (dt, m, n, k, pa, pc, threads)
+    hit = jobs.get(key)
+    if hit is None:
+        if len(jobs) > 256:            # a program of many shapes: keep the cache bounded
+            jobs.clear()
+        pm, pn = grid(m, n, threads)
+        bm, bn = -(-m // pm), -(-n // pn)
+        desc = np.zeros(IR.GEMM_WORDS, np.int64)
+        desc[:IR.GEMM_FN + 1] = (m, n, k, pa[1], pc[1], max(1, n), pa[0], pc[0], bm, bn, pn,
+                                 _gemm_addresses()[dt])
+        tiles = pm * pn
+        job = native_pool.Job([(_tile_functions()[dt], [0, 1, 2, 3], [], [],
+                                [(t, t + 1) for t in range(tiles)])], 4)
+        hit = jobs[key] = (job, desc)
+    return hit

@@ -25,17 +25,41 @@ _DIRS: tuple = ()
 
 
 def user_site() -> str:
-    """'file.py:LINE' of the innermost frame that is not lazyarray's own code."""
-    global _DIRS
+    """'file.py:LINE' of the innermost frame that is not lazyarray's own code (every sync
+    asks: the text is made once per code position, see `_site_text`)."""
     if not _DIRS:
-        _DIRS = _package_dirs()
+        _init_dirs()
     f = sys._getframe(1)
+    own = _OWN.get
     while f is not None:
-        fn = f.f_code.co_filename
-        if not fn.startswith(_DIRS) and not fn.startswith("<frozen"):
-            return f"{fn}:{f.f_lineno}"
+        code = f.f_code
+        mine = own(code)
+        if mine is None:
+            mine = _is_own(code)
+        if not mine:
+            return _site_text(code, f.f_lasti, f)
         f = f.f_back
     return "<unknown>"
+
+
+def _init_dirs() -> None:
+    global _DIRS
+    _DIRS = _package_dirs()
+
+
+# (code, instruction offset) -> 'file.py:LINE': computing a frame's line number walks the
+# code's line table, which costs more than the rest of finding the site
+_TEXTS: dict = {}
+
+
+def _site_text(code: Any, offset: int, frame: Any) -> str:
+    key = (code, offset)
+    text = _TEXTS.get(key)
+    if text is None:
+        if len(_TEXTS) > 50_000:      # code made at run time (exec, lambdas in a loop)
+            _TEXTS.clear()
+        text = _TEXTS[key] = f"{code.co_filename}:{frame.f_lineno}"
+    return text
 
 
 # code object -> True when it is lazyarray's own (looked up once per code object)
@@ -56,12 +80,22 @@ def user_frame() -> "tuple | None":
     """(code, instruction offset) of the innermost frame that is not lazyarray's own
     code, for `format_frame` (recorded at every op: cheap, a line number is computed only
     when an error names it)."""
+    return user_frame_from(4)   # add_pending's caller is lazyarray's own: start above it
+
+
+def user_frame_from(depth: int) -> "tuple | None":
+    """`user_frame`, the walk starting `depth` frames above the caller of this function
+    (which must be lazyarray's own code, as must every frame below `depth`)."""
     if not _DIRS:
-        user_site()
-    f = sys._getframe(3)       # add_pending's caller is lazyarray's own: start above it
+        _init_dirs()
+    f = sys._getframe(depth)
+    own = _OWN.get
     while f is not None:
         code = f.f_code
-        if not _is_own(code):
+        mine = own(code)
+        if mine is None:
+            mine = _is_own(code)
+        if not mine:
             return (code, f.f_lasti)
         f = f.f_back
     return None

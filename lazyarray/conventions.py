@@ -94,10 +94,14 @@ def sort(x: Any, axis: Any = -1, descending: bool = False, stable: bool = True, 
 
 def reduction_method(name: str):
     """A Tensor reduction method where axis and dim, keepdims and keepdim are the same."""
-    fn = lift(getattr(ops, name))
+    op = getattr(ops, name)
+    fn = lift(op)
 
     def reduce(self: Tensor, axis: Any = None, keepdims: Any = None, *, dim: Any = _UNSET,
                keepdim: Any = _UNSET, **kw: Any) -> Tensor:
+        if axis is None and keepdims is None and dim is _UNSET and keepdim is _UNSET \
+                and not kw:
+            return Tensor._wrap(op(self._node), self._state)    # x.sum(): the whole tensor
         _, axis, keep = _torch_style(name, axis, dim, keepdims, keepdim)
         return fn(self, axis=axis, keepdims=keep, **kw)
     reduce.__name__ = name

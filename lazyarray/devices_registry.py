@@ -19,7 +19,10 @@ def _register_cpu() -> None:
     def settings() -> dict:
         """What the CPU device reads from lazyarray's config, at every compile and run."""
         return {k: values[k] for k in names}
-    runtime.register_device("cpu", lambda name: _named(CPUDevice(settings), name),
+    def run_settings() -> tuple:
+        """What a cached run depends on, read at every run."""
+        return values["num_threads"], values["debug"]
+    runtime.register_device("cpu", lambda name: _named(CPUDevice(settings, run_settings), name),
                             count=lambda: max(1, int(config.cpu_devices)))
     for stage in ("optimized_hlo", "llvm", "asm", "dot"):
         debug.STAGES.setdefault(stage, _stage_of_device(stage))

@@ -21,6 +21,7 @@ from . import runtime
 from .tensor import Tensor, host_array, raise_mixed_devices
 
 _SCALARS = (bool, int, float)
+_wrap = Tensor._wrap
 _RENAMES = (("dim", "axis"), ("keepdim", "keepdims"))
 
 
@@ -138,11 +139,14 @@ def method(fn: Callable) -> Callable:
     operand, the hot path of recording) take it without a detour through `lift`."""
     def op_method(self: Tensor, other: Any) -> Tensor:
         state = self._state
-        if type(other) is Tensor:
+        kind = type(other)
+        if kind is Tensor:
             if other._state is not state:
                 raise_mixed_devices(other._state, state)
-            return Tensor._wrap(fn(self._node, other._node), state)
-        return Tensor._wrap(fn(self._node, node_of(other, state, fn)), state)
+            return _wrap(fn(self._node, other._node), state)
+        if kind is float or kind is int:
+            return _wrap(fn(self._node, other), state)
+        return _wrap(fn(self._node, node_of(other, state, fn)), state)
     op_method.__name__ = getattr(fn, "__name__", "op")
     op_method.__doc__ = getattr(fn, "__doc__", None)
     return op_method
@@ -152,6 +156,9 @@ def reflected(fn: Callable) -> Callable:
     """The reflected operator: `2 - t` is `subtract(2, t)`."""
     def op_method(self: Tensor, other: Any) -> Tensor:
         state = self._state
-        return Tensor._wrap(fn(node_of(other, state, fn), self._node), state)
+        kind = type(other)
+        if kind is float or kind is int:
+            return _wrap(fn(other, self._node), state)
+        return _wrap(fn(node_of(other, state, fn), self._node), state)
     op_method.__name__ = "r" + getattr(fn, "__name__", "op")
     return op_method

@@ -5,6 +5,8 @@ import collections
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 
 @dataclass
 class Metrics:
@@ -126,7 +128,14 @@ def _describe(entry: Any) -> str:
     if isinstance(entry, tuple) and entry and entry[0] == "S":
         return f"scalar {entry[1]}"
     if isinstance(entry, tuple) and entry and entry[0] == "C":
-        return f"constant {entry[1]} {entry[2]!r}"
+        value = entry[2]
+        if isinstance(value, tuple) and len(value) == 3 and isinstance(value[2], bytes):
+            kind, shape, data = value        # a literal's content key (compiler/trace.py)
+            try:
+                value = np.frombuffer(data, np.dtype(kind)).reshape(shape).tolist()
+            except (TypeError, ValueError):  # a dtype NumPy names only by size (bfloat16)
+                value = f"{len(data)} bytes of {list(shape)}"
+        return f"constant {entry[1]} {value!r}"
     if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], tuple):
         (op, shape, dtype, attrs), operands = entry
         return f"{op} {dtype}{list(shape)} {dict(attrs)} of {list(operands)}"

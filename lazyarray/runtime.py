@@ -103,14 +103,20 @@ class DeviceState:
         """Note a newly recorded tensor (`listed`: already appended to `pending` by a
         caller that lists it before it holds its node, see `Tensor._assign`); past
         `max_graph_ops` records since the last sync, compute what is pending first (see
-        `_graph_too_big`)."""
+        `_graph_too_big`). `Tensor._wrap`, where every op ends, does the same inline."""
         if not listed:
             self.pending.append(weakref.ref(tensor))
         tensor._node.site = user_frame()
+        self.recorded += 1
+        if len(self.pending) > self.compact_at or self.recorded > _VALUES["max_graph_ops"] > 0:
+            self.tidy_pending()
+
+    def tidy_pending(self) -> None:
+        """Drop the dead entries of a long pending list; past `max_graph_ops` records
+        since the last sync, compute what is pending."""
         if len(self.pending) > self.compact_at:
             self.pending = [r for r in self.pending if r() is not None]
             self.compact_at = max(4096, 2 * len(self.pending))
-        self.recorded += 1
         if self.recorded > _VALUES["max_graph_ops"] > 0:
             _graph_too_big(self)
 
@@ -314,8 +320,9 @@ def _sync_one(state: DeviceState) -> list:
             site = user_site()
             METRICS.syncs += 1
             METRICS.sync_sites[site] += 1
-            donate = config.donate and not TAPE_DEPTH[0] and state.supports_donation \
-                and len(OFFERED)
+            # (the config's dict and the weak set's own set: read at every sync)
+            donate = _VALUES["donate"] and not TAPE_DEPTH[0] and state.supports_donation \
+                and len(OFFERED.data)
             try:
                 _compute(state, nodes, bool(donate), site)
             except Exception as error:

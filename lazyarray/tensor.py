@@ -58,13 +58,23 @@ class Tensor:
 
     @staticmethod
     def _wrap(node: Node, state: DeviceState) -> "Tensor":
-        t = Tensor.__new__(Tensor)
-        t._node = _own(node)
+        """The tensor of a newly recorded node: every op ends here, so this is
+        `add_pending` written out (the user's frame found from here, one call less)."""
+        t = _new(Tensor)
         t._state = state
-        if node.buffer is None:
-            state.add_pending(t)
-            if callsite.SITES is not None:     # a profile records: note the user's line
-                callsite.tag(t._node)
+        if node.buffer is not None:
+            t._node = node
+            return t
+        if node.op == "constant":
+            node = _own(node)
+        t._node = node
+        node.site = _user_frame(2)
+        state.pending.append(_ref(t))
+        state.recorded += 1
+        if len(state.pending) > state.compact_at or state.recorded > _VALUES["max_graph_ops"] > 0:
+            state.tidy_pending()
+        if callsite.SITES is not None:     # a profile records: note the user's line
+            callsite.tag(node)
         return t
 
     @staticmethod
@@ -162,15 +172,18 @@ class Tensor:
         return np.array(out, copy=True) if copy else out
 
     def item(self) -> Any:
-        if self.size != 1:
+        shape = self._node.shape
+        if shape and math.prod(shape) != 1:
             raise ValueError(f"item(): the tensor has {self.size} elements, not 1")
-        return self.numpy().reshape(()).item()
+        # ndarray.item() of a one-element array is a Python scalar (a copy): no host copy
+        # of the array first (a loop reading its loss pays this at every step)
+        return np.asarray(self._state.device.get(runtime.value(self))).item()
 
     def tolist(self) -> Any:
         return self.numpy().tolist()
 
     def __bool__(self) -> bool:
-        if self.size != 1:
+        if self._node.shape and self.size != 1:
             raise ValueError(f"the truth value of a tensor with {self.size} elements is "
                              "ambiguous; use .any() or .all()")
         return bool(self.item())
@@ -255,6 +268,12 @@ class Tensor:
 
     def __dlpack_device__(self) -> tuple:
         return (1, 0)          # kDLCPU: every device exports through host memory
+
+
+_VALUES = runtime._VALUES      # the config's dict: read at every op
+_new = object.__new__
+_ref = weakref.ref
+_user_frame = callsite.user_frame_from
 
 
 def _rebuild(array: np.ndarray, device: str, flags: int) -> Tensor:

@@ -94,16 +94,33 @@ def broadcast_to(x: Node, shape: tuple) -> Node:
                  broadcast_dimensions=tuple(range(offset, len(shape))))
 
 
+_INEXACT = frozenset(D.FLOATS + D.COMPLEX)
+_FLOATS = frozenset(D.FLOATS)
+
+
 def _weak_fast(value: Any, node: Node) -> Any:
-    """A Python scalar beside a node whose dtype it takes: the common `x * 2.5` case."""
-    dtype = D.weak_scalar_dtype(node.dtype, value)
-    if dtype is not node.dtype:
+    """A Python scalar beside a node whose dtype it takes: the common `x * 2.5` case
+    (what `weak_scalar_dtype` and `scalar` decide, written out for the usual kinds; None
+    sends the rest down the general path)."""
+    dtype = node.dtype
+    kind = type(value)
+    if kind is float and dtype in _FLOATS:
+        # kept constants stay constants; -0.0 and NaN are runtime scalars
+        if value != 0.0 and value != 1.0 and value != -1.0 or value == 0.0 and \
+                _is_negative_zero(value):
+            s = Node("scalar", (), (), dtype, {}, value=value)
+        else:
+            s = scalar(value, dtype)
+    elif kind is float and dtype in _INEXACT or kind is int and dtype is not D.bool_ \
+            or kind is bool:
+        s = scalar(value, dtype)
+    else:
         return None
-    s = scalar(value, dtype)
-    if not node.shape:
+    shape = node.shape
+    if not shape:
         return s
-    return Node("broadcast_in_dim", (s,), node.shape, dtype,
-                {"shape": node.shape, "broadcast_dimensions": ()})
+    return Node("broadcast_in_dim", (s,), shape, dtype,
+                {"shape": shape, "broadcast_dimensions": ()})
 
 
 def operands(op: str, *args: Any, dtype: Any = None) -> list:
