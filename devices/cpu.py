@@ -32,7 +32,7 @@ from ..compiler.primitive import PRIMITIVES
 from ..compiler.program import Program, ValueInfo, branch_index, run_while, sub_program
 from .compile_progress import Progress
 from .compile_cache import DiskCache, default_dir, entry_key
-from . import lapack, native_gemm, native_pool, native_program
+from . import lapack, native_gemm, native_pool, native_program, runtime_objects
 from .device import HostDevice
 from .host_memory import HOST_MEMORY
 from .object_code import LoadedCode
@@ -85,6 +85,11 @@ class CPUDevice(HostDevice):
         self._settings = settings or default_settings
         self.run_settings = run_settings or self._run_settings
         self._pools: dict = {}
+        # the runtime's own native code is cached where this device caches programs
+        runtime_objects.CACHE[0] = self._runtime_code_cache
+
+    def _runtime_code_cache(self) -> tuple:
+        return self.disk_cache(), (VERSION, compiler_fingerprint()) + target_id(CPU)
 
     def _run_settings(self) -> tuple:
         s = self._settings()

@@ -24,9 +24,10 @@ from typing import Optional
 
 import numpy as np
 
-from ..compiler.driver import runtime_code, runtime_layout
+from ..compiler.driver import runtime_layout
 from . import native_pool
 from .object_code import LoadedCode
+from .runtime_objects import runtime_object
 from .thread_pool import BLAS_THREADS, blas_single_threaded
 
 _SYMBOLS = {np.dtype(np.float32): "scipy_cblas_sgemm64_", np.dtype(np.float64): "scipy_cblas_dgemm64_"}
@@ -53,7 +54,7 @@ def _gemm_addresses() -> Optional[dict]:
 @functools.lru_cache(maxsize=None)
 def _tile_functions() -> dict:
     with _LOCK:
-        code = LoadedCode(runtime_code("gemm_tiles"))
+        code = LoadedCode(runtime_object("gemm_tiles"))
     _KEEP.append(code)
     return {dt: code.address(name) for dt, name in _TILES.items()}
 

@@ -34,8 +34,9 @@ from typing import Optional, Sequence
 import llvmlite.binding as llvm
 import numpy as np
 
-from ..compiler.driver import runtime_code, runtime_layout
+from ..compiler.driver import runtime_layout
 from .object_code import LoadedCode
+from .runtime_objects import runtime_object
 from .thread_pool import default_threads
 
 SPIN_ROUNDS = 2000      # `pause` rounds a worker spins before sleeping: ~50-150 us, longer
@@ -55,7 +56,7 @@ class _Code:
     def __init__(self) -> None:
         for name in _PTHREAD_SYMBOLS:       # resolved from the C library already loaded
             llvm.add_symbol(name, ctypes.cast(getattr(_LIBC, name), ctypes.c_void_p).value)
-        self._loaded = [LoadedCode(runtime_code("pool"))]
+        self._loaded = [LoadedCode(runtime_object("pool"))]
         self.run = _RUN(self._loaded[0].address("lzp_run"))
         self.worker = self._loaded[0].address("lzp_worker")
         self._tramps: dict = {}
@@ -68,7 +69,7 @@ class _Code:
             with self._lock:
                 addr = self._tramps.get(key)
                 if addr is None:
-                    code = LoadedCode(runtime_code("trampoline", *key))
+                    code = LoadedCode(runtime_object("trampoline", *key))
                     self._loaded.append(code)
                     addr = self._tramps[key] = code.address(IR.TRAMPOLINE)
         return addr

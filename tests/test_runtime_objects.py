@@ -1,0 +1,75 @@
+"""The CPU runtime's own native code (pool, trampolines, GEMM tiles) is kept in the
+compile cache: a new process loads it instead of running LLVM (issue 12's first step)."""
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+import lazyarray as la  # noqa: F401  (the CPU device sets the cache hook)
+from lazyarray.compiler.driver import runtime_code
+from lazyarray.devices import runtime_objects as R
+from lazyarray.devices.compile_cache import DiskCache
+from lazyarray.devices.object_code import LoadedCode
+
+
+@pytest.fixture
+def cache_at(tmp_path, monkeypatch):
+    directory = str(tmp_path / "cache")
+    monkeypatch.setattr(R, "CACHE", [lambda: (DiskCache(directory), ("v", "fp", "target"))])
+    monkeypatch.setattr(R, "STATS", {"hits": 0, "misses": 0})
+    return directory
+
+
+def test_runtime_code_is_compiled_once_then_loaded(cache_at):
+    first = R.runtime_object("trampoline", 5, 1, 0)
+    second = R.runtime_object("trampoline", 5, 1, 0)
+    assert R.STATS == {"hits": 1, "misses": 1}
+    assert first == second == runtime_code("trampoline", 5, 1, 0)
+    LoadedCode(second)                       # the cached object code loads
+    R.runtime_object("trampoline", 6, 1, 0)  # another signature is another entry
+    assert R.STATS["misses"] == 2
+
+
+def test_a_damaged_entry_is_a_miss_and_is_rewritten(cache_at):
+    good = R.runtime_object("trampoline", 3, 0, 0)
+    (entry,) = glob.glob(os.path.join(cache_at, "*", "*.bin"))
+    with open(entry, "r+b") as f:
+        f.truncate(os.path.getsize(entry) // 2)
+    assert R.runtime_object("trampoline", 3, 0, 0) == good
+    assert R.STATS == {"hits": 0, "misses": 2}
+    assert R.runtime_object("trampoline", 3, 0, 0) == good
+    assert R.STATS["hits"] == 1
+
+
+def test_without_a_cache_nothing_is_stored(monkeypatch):
+    monkeypatch.setattr(R, "CACHE", [lambda: (None, ())])
+    monkeypatch.setattr(R, "STATS", {"hits": 0, "misses": 0})
+    assert R.runtime_object("trampoline", 2, 0, 0) == runtime_code("trampoline", 2, 0, 0)
+    assert R.STATS == {"hits": 0, "misses": 0}
+
+
+_CHILD = """
+import numpy as np, lazyarray as la
+from lazyarray.devices import runtime_objects as R
+a = la.asarray(np.arange(1 << 16, dtype=np.float32))
+b = la.asarray(np.ones((64, 64), np.float32))
+print(float((a * 2 + 1).sum()), float((b @ b).sum()), R.STATS["hits"], R.STATS["misses"])
+"""
+
+
+def test_a_new_process_loads_the_runtime_code_from_the_cache(tmp_path):
+    env = dict(os.environ, LAZYARRAY_CACHE_DIR=str(tmp_path / "c"), LAZYARRAY_NUM_THREADS="2")
+    runs = [subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
+                           text=True, timeout=300) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    (s1, m1, hits1, misses1), (s2, m2, hits2, misses2) = \
+        [r.stdout.split() for r in runs]
+    assert (s1, m1) == (s2, m2) == (str(float(2 * sum(range(1 << 16)) + (1 << 16))),
+                                    str(float(64 * 64 * 64)))
+    assert int(misses1) > 0 and int(hits1) == 0
+    assert int(hits2) == int(misses1) and int(misses2) == 0
