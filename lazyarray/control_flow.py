@@ -256,7 +256,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
     x_leaves, x_rebuild = tree_flatten(xs) if xs is not None else ([], None)
     state = _state_of(tree_flatten(init)[0] + x_leaves)
     x_leaves = [_as_tensor(x, state) for x in x_leaves]
-    n = _scan_length(x_leaves, length)
+    n = unrolled.scan_length(x_leaves, length)
     leaves, rebuild = _leaf_tensors("scan", init, state)
     carry = [t._node for t in leaves]
     y_types, y_rebuild = _probe_ys(state, f, rebuild, carry, x_leaves, x_rebuild)
@@ -284,19 +284,6 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
         return final, None
     ys = [Tensor._wrap(o, state) for o in outs[nc:]]
     return final, y_rebuild(ys)
-
-
-def _scan_length(x_leaves: list, length: Optional[int]) -> int:
-    sizes = {x.shape[0] for x in x_leaves if x.ndim}
-    if any(x.ndim == 0 for x in x_leaves) or len(sizes) > 1:
-        raise ValueError(f"scan: every xs leaf needs the same leading axis, got shapes "
-                         f"{[x.shape for x in x_leaves]}")
-    n = sizes.pop() if sizes else length
-    if n is None:
-        raise ValueError("scan: give xs or length")
-    if length is not None and length != n:
-        raise ValueError(f"scan: length {length} does not match xs's leading axis {n}")
-    return int(n)
 
 
 def _probe_ys(state: Any, f: Callable, rebuild: Callable, carry: list, x_leaves: list,

@@ -77,15 +77,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
     `lax.scan`); ys stacks the y's along a new leading axis."""
     leaves, rebuild = tree_flatten(xs) if xs is not None else ([], None)
     leaves = [_as_tensor(x) for x in leaves]
-    sizes = {x.shape[0] for x in leaves if x.ndim}
-    if any(x.ndim == 0 for x in leaves) or len(sizes) > 1:
-        raise ValueError(f"scan: every xs leaf needs the same leading axis, got shapes "
-                         f"{[x.shape for x in leaves]}")
-    n = sizes.pop() if sizes else length
-    if n is None:
-        raise ValueError("scan: give xs or length")
-    if length is not None and length != n:
-        raise ValueError(f"scan: length {length} does not match xs's leading axis {n}")
+    n = scan_length(leaves, length)
     carry, ys = init, []
     for i in (range(n - 1, -1, -1) if reverse else range(n)):
         x = rebuild([leaf[i] for leaf in leaves]) if rebuild is not None else None
@@ -124,3 +116,18 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
         val = new
 
 
+
+
+def scan_length(x_leaves: list, length: Optional[int]) -> int:
+    """The trip count of a scan over `x_leaves` (their common leading axis) or `length`;
+    shared by the compiled form (control_flow.py)."""
+    sizes = {x.shape[0] for x in x_leaves if x.ndim}
+    if any(x.ndim == 0 for x in x_leaves) or len(sizes) > 1:
+        raise ValueError(f"scan: every xs leaf needs the same leading axis, got shapes "
+                         f"{[x.shape for x in x_leaves]}")
+    n = sizes.pop() if sizes else length
+    if n is None:
+        raise ValueError("scan: give xs or length")
+    if length is not None and length != n:
+        raise ValueError(f"scan: length {length} does not match xs's leading axis {n}")
+    return int(n)
