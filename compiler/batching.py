@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import dtypes as D
+from .computation import forward_order
 from .literal import Literal
 from .node import Node, constant_leaf
 from .primitive import PRIMITIVES, apply
@@ -58,7 +59,7 @@ def batch_graph(outputs: Sequence[Node], inputs: dict, size: int) -> list:
     """Per output, its batched node (batch axis 0), or None when it depends on no input.
     `inputs` maps id(stand-in node) -> the node holding the whole batch (axis 0)."""
     done: dict = {}          # id(node) -> (node, batched)
-    for node in _forward_order(outputs, inputs):
+    for node in forward_order(outputs, inputs):
         k = id(node)
         if k in inputs:
             done[k] = (inputs[k], True)
@@ -82,28 +83,6 @@ def batch_node(node: Node, size: int, operands: list, batched: list) -> Node:
     out = rule(node, size, operands, batched)
     assert out.shape == (size,) + node.shape, (node.op, out.shape, node.shape)
     return out
-
-
-def _forward_order(outputs: Sequence[Node], inputs: dict) -> list:
-    """Nodes reachable from the outputs, operands before users; leaves and inputs end the
-    walk (an input's own operands, if any, are not part of the batched function)."""
-    order: list = []
-    state: dict = {}
-    stack = list(outputs)
-    while stack:
-        node = stack.pop()
-        k = id(node)
-        mark = state.get(k)
-        if mark is True:
-            continue
-        if mark is None and node.operands and k not in inputs and node.buffer is None:
-            state[k] = False
-            stack.append(node)
-            stack.extend(node.operands)
-            continue
-        state[k] = True
-        order.append(node)
-    return order
 
 
 def depends_on(node: Node, inputs: dict, memo: dict) -> bool:

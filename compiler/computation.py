@@ -20,9 +20,10 @@ from .module import Instruction, Module
 from .node import Node
 
 
-def _order(outputs: Sequence[Node], stop: set) -> list:
+def forward_order(outputs: Sequence[Node], stop: Any) -> list:
     """Nodes reachable from `outputs` (operands before users), not entering nodes whose
-    id is in `stop` nor leaves (buffers, scalars, constants)."""
+    id is in `stop` (a set or dict of ids) nor leaves (buffers, scalars, constants); also
+    vmap's walk (batching.py)."""
     order: list = []
     state: dict = {}
     stack = list(outputs)
@@ -54,7 +55,7 @@ def _inside(order: list, params: Sequence[Node]) -> set:
 def find_captured(params: Sequence[Node], outputs: Sequence[Node]) -> list:
     """The nodes outside the computation that it reads: not depending on `params`, used
     by a node that does (or an output itself), constants left out (they stay inside)."""
-    order = _order(outputs, {id(p) for p in params})
+    order = forward_order(outputs, {id(p) for p in params})
     dep = _inside(order, params)
     seen: set = set()
     out: list = []
@@ -86,7 +87,7 @@ def build_computation(name: str, params: Sequence[Node], outputs: Sequence[Node]
     for k, p in enumerate(params):
         positions[id(p)] = len(instructions)
         instructions.append(Instruction("parameter", (), p.shape, p.dtype, {"number": k}))
-    for n in _order(outputs, set(positions)):
+    for n in forward_order(outputs, set(positions)):
         if id(n) in positions:
             continue
         if _kept_inside(n):
@@ -166,4 +167,4 @@ def sub_computations(module: Module) -> list:
 
 def depends_on(params: Sequence[Node], outputs: Sequence[Node]) -> set:
     """ids of `params` and of the nodes reachable from `outputs` that depend on them."""
-    return _inside(_order(outputs, {id(p) for p in params}), params)
+    return _inside(forward_order(outputs, {id(p) for p in params}), params)
