@@ -11,8 +11,14 @@
 # 2. runs the test suite on "cuda", then on "cpu,cuda", then on "cuda" again in an order
 #    drawn from a random seed (--shuffle-seed; the seed is in the summary);
 # 3. runs bench/bench_cuda.py beside PyTorch eager and torch.compile;
-# 4. writes ONE file, <output-folder>/summary.md: pass/fail counts of each run, the first
-#    lines of every failure, and the bench table as ratios (logs and JSON sit beside it).
+# 4. runs the CPU benches (fused work, the MLP step, host costs and pool dispatch) on all
+#    of the host's cores beside NumPy, PyTorch and jax.jit (JAX_PLATFORMS=cpu): the
+#    scaling figures of the native runtime;
+# 5. writes ONE file, <output-folder>/summary.md: pass/fail counts of each run, the first
+#    lines of every failure, and the bench tables as ratios (logs and JSON sit beside it).
+#
+# GPU_CHECK_PHASES picks phases (default "suite bench cpu"), so a device session limited
+# to 10 minutes a command can run them in separate calls into the same output folder.
 set -u
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -20,6 +26,7 @@ OUT="${1:-gpu-check-$(date -u +%Y%m%d-%H%M%S)}"
 mkdir -p "$OUT"
 SEED="${SHUFFLE_SEED:-$RANDOM}"
 TESTS="${GPU_CHECK_TESTS:-tests}"        # a narrower selection for a quick look
+PHASES=" ${GPU_CHECK_PHASES:-suite bench cpu} "
 
 echo "== install" | tee "$OUT/install.log"
 for dir in wheels ../wheels; do
@@ -50,20 +57,32 @@ run_suite() {      # name, devices, extra pytest options
         --tb=short -rfE --junitxml="$OUT/$1.xml" $3 >"$OUT/$1.log" 2>&1
     tail -1 "$OUT/$1.log"
 }
-run_suite cuda cuda ""
-run_suite cpu_cuda cpu,cuda ""
-run_suite cuda_shuffled cuda "--shuffle-seed $SEED"
+if [[ "$PHASES" == *" suite "* ]]; then
+    run_suite cuda cuda ""
+    run_suite cpu_cuda cpu,cuda ""
+    run_suite cuda_shuffled cuda "--shuffle-seed $SEED"
+fi
 
-if [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
+if [[ "$PHASES" == *" bench "* ]] && [ "${GPU_CHECK_BENCH:-1}" != 0 ]; then
     echo "== bench"
     "$PY" -m pytest bench/bench_cuda.py -o addopts="" -q --benchmark-only \
         --benchmark-json="$OUT/bench_cuda.json" >"$OUT/bench.log" 2>&1
     tail -1 "$OUT/bench.log"
 fi
 
+if [[ "$PHASES" == *" cpu "* ]]; then
+    echo "== cpu bench on $(nproc) cores"
+    JAX_PLATFORMS=cpu "$PY" -m pytest bench/bench_fused.py bench/bench_training.py \
+        bench/bench_host.py -o addopts="" -q --benchmark-only \
+        --benchmark-json="$OUT/bench_cpu.json" >"$OUT/bench_cpu.log" 2>&1
+    tail -1 "$OUT/bench_cpu.log"
+fi
+
 "$PY" - "$OUT" "$SEED" <<'EOF'
 import glob, os, subprocess, sys
 import xml.etree.ElementTree as ET
+sys.path.insert(0, "bench")
+import report
 out, seed = sys.argv[1], sys.argv[2]
 lines = ["# lazyarray GPU check", ""]
 try:
@@ -95,11 +114,13 @@ lines += ["", f"## Failures ({len(failures)})", ""] + (failures or ["none"])
 lines += ["", "## Bench (bench/bench_cuda.py; ratios: best peer / lazyarray, above 1 = lazyarray faster)", ""]
 bench = os.path.join(out, "bench_cuda.json")
 if os.path.exists(bench):
-    sys.path.insert(0, "bench")
-    import report
     lines.append(report.markdown(report.load(bench)))
 else:
     lines.append("no bench results: see bench.log")
+cpu = os.path.join(out, "bench_cpu.json")
+lines += ["", f"## CPU bench on {os.cpu_count()} cores (best peer / lazyarray)", ""]
+lines.append(report.markdown(report.load(cpu)) if os.path.exists(cpu)
+             else "no CPU bench results: see bench_cpu.log")
 with open(os.path.join(out, "summary.md"), "w") as f:
     f.write("\n".join(lines) + "\n")
 print("summary:", os.path.join(out, "summary.md"))
