@@ -1,7 +1,9 @@
 """Issue 4, item 9: one MLP training step (784-512-512-10, batch 256, Adam, softmax
 cross-entropy) by lazyarray and, in the same run, PyTorch eager, torch.compile and jax.jit
 (each skipped when not installed). The first step (trace + compile) is measured apart from
-the steady state; a peer's first call likewise.
+the steady state; a peer's first call likewise. Beside it, the step's large matrix
+products one at a time (forward, weight gradient, input gradient: transposed operands
+as the step has them) by each framework and NumPy.
 
     python -m pytest bench/bench_training.py --benchmark-only
 """
@@ -12,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from peers import installed
+from peers import FRAMEWORKS, installed, namespace
 
 SIZES = (784, 512, 512, 10)
 BATCH = 256
@@ -153,3 +155,36 @@ def test_jax_jit(benchmark):
     run()
     _record(benchmark, "jax.jit", time.perf_counter() - t0)
     benchmark(run)
+
+
+# ---- the step's matrix products, one at a time -----------------------------------------
+
+def _layer_products() -> dict:
+    """name -> (function of (xp, a, b), operand shapes): a Linear layer's forward
+    (x @ W.T), its weight gradient (g.T @ x) and its input gradient (g @ W)."""
+    b, i, o = BATCH, SIZES[0], SIZES[1]
+    return {
+        f"mlp forward {b}x{i} @ ({o}x{i}).T": (lambda xp, x, w: x @ w.T, ((b, i), (o, i))),
+        f"mlp weight grad ({b}x{o}).T @ {b}x{i}": (lambda xp, g, x: g.T @ x, ((b, o), (b, i))),
+        f"mlp input grad {b}x{o} @ {o}x{o}": (lambda xp, g, w: g @ w, ((b, o), (o, o))),
+    }
+
+
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+@pytest.mark.parametrize("product", list(_layer_products()))
+def test_layer_product(benchmark, product, framework):
+    fw = FRAMEWORKS[framework]
+    if not fw.available:
+        pytest.skip(fw.skip_reason())
+    fn, shapes = _layer_products()[product]
+    rng = np.random.default_rng(2)
+    host = [rng.standard_normal(s, dtype=np.float32) for s in shapes]
+    xp = namespace(framework)
+    args = [fw.put(a) for a in host]
+    run = fw.compile(lambda *a: fn(xp, *a))
+    got = np.asarray(fw.finish(run(*args)))
+    np.testing.assert_allclose(got, fn(np, *[a.astype(np.float64) for a in host]),
+                               rtol=1e-3, atol=1e-3)
+    benchmark.group = product
+    benchmark.extra_info.update(framework=framework)
+    benchmark(lambda: fw.finish(run(*args)))
