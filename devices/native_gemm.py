@@ -126,13 +126,51 @@ def _job(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: in
     if hit is None:
         if len(jobs) > 256:            # a program of many shapes: keep the cache bounded
             jobs.clear()
-        pm, pn = grid(m, n, threads)
-        bm, bn = -(-m // pm), -(-n // pn)
-        desc = np.zeros(IR.GEMM_WORDS, np.int64)
-        desc[:IR.GEMM_FN + 1] = (m, n, k, pa[1], pc[1], max(1, n), pa[0], pc[0], bm, bn, pn,
-                                 _gemm_addresses()[dt])
-        tiles = pm * pn
-        job = native_pool.Job([(_tile_functions()[dt], [0, 1, 2, 3], [], [],
-                                [(t, t + 1) for t in range(tiles)])], 4)
+        fn, desc, ranges = task(dt, m, n, k, pa, pc, threads)
+        job = native_pool.Job([(fn, [0, 1, 2, 3], [], [], ranges)], 4)
         hit = jobs[key] = (job, desc)
     return hit
+
+
+def task(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: int) -> tuple:
+    """(tile function address, descriptor, chunk ranges) of C = A B as one task of a
+    native job whose arguments are (A, B, C, descriptor); pa/pc: (CBLAS transpose flag,
+    leading dimension) of A and B."""
+    pm, pn = grid(m, n, threads)
+    bm, bn = -(-m // pm), -(-n // pn)
+    pm, pn = -(-m // bm), -(-n // bn)    # no empty block (m = 5 in 4 blocks of 2 is 3 blocks)
+    desc = np.zeros(IR.GEMM_WORDS, np.int64)
+    desc[:IR.GEMM_FN + 1] = (m, n, k, pa[1], pc[1], max(1, n), pa[0], pc[0], bm, bn, pn,
+                             _gemm_addresses()[dt])
+    return _tile_functions()[dt], desc, [(t, t + 1) for t in range(pm * pn)]
+
+
+def program_task(layout: dict, lhs: tuple, rhs: tuple, out: tuple, dt: np.dtype,
+                 threads: int) -> Optional[tuple]:
+    """`task` for a dot_general step of a whole-program job (devices/native_program.py):
+    lhs/rhs/out are the stored (C-contiguous) shapes, `layout` the stanza's gemm layout.
+    None when the product is not one plain 2-D gemm this path covers (then the program
+    runs its steps one by one, the product through `matmul`)."""
+    m, n, k = layout["m"], layout["n"], layout["k"]
+    if dt not in _SYMBOLS or not available() or layout["batch"] != 1 or not (m and n and k) \
+            or len(lhs) != 2 or len(rhs) != 2 or tuple(out) != (m, n):
+        return None
+    pa = _flag(layout["lhs_perm"], lhs)
+    pc = _flag(layout["rhs_perm"], rhs)
+    if pa is None or pc is None:
+        return None
+    return task(dt, m, n, k, pa, pc, threads if m * n * k >= SPLIT_FLOPS else 1)
+
+
+SPLIT_FLOPS = 1 << 22      # below this many multiply-adds a product is one tile (one thread)
+
+
+def _flag(perm: list, shape: tuple) -> Optional[tuple]:
+    """(CBLAS transpose flag, leading dimension) of a stored row-major 2-D operand read
+    through `perm`."""
+    ld = max(1, shape[1])
+    if list(perm) == [0, 1]:
+        return IR.CBLAS_NO_TRANS, ld
+    if list(perm) == [1, 0]:
+        return IR.CBLAS_TRANS, ld
+    return None

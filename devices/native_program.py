@@ -16,8 +16,12 @@ once per executable and thread count:
   time, under its lock); large ones come from and go back to the recycled host memory;
   outputs are fresh arrays, handed to the caller read-only as the general path does.
 
-It serves programs of generated kernels only: a library step (BLAS, sort) or a donated
-input sends the run down the general path.
+It serves programs of generated kernels and plain 2-D matrix products (a product is a
+task of the same job: tiles of C, each a single-threaded BLAS gemm, see
+devices/native_gemm.py); another library step (a batched product, a sort) sends the run
+down the general path. Donated parameters are handled as the general path does: a
+parameter's slot is the caller's memory when it can be claimed, else fresh memory for
+each value planned there, an in-place output starting as a copy of its parameter.
 """
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..compiler import dtypes as D
+from . import native_gemm
 from .host_memory import HOST_MEMORY, MIN_BYTES
 from .native_pool import Job, address, get_pool
 
@@ -33,10 +38,34 @@ from .native_pool import Job, address, get_pool
 def eligible(exe: Any) -> bool:
     """Whether `exe` (a CPUExecutable) can run as a NativeProgram."""
     steps = exe.steps
-    return bool(steps) and exe._code is not None \
-        and all(s["type"] in ("loop", "partial") for s in steps) \
-        and not exe._donated_slots and not exe._aliases \
+    return bool(steps) and all(_native_step(exe, s) for s in steps) \
         and not (set(exe.outputs) & ({p for p, _ in exe.params} | set(exe._const_arrays)))
+
+
+def _native_step(exe: Any, step: dict) -> bool:
+    if step["type"] in ("loop", "partial"):
+        return exe._code is not None
+    return step["type"] == "library" and step["call"] == "gemm" \
+        and _gemm_task(exe, step, 1) is not None
+
+
+def _gemm_task(exe: Any, step: dict, threads: int) -> Optional[tuple]:
+    """native_gemm.program_task for a library step, when its operands and result share
+    one float dtype."""
+    lhs, rhs = (exe.values[o] for o in step["operands"])
+    out = exe.values[step["pos"]]
+    if not lhs.dtype == rhs.dtype == out.dtype:
+        return None
+    return native_gemm.program_task(step["args"], lhs.shape, rhs.shape, out.shape,
+                                    out.dtype.np, threads)
+
+
+def _used(step: dict) -> list:
+    """The values a step reads or writes through its buffer arguments."""
+    if step["type"] == "library":
+        return list(step["operands"]) + [step["pos"]]
+    return list(step["args"]) + list(step.get("finish_args", ())) \
+        + [r["pos"] for r in step.get("roots", ())]
 
 
 class _Reduction:
@@ -66,7 +95,14 @@ class NativeProgram:
         for p, arr in exe._const_arrays.items():
             where[p] = len(where)
             fixed.append((where[p], arr))
+        self._descriptors: list = []      # the gemm tasks' descriptors, kept alive
+        self._donated: list = []          # parameter slots: (donor, [(index, value, ...)])
+        self._outputs = set(exe.outputs)
         self._plan_slots(exe, where, fixed)
+        self._param_index = {p: where[p] for p, _ in exe.params}
+        self._aliases = list(exe._aliases)
+        from .cpu import claim_memory     # (cpu imports this module)
+        self._claim = claim_memory
         extra = sum(len(s.get("roots", ())) + 1 for s in exe.steps)   # partials, chunk counts
         self.table = np.zeros(len(where) + extra + 1, np.int64)
         self._count = len(where)
@@ -86,15 +122,16 @@ class NativeProgram:
             if p not in where:
                 by_slot.setdefault(slot, []).append(p)
         for step in exe.steps:       # values with no slot get their own scratch memory
-            used = list(step["args"]) + list(step.get("finish_args", ())) \
-                + [r["pos"] for r in step.get("roots", ())]
-            for p in used:
+            for p in _used(step):
                 if p is not None and p not in where and p not in exe.slot_of:
                     by_slot[("own", p)] = [p]
                     sizes[("own", p)] = exe.values[p].nbytes
         self.views: dict = {}             # value -> array over kept memory
         self._fresh: list = []            # (index, bytes, [(value, dtype, shape)], output?)
         for slot, members in by_slot.items():
+            if slot in exe._param_slots:
+                self._param_slot(exe, slot, members, where)
+                continue
             index = len(where)
             for p in members:
                 where[p] = index
@@ -108,6 +145,17 @@ class NativeProgram:
             for p in members:
                 v = exe.values[p]
                 self.views[p] = mem[:v.nbytes].view(v.dtype.np).reshape(v.shape)
+
+    def _param_slot(self, exe: Any, slot: int, members: list, where: dict) -> None:
+        """A parameter's slot: each value planned there gets its own buffer index, all
+        set at each run to the donated parameter's memory when it can be claimed, else
+        each to fresh memory of its own (as the general path's `_bind`)."""
+        entries = []
+        for p in members:
+            where[p] = len(where)
+            v = exe.values[p]
+            entries.append((where[p], p, v.dtype.np, v.shape, v.nbytes))
+        self._donated.append((exe._donated_slots.get(slot), exe.slot_bytes[slot], entries))
 
     @staticmethod
     def _fresh_slot(exe: Any, index: int, size: int, members: list, has_output: bool) -> tuple:
@@ -131,6 +179,12 @@ class NativeProgram:
         the reductions to copy out after it (a partial step without a finish phase)."""
         segments, tasks, fills = [], [], []
         for step in exe.steps:
+            if step["type"] == "library":        # a matrix product: tiles of C
+                fn, desc, ranges = _gemm_task(exe, step, threads)
+                self._descriptors.append(desc)   # the table holds its address only
+                args = [where[p] for p in _used(step)] + [self._buffer(fixed, desc)]
+                tasks.append((fn, args, [], [], ranges))
+                continue
             ranges = exe._split(step, threads)
             args = [where[p] for p in step["args"]]
             fn = exe._code.address(step["fn"])
@@ -170,7 +224,29 @@ class NativeProgram:
 
     def run(self, args: list) -> list:
         table = self.table
+        fresh: dict = {}                  # value -> array over this run's new memory
+        taken: list = []
+        # claimed before any view of a parameter is made (a view would count as another
+        # reader of its memory and the claim would fail)
+        for donor, size, entries in self._donated:
+            mem = None if donor is None else self._claim(args[donor[1]], self.exe.values[donor[0]])
+            for index, p, dtype, shape, nbytes in entries:
+                own = mem
+                if own is None:
+                    own = HOST_MEMORY.take(nbytes)
+                    if p not in self._outputs:
+                        taken.append(own)
+                table[index] = address(own)
+                fresh[p] = own[:nbytes].view(dtype).reshape(shape)
+        try:
+            return self._run(args, table, fresh, taken)
+        finally:
+            for mem in taken:
+                HOST_MEMORY.release(mem)
+
+    def _run(self, args: list, table: np.ndarray, fresh: dict, taken: list) -> list:
         keep = []                         # inputs converted for this run
+        inputs: dict = {}                 # parameter value -> its array (for the aliases)
         for number, index, dtype, shape, holder in self._params:
             a = args[number]
             if type(a) is not np.ndarray:
@@ -180,25 +256,26 @@ class NativeProgram:
                 a = np.ascontiguousarray(np.asarray(a, dtype=dtype).reshape(shape))
                 keep.append(a)
             table[index] = address(a)
-        fresh: dict = {}                  # value -> array over this run's new memory
-        taken = []
-        try:
-            for index, size, views, has_output in self._fresh:
-                mem = HOST_MEMORY.take(size)
-                if not has_output:
-                    taken.append(mem)
-                table[index] = address(mem)
-                for p, dtype, shape in views:
-                    fresh[p] = mem[:_nbytes(dtype, shape)].view(dtype).reshape(shape)
-            for job, fills, copies in self.segments:
-                for red in fills:
-                    red.part.fill(red.ident)
-                self.pool.run(job)
-                for red in copies:
-                    _copy_out(red, fresh[red.pos] if red.pos in fresh else self.views[red.pos])
-        finally:
-            for mem in taken:
-                HOST_MEMORY.release(mem)
+            inputs[index] = a
+        for index, size, views, has_output in self._fresh:
+            mem = HOST_MEMORY.take(size)
+            if not has_output:
+                taken.append(mem)
+            table[index] = address(mem)
+            for p, dtype, shape in views:
+                fresh[p] = mem[:_nbytes(dtype, shape)].view(dtype).reshape(shape)
+        for o, x in self._aliases:
+            # the kernel reads the parameter through the output's memory: when the
+            # caller's buffer could not be taken over, that memory starts as a copy of it
+            src = inputs[self._param_index[x]]
+            if address(fresh[o]) != address(src):
+                np.copyto(fresh[o], src.reshape(fresh[o].shape))
+        for job, fills, copies in self.segments:
+            for red in fills:
+                red.part.fill(red.ident)
+            self.pool.run(job)
+            for red in copies:
+                _copy_out(red, fresh[red.pos] if red.pos in fresh else self.views[red.pos])
         return [_handed_out(fresh[p]) for p in self.exe.outputs]
 
 
