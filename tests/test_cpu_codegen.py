@@ -141,3 +141,37 @@ def test_float32_polynomial_math_over_the_whole_range(op: str, ref, rtol: float)
     np.testing.assert_allclose(got[normal], want[normal], rtol=rtol, atol=0)
     rest = ~normal
     np.testing.assert_allclose(got[rest], want32[rest], atol=1e-38)    # inf, nan, 0, tiny
+
+
+@pytest.mark.parametrize("dtype", [D.float32, D.float64, D.float16])
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_float_extremum_reductions_propagate_nan_from_any_position(dtype, kind) -> None:
+    """A float max/min keeps its extremum and a NaN flag in separate registers
+    (compiler/codegen/register_reduce.py): a NaN in any lane, first or last, alone or
+    beside infinities, gives NaN; rows without one give NumPy's value. Rows (the last
+    axis), full reductions (one chunk per thread) and columns (partials in memory)."""
+    from lazyarray.compiler.module import Instruction as I
+    rows, n = 12, 1037                  # not a multiple of the vector width: a scalar tail
+    x = np.random.default_rng(3).standard_normal((rows, n)).astype(dtype.np)
+    x[1, 0] = x[2, n - 1] = x[3, 517] = np.nan
+    x[4, :] = np.nan
+    x[5, 3], x[5, 9] = np.inf, -np.inf
+    x[6, 7], x[6, 8] = np.inf, np.nan
+    x[7, :] = 0.0
+    x[7, 100] = -0.0
+    x[8, :] = -np.inf
+    ref = {"max": np.max, "min": np.min}[kind]
+    for axes, out_shape in (((1,), (rows,)), ((0, 1), ()), ((0,), (n,))):
+        m = Module("ext", [I("parameter", (), x.shape, dtype, {"number": 0}),
+                           I("reduce", (0,), out_shape, dtype, {"axes": axes, "kind": kind})],
+                   [1])
+        got = _DEVICE.compile(m).run([x])[0]
+        want = ref(x, axis=axes)
+        np.testing.assert_array_equal(got, want, err_msg=f"{kind} over axes {axes}")
+    big = np.zeros(1 << 20, dtype.np)                       # split over threads
+    for at in (0, 12345, (1 << 20) - 1):
+        big[:] = 1.0
+        big[at] = np.nan
+        m = Module("ext", [I("parameter", (), big.shape, dtype, {"number": 0}),
+                           I("reduce", (0,), (), dtype, {"axes": (0,), "kind": kind})], [1])
+        assert np.isnan(_DEVICE.compile(m).run([big])[0]), f"NaN at {at} lost"

@@ -46,6 +46,7 @@ from . import llvm_target
 from .kernel_key import kernel_key, translate
 from .llvm_types import HALF, I64, PTR, Value, storage_type
 from .loops import const, counted_loop, no_vectorize
+from .register_reduce import Accumulator, flat_inits, unflatten
 from .math_table import CPU_MATH, MathTable
 from ..shapes import num_elements
 
@@ -577,8 +578,7 @@ def reduce_together(e: ElementalEmitter, roots: list, shape: tuple, axes: tuple,
     `stores` (pointer, position) are written at every index the loop passes, and
     `visit(index)` is called there first."""
     ins = e.module.instructions
-    kinds = [ins[p].attrs["kind"] for p in roots]
-    accs = [accumulator_dtype(ins[p].dtype) for p in roots]
+    accs = [Accumulator(ins[p].attrs["kind"], accumulator_dtype(ins[p].dtype)) for p in roots]
     srcs = [ins[p].operands[0] for p in roots]
     kept = iter(out_index)
     full: list = [None if d in axes else next(kept) for d in range(len(shape))]
@@ -590,9 +590,9 @@ def reduce_together(e: ElementalEmitter, roots: list, shape: tuple, axes: tuple,
             for ptr, pos in stores:
                 e.store(ptr, shape, e.at(pos, list(full)), list(full))
             out = []
-            for src, kind, acc, c in zip(srcs, kinds, accs, carried):
+            for src, acc, c in zip(srcs, accs, unflatten(accs, carried)):
                 v = e.at(src, list(full))
-                out.append(e.combine(kind, Value(c, acc), Value(v.ir, acc)).ir)
+                out.extend(acc.step(e, c, Value(v.ir, acc.dtype)))
             return out
 
         def step(i: ir.Value, cs: list) -> list:
@@ -603,15 +603,15 @@ def reduce_together(e: ElementalEmitter, roots: list, shape: tuple, axes: tuple,
             return out
         return counted_loop(e.b, const(0), const(shape[axes[k]]), carried, step, name=f"r{k}")
 
-    inits = [e.identity(k, a).ir for k, a in zip(kinds, accs)]
-    finals = level(0, inits)
-    return {p: e.round(Value(v, ins[p].dtype)) for p, v in zip(roots, finals)}
+    finals = unflatten(accs, level(0, flat_inits(e, accs)))
+    return {p: e.round(Value(acc.result(e, c).ir, ins[p].dtype))
+            for p, acc, c in zip(roots, accs, finals)}
 
 
 def accumulate_registers(e: ElementalEmitter, srcs: list, kinds: list, inits: list,
                          shape: tuple, start: ir.Value, end: ir.Value) -> list:
     """Combine every element of `shape` (the outer dimension in [start, end))."""
-    dtypes = [v.dtype for v in inits]
+    accs = [Accumulator(kind, v.dtype) for kind, v in zip(kinds, inits)]
     outer = outer_dim(shape)
 
     def level(d: int, index: list, carried: list) -> list:
@@ -621,17 +621,17 @@ def accumulate_registers(e: ElementalEmitter, srcs: list, kinds: list, inits: li
             e.push_scope()
             if d + 1 == len(shape):
                 out = []
-                for src, kind, dt, c in zip(srcs, kinds, dtypes, cs):
+                for src, acc, c in zip(srcs, accs, unflatten(accs, cs)):
                     v = e.at(src, index + [i])
-                    out.append(e.combine(kind, Value(c, dt), Value(v.ir, dt)).ir)
+                    out.extend(acc.step(e, c, Value(v.ir, acc.dtype)))
             else:
                 out = level(d + 1, index + [i], cs)
             e.pop_scope()
             return out
         return counted_loop(e.b, lo, hi, carried, step, name=f"a{d}")
 
-    finals = level(0, [], [v.ir for v in inits])
-    return [Value(v, dt) for v, dt in zip(finals, dtypes)]
+    finals = level(0, [], flat_inits(e, accs))
+    return [acc.result(e, c) for acc, c in zip(accs, unflatten(accs, finals))]
 
 
 def _index_for(e: ElementalEmitter, shape: tuple, out_shape: tuple, index: list) -> list:

@@ -16,13 +16,16 @@ from .llvm_types import F32, I32
 _LOG2E = 1.44269504088896341
 _LN2_HI = 0.693359375
 _LN2_LO = -2.12194440e-4
-_EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
-             1.6666665459e-1, 5.0000001201e-1)
+# exp(r) ~ 1 + r + r**2 P(r) on |r| <= ln(2)/2: P's coefficients (highest power first)
+# fitted for the least maximum relative error (Lawson's iteration), rounded to float32:
+# 5e-9, a tenth of an ulp, below the final rounding
+_EXP_POLY = (1.381313311867416e-3, 8.369424380362034e-3, 4.166845604777336e-2,
+             1.6666515171527863e-1, 4.999999403953552e-1)
 _TANH_POLY = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
               -3.33332819422e-1)
 # multiply-adds may fuse (FMA): a third less work for exp, and no less accurate
 _FMA = ("contract",)
-_EXP_MAX = 88.72283935546875     # above: +inf
+_EXP_MAX = 88.8                  # exp overflows there; n stays <= 128
 _EXP_MIN = -103.972084045410     # below: 0 (past the smallest subnormal)
 
 
@@ -37,43 +40,60 @@ def _horner(b: ir.IRBuilder, x: ir.Value, coeffs: tuple) -> ir.Value:
     return acc
 
 
-def _pow2(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
-    """2**n as a float for integer n in [-126, 127]."""
-    biased = b.add(n, ir.Constant(I32, 127))
-    return b.bitcast(b.shl(biased, ir.Constant(I32, 23)), F32)
-
-
-def _scale(e, p: ir.Value, n: ir.Value) -> ir.Value:
-    """p * 2**n for n in [-150, 128], exact down to the subnormals."""
-    b = e.b
-    if has_feature("avx512f"):
-        # llvm.ldexp becomes one vscalefps (a single rounding, subnormals included)
-        fnty = ir.FunctionType(F32, [F32, I32])
-        fn = e.llmod.globals.get(_LDEXP) or ir.Function(e.llmod, fnty, _LDEXP)
-        return b.call(fn, [p, n])
-    # elsewhere ldexp is a libm call per element: scale in two halves instead, so that
-    # 2**half stays a normal float
-    half = b.ashr(n, ir.Constant(I32, 1))
-    return b.fmul(b.fmul(p, _pow2(b, half)), _pow2(b, b.sub(n, half)))
+def _ldexp(e, p: ir.Value, n: ir.Value) -> ir.Value:
+    """p * 2**n for integer n (AVX-512: one vscalefps, a single rounding)."""
+    fnty = ir.FunctionType(F32, [F32, I32])
+    fn = e.llmod.globals.get(_LDEXP) or ir.Function(e.llmod, fnty, _LDEXP)
+    return e.b.call(fn, [p, n])
 
 
 _LDEXP = "llvm.ldexp.f32.i32"
+# x * log2(e) + 1.5 * 2**23 rounds x * log2(e) to an integer n (to nearest, ties to even)
+# and leaves n in the low bits of the sum's bit pattern: no cvt, and no poison from a NaN
+# (fptosi's)
+_ROUNDER = 12582912.0
+_ROUNDER_BITS = 0x4B400000
+
+
+def _clamp(b: ir.IRBuilder, x: ir.Value, lo: float, hi: float) -> ir.Value:
+    """x limited to [lo, hi]; a NaN stays NaN (one vminps/vmaxps each on x86)."""
+    x = b.select(b.fcmp_ordered(">", x, _c(hi)), _c(hi), x)
+    return b.select(b.fcmp_ordered("<", x, _c(lo)), _c(lo), x)
+
+
+def _exp_poly(b: ir.IRBuilder, r: ir.Value, r2: ir.Value) -> ir.Value:
+    """P(r) with exp(r) ~ 1 + r + r**2 P(r), by Estrin's scheme (three dependent steps,
+    not Horner's four: a vectorized exp is bound by latency as much as by throughput)."""
+    c = [_c(v) for v in _EXP_POLY]
+    high = b.fadd(b.fmul(c[0], r2, flags=_FMA),
+                  b.fadd(b.fmul(c[1], r, flags=_FMA), c[2], flags=_FMA), flags=_FMA)
+    low = b.fadd(b.fmul(c[3], r, flags=_FMA), c[4], flags=_FMA)
+    return b.fadd(b.fmul(high, r2, flags=_FMA), low, flags=_FMA)
 
 
 def exp_f32(table, e, x: ir.Value) -> ir.Value:
+    """exp(x) = (1 + q) * 2**n, n = round(x / ln 2), q = r + r**2 P(r) for the remainder r.
+    Without AVX-512, 2**n is applied in two halves, the first added to the exponent field
+    of 1 + q (integer ops: the multiply-add units are the bottleneck), so that each step
+    stays a normal float and the result is rounded once, subnormals included."""
     b = e.b
-    clamped = e.math_table.intrinsic(e, "llvm.minnum", [x, _c(_EXP_MAX)])
-    clamped = e.math_table.intrinsic(e, "llvm.maxnum", [clamped, _c(_EXP_MIN)])
-    n = e.math_table.intrinsic(e, "llvm.roundeven", [b.fmul(clamped, _c(_LOG2E))])
+    # above _EXP_MAX the result overflows to inf by itself, below _EXP_MIN it is 0
+    clamped = _clamp(b, x, _EXP_MIN, _EXP_MAX)
+    t = b.fadd(b.fmul(clamped, _c(_LOG2E), flags=_FMA), _c(_ROUNDER), flags=_FMA)
+    n = b.fsub(t, _c(_ROUNDER))
     r = b.fsub(b.fsub(clamped, b.fmul(n, _c(_LN2_HI), flags=_FMA), flags=_FMA),
                b.fmul(n, _c(_LN2_LO), flags=_FMA), flags=_FMA)
-    p = b.fadd(b.fadd(b.fmul(b.fmul(_horner(b, r, _EXP_POLY), r, flags=_FMA), r, flags=_FMA),
-                      r, flags=_FMA), _c(1.0), flags=_FMA)
-    scaled = _scale(e, p, b.fptosi(n, I32))
-    big = b.fcmp_ordered(">", x, _c(_EXP_MAX))
-    nan = b.fcmp_unordered("uno", x, x)
-    out = b.select(big, _c(float("inf")), scaled)
-    return b.select(nan, x, out)
+    r2 = b.fmul(r, r)
+    q = b.fadd(b.fmul(_exp_poly(b, r, r2), r2, flags=_FMA), r, flags=_FMA)
+    p = b.fadd(q, _c(1.0))
+    k = b.sub(b.bitcast(t, I32), ir.Constant(I32, _ROUNDER_BITS))    # n as an integer
+    if has_feature("avx512f"):
+        return _ldexp(e, p, k)
+    half = b.ashr(k, ir.Constant(I32, 1))
+    twenty_three = ir.Constant(I32, 23)
+    first = b.add(b.bitcast(p, I32), b.shl(half, twenty_three))
+    rest = b.add(b.sub(k, half), ir.Constant(I32, 127))
+    return b.fmul(b.bitcast(first, F32), b.bitcast(b.shl(rest, twenty_three), F32))
 
 
 def tanh_f32(table, e, x: ir.Value) -> ir.Value:
