@@ -47,6 +47,8 @@ from .kernel_key import kernel_key, translate
 from .llvm_types import HALF, I64, PTR, Value, storage_type
 from .loops import const, counted_loop, no_vectorize
 from .register_reduce import Accumulator, flat_inits, unflatten
+from . import row_division
+from .row_division import row_divisions
 from .math_table import CPU_MATH, MathTable
 from ..shapes import num_elements
 
@@ -356,6 +358,9 @@ class CPUCodegen:
         for ptr in scratch.values():
             ptr.align = 64
 
+        # quotients by a row's value: from its reciprocal (row_division.py)
+        divisions = row_divisions(self.module, set(kern.members), sched.wide)
+
         def keep(k: int) -> Any:
             def visit(full: list) -> None:
                 for p in reused:
@@ -374,7 +379,8 @@ class CPUCodegen:
                         own = _index_for(e, self.ins[pos].shape, rows, index)
                         e.row_values[pos] = e.at(pos, own)
             if stores:
-                reduce_together(e, [], shape, axes, index, stores)
+                last_pass(e, divisions, lambda: reduce_together(e, [], shape, axes, index,
+                                                                stores))
             for pos in narrow:
                 own = _index_for(e, self.ins[pos].shape, rows, index)
                 e.store(ptr_of[pos], self.ins[pos].shape, e.at(pos, own), own)
@@ -456,9 +462,12 @@ class CPUCodegen:
 
 class RowEmitter(ElementalEmitter):
     """A ROW kernel's emitter: values kept in the row's scratch buffers (`scratch`:
-    position -> (pointer, number of outer dimensions)) are loaded, not recomputed."""
+    position -> (pointer, number of outer dimensions)) are loaded, not recomputed;
+    divisions by a row's value (`reciprocals`: divide position -> (divisor, its
+    reciprocal)) are computed from the reciprocal."""
 
     scratch: dict = {}
+    reciprocals: dict = {}
 
     def at(self, pos: int, index: list) -> Value:
         kept = self.scratch.get(pos)
@@ -467,6 +476,40 @@ class RowEmitter(ElementalEmitter):
         ptr, outer = kept
         ins = self.module.instructions[pos]
         return self.load(ptr, ins.shape[outer:], ins.dtype, index[outer:])
+
+    def _generate(self, pos: int, index: list) -> Value:
+        fast = self.reciprocals.get(pos)
+        if fast is None:
+            return super()._generate(pos, index)
+        divisor, recip = fast
+        a = self.at(self.module.instructions[pos].operands[0], index)
+        return self.round(row_division.quotient(self, a, divisor, recip))
+
+
+def last_pass(e: RowEmitter, divisions: dict, emit: Any) -> None:
+    """The row's last pass, emitted by `emit()`; with divisions by row values, twice: with
+    quotients from reciprocals where every divisor of the row is in range, else with
+    divides (row_division.py)."""
+    if not divisions:
+        emit()
+        return
+    divisors = {pos: e.row_values[v] for pos, v in divisions.items()}
+    ok = None
+    for d in divisors.values():
+        check = row_division.safe(e, d)
+        ok = check if ok is None else e.b.and_(ok, check)
+    with e.b.if_else(ok) as (fast, exact):
+        with fast:
+            e.push_scope()
+            e.reciprocals = {pos: (d, row_division.reciprocal(e, d))
+                             for pos, d in divisors.items()}
+            emit()
+            e.reciprocals = {}
+            e.pop_scope()
+        with exact:
+            e.push_scope()
+            emit()
+            e.pop_scope()
 
 
 # ---- loop nests -----------------------------------------------------------------------
