@@ -59,16 +59,17 @@ def default_dir() -> str:
     return os.path.join(os.path.expanduser("~"), ".cache", "lazyarray")
 
 
+# lazyarray's version (pyproject.toml's; tests/test_startup.py checks they agree): read
+# from here, not from the installed package's metadata, whose reader (importlib.metadata)
+# was ~40 ms of a new process's first cache hit
+VERSION = "0.1.0"
+
+
 @functools.lru_cache(maxsize=None)
 def versions() -> dict:
     """The versions an entry records and a load compares."""
-    import importlib.metadata
     import llvmlite
-    try:
-        mine = importlib.metadata.version("lazyarray")
-    except importlib.metadata.PackageNotFoundError:    # run from a source tree
-        mine = "unknown"
-    return {"lazyarray": mine, "llvmlite": llvmlite.__version__}
+    return {"lazyarray": VERSION, "llvmlite": llvmlite.__version__}
 
 
 def untrusted(st: os.stat_result, kind: str) -> Optional[str]:

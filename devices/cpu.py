@@ -31,14 +31,13 @@ from ..compiler.module import Module
 from ..compiler.primitive import PRIMITIVES
 from ..compiler.program import Program, ValueInfo, branch_index, run_while, sub_program
 from .compile_progress import Progress
-from .compile_cache import DiskCache, default_dir, entry_key
+from .compile_cache import VERSION, DiskCache, default_dir, entry_key
 from . import lapack, native_gemm, native_pool, native_program, runtime_objects
 from .device import HostDevice
 from .host_memory import HOST_MEMORY
 from .object_code import LoadedCode
 from .thread_pool import ThreadPool, blas_single_threaded, default_threads, split
 
-VERSION = "0.1.0"
 SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
 SPLIT_FLOPS = 1 << 22         # below this many multiply-adds a GEMM runs on one thread
 CHUNKS_PER_THREAD = 4
