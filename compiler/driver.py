@@ -85,7 +85,7 @@ def llvm_lock() -> Any:
 
 def gpu_arch(capability: tuple) -> str:
     """The NVPTX architecture for a GPU of compute capability (major, minor)."""
-    from .codegen.nvptx import arch_of
+    from .codegen.gpu_archs import arch_of
     return arch_of(capability)
 
 

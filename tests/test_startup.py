@@ -99,3 +99,59 @@ def test_the_cache_records_the_package_version():
     """compile_cache.VERSION (read without importlib.metadata) is the installed one."""
     assert compile_cache.VERSION == la.__version__
     assert compile_cache.VERSION == importlib.metadata.version("lazyarray")
+
+
+class _FakeLinker:
+    """Stands in for cuda-python's nvJitLink module where only its version is asked."""
+    @staticmethod
+    def version() -> tuple:
+        return (12, 9)
+
+
+def test_a_cached_cubin_loads_without_nvjitlink(tmp_path, monkeypatch):
+    """A new process finds the cubin in the compile cache without loading (or even
+    having) nvJitLink; a miss links once and stores it."""
+    from lazyarray.devices import cuda_link
+    links: list = []
+
+    def link(ptx: str, arch: str) -> bytes:
+        links.append(arch)
+        return b"\x7fELF" + ptx.encode()[::-1]
+    monkeypatch.setattr(cuda_link, "nvjitlink", lambda: _FakeLinker)
+    monkeypatch.setattr(cuda_link, "link_cubin", link)
+    monkeypatch.setattr(cuda_link, "_CUBINS", {})
+    ptx = ".version 7.8\n.target sm_90\n// kernel"
+    cubin = cuda_link.load_image(ptx, "sm_90", str(tmp_path))
+    assert links == ["sm_90"] and cubin == link(ptx, "sm_90")
+    links.clear()
+
+    def no_linker() -> None:
+        raise AssertionError("a cached cubin loaded nvJitLink")
+    monkeypatch.setattr(cuda_link, "nvjitlink", no_linker)
+    monkeypatch.setattr(cuda_link, "_CUBINS", {})                 # a new process
+    hits = cuda_link.STATS["disk_hits"]
+    assert cuda_link.load_image(ptx, "sm_90", str(tmp_path)) == cubin
+    assert cuda_link.STATS["disk_hits"] == hits + 1 and links == []
+    # another architecture is another entry: linked (here: no linker, so the PTX)
+    monkeypatch.setattr(cuda_link, "nvjitlink", lambda: None)
+    assert cuda_link.load_image(ptx, "sm_80", str(tmp_path)) == ptx.encode() + b"\0"
+
+
+def test_cubins_are_trusted_only_as_the_compile_cache_is(tmp_path, monkeypatch):
+    """A cubin is code the GPU runs: one in a folder others may write is never loaded."""
+    from lazyarray.devices import cuda_link
+    monkeypatch.setattr(cuda_link, "nvjitlink", lambda: _FakeLinker)
+    monkeypatch.setattr(cuda_link, "link_cubin", lambda ptx, arch: b"\x7fELF" + ptx.encode())
+    monkeypatch.setattr(cuda_link, "_CUBINS", {})
+    ptx = "// another kernel"
+    cuda_link.load_image(ptx, "sm_90", str(tmp_path))
+    os.chmod(tmp_path, 0o777)
+    monkeypatch.setattr(cuda_link, "_CUBINS", {})
+    links = cuda_link.STATS["links"]
+    try:
+        with pytest.warns(RuntimeWarning, match="writable by group or others"):
+            cuda_link.load_image(ptx, "sm_90", str(tmp_path))
+    finally:
+        os.chmod(tmp_path, 0o700)
+        compile_cache.REFUSED.pop(str(tmp_path), None)
+    assert cuda_link.STATS["links"] == links + 1
