@@ -155,3 +155,25 @@ def test_cubins_are_trusted_only_as_the_compile_cache_is(tmp_path, monkeypatch):
         os.chmod(tmp_path, 0o700)
         compile_cache.REFUSED.pop(str(tmp_path), None)
     assert cuda_link.STATS["links"] == links + 1
+
+
+def test_the_source_fingerprint_follows_every_write(tmp_path):
+    """Cache entries are pinned to the code by its files' stats: a same-size edit, a new
+    file or a rename changes the fingerprint; reading the files does not."""
+    import time
+    (tmp_path / "pkg").mkdir()
+    code = tmp_path / "pkg" / "a.py"
+    code.write_text("X = 1\n")
+    first = compile_cache.source_fingerprint(str(tmp_path))
+    assert compile_cache.source_fingerprint(str(tmp_path)) == first
+    code.read_text()
+    assert compile_cache.source_fingerprint(str(tmp_path)) == first
+    time.sleep(0.05)                  # past the file system's timestamp granularity
+    code.write_text("X = 2\n")        # same size, other content
+    second = compile_cache.source_fingerprint(str(tmp_path))
+    assert second != first
+    (tmp_path / "pkg" / "b.txt").write_text("not code")
+    assert compile_cache.source_fingerprint(str(tmp_path)) == second
+    code.rename(tmp_path / "pkg" / "c.py")
+    assert compile_cache.source_fingerprint(str(tmp_path)) != second
+    assert compile_cache.compiler_fingerprint() == compile_cache.compiler_fingerprint()
