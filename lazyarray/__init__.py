@@ -27,16 +27,17 @@ methods.install()
 # (PEP 562): `la.nn`, `from lazyarray import nn` and `import lazyarray.nn` work as
 # before, while `import lazyarray` stays short. name -> (module, attribute or None).
 # tests/test_frontend_imports.py checks that each is a leaf (nothing eager imports it).
-LAZY = {"nn": ("nn", None), "optim": ("optim", None), "amp": ("amp", None), "autocast": ("amp", "autocast"),
-        "distributed": ("distributed", None), "profiler": ("profiler", None),
-        "aot": ("aot", None), "cuda": ("cuda", None),
-        "cond": ("control_flow", "cond"), "fori_loop": ("control_flow", "fori_loop"),
-        "scan": ("control_flow", "scan"), "switch": ("control_flow", "switch"),
-        "while_loop": ("control_flow", "while_loop")}
+_LAZY = {"nn": ("nn", None), "optim": ("optim", None),
+         "amp": ("amp", None), "autocast": ("amp", "autocast"),
+         "distributed": ("distributed", None), "profiler": ("profiler", None),
+         "aot": ("aot", None), "cuda": ("cuda", None),
+         "cond": ("control_flow", "cond"), "fori_loop": ("control_flow", "fori_loop"),
+         "scan": ("control_flow", "scan"), "switch": ("control_flow", "switch"),
+         "while_loop": ("control_flow", "while_loop")}
 
 
 def __getattr__(name: str) -> Any:
-    where = LAZY.get(name)
+    where = _LAZY.get(name)
     if where is None:
         raise AttributeError(f"module 'lazyarray' has no attribute {name!r}")
     module = importlib.import_module("." + where[0], __name__)
@@ -46,7 +47,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list:
-    return sorted(set(globals()) | set(LAZY))
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __version__ = "0.1.0"

@@ -1,6 +1,6 @@
 """The frontend (`lazyarray/*.py`) has no import loop and no function-local imports of the
 project holding one together: its modules form a DAG, read with `ast`, never run.
-`__init__.py` is the one place that defers imports, through one table (`LAZY`, PEP 562)
+`__init__.py` is the one place that defers imports, through one table (`_LAZY`, PEP 562)
 of leaf modules that recording and running ops never need."""
 from __future__ import annotations
 
@@ -99,10 +99,10 @@ def test_no_function_local_imports_of_the_project():
 
 
 def test_lazily_loaded_modules_are_leaves():
-    """`lazyarray/__init__.py` loads the modules of its `LAZY` table on first use (PEP 562)
+    """`lazyarray/__init__.py` loads the modules of its `_LAZY` table on first use (PEP 562)
     rather than by an import statement; that is only sound, and only saves time, when
     no other frontend module imports them (a lazy module may import another)."""
-    lazy = {module for module, _ in lazyarray.LAZY.values()}
+    lazy = {module for module, _ in lazyarray._LAZY.values()}
     assert all((ROOT / f"{m}.py").exists() or (ROOT / m / "__init__.py").exists() for m in lazy)
     importers = {stem: imported_names(p) & lazy
                  for stem, p in frontend_modules().items() if stem not in lazy}

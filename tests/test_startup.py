@@ -81,7 +81,7 @@ def test_lazy_submodules_work_as_attributes_imports_and_star():
     assert la.nn is nn_module and la.optim is optim and la.cond is cond
     assert la.vmap.__module__ == "lazyarray.vmap" and callable(la.vmap)
     assert callable(la.autocast) and la.amp.autocast is la.autocast
-    assert set(la.LAZY) <= set(dir(la)) and set(la.LAZY) <= set(la.__all__)
+    assert set(la._LAZY) <= set(dir(la)) and set(la._LAZY) <= set(la.__all__)
     with pytest.raises(AttributeError, match="no attribute 'not_a_thing'"):
         la.not_a_thing
     namespace: dict = {}
