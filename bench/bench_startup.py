@@ -7,7 +7,8 @@ call of a program whose compiled code is already on disk, beside the peers.
 The workload is the tiny sync of bench_host.py, `float((ones(4096) * 2 + 1).sum())`.
 Each child interpreter times itself: `import` (the import statements) and `first call`
 (making the array, recording, finding the program in the warm disk cache, loading it,
-running it, the float back); the figures are medians over `rounds` children, after two
+running it, the float back), in wall time and in the main thread's CPU time (which a
+machine busy with other work inflates less); the figures are medians over `rounds` children, after two
 that fill every cache (Python's .pyc files, lazyarray's compile cache, JAX's persistent
 compilation cache). The benchmark's own timing is the whole child (interpreter start
 included). Children run with PYTHONDONTWRITEBYTECODE unset, as an installed package
@@ -33,7 +34,7 @@ ROUNDS = 7
 
 LAZYARRAY = """
 import lazyarray as la
-T1 = time.perf_counter()
+T1, C1 = time.perf_counter(), time.thread_time()
 value = float((la.ones(4096{device}) * 2 + 1).sum())
 """
 CHILDREN = {
@@ -42,12 +43,12 @@ CHILDREN = {
                             {"LAZYARRAY_FAKE_CUDA": "1"}),
     "numpy": ("""
 import numpy as np
-T1 = time.perf_counter()
+T1, C1 = time.perf_counter(), time.thread_time()
 value = float((np.ones(4096) * 2 + 1).sum())
 """, {}),
     "torch": ("""
 import torch
-T1 = time.perf_counter()
+T1, C1 = time.perf_counter(), time.thread_time()
 value = float((torch.ones(4096) * 2 + 1).sum())
 """, {}),
     "jax.jit": ("""
@@ -56,7 +57,7 @@ import jax.numpy as jnp
 jax.config.update("jax_compilation_cache_dir", os.environ["BENCH_CACHE_DIR"])
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-T1 = time.perf_counter()
+T1, C1 = time.perf_counter(), time.thread_time()
 value = float(jax.jit(lambda x: (x * 2 + 1).sum())(jnp.ones(4096)))
 """, {"JAX_PLATFORMS": "cpu"}),
 }
@@ -65,9 +66,10 @@ MODULE = {"lazyarray": "lazyarray", "lazyarray fake cuda": "lazyarray", "numpy":
 
 
 def child_source(body: str) -> str:
-    return ("import json, os, time\nT0 = time.perf_counter()\n" + body +
-            "T2 = time.perf_counter()\nassert value == 12288.0, value\n"
-            "print(json.dumps([T1 - T0, T2 - T1]))\n")
+    return ("import json, os, time\nT0, C0 = time.perf_counter(), time.thread_time()\n" +
+            body + "T2, C2 = time.perf_counter(), time.thread_time()\n"
+            "assert value == 12288.0, value\n"
+            "print(json.dumps([T1 - T0, T2 - T1, C1 - C0, C2 - C1]))\n")
 
 
 def interpreter(framework: str) -> str:
@@ -82,7 +84,8 @@ def available(framework: str) -> bool:
 
 
 def run_child(framework: str, cache_dir: str) -> tuple:
-    """(import seconds, first-call seconds) of one fresh interpreter."""
+    """Seconds of one fresh interpreter: (import, first call) wall, then the same in
+    the main thread's CPU time (less sensitive to a loaded machine)."""
     body, extra = CHILDREN[framework]
     env = dict(os.environ, LAZYARRAY_CACHE_DIR=cache_dir, BENCH_CACHE_DIR=cache_dir, **extra)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -102,9 +105,10 @@ def measure(framework: str, rounds: int = ROUNDS, cache_dir: str = "") -> dict:
         for _ in range(2):
             run_child(framework, where)
         rows = [run_child(framework, where) for _ in range(rounds)]
-    return {"import_ms": round(statistics.median(r[0] for r in rows) * 1e3, 1),
-            "first_call_ms": round(statistics.median(r[1] for r in rows) * 1e3, 1),
-            "rounds": rounds}
+    def median_ms(i: int) -> float:
+        return round(statistics.median(r[i] for r in rows) * 1e3, 1)
+    return {"import_ms": median_ms(0), "first_call_ms": median_ms(1),
+            "import_cpu_ms": median_ms(2), "first_call_cpu_ms": median_ms(3), "rounds": rounds}
 
 
 @pytest.mark.parametrize("framework", list(CHILDREN))
@@ -121,13 +125,15 @@ def test_startup(benchmark, framework: str) -> None:
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else ROUNDS
     print(f"medians over {rounds} fresh processes, warm caches; load {os.getloadavg()[0]:.1f}")
-    print(f"{'framework':<22} {'import ms':>10} {'first call ms':>14}")
+    print(f"{'framework':<22} {'import ms':>10} {'first call ms':>14} "
+          f"{'(CPU: import':>13} {'first call)':>12}")
     for framework in CHILDREN:
         if not available(framework):
             print(f"{framework:<22} {'(not installed)':>25}")
             continue
         m = measure(framework, rounds)
-        print(f"{framework:<22} {m['import_ms']:>10.1f} {m['first_call_ms']:>14.1f}")
+        print(f"{framework:<22} {m['import_ms']:>10.1f} {m['first_call_ms']:>14.1f} "
+              f"{m['import_cpu_ms']:>13.1f} {m['first_call_cpu_ms']:>12.1f}")
 
 
 if __name__ == "__main__":
