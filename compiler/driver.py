@@ -13,18 +13,20 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from . import graphviz, profile_hooks
-from .codegen.control_steps import control_step, is_control, step_positions
-from .codegen.library_calls import library_step
-from .kernel_cost import kernel_info
+from . import profile_hooks
 from .module import Module
-from .passes.pipeline import compile_plan
-from .plan import ExecutionPlan
 from .program import Program, describe_value
+
+if TYPE_CHECKING:
+    from .plan import ExecutionPlan
+
+# The passes and code generators are imported by the functions that use them: devices
+# import this module to load a cached Program (target_id, llvm_lock, runtime_layout), and
+# a cache hit must not pay for the compiler's import (~100 ms of a process's start).
 
 CPU = "cpu"
 CPU_LIBRARY = "cpu-library"   # the host's code for a shared library (ahead of time: PIC,
@@ -83,7 +85,7 @@ def llvm_lock() -> Any:
 
 def gpu_arch(capability: tuple) -> str:
     """The NVPTX architecture for a GPU of compute capability (major, minor)."""
-    from .codegen.nvptx import arch_of
+    from .codegen.gpu_archs import arch_of
     return arch_of(capability)
 
 
@@ -124,6 +126,8 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
                  progress: Any = None, library: bool = False,
                  separate_buffers: bool = False) -> Program:
     from .codegen import cpu_kernels, llvm_target
+    from .codegen.control_steps import control_step
+    from .passes.pipeline import compile_plan
     plan = compile_plan(module, verify=verify, donate_inputs=donated)
     if separate_buffers:
         plan = _separate_buffers(plan)
@@ -155,13 +159,14 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
 
 
 def _control_kernels(plan: ExecutionPlan) -> list:
+    from .codegen.control_steps import is_control
     return [k for k in plan.kernels if k.kind == "opaque" and is_control(plan, k)]
 
 
 def _separate_buffers(plan: ExecutionPlan) -> ExecutionPlan:
     """The plan with each value in a slot of its own, except an output updated in place,
     which keeps its donated parameter's."""
-    from .plan import BufferPlan
+    from .plan import BufferPlan, ExecutionPlan
     ins = plan.module.instructions
     slot_of = {pos: pos for pos in range(len(ins)) if not isinstance(ins[pos].dtype, tuple)}
     aliases = dict(plan.buffers.aliases)
@@ -177,6 +182,9 @@ def _separate_buffers(plan: ExecutionPlan) -> ExecutionPlan:
 def _compile_nvptx(module: Module, arch: str, donated: frozenset, verify: bool,
                    dumps: bool) -> Program:
     from .codegen import nvptx
+    from .codegen.control_steps import control_step, is_control
+    from .codegen.library_calls import library_step
+    from .passes.pipeline import compile_plan
     # donation: an elementwise update may write over its donated parameter in place (the
     # plan's aliases); the device gives such a pair one buffer
     plan = compile_plan(module, verify=verify, donate_inputs=donated) if donated \
@@ -212,6 +220,7 @@ def compile_gpu_for_host(module: Module, target: str) -> Program:
     devices/cuda_simt.py to run thread by thread without a GPU. Each kernel takes the
     thread's context after its buffers."""
     from .codegen import llvm_target, nvptx
+    from .passes.pipeline import compile_plan
     plan = compile_plan(module)
     gpu = nvptx.emit_plan(plan, target, module.name, host=True)
     steps = []
@@ -235,6 +244,7 @@ def _launch_step(spec: Any) -> dict:
 # ---- the Program ---------------------------------------------------------------------------
 
 def _referenced(plan: ExecutionPlan, steps: list) -> set:
+    from .codegen.control_steps import step_positions
     refs = set(plan.module.outputs) | set(plan.buffers.slot_of) | set(plan.module.parameters)
     for s in steps:
         refs.update(a for a in s.get("args", []) if isinstance(a, int))
@@ -249,6 +259,7 @@ def _referenced(plan: ExecutionPlan, steps: list) -> set:
 
 def _program(plan: ExecutionPlan, target: str, code: bytes, steps: list,
              donated: frozenset) -> Program:
+    from .kernel_cost import kernel_info
     m, buffers = plan.module, plan.buffers
     values = {str(p): describe_value(m.instructions[p]) for p in sorted(_referenced(plan, steps))}
     return Program(
@@ -265,6 +276,7 @@ def _program(plan: ExecutionPlan, target: str, code: bytes, steps: list,
 # ---- dump texts --------------------------------------------------------------------------
 
 def _plan_texts(plan: ExecutionPlan) -> dict:
+    from . import graphviz
     return {"optimized_hlo": str(plan.module), "fusion": fusion_report(plan),
             "dot": graphviz.plan_dot(plan)}
 

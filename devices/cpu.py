@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
-import glob
-import hashlib
 import os
 import threading
 import time
@@ -31,14 +28,14 @@ from ..compiler.module import Module
 from ..compiler.primitive import PRIMITIVES
 from ..compiler.program import Program, ValueInfo, branch_index, run_while, sub_program
 from .compile_progress import Progress
-from .compile_cache import DiskCache, default_dir, entry_key
+from .compile_cache import (VERSION, DiskCache, compiler_fingerprint, default_dir,  # noqa: F401
+                            entry_key, load_cached)
 from . import lapack, native_gemm, native_pool, native_program, runtime_objects
 from .device import HostDevice
 from .host_memory import HOST_MEMORY
 from .object_code import LoadedCode
 from .thread_pool import ThreadPool, blas_single_threaded, default_threads, split
 
-VERSION = "0.1.0"
 SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
 SPLIT_FLOPS = 1 << 22         # below this many multiply-adds a GEMM runs on one thread
 CHUNKS_PER_THREAD = 4
@@ -46,20 +43,6 @@ CHUNKS_PER_THREAD = 4
 # the files a Program's dump texts go to (LAZYARRAY_DUMP)
 DUMP_FILES = {"optimized_hlo": ".optimized.hlo", "fusion": ".fusion.txt", "dot": ".dot",
               "llvm": ".ll", "asm": ".s"}
-
-
-@functools.lru_cache(maxsize=None)
-def compiler_fingerprint() -> str:
-    """A hash of the compiler's and this device's source: an entry written by other code
-    (a development checkout between two commits) is never loaded."""
-    from .. import compiler
-    roots = [os.path.dirname(compiler.__file__), os.path.dirname(__file__)]
-    h = hashlib.sha256()
-    for root in roots:
-        for path in sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True)):
-            with open(path, "rb") as f:
-                h.update(path[len(root):].encode() + b"\0" + f.read())
-    return h.hexdigest()
 
 
 # The settings the CPU device reads, with its defaults when made without lazyarray's
@@ -160,17 +143,6 @@ class CPUDevice(HostDevice):
     def stage(self, module: Module, stage: str) -> str:
         """The text of one compilation stage: optimized_hlo, dot, llvm or asm."""
         return compile_program(module, CPU, dumps=True).dumps[stage]
-
-
-def load_cached(cache: DiskCache, key: str) -> Optional[Program]:
-    """The Program stored under `key`, or None (missing, corrupt, or an older layout)."""
-    hit = cache.load(key)
-    if hit is None:
-        return None
-    try:
-        return Program.from_cache(*hit)
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def write_dump(directory: str, name: str, program: Program) -> None:

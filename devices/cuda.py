@@ -231,8 +231,8 @@ class CudaDevice(Device):
     def _program(self, module: Module, donated: frozenset) -> tuple:
         """(Program, whether it came from the disk cache): a new process loads a cached
         program (and its cubin, cuda_link.py) without planning or emitting code."""
-        from .compile_cache import DiskCache, default_dir, entry_key
-        from .cpu import VERSION, compiler_fingerprint, load_cached
+        from .compile_cache import (VERSION, DiskCache, compiler_fingerprint, default_dir,
+                                    entry_key, load_cached)
         from ..compiler.driver import target_id
         where = self.settings()["cache_dir"] or default_dir()
         if where == "off":

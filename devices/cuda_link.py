@@ -2,18 +2,21 @@
 `nvidia-nvjitlink` wheel and cuda-python's bindings), else the PTX itself, which the
 driver then compiles at load (345 ms of a first MLP step on an H100).
 
-Cubins are kept per (PTX, architecture, nvJitLink version): in memory for the process,
-and on disk in the compile cache's folder (LAZYARRAY_CACHE_DIR, ~/.cache/lazyarray by
-default) so that a new process loads without compiling. nvJitLink runs without a GPU, so this path is checked on every machine where
-it is installed.
+Cubins are kept per (PTX, architecture): in memory for the process, and in the compile
+cache (devices/compile_cache.py: LAZYARRAY_CACHE_DIR, ~/.cache/lazyarray by default, with
+its trust checks, atomic writes and size cap) so that a new process loads them without
+compiling and without loading nvJitLink at all: the linker is needed only on a miss (its
+version is recorded in the entry; a cubin that one linker made loads on any driver that
+runs the architecture, as one linked now would). nvJitLink runs without a GPU, so this
+path is checked on every machine where it is installed.
 """
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
 import threading
 from typing import Any, Optional
+
+from .compile_cache import DiskCache, default_dir, entry_key
 
 _CUBINS: dict = {}
 _LOCK = threading.Lock()
@@ -55,56 +58,31 @@ def link_cubin(ptx: str, arch: str) -> bytes:
         nv.destroy(handle)
 
 
-def cubin_dir(cache_dir: str) -> Optional[str]:
-    """The cubin folder of a compile-cache setting ('' the default folder, 'off' none)."""
-    if cache_dir == "off":
-        return None
-    from .compile_cache import default_dir
-    return os.path.join(cache_dir or default_dir(), "cubin")
+def cubin_cache(cache_dir: str) -> Optional[DiskCache]:
+    """The compile cache of a cache setting ('' the default folder, 'off' none)."""
+    return None if cache_dir == "off" else DiskCache(cache_dir or default_dir())
 
 
 def load_image(ptx: str, arch: str, cache_dir: str = "") -> bytes:
     """What cuModuleLoadData gets: a cached or freshly linked cubin, else the PTX."""
-    if nvjitlink() is None:
-        return ptx.encode() + b"\0"
-    key = hashlib.sha256(f"{arch}\n{nvjitlink().version()}\n{ptx}".encode()).hexdigest()
+    key = entry_key(ptx, "cubin", arch)
     with _LOCK:
         hit = _CUBINS.get(key)
     if hit is not None:
         STATS["memory_hits"] += 1
         return hit
-    folder = cubin_dir(cache_dir)
-    cubin = _read_disk(folder, key)
-    if cubin is not None:
+    cache = cubin_cache(cache_dir)
+    entry = cache.load(key) if cache is not None else None
+    if entry is not None and entry[0].get("cubin") == arch and entry[1][:4] == b"\x7fELF":
         STATS["disk_hits"] += 1
+        cubin = entry[1]
     else:
+        if nvjitlink() is None:
+            return ptx.encode() + b"\0"
         cubin = link_cubin(ptx, arch)
         STATS["links"] += 1
-        _write_disk(folder, key, cubin)
+        if cache is not None:       # a cache that cannot be written costs the next process a link
+            cache.store(key, {"cubin": arch, "nvjitlink": str(nvjitlink().version())}, cubin)
     with _LOCK:
         _CUBINS[key] = cubin
     return cubin
-
-
-def _read_disk(d: Optional[str], key: str) -> Optional[bytes]:
-    if d is None:
-        return None
-    try:
-        with open(os.path.join(d, key + ".cubin"), "rb") as f:
-            data = f.read()
-        return data if data[:4] == b"\x7fELF" else None
-    except OSError:
-        return None
-
-
-def _write_disk(d: Optional[str], key: str, cubin: bytes) -> None:
-    if d is None:
-        return
-    try:
-        os.makedirs(d, exist_ok=True)
-        tmp = os.path.join(d, f"{key}.{os.getpid()}.tmp")
-        with open(tmp, "wb") as f:
-            f.write(cubin)
-        os.replace(tmp, os.path.join(d, key + ".cubin"))
-    except OSError:
-        pass                  # a read-only cache only costs the next process a link

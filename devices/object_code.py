@@ -10,7 +10,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
-from ..compiler.driver import llvm_lock
+from ..compiler.driver import CPU, llvm_lock, target_id
 
 
 @functools.lru_cache(maxsize=None)
@@ -25,10 +25,11 @@ class LoadedCode:
 
     def __init__(self, obj: bytes) -> None:
         _initialized()
-        target = llvm.Target.from_triple(llvm.get_process_triple())
-        tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                          features=llvm.get_host_cpu_features().flatten(),
-                                          reloc="pic", codemodel="jitdefault")
+        # the host's triple, CPU and features, asked of LLVM once per process (the
+        # features query was ~2 ms per load, and a first run loads several objects)
+        triple, cpu, features = target_id(CPU)[:3]
+        tm = llvm.Target.from_triple(triple).create_target_machine(
+            cpu=cpu, features=features, reloc="pic", codemodel="jitdefault")
         with llvm_lock():
             empty = llvm.parse_assembly("")
             empty.triple = tm.triple

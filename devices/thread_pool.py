@@ -14,15 +14,16 @@ the user's own NumPy calls outside lazyarray keep BLAS's setting.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import ctypes
 import functools
 import os
 import threading
 import weakref
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
+
+if TYPE_CHECKING:   # imported when a pool first starts its threads (not by a cache hit)
+    from concurrent.futures import ThreadPoolExecutor
 
 
 @functools.lru_cache(maxsize=None)
@@ -49,6 +50,7 @@ class ThreadPool:
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:
+            from concurrent.futures import ThreadPoolExecutor
             self._executor = ThreadPoolExecutor(max_workers=max(1, self.threads - 1),
                                                 thread_name_prefix="lazyarray-cpu")
         return self._executor
@@ -146,6 +148,7 @@ def _wait_all(futures: list, queue: _Blocks) -> None:
     """Return (or raise) only when every worker has finished: until then they may still
     write into buffers the caller would release. An interrupt (or a worker's error)
     while waiting cancels the chunks not yet started and is raised once all are done."""
+    import concurrent.futures
     raised: Optional[BaseException] = None
     while True:
         try:

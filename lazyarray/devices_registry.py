@@ -1,6 +1,8 @@
 """Devices by name: which runtime serves 'interpreter', 'cpu' and 'cuda'."""
 from __future__ import annotations
 
+import importlib.util
+
 from .devices.interpreter import InterpreterDevice
 from . import config, debug, metrics, runtime
 
@@ -8,24 +10,30 @@ runtime.register_device("interpreter", lambda name: InterpreterDevice())
 
 
 def _register_cpu() -> None:
-    """'cpu' (the compiled device, and then the default) where llvmlite imports."""
-    try:
-        from .devices.cpu import DEFAULT_SETTINGS, CPUDevice
-    except ImportError:
+    """'cpu' (the compiled device, and then the default) where llvmlite is installed.
+    Its module (and LLVM) is imported when the first CPU tensor is made, not by
+    `import lazyarray`: a process that only records ops, or uses another device, never
+    pays for it."""
+    if importlib.util.find_spec("llvmlite") is None:
         return
+    runtime.register_device("cpu", _make_cpu, count=lambda: max(1, int(config.cpu_devices)))
+    for stage in ("optimized_hlo", "llvm", "asm", "dot"):
+        debug.STAGES.setdefault(stage, _stage_of_device(stage))
+
+
+def _make_cpu(name: str):
+    from .devices.cpu import DEFAULT_SETTINGS, CPUDevice
     names = tuple(DEFAULT_SETTINGS)
     values = config._values     # the dict itself: attribute reads cost ~1 us each per run
 
     def settings() -> dict:
         """What the CPU device reads from lazyarray's config, at every compile and run."""
         return {k: values[k] for k in names}
+
     def run_settings() -> tuple:
         """What a cached run depends on, read at every run."""
         return values["num_threads"], values["debug"]
-    runtime.register_device("cpu", lambda name: _named(CPUDevice(settings, run_settings), name),
-                            count=lambda: max(1, int(config.cpu_devices)))
-    for stage in ("optimized_hlo", "llvm", "asm", "dot"):
-        debug.STAGES.setdefault(stage, _stage_of_device(stage))
+    return _named(CPUDevice(settings, run_settings), name)
 
 
 def _named(device, name: str):

@@ -1,5 +1,7 @@
 """The frontend (`lazyarray/*.py`) has no import loop and no function-local imports of the
-project holding one together: its modules form a DAG, read with `ast`, never run."""
+project holding one together: its modules form a DAG, read with `ast`, never run.
+`__init__.py` is the one place that defers imports, through one table (`_LAZY`, PEP 562)
+of leaf modules that recording and running ops never need."""
 from __future__ import annotations
 
 import ast
@@ -94,6 +96,32 @@ def test_no_function_local_imports_of_the_project():
         if late_imports(p):
             problems[f"optim.{p.stem}"] = late_imports(p)
     assert problems == {}
+
+
+def test_lazily_loaded_modules_are_leaves():
+    """`lazyarray/__init__.py` loads the modules of its `_LAZY` table on first use (PEP 562)
+    rather than by an import statement; that is only sound, and only saves time, when
+    no other frontend module imports them (a lazy module may import another)."""
+    lazy = {module for module, _ in lazyarray._LAZY.values()}
+    assert all((ROOT / f"{m}.py").exists() or (ROOT / m / "__init__.py").exists() for m in lazy)
+    importers = {stem: imported_names(p) & lazy
+                 for stem, p in frontend_modules().items() if stem not in lazy}
+    assert {stem: found for stem, found in importers.items() if found} == {}
+
+
+def imported_names(path: pathlib.Path) -> set:
+    """First components of the frontend modules and packages `path` imports, anywhere."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found |= {a.name for a in node.names} if node.module is None \
+                else {node.module.split(".")[0]}
+        elif isinstance(node, ast.ImportFrom) and node.module == "lazyarray":
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names
+                      if a.name.startswith("lazyarray.")}
+    return found
 
 
 def test_the_cycle_finder_finds_a_loop():

@@ -45,6 +45,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from . import gpu_math, gpu_simt, gpu_vector
+from .gpu_archs import PTX_VERSION, arch_of  # noqa: F401  (arch_of: re-exported)
 from .gpu_target import GpuTarget, parse_target
 from .gpu_vector import VEC
 from ..primitive import PRIMITIVES
@@ -58,10 +59,6 @@ DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
 DEFAULT_ARCH = "sm_80"
 OPT_LEVEL = 3
 
-# PTX ISA version per architecture: the oldest that knows the architecture, at least 7.8
-# (CUDA 11.8), so that any driver that can run the GPU accepts the PTX.
-PTX_VERSION = {"sm_70": 78, "sm_75": 78, "sm_80": 78, "sm_86": 78, "sm_89": 78,
-               "sm_90": 78, "sm_100": 86, "sm_120": 87}
 
 WARP = 32
 BLOCK = 256                 # threads per block of loop and row-reduction kernels
@@ -123,14 +120,6 @@ def target_machine(arch: str = DEFAULT_ARCH) -> Any:
     target = llvm.Target.from_triple(TRIPLE)
     return target.create_target_machine(cpu=arch, features=f"+ptx{PTX_VERSION[arch]}",
                                         opt=OPT_LEVEL)
-
-
-def arch_of(capability: tuple) -> str:
-    """'sm_XY' for a compute capability (X, Y), capped to the newest known here."""
-    wanted = capability[0] * 10 + capability[1]
-    known = sorted(int(a[3:]) for a in PTX_VERSION)
-    best = max([k for k in known if k <= wanted] or [known[0]])
-    return f"sm_{best}"
 
 
 def new_module(name: str, host: bool = False) -> ir.Module:
