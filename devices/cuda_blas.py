@@ -21,6 +21,7 @@ CUDA_DATA_TYPE = {D.float32: 0, D.float64: 1, D.float16: 2, D.bfloat16: 14}
 COMPUTE_32F, COMPUTE_64F = 68, 70
 GEMM_DEFAULT = -1
 OP_N, OP_T = 0, 1
+SCAL_CHUNK = 1 << 30            # values per scal call (its count is a C int)
 WORKSPACE_BYTES = 32 << 20      # cuBLAS's own workspace, given so that it never allocates
 
 
@@ -51,6 +52,8 @@ class CublasLib:
         lib.cublasGemmStridedBatchedEx.argtypes = [
             vp, i32, i32, i32, i32, i32, vp, vp, i32, i32, i64, vp, i32, i32, i64,
             vp, vp, i32, i32, i64, i32, i32, i32]
+        for name in ("cublasSscal_v2", "cublasDscal_v2"):
+            getattr(lib, name).argtypes = [vp, i32, vp, vp, i32]
 
     def _ok(self, status: int, what: str) -> None:
         if status != 0:
@@ -69,6 +72,17 @@ class CublasLib:
 
     def gemm_strided_batched_ex(self, handle: int, *args: Any) -> None:
         self._ok(self.lib.cublasGemmStridedBatchedEx(handle, *args), "cublasGemmStridedBatchedEx")
+
+    def scal(self, handle: int, double: bool, count: int, factor: float, ptr: int) -> None:
+        """x *= factor over `count` float32 (float64 if `double`) values at `ptr`, queued
+        on the handle's stream (the inverse FFTs' 1/N), in chunks cuBLAS's int counts hold."""
+        name = "cublasDscal_v2" if double else "cublasSscal_v2"
+        alpha = np.array(factor, np.float64 if double else np.float32)
+        size = alpha.itemsize
+        for start in range(0, count, SCAL_CHUNK):
+            n = min(SCAL_CHUNK, count - start)
+            self._ok(getattr(self.lib, name)(handle, n, alpha.ctypes.data, ptr + start * size, 1),
+                     name)
 
 
 def load_cublas() -> Optional[CublasLib]:

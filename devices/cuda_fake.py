@@ -279,6 +279,21 @@ class FakeDriver:
             ctypes.memmove(dst, src, nbytes)
         return self._enqueue(stream, "DtoD", run)
 
+    def cuMemsetD2D32Async(self, dst: Any, pitch: int, value: int, width: int, height: int,
+                           stream: Stream) -> tuple:
+        """`height` rows `pitch` bytes apart, each `width` 32-bit words set to `value`."""
+        dst, pitch, width, height = int(dst), int(pitch), int(width), int(height)
+        if dst % 4 or (height > 1 and pitch < 4 * width):
+            return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+
+        def run() -> None:
+            if width and height:
+                self._check_device(dst, (height - 1) * pitch + 4 * width, "memset 2D")
+            word = np.array([value], np.uint32).tobytes() * width
+            for row in range(height):
+                ctypes.memmove(dst + row * pitch, word, 4 * width)
+        return self._enqueue(stream, "memset 2D", run)
+
     def cuMemsetD8Async(self, dst: Any, value: int, nbytes: int, stream: Stream) -> tuple:
         dst, nbytes = int(dst), int(nbytes)
 
@@ -502,6 +517,19 @@ class FakeCublas:
                     acc = acc + be * out.astype(np.float64)
                 out[...] = acc.astype(out.dtype)
         self.driver._enqueue(self.streams[handle], "gemm", run)
+
+    def scal(self, handle: int, double: bool, count: int, factor: float, ptr: int) -> None:
+        """cublasSscal/Dscal with unit stride, as CublasLib.scal calls them."""
+        dtype = np.float64 if double else np.float32
+        alpha = dtype(factor)             # read at the call (host pointer mode)
+
+        def run() -> None:
+            nbytes = count * np.dtype(dtype).itemsize
+            self.driver._check_device(ptr, nbytes, "cuBLAS scal operand")
+            x = np.frombuffer((ctypes.c_char * nbytes).from_address(ptr), dtype)
+            x *= alpha
+        if count:
+            self.driver._enqueue(self.streams[handle], "scal", run)
 
     @staticmethod
     def _size(t: int) -> int:
