@@ -20,16 +20,18 @@ from typing import Any
 
 import numpy as np
 
+from .. import dtypes as D
+
 FILL_LOWER, FILL_UPPER = 0, 1           # cublasFillMode_t
 OP_N, OP_T, OP_C = 0, 1, 2              # cublasOperation_t
-EIG_MODE_VECTOR = 1                     # cusolverEigMode_t
+EIG_MODE_NOVECTOR, EIG_MODE_VECTOR = 0, 1   # cusolverEigMode_t
 
 _PREFIX = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
 
 
 def _fn(lib: Any, name: str, dtype: Any) -> Any:
-    """lib.<prefix><name>, e.g. cusolverDn.dpotrf_batched."""
-    return getattr(lib, _PREFIX[dtype.name] + name)
+    """lib.<prefix><name>, e.g. cusolverDn.dpotrf_batched (`dtype` a dtype or its name)."""
+    return getattr(lib, _PREFIX[getattr(dtype, "name", dtype)] + name)
 
 
 def _batch(shape: tuple) -> int:
@@ -50,11 +52,11 @@ def _scalars(dtype: Any) -> tuple:
 
 
 def _transpose(ctx: Any, dtype: Any, src: int, dst: int, rows: int, cols: int,
-               ld_dst: int = 0) -> None:
-    """dst (column-major cols x rows, leading dim ld_dst) = src^T, src column-major
-    rows x cols: the row-major reading of each is the other's transpose."""
+               ld_dst: int = 0, op: int = OP_T) -> None:
+    """dst (column-major cols x rows, leading dim ld_dst) = src^T (src^H with op=OP_C), src
+    column-major rows x cols: the row-major reading of each is the other's transpose."""
     one, zero = _scalars(dtype)
-    _fn(ctx.cublas, "geam", dtype)(ctx.cublas_handle, OP_T, OP_N, cols, rows, one.ctypes.data,
+    _fn(ctx.cublas, "geam", dtype)(ctx.cublas_handle, op, OP_N, cols, rows, one.ctypes.data,
                                    src, rows, zero.ctypes.data, dst, cols, dst,
                                    ld_dst or cols)
 
@@ -117,38 +119,78 @@ def solve(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
 
 
 def eigh(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
-    """syevjBatched (Jacobi) on a copy, lower triangle of the row-major input (column-major
-    upper); the eigenvectors come back column-major (row-major V^T) and are transposed
-    into rows 1.. of the packed [w; V]."""
+    """Real symmetric (syev*) or complex Hermitian (heev*) on a copy: Jacobi for a batch of
+    matrices up to 32 x 32 (syevjBatched / heevjBatched, which refuse larger ones), else
+    divide and conquer (syevd / heevd) one matrix at a time. Column-major the copy is
+    a^T = conj(a); its upper triangle is the row-major lower one, which NumPy reads. The
+    eigenvectors M of conj(a) come back column-major; a's are conj(M), whose row-major form
+    is M^H column-major (M^T for reals): one geam into rows 1.. of the packed [w; V]."""
     (a,) = operands
-    if not ins.attrs["vectors"] or ins.dtype.is_complex:     # complex: heevj, not written
-        return False
-    n = ins.shape[-1]
-    batch, item = _batch(ins.shape[:-2] + (n, n)), ins.dtype.itemsize
+    vectors = bool(ins.attrs["vectors"])
+    dtype = D.from_numpy(a.dtype)        # the matrices' (eigvalsh's result is the real one)
+    n = a.shape[-1]
+    batch, item = _batch(a.shape), dtype.itemsize
     if n == 0 or batch == 0:
         return False
-    real = np.zeros(0, ins.dtype.np).real.dtype
-    v = ctx.zeros(ins.shape[:-2] + (n, n), ins.dtype.np)
+    herm = dtype.is_complex
+    real = np.zeros(0, dtype.np).real.dtype
+    v = ctx.zeros((batch, n, n), dtype.np)
     ctx.copy(a, v)
-    w = ctx.zeros(ins.shape[:-2] + (n,), real)
+    w = ctx.zeros((batch, n), real) if vectors else out      # eigvalsh: w is the result
     info = ctx.zeros((batch,), np.int32)
+    mode = EIG_MODE_VECTOR if vectors else EIG_MODE_NOVECTOR
+    solve = _eig_jacobi_batched if n <= SYEVJ_BATCHED_MAX_N else _eig_divide_and_conquer
+    solve(ctx, dtype, "heev" if herm else "syev", mode, n, batch, v, w, info)
+    _check_info(ctx, info, "eigh", a.shape, "did not converge")
+    if vectors:
+        _pack(ctx, dtype, n, batch, v, w, out)
+    ctx.synchronize()
+    return True
+
+
+def _pack(ctx: Any, dtype: Any, n: int, batch: int, v: Any, w: Any, out: Any) -> None:
+    """out[i] = [w_i; V_i]: w in the matrix dtype (zero imaginary parts) and V from the
+    column-major eigenvectors."""
+    item, ritem = dtype.itemsize, np.zeros(0, dtype.np).real.itemsize
+    herm = dtype.is_complex
+    for i in range(batch):
+        row = out.ptr + i * (n + 1) * n * item
+        if herm:
+            ctx.memset_bytes(row, n * item)
+            _fn(ctx.cublas, "copy", _REAL_OF[dtype.name])(
+                ctx.cublas_handle, n, w.ptr + i * n * ritem, 1, row, 2)
+        else:
+            ctx.copy_bytes(w.ptr + i * n * item, row, n * item)
+        _transpose(ctx, dtype, v.ptr + i * n * n * item, row + n * item, n, n,
+                   op=OP_C if herm else OP_T)
+
+
+SYEVJ_BATCHED_MAX_N = 32                # cuSOLVER's syevjBatched/heevjBatched limit
+_REAL_OF = {"complex64": "float32", "complex128": "float64"}
+
+
+def _eig_jacobi_batched(ctx: Any, dtype: Any, kind: str, mode: int, n: int, batch: int, v: Any,
+                        w: Any, info: Any) -> None:
     cs, h = ctx.cusolver, ctx.cusolver_handle
     params = cs.create_syevj_info()
     try:
-        lwork = _fn(cs, "syevj_batched_buffer_size", ins.dtype)(
-            h, EIG_MODE_VECTOR, FILL_UPPER, n, v.ptr, n, w.ptr, params, batch)
-        work = ctx.zeros((max(int(lwork), 1),), ins.dtype.np)
-        _fn(cs, "syevj_batched", ins.dtype)(h, EIG_MODE_VECTOR, FILL_UPPER, n, v.ptr, n, w.ptr,
-                                            work.ptr, lwork, info.ptr, params, batch)
+        lwork = _fn(cs, kind + "j_batched_buffer_size", dtype)(
+            h, mode, FILL_UPPER, n, v.ptr, n, w.ptr, params, batch)
+        work = ctx.zeros((max(int(lwork), 1),), dtype.np)
+        _fn(cs, kind + "j_batched", dtype)(h, mode, FILL_UPPER, n, v.ptr, n,
+                                                w.ptr, work.ptr, lwork, info.ptr, params, batch)
     finally:
         cs.destroy_syevj_info(params)
-    _check_info(ctx, info, "eigh", ins.shape, "did not converge")
-    # packed row 0 = w (as the matrix dtype: complex w has zero imaginary parts)
-    host_w = np.asarray(ctx.get(w)).astype(ins.dtype.np).reshape(batch, n)
-    block = (n + 1) * n * item
+
+
+def _eig_divide_and_conquer(ctx: Any, dtype: Any, kind: str, mode: int, n: int, batch: int,
+                            v: Any, w: Any, info: Any) -> None:
+    cs, h = ctx.cusolver, ctx.cusolver_handle
+    item, ritem = dtype.itemsize, np.zeros(0, dtype.np).real.dtype.itemsize
+    lwork = _fn(cs, kind + "d_buffer_size", dtype)(h, mode, FILL_UPPER, n, v.ptr,
+                                                       n, w.ptr)
+    work = ctx.zeros((max(int(lwork), 1),), dtype.np)
     for i in range(batch):
-        row = ctx.put(host_w[i])
-        ctx.copy_bytes(row.ptr, out.ptr + i * block, n * item)
-        _transpose(ctx, ins.dtype, v.ptr + i * n * n * item, out.ptr + i * block + n * item, n, n)
-    ctx.synchronize()
-    return True
+        _fn(cs, kind + "d", dtype)(h, mode, FILL_UPPER, n, v.ptr + i * n * n * item,
+                                        n, w.ptr + i * n * ritem, work.ptr, lwork,
+                                        info.ptr + 4 * i)
