@@ -35,7 +35,7 @@ class SolverError(RuntimeError):
 class _Library:
     """Handles bound to fake streams; memory seen through the fake driver."""
 
-    def __init__(self, driver: FakeDriver) -> None:
+    def __init__(self, driver: FakeDriver = FAKE_DRIVER) -> None:
         self.driver = driver
         self.streams: dict = {}
         self._ids = itertools.count(0x5000)
