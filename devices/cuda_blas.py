@@ -17,7 +17,10 @@ import numpy as np
 
 from ..compiler import dtypes as D
 
-CUDA_DATA_TYPE = {D.float32: 0, D.float64: 1, D.float16: 2, D.bfloat16: 14}
+CUDA_DATA_TYPE = {D.float32: 0, D.float64: 1, D.float16: 2, D.bfloat16: 14,
+                  D.complex64: 4, D.complex128: 5}      # CUDA_C_32F, CUDA_C_64F
+# alpha and beta's type: the compute type's (complex data: the complex one of its precision)
+_SCALAR = {D.float64: np.float64, D.complex64: np.complex64, D.complex128: np.complex128}
 COMPUTE_32F, COMPUTE_64F = 68, 70
 GEMM_DEFAULT = -1
 OP_N, OP_T = 0, 1
@@ -152,8 +155,8 @@ def gemm(device: Any, ins: Any, operands: list, out: Any, lhs_shape: tuple,
         return False
     cublas, handle = lib
     dtype = ins.dtype
-    compute = COMPUTE_64F if dtype is D.float64 else COMPUTE_32F
-    scalar = np.float64 if dtype is D.float64 else np.float32
+    compute = COMPUTE_64F if dtype in (D.float64, D.complex128) else COMPUTE_32F
+    scalar = _SCALAR.get(dtype, np.float32)
     alpha, beta = np.array(1, scalar), np.array(0, scalar)
     t = CUDA_DATA_TYPE[dtype]
     lhs, rhs = operands

@@ -467,7 +467,8 @@ FAKE_DRIVER = FakeDriver()
 
 # ---- cuBLAS ---------------------------------------------------------------------------
 
-_NP_OF_CUDA_TYPE = {0: np.float32, 1: np.float64, 2: np.float16}
+_NP_OF_CUDA_TYPE = {0: np.float32, 1: np.float64, 2: np.float16, 4: np.complex64,
+                    5: np.complex128}
 
 
 class FakeCublas:
@@ -501,9 +502,13 @@ class FakeCublas:
                            (13, ldb >= max(1, rows_b)), (18, ldc >= max(1, m)), (21, batch >= 0)):
             if not ok:
                 raise RuntimeError(f"cuBLAS GEMM_EX: parameter number {number} had an illegal value")
-        scalar = np.float64 if compute == 70 else np.float32
-        al = float(np.frombuffer(ctypes.string_at(alpha, 8 if scalar is np.float64 else 4), scalar)[0])
-        be = float(np.frombuffer(ctypes.string_at(beta, 8 if scalar is np.float64 else 4), scalar)[0])
+        if ctype in (4, 5):           # complex data: complex alpha and beta, as cuBLAS reads them
+            scalar = np.complex128 if compute == 70 else np.complex64
+        else:
+            scalar = np.float64 if compute == 70 else np.float32
+        size = np.dtype(scalar).itemsize
+        wide = np.complex128 if ctype in (4, 5) else np.float64
+        al, be = (wide(np.frombuffer(ctypes.string_at(p, size), scalar)[0]) for p in (alpha, beta))
 
         def run() -> None:
             for i in range(batch):
@@ -512,9 +517,9 @@ class FakeCublas:
                 opb = self._matrix(b + i * stride_b * self._size(btype), btype, ldb,
                                    (rows_b, n if transb == 0 else k), transb)
                 out = self._view(c + i * stride_c * self._size(ctype), ctype, ldc, (m, n))
-                acc = al * (opa.astype(np.float64) @ opb.astype(np.float64))
+                acc = al * (opa.astype(wide) @ opb.astype(wide))
                 if be != 0.0:
-                    acc = acc + be * out.astype(np.float64)
+                    acc = acc + be * out.astype(wide)
                 out[...] = acc.astype(out.dtype)
         self.driver._enqueue(self.streams[handle], "gemm", run)
 
