@@ -295,3 +295,81 @@ def _first_not_definite(a: np.ndarray) -> int:
         except np.linalg.LinAlgError:
             return k
     return 0
+
+
+def _householder_qr(a: np.ndarray) -> np.ndarray:
+    """LAPACK's geqrf on `a` (m x n) in place: R on and above the diagonal, the reflectors'
+    vectors below it (v_0 = 1 implied); returns tau. H_i = I - tau_i v v^H, and
+    Q = H_0 H_1 ... H_{k-1}, as zlarfg defines them (R's diagonal is real)."""
+    m, n = a.shape
+    tau = np.zeros(min(m, n), a.dtype)
+    for i in range(min(m, n)):
+        alpha, x = a[i, i], a[i + 1:, i]
+        xnorm = np.linalg.norm(x)
+        if xnorm == 0 and np.imag(alpha) == 0:
+            continue                                   # H = I
+        beta = -np.copysign(np.linalg.norm(np.r_[alpha, x]), np.real(alpha))
+        tau[i] = (beta - alpha) / beta
+        a[i + 1:, i] = x / (alpha - beta)
+        a[i, i] = beta
+        v = np.r_[np.ones(1, a.dtype), a[i + 1:, i]]
+        rest = a[i:, i + 1:]                           # apply H^H from the left
+        rest -= np.conj(tau[i]) * np.outer(v, np.conj(v) @ rest)
+    return tau
+
+
+def _householder_q(a: np.ndarray, tau: np.ndarray, cols: int) -> None:
+    """LAPACK's orgqr / ungqr: the first `cols` columns of Q from geqrf's reflectors."""
+    m = a.shape[0]
+    q = np.eye(m, cols, dtype=a.dtype)
+    for i in range(len(tau) - 1, -1, -1):
+        v = np.r_[np.zeros(i, a.dtype), np.ones(1, a.dtype), a[i + 1:, i]]
+        q -= tau[i] * np.outer(v, np.conj(v) @ q)
+    a[:, :cols] = q
+
+
+def _geqrf_buffer_size(self: Any, dtype: Any, name: str, handle: int, m: int, n: int, a: int,
+                       lda: int) -> int:
+    return max(1, n)
+
+
+def _geqrf(self: Any, dtype: Any, name: str, handle: int, m: int, n: int, a: int, lda: int,
+           tau: int, work: int, lwork: int, info: int) -> None:
+    if lwork < max(1, n):
+        raise SolverError(f"{name}: lwork {lwork} < {n}")
+
+    def run() -> None:
+        self._vector(work, dtype, lwork, f"{name} work")
+        mat = self._matrix(a, dtype, lda, m, n, name)
+        self._vector(tau, dtype, min(m, n), name)[...] = _householder_qr(mat)
+        self._vector(info, np.int32, 1, name)[0] = 0
+    self._queue(handle, name, run)
+
+
+def _orgqr_buffer_size(self: Any, dtype: Any, name: str, handle: int, m: int, n: int, k: int,
+                       a: int, lda: int, tau: int) -> int:
+    return max(1, n)
+
+
+def _orgqr(self: Any, dtype: Any, name: str, handle: int, m: int, n: int, k: int, a: int,
+           lda: int, tau: int, work: int, lwork: int, info: int) -> None:
+    if not m >= n >= k >= 0 or lwork < max(1, n):
+        raise SolverError(f"{name}: needs m >= n >= k and lwork >= n (got {m}, {n}, {k}, {lwork})")
+
+    def run() -> None:
+        self._vector(work, dtype, lwork, f"{name} work")
+        mat = self._matrix(a, dtype, lda, m, n, name)
+        _householder_q(mat, np.array(self._vector(tau, dtype, k, name)), n)
+        self._vector(info, np.int32, 1, name)[0] = 0
+    self._queue(handle, name, run)
+
+
+for _name, _fn_ in (("_geqrf_buffer_size", _geqrf_buffer_size), ("_geqrf", _geqrf),
+                    ("_orgqr_buffer_size", _orgqr_buffer_size), ("_orgqr", _orgqr)):
+    setattr(FakeCusolverDn, _name, _fn_)
+_bind(FakeCusolverDn, "geqrf_buffer_size", "_geqrf_buffer_size", "sdcz")
+_bind(FakeCusolverDn, "geqrf", "_geqrf", "sdcz")
+_bind(FakeCusolverDn, "orgqr_buffer_size", "_orgqr_buffer_size", "sd")
+_bind(FakeCusolverDn, "orgqr", "_orgqr", "sd")
+_bind(FakeCusolverDn, "ungqr_buffer_size", "_orgqr_buffer_size", "cz")
+_bind(FakeCusolverDn, "ungqr", "_orgqr", "cz")

@@ -1,6 +1,6 @@
 """The decompositions' cuSOLVER/cuBLAS calls (compiler/primitives/cusolver_calls.py) on
 the CUDA device, over the fake driver and the routines' stand-ins
-(devices/cuda_solver_fake.py): cholesky, solve, eigh and eigvalsh in all four dtypes,
+(devices/cuda_solver_fake.py): cholesky, solve, eigh, eigvalsh and qr in all four dtypes,
 small (Jacobi, batched) and large (divide and conquer), against NumPy, with gradients and
 the errors; and that the stand-ins refuse what cuSOLVER refuses."""
 from __future__ import annotations
@@ -79,7 +79,28 @@ def test_cholesky_and_solve_on_cusolver_match_numpy(dtype):
     np.testing.assert_allclose(x.numpy(), np.linalg.solve(s, b), rtol=tol, atol=tol * 10)
 
 
-@pytest.mark.parametrize("name", ["eigh_vectors", "eigvalsh", "cholesky", "solve"])
+@pytest.mark.parametrize("mode", ["reduced", "complete"])
+@pytest.mark.parametrize("shape", [(2, 5, 3), (4, 4), (2, 3, 6)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_qr_on_cusolver_matches_numpy(dtype, shape, mode):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if np.dtype(dtype).kind == "c" else 0)
+    a = a.astype(dtype)
+    before = _routines()
+    q, r = L.qr(la.asarray(a, device=FAKE), mode=mode)
+    q, r = q.numpy(), r.numpy()
+    batch = int(np.prod(shape[:-2]))
+    spent = _spent(before)
+    assert sum(v for k, v in spent.items() if k.endswith("geqrf")) == batch
+    assert sum(v for k, v in spent.items() if k.endswith(("orgqr", "ungqr"))) == batch
+    qn, rn = np.linalg.qr(a, mode=mode)
+    tol = _tol(dtype)
+    np.testing.assert_allclose(q, qn, rtol=tol, atol=tol * 10)
+    np.testing.assert_allclose(r, rn, rtol=tol, atol=tol * 10)
+
+
+@pytest.mark.parametrize("name", ["eigh_vectors", "eigvalsh", "cholesky", "solve",
+                                  "qr_q_tall", "qr_r_wide"])
 def test_complex_gradients_through_cusolver(name):
     fn, inputs = COMPLEX_GRADIENTS[name]
     gradcheck.check_complex_direction(fn, inputs, device=FAKE)

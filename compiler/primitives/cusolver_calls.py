@@ -57,8 +57,8 @@ def _transpose(ctx: Any, dtype: Any, src: int, dst: int, rows: int, cols: int,
     column-major rows x cols: the row-major reading of each is the other's transpose."""
     one, zero = _scalars(dtype)
     _fn(ctx.cublas, "geam", dtype)(ctx.cublas_handle, op, OP_N, cols, rows, one.ctypes.data,
-                                   src, rows, zero.ctypes.data, dst, cols, dst,
-                                   ld_dst or cols)
+                                   src, rows, zero.ctypes.data, dst, ld_dst or cols, dst,
+                                   ld_dst or cols)        # C = B in place: ldb = ldc
 
 
 def cholesky(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
@@ -194,3 +194,57 @@ def _eig_divide_and_conquer(ctx: Any, dtype: Any, kind: str, mode: int, n: int, 
         _fn(cs, kind + "d", dtype)(h, mode, FILL_UPPER, n, v.ptr + i * n * n * item,
                                         n, w.ptr + i * n * ritem, work.ptr, lwork,
                                         info.ptr + 4 * i)
+
+
+def qr(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
+    """geqrf then orgqr / ungqr, one matrix at a time (cuSOLVER has no batched geqrf), on
+    a column-major copy of each matrix (a geam transposes the row-major input). R is the
+    upper triangle of geqrf's result, moved through the packed format into a zeroed
+    buffer (the reflectors below it stay behind); Q is what orgqr makes of the
+    reflectors, in a buffer wide enough for mode="complete"'s m columns. Out is packed
+    [Q^T | R] row-major: read column-major with leading dimension m + n its rows are the
+    columns Q's and R^T's column-major forms hold."""
+    (a,) = operands
+    m, n = a.shape[-2:]
+    k, kq = min(m, n), ins.shape[-2]
+    batch, dtype = _batch(a.shape), D.from_numpy(a.dtype)
+    if k == 0 or batch == 0:
+        return False
+    item, width = dtype.itemsize, max(n, kq)
+    cs, h = ctx.cusolver, ctx.cusolver_handle
+    work_a = ctx.zeros((width, m), dtype.np)            # column-major m x width
+    tri = ctx.zeros((n, kq), dtype.np)                  # column-major kq x n: R
+    packed = ctx.zeros((k * (k + 1) // 2,), dtype.np)
+    tau = ctx.zeros((k,), dtype.np)
+    info = ctx.zeros((2 * batch,), np.int32)
+    orgqr = "ungqr" if dtype.is_complex else "orgqr"
+    lwork = max(int(_fn(cs, "geqrf_buffer_size", dtype)(h, m, n, work_a.ptr, m)),
+                int(_fn(cs, orgqr + "_buffer_size", dtype)(h, m, kq, k, work_a.ptr, m, tau.ptr)), 1)
+    work = ctx.zeros((lwork,), dtype.np)
+    row = (m + n) * item
+    for i in range(batch):
+        dst = out.ptr + i * kq * row
+        _transpose(ctx, dtype, a.ptr + i * m * n * item, work_a.ptr, n, m, ld_dst=m)
+        _fn(cs, "geqrf", dtype)(h, m, n, work_a.ptr, m, tau.ptr, work.ptr, lwork,
+                                info.ptr + 8 * i)
+        ctx.memset_bytes(tri.ptr, n * kq * item)
+        _fn(ctx.cublas, "trttp", dtype)(ctx.cublas_handle, FILL_UPPER, k, work_a.ptr, m, packed.ptr)
+        _fn(ctx.cublas, "tpttr", dtype)(ctx.cublas_handle, FILL_UPPER, k, packed.ptr, tri.ptr, kq)
+        if n > k:           # a wide matrix: R's columns right of the square are dense
+            _copy_matrix(ctx, dtype, work_a.ptr + k * m * item, m, tri.ptr + k * kq * item, kq,
+                         k, n - k)
+        _transpose(ctx, dtype, tri.ptr, dst + m * item, kq, n, ld_dst=m + n)   # R^T
+        _fn(cs, orgqr, dtype)(h, m, kq, k, work_a.ptr, m, tau.ptr, work.ptr, lwork,
+                              info.ptr + 8 * i + 4)
+        _copy_matrix(ctx, dtype, work_a.ptr, m, dst, m + n, m, kq)            # Q^T rows
+    _check_info(ctx, info, "qr", a.shape, "could not be factored")
+    ctx.synchronize()
+    return True
+
+
+def _copy_matrix(ctx: Any, dtype: Any, src: int, ld_src: int, dst: int, ld_dst: int,
+                 rows: int, cols: int) -> None:
+    """dst = src, both column-major rows x cols with their own leading dimensions."""
+    one, zero = _scalars(dtype)
+    _fn(ctx.cublas, "geam", dtype)(ctx.cublas_handle, OP_N, OP_N, rows, cols, one.ctypes.data,
+                                   src, ld_src, zero.ctypes.data, dst, ld_dst, dst, ld_dst)

@@ -398,4 +398,5 @@ def _qr_tall_cotangent(q, r, gq, gr):
 
 qr = primitive("qr", LIBRARY, _qr_infer, _qr_ref, attrs=("complete",),
                doc="a = Q R (Householder); packed as [Q^T | R] along the last axis.",
-               vjp=_qr_vjp, library=_lapack(lapack_calls.qr), holomorphic=False, batch=B.elementwise)
+               vjp=_qr_vjp, library=_lapack(lapack_calls.qr), holomorphic=False, batch=B.elementwise,
+               device_calls={"cuda": cusolver_calls.qr})
