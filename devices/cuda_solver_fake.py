@@ -373,3 +373,38 @@ _bind(FakeCusolverDn, "orgqr_buffer_size", "_orgqr_buffer_size", "sd")
 _bind(FakeCusolverDn, "orgqr", "_orgqr", "sd")
 _bind(FakeCusolverDn, "ungqr_buffer_size", "_orgqr_buffer_size", "cz")
 _bind(FakeCusolverDn, "ungqr", "_orgqr", "cz")
+
+
+def _gesvdj_buffer_size(self: Any, dtype: Any, name: str, handle: int, jobz: int, econ: int,
+                        m: int, n: int, a: int, lda: int, s: int, u: int, ldu: int, v: int,
+                        ldv: int, params: int) -> int:
+    return max(1, m * n)
+
+
+def _gesvdj(self: Any, dtype: Any, name: str, handle: int, jobz: int, econ: int, m: int, n: int,
+            a: int, lda: int, s: int, u: int, ldu: int, v: int, ldv: int, work: int, lwork: int,
+            info: int, params: int) -> None:
+    """A = U S V^H (V, not V^H, as gesvdj returns it); econ: min(m, n) columns each."""
+    if lwork < max(1, m * n):
+        raise SolverError(f"{name}: lwork {lwork} < {m * n}")
+    real = np.zeros(0, dtype).real.dtype
+    k = min(m, n)
+
+    def run() -> None:
+        self._vector(work, dtype, lwork, f"{name} work")
+        mat = np.array(self._matrix(a, dtype, lda, m, n, name))
+        uu, ss, vh = np.linalg.svd(mat, full_matrices=not econ)
+        self._vector(s, real, k, name)[...] = ss
+        if jobz:
+            self._matrix(u, dtype, ldu, m, uu.shape[1], name)[...] = uu
+            self._matrix(v, dtype, ldv, n, vh.shape[0], name)[...] = np.conj(vh.T)
+        self._vector(info, np.int32, 1, name)[0] = 0
+    self._queue(handle, name, run)
+
+
+FakeCusolverDn._gesvdj_buffer_size = _gesvdj_buffer_size
+FakeCusolverDn._gesvdj = _gesvdj
+FakeCusolverDn.create_gesvdj_info = FakeCusolverDn.create_syevj_info
+FakeCusolverDn.destroy_gesvdj_info = FakeCusolverDn.destroy_syevj_info
+_bind(FakeCusolverDn, "gesvdj_buffer_size", "_gesvdj_buffer_size", "sdcz")
+_bind(FakeCusolverDn, "gesvdj", "_gesvdj", "sdcz")

@@ -1,6 +1,6 @@
 """The decompositions' cuSOLVER/cuBLAS calls (compiler/primitives/cusolver_calls.py) on
 the CUDA device, over the fake driver and the routines' stand-ins
-(devices/cuda_solver_fake.py): cholesky, solve, eigh, eigvalsh and qr in all four dtypes,
+(devices/cuda_solver_fake.py): cholesky, solve, eigh, eigvalsh, qr, svd and svdvals in all four dtypes,
 small (Jacobi, batched) and large (divide and conquer), against NumPy, with gradients and
 the errors; and that the stand-ins refuse what cuSOLVER refuses."""
 from __future__ import annotations
@@ -99,8 +99,33 @@ def test_qr_on_cusolver_matches_numpy(dtype, shape, mode):
     np.testing.assert_allclose(r, rn, rtol=tol, atol=tol * 10)
 
 
+@pytest.mark.parametrize("full", [False, True])
+@pytest.mark.parametrize("shape", [(2, 5, 3), (3, 5), (4, 4)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_svd_and_svdvals_on_cusolver_match_numpy(dtype, shape, full):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if np.dtype(dtype).kind == "c" else 0)
+    a = a.astype(dtype)
+    x = la.asarray(a, device=FAKE)
+    before = _routines()
+    u, s, vh = (t.numpy() for t in L.svd(x, full_matrices=full))
+    values = L.svdvals(x).numpy()
+    spent = _spent(before)
+    assert sum(v for name, v in spent.items() if name.endswith("gesvdj")) == 2 * int(np.prod(shape[:-2]))
+    un, sn, vhn = np.linalg.svd(a, full_matrices=full)
+    k, tol = min(shape[-2:]), _tol(dtype)
+    assert u.shape == un.shape and vh.shape == vhn.shape and s.dtype == sn.dtype
+    np.testing.assert_allclose(s, sn, rtol=tol, atol=tol * 10)
+    np.testing.assert_allclose(values, sn, rtol=tol, atol=tol * 10)
+    np.testing.assert_allclose((u[..., :k] * s[..., None, :]) @ vh[..., :k, :], a, rtol=tol,
+                               atol=tol * 10)
+    for got, want in ((u, un), (np.conj(np.swapaxes(vh, -1, -2)), np.conj(np.swapaxes(vhn, -1, -2)))):
+        np.testing.assert_allclose(_phase_fixed(got[..., :k]), _phase_fixed(want[..., :k]),
+                                   atol=tol * 50)     # full bases beyond k: any orthonormal
+
+
 @pytest.mark.parametrize("name", ["eigh_vectors", "eigvalsh", "cholesky", "solve",
-                                  "qr_q_tall", "qr_r_wide"])
+                                  "qr_q_tall", "qr_r_wide", "svdvals", "svd_u_vh", "svd_u_tall"])
 def test_complex_gradients_through_cusolver(name):
     fn, inputs = COMPLEX_GRADIENTS[name]
     gradcheck.check_complex_direction(fn, inputs, device=FAKE)

@@ -248,3 +248,60 @@ def _copy_matrix(ctx: Any, dtype: Any, src: int, ld_src: int, dst: int, ld_dst: 
     one, zero = _scalars(dtype)
     _fn(ctx.cublas, "geam", dtype)(ctx.cublas_handle, OP_N, OP_N, rows, cols, one.ctypes.data,
                                    src, ld_src, zero.ctypes.data, dst, ld_dst, dst, ld_dst)
+
+
+def svd(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
+    """gesvdj (Jacobi) one matrix at a time, of each matrix's column-major reading b = a^T
+    (the row-major bytes as they are, copied: gesvdj overwrites its input). From
+    b = Ub S Vb^H: a = conj(Vb) S conj(Ub)^H, so U = conj(Vb) and V = conj(Ub), whose
+    row-major forms are Vb^H and Ub^H column-major: one geam each into the packed
+    [U; s; V] (or s alone for svdvals)."""
+    (a,) = operands
+    m, n = a.shape[-2:]
+    k, batch, dtype = min(m, n), _batch(a.shape), D.from_numpy(a.dtype)
+    if k == 0 or batch == 0:
+        return False
+    vectors, full = bool(ins.attrs["compute_uv"]), bool(ins.attrs["full_matrices"])
+    item = dtype.itemsize
+    real = np.zeros(0, dtype.np).real.dtype
+    cu, cv = (m, n) if full else (k, k)              # columns of U and V
+    cs, h = ctx.cusolver, ctx.cusolver_handle
+    b = ctx.zeros((m, n), dtype.np)
+    ub, vb = ctx.zeros((cv, n), dtype.np), ctx.zeros((cu, m), dtype.np)   # column-major
+    s = ctx.zeros((k,), real) if vectors else None
+    info = ctx.zeros((batch,), np.int32)
+    mode, econ = (EIG_MODE_VECTOR if vectors else EIG_MODE_NOVECTOR), int(not full)
+    params = cs.create_gesvdj_info()
+    try:
+        lwork = max(int(_fn(cs, "gesvdj_buffer_size", dtype)(
+            h, mode, econ, n, m, b.ptr, n, (s or out).ptr, ub.ptr, n, vb.ptr, m, params)), 1)
+        work = ctx.zeros((lwork,), dtype.np)
+        for i in range(batch):
+            ctx.copy_bytes(a.ptr + i * m * n * item, b.ptr, m * n * item)
+            values = s.ptr if vectors else out.ptr + i * k * real.itemsize
+            _fn(cs, "gesvdj", dtype)(h, mode, econ, n, m, b.ptr, n, values, ub.ptr, n, vb.ptr, m,
+                                     work.ptr, lwork, info.ptr + 4 * i, params)
+            if vectors:
+                _pack_svd(ctx, dtype, m, n, (cu, cv), out.ptr + i * ins.shape[-2] * ins.shape[-1] * item,
+                          ins.shape[-1], ub, vb, s)
+    finally:
+        cs.destroy_gesvdj_info(params)
+    _check_info(ctx, info, "svd", a.shape, "did not converge")
+    ctx.synchronize()
+    return True
+
+
+def _pack_svd(ctx: Any, dtype: Any, m: int, n: int, columns: tuple, dst: int, width: int,
+              ub: Any, vb: Any, s: Any) -> None:
+    """dst (row-major (m + 1 + n) x width) = [U; s; V] zero-padded."""
+    item, k = dtype.itemsize, min(m, n)
+    cu, cv = columns
+    ctx.memset_bytes(dst, (m + 1 + n) * width * item)
+    _transpose(ctx, dtype, vb.ptr, dst, m, cu, ld_dst=width, op=OP_C)                 # U
+    _transpose(ctx, dtype, ub.ptr, dst + (m + 1) * width * item, n, cv, ld_dst=width,
+               op=OP_C)                                                              # V
+    row = dst + m * width * item
+    if dtype.is_complex:
+        _fn(ctx.cublas, "copy", _REAL_OF[dtype.name])(ctx.cublas_handle, k, s.ptr, 1, row, 2)
+    else:
+        ctx.copy_bytes(s.ptr, row, k * item)
