@@ -1,8 +1,9 @@
 """cuSOLVER / cuBLAS calls for the decompositions' stanzas (their `library["cuda"]`).
 
-UNVERIFIED: written against nvmath-python's `nvmath.bindings.cusolverDn` and
-`nvmath.bindings.cublas` (cuSOLVER's and cuBLAS's C APIs one to one); no GPU ran them in
-the session that wrote them. A stanza without an entry, or a call that returns False,
+UNVERIFIED on a GPU: written against nvmath-python's `nvmath.bindings.cusolverDn` and
+`nvmath.bindings.cublas` (cuSOLVER's and cuBLAS's C APIs one to one); no GPU has run them.
+Without a GPU they run against the stand-ins of devices/cuda_solver_fake.py (same names
+and arguments, NumPy on the fake driver's memory; tests/test_cuda_solver.py). A stanza without an entry, or a call that returns False,
 runs its NumPy reference on host copies (what the CUDA device does for library ops).
 
 A call is `fn(ctx, ins, out, operands) -> bool`. `ctx` is lent by the CUDA device
