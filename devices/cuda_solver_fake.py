@@ -169,13 +169,16 @@ class FakeCublasRoutines(_Library):
 
 
 class FakeCusolverDn(_Library):
-    """nvmath.bindings.cusolverDn's potrfBatched, syevjBatched/heevjBatched, syevd/heevd."""
+    """nvmath.bindings.cusolverDn's potrfBatched, syevjBatched/heevjBatched, syevd/heevd,
+    geqrf, orgqr/ungqr and gesvdj."""
 
     def create_syevj_info(self) -> int:
         return next(self._ids)
 
     def destroy_syevj_info(self, params: int) -> None:
         pass
+
+    create_gesvdj_info, destroy_gesvdj_info = create_syevj_info, destroy_syevj_info
 
     def _potrf_batched(self, dtype: Any, name: str, handle: int, uplo: int, n: int,
                        a_array: int, lda: int, info: int, batch: int) -> None:
@@ -231,6 +234,70 @@ class FakeCusolverDn(_Library):
         self._queue(handle, name, run)
 
 
+
+    def _geqrf_buffer_size(self, dtype: Any, name: str, handle: int, m: int, n: int, a: int,
+                           lda: int) -> int:
+        return max(1, n)
+
+
+    def _geqrf(self, dtype: Any, name: str, handle: int, m: int, n: int, a: int, lda: int,
+               tau: int, work: int, lwork: int, info: int) -> None:
+        if lwork < max(1, n):
+            raise SolverError(f"{name}: lwork {lwork} < {n}")
+
+        def run() -> None:
+            self._vector(work, dtype, lwork, f"{name} work")
+            mat = self._matrix(a, dtype, lda, m, n, name)
+            self._vector(tau, dtype, min(m, n), name)[...] = _householder_qr(mat)
+            self._vector(info, np.int32, 1, name)[0] = 0
+        self._queue(handle, name, run)
+
+
+    def _orgqr_buffer_size(self, dtype: Any, name: str, handle: int, m: int, n: int, k: int,
+                           a: int, lda: int, tau: int) -> int:
+        return max(1, n)
+
+
+    def _orgqr(self, dtype: Any, name: str, handle: int, m: int, n: int, k: int, a: int,
+               lda: int, tau: int, work: int, lwork: int, info: int) -> None:
+        if not m >= n >= k >= 0 or lwork < max(1, n):
+            raise SolverError(f"{name}: needs m >= n >= k and lwork >= n (got {m}, {n}, {k}, {lwork})")
+
+        def run() -> None:
+            self._vector(work, dtype, lwork, f"{name} work")
+            mat = self._matrix(a, dtype, lda, m, n, name)
+            _householder_q(mat, np.array(self._vector(tau, dtype, k, name)), n)
+            self._vector(info, np.int32, 1, name)[0] = 0
+        self._queue(handle, name, run)
+
+
+    def _gesvdj_buffer_size(self, dtype: Any, name: str, handle: int, jobz: int, econ: int,
+                            m: int, n: int, a: int, lda: int, s: int, u: int, ldu: int, v: int,
+                            ldv: int, params: int) -> int:
+        return max(1, m * n)
+
+
+    def _gesvdj(self, dtype: Any, name: str, handle: int, jobz: int, econ: int, m: int, n: int,
+                a: int, lda: int, s: int, u: int, ldu: int, v: int, ldv: int, work: int, lwork: int,
+                info: int, params: int) -> None:
+        """A = U S V^H (V, not V^H, as gesvdj returns it); econ: min(m, n) columns each."""
+        if lwork < max(1, m * n):
+            raise SolverError(f"{name}: lwork {lwork} < {m * n}")
+        real = np.zeros(0, dtype).real.dtype
+        k = min(m, n)
+
+        def run() -> None:
+            self._vector(work, dtype, lwork, f"{name} work")
+            mat = np.array(self._matrix(a, dtype, lda, m, n, name))
+            uu, ss, vh = np.linalg.svd(mat, full_matrices=not econ)
+            self._vector(s, real, k, name)[...] = ss
+            if jobz:
+                self._matrix(u, dtype, ldu, m, uu.shape[1], name)[...] = uu
+                self._matrix(v, dtype, ldv, n, vh.shape[0], name)[...] = np.conj(vh.T)
+            self._vector(info, np.int32, 1, name)[0] = 0
+        self._queue(handle, name, run)
+
+
 def _bind(cls: type, routine: str, impl: str, prefixes: str) -> None:
     """cls.<prefix><routine> for each prefix: `impl` with the prefix's dtype and name."""
     def make(prefix: str) -> Any:
@@ -251,6 +318,13 @@ for _kind, _prefixes in (("syev", "sd"), ("heev", "cz")):
     _bind(FakeCusolverDn, _kind + "d_buffer_size", "_evd_buffer_size", _prefixes)
     _bind(FakeCusolverDn, _kind + "d", "_evd", _prefixes)
 
+_bind(FakeCusolverDn, "geqrf_buffer_size", "_geqrf_buffer_size", "sdcz")
+_bind(FakeCusolverDn, "geqrf", "_geqrf", "sdcz")
+_bind(FakeCusolverDn, "gesvdj_buffer_size", "_gesvdj_buffer_size", "sdcz")
+_bind(FakeCusolverDn, "gesvdj", "_gesvdj", "sdcz")
+for _kind, _prefixes in (("or", "sd"), ("un", "cz")):
+    _bind(FakeCusolverDn, _kind + "gqr_buffer_size", "_orgqr_buffer_size", _prefixes)
+    _bind(FakeCusolverDn, _kind + "gqr", "_orgqr", _prefixes)
 
 # ---- the factorizations, in NumPy --------------------------------------------------------
 
@@ -326,85 +400,3 @@ def _householder_q(a: np.ndarray, tau: np.ndarray, cols: int) -> None:
         v = np.r_[np.zeros(i, a.dtype), np.ones(1, a.dtype), a[i + 1:, i]]
         q -= tau[i] * np.outer(v, np.conj(v) @ q)
     a[:, :cols] = q
-
-
-def _geqrf_buffer_size(self: Any, dtype: Any, name: str, handle: int, m: int, n: int, a: int,
-                       lda: int) -> int:
-    return max(1, n)
-
-
-def _geqrf(self: Any, dtype: Any, name: str, handle: int, m: int, n: int, a: int, lda: int,
-           tau: int, work: int, lwork: int, info: int) -> None:
-    if lwork < max(1, n):
-        raise SolverError(f"{name}: lwork {lwork} < {n}")
-
-    def run() -> None:
-        self._vector(work, dtype, lwork, f"{name} work")
-        mat = self._matrix(a, dtype, lda, m, n, name)
-        self._vector(tau, dtype, min(m, n), name)[...] = _householder_qr(mat)
-        self._vector(info, np.int32, 1, name)[0] = 0
-    self._queue(handle, name, run)
-
-
-def _orgqr_buffer_size(self: Any, dtype: Any, name: str, handle: int, m: int, n: int, k: int,
-                       a: int, lda: int, tau: int) -> int:
-    return max(1, n)
-
-
-def _orgqr(self: Any, dtype: Any, name: str, handle: int, m: int, n: int, k: int, a: int,
-           lda: int, tau: int, work: int, lwork: int, info: int) -> None:
-    if not m >= n >= k >= 0 or lwork < max(1, n):
-        raise SolverError(f"{name}: needs m >= n >= k and lwork >= n (got {m}, {n}, {k}, {lwork})")
-
-    def run() -> None:
-        self._vector(work, dtype, lwork, f"{name} work")
-        mat = self._matrix(a, dtype, lda, m, n, name)
-        _householder_q(mat, np.array(self._vector(tau, dtype, k, name)), n)
-        self._vector(info, np.int32, 1, name)[0] = 0
-    self._queue(handle, name, run)
-
-
-for _name, _fn_ in (("_geqrf_buffer_size", _geqrf_buffer_size), ("_geqrf", _geqrf),
-                    ("_orgqr_buffer_size", _orgqr_buffer_size), ("_orgqr", _orgqr)):
-    setattr(FakeCusolverDn, _name, _fn_)
-_bind(FakeCusolverDn, "geqrf_buffer_size", "_geqrf_buffer_size", "sdcz")
-_bind(FakeCusolverDn, "geqrf", "_geqrf", "sdcz")
-_bind(FakeCusolverDn, "orgqr_buffer_size", "_orgqr_buffer_size", "sd")
-_bind(FakeCusolverDn, "orgqr", "_orgqr", "sd")
-_bind(FakeCusolverDn, "ungqr_buffer_size", "_orgqr_buffer_size", "cz")
-_bind(FakeCusolverDn, "ungqr", "_orgqr", "cz")
-
-
-def _gesvdj_buffer_size(self: Any, dtype: Any, name: str, handle: int, jobz: int, econ: int,
-                        m: int, n: int, a: int, lda: int, s: int, u: int, ldu: int, v: int,
-                        ldv: int, params: int) -> int:
-    return max(1, m * n)
-
-
-def _gesvdj(self: Any, dtype: Any, name: str, handle: int, jobz: int, econ: int, m: int, n: int,
-            a: int, lda: int, s: int, u: int, ldu: int, v: int, ldv: int, work: int, lwork: int,
-            info: int, params: int) -> None:
-    """A = U S V^H (V, not V^H, as gesvdj returns it); econ: min(m, n) columns each."""
-    if lwork < max(1, m * n):
-        raise SolverError(f"{name}: lwork {lwork} < {m * n}")
-    real = np.zeros(0, dtype).real.dtype
-    k = min(m, n)
-
-    def run() -> None:
-        self._vector(work, dtype, lwork, f"{name} work")
-        mat = np.array(self._matrix(a, dtype, lda, m, n, name))
-        uu, ss, vh = np.linalg.svd(mat, full_matrices=not econ)
-        self._vector(s, real, k, name)[...] = ss
-        if jobz:
-            self._matrix(u, dtype, ldu, m, uu.shape[1], name)[...] = uu
-            self._matrix(v, dtype, ldv, n, vh.shape[0], name)[...] = np.conj(vh.T)
-        self._vector(info, np.int32, 1, name)[0] = 0
-    self._queue(handle, name, run)
-
-
-FakeCusolverDn._gesvdj_buffer_size = _gesvdj_buffer_size
-FakeCusolverDn._gesvdj = _gesvdj
-FakeCusolverDn.create_gesvdj_info = FakeCusolverDn.create_syevj_info
-FakeCusolverDn.destroy_gesvdj_info = FakeCusolverDn.destroy_syevj_info
-_bind(FakeCusolverDn, "gesvdj_buffer_size", "_gesvdj_buffer_size", "sdcz")
-_bind(FakeCusolverDn, "gesvdj", "_gesvdj", "sdcz")
