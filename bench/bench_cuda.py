@@ -240,3 +240,73 @@ def _first(step, framework: str) -> float:
     else:
         _first_or_skip(step, framework)
     return time.perf_counter() - t0
+
+
+# ---- library calls: cuFFT and cuSOLVER beside torch.fft and torch.linalg.eigh ------------
+
+def _spd(rng, batch: int, n: int, dtype) -> np.ndarray:
+    """A batch of well-conditioned Hermitian matrices (eigh's input)."""
+    a = rng.standard_normal((batch, n, n))
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.standard_normal((batch, n, n))
+    return ((a + np.conj(np.swapaxes(a, -1, -2))) / 2 + n * np.eye(n)).astype(dtype)
+
+
+# name -> (lazyarray/torch function name, input shape, dtype, kwargs)
+SPECTRAL = {"fft c64 1024x4096": ("fft", (1024, 4096), np.complex64, {}),
+            "ifft c128 256x4096": ("ifft", (256, 4096), np.complex128, {}),
+            "rfft f32 4096x4096": ("rfft", (4096, 4096), np.float32, {}),
+            "irfft c64 4096x2049": ("irfft", (4096, 2049), np.complex64, {"n": 4096}),
+            "fftn 2-axis c64 64x512x512": ("fftn", (64, 512, 512), np.complex64, {"dim": (-2, -1)}),
+            "rfftn f32 16x128^3": ("rfftn", (16, 128, 128, 128), np.float32, {"dim": (-3, -2, -1)})}
+EIGH = {"eigh f32 64x256x256": ((64, 256), np.float32), "eigh f32 1x2048x2048": ((1, 2048), np.float32),
+        "eigh c64 64x128x128": ((64, 128), np.complex64)}
+
+
+def _spectral_input(shape, dtype) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("framework", ["lazyarray", "torch"])
+@pytest.mark.parametrize("name", list(SPECTRAL))
+def test_fft(benchmark, framework, name):
+    fn, shape, dtype, kwargs = SPECTRAL[name]
+    host = _spectral_input(shape, dtype)
+    if framework == "lazyarray":
+        la_kwargs = {("axes" if k == "dim" else k): v for k, v in kwargs.items()}
+        x = la.asarray(host).to("cuda")
+        step = _la_run(lambda lib, a: getattr(lib.fft, fn)(a, **la_kwargs), x)
+    else:
+        torch = _torch(False)
+        x = torch.from_numpy(host).to("cuda")
+
+        def step():
+            out = getattr(torch.fft, fn)(x, **kwargs)
+            torch.cuda.synchronize()
+            return out
+    _first(step, framework)
+    _timed(benchmark, step, name, framework, host.nbytes)
+
+
+@pytest.mark.parametrize("framework", ["lazyarray", "torch"])
+@pytest.mark.parametrize("name", list(EIGH))
+def test_eigh(benchmark, framework, name):
+    (batch, n), dtype = EIGH[name]
+    host = _spd(np.random.default_rng(0), batch, n, dtype)
+    if framework == "lazyarray":
+        x = la.asarray(host).to("cuda")
+        step = _la_run(lambda lib, a: lib.linalg.eigh(a), x)
+    else:
+        torch = _torch(False)
+        x = torch.from_numpy(host).to("cuda")
+
+        def step():
+            out = torch.linalg.eigh(x)
+            torch.cuda.synchronize()
+            return out
+    _first(step, framework)
+    _timed(benchmark, step, name, framework)

@@ -14,7 +14,7 @@ stand-in of cuda_fake.py), PTX from compiler/codegen/nvptx.py.
   CUDA graph and replayed in one launch (cuda_graphs.py);
 - collectives on NCCL, queued on the stream, where `la.distributed` runs on it
   (nccl_communicator.py); else through host memory on MPI;
-- dot_general through cuBLAS (cuda_blas.py); the few ops with no GPU code yet (sort,
+- dot_general through cuBLAS (cuda_blas.py), fft through cuFFT (cuda_fft.py); the few ops with no GPU code yet (sort,
   argsort, cumulative, scatter, and dot_general in a layout cuBLAS cannot read) run on
   the host with the primitive's NumPy reference, which is correct but copies through host
   memory (such a program is never captured as a graph).
@@ -41,6 +41,7 @@ from .cuda_blas import OP_N, OP_T, gemm, gemm_arguments, matrix_layout  # noqa: 
 from .cuda_driver import available, check, driver, missing  # noqa: F401  (re-exported)
 from .cuda_graphs import GraphCache
 from .cuda_memory import CachingAllocator, CudaBuffer, PinnedStaging
+from .cuda_fft import run_fft
 from .cuda_solver import run_library_call
 from .device import Device
 
@@ -565,6 +566,10 @@ class CudaExecutable:
             if gemm(self.device, ins, operands, self._out(pos, values), *shapes):
                 self.kernels_per_run += 1
                 return
+        native = NATIVE_CALLS.get(ins.op)        # a library of the device's own (cuFFT)
+        if native is not None and native(self.device, ins, self._out(pos, values), operands):
+            self.kernels_per_run += 1
+            return
         calls = P.PRIMITIVES[ins.op].device_calls or {}
         on_stream = calls.get("cuda_stream")     # collectives: NCCL on the device's stream
         if on_stream is not None and on_stream(self.device, ins, self._out(pos, values), operands):
@@ -577,6 +582,11 @@ class CudaExecutable:
         with np.errstate(all="ignore"):
             out = P.PRIMITIVES[ins.op].reference(*host, **ins.attrs)
         values[pos] = self.device.put(np.asarray(out, ins.dtype.np).reshape(ins.shape))
+
+
+# primitive -> fn(device, ins, out, operands) -> bool: calls the device makes itself on
+# its stream, before the stanza's device calls and the host reference (False: cannot)
+NATIVE_CALLS = {"fft": run_fft}
 
 
 def _written(step: dict) -> list:

@@ -17,10 +17,14 @@ import numpy as np
 
 from ..compiler import dtypes as D
 
-CUDA_DATA_TYPE = {D.float32: 0, D.float64: 1, D.float16: 2, D.bfloat16: 14}
+CUDA_DATA_TYPE = {D.float32: 0, D.float64: 1, D.float16: 2, D.bfloat16: 14,
+                  D.complex64: 4, D.complex128: 5}      # CUDA_C_32F, CUDA_C_64F
+# alpha and beta's type: the compute type's (complex data: the complex one of its precision)
+_SCALAR = {D.float64: np.float64, D.complex64: np.complex64, D.complex128: np.complex128}
 COMPUTE_32F, COMPUTE_64F = 68, 70
 GEMM_DEFAULT = -1
 OP_N, OP_T = 0, 1
+SCAL_CHUNK = 1 << 30            # values per scal call (its count is a C int)
 WORKSPACE_BYTES = 32 << 20      # cuBLAS's own workspace, given so that it never allocates
 
 
@@ -51,6 +55,8 @@ class CublasLib:
         lib.cublasGemmStridedBatchedEx.argtypes = [
             vp, i32, i32, i32, i32, i32, vp, vp, i32, i32, i64, vp, i32, i32, i64,
             vp, vp, i32, i32, i64, i32, i32, i32]
+        for name in ("cublasSscal_v2", "cublasDscal_v2"):
+            getattr(lib, name).argtypes = [vp, i32, vp, vp, i32]
 
     def _ok(self, status: int, what: str) -> None:
         if status != 0:
@@ -69,6 +75,17 @@ class CublasLib:
 
     def gemm_strided_batched_ex(self, handle: int, *args: Any) -> None:
         self._ok(self.lib.cublasGemmStridedBatchedEx(handle, *args), "cublasGemmStridedBatchedEx")
+
+    def scal(self, handle: int, double: bool, count: int, factor: float, ptr: int) -> None:
+        """x *= factor over `count` float32 (float64 if `double`) values at `ptr`, queued
+        on the handle's stream (the inverse FFTs' 1/N), in chunks cuBLAS's int counts hold."""
+        name = "cublasDscal_v2" if double else "cublasSscal_v2"
+        alpha = np.array(factor, np.float64 if double else np.float32)
+        size = alpha.itemsize
+        for start in range(0, count, SCAL_CHUNK):
+            n = min(SCAL_CHUNK, count - start)
+            self._ok(getattr(self.lib, name)(handle, n, alpha.ctypes.data, ptr + start * size, 1),
+                     name)
 
 
 def load_cublas() -> Optional[CublasLib]:
@@ -138,8 +155,8 @@ def gemm(device: Any, ins: Any, operands: list, out: Any, lhs_shape: tuple,
         return False
     cublas, handle = lib
     dtype = ins.dtype
-    compute = COMPUTE_64F if dtype is D.float64 else COMPUTE_32F
-    scalar = np.float64 if dtype is D.float64 else np.float32
+    compute = COMPUTE_64F if dtype in (D.float64, D.complex128) else COMPUTE_32F
+    scalar = _SCALAR.get(dtype, np.float32)
     alpha, beta = np.array(1, scalar), np.array(0, scalar)
     t = CUDA_DATA_TYPE[dtype]
     lhs, rhs = operands

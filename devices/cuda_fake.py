@@ -279,6 +279,21 @@ class FakeDriver:
             ctypes.memmove(dst, src, nbytes)
         return self._enqueue(stream, "DtoD", run)
 
+    def cuMemsetD2D32Async(self, dst: Any, pitch: int, value: int, width: int, height: int,
+                           stream: Stream) -> tuple:
+        """`height` rows `pitch` bytes apart, each `width` 32-bit words set to `value`."""
+        dst, pitch, width, height = int(dst), int(pitch), int(width), int(height)
+        if dst % 4 or (height > 1 and pitch < 4 * width):
+            return (CUresult.CUDA_ERROR_INVALID_VALUE,)
+
+        def run() -> None:
+            if width and height:
+                self._check_device(dst, (height - 1) * pitch + 4 * width, "memset 2D")
+            word = np.array([value], np.uint32).tobytes() * width
+            for row in range(height):
+                ctypes.memmove(dst + row * pitch, word, 4 * width)
+        return self._enqueue(stream, "memset 2D", run)
+
     def cuMemsetD8Async(self, dst: Any, value: int, nbytes: int, stream: Stream) -> tuple:
         dst, nbytes = int(dst), int(nbytes)
 
@@ -452,7 +467,8 @@ FAKE_DRIVER = FakeDriver()
 
 # ---- cuBLAS ---------------------------------------------------------------------------
 
-_NP_OF_CUDA_TYPE = {0: np.float32, 1: np.float64, 2: np.float16}
+_NP_OF_CUDA_TYPE = {0: np.float32, 1: np.float64, 2: np.float16, 4: np.complex64,
+                    5: np.complex128}
 
 
 class FakeCublas:
@@ -486,9 +502,13 @@ class FakeCublas:
                            (13, ldb >= max(1, rows_b)), (18, ldc >= max(1, m)), (21, batch >= 0)):
             if not ok:
                 raise RuntimeError(f"cuBLAS GEMM_EX: parameter number {number} had an illegal value")
-        scalar = np.float64 if compute == 70 else np.float32
-        al = float(np.frombuffer(ctypes.string_at(alpha, 8 if scalar is np.float64 else 4), scalar)[0])
-        be = float(np.frombuffer(ctypes.string_at(beta, 8 if scalar is np.float64 else 4), scalar)[0])
+        if ctype in (4, 5):           # complex data: complex alpha and beta, as cuBLAS reads them
+            scalar = np.complex128 if compute == 70 else np.complex64
+        else:
+            scalar = np.float64 if compute == 70 else np.float32
+        size = np.dtype(scalar).itemsize
+        wide = np.complex128 if ctype in (4, 5) else np.float64
+        al, be = (wide(np.frombuffer(ctypes.string_at(p, size), scalar)[0]) for p in (alpha, beta))
 
         def run() -> None:
             for i in range(batch):
@@ -497,11 +517,24 @@ class FakeCublas:
                 opb = self._matrix(b + i * stride_b * self._size(btype), btype, ldb,
                                    (rows_b, n if transb == 0 else k), transb)
                 out = self._view(c + i * stride_c * self._size(ctype), ctype, ldc, (m, n))
-                acc = al * (opa.astype(np.float64) @ opb.astype(np.float64))
+                acc = al * (opa.astype(wide) @ opb.astype(wide))
                 if be != 0.0:
-                    acc = acc + be * out.astype(np.float64)
+                    acc = acc + be * out.astype(wide)
                 out[...] = acc.astype(out.dtype)
         self.driver._enqueue(self.streams[handle], "gemm", run)
+
+    def scal(self, handle: int, double: bool, count: int, factor: float, ptr: int) -> None:
+        """cublasSscal/Dscal with unit stride, as CublasLib.scal calls them."""
+        dtype = np.float64 if double else np.float32
+        alpha = dtype(factor)             # read at the call (host pointer mode)
+
+        def run() -> None:
+            nbytes = count * np.dtype(dtype).itemsize
+            self.driver._check_device(ptr, nbytes, "cuBLAS scal operand")
+            x = np.frombuffer((ctypes.c_char * nbytes).from_address(ptr), dtype)
+            x *= alpha
+        if count:
+            self.driver._enqueue(self.streams[handle], "scal", run)
 
     @staticmethod
     def _size(t: int) -> int:

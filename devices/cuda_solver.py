@@ -1,5 +1,7 @@
 """What the CUDA device lends a stanza's cuSOLVER call (compiler/primitives/cusolver_calls.py):
-handles bound to its stream and a few buffer operations. UNVERIFIED on a GPU (see there).
+handles bound to its stream and a few buffer operations. The routines are nvmath-python's
+bindings of cuBLAS and cuSOLVER on a GPU, and the stand-ins of cuda_solver_fake.py on the
+fake driver (so the calls are tested without a GPU). UNVERIFIED on a GPU (see there).
 """
 from __future__ import annotations
 
@@ -31,6 +33,11 @@ class SolverContext:
         check(self.device.cu.cuMemcpyDtoDAsync(dst_ptr, src_ptr, nbytes, self.device.stream),
               "DtoD")
 
+    def memset_bytes(self, ptr: int, nbytes: int) -> None:
+        """Zero `nbytes` at `ptr`, queued on the stream."""
+        from .cuda_driver import check
+        check(self.device.cu.cuMemsetD8Async(ptr, 0, nbytes, self.device.stream), "memset")
+
     def synchronize(self) -> None:
         self.device.synchronize()
 
@@ -40,7 +47,7 @@ def solver_context(device: Any) -> Optional[SolverContext]:
     ctx = getattr(device, "_solver_context", None)
     if ctx is None:
         try:      # nvmath's cuBLAS bindings too: the calls use routines beyond the device's GEMM
-            from nvmath.bindings import cublas, cusolverDn
+            cublas, cusolverDn = _libraries(device)
         except ImportError:
             ctx = False
         else:
@@ -51,6 +58,16 @@ def solver_context(device: Any) -> Optional[SolverContext]:
             ctx = SolverContext(device, (cublas, blas), (cusolverDn, handle))
         device._solver_context = ctx
     return ctx or None
+
+
+def _libraries(device: Any) -> tuple:
+    """(cuBLAS routines, cuSOLVER routines): nvmath's bindings, or on the fake driver
+    their stand-ins (raises ImportError where neither is here)."""
+    if getattr(device, "fake", False):
+        from .cuda_solver_fake import FakeCublasRoutines, FakeCusolverDn
+        return FakeCublasRoutines(device.cu), FakeCusolverDn(device.cu)
+    from nvmath.bindings import cublas, cusolverDn
+    return cublas, cusolverDn
 
 
 def run_library_call(device: Any, ins: Any, out: Any, operands: list, call: Any) -> bool:

@@ -1,8 +1,9 @@
 """cuSOLVER / cuBLAS calls for the decompositions' stanzas (their `library["cuda"]`).
 
-UNVERIFIED: written against nvmath-python's `nvmath.bindings.cusolverDn` and
-`nvmath.bindings.cublas` (cuSOLVER's and cuBLAS's C APIs one to one); no GPU ran them in
-the session that wrote them. A stanza without an entry, or a call that returns False,
+UNVERIFIED on a GPU: written against nvmath-python's `nvmath.bindings.cusolverDn` and
+`nvmath.bindings.cublas` (cuSOLVER's and cuBLAS's C APIs one to one); no GPU has run them.
+Without a GPU they run against the stand-ins of devices/cuda_solver_fake.py (same names
+and arguments, NumPy on the fake driver's memory; tests/test_cuda_solver.py). A stanza without an entry, or a call that returns False,
 runs its NumPy reference on host copies (what the CUDA device does for library ops).
 
 A call is `fn(ctx, ins, out, operands) -> bool`. `ctx` is lent by the CUDA device
@@ -20,16 +21,18 @@ from typing import Any
 
 import numpy as np
 
+from .. import dtypes as D
+
 FILL_LOWER, FILL_UPPER = 0, 1           # cublasFillMode_t
 OP_N, OP_T, OP_C = 0, 1, 2              # cublasOperation_t
-EIG_MODE_VECTOR = 1                     # cusolverEigMode_t
+EIG_MODE_NOVECTOR, EIG_MODE_VECTOR = 0, 1   # cusolverEigMode_t
 
 _PREFIX = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
 
 
 def _fn(lib: Any, name: str, dtype: Any) -> Any:
-    """lib.<prefix><name>, e.g. cusolverDn.dpotrf_batched."""
-    return getattr(lib, _PREFIX[dtype.name] + name)
+    """lib.<prefix><name>, e.g. cusolverDn.dpotrf_batched (`dtype` a dtype or its name)."""
+    return getattr(lib, _PREFIX[getattr(dtype, "name", dtype)] + name)
 
 
 def _batch(shape: tuple) -> int:
@@ -50,13 +53,13 @@ def _scalars(dtype: Any) -> tuple:
 
 
 def _transpose(ctx: Any, dtype: Any, src: int, dst: int, rows: int, cols: int,
-               ld_dst: int = 0) -> None:
-    """dst (column-major cols x rows, leading dim ld_dst) = src^T, src column-major
-    rows x cols: the row-major reading of each is the other's transpose."""
+               ld_dst: int = 0, op: int = OP_T) -> None:
+    """dst (column-major cols x rows, leading dim ld_dst) = src^T (src^H with op=OP_C), src
+    column-major rows x cols: the row-major reading of each is the other's transpose."""
     one, zero = _scalars(dtype)
-    _fn(ctx.cublas, "geam", dtype)(ctx.cublas_handle, OP_T, OP_N, cols, rows, one.ctypes.data,
-                                   src, rows, zero.ctypes.data, dst, cols, dst,
-                                   ld_dst or cols)
+    _fn(ctx.cublas, "geam", dtype)(ctx.cublas_handle, op, OP_N, cols, rows, one.ctypes.data,
+                                   src, rows, zero.ctypes.data, dst, ld_dst or cols, dst,
+                                   ld_dst or cols)        # C = B in place: ldb = ldc
 
 
 def cholesky(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
@@ -117,38 +120,189 @@ def solve(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
 
 
 def eigh(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
-    """syevjBatched (Jacobi) on a copy, lower triangle of the row-major input (column-major
-    upper); the eigenvectors come back column-major (row-major V^T) and are transposed
-    into rows 1.. of the packed [w; V]."""
+    """Real symmetric (syev*) or complex Hermitian (heev*) on a copy: Jacobi for a batch of
+    matrices up to 32 x 32 (syevjBatched / heevjBatched, which refuse larger ones), else
+    divide and conquer (syevd / heevd) one matrix at a time. Column-major the copy is
+    a^T = conj(a); its upper triangle is the row-major lower one, which NumPy reads. The
+    eigenvectors M of conj(a) come back column-major; a's are conj(M), whose row-major form
+    is M^H column-major (M^T for reals): one geam into rows 1.. of the packed [w; V]."""
     (a,) = operands
-    if not ins.attrs["vectors"] or ins.dtype.is_complex:     # complex: heevj, not written
-        return False
-    n = ins.shape[-1]
-    batch, item = _batch(ins.shape[:-2] + (n, n)), ins.dtype.itemsize
+    vectors = bool(ins.attrs["vectors"])
+    dtype = D.from_numpy(a.dtype)        # the matrices' (eigvalsh's result is the real one)
+    n = a.shape[-1]
+    batch, item = _batch(a.shape), dtype.itemsize
     if n == 0 or batch == 0:
         return False
-    real = np.zeros(0, ins.dtype.np).real.dtype
-    v = ctx.zeros(ins.shape[:-2] + (n, n), ins.dtype.np)
+    herm = dtype.is_complex
+    real = np.zeros(0, dtype.np).real.dtype
+    v = ctx.zeros((batch, n, n), dtype.np)
     ctx.copy(a, v)
-    w = ctx.zeros(ins.shape[:-2] + (n,), real)
+    w = ctx.zeros((batch, n), real) if vectors else out      # eigvalsh: w is the result
     info = ctx.zeros((batch,), np.int32)
+    mode = EIG_MODE_VECTOR if vectors else EIG_MODE_NOVECTOR
+    solve = _eig_jacobi_batched if n <= SYEVJ_BATCHED_MAX_N else _eig_divide_and_conquer
+    solve(ctx, dtype, "heev" if herm else "syev", mode, n, batch, v, w, info)
+    _check_info(ctx, info, "eigh", a.shape, "did not converge")
+    if vectors:
+        _pack(ctx, dtype, n, batch, v, w, out)
+    ctx.synchronize()
+    return True
+
+
+def _pack(ctx: Any, dtype: Any, n: int, batch: int, v: Any, w: Any, out: Any) -> None:
+    """out[i] = [w_i; V_i]: w in the matrix dtype (zero imaginary parts) and V from the
+    column-major eigenvectors."""
+    item, ritem = dtype.itemsize, np.zeros(0, dtype.np).real.itemsize
+    herm = dtype.is_complex
+    for i in range(batch):
+        row = out.ptr + i * (n + 1) * n * item
+        if herm:
+            ctx.memset_bytes(row, n * item)
+            _fn(ctx.cublas, "copy", _REAL_OF[dtype.name])(
+                ctx.cublas_handle, n, w.ptr + i * n * ritem, 1, row, 2)
+        else:
+            ctx.copy_bytes(w.ptr + i * n * item, row, n * item)
+        _transpose(ctx, dtype, v.ptr + i * n * n * item, row + n * item, n, n,
+                   op=OP_C if herm else OP_T)
+
+
+SYEVJ_BATCHED_MAX_N = 32                # cuSOLVER's syevjBatched/heevjBatched limit
+_REAL_OF = {"complex64": "float32", "complex128": "float64"}
+
+
+def _eig_jacobi_batched(ctx: Any, dtype: Any, kind: str, mode: int, n: int, batch: int, v: Any,
+                        w: Any, info: Any) -> None:
     cs, h = ctx.cusolver, ctx.cusolver_handle
     params = cs.create_syevj_info()
     try:
-        lwork = _fn(cs, "syevj_batched_buffer_size", ins.dtype)(
-            h, EIG_MODE_VECTOR, FILL_UPPER, n, v.ptr, n, w.ptr, params, batch)
-        work = ctx.zeros((max(int(lwork), 1),), ins.dtype.np)
-        _fn(cs, "syevj_batched", ins.dtype)(h, EIG_MODE_VECTOR, FILL_UPPER, n, v.ptr, n, w.ptr,
-                                            work.ptr, lwork, info.ptr, params, batch)
+        lwork = _fn(cs, kind + "j_batched_buffer_size", dtype)(
+            h, mode, FILL_UPPER, n, v.ptr, n, w.ptr, params, batch)
+        work = ctx.zeros((max(int(lwork), 1),), dtype.np)
+        _fn(cs, kind + "j_batched", dtype)(h, mode, FILL_UPPER, n, v.ptr, n,
+                                                w.ptr, work.ptr, lwork, info.ptr, params, batch)
     finally:
         cs.destroy_syevj_info(params)
-    _check_info(ctx, info, "eigh", ins.shape, "did not converge")
-    # packed row 0 = w (as the matrix dtype: complex w has zero imaginary parts)
-    host_w = np.asarray(ctx.get(w)).astype(ins.dtype.np).reshape(batch, n)
-    block = (n + 1) * n * item
+
+
+def _eig_divide_and_conquer(ctx: Any, dtype: Any, kind: str, mode: int, n: int, batch: int,
+                            v: Any, w: Any, info: Any) -> None:
+    cs, h = ctx.cusolver, ctx.cusolver_handle
+    item, ritem = dtype.itemsize, np.zeros(0, dtype.np).real.dtype.itemsize
+    lwork = _fn(cs, kind + "d_buffer_size", dtype)(h, mode, FILL_UPPER, n, v.ptr,
+                                                       n, w.ptr)
+    work = ctx.zeros((max(int(lwork), 1),), dtype.np)
     for i in range(batch):
-        row = ctx.put(host_w[i])
-        ctx.copy_bytes(row.ptr, out.ptr + i * block, n * item)
-        _transpose(ctx, ins.dtype, v.ptr + i * n * n * item, out.ptr + i * block + n * item, n, n)
+        _fn(cs, kind + "d", dtype)(h, mode, FILL_UPPER, n, v.ptr + i * n * n * item,
+                                        n, w.ptr + i * n * ritem, work.ptr, lwork,
+                                        info.ptr + 4 * i)
+
+
+def qr(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
+    """geqrf then orgqr / ungqr, one matrix at a time (cuSOLVER has no batched geqrf), on
+    a column-major copy of each matrix (a geam transposes the row-major input). R is the
+    upper triangle of geqrf's result, moved through the packed format into a zeroed
+    buffer (the reflectors below it stay behind); Q is what orgqr makes of the
+    reflectors, in a buffer wide enough for mode="complete"'s m columns. Out is packed
+    [Q^T | R] row-major: read column-major with leading dimension m + n its rows are the
+    columns Q's and R^T's column-major forms hold."""
+    (a,) = operands
+    m, n = a.shape[-2:]
+    k, kq = min(m, n), ins.shape[-2]
+    batch, dtype = _batch(a.shape), D.from_numpy(a.dtype)
+    if k == 0 or batch == 0:
+        return False
+    item, width = dtype.itemsize, max(n, kq)
+    cs, h = ctx.cusolver, ctx.cusolver_handle
+    work_a = ctx.zeros((width, m), dtype.np)            # column-major m x width
+    tri = ctx.zeros((n, kq), dtype.np)                  # column-major kq x n: R
+    packed = ctx.zeros((k * (k + 1) // 2,), dtype.np)
+    tau = ctx.zeros((k,), dtype.np)
+    info = ctx.zeros((2 * batch,), np.int32)
+    orgqr = "ungqr" if dtype.is_complex else "orgqr"
+    lwork = max(int(_fn(cs, "geqrf_buffer_size", dtype)(h, m, n, work_a.ptr, m)),
+                int(_fn(cs, orgqr + "_buffer_size", dtype)(h, m, kq, k, work_a.ptr, m, tau.ptr)), 1)
+    work = ctx.zeros((lwork,), dtype.np)
+    row = (m + n) * item
+    for i in range(batch):
+        dst = out.ptr + i * kq * row
+        _transpose(ctx, dtype, a.ptr + i * m * n * item, work_a.ptr, n, m, ld_dst=m)
+        _fn(cs, "geqrf", dtype)(h, m, n, work_a.ptr, m, tau.ptr, work.ptr, lwork,
+                                info.ptr + 8 * i)
+        ctx.memset_bytes(tri.ptr, n * kq * item)
+        _fn(ctx.cublas, "trttp", dtype)(ctx.cublas_handle, FILL_UPPER, k, work_a.ptr, m, packed.ptr)
+        _fn(ctx.cublas, "tpttr", dtype)(ctx.cublas_handle, FILL_UPPER, k, packed.ptr, tri.ptr, kq)
+        if n > k:           # a wide matrix: R's columns right of the square are dense
+            _copy_matrix(ctx, dtype, work_a.ptr + k * m * item, m, tri.ptr + k * kq * item, kq,
+                         k, n - k)
+        _transpose(ctx, dtype, tri.ptr, dst + m * item, kq, n, ld_dst=m + n)   # R^T
+        _fn(cs, orgqr, dtype)(h, m, kq, k, work_a.ptr, m, tau.ptr, work.ptr, lwork,
+                              info.ptr + 8 * i + 4)
+        _copy_matrix(ctx, dtype, work_a.ptr, m, dst, m + n, m, kq)            # Q^T rows
+    _check_info(ctx, info, "qr", a.shape, "could not be factored")
     ctx.synchronize()
     return True
+
+
+def _copy_matrix(ctx: Any, dtype: Any, src: int, ld_src: int, dst: int, ld_dst: int,
+                 rows: int, cols: int) -> None:
+    """dst = src, both column-major rows x cols with their own leading dimensions."""
+    one, zero = _scalars(dtype)
+    _fn(ctx.cublas, "geam", dtype)(ctx.cublas_handle, OP_N, OP_N, rows, cols, one.ctypes.data,
+                                   src, ld_src, zero.ctypes.data, dst, ld_dst, dst, ld_dst)
+
+
+def svd(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
+    """gesvdj (Jacobi) one matrix at a time, of each matrix's column-major reading b = a^T
+    (the row-major bytes as they are, copied: gesvdj overwrites its input). From
+    b = Ub S Vb^H: a = conj(Vb) S conj(Ub)^H, so U = conj(Vb) and V = conj(Ub), whose
+    row-major forms are Vb^H and Ub^H column-major: one geam each into the packed
+    [U; s; V] (or s alone for svdvals)."""
+    (a,) = operands
+    m, n = a.shape[-2:]
+    k, batch, dtype = min(m, n), _batch(a.shape), D.from_numpy(a.dtype)
+    if k == 0 or batch == 0:
+        return False
+    vectors, full = bool(ins.attrs["compute_uv"]), bool(ins.attrs["full_matrices"])
+    item = dtype.itemsize
+    real = np.zeros(0, dtype.np).real.dtype
+    cu, cv = (m, n) if full else (k, k)              # columns of U and V
+    cs, h = ctx.cusolver, ctx.cusolver_handle
+    b = ctx.zeros((m, n), dtype.np)
+    ub, vb = ctx.zeros((cv, n), dtype.np), ctx.zeros((cu, m), dtype.np)   # column-major
+    s = ctx.zeros((k,), real) if vectors else None
+    info = ctx.zeros((batch,), np.int32)
+    mode, econ = (EIG_MODE_VECTOR if vectors else EIG_MODE_NOVECTOR), int(not full)
+    params = cs.create_gesvdj_info()
+    try:
+        lwork = max(int(_fn(cs, "gesvdj_buffer_size", dtype)(
+            h, mode, econ, n, m, b.ptr, n, (s or out).ptr, ub.ptr, n, vb.ptr, m, params)), 1)
+        work = ctx.zeros((lwork,), dtype.np)
+        for i in range(batch):
+            ctx.copy_bytes(a.ptr + i * m * n * item, b.ptr, m * n * item)
+            values = s.ptr if vectors else out.ptr + i * k * real.itemsize
+            _fn(cs, "gesvdj", dtype)(h, mode, econ, n, m, b.ptr, n, values, ub.ptr, n, vb.ptr, m,
+                                     work.ptr, lwork, info.ptr + 4 * i, params)
+            if vectors:
+                _pack_svd(ctx, dtype, m, n, (cu, cv), out.ptr + i * ins.shape[-2] * ins.shape[-1] * item,
+                          ins.shape[-1], ub, vb, s)
+    finally:
+        cs.destroy_gesvdj_info(params)
+    _check_info(ctx, info, "svd", a.shape, "did not converge")
+    ctx.synchronize()
+    return True
+
+
+def _pack_svd(ctx: Any, dtype: Any, m: int, n: int, columns: tuple, dst: int, width: int,
+              ub: Any, vb: Any, s: Any) -> None:
+    """dst (row-major (m + 1 + n) x width) = [U; s; V] zero-padded."""
+    item, k = dtype.itemsize, min(m, n)
+    cu, cv = columns
+    ctx.memset_bytes(dst, (m + 1 + n) * width * item)
+    _transpose(ctx, dtype, vb.ptr, dst, m, cu, ld_dst=width, op=OP_C)                 # U
+    _transpose(ctx, dtype, ub.ptr, dst + (m + 1) * width * item, n, cv, ld_dst=width,
+               op=OP_C)                                                              # V
+    row = dst + m * width * item
+    if dtype.is_complex:
+        _fn(ctx.cublas, "copy", _REAL_OF[dtype.name])(ctx.cublas_handle, k, s.ptr, 1, row, 2)
+    else:
+        ctx.copy_bytes(s.ptr, row, k * item)

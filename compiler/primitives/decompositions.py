@@ -347,7 +347,8 @@ def _svd_cotangent(u, s, v, gu, gs, gv, a):
 svd = primitive("svd", LIBRARY, _svd_infer, _svd_ref, attrs=("full_matrices", "compute_uv"),
                 doc="Singular value decomposition a = U diag(s) V^H; packed as [U; s; V], "
                     "or s alone.",
-                vjp=_svd_vjp, library=_lapack(lapack_calls.svd), holomorphic=False, batch=B.elementwise)
+                vjp=_svd_vjp, library=_lapack(lapack_calls.svd), holomorphic=False, batch=B.elementwise,
+                device_calls={"cuda": cusolver_calls.svd})
 
 # ---- qr ---------------------------------------------------------------------------------
 
@@ -398,4 +399,5 @@ def _qr_tall_cotangent(q, r, gq, gr):
 
 qr = primitive("qr", LIBRARY, _qr_infer, _qr_ref, attrs=("complete",),
                doc="a = Q R (Householder); packed as [Q^T | R] along the last axis.",
-               vjp=_qr_vjp, library=_lapack(lapack_calls.qr), holomorphic=False, batch=B.elementwise)
+               vjp=_qr_vjp, library=_lapack(lapack_calls.qr), holomorphic=False, batch=B.elementwise,
+               device_calls={"cuda": cusolver_calls.qr})

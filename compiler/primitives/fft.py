@@ -4,8 +4,8 @@
 the n//2 + 1 non-negative frequencies of the last axis) or IRFFT (those back to n reals,
 scaled by 1/N); `fft_length` gives the transform's lengths over the last
 len(fft_length) axes (IRFFT's last one is the real output's). A library call: pocketfft
-through NumPy on the CPU and in the interpreter (cuFFT on CUDA is not written: the CUDA
-device runs this reference on host copies). Normalizations other than XLA's are scalings
+through NumPy on the CPU and in the interpreter; cuFFT on the CUDA device's stream
+(devices/cuda_fft.py, which the device calls by this primitive's name). Normalizations other than XLA's are scalings
 the ops add (ops/fft.py).
 
 The vjps follow the conjugate-Wirtinger convention: for a complex-linear y = F x the
