@@ -85,47 +85,65 @@ class Capture:
         return Module(name, instructions, self.outputs)
 
 
-def _signature(n: Node) -> tuple:
-    attrs = n.attrs
-    dtype = n.dtype
-    # a tuple type (a while's or a conditional's result) keys by its elements' names
-    short = dtype.short if type(dtype) is not tuple else tuple(d.short for d in dtype)
-    return _intern((n.op, n.shape, short, tuple(attrs.items()) if attrs else ()))
+# ---- keys ----------------------------------------------------------------------------
+#
+# A key is one flat tuple: for each node in order its fields, then the outputs' positions
+# (and, when the program may overwrite inputs, their numbers):
+#
+#   a buffer leaf      "P", shape, dtype
+#   a runtime scalar   "S", dtype
+#   a kept constant    "C", dtype, the literal's content (dtype string, shape, bytes)
+#   an op              name, shape, dtype, attributes (as items), operand count,
+#                      the operands' positions
+#
+# The walk only appends what the nodes hold, creating nothing per node but the attribute
+# items: nodes are new at every step of a loop, so anything made per node (a signature
+# interned in a table) would be made again at every sync. Hashing the key and comparing it
+# with the stored one on a hit are then the only passes over shapes and attributes.
+
+_LEAF_TAGS = {"P": 2, "S": 1, "C": 2}    # fields after the tag
 
 
-# Key entries are interned so that equal entries are the same object: on a cache hit the
-# dict compares the new key with the stored one entry by entry, and identical objects
-# compare without descending into shapes and attributes.
-_INTERNED: dict = {}
+def describe_key(key: tuple) -> tuple:
+    """A key in words, one entry per node and the outputs last, as `metrics.explain_change`
+    reads it: ("P", shape, dtype) for a buffer, ("S", dtype) for a scalar, ("C", dtype,
+    value) for a kept constant, ((op, shape, dtype, attrs), operand positions) for an op,
+    dtypes by their short names; a donation key's ("donated", numbers) after the outputs."""
+    out: list = []
+    i, n = 0, len(key)
+    while i < n and type(key[i]) is str:
+        tag = key[i]
+        fields = _LEAF_TAGS.get(tag)
+        if fields is not None:
+            entry = key[i + 1:i + 1 + fields]
+            if tag == "P":
+                out.append(("P", entry[0], _short(entry[1])))
+            else:
+                out.append((tag, _short(entry[0])) + entry[1:])
+            i += 1 + fields
+            continue
+        shape, dtype, attrs, count = key[i + 1:i + 5]
+        out.append(((tag, shape, _short(dtype), attrs), key[i + 5:i + 5 + count]))
+        i += 5 + count
+    return tuple(out) + key[i:]
 
 
-def _intern(entry: tuple) -> tuple:
-    return _INTERNED.setdefault(entry, entry)
-
-
-_SCALAR_ENTRIES: dict = {}
-
-
-def _scalar_entry(dtype: Any) -> tuple:
-    """The key entry of a runtime scalar of `dtype` (one object per dtype)."""
-    entry = _SCALAR_ENTRIES.get(dtype)
-    if entry is None:
-        entry = _SCALAR_ENTRIES[dtype] = _intern(("S", dtype.short))
-    return entry
+def _short(dtype: Any) -> Any:
+    # a tuple type (a while's or a conditional's result): its elements' names
+    return dtype.short if type(dtype) is not tuple else tuple(d.short for d in dtype)
 
 
 def capture(outputs: list, donate: Any = None) -> Capture:
     """Walk back from `outputs` (nodes): every sync does this, so the walk is written for
-    speed (a cached sync of a small program is mostly this and the run). Key entries that
-    belong to a node and not to this graph (a leaf's, an op's signature) are made once and
-    kept on the node (`Node.sig`)."""
+    speed (a cached sync of a small program is mostly this and the run): one pass that
+    orders the nodes, numbers the leaves and appends each node's fields to the key."""
     positions: dict = {}
     order: list = []
     key: list = []
     args: list = []
     leaves: list = []
     seen = positions.get
-    place, add_key, add_arg = order.append, key.append, args.append
+    place, add_key, add_keys, add_arg = order.append, key.append, key.extend, args.append
     for root in outputs:
         stack = [root]
         pop, push, extend = stack.pop, stack.append, stack.extend
@@ -148,47 +166,37 @@ def capture(outputs: list, donate: Any = None) -> Capture:
             if buf is not None:
                 if type(buf) is not _ARRAY and isinstance(buf, DonatedBuffer):  # or failed
                     buf._fail()
-                entry = n.sig
-                if entry is None or entry[0] != "P":    # an op computed since: a leaf now
-                    entry = n.sig = _intern(("P", n.shape, n.dtype.short))
-                add_key(entry)
+                add_keys(("P", n.shape, n.dtype))
                 leaves.append(n)
                 add_arg(buf)
                 continue
             ops = n.operands
+            attrs = n.attrs
             if ops:
-                sig = n.sig
-                if sig is None:
-                    sig = n.sig = _signature(n)
                 if len(ops) == 1:
-                    add_key((sig, (positions[ops[0]],)))
+                    add_keys((n.op, n.shape, n.dtype, tuple(attrs.items()) if attrs else (), 1,
+                              positions[ops[0]]))
                 elif len(ops) == 2:
-                    add_key((sig, (positions[ops[0]], positions[ops[1]])))
+                    add_keys((n.op, n.shape, n.dtype, tuple(attrs.items()) if attrs else (), 2,
+                              positions[ops[0]], positions[ops[1]]))
                 else:
-                    add_key((sig, tuple(map(positions.__getitem__, ops))))
+                    add_keys((n.op, n.shape, n.dtype, tuple(attrs.items()) if attrs else (),
+                              len(ops)))
+                    add_keys(map(positions.__getitem__, ops))
                 continue
             op = n.op
             if op == "scalar":
-                entry = n.sig
-                if entry is None:
-                    entry = n.sig = _scalar_entry(n.dtype)
-                add_key(entry)
+                add_keys(("S", n.dtype))
                 add_arg(n.value)
             elif op == "constant":
-                entry = n.sig
-                if entry is None:        # kept constants are shared: made once for all
-                    # the literal's content key, not the Literal: hashing the key then
-                    # calls no Python __hash__ (dtype string, shape, bytes)
-                    value = n.value
-                    entry = n.sig = ("C", n.dtype.short, getattr(value, "_key", value))
-                add_key(entry)
+                # the literal's content key, not the Literal: hashing the key then calls no
+                # Python __hash__ (dtype string, shape, bytes)
+                value = n.value
+                add_keys(("C", n.dtype, getattr(value, "_key", value)))
             elif op == "parameter":
                 raise ValueError("a parameter leaf without a buffer cannot be computed")
-            else:
-                sig = n.sig
-                if sig is None:
-                    sig = n.sig = _signature(n)
-                add_key((sig, ()))
+            else:                      # an op without operands (iota)
+                add_keys((op, n.shape, n.dtype, tuple(attrs.items()) if attrs else (), 0))
     # the walk's locals must not hold a leaf or its buffer: the donation check below
     # counts references against a baseline
     n = buf = None

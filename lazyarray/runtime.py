@@ -33,7 +33,7 @@ from .compiler import profile_hooks
 from .compiler.node import Node
 from .compiler.printer import type_text
 from .compiler.replay import save_inputs, scalar_comments
-from .compiler.trace import DonatedBuffer, capture
+from .compiler.trace import DonatedBuffer, capture, describe_key
 from .devices.device import Device
 
 
@@ -130,6 +130,22 @@ class DeviceState:
                 out.append(t)
         self.pending = []
         return out
+
+    def take_pending_nodes(self) -> tuple:
+        """(the weak references that were pending, the uncomputed nodes of the live
+        tensors among them, each once); the list is emptied. A sync that does not finish
+        lists the references again (dead and computed ones are skipped then)."""
+        refs = self.pending
+        self.pending = []
+        nodes, seen = [], set()
+        for r in refs:
+            t = r()
+            if t is not None:
+                n = t._node
+                if n.buffer is None and n not in seen:
+                    seen.add(n)
+                    nodes.append(n)
+        return refs, nodes
 
     @property
     def type(self) -> str:
@@ -307,16 +323,15 @@ def _sync_one(state: DeviceState) -> list:
     """Compute what is pending on `state`; the errors stored on failed tensors (empty
     when all were computed). A KeyboardInterrupt leaves them pending and is raised."""
     with state.lock:
-        tensors: list = []
+        refs: list = []
         try:
             # taken inside the try: an interrupt right after must give them back (a live
             # uncomputed tensor missing from `pending` would be computed only as an
             # intermediate of later programs, and a leaf under it could be donated)
-            tensors = state.take_pending()
+            refs, nodes = state.take_pending_nodes()
             state.recorded = 0
-            if not tensors:
+            if not nodes:
                 return []
-            nodes = list({id(t._node): t._node for t in tensors}.values())
             site = user_site()
             METRICS.syncs += 1
             METRICS.sync_sites[site] += 1
@@ -329,10 +344,9 @@ def _sync_one(state: DeviceState) -> list:
                 return _isolate(state, nodes, error)
         except BaseException:
             # interrupted: nothing was lost (inputs intact, see _compute), so the tensors
-            # not computed stay pending for a later sync
-            for t in tensors:
-                if t._node.buffer is None:
-                    state.pending.append(weakref.ref(t))
+            # not computed stay pending for a later sync (the computed and the dead ones
+            # among the references are skipped by the next sync)
+            state.pending.extend(refs)
             raise
         return []
 
@@ -341,19 +355,26 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
     """Compile (or look up) and run one program computing `nodes`, and give each its
     buffer. Until the run starts nothing is changed. A program that overwrites donated
     inputs runs to its end even when interrupted (the interrupt is raised once its
-    results are in place): stopping it half way would lose both the old and new values."""
-    site = site or user_site()
+    results are in place): stopping it half way would lose both the old and new values.
+
+    A cache hit is the path every step of a loop takes: capture (one walk), one dict
+    lookup, the run; the timers and counters on it are a few attribute updates."""
     rec = profile_hooks.ACTIVE      # a profile records: mark the phases (lazyarray/profiler.py)
     if rec:
-        rec.sync_begin(state, site, len(nodes))
-    t0 = time.perf_counter()
+        rec.sync_begin(state, site or user_site(), len(nodes))
+    t0 = _clock()
     cap = capture(nodes, OFFERED if donate else None)
     if cap.donated_nodes and not _donation_safe(cap):
         cap = capture(nodes, None)
-    METRICS.trace_seconds += time.perf_counter() - t0
     if rec:
         rec.sync_mark("capture")
-    exe = _executable(state, cap, site)
+    exe = state.executables.get(cap.key)
+    if exe is not None:
+        METRICS.cache_hits += 1
+        METRICS.trace_seconds += _clock() - t0
+    else:
+        METRICS.trace_seconds += _clock() - t0
+        exe = _compile(state, cap, site or user_site())
     if rec:
         rec.sync_mark("lookup")
     if cap.donated_nodes:
@@ -363,6 +384,9 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
         _run(exe, cap, nodes)
     if rec:
         rec.sync_end(exe, cap)
+
+
+_clock = time.perf_counter
 
 
 def _donation_safe(cap: Any) -> bool:
@@ -409,20 +433,25 @@ def _measure_mid_baseline() -> int:
 
 
 def _run(exe: Any, cap: Any, nodes: list) -> None:
-    t0 = time.perf_counter()
-    try:
+    t0 = _clock()
+    if cap.donated_nodes:
+        try:
+            outs = exe.run(cap.args)
+        finally:
+            _invalidate(cap.donated_nodes)   # even a failed run may have written into them
+    else:
         outs = exe.run(cap.args)
-    finally:
-        _invalidate(cap.donated_nodes)   # even a failed run may have written into them
-    METRICS.run_seconds += time.perf_counter() - t0
+    METRICS.run_seconds += _clock() - t0
     METRICS.kernels_launched += getattr(exe, "kernels_per_run", 0)
     keep = TAPE_DEPTH[0] or (KEEPS_GRAPH[0] is not None and KEEPS_GRAPH[0](cap))
+    if keep:
+        for n, buf in zip(nodes, outs):
+            n.buffer = buf
+            HELD.append(weakref.ref(n))
+        return
     for n, buf in zip(nodes, outs):
         n.buffer = buf
-        if not keep:
-            n.release()
-        else:
-            HELD.append(weakref.ref(n))
+        n.release()
 
 
 @contextlib.contextmanager
@@ -529,15 +558,14 @@ def _invalidate(nodes: tuple) -> None:
     METRICS.donated_buffers += len(nodes)
 
 
-def _executable(state: DeviceState, cap: Any, site: str) -> Any:
-    exe = state.executables.get(cap.key)
-    if exe is not None:
-        METRICS.cache_hits += 1
-        return exe
+def _compile(state: DeviceState, cap: Any, site: str) -> Any:
+    """Compile `cap` on a cache miss (the in-memory cache; the device looks in its disk
+    cache), counting it and saying what changed since the last compile at `site`."""
     METRICS.cache_misses += 1
     last = METRICS._last_key.get(site)
     if last is not None:
-        METRICS.recompiles.append((site, explain_change(last, cap.key)))
+        METRICS.recompiles.append((site, explain_change(describe_key(last),
+                                                          describe_key(cap.key))))
     METRICS._last_key[site] = cap.key
     state.names += 1
     module = cap.module(f"{state.device.platform}_{state.names}")

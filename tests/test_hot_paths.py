@@ -10,7 +10,7 @@ import pytest
 import lazyarray as la
 import lazyarray.nn.functional as F
 from lazyarray.compiler import autodiff, builders
-from lazyarray.compiler.trace import capture
+from lazyarray.compiler.trace import capture, describe_key
 
 
 def _graph(x: la.Tensor, y: la.Tensor) -> la.Tensor:
@@ -20,17 +20,34 @@ def _graph(x: la.Tensor, y: la.Tensor) -> la.Tensor:
     return z
 
 
-def test_equal_graphs_have_equal_keys_with_shared_entries() -> None:
+def test_equal_graphs_have_equal_flat_keys() -> None:
     x = la.asarray(np.ones((4, 3), np.float32))
     y = la.asarray(np.full((4, 3), 2.0, np.float32))
     a, b = capture([_graph(x, y)._node]), capture([_graph(x, y)._node])
     assert a.key == b.key and hash(a.key) == hash(b.key)
-    # op entries: the interned signature is the same object in both keys
-    ops_a = [e for e in a.key if isinstance(e, tuple) and len(e) == 2 and isinstance(e[0], tuple)]
-    ops_b = [e for e in b.key if isinstance(e, tuple) and len(e) == 2 and isinstance(e[0], tuple)]
-    assert ops_a and all(p[0] is q[0] for p, q in zip(ops_a, ops_b))
+    # flat: the nodes' fields and positions side by side, no tuple per node (a hit hashes
+    # and compares one tuple); the outputs' positions close it
+    assert all(not isinstance(e, tuple) or e == () or isinstance(e[0], (int, tuple))
+               for e in a.key)
+    assert a.key[-1] == a.outputs
+    words = describe_key(a.key)
+    assert len(words) == len(a.order) + 1
+    assert [w[0] == "P" for w in words[:-1]] == [n.buffer is not None for n in a.order]
+    ops = [w for w in words[:-1] if isinstance(w[0], tuple)]
+    assert [w[0][0] for w in ops] == [n.op for n in a.order if n.operands]
+    assert all(w[1] == tuple(a.positions[o] for o in n.operands)
+               for w, n in zip(ops, [n for n in a.order if n.operands]))
     other = capture([_graph(x, la.asarray(np.ones((4, 1), np.float32)))._node])
     assert other.key != a.key
+
+
+def test_keys_tell_shared_operands_from_equal_ones() -> None:
+    """x * x and x * y (y like x) are different programs: positions, not only the
+    operands' types, are in the key."""
+    x = la.asarray(np.ones(3, np.float32))
+    y = la.asarray(np.ones(3, np.float32))
+    assert capture([(x * x)._node]).key != capture([(x * y)._node]).key
+    assert capture([(x * y)._node]).key == capture([(y * x)._node]).key
 
 
 def test_capture_places_operands_before_users_once() -> None:
