@@ -272,7 +272,8 @@ class CPUExecutable:
             if not self._uses_blas:
                 with self._lock:
                     out = fast[1].run(args)
-                    self._lapack_failures()
+                    if self._lapack:
+                        self._lapack_failures()
                     return out
             with self._lock, blas_single_threaded():
                 out = fast[1].run(args)

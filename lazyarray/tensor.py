@@ -177,7 +177,8 @@ class Tensor:
             raise ValueError(f"item(): the tensor has {self.size} elements, not 1")
         # ndarray.item() of a one-element array is a Python scalar (a copy): no host copy
         # of the array first (a loop reading its loss pays this at every step)
-        return np.asarray(self._state.device.get(runtime.value(self))).item()
+        buf = self._state.device.get(runtime.value(self))
+        return buf.item() if type(buf) is np.ndarray else np.asarray(buf).item()
 
     def tolist(self) -> Any:
         return self.numpy().tolist()
