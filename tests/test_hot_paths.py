@@ -1,8 +1,10 @@
 """The per-step hot paths keep their results while doing less: capture keys of equal graphs
-are equal (and share interned entries), the autodiff walk visits shared subgraphs once,
+are equal (one flat tuple each), the autodiff walk visits shared subgraphs once,
 the optimizer's hyper-parameters are broadcast once per shape, and a donated weight's
 memory is taken over by the program rather than copied in."""
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 import pytest
@@ -114,3 +116,19 @@ def test_donated_weights_are_updated_in_their_own_memory() -> None:
     # from the second step on, the weight's memory is an earlier program's output: taken
     # over in place (same address), not copied into fresh memory
     assert addresses[1] == addresses[2] == addresses[3]
+
+
+def test_two_tensors_of_one_value_get_buffers_of_their_own() -> None:
+    """Two pending tensors that the compiler makes one value (CSE) each get a buffer no
+    other tensor's buffer holds: a later donation judges a buffer by its holders (Adam's
+    two zero moments were one small output; sharing it kept them from being donated at
+    the first step only, and the second step recompiled)."""
+    with la.config.override(device="cpu"):
+        x = la.asarray(np.arange(8, dtype=np.float32))
+        a, b = x * 0.0 + 3.0, x * 0.0 + 3.0
+        la.sync()
+        ba, bb = a._node.buffer, b._node.buffer
+        assert ba is not bb
+        assert sys.getrefcount(ba) == sys.getrefcount(bb)
+        np.testing.assert_array_equal(ba, np.full(8, 3.0, np.float32))
+        np.testing.assert_array_equal(bb, np.full(8, 3.0, np.float32))
