@@ -217,14 +217,16 @@ def capture(outputs: list, donate: Any = None) -> Capture:
 _ARRAY = np.ndarray         # the usual buffer: checked before the isinstance below
 
 
-def _graph_uses(order: list) -> dict:
-    """id(leaf) -> how many operand slots of captured op nodes name it."""
+def _graph_uses(order: list, leaves: set) -> dict:
+    """id(leaf) -> how many operand slots of captured op nodes name it, for the leaves
+    whose ids are in `leaves`."""
     uses: dict = {}
     for n in order:
         if n.buffer is None:
             for o in n.operands:
-                if o.buffer is not None:
-                    uses[id(o)] = uses.get(id(o), 0) + 1
+                k = id(o)
+                if k in leaves:
+                    uses[k] = uses.get(k, 0) + 1
     return uses
 
 
@@ -232,7 +234,7 @@ def _unreferenced(order: list, leaves: list, positions: dict, args: list) -> lis
     """The leaves (and their buffers) that nothing outside the capture references (see
     the module docstring); `positions` and `args` are held here so the counts include
     them just as the baseline's did."""
-    uses = _graph_uses(order)
+    uses = _graph_uses(order, {id(n) for n in leaves})
     out = []
     for n in leaves:
         counts = (sys.getrefcount(n) - uses.get(id(n), 0), sys.getrefcount(n.buffer))

@@ -192,6 +192,8 @@ class CPUExecutable:
                                                       len(s["roots"]), 1)
                           for s in self.steps if s.get("finish")})
         self._lock = threading.Lock()
+        self._plan: Optional[tuple] = None           # see _binding_plan
+        self._given: Optional[set] = None            # positions of parameters and constants
         self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)
         self._range_cache: dict = {}                 # (id(step), threads) -> chunk ranges
         self._uses_blas = any(calls_blas(s) for s in self.steps)
@@ -214,10 +216,25 @@ class CPUExecutable:
 
     # ---- buffers of one run ---------------------------------------------------------
 
+    def _binding_plan(self) -> tuple:
+        """What `_bind` does for each value, worked out once: (parameters as (position,
+        number, dtype, shape), slot values as (position, slot, bytes, dtype, shape,
+        output?)). The values' dtypes and shapes are looked up here, not at every run."""
+        plan = self._plan
+        if plan is None:
+            params = [(p, n, self.values[p].dtype.np, self.values[p].shape) for p, n in self.params]
+            taken = {p for p, _ in self.params} | set(self._const_arrays)
+            outputs = set(self.outputs)
+            slots = [(p, slot, self.values[p].nbytes, self.values[p].dtype.np, self.values[p].shape,
+                      p in outputs) for p, slot in self.slot_of.items() if p not in taken]
+            plan = self._plan = (params, slots)
+        return plan
+
     def _bind(self, args: list, temps: list) -> dict:
         """position -> array for every value with a slot: the caller's inputs, fresh
         outputs, and temporaries (listed in `temps`, to be given back after the run)."""
-        arrays: dict = {}
+        params, slots = self._binding_plan()
+        arrays: dict = dict(self._const_arrays)
         slot_mem: dict = {}
         # claimed before the parameters are viewed below: a view made first would count as
         # another reader of the memory and the claim would always fail (then copied in)
@@ -225,29 +242,25 @@ class CPUExecutable:
             mem = claim_memory(args[number], self.values[p])
             if mem is not None:         # never listed in temps: it stays with what lands in it
                 slot_mem[slot] = mem[:self.slot_bytes[slot]]
-        for p, number in self.params:
-            v = self.values[p]
-            arr = np.asarray(args[number], dtype=v.dtype.np).reshape(v.shape)
+        for p, number, dtype, shape in params:
+            arr = args[number]
+            if type(arr) is not np.ndarray or (arr.dtype is not dtype and arr.dtype != dtype) \
+                    or arr.shape != shape:
+                arr = np.asarray(arr, dtype=dtype).reshape(shape)
             if not arr.flags.c_contiguous:
                 arr = np.ascontiguousarray(arr)
             arrays[p] = arr
-        for p, arr in self._const_arrays.items():
-            arrays[p] = arr
-        outputs = set(self.outputs)
-        for p, slot in self.slot_of.items():
-            if p in arrays:
-                continue
-            v = self.values[p]
-            if slot in self._param_slots and slot not in slot_mem:
+        param_slots, slot_bytes = self._param_slots, self.slot_bytes
+        for p, slot, nbytes, dtype, shape, output in slots:
+            if slot in param_slots and slot not in slot_mem:
                 slot = ("own", p)               # never write into a caller's kept buffer
             mem = slot_mem.get(slot)
             if mem is None:
-                size = self.slot_bytes[slot] if isinstance(slot, int) else v.nbytes
-                shared = slot if isinstance(slot, int) else None
-                mem = slot_mem[slot] = HOST_MEMORY.take(size)
-                if shared is not None and p not in outputs:
+                shared = type(slot) is int
+                mem = slot_mem[slot] = HOST_MEMORY.take(slot_bytes[slot] if shared else nbytes)
+                if shared and not output:
                     temps.append(mem)
-            arrays[p] = mem[:v.nbytes].view(v.dtype.np).reshape(v.shape)
+            arrays[p] = mem[:nbytes].view(dtype).reshape(shape)
         for o, x in self._aliases:
             # the kernel reads the parameter through the output's memory: when the caller's
             # buffer could not be taken over, that memory starts as a copy of it
@@ -347,7 +360,9 @@ class CPUExecutable:
 
     def _results(self, arrays: dict) -> list:
         out = []
-        params = {p for p, _ in self.params} | set(self._const_arrays)
+        params = self._given
+        if params is None:
+            params = self._given = {p for p, _ in self.params} | set(self._const_arrays)
         for p in self.outputs:
             arr = arrays[p]
             if p in params:        # an input returned as is: the caller gets its own copy
@@ -425,10 +440,7 @@ class CPUExecutable:
     def _partial(self, step: dict, arrays: dict) -> None:
         job = self._native_job(step)
         chunks = len(self._ranges(step)) if step["per_chunk"] else 1
-        partials = []
-        for r in step["roots"]:
-            acc = D.from_name(r["acc"])
-            partials.append(np.full((chunks,) + tuple(r["shape"]), r["init"], acc.np))
+        partials = self._partial_arrays(step, chunks)
         pointers = self._pointers(step, arrays) + [native_pool.address(p) for p in partials]
         if step.get("finish"):
             pointers += [native_pool.address(self._scratch(arrays, p)) for p in step["finish_args"]]
@@ -443,6 +455,19 @@ class CPUExecutable:
                 continue
             target = self._scratch(arrays, r["pos"])
             target[...] = np.asarray(part[0]).astype(target.dtype)
+
+    def _partial_arrays(self, step: dict, chunks: int) -> list:
+        """A partial step's arrays of per-chunk results, set to the reduction's start value
+        (kept between runs: the executable runs one call at a time, under its lock)."""
+        key = ("partials", id(step), chunks)
+        partials = self._range_cache.get(key)
+        if partials is None:
+            partials = self._range_cache[key] = [
+                np.empty((chunks,) + tuple(r["shape"]), D.from_name(r["acc"]).np)
+                for r in step["roots"]]
+        for r, part in zip(step["roots"], partials):
+            part.fill(r["init"])
+        return partials
 
     def _control(self, step: dict, arrays: dict) -> None:
         """A while or conditional: its sub-programs run from here, each a loaded

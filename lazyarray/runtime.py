@@ -397,16 +397,27 @@ def _donation_safe(cap: Any) -> bool:
     measured on a graph where no one else holds it (`_MID_BASELINE`)."""
     dependent = {id(n) for n in cap.donated_nodes}
     outputs = {id(cap.order[p]) for p in cap.outputs}
+    # operand slots naming each dependent node: its users all depend on it too (the order
+    # puts operands first), so counting the dependent operands of dependent users counts
+    # every use
     uses: dict = {}
     inner = []
     for n in cap.order:
-        if n.buffer is None and n.operands:
-            for o in n.operands:
-                uses[id(o)] = uses.get(id(o), 0) + 1
-            if any(id(o) in dependent for o in n.operands):
-                dependent.add(id(n))
-                if id(n) not in outputs:
-                    inner.append(n)
+        ops = n.operands
+        if not ops or n.buffer is not None:
+            continue
+        reached = False
+        for o in ops:
+            k = id(o)
+            if k in dependent:
+                uses[k] = uses.get(k, 0) + 1
+                reached = True
+        if reached:
+            k = id(n)
+            dependent.add(k)
+            if k not in outputs:
+                inner.append(n)
+    n = o = None          # the counts below must not include this walk's own references
     for n in inner:
         count = sys.getrefcount(n) - uses.get(id(n), 0)
         if _MID_BASELINE is None:
