@@ -113,13 +113,16 @@ def lift(fn: Callable) -> Callable:
         if device is None and not kwargs:
             if len(args) == 1 and type(args[0]) is Tensor:
                 t = args[0]                   # fast path: f(tensor)
-                return wrap(fn(t._node), t._state)
+                out = fn(t._node)
+                return _wrap(out, t._state) if type(out) is Node else wrap(out, t._state)
             if len(args) == 2 and type(args[0]) is Tensor:
                 a, b = args                   # fast path: f(tensor, tensor or scalar)
                 if type(b) is Tensor and a._state is b._state:
-                    return wrap(fn(a._node, b._node), a._state)
+                    out = fn(a._node, b._node)
+                    return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
                 if type(b) in _SCALARS:
-                    return wrap(fn(a._node, b), a._state)
+                    out = fn(a._node, b)
+                    return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
         if device is None and len(args) == 1 and type(args[0]) is Tensor \
                 and all(map(_plain, kwargs.values())):
             t = args[0]                       # fast path: f(tensor, axis=..., keepdims=...)
@@ -132,6 +135,21 @@ def lift(fn: Callable) -> Callable:
         return wrap(fn(*args, **kwargs), state)
     public.__wrapped_op__ = fn
     return public
+
+
+def unary_method(fn: Callable) -> Callable:
+    """A Tensor method of one operand, `t.exp()`: the op on the node, wrapped; anything
+    more (arguments, keywords) goes through `lift`."""
+    public = lift(fn)
+
+    def op_method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs:
+            return public(self, *args, **kwargs)
+        out = fn(self._node)
+        return _wrap(out, self._state) if type(out) is Node else wrap(out, self._state)
+    functools.update_wrapper(op_method, public)
+    op_method.__wrapped_op__ = fn
+    return op_method
 
 
 def method(fn: Callable) -> Callable:

@@ -98,17 +98,18 @@ _INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 _FLOATS = frozenset(D.FLOATS)
 
 
-def _weak_fast(value: Any, node: Node) -> Any:
+def weak_scalar_like(value: Any, node: Node) -> Any:
     """A Python scalar beside a node whose dtype it takes: the common `x * 2.5` case
     (what `weak_scalar_dtype` and `scalar` decide, written out for the usual kinds; None
-    sends the rest down the general path)."""
+    sends the rest down the general path). The result, when not None, has `node`'s dtype
+    and shape (a 0-d scalar or constant, broadcast when `node` is not 0-d)."""
     dtype = node.dtype
     kind = type(value)
     if kind is float and dtype in _FLOATS:
         # kept constants stay constants; -0.0 and NaN are runtime scalars
         if value != 0.0 and value != 1.0 and value != -1.0 or value == 0.0 and \
                 _is_negative_zero(value):
-            s = Node("scalar", (), (), dtype, {}, value=value)
+            s = Node("scalar", (), (), dtype, {}, None, value)
         else:
             s = scalar(value, dtype)
     elif kind is float and dtype in _INEXACT or kind is int and dtype is not D.bool_ \
@@ -134,11 +135,11 @@ def operands(op: str, *args: Any, dtype: Any = None) -> list:
             if a.dtype is b.dtype and a.shape == b.shape:
                 return [a, b]
         elif ta is Node and tb in PY_SCALARS:
-            s = _weak_fast(b, a)
+            s = weak_scalar_like(b, a)
             if s is not None:
                 return [a, s]
         elif tb is Node and ta in PY_SCALARS:
-            s = _weak_fast(a, b)
+            s = weak_scalar_like(a, b)
             if s is not None:
                 return [s, b]
     nodes = [a for a in args if isinstance(a, Node)]
