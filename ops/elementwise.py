@@ -7,7 +7,8 @@ from typing import Any
 from ..compiler import dtypes as D
 from ..compiler.node import Node
 from ..compiler.primitive import apply, same_dtype_fast
-from .promotion import PY_SCALARS, as_node, convert, operands, scalar, weak_scalar_like
+from .promotion import (PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, operands,
+                        scalar, weak_scalar_like)
 
 Operand = Any  # a Node or a Python scalar
 
@@ -193,12 +194,16 @@ greater_equal = _compare("GE", "greater_equal")
 
 
 def where(condition: Operand, x: Operand, y: Operand) -> Node:
-    (c,) = operands("where", condition, dtype=D.bool_) if isinstance(condition, Node) and \
-        condition.dtype is not D.bool_ else (as_node(condition, D.bool_),)
-    x, y = operands("where", x, y)
-    from .promotion import broadcast_shapes, broadcast_to
-    shape = broadcast_shapes("where", c.shape, x.shape, y.shape)
-    return apply("select", broadcast_to(c, shape), broadcast_to(x, shape), broadcast_to(y, shape))
+    if type(condition) is Node and condition.dtype is D.bool_:
+        c = condition
+    else:
+        (c,) = operands("where", condition, dtype=D.bool_) if isinstance(condition, Node) \
+            else (as_node(condition, D.bool_),)
+    x, y = operands("where", x, y)          # one dtype, one shape
+    if c.shape != x.shape:
+        shape = broadcast_shapes("where", c.shape, x.shape, y.shape)
+        c, x, y = broadcast_to(c, shape), broadcast_to(x, shape), broadcast_to(y, shape)
+    return apply("select", c, x, y)
 
 
 def negative(x: Operand) -> Node:
@@ -409,7 +414,6 @@ def nextafter(a: Operand, b: Operand) -> Node:
     a, b = _float_operands("nextafter", a, b)
     if a.dtype not in _BITS:
         raise TypeError(f"nextafter: needs real floating-point operands, got {a.dtype.name}")
-    from .promotion import broadcast_shapes, broadcast_to
     shape = broadcast_shapes("nextafter", a.shape, b.shape)
     a, b = broadcast_to(a, shape), broadcast_to(b, shape)
     ints = _BITS[a.dtype]
@@ -487,7 +491,6 @@ def imag(x: Operand) -> Node:
     _check_numeric("imag", x)
     if x.dtype.is_complex:
         return apply("imag", x)
-    from .promotion import broadcast_to
     return broadcast_to(scalar(0, x.dtype), x.shape)
 
 
