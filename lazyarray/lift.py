@@ -74,6 +74,27 @@ def _plain(v: Any) -> bool:
     return t in _PLAIN or (t is tuple and all(type(e) is int for e in v))
 
 
+def _flat_operands(args: tuple) -> Any:
+    """(device, operands) when every argument is a tensor (at least one, all on one
+    device), a Python scalar or None: what `_unwrap` would give, without its general
+    walk. None otherwise (data to lift, nested lists, mixed devices: the general path)."""
+    state = None
+    nodes = []
+    for a in args:
+        kind = type(a)
+        if kind is Tensor:
+            if state is None:
+                state = a._state
+            elif a._state is not state:
+                return None
+            nodes.append(a._node)
+        elif kind in _SCALARS or a is None:
+            nodes.append(a)
+        else:
+            return None
+    return None if state is None else (state, nodes)
+
+
 def wrap(v: Any, state: runtime.DeviceState) -> Any:
     """Results of an op as tensors (a node, or a tuple or list holding nodes)."""
     if type(v) is Node or isinstance(v, Node):
@@ -127,6 +148,12 @@ def lift(fn: Callable) -> Callable:
                 and all(map(_plain, kwargs.values())):
             t = args[0]                       # fast path: f(tensor, axis=..., keepdims=...)
             return wrap(fn(t._node, **rename(kwargs)), t._state)
+        if device is None and all(map(_plain, kwargs.values())):
+            found = _flat_operands(args)      # fast path: f(x, weight, bias), f(c, x, 0.0)
+            if found is not None:
+                state, nodes = found
+                out = fn(*nodes, **rename(kwargs)) if kwargs else fn(*nodes)
+                return _wrap(out, state) if type(out) is Node else wrap(out, state)
         state = runtime.get_device(device) if device is not None else None
         state = find_state(args, state)
         state = find_state(kwargs.values(), state) or runtime.get_device(None)

@@ -64,6 +64,25 @@ def convert(x: Node, dtype: DType) -> Node:
 
 
 def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
+    """The shape `shapes` broadcast to together; raises naming `op` when they cannot be.
+    Results are remembered (a training step broadcasts the same shapes at every step);
+    failures are not."""
+    try:
+        out = _BROADCAST.get(shapes)
+    except TypeError:                    # a shape given as a list
+        return _broadcast_shapes(op, shapes)
+    if out is None:
+        out = _broadcast_shapes(op, shapes)
+        if len(_BROADCAST) > 4096:       # shapes that change at every call: stay bounded
+            _BROADCAST.clear()
+        _BROADCAST[shapes] = out
+    return out
+
+
+_BROADCAST: dict = {}      # shapes -> their broadcast shape
+
+
+def _broadcast_shapes(op: str, shapes: tuple) -> tuple:
     ndim = max(len(s) for s in shapes)
     out = []
     for i in range(ndim):
@@ -132,8 +151,11 @@ def operands(op: str, *args: Any, dtype: Any = None) -> list:
         a, b = args
         ta, tb = type(a), type(b)
         if ta is Node and tb is Node:
-            if a.dtype is b.dtype and a.shape == b.shape:
-                return [a, b]
+            if a.dtype is b.dtype:
+                if a.shape == b.shape:
+                    return [a, b]
+                shape = broadcast_shapes(op, a.shape, b.shape)      # x + bias
+                return [broadcast_to(a, shape), broadcast_to(b, shape)]
         elif ta is Node and tb in PY_SCALARS:
             s = weak_scalar_like(b, a)
             if s is not None:
@@ -185,7 +207,26 @@ def normalize_axis(op: str, axis: int, ndim: int) -> int:
 
 
 def normalize_axes(op: str, axis: Any, ndim: int) -> tuple:
-    """None -> every axis; an int or a sequence -> sorted distinct non-negative axes."""
+    """None -> every axis; an int or a sequence -> sorted distinct non-negative axes.
+    Results for None, ints and tuples of ints are remembered (every reduction asks, the
+    same question at every step); errors are not."""
+    kind = type(axis)
+    if kind is int or axis is None or kind is tuple and all(type(a) is int for a in axis):
+        key = (axis, ndim)
+        out = _AXES.get(key)
+        if out is None:
+            out = _normalize_axes(op, axis, ndim)
+            if len(_AXES) > 4096:
+                _AXES.clear()
+            _AXES[key] = out
+        return out
+    return _normalize_axes(op, axis, ndim)
+
+
+_AXES: dict = {}      # (axis, ndim) -> normalized axes
+
+
+def _normalize_axes(op: str, axis: Any, ndim: int) -> tuple:
     if axis is None:
         return tuple(range(ndim))
     if isinstance(axis, (int, np.integer)):
