@@ -76,8 +76,9 @@ def _plain(v: Any) -> bool:
 
 def _flat_operands(args: tuple) -> Any:
     """(device, operands) when every argument is a tensor (at least one, all on one
-    device), a Python scalar or None: what `_unwrap` would give, without its general
-    walk. None otherwise (data to lift, nested lists, mixed devices: the general path)."""
+    device) or a plain value (a Python scalar, None, a str, a tuple of ints): what
+    `_unwrap` would give, without its general walk. None otherwise (data to lift, nested
+    lists, mixed devices: the general path)."""
     state = None
     nodes = []
     for a in args:
@@ -88,7 +89,7 @@ def _flat_operands(args: tuple) -> Any:
             elif a._state is not state:
                 return None
             nodes.append(a._node)
-        elif kind in _SCALARS or a is None:
+        elif kind in _SCALARS or a is None or _plain(a):    # _plain: a shape, a str
             nodes.append(a)
         else:
             return None

@@ -74,8 +74,9 @@ def permute_dims(x: Any, axes: Sequence[int]) -> Node:
 def transpose(x: Any, axis0: Any = None, axis1: Any = None) -> Node:
     """No axes: reverse them all (NumPy). Two axes: swap them (PyTorch)."""
     x = as_node(x)
-    if axis0 is None:
-        return permute_dims(x, tuple(reversed(range(x.ndim))))
+    if axis0 is None:                 # x.T: a permutation by construction, no checks
+        n = x.ndim
+        return x if n < 2 else apply("transpose", x, permutation=tuple(range(n - 1, -1, -1)))
     perm = list(range(x.ndim))
     a, b = normalize_axis("transpose", axis0, x.ndim), normalize_axis("transpose", axis1, x.ndim)
     perm[a], perm[b] = perm[b], perm[a]

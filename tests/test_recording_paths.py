@@ -45,7 +45,7 @@ def _general(name: str, prim: str, a, b, numeric: bool = False, to_float: bool =
     if numeric and a.dtype is D.bool_:
         raise TypeError(f"{name}: not defined for bool tensors")
     if to_float and not a.dtype.is_inexact:
-        a, b = apply("convert", a, dtype=D.DEFAULT_FLOAT), apply("convert", b, dtype=D.DEFAULT_FLOAT)
+        a, b = (apply("convert", n, dtype=D.DEFAULT_FLOAT) for n in (a, b))
     return apply(prim, a, b, **attrs)
 
 
