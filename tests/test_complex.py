@@ -105,3 +105,65 @@ def test_gradient_of_abs_squared_is_twice_z_as_pytorch():
     z = np.array([1 + 2j, -0.5 + 0.25j])
     g = la.grad(lambda t: la.sum(la.abs(t) ** 2))(la.asarray(z))
     np.testing.assert_allclose(g.numpy(), 2 * z)
+
+
+# ---- special values (C99 Annex G, the array API's tables) --------------------------------
+
+_EDGE = [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 25.0, -30.0, 1e30, np.inf, -np.inf, np.nan]
+_NUMPY_NAMES = {"acos": "arccos", "acosh": "arccosh", "asin": "arcsin", "asinh": "arcsinh",
+                "atan": "arctan", "atanh": "arctanh"}
+# where C99 leaves the sign of an infinite part unspecified and NumPy picks the other one
+_EITHER_SIGN = {"sinh": "real", "sin": "imag"}
+
+
+def _edge_grid(dtype) -> np.ndarray:
+    re, im = np.meshgrid(_EDGE, _EDGE)
+    z = np.empty(re.size, dtype)
+    z.real, z.imag = re.ravel(), im.ravel()
+    return z
+
+
+def _same(a: np.ndarray, b: np.ndarray, rtol: float) -> np.ndarray:
+    both_nan = np.isnan(a) & np.isnan(b)
+    return both_nan | np.isclose(a, b, rtol=rtol, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "sin", "cos", "sinh", "cosh", "tanh",
+                                  "log1p", "acos", "acosh", "asin", "asinh", "atan", "atanh",
+                                  "sign"])
+def test_special_values_match_numpy(name, dtype, device):
+    """Infinities, NaNs, signed zeros and values past overflow, against NumPy's own loops."""
+    z = _edge_grid(dtype)
+    with np.errstate(all="ignore"):
+        want = getattr(np, _NUMPY_NAMES.get(name, name))(z)
+    got = getattr(la, name)(la.asarray(z)).numpy()
+    rtol = 1e-5 if dtype == np.complex64 else 1e-12
+    for part in ("real", "imag"):
+        a, b = getattr(want, part), getattr(got, part)
+        if _EITHER_SIGN.get(name) == part:
+            a, b = np.where(np.isinf(a), np.abs(a), a), np.where(np.isinf(b), np.abs(b), b)
+        bad = ~_same(a, b, rtol)
+        assert not bad.any(), f"{name}{part}: at {z[bad][:4]} got {got[bad][:4]}, NumPy {want[bad][:4]}"
+
+
+def test_expm1_special_values_follow_c99_where_numpy_does_not(device):
+    """NumPy's complex expm1 gives inf + NaN i for expm1(inf + 0i); the array API (and
+    exp(z) - 1) give inf + 0i, -1 + 0i for -inf + i inf, NaN + 0i for NaN + 0i."""
+    inf, nan = np.inf, np.nan
+    cases = [(complex(0, 0), (0, 0)), (complex(inf, 0), (inf, 0)), (complex(-inf, inf), (-1, 0)),
+             (complex(-inf, nan), (-1, 0)), (complex(inf, inf), (inf, nan)),
+             (complex(nan, 0), (nan, 0)), (complex(1, inf), (nan, nan)),
+             (complex(1e-9, 2e-9), (1e-9 - 1.5e-18, 2e-9 + 2e-18))]
+    z = np.array([c for c, _ in cases])
+    got = la.expm1(la.asarray(z)).numpy()
+    want = np.array([complex(*w) for _, w in cases])
+    assert _same(got.real, want.real, 1e-6).all() and _same(got.imag, want.imag, 1e-6).all(), got
+
+
+@pytest.mark.parametrize("name", ["acos", "acosh", "asin", "asinh", "atan", "atanh", "expm1",
+                                  "log1p", "tanh", "sign"])
+def test_complex_math_gradients(name, device):
+    rng = np.random.default_rng(5)
+    z = rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3))
+    gradcheck.check_complex_direction(lambda t: getattr(la, name)(t), [z], device=device)

@@ -121,6 +121,24 @@ def _shift(kind):
     return ref
 
 
+def _expm1(x):
+    """NumPy's expm1, with C99's special values for complex x, which NumPy's complex loop
+    lacks (it gives inf + NaN i for expm1(inf + 0i)): as exp(z) - 1 at infinities."""
+    out = np.expm1(x)
+    if x.dtype.kind != "c":
+        return out
+    re, im = x.real, x.imag
+    bad_im = ~np.isfinite(im)
+    real_line = np.empty_like(x)            # expm1(x + 0i) = expm1(x) + 0i, zero's sign kept
+    real_line.real, real_line.imag = np.expm1(re), im
+    fixes = [(im == 0, real_line),
+             ((re == -np.inf) & bad_im, np.full(x.shape, -1 + 0j)),
+             ((re == np.inf) & bad_im, np.full(x.shape, complex(np.inf, np.nan)))]
+    for cond, value in reversed(fixes):
+        out = np.where(cond, value, out)
+    return out
+
+
 def _not(x):
     return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
 
@@ -357,7 +375,7 @@ not_ = unary("not", int_or_bool, _not, lambda e, x: e.not_(x),
              doc="Logical not for bool, bitwise not for integers.", vjp=NOT_DIFFERENTIABLE)
 
 exp = float_unary("exponential", np.exp, vjp=_exp_vjp, complex_too=True)
-expm1 = float_unary("exponential_minus_one", np.expm1, vjp=_expm1_vjp, complex_too=True)
+expm1 = float_unary("exponential_minus_one", _expm1, vjp=_expm1_vjp, complex_too=True)
 log = float_unary("log", np.log, vjp=_log_vjp, complex_too=True)
 log1p = float_unary("log_plus_one", np.log1p, vjp=_log1p_vjp, complex_too=True)
 sqrt = float_unary("sqrt", np.sqrt, vjp=_sqrt_vjp, complex_too=True)
