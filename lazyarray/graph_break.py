@@ -5,7 +5,7 @@ that names the op and the user's line.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -65,6 +65,24 @@ def nonzero(x: Tensor, size: Any = None, fill_value: int = 0) -> tuple:
     return tuple(_result(i.astype(np.int64), x) for i in np.nonzero(host_value("nonzero", x)))
 
 
+class UniqueAllResult(NamedTuple):
+    """unique_all's result, with the array API's field names (NumPy's too)."""
+    values: Tensor
+    indices: Tensor
+    inverse_indices: Tensor
+    counts: Tensor
+
+
+class UniqueCountsResult(NamedTuple):
+    values: Tensor
+    counts: Tensor
+
+
+class UniqueInverseResult(NamedTuple):
+    values: Tensor
+    inverse_indices: Tensor
+
+
 def unique_values(x: Tensor) -> Tensor:
     x = _tensor(x)
     return _result(np.unique(host_value("unique_values", x), equal_nan=False), x)
@@ -74,14 +92,14 @@ def unique_counts(x: Tensor) -> tuple:
     x = _tensor(x)
     v, c = np.unique(host_value("unique_counts", x), return_counts=True,
                      equal_nan=False)
-    return _result(v, x), _result(c.astype(np.int64), x)
+    return UniqueCountsResult(_result(v, x), _result(c.astype(np.int64), x))
 
 
 def unique_inverse(x: Tensor) -> tuple:
     x = _tensor(x)
     a = host_value("unique_inverse", x)
     v, inv = np.unique(a, return_inverse=True, equal_nan=False)
-    return _result(v, x), _result(inv.reshape(a.shape).astype(np.int64), x)
+    return UniqueInverseResult(_result(v, x), _result(inv.reshape(a.shape).astype(np.int64), x))
 
 
 def unique_all(x: Tensor) -> tuple:
@@ -89,8 +107,9 @@ def unique_all(x: Tensor) -> tuple:
     a = host_value("unique_all", x)
     v, idx, inv, c = np.unique(a, return_index=True, return_inverse=True, return_counts=True,
                                 equal_nan=False)
-    return (_result(v, x), _result(idx.astype(np.int64), x),
-            _result(inv.reshape(a.shape).astype(np.int64), x), _result(c.astype(np.int64), x))
+    return UniqueAllResult(_result(v, x), _result(idx.astype(np.int64), x),
+                           _result(inv.reshape(a.shape).astype(np.int64), x),
+                           _result(c.astype(np.int64), x))
 
 
 def host_mask(op: str, mask: Tensor) -> np.ndarray:

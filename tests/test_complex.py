@@ -167,3 +167,73 @@ def test_complex_math_gradients(name, device):
     rng = np.random.default_rng(5)
     z = rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3))
     gradcheck.check_complex_direction(lambda t: getattr(la, name)(t), [z], device=device)
+
+
+# ---- the array API's remaining signatures and results ------------------------------------
+
+def test_finfo_of_complex_is_its_parts_as_numpy():
+    for dtype, part in ((la.complex64, np.float32), (la.complex128, np.float64)):
+        f, want = la.finfo(dtype), np.finfo(np.dtype(dtype.name))
+        assert f.dtype == la.float32 if part is np.float32 else f.dtype == la.float64
+        assert (f.bits, f.eps, f.max) == (int(want.bits), float(want.eps), float(want.max))
+
+
+def test_vecdot_conjugates_its_first_argument_as_numpy(device):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3))
+    b = rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3))
+    for fn in (la.vecdot, la.linalg.vecdot):
+        np.testing.assert_allclose(fn(la.asarray(a), la.asarray(b)).numpy(), np.vecdot(a, b))
+    # the gradient of re(<a, b>) in a is b (conjugate-Wirtinger)
+    g = la.grad(lambda t: la.real(la.sum(la.vecdot(t, la.asarray(b)))))(la.asarray(a))
+    np.testing.assert_allclose(g.numpy(), b)
+    gradcheck.check_complex_direction(lambda s, t: la.vecdot(s, t), [a, b], device=device)
+
+
+def test_unique_results_are_named_as_the_array_api():
+    x = la.asarray(np.array([[3, 1], [3, 2]]))
+    u = la.unique_all(x)
+    assert u._fields == ("values", "indices", "inverse_indices", "counts")
+    np.testing.assert_array_equal(u.values.numpy(), [1, 2, 3])
+    assert u.inverse_indices.shape == (2, 2)
+    np.testing.assert_array_equal(la.unique_counts(x).counts.numpy(), [1, 1, 2])
+    inv = la.unique_inverse(x)
+    assert inv._fields == ("values", "inverse_indices")
+    np.testing.assert_array_equal(inv.inverse_indices.numpy(), [[2, 0], [2, 1]])
+
+
+_DEVICE_FUNCTIONS = {
+    "zeros": lambda d: la.zeros((2, 3), device=d), "ones": lambda d: la.ones(2, device=d),
+    "empty": lambda d: la.empty((2,), device=d), "full": lambda d: la.full((2,), 7, device=d),
+    "arange": lambda d: la.arange(3, device=d), "eye": lambda d: la.eye(2, device=d),
+    "linspace": lambda d: la.linspace(0, 1, 3, device=d),
+    "zeros_like": lambda d: la.zeros_like(la.ones(2, device="cpu"), device=d),
+    "ones_like": lambda d: la.ones_like(la.ones(2, device="cpu"), device=d),
+    "empty_like": lambda d: la.empty_like(la.ones(2, device="cpu"), device=d),
+    "full_like": lambda d: la.full_like(la.ones(2, device="cpu"), 5, device=d),
+    "astype": lambda d: la.astype(la.ones(2, device="cpu"), la.float64, device=d),
+    "fft.fftfreq": lambda d: la.fft.fftfreq(4, device=d),
+    "fft.rfftfreq": lambda d: la.fft.rfftfreq(4, device=d),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_DEVICE_FUNCTIONS))
+def test_creation_functions_take_device_and_say_so(name):
+    import inspect
+    fn = la
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    assert "device" in inspect.signature(fn).parameters
+    for target in ("interpreter", la.device("interpreter")):
+        t = _DEVICE_FUNCTIONS[name](target)
+        assert t.device == la.device("interpreter")
+        t.numpy()
+
+
+def test_qr_and_svd_signatures_name_their_options():
+    import inspect
+    assert "mode" in inspect.signature(la.linalg.qr).parameters
+    assert "full_matrices" in inspect.signature(la.linalg.svd).parameters
+    a = np.random.default_rng(0).standard_normal((4, 2))
+    assert la.linalg.svd(la.asarray(a), full_matrices=False).U.shape == (4, 2)
+    assert la.linalg.qr(la.asarray(a), mode="complete").Q.shape == (4, 4)
