@@ -42,6 +42,7 @@ for _name in ("zeros", "ones", "empty", "full", "arange", "linspace", "eye", "ze
               "ones_like", "full_like", "empty_like"):
     _show_device(globals()[_name], requires_grad=True)
 astype = _astype_on_device(globals()["astype"])
+from .graph_break import repeat  # noqa: E402,F811  (an array of repeats: a graph break)
 
 from . import linalg  # noqa: E402  (the array API's linalg extension: la.linalg.solve, ...)
 from . import fft  # noqa: E402  (the array API's fft extension: la.fft.rfft, ...)

@@ -237,3 +237,22 @@ def test_qr_and_svd_signatures_name_their_options():
     a = np.random.default_rng(0).standard_normal((4, 2))
     assert la.linalg.svd(la.asarray(a), full_matrices=False).U.shape == (4, 2)
     assert la.linalg.qr(la.asarray(a), mode="complete").Q.shape == (4, 4)
+
+
+def test_repeat_with_an_array_of_repeats_matches_numpy(device):
+    x = np.arange(6.0).reshape(2, 3)
+    for reps, axis in (([1, 0, 2], 1), ([2], 0), ([1, 2, 1, 1, 0, 3], None), ([3, 1], 0)):
+        got = la.repeat(la.asarray(x), la.asarray(np.array(reps)), axis=axis)
+        np.testing.assert_array_equal(got.numpy(), np.repeat(x, reps, axis=axis))
+    with pytest.raises(ValueError, match=r"repeat: .*length 1 or 3 .*\(2, 3\)"):
+        la.repeat(la.asarray(x), la.asarray(np.array([1, 2])), axis=1)
+    with pytest.raises(ValueError, match="non-negative"):
+        la.repeat(la.asarray(x), np.array([1, -1, 2]), axis=1)
+
+
+def test_repeat_with_a_tensor_of_repeats_is_a_graph_break_in_strict_mode():
+    x = la.asarray(np.arange(3.0))
+    with la.config.override(strict=True):
+        with pytest.raises(Exception, match="repeat"):
+            la.repeat(x, la.asarray(np.array([1, 2, 3])))
+        assert la.repeat(x, 2).shape == (6,)
