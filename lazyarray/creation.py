@@ -158,11 +158,11 @@ def like_on_device(fn: Callable, empty: Callable) -> Callable:
 
 
 def astype_on_device(lifted_astype: Callable) -> Callable:
-    """astype(x, dtype, /, *, copy=True, device=None): the converted tensor, moved to
+    """astype(x, dtype, *, copy=True, device=None): the converted tensor, moved to
     `device` when given (the array API's signature). `copy` changes nothing (a converted
     lazy value never shares memory), so the call stays on lift's two-operand fast path."""
     @functools.wraps(lifted_astype)
-    def astype(x: Any, dtype: Any, /, *, copy: bool = True, device: Any = None) -> Tensor:
+    def astype(x: Any, dtype: Any, *, copy: bool = True, device: Any = None) -> Tensor:
         t = lifted_astype(x, dtype)
         return t if device is None else t.to(device)
     del astype.__wrapped__              # its own signature is the one to show
