@@ -240,7 +240,9 @@ def _tanh(e, z: Value) -> Value:
     tail = e.mul(e.mul(_k(2.0, re), s2), e.math("exponential", e.neg(e.abs(a2))))
     return make(e, *_fix(e, out, [
         (_eq(e, im, 0.0), (e.math("tanh", re), im)),
-        (e.b.and_(_is_inf(e, re), _not_finite(e, im)), (one, _copysign(e, _k(0.0, re), im))),
+        # re = +-inf: +-1 + 0i signed as y (the array API's table; C99 and NumPy sign the
+        # zero as sin 2y, which the table does not)
+        (_is_inf(e, re), (one, _copysign(e, _k(0.0, re), im))),
         (e.b.and_(big, e.b.not_(_not_finite(e, im))), (one, tail)),
         (e.b.and_(_eq(e, re, 0.0), _not_finite(e, im)), (re, _k(float("nan"), re))),
     ]), z.dtype)
