@@ -66,3 +66,98 @@ def test_cache_hit_sync_end_to_end(benchmark, small):
 
     benchmark.extra_info["ops"] = N_OPS
     benchmark.pedantic(lambda z: z.numpy(), setup=setup, rounds=30)
+
+
+# ---- issue 11 point 6: what recording costs in a training step ---------------------------
+#
+# lazyarray records the MLP step of bench_training.py (forward, the tape's gradient, the
+# Adam update) and syncs every 20 steps outside the timing (`pedantic` setup), so the
+# figure is host tracing alone. The peer's nearest equivalent: JAX tracing the same step
+# to a jaxpr (`jax.make_jaxpr`, what jax.jit does before compiling it).
+
+def _training_parts():
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench_training import LR, _data, _weights
+    return LR, _data, _weights
+
+
+def test_record_training_step_lazyarray(benchmark):
+    import lazyarray.nn.functional as F
+    LR, _data, _weights = _training_parts()
+    model = la.nn.Sequential(la.nn.Linear(784, 512), la.nn.ReLU(), la.nn.Linear(512, 512),
+                             la.nn.ReLU(), la.nn.Linear(512, 10))
+    model.load_state_dict({n: w for (n, _), w in zip(model.named_parameters(), _weights())})
+    opt = la.optim.Adam(model.parameters(), lr=LR)
+    x, y = (la.asarray(a) for a in _data())
+    params = model.parameters()
+
+    def record():
+        with la.GradientTape() as tape:
+            loss = F.cross_entropy(model(x), y)
+        opt.apply_gradients(tape.gradient(loss, params))
+        return loss
+
+    for _ in range(3):
+        record().item()                          # compiled once, then cache hits
+    benchmark.group = "record one MLP training step (host tracing)"
+    benchmark.extra_info["framework"] = "lazyarray"
+    benchmark.pedantic(record, setup=lambda: la.sync(), rounds=40, warmup_rounds=2)
+    la.sync()
+
+
+def test_record_training_step_jax_make_jaxpr(benchmark):
+    from peers import installed
+    if not installed("jax"):
+        pytest.skip("JAX is not installed")
+    import jax
+    import jax.numpy as jnp
+    LR, _data, _weights = _training_parts()
+
+    def loss_fn(params, x, y):
+        h = x
+        for i in range(0, len(params), 2):
+            h = h @ params[i].T + params[i + 1]
+            if i + 2 < len(params):
+                h = jax.nn.relu(h)
+        logp = jax.nn.log_softmax(h)
+        return -jnp.take_along_axis(logp, y[:, None], axis=1).mean()
+
+    def step(params, m, v, t, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        b1, b2, eps = 0.9, 0.999, 1e-8
+        m = [b1 * mi + (1 - b1) * g for mi, g in zip(m, grads)]
+        v = [b2 * vi + (1 - b2) * g * g for vi, g in zip(v, grads)]
+        scale = LR * jnp.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+        params = [p - scale * mi / (jnp.sqrt(vi) + eps) for p, mi, vi in zip(params, m, v)]
+        return params, m, v, loss
+
+    params = [jnp.asarray(w) for w in _weights()]
+    zeros = [jnp.zeros_like(p) for p in params]
+    x, y = (jnp.asarray(a) for a in _data())
+    trace = lambda: jax.make_jaxpr(step)(params, zeros, zeros, 1.0, x, y)
+    trace()
+    benchmark.group = "record one MLP training step (host tracing)"
+    benchmark.extra_info["framework"] = "jax.make_jaxpr"
+    benchmark(trace)
+
+
+def test_record_scalar_chain_lazyarray(benchmark):
+    """10 elementwise ops with Python scalars (bench_host's scalar chain) recorded, no sync
+    in the timing: the recording share of that chain's cached sync."""
+    x = la.asarray(np.random.default_rng(0).standard_normal(4096, dtype=np.float32))
+    count = [0]
+
+    def record():
+        count[0] += 1
+        if count[0] % 200 == 0:
+            la.sync()
+        y = x
+        for k in range(5):
+            y = y * 1.5 - 0.25 * k
+        return y.sum()
+    benchmark.group = "record 10 elementwise ops with Python scalars, and a sum"
+    benchmark.extra_info["framework"] = "lazyarray"
+    benchmark(record)
+    la.sync()

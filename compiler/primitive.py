@@ -123,8 +123,35 @@ def get(name: str) -> Primitive:
 
 def apply(name: str, *operands: Node, **attrs: Any) -> Node:
     """Record one primitive applied to nodes: infer its type, make its node."""
+    if name in _MEMO_INFER:
+        return Node(name, operands, *_memo_infer(name, operands, attrs), attrs)
     shape, dtype = PRIMITIVES[name].infer(operands, **attrs)
     return Node(name, operands, shape, dtype, attrs)
+
+
+# Primitives whose rule reads nothing but the operands' shapes and dtypes and the (hashable)
+# attributes, and costs more than a lookup: their results are remembered, so that a
+# training step re-recording the same broadcasts, reductions and products each step does
+# not re-check them. A rule that raises is never remembered (bad input raises each time).
+_MEMO_INFER = frozenset(("broadcast_in_dim", "reshape", "transpose", "reduce", "dot_general",
+                         "convert"))
+_INFERRED: dict = {}      # (name, attrs, operand shapes and dtypes) -> (shape, dtype)
+
+
+def _memo_infer(name: str, operands: tuple, attrs: dict) -> tuple:
+    key = (name, *attrs.items())
+    for o in operands:
+        key += (o.shape, o.dtype)
+    try:
+        found = _INFERRED.get(key)
+    except TypeError:                       # an unhashable attribute (a list): not kept
+        return PRIMITIVES[name].infer(operands, **attrs)
+    if found is None:
+        found = PRIMITIVES[name].infer(operands, **attrs)
+        if len(_INFERRED) > 8192:           # shapes that change at every call: stay bounded
+            _INFERRED.clear()
+        _INFERRED[key] = found
+    return found
 
 
 # ---- shape and dtype rules shared by many stanzas ------------------------------------
@@ -193,7 +220,21 @@ def elementwise_infer(name: str, rule: Callable, out_dtype: Optional[DType] = No
             rule(name, operands)
         return shape, (out_dtype or dtype)
     infer.dtypes = rule.allowed
+    infer.out_dtype = out_dtype      # None: the operands' dtype (see `same_dtype_fast`)
     return infer
+
+
+def same_dtype_fast(name: str, exclude: tuple = ()) -> frozenset:
+    """The dtypes for which elementwise `name` over operands of one dtype and one shape is
+    `Node(name, operands, shape, dtype, {})` with no check that could fail: what its rule
+    allows, less `exclude` (the dtypes a front end refuses itself). Front ends record
+    the common case directly with it (recording stays a few microseconds) and send the
+    rest through `apply`, whose checks raise. Empty for a rule whose result dtype differs
+    from its operands'."""
+    infer = PRIMITIVES[name].infer
+    if PRIMITIVES[name].kind != ELEMENTWISE or getattr(infer, "out_dtype", 0) is not None:
+        return frozenset()
+    return frozenset(infer.dtypes) - frozenset(exclude)
 
 
 # ---- helpers shared by the NumPy references -------------------------------------------

@@ -19,6 +19,8 @@ from .backward import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .conventions import ValuesIndices, max, min, sort, std, var
 from .creation import asarray, from_dlpack, from_numpy, tensor
 from .creation import grad_option as _grad_option, sized as _sized
+from .creation import astype_on_device as _astype_on_device, like_on_device as _like_on_device
+from .creation import show_device_keyword as _show_device
 from .graph_break import nonzero, unique_all, unique_counts, unique_inverse, unique_values
 from .lift import lift
 from .saving import load, save
@@ -34,6 +36,13 @@ for _name in ("zeros", "ones", "empty"):
 for _name in ("full", "arange", "linspace", "eye", "zeros_like", "ones_like", "full_like",
               "empty_like"):
     globals()[_name] = _grad_option(globals()[_name])
+for _name in ("zeros_like", "ones_like", "full_like", "empty_like"):
+    globals()[_name] = _like_on_device(globals()[_name], globals()["empty"])
+for _name in ("zeros", "ones", "empty", "full", "arange", "linspace", "eye", "zeros_like",
+              "ones_like", "full_like", "empty_like"):
+    _show_device(globals()[_name], requires_grad=True)
+astype = _astype_on_device(globals()["astype"])
+from .graph_break import repeat  # noqa: E402,F811  (an array of repeats: a graph break)
 
 from . import linalg  # noqa: E402  (the array API's linalg extension: la.linalg.solve, ...)
 from . import fft  # noqa: E402  (the array API's fft extension: la.fft.rfft, ...)

@@ -69,6 +69,8 @@ _OWN: dict = {}
 def _is_own(code) -> bool:
     own = _OWN.get(code)
     if own is None:
+        if not _DIRS:
+            _init_dirs()
         if len(_OWN) > 50_000:       # code made at run time (exec, lambdas in a loop)
             _OWN.clear()
         fn = code.co_filename

@@ -12,6 +12,7 @@ array made before that sync is seen by them. Pass `copy=True` to take a snapshot
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -127,3 +128,42 @@ def grad_option(fn: Callable) -> Callable:
         t = fn(*args, **kwargs)
         return t.requires_grad_(True) if requires_grad else t
     return create
+
+
+# ---- device= in the signatures (the array API's creation functions, astype, fftfreq) ----
+
+def show_device_keyword(fn: Callable, requires_grad: bool = False) -> Callable:
+    """Make `fn`'s signature (its op's, through `__wrapped__`) list the keywords it takes
+    besides the op's: `device=` (every lifted function takes it) and, for the creation
+    functions, PyTorch's `requires_grad=`. The array API's conformance suite reads it."""
+    sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    extra = [("device", None)] + ([("requires_grad", False)] if requires_grad else [])
+    for name, default in extra:
+        if name not in sig.parameters:
+            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default))
+    fn.__signature__ = sig.replace(parameters=params)
+    return fn
+
+
+def like_on_device(fn: Callable, empty: Callable) -> Callable:
+    """A *_like function whose `device=` may differ from x's: only x's shape and dtype are
+    read, so x is replaced by an uninitialized tensor of them on that device (no copy)."""
+    @functools.wraps(fn)
+    def create(x: Any, *args: Any, device: Any = None, **kwargs: Any) -> Tensor:
+        if device is not None and type(x) is Tensor and x._state is not runtime.get_device(device):
+            x = empty(x.shape, dtype=x.dtype, device=device)
+        return fn(x, *args, device=device, **kwargs)
+    return create
+
+
+def astype_on_device(lifted_astype: Callable) -> Callable:
+    """astype(x, dtype, *, copy=True, device=None): the converted tensor, moved to
+    `device` when given (the array API's signature). `copy` changes nothing (a converted
+    lazy value never shares memory), so the call stays on lift's two-operand fast path."""
+    @functools.wraps(lifted_astype)
+    def astype(x: Any, dtype: Any, *, copy: bool = True, device: Any = None) -> Tensor:
+        t = lifted_astype(x, dtype)
+        return t if device is None else t.to(device)
+    del astype.__wrapped__              # its own signature is the one to show
+    return astype

@@ -54,8 +54,13 @@ def _dtype_field(capsule: Any) -> _DataType:
 
 
 def export(host: np.ndarray, max_version: Optional[tuple]) -> Any:
-    """A capsule for a host array, bfloat16 included."""
+    """A capsule for a host array, bfloat16 included. A read-only array (a tensor's shared
+    buffer) goes out as DLPack >= 1.0's read-only flag when the consumer reads that
+    version; an older consumer cannot be told, so it gets a writable copy (NumPy would
+    refuse: "Cannot export readonly array"), never a view it might write through."""
     kwargs = {} if max_version is None else {"max_version": max_version}
+    if not host.flags.writeable and (max_version is None or tuple(max_version)[0] < 1):
+        host = np.array(host, copy=True)
     if host.dtype != D.bfloat16.np:
         return host.__dlpack__(**kwargs)
     capsule = host.view(np.uint16).__dlpack__(**kwargs)

@@ -5,7 +5,7 @@ that names the op and the user's line.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -18,6 +18,8 @@ from .metrics import METRICS
 from .tensor import Tensor
 
 _nonzero_static = lift(ops.nonzero_static)
+_repeat_static = lift(ops.repeat)
+_take = lift(ops.take)
 
 
 class GraphBreakError(RuntimeError):
@@ -65,6 +67,24 @@ def nonzero(x: Tensor, size: Any = None, fill_value: int = 0) -> tuple:
     return tuple(_result(i.astype(np.int64), x) for i in np.nonzero(host_value("nonzero", x)))
 
 
+class UniqueAllResult(NamedTuple):
+    """unique_all's result, with the array API's field names (NumPy's too)."""
+    values: Tensor
+    indices: Tensor
+    inverse_indices: Tensor
+    counts: Tensor
+
+
+class UniqueCountsResult(NamedTuple):
+    values: Tensor
+    counts: Tensor
+
+
+class UniqueInverseResult(NamedTuple):
+    values: Tensor
+    inverse_indices: Tensor
+
+
 def unique_values(x: Tensor) -> Tensor:
     x = _tensor(x)
     return _result(np.unique(host_value("unique_values", x), equal_nan=False), x)
@@ -74,14 +94,14 @@ def unique_counts(x: Tensor) -> tuple:
     x = _tensor(x)
     v, c = np.unique(host_value("unique_counts", x), return_counts=True,
                      equal_nan=False)
-    return _result(v, x), _result(c.astype(np.int64), x)
+    return UniqueCountsResult(_result(v, x), _result(c.astype(np.int64), x))
 
 
 def unique_inverse(x: Tensor) -> tuple:
     x = _tensor(x)
     a = host_value("unique_inverse", x)
     v, inv = np.unique(a, return_inverse=True, equal_nan=False)
-    return _result(v, x), _result(inv.reshape(a.shape).astype(np.int64), x)
+    return UniqueInverseResult(_result(v, x), _result(inv.reshape(a.shape).astype(np.int64), x))
 
 
 def unique_all(x: Tensor) -> tuple:
@@ -89,8 +109,34 @@ def unique_all(x: Tensor) -> tuple:
     a = host_value("unique_all", x)
     v, idx, inv, c = np.unique(a, return_index=True, return_inverse=True, return_counts=True,
                                 equal_nan=False)
-    return (_result(v, x), _result(idx.astype(np.int64), x),
-            _result(inv.reshape(a.shape).astype(np.int64), x), _result(c.astype(np.int64), x))
+    return UniqueAllResult(_result(v, x), _result(idx.astype(np.int64), x),
+                           _result(inv.reshape(a.shape).astype(np.int64), x),
+                           _result(c.astype(np.int64), x))
+
+
+def repeat(x: Any, repeats: Any, axis: Any = None) -> Tensor:
+    """NumPy's repeat: each element (or slice along `axis`) `repeats` times; an array of
+    repeats (one per element, or one for all) gives a data-dependent length, so a tensor
+    of repeats is read on the host (a graph break) and x is gathered, still lazily."""
+    if isinstance(repeats, (int, np.integer)) and not isinstance(repeats, (bool, np.bool_)):
+        return _repeat_static(x, int(repeats), axis=axis)
+    x = _tensor(x)
+    counts = host_value("repeat", repeats) if type(repeats) is Tensor else np.asarray(repeats)
+    if axis is None:
+        x, axis = x.reshape((-1,)), 0
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"repeat: axis {axis} is out of range for shape {tuple(x.shape)}")
+    size = x.shape[axis]
+    if counts.dtype.kind not in "iu" or counts.ndim > 1 or counts.size not in (1, size):
+        raise ValueError(f"repeat: repeats must be an int or a 1-D integer array of length 1 "
+                         f"or {size} (axis {axis} of {tuple(x.shape)}), got "
+                         f"{counts.dtype} {counts.shape}")
+    if (counts < 0).any():
+        raise ValueError(f"repeat: repeats must be non-negative, got {counts.min()}")
+    if counts.size == 1:
+        return _repeat_static(x, int(counts.reshape(())), axis=axis)
+    index = np.repeat(np.arange(size, dtype=np.int64), counts.reshape(-1))
+    return _take(x, Tensor._from_numpy(index, x._state), axis=axis)
 
 
 def host_mask(op: str, mask: Tensor) -> np.ndarray:

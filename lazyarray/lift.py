@@ -74,6 +74,28 @@ def _plain(v: Any) -> bool:
     return t in _PLAIN or (t is tuple and all(type(e) is int for e in v))
 
 
+def _flat_operands(args: tuple) -> Any:
+    """(device, operands) when every argument is a tensor (at least one, all on one
+    device) or a plain value (a Python scalar, None, a str, a tuple of ints): what
+    `_unwrap` would give, without its general walk. None otherwise (data to lift, nested
+    lists, mixed devices: the general path)."""
+    state = None
+    nodes = []
+    for a in args:
+        kind = type(a)
+        if kind is Tensor:
+            if state is None:
+                state = a._state
+            elif a._state is not state:
+                return None
+            nodes.append(a._node)
+        elif kind in _SCALARS or a is None or _plain(a):    # _plain: a shape, a str
+            nodes.append(a)
+        else:
+            return None
+    return None if state is None else (state, nodes)
+
+
 def wrap(v: Any, state: runtime.DeviceState) -> Any:
     """Results of an op as tensors (a node, or a tuple or list holding nodes)."""
     if type(v) is Node or isinstance(v, Node):
@@ -113,17 +135,26 @@ def lift(fn: Callable) -> Callable:
         if device is None and not kwargs:
             if len(args) == 1 and type(args[0]) is Tensor:
                 t = args[0]                   # fast path: f(tensor)
-                return wrap(fn(t._node), t._state)
+                out = fn(t._node)
+                return _wrap(out, t._state) if type(out) is Node else wrap(out, t._state)
             if len(args) == 2 and type(args[0]) is Tensor:
                 a, b = args                   # fast path: f(tensor, tensor or scalar)
                 if type(b) is Tensor and a._state is b._state:
-                    return wrap(fn(a._node, b._node), a._state)
+                    out = fn(a._node, b._node)
+                    return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
                 if type(b) in _SCALARS:
-                    return wrap(fn(a._node, b), a._state)
+                    out = fn(a._node, b)
+                    return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
         if device is None and len(args) == 1 and type(args[0]) is Tensor \
                 and all(map(_plain, kwargs.values())):
             t = args[0]                       # fast path: f(tensor, axis=..., keepdims=...)
             return wrap(fn(t._node, **rename(kwargs)), t._state)
+        if device is None and all(map(_plain, kwargs.values())):
+            found = _flat_operands(args)      # fast path: f(x, weight, bias), f(c, x, 0.0)
+            if found is not None:
+                state, nodes = found
+                out = fn(*nodes, **rename(kwargs)) if kwargs else fn(*nodes)
+                return _wrap(out, state) if type(out) is Node else wrap(out, state)
         state = runtime.get_device(device) if device is not None else None
         state = find_state(args, state)
         state = find_state(kwargs.values(), state) or runtime.get_device(None)
@@ -132,6 +163,21 @@ def lift(fn: Callable) -> Callable:
         return wrap(fn(*args, **kwargs), state)
     public.__wrapped_op__ = fn
     return public
+
+
+def unary_method(fn: Callable) -> Callable:
+    """A Tensor method of one operand, `t.exp()`: the op on the node, wrapped; anything
+    more (arguments, keywords) goes through `lift`."""
+    public = lift(fn)
+
+    def op_method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        if args or kwargs:
+            return public(self, *args, **kwargs)
+        out = fn(self._node)
+        return _wrap(out, self._state) if type(out) is Node else wrap(out, self._state)
+    functools.update_wrapper(op_method, public)
+    op_method.__wrapped_op__ = fn
+    return op_method
 
 
 def method(fn: Callable) -> Callable:

@@ -6,6 +6,7 @@ with several parts are named tuples, as NumPy's and PyTorch's.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, NamedTuple
 
 from .lift import lift
@@ -51,6 +52,7 @@ def _named(result_type: type, fn: Any) -> Any:
     public.__name__ = public.__qualname__ = fn.__name__
     public.__doc__ = fn.__doc__
     public.__wrapped_op__ = fn
+    public.__signature__ = inspect.signature(fn)     # qr(x, mode=), svd(x, full_matrices=)
     return public
 
 

@@ -13,7 +13,7 @@ from .compiler import dtypes as D
 from .compiler import autodiff
 from .conventions import reduction_method
 from .creation import shape_args
-from .lift import lift, method, reflected
+from .lift import lift, method, reflected, unary_method
 from .tensor import Tensor
 
 # ---- operators: (name, op, reflected name or None) -------------------------------------
@@ -78,7 +78,7 @@ def _install() -> None:
         if name:
             setattr(Tensor, name, _in_place(fn))
     for name, fn in _UNARY.items():
-        setattr(Tensor, name, lift(fn))
+        setattr(Tensor, name, unary_method(fn))
     for name in _REDUCTIONS:
         setattr(Tensor, name, reduction_method(name))
     for name in ("max", "min", "var", "std", "sort"):

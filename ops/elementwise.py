@@ -6,8 +6,9 @@ from typing import Any
 
 from ..compiler import dtypes as D
 from ..compiler.node import Node
-from ..compiler.primitive import apply
-from .promotion import as_node, convert, operands, scalar
+from ..compiler.primitive import apply, same_dtype_fast
+from .promotion import (PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, operands,
+                        scalar, weak_scalar_like)
 
 Operand = Any  # a Node or a Python scalar
 
@@ -26,7 +27,11 @@ def _check_numeric(op: str, x: Node) -> None:
 
 
 def _unary_float(prim: str):
+    fast = same_dtype_fast(prim)
+
     def fn(x: Operand) -> Node:
+        if type(x) is Node and x.dtype in fast:      # the common case, recorded directly
+            return Node(prim, (x,), x.shape, x.dtype, {})
         (x,) = _float_operands(prim, x)
         return apply(prim, x)
     fn.__name__ = prim
@@ -80,8 +85,39 @@ trunc = _rounding("truncate", "trunc")
 round = _rounding("round_nearest_even", "round")
 
 
+def _direct(prim: str, fast: frozenset, a: Operand, b: Operand, attrs: Any = None,
+            result: Any = None) -> Any:
+    """`prim(a, b)` recorded directly when it needs no promotion, broadcast or check that
+    could fail: two nodes of one dtype in `fast` and one shape, or a node of such a dtype
+    and a Python scalar that takes it (weakly typed); the result has `result` dtype, or
+    the operands' when None. None otherwise: the caller goes the
+    general way (`operands`, `apply`), which raises for bad input. Most recorded ops end
+    here, so it is written for speed: no promotion, no broadcast rule, no `apply`."""
+    if type(a) is Node:
+        dtype = a.dtype
+        if dtype in fast:
+            kind = type(b)
+            if kind is Node:
+                if b.dtype is dtype and b.shape == a.shape:
+                    return Node(prim, (a, b), a.shape, result or dtype, attrs or {})
+            elif kind in PY_SCALARS:
+                s = weak_scalar_like(b, a)
+                if s is not None:
+                    return Node(prim, (a, s), a.shape, result or dtype, attrs or {})
+    elif type(b) is Node and type(a) in PY_SCALARS and b.dtype in fast:
+        s = weak_scalar_like(a, b)
+        if s is not None:
+            return Node(prim, (s, b), b.shape, result or b.dtype, attrs or {})
+    return None
+
+
 def _binary(prim: str, name: str, numeric: bool = True):
+    fast = same_dtype_fast(prim, exclude=(D.bool_,) if numeric else ())
+
     def fn(a: Operand, b: Operand) -> Node:
+        out = _direct(prim, fast, a, b)
+        if out is not None:
+            return out
         a, b = operands(name, a, b)
         if numeric:
             _check_numeric(name, a)
@@ -115,8 +151,14 @@ def pow(a: Operand, b: Operand) -> Node:
     return _power(a, b)
 
 
+_DIVIDE_FAST = same_dtype_fast("divide") & frozenset(D.FLOATS + D.COMPLEX)
+
+
 def divide(a: Operand, b: Operand) -> Node:
     """True division: integers divide as the default float."""
+    out = _direct("divide", _DIVIDE_FAST, a, b)
+    if out is not None:
+        return out
     a, b = _float_operands("divide", a, b)
     return apply("divide", a, b)
 
@@ -126,8 +168,17 @@ def atan2(a: Operand, b: Operand) -> Node:
     return apply("atan2", a, b)
 
 
+# compare's rule (compiler/primitives/elementwise.py): any dtype; complex ones for EQ/NE only
+_ORDERED = frozenset(d for d in D.EVERY if not d.is_complex)
+
+
 def _compare(direction: str, name: str):
+    fast = frozenset(D.EVERY) if direction in ("EQ", "NE") else _ORDERED
+
     def fn(a: Operand, b: Operand) -> Node:
+        out = _direct("compare", fast, a, b, {"direction": direction}, D.bool_)
+        if out is not None:
+            return out
         a, b = operands(name, a, b)
         return apply("compare", a, b, direction=direction)
     fn.__name__ = name
@@ -143,12 +194,16 @@ greater_equal = _compare("GE", "greater_equal")
 
 
 def where(condition: Operand, x: Operand, y: Operand) -> Node:
-    (c,) = operands("where", condition, dtype=D.bool_) if isinstance(condition, Node) and \
-        condition.dtype is not D.bool_ else (as_node(condition, D.bool_),)
-    x, y = operands("where", x, y)
-    from .promotion import broadcast_shapes, broadcast_to
-    shape = broadcast_shapes("where", c.shape, x.shape, y.shape)
-    return apply("select", broadcast_to(c, shape), broadcast_to(x, shape), broadcast_to(y, shape))
+    if type(condition) is Node and condition.dtype is D.bool_:
+        c = condition
+    else:
+        (c,) = operands("where", condition, dtype=D.bool_) if isinstance(condition, Node) \
+            else (as_node(condition, D.bool_),)
+    x, y = operands("where", x, y)          # one dtype, one shape
+    if c.shape != x.shape:
+        shape = broadcast_shapes("where", c.shape, x.shape, y.shape)
+        c, x, y = broadcast_to(c, shape), broadcast_to(x, shape), broadcast_to(y, shape)
+    return apply("select", c, x, y)
 
 
 def negative(x: Operand) -> Node:
@@ -359,7 +414,6 @@ def nextafter(a: Operand, b: Operand) -> Node:
     a, b = _float_operands("nextafter", a, b)
     if a.dtype not in _BITS:
         raise TypeError(f"nextafter: needs real floating-point operands, got {a.dtype.name}")
-    from .promotion import broadcast_shapes, broadcast_to
     shape = broadcast_shapes("nextafter", a.shape, b.shape)
     a, b = broadcast_to(a, shape), broadcast_to(b, shape)
     ints = _BITS[a.dtype]
@@ -437,7 +491,6 @@ def imag(x: Operand) -> Node:
     _check_numeric("imag", x)
     if x.dtype.is_complex:
         return apply("imag", x)
-    from .promotion import broadcast_to
     return broadcast_to(scalar(0, x.dtype), x.shape)
 
 

@@ -82,6 +82,8 @@ def vecdot(a: Any, b: Any, axis: int = -1) -> Node:
     shape = broadcast_shapes("vecdot", a.shape, b.shape)
     a, b = broadcast_to(a, shape), broadcast_to(b, shape)
     axis = normalize_axis("vecdot", axis, len(shape))
+    if a.dtype.is_complex:      # the array API's (and NumPy's) vecdot: sum(conj(a) * b)
+        a = apply("conj", a)
     return _sum(multiply(a, b), axis=axis, dtype=a.dtype)
 
 

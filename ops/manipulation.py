@@ -17,6 +17,25 @@ from .promotion import (as_node, broadcast_shapes, broadcast_to as _broadcast_to
 
 def reshape(x: Any, shape: Any, copy: Any = None) -> Node:
     x = as_node(x)
+    if type(shape) is tuple and all(type(s) is int for s in shape):
+        # the same reshape at every step: its checked target shape is remembered
+        key = (x.shape, shape)
+        target = _RESHAPED.get(key)
+        if target is None:
+            target = _reshape_target(x, shape)
+            if len(_RESHAPED) > 4096:
+                _RESHAPED.clear()
+            _RESHAPED[key] = target
+    else:
+        target = _reshape_target(x, shape)
+    return x if target == x.shape else apply("reshape", x, shape=target)
+
+
+_RESHAPED: dict = {}      # (shape, requested shape) -> the checked target shape
+
+
+def _reshape_target(x: Node, shape: Any) -> tuple:
+    """The shape `reshape(x, shape)` gives (one -1 inferred); raises for a bad request."""
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     for s in shape:
@@ -40,7 +59,7 @@ def reshape(x: Any, shape: Any, copy: Any = None) -> Node:
     if any(s < 0 for s in shape) or math.prod(shape) != size:
         raise ValueError(f"reshape: cannot reshape {shape_str(x.shape)} (size {size}) "
                          f"to {shape_str(shape)} (size {math.prod(shape)})")
-    return x if shape == x.shape else apply("reshape", x, shape=shape)
+    return shape
 
 
 def permute_dims(x: Any, axes: Sequence[int]) -> Node:
@@ -55,8 +74,9 @@ def permute_dims(x: Any, axes: Sequence[int]) -> Node:
 def transpose(x: Any, axis0: Any = None, axis1: Any = None) -> Node:
     """No axes: reverse them all (NumPy). Two axes: swap them (PyTorch)."""
     x = as_node(x)
-    if axis0 is None:
-        return permute_dims(x, tuple(reversed(range(x.ndim))))
+    if axis0 is None:                 # x.T: a permutation by construction, no checks
+        n = x.ndim
+        return x if n < 2 else apply("transpose", x, permutation=tuple(range(n - 1, -1, -1)))
     perm = list(range(x.ndim))
     a, b = normalize_axis("transpose", axis0, x.ndim), normalize_axis("transpose", axis1, x.ndim)
     perm[a], perm[b] = perm[b], perm[a]
@@ -65,9 +85,11 @@ def transpose(x: Any, axis0: Any = None, axis1: Any = None) -> Node:
 
 def matrix_transpose(x: Any) -> Node:
     x = as_node(x)
-    if x.ndim < 2:
+    n = x.ndim
+    if n < 2:
         raise ValueError(f"matrix_transpose: needs rank >= 2, got {shape_str(x.shape)}")
-    return transpose(x, -1, -2)
+    # transpose(x, -1, -2) without its general axis checks (every linear layer's weight)
+    return apply("transpose", x, permutation=tuple(range(n - 2)) + (n - 1, n - 2))
 
 
 def expand_dims(x: Any, axis: int = 0) -> Node:

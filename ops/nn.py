@@ -8,6 +8,7 @@ pass) is needed.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 from typing import Any, Optional
@@ -266,14 +267,31 @@ def check_labels(op: str, labels: Node, n_classes: int, ignore_index: Any = None
     array); elsewhere the loss of their rows is NaN (see `_nan_where_out_of_range`),
     never a silent 0."""
     data = labels.buffer
-    if isinstance(data, np.ndarray) and data.size and ignore_index is not None:
+    if not isinstance(data, np.ndarray) or not data.size:
+        return
+    # a training loop passes the same labels tensor at every step: its values, which
+    # never change while its node holds them, are checked once per (classes, ignore_index)
+    seen = _LABELS_CHECKED.get(labels)
+    if seen is None or seen[0] is not data:
+        seen = _LABELS_CHECKED[labels] = (data, set())
+    bounds = (n_classes, ignore_index)
+    plain = type(ignore_index) is int or ignore_index is None
+    if plain and bounds in seen[1]:
+        return
+    if ignore_index is not None:
         data = data[data != ignore_index]
-    if isinstance(data, np.ndarray) and data.size:
+    if data.size:
         lo, hi = int(data.min()), int(data.max())
         if lo < 0 or hi >= n_classes:
             bad = lo if lo < 0 else hi
             raise ValueError(f"{op}: label {bad} is out of range for {n_classes} classes "
                              f"(valid: 0..{n_classes - 1})")
+    if plain:
+        seen[1].add(bounds)
+
+
+# labels node -> (its buffer, the (n_classes, ignore_index) its values were found within)
+_LABELS_CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _nan_where_out_of_range(per_row: Node, labels: Node, n_classes: int) -> Node:

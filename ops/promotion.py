@@ -64,6 +64,25 @@ def convert(x: Node, dtype: DType) -> Node:
 
 
 def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
+    """The shape `shapes` broadcast to together; raises naming `op` when they cannot be.
+    Results are remembered (a training step broadcasts the same shapes at every step);
+    failures are not."""
+    try:
+        out = _BROADCAST.get(shapes)
+    except TypeError:                    # a shape given as a list
+        return _broadcast_shapes(op, shapes)
+    if out is None:
+        out = _broadcast_shapes(op, shapes)
+        if len(_BROADCAST) > 4096:       # shapes that change at every call: stay bounded
+            _BROADCAST.clear()
+        _BROADCAST[shapes] = out
+    return out
+
+
+_BROADCAST: dict = {}      # shapes -> their broadcast shape
+
+
+def _broadcast_shapes(op: str, shapes: tuple) -> tuple:
     ndim = max(len(s) for s in shapes)
     out = []
     for i in range(ndim):
@@ -98,17 +117,18 @@ _INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 _FLOATS = frozenset(D.FLOATS)
 
 
-def _weak_fast(value: Any, node: Node) -> Any:
+def weak_scalar_like(value: Any, node: Node) -> Any:
     """A Python scalar beside a node whose dtype it takes: the common `x * 2.5` case
     (what `weak_scalar_dtype` and `scalar` decide, written out for the usual kinds; None
-    sends the rest down the general path)."""
+    sends the rest down the general path). The result, when not None, has `node`'s dtype
+    and shape (a 0-d scalar or constant, broadcast when `node` is not 0-d)."""
     dtype = node.dtype
     kind = type(value)
     if kind is float and dtype in _FLOATS:
         # kept constants stay constants; -0.0 and NaN are runtime scalars
         if value != 0.0 and value != 1.0 and value != -1.0 or value == 0.0 and \
                 _is_negative_zero(value):
-            s = Node("scalar", (), (), dtype, {}, value=value)
+            s = Node("scalar", (), (), dtype, {}, None, value)
         else:
             s = scalar(value, dtype)
     elif kind is float and dtype in _INEXACT or kind is int and dtype is not D.bool_ \
@@ -131,14 +151,17 @@ def operands(op: str, *args: Any, dtype: Any = None) -> list:
         a, b = args
         ta, tb = type(a), type(b)
         if ta is Node and tb is Node:
-            if a.dtype is b.dtype and a.shape == b.shape:
-                return [a, b]
+            if a.dtype is b.dtype:
+                if a.shape == b.shape:
+                    return [a, b]
+                shape = broadcast_shapes(op, a.shape, b.shape)      # x + bias
+                return [broadcast_to(a, shape), broadcast_to(b, shape)]
         elif ta is Node and tb in PY_SCALARS:
-            s = _weak_fast(b, a)
+            s = weak_scalar_like(b, a)
             if s is not None:
                 return [a, s]
         elif tb is Node and ta in PY_SCALARS:
-            s = _weak_fast(a, b)
+            s = weak_scalar_like(a, b)
             if s is not None:
                 return [s, b]
     nodes = [a for a in args if isinstance(a, Node)]
@@ -184,7 +207,26 @@ def normalize_axis(op: str, axis: int, ndim: int) -> int:
 
 
 def normalize_axes(op: str, axis: Any, ndim: int) -> tuple:
-    """None -> every axis; an int or a sequence -> sorted distinct non-negative axes."""
+    """None -> every axis; an int or a sequence -> sorted distinct non-negative axes.
+    Results for None, ints and tuples of ints are remembered (every reduction asks, the
+    same question at every step); errors are not."""
+    kind = type(axis)
+    if kind is int or axis is None or kind is tuple and all(type(a) is int for a in axis):
+        key = (axis, ndim)
+        out = _AXES.get(key)
+        if out is None:
+            out = _normalize_axes(op, axis, ndim)
+            if len(_AXES) > 4096:
+                _AXES.clear()
+            _AXES[key] = out
+        return out
+    return _normalize_axes(op, axis, ndim)
+
+
+_AXES: dict = {}      # (axis, ndim) -> normalized axes
+
+
+def _normalize_axes(op: str, axis: Any, ndim: int) -> tuple:
     if axis is None:
         return tuple(range(ndim))
     if isinstance(axis, (int, np.integer)):

@@ -83,8 +83,13 @@ class IntInfo:
 
 
 def finfo_of(dtype: D.DType) -> FloatInfo:
+    """A complex dtype's limits are its parts' (NumPy's finfo(complex64) is float32's, and
+    the array API's says so)."""
+    if dtype.is_complex:
+        dtype = D.real_dtype(dtype)
     if not dtype.is_float:
-        raise TypeError(f"finfo: needs a floating-point dtype, got {dtype.name} (use iinfo)")
+        raise TypeError(f"finfo: needs a floating-point or complex dtype, got {dtype.name} "
+                        "(use iinfo)")
     f = D.finfo(dtype)
     return FloatInfo(int(f.bits), float(f.eps), float(f.max), float(f.min),
                      float(f.smallest_normal), dtype)

@@ -546,7 +546,11 @@ add(OpCase("add", np.add, shapes=BINARY, **_CX),
            **_CX))
 for _name, _ref, _tol in [("exp", np.exp, 4), ("log", np.log, 4), ("sqrt", np.sqrt, 4),
                           ("sin", np.sin, 8), ("cos", np.cos, 8), ("sinh", np.sinh, 8),
-                          ("cosh", np.cosh, 8), ("tanh", np.tanh, 16)]:
+                          ("cosh", np.cosh, 8), ("tanh", np.tanh, 16), ("expm1", np.expm1, 8),
+                          ("log1p", np.log1p, 8), ("asin", np.arcsin, 16),
+                          ("acos", np.arccos, 16), ("atan", np.arctan, 16),
+                          ("asinh", np.arcsinh, 16), ("acosh", np.arccosh, 16),
+                          ("atanh", np.arctanh, 16), ("sign", np.sign, 2)]:
     add(OpCase(_name, _ref, shapes=UNARY, tol=_tol, **_CX))
 
 add(OpCase("nextafter", np.nextafter, dtypes=(D.float32, D.float64), shapes=BINARY,

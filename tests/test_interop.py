@@ -225,3 +225,19 @@ def test_index_protocol(device):
     assert [10, 20, 30][i] == 30
     with pytest.raises(TypeError, match="integer"):
         [1, 2][la.asarray(1.0)]
+
+
+def test_dlpack_export_without_a_version_gives_a_writable_copy(device):
+    """A pre-1.0 consumer cannot be told a buffer is read-only: it gets a copy (NumPy
+    refuses such an export); a 1.0 consumer gets the shared buffer flagged read-only."""
+    _host_only(device)
+    for t in (la.asarray([[1.0, 2.0]]) * 3, la.zeros((0, 3)), la.asarray(np.arange(3))):
+        capsule = t.__dlpack__()
+        assert "dltensor" in repr(capsule)
+        versioned = t.__dlpack__(max_version=(1, 0))
+        assert "dltensor_versioned" in repr(versioned)
+    t = la.asarray([1.0, 2.0]) * 2
+    shared = np.from_dlpack(t)                 # NumPy asks for 1.x: the shared buffer
+    assert np.shares_memory(shared, np.asarray(t))
+    if device == "cpu":                        # the CPU device's buffers are flagged read-only
+        assert not shared.flags.writeable

@@ -131,15 +131,140 @@ def math(e, name: str, z: Value) -> Value:
     return rule(e, z)
 
 
+_PI = 3.141592653589793
+
+# ---- helpers for the special values (C99 Annex G, as NumPy and the array API give them) --
+
+def _k(x: float, like: Value) -> Value:
+    return Value(ir.Constant(like.ir.type, x), like.dtype)
+
+
+def _pick(e, cond: ir.Value, a: Value, b: Value) -> Value:
+    return Value(e.b.select(cond, a.ir, b.ir), a.dtype)
+
+
+def _is_nan(e, x: Value) -> ir.Value:
+    return e.b.fcmp_unordered("uno", x.ir, x.ir)
+
+
+def _not_finite(e, x: Value) -> ir.Value:
+    return e.b.fcmp_unordered(">=", e.abs(x).ir, ir.Constant(x.ir.type, float("inf")))
+
+
+def _eq(e, x: Value, c: float) -> ir.Value:
+    return e.b.fcmp_ordered("==", x.ir, ir.Constant(x.ir.type, c))
+
+
+def _copysign(e, mag: Value, sign_of: Value) -> Value:
+    """|mag| with the sign of `sign_of` (its sign bit: -0.0 counts as negative)."""
+    bits = ir.IntType(64 if isinstance(mag.ir.type, ir.DoubleType) else 32)
+    neg = e.b.icmp_signed("<", e.b.bitcast(sign_of.ir, bits), ir.Constant(bits, 0))
+    m = e.abs(mag)
+    return _pick(e, neg, e.neg(m), m)
+
+
+def _fix(e, out: tuple, rules: list) -> tuple:
+    """Apply (condition, (re, im)) rules in order: the first that holds wins."""
+    re, im = out
+    for cond, (r, i) in reversed(rules):
+        re, im = _pick(e, cond, r, re), _pick(e, cond, i, im)
+    return re, im
+
+
+# ---- exp, expm1, the hyperbolic functions --------------------------------------------
+
 def _exp(e, z: Value) -> Value:
     re, im = parts(e, z)
     m = e.math("exponential", re)
-    return make(e, e.mul(m, e.math("cosine", im)), e.mul(m, e.math("sine", im)), z.dtype)
+    out = (e.mul(m, e.math("cosine", im)), e.mul(m, e.math("sine", im)))
+    return make(e, *_exp_special(e, re, im, out, m, _k(0.0, re)), z.dtype)
 
+
+def _exp_special(e, re, im, out, m, low):
+    """exp(x + 0i) = exp(x) + 0i (also for x = inf, NaN); exp(-inf + i(inf|NaN)) = low + 0i
+    (0 for exp, -1 for expm1); exp(+inf + i(inf|NaN)) = inf + NaN i."""
+    bad_im = _not_finite(e, im)
+    return _fix(e, out, [
+        (_eq(e, im, 0.0), (m, im)),
+        (e.b.and_(_eq(e, re, float("-inf")), bad_im), (low, _copysign(e, _k(0.0, re), im))),
+        (e.b.and_(_eq(e, re, float("inf")), bad_im), (re, _k(float("nan"), re))),
+    ])
+
+
+def _expm1(e, z: Value) -> Value:
+    """NumPy's formula: expm1(x) cos y - 2 sin^2(y/2) + i exp(x) sin y (no cancellation
+    near 0)."""
+    re, im = parts(e, z)
+    m1 = e.math("exponential_minus_one", re)
+    h = e.math("sine", e.mul(im, _k(0.5, im)))
+    out = (e.sub(e.mul(m1, e.math("cosine", im)), e.mul(_k(2.0, h), e.mul(h, h))),
+           e.mul(e.math("exponential", re), e.math("sine", im)))
+    return make(e, *_exp_special(e, re, im, out, m1, _k(-1.0, re)), z.dtype)
+
+
+def _hyperbolic(e, z: Value, first: str, second: str, zero_rule: tuple) -> Value:
+    """sinh: (sinh x cos y, cosh x sin y); cosh: (cosh x cos y, sinh x sin y); the special
+    values where a 0 times an inf or NaN gave NaN."""
+    re, im = parts(e, z)
+    out = (e.mul(e.math(first, re), e.math("cosine", im)),
+           e.mul(e.math(second, re), e.math("sine", im)))
+    bad_im = _not_finite(e, im)
+    return make(e, *_fix(e, out, [
+        (_eq(e, im, 0.0), (e.math(first, re),
+                           _pick(e, _is_nan(e, out[1]), e.mul(im, _copysign(e, _k(1.0, re), re)),
+                                 out[1]))),
+        (e.b.and_(_eq(e, re, 0.0), bad_im), zero_rule(re)),
+        (e.b.and_(_is_inf(e, re), bad_im), (e.abs(re) if first == "cosh" else re,
+                                             _k(float("nan"), re))),
+    ]), z.dtype)
+
+
+def _sinh(e, z: Value) -> Value:
+    return _hyperbolic(e, z, "sinh", "cosh", lambda re: (re, _k(float("nan"), re)))
+
+
+def _cosh(e, z: Value) -> Value:
+    return _hyperbolic(e, z, "cosh", "sinh", lambda re: (_k(float("nan"), re), _k(0.0, re)))
+
+
+def _tanh(e, z: Value) -> Value:
+    """tanh(a + bi) = (sinh 2a + i sin 2b) / (cosh 2a + cos 2b); for |a| > 20 (where cosh
+    overflows first) sign(a) + 2 sin 2b exp(-2|a|) i."""
+    re, im = parts(e, z)
+    a2, b2 = e.add(re, re), e.add(im, im)
+    d = e.add(e.math("cosh", a2), e.math("cosine", b2))
+    s2 = e.math("sine", b2)
+    out = (e.div(e.math("sinh", a2), d), e.div(s2, d))
+    big = e.b.fcmp_ordered(">", e.abs(re).ir, ir.Constant(re.ir.type, 20.0))
+    one = _copysign(e, _k(1.0, re), re)
+    tail = e.mul(e.mul(_k(2.0, re), s2), e.math("exponential", e.neg(e.abs(a2))))
+    return make(e, *_fix(e, out, [
+        (_eq(e, im, 0.0), (e.math("tanh", re), im)),
+        # re = +-inf: +-1 + 0i signed as y (the array API's table; C99 and NumPy sign the
+        # zero as sin 2y, which the table does not)
+        (_is_inf(e, re), (one, _copysign(e, _k(0.0, re), im))),
+        (e.b.and_(big, e.b.not_(_not_finite(e, im))), (one, tail)),
+        (e.b.and_(_eq(e, re, 0.0), _not_finite(e, im)), (re, _k(float("nan"), re))),
+    ]), z.dtype)
+
+
+# ---- log, log1p, sqrt, sin, cos -------------------------------------------------------
 
 def _log(e, z: Value) -> Value:
     re, im = parts(e, z)
     return make(e, e.math("log", abs_(e, z)), e.math("atan2", im, re), z.dtype)
+
+
+def _log1p(e, z: Value) -> Value:
+    """log(1 + z) as NumPy computes it: log|1 + z| + i atan2(y, 1 + x); for |z| < 1/2 the
+    modulus through log1p(x (2 + x) + y^2) / 2, which keeps the digits of a small z."""
+    re, im = parts(e, z)
+    one_x = e.add(_k(1.0, re), re)
+    far = e.math("log", abs_(e, make(e, one_x, im, z.dtype)))
+    near = e.mul(_k(0.5, re), e.math("log_plus_one",
+                                     e.add(e.mul(re, e.add(_k(2.0, re), re)), e.mul(im, im))))
+    small = e.b.fcmp_ordered("<", abs_(e, z).ir, ir.Constant(re.ir.type, 0.5))
+    return make(e, _pick(e, small, near, far), e.math("atan2", im, one_x), z.dtype)
 
 
 def _sqrt(e, z: Value) -> Value:
@@ -152,45 +277,153 @@ def _sqrt(e, z: Value) -> Value:
     safe = Value(bb.select(zero_t, ir.Constant(t.ir.type, 1.0), two_t.ir), t.dtype)
     q_im = e.div(im, safe)
     q_abs = e.div(e.abs(im), safe)
-    neg_t = e.neg(t)
-    signed_t = Value(bb.select(bb.fcmp_ordered("<", im.ir, ir.Constant(im.ir.type, 0.0)),
-                               neg_t.ir, t.ir), t.dtype)
+    signed_t = _copysign(e, t, im)      # the sign bit: sqrt(-4 - 0i) = -2i (C99, NumPy)
     pos = bb.fcmp_unordered(">=", re.ir, ir.Constant(re.ir.type, 0.0))
     out_re = Value(bb.select(pos, t.ir, q_abs.ir), t.dtype)
     out_im = Value(bb.select(pos, q_im.ir, signed_t.ir), t.dtype)
-    return make(e, out_re, out_im, z.dtype)
+    # sqrt(x +- i inf) = inf +- i inf, even for x = NaN (C99)
+    inf_im = _is_inf(e, im)
+    return make(e, _pick(e, inf_im, _k(float("inf"), re), out_re), _pick(e, inf_im, im, out_im),
+                z.dtype)
 
 
 def _sin(e, z: Value) -> Value:
-    re, im = parts(e, z)
-    return make(e, e.mul(e.math("sine", re), e.math("cosh", im)),
-                e.mul(e.math("cosine", re), e.math("sinh", im)), z.dtype)
+    """sin z = -i sinh(i z): sinh's special values carry over (C99 defines them so)."""
+    return _times_minus_i(e, _sinh(e, _times_i(e, z)))
 
 
 def _cos(e, z: Value) -> Value:
+    """cos z = cosh(i z)."""
+    return _cosh(e, _times_i(e, z))
+
+
+# ---- inverse trigonometric and hyperbolic functions ------------------------------------
+# Kahan's formulas ("Branch cuts for complex elementary functions", 1987): built from two
+# complex square roots, the real atan2 and asinh, they keep the branch cuts' signed zeros
+# and square nothing, so they neither overflow nor cancel where the textbook logarithms do.
+
+def _roots(e, z: Value, shift: float) -> tuple:
+    """sqrt(shift - z)'s and sqrt(shift + z)'s parts for shift = 1 (with -z negating both
+    parts, so a signed zero picks its side of the cut), or sqrt(z - 1), sqrt(z + 1) for -1."""
     re, im = parts(e, z)
-    return make(e, e.mul(e.math("cosine", re), e.math("cosh", im)),
-                e.neg(e.mul(e.math("sine", re), e.math("sinh", im))), z.dtype)
+    one = _k(1.0, re)
+    if shift > 0:
+        a = _sqrt(e, make(e, e.sub(one, re), e.neg(im), z.dtype))
+    else:
+        a = _sqrt(e, make(e, e.sub(re, one), im, z.dtype))
+    b = _sqrt(e, make(e, e.add(one, re), im, z.dtype))
+    return parts(e, a), parts(e, b)
 
 
-def _sinh(e, z: Value) -> Value:
+def _acos(e, z: Value) -> Value:
+    """acos z = 2 atan2(re a, re b) + i asinh(im(conj(b) a)), a = sqrt(1 - z), b = sqrt(1 + z)."""
     re, im = parts(e, z)
-    return make(e, e.mul(e.math("sinh", re), e.math("cosine", im)),
-                e.mul(e.math("cosh", re), e.math("sine", im)), z.dtype)
+    (ar, ai), (br, bi) = _roots(e, z, 1.0)
+    out = (e.mul(_k(2.0, re), e.math("atan2", ar, br)),
+           e.math("asinh", e.sub(e.mul(br, ai), e.mul(bi, ar))))
+    return make(e, *_fix(e, out, _acos_special(e, re, im)), z.dtype)
 
 
-def _cosh(e, z: Value) -> Value:
+def _acos_special(e, re, im) -> list:
+    """Where an infinite part makes Kahan's products inf * 0 or inf - inf (Annex G)."""
+    nan, pi = _k(float("nan"), re), _k(_PI, re)
+    minus_inf_im = _copysign(e, _k(float("inf"), re), e.neg(im))
+    inf_re, inf_im = _is_inf(e, re), _is_inf(e, im)
+    # x = +-inf, y finite: (0 or pi) - i inf sign(y); both infinite: pi/4 or 3pi/4
+    corner = _pick(e, e.b.fcmp_ordered(">", re.ir, ir.Constant(re.ir.type, 0.0)),
+                   _k(0.25 * _PI, re), _k(0.75 * _PI, re))
+    edge = _pick(e, e.b.fcmp_ordered(">", re.ir, ir.Constant(re.ir.type, 0.0)),
+                 _k(0.0, re), pi)
+    return [
+        (e.b.and_(inf_re, _is_nan(e, im)), (nan, _k(float("-inf"), re))),
+        (e.b.and_(_is_nan(e, re), inf_im), (nan, minus_inf_im)),
+        (e.b.and_(inf_re, inf_im), (corner, minus_inf_im)),
+        (inf_re, (edge, minus_inf_im)),
+        (e.b.and_(inf_im, e.b.not_(_is_nan(e, re))), (_k(0.5 * _PI, re), minus_inf_im)),
+        (e.b.and_(_eq(e, re, 0.0), _is_nan(e, im)), (_k(0.5 * _PI, re), nan)),
+    ]
+
+
+def _acosh(e, z: Value) -> Value:
+    """acosh z = asinh(re(conj(a) b)) + 2i atan2(im a, re b), a = sqrt(z - 1), b = sqrt(z + 1);
+    its special values are acos's turned a quarter: acosh z = +-i acos z."""
     re, im = parts(e, z)
-    return make(e, e.mul(e.math("cosh", re), e.math("cosine", im)),
-                e.mul(e.math("sinh", re), e.math("sine", im)), z.dtype)
+    (ar, ai), (br, bi) = _roots(e, z, -1.0)
+    out = (e.math("asinh", e.add(e.mul(ar, br), e.mul(ai, bi))),
+           e.mul(_k(2.0, re), e.math("atan2", ai, br)))
+    # acosh z = i acos z where im z >= 0 (conjugate below): an infinite real part and
+    # acos's real part signed as y
+    rules = [(c, (e.abs(i), _copysign(e, r, im))) for c, (r, i) in _acos_special(e, re, im)]
+    return make(e, *_fix(e, out, rules), z.dtype)
 
 
-def _tanh(e, z: Value) -> Value:
-    """tanh(a + bi) = (sinh 2a + i sin 2b) / (cosh 2a + cos 2b)."""
+def _asin(e, z: Value) -> Value:
+    """asin z = atan2(x, re(a b)) + i asinh(im(conj(a) b)), a = sqrt(1 - z), b = sqrt(1 + z)."""
     re, im = parts(e, z)
-    a2, b2 = e.add(re, re), e.add(im, im)
-    d = e.add(e.math("cosh", a2), e.math("cosine", b2))
-    return make(e, e.div(e.math("sinh", a2), d), e.div(e.math("sine", b2), d), z.dtype)
+    (ar, ai), (br, bi) = _roots(e, z, 1.0)
+    out = (e.math("atan2", re, e.sub(e.mul(ar, br), e.mul(ai, bi))),
+           e.math("asinh", e.sub(e.mul(ar, bi), e.mul(ai, br))))
+    # asin z = pi/2 - acos z, an odd function: acos's special values turned, signed as z
+    rules = [(c, (_copysign(e, e.sub(_k(0.5 * _PI, re), r), re), _copysign(e, i, im)))
+             for c, (r, i) in _acos_special(e, re, im)]
+    return make(e, *_fix(e, out, rules), z.dtype)
+
+
+def _times_i(e, z: Value) -> Value:
+    re, im = parts(e, z)
+    return make(e, e.neg(im), re, z.dtype)
+
+
+def _times_minus_i(e, z: Value) -> Value:
+    re, im = parts(e, z)
+    return make(e, im, e.neg(re), z.dtype)
+
+
+def _asinh(e, z: Value) -> Value:
+    """asinh z = -i asin(i z)."""
+    return _times_minus_i(e, _asin(e, _times_i(e, z)))
+
+
+def _atanh(e, z: Value) -> Value:
+    """atanh z = log1p(4x / ((1 - x)^2 + y^2)) / 4 + i atan2(2y, (1 - x)(1 + x) - y^2) / 2;
+    for |z| > 2^26 (where the squares would lose or overflow) 1/z + i sign(y) pi/2."""
+    re, im = parts(e, z)
+    one = _k(1.0, re)
+    omx = e.sub(one, re)
+    d = e.add(e.mul(omx, omx), e.mul(im, im))
+    out = (e.mul(_k(0.25, re), e.math("log_plus_one", e.div(e.mul(_k(4.0, re), re), d))),
+           e.mul(_k(0.5, re), e.math("atan2", e.add(im, im),
+                                     e.sub(e.mul(omx, e.add(one, re)), e.mul(im, im)))))
+    inv_r, inv_i = parts(e, div(e, make(e, one, _k(0.0, re), z.dtype), z))
+    half_pi = _copysign(e, _k(0.5 * _PI, re), im)
+    big = e.b.fcmp_ordered(">", abs_(e, z).ir, ir.Constant(re.ir.type, 2.0 ** 26))
+    nan = _k(float("nan"), re)
+    return make(e, *_fix(e, out, [
+        (e.b.or_(_is_inf(e, re), _is_inf(e, im)),
+         (_copysign(e, _k(0.0, re), re), _pick(e, _is_nan(e, im), nan, half_pi))),
+        (e.b.and_(_eq(e, re, 0.0), _is_nan(e, im)), (re, nan)),
+        (big, (inv_r, e.add(half_pi, inv_i))),
+    ]), z.dtype)
+
+
+def _atan(e, z: Value) -> Value:
+    """atan z = -i atanh(i z)."""
+    return _times_minus_i(e, _atanh(e, _times_i(e, z)))
+
+
+def _sign(e, z: Value) -> Value:
+    """z / |z|, and 0 for 0 (NumPy 2's sign of a complex number); with an infinite part,
+    the direction of its infinity (sign(inf + 1i) = 1)."""
+    re, im = parts(e, z)
+    inf = e.b.xor(_is_inf(e, re), _is_inf(e, im))      # both infinite: NaN, as NumPy
+    unit = lambda x: _copysign(e, _pick(e, _is_inf(e, x), _k(1.0, x), _k(0.0, x)), x)
+    re, im = _pick(e, inf, unit(re), re), _pick(e, inf, unit(im), im)
+    r = abs_(e, make(e, re, im, z.dtype))
+    zero = _eq(e, r, 0.0)
+    safe = _pick(e, zero, _k(1.0, r), r)
+    nought = _k(0.0, re)
+    return make(e, _pick(e, zero, nought, e.div(re, safe)), _pick(e, zero, nought, e.div(im, safe)),
+                z.dtype)
 
 
 def power(e, a: Value, b: Value) -> Value:
@@ -208,4 +441,6 @@ def power(e, a: Value, b: Value) -> Value:
 
 
 _MATH = {"exponential": _exp, "log": _log, "sqrt": _sqrt, "sine": _sin, "cosine": _cos,
-         "sinh": _sinh, "cosh": _cosh, "tanh": _tanh}
+         "sinh": _sinh, "cosh": _cosh, "tanh": _tanh, "exponential_minus_one": _expm1,
+         "log_plus_one": _log1p, "acos": _acos, "acosh": _acosh, "asin": _asin,
+         "asinh": _asinh, "atan": _atan, "atanh": _atanh, "sign": _sign}

@@ -121,6 +121,24 @@ def _shift(kind):
     return ref
 
 
+def _expm1(x):
+    """NumPy's expm1, with C99's special values for complex x, which NumPy's complex loop
+    lacks (it gives inf + NaN i for expm1(inf + 0i)): as exp(z) - 1 at infinities."""
+    out = np.expm1(x)
+    if x.dtype.kind != "c":
+        return out
+    re, im = x.real, x.imag
+    bad_im = ~np.isfinite(im)
+    real_line = np.empty_like(x)            # expm1(x + 0i) = expm1(x) + 0i, zero's sign kept
+    real_line.real, real_line.imag = np.expm1(re), im
+    fixes = [(im == 0, real_line),
+             ((re == -np.inf) & bad_im, np.full(x.shape, -1 + 0j)),
+             ((re == np.inf) & bad_im, np.full(x.shape, complex(np.inf, np.nan)))]
+    for cond, value in reversed(fixes):
+        out = np.where(cond, value, out)
+    return out
+
+
 def _not(x):
     return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
 
@@ -211,12 +229,31 @@ def _one_minus_square(x):
     return A.sub(A.full_like(x, 1), A.mul(x, x))
 
 
+def _rsqrt(x):
+    """1 / sqrt(x); complex values (which rsqrt does not take) through sqrt."""
+    if x.dtype.is_complex:
+        return A.div(A.full_like(x, 1), apply("sqrt", x))
+    return apply("rsqrt", x)
+
+
+def _sign_vjp(g, out, x):
+    """Zero for real x (as JAX); for complex, z / |z| moves only across the ray: the
+    cotangent (g - s re(conj(s) g)) / |z| (s = sign z; 0 at 0), as PyTorch's sgn."""
+    if not x.dtype.is_complex:
+        return (A.zeros_like(x),)
+    r = apply("abs", x)
+    zero = A.compare(r, A.zeros_like(r), "EQ")
+    safe = A.convert(A.select(zero, A.full_like(r, 1), r), x.dtype)
+    along = A.mul(out, A.convert(apply("real", A.mul(apply("conj", out), g)), x.dtype))
+    return (A.div(A.sub(g, along), safe),)
+
+
 def _asin_vjp(g, out, x):
-    return (A.mul(g, apply("rsqrt", _one_minus_square(x))),)
+    return (A.mul(g, _rsqrt(_one_minus_square(x))),)
 
 
 def _acos_vjp(g, out, x):
-    return (A.neg(A.mul(g, apply("rsqrt", _one_minus_square(x)))),)
+    return (A.neg(A.mul(g, _rsqrt(_one_minus_square(x)))),)
 
 
 def _atan_vjp(g, out, x):
@@ -232,10 +269,12 @@ def _cosh_vjp(g, out, x):
 
 
 def _asinh_vjp(g, out, x):
-    return (A.mul(g, apply("rsqrt", A.plus(A.mul(x, x), 1))),)
+    return (A.mul(g, _rsqrt(A.plus(A.mul(x, x), 1))),)
 
 
 def _acosh_vjp(g, out, x):
+    if x.dtype.is_complex:      # 1 / (sqrt(z - 1) sqrt(z + 1)): 1 / sqrt(z^2 - 1) has the wrong sign for re z < 0
+        return (A.div(g, A.mul(apply("sqrt", A.plus(x, -1)), apply("sqrt", A.plus(x, 1)))),)
     return (A.mul(g, apply("rsqrt", A.plus(A.mul(x, x), -1))),)
 
 
@@ -328,14 +367,17 @@ neg = unary("negate", numeric_or_complex, _same_dtype_ref(np.negative), lambda e
 abs_ = primitive("abs", ELEMENTWISE, _abs_infer, _abs_ref, emit=lambda e, x: e.abs(x),
                  doc="|x|; the modulus (a real value) of a complex x.", vjp=_abs_vjp,
                  batch=B.elementwise)
-sign = unary("sign", numeric, _sign, lambda e, x: e.sign(x), vjp=_zero_vjp)
+sign = primitive("sign", ELEMENTWISE, elementwise_infer("sign", numeric_or_complex), _sign,
+                 emit=lambda e, x: e.math("sign", x) if x.dtype.is_complex else e.sign(x),
+                 doc="-1, 0, 1 (NaN for NaN); z / |z| (0 for 0) for a complex z, as NumPy 2.",
+                 vjp=_sign_vjp, holomorphic=False, batch=B.elementwise, arity=1)
 not_ = unary("not", int_or_bool, _not, lambda e, x: e.not_(x),
              doc="Logical not for bool, bitwise not for integers.", vjp=NOT_DIFFERENTIABLE)
 
 exp = float_unary("exponential", np.exp, vjp=_exp_vjp, complex_too=True)
-expm1 = float_unary("exponential_minus_one", np.expm1, vjp=_expm1_vjp)
+expm1 = float_unary("exponential_minus_one", _expm1, vjp=_expm1_vjp, complex_too=True)
 log = float_unary("log", np.log, vjp=_log_vjp, complex_too=True)
-log1p = float_unary("log_plus_one", np.log1p, vjp=_log1p_vjp)
+log1p = float_unary("log_plus_one", np.log1p, vjp=_log1p_vjp, complex_too=True)
 sqrt = float_unary("sqrt", np.sqrt, vjp=_sqrt_vjp, complex_too=True)
 rsqrt = float_unary("rsqrt", lambda x: 1 / np.sqrt(x), vjp=_rsqrt_vjp)
 tanh = float_unary("tanh", np.tanh, vjp=_tanh_vjp, complex_too=True)
@@ -343,14 +385,14 @@ logistic = float_unary("logistic", _logistic, vjp=_logistic_vjp)
 sin = float_unary("sine", np.sin, vjp=_sin_vjp, complex_too=True)
 cos = float_unary("cosine", np.cos, vjp=_cos_vjp, complex_too=True)
 tan = float_unary("tan", np.tan, vjp=_tan_vjp)
-asin = float_unary("asin", np.arcsin, vjp=_asin_vjp)
-acos = float_unary("acos", np.arccos, vjp=_acos_vjp)
-atan = float_unary("atan", np.arctan, vjp=_atan_vjp)
+asin = float_unary("asin", np.arcsin, vjp=_asin_vjp, complex_too=True)
+acos = float_unary("acos", np.arccos, vjp=_acos_vjp, complex_too=True)
+atan = float_unary("atan", np.arctan, vjp=_atan_vjp, complex_too=True)
 sinh = float_unary("sinh", np.sinh, vjp=_sinh_vjp, complex_too=True)
 cosh = float_unary("cosh", np.cosh, vjp=_cosh_vjp, complex_too=True)
-asinh = float_unary("asinh", np.arcsinh, vjp=_asinh_vjp)
-acosh = float_unary("acosh", np.arccosh, vjp=_acosh_vjp)
-atanh = float_unary("atanh", np.arctanh, vjp=_atanh_vjp)
+asinh = float_unary("asinh", np.arcsinh, vjp=_asinh_vjp, complex_too=True)
+acosh = float_unary("acosh", np.arccosh, vjp=_acosh_vjp, complex_too=True)
+atanh = float_unary("atanh", np.arctanh, vjp=_atanh_vjp, complex_too=True)
 erf = float_unary("erf", _erf, vjp=_erf_vjp)
 floor = float_unary("floor", np.floor, vjp=_zero_vjp)
 ceil = float_unary("ceil", np.ceil, vjp=_zero_vjp)

@@ -1,0 +1,159 @@
+"""Recording's fast paths give exactly the graph the general path gives, and its remembered
+rules never remember an error.
+
+Elementwise front ends record the common case (two nodes of one dtype and shape, or a node
+and a weak Python scalar) without `operands`/`apply`; shape rules, broadcasts, axes and
+reshape targets are remembered. Each case here builds the same op both ways and compares
+the graphs node by node (op, shape, dtype, attributes, scalar values), and checks that bad
+input still raises on every call.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+import lazyarray.nn.functional as F
+from lazyarray import ops
+from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.node import Node, parameter_leaf
+from lazyarray.compiler.primitive import apply
+from lazyarray.ops.promotion import broadcast_shapes, normalize_axes, operands
+
+
+def _structure(node: Node) -> tuple:
+    """A node's graph as nested tuples: what capture and the compiler read of it."""
+    value = node.value
+    if value is not None and not isinstance(value, (bool, int, float, complex)):
+        value = repr(value.array.tolist())            # a kept constant's literal
+    elif value is not None:
+        value = (type(value).__name__, repr(value))   # -0.0 and 0.0, 1 and True apart
+    return (node.op, node.shape, node.dtype, tuple(sorted(node.attrs.items())), value,
+            node.buffer is not None, tuple(_structure(o) for o in node.operands))
+
+
+def _leaf(dtype: D.DType, shape: tuple = (4, 3)) -> Node:
+    return parameter_leaf(np.zeros(shape, dtype.np), shape, dtype)
+
+
+def _general(name: str, prim: str, a, b, numeric: bool = False, to_float: bool = False,
+             **attrs) -> Node:
+    """The op recorded the general way: promotion and broadcast, the checks, `apply`."""
+    a, b = operands(name, a, b)
+    if numeric and a.dtype is D.bool_:
+        raise TypeError(f"{name}: not defined for bool tensors")
+    if to_float and not a.dtype.is_inexact:
+        a, b = (apply("convert", n, dtype=D.DEFAULT_FLOAT) for n in (a, b))
+    return apply(prim, a, b, **attrs)
+
+
+BINARY = [(ops.add, "add", "add", {}), (ops.multiply, "multiply", "multiply", {}),
+          (ops.subtract, "subtract", "subtract", {"numeric": True}),
+          (ops.maximum, "maximum", "maximum", {}), (ops.minimum, "minimum", "minimum", {}),
+          (ops.divide, "divide", "divide", {"to_float": True}),
+          (ops.less, "less", "compare", {"direction": "LT"}),
+          (ops.equal, "equal", "compare", {"direction": "EQ"})]
+DTYPES = [D.float32, D.float16, D.bfloat16, D.float64, D.int32, D.uint8, D.bool_,
+          D.complex64]
+SCALARS = [2.5, 0.0, -0.0, 1.0, -1.0, math.nan, 3, 0, -1, True, False]
+
+
+def _same_or_same_error(fast, general) -> None:
+    try:
+        want = _structure(general())
+    except (TypeError, ValueError, OverflowError) as e:
+        with pytest.raises(type(e)):
+            fast()
+        return
+    assert _structure(fast()) == want
+
+
+@pytest.mark.parametrize("fn,name,prim,kw", BINARY, ids=[b[1] for b in BINARY])
+@pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
+def test_binary_fast_path_records_the_general_graph(fn, name, prim, kw, dtype) -> None:
+    a, b = _leaf(dtype), _leaf(dtype)
+    _same_or_same_error(lambda: fn(a, b), lambda: _general(name, prim, a, b, **kw))
+    for s in SCALARS:
+        _same_or_same_error(lambda: fn(a, s), lambda: _general(name, prim, a, s, **kw))
+        _same_or_same_error(lambda: fn(s, a), lambda: _general(name, prim, s, a, **kw))
+    zero_d = _leaf(dtype, ())
+    _same_or_same_error(lambda: fn(zero_d, 2), lambda: _general(name, prim, zero_d, 2, **kw))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
+def test_unary_fast_path_records_the_general_graph(dtype) -> None:
+    x = _leaf(dtype)
+    for fn, prim in [(ops.exp, "exponential"), (ops.tanh, "tanh"), (ops.sqrt, "sqrt")]:
+        def general():
+            y = x if x.dtype.is_inexact else apply("convert", x, dtype=D.DEFAULT_FLOAT)
+            return apply(prim, y)
+        _same_or_same_error(lambda: fn(x), general)
+
+
+def test_tensor_operators_match_numpy_through_the_fast_paths() -> None:
+    a = np.array([[1.5, -2.0, 0.0]], np.float32)
+    x = la.asarray(a)
+    got = [(x * 2.5).numpy(), (2.5 - x).numpy(), (x + 0).numpy(), (x * -0.0).numpy(),
+           (x / 2).numpy(), (x - True).numpy(), (x > 0.0).numpy(), x.exp().numpy()]
+    want = [a * 2.5, 2.5 - a, a + 0, a * -0.0, a / 2, a - True, a > 0.0, np.exp(a)]
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    assert np.signbit((x * -0.0).numpy()).tolist() == np.signbit(a * -0.0).tolist()
+    i = la.asarray(np.array([1, 2], np.int32))
+    assert (i * 2.5).dtype is la.float32 and (i + 1).dtype is la.int32
+    with pytest.raises(TypeError, match="subtract"):
+        la.asarray(np.array([True])) - la.asarray(np.array([False]))
+
+
+def test_remembered_rules_never_remember_errors() -> None:
+    assert broadcast_shapes("add", (3, 1), (1, 4)) == (3, 4)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="maximum: shapes"):
+            broadcast_shapes("maximum", (3, 2), (4,))
+    assert normalize_axes("sum", 1, 2) == (1,)
+    for _ in range(2):
+        with pytest.raises(TypeError, match="axis must be an int"):
+            normalize_axes("sum", True, 2)            # True hashes as 1: not the same key
+        with pytest.raises(IndexError, match="mean: axis 2"):
+            normalize_axes("mean", 2, 2)
+    x = la.asarray(np.zeros((2, 6), np.float32))
+    assert x.reshape(3, 4).shape == (3, 4) and x.reshape(-1).shape == (12,)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="reshape"):
+            x.reshape(5, 3)
+    node = x._node
+    assert apply("reduce", node, axes=(1,), kind="sum").shape == (2,)
+    for _ in range(2):
+        with pytest.raises(IndexError):
+            apply("reduce", node, axes=(2,), kind="sum")
+    with pytest.raises(ValueError):
+        apply("broadcast_in_dim", node, shape=(2, 5), broadcast_dimensions=(0, 1))
+
+
+def test_labels_checked_once_still_catch_new_values() -> None:
+    logits = la.asarray(np.zeros((3, 4), np.float32))
+    labels = la.asarray(np.array([0, 1, 3]))
+    for _ in range(2):
+        F.cross_entropy(logits, labels)              # in range, remembered
+    with pytest.raises(ValueError, match="label 9"):
+        F.cross_entropy(la.asarray(np.zeros((3, 9), np.float32))[:, :3], la.asarray([9, 0, 1]))
+    labels[0] = 7                                    # the tensor holds a new value
+    la.sync()
+    for _ in range(2):
+        with pytest.raises(ValueError, match="label 7"):
+            F.cross_entropy(logits, labels)
+    with pytest.raises(ValueError, match="label 3"):  # fewer classes: checked again
+        F.cross_entropy(la.asarray(np.zeros((3, 3), np.float32)), la.asarray(np.array([0, 1, 3])))
+
+
+def test_lifted_several_tensors_take_the_general_rules() -> None:
+    x, w, b = (la.asarray(np.ones(s, np.float32)) for s in ((2, 3), (4, 3), (4,)))
+    assert F.linear(x, w, b).numpy().tolist() == [[4.0] * 4] * 2
+    assert F.linear(x, w, None).shape == (2, 4)
+    c = la.asarray(np.array([[True], [False]]))
+    assert la.where(c, x, 0.0).numpy().tolist() == [[1.0] * 3, [0.0] * 3]
+    with pytest.raises(ValueError, match="linear"):
+        F.linear(x, la.asarray(np.ones((4, 5), np.float32)), b)
