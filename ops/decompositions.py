@@ -191,15 +191,17 @@ def qr(x: Any, mode: str = "reduced") -> Any:
 
 # ---- built from the SVD --------------------------------------------------------------------
 
-def _cutoff(op: str, s: Node, m: int, n: int, rtol: Any) -> Node:
-    """rtol * max(s) per matrix (rtol defaults to max(m, n) * eps, as the array API)."""
+def _cutoff(op: str, s: Node, batch: tuple, m: int, n: int, rtol: Any) -> Node:
+    """rtol * max(s) per matrix (rtol defaults to max(m, n) * eps, as the array API); an
+    array rtol is shaped like the stack of matrices, x[..., 0, 0], as in NumPy."""
     real = s.dtype
     if rtol is None:
         rtol = max(m, n) * float(D.finfo(real).eps)
     top = apply("reduce", s, axes=(s.ndim - 1,), kind="max") if s.shape[-1] else \
         A.full(0, s.shape[:-1], real)
     if isinstance(rtol, Node):
-        rtol = broadcast_to(convert(rtol, real), top.shape)
+        # top is the batch shape, or the batch shape and 1 where s comes as (..., 1, k)
+        rtol = A.reshape(broadcast_to(convert(rtol, real), batch), top.shape)
         return A.broadcast(A.mul(top, rtol), s.shape, tuple(range(s.ndim - 1)))
     return A.broadcast(A.scale(top, float(rtol)), s.shape, tuple(range(s.ndim - 1)))
 
@@ -211,7 +213,7 @@ def pinv(x: Any, rtol: Any = None, hermitian: bool = False) -> Node:
     _matrix("pinv", a, square=False)
     m, n = a.shape[-2:]
     u, s, v = P.unpack_svd(apply("svd", a, full_matrices=False, compute_uv=True), m, n, False)
-    keep = A.compare(s, _cutoff("pinv", s, m, n, _node_or(rtol)), "GT")
+    keep = A.compare(s, _cutoff("pinv", s, a.shape[:-2], m, n, _node_or(rtol)), "GT")
     safe = A.select(keep, s, A.full(1, s.shape, s.dtype))
     inv_s = A.where_else_zero(keep, A.div(A.full(1, s.shape, s.dtype), safe))
     scaled = A.mul(v, A.broadcast(A.convert(inv_s, a.dtype), v.shape))
@@ -232,7 +234,7 @@ def matrix_rank(x: Any, rtol: Any = None, *, tol: Any = None, hermitian: bool = 
         cut = A.broadcast(convert(as_node(tol), s.dtype), s.shape) if not isinstance(
             tol, (int, float)) else A.full(float(tol), s.shape, s.dtype)
     else:
-        cut = _cutoff("matrix_rank", s, m, n, _node_or(rtol))
+        cut = _cutoff("matrix_rank", s, a.shape[:-2], m, n, _node_or(rtol))
     return apply("reduce", A.convert(A.compare(s, cut, "GT"), D.int64), axes=(s.ndim - 1,),
                  kind="sum")
 

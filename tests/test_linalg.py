@@ -350,3 +350,17 @@ def test_complex_gradient_conjugate_wirtinger(name, device):
     central difference in complex128 along a random complex direction."""
     fn, inputs = COMPLEX_GRADIENTS[name]
     gradcheck.check_complex_direction(fn, inputs, device=device)
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 3), (3, 4, 4), (2, 0, 3), (0, 0, 1)])
+def test_pinv_and_matrix_rank_take_an_rtol_per_matrix_of_the_stack(shape):
+    """An array rtol is shaped like x[..., 0, 0] (the array API; NumPy adds the axis)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(shape).astype(np.float32)
+    rtol = np.linspace(0.05, 0.6, shape[0], dtype=np.float32)
+    got = L.pinv(la.asarray(a), rtol=la.asarray(rtol)).numpy()
+    want = NL.pinv(a, rtol=rtol)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, atol=1e-4)
+    assert (L.matrix_rank(la.asarray(a), rtol=la.asarray(rtol)).numpy()
+            == NL.matrix_rank(a, rtol=rtol)).all()
