@@ -26,6 +26,8 @@ _DTYPES = {"s": np.float32, "d": np.float64, "c": np.complex64, "z": np.complex1
 SYEVJ_BATCHED_MAX_N = 32
 OP_N, OP_T, OP_C = 0, 1, 2
 FILL_LOWER, FILL_UPPER = 0, 1
+SIDE_LEFT, SIDE_RIGHT = 0, 1
+DIAG_NON_UNIT, DIAG_UNIT = 0, 1
 
 
 class SolverError(RuntimeError):
@@ -105,7 +107,8 @@ def _packed_index(n: int, uplo: int) -> tuple:
 
 
 class FakeCublasRoutines(_Library):
-    """nvmath.bindings.cublas's geam, trttp, tpttr, getrfBatched, getrsBatched and copy."""
+    """nvmath.bindings.cublas's geam, trttp, tpttr, getrfBatched, getrsBatched, trsmBatched
+    and copy."""
 
     def _geam(self, dtype: Any, name: str, handle: int, transa: int, transb: int, m: int,
               n: int, alpha: int, a: int, lda: int, beta: int, b: int, ldb: int, c: int,
@@ -159,6 +162,29 @@ class FakeCublasRoutines(_Library):
                                 self._vector(pivots + i * n * 4, np.int32, n, name))
                 b = self._matrix(pb, dtype, ldb, n, nrhs, name)
                 b[...] = np.linalg.solve(_op(a, trans), b)
+        self._queue(handle, name, run)
+
+    def _trsm_batched(self, dtype: Any, name: str, handle: int, side: int, uplo: int,
+                      trans: int, diag: int, m: int, n: int, alpha: int, a_array: int,
+                      lda: int, b_array: int, ldb: int, batch: int) -> None:
+        """op(A) X = alpha B (left) or X op(A) = alpha B (right), X over B; A's `uplo`
+        triangle (the other is not read), its diagonal ones if diag is unit."""
+        al = np.frombuffer(ctypes.string_at(alpha, np.dtype(dtype).itemsize), dtype)[0]
+        size = m if side == SIDE_LEFT else n
+
+        def run() -> None:
+            for pa, pb in zip(self._pointers(a_array, batch, name),
+                              self._pointers(b_array, batch, name)):
+                m_a = self._matrix(pa, dtype, lda, size, size, name)
+                t = np.triu(m_a) if uplo == FILL_UPPER else np.tril(m_a)
+                if diag == DIAG_UNIT:
+                    np.fill_diagonal(t, 1)
+                t = _op(t, trans)
+                rhs = self._matrix(pb, dtype, ldb, m, n, name)
+                with np.errstate(all="ignore"):     # a zero pivot gives inf/nan, as cuBLAS
+                    x = (np.linalg.solve(t, al * rhs) if side == SIDE_LEFT
+                         else np.linalg.solve(t.T, (al * rhs).T).T)
+                rhs[...] = x
         self._queue(handle, name, run)
 
     def _copy(self, dtype: Any, name: str, handle: int, n: int, x: int, incx: int, y: int,
@@ -308,9 +334,9 @@ def _bind(cls: type, routine: str, impl: str, prefixes: str) -> None:
 
 
 for _routine, _impl in (("geam", "_geam"), ("trttp", "_trttp"), ("tpttr", "_tpttr"),
-                        ("getrf_batched", "_getrf_batched"), ("getrs_batched", "_getrs_batched")):
+                        ("getrf_batched", "_getrf_batched"), ("getrs_batched", "_getrs_batched"),
+                        ("trsm_batched", "_trsm_batched"), ("copy", "_copy")):
     _bind(FakeCublasRoutines, _routine, _impl, "sdcz")
-_bind(FakeCublasRoutines, "copy", "_copy", "sd")
 _bind(FakeCusolverDn, "potrf_batched", "_potrf_batched", "sdcz")
 for _kind, _prefixes in (("syev", "sd"), ("heev", "cz")):
     _bind(FakeCusolverDn, _kind + "j_batched_buffer_size", "_evj_batched_buffer_size", _prefixes)

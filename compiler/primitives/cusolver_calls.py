@@ -306,3 +306,84 @@ def _pack_svd(ctx: Any, dtype: Any, m: int, n: int, columns: tuple, dst: int, wi
         _fn(ctx.cublas, "copy", _REAL_OF[dtype.name])(ctx.cublas_handle, k, s.ptr, 1, row, 2)
     else:
         ctx.copy_bytes(s.ptr, row, k * item)
+
+
+def _diagonals(ctx: Any, dtype: Any, src: Any, n: int, batch: int) -> np.ndarray:
+    """Each matrix's diagonal read back (batch x n): a strided copy (incx = n + 1) into a
+    small device buffer, then O(n) per matrix crosses to the host, never a whole matrix."""
+    item = dtype.itemsize
+    diag = ctx.zeros((batch, n), dtype.np)
+    for i in range(batch):
+        _fn(ctx.cublas, "copy", dtype)(ctx.cublas_handle, n, src.ptr + i * n * n * item, n + 1,
+                                       diag.ptr + i * n * item, 1)
+    return np.asarray(ctx.get(diag)).reshape(batch, n)
+
+
+def slogdet(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
+    """getrfBatched on a device copy (column-major it holds a^T, and det(a^T) = det(a): no
+    transpose, no conjugation). The O(n^3) factorization runs on the device; only U's
+    diagonal and the pivots (O(n) per matrix) cross to the host, where NumPy makes the
+    sign (pivot parity times the diagonal's phases) and log|det| (sum of log|u_ii|), and
+    the (..., 2) result goes back. A zero pivot (info > 0) gives sign 0 and log|det| -inf,
+    as NumPy: not an error."""
+    (a,) = operands
+    dtype = D.from_numpy(a.dtype)
+    n, batch, item = a.shape[-1], _batch(a.shape), dtype.itemsize
+    if n == 0 or batch == 0:
+        return False
+    lu = ctx.zeros((batch, n, n), dtype.np)
+    ctx.copy(a, lu)
+    ptrs = _pointers(ctx, lu.ptr, batch, n * n * item)
+    pivots = ctx.zeros((batch, n), np.int32)
+    info = ctx.zeros((batch,), np.int32)
+    _fn(ctx.cublas, "getrf_batched", dtype)(ctx.cublas_handle, n, ptrs.ptr, n, pivots.ptr,
+                                            info.ptr, batch)
+    diag = _diagonals(ctx, dtype, lu, n, batch)
+    piv = np.asarray(ctx.get(pivots)).reshape(batch, n)
+    ctx.copy(ctx.put(_sign_and_log(diag, piv).astype(dtype.np)), out)
+    ctx.synchronize()
+    return True
+
+
+def _sign_and_log(diag: np.ndarray, piv: np.ndarray) -> np.ndarray:
+    """(batch, 2): the sign and log|det| of P L U from U's diagonal and getrf's 1-based pivots."""
+    swaps = np.count_nonzero(piv != np.arange(1, piv.shape[-1] + 1), axis=-1)
+    size = np.abs(diag)
+    singular = np.any(size == 0, axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logabs = np.sum(np.log(size), axis=-1)
+        phase = np.prod(np.where(size == 0, 1, diag / np.where(size == 0, 1, size)), axis=-1)
+    sign = np.where(singular, 0, np.where(swaps % 2, -phase, phase))
+    logabs = np.where(singular, -np.inf, logabs)
+    return np.stack([sign, logabs.astype(sign.dtype)], axis=-1)
+
+
+SIDE_LEFT, SIDE_RIGHT = 0, 1            # cublasSideMode_t
+DIAG_NON_UNIT = 0                       # cublasDiagType_t
+
+
+def triangular_solve(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
+    """trsmBatched in place on a copy of b. Column-major, a reads as A = a^T and b (n x k)
+    as B = b^T (k x n): op(t) x = b is X op(t)^T = B with X = x^T, a right-side solve.
+    t^T is A's upper triangle when t is a's lower one, and (t^H)^T = conj(t) = (t^T)^H:
+    op = C for the adjoint. No transposes. A zero on t's diagonal is refused (as LAPACK's
+    trtrs and NumPy): the diagonals, O(n) per matrix, are read back to check."""
+    a, b = operands
+    lower, adjoint = bool(ins.attrs["lower"]), bool(ins.attrs["adjoint"])
+    dtype = D.from_numpy(a.dtype)
+    n, k, batch, item = ins.shape[-2], ins.shape[-1], _batch(ins.shape), dtype.itemsize
+    if n == 0 or k == 0 or batch == 0:
+        return False
+    if np.any(_diagonals(ctx, dtype, a, n, batch) == 0):
+        raise np.linalg.LinAlgError(f"triangular_solve: a matrix of the input "
+                                    f"{tuple(a.shape)} is singular")
+    ctx.copy(b, out)
+    a_ptrs = _pointers(ctx, a.ptr, batch, n * n * item)
+    b_ptrs = _pointers(ctx, out.ptr, batch, n * k * item)
+    one, _ = _scalars(dtype)
+    _fn(ctx.cublas, "trsm_batched", dtype)(
+        ctx.cublas_handle, SIDE_RIGHT, FILL_UPPER if lower else FILL_LOWER,
+        OP_C if adjoint else OP_N, DIAG_NON_UNIT, k, n, one.ctypes.data, a_ptrs.ptr, n,
+        b_ptrs.ptr, k, batch)
+    ctx.synchronize()
+    return True

@@ -153,7 +153,8 @@ def _trsolve_vjp(g, out, a, b, lower, adjoint):
 triangular_solve = primitive(
     "triangular_solve", LIBRARY, _trsolve_infer, _trsolve_ref, attrs=("lower", "adjoint"),
     doc="x with op(t) x = b, t the lower or upper triangle of a, op(t) = t or t^H.",
-    vjp=_trsolve_vjp, library=_lapack(lapack_calls.triangular_solve), holomorphic=False, batch=B.elementwise)
+    vjp=_trsolve_vjp, library=_lapack(lapack_calls.triangular_solve), holomorphic=False, batch=B.elementwise,
+    device_calls={"cuda": cusolver_calls.triangular_solve})
 
 # ---- solve ------------------------------------------------------------------------------
 
@@ -200,7 +201,8 @@ def _slogdet_vjp(g, out, a):
 
 slogdet = primitive("slogdet", LIBRARY, _slogdet_infer, _slogdet_ref,
                     doc="(..., 2): the sign of det(a) (0 when singular), then log|det(a)|.",
-                    vjp=_slogdet_vjp, library=_lapack(lapack_calls.slogdet), holomorphic=False, batch=B.elementwise)
+                    vjp=_slogdet_vjp, library=_lapack(lapack_calls.slogdet), holomorphic=False, batch=B.elementwise,
+                    device_calls={"cuda": cusolver_calls.slogdet})
 
 # ---- eigh -------------------------------------------------------------------------------
 
