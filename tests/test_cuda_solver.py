@@ -2,7 +2,8 @@
 the CUDA device, over the fake driver and the routines' stand-ins
 (devices/cuda_solver_fake.py): cholesky, solve, eigh, eigvalsh, qr, svd and svdvals in all four dtypes,
 small (Jacobi, batched) and large (divide and conquer), against NumPy, with gradients and
-the errors; and that the stand-ins refuse what cuSOLVER refuses."""
+the errors; det/slogdet (getrfBatched) and solve_triangular (trsmBatched) read back no
+whole matrix; and that the stand-ins refuse what cuSOLVER refuses."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,7 +15,7 @@ from lazyarray.devices.cuda_solver import solver_context
 from lazyarray.devices.cuda_solver_fake import FakeCusolverDn, SolverError
 
 import gradcheck
-from test_linalg import COMPLEX_GRADIENTS, _phase_fixed
+from test_linalg import COMPLEX_GRADIENTS, GRADIENTS, _phase_fixed
 
 FAKE = "fakecuda"
 L = la.linalg
@@ -125,9 +126,16 @@ def test_svd_and_svdvals_on_cusolver_match_numpy(dtype, shape, full):
 
 
 @pytest.mark.parametrize("name", ["eigh_vectors", "eigvalsh", "cholesky", "solve",
-                                  "qr_q_tall", "qr_r_wide", "svdvals", "svd_u_vh", "svd_u_tall"])
+                                  "det", "slogdet_sign", "slogdet_logabs", "solve_triangular",
+                                  "solve_triangular_right", "qr_q_tall", "qr_r_wide", "svdvals", "svd_u_vh", "svd_u_tall"])
 def test_complex_gradients_through_cusolver(name):
     fn, inputs = COMPLEX_GRADIENTS[name]
+    gradcheck.check_complex_direction(fn, inputs, device=FAKE)
+
+
+@pytest.mark.parametrize("name", ["det", "slogdet", "solve_triangular", "solve_triangular_right"])
+def test_real_gradients_through_cublas(name):
+    fn, inputs = GRADIENTS[name]
     gradcheck.check_complex_direction(fn, inputs, device=FAKE)
 
 
@@ -151,3 +159,84 @@ def test_the_stand_in_refuses_jacobi_batches_beyond_32():
     cs = FakeCusolverDn()
     with pytest.raises(SolverError, match="n = 33 > 32"):
         cs.ssyevj_batched_buffer_size(cs.create(), 1, 1, 33, 0, 33, 0, cs.create_syevj_info(), 2)
+
+
+def _random(rng, shape: tuple, dtype) -> np.ndarray:
+    a = rng.standard_normal(shape) + (1j * rng.standard_normal(shape) if np.dtype(dtype).kind == "c" else 0)
+    return a.astype(dtype)
+
+
+def _host_reads(monkeypatch) -> list:
+    """The byte counts of the device-to-host copies made from now on."""
+    cu = runtime.get_device(FAKE).device.cu
+    sizes, real = [], cu.cuMemcpyDtoHAsync
+
+    def counted(dst, src, nbytes, stream):
+        sizes.append(int(nbytes))
+        return real(dst, src, nbytes, stream)
+    monkeypatch.setattr(cu, "cuMemcpyDtoHAsync", counted)
+    return sizes
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_slogdet_and_det_on_cublas_match_numpy_reading_back_no_matrix(dtype, monkeypatch):
+    """Batched, with exactly singular matrices (sign 0, log|det| -inf, no error) and pivots;
+    only diagonals and pivots (O(n) per matrix) come back before the result is read."""
+    n = 8
+    a = _random(np.random.default_rng(7), (2, 3, n, n), dtype)
+    a[0, 1, 4] = 0                        # a zero row
+    a[1, 2, :, 5] = 0                     # a zero column
+    a[1, 0] = a[1, 0][::-1]               # a reversal: an odd number of row swaps
+    x = la.asarray(a, device=FAKE)
+    la.sync(FAKE)
+    before, reads = _routines(), _host_reads(monkeypatch)
+    sign, logabs = L.slogdet(x)
+    d = L.det(x)
+    la.sync(FAKE)
+    prefix = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}[np.dtype(dtype).name]
+    assert _spent(before).get(prefix + "getrf_batched")      # one, or one each
+    assert reads and max(reads) < n * n * np.dtype(dtype).itemsize     # no whole matrix
+    sn, ln = np.linalg.slogdet(a)
+    tol = _tol(dtype)
+    sign, logabs = sign.numpy(), logabs.numpy()
+    assert sign.dtype == sn.dtype and logabs.dtype == ln.dtype
+    finite = np.isfinite(ln)
+    assert not finite[0, 1] and not finite[1, 2] and np.all(sign[~finite] == 0)
+    np.testing.assert_array_equal(logabs[~finite], ln[~finite])
+    np.testing.assert_allclose(sign[finite], sn[finite], rtol=tol, atol=tol)
+    np.testing.assert_allclose(logabs[finite], ln[finite], rtol=tol, atol=tol)
+    np.testing.assert_allclose(d.numpy(), np.linalg.det(a), rtol=tol * 10,
+                               atol=tol * np.abs(np.linalg.det(a)).max())
+
+
+@pytest.mark.parametrize("upper,left", [(True, True), (False, True), (True, False), (False, False)])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_solve_triangular_on_cublas_matches_numpy_reading_back_no_matrix(dtype, upper, left,
+                                                                        monkeypatch):
+    n, k = 6, 3
+    rng = np.random.default_rng(11)
+    a = _random(rng, (2, n, n), dtype) + 3 * np.eye(n, dtype=dtype)
+    b = _random(rng, (2, n, k) if left else (2, k, n), dtype)
+    xa, xb = la.asarray(a, device=FAKE), la.asarray(b, device=FAKE)
+    la.sync(FAKE)
+    before, reads = _routines(), _host_reads(monkeypatch)
+    x = L.solve_triangular(xa, xb, upper=upper, left=left)
+    la.sync(FAKE)
+    prefix = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}[np.dtype(dtype).name]
+    assert _spent(before).get(prefix + "trsm_batched") == 1
+    assert max(reads, default=0) < n * n * np.dtype(dtype).itemsize    # diagonals at most
+    t = np.triu(a) if upper else np.tril(a)
+    want = np.linalg.solve(t, b) if left else np.swapaxes(
+        np.linalg.solve(np.swapaxes(t, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)
+    tol = _tol(dtype)
+    np.testing.assert_allclose(x.numpy(), want, rtol=tol, atol=tol * 10)
+
+
+def test_singular_triangular_solve_names_the_op_on_cublas():
+    a = np.triu(np.ones((3, 3)))
+    a[1, 1] = 0
+    with pytest.raises(la.runtime.SyncError, match=r"triangular_solve: a matrix of the input "
+                                                   r"\(3, 3\) is singular"):
+        L.solve_triangular(la.asarray(a, device=FAKE), la.asarray(np.ones((3, 2)), device=FAKE),
+                           upper=True).numpy()
+    la.device(FAKE).pending.clear()
