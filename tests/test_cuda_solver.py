@@ -130,13 +130,26 @@ def test_svd_and_svdvals_on_cusolver_match_numpy(dtype, shape, full):
                                   "solve_triangular_right", "qr_q_tall", "qr_r_wide", "svdvals", "svd_u_vh", "svd_u_tall"])
 def test_complex_gradients_through_cusolver(name):
     fn, inputs = COMPLEX_GRADIENTS[name]
+    before = _routines()
     gradcheck.check_complex_direction(fn, inputs, device=FAKE)
+    _assert_on_the_device(name, _spent(before))
 
 
 @pytest.mark.parametrize("name", ["det", "slogdet", "solve_triangular", "solve_triangular_right"])
 def test_real_gradients_through_cublas(name):
     fn, inputs = GRADIENTS[name]
+    before = _routines()
     gradcheck.check_complex_direction(fn, inputs, device=FAKE)
+    _assert_on_the_device(name, _spent(before))
+
+
+def _assert_on_the_device(name: str, spent: dict) -> None:
+    """det/slogdet read U's diagonal back with cuBLAS copy (solve, in their vjp, does not);
+    solve_triangular runs trsmBatched."""
+    if name.startswith(("det", "slogdet")):
+        assert any(k.endswith("copy") for k in spent), spent
+    elif name.startswith("solve_triangular"):
+        assert any(k.endswith("trsm_batched") for k in spent), spent
 
 
 def test_real_eigh_gradient_through_cusolver():
@@ -235,8 +248,10 @@ def test_solve_triangular_on_cublas_matches_numpy_reading_back_no_matrix(dtype, 
 def test_singular_triangular_solve_names_the_op_on_cublas():
     a = np.triu(np.ones((3, 3)))
     a[1, 1] = 0
+    before = _routines()
     with pytest.raises(la.runtime.SyncError, match=r"triangular_solve: a matrix of the input "
                                                    r"\(3, 3\) is singular"):
         L.solve_triangular(la.asarray(a, device=FAKE), la.asarray(np.ones((3, 2)), device=FAKE),
                            upper=True).numpy()
     la.device(FAKE).pending.clear()
+    assert _spent(before).get("dcopy") == 1          # refused from the diagonal, on the device
