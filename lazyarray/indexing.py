@@ -58,14 +58,17 @@ def _value(value: Any, t: Tensor) -> Any:
         if value._state is not t._state:
             raise_mixed_devices(value._state, t._state)
         return value._node
+    if isinstance(value, np.generic):
+        value = value.item()
     if isinstance(value, (bool, int, float)):
         return value
-    if isinstance(value, np.generic):
-        return value.item()
     array = np.asarray(value)
-    if array.dtype.kind not in "biuf" and array.dtype != D.bfloat16.np:
+    kinds = "biufc" if t.dtype.kind == "complex" else "biuf"
+    if array.dtype.kind not in kinds and array.dtype != D.bfloat16.np:
         raise TypeError(f"setitem: cannot assign a value of type {type(value).__name__} "
-                        f"to a {t.dtype.name} tensor")
+                        f"to a {t.dtype.name} tensor (complex values need a complex tensor)")
+    if isinstance(value, complex):
+        return value
     return Tensor._from_numpy(array, t._state)._node
 
 

@@ -384,6 +384,8 @@ def _fit_value(op: str, value: Node, shape: tuple) -> Node:
 def _value_node(value: Any, dtype: D.DType) -> Node:
     if isinstance(value, Node):
         return convert(value, dtype)
+    if isinstance(value, complex) and dtype.kind == "complex":
+        return scalar(value, dtype)
     if isinstance(value, (bool, int, float)):
         if dtype is D.bool_:
             return scalar(bool(value), dtype)

@@ -256,3 +256,14 @@ def test_repeat_with_a_tensor_of_repeats_is_a_graph_break_in_strict_mode():
         with pytest.raises(Exception, match="repeat"):
             la.repeat(x, la.asarray(np.array([1, 2, 3])))
         assert la.repeat(x, 2).shape == (6,)
+
+
+def test_setitem_takes_python_and_numpy_complex_values_into_a_complex_tensor():
+    x = la.zeros((4,), dtype=la.complex128)
+    x[1] = 1.5j
+    x[0] = np.complex64(2 + 1j)
+    x[2:] = np.array([3 - 1j, 1j])
+    want = np.array([2 + 1j, 1.5j, 3 - 1j, 1j])
+    np.testing.assert_array_equal(x.numpy(), want)
+    with pytest.raises(TypeError, match="complex values need a complex tensor"):
+        la.zeros((2,))[0] = 1j
