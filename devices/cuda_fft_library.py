@@ -16,6 +16,9 @@ import importlib.util
 import os
 from typing import Any, Optional
 
+from . import ctypes_library
+from .ctypes_library import load_first
+
 # cufftType: (input, output) precision and kind, as cufft.h numbers them
 R2C, C2R, C2C, D2Z, Z2D, Z2Z = 0x2A, 0x2C, 0x29, 0x6A, 0x6C, 0x69
 FORWARD, INVERSE = -1, 1                 # CUFFT_FORWARD, CUFFT_INVERSE (exponent's sign)
@@ -98,29 +101,13 @@ def load() -> tuple:
 
 
 def _load() -> tuple:
-    errors = []
-    for path in candidate_paths():
-        if os.sep in path and not os.path.exists(path):
-            continue
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError as e:
-            errors.append(f"{path}: {e}")
-            continue
-        try:
-            return Cufft(bind(lib), path), None
-        except AttributeError as e:
-            errors.append(f"{path} lacks a function: {e}")
-    found = "; ".join(errors) if errors else "libcufft was not found"
-    return None, f"cuFFT cannot be loaded ({found}): {INSTALL}"
+    return load_first(candidate_paths(), PROTOTYPES, Cufft, "cuFFT", "libcufft was not found",
+                      INSTALL)
 
 
 def bind(lib: Any) -> Any:
     """Declare every prototype on a loaded CDLL (raises AttributeError for a missing one)."""
-    for name, (restype, argtypes) in PROTOTYPES.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
-    return lib
+    return ctypes_library.bind(lib, PROTOTYPES)
 
 
 # ---- the wrapper ---------------------------------------------------------------------

@@ -20,6 +20,8 @@ from typing import Any, Iterator, Optional
 import numpy as np
 
 from ..compiler import dtypes as D
+from . import ctypes_library
+from .ctypes_library import load_first
 
 UNIQUE_ID_BYTES = 128
 
@@ -116,29 +118,13 @@ def load() -> tuple:
 
 
 def _load() -> tuple:
-    errors = []
-    for path in candidate_paths():
-        if os.sep in path and not os.path.exists(path):
-            continue
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError as e:
-            errors.append(f"{path}: {e}")
-            continue
-        try:
-            return Nccl(bind(lib), path), None
-        except AttributeError as e:
-            errors.append(f"{path} lacks a function: {e}")
-    found = "; ".join(errors) if errors else "libnccl.so.2 was not found"
-    return None, f"NCCL cannot be loaded ({found}): {INSTALL}"
+    return load_first(candidate_paths(), PROTOTYPES, Nccl, "NCCL", "libnccl.so.2 was not found",
+                      INSTALL)
 
 
 def bind(lib: Any) -> Any:
     """Declare every prototype on a loaded CDLL (raises AttributeError for a missing one)."""
-    for name, (restype, argtypes) in PROTOTYPES.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
-    return lib
+    return ctypes_library.bind(lib, PROTOTYPES)
 
 
 def wire_type(dtype: Any, reduce: Optional[str] = None) -> Optional[tuple]:
