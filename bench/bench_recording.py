@@ -79,26 +79,12 @@ def _training_parts():
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).parent))
-    from bench_training import LR, _data, _weights
-    return LR, _data, _weights
+    import bench_training
+    return bench_training
 
 
 def test_record_training_step_lazyarray(benchmark):
-    import lazyarray.nn.functional as F
-    LR, _data, _weights = _training_parts()
-    model = la.nn.Sequential(la.nn.Linear(784, 512), la.nn.ReLU(), la.nn.Linear(512, 512),
-                             la.nn.ReLU(), la.nn.Linear(512, 10))
-    model.load_state_dict({n: w for (n, _), w in zip(model.named_parameters(), _weights())})
-    opt = la.optim.Adam(model.parameters(), lr=LR)
-    x, y = (la.asarray(a) for a in _data())
-    params = model.parameters()
-
-    def record():
-        with la.GradientTape() as tape:
-            loss = F.cross_entropy(model(x), y)
-        opt.apply_gradients(tape.gradient(loss, params))
-        return loss
-
+    record = _training_parts().la_record_fn()
     for _ in range(3):
         record().item()                          # compiled once, then cache hits
     benchmark.group = "record one MLP training step (host tracing)"
@@ -113,7 +99,8 @@ def test_record_training_step_jax_make_jaxpr(benchmark):
         pytest.skip("JAX is not installed")
     import jax
     import jax.numpy as jnp
-    LR, _data, _weights = _training_parts()
+    bt = _training_parts()
+    LR, _data, _weights = bt.LR, bt._data, bt._weights
 
     def loss_fn(params, x, y):
         h = x

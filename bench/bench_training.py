@@ -46,7 +46,9 @@ def _record(benchmark, framework, first_s):
 
 # ---- lazyarray --------------------------------------------------------------------------
 
-def _la_step_fn():
+def la_record_fn():
+    """One lazyarray MLP training step, recorded but not synced: returns the loss tensor
+    (bench_recording times this recording alone)."""
     import lazyarray as la
     import lazyarray.nn.functional as F
     model = la.nn.Sequential(la.nn.Linear(784, 512), la.nn.ReLU(), la.nn.Linear(512, 512),
@@ -56,11 +58,19 @@ def _la_step_fn():
     x, y = (la.asarray(a) for a in _data())
     params = model.parameters()
 
-    def step():
+    def record():
         with la.GradientTape() as tape:
             loss = F.cross_entropy(model(x), y)
         opt.apply_gradients(tape.gradient(loss, params))
-        return loss.item()
+        return loss
+    return record
+
+
+def _la_step_fn():
+    record = la_record_fn()
+
+    def step():
+        return record().item()
     return step
 
 
