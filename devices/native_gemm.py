@@ -159,10 +159,25 @@ def program_task(layout: dict, lhs: tuple, rhs: tuple, out: tuple, dt: np.dtype,
     pc = _flag(layout["rhs_perm"], rhs)
     if pa is None or pc is None:
         return None
-    return task(dt, m, n, k, pa, pc, threads if m * n * k >= SPLIT_FLOPS else 1)
+    return task(dt, m, n, k, pa, pc, threads if work(m, n, k) >= SPLIT_WORK else 1)
 
 
-SPLIT_FLOPS = 1 << 22      # below this many multiply-adds a product is one tile (one thread)
+# Inside a whole-program job a split costs no dispatch (the job is parallel already; the
+# other threads would only wait at the task's barrier), so a product is split as soon as
+# its tiles take more than a few microseconds. Its time is not its multiply-adds alone:
+# BLAS clears C first (beta = 0) and writes it again, so a product with a short inner
+# dimension (a training step's 256x512 = 256x10 @ 10x512) is bound by its C and its
+# packed operands, not by its m*n*k (measured on one thread: 1.3M multiply-adds over a
+# 256x512 C take 80-100 us, 2.5x what their arithmetic alone would).
+SPLIT_WORK = 1 << 19       # below this estimated work a product is one tile (one thread)
+C_WEIGHT = 24              # work per element of C (cleared, written, read back)
+PACK_WEIGHT = 4            # work per element of A and B (read and packed)
+
+
+def work(m: int, n: int, k: int) -> int:
+    """A product's estimated cost in multiply-add units: its arithmetic plus the memory
+    traffic of C and of packing A and B."""
+    return m * n * k + C_WEIGHT * m * n + PACK_WEIGHT * k * (m + n)
 
 
 def _flag(perm: list, shape: tuple) -> Optional[tuple]:

@@ -386,6 +386,33 @@ def test_gemm_tasks_cover_c_with_no_empty_tile() -> None:
 
 
 @pytest.mark.skipif(not native_gemm.available(), reason="NumPy's BLAS is not its ILP64 OpenBLAS")
+@pytest.mark.parametrize("m, k, n", [(256, 10, 512), (256, 512, 10), (10, 256, 512)])
+def test_a_short_product_in_a_program_is_split_and_exact(m: int, k: int, n: int) -> None:
+    """A training step's small products (a 10-wide layer: 1.3M multiply-adds, bound by C
+    and packing rather than arithmetic) are split over the threads inside a program's
+    job, and the tiles together give NumPy's product."""
+    f32 = D.float32
+    module = Module("short", [
+        I("parameter", (), (m, k), f32, {"number": 0}),
+        I("parameter", (), (k, n), f32, {"number": 1}),
+        I("dot_general", (0, 1), (m, n), f32, {"lhs_contracting": (1,), "rhs_contracting": (0,),
+                                                "lhs_batch": (), "rhs_batch": ()}),
+        I("negate", (2,), (m, n), f32, {}),
+    ], [3])
+    rng = np.random.default_rng(11)
+    args = [rng.standard_normal((m, k)).astype(np.float32),
+            rng.standard_normal((k, n)).astype(np.float32)]
+    exe = CPUDevice(lambda: {"cache_dir": "off", "num_threads": 2}).compile(module)
+    (got,) = exe.run(args)
+    prog = exe._range_cache[("program", 2)]
+    tiles = [int(t[NP.IR.TASK_CHUNKS]) for job, _, _ in prog.segments
+             for t in job._tasks.reshape(-1, NP.IR.TASK_WORDS)]
+    assert tiles[0] == 2, tiles                    # the product's task: one tile per thread
+    np.testing.assert_allclose(got, -(args[0].astype(np.float64) @ args[1]), rtol=1e-4, atol=1e-4)
+    assert native_gemm.work(32, 32, 32) < native_gemm.SPLIT_WORK      # tiny: one tile
+
+
+@pytest.mark.skipif(not native_gemm.available(), reason="NumPy's BLAS is not its ILP64 OpenBLAS")
 def test_a_program_keeps_its_gemm_descriptors_alive() -> None:
     """The job's table holds only the address of each product's descriptor: memory freed
     and reused after planning would hand BLAS garbage sizes."""
