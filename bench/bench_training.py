@@ -1,7 +1,8 @@
 """Issue 4, item 9: one MLP training step (784-512-512-10, batch 256, Adam, softmax
 cross-entropy) by lazyarray and, in the same run, PyTorch eager, torch.compile and jax.jit
 (each skipped when not installed). The first step (trace + compile) is measured apart from
-the steady state; a peer's first call likewise. Beside it, the step's large matrix
+the steady state; a peer's first call likewise; lazyarray's run (the sync of a recorded
+step) is also timed alone. Beside it, the step's large matrix
 products one at a time (forward, weight gradient, input gradient: transposed operands
 as the step has them) by each framework and NumPy.
 
@@ -87,6 +88,25 @@ def test_lazyarray(benchmark):
     _record(benchmark, "lazyarray", first)
     benchmark(step)
     assert la.debug.metrics().compiles == before        # every timed step was a cache hit
+
+
+def test_lazyarray_run(benchmark):
+    """The step's run alone: each round records a step untimed, then times the sync that
+    runs it (the native program: products, fused kernels and the Adam update), so the
+    cost of recording (bench_recording.py) is apart from the cost of running."""
+    import lazyarray as la
+    record = la_record_fn()
+    for _ in range(2):                  # compiled here (the first step's program differs:
+        record().item()                 # its parameters were pending), hits from now on
+    before = la.debug.metrics().compiles
+    benchmark.group = "mlp training step"
+    benchmark.extra_info.update(framework="lazyarray (run only)")
+    held = []                           # the loss stays live, as in a step that reads it
+
+    def setup():
+        held[:] = [record()]
+    benchmark.pedantic(la.sync, setup=setup, rounds=200, warmup_rounds=5)
+    assert la.debug.metrics().compiles == before
 
 
 # ---- PyTorch ----------------------------------------------------------------------------
