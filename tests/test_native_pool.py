@@ -354,6 +354,11 @@ def test_gemm_grid_is_close_to_square_and_never_empty() -> None:
     assert native_gemm.grid(2048, 2048, 16) == (4, 4)
     assert native_gemm.grid(4096, 64, 4) == (4, 1)
     assert native_gemm.grid(2, 5000, 8) == (1, 8)
+    # a transposed A costs more to pack: a weight gradient (g.T @ x) is split by rows,
+    # so each tile packs only its share of it
+    assert native_gemm.grid(512, 784, 2) == (1, 2)
+    assert native_gemm.grid(512, 784, 2, native_gemm.TRANS_A_WEIGHT) == (2, 1)
+    assert native_gemm.grid(10, 512, 2, native_gemm.TRANS_A_WEIGHT) == (1, 2)
     for m, n, t in [(1, 1, 16), (3, 7, 6), (100, 1, 4)]:
         pm, pn = native_gemm.grid(m, n, t)
         assert pm <= m and pn <= n
