@@ -178,7 +178,7 @@ def program_task(layout: dict, lhs: tuple, rhs: tuple, out: tuple, dt: np.dtype,
 # BLAS clears C first (beta = 0) and writes it again, so a product with a short inner
 # dimension (a training step's 256x512 = 256x10 @ 10x512) is bound by its C and its
 # packed operands, not by its m*n*k (measured on one thread: 1.3M multiply-adds over a
-# 256x512 C take 80-100 us, 2.5x what their arithmetic alone would).
+# 256x512 C take 55 us warm and 80-100 us inside the step, 2-3x their arithmetic alone).
 SPLIT_WORK = 1 << 19       # below this estimated work a product is one tile (one thread)
 C_WEIGHT = 24              # work per element of C (cleared, written, read back)
 PACK_WEIGHT = 4            # work per element of A and B (read and packed)
