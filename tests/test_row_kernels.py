@@ -8,7 +8,7 @@ import pytest
 
 import lazyarray as la
 import lazyarray.nn.functional as F
-from lazyarray.compiler.codegen import nvptx, ptxas
+from lazyarray.compiler.codegen import nvptx, ptxas, stream_stores
 from lazyarray.compiler.passes.pipeline import compile_plan
 from lazyarray.compiler.plan import ROW
 from lazyarray.compiler.row_fusion import (MAX_ROW_BYTES, reused_across_passes,
@@ -203,3 +203,61 @@ def test_division_by_a_row_value_is_the_correctly_rounded_quotient(dtype):
     assert same.all(), f"rows {np.unique(np.argwhere(~same)[:, 0])} differ from NumPy"
     assert (np.signbit(got) == np.signbit(want))[~np.isnan(want)].all()
     assert (got == want)[np.abs(want) >= info.tiny].all()
+
+
+# ---- large outputs streamed with non-temporal stores (compiler/codegen/stream_stores.py) ----
+
+_X86 = stream_stores.applies(stream_stores.STREAM_MIN_BYTES, 64)
+needs_streaming = pytest.mark.skipif(not _X86, reason="non-temporal stores are emitted on x86 only")
+
+
+@pytest.fixture
+def stream_all(monkeypatch):
+    """Every ROW kernel streams its row-space outputs, whatever their size."""
+    monkeypatch.setattr(stream_stores, "STREAM_MIN_BYTES", 0)
+
+
+@needs_streaming
+@pytest.mark.parametrize("shape,dtype", [((37, 20), np.float32), ((9, 1024), np.float32),
+                                         ((5, 24), np.float64), ((6, 40), np.float16),
+                                         ((3, 4, 36), np.float32)],
+                         ids=["80-byte-rows", "4k-rows", "f64", "f16", "two-outer"])
+def test_streamed_rows_match_the_interpreter(stream_all, shape, dtype):
+    x = _t(*shape, dtype=dtype)
+    z = x - la.max(x, axis=-1, keepdims=True)
+    lse = la.log(la.sum(la.exp(z), axis=-1, keepdims=True))
+    tol = 2e-3 if dtype == np.float16 else 1e-5
+    # two row-space outputs (two row buffers) and one row value
+    plan = compiled_vs_interpreter(z - lse, la.exp(z - lse), lse, rtol=tol, atol=tol)
+    assert _kinds(plan) == [ROW]
+    module = capture([(z - lse)._node, la.exp(z - lse)._node]).module("m")
+    assert "!nontemporal" in _CPU.stage(module, "llvm")
+
+
+@needs_streaming
+def test_streamed_rows_at_every_alignment_of_the_output(stream_all):
+    """The kernel called on outputs at each 4-byte offset of a 64-byte line: rows 16-byte
+    aligned stream their whole lines (the partial lines at either end stored plainly);
+    others are stored plainly; every element is written, none past the row."""
+    rows, n = 7, 52                         # 208-byte rows: lines cut at both ends
+    x = _t(rows, n)
+    module = capture([_softmax(x)._node]).module("m")
+    exe = _CPU.compile(module)
+    (step,) = [s for s in exe.steps if "fn" in s]
+    fn = exe._fns[step["fn"]]
+    src = np.ascontiguousarray(np.asarray(x))
+    want = InterpretedExecutable(module).run([src])[0]
+    out_pos = exe.outputs[0]
+    for offset in range(0, 64, 4):
+        raw = np.full(rows * n * 4 + 192, 0xAB, np.uint8)
+        skip = (-raw.ctypes.data) % 64 + offset
+        out = raw[skip:skip + rows * n * 4].view(np.float32).reshape(rows, n)
+        ptrs = [out.ctypes.data if p == out_pos else src.ctypes.data for p in step["args"]]
+        fn(*ptrs, 0, rows)
+        np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-7)
+        assert (raw[:skip] == 0xAB).all() and (raw[skip + rows * n * 4:] == 0xAB).all()
+
+
+def test_small_outputs_are_not_streamed():
+    module = capture([_softmax(_t(64, 256))._node]).module("m")
+    assert "nontemporal" not in _CPU.stage(module, "llvm")

@@ -48,6 +48,7 @@ from .llvm_types import HALF, I64, PTR, Value, storage_type
 from .loops import const, counted_loop, no_vectorize
 from .register_reduce import Accumulator, flat_inits, unflatten
 from . import row_division
+from . import stream_stores
 from .row_division import row_divisions
 from .math_table import CPU_MATH, MathTable
 from ..shapes import num_elements
@@ -357,6 +358,10 @@ class CPUCodegen:
                    for p in reused}
         for ptr in scratch.values():
             ptr.align = 64
+        # large outputs: computed into a row buffer, then streamed out (stream_stores.py)
+        streamed = self._streamed_rows(e, wide, length)
+        if streamed:
+            stores = []
 
         # quotients by a row's value: from its reciprocal (row_division.py)
         divisions = row_divisions(self.module, set(kern.members), sched.wide)
@@ -378,17 +383,57 @@ class CPUCodegen:
                     if phase == k + 1:
                         own = _index_for(e, self.ins[pos].shape, rows, index)
                         e.row_values[pos] = e.at(pos, own)
-            if stores:
-                last_pass(e, divisions, lambda: reduce_together(e, [], shape, axes, index,
-                                                                stores))
+            if streamed:
+                self._prefetch_rows(e, kern, shape, len(rows), index)
+            if stores or streamed:
+                last_pass(e, divisions, lambda: reduce_together(
+                    e, [], shape, axes, index, stores,
+                    visit=_row_writer(e, streamed, shape[len(rows):]) if streamed else None))
+            for p, buf in streamed.items():
+                dst = e.element_ptr(ptr_of[p], shape, self.ins[p].dtype,
+                                    list(index) + [const(0)] * len(axes))
+                stream_stores.copy_row(e.b, e.llmod, dst, buf,
+                                       length * self.ins[p].dtype.itemsize)
             for pos in narrow:
                 own = _index_for(e, self.ins[pos].shape, rows, index)
                 e.store(ptr_of[pos], self.ins[pos].shape, e.at(pos, own), own)
 
         nest(e, rows, start, end, row)
+        if streamed:
+            stream_stores.fence(e.b, e.llmod)
         e.b.ret_void()
         self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
                            "extent": extent(rows), "work": _inner_work(shape)})
+
+    def _streamed_rows(self, e: ElementalEmitter, wide: list, length: int) -> dict:
+        """Row buffers (output position -> a 64-byte aligned buffer of one row, on the
+        stack) for a ROW kernel whose row-space outputs are streamed, else {}."""
+        if not wide:
+            return {}
+        sizes = [length * self.ins[p].dtype.itemsize for p in wide]
+        total = sum(sizes) * (num_elements(self.ins[wide[0]].shape) // length)
+        if not all(stream_stores.applies(total, n) for n in sizes):
+            return {}
+        out = {}
+        for p in wide:
+            out[p] = e.b.alloca(storage_type(self.ins[p].dtype), size=length)
+            out[p].align = 64
+        return out
+
+    def _prefetch_rows(self, e: ElementalEmitter, kern: Kernel, shape: tuple, outer: int,
+                       index: list) -> None:
+        """Prefetch the rows PREFETCH_ROWS ahead of the inputs read over the row space."""
+        ahead = list(index)
+        ahead[outer - 1] = e.b.add(ahead[outer - 1], const(stream_stores.PREFETCH_ROWS))
+        tail = [const(0)] * (len(shape) - outer)
+        for pos in self._reads(kern):
+            ins = self.ins[pos]
+            if ins.shape == shape and pos in e.buffers:
+                # a plain (not inbounds) address: it may lie past the buffer's end
+                at = e.b.gep(e.buffers[pos], [e.linear(shape, ahead + tail)],
+                             source_etype=storage_type(ins.dtype))
+                stream_stores.prefetch_row(e.b, e.llmod, at,
+                                           num_elements(shape[outer:]) * ins.dtype.itemsize)
 
     def _partial_reduction(self, kern: Kernel, roots: list, late: list, shape: tuple,
                            axes: tuple) -> None:
@@ -484,6 +529,16 @@ class RowEmitter(ElementalEmitter):
         divisor, recip = fast
         a = self.at(self.module.instructions[pos].operands[0], index)
         return self.round(row_division.quotient(self, a, divisor, recip))
+
+
+def _row_writer(e: RowEmitter, buffers: dict, row_shape: tuple) -> Any:
+    """The last pass's visit: each output's value stored into its row buffer."""
+    outer = len(e.module.instructions[next(iter(buffers))].shape) - len(row_shape)
+
+    def visit(full: list) -> None:
+        for p, buf in buffers.items():
+            e.store(buf, row_shape, e.at(p, full), full[outer:])
+    return visit
 
 
 def last_pass(e: RowEmitter, divisions: dict, emit: Any) -> None:
