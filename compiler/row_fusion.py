@@ -15,7 +15,9 @@ Every member of a ROW kernel is one of:
   them (a reshape keeps linear indices) are row values;
 - a *row-wide value*: shape S, depending on a reduction only through a
   `broadcast_in_dim` that maps a row value's dimensions onto the outer dimensions of S
-  in order (so element [r, j] reads row value r) and elementwise ops over such values.
+  in order (so element [r, j] reads row value r), or a `pad` of a row value that pads
+  only the row's dimensions (element [r, j] is row value r or the padding value), and
+  elementwise ops over such values.
 
 Nothing else may depend on a reduction inside a ROW kernel (a transpose, slice or
 reversal of a row value would need other rows). Outputs are reductions, row values or
@@ -85,6 +87,19 @@ def _row_broadcast(module: Module, ins, space: tuple) -> bool:
     return mapped == [d for d in range(outer) if shape[d] != 1]
 
 
+def _row_pad(module: Module, ins, space: tuple) -> bool:
+    """Whether a pad of a row value to S keeps row r at every [r, j]: the outer
+    dimensions are not padded (the gradient of slicing a row's first element pads it
+    back over the row)."""
+    shape, axes = space
+    if ins.shape != shape:
+        return False
+    outer = len(shape) - len(axes)
+    padding = (ins.attrs["edge_padding_low"], ins.attrs["edge_padding_high"],
+               ins.attrs["interior_padding"])
+    return all(p[d] == 0 for p in padding for d in range(outer))
+
+
 @dataclass
 class RowSchedule:
     space: tuple            # (S, A)
@@ -129,6 +144,9 @@ def row_schedule(module: Module, members: set, space: tuple) -> tuple:
             row_values.append((m, level[m]))
         elif i.op == "broadcast_in_dim" and dep_ops[0] not in wide and \
                 _row_broadcast(module, i, space):
+            wide.add(m)
+        elif i.op == "pad" and dep_ops == [i.operands[0]] and dep_ops[0] not in wide and \
+                _row_pad(module, i, space):
             wide.add(m)
         else:
             return None, (f"{i.op} {_fmt_shape(i.shape)} needs a reduction's results at "

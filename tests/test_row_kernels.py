@@ -8,14 +8,17 @@ import pytest
 
 import lazyarray as la
 import lazyarray.nn.functional as F
+from lazyarray.compiler import builders as A
 from lazyarray.compiler.codegen import nvptx, ptxas, stream_stores
+from lazyarray.compiler.primitive import apply
 from lazyarray.compiler.passes.pipeline import compile_plan
-from lazyarray.compiler.plan import ROW
+from lazyarray.compiler.plan import LOOP, ROW
 from lazyarray.compiler.row_fusion import (MAX_ROW_BYTES, reused_across_passes,
                                            row_schedule)
 from lazyarray.compiler.trace import capture
 from lazyarray.devices.cpu import CPUDevice
 from lazyarray.devices.interpreter import InterpretedExecutable
+from lazyarray.lift import lift
 
 _CPU = CPUDevice(lambda: {"cache_dir": "off", "num_threads": 2})
 
@@ -261,3 +264,35 @@ def test_streamed_rows_at_every_alignment_of_the_output(stream_all):
 def test_small_outputs_are_not_streamed():
     module = capture([_softmax(_t(64, 256))._node]).module("m")
     assert "nontemporal" not in _CPU.stage(module, "llvm")
+
+
+def test_layer_norm_gradient_pads_a_row_value_inside_the_row_kernel():
+    """layer_norm's shift by the row's first element has a gradient that pads a row value
+    back over the row: a row-wide value of the row kernel, not a loop of its own."""
+    x, w, b, g = _t(24, 40), _t(40, seed=1), _t(40, seed=2), _t(24, 40, seed=3)
+    grads = la.grad(lambda x, w, b: (F.layer_norm(x, (40,), w, b) * g).sum(),
+                    argnums=(0, 1, 2))(x, w, b)
+    plan = compiled_vs_interpreter(*grads, rtol=1e-4, atol=1e-5)
+    assert _kinds(plan).count(ROW) == 1 and LOOP not in _kinds(plan)
+
+
+def test_a_pad_over_other_rows_is_not_row_wide():
+    x = _t(6, 16)
+    m = la.sum(x, axis=1, keepdims=True)                       # (6, 1)
+    # row r reads row r - 1: padded over the outer dimension too
+    shifted = lift(lambda a: apply("pad", a, A.const(0.0, a.dtype), edge_padding_low=(1, 0),
+                                   edge_padding_high=(-1, 15), interior_padding=(0, 0)))(m)
+    plan = compiled_vs_interpreter(x - m + shifted)
+    assert ROW not in _kinds(plan)
+
+
+@pytest.mark.skipif(ptxas.find_ptxas() is None, reason="ptxas is not installed")
+def test_ptx_row_kernel_with_a_padded_row_value_assembles():
+    x, w, g = _t(8, 40), _t(40, seed=1), _t(8, 40, seed=3)
+    dx = la.grad(lambda x: (F.layer_norm(x, (40,), w, w) * g).sum())(x)
+    plan = compile_plan(capture([dx._node]).module())
+    assert ROW in _kinds(plan) and LOOP not in _kinds(plan)
+    mod = nvptx.new_module("rows")
+    nvptx.emit_kernels(mod, plan, "pad_")
+    ptx, _ = nvptx.to_ptx(mod, "sm_80")
+    ptxas.check(ptx, ["sm_80"], "row kernel with a padded row value")
