@@ -25,6 +25,7 @@ each value planned there, an in-place output starting as a copy of its parameter
 """
 from __future__ import annotations
 
+import weakref
 from typing import Any, Optional
 
 import numpy as np
@@ -32,7 +33,7 @@ import numpy as np
 from ..compiler import dtypes as D
 from . import native_gemm
 from .host_memory import HOST_MEMORY, MIN_BYTES
-from .native_pool import Job, address, get_pool
+from .native_pool import Job, address, code, get_pool
 
 
 def eligible(exe: Any) -> bool:
@@ -86,11 +87,12 @@ class NativeProgram:
         self.pool = get_pool(threads)
         values = exe.values
         where: dict = {}                  # value position -> buffer index
-        self._params: list = []           # (number, index, dtype, shape, scalar holder)
+        self._inputs: list = []           # _Input per parameter
         for p, number in exe.params:
             v = values[p]
             where[p] = len(where)
-            self._params.append((number, where[p], v.dtype.np, v.shape, np.empty((), v.dtype.np)))
+            self._inputs.append(_Input(number, where[p], v.dtype.np, v.shape))
+        self._by_value = {p: param for (p, _), param in zip(exe.params, self._inputs)}
         fixed: list = []                  # (index, array) whose address never changes
         for p, arr in exe._const_arrays.items():
             where[p] = len(where)
@@ -99,7 +101,6 @@ class NativeProgram:
         self._donated: list = []          # parameter slots: (donor, [(index, value, ...)])
         self._outputs = set(exe.outputs)
         self._plan_slots(exe, where, fixed)
-        self._param_index = {p: where[p] for p, _ in exe.params}
         self._aliases = list(exe._aliases)
         from .cpu import claim_memory     # (cpu imports this module)
         self._claim = claim_memory
@@ -109,6 +110,13 @@ class NativeProgram:
         self.segments = self._plan_steps(exe, threads, where, fixed)
         for index, arr in fixed:
             self.table[index] = address(arr)
+        self._small_outputs = self._plan_small_outputs()
+        # a single job whose tasks have one chunk each: called here, no pool asked
+        only = self.segments[0] if len(self.segments) == 1 else None
+        direct = only is not None and not only[0].parallel and not only[2]
+        self._direct = only[0].address if direct else None
+        self._direct_fills = only[1] if direct else []
+        self._call = code().run
 
     # ---- planning ----------------------------------------------------------------------
 
@@ -220,9 +228,111 @@ class NativeProgram:
         target = exe.values[pos].dtype.np if pos is not None else None
         return _Reduction(part, root["init"], root["kind"], chunks, pos, target)
 
+    def _plan_small_outputs(self) -> Optional[list]:
+        """(buffer index, dtype, shape) per output when every slot a run takes fresh
+        memory for holds exactly one output and nothing else (a reduction's scalar, a
+        small result): the run makes those arrays directly. None otherwise."""
+        outs = []
+        for index, size, views, has_output in self._fresh:
+            if not has_output or size >= MIN_BYTES or len(views) != 1 \
+                    or _nbytes(views[0][1], views[0][2]) < size:
+                return None
+            outs.append((views[0][0], (index, views[0][1], views[0][2])))
+        if [p for p, _ in outs] != list(self.exe.outputs) or any(c for _, _, c in self.segments):
+            return None
+        return [o for _, o in outs]
+
     # ---- running -----------------------------------------------------------------------
 
     def run(self, args: list) -> list:
+        if self._donated or self._aliases:
+            return self._run_donating(args)
+        keep = self._bind_inputs(args)    # inputs converted for this run: alive until it ends
+        if self._small_outputs is not None:       # every output its own small array
+            outs = self._new_small_outputs()
+            self._run_jobs(self.views)
+            return [_handed_out_small(a) for a in outs]   # (keep: alive until here)
+        fresh: dict = {}
+        taken: list = []
+        try:
+            self._take_fresh(fresh, taken)
+            self._run_jobs(fresh)
+        finally:
+            for mem in taken:
+                HOST_MEMORY.release(mem)
+        del keep                          # (the converted inputs lived through the run)
+        return [_handed_out(fresh[p]) for p in self.exe.outputs]
+
+    def _bind_inputs(self, args: list) -> list:
+        """Point the table at this run's inputs. An array given last run is skipped (its
+        dtype, shape and layout were checked then, and its address written; the weak
+        reference keeps no buffer alive, and NumPy refuses to resize an array that a weak
+        reference watches, so its memory stays where it was). A Python scalar goes into
+        its parameter's own 8 bytes, whose address is written once."""
+        table = self.table
+        keep = []
+        for param in self._inputs:
+            a = args[param.number]
+            if type(a) is _NDARRAY:
+                if param.last() is a:
+                    continue
+                param.last = _nothing     # (first, so that an interrupt leaves no stale entry)
+                if (a.dtype is not param.dtype and a.dtype != param.dtype) \
+                        or a.shape != param.shape or not a.flags.c_contiguous:
+                    a = np.ascontiguousarray(np.asarray(a, dtype=param.dtype).reshape(param.shape))
+                    keep.append(a)
+                    table[param.index] = address(a)
+                else:
+                    table[param.index] = address(a)
+                    param.last = _weak(a)
+            elif isinstance(a, _CONVERTED):   # converted, never remembered
+                param.last = _nothing
+                a = np.ascontiguousarray(np.asarray(a, dtype=param.dtype).reshape(param.shape))
+                keep.append(a)
+                table[param.index] = address(a)
+            else:
+                param.holder[()] = a          # a Python scalar: into its own 8 bytes
+                if param.last is not _holder:
+                    table[param.index] = param.holder_address
+                    param.last = _holder
+        return keep
+
+    def _new_small_outputs(self) -> list:
+        """Each output slot's memory as a new array of the output's dtype and shape."""
+        table = self.table
+        outs = []
+        for index, dtype, shape in self._small_outputs:
+            a = np.empty(shape, dtype)
+            table[index] = address(a)
+            outs.append(a)
+        return outs
+
+    def _take_fresh(self, fresh: dict, taken: list) -> None:
+        table = self.table
+        for index, size, views, has_output in self._fresh:
+            mem = HOST_MEMORY.take(size)
+            if not has_output:
+                taken.append(mem)
+            table[index] = address(mem)
+            for p, dtype, shape in views:
+                fresh[p] = mem[:_nbytes(dtype, shape)].view(dtype).reshape(shape)
+
+    def _run_jobs(self, fresh: dict) -> None:
+        direct = self._direct
+        if direct is not None:            # one job of one chunk a task: no pool to ask
+            for red in self._direct_fills:
+                red.part.fill(red.ident)
+            self._call(None, direct, 0)
+            return
+        for job, fills, copies in self.segments:
+            for red in fills:
+                red.part.fill(red.ident)
+            self.pool.run(job)
+            for red in copies:
+                _copy_out(red, fresh[red.pos] if red.pos in fresh else self.views[red.pos])
+
+    def _run_donating(self, args: list) -> list:
+        """A run with donated parameters or in-place outputs: their slots first."""
         table = self.table
         fresh: dict = {}                  # value -> array over this run's new memory
         taken: list = []
@@ -239,44 +349,50 @@ class NativeProgram:
                 table[index] = address(own)
                 fresh[p] = own[:nbytes].view(dtype).reshape(shape)
         try:
-            return self._run(args, table, fresh, taken)
+            keep = self._bind_inputs(args)
+            self._take_fresh(fresh, taken)
+            for o, x in self._aliases:
+                # the kernel reads the parameter through the output's memory: when the
+                # caller's buffer could not be taken over, that memory starts as a copy
+                param = self._by_value[x]
+                if address(fresh[o]) != int(table[param.index]):
+                    src = np.asarray(args[param.number], dtype=param.dtype)
+                    np.copyto(fresh[o], src.reshape(fresh[o].shape))
+            self._run_jobs(fresh)
+            del keep                      # (the converted inputs lived through the run)
         finally:
             for mem in taken:
                 HOST_MEMORY.release(mem)
-
-    def _run(self, args: list, table: np.ndarray, fresh: dict, taken: list) -> list:
-        keep = []                         # inputs converted for this run
-        inputs: dict = {}                 # parameter value -> its array (for the aliases)
-        for number, index, dtype, shape, holder in self._params:
-            a = args[number]
-            if type(a) is not np.ndarray:
-                holder[()] = a            # a Python scalar: into its own 8 bytes
-                a = holder
-            elif a.dtype != dtype or a.shape != shape or not a.flags.c_contiguous:
-                a = np.ascontiguousarray(np.asarray(a, dtype=dtype).reshape(shape))
-                keep.append(a)
-            table[index] = address(a)
-            inputs[index] = a
-        for index, size, views, has_output in self._fresh:
-            mem = HOST_MEMORY.take(size)
-            if not has_output:
-                taken.append(mem)
-            table[index] = address(mem)
-            for p, dtype, shape in views:
-                fresh[p] = mem[:_nbytes(dtype, shape)].view(dtype).reshape(shape)
-        for o, x in self._aliases:
-            # the kernel reads the parameter through the output's memory: when the
-            # caller's buffer could not be taken over, that memory starts as a copy of it
-            src = inputs[self._param_index[x]]
-            if address(fresh[o]) != address(src):
-                np.copyto(fresh[o], src.reshape(fresh[o].shape))
-        for job, fills, copies in self.segments:
-            for red in fills:
-                red.part.fill(red.ident)
-            self.pool.run(job)
-            for red in copies:
-                _copy_out(red, fresh[red.pos] if red.pos in fresh else self.views[red.pos])
         return [_handed_out(fresh[p]) for p in self.exe.outputs]
+
+
+def _nothing() -> None:
+    """`_Input.last` when nothing is known of what the table points at."""
+    return None
+
+
+def _holder() -> None:
+    """`_Input.last` when the table points at the parameter's scalar holder."""
+    return None
+
+
+class _Input:
+    """A parameter of the program: where its address goes in the table, what it must be,
+    and what the table points at now (`last`: a weak reference to the array given last
+    run, else `_holder` or `_nothing`; called, each gives the array or None)."""
+
+    __slots__ = ("number", "index", "dtype", "shape", "holder", "holder_address", "last")
+
+    def __init__(self, number: int, index: int, dtype: np.dtype, shape: tuple) -> None:
+        self.number, self.index, self.dtype, self.shape = number, index, dtype, shape
+        self.holder = np.empty((), dtype)
+        self.holder_address = address(self.holder)
+        self.last: Any = _nothing
+
+
+_NDARRAY = np.ndarray
+_CONVERTED = (np.ndarray, list, tuple)    # what is not a scalar: an ndarray subclass, a list
+_weak = weakref.ref
 
 
 def _copy_out(red: _Reduction, target: np.ndarray) -> None:
@@ -292,6 +408,14 @@ def _nbytes(dtype: np.dtype, shape: tuple) -> int:
     for d in shape:
         n *= d
     return n
+
+
+def _handed_out_small(arr: np.ndarray) -> np.ndarray:
+    """A small output as `_handed_out` gives it: a read-only view (never a base-less
+    array, which a donation would take for a buffer of put()'s)."""
+    arr = arr.view()
+    arr.setflags(write=False)
+    return arr
 
 
 def _handed_out(arr: np.ndarray) -> np.ndarray:
