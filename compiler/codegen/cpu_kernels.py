@@ -41,7 +41,7 @@ from ..row_fusion import outer_shape, reused_across_passes, row_schedule
 from .elemental import ElementalEmitter
 from .control_steps import is_control
 from .library_calls import library_step, opaque_loops
-from . import lapack_kernels
+from . import lane_reduce, lapack_kernels
 from . import llvm_target
 from .kernel_key import kernel_key, translate
 from .llvm_types import HALF, I64, PTR, Value, storage_type
@@ -450,7 +450,14 @@ class CPUCodegen:
         if all(n == 1 for n in out_shape):
             # a full reduction: registers through the whole chunk, one store at the end
             inits = [e.identity(k, a) for k, a in zip(kinds, accs)]
-            finals = accumulate_registers(e, srcs, kinds, inits, shape, start, end)
+            lanes = lane_reduce.lanes_for(accs) if llvm_target.opt_tier(
+                extent(shape) * max(1, _inner_work(shape))) == 1 and lane_reduce.cheap_body(
+                self.ins, set(kern.members), srcs) else 1
+            if lanes > 1:       # no loop vectorizer at this size: independent accumulators
+                finals = lane_reduce.accumulate_lanes(e, srcs, kinds, inits, shape,
+                                                      outer_dim(shape), start, end, lanes)
+            else:
+                finals = accumulate_registers(e, srcs, kinds, inits, shape, start, end)
             for ptr, v in zip(partials, finals):
                 e.store(ptr, out_shape, v, [const(0)] * len(out_shape))
         else:

@@ -48,6 +48,18 @@ class Accumulator:
         mask = b.sext(b.fcmp_unordered("uno", v.ir, v.ir), ity)
         return [best, b.or_(carried[1], b.and_(b.bitcast(v.ir, ity), mask))]
 
+    def merge(self, e, a: list, b: list) -> list:
+        """Two accumulators' registers combined into one's (several accumulators of one
+        reduction, merged at its end)."""
+        if not self.split:
+            return [e.combine(self.kind, Value(a[0], self.dtype), Value(b[0], self.dtype)).ir]
+        ty = a[0].type
+        name = ("llvm.maxnum" if self.kind == "max" else "llvm.minnum") + \
+            (".f32" if ty == ir.FloatType() else ".f64")
+        fn = e.llmod.declare_intrinsic(name, (), ir.FunctionType(ty, [ty, ty]))
+        # an extremum poisoned by a NaN is covered by its flag, ORed in
+        return [e.b.call(fn, [a[0], b[0]], fastmath=_FAST), e.b.or_(a[1], b[1])]
+
     def result(self, e, carried: list) -> Value:
         if not self.split:
             return Value(carried[0], self.dtype)
