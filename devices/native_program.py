@@ -98,6 +98,7 @@ class NativeProgram:
             where[p] = len(where)
             fixed.append((where[p], arr))
         self._descriptors: list = []      # the gemm tasks' descriptors, kept alive
+        self._partials: list = []         # every _Reduction, its partial array kept alive
         self._donated: list = []          # parameter slots: (donor, [(index, value, ...)])
         self._outputs = set(exe.outputs)
         self._plan_slots(exe, where, fixed)
@@ -202,9 +203,11 @@ class NativeProgram:
             chunks = len(ranges) if step["per_chunk"] else 1
             reductions = [self._reduction(exe, r, chunks) for r in step["roots"]]
             parts = [self._buffer(fixed, red.part) for red in reductions]
+            self._partials.extend(reductions)   # the table holds their addresses only
             strides = [red.part.strides[0] if chunks > 1 else 0 for red in reductions]
             tasks.append((fn, args, parts, strides, ranges))
-            fills.extend(reductions)
+            if not step.get("partials_stored"):     # (each chunk stores its row whole)
+                fills.extend(reductions)
             if step.get("finish"):      # combine and epilogue natively, in the same job
                 count = self._count
                 self._count += 1
@@ -250,7 +253,12 @@ class NativeProgram:
         keep = self._bind_inputs(args)    # inputs converted for this run: alive until it ends
         if self._small_outputs is not None:       # every output its own small array
             outs = self._new_small_outputs()
-            self._run_jobs(self.views)
+            if self._direct is not None:  # (a tiny program: _run_jobs inlined)
+                for red in self._direct_fills:
+                    red.part.fill(red.ident)
+                self._call(None, self._direct, 0)
+            else:
+                self._run_jobs(self.views)
             return [_handed_out_small(a) for a in outs]   # (keep: alive until here)
         fresh: dict = {}
         taken: list = []
@@ -302,7 +310,7 @@ class NativeProgram:
         table = self.table
         outs = []
         for index, dtype, shape in self._small_outputs:
-            a = np.empty(shape, dtype)
+            a = _empty(shape, dtype)
             table[index] = address(a)
             outs.append(a)
         return outs
@@ -391,6 +399,7 @@ class _Input:
 
 
 _NDARRAY = np.ndarray
+_empty = np.empty
 _CONVERTED = (np.ndarray, list, tuple)    # what is not a scalar: an ndarray subclass, a list
 _weak = weakref.ref
 

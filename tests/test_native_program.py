@@ -158,3 +158,20 @@ def test_a_tiny_program_is_one_native_call_on_the_calling_thread(threads: int, m
     monkeypatch.setattr(NP.NativePool, "run", lambda *a: pytest.fail("the pool was asked"))
     _check(exe, [2.0, x])
     assert len(calls) == 1 and calls[0][0] is None     # no pool state: this thread only
+
+
+@pytest.mark.parametrize("n,threads", [(1000, 2), (N, 2), (1 << 16, 2), (1 << 16, 1)])
+def test_full_reduction_partials_need_no_reset(n: int, threads: int) -> None:
+    """A full reduction's chunks store their partials whole ("partials_stored": no reset
+    before a run): garbage left in them never reaches a result, on one chunk or many."""
+    exe = _compile(_scaled_sum(n), threads)
+    assert all(s.get("partials_stored") for s in exe.steps if s["type"] == "partial")
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n).astype(np.float32)
+    _check(exe, [0.5, x])
+    prog = _program(exe)
+    assert prog._partials and not any(fills for _, fills, _ in prog.segments)
+    for k in range(3):
+        for red in prog._partials:
+            red.part.fill(np.nan if k % 2 else 1e30)
+        _check(exe, [0.5 + k, rng.standard_normal(n).astype(np.float32)])

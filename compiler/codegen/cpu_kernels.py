@@ -472,6 +472,8 @@ class CPUCodegen:
         self.steps.append({
             "type": "partial", "kernel": kern.name, "fn": name, "args": args,
             "extent": extent(shape), "work": _inner_work(shape), "per_chunk": per_chunk,
+            # a full reduction's chunk stores its partial whole: nothing to reset before
+            "partials_stored": all(n == 1 for n in out_shape),
             "finish": finish, "finish_args": finish_args, "finish_extent": extent(out_shape),
             "roots": [{"pos": p, "kind": k, "acc": a.name, "dtype": self.ins[p].dtype.name,
                        "init": _plain(identity(k, a)), "shape": list(out_shape)}

@@ -64,7 +64,7 @@ def _reduction_key(kern: Kernel, local: dict) -> Any:
 # of module positions; a step with any other field is never shared.
 _KNOWN_FIELDS = frozenset(("type", "kernel", "fn", "args", "extent", "work", "per_chunk",
                            "finish", "finish_args", "finish_extent", "roots", "serial", "pos",
-                           "operands", "op", "call"))
+                           "operands", "op", "call", "partials_stored"))
 _POSITION_LISTS = ("args", "finish_args")
 
 
