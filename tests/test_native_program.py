@@ -175,3 +175,33 @@ def test_full_reduction_partials_need_no_reset(n: int, threads: int) -> None:
         for red in prog._partials:
             red.part.fill(np.nan if k % 2 else 1e30)
         _check(exe, [0.5 + k, rng.standard_normal(n).astype(np.float32)])
+
+
+def test_a_cached_tiny_sync_is_one_native_call_on_the_calling_thread(monkeypatch) -> None:
+    """Issue 11 point 6, end to end: `float((x * 2 + 1).sum())` over 4,096 floats, cached,
+    on 2 threads makes one native call (its program's one job) and never asks the pool."""
+    import lazyarray as la
+    data = np.random.default_rng(7).standard_normal(N).astype(np.float32)
+    calls: list = []
+    direct: list = []
+    real = NativeProgram.run
+
+    def counting(self, args):
+        calls.append(self)
+        return real(self, args)
+    monkeypatch.setattr(NativeProgram, "run", counting)
+    with la.config.override(num_threads=2):
+        for k in range(6):
+            if k == 2:                  # compiled, then cached: watch the cached program
+                prog = calls[-1]
+                assert prog._direct is not None and prog._small_outputs is not None
+                call = prog._call
+                monkeypatch.setattr(prog, "_call", lambda *a: direct.append(a) or call(*a))
+                monkeypatch.setattr(NP.NativePool, "run",
+                                    lambda *a: pytest.fail("the pool was asked"))
+            x = la.asarray(data + k)
+            want = float((data.astype(np.float64) + k) @ np.full(N, 2.0) + N)
+            got = float((x * 2 + 1).sum())
+            assert abs(got - want) <= 1e-5 * abs(want) + 1e-2
+    assert len(direct) == 4 and all(a[0] is None for a in direct)
+    assert all(p is prog for p in calls[2:])
