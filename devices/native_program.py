@@ -15,6 +15,10 @@ once per executable and thread count:
 - small temporaries keep their memory between runs (the executable runs one call at a
   time, under its lock); large ones come from and go back to the recycled host memory;
   outputs are fresh arrays, handed to the caller read-only as the general path does.
+- a cached tiny program costs little Python: an input array given again is not checked
+  again (a weak reference to it), a Python scalar's holder keeps its address, small
+  outputs are made as their arrays, and a program that is one job of one chunk a task
+  (the split gives a small kernel one chunk) is one direct native call on this thread.
 
 It serves programs of generated kernels and plain 2-D matrix products (a product is a
 task of the same job: tiles of C, each a single-threaded BLAS gemm, see
