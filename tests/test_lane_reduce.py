@@ -125,3 +125,29 @@ def test_any_range_of_the_outer_dimension(shape: tuple) -> None:
         fn(ctypes.c_void_p(x.ctypes.data), start, end, ctypes.c_void_p(part.ctypes.data))
         want = x[start:end].astype(np.float64).sum() if end > start else 0.0
         np.testing.assert_allclose(part[0], want, rtol=1e-5, atol=1e-4)
+
+
+def _chain(n: int, ops: list) -> Module:
+    """sum(f(x)) with f a chain of unary ops (x*x, x-x*x, ... as given), float32."""
+    f32 = D.float32
+    ins = [I("parameter", (), (n,), f32, {"number": 0})]
+    for op in ops:
+        last = len(ins) - 1
+        operands = (last,) if op in ("exponential", "negate", "abs") else (last, 0)
+        ins.append(I(op, operands, (n,), f32, {}))
+    ins.append(I("reduce", (len(ins) - 1,), (), f32, {"axes": (0,), "kind": "sum"}))
+    return Module("chain", ins, [len(ins) - 1])
+
+
+@pytest.mark.parametrize("ops,lanes", [
+    (["multiply", "subtract"] * 6, True),             # 12 cheap ops: lanes
+    (["multiply", "exponential", "negate"], False),   # a transcendental: one accumulator
+    (["add"] * 17, False),                            # past MAX_BODY: one accumulator
+])
+def test_which_element_code_gets_lanes(ops: list, lanes: bool) -> None:
+    module = _chain(6000, ops)
+    x = (np.random.default_rng(2).standard_normal(6000) * 0.1).astype(np.float32)
+    got = DEVICE.compile(module).run([x])[0]
+    want = InterpreterDevice().compile(module).run([x])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    assert _uses_lanes(module) == lanes

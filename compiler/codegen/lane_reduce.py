@@ -37,7 +37,7 @@ CHEAP = frozenset({"add", "subtract", "multiply", "divide", "negate", "abs", "ma
                    "is_finite"})
 LEAVES = frozenset({"parameter", "constant", "iota"})
 MOVES = frozenset({"broadcast_in_dim", "reshape"})     # (the same element, or one reused)
-MAX_BODY = 8
+MAX_BODY = 16
 
 
 def cheap_body(instructions: list, members: set, srcs: list) -> bool:
