@@ -205,3 +205,39 @@ def test_a_cached_tiny_sync_is_one_native_call_on_the_calling_thread(monkeypatch
             assert abs(got - want) <= 1e-5 * abs(want) + 1e-2
     assert len(direct) == 4 and all(a[0] is None for a in direct)
     assert all(p is prog for p in calls[2:])
+
+
+def test_threads_sharing_one_program_get_their_own_results() -> None:
+    """Four Python threads run one cached program with their own inputs and scalars: the
+    remembered input and the scalar holder change hands at every run (under the
+    executable's lock) and no thread ever reads another's value. (A short switch
+    interval makes the threads interleave between binding and the native call.)"""
+    import sys
+    import threading
+    n = 30000                           # the largest size still run as one chunk
+    exe = _compile(_scaled_sum(n), 2)
+    rng = np.random.default_rng(8)
+    inputs = [(float(k + 1), rng.standard_normal(n).astype(np.float32)) for k in range(4)]
+    wants = [(x.astype(np.float64) * s + 1).sum() for s, x in inputs]
+    errors: list = []
+
+    def work(k: int) -> None:
+        s, x = inputs[k]
+        for _ in range(300):
+            got = float(exe.run([s, x])[0])
+            if abs(got - wants[k]) > 1e-5 * abs(wants[k]) + 1e-1:
+                errors.append((k, got, wants[k]))
+                return
+    exe.run(list(inputs[0]))
+    assert _program(exe)._direct is not None
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old)
+    assert not errors, errors[:3]
