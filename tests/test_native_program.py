@@ -4,6 +4,7 @@ one-chunk program is one native call on the calling thread. Each test changes wh
 fast path assumes between runs and checks the results against NumPy and the interpreter."""
 from __future__ import annotations
 
+import functools
 import gc
 
 import numpy as np
@@ -42,9 +43,14 @@ def _compile(module: Module, threads: int = 2):
     return exe
 
 
+@functools.lru_cache(maxsize=None)
+def _reference(n: int):
+    return InterpreterDevice().compile(_scaled_sum(n))
+
+
 def _check(exe, args: list) -> list:
     got = exe.run(args)
-    want = InterpreterDevice().compile(_scaled_sum(len(args[1]))).run(args)
+    want = _reference(len(args[1])).run(args)
     s, x = np.float32(args[0]), np.asarray(args[1], np.float32).astype(np.float64)
     np.testing.assert_allclose(float(got[0]), float((x * s + 1).sum()), rtol=1e-5, atol=1e-3)
     np.testing.assert_allclose(float(got[0]), float(want[0]), rtol=1e-5, atol=1e-3)
