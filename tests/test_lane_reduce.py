@@ -120,7 +120,8 @@ def test_any_range_of_the_outer_dimension(shape: tuple) -> None:
     fn = exe._fns[step["fn"]]
     part = np.zeros(1, np.float32)
     outer = shape[0]
-    for start, end in [(0, outer), (1, outer), (0, 17), (3, 20), (5, 5), (7, 6), (outer - 1, outer)]:
+    ranges = [(0, outer), (1, outer), (0, 17), (3, 20), (5, 5), (7, 6), (outer - 1, outer)]
+    for start, end in ranges:
         part[0] = np.nan
         fn(ctypes.c_void_p(x.ctypes.data), start, end, ctypes.c_void_p(part.ctypes.data))
         want = x[start:end].astype(np.float64).sum() if end > start else 0.0
