@@ -4,9 +4,9 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from .. import ops
 from ..compiler.node import Node
 from .optimizer import LearningRate, Optimizer
+from .same_type import recorder
 
 
 class Adam(Optimizer):
@@ -32,27 +32,36 @@ class Adam(Optimizer):
 
     def update(self, param: Node, grad: Node, state: dict, lr: float) -> tuple:
         group = self.group
-        b1, b2 = group["betas"]
-        t = self.steps
-        wd, eps = group["weight_decay"], group["eps"]
-        g = ops.negative(grad) if group["maximize"] else grad
+        m0, v0 = state["exp_avg"], state["exp_avg_sq"]
+        E = recorder(param, grad, m0, v0)
+        wd = group["weight_decay"]
+        g = E.negative(grad) if group["maximize"] else grad
         if wd and self.decoupled:
-            shrink = self.scalar("decay", 1.0 - lr * wd, param)
-            param = ops.multiply(param, shrink)
+            param = E.multiply(param, self.scalar("decay", 1.0 - lr * wd, param))
         elif wd:
-            decay = self.scalar("weight_decay", wd, param)
-            g = ops.add(g, ops.multiply(param, decay))
-        m = ops.add(ops.multiply(state["exp_avg"], self.scalar("beta1", b1, param)),
-                    ops.multiply(g, self.scalar("1-beta1", 1.0 - b1, param)))
-        v = ops.add(ops.multiply(state["exp_avg_sq"], self.scalar("beta2", b2, param)),
-                    ops.multiply(ops.square(g), self.scalar("1-beta2", 1.0 - b2, param)))
-        step_size = lr / (1.0 - b1 ** t)
-        inv_bc2 = 1.0 / math.sqrt(1.0 - b2 ** t)
-        denom = ops.add(ops.multiply(ops.sqrt(v), self.scalar("1/sqrt(bc2)", inv_bc2, param)),
-                        self.scalar("eps", eps, param))
-        step = self.scalar("lr/bc1", step_size, param)
-        new = ops.subtract(param, ops.multiply(ops.divide(m, denom), step))
+            g = E.add(g, E.multiply(param, self.scalar("weight_decay", wd, param)))
+        b1, omb1, b2, omb2, inv_bc2, eps, step = self._scalars(param, lr)
+        m = E.add(E.multiply(m0, b1), E.multiply(g, omb1))
+        v = E.add(E.multiply(v0, b2), E.multiply(E.square(g), omb2))
+        denom = E.add(E.multiply(E.sqrt(v), inv_bc2), eps)
+        new = E.subtract(param, E.multiply(E.divide(m, denom), step))
         return new, {"exp_avg": m, "exp_avg_sq": v}
+
+    def _scalars(self, like: Node, lr: float) -> tuple:
+        """This step's runtime scalars broadcast to `like`: b1, 1-b1, b2, 1-b2,
+        1/sqrt(1-b2^t), eps, lr/(1-b1^t); made once per (group, shape, dtype) in a step."""
+        key = (self._gi, like.shape, like.dtype)
+        found = self.hyper.per_shape.get(key)
+        if found is None:
+            b1, b2 = self.group["betas"]
+            t = self.steps
+            found = self.hyper.per_shape[key] = (
+                self.scalar("beta1", b1, like), self.scalar("1-beta1", 1.0 - b1, like),
+                self.scalar("beta2", b2, like), self.scalar("1-beta2", 1.0 - b2, like),
+                self.scalar("1/sqrt(bc2)", 1.0 / math.sqrt(1.0 - b2 ** t), like),
+                self.scalar("eps", self.group["eps"], like),
+                self.scalar("lr/bc1", lr / (1.0 - b1 ** t), like))
+        return found
 
 
 class AdamW(Adam):

@@ -15,7 +15,6 @@ from typing import Any, Callable, Iterable, Union
 import numpy as np
 
 from ..compiler.node import Node, scalar_leaf
-from ..compiler.primitive import apply
 from .. import runtime
 from ..tensor import Tensor
 
@@ -36,24 +35,32 @@ class Hypers:
     def __init__(self) -> None:
         self.made: dict = {}
         self.spread: dict = {}
+        # what an optimizer derives from this step's scalars, per (group, shape, dtype):
+        # every parameter of one shape in one group reads the same (see Adam.update)
+        self.per_shape: dict = {}
 
     def __call__(self, role: str, value: float, like: Node) -> Node:
         """The scalar, already broadcast to `like`'s shape: the update's elementwise ops
         then take the cheap equal-shapes path, and parameters of one shape share it."""
-        key = (role, like.dtype)
+        shape, dtype = like.shape, like.dtype
+        value = float(value)
+        wide = self.spread.get((role, dtype, shape))
+        if wide is not None and wide[0] == value:
+            return wide[1]
+        key = (role, dtype)
         node = self.made.get(key)
         if node is None:
             node = self.made[key] = hyper(value, like)
-        elif node.value != float(value):
+        elif node.value != value:
             raise ValueError(f"optimizer: hyper-parameter {role!r} has two values in one step "
                              f"({node.value} and {value})")
-        if not like.shape:
+        if not shape:
             return node
-        wide = self.spread.get((key, like.shape))
-        if wide is None:
-            wide = self.spread[(key, like.shape)] = apply(
-                "broadcast_in_dim", node, shape=like.shape, broadcast_dimensions=())
-        return wide
+        # broadcast_in_dim of a 0-d value to a valid shape: its type needs no rule
+        out = Node("broadcast_in_dim", (node,), shape, dtype,
+                   {"shape": shape, "broadcast_dimensions": ()})
+        self.spread[(role, dtype, shape)] = (value, out)
+        return out
 
 
 class Optimizer:
@@ -149,27 +156,30 @@ class Optimizer:
         lrs = [self.current_lr(g) for g in self.param_groups]
         self.steps += 1
         self._hypers = Hypers()
+        offer = runtime.offer_donation
         for index, g in pairs:
             p = self.params[index]
+            pnode, gnode = p._node, g._node
             if g._state is not p._state:
                 raise ValueError(f"{type(self).__name__}: the gradient of parameter {index} is on "
                                  f"{g._state.device.name!r}, the parameter on "
                                  f"{p._state.device.name!r}")
-            if g.shape != p.shape:
+            if gnode.shape != pnode.shape:
                 raise ValueError(f"{type(self).__name__}: gradient of shape {g.shape} for "
                                  f"parameter {index} of shape {p.shape}")
-            grad = g._node if g.dtype is p.dtype else g.astype(p.dtype)._node
+            grad = gnode if gnode.dtype is pnode.dtype else g.astype(p.dtype)._node
             self._follow(index)
-            self._gi = group_of[index]
-            self.group = self.param_groups[self._gi]
-            state = {k: t._node for k, t in self.state[index].items()}
-            new_param, new_state = self.update(p._node, grad, state, lrs[self._gi])
+            self._gi = gi = group_of[index]
+            self.group = self.param_groups[gi]
+            tensors = self.state[index]
+            state = {k: t._node for k, t in tensors.items()}
+            new_param, new_state = self.update(pnode, grad, state, lrs[gi])
             # the old values may be updated in place (if nothing else holds them at sync)
-            runtime.offer_donation(p._node)
+            offer(pnode)
             p._assign(new_param)
             for k, node in new_state.items():
-                runtime.offer_donation(self.state[index][k]._node)
-                self.state[index][k]._assign(node)
+                offer(state[k])
+                tensors[k]._assign(node)
 
     @property
     def hyper(self) -> "Hypers":
