@@ -123,7 +123,7 @@ def vjp_many(targets: Sequence[Node], seeds: Sequence[Optional[Node]], sources: 
                              f"{list(seed.shape)} but the target is {target.dtype.short}"
                              f"{list(target.shape)}")
     # ids of live stopped nodes: a node of this graph is alive, so its id cannot collide
-    stopped = {id(n) for n in _STOPPED}
+    stopped = {id(n) for n in _STOPPED} if len(_STOPPED) else set()
     leaves = set() if through_sources else {id(s) for s in sources}
     pairs = [(t, s) for t, s in zip(targets, seeds) if s is not None]
     if not pairs:
@@ -191,32 +191,36 @@ def _conj(x: Optional[Node]) -> Optional[Node]:
 
 
 def _propagate(node: Node, g: Node, dep: set, cts: dict) -> None:
-    for o in node.operands:
-        if id(o) in dep:
-            break
-    else:
+    operands = node.operands
+    wanted = [id(o) in dep for o in operands]
+    if True not in wanted:
         return
     prim = PRIMITIVES[node.op]
-    if prim.vjp is NOT_DIFFERENTIABLE:
+    vjp = prim.vjp
+    if vjp is NOT_DIFFERENTIABLE:
         return
-    if prim.vjp is None:
+    if vjp is None:
         raise NotImplementedError(f"gradient: primitive {node.op!r} has no vector-Jacobian "
                                   "product (and is not marked NOT_DIFFERENTIABLE)")
-    if type(node.dtype) is tuple:       # a while/conditional: g lists its elements' cotangents
-        outs = prim.vjp(g, node, *node.operands, **node.attrs)
-    elif node.dtype.is_complex and prim.holomorphic:
+    attrs = node.attrs
+    if prim.vjp_partial:            # it skips the cotangents the walk does not need
+        attrs = {**attrs, "wanted": tuple(wanted)}
+    dtype = node.dtype
+    if type(dtype) is tuple:        # a while/conditional: g lists its elements' cotangents
+        outs = vjp(g, node, *operands, **attrs)
+    elif dtype.is_complex and prim.holomorphic:
         # cotangents are conjugate-Wirtinger (PyTorch's convention: dL/dx + i dL/dy), and a
         # holomorphic f has the cotangent g conj(f'(z)) = conj(conj(g) f'(z))
-        outs = [_conj(c) for c in prim.vjp(_conj(g), node, *node.operands, **node.attrs)]
+        outs = [_conj(c) for c in vjp(_conj(g), node, *operands, **attrs)]
     else:
-        outs = prim.vjp(g, node, *node.operands, **node.attrs)
+        outs = vjp(g, node, *operands, **attrs)
     if profile_hooks.ACTIVE:        # a profile records: these nodes are `node`'s backward
         profile_hooks.ACTIVE.backward(node, outs)
-    if len(outs) != len(node.operands):
+    if len(outs) != len(operands):
         raise AssertionError(f"vjp of {node.op} returned {len(outs)} cotangents for "
-                             f"{len(node.operands)} operands")
-    for o, c in zip(node.operands, outs):
-        if c is None or id(o) not in dep:
+                             f"{len(operands)} operands")
+    for o, c, want in zip(operands, outs, wanted):
+        if c is None or not want:
             continue
         if type(o.dtype) is not tuple and (c.shape != o.shape or c.dtype is not o.dtype):
             raise AssertionError(f"vjp of {node.op}: cotangent {c.dtype.short}{list(c.shape)} "

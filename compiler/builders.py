@@ -13,6 +13,24 @@ from .dtypes import DType
 from .node import Node, kept_constant
 from .primitive import apply
 
+# Fast paths. A vjp builds its cotangents from nodes it knows (g has the output's type, an
+# operand its own), so most of its arithmetic is over operands of one shape and one float
+# or complex dtype, where the primitive's rule cannot fail and gives that same type: such
+# nodes are made directly, with the operands, attributes and type `apply` would give them
+# (tests/test_vjp_fast.py checks both ways build one graph). Anything else goes through
+# `apply`, whose rule checks it.
+_INEXACT = frozenset(D.FLOATS + D.COMPLEX)
+_ORDERED = frozenset(D.FLOATS)
+_DIRECTIONS = frozenset(("EQ", "NE", "LT", "LE", "GT", "GE"))
+
+
+def _arith(name: str, a: Node, b: Node) -> Node:
+    dtype = a.dtype
+    if b.dtype is dtype and dtype in _INEXACT and a.shape == b.shape:
+        return Node(name, (a, b), a.shape, dtype, {})
+    return apply(name, a, b)
+
+
 def const(value: Any, dtype: DType) -> Node:
     """A 0-d constant kept in the module (a fixed number of a rule, never user data)."""
     return kept_constant(value, dtype)
@@ -23,11 +41,18 @@ def full(value: Any, shape: tuple, dtype: DType) -> Node:
 
 
 def full_like(x: Node, value: Any) -> Node:
-    return full(value, x.shape, x.dtype)
+    """`full(value, x.shape, x.dtype)`: a node's shape is already valid, so the broadcast
+    of the 0-d constant is made directly."""
+    c = kept_constant(value, x.dtype)
+    shape = x.shape
+    if not shape:
+        return c
+    return Node("broadcast_in_dim", (c,), shape, x.dtype,
+                {"shape": shape, "broadcast_dimensions": ()})
 
 
 def zeros_like(x: Node) -> Node:
-    return full(0, x.shape, x.dtype)
+    return full_like(x, 0)
 
 
 def broadcast(x: Node, shape: tuple, dims: Optional[tuple] = None) -> Node:
@@ -41,22 +66,24 @@ def broadcast(x: Node, shape: tuple, dims: Optional[tuple] = None) -> Node:
 
 
 def add(a: Node, b: Node) -> Node:
-    return apply("add", a, b)
+    return _arith("add", a, b)
 
 
 def sub(a: Node, b: Node) -> Node:
-    return apply("subtract", a, b)
+    return _arith("subtract", a, b)
 
 
 def mul(a: Node, b: Node) -> Node:
-    return apply("multiply", a, b)
+    return _arith("multiply", a, b)
 
 
 def div(a: Node, b: Node) -> Node:
-    return apply("divide", a, b)
+    return _arith("divide", a, b)
 
 
 def neg(a: Node) -> Node:
+    if a.dtype in _INEXACT:
+        return Node("negate", (a,), a.shape, a.dtype, {})
     return apply("negate", a)
 
 
@@ -69,10 +96,18 @@ def plus(x: Node, c: float) -> Node:
 
 
 def select(pred: Node, a: Node, b: Node) -> Node:
+    shape, dtype = a.shape, a.dtype
+    if pred.dtype is D.bool_ and b.dtype is dtype and dtype in _INEXACT and \
+            pred.shape == shape and b.shape == shape:
+        return Node("select", (pred, a, b), shape, dtype, {})
     return apply("select", pred, a, b)
 
 
 def compare(a: Node, b: Node, direction: str) -> Node:
+    dtype = a.dtype
+    if b.dtype is dtype and dtype in _ORDERED and a.shape == b.shape and \
+            direction in _DIRECTIONS:
+        return Node("compare", (a, b), a.shape, D.bool_, {"direction": direction})
     return apply("compare", a, b, direction=direction)
 
 

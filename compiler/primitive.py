@@ -98,6 +98,9 @@ class Primitive:
     holomorphic: bool = True             # complex results: autodiff applies the vjp (written
                                          # for reals) as conj(vjp(conj(g))); False: the vjp
                                          # follows the conjugate-Wirtinger convention itself
+    vjp_partial: bool = False            # the vjp takes `wanted` (a bool per operand: does the
+                                         # walk need its cotangent?) and may give None for the
+                                         # others (a relu's constant 0, a first layer's input)
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"

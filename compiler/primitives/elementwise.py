@@ -54,10 +54,10 @@ def float_unary(name, fn, doc="", vjp=None, complex_too=False):
                  lambda e, x, _n=name: e.math(_n, x), math_name=name, doc=doc, vjp=vjp)
 
 
-def binary(name, rule, reference, emit, math_name=None, doc="", vjp=None):
+def binary(name, rule, reference, emit, math_name=None, doc="", vjp=None, **kw):
     return primitive(name, ELEMENTWISE, elementwise_infer(name, rule), reference,
                      emit=emit, math=math_name, doc=doc, vjp=vjp, batch=B.elementwise,
-                     arity=2)
+                     arity=2, **kw)
 
 
 # ---- references that NumPy lacks or defines differently ------------------------------
@@ -328,8 +328,10 @@ def _choice_weights(x, other, out):
     return A.select(mine, half_or_one, A.zeros_like(x))
 
 
-def _minmax_vjp(g, out, a, b):
-    return A.mul(g, _choice_weights(a, b, out)), A.mul(g, _choice_weights(b, a, out))
+def _minmax_vjp(g, out, a, b, wanted=(True, True)):
+    """Partial: relu's maximum(x, 0) needs no cotangent for its 0."""
+    return (A.mul(g, _choice_weights(a, b, out)) if wanted[0] else None,
+            A.mul(g, _choice_weights(b, a, out)) if wanted[1] else None)
 
 
 def _atan2_vjp(g, out, a, b):
@@ -437,11 +439,11 @@ def _extremum(direction: str, integer_emit: Callable) -> Callable:
 maximum = binary("maximum", any_dtype, _same_dtype_ref(np.maximum),
                  _extremum("GT", lambda e, a, b: e.max(a, b)),
                  doc="NaN-propagating, as NumPy's maximum; of +0.0 and -0.0 the second "
-                     "(float16: the first), as NumPy.", vjp=_minmax_vjp)
+                     "(float16: the first), as NumPy.", vjp=_minmax_vjp, vjp_partial=True)
 minimum = binary("minimum", any_dtype, _same_dtype_ref(np.minimum),
                  _extremum("LT", lambda e, a, b: e.min(a, b)),
                  doc="NaN-propagating, as NumPy's minimum; of +0.0 and -0.0 the second "
-                     "(float16: the first), as NumPy.", vjp=_minmax_vjp)
+                     "(float16: the first), as NumPy.", vjp=_minmax_vjp, vjp_partial=True)
 atan2 = binary("atan2", float_only, _float_ref(np.arctan2), lambda e, a, b: e.math("atan2", a, b),
                math_name="atan2", vjp=_atan2_vjp)
 and_ = binary("and", int_or_bool, _same_dtype_ref(np.bitwise_and), lambda e, a, b: e.and_(a, b),

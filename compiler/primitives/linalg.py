@@ -93,13 +93,15 @@ def _dot_transpose(g, other, own, own_contracting, other_contracting, own_batch,
     return A.transpose(r, tuple(src.index(d) for d in range(own.ndim)))
 
 
-def _dot_vjp(g, out, lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch):
+def _dot_vjp(g, out, lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch,
+             wanted=(True, True)):
+    """Partial: a first layer's input (data) needs no cotangent."""
     if not lhs.dtype.is_inexact:
         return None, None
     glhs = _dot_transpose(g, rhs, lhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch,
-                          own_first=True)
+                          own_first=True) if wanted[0] else None
     grhs = _dot_transpose(g, lhs, rhs, rhs_contracting, lhs_contracting, rhs_batch, lhs_batch,
-                          own_first=False)
+                          own_first=False) if wanted[1] else None
     return glhs, grhs
 
 
@@ -124,5 +126,6 @@ def _dot_batch(node, size, operands, batched):
 dot_general = primitive("dot_general", LIBRARY, _dot_infer, _dot_ref,
                         attrs=("lhs_contracting", "rhs_contracting", "lhs_batch", "rhs_batch"),
                         doc="out = batch dims, then lhs free dims, then rhs free dims.",
-                        vjp=_dot_vjp, library=LibraryCall("gemm", _gemm_args),
+                        vjp=_dot_vjp, vjp_partial=True,
+                        library=LibraryCall("gemm", _gemm_args),
                         batch=_dot_batch)

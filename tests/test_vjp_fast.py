@@ -1,0 +1,155 @@
+"""The fast paths of recording a training step build exactly the graph of the general way.
+
+- compiler/builders.py makes same-type elementwise nodes (and broadcasts of constants)
+  directly instead of through `apply`: each must equal what `apply` records;
+- partial vjps (`Primitive.vjp_partial`: maximum, minimum, dot_general) skip cotangents
+  the walk does not need: the ones it needs equal the full vjp's, and gradients through
+  them stay right against float64 finite differences;
+- optimizers record their update with `SameType` where the operands share one type: the
+  same graph as `ops` gives (so the same program), and PyTorch's numbers
+  (tests/test_optim.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray.compiler import autodiff, builders as A, dtypes as D
+from lazyarray.compiler.node import Node, parameter_leaf
+from lazyarray.compiler.primitive import PRIMITIVES, apply
+
+from gradcheck import check_direction, check_full
+
+
+def same_graph(a: Node, b: Node, seen: dict | None = None) -> bool:
+    """a and b are the same expression: op, type, attributes and operands, leaves by
+    identity."""
+    seen = {} if seen is None else seen
+    key = (id(a), id(b))
+    if key in seen:
+        return seen[key]
+    if not a.operands or not b.operands:
+        ok = a is b
+    else:
+        ok = (a.op == b.op and a.shape == b.shape and a.dtype is b.dtype
+              and list(a.attrs.items()) == list(b.attrs.items())
+              and len(a.operands) == len(b.operands)
+              and all(same_graph(x, y, seen) for x, y in zip(a.operands, b.operands)))
+    seen[key] = ok
+    return ok
+
+
+def leaf(shape, dtype=D.float32):
+    return parameter_leaf(np.zeros(shape, dtype.np), shape, dtype)
+
+
+FAST_TYPES = [((3, 4), D.float32), ((), D.float64), ((5,), D.float16), ((2, 2), D.complex64)]
+
+
+@pytest.mark.parametrize("shape,dtype", FAST_TYPES, ids=lambda v: str(v))
+def test_builders_fast_paths_equal_apply(shape, dtype):
+    a, b = leaf(shape, dtype), leaf(shape, dtype)
+    for fn, prim in [(A.add, "add"), (A.sub, "subtract"), (A.mul, "multiply"),
+                     (A.div, "divide")]:
+        assert same_graph(fn(a, b), apply(prim, a, b)), prim
+    assert same_graph(A.neg(a), apply("negate", a))
+    pred = leaf(shape, D.bool_)
+    assert same_graph(A.select(pred, a, b), apply("select", pred, a, b))
+    for value in (0, 1, 0.5):
+        assert same_graph(A.full_like(a, value), A.full(value, shape, dtype))
+        assert same_graph(A.full_like(a, value),
+                          A.broadcast(A.const(value, dtype), shape))
+    if not dtype.is_complex:
+        for d in ("EQ", "NE", "LT", "LE", "GT", "GE"):
+            assert same_graph(A.compare(a, b, d), apply("compare", a, b, direction=d))
+
+
+def test_builders_general_cases_still_checked():
+    """Mixed types are not fast: `apply` records or raises as before."""
+    a, i = leaf((3,), D.float32), leaf((3,), D.int32)
+    assert A.add(i, i).dtype is D.int32                      # integers: through apply
+    assert A.mul(leaf((3,), D.bool_), leaf((3,), D.bool_)).dtype is D.bool_
+    with pytest.raises(TypeError):
+        A.add(a, i)
+    with pytest.raises(ValueError):
+        A.mul(a, leaf((4,), D.float32))
+    with pytest.raises(TypeError):
+        A.select(leaf((3,), D.float32), a, a)                # the predicate must be bool
+    with pytest.raises(TypeError):
+        A.compare(leaf((2,), D.complex64), leaf((2,), D.complex64), "LT")
+    with pytest.raises(ValueError):
+        A.compare(a, a, "XX")
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum", "dot_general"])
+def test_partial_vjp_gives_the_full_vjps_cotangents(op):
+    prim = PRIMITIVES[op]
+    assert prim.vjp_partial
+    if op == "dot_general":
+        x, w = leaf((4, 3)), leaf((3, 5))
+        attrs = dict(lhs_contracting=(1,), rhs_contracting=(0,), lhs_batch=(), rhs_batch=())
+    else:
+        x, w = leaf((4, 3)), leaf((4, 3))
+        attrs = {}
+    out = apply(op, x, w, **attrs)
+    g = leaf(out.shape)
+    full = prim.vjp(g, out, x, w, **attrs)
+    for wanted in [(True, False), (False, True), (True, True)]:
+        part = prim.vjp(g, out, x, w, wanted=wanted, **attrs)
+        for want, c, f in zip(wanted, part, full):
+            assert (c is None) if not want else same_graph(c, f)
+
+
+def test_partial_vjp_walk_skips_unwanted_operands():
+    """The walk asks a partial vjp only for what reaches a source: relu's constant and a
+    first layer's data get no cotangent node at all."""
+    made = []
+    x, w = leaf((4, 3)), leaf((3, 5))
+    h = apply("dot_general", x, w, lhs_contracting=(1,), rhs_contracting=(0,),
+              lhs_batch=(), rhs_batch=())
+    r = apply("maximum", h, A.zeros_like(h))
+    loss = A.reduce_sum(r, (0, 1))
+    prim = PRIMITIVES["dot_general"]
+    orig = prim.vjp
+
+    def spy(*args, **kw):
+        outs = orig(*args, **kw)
+        made.append(outs)
+        return outs
+    prim.vjp = spy
+    try:
+        (gw,) = autodiff.vjp_graph(loss, [w], A.full(1, (), D.float32))
+    finally:
+        prim.vjp = orig
+    assert gw.shape == w.shape
+    assert made and made[0][0] is None and made[0][1] is not None
+
+
+def test_relu_mlp_gradient_against_finite_differences():
+    """maximum(x, 0) and products with data, through the partial vjps, in float64."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 4))
+    w1 = rng.standard_normal((4, 6))
+    w2 = rng.standard_normal((6, 3))
+
+    def f(x, w1, w2):
+        h = la.maximum(x @ w1, 0.0)
+        return la.minimum(h @ w2, 0.7)
+    check_direction(f, [x, w1, w2], wrt=[1, 2])
+    check_full(f, [x, w1, w2], wrt=[1, 2])
+
+
+def test_relu_tie_splits_gradient_through_partial_vjp():
+    """maximum(x, x) with both operands sources: each gets half (the full vjp path)."""
+    x = la.asarray(np.array([1.0, -2.0, 3.0]))
+    with la.GradientTape() as tape:
+        tape.watch(x)
+        y = la.maximum(x, x).sum()
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), [1.0, 1.0, 1.0])
+    z = la.asarray(np.array([1.0, 5.0, 3.0]))
+    with la.GradientTape() as tape:
+        y = la.maximum(x, z).sum()
+    gx, gz = tape.gradient(y, [x, z])
+    np.testing.assert_allclose(gx.numpy(), [0.5, 0.0, 0.5])
+    np.testing.assert_allclose(gz.numpy(), [0.5, 1.0, 0.5])
