@@ -20,7 +20,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Iterable, Optional, Sequence
 
-from . import profile_hooks
+from . import profile_hooks, vjp_templates
 from .node import Node
 from .primitive import NOT_DIFFERENTIABLE, PRIMITIVES, apply
 
@@ -190,6 +190,20 @@ def _conj(x: Optional[Node]) -> Optional[Node]:
     return apply("conj", x) if x is not None and x.dtype.is_complex else x
 
 
+def _by_type(vjp: Any, g: Node, node: Node, operands: tuple, attrs: dict,
+             wanted: list) -> Any:
+    """A vjp that reads only types: copied from its template when this walk (or an
+    earlier step's) has met the same node types before (compiler/vjp_templates.py)."""
+    key = vjp_templates.key_of(node, tuple(wanted))
+    template = vjp_templates.lookup(key) if key is not None else None
+    if template:
+        return vjp_templates.instantiate(template, g, node)
+    outs = vjp(g, node, *operands, **attrs)
+    if template is False:
+        vjp_templates.remember(key, g, node, outs)
+    return outs
+
+
 def _propagate(node: Node, g: Node, dep: set, cts: dict) -> None:
     operands = node.operands
     wanted = [id(o) in dep for o in operands]
@@ -208,6 +222,8 @@ def _propagate(node: Node, g: Node, dep: set, cts: dict) -> None:
     dtype = node.dtype
     if type(dtype) is tuple:        # a while/conditional: g lists its elements' cotangents
         outs = vjp(g, node, *operands, **attrs)
+    elif prim.vjp_by_type and not dtype.is_complex:
+        outs = _by_type(vjp, g, node, operands, attrs, wanted)
     elif dtype.is_complex and prim.holomorphic:
         # cotangents are conjugate-Wirtinger (PyTorch's convention: dL/dx + i dL/dy), and a
         # holomorphic f has the cotangent g conj(f'(z)) = conj(conj(g) f'(z))

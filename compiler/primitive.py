@@ -98,6 +98,10 @@ class Primitive:
     holomorphic: bool = True             # complex results: autodiff applies the vjp (written
                                          # for reals) as conj(vjp(conj(g))); False: the vjp
                                          # follows the conjugate-Wirtinger convention itself
+    vjp_by_type: bool = False            # the vjp reads only the types and attributes of g,
+                                         # the node and its operands (never their values,
+                                         # identity or producers): compiler/vjp_templates.py
+                                         # may then copy the graph it built before
     vjp_partial: bool = False            # the vjp takes `wanted` (a bool per operand: does the
                                          # walk need its cotangent?) and may give None for the
                                          # others (a relu's constant 0, a first layer's input)

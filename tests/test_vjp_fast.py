@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler import autodiff, builders as A, dtypes as D
+from lazyarray.compiler import autodiff, builders as A, dtypes as D, vjp_templates
 from lazyarray.compiler.node import Node, parameter_leaf
 from lazyarray.compiler.primitive import PRIMITIVES, apply
 
@@ -153,3 +153,93 @@ def test_relu_tie_splits_gradient_through_partial_vjp():
     gx, gz = tape.gradient(y, [x, z])
     np.testing.assert_allclose(gx.numpy(), [0.5, 0.0, 0.5])
     np.testing.assert_allclose(gz.numpy(), [0.5, 1.0, 0.5])
+
+
+# ---- remembered vjps (compiler/vjp_templates.py) -----------------------------------------
+
+def _cases():
+    f, d = D.float32, D.float64
+    x, y = leaf((3, 4)), leaf((3, 4))
+    p = leaf((3, 4), D.bool_)
+    out = [("add", (x, y), {}), ("subtract", (x, y), {}), ("multiply", (x, y), {}),
+           ("divide", (x, y), {}), ("maximum", (x, y), {}), ("minimum", (x, y), {}),
+           ("negate", (x,), {}), ("exponential", (x,), {}), ("log", (x,), {}),
+           ("select", (p, x, y), {}), ("convert", (x,), {"dtype": d}),
+           ("convert", (leaf((3, 4), d),), {"dtype": f}),
+           ("broadcast_in_dim", (leaf((4,)),), {"shape": (3, 4), "broadcast_dimensions": (1,)}),
+           ("broadcast_in_dim", (leaf((3, 1)),), {"shape": (3, 4), "broadcast_dimensions": (0, 1)}),
+           ("reshape", (x,), {"shape": (12,)}), ("transpose", (x,), {"permutation": (1, 0)}),
+           ("dot_general", (x, leaf((4, 5))), {"lhs_contracting": (1,), "rhs_contracting": (0,),
+                                              "lhs_batch": (), "rhs_batch": ()}),
+           ("dot_general", (leaf((2, 3, 4)), leaf((2, 5, 4))),
+            {"lhs_contracting": (2,), "rhs_contracting": (2,), "lhs_batch": (0,),
+             "rhs_batch": (0,)})]
+    for kind in ("sum", "max", "min", "prod"):
+        out.append(("reduce", (x,), {"axes": (1,), "kind": kind}))
+    return out
+
+
+def _fresh(operands):
+    return tuple(leaf(o.shape, o.dtype) for o in operands)
+
+
+@pytest.mark.parametrize("op,operands,attrs", _cases(), ids=lambda v: str(v)[:40])
+def test_remembered_vjp_builds_the_vjps_graph(op, operands, attrs):
+    """The walk's second meeting with a node type copies the first's graph: for fresh
+    inputs of the same types it equals what the vjp itself builds, for each `wanted`."""
+    prim = PRIMITIVES[op]
+    assert prim.vjp_by_type
+    n = len(operands)
+    patterns = [(True,) * n] + ([(True, False), (False, True)] if prim.vjp_partial else [])
+    for wanted in patterns:
+        for _ in range(3):                      # the first builds, the next ones copy
+            ops = _fresh(operands)
+            node = apply(op, *ops, **attrs)
+            g = leaf(node.shape, node.dtype)
+            extra = {"wanted": wanted} if prim.vjp_partial else {}
+            got = autodiff._by_type(prim.vjp, g, node, ops, {**attrs, **extra}, list(wanted))
+            want = prim.vjp(g, node, *ops, **attrs, **extra)
+            assert len(got) == len(want)
+            for a, b in zip(got, want):
+                assert (a is None and b is None) or same_graph(a, b)
+        key = vjp_templates.key_of(node, tuple(wanted))
+        assert vjp_templates.lookup(key) is not False
+
+
+def test_template_never_made_from_aliased_inputs():
+    """maximum(x, x): a template made there could not tell the operands apart."""
+    x = leaf((7, 2))
+    node = apply("maximum", x, x)
+    key = vjp_templates.key_of(node, (True, True))
+    vjp_templates._TEMPLATES.pop(key, None)
+    autodiff._by_type(PRIMITIVES["maximum"].vjp, leaf((7, 2)), node, (x, x),
+                      {"wanted": (True, True)}, [True, True])
+    assert vjp_templates.lookup(key) is False
+    a, b = leaf((7, 2)), leaf((7, 2))
+    node = apply("maximum", a, b)
+    g = leaf((7, 2))
+    for _ in range(2):
+        got = autodiff._by_type(PRIMITIVES["maximum"].vjp, g, node, (a, b),
+                                {"wanted": (True, True)}, [True, True])
+        want = PRIMITIVES["maximum"].vjp(g, node, a, b, wanted=(True, True))
+        assert all(same_graph(p, q) for p, q in zip(got, want))
+
+
+def test_training_step_gradients_stay_right_when_remembered():
+    """Several steps of an MLP through tape gradients (templates from step 2 on) give
+    the float64 NumPy gradients at every step."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((6, 4))
+    w1, w2 = rng.standard_normal((4, 5)), rng.standard_normal((5, 3))
+    for step in range(3):
+        xs = la.asarray(x + step)
+        p1, p2 = la.asarray(w1), la.asarray(w2)
+        with la.GradientTape() as tape:
+            h = la.maximum(xs @ p1, 0.0)
+            loss = la.exp(h @ p2).sum()
+        g1, g2 = tape.gradient(loss, [p1, p2])
+        hx = np.maximum((x + step) @ w1, 0.0)
+        e = np.exp(hx @ w2)
+        np.testing.assert_allclose(g2.numpy(), hx.T @ e, rtol=1e-10)
+        np.testing.assert_allclose(g1.numpy(), (x + step).T @ ((e @ w2.T) * (hx > 0)),
+                                   rtol=1e-10)

@@ -41,17 +41,18 @@ def _same_dtype_ref(fn):
     return ref
 
 
-def unary(name, rule, reference, emit, math_name=None, out_dtype=None, doc="", vjp=None):
+def unary(name, rule, reference, emit, math_name=None, out_dtype=None, doc="", vjp=None,
+          **kw):
     return primitive(name, ELEMENTWISE, elementwise_infer(name, rule, out_dtype), reference,
                      emit=emit, math=math_name, doc=doc, vjp=vjp, batch=B.elementwise,
-                     arity=1)
+                     arity=1, **kw)
 
 
-def float_unary(name, fn, doc="", vjp=None, complex_too=False):
+def float_unary(name, fn, doc="", vjp=None, complex_too=False, **kw):
     """A transcendental or rounding function: its code comes from the target's math table
     (for complex values, from compiler/codegen/complex_values.py)."""
     return unary(name, inexact if complex_too else float_only, _float_ref(fn),
-                 lambda e, x, _n=name: e.math(_n, x), math_name=name, doc=doc, vjp=vjp)
+                 lambda e, x, _n=name: e.math(_n, x), math_name=name, doc=doc, vjp=vjp, **kw)
 
 
 def binary(name, rule, reference, emit, math_name=None, doc="", vjp=None, **kw):
@@ -365,7 +366,7 @@ def _convert_vjp(g, out, x, dtype):
 # ---- unary --------------------------------------------------------------------------
 
 neg = unary("negate", numeric_or_complex, _same_dtype_ref(np.negative), lambda e, x: e.neg(x),
-            vjp=_neg_vjp)
+            vjp=_neg_vjp, vjp_by_type=True)
 abs_ = primitive("abs", ELEMENTWISE, _abs_infer, _abs_ref, emit=lambda e, x: e.abs(x),
                  doc="|x|; the modulus (a real value) of a complex x.", vjp=_abs_vjp,
                  batch=B.elementwise)
@@ -376,9 +377,9 @@ sign = primitive("sign", ELEMENTWISE, elementwise_infer("sign", numeric_or_compl
 not_ = unary("not", int_or_bool, _not, lambda e, x: e.not_(x),
              doc="Logical not for bool, bitwise not for integers.", vjp=NOT_DIFFERENTIABLE)
 
-exp = float_unary("exponential", np.exp, vjp=_exp_vjp, complex_too=True)
+exp = float_unary("exponential", np.exp, vjp=_exp_vjp, complex_too=True, vjp_by_type=True)
 expm1 = float_unary("exponential_minus_one", _expm1, vjp=_expm1_vjp, complex_too=True)
-log = float_unary("log", np.log, vjp=_log_vjp, complex_too=True)
+log = float_unary("log", np.log, vjp=_log_vjp, complex_too=True, vjp_by_type=True)
 log1p = float_unary("log_plus_one", np.log1p, vjp=_log1p_vjp, complex_too=True)
 sqrt = float_unary("sqrt", np.sqrt, vjp=_sqrt_vjp, complex_too=True)
 rsqrt = float_unary("rsqrt", lambda x: 1 / np.sqrt(x), vjp=_rsqrt_vjp)
@@ -408,15 +409,15 @@ is_finite = unary("is_finite", float_only, lambda x: np.isfinite(x),
 
 add = binary("add", any_or_complex, lambda a, b: (np.logical_or(a, b) if a.dtype == np.bool_
                                              else _same_dtype_ref(np.add)(a, b)),
-             lambda e, a, b: e.add(a, b), vjp=_add_vjp)
+             lambda e, a, b: e.add(a, b), vjp=_add_vjp, vjp_by_type=True)
 subtract = binary("subtract", numeric_or_complex, _same_dtype_ref(np.subtract),
-                  lambda e, a, b: e.sub(a, b), vjp=_subtract_vjp)
+                  lambda e, a, b: e.sub(a, b), vjp=_subtract_vjp, vjp_by_type=True)
 multiply = binary("multiply", any_or_complex, lambda a, b: (np.logical_and(a, b) if a.dtype == np.bool_
                                                        else _same_dtype_ref(np.multiply)(a, b)),
-                  lambda e, a, b: e.mul(a, b), vjp=_multiply_vjp)
+                  lambda e, a, b: e.mul(a, b), vjp=_multiply_vjp, vjp_by_type=True)
 divide = binary("divide", numeric_or_complex, _divide, lambda e, a, b: e.div(a, b),
                 doc="Floats: IEEE division. Integers: truncation toward zero; x / 0 = 0.",
-                vjp=_divide_vjp)
+                vjp=_divide_vjp, vjp_by_type=True)
 remainder = binary("remainder", numeric, _remainder, lambda e, a, b: e.rem(a, b),
                    doc="C fmod: the result has the sign of the dividend; x % 0 = 0 for integers.",
                    vjp=_remainder_vjp)
@@ -439,11 +440,13 @@ def _extremum(direction: str, integer_emit: Callable) -> Callable:
 maximum = binary("maximum", any_dtype, _same_dtype_ref(np.maximum),
                  _extremum("GT", lambda e, a, b: e.max(a, b)),
                  doc="NaN-propagating, as NumPy's maximum; of +0.0 and -0.0 the second "
-                     "(float16: the first), as NumPy.", vjp=_minmax_vjp, vjp_partial=True)
+                     "(float16: the first), as NumPy.", vjp=_minmax_vjp, vjp_partial=True,
+                 vjp_by_type=True)
 minimum = binary("minimum", any_dtype, _same_dtype_ref(np.minimum),
                  _extremum("LT", lambda e, a, b: e.min(a, b)),
                  doc="NaN-propagating, as NumPy's minimum; of +0.0 and -0.0 the second "
-                     "(float16: the first), as NumPy.", vjp=_minmax_vjp, vjp_partial=True)
+                     "(float16: the first), as NumPy.", vjp=_minmax_vjp, vjp_partial=True,
+                 vjp_by_type=True)
 atan2 = binary("atan2", float_only, _float_ref(np.arctan2), lambda e, a, b: e.math("atan2", a, b),
                math_name="atan2", vjp=_atan2_vjp)
 and_ = binary("and", int_or_bool, _same_dtype_ref(np.bitwise_and), lambda e, a, b: e.and_(a, b),
@@ -493,7 +496,7 @@ def _select_infer(operands):
 _select_infer.dtypes = D.EVERY
 select = primitive("select", ELEMENTWISE, _select_infer, lambda p, a, b: np.where(p, a, b),
                    emit=lambda e, p, a, b: e.select(p, a, b), vjp=_select_vjp,
-                   batch=B.elementwise)
+                   vjp_by_type=True, batch=B.elementwise)
 
 
 def _clamp_infer(operands):
@@ -534,7 +537,7 @@ _convert_infer.dtypes = D.EVERY
 convert = primitive("convert", ELEMENTWISE, _convert_infer, _convert_ref, attrs=("dtype",),
                     emit=lambda e, x, dtype: e.convert(x, D.to_dtype(dtype)),
                     doc="Float to integer truncates toward zero, saturates, and maps NaN to 0.",
-                    vjp=_convert_vjp, batch=B.elementwise)
+                    vjp=_convert_vjp, vjp_by_type=True, batch=B.elementwise)
 
 
 def _bitcast_infer(operands, dtype):

@@ -126,6 +126,6 @@ def _dot_batch(node, size, operands, batched):
 dot_general = primitive("dot_general", LIBRARY, _dot_infer, _dot_ref,
                         attrs=("lhs_contracting", "rhs_contracting", "lhs_batch", "rhs_batch"),
                         doc="out = batch dims, then lhs free dims, then rhs free dims.",
-                        vjp=_dot_vjp, vjp_partial=True,
+                        vjp=_dot_vjp, vjp_partial=True, vjp_by_type=True,
                         library=LibraryCall("gemm", _gemm_args),
                         batch=_dot_batch)

@@ -188,7 +188,7 @@ def _running_extreme_vjp(g, out, x, axis, reverse):
 reduce = primitive("reduce", REDUCTION, _reduce_infer, _reduce_ref, attrs=("axes", "kind"),
                    doc="Combine elements over `axes` with `kind`; the result drops those axes. "
                        "Max and min propagate NaN; their gradient is shared by ties.",
-                   vjp=_reduce_vjp, emit=lambda e, ins, index: e.reduce_at(ins, index),
+                   vjp=_reduce_vjp, vjp_by_type=True, emit=lambda e, ins, index: e.reduce_at(ins, index),
                    batch=lambda node, size, ops, _: B.same_op(node, ops,
                                                              axes=B.shifted(node.attrs["axes"])),
                    reduced_axes=lambda attrs: tuple(attrs["axes"]),

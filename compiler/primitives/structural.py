@@ -215,7 +215,7 @@ broadcast_in_dim = primitive("broadcast_in_dim", INDEXING, _broadcast_infer, _br
                              attrs=("shape", "broadcast_dimensions"),
                              doc="Operand dimension i becomes output dimension "
                                  "broadcast_dimensions[i]; the others are repeated.",
-                             vjp=_broadcast_vjp, batch=_broadcast_batch)
+                             vjp=_broadcast_vjp, vjp_by_type=True, batch=_broadcast_batch)
 
 
 def _reshape_infer(operands, shape):
@@ -228,7 +228,7 @@ def _reshape_infer(operands, shape):
 
 reshape = primitive("reshape", INDEXING, _reshape_infer,
                     lambda x, shape: x.reshape(shape).copy(), attrs=("shape",),
-                    doc="Row-major reshape.", vjp=_reshape_vjp,
+                    doc="Row-major reshape.", vjp=_reshape_vjp, vjp_by_type=True,
                     batch=lambda node, size, ops, _: B.same_op(node, ops, shape=(size,) + node.shape))
 
 
@@ -242,6 +242,7 @@ transpose = primitive("transpose", INDEXING, _transpose_infer,
                       lambda x, permutation: np.transpose(x, permutation).copy(),
                       attrs=("permutation",),
                       doc="out.shape[i] = x.shape[permutation[i]].", vjp=_transpose_vjp,
+                      vjp_by_type=True,
                       batch=lambda node, size, ops, _: B.same_op(
                           node, ops, permutation=(0,) + B.shifted(node.attrs["permutation"])))
 
