@@ -294,6 +294,26 @@ def check_labels(op: str, labels: Node, n_classes: int, ignore_index: Any = None
 _LABELS_CHECKED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+def labels_without(labels: Node, value: Any) -> bool:
+    """True when the labels' values are on the host and none of them is `value` (an
+    `ignore_index` that then masks nothing); False when unknown. Checked once per labels
+    node and value, as `check_labels` does (a node's values never change)."""
+    data = labels.buffer
+    if not isinstance(data, np.ndarray) or type(value) is not int:
+        return False
+    entry = _LABELS_WITHOUT.get(labels)
+    if entry is None or entry[0] is not data:
+        entry = _LABELS_WITHOUT[labels] = (data, {})
+    found = entry[1].get(value)
+    if found is None:
+        found = entry[1][value] = not bool((data == value).any())
+    return found
+
+
+# labels node -> (its buffer, {value: whether no label equals it})
+_LABELS_WITHOUT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def _nan_where_out_of_range(per_row: Node, labels: Node, n_classes: int) -> Node:
     valid = logical_and(greater_equal(labels, 0), less(labels, n_classes))
     return where(valid, per_row, float("nan"))

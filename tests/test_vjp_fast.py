@@ -243,3 +243,39 @@ def test_training_step_gradients_stay_right_when_remembered():
         np.testing.assert_allclose(g2.numpy(), hx.T @ e, rtol=1e-10)
         np.testing.assert_allclose(g1.numpy(), (x + step).T @ ((e @ w2.T) * (hx > 0)),
                                    rtol=1e-10)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_unmasked_form_equals_masked_form(reduction):
+    """Labels known on the host with no ignore_index among them skip the mask: the loss and
+    its gradient are bit for bit those of the masked form (labels still pending there)."""
+    import lazyarray.nn.functional as F
+    rng = np.random.default_rng(7)
+    logits = rng.standard_normal((16, 5)).astype(np.float32)
+    labels = rng.integers(0, 5, 16)
+    out = []
+    for pending in (False, True):
+        x = la.asarray(logits)
+        y = la.asarray(labels)
+        if pending:
+            y = y + 0                              # values not on the host: masked form
+        with la.GradientTape() as tape:
+            tape.watch(x)
+            loss = F.cross_entropy(x, y, reduction=reduction)
+            total = loss.sum() if reduction == "none" else loss
+        out.append((loss.numpy(), tape.gradient(total, x).numpy()))
+    np.testing.assert_array_equal(out[0][0], out[1][0])
+    np.testing.assert_array_equal(out[0][1], out[1][1])
+    ref = -np.log(np.exp(logits) / np.exp(logits).sum(1, keepdims=True))[np.arange(16), labels]
+    want = {"mean": ref.mean(), "sum": ref.sum(), "none": ref}[reduction]
+    np.testing.assert_allclose(out[0][0], want, rtol=1e-5)
+
+
+def test_cross_entropy_with_ignored_labels_still_masks():
+    import lazyarray.nn.functional as F
+    logits = np.random.default_rng(8).standard_normal((4, 3)).astype(np.float32)
+    labels = np.array([0, -100, 2, 1])
+    loss = F.cross_entropy(la.asarray(logits), la.asarray(labels)).item()
+    keep = labels != -100
+    ref = -np.log(np.exp(logits) / np.exp(logits).sum(1, keepdims=True))[keep, labels[keep]]
+    np.testing.assert_allclose(loss, ref.mean(), rtol=1e-5)
