@@ -178,12 +178,43 @@ def batch_stats(x: Operand) -> tuple:
 
 def linear(x: Operand, weight: Node, bias: Optional[Node] = None) -> Node:
     """x @ weight.T + bias, with weight of shape (out_features, in_features)."""
+    fast = _linear_direct(x, weight, bias)
+    if fast is not None:
+        return fast
     x = as_node(x)
     if weight.ndim != 2 or x.shape[-1:] != weight.shape[1:]:
         raise ValueError(f"linear: input {shape_str(x.shape)} does not match weight "
                          f"{shape_str(weight.shape)} (out_features, in_features)")
     out = matmul(x, matrix_transpose(weight))
     return add(out, bias) if bias is not None else out
+
+
+_LINEAR_FAST = frozenset((D.float32, D.float64))
+
+
+def _linear_direct(x: Any, weight: Any, bias: Any) -> Optional[Node]:
+    """The nodes `linear` records for a batch of rows (N, in) @ (out, in).T + (out,), all
+    of one float dtype and no autocast, made directly (every layer of a training step
+    records it; what the general path's checks could not fail on). None otherwise."""
+    if type(x) is not Node or type(weight) is not Node or autocast.current() is not None:
+        return None
+    dtype = x.dtype
+    if dtype not in _LINEAR_FAST or weight.dtype is not dtype or len(x.shape) != 2 \
+            or len(weight.shape) != 2 or x.shape[1] != weight.shape[1]:
+        return None
+    if bias is not None and (type(bias) is not Node or bias.dtype is not dtype
+                             or bias.shape != weight.shape[:1]):
+        return None
+    n, (m, k) = x.shape[0], weight.shape
+    wt = Node("transpose", (weight,), (k, m), dtype, {"permutation": (1, 0)})
+    out = Node("dot_general", (x, wt), (n, m), dtype,
+               {"lhs_contracting": (1,), "rhs_contracting": (0,), "lhs_batch": (),
+                "rhs_batch": ()})
+    if bias is None:
+        return out
+    wide = Node("broadcast_in_dim", (bias,), (n, m), dtype,
+                {"shape": (n, m), "broadcast_dimensions": (1,)})
+    return Node("add", (out, wide), (n, m), dtype, {})
 
 
 def embedding(indices: Operand, weight: Node) -> Node:

@@ -279,3 +279,38 @@ def test_cross_entropy_with_ignored_labels_still_masks():
     keep = labels != -100
     ref = -np.log(np.exp(logits) / np.exp(logits).sum(1, keepdims=True))[keep, labels[keep]]
     np.testing.assert_allclose(loss, ref.mean(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7])
+@pytest.mark.parametrize("dtype", [D.float32, D.float64])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_linear_direct_equals_the_general_composition(n, dtype, with_bias):
+    """ops.linear's direct form for (N, in) rows is the graph of matmul(x, w.T) + b."""
+    from lazyarray.ops import nn as onn, linalg, manipulation, elementwise
+    x, w = leaf((n, 4), dtype), leaf((3, 4), dtype)
+    b = leaf((3,), dtype) if with_bias else None
+    fast = onn._linear_direct(x, w, b)
+    assert fast is not None
+    general = linalg.matmul(x, manipulation.matrix_transpose(w))
+    if with_bias:
+        general = elementwise.add(general, b)
+    assert same_graph(fast, general)
+    assert same_graph(onn.linear(x, w, b), general)
+
+
+def test_linear_general_cases_not_direct():
+    from lazyarray.ops import nn as onn
+    f = D.float32
+    assert onn._linear_direct(leaf((2, 3, 4)), leaf((5, 4)), None) is None      # batched
+    assert onn._linear_direct(leaf((2, 4), D.float16), leaf((5, 4), D.float16), None) is None
+    assert onn._linear_direct(leaf((2, 4)), leaf((5, 4), D.float64), None) is None
+    assert onn._linear_direct(leaf((2, 4)), leaf((5, 4)), leaf((1,), f)) is None  # bias (1,)
+    with pytest.raises(ValueError):
+        onn.linear(leaf((2, 3)), leaf((5, 4)))
+    from lazyarray.ops import autocast
+    previous = autocast.set_current(D.bfloat16)
+    try:                                                  # autocast: the general path
+        assert onn._linear_direct(leaf((2, 4)), leaf((5, 4)), None) is None
+        assert onn.linear(leaf((2, 4)), leaf((5, 4))).dtype is D.bfloat16
+    finally:
+        autocast.set_current(previous)

@@ -66,8 +66,12 @@ class Module:
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name: str) -> Any:
+        # parameters first: a layer's forward reads its weight and bias at every call
         d = self.__dict__
-        for table in ("_parameters", "_buffers", "_modules"):
+        params = d.get("_parameters")
+        if params is not None and name in params:
+            return params[name]
+        for table in ("_buffers", "_modules"):
             if table in d and name in d[table]:
                 return d[table][name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
