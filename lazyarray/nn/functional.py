@@ -2,6 +2,7 @@
 pooling ops) lifted to tensors, plus dropout, which draws its bits from `la.random`."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .. import ops as _ops
@@ -91,7 +92,7 @@ def _class_loss(name: str, x: Tensor, target: Any, reduction: str, ignore_index:
             if reduction == "none":
                 return per_item
             total = per_item.sum()
-            return total if reduction == "sum" else total / float(target.size)
+            return total if reduction == "sum" else total / float(math.prod(target.shape))
     keep = target != ignore_index
     per_item = _per_class_loss[name](x, _where(keep, target, 0), reduction="none", **kw)
     per_item = _where(keep, per_item, 0.0)
@@ -105,7 +106,7 @@ def _counts_exactly(x: Any, target: Tensor) -> bool:
     """Whether the item count, as the sum of ones in the loss's dtype that the masked form
     divides by, is exactly the number of items (float32 and float64, up to 2^24 items)."""
     dtype = getattr(x, "dtype", None)
-    return dtype in (_D.float32, _D.float64) and target.size <= 1 << 24
+    return dtype in (_D.float32, _D.float64) and math.prod(target.shape) <= 1 << 24
 
 
 def cross_entropy(input: Tensor, target: Any, reduction: str = "mean",
