@@ -20,6 +20,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Iterable, Optional, Sequence
 
+from . import dtypes as D
 from . import profile_hooks, vjp_templates
 from .node import Node
 from .primitive import NOT_DIFFERENTIABLE, PRIMITIVES, apply
@@ -91,15 +92,25 @@ def _topological(target: Node, blocked: set) -> list:
 def _depends(order: list, sources: Iterable[Node], stopped: set) -> set:
     """ids of the float nodes through which some source reaches the target."""
     dep = {id(s) for s in sources if s is not None and _carries_gradient(s)}
+    add = dep.add
     for node in order:
-        k = id(node)
-        if k in dep or k in stopped or not _inexact(node.dtype):
+        operands = node.operands
+        if not operands:                # a leaf depends on a source only by being one
             continue
-        for o in node.operands:
+        k = id(node)
+        if k in dep or k in stopped:
+            continue
+        dtype = node.dtype
+        if dtype not in _INEXACT and not (type(dtype) is tuple and _inexact(dtype)):
+            continue
+        for o in operands:
             if id(o) in dep:
-                dep.add(k)
+                add(k)
                 break
     return dep
+
+
+_INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 
 
 def vjp_graph(target: Node, sources: Sequence[Node], seed: Node,
