@@ -45,8 +45,8 @@ class Hypers:
         shape, dtype = like.shape, like.dtype
         value = float(value)
         wide = self.spread.get((role, dtype, shape))
-        if wide is not None and wide[0] == value:
-            return wide[1]
+        if wide is not None and wide.operands[0].value == value:
+            return wide
         key = (role, dtype)
         node = self.made.get(key)
         if node is None:
@@ -59,7 +59,7 @@ class Hypers:
         # broadcast_in_dim of a 0-d value to a valid shape: its type needs no rule
         out = Node("broadcast_in_dim", (node,), shape, dtype,
                    {"shape": shape, "broadcast_dimensions": ()})
-        self.spread[(role, dtype, shape)] = (value, out)
+        self.spread[(role, dtype, shape)] = out
         return out
 
 
