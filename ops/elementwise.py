@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from ..compiler import dtypes as D
 from ..compiler.node import Node
@@ -85,43 +85,69 @@ trunc = _rounding("truncate", "trunc")
 round = _rounding("round_nearest_even", "round")
 
 
-def _direct(prim: str, fast: frozenset, a: Operand, b: Operand, attrs: Any = None,
-            result: Any = None) -> Any:
-    """`prim(a, b)` recorded directly when it needs no promotion, broadcast or check that
-    could fail: two nodes of one dtype in `fast` and one shape, or a node of such a dtype
-    and a Python scalar that takes it (weakly typed); the result has `result` dtype, or
-    the operands' when None. None otherwise: the caller goes the
-    general way (`operands`, `apply`), which raises for bad input. Most recorded ops end
-    here, so it is written for speed: no promotion, no broadcast rule, no `apply`."""
-    if type(a) is Node:
-        dtype = a.dtype
-        if dtype in fast:
-            kind = type(b)
-            if kind is Node:
-                if b.dtype is dtype and b.shape == a.shape:
-                    return Node(prim, (a, b), a.shape, result or dtype, attrs or {})
-            elif kind in PY_SCALARS:
-                s = weak_scalar_like(b, a)
+def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
+              result: Any = None) -> Callable:
+    """`fn(a, b)` recording `prim(a, b)` directly when it needs no promotion, broadcast or
+    check that could fail: two nodes of one dtype in `fast` and one shape, or a node of
+    such a dtype and a Python scalar that takes it (weakly typed); the result has `result`
+    dtype, or the operands' when None. Anything else goes to `general(a, b)`, the way
+    through `operands` and `apply`, which raises for bad input. Most recorded ops end
+    here, so it is written for speed: no promotion, no broadcast rule, no `apply`, no
+    call but the scalar's."""
+    def fn(a: Operand, b: Operand) -> Node:
+        if type(a) is Node:
+            dtype = a.dtype
+            if dtype in fast:
+                kind = type(b)
+                if kind is Node:
+                    if b.dtype is dtype and b.shape == a.shape:
+                        return Node(prim, (a, b), a.shape, result or dtype,
+                                    {} if attrs is None else dict(attrs))
+                elif kind is float or kind is int or kind is bool:
+                    s = weak_scalar_like(b, a)
+                    if s is not None:
+                        return Node(prim, (a, s), a.shape, result or dtype,
+                                    {} if attrs is None else dict(attrs))
+        elif type(b) is Node and b.dtype in fast:
+            kind = type(a)
+            if kind is float or kind is int or kind is bool:
+                s = weak_scalar_like(a, b)
                 if s is not None:
-                    return Node(prim, (a, s), a.shape, result or dtype, attrs or {})
-    elif type(b) is Node and type(a) in PY_SCALARS and b.dtype in fast:
-        s = weak_scalar_like(a, b)
-        if s is not None:
-            return Node(prim, (s, b), b.shape, result or b.dtype, attrs or {})
-    return None
+                    return Node(prim, (s, b), b.shape, result or b.dtype,
+                                {} if attrs is None else dict(attrs))
+        return general(a, b)
+    return fn
+
+
+def _scalar_operands(op: str, a: Operand, b: Operand) -> list:
+    """`operands(op, a, b)`, with the case of a node beside a Python scalar of another
+    kind (an integer tensor times 2.5: both become the default float) taken the short way:
+    the node converted, the scalar beside it as `weak_scalar_like` makes it."""
+    if type(a) is Node and type(b) in PY_SCALARS:
+        node, value = a, b
+    elif type(b) is Node and type(a) in PY_SCALARS:
+        node, value = b, a
+    else:
+        return operands(op, a, b)
+    dtype = D.weak_scalar_dtype(node.dtype, value)
+    if dtype is node.dtype:
+        return operands(op, a, b)       # an int out of range: the general way raises
+    node = convert(node, dtype)
+    s = weak_scalar_like(value, node)
+    if s is None:
+        return operands(op, a, b)
+    return [node, s] if type(a) is Node else [s, node]
 
 
 def _binary(prim: str, name: str, numeric: bool = True):
     fast = same_dtype_fast(prim, exclude=(D.bool_,) if numeric else ())
 
-    def fn(a: Operand, b: Operand) -> Node:
-        out = _direct(prim, fast, a, b)
-        if out is not None:
-            return out
-        a, b = operands(name, a, b)
+    def general(a: Operand, b: Operand) -> Node:
+        a, b = _scalar_operands(name, a, b)
         if numeric:
             _check_numeric(name, a)
         return apply(prim, a, b)
+    fn = _recorder(prim, fast, general)
     fn.__name__ = name
     return fn
 
@@ -154,13 +180,16 @@ def pow(a: Operand, b: Operand) -> Node:
 _DIVIDE_FAST = same_dtype_fast("divide") & frozenset(D.FLOATS + D.COMPLEX)
 
 
-def divide(a: Operand, b: Operand) -> Node:
-    """True division: integers divide as the default float."""
-    out = _direct("divide", _DIVIDE_FAST, a, b)
-    if out is not None:
-        return out
-    a, b = _float_operands("divide", a, b)
+def _divide(a: Operand, b: Operand) -> Node:
+    a, b = _scalar_operands("divide", a, b)
+    if not a.dtype.is_inexact:
+        a, b = convert(a, D.DEFAULT_FLOAT), convert(b, D.DEFAULT_FLOAT)
     return apply("divide", a, b)
+
+
+divide = _recorder("divide", _DIVIDE_FAST, _divide)
+divide.__name__ = "divide"
+divide.__doc__ = "True division: integers divide as the default float."
 
 
 def atan2(a: Operand, b: Operand) -> Node:
@@ -175,12 +204,10 @@ _ORDERED = frozenset(d for d in D.EVERY if not d.is_complex)
 def _compare(direction: str, name: str):
     fast = frozenset(D.EVERY) if direction in ("EQ", "NE") else _ORDERED
 
-    def fn(a: Operand, b: Operand) -> Node:
-        out = _direct("compare", fast, a, b, {"direction": direction}, D.bool_)
-        if out is not None:
-            return out
-        a, b = operands(name, a, b)
+    def general(a: Operand, b: Operand) -> Node:
+        a, b = _scalar_operands(name, a, b)
         return apply("compare", a, b, direction=direction)
+    fn = _recorder("compare", fast, general, {"direction": direction}, D.bool_)
     fn.__name__ = name
     return fn
 
