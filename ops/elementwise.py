@@ -71,7 +71,11 @@ def log10(x: Operand) -> Node:
 
 
 def _rounding(prim: str, name: str):
+    fast = same_dtype_fast(prim)
+
     def fn(x: Operand) -> Node:
+        if type(x) is Node and x.dtype in fast:      # a float tensor, recorded directly
+            return Node(prim, (x,), x.shape, x.dtype, {})
         (x,) = operands(name, x)
         _check_numeric(name, x)
         return apply(prim, x) if x.dtype.is_float else x
@@ -160,9 +164,18 @@ minimum = _binary("minimum", "minimum", numeric=False)
 _power = _binary("power", "pow")
 
 
+_SQUARE_FAST = same_dtype_fast("multiply", exclude=(D.bool_,))
+_FLOAT_DTYPES = frozenset(D.FLOATS)
+
+
 def pow(a: Operand, b: Operand) -> Node:
     """x ** 2 and x ** 3 become products and x ** 0.5 a square root when the exponent is a
     Python scalar: the exponent is a runtime parameter, so no later pass could see it."""
+    if type(a) is Node:                  # x ** 2, the common case, recorded directly
+        kind = type(b)
+        if (kind is int and a.dtype in _SQUARE_FAST or kind is float and a.dtype in
+                _FLOAT_DTYPES) and b == 2:
+            return Node("multiply", (a, a), a.shape, a.dtype, {})
     if isinstance(a, Node) and type(b) is int and b < 0 and a.dtype.is_int:
         raise ValueError(f"pow: integers to negative integer powers are not allowed "
                          f"({a.dtype.name} ** {b}); convert the base to a float dtype first")
@@ -233,7 +246,14 @@ def where(condition: Operand, x: Operand, y: Operand) -> Node:
     return apply("select", c, x, y)
 
 
+_NEGATE_FAST = same_dtype_fast("negate", exclude=(D.bool_,))
+_SIGN_FAST = same_dtype_fast("sign", exclude=(D.bool_,))
+_ABS_FAST = frozenset(D.INTS + D.FLOATS)      # abs of a complex is real; of a uint, itself
+
+
 def negative(x: Operand) -> Node:
+    if type(x) is Node and x.dtype in _NEGATE_FAST:      # recorded directly
+        return Node("negate", (x,), x.shape, x.dtype, {})
     (x,) = operands("negative", x)
     _check_numeric("negative", x)
     return apply("negate", x)
@@ -246,18 +266,24 @@ def positive(x: Operand) -> Node:
 
 
 def abs(x: Operand) -> Node:
+    if type(x) is Node and x.dtype in _ABS_FAST:         # recorded directly
+        return Node("abs", (x,), x.shape, x.dtype, {})
     (x,) = operands("abs", x)
     _check_numeric("abs", x)
     return x if x.dtype.kind == "uint" else apply("abs", x)
 
 
 def sign(x: Operand) -> Node:
+    if type(x) is Node and x.dtype in _SIGN_FAST:        # recorded directly
+        return Node("sign", (x,), x.shape, x.dtype, {})
     (x,) = operands("sign", x)
     _check_numeric("sign", x)
     return apply("sign", x)
 
 
 def square(x: Operand) -> Node:
+    if type(x) is Node and x.dtype in _SQUARE_FAST:      # recorded directly
+        return Node("multiply", (x, x), x.shape, x.dtype, {})
     (x,) = operands("square", x)
     _check_numeric("square", x)
     return apply("multiply", x, x)
