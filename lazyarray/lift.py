@@ -143,8 +143,8 @@ def lift(fn: Callable) -> Callable:
                 if type(b) is Tensor and a._state is b._state:
                     out = fn(a._node, b._node)
                     return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
-                if type(b) in _SCALARS:
-                    out = fn(a._node, b)
+                if type(b) in _SCALARS or type(b) is tuple and _plain(b):
+                    out = fn(a._node, b)          # a scalar, or a shape or axes: f(x, (3, 4))
                     return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
         if device is None and len(args) == 1 and type(args[0]) is Tensor \
                 and all(map(_plain, kwargs.values())):

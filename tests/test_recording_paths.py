@@ -259,3 +259,41 @@ def test_lifted_several_tensors_take_the_general_rules() -> None:
     assert la.where(c, x, 0.0).numpy().tolist() == [[1.0] * 3, [0.0] * 3]
     with pytest.raises(ValueError, match="linear"):
         F.linear(x, la.asarray(np.ones((4, 5), np.float32)), b)
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "mean", "all", "any", "argmax", "argmin"])
+def test_reduction_methods_with_an_int_axis_record_the_lifted_graph(name) -> None:
+    """`x.sum(1)`, `x.mean(-1, True)` take the op on the node directly: the same graph as
+    the lifted function with keywords, NumPy's values, and the same errors."""
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 7.5
+    x = la.asarray(a)
+    lifted = getattr(la, name)
+    for axis, keep in [(1, None), (-1, True), (0, False), (2, None)]:
+        got = getattr(x, name)(axis) if keep is None else getattr(x, name)(axis, keep)
+        want = lifted(x, axis=axis, keepdims=bool(keep))
+        assert _structure(got._node) == _structure(want._node)
+        ref = getattr(np, name)(a, axis=axis, keepdims=bool(keep))
+        np.testing.assert_allclose(got.numpy(), ref, rtol=1e-6)
+    with pytest.raises((TypeError, IndexError)):
+        getattr(x, name)(3)
+    with pytest.raises(TypeError):
+        getattr(x, name)(True)                  # a bool is no axis (the general way says so)
+
+
+def test_shapes_and_axes_as_tuples_take_the_lifted_fast_path() -> None:
+    """`la.reshape(x, (3, 4))` and `la.permute_dims(x, (1, 0))`: a tuple of ints goes to
+    the op as is; a tuple holding anything else (a NumPy int) goes the general way."""
+    a = np.arange(12, dtype=np.float32)
+    x = la.asarray(a)
+    for shape in [(3, 4), (-1, 6), (np.int64(4), 3), (12,)]:
+        got = la.reshape(x, shape)
+        assert got.shape == a.reshape(shape).shape
+        np.testing.assert_array_equal(got.numpy(), a.reshape(shape))
+    assert _structure(x.reshape(3, 4)._node) == _structure(la.reshape(x, (3, 4))._node)
+    m = la.reshape(x, (3, 4))
+    np.testing.assert_array_equal(la.permute_dims(m, (1, 0)).numpy(), a.reshape(3, 4).T)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="reshape"):
+            la.reshape(x, (5, 3))
+        with pytest.raises(TypeError, match="reshape"):
+            la.reshape(x, (3.0, 4))
