@@ -143,6 +143,16 @@ def _scalar_operands(op: str, a: Operand, b: Operand) -> list:
     return [node, s] if type(a) is Node else [s, node]
 
 
+def _made(prim: str, fast: frozenset, a: Node, b: Node, attrs: Any = None,
+          result: Any = None) -> Node:
+    """`apply(prim, a, b, **attrs)` for operands that `operands` made one dtype and one
+    shape (a bias broadcast, an integer tensor converted): the node directly when the
+    dtype is in `fast`, `apply` (whose rule raises) otherwise."""
+    if a.dtype in fast:
+        return Node(prim, (a, b), a.shape, result or a.dtype, {} if attrs is None else dict(attrs))
+    return apply(prim, a, b, **(attrs or {}))
+
+
 def _binary(prim: str, name: str, numeric: bool = True):
     fast = same_dtype_fast(prim, exclude=(D.bool_,) if numeric else ())
 
@@ -150,7 +160,7 @@ def _binary(prim: str, name: str, numeric: bool = True):
         a, b = _scalar_operands(name, a, b)
         if numeric:
             _check_numeric(name, a)
-        return apply(prim, a, b)
+        return _made(prim, fast, a, b)
     fn = _recorder(prim, fast, general)
     fn.__name__ = name
     return fn
@@ -197,7 +207,7 @@ def _divide(a: Operand, b: Operand) -> Node:
     a, b = _scalar_operands("divide", a, b)
     if not a.dtype.is_inexact:
         a, b = convert(a, D.DEFAULT_FLOAT), convert(b, D.DEFAULT_FLOAT)
-    return apply("divide", a, b)
+    return _made("divide", _DIVIDE_FAST, a, b)
 
 
 divide = _recorder("divide", _DIVIDE_FAST, _divide)
@@ -219,7 +229,7 @@ def _compare(direction: str, name: str):
 
     def general(a: Operand, b: Operand) -> Node:
         a, b = _scalar_operands(name, a, b)
-        return apply("compare", a, b, direction=direction)
+        return _made("compare", fast, a, b, {"direction": direction}, D.bool_)
     fn = _recorder("compare", fast, general, {"direction": direction}, D.bool_)
     fn.__name__ = name
     return fn

@@ -84,6 +84,11 @@ def test_binary_fast_path_records_the_general_graph(fn, name, prim, kw, dtype) -
         _same_or_same_error(lambda: fn(s, a), lambda: _general(name, prim, s, a, **kw))
     zero_d = _leaf(dtype, ())
     _same_or_same_error(lambda: fn(zero_d, 2), lambda: _general(name, prim, zero_d, 2, **kw))
+    # broadcasts and mixed dtypes: made by `operands`, then recorded
+    for other in (_leaf(dtype, (3,)), _leaf(dtype, (4, 1)), _leaf(D.float32, (3,)),
+                  _leaf(D.int64, (4, 3)), _leaf(dtype, (5,))):
+        _same_or_same_error(lambda: fn(a, other), lambda: _general(name, prim, a, other, **kw))
+        _same_or_same_error(lambda: fn(other, a), lambda: _general(name, prim, other, a, **kw))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
