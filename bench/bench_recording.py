@@ -148,3 +148,49 @@ def test_record_scalar_chain_lazyarray(benchmark):
     benchmark.extra_info["framework"] = "lazyarray"
     benchmark(record)
     la.sync()
+
+
+# ---- issue 11 point 6: recording one op, every kind of elementwise op ---------------------
+#
+# bench_host.py times four ops; these are the rest a program records most: Python scalars
+# on either side and of either kind, comparisons, powers, unary ops and the usual methods.
+# lazyarray records (nothing runs; a sync every 1,000 ops keeps the pending list and the
+# graph a program's size); NumPy and PyTorch run the op eagerly on 4,096 floats.
+
+ONE_OP = {
+    "x / 3": lambda x, i, m: x / 3, "x + 1": lambda x, i, m: x + 1,
+    "3 * x": lambda x, i, m: 3 * x, "x ** 2": lambda x, i, m: x ** 2,
+    "x > 0.5": lambda x, i, m: x > 0.5, "x < y": lambda x, i, m: x < i[0],
+    "i * 2.5 (int tensor)": lambda x, i, m: i[1] * 2.5, "-x": lambda x, i, m: -x,
+    "abs(x)": lambda x, i, m: abs(x), "x.sum()": lambda x, i, m: x.sum(),
+    "x.mean()": lambda x, i, m: x.mean(), "m.sum(1)": lambda x, i, m: m.sum(1),
+    "m.reshape(-1)": lambda x, i, m: m.reshape(-1),
+}
+
+
+@pytest.mark.parametrize("framework", ["lazyarray", "numpy", "torch"])
+@pytest.mark.parametrize("op", list(ONE_OP))
+def test_record_one_elementwise_op(benchmark, op: str, framework: str) -> None:
+    from peers import FRAMEWORKS
+    fw = FRAMEWORKS[framework]
+    if not fw.available:
+        pytest.skip(fw.skip_reason())
+    rng = np.random.default_rng(0)
+    x, y = (fw.put(rng.standard_normal(4096, dtype=np.float32)) for _ in range(2))
+    ints = fw.put(np.arange(4096, dtype=np.int32))
+    m = fw.put(rng.standard_normal((64, 64), dtype=np.float32))
+    fn = ONE_OP[op]
+    benchmark.group = f"record one op, {op}"
+    benchmark.extra_info["framework"] = framework
+    if framework != "lazyarray":
+        benchmark(lambda: fn(x, (y, ints), m))
+        return
+    count = [0]
+
+    def record():
+        count[0] += 1
+        if count[0] % 1000 == 0:
+            la.sync()
+        return fn(x, (y, ints), m)
+    benchmark(record)
+    la.sync()

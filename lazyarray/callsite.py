@@ -33,7 +33,7 @@ def user_site() -> str:
     own = _OWN.get
     while f is not None:
         code = f.f_code
-        mine = own(code)
+        mine = own(id(code))
         if mine is None:
             mine = _is_own(code)
         if not mine:
@@ -47,34 +47,45 @@ def _init_dirs() -> None:
     _DIRS = _package_dirs()
 
 
-# (code, instruction offset) -> 'file.py:LINE': computing a frame's line number walks the
-# code's line table, which costs more than the rest of finding the site
+# (id of the code, instruction offset) -> 'file.py:LINE': computing a frame's line number
+# walks the code's line table, which costs more than the rest of finding the site. Keyed
+# by id: hashing a code object hashes its bytecode, names and constants (nested code
+# included) at every lookup, microseconds for a large function. `_CODES` holds each code
+# object seen, so that no id in these tables can be reused by another while it is there.
 _TEXTS: dict = {}
 
 
 def _site_text(code: Any, offset: int, frame: Any) -> str:
-    key = (code, offset)
+    key = (id(code), offset)
     text = _TEXTS.get(key)
     if text is None:
+        if id(code) not in _CODES:
+            _is_own(code)             # holds the code (its id stays its own)
         if len(_TEXTS) > 50_000:      # code made at run time (exec, lambdas in a loop)
             _TEXTS.clear()
         text = _TEXTS[key] = f"{code.co_filename}:{frame.f_lineno}"
     return text
 
 
-# code object -> True when it is lazyarray's own (looked up once per code object)
+# id of a code object -> True when it is lazyarray's own (looked up once per code object;
+# the walks call `_OWN.get(id(code))` inline, `_is_own` on a miss)
 _OWN: dict = {}
+_CODES: dict = {}     # id -> the code object itself, kept alive while its id is a key
 
 
 def _is_own(code) -> bool:
-    own = _OWN.get(code)
+    key = id(code)
+    own = _OWN.get(key)
     if own is None:
         if not _DIRS:
             _init_dirs()
         if len(_OWN) > 50_000:       # code made at run time (exec, lambdas in a loop)
+            _TEXTS.clear()           # its keys name codes about to be let go
             _OWN.clear()
+            _CODES.clear()
         fn = code.co_filename
-        own = _OWN[code] = fn.startswith(_DIRS) or fn.startswith("<frozen")
+        _CODES[key] = code
+        own = _OWN[key] = fn.startswith(_DIRS) or fn.startswith("<frozen")
     return own
 
 
@@ -94,7 +105,7 @@ def user_frame_from(depth: int) -> "tuple | None":
     own = _OWN.get
     while f is not None:
         code = f.f_code
-        mine = own(code)
+        mine = own(id(code))
         if mine is None:
             mine = _is_own(code)
         if not mine:

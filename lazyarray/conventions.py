@@ -99,9 +99,12 @@ def reduction_method(name: str):
 
     def reduce(self: Tensor, axis: Any = None, keepdims: Any = None, *, dim: Any = _UNSET,
                keepdim: Any = _UNSET, **kw: Any) -> Tensor:
-        if axis is None and keepdims is None and dim is _UNSET and keepdim is _UNSET \
-                and not kw:
-            return Tensor._wrap(op(self._node), self._state)    # x.sum(): the whole tensor
+        if dim is _UNSET and keepdim is _UNSET and not kw:
+            if axis is None and keepdims is None:
+                return Tensor._wrap(op(self._node), self._state)    # x.sum(): the whole tensor
+            if type(axis) is int and (keepdims is None or type(keepdims) is bool):
+                out = op(self._node, axis=axis, keepdims=bool(keepdims))    # x.sum(1)
+                return Tensor._wrap(out, self._state)
         _, axis, keep = _torch_style(name, axis, dim, keepdims, keepdim)
         return fn(self, axis=axis, keepdims=keep, **kw)
     reduce.__name__ = name

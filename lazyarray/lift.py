@@ -21,6 +21,7 @@ from . import runtime
 from .tensor import Tensor, host_array, raise_mixed_devices
 
 _SCALARS = (bool, int, float)
+_FLOAT64 = np.float64      # an operator takes it as the Python float it subclasses
 _wrap = Tensor._wrap
 _RENAMES = (("dim", "axis"), ("keepdim", "keepdims"))
 
@@ -142,8 +143,8 @@ def lift(fn: Callable) -> Callable:
                 if type(b) is Tensor and a._state is b._state:
                     out = fn(a._node, b._node)
                     return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
-                if type(b) in _SCALARS:
-                    out = fn(a._node, b)
+                if type(b) in _SCALARS or type(b) is tuple and _plain(b):
+                    out = fn(a._node, b)          # a scalar, or a shape or axes: f(x, (3, 4))
                     return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
         if device is None and len(args) == 1 and type(args[0]) is Tensor \
                 and all(map(_plain, kwargs.values())):
@@ -192,6 +193,8 @@ def method(fn: Callable) -> Callable:
             return _wrap(fn(self._node, other._node), state)
         if kind is float or kind is int:
             return _wrap(fn(self._node, other), state)
+        if kind is _FLOAT64:        # a float subclass, weak as a float is (see node_of)
+            return _wrap(fn(self._node, float(other)), state)
         return _wrap(fn(self._node, node_of(other, state, fn)), state)
     op_method.__name__ = getattr(fn, "__name__", "op")
     op_method.__doc__ = getattr(fn, "__doc__", None)
@@ -205,6 +208,8 @@ def reflected(fn: Callable) -> Callable:
         kind = type(other)
         if kind is float or kind is int:
             return _wrap(fn(other, self._node), state)
+        if kind is _FLOAT64:
+            return _wrap(fn(float(other), self._node), state)
         return _wrap(fn(node_of(other, state, fn), self._node), state)
     op_method.__name__ = "r" + getattr(fn, "__name__", "op")
     return op_method

@@ -68,20 +68,26 @@ class Tensor:
         if node.op == "constant":
             node = _own(node)
         t._node = node
-        # the user's frame: `callsite.user_frame_from(2)` written out (one call less per op)
-        f = _getframe(1)
+        # the user's frame: `callsite.user_frame_from(3)` written out (one call less per
+        # op). The walk starts above our caller, which is lazyarray's own code (nothing
+        # else calls _wrap): each frame the walk touches is made into a frame object.
+        try:
+            f = _getframe(2)
+        except ValueError:                 # called from the outermost frame
+            f = None
         while f is not None:
             code = f.f_code
-            mine = _own_code(code)
+            mine = _own_code(_id(code))
             if mine is None:
                 mine = _is_own(code)
             if not mine:
                 node.site = (code, f.f_lasti)
                 break
             f = f.f_back
-        state.pending.append(_ref(t))
-        state.recorded += 1
-        if len(state.pending) > state.compact_at or state.recorded > _VALUES["max_graph_ops"] > 0:
+        pending = state.pending
+        pending.append(_ref(t))
+        recorded = state.recorded = state.recorded + 1
+        if len(pending) > state.compact_at or recorded > _VALUES["max_graph_ops"] > 0:
             state.tidy_pending()
         if callsite.SITES is not None:     # a profile records: note the user's line
             callsite.tag(node)
@@ -285,7 +291,8 @@ _VALUES = runtime._VALUES      # the config's dict: read at every op
 _new = object.__new__
 _ref = weakref.ref
 _getframe = sys._getframe
-_own_code = callsite._OWN.get
+_own_code = callsite._OWN.get      # keyed by id(code): see callsite._OWN
+_id = id
 _is_own = callsite._is_own
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 from ..compiler import dtypes as D
 from ..compiler.node import Node
@@ -71,7 +71,11 @@ def log10(x: Operand) -> Node:
 
 
 def _rounding(prim: str, name: str):
+    fast = same_dtype_fast(prim)
+
     def fn(x: Operand) -> Node:
+        if type(x) is Node and x.dtype in fast:      # a float tensor, recorded directly
+            return Node(prim, (x,), x.shape, x.dtype, {})
         (x,) = operands(name, x)
         _check_numeric(name, x)
         return apply(prim, x) if x.dtype.is_float else x
@@ -85,43 +89,79 @@ trunc = _rounding("truncate", "trunc")
 round = _rounding("round_nearest_even", "round")
 
 
-def _direct(prim: str, fast: frozenset, a: Operand, b: Operand, attrs: Any = None,
-            result: Any = None) -> Any:
-    """`prim(a, b)` recorded directly when it needs no promotion, broadcast or check that
-    could fail: two nodes of one dtype in `fast` and one shape, or a node of such a dtype
-    and a Python scalar that takes it (weakly typed); the result has `result` dtype, or
-    the operands' when None. None otherwise: the caller goes the
-    general way (`operands`, `apply`), which raises for bad input. Most recorded ops end
-    here, so it is written for speed: no promotion, no broadcast rule, no `apply`."""
-    if type(a) is Node:
-        dtype = a.dtype
-        if dtype in fast:
-            kind = type(b)
-            if kind is Node:
-                if b.dtype is dtype and b.shape == a.shape:
-                    return Node(prim, (a, b), a.shape, result or dtype, attrs or {})
-            elif kind in PY_SCALARS:
-                s = weak_scalar_like(b, a)
+def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
+              result: Any = None) -> Callable:
+    """`fn(a, b)` recording `prim(a, b)` directly when it needs no promotion, broadcast or
+    check that could fail: two nodes of one dtype in `fast` and one shape, or a node of
+    such a dtype and a Python scalar that takes it (weakly typed); the result has `result`
+    dtype, or the operands' when None. Anything else goes to `general(a, b)`, the way
+    through `operands` and `apply`, which raises for bad input. Most recorded ops end
+    here, so it is written for speed: no promotion, no broadcast rule, no `apply`, no
+    call but the scalar's."""
+    def fn(a: Operand, b: Operand) -> Node:
+        if type(a) is Node:
+            dtype = a.dtype
+            if dtype in fast:
+                kind = type(b)
+                if kind is Node:
+                    if b.dtype is dtype and b.shape == a.shape:
+                        return Node(prim, (a, b), a.shape, result or dtype,
+                                    {} if attrs is None else dict(attrs))
+                elif kind is float or kind is int or kind is bool:
+                    s = weak_scalar_like(b, a)
+                    if s is not None:
+                        return Node(prim, (a, s), a.shape, result or dtype,
+                                    {} if attrs is None else dict(attrs))
+        elif type(b) is Node and b.dtype in fast:
+            kind = type(a)
+            if kind is float or kind is int or kind is bool:
+                s = weak_scalar_like(a, b)
                 if s is not None:
-                    return Node(prim, (a, s), a.shape, result or dtype, attrs or {})
-    elif type(b) is Node and type(a) in PY_SCALARS and b.dtype in fast:
-        s = weak_scalar_like(a, b)
-        if s is not None:
-            return Node(prim, (s, b), b.shape, result or b.dtype, attrs or {})
-    return None
+                    return Node(prim, (s, b), b.shape, result or b.dtype,
+                                {} if attrs is None else dict(attrs))
+        return general(a, b)
+    return fn
+
+
+def _scalar_operands(op: str, a: Operand, b: Operand) -> list:
+    """`operands(op, a, b)`, with the case of a node beside a Python scalar of another
+    kind (an integer tensor times 2.5: both become the default float) taken the short way:
+    the node converted, the scalar beside it as `weak_scalar_like` makes it."""
+    if type(a) is Node and type(b) in PY_SCALARS:
+        node, value = a, b
+    elif type(b) is Node and type(a) in PY_SCALARS:
+        node, value = b, a
+    else:
+        return operands(op, a, b)
+    dtype = D.weak_scalar_dtype(node.dtype, value)
+    if dtype is node.dtype:
+        return operands(op, a, b)       # an int out of range: the general way raises
+    node = convert(node, dtype)
+    s = weak_scalar_like(value, node)
+    if s is None:
+        return operands(op, a, b)
+    return [node, s] if type(a) is Node else [s, node]
+
+
+def _made(prim: str, fast: frozenset, a: Node, b: Node, attrs: Any = None,
+          result: Any = None) -> Node:
+    """`apply(prim, a, b, **attrs)` for operands that `operands` made one dtype and one
+    shape (a bias broadcast, an integer tensor converted): the node directly when the
+    dtype is in `fast`, `apply` (whose rule raises) otherwise."""
+    if a.dtype in fast:
+        return Node(prim, (a, b), a.shape, result or a.dtype, {} if attrs is None else dict(attrs))
+    return apply(prim, a, b, **(attrs or {}))
 
 
 def _binary(prim: str, name: str, numeric: bool = True):
     fast = same_dtype_fast(prim, exclude=(D.bool_,) if numeric else ())
 
-    def fn(a: Operand, b: Operand) -> Node:
-        out = _direct(prim, fast, a, b)
-        if out is not None:
-            return out
-        a, b = operands(name, a, b)
+    def general(a: Operand, b: Operand) -> Node:
+        a, b = _scalar_operands(name, a, b)
         if numeric:
             _check_numeric(name, a)
-        return apply(prim, a, b)
+        return _made(prim, fast, a, b)
+    fn = _recorder(prim, fast, general)
     fn.__name__ = name
     return fn
 
@@ -134,9 +174,18 @@ minimum = _binary("minimum", "minimum", numeric=False)
 _power = _binary("power", "pow")
 
 
+_SQUARE_FAST = same_dtype_fast("multiply", exclude=(D.bool_,))
+_FLOAT_DTYPES = frozenset(D.FLOATS)
+
+
 def pow(a: Operand, b: Operand) -> Node:
     """x ** 2 and x ** 3 become products and x ** 0.5 a square root when the exponent is a
     Python scalar: the exponent is a runtime parameter, so no later pass could see it."""
+    if type(a) is Node:                  # x ** 2, the common case, recorded directly
+        kind = type(b)
+        if (kind is int and a.dtype in _SQUARE_FAST or kind is float and a.dtype in
+                _FLOAT_DTYPES) and b == 2:
+            return Node("multiply", (a, a), a.shape, a.dtype, {})
     if isinstance(a, Node) and type(b) is int and b < 0 and a.dtype.is_int:
         raise ValueError(f"pow: integers to negative integer powers are not allowed "
                          f"({a.dtype.name} ** {b}); convert the base to a float dtype first")
@@ -154,13 +203,16 @@ def pow(a: Operand, b: Operand) -> Node:
 _DIVIDE_FAST = same_dtype_fast("divide") & frozenset(D.FLOATS + D.COMPLEX)
 
 
-def divide(a: Operand, b: Operand) -> Node:
-    """True division: integers divide as the default float."""
-    out = _direct("divide", _DIVIDE_FAST, a, b)
-    if out is not None:
-        return out
-    a, b = _float_operands("divide", a, b)
-    return apply("divide", a, b)
+def _divide(a: Operand, b: Operand) -> Node:
+    a, b = _scalar_operands("divide", a, b)
+    if not a.dtype.is_inexact:
+        a, b = convert(a, D.DEFAULT_FLOAT), convert(b, D.DEFAULT_FLOAT)
+    return _made("divide", _DIVIDE_FAST, a, b)
+
+
+divide = _recorder("divide", _DIVIDE_FAST, _divide)
+divide.__name__ = "divide"
+divide.__doc__ = "True division: integers divide as the default float."
 
 
 def atan2(a: Operand, b: Operand) -> Node:
@@ -175,12 +227,10 @@ _ORDERED = frozenset(d for d in D.EVERY if not d.is_complex)
 def _compare(direction: str, name: str):
     fast = frozenset(D.EVERY) if direction in ("EQ", "NE") else _ORDERED
 
-    def fn(a: Operand, b: Operand) -> Node:
-        out = _direct("compare", fast, a, b, {"direction": direction}, D.bool_)
-        if out is not None:
-            return out
-        a, b = operands(name, a, b)
-        return apply("compare", a, b, direction=direction)
+    def general(a: Operand, b: Operand) -> Node:
+        a, b = _scalar_operands(name, a, b)
+        return _made("compare", fast, a, b, {"direction": direction}, D.bool_)
+    fn = _recorder("compare", fast, general, {"direction": direction}, D.bool_)
     fn.__name__ = name
     return fn
 
@@ -206,7 +256,14 @@ def where(condition: Operand, x: Operand, y: Operand) -> Node:
     return apply("select", c, x, y)
 
 
+_NEGATE_FAST = same_dtype_fast("negate", exclude=(D.bool_,))
+_SIGN_FAST = same_dtype_fast("sign", exclude=(D.bool_,))
+_ABS_FAST = frozenset(D.INTS + D.FLOATS)      # abs of a complex is real; of a uint, itself
+
+
 def negative(x: Operand) -> Node:
+    if type(x) is Node and x.dtype in _NEGATE_FAST:      # recorded directly
+        return Node("negate", (x,), x.shape, x.dtype, {})
     (x,) = operands("negative", x)
     _check_numeric("negative", x)
     return apply("negate", x)
@@ -219,18 +276,24 @@ def positive(x: Operand) -> Node:
 
 
 def abs(x: Operand) -> Node:
+    if type(x) is Node and x.dtype in _ABS_FAST:         # recorded directly
+        return Node("abs", (x,), x.shape, x.dtype, {})
     (x,) = operands("abs", x)
     _check_numeric("abs", x)
     return x if x.dtype.kind == "uint" else apply("abs", x)
 
 
 def sign(x: Operand) -> Node:
+    if type(x) is Node and x.dtype in _SIGN_FAST:        # recorded directly
+        return Node("sign", (x,), x.shape, x.dtype, {})
     (x,) = operands("sign", x)
     _check_numeric("sign", x)
     return apply("sign", x)
 
 
 def square(x: Operand) -> Node:
+    if type(x) is Node and x.dtype in _SQUARE_FAST:      # recorded directly
+        return Node("multiply", (x, x), x.shape, x.dtype, {})
     (x,) = operands("square", x)
     _check_numeric("square", x)
     return apply("multiply", x, x)

@@ -114,33 +114,54 @@ def broadcast_to(x: Node, shape: tuple) -> Node:
 
 
 _INEXACT = frozenset(D.FLOATS + D.COMPLEX)
-_FLOATS = frozenset(D.FLOATS)
+_INT_RANGE = {d: _int_range(d) for d in D.INTEGERS}     # what a Python int may be, per dtype
+_KEPT_SET = frozenset(KEPT_CONSTANTS)     # `in` hashes once (the tuple compares three times)
+_KEPT_NODES: dict = {}     # (Python type, value, dtype) -> `kept_constant(value, dtype)`
 
 
 def weak_scalar_like(value: Any, node: Node) -> Any:
     """A Python scalar beside a node whose dtype it takes: the common `x * 2.5` case
     (what `weak_scalar_dtype` and `scalar` decide, written out for the usual kinds; None
-    sends the rest down the general path). The result, when not None, has `node`'s dtype
-    and shape (a 0-d scalar or constant, broadcast when `node` is not 0-d)."""
+    sends the rest down the general path: a float beside an integer tensor, an int beside
+    a bool one or out of the tensor's range, which raises there). The result, when not
+    None, has `node`'s dtype and shape (a 0-d scalar or constant, broadcast when `node`
+    is not 0-d)."""
     dtype = node.dtype
     kind = type(value)
-    if kind is float and dtype in _FLOATS:
-        # kept constants stay constants; -0.0 and NaN are runtime scalars
-        if value != 0.0 and value != 1.0 and value != -1.0 or value == 0.0 and \
-                _is_negative_zero(value):
-            s = Node("scalar", (), (), dtype, {}, None, value)
-        else:
-            s = scalar(value, dtype)
-    elif kind is float and dtype in _INEXACT or kind is int and dtype is not D.bool_ \
-            or kind is bool:
-        s = scalar(value, dtype)
-    else:
+    if kind is float:
+        if dtype not in _INEXACT:
+            return None
+    elif kind is int:
+        bounds = _INT_RANGE.get(dtype)
+        if bounds is not None:
+            if not bounds[0] <= value <= bounds[1]:
+                return None
+        elif dtype is D.bool_:
+            return None
+    elif kind is not bool:
         return None
+    if value in _KEPT_SET:
+        s = _kept(value, kind, dtype)
+    else:
+        s = Node("scalar", (), (), dtype, {}, None, value)
     shape = node.shape
     if not shape:
         return s
     return Node("broadcast_in_dim", (s,), shape, dtype,
                 {"shape": shape, "broadcast_dimensions": ()})
+
+
+def _kept(value: Any, kind: type, dtype: DType) -> Node:
+    """What `scalar` gives for a value equal to a kept constant: the shared constant
+    node, or a runtime scalar for -0.0 (which == 0 and hashes as 0, so the cache below
+    must not see it)."""
+    if kind is float and value == 0.0 and _is_negative_zero(value):
+        return Node("scalar", (), (), dtype, {}, None, value)
+    key = (kind, value, dtype)
+    node = _KEPT_NODES.get(key)
+    if node is None:
+        node = _KEPT_NODES[key] = scalar(value, dtype)
+    return node
 
 
 def operands(op: str, *args: Any, dtype: Any = None) -> list:

@@ -97,7 +97,8 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
         x = convert(x, D.DEFAULT_FLOAT)
     axes = normalize_axes("mean", axis, x.ndim)
     total = _reduce("mean", "sum", x, axes, keepdims)
-    return divide(total, float(_count(x, axes))) if _count(x, axes) != 1 else total
+    n = _count(x, axes)
+    return divide(total, float(n)) if n != 1 else total
 
 
 def var(x: Any, axis: Any = None, keepdims: bool = False, correction: float = 0.0) -> Node:

@@ -10,6 +10,7 @@ input still raises on every call.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ import pytest
 import lazyarray as la
 import lazyarray.nn.functional as F
 from lazyarray import ops
+from lazyarray.callsite import format_frame, user_site
 from lazyarray.compiler import dtypes as D
 from lazyarray.compiler.node import Node, parameter_leaf
 from lazyarray.compiler.primitive import apply
@@ -56,8 +58,10 @@ BINARY = [(ops.add, "add", "add", {}), (ops.multiply, "multiply", "multiply", {}
           (ops.less, "less", "compare", {"direction": "LT"}),
           (ops.equal, "equal", "compare", {"direction": "EQ"})]
 DTYPES = [D.float32, D.float16, D.bfloat16, D.float64, D.int32, D.uint8, D.bool_,
-          D.complex64]
-SCALARS = [2.5, 0.0, -0.0, 1.0, -1.0, math.nan, 3, 0, -1, True, False]
+          D.complex64, D.int8, D.int64, D.uint64, D.complex128]
+# the ints past a dtype's range take the general way, which raises (OverflowError)
+SCALARS = [2.5, 0.0, -0.0, 1.0, -1.0, math.nan, math.inf, 3, 0, -1, True, False, 300, -129,
+           2**40, 2**63, -2**63 - 1, 2**64, 1e300]
 
 
 def _same_or_same_error(fast, general) -> None:
@@ -80,6 +84,11 @@ def test_binary_fast_path_records_the_general_graph(fn, name, prim, kw, dtype) -
         _same_or_same_error(lambda: fn(s, a), lambda: _general(name, prim, s, a, **kw))
     zero_d = _leaf(dtype, ())
     _same_or_same_error(lambda: fn(zero_d, 2), lambda: _general(name, prim, zero_d, 2, **kw))
+    # broadcasts and mixed dtypes: made by `operands`, then recorded
+    for other in (_leaf(dtype, (3,)), _leaf(dtype, (4, 1)), _leaf(D.float32, (3,)),
+                  _leaf(D.int64, (4, 3)), _leaf(dtype, (5,))):
+        _same_or_same_error(lambda: fn(a, other), lambda: _general(name, prim, a, other, **kw))
+        _same_or_same_error(lambda: fn(other, a), lambda: _general(name, prim, other, a, **kw))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
@@ -90,6 +99,104 @@ def test_unary_fast_path_records_the_general_graph(dtype) -> None:
             y = x if x.dtype.is_inexact else apply("convert", x, dtype=D.DEFAULT_FLOAT)
             return apply(prim, y)
         _same_or_same_error(lambda: fn(x), general)
+
+
+def _unary_general(name: str, prim: str, x: Node) -> Node:
+    """The unary op the general way: `operands`, the bool check, `apply`."""
+    (x,) = operands(name, x)
+    if x.dtype is D.bool_:
+        raise TypeError(f"{name}: not defined for bool tensors")
+    if prim == "abs" and x.dtype.kind == "uint":
+        return x
+    if prim in ("floor", "ceil", "truncate", "round_nearest_even") and not x.dtype.is_float:
+        return x
+    return apply(prim, x, x) if prim == "multiply" else apply(prim, x)
+
+
+def _square_general(name: str, prim: str, x: Node) -> Node:
+    """x ** 2: a product, but for a bool x (True ** 2 is the int 1, as in NumPy)."""
+    if x.dtype is D.bool_:
+        return apply("power", *operands("pow", x, 2))
+    return _unary_general(name, prim, x)
+
+
+UNARY = [(ops.negative, "negative", "negate"), (ops.abs, "abs", "abs"),
+         (ops.sign, "sign", "sign"), (ops.square, "square", "multiply"),
+         (ops.floor, "floor", "floor"), (ops.ceil, "ceil", "ceil"),
+         (ops.trunc, "trunc", "truncate"), (ops.round, "round", "round_nearest_even"),
+         (lambda x: ops.pow(x, 2), "pow", "multiply")]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
+def test_unary_operator_fast_paths_record_the_general_graph(dtype) -> None:
+    for shape in ((4, 3), ()):
+        x = _leaf(dtype, shape)
+        for fn, name, prim in UNARY:
+            general = _square_general if name == "pow" else _unary_general
+            _same_or_same_error(lambda: fn(x), lambda: general(name, prim, x))
+    x = _leaf(dtype)
+    if dtype.is_float:      # x ** 2.0: a float exponent squares a float tensor only
+        assert _structure(ops.pow(x, 2.0)) == _structure(apply("multiply", x, x))
+    else:
+        want = _structure(apply("power", *operands("pow", x, 2.0)))
+        assert _structure(ops.pow(x, 2.0)) == want
+
+
+def test_numpy_float64_operands_are_weak_as_python_floats() -> None:
+    """np.float64 subclasses float: operators take it as the Python float (the tensor's
+    dtype stays), on either side, and x ** np.float64(0.5) is NumPy's square root."""
+    a = np.array([-0.0, -np.inf, 4.0, 2.5], np.float32)
+    x, i = la.asarray(a), la.asarray(np.arange(4))
+    h = x.astype(la.float16)
+    for t, arr in ((x, a), (i, np.arange(4)), (h, a.astype(np.float16))):
+        for got, plain in [(t * np.float64(2.5), t * 2.5), (np.float64(2.5) - t, 2.5 - t),
+                           (t / np.float64(3), t / 3.0), (t > np.float64(0.5), t > 0.5),
+                           (t ** np.float64(2), t ** 2.0)]:
+            assert got.dtype is plain.dtype
+            np.testing.assert_array_equal(got.numpy(), plain.numpy())
+    assert (i * np.float64(2.5)).dtype is la.float32
+    with np.errstate(invalid="ignore"):
+        want = a ** np.float32(0.5)            # NumPy's square root: -0.0 stays, -inf is NaN
+    np.testing.assert_array_equal((x ** np.float64(0.5)).numpy(), want)
+
+
+def test_ops_record_the_users_line() -> None:
+    """Each op's node holds the line that recorded it (an error computing it names that
+    line), through every front end: operators, methods, lifted functions, composites."""
+    x = la.asarray(np.ones((2, 3), np.float32))
+    xi = la.asarray(np.ones((2, 3), np.int32))
+
+    def helper(t):
+        return t * 2.5, sys._getframe().f_lineno
+
+    cases = [      # each recorded on its lambda's own line
+        lambda: x * x, lambda: x * 2.5, lambda: 2.5 - x, lambda: xi * 2.5, lambda: x ** 2,
+        lambda: -x, lambda: x.exp(), lambda: la.exp(x), lambda: la.multiply(x, 2),
+        lambda: x.sum(), lambda: x.mean(axis=1), lambda: x.reshape(3, 2),
+        lambda: la.logaddexp(x, x), lambda: x > np.float64(0.5),
+    ]
+    for make in cases:
+        t = make()
+        want = make.__code__.co_firstlineno
+        assert format_frame(t._node.site) == f"{__file__}:{want}", make
+    t, line = helper(x)
+    assert format_frame(t._node.site) == f"{__file__}:{line}"
+    y = la.asarray(np.ones(3, np.float32))
+    line = sys._getframe().f_lineno + 1
+    y += 1.5
+    assert format_frame(y._node.site) == f"{__file__}:{line}"
+
+
+def test_call_sites_of_short_lived_code_are_their_own() -> None:
+    """Code made at run time (exec) comes and goes, and a new code object may take a
+    freed one's address: the site of each is its own file and line."""
+    for k in range(40):
+        name = f"<generated {k}>"
+        scope = {"user_site": user_site, "la": la, "np": np}
+        exec(compile("\n" * k + "site = user_site()\n"
+                     "t = la.asarray(np.ones(2, np.float32)) * 3.5\n", name, "exec"), scope)
+        assert scope["site"] == f"{name}:{k + 1}"
+        assert format_frame(scope["t"]._node.site) == f"{name}:{k + 2}"
 
 
 def test_tensor_operators_match_numpy_through_the_fast_paths() -> None:
@@ -157,3 +264,41 @@ def test_lifted_several_tensors_take_the_general_rules() -> None:
     assert la.where(c, x, 0.0).numpy().tolist() == [[1.0] * 3, [0.0] * 3]
     with pytest.raises(ValueError, match="linear"):
         F.linear(x, la.asarray(np.ones((4, 5), np.float32)), b)
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "mean", "all", "any", "argmax", "argmin"])
+def test_reduction_methods_with_an_int_axis_record_the_lifted_graph(name) -> None:
+    """`x.sum(1)`, `x.mean(-1, True)` take the op on the node directly: the same graph as
+    the lifted function with keywords, NumPy's values, and the same errors."""
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 7.5
+    x = la.asarray(a)
+    lifted = getattr(la, name)
+    for axis, keep in [(1, None), (-1, True), (0, False), (2, None)]:
+        got = getattr(x, name)(axis) if keep is None else getattr(x, name)(axis, keep)
+        want = lifted(x, axis=axis, keepdims=bool(keep))
+        assert _structure(got._node) == _structure(want._node)
+        ref = getattr(np, name)(a, axis=axis, keepdims=bool(keep))
+        np.testing.assert_allclose(got.numpy(), ref, rtol=1e-6)
+    with pytest.raises((TypeError, IndexError)):
+        getattr(x, name)(3)
+    with pytest.raises(TypeError):
+        getattr(x, name)(True)                  # a bool is no axis (the general way says so)
+
+
+def test_shapes_and_axes_as_tuples_take_the_lifted_fast_path() -> None:
+    """`la.reshape(x, (3, 4))` and `la.permute_dims(x, (1, 0))`: a tuple of ints goes to
+    the op as is; a tuple holding anything else (a NumPy int) goes the general way."""
+    a = np.arange(12, dtype=np.float32)
+    x = la.asarray(a)
+    for shape in [(3, 4), (-1, 6), (np.int64(4), 3), (12,)]:
+        got = la.reshape(x, shape)
+        assert got.shape == a.reshape(shape).shape
+        np.testing.assert_array_equal(got.numpy(), a.reshape(shape))
+    assert _structure(x.reshape(3, 4)._node) == _structure(la.reshape(x, (3, 4))._node)
+    m = la.reshape(x, (3, 4))
+    np.testing.assert_array_equal(la.permute_dims(m, (1, 0)).numpy(), a.reshape(3, 4).T)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="reshape"):
+            la.reshape(x, (5, 3))
+        with pytest.raises(TypeError, match="reshape"):
+            la.reshape(x, (3.0, 4))
