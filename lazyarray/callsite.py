@@ -24,12 +24,17 @@ def _package_dirs() -> tuple:
 _DIRS: tuple = ()
 
 
-def user_site() -> str:
+def user_site(depth: int = 1) -> str:
     """'file.py:LINE' of the innermost frame that is not lazyarray's own code (every sync
-    asks: the text is made once per code position, see `_site_text`)."""
+    asks: the text is made once per code position, see `_site_text`), looking from the
+    frame `depth` above this call (a caller that knows the frames below are its own
+    skips them: each frame the walk touches is made into a frame object)."""
     if not _DIRS:
         _init_dirs()
-    f = sys._getframe(1)
+    try:
+        f = sys._getframe(depth)
+    except ValueError:                  # fewer frames than that: none is the user's
+        return "<unknown>"
     own = _OWN.get
     while f is not None:
         code = f.f_code

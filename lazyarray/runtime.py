@@ -46,14 +46,32 @@ class ExecutableCache:
         self._items: "collections.OrderedDict" = collections.OrderedDict()
         self.nbytes = 0
         self.evictions = 0
+        # call site -> (key, program) of the last hit there: a loop syncing at one line
+        # finds its program by comparing keys, without hashing one (a key is a long tuple
+        # made afresh at every sync: hashing it walks all of it, comparing equal keys
+        # mostly meets the same objects)
+        self._by_site: dict = {}
 
-    def get(self, key: Any) -> Any:
+    def get(self, key: Any, site: Any = None) -> Any:
+        last = self._by_site.get(site)
+        if last is not None and last[0] == key:
+            return last[1]
         exe = self._items.get(key)
         if exe is not None:
             self._items.move_to_end(key)
+            if site is not None:
+                if len(self._by_site) > 1024:     # sites made at run time: stay bounded
+                    self._by_site.clear()
+                self._by_site[site] = (key, exe)
         return exe
 
     def put(self, key: Any, exe: Any) -> None:
+        # the programs found by site are in use: refresh them before dropping the least
+        # recently used (a hit by site does not reorder)
+        for used, _ in self._by_site.values():
+            if used in self._items:
+                self._items.move_to_end(used)
+        self._by_site.clear()
         old = self._items.pop(key, None)
         if old is not None:
             self.nbytes -= _size(old)
@@ -68,6 +86,7 @@ class ExecutableCache:
 
     def clear(self) -> None:
         self._items.clear()
+        self._by_site.clear()
         self.nbytes = 0
 
     def __contains__(self, key: Any) -> bool:
@@ -312,16 +331,18 @@ def value(tensor: Any) -> Any:
             if node.buffer is None:
                 # pending again: another thread's sync may have taken it and given it back
                 state.pending.append(weakref.ref(tensor))
-                _sync_one(state)
+                # the user's line, looked for above our caller (a Tensor method: ours)
+                _sync_one(state, user_site(3))
     buf = node.buffer
     if isinstance(buf, DonatedBuffer):
         buf._fail()
     return buf
 
 
-def _sync_one(state: DeviceState) -> list:
+def _sync_one(state: DeviceState, site: Optional[str] = None) -> list:
     """Compute what is pending on `state`; the errors stored on failed tensors (empty
-    when all were computed). A KeyboardInterrupt leaves them pending and is raised."""
+    when all were computed). A KeyboardInterrupt leaves them pending and is raised.
+    `site`: the user's line that asked (found here when None)."""
     with state.lock:
         refs: list = []
         try:
@@ -332,7 +353,8 @@ def _sync_one(state: DeviceState) -> list:
             state.recorded = 0
             if not nodes:
                 return []
-            site = user_site()
+            if site is None:
+                site = user_site()
             METRICS.syncs += 1
             METRICS.sync_sites[site] += 1
             # (the config's dict and the weak set's own set: read at every sync)
@@ -368,7 +390,7 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
         cap = capture(nodes, None)
     if rec:
         rec.sync_mark("capture")
-    exe = state.executables.get(cap.key)
+    exe = state.executables.get(cap.key, site or None)
     if exe is not None:
         METRICS.cache_hits += 1
         METRICS.trace_seconds += _clock() - t0
