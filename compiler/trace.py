@@ -262,3 +262,115 @@ def _measure_baseline() -> tuple:
 
 
 _BASELINE = _measure_baseline()
+
+
+# ---- templates: a repeated graph matched against the last capture ---------------------
+#
+# A loop syncs graphs of one structure over and over. A `Template` holds a capture's
+# structure position by position; `bind` checks new root nodes against it, from the roots
+# down (each node's operands are found in the slots of a user checked before it), and
+# gives the runtime arguments. It checks all that the key holds (op, shape, dtype,
+# attributes, kept constants, which nodes are leaves, which operands are the same node),
+# so a graph it accepts has the key of the capture it was made from; anything else (a
+# node computed since, another scalar kind, a donated leaf) makes it answer None, and the
+# caller captures as usual. Captures with donated inputs make no template.
+
+_OP, _BUF, _SCALAR, _CONST = 0, 1, 2, 3
+
+
+class Template:
+    __slots__ = ("entries", "outputs", "size", "nargs")
+
+    def __init__(self, cap: Capture) -> None:
+        if cap.donated:
+            raise ValueError("a capture with donated inputs makes no template")
+        pos = cap.positions
+        entries = []
+        number = 0
+        for n in cap.order:
+            if n.buffer is not None:
+                entries.append((_BUF, n.shape, n.dtype, number))
+                number += 1
+            elif n.op == "scalar" and not n.operands:
+                entries.append((_SCALAR, n.dtype, number))
+                number += 1
+            elif n.op == "constant" and not n.operands:
+                value = n.value
+                entries.append((_CONST, n.dtype, getattr(value, "_key", value)))
+            else:
+                entries.append((_OP, n.op, n.shape, n.dtype, dict(n.attrs),
+                                tuple([pos[o] for o in n.operands])))
+        self.entries = tuple(entries)
+        self.outputs = cap.outputs
+        self.size = len(entries)
+        self.nargs = number
+
+    def bind(self, roots: list) -> "Bound | None":
+        """The arguments of the template's program for `roots`, or None when their graph
+        is not the template's."""
+        outputs = self.outputs
+        if len(roots) != len(outputs):
+            return None
+        order = [None] * self.size
+        for p, r in zip(outputs, roots):
+            order[p] = r
+        args = [None] * self.nargs
+        entries = self.entries
+        i = self.size
+        while i:
+            i -= 1
+            n = order[i]
+            e = entries[i]
+            kind = e[0]
+            if kind is _OP:
+                _, op, shape, dtype, attrs, slots = e
+                ops = n.operands
+                if n.buffer is not None or n.op != op or n.dtype is not dtype \
+                        or n.shape != shape or len(ops) != len(slots) or n.attrs != attrs:
+                    return None
+                for o, p in zip(ops, slots):
+                    q = order[p]
+                    if q is None:
+                        order[p] = o
+                    elif q is not o:
+                        return None
+            elif kind is _BUF:
+                buf = n.buffer
+                if buf is None or n.dtype is not e[2] or n.shape != e[1] \
+                        or type(buf) is not _ARRAY and isinstance(buf, DonatedBuffer):
+                    return None
+                args[e[3]] = buf
+            elif kind is _SCALAR:
+                if n.buffer is not None or n.op != "scalar" or n.operands \
+                        or n.dtype is not e[1]:
+                    return None
+                args[e[2]] = n.value
+            else:
+                value = n.value
+                if n.buffer is not None or n.op != "constant" or n.operands \
+                        or n.dtype is not e[1] or getattr(value, "_key", value) != e[2]:
+                    return None
+        # a node in two places (more sharing than the template's): not the same key
+        if len(set(order)) != self.size:
+            return None
+        return Bound(order, args)
+
+
+class Bound:
+    """What a sync needs of a graph a `Template` accepted: the nodes in the template's
+    order, and the arguments; the positions (for the tape's check) made when asked."""
+
+    __slots__ = ("order", "args", "_positions")
+    donated_nodes = ()
+    donated = frozenset()
+
+    def __init__(self, order: list, args: list) -> None:
+        self.order = order
+        self.args = args
+        self._positions = None
+
+    @property
+    def positions(self) -> dict:
+        if self._positions is None:
+            self._positions = {n: i for i, n in enumerate(self.order)}
+        return self._positions

@@ -33,7 +33,7 @@ from .compiler import profile_hooks
 from .compiler.node import Node
 from .compiler.printer import type_text
 from .compiler.replay import save_inputs, scalar_comments
-from .compiler.trace import DonatedBuffer, capture, describe_key
+from .compiler.trace import DonatedBuffer, Template, capture, describe_key
 from .devices.device import Device
 
 
@@ -52,9 +52,14 @@ class ExecutableCache:
         # mostly meets the same objects)
         self._by_site: dict = {}
 
-    def get(self, key: Any, site: Any = None) -> Any:
+    def get(self, key: Any, site: Any = None, cap: Any = None) -> Any:
+        """The program of `key`, or None. With `site` (the user's line that synced) and
+        its capture `cap`: the second hit in a row of one key at one site makes a
+        template of the capture, which the next syncs there try first (`bound`)."""
         last = self._by_site.get(site)
         if last is not None and last[0] == key:
+            if last[2] is None and cap is not None and not cap.donated:
+                last[2] = Template(cap)
             return last[1]
         exe = self._items.get(key)
         if exe is not None:
@@ -62,13 +67,23 @@ class ExecutableCache:
             if site is not None:
                 if len(self._by_site) > 1024:     # sites made at run time: stay bounded
                     self._by_site.clear()
-                self._by_site[site] = (key, exe)
+                self._by_site[site] = [key, exe, None]
         return exe
+
+    def bound(self, site: Any, nodes: list) -> tuple:
+        """(program, `Bound`) for `nodes` when the template of `site` accepts their graph,
+        else (None, None)."""
+        last = self._by_site.get(site)
+        if last is not None and last[2] is not None:
+            bound = last[2].bind(nodes)
+            if bound is not None:
+                return last[1], bound
+        return None, None
 
     def put(self, key: Any, exe: Any) -> None:
         # the programs found by site are in use: refresh them before dropping the least
         # recently used (a hit by site does not reorder)
-        for used, _ in self._by_site.values():
+        for used, _, _ in self._by_site.values():
             if used in self._items:
                 self._items.move_to_end(used)
         self._by_site.clear()
@@ -385,12 +400,20 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
     if rec:
         rec.sync_begin(state, site or user_site(), len(nodes))
     t0 = _clock()
+    if not donate and not rec and site:
+        # a loop's sync: the graph matched against the last one synced at this line
+        exe, bound = state.executables.bound(site, nodes)
+        if exe is not None:
+            METRICS.cache_hits += 1
+            METRICS.trace_seconds += _clock() - t0
+            _run(exe, bound, nodes)
+            return
     cap = capture(nodes, OFFERED if donate else None)
     if cap.donated_nodes and not _donation_safe(cap):
         cap = capture(nodes, None)
     if rec:
         rec.sync_mark("capture")
-    exe = state.executables.get(cap.key, site or None)
+    exe = state.executables.get(cap.key, site or None, cap)
     if exe is not None:
         METRICS.cache_hits += 1
         METRICS.trace_seconds += _clock() - t0
