@@ -275,34 +275,37 @@ _BASELINE = _measure_baseline()
 # node computed since, another scalar kind, a donated leaf) makes it answer None, and the
 # caller captures as usual. Captures with donated inputs make no template.
 
-_OP, _BUF, _SCALAR, _CONST = 0, 1, 2, 3
-
-
 class Template:
-    __slots__ = ("entries", "outputs", "size", "nargs")
+    """A capture's structure by kind of node: the op nodes from the last position down
+    (each one's operands are checked, and found, in its slots), then the leaves: buffers,
+    runtime scalars and kept constants, each with its position (and parameter number)."""
+
+    __slots__ = ("ops", "buffers", "scalars", "constants", "outputs", "size", "nargs")
 
     def __init__(self, cap: Capture) -> None:
         if cap.donated:
             raise ValueError("a capture with donated inputs makes no template")
         pos = cap.positions
-        entries = []
+        ops, buffers, scalars, constants = [], [], [], []
         number = 0
-        for n in cap.order:
+        for i, n in enumerate(cap.order):
             if n.buffer is not None:
-                entries.append((_BUF, n.shape, n.dtype, number))
+                buffers.append((i, n.shape, n.dtype, number))
                 number += 1
             elif n.op == "scalar" and not n.operands:
-                entries.append((_SCALAR, n.dtype, number))
+                scalars.append((i, n.dtype, number))
                 number += 1
             elif n.op == "constant" and not n.operands:
                 value = n.value
-                entries.append((_CONST, n.dtype, getattr(value, "_key", value)))
+                constants.append((i, n.dtype, getattr(value, "_key", value)))
             else:
-                entries.append((_OP, n.op, n.shape, n.dtype, dict(n.attrs),
-                                tuple([pos[o] for o in n.operands])))
-        self.entries = tuple(entries)
+                ops.append((i, n.op, n.shape, n.dtype, dict(n.attrs),
+                            tuple([pos[o] for o in n.operands])))
+        ops.reverse()             # users before their operands: a node's slot finds it
+        self.ops, self.buffers = tuple(ops), tuple(buffers)
+        self.scalars, self.constants = tuple(scalars), tuple(constants)
         self.outputs = cap.outputs
-        self.size = len(entries)
+        self.size = len(cap.order)
         self.nargs = number
 
     def bind(self, roots: list) -> "Bound | None":
@@ -314,45 +317,40 @@ class Template:
         order = [None] * self.size
         for p, r in zip(outputs, roots):
             order[p] = r
-        args = [None] * self.nargs
-        entries = self.entries
-        i = self.size
-        while i:
-            i -= 1
+        for i, op, shape, dtype, attrs, slots in self.ops:
             n = order[i]
-            e = entries[i]
-            kind = e[0]
-            if kind is _OP:
-                _, op, shape, dtype, attrs, slots = e
-                ops = n.operands
-                if n.buffer is not None or n.op != op or n.dtype is not dtype \
-                        or n.shape != shape or len(ops) != len(slots) or n.attrs != attrs:
-                    return None
-                for o, p in zip(ops, slots):
-                    q = order[p]
-                    if q is None:
-                        order[p] = o
-                    elif q is not o:
-                        return None
-            elif kind is _BUF:
-                buf = n.buffer
-                if buf is None or n.dtype is not e[2] or n.shape != e[1] \
-                        or type(buf) is not _ARRAY and isinstance(buf, DonatedBuffer):
-                    return None
-                args[e[3]] = buf
-            elif kind is _SCALAR:
-                if n.buffer is not None or n.op != "scalar" or n.operands \
-                        or n.dtype is not e[1]:
-                    return None
-                args[e[2]] = n.value
-            else:
-                value = n.value
-                if n.buffer is not None or n.op != "constant" or n.operands \
-                        or n.dtype is not e[1] or getattr(value, "_key", value) != e[2]:
+            operands = n.operands
+            if n.buffer is not None or n.op != op or n.dtype is not dtype \
+                    or n.shape != shape or len(operands) != len(slots) or n.attrs != attrs:
+                return None
+            for o, p in zip(operands, slots):
+                q = order[p]
+                if q is None:
+                    order[p] = o
+                elif q is not o:
                     return None
         # a node in two places (more sharing than the template's): not the same key
         if len(set(order)) != self.size:
             return None
+        args = [None] * self.nargs
+        for i, shape, dtype, number in self.buffers:
+            n = order[i]
+            buf = n.buffer
+            if buf is None or n.dtype is not dtype or n.shape != shape \
+                    or type(buf) is not _ARRAY and isinstance(buf, DonatedBuffer):
+                return None
+            args[number] = buf
+        for i, dtype, number in self.scalars:
+            n = order[i]
+            if n.buffer is not None or n.op != "scalar" or n.operands or n.dtype is not dtype:
+                return None
+            args[number] = n.value
+        for i, dtype, literal in self.constants:
+            n = order[i]
+            value = n.value
+            if n.buffer is not None or n.op != "constant" or n.operands \
+                    or n.dtype is not dtype or getattr(value, "_key", value) != literal:
+                return None
         return Bound(order, args)
 
 

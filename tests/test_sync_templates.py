@@ -30,8 +30,10 @@ def _random_graph(seed: int, leaves: list, values: random.Random) -> list:
     for _ in range(rng.randint(1, 6)):
         pool = made + leaves
         kind = rng.random()
-        if kind < 0.15:
-            made.append(scalar_leaf(values.choice([2.0, 3.0]), D.float32))
+        if kind < 0.15:            # a scalar's dtype shows only in its own entry
+            dtype = values.choice([D.float32, D.float64])
+            made.append(Node("convert", (scalar_leaf(values.choice([2.0, 3.0]), dtype),), (),
+                             D.float32, {"dtype": D.float32}))
         elif kind < 0.25:
             made.append(kept_constant(values.choice([0.0, 1.0]), D.float32))
         elif kind < 0.35:          # the leaf's shape shows only in the leaf's own entry
