@@ -100,25 +100,8 @@ def test_record_training_step_jax_make_jaxpr(benchmark):
     import jax
     import jax.numpy as jnp
     bt = _training_parts()
-    LR, _data, _weights = bt.LR, bt._data, bt._weights
-
-    def loss_fn(params, x, y):
-        h = x
-        for i in range(0, len(params), 2):
-            h = h @ params[i].T + params[i + 1]
-            if i + 2 < len(params):
-                h = jax.nn.relu(h)
-        logp = jax.nn.log_softmax(h)
-        return -jnp.take_along_axis(logp, y[:, None], axis=1).mean()
-
-    def step(params, m, v, t, x, y):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-        b1, b2, eps = 0.9, 0.999, 1e-8
-        m = [b1 * mi + (1 - b1) * g for mi, g in zip(m, grads)]
-        v = [b2 * vi + (1 - b2) * g * g for vi, g in zip(v, grads)]
-        scale = LR * jnp.sqrt(1 - b2 ** t) / (1 - b1 ** t)
-        params = [p - scale * mi / (jnp.sqrt(vi) + eps) for p, mi, vi in zip(params, m, v)]
-        return params, m, v, loss
+    _data, _weights = bt._data, bt._weights
+    step = bt.jax_step_fn()
 
     params = [jnp.asarray(w) for w in _weights()]
     zeros = [jnp.zeros_like(p) for p in params]
