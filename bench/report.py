@@ -27,6 +27,32 @@ def load(path: str) -> dict:
     return table
 
 
+def load_interleaved(path: str) -> dict:
+    """workload -> {framework: median} of bench_fused's interleaved measurements."""
+    with open(path) as f:
+        data = json.load(f)
+    return {b["group"]: b["extra_info"]["interleaved"] for b in data["benchmarks"]
+            if "interleaved" in b["extra_info"]}
+
+
+def markdown_interleaved(table: dict) -> str:
+    """The interleaved measurements: every framework in turn within each round (a shared
+    machine's drift falls on all alike)."""
+    if not table:
+        return ""
+    frameworks = sorted({fw for row in table.values() for fw in row},
+                        key=lambda f: (f != "lazyarray", f))
+    head = "| workload | " + " | ".join(frameworks) + " | best peer / lazyarray |"
+    lines = ["\nInterleaved (every framework in turn within each round; medians):\n", head,
+             "|" + "---|" * (head.count("|") - 1)]
+    for name, row in table.items():
+        cells = [_time(row[f]) if f in row else "—" for f in frameworks]
+        peers = [t for f, t in row.items() if f != "lazyarray"]
+        ratio = f"{min(peers) / row['lazyarray']:.2f}x" if "lazyarray" in row and peers else "—"
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(table: dict) -> str:
     frameworks = sorted({fw for row in table.values() for fw in row},
                         key=lambda f: (f != "lazyarray", f))
@@ -87,7 +113,7 @@ def main(argv: list) -> None:
     src = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "results", "cpu.json")
     table = load(src)
     base = os.path.splitext(src)[0]
-    text = markdown(table)
+    text = (markdown(table) if table else "") + markdown_interleaved(load_interleaved(src))
     with open(base + ".md", "w") as f:
         f.write(text)
     print(text)
