@@ -10,6 +10,13 @@ allocation of the same size, unless some other view of the memory is still alive
 A program may also be given an output's memory back while the output is still alive (a
 donated parameter, see compiler/trace.py): `claim` hands over the memory when that
 output array is the only view of it, and cancels the recycling of it.
+
+Memory comes from NumPy's allocator, which asks the kernel for transparent huge pages on
+allocations of 4 MB and more (`madvise(MADV_HUGEPAGE)`, needed where THP is in `madvise`
+mode): in a VM a 4 KB page fault is costly (a fresh 64 MB buffer's first touch took 75-150
+ms with 4 KB pages against 15-40 ms with huge pages on a loaded 2-core EPYC). Huge pages
+do not speed up reading memory already mapped: a streaming kernel misses the TLB once per
+4 KB against ~200 ns to read those 4 KB (measured equal within noise).
 """
 from __future__ import annotations
 
