@@ -16,13 +16,46 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from .compiler import dtypes as D
 from .compiler.node import Node
 from . import runtime
+from .ops import elementwise as _elementwise
+from .ops.promotion import typed_scalar as _typed_scalar
 from .tensor import Tensor, host_array, raise_mixed_devices
 
 _SCALARS = (bool, int, float)
 _FLOAT64 = np.float64      # an operator takes it as the Python float it subclasses
 _wrap = Tensor._wrap
+
+# NumPy scalar type -> (its dtype, the Python type of its value), for the scalars an
+# elementwise op takes as a 0-d runtime scalar of their own dtype (see `numpy_operand`);
+# np.float64 and np.bool_ are not here
+_NP_SCALARS = {d.np.type: (d, complex if d.is_complex else float if d.is_float else int)
+               for d in D.EVERY if d not in (D.float64, D.bool_)}
+
+
+def numpy_operand(v: np.generic) -> Any:
+    """A NumPy scalar as an elementwise op's operand, one rule for the operators and the
+    functions (`x * s` and `la.multiply(x, s)` record the same graph):
+
+    - np.float64 subclasses Python's float: it is that float, weak (the tensor's dtype
+      stays: `x * np.float64(2.5)` is float32 for a float32 x, as PyTorch has it); so is
+      np.bool_ the Python bool (weak or strong, a bool never changes a result's dtype);
+    - any other NumPy scalar keeps its dtype (strong, as NumPy's scalars are: an int32
+      tensor times np.int64(2) is int64; a float16 one times np.float32(2) float32),
+      recorded as a 0-d runtime scalar of that dtype (no device buffer to make).
+
+    None for anything else (a NumPy scalar of a dtype lazyarray lacks): the caller lifts
+    it as data, which raises naming the dtype."""
+    kind = type(v)
+    if kind is _FLOAT64:
+        return float(v)
+    found = _NP_SCALARS.get(kind)
+    if found is not None:
+        return _typed_scalar(found[1](v), found[0])
+    if kind is np.bool_:
+        return bool(v)
+    return None
 _RENAMES = (("dim", "axis"), ("keepdim", "keepdims"))
 
 
@@ -47,6 +80,10 @@ def node_of(x: Any, state: runtime.DeviceState, op: Any = None) -> Any:
         return x._node
     if isinstance(x, _SCALARS):
         return x
+    if isinstance(x, np.generic):
+        v = numpy_operand(x)
+        if v is not None:
+            return v
     if isinstance(x, (str, bytes)) or x is None:
         name = getattr(op, "__name__", "op")
         raise TypeError(f"{name}: unsupported operand {x!r} ({type(x).__name__}); operands "
@@ -54,9 +91,13 @@ def node_of(x: Any, state: runtime.DeviceState, op: Any = None) -> Any:
     return Tensor._from_numpy(host_array(x), state)._node
 
 
-def _unwrap(v: Any, state: runtime.DeviceState) -> Any:
+def _unwrap(v: Any, state: runtime.DeviceState, elementwise: bool = False) -> Any:
     if type(v) is Tensor:
         return v._node
+    if elementwise and isinstance(v, np.generic):
+        s = numpy_operand(v)
+        if s is not None:
+            return s
     if isinstance(v, np.ndarray) or (isinstance(v, np.generic) and not isinstance(v, np.bool_)):
         return Tensor._from_numpy(np.asarray(v), state)._node
     if isinstance(v, np.bool_):
@@ -66,7 +107,7 @@ def _unwrap(v: Any, state: runtime.DeviceState) -> Any:
     return v
 
 
-_PLAIN = (type(None), bool, int, float, str)
+_PLAIN = (type(None), bool, int, float, str, D.DType)
 
 
 def _plain(v: Any) -> bool:
@@ -130,6 +171,8 @@ def _torch_keywords(fn: Callable) -> Callable[[dict], dict]:
 def lift(fn: Callable) -> Callable:
     """`fn` over nodes as a function over tensors (and data, and Python scalars)."""
     rename = _torch_keywords(fn)
+    # an elementwise op takes NumPy scalars as the operators do (`numpy_operand`)
+    elementwise = getattr(fn, "__module__", None) == _elementwise.__name__
 
     @functools.wraps(fn)
     def public(*args: Any, device: Any = None, **kwargs: Any) -> Any:
@@ -143,9 +186,14 @@ def lift(fn: Callable) -> Callable:
                 if type(b) is Tensor and a._state is b._state:
                     out = fn(a._node, b._node)
                     return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
-                if type(b) in _SCALARS or type(b) is tuple and _plain(b):
-                    out = fn(a._node, b)          # a scalar, or a shape or axes: f(x, (3, 4))
+                if type(b) in _SCALARS or _plain(b):
+                    out = fn(a._node, b)          # a scalar, a dtype, a shape: f(x, (3, 4))
                     return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
+                if elementwise and isinstance(b, np.generic):
+                    s = numpy_operand(b)          # la.multiply(x, np.float32(2.5))
+                    if s is not None:
+                        out = fn(a._node, s)
+                        return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
         if device is None and len(args) == 1 and type(args[0]) is Tensor \
                 and all(map(_plain, kwargs.values())):
             t = args[0]                       # fast path: f(tensor, axis=..., keepdims=...)
@@ -159,8 +207,8 @@ def lift(fn: Callable) -> Callable:
         state = runtime.get_device(device) if device is not None else None
         state = find_state(args, state)
         state = find_state(kwargs.values(), state) or runtime.get_device(None)
-        args = tuple(_unwrap(a, state) for a in args)
-        kwargs = rename({k: _unwrap(v, state) for k, v in kwargs.items()})
+        args = tuple(_unwrap(a, state, elementwise) for a in args)
+        kwargs = rename({k: _unwrap(v, state, elementwise) for k, v in kwargs.items()})
         return wrap(fn(*args, **kwargs), state)
     public.__wrapped_op__ = fn
     return public
@@ -195,6 +243,9 @@ def method(fn: Callable) -> Callable:
             return _wrap(fn(self._node, other), state)
         if kind is _FLOAT64:        # a float subclass, weak as a float is (see node_of)
             return _wrap(fn(self._node, float(other)), state)
+        found = _NP_SCALARS.get(kind)
+        if found is not None:       # another NumPy scalar: strong (see numpy_operand)
+            return _wrap(fn(self._node, _typed_scalar(found[1](other), found[0])), state)
         return _wrap(fn(self._node, node_of(other, state, fn)), state)
     op_method.__name__ = getattr(fn, "__name__", "op")
     op_method.__doc__ = getattr(fn, "__doc__", None)
@@ -210,6 +261,9 @@ def reflected(fn: Callable) -> Callable:
             return _wrap(fn(other, self._node), state)
         if kind is _FLOAT64:
             return _wrap(fn(float(other), self._node), state)
+        found = _NP_SCALARS.get(kind)
+        if found is not None:
+            return _wrap(fn(_typed_scalar(found[1](other), found[0]), self._node), state)
         return _wrap(fn(node_of(other, state, fn), self._node), state)
     op_method.__name__ = "r" + getattr(fn, "__name__", "op")
     return op_method

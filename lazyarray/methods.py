@@ -16,6 +16,8 @@ from .creation import shape_args
 from .lift import lift, method, reflected, unary_method
 from .tensor import Tensor
 
+_wrap = Tensor._wrap
+
 # ---- operators: (name, op, reflected name or None) -------------------------------------
 
 _OPERATORS = [
@@ -81,7 +83,9 @@ def _install() -> None:
         setattr(Tensor, name, unary_method(fn))
     for name in _REDUCTIONS:
         setattr(Tensor, name, reduction_method(name))
-    for name in ("max", "min", "var", "std", "sort"):
+    for name in ("max", "min"):
+        setattr(Tensor, name, _extreme(name))
+    for name in ("var", "std", "sort"):
         setattr(Tensor, name, getattr(api, name))
 
 
@@ -132,17 +136,37 @@ def cumsum(self: Tensor, axis: Any = None, *, dim: Any = None) -> Tensor:
     return api.cumulative_sum(self, dim if dim is not None else axis)
 
 
+def _extreme(name: str) -> Any:
+    """`x.max()`, `x.max(1)`, `x.max(axis=0, keepdims=True)`: NumPy's meaning (the values),
+    the op on the node directly; PyTorch's keywords (`dim=`: values and indices) and
+    anything else go through `lazyarray.max` (lazyarray/conventions.py)."""
+    op, public = getattr(ops, name), getattr(api, name)
+
+    def reduce(self: Tensor, axis: Any = None, keepdims: Any = None, **kw: Any) -> Any:
+        if not kw and (axis is None or type(axis) is int) and \
+                (keepdims is None or type(keepdims) is bool):
+            return _wrap(op(self._node, axis, bool(keepdims)), self._state)
+        return public(self, axis, keepdims, **kw)
+    reduce.__name__, reduce.__doc__ = name, public.__doc__
+    return reduce
+
+
+_PY_SCALARS = (type(None), bool, int, float)
+
+
 def clip(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    if type(min) in _PY_SCALARS and type(max) in _PY_SCALARS:    # the op on the node
+        return _wrap(ops.clip(self._node, min, max), self._state)
     return api.clip(self, min, max)
 
 
 def astype(self: Tensor, dtype: Any, copy: bool = True) -> Tensor:
-    return api.astype(self, dtype)
+    return _wrap(ops.astype(self._node, dtype), self._state)
 
 
 def _cast(dtype: D.DType) -> Any:
     def cast(self: Tensor) -> Tensor:
-        return api.astype(self, dtype)
+        return _wrap(ops.astype(self._node, dtype), self._state)
     return cast
 
 

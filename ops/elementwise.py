@@ -7,8 +7,8 @@ from typing import Any, Callable
 from ..compiler import dtypes as D
 from ..compiler.node import Node
 from ..compiler.primitive import apply, same_dtype_fast
-from .promotion import (PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, operands,
-                        scalar, weak_scalar_like)
+from .promotion import (PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
+                        operands, scalar, weak_scalar_like)
 
 Operand = Any  # a Node or a Python scalar
 
@@ -89,6 +89,9 @@ trunc = _rounding("truncate", "trunc")
 round = _rounding("round_nearest_even", "round")
 
 
+_INT_OR_BOOL = frozenset(D.INTEGERS + (D.bool_,))
+
+
 def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
               result: Any = None) -> Callable:
     """`fn(a, b)` recording `prim(a, b)` directly when it needs no promotion, broadcast or
@@ -104,9 +107,18 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
             if dtype in fast:
                 kind = type(b)
                 if kind is Node:
-                    if b.dtype is dtype and b.shape == a.shape:
-                        return Node(prim, (a, b), a.shape, result or dtype,
-                                    {} if attrs is None else dict(attrs))
+                    if b.dtype is dtype:
+                        shape = a.shape
+                        if b.shape == shape:
+                            return Node(prim, (a, b), shape, result or dtype,
+                                        {} if attrs is None else dict(attrs))
+                        if not b.shape:      # x * a 0-d tensor (a NumPy scalar, a loss scale)
+                            return Node(prim, (a, _spread(b, shape)), shape, result or dtype,
+                                        {} if attrs is None else dict(attrs))
+                        if not shape:
+                            shape = b.shape
+                            return Node(prim, (_spread(a, shape), b), shape, result or dtype,
+                                        {} if attrs is None else dict(attrs))
                 elif kind is float or kind is int or kind is bool:
                     s = weak_scalar_like(b, a)
                     if s is not None:
@@ -119,8 +131,30 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
                 if s is not None:
                     return Node(prim, (s, b), b.shape, result or b.dtype,
                                 {} if attrs is None else dict(attrs))
+        # an integer or bool tensor beside a Python float (`i * 2.5`): both the default
+        # float, the tensor converted (what `_scalar_operands` makes)
+        if type(b) is float and type(a) is Node and a.dtype in _INT_OR_BOOL and to_float:
+            x = _converted(a, D.DEFAULT_FLOAT)
+            return Node(prim, (x, weak_scalar_like(b, x)), x.shape, result or x.dtype,
+                        {} if attrs is None else dict(attrs))
+        if type(a) is float and type(b) is Node and b.dtype in _INT_OR_BOOL and to_float:
+            x = _converted(b, D.DEFAULT_FLOAT)
+            return Node(prim, (weak_scalar_like(a, x), x), x.shape, result or x.dtype,
+                        {} if attrs is None else dict(attrs))
         return general(a, b)
+    to_float = D.DEFAULT_FLOAT in fast
     return fn
+
+
+def _spread(x: Node, shape: tuple) -> Node:
+    """A 0-d node broadcast to `shape` (what `broadcast_to` records for it)."""
+    return Node("broadcast_in_dim", (x,), shape, x.dtype,
+                {"shape": shape, "broadcast_dimensions": ()})
+
+
+def _converted(x: Node, dtype: D.DType) -> Node:
+    """`convert(x, dtype)` for x of another dtype (convert's rule takes every pair)."""
+    return Node("convert", (x,), x.shape, dtype, {"dtype": dtype})
 
 
 def _scalar_operands(op: str, a: Operand, b: Operand) -> list:
@@ -136,7 +170,7 @@ def _scalar_operands(op: str, a: Operand, b: Operand) -> list:
     dtype = D.weak_scalar_dtype(node.dtype, value)
     if dtype is node.dtype:
         return operands(op, a, b)       # an int out of range: the general way raises
-    node = convert(node, dtype)
+    node = _converted(node, dtype)
     s = weak_scalar_like(value, node)
     if s is None:
         return operands(op, a, b)
@@ -203,7 +237,21 @@ def pow(a: Operand, b: Operand) -> Node:
 _DIVIDE_FAST = same_dtype_fast("divide") & frozenset(D.FLOATS + D.COMPLEX)
 
 
+_F32_EXACT = 2 ** 24       # every int of at most this magnitude is exact in float32
+
+
 def _divide(a: Operand, b: Operand) -> Node:
+    """An integer or bool tensor beside a Python int (`i / 2`): the tensor converted to
+    the default float and the int weak beside it, as `i * 2.5` records. For an int the
+    tensor's dtype holds that float32 holds exactly, this is the value of converting the
+    int as the tensor's dtype along with it (what the general way below records)."""
+    node, value = (a, b) if type(a) is Node else (b, a)
+    if type(node) is Node and (type(value) is int or type(value) is bool) and \
+            -_F32_EXACT <= value <= _F32_EXACT and node.dtype in _INT_OR_BOOL and \
+            int_fits(value, node.dtype):
+        x = _converted(node, D.DEFAULT_FLOAT)
+        s = weak_scalar_like(value, x)
+        return Node("divide", (x, s) if node is a else (s, x), x.shape, x.dtype, {})
     a, b = _scalar_operands("divide", a, b)
     if not a.dtype.is_inexact:
         a, b = convert(a, D.DEFAULT_FLOAT), convert(b, D.DEFAULT_FLOAT)
@@ -246,6 +294,22 @@ greater_equal = _compare("GE", "greater_equal")
 def where(condition: Operand, x: Operand, y: Operand) -> Node:
     if type(condition) is Node and condition.dtype is D.bool_:
         c = condition
+        shape = c.shape            # the common case, recorded directly: a bool condition
+        if type(x) is Node:        # and a value of its shape, the other of that dtype and
+            kind = type(y)         # shape or a Python scalar that takes it
+            if kind is Node:
+                if x.shape == shape and y.shape == shape and x.dtype is y.dtype:
+                    return Node("select", (c, x, y), shape, x.dtype, {})
+            elif (kind is float or kind is int or kind is bool) and x.shape == shape:
+                s = weak_scalar_like(y, x)
+                if s is not None:
+                    return Node("select", (c, x, s), shape, x.dtype, {})
+        elif type(y) is Node and y.shape == shape:
+            kind = type(x)
+            if kind is float or kind is int or kind is bool:
+                s = weak_scalar_like(x, y)
+                if s is not None:
+                    return Node("select", (c, s, y), shape, y.dtype, {})
     else:
         (c,) = operands("where", condition, dtype=D.bool_) if isinstance(condition, Node) \
             else (as_node(condition, D.bool_),)
@@ -518,8 +582,26 @@ def logaddexp(a: Operand, b: Operand) -> Node:
     return add(m, log1p(exp(negative(diff))))
 
 
+_CLIP_FAST = frozenset(D.INTEGERS + D.FLOATS)
+
+
 def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
     """The result keeps x's dtype (array API)."""
+    if type(x) is Node and x.dtype in _CLIP_FAST:
+        # Python scalar bounds that x's dtype takes (weakly): maximum and minimum with
+        # them, recorded directly; anything else (a float bound of an integer x, an int
+        # out of its range, a tensor bound) goes the general way below
+        lo = hi = None
+        if min is None or type(min) in PY_SCALARS:
+            lo = min is None or weak_scalar_like(min, x)
+        if max is None or type(max) in PY_SCALARS:
+            hi = max is None or weak_scalar_like(max, x)
+        if lo is not None and hi is not None:
+            if lo is not True:
+                x = Node("maximum", (x, lo), x.shape, x.dtype, {})
+            if hi is not True:
+                x = Node("minimum", (x, hi), x.shape, x.dtype, {})
+            return x
     x = as_node(x)
     _check_numeric("clip", x)
     if min is not None:
@@ -538,6 +620,8 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
 def astype(x: Operand, dtype: Any, copy: bool = True) -> Node:
     """`copy` is accepted for the array API; lazy values are never shared, so it changes
     nothing."""
+    if type(x) is Node and type(dtype) is D.DType:      # the common case, recorded directly
+        return x if x.dtype is dtype else _converted(x, dtype)
     return convert(as_node(x), D.to_dtype(dtype))
 
 

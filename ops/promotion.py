@@ -119,6 +119,13 @@ _KEPT_SET = frozenset(KEPT_CONSTANTS)     # `in` hashes once (the tuple compares
 _KEPT_NODES: dict = {}     # (Python type, value, dtype) -> `kept_constant(value, dtype)`
 
 
+def int_fits(value: int, dtype: DType) -> bool:
+    """Whether the Python int (or bool) `value` is in the range of integer `dtype` (any
+    value fits a bool or float dtype here: the callers check the kinds themselves)."""
+    bounds = _INT_RANGE.get(dtype)
+    return bounds is None or bounds[0] <= value <= bounds[1]
+
+
 def weak_scalar_like(value: Any, node: Node) -> Any:
     """A Python scalar beside a node whose dtype it takes: the common `x * 2.5` case
     (what `weak_scalar_dtype` and `scalar` decide, written out for the usual kinds; None
@@ -149,6 +156,14 @@ def weak_scalar_like(value: Any, node: Node) -> Any:
         return s
     return Node("broadcast_in_dim", (s,), shape, dtype,
                 {"shape": shape, "broadcast_dimensions": ()})
+
+
+def typed_scalar(value: Any, dtype: DType) -> Node:
+    """`scalar(value, dtype)` for a value `dtype` holds exactly (a NumPy scalar's own value,
+    from `.item()`): no range or kind check to make."""
+    if value in _KEPT_SET:
+        return _kept(value, type(value), dtype)
+    return Node("scalar", (), (), dtype, {}, None, value)
 
 
 def _kept(value: Any, kind: type, dtype: DType) -> Node:

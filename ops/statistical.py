@@ -44,21 +44,81 @@ def _reduce(name: str, kind: str, x: Any, axis: Any, keepdims: bool, dtype: Any 
     return _keep(x, out, axes, keepdims)
 
 
+# ---- the common case, recorded directly -------------------------------------------------
+#
+# `x.sum()`, `x.mean(-1, keepdims=True)`, `x.max()` of a tensor whose dtype needs no
+# accumulator (a float, int64, uint64), autocast off, an int or None axis: the nodes the
+# general way makes, from a plan remembered per (op, shape, axis, keepdims). A plan is
+# made by the general way's own checks (`normalize_axes`, `_nonempty`), so bad input
+# raises each time and is never remembered. tests/test_recording_paths.py compares both.
+
+_AUTOCAST = autocast._CURRENT           # [the autocast dtype or None], read at every call
+_SUM_FAST = frozenset(D.FLOATS + (D.int64, D.uint64))     # their own accumulator
+_MEAN_FAST = frozenset((D.float32, D.float64))            # no float32 detour
+_ORDER_FAST = frozenset(D.FLOATS + D.INTEGERS)            # max/min: no bool, no complex
+_PLANS: dict = {}      # (op, shape, axis, keepdims) -> (axes, shape out, kept shape, count)
+
+
+def _plan(name: str, x: Node, axis: Any, keepdims: Any) -> Any:
+    """(axes, reduced shape, kept shape or None, element count per result) of reducing `x`
+    over `axis`; None for an axis other than an int or None (a bool hashes as an int but
+    is no axis; a list is unhashable): the general way takes those."""
+    if axis is not None and type(axis) is not int:
+        return None
+    key = (name, x.shape, axis, bool(keepdims))
+    plan = _PLANS.get(key)
+    if plan is None:
+        axes = normalize_axes(name, axis, x.ndim)        # raises for a bad axis
+        if name in ("max", "min"):
+            _nonempty(name, x, axis)                     # raises for an empty one
+        shape = x.shape
+        out = tuple(n for i, n in enumerate(shape) if i not in axes)
+        kept = tuple(1 if i in axes else n for i, n in enumerate(shape)) if keepdims else None
+        plan = (axes, out, kept, _count(x, axes))
+        if len(_PLANS) > 4096:          # shapes that change at every call: stay bounded
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
+def _planned(kind: str, x: Node, plan: tuple) -> Node:
+    """The reduce node of `plan` (and its keepdims reshape): what `_reduce` records."""
+    axes, out, kept, _ = plan
+    node = Node("reduce", (x,), out, x.dtype, {"axes": axes, "kind": kind})
+    return node if kept is None else Node("reshape", (node,), kept, x.dtype, {"shape": kept})
+
+
 def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Node:
+    if type(x) is Node and dtype is None and x.dtype in _SUM_FAST and _AUTOCAST[0] is None:
+        plan = _plan("sum", x, axis, keepdims)
+        if plan is not None:
+            return _planned("sum", x, plan)
     return _reduce("sum", "sum", x, axis, keepdims, dtype)
 
 
 def prod(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Node:
+    if type(x) is Node and dtype is None and x.dtype in _SUM_FAST and _AUTOCAST[0] is None:
+        plan = _plan("prod", x, axis, keepdims)
+        if plan is not None:
+            return _planned("prod", x, plan)
     return _reduce("prod", "prod", x, axis, keepdims, dtype)
 
 
 def max(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
+    if type(x) is Node and x.dtype in _ORDER_FAST:
+        plan = _plan("max", x, axis, keepdims)
+        if plan is not None:
+            return _planned("max", x, plan)
     x = as_node(x)
     _nonempty("max", x, axis)
     return _reduce("max", "max", x, axis, keepdims, accumulate=False)
 
 
 def min(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
+    if type(x) is Node and x.dtype in _ORDER_FAST:
+        plan = _plan("min", x, axis, keepdims)
+        if plan is not None:
+            return _planned("min", x, plan)
     x = as_node(x)
     _nonempty("min", x, axis)
     return _reduce("min", "min", x, axis, keepdims, accumulate=False)
@@ -90,6 +150,12 @@ def _rounded_back(out: Node, dtype: D.DType) -> Node:
 
 
 def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
+    if type(x) is Node and x.dtype in _MEAN_FAST and _AUTOCAST[0] is None:
+        plan = _plan("mean", x, axis, keepdims)
+        if plan is not None:
+            n = plan[3]
+            total = _planned("sum", x, plan)
+            return divide(total, float(n)) if n != 1 else total
     x = autocast.widen(as_node(x))      # under autocast: computed and returned in float32
     if x.dtype in _LOW_PRECISION:
         return _rounded_back(mean(convert(x, D.float32), axis, keepdims), x.dtype)

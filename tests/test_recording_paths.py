@@ -42,13 +42,31 @@ def _leaf(dtype: D.DType, shape: tuple = (4, 3)) -> Node:
 
 def _general(name: str, prim: str, a, b, numeric: bool = False, to_float: bool = False,
              **attrs) -> Node:
-    """The op recorded the general way: promotion and broadcast, the checks, `apply`."""
+    """The op recorded the general way: promotion and broadcast, the checks, `apply`.
+    True division of an integer or bool tensor by a Python int or bool that float32 holds
+    exactly and the tensor's dtype holds: the tensor converted, the int weak beside it."""
+    if to_float and _small_int_beside_exact(a, b):
+        node, value = (a, b) if isinstance(a, Node) else (b, a)
+        x = apply("convert", node, dtype=D.DEFAULT_FLOAT)
+        return apply(prim, *operands(name, *((x, value) if node is a else (value, x))))
     a, b = operands(name, a, b)
     if numeric and a.dtype is D.bool_:
         raise TypeError(f"{name}: not defined for bool tensors")
     if to_float and not a.dtype.is_inexact:
         a, b = (apply("convert", n, dtype=D.DEFAULT_FLOAT) for n in (a, b))
     return apply(prim, a, b, **attrs)
+
+
+def _small_int_beside_exact(a, b) -> bool:
+    node, value = (a, b) if isinstance(a, Node) else (b, a)
+    if not isinstance(node, Node) or type(value) not in (int, bool):
+        return False
+    if node.dtype.is_inexact or not abs(value) <= 2 ** 24:
+        return False
+    if node.dtype is D.bool_:
+        return True
+    info = np.iinfo(node.dtype.np)
+    return info.min <= value <= info.max
 
 
 BINARY = [(ops.add, "add", "add", {}), (ops.multiply, "multiply", "multiply", {}),
@@ -67,7 +85,7 @@ SCALARS = [2.5, 0.0, -0.0, 1.0, -1.0, math.nan, math.inf, 3, 0, -1, True, False,
 def _same_or_same_error(fast, general) -> None:
     try:
         want = _structure(general())
-    except (TypeError, ValueError, OverflowError) as e:
+    except (TypeError, ValueError, OverflowError, IndexError) as e:
         with pytest.raises(type(e)):
             fast()
         return
@@ -302,3 +320,284 @@ def test_shapes_and_axes_as_tuples_take_the_lifted_fast_path() -> None:
             la.reshape(x, (5, 3))
         with pytest.raises(TypeError, match="reshape"):
             la.reshape(x, (3.0, 4))
+
+
+# ---- NumPy scalars: one rule for the operators and the functions -------------------------
+
+import ml_dtypes  # noqa: E402
+
+from lazyarray.ops.promotion import scalar  # noqa: E402
+
+NP_SCALARS = [np.float32(2.5), np.float32(-0.0), np.float32(np.nan), np.float16(1.5),
+              ml_dtypes.bfloat16(3.0), np.int8(-3), np.int32(7), np.int64(1), np.uint8(200),
+              np.uint64(2 ** 64 - 1), np.complex64(1 + 2j), np.float64(2.5), np.float64(-0.0),
+              np.bool_(True), np.int16(0)]
+NP_OPS = [("mul", ops.multiply, "multiply", {}), ("sub", ops.subtract, "subtract", {"numeric": True}),
+          ("lt", ops.less, "compare", {"direction": "LT"}),
+          ("truediv", ops.divide, "divide", {"to_float": True}),
+          ("add", ops.add, "add", {})]
+
+
+def _same_values(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal values (NaN where NaN), -0.0 where -0.0 (a NaN's sign bit means nothing)."""
+    np.testing.assert_array_equal(got, want)
+    numbers = ~np.isnan(want) if want.dtype.kind in "fc" else np.ones(want.shape, bool)
+    assert np.signbit(got[numbers]).tolist() == np.signbit(want[numbers]).tolist()
+
+
+def _numpy_reference(s):
+    """What the rule says a NumPy scalar is: np.float64 the Python float, np.bool_ the
+    Python bool, any other a 0-d scalar of its own dtype (made the slow general way)."""
+    if type(s) is np.float64:
+        return float(s)
+    if type(s) is np.bool_:
+        return bool(s)
+    return scalar(s.item(), D.from_numpy(s.dtype))
+
+
+def _same_or_same_error_of(*makers) -> None:
+    """Every maker gives the same graph, or all raise the same error type."""
+    results = []
+    for make in makers:
+        try:
+            r = make()
+            results.append(_structure(r._node if isinstance(r, la.Tensor) else r))
+        except (TypeError, ValueError, OverflowError, IndexError) as e:
+            results.append(type(e))
+    assert all(r == results[0] for r in results), results
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
+def test_numpy_scalar_operands_record_one_graph_through_every_front_end(dtype) -> None:
+    """`t * s`, `s * t`, `la.multiply(t, s)`, `la.multiply(s, t)` and the op on the rule's
+    reference operand, the general way, record one graph for every NumPy scalar."""
+    t = la.asarray(np.zeros((4, 3), dtype.np))
+    for s in NP_SCALARS:
+        ref = _numpy_reference(s)
+        for dunder, fn, prim, kw in NP_OPS:
+            name = fn.__name__
+            _same_or_same_error_of(
+                lambda: getattr(t, f"__{dunder}__")(s), lambda: getattr(la, name)(t, s),
+                lambda: _general(name, prim, t._node, ref, **kw))
+            if dunder == "lt":
+                continue
+            _same_or_same_error_of(
+                lambda: getattr(t, f"__r{dunder}__")(s), lambda: getattr(la, name)(s, t),
+                lambda: _general(name, prim, ref, t._node, **kw))
+
+
+def test_numpy_scalar_operands_match_numpy_values_and_the_rules_dtype() -> None:
+    """Values as NumPy computes them in the result dtype; the dtype: a strong scalar's
+    by promotion (an int32 tensor times np.int64 is int64, float16 times np.float32 is
+    float32, NumPy's answer), np.float64 weak (float32 stays float32, where NumPy 2 says
+    float64: the operators' rule, PyTorch's), an integer and a float give the float."""
+    a = np.array([-0.0, 1.5, -2.0, np.inf, np.nan, 3.0], np.float32)
+    ai = np.array([-3, 0, 7, 100, -128, 127], np.int8)
+    cases = [(a, np.float32(-0.0), np.float32), (a, np.float64(2.5), np.float32),
+             (a.astype(np.float16), np.float32(3.0), np.float32), (a, np.int64(3), np.float32),
+             (ai, np.int64(3), np.int64), (ai, np.int8(-2), np.int8), (ai, np.float32(0.5), np.float32),
+             (ai, np.float64(0.5), np.float32), (ai, np.bool_(True), np.int8),
+             (a, np.float32(np.nan), np.float32), (a.astype(np.float16), np.float16(-1.0), np.float16)]
+    for arr, s, want_dtype in cases:
+        t = la.asarray(arr)
+        wide = arr.astype(want_dtype)
+        sv = np.asarray(s).astype(want_dtype)
+        for got, want in [(t * s, wide * sv), (s * t, sv * wide), (la.multiply(t, s), wide * sv),
+                          (t - s, wide - sv), (s - t, sv - wide), (la.subtract(s, t), sv - wide),
+                          (la.maximum(t, s), np.maximum(wide, sv))]:
+            assert got.dtype.np == np.dtype(want_dtype), (arr.dtype, s, got.dtype)
+            g = got.numpy()
+            _same_values(g, want)
+        assert (t < s).numpy().tolist() == (wide < sv).tolist()
+
+
+def test_numpy_float64_is_weak_in_functions_as_in_operators() -> None:
+    """`la.multiply(x, np.float64(2.5))` is `x * np.float64(2.5)`: float32 for a float32
+    x, as `la.result_type` says, through every elementwise function."""
+    x = la.asarray(np.array([1.5, -0.0], np.float32))
+    s = np.float64(2.5)
+    for got in [la.multiply(x, s), la.multiply(s, x), la.add(x, s), la.where(x > 0, x, s),
+                la.maximum(x, s), la.divide(s, x), la.pow(x, s), la.clip(x, s, 3.0),
+                la.subtract(x, np.float64(-0.0))]:
+        assert got.dtype is la.float32
+    assert la.result_type(x, s) is la.float32
+    assert _structure(la.multiply(x, s)._node) == _structure((x * s)._node)
+    np.testing.assert_array_equal(la.multiply(x, s).numpy(), np.array([1.5, -0.0], np.float32) * np.float32(2.5))
+    assert la.full((2,), np.float64(2.0)).dtype is la.float64     # data, not an operand
+
+
+# ---- where, clip, astype, true division of integers -------------------------------------
+
+def _where_general(c, x, y) -> Node:
+    """`where` the general way: the condition as bool, x and y promoted, all broadcast."""
+    if not (isinstance(c, Node) and c.dtype is D.bool_):
+        (c,) = operands("where", c, dtype=D.bool_)
+    x, y = operands("where", x, y)
+    if c.shape != x.shape:
+        shape = broadcast_shapes("where", c.shape, x.shape, y.shape)
+        c, x, y = (apply("broadcast_in_dim", n, shape=shape,
+                         broadcast_dimensions=tuple(range(len(shape) - n.ndim, len(shape))))
+                   if n.shape != shape else n for n in (c, x, y))
+    return apply("select", c, x, y)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
+def test_where_fast_path_records_the_general_graph(dtype) -> None:
+    c, x, y = _leaf(D.bool_), _leaf(dtype), _leaf(dtype)
+    conditions = [c, _leaf(D.bool_, (3,)), _leaf(D.bool_, ()), _leaf(D.int32)]
+    others = [y, _leaf(D.float32), _leaf(dtype, (3,)), _leaf(dtype, ()), _leaf(D.int64)]
+    for cond in conditions:
+        for other in others + SCALARS:
+            _same_or_same_error(lambda: ops.where(cond, x, other), lambda: _where_general(cond, x, other))
+            _same_or_same_error(lambda: ops.where(cond, other, x), lambda: _where_general(cond, other, x))
+
+
+def _clip_general(x, lo, hi) -> Node:
+    """`clip` the general way: each bound as x's dtype (a float bound of an integer x
+    through the default float), then maximum and minimum."""
+    if x.dtype is D.bool_:
+        raise TypeError("clip: not defined for bool tensors")
+    for bound, fn in ((lo, ops.maximum), (hi, ops.minimum)):
+        if bound is None:
+            continue
+        as_float = isinstance(bound, float) and x.dtype.is_int
+        b = scalar(bound, D.DEFAULT_FLOAT if as_float else x.dtype)
+        if b.dtype is not x.dtype:
+            b = apply("convert", b, dtype=x.dtype)
+        x = _general(fn.__name__, fn.__name__, x, b)
+    return x
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
+def test_clip_fast_path_records_the_general_graph(dtype) -> None:
+    x = _leaf(dtype)
+    bounds = [None, 0, 1, -1, 0.5, -0.0, math.nan, True, 300, -129, 2 ** 40, 2.5]
+    for lo in bounds:
+        for hi in bounds:
+            _same_or_same_error(lambda: ops.clip(x, lo, hi), lambda: _clip_general(x, lo, hi))
+    t = la.asarray(np.zeros((4, 3), dtype.np))
+    _same_or_same_error_of(lambda: t.clip(0, 1), lambda: la.clip(t, 0, 1),
+                           lambda: _clip_general(t._node, 0, 1))
+
+
+def test_clip_and_where_match_numpy_through_the_fast_paths() -> None:
+    a = np.array([-2.5, -0.0, 0.0, 0.25, 1.0, 7.0, np.nan, -np.inf], np.float32)
+    x = la.asarray(a)
+    for lo, hi in [(0, 1), (-0.0, 0.5), (None, 0.0), (-1.0, None), (0.5, 0.25)]:
+        # lazyarray's clip is maximum then minimum (NumPy's own, below); np.clip agrees
+        # but for the sign of a zero tied with a zero bound (it keeps x's)
+        want = a
+        if lo is not None:
+            want = np.maximum(want, np.float32(lo))
+        if hi is not None:
+            want = np.minimum(want, np.float32(hi))
+        for got in (x.clip(lo, hi).numpy(), la.clip(x, lo, hi).numpy()):
+            _same_values(got, want)
+            np.testing.assert_array_equal(got, np.clip(a, lo, hi))
+    i = np.array([-5, 0, 3, 200], np.int32)
+    np.testing.assert_array_equal(la.asarray(i).clip(0, 10).numpy(), np.clip(i, 0, 10))
+    c = a > 0
+    for other in (0.0, -0.0, la.asarray(a[::-1].copy())):
+        want = np.where(c, a, other if isinstance(other, float) else a[::-1])
+        _same_values(la.where(la.asarray(c), x, other).numpy(), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
+def test_astype_fast_path_records_the_general_graph(dtype) -> None:
+    x = _leaf(dtype)
+    t = la.asarray(np.zeros((4, 3), dtype.np))
+    for target in DTYPES:
+        want = x if target is dtype else apply("convert", x, dtype=target)
+        assert _structure(ops.astype(x, target)) == _structure(want)
+        assert _structure(ops.astype(x, target.name)) == _structure(want)
+        assert _structure(t.astype(target)._node) == _structure(la.astype(t, target)._node)
+    assert _structure(t.float()._node) == _structure(la.astype(t, la.float32)._node)
+    with pytest.raises(TypeError, match="dtype 'float128'; valid: bool"):
+        t.astype("float128")
+
+
+def test_integer_true_division_by_a_python_int_matches_numpy_in_float32() -> None:
+    """`i / 2` converts i to the default float and takes 2 weakly beside it: the value
+    of converting both (NumPy computing in float32), for every int float32 holds exactly
+    and the tensor's dtype holds; past those, the general way (which converts the int as
+    the tensor's dtype, or raises where that dtype cannot hold it, as NumPy 2 does)."""
+    cases = [(np.array([0, 1, -7, 2 ** 24, 2 ** 24 + 1, 2 ** 31 - 1, -2 ** 31], np.int32),
+              [2, -3, 1, -1, 0, 2 ** 24, -2 ** 24, True, False]),
+             (np.array([0, 255, 17], np.uint8), [255, 2, 0]),
+             (np.array([-128, 127, 0], np.int8), [-128, 3]),
+             (np.array([2 ** 62, -5, 2 ** 53 + 1], np.int64), [3, 2 ** 24 + 1, -(2 ** 40)]),
+             (np.array([True, False]), [True, 2, 0])]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for arr, divisors in cases:
+            t = la.asarray(arr)
+            f = arr.astype(np.float32)
+            for d in divisors:
+                for got, want in [(t / d, f / np.float32(d)), (d / t, np.float32(d) / f),
+                                  (la.divide(t, d), f / np.float32(d))]:
+                    assert got.dtype is la.float32
+                    _same_values(got.numpy(), want)
+    with pytest.raises(OverflowError):
+        la.asarray(np.array([1], np.uint8)) / 300
+
+
+# ---- reductions: the planned nodes are the general way's ---------------------------------
+
+RED_DTYPES = [D.float32, D.float16, D.bfloat16, D.float64, D.int64, D.uint64, D.int32, D.int8,
+              D.bool_, D.complex64]
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean"])
+@pytest.mark.parametrize("dtype", RED_DTYPES, ids=[d.name for d in RED_DTYPES])
+def test_reduction_fast_paths_record_the_general_graph(name, dtype) -> None:
+    """An int or None axis takes the remembered plan; a list of the same axes takes the
+    general way: one graph, or one error, over shapes with empty and 0-d cases."""
+    fn = getattr(ops, name)
+    for shape in [(4, 3), (), (0, 3), (2, 0), (5,)]:
+        x = _leaf(dtype, shape)
+        for axis in [None, 0, 1, -1, 2, -3]:
+            listed = list(range(len(shape))) if axis is None else [axis]
+            for keep in (False, True):
+                for _ in range(2):         # the second call takes the remembered plan
+                    _same_or_same_error(lambda: fn(x, axis, keep), lambda: fn(x, listed, keep))
+
+
+def test_reduction_plans_never_remember_errors() -> None:
+    x = _leaf(D.float32, (0, 3))
+    assert ops.sum(x, 0).shape == (3,) and ops.sum(x).shape == ()
+    for _ in range(2):
+        with pytest.raises(ValueError, match="max: zero-size"):
+            ops.max(x, 0)                 # summing it was fine: max still refuses
+        with pytest.raises(ValueError, match="min: zero-size"):
+            ops.min(x)
+    y = _leaf(D.float32, (2, 3))
+    assert ops.mean(y, 1).shape == (2,)
+    for _ in range(2):
+        with pytest.raises(TypeError, match="axis must be an int"):
+            ops.mean(y, True)             # True hashes as 1, whose plan exists
+        with pytest.raises(IndexError, match="sum: axis 2"):
+            ops.sum(y, 2)
+
+
+def test_reductions_under_autocast_take_the_general_way() -> None:
+    h = _leaf(D.float16, (4, 3))
+    with la.autocast("float16"):
+        assert ops.sum(h).dtype is D.float32 and ops.mean(h, 1).dtype is D.float32
+    assert ops.sum(h).dtype is D.float16 and ops.mean(h, 1).dtype is D.float16
+
+
+def test_max_min_methods_take_numpy_and_pytorch_forms() -> None:
+    a = np.arange(12, dtype=np.float32).reshape(3, 4) * np.float32(-1.5)
+    x = la.asarray(a)
+    for name in ("max", "min"):
+        method, public = getattr(x, name), getattr(la, name)
+        for args, kw in [((), {}), ((1,), {}), ((0, True), {}), ((), {"axis": -1, "keepdims": True}),
+                         ((), {"axis": (0, 1)})]:
+            got = method(*args, **kw)
+            assert _structure(got._node) == _structure(public(x, *args, **kw)._node)
+            np_kw = dict(zip(("axis", "keepdims"), args), **kw)
+            np.testing.assert_array_equal(got.numpy(), getattr(np, name)(a, **np_kw))
+        values, indices = method(dim=1)
+        np.testing.assert_array_equal(values.numpy(), getattr(np, name)(a, axis=1))
+        np.testing.assert_array_equal(indices.numpy(), getattr(np, "arg" + name)(a, axis=1))
+        with pytest.raises((TypeError, IndexError)):
+            method(2)
