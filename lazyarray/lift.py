@@ -20,12 +20,13 @@ from .compiler import dtypes as D
 from .compiler.node import Node
 from . import runtime
 from .ops import elementwise as _elementwise
-from .ops.promotion import typed_scalar as _typed_scalar
+from .ops.promotion import KEPT_SET as _KEPT_SET, typed_scalar as _typed_scalar
 from .tensor import Tensor, host_array, raise_mixed_devices
 
 _SCALARS = (bool, int, float)
 _FLOAT64 = np.float64      # an operator takes it as the Python float it subclasses
 _wrap = Tensor._wrap
+_INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 
 # NumPy scalar type -> (its dtype, the Python type of its value), for the scalars an
 # elementwise op takes as a 0-d runtime scalar of their own dtype (see `numpy_operand`);
@@ -232,6 +233,56 @@ def unary_method(fn: Callable) -> Callable:
 def method(fn: Callable) -> Callable:
     """A Tensor method from an op: `t.op(x)` is `op(t, x)`; the operators (one other
     operand, the hot path of recording) take it without a detour through `lift`."""
+    if getattr(fn, "direct", None) is not None:
+        return direct_method(fn, _method(fn), False)
+    return _method(fn)
+
+
+def reflected(fn: Callable) -> Callable:
+    """The reflected operator: `2 - t` is `subtract(2, t)`."""
+    if getattr(fn, "direct", None) is not None:
+        return direct_method(fn, _reflected(fn), True)
+    return _reflected(fn)
+
+
+def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
+    """The operator of an elementwise op that says how it records its common cases
+    (`fn.direct`, ops/elementwise.py `_recorder`): another tensor of the same dtype and
+    shape, or a Python float that the tensor's dtype takes (weakly), written out here —
+    the nodes `fn` records, without the calls between (the hottest path of recording:
+    `x * 0.5`, `2.5 - x`, `x * y`). Anything else goes to `general`, the method that
+    calls `fn`. `swap`: the reflected operator (the scalar is the first operand)."""
+    prim, fast, attrs, result = fn.direct
+    floats = fast & _INEXACT
+
+    def op_method(self: Tensor, other: Any) -> Tensor:
+        kind = type(other)
+        if kind is float:
+            a = self._node
+            dtype = a.dtype
+            if dtype in floats and other not in _KEPT_SET:     # 0.0, -0.0, 1.0, -1.0: `fn`
+                shape = a.shape
+                s = Node("scalar", (), (), dtype, {}, None, other)
+                if shape:
+                    s = Node("broadcast_in_dim", (s,), shape, dtype,
+                             {"shape": shape, "broadcast_dimensions": ()})
+                return _wrap(Node(prim, (s, a) if swap else (a, s), shape, result or dtype,
+                                  {} if attrs is None else dict(attrs)), self._state)
+        elif kind is Tensor and not swap:
+            a, b = self._node, other._node
+            dtype = a.dtype
+            if b.dtype is dtype and dtype in fast and b.shape == a.shape and \
+                    other._state is self._state:
+                return _wrap(Node(prim, (a, b), a.shape, result or dtype,
+                                  {} if attrs is None else dict(attrs)), self._state)
+        return general(self, other)
+    op_method.__name__ = ("r" if swap else "") + getattr(fn, "__name__", "op")
+    op_method.__doc__ = getattr(fn, "__doc__", None)
+    return op_method
+
+
+def _method(fn: Callable) -> Callable:
+    """`method` calling `fn` for every operand."""
     def op_method(self: Tensor, other: Any) -> Tensor:
         state = self._state
         kind = type(other)
@@ -252,8 +303,8 @@ def method(fn: Callable) -> Callable:
     return op_method
 
 
-def reflected(fn: Callable) -> Callable:
-    """The reflected operator: `2 - t` is `subtract(2, t)`."""
+def _reflected(fn: Callable) -> Callable:
+    """`reflected` calling `fn` for every operand."""
     def op_method(self: Tensor, other: Any) -> Tensor:
         state = self._state
         kind = type(other)

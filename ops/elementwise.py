@@ -143,6 +143,9 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
                         {} if attrs is None else dict(attrs))
         return general(a, b)
     to_float = D.DEFAULT_FLOAT in fast
+    # what the operators need to write the common cases out themselves (lazyarray/lift.py,
+    # `direct_method`): they record the same nodes as `fn`, one call less per op
+    fn.direct = (prim, fast, attrs, result)
     return fn
 
 

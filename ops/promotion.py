@@ -116,6 +116,7 @@ def broadcast_to(x: Node, shape: tuple) -> Node:
 _INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 _INT_RANGE = {d: _int_range(d) for d in D.INTEGERS}     # what a Python int may be, per dtype
 _KEPT_SET = frozenset(KEPT_CONSTANTS)     # `in` hashes once (the tuple compares three times)
+KEPT_SET = _KEPT_SET
 _KEPT_NODES: dict = {}     # (Python type, value, dtype) -> `kept_constant(value, dtype)`
 
 

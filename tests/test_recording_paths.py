@@ -602,3 +602,58 @@ def test_max_min_methods_take_numpy_and_pytorch_forms() -> None:
         np.testing.assert_array_equal(indices.numpy(), getattr(np, "arg" + name)(a, axis=1))
         with pytest.raises((TypeError, IndexError)):
             method(2)
+
+
+# ---- the operators write the common cases out: the same graph as the op -----------------
+
+OPERATORS = [("__add__", "__radd__", ops.add, "add", {}),
+             ("__sub__", "__rsub__", ops.subtract, "subtract", {"numeric": True}),
+             ("__mul__", "__rmul__", ops.multiply, "multiply", {}),
+             ("__truediv__", "__rtruediv__", ops.divide, "divide", {"to_float": True}),
+             ("__lt__", None, ops.less, "compare", {"direction": "LT"}),
+             ("__ge__", None, ops.greater_equal, "compare", {"direction": "GE"}),
+             ("__eq__", None, ops.equal, "compare", {"direction": "EQ"}),
+             ("maximum", None, ops.maximum, "maximum", {})]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
+def test_operators_record_the_ops_graph(dtype) -> None:
+    """`t * 2.5`, `2.5 - t`, `t * u`, `t.maximum(u)`: the graph of the op itself and of
+    the general way, for every scalar (NaN, -0.0, kept constants, out-of-range ints) and
+    tensors of other dtypes and shapes."""
+    t = la.asarray(np.zeros((4, 3), dtype.np))
+    others = [la.asarray(np.zeros(s, d.np)) for s, d in
+              [((4, 3), dtype), ((3,), dtype), ((), dtype), ((4, 3), D.float32), ((4, 3), D.int64)]]
+    for dunder, rdunder, fn, prim, kw in OPERATORS:
+        name = fn.__name__
+        for s in SCALARS:
+            _same_or_same_error_of(lambda: getattr(t, dunder)(s), lambda: fn(t._node, s),
+                                   lambda: _general(name, prim, t._node, s, **kw))
+            if rdunder:
+                _same_or_same_error_of(lambda: getattr(t, rdunder)(s), lambda: fn(s, t._node),
+                                       lambda: _general(name, prim, s, t._node, **kw))
+        for u in others:
+            _same_or_same_error_of(lambda: getattr(t, dunder)(u), lambda: fn(t._node, u._node),
+                                   lambda: _general(name, prim, t._node, u._node, **kw))
+
+
+def test_operators_match_numpy_on_edge_values() -> None:
+    a = np.array([-0.0, 0.0, 1.5, -np.inf, np.nan, 3e38], np.float32)
+    x = la.asarray(a)
+    with np.errstate(all="ignore"):
+        for s in (2.5, -0.0, np.nan, 1e300, 3.0, -1.0):
+            for got, want in [(x * s, a * np.float32(s)), (s - x, np.float32(s) - a),
+                              (x / s, a / np.float32(s)), (s / x, np.float32(s) / a),
+                              (x + s, a + np.float32(s))]:
+                assert got.dtype is la.float32
+                _same_values(got.numpy(), want)
+            assert (x < s).numpy().tolist() == (a < np.float32(s)).tolist()
+        _same_values((x * x).numpy(), a * a)
+
+
+def test_operators_refuse_tensors_of_two_devices() -> None:
+    t = la.asarray(np.ones(3, np.float32))
+    u = la.asarray(np.ones(3, np.float32), device="interpreter")
+    for op in ("__mul__", "__add__", "__lt__", "maximum"):
+        with pytest.raises(ValueError, match="different devices"):
+            getattr(t, op)(u)
