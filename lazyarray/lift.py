@@ -27,6 +27,7 @@ _SCALARS = (bool, int, float)
 _FLOAT64 = np.float64      # an operator takes it as the Python float it subclasses
 _wrap = Tensor._wrap
 _INEXACT = frozenset(D.FLOATS + D.COMPLEX)
+_INT_OR_BOOL = frozenset(D.INTEGERS + (D.bool_,))
 
 # NumPy scalar type -> (its dtype, the Python type of its value), for the scalars an
 # elementwise op takes as a 0-d runtime scalar of their own dtype (see `numpy_operand`);
@@ -139,6 +140,29 @@ def _flat_operands(args: tuple) -> Any:
     return None if state is None else (state, nodes)
 
 
+_MISSING = object()
+
+
+def _three(fn: Callable, a: Tensor, b: Any, c: Any) -> Any:
+    """`fn(a, b, c)` over tensors of a's device and Python scalars (or None), wrapped;
+    None for anything else (data to lift, another device: the general path)."""
+    state = a._state
+    kind = type(b)
+    if kind is Tensor:
+        b = b._node if b._state is state else _MISSING
+    elif kind not in _SCALARS and b is not None:
+        return None
+    kind = type(c)
+    if kind is Tensor:
+        c = c._node if c._state is state else _MISSING
+    elif kind not in _SCALARS and c is not None:
+        return None
+    if b is _MISSING or c is _MISSING:
+        return None
+    out = fn(a._node, b, c)
+    return _wrap(out, state) if type(out) is Node else wrap(out, state)
+
+
 def wrap(v: Any, state: runtime.DeviceState) -> Any:
     """Results of an op as tensors (a node, or a tuple or list holding nodes)."""
     if type(v) is Node or isinstance(v, Node):
@@ -174,10 +198,19 @@ def lift(fn: Callable) -> Callable:
     rename = _torch_keywords(fn)
     # an elementwise op takes NumPy scalars as the operators do (`numpy_operand`)
     elementwise = getattr(fn, "__module__", None) == _elementwise.__name__
+    # `la.multiply(x, 2.5)`, `la.maximum(x, y)`: the operator's own way (`direct_method`)
+    direct = direct_method(fn, _method(fn), False) if getattr(fn, "direct", None) else None
 
     @functools.wraps(fn)
     def public(*args: Any, device: Any = None, **kwargs: Any) -> Any:
         if device is None and not kwargs:
+            if direct is not None and len(args) == 2 and type(args[0]) is Tensor and \
+                    (type(args[1]) is float or type(args[1]) is Tensor):
+                return direct(*args)
+            if len(args) == 3 and type(args[0]) is Tensor:
+                out = _three(fn, *args)       # where(c, x, y), clip(x, 0, 1), f(c, x, 0.0)
+                if out is not None:
+                    return out
             if len(args) == 1 and type(args[0]) is Tensor:
                 t = args[0]                   # fast path: f(tensor)
                 out = fn(t._node)
@@ -254,12 +287,17 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
     calls `fn`. `swap`: the reflected operator (the scalar is the first operand)."""
     prim, fast, attrs, result = fn.direct
     floats = fast & _INEXACT
+    to_float = D.DEFAULT_FLOAT in fast
 
     def op_method(self: Tensor, other: Any) -> Tensor:
         kind = type(other)
         if kind is float:
             a = self._node
             dtype = a.dtype
+            if dtype not in floats and dtype in _INT_OR_BOOL and to_float:
+                # an integer tensor beside a float: both the default float, a converted
+                dtype = D.DEFAULT_FLOAT
+                a = Node("convert", (a,), a.shape, dtype, {"dtype": dtype})
             if dtype in floats and other not in _KEPT_SET:     # 0.0, -0.0, 1.0, -1.0: `fn`
                 shape = a.shape
                 s = Node("scalar", (), (), dtype, {}, None, other)

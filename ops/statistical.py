@@ -155,7 +155,15 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
         if plan is not None:
             n = plan[3]
             total = _planned("sum", x, plan)
-            return divide(total, float(n)) if n != 1 else total
+            if n < 2:
+                return divide(total, float(n)) if n != 1 else total
+            # divide(total, float(n)) written out: a float beside a float tensor, weak
+            dtype, shape = x.dtype, total.shape
+            s = Node("scalar", (), (), dtype, {}, None, float(n))
+            if shape:
+                s = Node("broadcast_in_dim", (s,), shape, dtype,
+                         {"shape": shape, "broadcast_dimensions": ()})
+            return Node("divide", (total, s), shape, dtype, {})
     x = autocast.widen(as_node(x))      # under autocast: computed and returned in float32
     if x.dtype in _LOW_PRECISION:
         return _rounded_back(mean(convert(x, D.float32), axis, keepdims), x.dtype)
