@@ -657,3 +657,24 @@ def test_operators_refuse_tensors_of_two_devices() -> None:
     for op in ("__mul__", "__add__", "__lt__", "maximum"):
         with pytest.raises(ValueError, match="different devices"):
             getattr(t, op)(u)
+
+
+def test_lifted_three_operand_calls_record_the_ops_graph() -> None:
+    """`la.where(c, x, y)`, `la.where(c, x, 0.0)`, `la.clip(x, 0, None)`: the op on the
+    nodes; tensors of two devices still refused, data still lifted."""
+    a = np.array([[-1.5, 0.0, 2.0]], np.float32)
+    x, y = la.asarray(a), la.asarray(a[:, ::-1].copy())
+    c = x > 0
+    for args in [(c, x, y), (c, x, 0.0), (c, 2, x), (c, x, -0.0), (c, True, x)]:
+        nodes = [t._node if isinstance(t, la.Tensor) else t for t in args]
+        _same_or_same_error_of(lambda: la.where(*args), lambda: ops.where(*nodes))
+    for lo, hi in [(0, 1), (0, None), (None, 2.5), (-0.0, 0.5)]:
+        _same_or_same_error_of(lambda: la.clip(x, lo, hi), lambda: ops.clip(x._node, lo, hi))
+    np.testing.assert_array_equal(la.where(c, x, np.float32(7)).numpy(), np.where(a > 0, a, 7))
+    np.testing.assert_array_equal(la.where(c, a, np.full((1, 3), 9.0, np.float32)).numpy(),
+                                  np.where(a > 0, a, 9))
+    other = la.asarray(a, device="interpreter")
+    with pytest.raises(ValueError, match="different devices"):
+        la.where(c, x, other)
+    with pytest.raises(ValueError, match="different devices"):
+        la.clip(x, other, 1.0)
