@@ -149,6 +149,15 @@ ONE_OP = {
     "x.mean()": lambda x, i, m: x.mean(), "m.sum(1)": lambda x, i, m: m.sum(1),
     "m.reshape(-1)": lambda x, i, m: m.reshape(-1),
 }
+# NumPy scalars on either side, the other kinds of op and the reductions' usual forms
+ONE_OP.update({
+    "x * np.float32(2.5)": lambda x, i, m: x * np.float32(2.5),
+    "np.float64(2.5) - x": lambda x, i, m: np.float64(2.5) - x,
+    "x * 2.5": lambda x, i, m: x * 2.5, "x == y": lambda x, i, m: x == i[0],
+    "x ** 0.5": lambda x, i, m: x ** 0.5, "x * 2 + 1": lambda x, i, m: x * 2 + 1,
+    "i / 2 (int tensor)": lambda x, i, m: i[1] / 2, "x.clip(0, 1)": lambda x, i, m: x.clip(0, 1),
+    "x.max()": lambda x, i, m: x.max(), "x // 2": lambda x, i, m: x // 2,
+})
 
 
 @pytest.mark.parametrize("framework", ["lazyarray", "numpy", "torch"])

@@ -21,6 +21,7 @@ from .compiler.node import Node
 from . import runtime
 from .ops import elementwise as _elementwise
 from .ops.promotion import KEPT_SET as _KEPT_SET, typed_scalar as _typed_scalar
+from .ops.promotion import weak_scalar_like as _weak_scalar_like
 from .tensor import Tensor, host_array, raise_mixed_devices
 
 _SCALARS = (bool, int, float)
@@ -141,6 +142,7 @@ def _flat_operands(args: tuple) -> Any:
 
 
 _MISSING = object()
+_DIRECT = (float, int, Tensor)       # operands `direct_method` writes out
 
 
 def _three(fn: Callable, a: Tensor, b: Any, c: Any) -> Any:
@@ -205,7 +207,7 @@ def lift(fn: Callable) -> Callable:
     def public(*args: Any, device: Any = None, **kwargs: Any) -> Any:
         if device is None and not kwargs:
             if direct is not None and len(args) == 2 and type(args[0]) is Tensor and \
-                    (type(args[1]) is float or type(args[1]) is Tensor):
+                    type(args[1]) in _DIRECT:
                 return direct(*args)
             if len(args) == 3 and type(args[0]) is Tensor:
                 out = _three(fn, *args)       # where(c, x, y), clip(x, 0, 1), f(c, x, 0.0)
@@ -306,6 +308,15 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
                              {"shape": shape, "broadcast_dimensions": ()})
                 return _wrap(Node(prim, (s, a) if swap else (a, s), shape, result or dtype,
                                   {} if attrs is None else dict(attrs)), self._state)
+        elif kind is int:                    # x + 1, 3 * x: as `fn` takes it
+            a = self._node
+            dtype = a.dtype
+            if dtype in fast:
+                s = _weak_scalar_like(other, a)
+                if s is not None:
+                    return _wrap(Node(prim, (s, a) if swap else (a, s), a.shape,
+                                      result or dtype, {} if attrs is None else dict(attrs)),
+                                 self._state)
         elif kind is Tensor and not swap:
             a, b = self._node, other._node
             dtype = a.dtype
