@@ -142,7 +142,6 @@ def _flat_operands(args: tuple) -> Any:
 
 
 _MISSING = object()
-_DIRECT = (float, int, Tensor)       # operands `direct_method` writes out
 
 
 def _three(fn: Callable, a: Tensor, b: Any, c: Any) -> Any:
@@ -200,36 +199,33 @@ def lift(fn: Callable) -> Callable:
     rename = _torch_keywords(fn)
     # an elementwise op takes NumPy scalars as the operators do (`numpy_operand`)
     elementwise = getattr(fn, "__module__", None) == _elementwise.__name__
-    # `la.multiply(x, 2.5)`, `la.maximum(x, y)`: the operator's own way (`direct_method`)
-    direct = direct_method(fn, _method(fn), False) if getattr(fn, "direct", None) else None
 
     @functools.wraps(fn)
     def public(*args: Any, device: Any = None, **kwargs: Any) -> Any:
-        if device is None and not kwargs:
-            if direct is not None and len(args) == 2 and type(args[0]) is Tensor and \
-                    type(args[1]) in _DIRECT:
-                return direct(*args)
-            if len(args) == 3 and type(args[0]) is Tensor:
-                out = _three(fn, *args)       # where(c, x, y), clip(x, 0, 1), f(c, x, 0.0)
-                if out is not None:
-                    return out
-            if len(args) == 1 and type(args[0]) is Tensor:
-                t = args[0]                   # fast path: f(tensor)
-                out = fn(t._node)
-                return _wrap(out, t._state) if type(out) is Node else wrap(out, t._state)
-            if len(args) == 2 and type(args[0]) is Tensor:
+        if device is None and not kwargs and args and type(args[0]) is Tensor:
+            n = len(args)
+            if n == 2:
                 a, b = args                   # fast path: f(tensor, tensor or scalar)
-                if type(b) is Tensor and a._state is b._state:
-                    out = fn(a._node, b._node)
-                    return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
-                if type(b) in _SCALARS or _plain(b):
+                kind = type(b)
+                if kind is float or kind is int or kind in _SCALARS or _plain(b):
                     out = fn(a._node, b)          # a scalar, a dtype, a shape: f(x, (3, 4))
+                    return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
+                if kind is Tensor and a._state is b._state:
+                    out = fn(a._node, b._node)
                     return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
                 if elementwise and isinstance(b, np.generic):
                     s = numpy_operand(b)          # la.multiply(x, np.float32(2.5))
                     if s is not None:
                         out = fn(a._node, s)
                         return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
+            elif n == 1:
+                t = args[0]                   # fast path: f(tensor)
+                out = fn(t._node)
+                return _wrap(out, t._state) if type(out) is Node else wrap(out, t._state)
+            elif n == 3:
+                out = _three(fn, *args)       # where(c, x, y), clip(x, 0, 1), f(c, x, 0.0)
+                if out is not None:
+                    return out
         if device is None and len(args) == 1 and type(args[0]) is Tensor \
                 and all(map(_plain, kwargs.values())):
             t = args[0]                       # fast path: f(tensor, axis=..., keepdims=...)
@@ -293,6 +289,8 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
 
     def op_method(self: Tensor, other: Any) -> Tensor:
         kind = type(other)
+        if kind is _FLOAT64:              # a float subclass, weak as a float is
+            other, kind = float(other), float
         if kind is float:
             a = self._node
             dtype = a.dtype
@@ -308,7 +306,7 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
                              {"shape": shape, "broadcast_dimensions": ()})
                 return _wrap(Node(prim, (s, a) if swap else (a, s), shape, result or dtype,
                                   {} if attrs is None else dict(attrs)), self._state)
-        elif kind is int:                    # x + 1, 3 * x: as `fn` takes it
+        elif kind is int or kind is bool:    # x + 1, 3 * x: as `fn` takes it
             a = self._node
             dtype = a.dtype
             if dtype in fast:
