@@ -207,11 +207,12 @@ def lift(fn: Callable) -> Callable:
             if n == 2:
                 a, b = args                   # fast path: f(tensor, tensor or scalar)
                 kind = type(b)
-                if kind is float or kind is int or kind in _SCALARS or _plain(b):
+                if kind is Tensor:
+                    if a._state is b._state:
+                        out = fn(a._node, b._node)
+                        return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
+                elif kind in _SCALARS or _plain(b):
                     out = fn(a._node, b)          # a scalar, a dtype, a shape: f(x, (3, 4))
-                    return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
-                if kind is Tensor and a._state is b._state:
-                    out = fn(a._node, b._node)
                     return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
                 if elementwise and isinstance(b, np.generic):
                     s = numpy_operand(b)          # la.multiply(x, np.float32(2.5))
