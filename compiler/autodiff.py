@@ -21,7 +21,7 @@ import weakref
 from typing import Any, Iterable, Optional, Sequence
 
 from . import dtypes as D
-from . import profile_hooks, vjp_templates
+from . import profile_hooks, vjp_templates, walk_templates
 from .node import Node
 from .primitive import NOT_DIFFERENTIABLE, PRIMITIVES, apply
 
@@ -139,16 +139,26 @@ def vjp_many(targets: Sequence[Node], seeds: Sequence[Optional[Node]], sources: 
     pairs = [(t, s) for t, s in zip(targets, seeds) if s is not None]
     if not pairs:
         return [None] * len(sources)
-    order = _topological_many([t for t, _ in pairs], stopped | leaves)
+    blocked = stopped | leaves
+    single = len(pairs) == 1 and walk_templates.ENABLED[0] and not profile_hooks.ACTIVE
+    if single:
+        found = walk_templates.lookup(pairs[0][0], pairs[0][1], sources, blocked)
+        if found is not None:
+            return found
+    order = _topological_many([t for t, _ in pairs], blocked)
     dep = _depends(order, sources, stopped)
     cts: dict = {}
     for target, seed in pairs:
         if id(target) in dep:
             _accumulate(cts, target, seed)
     if not cts:
-        return [None] * len(sources)
+        out = [None] * len(sources)
+        if single:
+            walk_templates.remember(order, blocked, pairs[0][0], pairs[0][1], sources, out)
+        return out
     wanted = {id(s) for s in sources}
-    found: dict = {}
+    found = {}
+    typed = single
     for node in reversed(order):
         k = id(node)
         g = cts.pop(k, None)
@@ -158,8 +168,11 @@ def vjp_many(targets: Sequence[Node], seeds: Sequence[Optional[Node]], sources: 
             found[k] = g
         if not node.operands or k in stopped or k in leaves:
             continue
-        _propagate(node, g, dep, cts)
-    return [found.get(id(s)) for s in sources]
+        typed = _propagate(node, g, dep, cts) and typed
+    out = [found.get(id(s)) for s in sources]
+    if typed:       # every vjp read only types: the next graph of this structure copies it
+        walk_templates.remember(order, blocked, pairs[0][0], pairs[0][1], sources, out)
+    return out
 
 
 def _topological_many(targets: list, blocked: set) -> list:
@@ -215,15 +228,17 @@ def _by_type(vjp: Any, g: Node, node: Node, operands: tuple, attrs: dict,
     return outs
 
 
-def _propagate(node: Node, g: Node, dep: set, cts: dict) -> None:
+def _propagate(node: Node, g: Node, dep: set, cts: dict) -> bool:
+    """Add the cotangents of `node`'s operands to `cts`; True when what it built (if
+    anything) is a function of types alone (compiler/walk_templates.py)."""
     operands = node.operands
     wanted = [id(o) in dep for o in operands]
     if True not in wanted:
-        return
+        return True
     prim = PRIMITIVES[node.op]
     vjp = prim.vjp
     if vjp is NOT_DIFFERENTIABLE:
-        return
+        return True
     if vjp is None:
         raise NotImplementedError(f"gradient: primitive {node.op!r} has no vector-Jacobian "
                                   "product (and is not marked NOT_DIFFERENTIABLE)")
@@ -231,10 +246,12 @@ def _propagate(node: Node, g: Node, dep: set, cts: dict) -> None:
     if prim.vjp_partial:            # it skips the cotangents the walk does not need
         attrs = {**attrs, "wanted": tuple(wanted)}
     dtype = node.dtype
+    typed = False
     if type(dtype) is tuple:        # a while/conditional: g lists its elements' cotangents
         outs = vjp(g, node, *operands, **attrs)
     elif prim.vjp_by_type and not dtype.is_complex:
         outs = _by_type(vjp, g, node, operands, attrs, wanted)
+        typed = True
     elif dtype.is_complex and prim.holomorphic:
         # cotangents are conjugate-Wirtinger (PyTorch's convention: dL/dx + i dL/dy), and a
         # holomorphic f has the cotangent g conj(f'(z)) = conj(conj(g) f'(z))
@@ -253,3 +270,4 @@ def _propagate(node: Node, g: Node, dep: set, cts: dict) -> None:
             raise AssertionError(f"vjp of {node.op}: cotangent {c.dtype.short}{list(c.shape)} "
                                  f"for operand {o.dtype.short}{list(o.shape)}")
         _accumulate(cts, o, c)
+    return typed

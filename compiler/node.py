@@ -75,3 +75,9 @@ def kept_constant(value: Any, dtype: DType) -> Node:
     if node is None:
         node = _KEPT[key] = constant_leaf(Literal(np.array(value, dtype.np)), dtype)
     return node
+
+
+def kept_ids() -> set:
+    """ids of the shared 0-d constants `kept_constant` made (compiler/walk_templates.py
+    tells them from a graph's own nodes)."""
+    return {id(n) for n in _KEPT.values()}
