@@ -51,17 +51,18 @@ class Adam(Optimizer):
         """This step's runtime scalars broadcast to `like`: b1, 1-b1, b2, 1-b2,
         1/sqrt(1-b2^t), eps, lr/(1-b1^t); made once per (group, shape, dtype) in a step."""
         key = (self._gi, like.shape, like.dtype)
-        found = self.hyper.per_shape.get(key)
+        per_shape = self.hyper.per_shape
+        found = per_shape.get(key)
         if found is None:
             b1, b2 = self.group["betas"]
             t = self.steps
-            found = self.hyper.per_shape[key] = (
-                self.scalar("beta1", b1, like), self.scalar("1-beta1", 1.0 - b1, like),
-                self.scalar("beta2", b2, like), self.scalar("1-beta2", 1.0 - b2, like),
-                self.scalar("1/sqrt(bc2)", 1.0 / math.sqrt(1.0 - b2 ** t), like),
-                self.scalar("eps", self.group["eps"], like),
-                self.scalar("lr/bc1", lr / (1.0 - b1 ** t), like))
+            found = per_shape[key] = self.scalars(
+                _ROLES, (b1, 1.0 - b1, b2, 1.0 - b2, 1.0 / math.sqrt(1.0 - b2 ** t),
+                         self.group["eps"], lr / (1.0 - b1 ** t)), like)
         return found
+
+
+_ROLES = ("beta1", "1-beta1", "beta2", "1-beta2", "1/sqrt(bc2)", "eps", "lr/bc1")
 
 
 class AdamW(Adam):

@@ -62,6 +62,30 @@ class Hypers:
         self.spread[(role, dtype, shape)] = out
         return out
 
+    def several(self, roles: tuple, values: tuple, like: Node) -> tuple:
+        """`self(role, value, like)` for each role and value: the same nodes (shared the
+        same way), made in one loop (an optimizer asks for several per parameter shape)."""
+        shape, dtype = like.shape, like.dtype
+        made, spread = self.made, self.spread
+        out = []
+        for role, value in zip(roles, values):
+            value = float(value)
+            wide = spread.get((role, dtype, shape))
+            if wide is not None and wide.operands[0].value == value:
+                out.append(wide)
+                continue
+            node = made.get((role, dtype))
+            if node is None:
+                node = made[(role, dtype)] = Node("scalar", (), (), dtype, {}, value=value)
+            elif node.value != value:
+                return tuple(self(r, v, like) for r, v in zip(roles, values))   # it raises
+            if shape:
+                node = spread[(role, dtype, shape)] = Node(
+                    "broadcast_in_dim", (node,), shape, dtype,
+                    {"shape": shape, "broadcast_dimensions": ()})
+            out.append(node)
+        return tuple(out)
+
 
 class Optimizer:
     """Holds parameter groups (PyTorch's `param_groups`: dicts with "params" and the
@@ -190,6 +214,12 @@ class Optimizer:
         """A hyper-parameter of the current group as a runtime scalar broadcast to
         `like`: data, not structure, so changing it never recompiles."""
         return self._hypers(role if not self._gi else f"{role}#{self._gi}", value, like)
+
+    def scalars(self, roles: tuple, values: tuple, like: Node) -> tuple:
+        """`scalar` for several roles at once."""
+        if self._gi:
+            roles = tuple(f"{role}#{self._gi}" for role in roles)
+        return self._hypers.several(roles, values, like)
 
     def _group_index(self) -> list:
         out = []
