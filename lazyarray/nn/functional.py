@@ -7,7 +7,9 @@ from typing import Any
 
 from .. import ops as _ops
 from ..compiler import dtypes as _D
-from ..ops import convolution as _conv
+from ..compiler.graph_templates import remembered
+from ..compiler.node import Node as _Node
+from ..ops import autocast as _autocast, convolution as _conv
 from ..ops import nn as _nn
 from ..lift import lift
 from .. import random as _random
@@ -88,6 +90,9 @@ def _class_loss(name: str, x: Tensor, target: Any, reduction: str, ignore_index:
         if _nn.labels_without(target._node, ignore_index) and _counts_exactly(x, target):
             # no label is ignored: the mask below would keep every item (the same values
             # and gradients, recorded with six ops fewer)
+            if type(x) is Tensor and x._state is target._state:
+                return Tensor._wrap(_all_counted(name, x._node, target._node, reduction,
+                                                 kw.get("label_smoothing", 0.0)), x._state)
             per_item = _per_class_loss[name](x, target, reduction="none", **kw)
             if reduction == "none":
                 return per_item
@@ -100,6 +105,20 @@ def _class_loss(name: str, x: Tensor, target: Any, reduction: str, ignore_index:
         return per_item
     total = per_item.sum()
     return total if reduction == "sum" else total / keep.astype(per_item.dtype).sum()
+
+
+@remembered(context=_autocast.current)
+def _all_counted(name: str, x: _Node, target: _Node, reduction: str,
+                 label_smoothing: float) -> _Node:
+    """`_class_loss` where every label counts (their values were checked in range by the
+    caller, so the op's own check of them passes): the graph is a function of the types
+    and arguments alone, so a training loop copies it from the first step's."""
+    kw = {"label_smoothing": label_smoothing} if name == "cross_entropy" else {}
+    per_item = getattr(_nn, name)(x, target, reduction="none", **kw)
+    if reduction == "none":
+        return per_item
+    total = _ops.sum(per_item)
+    return total if reduction == "sum" else _ops.divide(total, float(math.prod(target.shape)))
 
 
 def _counts_exactly(x: Any, target: Tensor) -> bool:

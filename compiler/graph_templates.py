@@ -1,0 +1,143 @@
+"""Remembered composites: a function that builds a graph from its node arguments (a loss
+made of a dozen primitives) builds the same graph, call after call, when its arguments
+have the same types — if the graph is a function of those types, of its other (static)
+arguments and of a context (autocast), and of nothing else. `remembered(fn)` keeps the
+nodes the first call built as a template over the node arguments and copies it at the
+next call with the same key: one `Node` per node, none of the front ends' checks (which
+could not fail for those types: they passed the first time).
+
+Leaves the function made are copied as they were: the rules' shared constants
+(`kept_constant`) by identity, runtime scalars afresh with the same value (their value is
+part of what the key fixes), ops without operands (iota) afresh. A graph that reaches any
+other node (a buffer, another constant, a node of the user's graph behind an argument)
+makes no template. tests/test_graph_templates.py checks the copies against the function.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional
+
+from .node import Node, kept_ids
+
+ENABLED = [True]            # tests turn it off to compare with the function itself
+_MAX_PER_FUNCTION = 256     # keys that change at every call: stay bounded
+
+
+def remembered(context: Callable[[], Any] = lambda: None) -> Callable:
+    """Decorator for `fn(*args)` returning one node, where every argument is a node or a
+    hashable static value and the graph built depends only on the nodes' types, the
+    other arguments and `context()`."""
+    def wrap(fn: Callable) -> Callable:
+        templates: dict = {}
+
+        @functools.wraps(fn)
+        def call(*args: Any) -> Node:
+            key = _key(args, context()) if ENABLED[0] else None
+            if key is None:
+                return fn(*args)
+            template = templates.get(key, False)
+            if template:
+                return template.build([a for a in args if type(a) is Node])
+            out = fn(*args)
+            if template is False:
+                if len(templates) >= _MAX_PER_FUNCTION:
+                    templates.clear()
+                templates[key] = Template.make(out, [a for a in args if type(a) is Node])
+            return out
+        call.templates = templates
+        return call
+    return wrap
+
+
+def _key(args: tuple, context: Any) -> Optional[tuple]:
+    key: list = [context]
+    for a in args:
+        if type(a) is Node:
+            key.append((a.shape, a.dtype))
+        elif type(a) is float:
+            key.append((float, repr(a)))        # 0.0 and -0.0 apart
+        else:
+            key.append((type(a), a))
+    key = tuple(key)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+class Template:
+    """Steps (op, operand refs, shape, dtype, attrs, value), a ref indexing [arguments...,
+    shared constants..., steps' results...]; `output` indexes the same list."""
+
+    __slots__ = ("constants", "steps", "output", "first")
+
+    @classmethod
+    def make(cls, out: Any, inputs: list) -> "Optional[Template]":
+        if type(out) is not Node or len({id(n) for n in inputs}) < len(inputs):
+            return None                     # aliased arguments: refs would be ambiguous
+        index = {id(n): i for i, n in enumerate(inputs)}
+        found = _built(out, index, kept_ids())
+        if found is None:
+            return None
+        nodes, constants = found
+        for k, c in enumerate(constants):
+            index[id(c)] = len(inputs) + k
+        first = len(inputs) + len(constants)
+        steps = []
+        for n in nodes:
+            index[id(n)] = first + len(steps)
+            steps.append((n.op, tuple([index[id(o)] for o in n.operands]), n.shape, n.dtype,
+                          n.attrs, n.value))
+        self = cls()
+        self.constants, self.steps, self.output = tuple(constants), tuple(steps), index[id(out)]
+        return self
+
+    def build(self, inputs: list) -> Node:
+        vals = inputs
+        vals.extend(self.constants)
+        append = vals.append
+        for op, refs, shape, dtype, attrs, value in self.steps:
+            if len(refs) == 1:
+                operands = (vals[refs[0]],)
+            elif len(refs) == 2:
+                operands = (vals[refs[0]], vals[refs[1]])
+            else:
+                operands = tuple([vals[r] for r in refs])
+            append(Node(op, operands, shape, dtype, attrs, value=value))
+        return vals[self.output]
+
+
+def _built(out: Node, inputs: dict, kept: set) -> Optional[tuple]:
+    """(the nodes the function made, operands before users; the shared constants they
+    read), or None when they reach a node that is none of these nor an argument."""
+    order: list = []
+    constants: list = []
+    state: dict = {}
+    stack = [out]
+    while stack:
+        n = stack.pop()
+        k = id(n)
+        if k in inputs or state.get(k):
+            continue
+        if n.buffer is not None or n.site is not None:
+            return None                     # a value, or a node of the user's graph
+        if not n.operands:
+            if k in kept:
+                constants.append(n)
+            elif (n.op == "scalar") != (n.value is not None):
+                return None                 # a literal of its own: not copied
+            else:
+                order.append(n)             # a runtime scalar, an iota: made afresh
+            state[k] = True
+            continue
+        if n.value is not None:
+            return None
+        if k in state:                      # its operands are placed: place it
+            state[k] = True
+            order.append(n)
+            continue
+        state[k] = False
+        stack.append(n)
+        stack.extend(n.operands)
+    return order, constants
