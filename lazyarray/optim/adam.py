@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from ..compiler.node import Node
+from ..compiler.node import Node, scalar_leaf
 from .optimizer import LearningRate, Optimizer
 from .same_type import recorder
 
@@ -20,6 +20,10 @@ class Adam(Optimizer):
     def __init__(self, params: Iterable[Any], lr: LearningRate = 1e-3,
                  betas: tuple = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
                  maximize: bool = False) -> None:
+        # this step's scalars per (group, dtype) and their broadcasts per (group, shape,
+        # dtype), each with the last step's (see `_scalars`)
+        self._made: dict = {}
+        self._spread: dict = {}
         super().__init__(params, lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                          maximize=maximize)
 
@@ -49,20 +53,47 @@ class Adam(Optimizer):
 
     def _scalars(self, like: Node, lr: float) -> tuple:
         """This step's runtime scalars broadcast to `like`: b1, 1-b1, b2, 1-b2,
-        1/sqrt(1-b2^t), eps, lr/(1-b1^t); made once per (group, shape, dtype) in a step."""
-        key = (self._gi, like.shape, like.dtype)
-        per_shape = self.hyper.per_shape
-        found = per_shape.get(key)
-        if found is None:
-            b1, b2 = self.group["betas"]
-            t = self.steps
-            found = per_shape[key] = self.scalars(
-                _ROLES, (b1, 1.0 - b1, b2, 1.0 - b2, 1.0 / math.sqrt(1.0 - b2 ** t),
-                         self.group["eps"], lr / (1.0 - b1 ** t)), like)
-        return found
+        1/sqrt(1-b2^t), eps, lr/(1-b1^t); made once per (group, shape, dtype) in a step.
+        As `Hypers` does for any role: one scalar per role and step, shared by every
+        parameter, and the last step's nodes taken back for the roles whose value did
+        not change, once its program has run (Adam's own loop: a few per step)."""
+        shape, dtype = like.shape, like.dtype
+        leaves = self._step_leaves(dtype, lr)
+        if not shape:
+            return leaves
+        key = (self._gi, shape, dtype)
+        spread = self._spread
+        entry = spread.get(key)
+        if entry is not None and entry[0] is leaves:
+            return entry[1]                         # this step's, made for another parameter
+        old = entry[1] if entry is not None and self.last_computed else (None,) * len(leaves)
+        wides = []
+        for leaf, wide in zip(leaves, old):
+            if wide is None or wide.operands[0] is not leaf or wide.buffer is not None:
+                # broadcast_in_dim of a 0-d value to a valid shape: its type needs no rule
+                wide = Node("broadcast_in_dim", (leaf,), shape, dtype,
+                            {"shape": shape, "broadcast_dimensions": ()})
+            wides.append(wide)
+        wides = tuple(wides)
+        spread[key] = (leaves, wides)
+        return wides
 
-
-_ROLES = ("beta1", "1-beta1", "beta2", "1-beta2", "1/sqrt(bc2)", "eps", "lr/bc1")
+    def _step_leaves(self, dtype: Any, lr: float) -> tuple:
+        """The runtime scalars of this step for the current group, 0-d."""
+        key = (self._gi, dtype)
+        made = self._made
+        entry = made.get(key)
+        if entry is not None and entry[0] == self.steps:
+            return entry[1]
+        b1, b2 = self.group["betas"]
+        t = self.steps
+        values = (b1, 1.0 - b1, b2, 1.0 - b2, 1.0 / math.sqrt(1.0 - b2 ** t),
+                  self.group["eps"], lr / (1.0 - b1 ** t))
+        old = entry[1] if entry is not None and self.last_computed else (None,) * len(values)
+        leaves = tuple([o if o is not None and o.value == float(v) else
+                        scalar_leaf(float(v), dtype) for o, v in zip(old, values)])
+        made[key] = (self.steps, leaves)
+        return leaves
 
 
 class AdamW(Adam):

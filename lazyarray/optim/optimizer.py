@@ -20,6 +20,10 @@ from ..tensor import Tensor
 
 LearningRate = Union[float, Callable[[int], float]]
 
+# whether a step may take back the last step's runtime scalars (see `Hypers`); tests turn
+# it off to compare with fresh nodes
+REUSE_LAST_STEP = [True]
+
 
 def hyper(value: float, like: Node) -> Node:
     """A runtime scalar of `like`'s dtype: data, not structure (no recompile when it changes)."""
@@ -30,14 +34,20 @@ class Hypers:
     """The runtime scalars of one step, one per (role, dtype) and shared by every parameter:
     a step's program takes a handful of scalar inputs, not several per parameter. Shared by
     role, never by value, so the program's structure cannot depend on two values happening
-    to be equal."""
+    to be equal.
 
-    def __init__(self) -> None:
+    `previous`: the last step's, given when that step's program has been computed (so no
+    pending graph holds its nodes): a role whose value did not change takes its scalar
+    and broadcasts back instead of new ones. The nodes are the same kind, shared the same
+    way, so this step's program is the one fresh nodes would give."""
+
+    def __init__(self, previous: "Hypers | None" = None) -> None:
         self.made: dict = {}
         self.spread: dict = {}
         # what an optimizer derives from this step's scalars, per (group, shape, dtype):
         # every parameter of one shape in one group reads the same (see Adam.update)
         self.per_shape: dict = {}
+        self.previous = (previous.made, previous.spread) if previous is not None else None
 
     def __call__(self, role: str, value: float, like: Node) -> Node:
         """The scalar, already broadcast to `like`'s shape: the update's elementwise ops
@@ -50,41 +60,34 @@ class Hypers:
         key = (role, dtype)
         node = self.made.get(key)
         if node is None:
-            node = self.made[key] = hyper(value, like)
+            node = self.made[key] = self._again(key, value) or hyper(value, like)
         elif node.value != value:
             raise ValueError(f"optimizer: hyper-parameter {role!r} has two values in one step "
                              f"({node.value} and {value})")
         if not shape:
             return node
-        # broadcast_in_dim of a 0-d value to a valid shape: its type needs no rule
-        out = Node("broadcast_in_dim", (node,), shape, dtype,
-                   {"shape": shape, "broadcast_dimensions": ()})
+        out = self._again_wide((role, dtype, shape), node)
+        if out is None:
+            # broadcast_in_dim of a 0-d value to a valid shape: its type needs no rule
+            out = Node("broadcast_in_dim", (node,), shape, dtype,
+                       {"shape": shape, "broadcast_dimensions": ()})
         self.spread[(role, dtype, shape)] = out
         return out
 
-    def several(self, roles: tuple, values: tuple, like: Node) -> tuple:
-        """`self(role, value, like)` for each role and value: the same nodes (shared the
-        same way), made in one loop (an optimizer asks for several per parameter shape)."""
-        shape, dtype = like.shape, like.dtype
-        made, spread = self.made, self.spread
-        out = []
-        for role, value in zip(roles, values):
-            value = float(value)
-            wide = spread.get((role, dtype, shape))
-            if wide is not None and wide.operands[0].value == value:
-                out.append(wide)
-                continue
-            node = made.get((role, dtype))
-            if node is None:
-                node = made[(role, dtype)] = Node("scalar", (), (), dtype, {}, value=value)
-            elif node.value != value:
-                return tuple(self(r, v, like) for r, v in zip(roles, values))   # it raises
-            if shape:
-                node = spread[(role, dtype, shape)] = Node(
-                    "broadcast_in_dim", (node,), shape, dtype,
-                    {"shape": shape, "broadcast_dimensions": ()})
-            out.append(node)
-        return tuple(out)
+    def _again(self, key: tuple, value: float) -> "Node | None":
+        """The last step's scalar of this role, if it had this value."""
+        if self.previous is None:
+            return None
+        node = self.previous[0].get(key)
+        return node if node is not None and node.value == value else None
+
+    def _again_wide(self, key: tuple, node: Node) -> "Node | None":
+        """The last step's broadcast of `node` (the scalar taken back) to this shape."""
+        if self.previous is None:
+            return None
+        wide = self.previous[1].get(key)
+        return wide if wide is not None and wide.operands[0] is node \
+            and wide.buffer is None else None
 
 
 class Optimizer:
@@ -179,7 +182,12 @@ class Optimizer:
         group_of = self._group_index()
         lrs = [self.current_lr(g) for g in self.param_groups]
         self.steps += 1
-        self._hypers = Hypers()
+        last = getattr(self, "_hypers", None)
+        # the last step's scalars are taken back only once its program has run: its new
+        # parameters then hold values (a sync computes all that is pending on a device)
+        self.last_computed = REUSE_LAST_STEP[0] and all(
+            p._node.buffer is not None for p in self.params)
+        self._hypers = Hypers(last if last is not None and self.last_computed else None)
         offer = runtime.offer_donation
         for index, g in pairs:
             p = self.params[index]
@@ -214,12 +222,6 @@ class Optimizer:
         """A hyper-parameter of the current group as a runtime scalar broadcast to
         `like`: data, not structure, so changing it never recompiles."""
         return self._hypers(role if not self._gi else f"{role}#{self._gi}", value, like)
-
-    def scalars(self, roles: tuple, values: tuple, like: Node) -> tuple:
-        """`scalar` for several roles at once."""
-        if self._gi:
-            roles = tuple(f"{role}#{self._gi}" for role in roles)
-        return self._hypers.several(roles, values, like)
 
     def _group_index(self) -> list:
         out = []
