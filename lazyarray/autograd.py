@@ -165,6 +165,9 @@ def forget_held_history() -> None:
 def _flatten(tree: Any, where: str) -> tuple:
     """Tensors of a tensor / list / tuple / dict (nested), and a function that puts a list
     of the same length back into the same structure."""
+    kind = type(tree)
+    if (kind is list or kind is tuple) and all([type(t) is Tensor for t in tree]):
+        return list(tree), kind          # a flat list of tensors (a model's parameters)
     if isinstance(tree, Tensor):
         return [tree], lambda xs: xs[0]
     if isinstance(tree, dict):

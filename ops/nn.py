@@ -178,7 +178,7 @@ def batch_stats(x: Operand) -> tuple:
 
 def linear(x: Operand, weight: Node, bias: Optional[Node] = None) -> Node:
     """x @ weight.T + bias, with weight of shape (out_features, in_features)."""
-    fast = _linear_direct(x, weight, bias)
+    fast = linear_direct(x, weight, bias)
     if fast is not None:
         return fast
     x = as_node(x)
@@ -192,7 +192,7 @@ def linear(x: Operand, weight: Node, bias: Optional[Node] = None) -> Node:
 _LINEAR_FAST = frozenset((D.float32, D.float64))
 
 
-def _linear_direct(x: Any, weight: Any, bias: Any) -> Optional[Node]:
+def linear_direct(x: Any, weight: Any, bias: Any) -> Optional[Node]:
     """The nodes `linear` records for a batch of rows (N, in) @ (out, in).T + (out,), all
     of one float dtype and no autocast, made directly (every layer of a training step
     records it; what the general path's checks could not fail on). None otherwise."""

@@ -289,7 +289,7 @@ def test_linear_direct_equals_the_general_composition(n, dtype, with_bias):
     from lazyarray.ops import nn as onn, linalg, manipulation, elementwise
     x, w = leaf((n, 4), dtype), leaf((3, 4), dtype)
     b = leaf((3,), dtype) if with_bias else None
-    fast = onn._linear_direct(x, w, b)
+    fast = onn.linear_direct(x, w, b)
     assert fast is not None
     general = linalg.matmul(x, manipulation.matrix_transpose(w))
     if with_bias:
@@ -301,16 +301,28 @@ def test_linear_direct_equals_the_general_composition(n, dtype, with_bias):
 def test_linear_general_cases_not_direct():
     from lazyarray.ops import nn as onn
     f = D.float32
-    assert onn._linear_direct(leaf((2, 3, 4)), leaf((5, 4)), None) is None      # batched
-    assert onn._linear_direct(leaf((2, 4), D.float16), leaf((5, 4), D.float16), None) is None
-    assert onn._linear_direct(leaf((2, 4)), leaf((5, 4), D.float64), None) is None
-    assert onn._linear_direct(leaf((2, 4)), leaf((5, 4)), leaf((1,), f)) is None  # bias (1,)
+    assert onn.linear_direct(leaf((2, 3, 4)), leaf((5, 4)), None) is None      # batched
+    assert onn.linear_direct(leaf((2, 4), D.float16), leaf((5, 4), D.float16), None) is None
+    assert onn.linear_direct(leaf((2, 4)), leaf((5, 4), D.float64), None) is None
+    assert onn.linear_direct(leaf((2, 4)), leaf((5, 4)), leaf((1,), f)) is None  # bias (1,)
     with pytest.raises(ValueError):
         onn.linear(leaf((2, 3)), leaf((5, 4)))
     from lazyarray.ops import autocast
     previous = autocast.set_current(D.bfloat16)
     try:                                                  # autocast: the general path
-        assert onn._linear_direct(leaf((2, 4)), leaf((5, 4)), None) is None
+        assert onn.linear_direct(leaf((2, 4)), leaf((5, 4)), None) is None
         assert onn.linear(leaf((2, 4)), leaf((5, 4))).dtype is D.bfloat16
     finally:
         autocast.set_current(previous)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("rows", [(5, 4), (2, 5, 4)])
+def test_linear_layer_records_what_f_linear_records(dtype, with_bias, rows):
+    """nn.Linear's forward makes F.linear's nodes itself (directly where it can)."""
+    import lazyarray.nn.functional as F
+    layer = la.nn.Linear(4, 3, bias=with_bias, dtype=dtype)
+    x = la.asarray(np.ones(rows, dtype))
+    got, want = layer(x)._node, F.linear(x, layer.weight, layer.bias)._node
+    assert same_graph(got, want)
