@@ -326,3 +326,15 @@ def test_linear_layer_records_what_f_linear_records(dtype, with_bias, rows):
     x = la.asarray(np.ones(rows, dtype))
     got, want = layer(x)._node, F.linear(x, layer.weight, layer.bias)._node
     assert same_graph(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32])
+@pytest.mark.parametrize("shape", [(5, 4), (3,), ()])
+def test_relu_layer_records_what_f_relu_records(dtype, shape):
+    """nn.ReLU's forward makes F.relu's nodes itself (directly for float tensors)."""
+    import lazyarray.nn.functional as F
+    x = la.asarray(np.ones(shape, dtype))
+    assert same_graph(la.nn.ReLU()(x)._node, F.relu(x)._node)
+    bf = x.astype(la.bfloat16) if dtype is np.float32 else None
+    if bf is not None:
+        assert same_graph(la.nn.ReLU()(bf)._node, F.relu(bf)._node)

@@ -12,6 +12,8 @@ from ..tensor import Tensor
 from . import functional as F
 from . import init
 from .module import Module, Parameter
+from ..compiler import dtypes as _D
+from ..compiler.node import Node, kept_constant
 from ..ops.nn import linear_direct
 
 
@@ -59,7 +61,19 @@ class Identity(Module):
 
 class ReLU(Module):
     def forward(self, x: Tensor) -> Tensor:
+        if type(x) is Tensor:
+            node = x._node
+            if node.dtype in _RELU_DIRECT and node.shape:
+                # F.relu's nodes, maximum(x, broadcast(0)), made directly (a float tensor:
+                # nothing to promote or check)
+                dtype, shape = node.dtype, node.shape
+                zero = Node("broadcast_in_dim", (kept_constant(0, dtype),), shape, dtype,
+                            {"shape": shape, "broadcast_dimensions": ()})
+                return Tensor._wrap(Node("maximum", (node, zero), shape, dtype, {}), x._state)
         return F.relu(x)
+
+
+_RELU_DIRECT = frozenset((_D.float16, _D.bfloat16, _D.float32, _D.float64))
 
 
 class GELU(Module):
