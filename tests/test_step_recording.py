@@ -116,3 +116,22 @@ def test_scalars_are_taken_back_only_when_the_last_step_ran():
     kept = [a is b for a, b in zip(second, third)]
     assert sum(kept) == 5 and not kept[4] and not kept[6]   # the bias corrections change
     la.sync()
+
+
+def test_rewound_step_count_and_new_rate_make_new_scalars():
+    """`steps` set back (load_state_dict does) with another learning rate: the step's
+    scalars are this call's, never those of the earlier call with the same count."""
+    model, opt, x, y = _setup()
+    params = model.parameters()
+    for lr in (1e-2, 1e-2, 5e-3):
+        if lr == 5e-3:
+            opt.steps = 1
+            opt.lr = lr
+        with la.GradientTape() as tape:
+            loss = F.cross_entropy(model(x), y)
+        opt.apply_gradients(tape.gradient(loss, params))
+        la.sync()
+        b1, b2 = opt.param_groups[0]["betas"]
+        values = [n.value for n in opt._made[(0, la.float32)][1]]
+        assert values[6] == lr / (1 - b1 ** opt.steps)
+        assert values[4] == 1 / np.sqrt(1 - b2 ** opt.steps)

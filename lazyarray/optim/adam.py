@@ -83,7 +83,7 @@ class Adam(Optimizer):
         key = (self._gi, dtype)
         made = self._made
         entry = made.get(key)
-        if entry is not None and entry[0] == self.steps:
+        if entry is not None and entry[0] is self.hyper:     # made in this step
             return entry[1]
         b1, b2 = self.group["betas"]
         t = self.steps
@@ -92,7 +92,7 @@ class Adam(Optimizer):
         old = entry[1] if entry is not None and self.last_computed else (None,) * len(values)
         leaves = tuple([o if o is not None and o.value == float(v) else
                         scalar_leaf(float(v), dtype) for o, v in zip(old, values)])
-        made[key] = (self.steps, leaves)
+        made[key] = (self.hyper, leaves)
         return leaves
 
 
