@@ -264,6 +264,65 @@ def _measure_baseline() -> tuple:
 _BASELINE = _measure_baseline()
 
 
+# ---- the donation's second check: nodes between a donated leaf and the outputs ---------
+
+def donation_safe(cap: Capture) -> bool:
+    """False when a node of the program that is not one of its outputs but depends on a
+    donated leaf is held outside the program (by a live tensor that an interrupt at the
+    wrong moment kept out of `pending`): once the leaf's buffer is overwritten, that node
+    could never be computed again. Checked by reference count against a baseline
+    measured on a graph where no one else holds it (`_MID_BASELINE`)."""
+    dependent = {id(n) for n in cap.donated_nodes}
+    outputs = {id(cap.order[p]) for p in cap.outputs}
+    # operand slots naming each dependent node: its users all depend on it too (the order
+    # puts operands first), so counting the dependent operands of dependent users counts
+    # every use
+    uses: dict = {}
+    inner = []
+    for n in cap.order:
+        ops = n.operands
+        if not ops or n.buffer is not None:
+            continue
+        reached = False
+        for o in ops:
+            k = id(o)
+            if k in dependent:
+                uses[k] = uses.get(k, 0) + 1
+                reached = True
+        if reached:
+            k = id(n)
+            dependent.add(k)
+            if k not in outputs:
+                inner.append(n)
+    n = o = None          # the counts below must not include this walk's own references
+    for n in inner:
+        count = sys.getrefcount(n) - uses.get(id(n), 0)
+        if _MID_BASELINE is None:
+            _SEEN.append(count)
+        elif count > _MID_BASELINE:
+            return False
+    return True
+
+
+_MID_BASELINE = None
+
+
+def _measure_mid_baseline() -> int:
+    """The count `donation_safe` sees for an inner node held only by its user."""
+    from . import dtypes as D
+    leaf = Node("parameter", (), (), D.float32, {}, buffer=object())
+    offered = weakref.WeakSet([leaf])
+    out = Node("negate", (Node("negate", (leaf,), (), D.float32, {}),), (), D.float32, {})
+    del leaf
+    cap = capture([out], donate=offered)
+    assert cap.donated_nodes, "the baseline graph must donate its leaf"
+    donation_safe(cap)
+    return _SEEN.pop()
+
+
+_MID_BASELINE = _measure_mid_baseline()
+
+
 # ---- templates: a repeated graph matched against the last capture ---------------------
 #
 # A loop syncs graphs of one structure over and over. A `Template` holds a capture's
@@ -273,18 +332,31 @@ _BASELINE = _measure_baseline()
 # attributes, kept constants, which nodes are leaves, which operands are the same node),
 # so a graph it accepts has the key of the capture it was made from; anything else (a
 # node computed since, another scalar kind, a donated leaf) makes it answer None, and the
-# caller captures as usual. Captures with donated inputs make no template.
+# caller captures as usual.
+#
+# Donation (a training step: the optimizer offers its old parameters and state). A
+# capture's key names the leaves it donates, and the runtime drops the donation when
+# `donation_safe` says no; so with the offered set, `bind` answers for the graph only
+# when capture would donate exactly the template's leaves and `donation_safe` would say
+# yes. Both checks are by reference count, with what they need worked out once here:
+# each buffer leaf's uses in the graph (the operand slots naming it), and the positions
+# of the inner nodes (not outputs, depending on a donated leaf) with their uses summed.
+# Each count is at least its baseline (the holders in the baseline are always there),
+# so the inner nodes' counts summed equal their baselines summed exactly when each
+# equals its own: one sum in C instead of a loop. The baselines are measured through
+# `bind` itself on throw-away graphs (`_measure_bind_baselines`), as capture's are.
 
 class Template:
     """A capture's structure by kind of node: the op nodes from the last position down
     (each one's operands are checked, and found, in its slots), then the leaves: buffers,
-    runtime scalars and kept constants, each with its position (and parameter number)."""
+    runtime scalars and kept constants, each with its position (and parameter number);
+    for the donation checks, each buffer leaf's uses and whether it was donated, and the
+    inner nodes that depend on a donated leaf."""
 
-    __slots__ = ("ops", "buffers", "scalars", "constants", "outputs", "size", "nargs")
+    __slots__ = ("ops", "buffers", "scalars", "constants", "outputs", "size", "nargs",
+                 "donated", "leaves", "inner", "inner_uses")
 
     def __init__(self, cap: Capture) -> None:
-        if cap.donated:
-            raise ValueError("a capture with donated inputs makes no template")
         pos = cap.positions
         ops, buffers, scalars, constants = [], [], [], []
         number = 0
@@ -301,6 +373,8 @@ class Template:
             else:
                 ops.append((i, n.op, n.shape, n.dtype, dict(n.attrs),
                             tuple([pos[o] for o in n.operands])))
+        self.donated = cap.donated
+        self._plan_donation(ops, buffers, {pos[n] for n in cap.donated_nodes}, cap.outputs)
         ops.reverse()             # users before their operands: a node's slot finds it
         self.ops, self.buffers = tuple(ops), tuple(buffers)
         self.scalars, self.constants = tuple(scalars), tuple(constants)
@@ -308,9 +382,29 @@ class Template:
         self.size = len(cap.order)
         self.nargs = number
 
-    def bind(self, roots: list) -> "Bound | None":
+    def _plan_donation(self, ops: list, buffers: list, donated: set, outputs: tuple) -> None:
+        """`leaves`: (position, uses, donated?) per buffer leaf; `inner`: the positions of
+        the op nodes that depend on a donated leaf and are not outputs (as
+        `donation_safe` finds them), `inner_uses` their uses summed. `ops` in order."""
+        uses: dict = {}
+        dependent = set(donated)
+        inner = []
+        for i, _, _, _, _, slots in ops:
+            for p in slots:
+                uses[p] = uses.get(p, 0) + 1
+            if dependent.intersection(slots):
+                dependent.add(i)
+                if i not in outputs:
+                    inner.append(i)
+        self.leaves = tuple((i, uses.get(i, 0), i in donated) for i, _, _, _ in buffers)
+        self.inner = tuple(inner)
+        self.inner_uses = sum(uses.get(i, 0) for i in inner)
+
+    def bind(self, roots: list, offered: Any = None) -> "Bound | None":
         """The arguments of the template's program for `roots`, or None when their graph
-        is not the template's."""
+        is not the template's. `offered`: the offered leaves when the sync may donate
+        (weak references, as `weakref.WeakSet.data` holds them); then also None unless
+        capture would donate exactly the template's leaves, safely."""
         outputs = self.outputs
         if len(roots) != len(outputs):
             return None
@@ -351,20 +445,63 @@ class Template:
             if n.buffer is not None or n.op != "constant" or n.operands \
                     or n.dtype is not dtype or getattr(value, "_key", value) != literal:
                 return None
-        return Bound(order, args)
+        if offered is None:
+            return None if self.donated else Bound(order, args)
+        # the counts below must not include this frame's own references
+        n = o = q = r = buf = value = operands = None
+        chosen = self._donations(order, offered)
+        if chosen is None:
+            return None
+        return Bound(order, args, chosen, self.donated)
+
+    def _donations(self, order: list, offered: Any) -> "tuple | None":
+        """The leaves capture would donate, when they are the template's and
+        `donation_safe` would accept them; else None."""
+        base = _BIND_BASELINE
+        chosen = []
+        for i, uses, donated in self.leaves:
+            n = order[i]
+            free = False
+            if _ref(n) in offered:
+                counts = (sys.getrefcount(n) - uses, sys.getrefcount(n.buffer))
+                if base is None:          # measuring: see _measure_bind_baselines
+                    _SEEN.append(counts)
+                free = counts == base
+            if free is not donated:
+                return None
+            if free:
+                chosen.append(n)
+        n = None
+        if self.inner:
+            refs = self._inner_refs(order)
+            if _INNER_BASELINE is None:   # measuring
+                _SEEN.append(refs)
+                return None
+            if refs != len(self.inner) * _INNER_BASELINE:
+                return None
+        return tuple(chosen)
+
+    def _inner_refs(self, order: list) -> int:
+        """The inner nodes' reference counts summed, less their uses in the graph."""
+        return sum(map(sys.getrefcount, map(order.__getitem__, self.inner))) - self.inner_uses
+
+
+_ref = weakref.ref
 
 
 class Bound:
     """What a sync needs of a graph a `Template` accepted: the nodes in the template's
-    order, and the arguments; the positions (for the tape's check) made when asked."""
+    order, the arguments, the donated leaves (and their parameter numbers); the
+    positions (for the tape's check) made when asked."""
 
-    __slots__ = ("order", "args", "_positions")
-    donated_nodes = ()
-    donated = frozenset()
+    __slots__ = ("order", "args", "donated_nodes", "donated", "_positions")
 
-    def __init__(self, order: list, args: list) -> None:
+    def __init__(self, order: list, args: list, donated_nodes: tuple = (),
+                 donated: frozenset = frozenset()) -> None:
         self.order = order
         self.args = args
+        self.donated_nodes = donated_nodes
+        self.donated = donated
         self._positions = None
 
     @property
@@ -372,3 +509,41 @@ class Bound:
         if self._positions is None:
             self._positions = {n: i for i, n in enumerate(self.order)}
         return self._positions
+
+
+_BIND_BASELINE = None
+_INNER_BASELINE = None
+
+
+def _chain_graph(inner: int) -> tuple:
+    """leaf -> `inner` negations -> the output negation, and the leaf offered."""
+    from . import dtypes as D
+    leaf = Node("parameter", (), (), D.float32, {}, buffer=object())
+    node = leaf
+    for _ in range(inner + 1):
+        node = Node("negate", (node,), (), D.float32, {})
+    return node, weakref.WeakSet([leaf])
+
+
+def _measure_bind_baselines() -> tuple:
+    """(the counts `Template._donations` sees for a donated leaf held only by its user,
+    the count `_inner_refs` sees for each inner node held only by its user), measured
+    through `bind`: a template of a donating capture binds a fresh graph of the same
+    structure (the check answers None while it measures)."""
+    global _BIND_BASELINE
+    seen = []
+    for inner in (1, 3):
+        out, offered = _chain_graph(inner)
+        template = Template(capture([out], donate=offered))
+        assert template.donated and len(template.inner) == inner
+        out, offered = _chain_graph(inner)
+        if _BIND_BASELINE is None:
+            assert template.bind([out], offered.data) is None
+            _BIND_BASELINE = _SEEN.pop()
+        assert template.bind([out], offered.data) is None
+        seen.append(_SEEN.pop())
+    assert seen[1] == 3 * seen[0], f"inner nodes' counts differ: {seen}"
+    return _BIND_BASELINE, seen[0]
+
+
+_BIND_BASELINE, _INNER_BASELINE = _measure_bind_baselines()

@@ -18,7 +18,6 @@ import collections
 import contextlib
 import os
 import signal
-import sys
 import threading
 import time
 import warnings
@@ -28,12 +27,10 @@ from typing import Any, Iterator, Optional
 from . import config
 from .callsite import format_frame, user_frame, user_site
 from .metrics import METRICS, explain_change
-from .compiler import dtypes as D
 from .compiler import profile_hooks
-from .compiler.node import Node
 from .compiler.printer import type_text
 from .compiler.replay import save_inputs, scalar_comments
-from .compiler.trace import DonatedBuffer, Template, capture, describe_key
+from .compiler.trace import DonatedBuffer, Template, capture, describe_key, donation_safe
 from .devices.device import Device
 
 
@@ -58,7 +55,7 @@ class ExecutableCache:
         template of the capture, which the next syncs there try first (`bound`)."""
         last = self._by_site.get(site)
         if last is not None and last[0] == key:
-            if last[2] is None and cap is not None and not cap.donated:
+            if last[2] is None and cap is not None:
                 last[2] = Template(cap)
             return last[1]
         exe = self._items.get(key)
@@ -70,12 +67,12 @@ class ExecutableCache:
                 self._by_site[site] = [key, exe, None]
         return exe
 
-    def bound(self, site: Any, nodes: list) -> tuple:
-        """(program, `Bound`) for `nodes` when the template of `site` accepts their graph,
-        else (None, None)."""
+    def bound(self, site: Any, nodes: list, offered: Any = None) -> tuple:
+        """(program, `Bound`) for `nodes` when the template of `site` accepts their graph
+        (and, with `offered`, donates as capture would), else (None, None)."""
         last = self._by_site.get(site)
         if last is not None and last[2] is not None:
-            bound = last[2].bind(nodes)
+            bound = last[2].bind(nodes, offered)
             if bound is not None:
                 return last[1], bound
         return None, None
@@ -400,16 +397,21 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
     if rec:
         rec.sync_begin(state, site or user_site(), len(nodes))
     t0 = _clock()
-    if not donate and not rec and site:
+    if not rec and site:
         # a loop's sync: the graph matched against the last one synced at this line
-        exe, bound = state.executables.bound(site, nodes)
+        # (donating exactly as the capture below would, or not at all)
+        exe, bound = state.executables.bound(site, nodes, OFFERED.data if donate else None)
         if exe is not None:
             METRICS.cache_hits += 1
             METRICS.trace_seconds += _clock() - t0
-            _run(exe, bound, nodes)
+            if bound.donated_nodes:
+                with _interrupts_deferred():
+                    _run(exe, bound, nodes)
+            else:
+                _run(exe, bound, nodes)
             return
     cap = capture(nodes, OFFERED if donate else None)
-    if cap.donated_nodes and not _donation_safe(cap):
+    if cap.donated_nodes and not donation_safe(cap):
         cap = capture(nodes, None)
     if rec:
         rec.sync_mark("capture")
@@ -432,60 +434,6 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
 
 
 _clock = time.perf_counter
-
-
-def _donation_safe(cap: Any) -> bool:
-    """False when a node of the program that is not one of its outputs but depends on a
-    donated leaf is held outside the program (by a live tensor that an interrupt at the
-    wrong moment kept out of `pending`): once the leaf's buffer is overwritten, that node
-    could never be computed again. Checked by reference count against a baseline
-    measured on a graph where no one else holds it (`_MID_BASELINE`)."""
-    dependent = {id(n) for n in cap.donated_nodes}
-    outputs = {id(cap.order[p]) for p in cap.outputs}
-    # operand slots naming each dependent node: its users all depend on it too (the order
-    # puts operands first), so counting the dependent operands of dependent users counts
-    # every use
-    uses: dict = {}
-    inner = []
-    for n in cap.order:
-        ops = n.operands
-        if not ops or n.buffer is not None:
-            continue
-        reached = False
-        for o in ops:
-            k = id(o)
-            if k in dependent:
-                uses[k] = uses.get(k, 0) + 1
-                reached = True
-        if reached:
-            k = id(n)
-            dependent.add(k)
-            if k not in outputs:
-                inner.append(n)
-    n = o = None          # the counts below must not include this walk's own references
-    for n in inner:
-        count = sys.getrefcount(n) - uses.get(id(n), 0)
-        if _MID_BASELINE is None:
-            _MID_SEEN.append(count)
-        elif count > _MID_BASELINE:
-            return False
-    return True
-
-
-_MID_BASELINE = None
-_MID_SEEN: list = []
-
-
-def _measure_mid_baseline() -> int:
-    """The count `_donation_safe` sees for an inner node held only by its user."""
-    leaf = Node("parameter", (), (), D.float32, {}, buffer=object())
-    offered = weakref.WeakSet([leaf])
-    out = Node("negate", (Node("negate", (leaf,), (), D.float32, {}),), (), D.float32, {})
-    del leaf
-    cap = capture([out], donate=offered)
-    assert cap.donated_nodes, "the baseline graph must donate its leaf"
-    _donation_safe(cap)
-    return _MID_SEEN.pop()
 
 
 def _run(exe: Any, cap: Any, nodes: list) -> None:
@@ -605,7 +553,6 @@ def _error_class(kind: type) -> type:
     return cls
 
 
-_MID_BASELINE = _measure_mid_baseline()
 
 
 def _invalidate(nodes: tuple) -> None:

@@ -3,10 +3,16 @@ line (`compiler/trace.py` Template): the template must accept exactly the graphs
 capture key is its own, so that no graph runs another's program. Checked on random graphs
 against the keys themselves, and end to end on what a wrong hit would get wrong: scalars,
 kept constants, shapes, dtypes, shared operands, nodes computed since they were recorded,
-donated leaves."""
+donated leaves. A training step's sync may donate: its template must then donate exactly
+the leaves capture would, and refuse where the donation check would (a leaf or an inner
+node held elsewhere), so that a hit never overwrites what someone can still read."""
 from __future__ import annotations
 
+import collections
+import contextlib
 import random
+import weakref
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +21,7 @@ import lazyarray as la
 from lazyarray import runtime
 from lazyarray.compiler import dtypes as D
 from lazyarray.compiler.node import Node, kept_constant, parameter_leaf, scalar_leaf
-from lazyarray.compiler.trace import Template, capture
+from lazyarray.compiler.trace import Template, capture, donation_safe
 
 
 # ---- the template against the key, on random graphs ------------------------------------
@@ -82,6 +88,91 @@ def test_a_template_accepts_exactly_the_graphs_of_its_key() -> None:
     assert accepted > 300 and rejected > 300     # both answers were put to the test
 
 
+# ---- donating templates against capture and the donation check, on random graphs ----
+
+def _donating_graph(seed: int, plan: random.Random, held: list, offered: Any) -> list:
+    """Roots of a random graph of structure `seed` over new buffer leaves. `plan` draws
+    (apart from the structure) which leaves are offered (added to `offered`), which are
+    held elsewhere (the node, or only its buffer, appended to `held`), and which op nodes
+    a tensor outside the pending list holds (appended to `held`: what an interrupt can
+    leave behind). Nothing else keeps a node of the graph."""
+    rng = random.Random(seed)
+    leaves, made = [], []
+    for shape in [(3,)] * rng.randint(1, 3) + [(2,)] * rng.randint(0, 2):
+        leaf = parameter_leaf(np.zeros(shape, np.float32), shape, D.float32)
+        if plan.random() < 0.75:
+            offered.add(leaf)
+        r = plan.random()
+        if r < 0.08:
+            held.append(leaf)
+        elif r < 0.16:
+            held.append(leaf.buffer)
+        leaves.append(leaf)
+    for _ in range(rng.randint(1, 7)):
+        pool = made + leaves
+        a = rng.choice(pool)
+        kind = rng.random()
+        if kind < 0.1:
+            made.append(Node("convert", (scalar_leaf(2.0, D.float64),), (), D.float32,
+                             {"dtype": D.float32}))
+        elif kind < 0.2 and a.shape:
+            made.append(Node("reduce", (a,), (), a.dtype, {"axes": (0,), "kind": "sum"}))
+        elif kind < 0.45:
+            made.append(Node(rng.choice(["negate", "exp"]), (a,), a.shape, a.dtype, {}))
+        else:
+            b = rng.choice([n for n in pool if n.shape == a.shape])
+            made.append(Node(rng.choice(["add", "multiply"]), (a, b), a.shape, a.dtype, {}))
+        if plan.random() < 0.15:
+            held.append(made[-1])
+    return rng.sample(made, rng.randint(1, min(2, len(made))))
+
+
+def _effective_capture(roots: list, offered: Any) -> Any:
+    """The capture a sync runs: donating unless the donation check refuses."""
+    cap = capture(roots, donate=offered)
+    if cap.donated_nodes and not donation_safe(cap):
+        cap = capture(roots)
+    return cap
+
+
+def test_a_donating_template_donates_exactly_as_capture_would() -> None:
+    """With an offered set, a template accepts a graph exactly when capture gives it the
+    template's key (same structure, same donated leaves) and the donation check accepts
+    it, and then gives the same nodes, arguments and donated leaves as capture."""
+    rng = random.Random(5)
+    seen: collections.Counter = collections.Counter()
+    for _ in range(5000):
+        seed = rng.randrange(40)
+        offered, held = weakref.WeakSet(), []
+        first = _donating_graph(seed, rng, held, offered)
+        cap = _effective_capture(first, offered)
+        template, key = Template(cap), cap.key
+        del cap, first
+        held.clear()
+        second = _donating_graph(seed if rng.random() < 0.7 else rng.randrange(40), rng,
+                                 held, offered)
+        bound = template.bind(second, offered.data)
+        got = None if bound is None else (
+            [id(n) for n in bound.order], [id(a) for a in bound.args],
+            [id(n) for n in bound.donated_nodes], bound.donated)
+        del bound                  # (its nodes must not count in the capture's check)
+        cap = capture(second, donate=offered)
+        safe = not cap.donated_nodes or donation_safe(cap)
+        assert (got is not None) == (cap.key == key and safe)
+        if got is not None:
+            assert got == ([id(n) for n in cap.order], [id(a) for a in cap.args],
+                           [id(n) for n in cap.donated_nodes], cap.donated)
+            seen["donating hit" if cap.donated else "hit"] += 1
+        elif cap.key == key:
+            seen["refused: unsafe"] += 1
+        else:
+            seen["refused: " + ("donation" if key[:-1] == cap.key[:len(key) - 1]
+                                else "structure")] += 1
+        del cap
+    # every answer was put to the test
+    assert min(seen.values()) >= 40 and len(seen) == 5, seen
+
+
 def _chain(x: Node, y: Node, shared: bool) -> Node:
     t = Node("multiply", (x, y), x.shape, x.dtype, {})
     u = t if shared else Node("multiply", (x, y), x.shape, x.dtype, {})
@@ -119,19 +210,23 @@ def test_a_template_refuses_what_changed_since_it_was_made() -> None:
     wide = Node("reduce", (out,), (), D.float32, {"axes": (0,), "kind": "sum"})
     other = Node("reduce", (out,), (), D.float32, {"axes": (0,), "kind": "max"})
     assert Template(capture([wide])).bind([other]) is None
-    with pytest.raises(ValueError, match="donated"):
-        Template(_donating_capture())
-
-
-def _donating_capture():
-    leaf = parameter_leaf(np.zeros(3, np.float32), (3,), D.float32)
-    import weakref
-    offered = weakref.WeakSet([leaf])
-    user = Node("negate", (leaf,), (3,), D.float32, {})
-    del leaf
+    # a template of a donating capture: its key names the donation, so a sync that may
+    # not donate (no offered set) is not its graph
+    user, offered = _offered_negation()
     cap = capture([user], donate=offered)
     assert cap.donated
-    return cap
+    t = Template(cap)
+    del cap
+    user, offered = _offered_negation()
+    assert t.bind([user]) is None
+    bound = t.bind([user], offered.data)
+    assert bound is not None and bound.donated == {0}
+    assert bound.donated_nodes == (user.operands[0],)
+
+
+def _offered_negation() -> tuple:
+    leaf = parameter_leaf(np.zeros(3, np.float32), (3,), D.float32)
+    return Node("negate", (leaf,), (3,), D.float32, {}), weakref.WeakSet([leaf])
 
 
 # ---- end to end: a loop syncing at one line ------------------------------------------
@@ -234,3 +329,137 @@ def test_a_template_hit_under_a_tape_keeps_the_graph_for_backward():
         (g,) = tape.gradient(loss, [w])
         assert value == pytest.approx(6.0 * (k + 2.0))
         np.testing.assert_allclose(g.numpy(), np.full(3, k + 2.0))
+
+
+# ---- end to end: donating syncs at one line ------------------------------------------
+
+def _adam_steps(donate: bool, steps: int, view_at: int = -1) -> tuple:
+    """A few Adam steps of a small MLP, the loss read at one line: (losses, parameters,
+    captures after each step, buffers donated at each step); at step `view_at` the user
+    holds a view of the first weight's buffer through the step."""
+    calls = []
+    real = runtime.capture
+
+    def counting(nodes, donate=None):
+        calls.append(len(nodes))
+        return real(nodes, donate)
+    rng = np.random.default_rng(3)
+    with la.config.override(device="cpu", donate=donate):
+        runtime.clear_caches()
+        model = la.nn.Sequential(la.nn.Linear(16, 32), la.nn.ReLU(), la.nn.Linear(32, 4))
+        model.load_state_dict({n: rng.standard_normal(p.shape).astype(np.float32) * 0.2
+                               for n, p in model.named_parameters()})
+        opt = la.optim.Adam(model.parameters(), lr=1e-2)
+        x = la.asarray(rng.standard_normal((8, 16)).astype(np.float32))
+        y = la.asarray(rng.integers(0, 4, 8))
+        losses, captured, donated = [], [], []
+        runtime.capture = counting
+        try:
+            for k in range(steps):
+                view = np.asarray(model[0].weight) if k == view_at else None
+                seen = None if view is None else view.copy()
+                with la.GradientTape() as tape:
+                    loss = la.nn.functional.cross_entropy(model(x), y)
+                opt.apply_gradients(tape.gradient(loss, model.parameters()))
+                before = la.debug.metrics().donated_buffers
+                losses.append(loss.item())
+                donated.append(la.debug.metrics().donated_buffers - before)
+                captured.append(len(calls))
+                if view is not None:           # what the user viewed never changed
+                    np.testing.assert_array_equal(view, seen)
+                del view
+        finally:
+            runtime.capture = real
+        return losses, [p.numpy() for p in model.parameters()], captured, donated
+
+
+def test_a_training_loop_donates_at_its_template_hits() -> None:
+    """The optimizer offers its old values: the step's sync donates them, and from the
+    fourth step on finds its program by the template (no capture), donating as before;
+    the results are those of a run without donation, bit for bit."""
+    losses, params, captured, donated = _adam_steps(True, 7)
+    assert captured[3] == captured[-1]            # no capture from the fourth step on
+    assert all(d == 2 * 3 * 2 for d in donated[1:])   # 2 layers x (w, b) x (value, m, v)
+    plain_losses, plain_params, _, none = _adam_steps(False, 7)
+    assert not any(none)
+    assert losses == plain_losses
+    for a, b in zip(params, plain_params):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_viewed_parameter_is_not_donated_at_a_hit() -> None:
+    """A step while the user views a parameter's buffer: that leaf is not donatable, so
+    the template refuses and the sync captures (donating the others), as without it."""
+    losses, params, captured, donated = _adam_steps(True, 8, view_at=5)
+    assert captured[3] == captured[4]             # hits before the view
+    assert captured[5] > captured[4]              # the viewed step captured
+    assert donated[5] == 2 * 3 * 2 - 1            # everything but the viewed weight
+    plain_losses, plain_params, _, _ = _adam_steps(False, 8)
+    assert losses == plain_losses
+    for a, b in zip(params, plain_params):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_node_kept_out_of_pending_stops_a_donating_hit(counted_captures) -> None:
+    """A live tensor out of the pending list (what an interrupt can leave) whose node is
+    inside the step's graph and reads the old parameter: a hit must not donate that
+    parameter, or the tensor could never be computed; the template refuses, the sync
+    captures and drops the donation, and the tensor is computed later."""
+    with la.config.override(device="cpu", donate=True):
+        start = np.arange(8, dtype=np.float32)
+        p = la.asarray(start)
+        opt = la.optim.SGD([p], lr=0.25)
+        state, expect, marks = p._state, start, []
+        for k in range(7):
+            mid = p * 2.0                         # reads the old value
+            opt.apply_gradients([mid + 1.0])
+            if k == 5:
+                state.pending = [r for r in state.pending if r() is not mid]
+                kept, kept_expect = mid, expect * np.float32(2)
+            del mid
+            la.sync()
+            marks.append(len(counted_captures))
+            expect = expect - np.float32(0.25) * (expect * np.float32(2) + np.float32(1))
+            np.testing.assert_allclose(p.numpy(), expect, rtol=1e-6)
+        assert marks[3] == marks[4] < marks[5]    # hits, then the refused one
+        np.testing.assert_array_equal(kept.numpy(), kept_expect)
+
+
+def test_an_interrupt_during_a_donating_hit_keeps_the_new_values(counted_captures) -> None:
+    """As for a captured sync (tests/test_failures.py): a hit that donates runs to its
+    end when interrupted; the interrupt is raised once the new values are in place."""
+    import _thread
+    import time
+    with la.config.override(device="cpu", donate=True):
+        p = la.asarray(np.ones(1 << 16, np.float32))
+        opt = la.optim.SGD([p], lr=0.5)
+        real_run = runtime._run
+        donated = []
+
+        class Interrupted:
+            kernels_per_run = 0
+
+            def __init__(self, exe):
+                self.exe = exe
+
+            def run(self, args):
+                _thread.interrupt_main()
+                time.sleep(0.01)
+                return self.exe.run(args)
+
+        def run(exe, cap, nodes):
+            donated.append(len(cap.donated_nodes))
+            return real_run(Interrupted(exe) if interrupt else exe, cap, nodes)
+        runtime._run = run
+        try:
+            for k in range(5):
+                interrupt = k == 4
+                opt.apply_gradients([la.ones_like(p)])
+                marks = len(counted_captures)
+                with pytest.raises(KeyboardInterrupt) if interrupt else contextlib.nullcontext():
+                    la.sync()                      # (one line: one site)
+        finally:
+            runtime._run = real_run
+        assert len(counted_captures) == marks      # the interrupted sync was a hit
+        assert donated[-1] == 1
+        np.testing.assert_array_equal(p.numpy(), np.full(1 << 16, 1 - 0.5 * 5, np.float32))
