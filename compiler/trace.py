@@ -21,6 +21,7 @@ raises when read.
 """
 from __future__ import annotations
 
+import operator
 import sys
 import weakref
 from typing import Any
@@ -353,8 +354,8 @@ class Template:
     for the donation checks, each buffer leaf's uses and whether it was donated, and the
     inner nodes that depend on a donated leaf."""
 
-    __slots__ = ("ops", "buffers", "scalars", "constants", "outputs", "size", "nargs",
-                 "donated", "leaves", "inner", "inner_uses")
+    __slots__ = ("ops", "pick", "shared", "buffers", "scalars", "constants", "outputs",
+                 "size", "nargs", "donated", "leaves", "inner", "inner_uses")
 
     def __init__(self, cap: Capture) -> None:
         pos = cap.positions
@@ -375,12 +376,39 @@ class Template:
                             tuple([pos[o] for o in n.operands])))
         self.donated = cap.donated
         self._plan_donation(ops, buffers, {pos[n] for n in cap.donated_nodes}, cap.outputs)
-        ops.reverse()             # users before their operands: a node's slot finds it
-        self.ops, self.buffers = tuple(ops), tuple(buffers)
+        self._plan_walk(ops, cap.outputs, len(cap.order))
+        self.buffers = tuple(buffers)
         self.scalars, self.constants = tuple(scalars), tuple(constants)
         self.outputs = cap.outputs
         self.size = len(cap.order)
         self.nargs = number
+
+    def _plan_walk(self, ops: list, outputs: tuple, size: int) -> None:
+        """The walk `bind` makes, worked out on the template: a flat list starts with the
+        roots, and each op node, users before their operands (`ops` in order, reversed),
+        appends its operands. An op node is read at the index where its first user (in
+        that walk) put it: `ops` holds (index, its fields, operand count); `pick` gives
+        each position's node from the flat list; `shared` the pairs of indices that must
+        hold one node (a node named in several operand slots). Which slot reaches a node
+        first depends on the template alone, so this checks what a walk filling the
+        order slot by slot would: the same fields, and the same node in each slot."""
+        first: dict = {}
+        for j, p in enumerate(outputs):
+            first.setdefault(p, j)
+        walk, left, right = [], [], []
+        count = len(outputs)
+        for i, op, shape, dtype, attrs, slots in reversed(ops):
+            walk.append((first[i], (op, shape, dtype, attrs), len(slots)))
+            for p in slots:
+                if p in first:
+                    left.append(first[p])
+                    right.append(count)
+                else:
+                    first[p] = count
+                count += 1
+        self.ops = tuple(walk)
+        self.pick = _picker([first[p] for p in range(size)])
+        self.shared = (_picker(left), _picker(right)) if left else None
 
     def _plan_donation(self, ops: list, buffers: list, donated: set, outputs: tuple) -> None:
         """`leaves`: (position, uses, donated?) per buffer leaf; `inner`: the positions of
@@ -405,24 +433,23 @@ class Template:
         is not the template's. `offered`: the offered leaves when the sync may donate
         (weak references, as `weakref.WeakSet.data` holds them); then also None unless
         capture would donate exactly the template's leaves, safely."""
-        outputs = self.outputs
-        if len(roots) != len(outputs):
+        if len(roots) != len(self.outputs):
             return None
-        order = [None] * self.size
-        for p, r in zip(outputs, roots):
-            order[p] = r
-        for i, op, shape, dtype, attrs, slots in self.ops:
-            n = order[i]
-            operands = n.operands
-            if n.buffer is not None or n.op != op or n.dtype is not dtype \
-                    or n.shape != shape or len(operands) != len(slots) or n.attrs != attrs:
+        flat = list(roots)
+        extend = flat.extend
+        for j, fields, count in self.ops:
+            n = flat[j]
+            # (the buffer first: a tuple holding an array would compare it elementwise)
+            if n.buffer is not None or _FIELDS(n) != fields:
                 return None
-            for o, p in zip(operands, slots):
-                q = order[p]
-                if q is None:
-                    order[p] = o
-                elif q is not o:
-                    return None
+            operands = n.operands
+            if len(operands) != count:
+                return None
+            extend(operands)
+        shared = self.shared
+        if shared is not None and not all(map(_is, shared[0](flat), shared[1](flat))):
+            return None
+        order = list(self.pick(flat))
         # a node in two places (more sharing than the template's): not the same key
         if len(set(order)) != self.size:
             return None
@@ -448,7 +475,7 @@ class Template:
         if offered is None:
             return None if self.donated else Bound(order, args)
         # the counts below must not include this frame's own references
-        n = o = q = r = buf = value = operands = None
+        n = buf = value = operands = flat = extend = None
         chosen = self._donations(order, offered)
         if chosen is None:
             return None
@@ -487,6 +514,16 @@ class Template:
 
 
 _ref = weakref.ref
+_FIELDS = operator.attrgetter("op", "shape", "dtype", "attrs")
+_is = operator.is_
+
+
+def _picker(indices: list) -> Any:
+    """seq -> the tuple of seq's items at `indices` (in C: operator.itemgetter)."""
+    if len(indices) == 1:
+        index = indices[0]
+        return lambda seq: (seq[index],)
+    return operator.itemgetter(*indices)
 
 
 class Bound:

@@ -49,6 +49,11 @@ def _random_graph(seed: int, leaves: list, values: random.Random) -> list:
         elif kind < 0.5:
             a = rng.choice(pool)
             made.append(Node(rng.choice(["negate", "exp"]), (a,), a.shape, a.dtype, {}))
+        elif kind < 0.6:           # operand counts drawn apart from the structure
+            a = rng.choice(pool)
+            same = [b for b in pool if b.shape == a.shape and b.dtype is a.dtype]
+            made.append(Node("addn", tuple(rng.choice(same) for _ in range(values.randint(1, 2))),
+                             a.shape, a.dtype, {}))
         else:
             a = rng.choice(pool)
             same = [b for b in pool if b.shape == a.shape and b.dtype is a.dtype]
