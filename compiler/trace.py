@@ -544,7 +544,8 @@ class Bound:
     @property
     def positions(self) -> dict:
         if self._positions is None:
-            self._positions = {n: i for i, n in enumerate(self.order)}
+            order = self.order
+            self._positions = dict(zip(order, range(len(order))))
         return self._positions
 
 
