@@ -64,6 +64,7 @@ def constant_leaf(literal: Any, dtype: DType) -> Node:
 
 
 _KEPT: dict = {}     # (repr(value), dtype name) -> its 0-d constant node
+_KEPT_IDS: set = set()     # their ids (never reused: `_KEPT` holds every one for good)
 
 
 def kept_constant(value: Any, dtype: DType) -> Node:
@@ -74,6 +75,7 @@ def kept_constant(value: Any, dtype: DType) -> Node:
     node = _KEPT.get(key)
     if node is None:
         node = _KEPT[key] = constant_leaf(Literal(np.array(value, dtype.np)), dtype)
+        _KEPT_IDS.add(id(node))
     return node
 
 
@@ -81,3 +83,8 @@ def kept_ids() -> set:
     """ids of the shared 0-d constants `kept_constant` made (compiler/walk_templates.py
     tells them from a graph's own nodes)."""
     return {id(n) for n in _KEPT.values()}
+
+
+def is_kept(node: Node) -> bool:
+    """Whether `node` is the shared node of a kept constant (`kept_constant`)."""
+    return id(node) in _KEPT_IDS

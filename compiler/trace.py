@@ -21,7 +21,6 @@ raises when read.
 """
 from __future__ import annotations
 
-import operator
 import sys
 import weakref
 from typing import Any
@@ -29,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from .module import Instruction, Module
-from .node import Node
+from .node import Node, is_kept
+from .template_code import check_for
 
 
 class DonatedBuffer:
@@ -354,8 +354,8 @@ class Template:
     for the donation checks, each buffer leaf's uses and whether it was donated, and the
     inner nodes that depend on a donated leaf."""
 
-    __slots__ = ("ops", "pick", "shared", "buffers", "scalars", "constants", "outputs",
-                 "size", "nargs", "donated", "leaves", "inner", "inner_uses")
+    __slots__ = ("walk", "pick", "shared", "distinct", "buffers", "scalars", "constants",
+                 "outputs", "size", "nargs", "donated", "leaves", "inner", "inner_uses", "check")
 
     def __init__(self, cap: Capture) -> None:
         pos = cap.positions
@@ -370,10 +370,13 @@ class Template:
                 number += 1
             elif n.op == "constant" and not n.operands:
                 value = n.value
-                constants.append((i, n.dtype, getattr(value, "_key", value)))
+                # a kept constant is one node everywhere: found by identity first
+                constants.append((i, n if is_kept(n) else None, n.dtype,
+                                  getattr(value, "_key", value)))
             else:
                 ops.append((i, n.op, n.shape, n.dtype, dict(n.attrs),
                             tuple([pos[o] for o in n.operands])))
+        self.distinct = _may_coincide(cap.order, pos)
         self.donated = cap.donated
         self._plan_donation(ops, buffers, {pos[n] for n in cap.donated_nodes}, cap.outputs)
         self._plan_walk(ops, cap.outputs, len(cap.order))
@@ -382,33 +385,38 @@ class Template:
         self.outputs = cap.outputs
         self.size = len(cap.order)
         self.nargs = number
+        # the walk and the leaf checks as straight-line code (compiler/template_code.py)
+        self.check = check_for(cap.key, self, DonatedBuffer)
 
     def _plan_walk(self, ops: list, outputs: tuple, size: int) -> None:
-        """The walk `bind` makes, worked out on the template: a flat list starts with the
-        roots, and each op node, users before their operands (`ops` in order, reversed),
-        appends its operands. An op node is read at the index where its first user (in
-        that walk) put it: `ops` holds (index, its fields, operand count); `pick` gives
-        each position's node from the flat list; `shared` the pairs of indices that must
-        hold one node (a node named in several operand slots). Which slot reaches a node
-        first depends on the template alone, so this checks what a walk filling the
+        """The walk the check makes, worked out on the template: a flat list starts with
+        the roots, and each op node, users before their operands (`ops` in order,
+        reversed), appends its operands. An op node is read at the index where its first
+        user (in that walk) put it: `walk` holds (index, its fields, operand count);
+        `pick` each position's index in the flat list; `shared` the pairs of indices that
+        must hold one node (a node named in several operand slots). Which slot reaches a
+        node first depends on the template alone, so this checks what a walk filling the
         order slot by slot would: the same fields, and the same node in each slot."""
         first: dict = {}
+        shared = []
         for j, p in enumerate(outputs):
-            first.setdefault(p, j)
-        walk, left, right = [], [], []
+            if p in first:
+                shared.append((first[p], j))
+            else:
+                first[p] = j
+        walk = []
         count = len(outputs)
         for i, op, shape, dtype, attrs, slots in reversed(ops):
             walk.append((first[i], (op, shape, dtype, attrs), len(slots)))
             for p in slots:
                 if p in first:
-                    left.append(first[p])
-                    right.append(count)
+                    shared.append((first[p], count))
                 else:
                     first[p] = count
                 count += 1
-        self.ops = tuple(walk)
-        self.pick = _picker([first[p] for p in range(size)])
-        self.shared = (_picker(left), _picker(right)) if left else None
+        self.walk = tuple(walk)
+        self.pick = tuple([first[p] for p in range(size)])
+        self.shared = tuple(shared)
 
     def _plan_donation(self, ops: list, buffers: list, donated: set, outputs: tuple) -> None:
         """`leaves`: (position, uses, donated?) per buffer leaf; `inner`: the positions of
@@ -433,49 +441,15 @@ class Template:
         is not the template's. `offered`: the offered leaves when the sync may donate
         (weak references, as `weakref.WeakSet.data` holds them); then also None unless
         capture would donate exactly the template's leaves, safely."""
-        if len(roots) != len(self.outputs):
+        try:
+            found = self.check(roots)
+        except ValueError:        # another number of roots or of operands somewhere
             return None
-        flat = list(roots)
-        extend = flat.extend
-        for j, fields, count in self.ops:
-            n = flat[j]
-            # (the buffer first: a tuple holding an array would compare it elementwise)
-            if n.buffer is not None or _FIELDS(n) != fields:
-                return None
-            operands = n.operands
-            if len(operands) != count:
-                return None
-            extend(operands)
-        shared = self.shared
-        if shared is not None and not all(map(_is, shared[0](flat), shared[1](flat))):
+        if found is None:
             return None
-        order = list(self.pick(flat))
-        # a node in two places (more sharing than the template's): not the same key
-        if len(set(order)) != self.size:
-            return None
-        args = [None] * self.nargs
-        for i, shape, dtype, number in self.buffers:
-            n = order[i]
-            buf = n.buffer
-            if buf is None or n.dtype is not dtype or n.shape != shape \
-                    or type(buf) is not _ARRAY and isinstance(buf, DonatedBuffer):
-                return None
-            args[number] = buf
-        for i, dtype, number in self.scalars:
-            n = order[i]
-            if n.buffer is not None or n.op != "scalar" or n.operands or n.dtype is not dtype:
-                return None
-            args[number] = n.value
-        for i, dtype, literal in self.constants:
-            n = order[i]
-            value = n.value
-            if n.buffer is not None or n.op != "constant" or n.operands \
-                    or n.dtype is not dtype or getattr(value, "_key", value) != literal:
-                return None
+        order, args = found
         if offered is None:
             return None if self.donated else Bound(order, args)
-        # the counts below must not include this frame's own references
-        n = buf = value = operands = flat = extend = None
         chosen = self._donations(order, offered)
         if chosen is None:
             return None
@@ -514,16 +488,32 @@ class Template:
 
 
 _ref = weakref.ref
-_FIELDS = operator.attrgetter("op", "shape", "dtype", "attrs")
-_is = operator.is_
 
 
-def _picker(indices: list) -> Any:
-    """seq -> the tuple of seq's items at `indices` (in C: operator.itemgetter)."""
-    if len(indices) == 1:
-        index = indices[0]
-        return lambda seq: (seq[index],)
-    return operator.itemgetter(*indices)
+def _may_coincide(order: list, positions: dict) -> bool:
+    """Whether one node could stand in two positions of a graph `bind` accepts: only if
+    the two positions' subgraphs are alike all the way down (the node passes both
+    positions' checks, and so do its operands at both positions' operand slots, down to
+    the leaves). Positions are numbered by what the checks compare (hash-consing, leaves
+    up); when every position has its own number, `bind` skips its check that the nodes
+    are distinct."""
+    ids: dict = {}
+    canon = []
+    try:
+        for n in order:
+            if n.buffer is not None:
+                sig: tuple = ("P", n.shape, n.dtype)
+            elif n.op == "scalar" and not n.operands:
+                sig = ("S", n.dtype)
+            elif n.op == "constant" and not n.operands:
+                sig = ("C", n.dtype, getattr(n.value, "_key", n.value))
+            else:   # (attributes as a set of items: equal dicts, equal signatures)
+                sig = (n.op, n.shape, n.dtype, frozenset(n.attrs.items()),
+                       tuple([canon[positions[o]] for o in n.operands]))
+            canon.append(ids.setdefault(sig, len(ids)))
+    except TypeError:              # an unhashable attribute: assume the worst
+        return True
+    return len(ids) != len(canon)
 
 
 class Bound:

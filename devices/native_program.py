@@ -29,6 +29,7 @@ each value planned there, an in-place output starting as a copy of its parameter
 """
 from __future__ import annotations
 
+import ctypes
 import weakref
 from typing import Any, Optional
 
@@ -122,6 +123,9 @@ class NativeProgram:
         self._direct = only[0].address if direct else None
         self._direct_fills = only[1] if direct else []
         self._call = code().run
+        # (the direct call's arguments as ctypes objects: no conversion at each call)
+        self._direct_job = ctypes.c_void_p(self._direct) if direct else None
+        self._kept_outputs = self._plan_kept_outputs() if direct else None
 
     # ---- planning ----------------------------------------------------------------------
 
@@ -249,12 +253,36 @@ class NativeProgram:
             return None
         return [o for _, o in outs]
 
+    def _plan_kept_outputs(self) -> Optional[list]:
+        """For a tiny program (one direct call) whose outputs are all a few bytes: memory
+        kept for each output, its address in the table for good; a run copies the results
+        out of it (copying a few bytes costs less than making an array and writing its
+        address at each run). None otherwise."""
+        outs = self._small_outputs
+        if outs is None or self._donated or self._aliases \
+                or any(_nbytes(dtype, shape) > KEPT_OUTPUT_BYTES for _, dtype, shape in outs):
+            return None
+        kept = []
+        for index, dtype, shape in outs:
+            mem = _empty(shape, dtype)
+            self.table[index] = address(mem)
+            kept.append(mem)
+        return kept
+
     # ---- running -----------------------------------------------------------------------
 
     def run(self, args: list) -> list:
         if self._donated or self._aliases:
             return self._run_donating(args)
         keep = self._bind_inputs(args)    # inputs converted for this run: alive until it ends
+        kept = self._kept_outputs
+        if kept is not None:              # a tiny program: one call, results copied out
+            for red in self._direct_fills:
+                red.part.fill(red.ident)
+            self._call(None, self._direct_job, _ZERO)
+            if len(kept) == 1:
+                return [_handed_out_small(kept[0].copy())]
+            return [_handed_out_small(mem.copy()) for mem in kept]
         if self._small_outputs is not None:       # every output its own small array
             outs = self._new_small_outputs()
             if self._direct is not None:  # (a tiny program: _run_jobs inlined)
@@ -404,6 +432,8 @@ class _Input:
 
 _NDARRAY = np.ndarray
 _empty = np.empty
+_ZERO = ctypes.c_int64(0)
+KEPT_OUTPUT_BYTES = 256       # outputs up to this size are copied out of kept memory
 _CONVERTED = (np.ndarray, list, tuple)    # what is not a scalar: an ndarray subclass, a list
 _weak = weakref.ref
 
