@@ -375,6 +375,7 @@ class NativeProgram:
         """A run with donated parameters or in-place outputs: their slots first."""
         table = self.table
         fresh: dict = {}                  # value -> array over this run's new memory
+        at: dict = {}                     # value -> the address of its memory (a slot's)
         taken: list = []
         # claimed before any view of a parameter is made (a view would count as another
         # reader of its memory and the claim would fail)
@@ -386,7 +387,7 @@ class NativeProgram:
                     own = HOST_MEMORY.take(nbytes)
                     if p not in self._outputs:
                         taken.append(own)
-                table[index] = address(own)
+                table[index] = at[p] = address(own)
                 fresh[p] = own[:nbytes].view(dtype).reshape(shape)
         try:
             keep = self._bind_inputs(args)
@@ -395,7 +396,10 @@ class NativeProgram:
                 # the kernel reads the parameter through the output's memory: when the
                 # caller's buffer could not be taken over, that memory starts as a copy
                 param = self._by_value[x]
-                if address(fresh[o]) != int(table[param.index]):
+                addr = at.get(o)
+                if addr is None:
+                    addr = address(fresh[o])
+                if addr != table.item(param.index):
                     src = np.asarray(args[param.number], dtype=param.dtype)
                     np.copyto(fresh[o], src.reshape(fresh[o].shape))
             self._run_jobs(fresh)
