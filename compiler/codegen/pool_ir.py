@@ -10,12 +10,15 @@ Memory layouts (all 64-bit words, allocated and owned by the device; `LAYOUT` be
 
 - pool state: `STATE_*` word offsets, then room for one mutex and one condition variable.
 - job: [number of tasks, tasks, counters, buffer table]; a task is `TASK_WORDS` words
-  [trampoline, kernel, argv, ranges, chunks, partials, partial strides, -]; counters are
+  [trampoline, kernel, argv, ranges, chunks, partials, partial strides, go on]; counters are
   two words per task [next chunk, chunks done]. `argv` and `partials` hold indices into
   the job's buffer table (one address per buffer), so a run rewrites only that table.
 
 A task is one kernel over its chunks; the tasks of a job run in order with a barrier
-between them (each task may read what the one before wrote). A kernel has the CPU
+between them (each task may read what the one before wrote). A task marked "go on" has
+no barrier after it: a thread that finds none of its chunks left goes on to the next
+task's (two independent matrix products share the threads so, each on one thread), and
+the next barrier waits for the chunks of every task since the last one. A kernel has the CPU
 codegen's signature `f(buf0..bufN, start, end, partial0..partialM)`; a trampoline per
 (N, M) looks its buffers up in the table, adds each partial's per-chunk offset, and
 calls it.
@@ -46,6 +49,7 @@ STATE_MUTEX, STATE_COND = 8, 24          # 128 bytes each: more than any libc's 
 STATE_WORDS = 40
 TASK_WORDS = 8
 TASK_TRAMP, TASK_FN, TASK_ARGV, TASK_RANGES, TASK_CHUNKS, TASK_PARTIALS, TASK_STRIDES = range(7)
+TASK_GO_ON = 7    # nonzero: no barrier after this task (the next one does not read it)
 GEN_SHIFT = 20
 CLOSED = 1 << 19
 JOINED_MASK = CLOSED - 1
@@ -184,10 +188,11 @@ class PoolIR:
         b.branch(c_head)
 
         b.position_at_end(c_done)
-        # the barrier: the next task may read what any chunk of this one wrote
-        self._spin_until(b, lambda bb: bb.icmp_signed(">=", _atomic_load(bb, done), chunks),
-                         "barrier")
-        b.branch(t_next)
+        go_on = b.load(_word(b, task, TASK_GO_ON), typ=I64)
+        barrier = f.append_basic_block("barrier")
+        b.cbranch(b.icmp_unsigned("!=", go_on, _c(0)), t_next, barrier)
+        b.position_at_end(barrier)
+        self._barrier(b, tasks, counters, t, t_next)
         b.position_at_end(t_next)
         t.add_incoming(b.add(t, _c(1)), t_next)
         b.branch(t_head)
@@ -195,6 +200,31 @@ class PoolIR:
         b.position_at_end(exit_)
         b.ret_void()
         return f
+
+    def _barrier(self, b: ir.IRBuilder, tasks: ir.Value, counters: ir.Value, t: ir.Value,
+                 after: ir.Block) -> None:
+        """Wait until every chunk of task t is done, and of each task before it back to
+        the last one with a barrier of its own (the next task may read what any of them
+        wrote), then branch to `after`."""
+        f = b.function
+        head, check, prev = (f.append_basic_block(n) for n in ("bar.head", "bar.check", "bar.prev"))
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        u = b.phi(I64, "u")
+        u.add_incoming(t, pre)
+        chunks = b.load(_word(b, _word(b, tasks, b.mul(u, _c(TASK_WORDS))), TASK_CHUNKS), typ=I64)
+        done = _word(b, counters, b.add(b.mul(u, _c(2)), _c(1)))
+        self._spin_until(b, lambda bb: bb.icmp_signed(">=", _atomic_load(bb, done), chunks),
+                         "barrier")
+        b.branch(check)
+        b.position_at_end(check)
+        b.cbranch(b.icmp_signed(">", u, _c(0)), prev, after)
+        b.position_at_end(prev)
+        before = b.sub(u, _c(1))
+        flag = b.load(_word(b, _word(b, tasks, b.mul(before, _c(TASK_WORDS))), TASK_GO_ON), typ=I64)
+        u.add_incoming(before, prev)
+        b.cbranch(b.icmp_unsigned("!=", flag, _c(0)), head, after)
 
     # ---- run: the caller's side -----------------------------------------------------
 

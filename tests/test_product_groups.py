@@ -1,0 +1,138 @@
+"""Independent matrix products side by side in a program's native job
+(devices/product_groups.py): a product moves up next to an earlier one only when no step
+in between computes its operands, its result gets memory of its own when its slot holds
+another value meanwhile, and a training step run so gives the interpreter's parameters."""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+import lazyarray.nn.functional as F
+from lazyarray.devices import native_gemm, native_program, product_groups
+from lazyarray.devices import native_pool as NP
+
+
+def _exe(steps: list, slot_of: dict = None, outputs: list = (), params: list = (0, 1, 2)):
+    """A stand-in for a CPUExecutable: what the planner reads of one."""
+    return types.SimpleNamespace(steps=steps, slot_of=dict(slot_of or {}), outputs=list(outputs),
+                                 params=[(p, k) for k, p in enumerate(params)],
+                                 _const_arrays={}, _param_slots=set(), _aliases=[])
+
+
+def _product(a: int, b: int, out: int, work: int = 100) -> dict:
+    return {"type": "library", "call": "gemm", "operands": [a, b], "pos": out, "work": work}
+
+
+def _loop(*args: int) -> dict:
+    return {"type": "loop", "args": list(args)}
+
+
+def _plan(exe, threads: int = 2) -> product_groups.Plan:
+    return product_groups.plan(exe, threads, native_program._used,
+                               lambda s: s.get("work") if s["type"] == "library" else None)
+
+
+def test_an_independent_product_moves_next_to_the_earlier_one() -> None:
+    p, loop, q = _product(0, 1, 10), _loop(10, 11), _product(0, 2, 12)
+    plan = _plan(_exe([p, loop, q], {10: 5, 11: 6, 12: 7}))
+    assert plan.order == [p, q, loop]
+    assert plan.go_on == {id(p)} and plan.own == set()
+    assert plan.tiles == {id(p): 1, id(q): 1}          # equal work: each whole on a thread
+
+
+def test_a_product_reading_what_a_step_between_computes_stays() -> None:
+    p, loop, q = _product(0, 1, 10), _loop(10, 11), _product(11, 2, 12)
+    plan = _plan(_exe([p, loop, q]))
+    assert plan.order == [p, loop, q] and not plan.go_on and not plan.tiles
+
+
+def test_a_result_whose_slot_is_in_use_in_between_gets_its_own_memory() -> None:
+    # q's result reuses the slot of 11, which the loop writes between p and q
+    p, loop, r, q = _product(0, 1, 10), _loop(10, 11), _loop(11, 13), _product(0, 2, 12)
+    plan = _plan(_exe([p, loop, r, q], {10: 5, 11: 6, 12: 6, 13: 7}))
+    assert plan.order == [p, q, loop, r] and plan.own == {12}
+    # ... unless it is an output of the program: then it stays where it was
+    plan = _plan(_exe([p, loop, r, q], {10: 5, 11: 6, 12: 6, 13: 7}, outputs=[12, 13]))
+    assert plan.order == [p, loop, r, q] and not plan.go_on
+
+
+def test_a_result_sharing_a_slot_with_a_product_beside_it_gets_its_own_memory() -> None:
+    # q's result reuses the slot of p's operand 3 (dead after p): side by side, q would
+    # write it while p still reads it
+    p, loop, q = _product(3, 1, 10), _loop(10, 11), _product(0, 2, 12)
+    plan = _plan(_exe([p, loop, q], {3: 4, 10: 5, 11: 6, 12: 4}, params=(0, 1, 2, 3)))
+    assert plan.order == [p, q, loop] and plan.own == {12}
+
+
+def test_unequal_products_run_split_and_groups_hold_one_product_a_thread() -> None:
+    p, loop, q = _product(0, 1, 10, work=1000), _loop(10, 11), _product(0, 2, 12, work=100)
+    plan = _plan(_exe([p, loop, q]))
+    assert plan.go_on == {id(p)} and plan.tiles == {id(p): 2, id(q): 2}
+    r = _product(1, 2, 13)
+    plan = _plan(_exe([_product(0, 1, 10), _loop(10, 11), _product(0, 2, 12), r]))
+    assert len(plan.go_on) == 1 and id(r) not in plan.tiles       # 2 threads: pairs
+    plan = _plan(_exe([p, loop, q]), threads=1)
+    assert plan.order == [p, loop, q] and not plan.go_on
+
+
+def test_a_product_joins_the_group_where_each_runs_whole() -> None:
+    light, a, heavy, b, q = (_product(0, 1, 10, work=100), _loop(10, 11),
+                             _product(11, 2, 12, work=1000), _loop(12, 13), _product(1, 2, 14))
+    plan = _plan(_exe([light, a, heavy, b, q]))
+    # q (work 100) may join `heavy` (the latest group) or `light`: beside `light` each
+    # runs whole on a thread
+    assert plan.order == [light, q, a, heavy, b] and plan.go_on == {id(light)}
+    assert plan.tiles == {id(light): 1, id(q): 1}
+
+
+# ---- end to end: a training step ------------------------------------------------------
+
+def _train(sizes: tuple, batch: int, steps: int) -> list:
+    rng = np.random.default_rng(0)
+    layers = []
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+        layers += [la.nn.Linear(fan_in, fan_out), la.nn.ReLU()]
+    model = la.nn.Sequential(*layers[:-1])
+    weights = [rng.uniform(-0.2, 0.2, tuple(p.shape)).astype(np.float32)
+               for p in model.parameters()]
+    model.load_state_dict({n: w for (n, _), w in zip(model.named_parameters(), weights)})
+    opt = la.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)   # (Adam: sign-like
+    # updates of near-zero gradients would amplify float rounding past any tolerance)
+    x = la.asarray(rng.standard_normal((batch, sizes[0])).astype(np.float32))
+    y = la.asarray(rng.integers(0, sizes[-1], batch))
+    params = model.parameters()
+    for _ in range(steps):
+        with la.GradientTape() as tape:
+            loss = F.cross_entropy(model(x), y)
+        opt.apply_gradients(tape.gradient(loss, params))
+        loss.item()
+    return [p.numpy() for p in params]
+
+
+@pytest.mark.skipif(not native_gemm.available(), reason="NumPy's BLAS is not its ILP64 OpenBLAS")
+@pytest.mark.parametrize("sizes, batch", [((784, 512, 512, 10), 256), ((40, 24, 24, 3), 17)])
+def test_a_training_step_with_products_side_by_side_matches_the_interpreter(
+        sizes: tuple, batch: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list = []
+    real = native_program.NativeProgram.__init__
+
+    def spy(self, exe, threads):
+        real(self, exe, threads)
+        made.append(self)
+    monkeypatch.setattr(native_program.NativeProgram, "__init__", spy)
+    with la.config.override(device="cpu", num_threads=2):
+        got = _train(sizes, batch, 3)
+    with la.config.override(device="interpreter"):
+        want = _train(sizes, batch, 3)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
+    grouped = [prog for prog in made if prog.plan.go_on]
+    assert grouped, "no program ran two products side by side"
+    words = [job._tasks.reshape(-1, NP.IR.TASK_WORDS)[:, NP.IR.TASK_GO_ON]
+             for prog in grouped for job, _, _ in prog.segments]
+    assert sum(int(w.sum()) for w in words) == sum(len(p.plan.go_on) for p in grouped)
+    if sizes[0] == 784:     # this step's buffer plan reuses the moved weight gradient's slot
+        assert any(prog.plan.own for prog in grouped)
