@@ -114,6 +114,8 @@ def matmul(a: np.ndarray, c: np.ndarray, out: np.ndarray, threads: int) -> bool:
         return False
     m, k = a.shape
     n = c.shape[1]
+    if work(m, n, k) < SPLIT_WORK:    # one tile, on this thread: no worker to wake
+        threads = 1
     job, desc = _job(dt, m, n, k, pa[1:], pc[1:], threads)
     job.table[:] = (native_pool.address(a), native_pool.address(c), native_pool.address(out),
                     native_pool.address(desc))

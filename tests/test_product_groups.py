@@ -136,3 +136,60 @@ def test_a_training_step_with_products_side_by_side_matches_the_interpreter(
     assert sum(int(w.sum()) for w in words) == sum(len(p.plan.go_on) for p in grouped)
     if sizes[0] == 784:     # this step's buffer plan reuses the moved weight gradient's slot
         assert any(prog.plan.own for prog in grouped)
+
+
+# ---- two products as tasks of one job, side by side --------------------------------------
+
+def _operand(rng, shape: tuple, dtype, transposed: bool) -> np.ndarray:
+    x = rng.standard_normal(shape).astype(dtype)
+    return np.ascontiguousarray(x.T).T if transposed else x      # BLAS reads the view as is
+
+
+def _product_task(a: np.ndarray, b: np.ndarray, out: np.ndarray, tiles: int, base: int):
+    fn, desc, ranges = native_gemm.task(out.dtype, a.shape[0], b.shape[1], a.shape[1],
+                                        native_gemm._operand(a)[1:], native_gemm._operand(b)[1:],
+                                        tiles)
+    return (fn, [base, base + 1, base + 2, base + 3], [], [], ranges), desc
+
+
+@pytest.mark.skipif(not native_gemm.available(), reason="NumPy's BLAS is not its ILP64 OpenBLAS")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("threads", [2, 3, 5])
+@pytest.mark.parametrize("tiles", ["whole", "split"])
+def test_two_products_side_by_side_match_numpy(dtype, threads: int, tiles: str) -> None:
+    """Odd shapes (1 to 37 rows, columns that no tile count divides, a split that would
+    leave an empty tile), every transpose: each product of a pair, its tiles taken by
+    any thread with no barrier between the two, equals NumPy's."""
+    rng = np.random.default_rng(threads)
+    shapes = [((1, 7, 5), (37, 1, 3)), ((11, 40, 7), (5, 3, 300)), ((3, 1, 2), (64, 33, 29))]
+    pool = NP.NativePool(threads)
+    try:
+        for (m1, k1, n1), (m2, k2, n2) in shapes:
+            for ta, tb in [(False, False), (True, False), (False, True), (True, True)]:
+                a1, b1 = _operand(rng, (m1, k1), dtype, ta), _operand(rng, (k1, n1), dtype, tb)
+                a2, b2 = _operand(rng, (m2, k2), dtype, tb), _operand(rng, (k2, n2), dtype, ta)
+                o1, o2 = np.full((m1, n1), np.nan, dtype), np.full((m2, n2), np.nan, dtype)
+                t = 1 if tiles == "whole" else threads
+                task1, d1 = _product_task(a1, b1, o1, t, 0)
+                task2, d2 = _product_task(a2, b2, o2, t, 4)
+                job = NP.Job([task1, task2], 8, go_on=[0])
+                job.table[:] = [NP.address(x) for x in (a1, b1, o1, d1, a2, b2, o2, d2)]
+                pool.run(job)
+                tol = 1e-4 if dtype == np.float32 else 1e-12
+                for a, b, o in ((a1, b1, o1), (a2, b2, o2)):
+                    want = a.astype(np.float64) @ b.astype(np.float64)
+                    np.testing.assert_allclose(o, want, rtol=tol, atol=tol)
+    finally:
+        pool.close()
+
+
+@pytest.mark.skipif(not native_gemm.available(), reason="NumPy's BLAS is not its ILP64 OpenBLAS")
+def test_a_product_too_small_to_split_runs_on_the_calling_thread() -> None:
+    a, b = np.ones((8, 8), np.float32), np.full((8, 8), 2.0, np.float32)
+    out = np.empty((8, 8), np.float32)
+    pool = NP.get_pool(2)
+    shared = pool.runs_shared
+    for _ in range(5):
+        assert native_gemm.matmul(a, b, out, 2)
+    assert pool.runs_shared == shared                # no worker was asked
+    np.testing.assert_array_equal(out, np.full((8, 8), 16.0))
