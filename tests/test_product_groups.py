@@ -136,6 +136,12 @@ def test_a_training_step_with_products_side_by_side_matches_the_interpreter(
     assert sum(int(w.sum()) for w in words) == sum(len(p.plan.go_on) for p in grouped)
     if sizes[0] == 784:     # this step's buffer plan reuses the moved weight gradient's slot
         assert any(prog.plan.own for prog in grouped)
+        # its 10-wide layer's products (256x10 @ 10x512, 10x256 @ 256x512) are direct
+        direct = set(native_gemm._tile_functions().values()) - {
+            native_gemm._tile_functions()[np.dtype(dt), False] for dt in (np.float32, np.float64)}
+        fns = [int(t[NP.IR.TASK_FN]) for prog in grouped for job, _, _ in prog.segments
+               for t in job._tasks.reshape(-1, NP.IR.TASK_WORDS)]
+        assert sum(fn in direct for fn in fns) == 2
 
 
 # ---- two products as tasks of one job, side by side --------------------------------------
@@ -193,3 +199,45 @@ def test_a_product_too_small_to_split_runs_on_the_calling_thread() -> None:
         assert native_gemm.matmul(a, b, out, 2)
     assert pool.runs_shared == shared                # no worker was asked
     np.testing.assert_array_equal(out, np.full((8, 8), 16.0))
+
+
+# ---- small products computed directly (no BLAS) -------------------------------------------
+
+@pytest.mark.skipif(not native_gemm.available(), reason="NumPy's BLAS is not its ILP64 OpenBLAS")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_direct_products_match_numpy(dtype, trans_a: bool, threads: int) -> None:
+    """Every row block (1 to 13 rows: blocks of 6 and each remainder) and column block
+    (wide blocks, one vector, single columns: 32 to 100 columns), short and long inner
+    dimensions, tiles that split C unevenly or would leave one empty."""
+    rng = np.random.default_rng(threads + 7 * trans_a)
+    direct_fn = native_gemm._tile_functions()[np.dtype(dtype), True]
+    pool = NP.NativePool(threads)
+    shapes = [(m, n, k) for m in (1, 2, 5, 6, 7, 11, 12) for n, k in ((32, 1), (43, 300), (100, 9))]
+    shapes += [(37, 77, 16), (13, 513, 3), (256, 512, 10), (10, 512, 256)]
+    try:
+        for m, n, k in shapes:
+            assert native_gemm.direct(m, n, k, native_gemm.IR.CBLAS_NO_TRANS), (m, n, k)
+            a = _operand(rng, (m, k), dtype, trans_a)
+            b = rng.standard_normal((k, n)).astype(dtype)
+            out = np.full((m, n), np.nan, dtype)
+            task, desc = _product_task(a, b, out, threads, 0)
+            assert task[0] == direct_fn                   # the direct path, not BLAS
+            job = NP.Job([task], 4)
+            job.table[:] = [NP.address(x) for x in (a, b, out, desc)]
+            pool.run(job)
+            tol = 1e-4 if dtype == np.float32 else 1e-12
+            np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64),
+                                       rtol=tol, atol=tol * max(1.0, np.sqrt(k)), err_msg=str((m, n, k)))
+    finally:
+        pool.close()
+
+
+def test_direct_products_leave_blas_what_it_does_better() -> None:
+    no, yes = native_gemm.IR.CBLAS_TRANS, native_gemm.IR.CBLAS_NO_TRANS
+    assert native_gemm.direct(256, 512, 10, yes) and native_gemm.direct(10, 512, 256, yes)
+    assert not native_gemm.direct(256, 512, 10, no)           # B read down its columns
+    assert not native_gemm.direct(256, 10, 512, yes)          # C too narrow
+    assert not native_gemm.direct(256, 256, 32, yes)          # neither short nor few rows
+    assert not native_gemm.direct(12, 4096, 4096, yes)        # too large

@@ -420,6 +420,9 @@ def gemm_tiles_ir(triple: str) -> str:
     for name, ftype, size in (("lzp_sgemm_tiles", ir.FloatType(), 4),
                               ("lzp_dgemm_tiles", ir.DoubleType(), 8)):
         _gemm_tiles(mod, name, ftype, size)
+    for name, ftype, size in (("lzp_sgemm_small", ir.FloatType(), 4),
+                              ("lzp_dgemm_small", ir.DoubleType(), 8)):
+        _SmallGemm(mod, name, ftype, size)
     return str(mod)
 
 
@@ -453,6 +456,122 @@ def _gemm_tiles(mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
 
     counted_loop(b, start, end, [], tile)
     b.ret_void()
+
+
+# ---- small products computed directly -------------------------------------------------
+
+VECTOR_BYTES = 32       # one AVX2 register: 8 floats or 4 doubles
+SMALL_ROWS = (6, 5, 4, 3, 2, 1)     # row blocks: as many of 6 as fit, then one of the rest
+SMALL_ACCUMULATORS = 12             # rows x vectors of a block held in registers: enough
+                                    # independent multiply-adds to cover the FMA latency
+                                    # (~5 cycles on 2 units), with room for B's vectors
+
+
+def _small_vectors(rows: int) -> int:
+    """Vectors of C's row in a block of `rows` rows (a short block is made wider)."""
+    return max(2, min(4, SMALL_ACCUMULATORS // rows))
+
+
+class _SmallGemm:
+    """`lzp_sgemm_small` / `lzp_dgemm_small`: the signature and tiles of `gemm_tiles`, for
+    a B read along its rows (not transposed), each tile computed here: a block of rows of
+    C held in registers over the whole inner dimension, each A element broadcast against
+    a few vectors of B's row per step, C written once. BLAS clears C, packs A and B and then
+    adds into C: for a short inner dimension (a 10-wide layer's 256x10 @ 10x512) or few
+    rows (its weight gradient 10x256 @ 256x512) that overhead is most of its time."""
+
+    def __init__(self, mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
+        self.mod, self.ftype, self.size = mod, ftype, size
+        self.lanes = VECTOR_BYTES // size
+        self.vtype = ir.VectorType(ftype, self.lanes)
+        suffix = "f32" if size == 4 else "f64"
+        self.fma = {w: ir.Function(mod, ir.FunctionType(t, [t, t, t]), f"llvm.fma.{tag}{suffix}")
+                    for w, t, tag in ((1, ftype, ""), (self.lanes, self.vtype, f"v{self.lanes}"))}
+        f = ir.Function(mod, ir.FunctionType(VOID, [PTR, PTR, PTR, PTR, I64, I64]), name)
+        a, bm_, c, desc, start, end = f.args
+        b = self.b = ir.IRBuilder(f.append_basic_block("entry"))
+        d = [b.load(_word(b, desc, k), typ=I64) for k in range(GEMM_WORDS)]
+        self.a, self.bmat, self.c, self.d = a, bm_, c, d
+        plain = b.icmp_unsigned("==", d[GEMM_TRANS_A], _c(CBLAS_NO_TRANS))
+        # A[i, k] = a[i * a_row + k * a_col] (a transposed A is read down its columns)
+        self.a_row = b.select(plain, d[GEMM_LDA], _c(1))
+        self.a_col = b.select(plain, _c(1), d[GEMM_LDA])
+
+        def tile(t: ir.Value, _: list) -> list:
+            r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
+            c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
+            r1 = b.add(r0, _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0)))
+            c1 = b.add(c0, _min(b, d[GEMM_BN], b.sub(d[GEMM_N], c0)))
+            self._tile(r0, r1, c0, c1)
+            return []
+
+        counted_loop(b, start, end, [], tile)
+        b.ret_void()
+
+    def _stages(self, lo: ir.Value, hi: ir.Value, widths: tuple) -> list:
+        """[(start, end, width)]: [lo, hi) cut into runs of blocks of each width in turn."""
+        b, out = self.b, []
+        for w in widths:
+            cut = b.add(lo, b.mul(b.udiv(b.sub(hi, lo), _c(w)), _c(w)))
+            out.append((lo, cut, w))
+            lo = cut
+        return out
+
+    def _tile(self, r0: ir.Value, r1: ir.Value, c0: ir.Value, c1: ir.Value) -> None:
+        b = self.b
+        lanes = self.lanes
+        for rs, re, rows in self._stages(r0, r1, SMALL_ROWS):
+            def row_block(i: ir.Value, _: list, rows: int = rows) -> list:
+                wide = _small_vectors(rows) * lanes
+                for cs, ce, cols in self._stages(c0, c1, (wide, lanes, 1)):
+                    def col_block(j: ir.Value, _: list, cols: int = cols) -> list:
+                        self._block(i, j, rows, cols)
+                        return []
+                    counted_loop(b, cs, ce, [], col_block, name="j", step=_c(cols))
+                return []
+            counted_loop(b, rs, re, [], row_block, name="r", step=_c(rows))
+
+    def _block(self, i: ir.Value, j: ir.Value, rows: int, cols: int) -> None:
+        """C[i:i+rows, j:j+cols] = A[i:i+rows, :] @ B[:, j:j+cols], in registers."""
+        b, d = self.b, self.d
+        width = min(cols, self.lanes)
+        vt = self.vtype if width > 1 else self.ftype
+        nvec = cols // width
+        zero = ir.Constant(vt, None)
+        a_rows = [b.mul(b.add(i, _c(r)), self.a_row) for r in range(rows)]
+        b_cols = [b.add(j, _c(v * width)) for v in range(nvec)]
+
+        def step(k: ir.Value, acc: list) -> list:
+            brow = b.mul(k, d[GEMM_LDB])
+            bv = [b.load(self._at(self.bmat, b.add(brow, col)), typ=vt, align=self.size)
+                  for col in b_cols]
+            kcol = b.mul(k, self.a_col)
+            out = []
+            for r in range(rows):
+                x = b.load(self._at(self.a, b.add(a_rows[r], kcol)), typ=self.ftype)
+                x = self._splat(x, width)
+                out += [b.call(self.fma[width], [x, bv[v], acc[r * nvec + v]])
+                        for v in range(nvec)]
+            return out
+
+        acc = counted_loop(b, _c(0), d[GEMM_K], [zero] * (rows * nvec), step, name="k",
+                           interleave=False)
+        for r in range(rows):
+            crow = b.mul(b.add(i, _c(r)), d[GEMM_LDC])
+            for v in range(nvec):
+                b.store(acc[r * nvec + v], self._at(self.c, b.add(crow, b_cols[v])),
+                        align=self.size)
+
+    def _at(self, base: ir.Value, index: ir.Value) -> ir.Value:
+        return self.b.gep(base, [index], source_etype=self.ftype)
+
+    def _splat(self, x: ir.Value, width: int) -> ir.Value:
+        if width == 1:
+            return x
+        b = self.b
+        v = b.insert_element(ir.Constant(self.vtype, ir.Undefined), x, ir.Constant(I32, 0))
+        return b.shuffle_vector(v, ir.Constant(self.vtype, ir.Undefined),
+                                ir.Constant(ir.VectorType(I32, width), [0] * width))
 
 
 def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
