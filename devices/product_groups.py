@@ -69,7 +69,8 @@ def plan(exe: Any, threads: int, used: Callable[[dict], list],
     return Plan(order, go_on, tiles, own)
 
 
-LOOK_BACK = 8       # how many earlier groups a product may join (planning stays linear)
+LOOK_BACK = 8       # how many earlier groups a product may join, and how many steps it
+REACH = 64          # may move over at most (planning stays linear in the steps)
 
 
 def _join(exe: Any, step: dict, order: list, groups: list, threads: int, first: dict,
@@ -82,6 +83,8 @@ def _join(exe: Any, step: dict, order: list, groups: list, threads: int, first: 
         if len(group) >= threads:
             continue
         start = _index(order, group[0])
+        if len(order) - start > REACH:
+            break                  # (earlier groups are farther still)
         mine = _movable(exe, step, order[start:], first, given, fixed, used)
         if mine is None:
             continue
@@ -106,8 +109,8 @@ def _whole(group: list, threads: int, gemm_work: Callable) -> bool:
 
 
 def _index(order: list, step: dict) -> int:
-    for k, s in enumerate(order):
-        if s is step:
+    for k in range(len(order) - 1, -1, -1):       # (a group is near the end)
+        if order[k] is step:
             return k
     raise ValueError("step not in the order")
 

@@ -241,3 +241,10 @@ def test_direct_products_leave_blas_what_it_does_better() -> None:
     assert not native_gemm.direct(256, 10, 512, yes)          # C too narrow
     assert not native_gemm.direct(256, 256, 32, yes)          # neither short nor few rows
     assert not native_gemm.direct(12, 4096, 4096, yes)        # too large
+
+
+def test_a_product_moves_over_a_bounded_number_of_steps() -> None:
+    far = [_loop(10, 20 + k) for k in range(product_groups.REACH + 1)]
+    p, q = _product(0, 1, 10), _product(0, 2, 12)
+    assert _plan(_exe([p, *far, q])).order[-1] is q             # too far: stays
+    assert _plan(_exe([p, *far[:8], q])).order[1] is q          # near: moves up
