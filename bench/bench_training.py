@@ -2,9 +2,9 @@
 cross-entropy) by lazyarray and, in the same run, PyTorch eager, torch.compile and jax.jit
 (each skipped when not installed). The first step (trace + compile) is measured apart from
 the steady state; a peer's first call likewise; lazyarray's run (the sync of a recorded
-step) is also timed alone. Beside it, the step's large matrix
-products one at a time (forward, weight gradient, input gradient: transposed operands
-as the step has them) by each framework and NumPy.
+step) is also timed alone. Beside it, the step's matrix products one at a time
+(forward, weight gradient, input gradient: transposed operands as the step has them;
+the large ones and the 10-wide layer's) by each framework and NumPy.
 
     python -m pytest bench/bench_training.py --benchmark-only
 """
@@ -200,11 +200,16 @@ def test_jax_jit(benchmark):
 def _layer_products() -> dict:
     """name -> (function of (xp, a, b), operand shapes): a Linear layer's forward
     (x @ W.T), its weight gradient (g.T @ x) and its input gradient (g @ W)."""
-    b, i, o = BATCH, SIZES[0], SIZES[1]
+    b, i, o, last = BATCH, SIZES[0], SIZES[1], SIZES[-1]
     return {
         f"mlp forward {b}x{i} @ ({o}x{i}).T": (lambda xp, x, w: x @ w.T, ((b, i), (o, i))),
         f"mlp weight grad ({b}x{o}).T @ {b}x{i}": (lambda xp, g, x: g.T @ x, ((b, o), (b, i))),
         f"mlp input grad {b}x{o} @ {o}x{o}": (lambda xp, g, w: g @ w, ((b, o), (o, o))),
+        # the 10-wide output layer's gradients: short products (lazyarray computes them
+        # with code of its own, not BLAS: native_gemm.direct)
+        f"mlp input grad {b}x{last} @ {last}x{o}": (lambda xp, g, w: g @ w, ((b, last), (last, o))),
+        f"mlp weight grad ({b}x{last}).T @ {b}x{o}": (lambda xp, g, h: g.T @ h,
+                                                      ((b, last), (b, o))),
     }
 
 

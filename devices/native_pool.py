@@ -8,9 +8,10 @@ every chunk is done and every worker that joined has left the job. So Python see
 as one ctypes call (which releases the GIL): a KeyboardInterrupt can only arrive before
 or after it, never while a worker still writes.
 
-- A job is a list of tasks run in order with a barrier between them; a task is one
-  kernel over its chunks (`Job`). One job per step and thread count is built once and
-  reused: a run only rewrites the buffer pointers.
+- A job is a list of tasks run in order with a barrier between them (none after a task
+  marked to go on: the next one is independent of it); a task is one kernel over its
+  chunks (`Job`). One job per step and thread count is built once and reused: a run
+  only rewrites the buffer pointers.
 - A job whose tasks all have one chunk runs on the calling thread without waking
   anyone (a tiny kernel costs a ctypes call).
 - Threads are started on the first parallel run, named `lazyarray-cpu<N>`, spin briefly
@@ -120,11 +121,13 @@ class Job:
     the buffers' addresses into `table` and call `NativePool.run`."""
 
     def __init__(self, tasks: Sequence[tuple], buffers: int,
-                 table: Optional[np.ndarray] = None) -> None:
+                 table: Optional[np.ndarray] = None, go_on: Sequence[int] = ()) -> None:
         """tasks: (kernel address, buffer indices of its arguments, buffer indices of its
         partials, byte strides of its partials per chunk (0: shared), chunk ranges[,
         indices of the integers passed after the partials]). `table`: an int64 array of
-        at least `buffers` entries to share with other jobs."""
+        at least `buffers` entries to share with other jobs. `go_on`: the tasks with no
+        barrier after them (the next task does not read what they write; the next
+        barrier waits for them too), never the last."""
         c = code()
         n = len(tasks)
         self.header = np.zeros(4, np.int64)
@@ -150,6 +153,12 @@ class Job:
             self._keep.extend(words + [rng])
             self.parallel = self.parallel or len(rng) > 2
             self.chunks += len(rng) // 2
+        for t in go_on:
+            if not 0 <= t < n - 1:
+                raise ValueError(f"lazyarray: a job's task {t} of {n} cannot go on without a "
+                                 "barrier (only a task with another after it can)")
+            self._tasks[t * IR.TASK_WORDS + IR.TASK_GO_ON] = 1
+            self.parallel = True        # its chunks and the next task's run side by side
         self.header[:] = (n, self._tasks.ctypes.data, self.counters.ctypes.data,
                           self.table.ctypes.data)
         self.address = self.header.ctypes.data

@@ -36,7 +36,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..compiler import dtypes as D
-from . import native_gemm
+from . import native_gemm, product_groups
 from .host_memory import HOST_MEMORY, MIN_BYTES
 from .native_pool import Job, address, code, get_pool
 
@@ -64,6 +64,14 @@ def _gemm_task(exe: Any, step: dict, threads: int) -> Optional[tuple]:
         return None
     return native_gemm.program_task(step["args"], lhs.shape, rhs.shape, out.shape,
                                     out.dtype.np, threads)
+
+
+def _gemm_work(exe: Any, step: dict) -> Optional[int]:
+    """A native product step's estimated work (native_gemm.work), else None."""
+    if step["type"] != "library" or _gemm_task(exe, step, 1) is None:
+        return None
+    a = step["args"]
+    return native_gemm.work(a["m"], a["n"], a["k"])
 
 
 def _used(step: dict) -> list:
@@ -106,6 +114,9 @@ class NativeProgram:
         self._partials: list = []         # every _Reduction, its partial array kept alive
         self._donated: list = []          # parameter slots: (donor, [(index, value, ...)])
         self._outputs = set(exe.outputs)
+        # independent products side by side (product_groups.py): the steps' order, and
+        # the values whose memory that order cannot share with their slot's
+        self.plan = product_groups.plan(exe, threads, _used, lambda s: _gemm_work(exe, s))
         self._plan_slots(exe, where, fixed)
         self._aliases = list(exe._aliases)
         from .cpu import claim_memory     # (cpu imports this module)
@@ -135,12 +146,13 @@ class NativeProgram:
         outputs = set(exe.outputs)
         by_slot: dict = {}
         sizes = dict(enumerate(exe.slot_bytes))
+        own = self.plan.own
         for p, slot in exe.slot_of.items():
-            if p not in where:
+            if p not in where and p not in own:
                 by_slot.setdefault(slot, []).append(p)
         for step in exe.steps:       # values with no slot get their own scratch memory
             for p in _used(step):
-                if p is not None and p not in where and p not in exe.slot_of:
+                if p is not None and p not in where and (p not in exe.slot_of or p in own):
                     by_slot[("own", p)] = [p]
                     sizes[("own", p)] = exe.values[p].nbytes
         self.views: dict = {}             # value -> array over kept memory
@@ -194,13 +206,15 @@ class NativeProgram:
     def _plan_steps(self, exe: Any, threads: int, where: dict, fixed: list) -> list:
         """Jobs of the native pool, each with the partial arrays to reset before it and
         the reductions to copy out after it (a partial step without a finish phase)."""
-        segments, tasks, fills = [], [], []
-        for step in exe.steps:
+        segments, tasks, fills, go_on = [], [], [], []
+        for step in self.plan.order:
             if step["type"] == "library":        # a matrix product: tiles of C
-                fn, desc, ranges = _gemm_task(exe, step, threads)
+                fn, desc, ranges = _gemm_task(exe, step, self.plan.tiles.get(id(step), threads))
                 self._descriptors.append(desc)   # the table holds its address only
                 args = [where[p] for p in _used(step)] + [self._buffer(fixed, desc)]
                 tasks.append((fn, args, [], [], ranges))
+                if id(step) in self.plan.go_on:  # the next product runs beside it
+                    go_on.append(len(tasks) - 1)
                 continue
             ranges = exe._split(step, threads)
             args = [where[p] for p in step["args"]]
@@ -224,11 +238,11 @@ class NativeProgram:
                               [where[p] for p in step["finish_args"]], parts, [0] * len(parts),
                               [(0, step["finish_extent"])], [count]))
                 continue
-            segments.append((Job(tasks, self._count, self.table), fills,
+            segments.append((Job(tasks, self._count, self.table, go_on), fills,
                              [red for red in reductions if red.pos is not None]))
-            tasks, fills = [], []
+            tasks, fills, go_on = [], [], []
         if tasks:
-            segments.append((Job(tasks, self._count, self.table), fills, []))
+            segments.append((Job(tasks, self._count, self.table, go_on), fills, []))
         return segments
 
     @staticmethod

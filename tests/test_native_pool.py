@@ -501,3 +501,52 @@ def test_a_tiny_program_runs_on_the_calling_thread() -> None:
     big = np.ones(1 << 20, np.float32)
     assert float(device.compile(module(1 << 20)).run([big])[0]) == 1 << 20
     assert pool.started == 6 and pool.runs_shared == 1
+
+
+# ---- tasks that go on without a barrier -------------------------------------------------
+
+@pytest.mark.parametrize("threads", [2, 4])
+def test_the_barrier_after_tasks_that_go_on_waits_for_all_of_them(threads: int) -> None:
+    """A long task (64 chunks) marked to go on, a one-chunk task after it, then a task
+    reading the long one's output: threads done with the short task must still wait for
+    every chunk of the long one before the reader starts."""
+    n = 1 << 20
+    a = np.zeros(n, np.int64)
+    b = np.zeros(4, np.int64)
+    dst = np.zeros(n, np.int64)
+    length = np.array([n], np.int64)
+    inc, rev = KERNELS.address("inc"), KERNELS.address("rev")
+    job = NP.Job([(inc, [0], [], [], split(n, 64)), (inc, [1], [], [], [(0, 4)]),
+                  (rev, [0, 2, 3], [], [], split(n, 16))], 4, go_on=[0])
+    job.table[:] = (a.ctypes.data, b.ctypes.data, dst.ctypes.data, length.ctypes.data)
+    words = job._tasks.reshape(-1, NP.IR.TASK_WORDS)[:, NP.IR.TASK_GO_ON]
+    assert list(words) == [1, 0, 0]
+    pool = NP.NativePool(threads)
+    try:
+        for k in range(1, 40):
+            pool.run(job)
+            assert (b == k).all() and (a == k).all()
+            assert (dst == k).all(), f"run {k}: the reader started before the long task ended"
+    finally:
+        pool.close()
+
+
+def test_one_chunk_tasks_that_go_on_share_the_threads() -> None:
+    """Two one-chunk tasks side by side make a parallel job (each may take a thread),
+    and each still runs exactly once; the last task can never go on."""
+    x, y = np.zeros(1000, np.int64), np.zeros(1000, np.int64)
+    inc = KERNELS.address("inc")
+    tasks = [(inc, [0], [], [], [(0, 1000)]), (inc, [1], [], [], [(0, 1000)])]
+    assert not NP.Job(tasks, 2).parallel
+    job = NP.Job(tasks, 2, go_on=[0])
+    assert job.parallel
+    job.table[:] = (x.ctypes.data, y.ctypes.data)
+    pool = NP.NativePool(2)
+    try:
+        for _ in range(25):
+            pool.run(job)
+    finally:
+        pool.close()
+    assert (x == 25).all() and (y == 25).all()
+    with pytest.raises(ValueError, match="go on"):
+        NP.Job(tasks, 2, go_on=[1])

@@ -10,12 +10,15 @@ Memory layouts (all 64-bit words, allocated and owned by the device; `LAYOUT` be
 
 - pool state: `STATE_*` word offsets, then room for one mutex and one condition variable.
 - job: [number of tasks, tasks, counters, buffer table]; a task is `TASK_WORDS` words
-  [trampoline, kernel, argv, ranges, chunks, partials, partial strides, -]; counters are
+  [trampoline, kernel, argv, ranges, chunks, partials, partial strides, go on]; counters are
   two words per task [next chunk, chunks done]. `argv` and `partials` hold indices into
   the job's buffer table (one address per buffer), so a run rewrites only that table.
 
 A task is one kernel over its chunks; the tasks of a job run in order with a barrier
-between them (each task may read what the one before wrote). A kernel has the CPU
+between them (each task may read what the one before wrote). A task marked "go on" has
+no barrier after it: a thread that finds none of its chunks left goes on to the next
+task's (two independent matrix products share the threads so, each on one thread), and
+the next barrier waits for the chunks of every task since the last one. A kernel has the CPU
 codegen's signature `f(buf0..bufN, start, end, partial0..partialM)`; a trampoline per
 (N, M) looks its buffers up in the table, adds each partial's per-chunk offset, and
 calls it.
@@ -46,6 +49,7 @@ STATE_MUTEX, STATE_COND = 8, 24          # 128 bytes each: more than any libc's 
 STATE_WORDS = 40
 TASK_WORDS = 8
 TASK_TRAMP, TASK_FN, TASK_ARGV, TASK_RANGES, TASK_CHUNKS, TASK_PARTIALS, TASK_STRIDES = range(7)
+TASK_GO_ON = 7    # nonzero: no barrier after this task (the next one does not read it)
 GEN_SHIFT = 20
 CLOSED = 1 << 19
 JOINED_MASK = CLOSED - 1
@@ -184,10 +188,11 @@ class PoolIR:
         b.branch(c_head)
 
         b.position_at_end(c_done)
-        # the barrier: the next task may read what any chunk of this one wrote
-        self._spin_until(b, lambda bb: bb.icmp_signed(">=", _atomic_load(bb, done), chunks),
-                         "barrier")
-        b.branch(t_next)
+        go_on = b.load(_word(b, task, TASK_GO_ON), typ=I64)
+        barrier = f.append_basic_block("barrier")
+        b.cbranch(b.icmp_unsigned("!=", go_on, _c(0)), t_next, barrier)
+        b.position_at_end(barrier)
+        self._barrier(b, tasks, counters, t, t_next)
         b.position_at_end(t_next)
         t.add_incoming(b.add(t, _c(1)), t_next)
         b.branch(t_head)
@@ -195,6 +200,31 @@ class PoolIR:
         b.position_at_end(exit_)
         b.ret_void()
         return f
+
+    def _barrier(self, b: ir.IRBuilder, tasks: ir.Value, counters: ir.Value, t: ir.Value,
+                 after: ir.Block) -> None:
+        """Wait until every chunk of task t is done, and of each task before it back to
+        the last one with a barrier of its own (the next task may read what any of them
+        wrote), then branch to `after`."""
+        f = b.function
+        head, check, prev = (f.append_basic_block(n) for n in ("bar.head", "bar.check", "bar.prev"))
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        u = b.phi(I64, "u")
+        u.add_incoming(t, pre)
+        chunks = b.load(_word(b, _word(b, tasks, b.mul(u, _c(TASK_WORDS))), TASK_CHUNKS), typ=I64)
+        done = _word(b, counters, b.add(b.mul(u, _c(2)), _c(1)))
+        self._spin_until(b, lambda bb: bb.icmp_signed(">=", _atomic_load(bb, done), chunks),
+                         "barrier")
+        b.branch(check)
+        b.position_at_end(check)
+        b.cbranch(b.icmp_signed(">", u, _c(0)), prev, after)
+        b.position_at_end(prev)
+        before = b.sub(u, _c(1))
+        flag = b.load(_word(b, _word(b, tasks, b.mul(before, _c(TASK_WORDS))), TASK_GO_ON), typ=I64)
+        u.add_incoming(before, prev)
+        b.cbranch(b.icmp_unsigned("!=", flag, _c(0)), head, after)
 
     # ---- run: the caller's side -----------------------------------------------------
 
@@ -390,6 +420,9 @@ def gemm_tiles_ir(triple: str) -> str:
     for name, ftype, size in (("lzp_sgemm_tiles", ir.FloatType(), 4),
                               ("lzp_dgemm_tiles", ir.DoubleType(), 8)):
         _gemm_tiles(mod, name, ftype, size)
+    for name, ftype, size in (("lzp_sgemm_small", ir.FloatType(), 4),
+                              ("lzp_dgemm_small", ir.DoubleType(), 8)):
+        _SmallGemm(mod, name, ftype, size)
     return str(mod)
 
 
@@ -423,6 +456,122 @@ def _gemm_tiles(mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
 
     counted_loop(b, start, end, [], tile)
     b.ret_void()
+
+
+# ---- small products computed directly -------------------------------------------------
+
+VECTOR_BYTES = 32       # one AVX2 register: 8 floats or 4 doubles
+SMALL_ROWS = (6, 5, 4, 3, 2, 1)     # row blocks: as many of 6 as fit, then one of the rest
+SMALL_ACCUMULATORS = 12             # rows x vectors of a block held in registers: enough
+                                    # independent multiply-adds to cover the FMA latency
+                                    # (~5 cycles on 2 units), with room for B's vectors
+
+
+def _small_vectors(rows: int) -> int:
+    """Vectors of C's row in a block of `rows` rows (a short block is made wider)."""
+    return max(2, min(4, SMALL_ACCUMULATORS // rows))
+
+
+class _SmallGemm:
+    """`lzp_sgemm_small` / `lzp_dgemm_small`: the signature and tiles of `gemm_tiles`, for
+    a B read along its rows (not transposed), each tile computed here: a block of rows of
+    C held in registers over the whole inner dimension, each A element broadcast against
+    a few vectors of B's row per step, C written once. BLAS clears C, packs A and B and then
+    adds into C: for a short inner dimension (a 10-wide layer's 256x10 @ 10x512) or few
+    rows (its weight gradient 10x256 @ 256x512) that overhead is most of its time."""
+
+    def __init__(self, mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
+        self.mod, self.ftype, self.size = mod, ftype, size
+        self.lanes = VECTOR_BYTES // size
+        self.vtype = ir.VectorType(ftype, self.lanes)
+        suffix = "f32" if size == 4 else "f64"
+        self.fma = {w: ir.Function(mod, ir.FunctionType(t, [t, t, t]), f"llvm.fma.{tag}{suffix}")
+                    for w, t, tag in ((1, ftype, ""), (self.lanes, self.vtype, f"v{self.lanes}"))}
+        f = ir.Function(mod, ir.FunctionType(VOID, [PTR, PTR, PTR, PTR, I64, I64]), name)
+        a, bm_, c, desc, start, end = f.args
+        b = self.b = ir.IRBuilder(f.append_basic_block("entry"))
+        d = [b.load(_word(b, desc, k), typ=I64) for k in range(GEMM_WORDS)]
+        self.a, self.bmat, self.c, self.d = a, bm_, c, d
+        plain = b.icmp_unsigned("==", d[GEMM_TRANS_A], _c(CBLAS_NO_TRANS))
+        # A[i, k] = a[i * a_row + k * a_col] (a transposed A is read down its columns)
+        self.a_row = b.select(plain, d[GEMM_LDA], _c(1))
+        self.a_col = b.select(plain, _c(1), d[GEMM_LDA])
+
+        def tile(t: ir.Value, _: list) -> list:
+            r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
+            c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
+            r1 = b.add(r0, _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0)))
+            c1 = b.add(c0, _min(b, d[GEMM_BN], b.sub(d[GEMM_N], c0)))
+            self._tile(r0, r1, c0, c1)
+            return []
+
+        counted_loop(b, start, end, [], tile)
+        b.ret_void()
+
+    def _stages(self, lo: ir.Value, hi: ir.Value, widths: tuple) -> list:
+        """[(start, end, width)]: [lo, hi) cut into runs of blocks of each width in turn."""
+        b, out = self.b, []
+        for w in widths:
+            cut = b.add(lo, b.mul(b.udiv(b.sub(hi, lo), _c(w)), _c(w)))
+            out.append((lo, cut, w))
+            lo = cut
+        return out
+
+    def _tile(self, r0: ir.Value, r1: ir.Value, c0: ir.Value, c1: ir.Value) -> None:
+        b = self.b
+        lanes = self.lanes
+        for rs, re, rows in self._stages(r0, r1, SMALL_ROWS):
+            def row_block(i: ir.Value, _: list, rows: int = rows) -> list:
+                wide = _small_vectors(rows) * lanes
+                for cs, ce, cols in self._stages(c0, c1, (wide, lanes, 1)):
+                    def col_block(j: ir.Value, _: list, cols: int = cols) -> list:
+                        self._block(i, j, rows, cols)
+                        return []
+                    counted_loop(b, cs, ce, [], col_block, name="j", step=_c(cols))
+                return []
+            counted_loop(b, rs, re, [], row_block, name="r", step=_c(rows))
+
+    def _block(self, i: ir.Value, j: ir.Value, rows: int, cols: int) -> None:
+        """C[i:i+rows, j:j+cols] = A[i:i+rows, :] @ B[:, j:j+cols], in registers."""
+        b, d = self.b, self.d
+        width = min(cols, self.lanes)
+        vt = self.vtype if width > 1 else self.ftype
+        nvec = cols // width
+        zero = ir.Constant(vt, None)
+        a_rows = [b.mul(b.add(i, _c(r)), self.a_row) for r in range(rows)]
+        b_cols = [b.add(j, _c(v * width)) for v in range(nvec)]
+
+        def step(k: ir.Value, acc: list) -> list:
+            brow = b.mul(k, d[GEMM_LDB])
+            bv = [b.load(self._at(self.bmat, b.add(brow, col)), typ=vt, align=self.size)
+                  for col in b_cols]
+            kcol = b.mul(k, self.a_col)
+            out = []
+            for r in range(rows):
+                x = b.load(self._at(self.a, b.add(a_rows[r], kcol)), typ=self.ftype)
+                x = self._splat(x, width)
+                out += [b.call(self.fma[width], [x, bv[v], acc[r * nvec + v]])
+                        for v in range(nvec)]
+            return out
+
+        acc = counted_loop(b, _c(0), d[GEMM_K], [zero] * (rows * nvec), step, name="k",
+                           interleave=False)
+        for r in range(rows):
+            crow = b.mul(b.add(i, _c(r)), d[GEMM_LDC])
+            for v in range(nvec):
+                b.store(acc[r * nvec + v], self._at(self.c, b.add(crow, b_cols[v])),
+                        align=self.size)
+
+    def _at(self, base: ir.Value, index: ir.Value) -> ir.Value:
+        return self.b.gep(base, [index], source_etype=self.ftype)
+
+    def _splat(self, x: ir.Value, width: int) -> ir.Value:
+        if width == 1:
+            return x
+        b = self.b
+        v = b.insert_element(ir.Constant(self.vtype, ir.Undefined), x, ir.Constant(I32, 0))
+        return b.shuffle_vector(v, ir.Constant(self.vtype, ir.Undefined),
+                                ir.Constant(ir.VectorType(I32, width), [0] * width))
 
 
 def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
