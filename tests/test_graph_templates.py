@@ -147,3 +147,45 @@ def test_graphs_that_cannot_be_copied_make_no_template():
     assert not any(alias.templates.values())
     y = leaf((3,))
     assert same_graph(alias(x, y), A.mul(x, y))
+
+
+# ---- floored division and remainder (ops/elementwise.py) ----------------------------
+
+from lazyarray.ops import elementwise as E  # noqa: E402
+
+_DIVMOD = [E._float_floor_divide, E._float_remainder, E._signed_floor_divide,
+           E._signed_remainder]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int8,
+                                   np.int64])
+@pytest.mark.parametrize("op", ["floor_divide", "remainder"])
+@pytest.mark.parametrize("rhs", ["scalar", "tensor"])
+def test_floored_division_copies_are_the_composite(dtype, op, rhs):
+    """x // b and x % b copy their composite after the first call: the copy is the graph
+    the composite builds itself, and its values are NumPy's (signs of zero included)."""
+    for fn in _DIVMOD:
+        fn.templates.clear()
+    rng = np.random.default_rng(3)
+    if np.dtype(dtype).kind == "f":
+        a = np.concatenate([rng.standard_normal(13) * 7, [0.0, -0.0, 7.0, -7.0, np.inf]])
+        b = np.concatenate([rng.standard_normal(13) * 3, [-2.0, 2.0, -3.5, 0.0, 3.0]])
+        b[b == 0] = 0.0 if rhs == "tensor" else 1.0
+    else:
+        a = rng.integers(-50, 50, 18)
+        b = rng.choice([-7, -3, -1, 1, 2, 5], 18)
+    a, b = a.astype(dtype), b.astype(dtype)
+    x = la.asarray(a)
+    y = la.asarray(b) if rhs == "tensor" else (-3 if np.dtype(dtype).kind == "i" else -2.5)
+    fn = getattr(la, op)
+    graph_templates.ENABLED[0] = False
+    want = fn(x, y)
+    graph_templates.ENABLED[0] = True
+    for _ in range(3):                          # builds, then copies
+        got = fn(x, y)
+        assert same_graph(got._node, want._node)
+    assert any(t for f in _DIVMOD for t in f.templates.values())
+    with np.errstate(all="ignore"):
+        ref = getattr(np, op)(a, b if rhs == "tensor" else np.asarray(y, dtype))
+    np.testing.assert_array_equal(got.numpy(), ref)
+    np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(ref))
