@@ -89,11 +89,24 @@ def test_adam_hyper_parameters_are_broadcast_once_per_shape() -> None:
     params = [la.asarray(np.ones((3, 2), np.float32)), la.asarray(np.ones((3, 2), np.float32))]
     opt = la.optim.Adam(params, lr=0.1)
     opt.apply_gradients([la.asarray(np.ones((3, 2), np.float32))] * 2)
-    spread = opt.hyper.spread
-    assert spread and all(n.op == "broadcast_in_dim" and n.shape == (3, 2)
-                          for n in spread.values())
-    assert len(spread) == len(opt.hyper.made)      # one broadcast per role, shared by both
+    (leaves, wides), = opt._spread.values()         # one entry: one group, one shape
+    assert len(wides) == 7 and all(
+        n.op == "broadcast_in_dim" and n.shape == (3, 2) and n.operands[0] is leaf
+        for n, leaf in zip(wides, leaves))
+    for p in params:                                # both updates read those broadcasts
+        assert {id(n) for n in _nodes_of(p._node) if n.op == "broadcast_in_dim"} \
+            == {id(n) for n in wides}
     np.testing.assert_allclose(params[0].numpy(), params[1].numpy())
+
+
+def _nodes_of(root):
+    seen, stack = {}, [root]
+    while stack:
+        n = stack.pop()
+        if id(n) not in seen:
+            seen[id(n)] = n
+            stack.extend(n.operands)
+    return list(seen.values())
 
 
 def test_donated_weights_are_updated_in_their_own_memory() -> None:
