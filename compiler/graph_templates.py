@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional
 
+from .graph_walk import CONSTANT, FRESH, built_nodes, replay
 from .node import Node, kept_ids
 
 ENABLED = [True]            # tests turn it off to compare with the function itself
@@ -96,48 +97,24 @@ class Template:
     def build(self, inputs: list) -> Node:
         vals = inputs
         vals.extend(self.constants)
-        append = vals.append
-        for op, refs, shape, dtype, attrs, value in self.steps:
-            if len(refs) == 1:
-                operands = (vals[refs[0]],)
-            elif len(refs) == 2:
-                operands = (vals[refs[0]], vals[refs[1]])
-            else:
-                operands = tuple([vals[r] for r in refs])
-            append(Node(op, operands, shape, dtype, attrs, value=value))
-        return vals[self.output]
+        return replay(self.steps, vals)[self.output]
 
 
 def _built(out: Node, inputs: dict, kept: set) -> Optional[tuple]:
     """(the nodes the function made, operands before users; the shared constants they
     read), or None when they reach a node that is none of these nor an argument."""
-    order: list = []
-    constants: list = []
-    state: dict = {}
-    stack = [out]
-    while stack:
-        n = stack.pop()
-        k = id(n)
-        if k in inputs or state.get(k):
-            continue
-        if n.buffer is not None or n.site is not None:
-            return None                     # a value, or a node of the user's graph
-        if not n.operands:
-            if k in kept:
-                constants.append(n)
-            elif (n.op == "scalar") != (n.value is not None):
-                return None                 # a literal of its own: not copied
-            else:
-                order.append(n)             # a runtime scalar, an iota: made afresh
-            state[k] = True
-            continue
-        if n.value is not None:
-            return None
-        if k in state:                      # its operands are placed: place it
-            state[k] = True
-            order.append(n)
-            continue
-        state[k] = False
-        stack.append(n)
-        stack.extend(n.operands)
-    return order, constants
+    return built_nodes([out], inputs, lambda n: _leaf(n, kept), _copyable)
+
+
+def _leaf(n: Node, kept: set) -> Optional[str]:
+    if n.buffer is not None or n.site is not None:
+        return None                         # a value, or a node of the user's graph
+    if id(n) in kept:
+        return CONSTANT
+    if (n.op == "scalar") != (n.value is not None):
+        return None                         # a literal of its own: not copied
+    return FRESH                            # a runtime scalar, an iota: made afresh
+
+
+def _copyable(n: Node) -> bool:
+    return n.buffer is None and n.site is None and n.value is None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from .graph_walk import BY_REF, built_nodes
 from .node import Node
 
 _MAX_NODES = 32          # a vjp that builds more (or reaches past its inputs) is not kept
@@ -87,27 +88,8 @@ def _make(g: Node, node: Node, outs: Any) -> Optional[tuple]:
 def _built(outs: Any, inputs: dict) -> Optional[list]:
     """The nodes the vjp made (operands before users), or None when it reached a node
     that is neither an input nor a shared constant, or made too many."""
-    order: list = []
-    state: dict = {}
-    stack = [c for c in outs if c is not None]
-    while stack:
-        n = stack.pop()
-        k = id(n)
-        if k in inputs or state.get(k):
-            continue
-        if not n.operands:
-            if n.op != "constant" or n.buffer is not None:
-                return None                 # a fresh leaf (or a value): not a rule's constant
-            continue
-        if n.buffer is not None or n.value is not None or n.sig is not None:
-            return None                     # not freshly built by the vjp
-        if k in state:                      # its operands are placed: place it
-            state[k] = True
-            order.append(n)
-            continue
-        state[k] = False
-        stack.append(n)
-        stack.extend(n.operands)
-        if len(state) > _MAX_NODES:
-            return None
-    return order
+    found = built_nodes([c for c in outs if c is not None], inputs,
+                        lambda n: BY_REF if n.op == "constant" and n.buffer is None else None,
+                        lambda n: n.buffer is None and n.value is None and n.sig is None,
+                        _MAX_NODES)
+    return None if found is None else found[0]

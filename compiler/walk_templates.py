@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from .graph_walk import CONSTANT, built_nodes, replay
 from .node import Node, kept_ids
 
 ENABLED = [True]            # tests turn it off to compare with the walk itself
@@ -100,7 +101,7 @@ class Template:
         for n in nodes:
             index[id(n)] = first + len(steps)
             steps.append((n.op, tuple([index[id(o)] for o in n.operands]), n.shape, n.dtype,
-                          n.attrs))
+                          n.attrs, None))
         self = cls()
         self.size = size
         self.seed_kept = seed_kept
@@ -168,43 +169,13 @@ class Template:
         vals = order
         vals.append(seed)
         vals.extend(self.constants)
-        append = vals.append
-        for op, refs, shape, dtype, attrs in self.steps:
-            if len(refs) == 1:
-                operands = (vals[refs[0]],)
-            elif len(refs) == 2:
-                operands = (vals[refs[0]], vals[refs[1]])
-            else:
-                operands = tuple([vals[r] for r in refs])
-            append(Node(op, operands, shape, dtype, attrs))
+        replay(self.steps, vals)
         return [None if r is None else vals[r] for r in self.outputs]
 
 
 def _built(outs: list, inputs: dict, kept: set) -> Optional[tuple]:
     """(the nodes the walk made, operands before users; the shared constants they read),
     or None when they reach a node that is none of these nor an input."""
-    order: list = []
-    constants: list = []
-    state: dict = {}
-    stack = list(outs)
-    while stack:
-        n = stack.pop()
-        k = id(n)
-        if k in inputs or state.get(k):
-            continue
-        if not n.operands:
-            if k not in kept:
-                return None                 # a fresh leaf (or a value): not a rule's constant
-            state[k] = True
-            constants.append(n)
-            continue
-        if n.buffer is not None or n.value is not None or n.site is not None:
-            return None                     # not freshly built by the walk
-        if k in state:                      # its operands are placed: place it
-            state[k] = True
-            order.append(n)
-            continue
-        state[k] = False
-        stack.append(n)
-        stack.extend(n.operands)
-    return order, constants
+    return built_nodes(outs, inputs,
+                       lambda n: CONSTANT if id(n) in kept else None,   # a fresh leaf: no
+                       lambda n: n.buffer is None and n.value is None and n.site is None)
