@@ -23,6 +23,8 @@ import lazyarray as la
 import lazyarray.nn.functional as F
 from lazyarray import runtime
 
+from interrupting import Interrupted
+
 HERE = os.path.abspath(__file__)
 
 
@@ -91,18 +93,6 @@ def test_an_interrupt_during_a_donating_run_keeps_the_new_values():
         opt.apply_gradients([la.ones_like(p)])
         donated = []
         real_run = runtime._run
-
-        class Interrupted:
-            """The executable, with an interrupt arriving while it runs."""
-            kernels_per_run = 0
-
-            def __init__(self, exe):
-                self.exe = exe
-
-            def run(self, args):
-                _thread.interrupt_main()
-                time.sleep(0.01)
-                return self.exe.run(args)
 
         def run(exe, cap, nodes):
             donated.append(len(cap.donated_nodes))

@@ -23,6 +23,8 @@ from lazyarray.compiler import dtypes as D
 from lazyarray.compiler.node import Node, kept_constant, parameter_leaf, scalar_leaf
 from lazyarray.compiler.trace import Template, capture, donation_safe
 
+from interrupting import Interrupted
+
 
 # ---- the template against the key, on random graphs ------------------------------------
 
@@ -438,24 +440,11 @@ def test_a_node_kept_out_of_pending_stops_a_donating_hit(counted_captures) -> No
 def test_an_interrupt_during_a_donating_hit_keeps_the_new_values(counted_captures) -> None:
     """As for a captured sync (tests/test_failures.py): a hit that donates runs to its
     end when interrupted; the interrupt is raised once the new values are in place."""
-    import _thread
-    import time
     with la.config.override(device="cpu", donate=True):
         p = la.asarray(np.ones(1 << 16, np.float32))
         opt = la.optim.SGD([p], lr=0.5)
         real_run = runtime._run
         donated = []
-
-        class Interrupted:
-            kernels_per_run = 0
-
-            def __init__(self, exe):
-                self.exe = exe
-
-            def run(self, args):
-                _thread.interrupt_main()
-                time.sleep(0.01)
-                return self.exe.run(args)
 
         def run(exe, cap, nodes):
             donated.append(len(cap.donated_nodes))

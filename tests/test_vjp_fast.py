@@ -16,28 +16,11 @@ import pytest
 
 import lazyarray as la
 from lazyarray.compiler import autodiff, builders as A, dtypes as D, vjp_templates
-from lazyarray.compiler.node import Node, parameter_leaf
+from lazyarray.compiler.node import parameter_leaf
 from lazyarray.compiler.primitive import PRIMITIVES, apply
 
 from gradcheck import check_direction, check_full
-
-
-def same_graph(a: Node, b: Node, seen: dict | None = None) -> bool:
-    """a and b are the same expression: op, type, attributes and operands, leaves by
-    identity."""
-    seen = {} if seen is None else seen
-    key = (id(a), id(b))
-    if key in seen:
-        return seen[key]
-    if not a.operands or not b.operands:
-        ok = a is b
-    else:
-        ok = (a.op == b.op and a.shape == b.shape and a.dtype is b.dtype
-              and list(a.attrs.items()) == list(b.attrs.items())
-              and len(a.operands) == len(b.operands)
-              and all(same_graph(x, y, seen) for x, y in zip(a.operands, b.operands)))
-    seen[key] = ok
-    return ok
+from graph_compare import same_graph
 
 
 def leaf(shape, dtype=D.float32):

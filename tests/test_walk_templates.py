@@ -14,29 +14,14 @@ from lazyarray.compiler import autodiff, builders as A, dtypes as D, walk_templa
 from lazyarray.compiler.node import kept_constant
 from lazyarray.compiler.primitive import apply
 
+import graph_compare
 from gradcheck import check_direction, check_full
 from test_vjp_fast import leaf
 
 
-def same_graph(a, b, seen=None) -> bool:
-    """a and b are the same expression: op, type, attributes and operands; leaves by
-    identity, except those a composite makes afresh (runtime scalars, iotas: equal op,
-    type, attributes and value)."""
-    seen = {} if seen is None else seen
-    key = (id(a), id(b))
-    if key not in seen:
-        if not a.operands or not b.operands:
-            ok = a is b or (a.buffer is None and b.buffer is None and not a.operands
-                            and not b.operands and a.op == b.op != "parameter"
-                            and a.dtype is b.dtype and a.shape == b.shape
-                            and a.attrs == b.attrs and repr(a.value) == repr(b.value))
-        else:
-            ok = (a.op == b.op and a.shape == b.shape and a.dtype is b.dtype
-                  and list(a.attrs.items()) == list(b.attrs.items())
-                  and len(a.operands) == len(b.operands)
-                  and all(same_graph(x, y, seen) for x, y in zip(a.operands, b.operands)))
-        seen[key] = ok
-    return seen[key]
+def same_graph(a, b) -> bool:
+    """The same expression, leaves a copy makes afresh compared by value (graph_compare)."""
+    return graph_compare.same_graph(a, b, fresh_leaves=True)
 
 
 @pytest.fixture(autouse=True)
