@@ -115,8 +115,7 @@ def broadcast_to(x: Node, shape: tuple) -> Node:
 
 _INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 _INT_RANGE = {d: _int_range(d) for d in D.INTEGERS}     # what a Python int may be, per dtype
-_KEPT_SET = frozenset(KEPT_CONSTANTS)     # `in` hashes once (the tuple compares three times)
-KEPT_SET = _KEPT_SET
+KEPT_SET = frozenset(KEPT_CONSTANTS)     # `in` hashes once (the tuple compares three times)
 _KEPT_NODES: dict = {}     # (Python type, value, dtype) -> `kept_constant(value, dtype)`
 
 
@@ -148,7 +147,7 @@ def weak_scalar_like(value: Any, node: Node) -> Any:
             return None
     elif kind is not bool:
         return None
-    if value in _KEPT_SET:
+    if value in KEPT_SET:
         s = _kept(value, kind, dtype)
     else:
         s = Node("scalar", (), (), dtype, {}, None, value)
@@ -162,7 +161,7 @@ def weak_scalar_like(value: Any, node: Node) -> Any:
 def typed_scalar(value: Any, dtype: DType) -> Node:
     """`scalar(value, dtype)` for a value `dtype` holds exactly (a NumPy scalar's own value,
     from `.item()`): no range or kind check to make."""
-    if value in _KEPT_SET:
+    if value in KEPT_SET:
         return _kept(value, type(value), dtype)
     return Node("scalar", (), (), dtype, {}, None, value)
 
