@@ -36,7 +36,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..compiler import dtypes as D
-from . import native_gemm, product_groups
+from . import native_gemm, product_groups, step_barriers
 from .host_memory import HOST_MEMORY, MIN_BYTES
 from .native_pool import Job, address, code, get_pool
 
@@ -72,6 +72,16 @@ def _gemm_work(exe: Any, step: dict) -> Optional[int]:
         return None
     a = step["args"]
     return native_gemm.work(a["m"], a["n"], a["k"])
+
+
+def _go_on(tasks: list, paired: list, free: list) -> list:
+    """The tasks of a job followed by no barrier: products side by side, and steps free
+    of the next (step_barriers.py) when the job runs on several threads anyway (a job of
+    one-chunk tasks runs on the calling thread, waking no worker: dropping a barrier
+    there would wake them)."""
+    if free and any(len(t[4]) > 1 for t in tasks):
+        return sorted(set(paired) | {t for t in free if t < len(tasks) - 1})
+    return paired
 
 
 def _used(step: dict) -> list:
@@ -206,7 +216,11 @@ class NativeProgram:
     def _plan_steps(self, exe: Any, threads: int, where: dict, fixed: list) -> list:
         """Jobs of the native pool, each with the partial arrays to reset before it and
         the reductions to copy out after it (a partial step without a finish phase)."""
-        segments, tasks, fills, go_on = [], [], [], []
+        segments, tasks, fills, go_on, free = [], [], [], [], []
+        # steps that share no memory with the tasks since the last barrier follow with
+        # none (step_barriers.py); products side by side are the plan's own
+        unbarred = step_barriers.free_steps(exe, self.plan.order, self.plan.go_on,
+                                            self.plan.own, _used)
         for step in self.plan.order:
             if step["type"] == "library":        # a matrix product: tiles of C
                 fn, desc, ranges = _gemm_task(exe, step, self.plan.tiles.get(id(step), threads))
@@ -215,12 +229,16 @@ class NativeProgram:
                 tasks.append((fn, args, [], [], ranges))
                 if id(step) in self.plan.go_on:  # the next product runs beside it
                     go_on.append(len(tasks) - 1)
+                elif id(step) in unbarred:
+                    free.append(len(tasks) - 1)
                 continue
             ranges = exe._split(step, threads)
             args = [where[p] for p in step["args"]]
             fn = exe._code.address(step["fn"])
             if step["type"] == "loop":
                 tasks.append((fn, args, [], [], ranges))
+                if id(step) in unbarred:
+                    free.append(len(tasks) - 1)
                 continue
             chunks = len(ranges) if step["per_chunk"] else 1
             reductions = [self._reduction(exe, r, chunks) for r in step["roots"]]
@@ -237,12 +255,15 @@ class NativeProgram:
                 tasks.append((exe._code.address(step["finish"]),
                               [where[p] for p in step["finish_args"]], parts, [0] * len(parts),
                               [(0, step["finish_extent"])], [count]))
+                if id(step) in unbarred:          # (after its finish)
+                    free.append(len(tasks) - 1)
                 continue
-            segments.append((Job(tasks, self._count, self.table, go_on), fills,
-                             [red for red in reductions if red.pos is not None]))
-            tasks, fills, go_on = [], [], []
+            segments.append((Job(tasks, self._count, self.table, _go_on(tasks, go_on, free)),
+                             fills, [red for red in reductions if red.pos is not None]))
+            tasks, fills, go_on, free = [], [], [], []
         if tasks:
-            segments.append((Job(tasks, self._count, self.table, go_on), fills, []))
+            segments.append((Job(tasks, self._count, self.table, _go_on(tasks, go_on, free)),
+                            fills, []))
         return segments
 
     @staticmethod
