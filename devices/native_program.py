@@ -39,6 +39,7 @@ from ..compiler import dtypes as D
 from . import native_gemm, product_groups, step_barriers
 from .host_memory import HOST_MEMORY, MIN_BYTES
 from .native_pool import Job, address, code, get_pool
+from .thread_pool import split
 
 
 def eligible(exe: Any) -> bool:
@@ -72,6 +73,37 @@ def _gemm_work(exe: Any, step: dict) -> Optional[int]:
         return None
     a = step["args"]
     return native_gemm.work(a["m"], a["n"], a["k"])
+
+
+# Inside a job that runs on every thread anyway, a loop kept whole for being small (below
+# cpu.SPLIT_ELEMENTS: a split would cost a dispatch) leaves the other threads waiting at its
+# barrier: there it is split as soon as each thread gets this much (a softmax over a
+# 256x10 batch's logits, 38 us of CPU whole, ran on one thread of the MLP step's job).
+# Each chunk computes whole rows of the outer dimension: the results are the same.
+JOB_SPLIT_ELEMENTS = 1 << 10
+
+
+def _parallel_job(exe: Any, plan: Any, threads: int) -> bool:
+    """Whether the program's job wakes the workers anyway: a step split over threads."""
+    if threads <= 1:
+        return False
+    for step in plan.order:
+        if step["type"] == "library":
+            if plan.tiles.get(id(step), threads) > 1 and len(_gemm_task(exe, step, threads)[2]) > 1:
+                return True
+        elif len(exe._split(step, threads)) > 1:
+            return True
+    return False
+
+
+def _split_in_job(step: dict, ranges: list, threads: int) -> list:
+    """A one-chunk loop's ranges in a parallel job: one chunk per thread when each has
+    JOB_SPLIT_ELEMENTS of work."""
+    extent = int(step["extent"])
+    if len(ranges) > 1 or step.get("serial") or \
+            extent * max(1, int(step["work"])) < JOB_SPLIT_ELEMENTS * threads:
+        return ranges
+    return split(extent, threads)
 
 
 def _go_on(tasks: list, paired: list, free: list) -> list:
@@ -221,6 +253,7 @@ class NativeProgram:
         # none (step_barriers.py); products side by side are the plan's own
         unbarred = step_barriers.free_steps(exe, self.plan.order, self.plan.go_on,
                                             self.plan.own, _used)
+        wide = _parallel_job(exe, self.plan, threads)
         for step in self.plan.order:
             if step["type"] == "library":        # a matrix product: tiles of C
                 fn, desc, ranges = _gemm_task(exe, step, self.plan.tiles.get(id(step), threads))
@@ -233,6 +266,8 @@ class NativeProgram:
                     free.append(len(tasks) - 1)
                 continue
             ranges = exe._split(step, threads)
+            if wide and step["type"] == "loop":
+                ranges = _split_in_job(step, ranges, threads)
             args = [where[p] for p in step["args"]]
             fn = exe._code.address(step["fn"])
             if step["type"] == "loop":
