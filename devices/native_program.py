@@ -83,17 +83,25 @@ def _gemm_work(exe: Any, step: dict) -> Optional[int]:
 JOB_SPLIT_ELEMENTS = 1 << 10
 
 
-def _parallel_job(exe: Any, plan: Any, threads: int) -> bool:
-    """Whether the program's job wakes the workers anyway: a step split over threads."""
-    if threads <= 1:
-        return False
+def _parallel_jobs(exe: Any, plan: Any, threads: int) -> dict:
+    """id(step) -> whether the job it runs in wakes the workers anyway (a step of that job
+    is split over threads). A partial step without a finish phase ends a job."""
+    out: dict = {}
+    job: list = []
+    wide = False
     for step in plan.order:
-        if step["type"] == "library":
-            if plan.tiles.get(id(step), threads) > 1 and len(_gemm_task(exe, step, threads)[2]) > 1:
-                return True
-        elif len(exe._split(step, threads)) > 1:
-            return True
-    return False
+        job.append(id(step))
+        if threads > 1:
+            if step["type"] == "library":
+                wide = wide or (plan.tiles.get(id(step), threads) > 1
+                                and len(_gemm_task(exe, step, threads)[2]) > 1)
+            else:
+                wide = wide or len(exe._split(step, threads)) > 1
+        if step["type"] == "partial" and not step.get("finish"):
+            out.update(dict.fromkeys(job, wide))
+            job, wide = [], False
+    out.update(dict.fromkeys(job, wide))
+    return out
 
 
 def _split_in_job(step: dict, ranges: list, threads: int) -> list:
@@ -253,7 +261,7 @@ class NativeProgram:
         # none (step_barriers.py); products side by side are the plan's own
         unbarred = step_barriers.free_steps(exe, self.plan.order, self.plan.go_on,
                                             self.plan.own, _used)
-        wide = _parallel_job(exe, self.plan, threads)
+        wide = _parallel_jobs(exe, self.plan, threads)
         for step in self.plan.order:
             if step["type"] == "library":        # a matrix product: tiles of C
                 fn, desc, ranges = _gemm_task(exe, step, self.plan.tiles.get(id(step), threads))
@@ -266,7 +274,7 @@ class NativeProgram:
                     free.append(len(tasks) - 1)
                 continue
             ranges = exe._split(step, threads)
-            if wide and step["type"] == "loop":
+            if step["type"] == "loop" and wide[id(step)]:
                 ranges = _split_in_job(step, ranges, threads)
             args = [where[p] for p in step["args"]]
             fn = exe._code.address(step["fn"])

@@ -87,3 +87,23 @@ def test_small_kernels_alone_stay_one_call_on_the_calling_thread(monkeypatch, cl
     assert prog._direct is not None          # one job of one chunk a task: no worker woken
     from lazyarray import runtime
     runtime.clear_caches()
+
+
+def test_only_a_job_split_anyway_splits_its_small_loops() -> None:
+    """A partial reduction without a finish phase (argmax's) ends a job: a small loop in
+    the next job, whose steps are all whole, stays whole (that job wakes no worker)."""
+    import types
+    big = {"type": "loop", "extent": 4096, "work": 64, "chunks": 2}
+    cut = {"type": "partial", "extent": 4096, "work": 64, "chunks": 2}
+    small = {"type": "loop", "extent": 256, "work": 10, "chunks": 1}
+    exe = types.SimpleNamespace(_split=lambda step, threads: [(0, 1)] * step["chunks"])
+    plan = types.SimpleNamespace(order=[big, cut, small], tiles={})
+    wide = native_program._parallel_jobs(exe, plan, 2)
+    assert [wide[id(s)] for s in plan.order] == [True, True, False]
+    plan = types.SimpleNamespace(order=[big, small, cut], tiles={})
+    wide = native_program._parallel_jobs(exe, plan, 2)
+    assert [wide[id(s)] for s in plan.order] == [True, True, True]
+    assert not any(native_program._parallel_jobs(exe, plan, 1).values())
+    assert native_program._split_in_job(small, [(0, 256)], 2) == [(0, 128), (128, 256)]
+    assert native_program._split_in_job(dict(small, serial=True), [(0, 256)], 2) == [(0, 256)]
+    assert native_program._split_in_job(dict(small, work=1), [(0, 256)], 2) == [(0, 256)]
