@@ -93,7 +93,17 @@ def grid(m: int, n: int, tiles: int, a_weight: float = 1.0) -> tuple:
 # one per element: measured with NumPy's OpenBLAS on one thread, the weight gradients of
 # a training step (g.T @ x: 512x784x256, 512x512x256) and 768^3, 1024x1024x512 run 2-7%
 # faster split by rows of C than by columns, which packs the transposed A twice.
-TRANS_A_WEIGHT = 2.0
+# And a split by columns costs more than its packing once the tiles run at the same time:
+# every row of C is written by both threads where their tiles meet, and each thread
+# streams all of A. Measured on the 2-core machine, 2 tiles on 2 threads (wall, medians,
+# each tile single-threaded OpenBLAS): 256x512x784 1.29 ms by columns -> 1.18 by rows (on
+# one thread the columns were 3.5% faster), 256x512x512 0.82 -> 0.76, 512x784x256 (A
+# transposed) 1.27 -> 1.15, 2048^3 ~1.5% (interleaved with NumPy). So A's repeats weigh
+# 3x an element of B (6x transposed): the MLP step's forward products and square ones
+# split by rows on 2 threads; 2048^2 on 16 threads in 8x2 tiles rather than 4x4 (not
+# measured on 16 cores).
+A_WEIGHT = 3.0
+TRANS_A_WEIGHT = 2 * A_WEIGHT
 
 
 def _operand(x: np.ndarray) -> Optional[tuple]:
@@ -151,7 +161,7 @@ def task(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: in
     """(tile function address, descriptor, chunk ranges) of C = A B as one task of a
     native job whose arguments are (A, B, C, descriptor); pa/pc: (CBLAS transpose flag,
     leading dimension) of A and B."""
-    pm, pn = grid(m, n, threads, TRANS_A_WEIGHT if pa[0] == IR.CBLAS_TRANS else 1.0)
+    pm, pn = grid(m, n, threads, TRANS_A_WEIGHT if pa[0] == IR.CBLAS_TRANS else A_WEIGHT)
     bm, bn = -(-m // pm), -(-n // pn)
     pm, pn = -(-m // bm), -(-n // bn)    # no empty block (m = 5 in 4 blocks of 2 is 3 blocks)
     desc = np.zeros(IR.GEMM_WORDS, np.int64)

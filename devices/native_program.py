@@ -36,9 +36,10 @@ from typing import Any, Optional
 import numpy as np
 
 from ..compiler import dtypes as D
-from . import native_gemm, product_groups
+from . import native_gemm, product_groups, step_barriers
 from .host_memory import HOST_MEMORY, MIN_BYTES
 from .native_pool import Job, address, code, get_pool
+from .thread_pool import split
 
 
 def eligible(exe: Any) -> bool:
@@ -72,6 +73,55 @@ def _gemm_work(exe: Any, step: dict) -> Optional[int]:
         return None
     a = step["args"]
     return native_gemm.work(a["m"], a["n"], a["k"])
+
+
+# Inside a job that runs on every thread anyway, a loop kept whole for being small (below
+# cpu.SPLIT_ELEMENTS: a split would cost a dispatch) leaves the other threads waiting at its
+# barrier: there it is split as soon as each thread gets this much (a softmax over a
+# 256x10 batch's logits, 38 us of CPU whole, ran on one thread of the MLP step's job).
+# Each chunk computes whole rows of the outer dimension: the results are the same.
+JOB_SPLIT_ELEMENTS = 1 << 10
+
+
+def _parallel_jobs(exe: Any, plan: Any, threads: int) -> dict:
+    """id(step) -> whether the job it runs in wakes the workers anyway (a step of that job
+    is split over threads). A partial step without a finish phase ends a job."""
+    out: dict = {}
+    job: list = []
+    wide = False
+    for step in plan.order:
+        job.append(id(step))
+        if threads > 1:
+            if step["type"] == "library":
+                wide = wide or (plan.tiles.get(id(step), threads) > 1
+                                and len(_gemm_task(exe, step, threads)[2]) > 1)
+            else:
+                wide = wide or len(exe._split(step, threads)) > 1
+        if step["type"] == "partial" and not step.get("finish"):
+            out.update(dict.fromkeys(job, wide))
+            job, wide = [], False
+    out.update(dict.fromkeys(job, wide))
+    return out
+
+
+def _split_in_job(step: dict, ranges: list, threads: int) -> list:
+    """A one-chunk loop's ranges in a parallel job: one chunk per thread when each has
+    JOB_SPLIT_ELEMENTS of work."""
+    extent = int(step["extent"])
+    if len(ranges) > 1 or step.get("serial") or \
+            extent * max(1, int(step["work"])) < JOB_SPLIT_ELEMENTS * threads:
+        return ranges
+    return split(extent, threads)
+
+
+def _go_on(tasks: list, paired: list, free: list) -> list:
+    """The tasks of a job followed by no barrier: products side by side, and steps free
+    of the next (step_barriers.py) when the job runs on several threads anyway (a job of
+    one-chunk tasks runs on the calling thread, waking no worker: dropping a barrier
+    there would wake them)."""
+    if free and any(len(t[4]) > 1 for t in tasks):
+        return sorted(set(paired) | {t for t in free if t < len(tasks) - 1})
+    return paired
 
 
 def _used(step: dict) -> list:
@@ -206,7 +256,12 @@ class NativeProgram:
     def _plan_steps(self, exe: Any, threads: int, where: dict, fixed: list) -> list:
         """Jobs of the native pool, each with the partial arrays to reset before it and
         the reductions to copy out after it (a partial step without a finish phase)."""
-        segments, tasks, fills, go_on = [], [], [], []
+        segments, tasks, fills, go_on, free = [], [], [], [], []
+        # steps that share no memory with the tasks since the last barrier follow with
+        # none (step_barriers.py); products side by side are the plan's own
+        unbarred = step_barriers.free_steps(exe, self.plan.order, self.plan.go_on,
+                                            self.plan.own, _used)
+        wide = _parallel_jobs(exe, self.plan, threads)
         for step in self.plan.order:
             if step["type"] == "library":        # a matrix product: tiles of C
                 fn, desc, ranges = _gemm_task(exe, step, self.plan.tiles.get(id(step), threads))
@@ -215,12 +270,18 @@ class NativeProgram:
                 tasks.append((fn, args, [], [], ranges))
                 if id(step) in self.plan.go_on:  # the next product runs beside it
                     go_on.append(len(tasks) - 1)
+                elif id(step) in unbarred:
+                    free.append(len(tasks) - 1)
                 continue
             ranges = exe._split(step, threads)
+            if step["type"] == "loop" and wide[id(step)]:
+                ranges = _split_in_job(step, ranges, threads)
             args = [where[p] for p in step["args"]]
             fn = exe._code.address(step["fn"])
             if step["type"] == "loop":
                 tasks.append((fn, args, [], [], ranges))
+                if id(step) in unbarred:
+                    free.append(len(tasks) - 1)
                 continue
             chunks = len(ranges) if step["per_chunk"] else 1
             reductions = [self._reduction(exe, r, chunks) for r in step["roots"]]
@@ -237,12 +298,15 @@ class NativeProgram:
                 tasks.append((exe._code.address(step["finish"]),
                               [where[p] for p in step["finish_args"]], parts, [0] * len(parts),
                               [(0, step["finish_extent"])], [count]))
+                if id(step) in unbarred:          # (after its finish)
+                    free.append(len(tasks) - 1)
                 continue
-            segments.append((Job(tasks, self._count, self.table, go_on), fills,
-                             [red for red in reductions if red.pos is not None]))
-            tasks, fills, go_on = [], [], []
+            segments.append((Job(tasks, self._count, self.table, _go_on(tasks, go_on, free)),
+                             fills, [red for red in reductions if red.pos is not None]))
+            tasks, fills, go_on, free = [], [], [], []
         if tasks:
-            segments.append((Job(tasks, self._count, self.table, go_on), fills, []))
+            segments.append((Job(tasks, self._count, self.table, _go_on(tasks, go_on, free)),
+                            fills, []))
         return segments
 
     @staticmethod

@@ -364,6 +364,26 @@ def test_gemm_grid_is_close_to_square_and_never_empty() -> None:
         assert pm <= m and pn <= n
 
 
+def _task_grid(m: int, n: int, k: int, trans_a: bool, threads: int) -> tuple:
+    """(row blocks, column blocks) that native_gemm.task cuts C = A B into."""
+    ir = native_gemm.IR
+    pa = (ir.CBLAS_TRANS, m) if trans_a else (ir.CBLAS_NO_TRANS, k)
+    _, desc, ranges = native_gemm.task(np.dtype(np.float32), m, n, k, pa, (ir.CBLAS_NO_TRANS, n),
+                                       threads)
+    return len(ranges) // int(desc[ir.GEMM_TILES_N]), int(desc[ir.GEMM_TILES_N])
+
+
+@pytest.mark.skipif(not native_gemm.available(), reason="NumPy's BLAS is not its ILP64 OpenBLAS")
+def test_gemm_tiles_split_by_rows_on_two_threads() -> None:
+    """Tiles running side by side split C by rows unless A is much taller than B is wide:
+    the MLP step's forward products, its weight gradient, 2048^2, and a narrow product."""
+    for m, n, k, trans_a in [(256, 512, 784, False), (256, 512, 512, False),
+                             (2048, 2048, 2048, False), (512, 784, 256, True), (256, 10, 512, False)]:
+        assert _task_grid(m, n, k, trans_a, 2) == (2, 1), (m, n, k, trans_a)
+    assert _task_grid(10, 512, 256, True, 2) == (1, 2)          # 10 rows of C: by columns
+    assert _task_grid(2, 5000, 64, False, 8) == (1, 8)
+
+
 def test_gemm_declines_what_it_does_not_cover() -> None:
     out = np.empty((4, 4), np.float16)
     assert not native_gemm.matmul(np.ones((4, 4), np.float16), np.ones((4, 4), np.float16), out, 2)

@@ -133,7 +133,8 @@ def test_a_training_step_with_products_side_by_side_matches_the_interpreter(
     assert grouped, "no program ran two products side by side"
     words = [job._tasks.reshape(-1, NP.IR.TASK_WORDS)[:, NP.IR.TASK_GO_ON]
              for prog in grouped for job, _, _ in prog.segments]
-    assert sum(int(w.sum()) for w in words) == sum(len(p.plan.go_on) for p in grouped)
+    # (steps free of the tasks before them go on too: tests/test_step_barriers.py)
+    assert sum(int(w.sum()) for w in words) >= sum(len(p.plan.go_on) for p in grouped)
     if sizes[0] == 784:     # this step's buffer plan reuses the moved weight gradient's slot
         assert any(prog.plan.own for prog in grouped)
         # its 10-wide layer's products (256x10 @ 10x512, 10x256 @ 256x512) are direct

@@ -1,0 +1,135 @@
+"""Steps of a program's native job that need no barrier after them
+(devices/step_barriers.py): a step follows without one only when it touches no memory
+written since the last barrier and writes none read since; memory is compared by slot (a
+dead value's reused memory, an in-place output's parameter), and a training step run so
+gives the interpreter's parameters at 1 and 2 threads."""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+import lazyarray.nn.functional as F
+from lazyarray.devices import native_gemm, native_program, step_barriers
+from lazyarray.devices import native_pool as NP
+
+
+def _exe(steps: list, slot_of: dict = None, params: list = (0, 1, 2), aliases: list = ()):
+    """A stand-in for a CPUExecutable: what the planner reads of one."""
+    return types.SimpleNamespace(steps=steps, slot_of=dict(slot_of or {}),
+                                 params=[(p, k) for k, p in enumerate(params)],
+                                 _const_arrays={}, _aliases=list(aliases))
+
+
+def _loop(*args: int) -> dict:
+    """A loop step writing args[0] from the rest."""
+    return {"type": "loop", "args": list(args)}
+
+
+def _free(exe, go_on: set = frozenset(), own: set = frozenset()) -> list:
+    """Index of each step (in program order) followed by no barrier."""
+    ids = step_barriers.free_steps(exe, exe.steps, set(go_on), set(own), native_program._used)
+    return [k for k, s in enumerate(exe.steps) if id(s) in ids]
+
+
+def test_steps_sharing_no_memory_follow_each_other_without_a_barrier() -> None:
+    exe = _exe([_loop(10, 0), _loop(11, 1), _loop(12, 2)], {10: 0, 11: 1, 12: 2})
+    assert _free(exe) == [0, 1]
+
+
+def test_a_step_reading_what_the_one_before_wrote_waits() -> None:
+    exe = _exe([_loop(10, 0), _loop(11, 10), _loop(12, 2)], {10: 0, 11: 1, 12: 2})
+    assert _free(exe) == [1]
+
+
+def test_a_step_writing_memory_the_one_before_reads_waits() -> None:
+    # 10 is dead after step 1 reads it: step 2 writes 12 into the same slot
+    exe = _exe([_loop(10, 0), _loop(11, 10), _loop(12, 2)], {10: 0, 11: 1, 12: 0})
+    assert _free(exe) == []
+    # ... unless that value was given memory of its own
+    assert _free(exe, own={12}) == [1]
+
+
+def test_an_in_place_output_is_its_parameters_memory() -> None:
+    # step 0 updates parameter 0 in place (output 10 in its slot); step 1 reads parameter 0
+    exe = _exe([_loop(10, 0, 1), _loop(11, 0)], {0: 5, 10: 5, 11: 1}, aliases=[(10, 0)])
+    assert _free(exe) == []
+    exe = _exe([_loop(10, 0, 1), _loop(11, 2)], {0: 5, 10: 5, 11: 1}, aliases=[(10, 0)])
+    assert _free(exe) == [0]
+
+
+def test_a_step_waits_for_every_task_since_the_last_barrier() -> None:
+    # step 2 is free of step 1 but reads what step 0 wrote, which may still be running
+    exe = _exe([_loop(10, 0), _loop(11, 1), _loop(12, 10)], {10: 0, 11: 1, 12: 2})
+    assert _free(exe) == [0]
+
+
+def test_no_step_is_chained_into_a_pair_of_products_side_by_side() -> None:
+    prod = lambda a, b, out: {"type": "library", "call": "gemm", "operands": [a, b], "pos": out}
+    steps = [_loop(10, 0), prod(1, 2, 11), prod(2, 1, 12), _loop(13, 0)]
+    exe = _exe(steps, {10: 0, 11: 1, 12: 2, 13: 3})
+    assert _free(exe, go_on={id(steps[1])}) == [2]    # after the pair: free of both
+
+
+def _job_flags(prog) -> list:
+    return [(job._tasks.reshape(-1, NP.IR.TASK_WORDS)[:, NP.IR.TASK_GO_ON].tolist(),
+             job._tasks.reshape(-1, NP.IR.TASK_WORDS)[:, NP.IR.TASK_CHUNKS].tolist())
+            for job, _, _ in prog.segments]
+
+
+def _train(sizes: tuple, batch: int, steps: int) -> list:
+    rng = np.random.default_rng(0)
+    layers = []
+    for k, (i, o) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers += [la.nn.Linear(i, o)] + ([la.nn.ReLU()] if k < len(sizes) - 2 else [])
+    model = la.nn.Sequential(*layers)
+    weights = [rng.uniform(-1, 1, tuple(p.shape)).astype(np.float32) / np.sqrt(p.shape[-1])
+               for p in model.parameters()]
+    model.load_state_dict({n: w for (n, _), w in zip(model.named_parameters(), weights)})
+    opt = la.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)   # (Adam's sign-like
+    # updates of near-zero gradients would amplify float rounding past any tolerance)
+    x = la.asarray(rng.standard_normal((batch, sizes[0])).astype(np.float32))
+    y = la.asarray(rng.integers(0, sizes[-1], batch))
+    params = model.parameters()
+    for _ in range(steps):
+        with la.GradientTape() as tape:
+            loss = F.cross_entropy(model(x), y)
+        opt.apply_gradients(tape.gradient(loss, params))
+        loss.item()
+    return [p.numpy() for p in params]
+
+
+@pytest.mark.skipif(not native_gemm.available(), reason="NumPy's BLAS is not its ILP64 OpenBLAS")
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("sizes, batch", [((784, 512, 512, 10), 256), ((300, 130, 70, 3), 97)])
+def test_a_training_step_with_unbarred_steps_matches_the_interpreter(
+        sizes: tuple, batch: int, threads: int, monkeypatch: pytest.MonkeyPatch,
+        clean_metrics) -> None:
+    made: list = []      # (clean_metrics: no program cached from an earlier test)
+    real = native_program.NativeProgram.__init__
+
+    def spy(self, exe, threads):
+        real(self, exe, threads)
+        made.append(self)
+    monkeypatch.setattr(native_program.NativeProgram, "__init__", spy)
+    with la.config.override(device="cpu", num_threads=threads):
+        got = _train(sizes, batch, 3)
+    with la.config.override(device="interpreter"):
+        want = _train(sizes, batch, 3)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
+    step = max(made, key=lambda p: len(p.exe.steps))
+    paired = len(step.plan.go_on)
+    flags = _job_flags(step)
+    unbarred = sum(sum(f) for f, _ in flags) - paired
+    parallel = any(c > 1 for _, chunks in flags for c in chunks)
+    if parallel:      # the momentum updates of different parameters share nothing
+        assert unbarred >= len(sizes) - 1
+    else:             # a job on the calling thread alone keeps its barriers (no worker woken)
+        assert unbarred == 0
+    for f, _ in flags:
+        assert f[-1] == 0                 # the last task of a job never goes on
+    from lazyarray import runtime
+    runtime.clear_caches()                # (a later test's spy sees its programs made)
