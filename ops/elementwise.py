@@ -31,10 +31,16 @@ def _unary_float(prim: str):
     fast = same_dtype_fast(prim)
 
     def fn(x: Operand) -> Node:
-        if type(x) is Node and x.dtype in fast:      # the common case, recorded directly
-            return Node(prim, (x,), x.shape, x.dtype, {})
+        if type(x) is Node:
+            dtype = x.dtype
+            if dtype in fast:                        # the common case, recorded directly
+                return Node(prim, (x,), x.shape, dtype, {})
+            if dtype in _INT_OR_BOOL and to_float:   # `exp(i)`: i as the default float
+                x = _converted(x, D.DEFAULT_FLOAT)
+                return Node(prim, (x,), x.shape, x.dtype, {})
         (x,) = _float_operands(prim, x)
         return apply(prim, x)
+    to_float = D.DEFAULT_FLOAT in fast
     fn.__name__ = prim
     return fn
 
@@ -241,7 +247,7 @@ def pow(a: Operand, b: Operand) -> Node:
 _DIVIDE_FAST = same_dtype_fast("divide") & frozenset(D.FLOATS + D.COMPLEX)
 
 
-_F32_EXACT = 2 ** 24       # every int of at most this magnitude is exact in float32
+F32_EXACT = 2 ** 24       # every int of at most this magnitude is exact in float32
 
 
 def _divide(a: Operand, b: Operand) -> Node:
@@ -251,7 +257,7 @@ def _divide(a: Operand, b: Operand) -> Node:
     int as the tensor's dtype along with it (what the general way below records)."""
     node, value = (a, b) if type(a) is Node else (b, a)
     if type(node) is Node and (type(value) is int or type(value) is bool) and \
-            -_F32_EXACT <= value <= _F32_EXACT and node.dtype in _INT_OR_BOOL and \
+            -F32_EXACT <= value <= F32_EXACT and node.dtype in _INT_OR_BOOL and \
             int_fits(value, node.dtype):
         x = _converted(node, D.DEFAULT_FLOAT)
         s = weak_scalar_like(value, x)
@@ -265,6 +271,8 @@ def _divide(a: Operand, b: Operand) -> Node:
 divide = _recorder("divide", _DIVIDE_FAST, _divide)
 divide.__name__ = "divide"
 divide.__doc__ = "True division: integers divide as the default float."
+# the operators take `i / 2` the short way `_divide` does (lazyarray/lift.py direct_method)
+divide.exact_ints = True
 
 
 def atan2(a: Operand, b: Operand) -> Node:
@@ -314,14 +322,32 @@ def where(condition: Operand, x: Operand, y: Operand) -> Node:
                 s = weak_scalar_like(x, y)
                 if s is not None:
                     return Node("select", (c, s, y), shape, y.dtype, {})
+        else:
+            out = _where_scalars(c, x, y)
+            if out is not None:
+                return out
     else:
         (c,) = operands("where", condition, dtype=D.bool_) if isinstance(condition, Node) \
             else (as_node(condition, D.bool_),)
-    x, y = operands("where", x, y)          # one dtype, one shape
+    x, y = _scalar_operands("where", x, y)  # one dtype, one shape
     if c.shape != x.shape:
         shape = broadcast_shapes("where", c.shape, x.shape, y.shape)
         c, x, y = broadcast_to(c, shape), broadcast_to(x, shape), broadcast_to(y, shape)
     return apply("select", c, x, y)
+
+
+def _where_scalars(c: Node, x: Operand, y: Operand) -> Any:
+    """`where(c, x, y)` for a bool condition and two Python scalars of one kind
+    (`where(m, 1.0, 0.0)`): both as that kind's default dtype, of c's shape, what
+    `operands` and the broadcasts make of them. None for anything else."""
+    kind = type(x)
+    if type(y) is not kind or not (kind is float or kind is int or kind is bool):
+        return None
+    like = Node("parameter", (), c.shape, D.scalar_dtype(x), {})    # a stand-in: its type
+    a, b = weak_scalar_like(x, like), weak_scalar_like(y, like)
+    if a is None or b is None:
+        return None
+    return Node("select", (c, a, b), c.shape, like.dtype, {})
 
 
 _NEGATE_FAST = same_dtype_fast("negate", exclude=(D.bool_,))
