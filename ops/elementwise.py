@@ -9,7 +9,7 @@ from ..compiler.graph_templates import remembered
 from ..compiler.node import Node
 from ..compiler.primitive import apply, same_dtype_fast
 from .promotion import (PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
-                        operands, scalar, weak_scalar_like)
+                        operands, scalar, typed_scalar, weak_scalar_like)
 
 Operand = Any  # a Node or a Python scalar
 
@@ -255,6 +255,10 @@ def _divide(a: Operand, b: Operand) -> Node:
     the default float and the int weak beside it, as `i * 2.5` records. For an int the
     tensor's dtype holds that float32 holds exactly, this is the value of converting the
     int as the tensor's dtype along with it (what the general way below records)."""
+    if type(a) is Node and type(b) is Node and a.dtype is b.dtype and \
+            a.dtype in _INT_OR_BOOL and a.shape == b.shape:
+        x = _converted(a, D.DEFAULT_FLOAT)      # `i / j`: both as the default float
+        return Node("divide", (x, _converted(b, D.DEFAULT_FLOAT)), x.shape, x.dtype, {})
     node, value = (a, b) if type(a) is Node else (b, a)
     if type(node) is Node and (type(value) is int or type(value) is bool) and \
             -F32_EXACT <= value <= F32_EXACT and node.dtype in _INT_OR_BOOL and \
@@ -316,12 +320,18 @@ def where(condition: Operand, x: Operand, y: Operand) -> Node:
                 s = weak_scalar_like(y, x)
                 if s is not None:
                     return Node("select", (c, x, s), shape, x.dtype, {})
+                if kind is float and x.dtype in _INT_OR_BOOL:     # where(c, i, 0.5)
+                    x = _converted(x, D.DEFAULT_FLOAT)
+                    return Node("select", (c, x, weak_scalar_like(y, x)), shape, x.dtype, {})
         elif type(y) is Node and y.shape == shape:
             kind = type(x)
             if kind is float or kind is int or kind is bool:
                 s = weak_scalar_like(x, y)
                 if s is not None:
                     return Node("select", (c, s, y), shape, y.dtype, {})
+                if kind is float and y.dtype in _INT_OR_BOOL:     # where(c, 0.5, i)
+                    y = _converted(y, D.DEFAULT_FLOAT)
+                    return Node("select", (c, weak_scalar_like(x, y), y), shape, y.dtype, {})
         else:
             out = _where_scalars(c, x, y)
             if out is not None:
@@ -338,16 +348,19 @@ def where(condition: Operand, x: Operand, y: Operand) -> Node:
 
 def _where_scalars(c: Node, x: Operand, y: Operand) -> Any:
     """`where(c, x, y)` for a bool condition and two Python scalars of one kind
-    (`where(m, 1.0, 0.0)`): both as that kind's default dtype, of c's shape, what
-    `operands` and the broadcasts make of them. None for anything else."""
+    (`where(m, 1.0, 0.0)`): both as that kind's default dtype, spread to c's shape (what
+    `operands` and the broadcasts make of them). None for anything else."""
     kind = type(x)
     if type(y) is not kind or not (kind is float or kind is int or kind is bool):
         return None
-    like = Node("parameter", (), c.shape, D.scalar_dtype(x), {})    # a stand-in: its type
-    a, b = weak_scalar_like(x, like), weak_scalar_like(y, like)
-    if a is None or b is None:
-        return None
-    return Node("select", (c, a, b), c.shape, like.dtype, {})
+    dtype = D.scalar_dtype(x)
+    if kind is int and not (int_fits(x, dtype) and int_fits(y, dtype)):
+        return None                     # past int64: the general way raises
+    a, b = typed_scalar(x, dtype), typed_scalar(y, dtype)
+    shape = c.shape
+    if shape:
+        a, b = _spread(a, shape), _spread(b, shape)
+    return Node("select", (c, a, b), shape, dtype, {})
 
 
 _NEGATE_FAST = same_dtype_fast("negate", exclude=(D.bool_,))
@@ -491,10 +504,12 @@ def _signed_zero(x: Node) -> Node:
 
 
 def _logical(prim: str, name: str):
-    def fn(a: Operand, b: Operand) -> Node:
+    def general(a: Operand, b: Operand) -> Node:
         a, b = (as_bool(a), as_bool(b))
         a, b = operands(name, a, b)
         return apply(prim, a, b)
+    # bool operands (tensors, Python bools) recorded directly; the rest as truth values
+    fn = _recorder(prim, frozenset((D.bool_,)), general)
     fn.__name__ = name
     return fn
 
@@ -514,11 +529,12 @@ def logical_not(x: Operand) -> Node:
 
 
 def _bitwise(prim: str, name: str):
-    def fn(a: Operand, b: Operand) -> Node:
+    def general(a: Operand, b: Operand) -> Node:
         a, b = operands(name, a, b)
         if a.dtype.is_float:
             raise TypeError(f"{name}: needs integer or bool operands, got {a.dtype.name}")
         return apply(prim, a, b)
+    fn = _recorder(prim, same_dtype_fast(prim), general)
     fn.__name__ = name
     return fn
 
@@ -529,7 +545,7 @@ bitwise_xor = _bitwise("xor", "bitwise_xor")
 
 
 def _shift(name: str, left: bool):
-    def fn(a: Operand, b: Operand) -> Node:
+    def general(a: Operand, b: Operand) -> Node:
         a, b = operands(name, a, b)
         if not a.dtype.is_int:
             raise TypeError(f"{name}: needs integer operands, got {a.dtype.name}")
@@ -537,15 +553,37 @@ def _shift(name: str, left: bool):
             return apply("shift_left", a, b)
         return apply("shift_right_arithmetic" if a.dtype.kind == "int" else "shift_right_logical",
                      a, b)
+    general.__name__ = name
+    if left:
+        fn = _recorder("shift_left", same_dtype_fast("shift_left"), general)
+        fn.__name__ = name
+        return fn
+    # the primitive follows the operands' dtype: a recorder for each kind, the one of
+    # the tensor operand tried (anything mixed goes to `general` through either)
+    signed = _recorder("shift_right_arithmetic", _SIGNED_INTS, general)
+    unsigned = _recorder("shift_right_logical", _UNSIGNED_INTS, general)
+
+    def fn(a: Operand, b: Operand) -> Node:
+        node = a if type(a) is Node else b
+        if type(node) is Node and node.dtype in _UNSIGNED_INTS:
+            return unsigned(a, b)
+        return signed(a, b)
     fn.__name__ = name
     return fn
 
 
+_SIGNED_INTS = frozenset(d for d in D.INTEGERS if d.kind == "int")
+_UNSIGNED_INTS = frozenset(d for d in D.INTEGERS if d.kind == "uint")
 bitwise_left_shift = _shift("bitwise_left_shift", True)
 bitwise_right_shift = _shift("bitwise_right_shift", False)
 
 
+_NOT_FAST = same_dtype_fast("not")
+
+
 def bitwise_invert(x: Operand) -> Node:
+    if type(x) is Node and x.dtype in _NOT_FAST:         # recorded directly
+        return Node("not", (x,), x.shape, x.dtype, {})
     (x,) = operands("bitwise_invert", x)
     if x.dtype.is_float:
         raise TypeError(f"bitwise_invert: needs integer or bool operands, got {x.dtype.name}")
@@ -572,6 +610,10 @@ def _all_false(x: Node) -> Node:
 
 
 def signbit(x: Operand) -> Node:
+    if type(x) is Node:
+        ints = _BITS.get(x.dtype)
+        if ints is not None:            # a real float: its bits, as a signed int, < 0
+            return less(Node("bitcast_convert", (x,), x.shape, ints, {"dtype": ints}), 0)
     x = as_node(x)
     if not x.dtype.is_float:
         return less(x, 0)
