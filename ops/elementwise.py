@@ -279,9 +279,15 @@ divide.__doc__ = "True division: integers divide as the default float."
 divide.exact_ints = True
 
 
-def atan2(a: Operand, b: Operand) -> Node:
+def _atan2(a: Operand, b: Operand) -> Node:
     a, b = _float_operands("atan2", a, b)
     return apply("atan2", a, b)
+
+
+# float operands of one dtype (or a float tensor and a Python scalar it takes, an integer
+# tensor and a Python float: the default float) recorded directly, the rest as `_atan2`
+atan2 = _recorder("atan2", same_dtype_fast("atan2"), _atan2)
+atan2.__name__ = "atan2"
 
 
 # compare's rule (compiler/primitives/elementwise.py): any dtype; complex ones for EQ/NE only

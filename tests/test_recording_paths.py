@@ -856,3 +856,31 @@ def test_lifted_functions_take_a_scalar_first_as_the_op_does() -> None:
         _same_values(la.subtract(2.5, x).numpy(), np.float32(2.5) - a)
         _same_values(la.divide(np.float32(3), x).numpy(), np.float32(3) / a)
         assert la.less(0.0, x).numpy().tolist() == (0.0 < a).tolist()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
+def test_atan2_fast_path_records_the_general_graph(dtype) -> None:
+    """atan2 of floats of one dtype, or beside a weak scalar, recorded directly: the graph
+    (or the error) of `_float_operands` and `apply`, its general way."""
+    from lazyarray.ops.elementwise import _atan2
+    a = _leaf(dtype)
+    for other in [_leaf(dtype), _leaf(dtype, ()), _leaf(dtype, (3,)), _leaf(D.float32),
+                  _leaf(D.int64)] + SCALARS:
+        _same_or_same_error(lambda: ops.atan2(a, other), lambda: _atan2(a, other))
+        _same_or_same_error(lambda: ops.atan2(other, a), lambda: _atan2(other, a))
+
+
+def test_atan2_matches_numpy_and_torch() -> None:
+    y = np.array([0.0, -0.0, 1.0, -1.0, np.inf, np.nan, 0.0, -0.0], np.float32)
+    x = np.array([-0.0, -0.0, 0.0, -2.0, np.inf, 1.0, 0.0, 0.0], np.float32)
+    ty, tx = la.asarray(y), la.asarray(x)
+    _same_values(la.atan2(ty, tx).numpy(), np.arctan2(y, x))
+    _same_values(la.atan2(ty, -0.0).numpy(), np.arctan2(y, np.float32(-0.0)))
+    _same_values(la.atan2(2.5, tx).numpy(), np.arctan2(np.float32(2.5), x))
+    i = np.array([-3, 0, 4], np.int32)
+    got = la.atan2(la.asarray(i), 2.5)
+    assert got.dtype is la.float32
+    np.testing.assert_allclose(got.numpy(), np.arctan2(i.astype(np.float32), np.float32(2.5)),
+                               rtol=1e-6)
+    torch = pytest.importorskip("torch", reason="torch is not installed: no PyTorch parity")
+    _same_values(la.atan2(ty, tx).numpy(), torch.atan2(torch.from_numpy(y), torch.from_numpy(x)).numpy())
