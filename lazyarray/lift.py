@@ -338,9 +338,16 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
                     -_F32_EXACT <= other <= _F32_EXACT and _int_fits(other, dtype):
                 # `i / 2`: i as the default float, the int weak beside it (what `fn`
                 # records for an int the default float and i's dtype both hold exactly)
-                a = Node("convert", (a,), a.shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
-                s = _weak_scalar_like(other, a)
-                return _wrap(Node(prim, (s, a) if swap else (a, s), a.shape,
+                shape = a.shape
+                a = Node("convert", (a,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
+                if other in _KEPT_SET:
+                    s = _weak_scalar_like(other, a)
+                else:            # what `_weak_scalar_like` makes of it, written out
+                    s = Node("scalar", (), (), _DEFAULT_FLOAT, {}, None, other)
+                    if shape:
+                        s = Node("broadcast_in_dim", (s,), shape, _DEFAULT_FLOAT,
+                                 {"shape": shape, "broadcast_dimensions": ()})
+                return _wrap(Node(prim, (s, a) if swap else (a, s), shape,
                                   result or _DEFAULT_FLOAT, {} if attrs is None else dict(attrs)),
                              self._state)
         elif kind is Tensor and not swap:
