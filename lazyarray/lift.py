@@ -21,6 +21,7 @@ from .compiler.node import Node
 from . import runtime
 from .ops import elementwise as _elementwise
 from .ops.promotion import KEPT_SET as _KEPT_SET, typed_scalar as _typed_scalar
+from .ops.promotion import int_fits as _int_fits
 from .ops.promotion import weak_scalar_like as _weak_scalar_like
 from .tensor import Tensor, host_array, raise_mixed_devices
 
@@ -29,6 +30,8 @@ _FLOAT64 = np.float64      # an operator takes it as the Python float it subclas
 _wrap = Tensor._wrap
 _INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 _INT_OR_BOOL = frozenset(D.INTEGERS + (D.bool_,))
+_DEFAULT_FLOAT = D.DEFAULT_FLOAT
+_F32_EXACT = _elementwise.F32_EXACT
 
 # NumPy scalar type -> (its dtype, the Python type of its value), for the scalars an
 # elementwise op takes as a 0-d runtime scalar of their own dtype (see `numpy_operand`);
@@ -141,27 +144,27 @@ def _flat_operands(args: tuple) -> Any:
     return None if state is None else (state, nodes)
 
 
-_MISSING = object()
-
-
-def _three(fn: Callable, a: Tensor, b: Any, c: Any) -> Any:
-    """`fn(a, b, c)` over tensors of a's device and Python scalars (or None), wrapped;
-    None for anything else (data to lift, another device: the general path)."""
+def _three(a: Tensor, b: Any, c: Any) -> Any:
+    """The operands of `fn(a, b, c)` when b and c are tensors of a's device or Python
+    scalars (or None): (b, c) as nodes and scalars; None for anything else (data to
+    lift, another device: the general path). The caller records and wraps: `Tensor._wrap`
+    finds the user's line by walking the frames above it, each one of ours costs."""
     state = a._state
     kind = type(b)
     if kind is Tensor:
-        b = b._node if b._state is state else _MISSING
+        if b._state is not state:
+            return None
+        b = b._node
     elif kind not in _SCALARS and b is not None:
         return None
     kind = type(c)
     if kind is Tensor:
-        c = c._node if c._state is state else _MISSING
+        if c._state is not state:
+            return None
+        c = c._node
     elif kind not in _SCALARS and c is not None:
         return None
-    if b is _MISSING or c is _MISSING:
-        return None
-    out = fn(a._node, b, c)
-    return _wrap(out, state) if type(out) is Node else wrap(out, state)
+    return b, c
 
 
 def wrap(v: Any, state: runtime.DeviceState) -> Any:
@@ -224,9 +227,23 @@ def lift(fn: Callable) -> Callable:
                 out = fn(t._node)
                 return _wrap(out, t._state) if type(out) is Node else wrap(out, t._state)
             elif n == 3:
-                out = _three(fn, *args)       # where(c, x, y), clip(x, 0, 1), f(c, x, 0.0)
-                if out is not None:
-                    return out
+                a = args[0]                   # where(c, x, y), clip(x, 0, 1), f(c, x, 0.0)
+                found = _three(a, args[1], args[2])
+                if found is not None:
+                    out = fn(a._node, *found)
+                    return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
+        if elementwise and device is None and not kwargs and len(args) == 2 and \
+                type(args[1]) is Tensor:
+            s, b = args                       # fast path: f(scalar, tensor), `la.less(2, x)`
+            kind = type(s)
+            if kind in _SCALARS:
+                out = fn(s, b._node)
+                return _wrap(out, b._state) if type(out) is Node else wrap(out, b._state)
+            if isinstance(s, np.generic):
+                s = numpy_operand(s)          # la.subtract(np.float32(2.5), x)
+                if s is not None:
+                    out = fn(s, b._node)
+                    return _wrap(out, b._state) if type(out) is Node else wrap(out, b._state)
         if device is None and len(args) == 1 and type(args[0]) is Tensor \
                 and all(map(_plain, kwargs.values())):
             t = args[0]                       # fast path: f(tensor, axis=..., keepdims=...)
@@ -287,6 +304,7 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
     prim, fast, attrs, result = fn.direct
     floats = fast & _INEXACT
     to_float = D.DEFAULT_FLOAT in fast
+    exact_ints = getattr(fn, "exact_ints", False)
 
     def op_method(self: Tensor, other: Any) -> Tensor:
         kind = type(other)
@@ -316,6 +334,22 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
                     return _wrap(Node(prim, (s, a) if swap else (a, s), a.shape,
                                       result or dtype, {} if attrs is None else dict(attrs)),
                                  self._state)
+            elif exact_ints and dtype in _INT_OR_BOOL and \
+                    -_F32_EXACT <= other <= _F32_EXACT and _int_fits(other, dtype):
+                # `i / 2`: i as the default float, the int weak beside it (what `fn`
+                # records for an int the default float and i's dtype both hold exactly)
+                shape = a.shape
+                a = Node("convert", (a,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
+                if other in _KEPT_SET:
+                    s = _weak_scalar_like(other, a)
+                else:            # what `_weak_scalar_like` makes of it, written out
+                    s = Node("scalar", (), (), _DEFAULT_FLOAT, {}, None, other)
+                    if shape:
+                        s = Node("broadcast_in_dim", (s,), shape, _DEFAULT_FLOAT,
+                                 {"shape": shape, "broadcast_dimensions": ()})
+                return _wrap(Node(prim, (s, a) if swap else (a, s), shape,
+                                  result or _DEFAULT_FLOAT, {} if attrs is None else dict(attrs)),
+                             self._state)
         elif kind is Tensor and not swap:
             a, b = self._node, other._node
             dtype = a.dtype

@@ -192,6 +192,10 @@ def contiguous(self: Tensor) -> Tensor:
 
 def masked_fill(self: Tensor, mask: Any, value: Any) -> Tensor:
     """`value` where `mask` is True, the tensor elsewhere (mask broadcasts)."""
+    kind = type(value)
+    if type(mask) is Tensor and mask._state is self._state and \
+            (kind is float or kind is int or kind is bool):     # the op on the nodes
+        return _wrap(ops.where(mask._node, value, self._node), self._state)
     return api.where(mask, api.astype(api.asarray(value, device=self._state), self.dtype)
                      if not isinstance(value, (bool, int, float)) else value, self)
 

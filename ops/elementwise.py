@@ -9,7 +9,7 @@ from ..compiler.graph_templates import remembered
 from ..compiler.node import Node
 from ..compiler.primitive import apply, same_dtype_fast
 from .promotion import (PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
-                        operands, scalar, weak_scalar_like)
+                        operands, scalar, typed_scalar, weak_scalar_like)
 
 Operand = Any  # a Node or a Python scalar
 
@@ -31,10 +31,16 @@ def _unary_float(prim: str):
     fast = same_dtype_fast(prim)
 
     def fn(x: Operand) -> Node:
-        if type(x) is Node and x.dtype in fast:      # the common case, recorded directly
-            return Node(prim, (x,), x.shape, x.dtype, {})
+        if type(x) is Node:
+            dtype = x.dtype
+            if dtype in fast:                        # the common case, recorded directly
+                return Node(prim, (x,), x.shape, dtype, {})
+            if dtype in _INT_OR_BOOL and to_float:   # `exp(i)`: i as the default float
+                x = _converted(x, D.DEFAULT_FLOAT)
+                return Node(prim, (x,), x.shape, x.dtype, {})
         (x,) = _float_operands(prim, x)
         return apply(prim, x)
+    to_float = D.DEFAULT_FLOAT in fast
     fn.__name__ = prim
     return fn
 
@@ -241,7 +247,7 @@ def pow(a: Operand, b: Operand) -> Node:
 _DIVIDE_FAST = same_dtype_fast("divide") & frozenset(D.FLOATS + D.COMPLEX)
 
 
-_F32_EXACT = 2 ** 24       # every int of at most this magnitude is exact in float32
+F32_EXACT = 2 ** 24       # every int of at most this magnitude is exact in float32
 
 
 def _divide(a: Operand, b: Operand) -> Node:
@@ -249,9 +255,13 @@ def _divide(a: Operand, b: Operand) -> Node:
     the default float and the int weak beside it, as `i * 2.5` records. For an int the
     tensor's dtype holds that float32 holds exactly, this is the value of converting the
     int as the tensor's dtype along with it (what the general way below records)."""
+    if type(a) is Node and type(b) is Node and a.dtype is b.dtype and \
+            a.dtype in _INT_OR_BOOL and a.shape == b.shape:
+        x = _converted(a, D.DEFAULT_FLOAT)      # `i / j`: both as the default float
+        return Node("divide", (x, _converted(b, D.DEFAULT_FLOAT)), x.shape, x.dtype, {})
     node, value = (a, b) if type(a) is Node else (b, a)
     if type(node) is Node and (type(value) is int or type(value) is bool) and \
-            -_F32_EXACT <= value <= _F32_EXACT and node.dtype in _INT_OR_BOOL and \
+            -F32_EXACT <= value <= F32_EXACT and node.dtype in _INT_OR_BOOL and \
             int_fits(value, node.dtype):
         x = _converted(node, D.DEFAULT_FLOAT)
         s = weak_scalar_like(value, x)
@@ -265,11 +275,19 @@ def _divide(a: Operand, b: Operand) -> Node:
 divide = _recorder("divide", _DIVIDE_FAST, _divide)
 divide.__name__ = "divide"
 divide.__doc__ = "True division: integers divide as the default float."
+# the operators take `i / 2` the short way `_divide` does (lazyarray/lift.py direct_method)
+divide.exact_ints = True
 
 
-def atan2(a: Operand, b: Operand) -> Node:
+def _atan2(a: Operand, b: Operand) -> Node:
     a, b = _float_operands("atan2", a, b)
     return apply("atan2", a, b)
+
+
+# float operands of one dtype (or a float tensor and a Python scalar it takes, an integer
+# tensor and a Python float: the default float) recorded directly, the rest as `_atan2`
+atan2 = _recorder("atan2", same_dtype_fast("atan2"), _atan2)
+atan2.__name__ = "atan2"
 
 
 # compare's rule (compiler/primitives/elementwise.py): any dtype; complex ones for EQ/NE only
@@ -308,20 +326,47 @@ def where(condition: Operand, x: Operand, y: Operand) -> Node:
                 s = weak_scalar_like(y, x)
                 if s is not None:
                     return Node("select", (c, x, s), shape, x.dtype, {})
+                if kind is float and x.dtype in _INT_OR_BOOL:     # where(c, i, 0.5)
+                    x = _converted(x, D.DEFAULT_FLOAT)
+                    return Node("select", (c, x, weak_scalar_like(y, x)), shape, x.dtype, {})
         elif type(y) is Node and y.shape == shape:
             kind = type(x)
             if kind is float or kind is int or kind is bool:
                 s = weak_scalar_like(x, y)
                 if s is not None:
                     return Node("select", (c, s, y), shape, y.dtype, {})
+                if kind is float and y.dtype in _INT_OR_BOOL:     # where(c, 0.5, i)
+                    y = _converted(y, D.DEFAULT_FLOAT)
+                    return Node("select", (c, weak_scalar_like(x, y), y), shape, y.dtype, {})
+        else:
+            out = _where_scalars(c, x, y)
+            if out is not None:
+                return out
     else:
         (c,) = operands("where", condition, dtype=D.bool_) if isinstance(condition, Node) \
             else (as_node(condition, D.bool_),)
-    x, y = operands("where", x, y)          # one dtype, one shape
+    x, y = _scalar_operands("where", x, y)  # one dtype, one shape
     if c.shape != x.shape:
         shape = broadcast_shapes("where", c.shape, x.shape, y.shape)
         c, x, y = broadcast_to(c, shape), broadcast_to(x, shape), broadcast_to(y, shape)
     return apply("select", c, x, y)
+
+
+def _where_scalars(c: Node, x: Operand, y: Operand) -> Any:
+    """`where(c, x, y)` for a bool condition and two Python scalars of one kind
+    (`where(m, 1.0, 0.0)`): both as that kind's default dtype, spread to c's shape (what
+    `operands` and the broadcasts make of them). None for anything else."""
+    kind = type(x)
+    if type(y) is not kind or not (kind is float or kind is int or kind is bool):
+        return None
+    dtype = D.scalar_dtype(x)
+    if kind is int and not (int_fits(x, dtype) and int_fits(y, dtype)):
+        return None                     # past int64: the general way raises
+    a, b = typed_scalar(x, dtype), typed_scalar(y, dtype)
+    shape = c.shape
+    if shape:
+        a, b = _spread(a, shape), _spread(b, shape)
+    return Node("select", (c, a, b), shape, dtype, {})
 
 
 _NEGATE_FAST = same_dtype_fast("negate", exclude=(D.bool_,))
@@ -465,10 +510,12 @@ def _signed_zero(x: Node) -> Node:
 
 
 def _logical(prim: str, name: str):
-    def fn(a: Operand, b: Operand) -> Node:
+    def general(a: Operand, b: Operand) -> Node:
         a, b = (as_bool(a), as_bool(b))
         a, b = operands(name, a, b)
         return apply(prim, a, b)
+    # bool operands (tensors, Python bools) recorded directly; the rest as truth values
+    fn = _recorder(prim, frozenset((D.bool_,)), general)
     fn.__name__ = name
     return fn
 
@@ -488,11 +535,12 @@ def logical_not(x: Operand) -> Node:
 
 
 def _bitwise(prim: str, name: str):
-    def fn(a: Operand, b: Operand) -> Node:
+    def general(a: Operand, b: Operand) -> Node:
         a, b = operands(name, a, b)
         if a.dtype.is_float:
             raise TypeError(f"{name}: needs integer or bool operands, got {a.dtype.name}")
         return apply(prim, a, b)
+    fn = _recorder(prim, same_dtype_fast(prim), general)
     fn.__name__ = name
     return fn
 
@@ -503,7 +551,7 @@ bitwise_xor = _bitwise("xor", "bitwise_xor")
 
 
 def _shift(name: str, left: bool):
-    def fn(a: Operand, b: Operand) -> Node:
+    def general(a: Operand, b: Operand) -> Node:
         a, b = operands(name, a, b)
         if not a.dtype.is_int:
             raise TypeError(f"{name}: needs integer operands, got {a.dtype.name}")
@@ -511,15 +559,37 @@ def _shift(name: str, left: bool):
             return apply("shift_left", a, b)
         return apply("shift_right_arithmetic" if a.dtype.kind == "int" else "shift_right_logical",
                      a, b)
+    general.__name__ = name
+    if left:
+        fn = _recorder("shift_left", same_dtype_fast("shift_left"), general)
+        fn.__name__ = name
+        return fn
+    # the primitive follows the operands' dtype: a recorder for each kind, the one of
+    # the tensor operand tried (anything mixed goes to `general` through either)
+    signed = _recorder("shift_right_arithmetic", _SIGNED_INTS, general)
+    unsigned = _recorder("shift_right_logical", _UNSIGNED_INTS, general)
+
+    def fn(a: Operand, b: Operand) -> Node:
+        node = a if type(a) is Node else b
+        if type(node) is Node and node.dtype in _UNSIGNED_INTS:
+            return unsigned(a, b)
+        return signed(a, b)
     fn.__name__ = name
     return fn
 
 
+_SIGNED_INTS = frozenset(d for d in D.INTEGERS if d.kind == "int")
+_UNSIGNED_INTS = frozenset(d for d in D.INTEGERS if d.kind == "uint")
 bitwise_left_shift = _shift("bitwise_left_shift", True)
 bitwise_right_shift = _shift("bitwise_right_shift", False)
 
 
+_NOT_FAST = same_dtype_fast("not")
+
+
 def bitwise_invert(x: Operand) -> Node:
+    if type(x) is Node and x.dtype in _NOT_FAST:         # recorded directly
+        return Node("not", (x,), x.shape, x.dtype, {})
     (x,) = operands("bitwise_invert", x)
     if x.dtype.is_float:
         raise TypeError(f"bitwise_invert: needs integer or bool operands, got {x.dtype.name}")
@@ -546,6 +616,10 @@ def _all_false(x: Node) -> Node:
 
 
 def signbit(x: Operand) -> Node:
+    if type(x) is Node:
+        ints = _BITS.get(x.dtype)
+        if ints is not None:            # a real float: its bits, as a signed int, < 0
+            return less(Node("bitcast_convert", (x,), x.shape, ints, {"dtype": ints}), 0)
     x = as_node(x)
     if not x.dtype.is_float:
         return less(x, 0)

@@ -678,3 +678,209 @@ def test_lifted_three_operand_calls_record_the_ops_graph() -> None:
         la.where(c, x, other)
     with pytest.raises(ValueError, match="different devices"):
         la.clip(x, other, 1.0)
+
+
+# ---- the other elementwise forms recorded directly (issue 11 point 6) ----------------------
+
+def _bitwise_general(name: str, a, b) -> Node:
+    """and / or / xor / shifts the general way: `operands`, the dtype check, `apply`."""
+    a, b = operands(name, a, b)
+    if name.startswith("bitwise_") and "shift" in name:
+        if not a.dtype.is_int:
+            raise TypeError(f"{name}: needs integer operands")
+        prim = "shift_left" if "left" in name else (
+            "shift_right_arithmetic" if a.dtype.kind == "int" else "shift_right_logical")
+    else:
+        if a.dtype.is_float or a.dtype.is_complex:
+            raise TypeError(f"{name}: needs integer or bool operands")
+        prim = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor"}[name]
+    return apply(prim, a, b)
+
+
+def _logical_general(name: str, a, b) -> Node:
+    """logical_and / or / xor the general way: each operand's truth value, promoted."""
+    def truth(v):
+        v = v if isinstance(v, Node) else scalar(v, D.scalar_dtype(v))
+        return v if v.dtype is D.bool_ else apply("compare", *operands(name, v, 0),
+                                                   direction="NE")
+    a, b = operands(name, truth(a), truth(b))
+    return apply(name.split("_")[1], a, b)
+
+
+BITWISE = ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+           "bitwise_right_shift", "logical_and", "logical_or", "logical_xor"]
+BIT_SCALARS = [0, 1, -1, 3, True, False, 2.5, 300, -129, 2 ** 40, 2 ** 63, -2 ** 63 - 1]
+
+
+@pytest.mark.parametrize("name", BITWISE)
+@pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
+def test_bitwise_and_logical_fast_paths_record_the_general_graph(name, dtype) -> None:
+    """`i & 3`, `3 | i`, `i << j`, `u >> 2` (the logical shift for unsigned, arithmetic
+    for signed), `la.logical_and(m, True)`: the general way's graph or its error, for
+    every dtype, scalar and operand shape, through the op, the lifted function and the
+    operator."""
+    fn = getattr(ops, name)
+    general = _logical_general if name.startswith("logical") else _bitwise_general
+    a, b = _leaf(dtype), _leaf(dtype)
+    others = [b, _leaf(dtype, ()), _leaf(dtype, (3,)), _leaf(D.int64), _leaf(D.bool_)]
+    for other in others + BIT_SCALARS:
+        _same_or_same_error(lambda: fn(a, other), lambda: general(name, a, other))
+        _same_or_same_error(lambda: fn(other, a), lambda: general(name, other, a))
+    t = la.asarray(np.zeros((4, 3), dtype.np))
+    dunder = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
+              "bitwise_left_shift": "lshift", "bitwise_right_shift": "rshift"}.get(name)
+    for s in BIT_SCALARS + [np.int32(3), np.uint8(2), np.bool_(True)]:
+        ref = s if not isinstance(s, np.generic) else _numpy_reference(s)
+        makers = [lambda: getattr(la, name)(t, s), lambda: general(name, t._node, ref)]
+        rmakers = [lambda: getattr(la, name)(s, t), lambda: general(name, ref, t._node)]
+        if dunder:
+            makers.append(lambda: getattr(t, f"__{dunder}__")(s))
+            rmakers.append(lambda: getattr(t, f"__r{dunder}__")(s))
+        _same_or_same_error_of(*makers)
+        _same_or_same_error_of(*rmakers)
+
+
+def test_bitwise_and_logical_fast_paths_match_numpy() -> None:
+    i = np.array([-7, 0, 5, 127, -128, 3], np.int8)
+    u = np.array([0, 1, 200, 255, 7, 128], np.uint8)
+    m = np.array([True, False, True, False, True, True])
+    ti, tu, tm = la.asarray(i), la.asarray(u), la.asarray(m)
+    cases = [(ti & 3, i & 3), (3 | ti, 3 | i), (ti ^ -1, i ^ -1), (ti << 2, i << 2),
+             (ti >> 1, i >> 1), (tu >> 1, u >> 1), (tu >> 7, u >> 7), (2 << tu % 8, 2 << u % 8),
+             (ti >> ti.abs() % 8, i >> np.abs(i) % 8), (~ti, ~i), (~tu, ~u), (~tm, ~m),
+             (tm & True, m & True), (tm | False, m | False), (tm ^ tm, m ^ m),
+             (la.logical_and(tm, True), np.logical_and(m, True)),
+             (la.logical_or(False, tm), np.logical_or(False, m)),
+             (la.logical_xor(tm, la.asarray(m[::-1].copy())), np.logical_xor(m, m[::-1])),
+             (la.logical_and(ti, 2), np.logical_and(i, 2))]
+    for got, want in cases:
+        assert got.dtype.np == want.dtype, (got.dtype, want.dtype)
+        np.testing.assert_array_equal(got.numpy(), want)
+    torch = pytest.importorskip("torch", reason="torch is not installed: no PyTorch parity")
+    tt = torch.from_numpy(i.astype(np.int64))
+    np.testing.assert_array_equal((la.asarray(i.astype(np.int64)) >> 2).numpy(), (tt >> 2).numpy())
+    np.testing.assert_array_equal((la.asarray(i.astype(np.int64)) << 3).numpy(), (tt << 3).numpy())
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
+def test_invert_signbit_and_masked_fill_record_the_general_graph(dtype) -> None:
+    x = _leaf(dtype)
+
+    def invert_general():
+        (y,) = operands("bitwise_invert", x)
+        if y.dtype.is_float or y.dtype.is_complex:
+            raise TypeError("bitwise_invert: needs integer or bool operands")
+        return apply("not", y)
+
+    def signbit_general():
+        if not x.dtype.is_float:
+            return ops.less(x, 0)
+        ints = {16: D.int16, 32: D.int32, 64: D.int64}[x.dtype.bits]
+        return _general("less", "compare", apply("bitcast_convert", x, dtype=ints), 0,
+                        direction="LT")
+
+    _same_or_same_error(lambda: ops.bitwise_invert(x), invert_general)
+    _same_or_same_error(lambda: ops.signbit(x), signbit_general)
+    t = la.asarray(np.zeros((4, 3), dtype.np))
+    mask = la.asarray(np.zeros((4, 3), bool))
+    for value in (0, 1.5, -0.0, True, 300, math.nan):
+        _same_or_same_error_of(lambda: t.masked_fill(mask, value),
+                               lambda: la.where(mask, value, t),
+                               lambda: _where_general(mask._node, value, t._node))
+
+
+def test_invert_signbit_and_masked_fill_match_numpy_and_torch() -> None:
+    a = np.array([-0.0, 0.0, -1.5, np.inf, -np.inf, np.nan, -np.nan, 2.0], np.float32)
+    for d in (np.float16, np.float32, np.float64):
+        _same_values(la.signbit(la.asarray(a.astype(d))).numpy(), np.signbit(a.astype(d)))
+    m = a > 0
+    x = la.asarray(a)
+    for value in (0, 7.5, -0.0, True):
+        got = x.masked_fill(la.asarray(m), value)
+        assert got.dtype is la.float32
+        _same_values(got.numpy(), np.where(m, np.float32(value), a))
+    torch = pytest.importorskip("torch", reason="torch is not installed: no PyTorch parity")
+    want = torch.from_numpy(a).masked_fill(torch.from_numpy(m), -0.0).numpy()
+    _same_values(x.masked_fill(la.asarray(m), -0.0).numpy(), want)
+    np.testing.assert_array_equal(la.signbit(x).numpy(), torch.signbit(torch.from_numpy(a)).numpy())
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
+def test_where_of_two_scalars_and_mixed_kinds_record_the_general_graph(dtype) -> None:
+    """`where(m, 1.0, 0.0)` (two scalars of one kind: that kind's default dtype, spread
+    to m's shape), `where(m, i, 0.5)` (an integer value beside a float: both the default
+    float), through the op and the lifted function."""
+    c = _leaf(D.bool_)
+    x = _leaf(dtype)
+    pairs = [(1.0, 0.0), (-0.0, 2.5), (math.nan, 1.0), (1, 0), (3, -7), (True, False),
+             (2 ** 63, 0), (1, 0.5), (True, 0)]
+    for cond in (c, _leaf(D.bool_, ()), _leaf(D.int32)):
+        for p, q in pairs:
+            _same_or_same_error(lambda: ops.where(cond, p, q), lambda: _where_general(cond, p, q))
+        for s in (0.5, -0.0, 0.0, math.inf):
+            _same_or_same_error(lambda: ops.where(cond, x, s), lambda: _where_general(cond, x, s))
+            _same_or_same_error(lambda: ops.where(cond, s, x), lambda: _where_general(cond, s, x))
+    t, m = la.asarray(np.zeros((4, 3), dtype.np)), la.asarray(np.zeros((4, 3), bool))
+    for p, q in pairs:
+        _same_or_same_error_of(lambda: la.where(m, p, q), lambda: _where_general(m._node, p, q))
+    _same_or_same_error_of(lambda: la.where(m, t, 0.5), lambda: _where_general(m._node, t._node, 0.5))
+
+
+def test_where_fast_forms_match_numpy() -> None:
+    m = np.array([True, False, True, False])
+    i = np.array([1, -2, 3, 2 ** 30], np.int32)
+    tm, ti = la.asarray(m), la.asarray(i)
+    for got, want in [(la.where(tm, 1.0, 0.0), np.where(m, 1.0, 0.0).astype(np.float32)),
+                      (la.where(tm, -0.0, np.nan), np.where(m, -0.0, np.nan).astype(np.float32)),
+                      (la.where(tm, 7, -1), np.where(m, 7, -1)),
+                      (la.where(tm, True, False), np.where(m, True, False)),
+                      (la.where(tm, ti, 0.5), np.where(m, i.astype(np.float32), np.float32(0.5))),
+                      (la.where(tm, -0.0, ti), np.where(m, np.float32(-0.0), i.astype(np.float32)))]:
+        assert got.dtype.np == want.dtype, (got.dtype, want.dtype)
+        _same_values(got.numpy(), want)
+
+
+def test_lifted_functions_take_a_scalar_first_as_the_op_does() -> None:
+    """`la.subtract(2, x)`, `la.less(2.5, x)`, `la.divide(np.float32(3), x)`: the op's
+    graph on the node (the scalar as the operators take it), and NumPy's values."""
+    a = np.array([-1.5, 0.0, 2.0, -0.0], np.float32)
+    x, i = la.asarray(a), la.asarray(np.array([1, -2, 3, 4], np.int32))
+    for name in ("add", "subtract", "multiply", "divide", "less", "greater_equal", "maximum",
+                 "pow", "atan2", "equal", "bitwise_and", "logical_or", "copysign"):
+        for t in (x, i):
+            for s in (2, 2.5, True, -0.0, np.float32(3), np.int32(3), np.float64(0.5)):
+                ref = _numpy_reference(s) if isinstance(s, np.generic) else s
+                _same_or_same_error_of(lambda: getattr(la, name)(s, t),
+                                       lambda: getattr(ops, name)(ref, t._node))
+    with np.errstate(all="ignore"):
+        _same_values(la.subtract(2.5, x).numpy(), np.float32(2.5) - a)
+        _same_values(la.divide(np.float32(3), x).numpy(), np.float32(3) / a)
+        assert la.less(0.0, x).numpy().tolist() == (0.0 < a).tolist()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
+def test_atan2_fast_path_records_the_general_graph(dtype) -> None:
+    """atan2 of floats of one dtype, or beside a weak scalar, recorded directly: the graph
+    (or the error) of `_float_operands` and `apply`, its general way."""
+    from lazyarray.ops.elementwise import _atan2
+    a = _leaf(dtype)
+    for other in [_leaf(dtype), _leaf(dtype, ()), _leaf(dtype, (3,)), _leaf(D.float32),
+                  _leaf(D.int64)] + SCALARS:
+        _same_or_same_error(lambda: ops.atan2(a, other), lambda: _atan2(a, other))
+        _same_or_same_error(lambda: ops.atan2(other, a), lambda: _atan2(other, a))
+
+
+def test_atan2_matches_numpy_and_torch() -> None:
+    y = np.array([0.0, -0.0, 1.0, -1.0, np.inf, np.nan, 0.0, -0.0], np.float32)
+    x = np.array([-0.0, -0.0, 0.0, -2.0, np.inf, 1.0, 0.0, 0.0], np.float32)
+    ty, tx = la.asarray(y), la.asarray(x)
+    _same_values(la.atan2(ty, tx).numpy(), np.arctan2(y, x))
+    _same_values(la.atan2(ty, -0.0).numpy(), np.arctan2(y, np.float32(-0.0)))
+    _same_values(la.atan2(2.5, tx).numpy(), np.arctan2(np.float32(2.5), x))
+    i = np.array([-3, 0, 4], np.int32)
+    got = la.atan2(la.asarray(i), 2.5)
+    assert got.dtype is la.float32
+    np.testing.assert_allclose(got.numpy(), np.arctan2(i.astype(np.float32), np.float32(2.5)),
+                               rtol=1e-6)
+    torch = pytest.importorskip("torch", reason="torch is not installed: no PyTorch parity")
+    _same_values(la.atan2(ty, tx).numpy(), torch.atan2(torch.from_numpy(y), torch.from_numpy(x)).numpy())
