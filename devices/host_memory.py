@@ -43,6 +43,7 @@ class HostMemory:
         self._tracked: dict = {}
         self._baseline = self._probe()
         self._claim_baseline = self._probe_claim()
+        self._small_baseline = self._probe_small()
 
     def _probe(self) -> int:
         """The reference count `_give_back` sees for memory whose only view just died."""
@@ -89,11 +90,40 @@ class HostMemory:
 
     def claim(self, array: np.ndarray) -> "np.ndarray | None":
         """The writable memory under `array` (an output handed out by `track`) when no
-        other view of it exists, no longer to be recycled when `array` dies; else None."""
+        other view of it exists, no longer to be recycled when `array` dies; else None.
+        A small output (not tracked: its memory is never recycled) is claimed alike when
+        its memory is raw memory of its own (see `_small_refs`)."""
+        if id(array) not in self._tracked:
+            if self._small_refs(array) != self._small_baseline:
+                return None
+            return array.base
         if self._mem_refs(array) != self._claim_baseline:
             return None
         # (dropping the entry drops its weak reference: its callback never comes)
         return self._tracked.pop(id(array))[1]
+
+    @staticmethod
+    def _small_refs(array: np.ndarray) -> int:
+        """The reference count of the memory under `array` when it is raw memory as
+        `take` makes it below MIN_BYTES (a 1-D, writable uint8 array owning its bytes,
+        a view of nothing), else -1. Only such memory is claimed untracked: its one
+        view, the program's output, is all that can read it when the count says so."""
+        mem = array.base
+        if type(mem) is not np.ndarray or mem.base is not None or mem.ndim != 1 \
+                or mem.nbytes >= MIN_BYTES or (mem.dtype is not _UINT8 and mem.dtype != _UINT8):
+            return -1
+        flags = mem.flags
+        if not (flags.owndata and flags.writeable):
+            return -1
+        return sys.getrefcount(mem)
+
+    def _probe_small(self) -> int:
+        """The count `_small_refs` sees for raw memory viewed only by one handed-out
+        output (made as native_program.py makes it: a view of a view of the memory)."""
+        mem = np.empty(64, np.uint8)
+        view = np.ndarray((16,), np.float32, mem).view()
+        del mem
+        return self._small_refs(view)
 
     def _give_back_tracked(self, key: int) -> None:
         entry = self._tracked.pop(key, None)
@@ -124,6 +154,7 @@ class HostMemory:
 
 
 _weak = weakref.ref
+_UINT8 = np.dtype(np.uint8)
 
 
 HOST_MEMORY = HostMemory()

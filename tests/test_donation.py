@@ -75,6 +75,31 @@ def test_a_buffer_the_user_viewed_is_never_donated(cpu) -> None:
     np.testing.assert_array_equal(view, np.full((2, 256), 3, np.float32))
 
 
+def _address(t) -> int:
+    return np.asarray(t).__array_interface__["data"][0]
+
+
+def test_a_small_output_is_updated_in_place_unless_viewed(cpu) -> None:
+    """A small output (its memory not recycled, so not tracked) is claimed by its own
+    raw memory's count: an update overwrites it in place, and a view the user holds keeps
+    it (and its value)."""
+    w = la.asarray(np.ones(64, np.float32))
+    for step in range(4):
+        runtime.offer_donation(w._node)
+        before = _address(w) if step else None
+        w._assign((w * 2)._node)
+        w.numpy()
+        if step >= 2:                     # (an output from the second step on)
+            assert _address(w) == before
+    np.testing.assert_array_equal(w.numpy(), np.full(64, 16, np.float32))
+    view = np.asarray(w)[:2]
+    runtime.offer_donation(w._node)
+    w._assign((w + 1)._node)
+    w.numpy()
+    np.testing.assert_array_equal(view, np.full(2, 16, np.float32))
+    assert _address(w) != view.__array_interface__["data"][0]
+
+
 def test_donated_buffer_read_raises(cpu) -> None:
     p = la.asarray(np.ones((128, 128), np.float32))
     p.numpy()
