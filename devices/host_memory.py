@@ -29,6 +29,7 @@ import numpy as np
 KEEP_PER_SIZE = 2
 KEEP_BYTES = 1 << 30
 MIN_BYTES = 1 << 16          # small arrays come from malloc's own free lists
+SMALL_NOTES = 4096           # small outputs noted as claimable (see HostMemory.track)
 
 
 class HostMemory:
@@ -41,6 +42,9 @@ class HostMemory:
         # callback (not weakref.finalize: several times dearer to make, and a training
         # step hands out and claims several arrays) gives the memory back when it dies
         self._tracked: dict = {}
+        # id(raw memory of a small output handed out) -> a weak reference to it: only
+        # memory registered here is claimed untracked (never a user's shared array)
+        self._small: dict = {}
         self._baseline = self._probe()
         self._claim_baseline = self._probe_claim()
         self._small_baseline = self._probe_small()
@@ -82,11 +86,17 @@ class HostMemory:
         return sys.getrefcount(entry[1])
 
     def track(self, array: np.ndarray, mem: np.ndarray) -> None:
-        """Give `mem` back when `array` (a view of it handed to the caller) dies."""
+        """Give `mem` back when `array` (a view of it handed to the caller) dies; below
+        MIN_BYTES (not recycled) only note `mem` as ours, for `claim`."""
         if mem.nbytes >= MIN_BYTES:
             key = id(array)
             self._tracked[key] = (_weak(array, lambda _, key=key: self._give_back_tracked(key)),
                                   mem)
+            return
+        small = self._small
+        if len(small) > SMALL_NOTES:      # (dead ones mostly: a weak reference tells)
+            small.clear()
+        small[id(mem)] = _weak(mem)
 
     def claim(self, array: np.ndarray) -> "np.ndarray | None":
         """The writable memory under `array` (an output handed out by `track`) when no
@@ -96,21 +106,26 @@ class HostMemory:
         if id(array) not in self._tracked:
             if self._small_refs(array) != self._small_baseline:
                 return None
-            return array.base
+            mem = array.base
+            self._small.pop(id(mem), None)
+            return mem
         if self._mem_refs(array) != self._claim_baseline:
             return None
         # (dropping the entry drops its weak reference: its callback never comes)
         return self._tracked.pop(id(array))[1]
 
-    @staticmethod
-    def _small_refs(array: np.ndarray) -> int:
-        """The reference count of the memory under `array` when it is raw memory as
-        `take` makes it below MIN_BYTES (a 1-D, writable uint8 array owning its bytes,
+    def _small_refs(self, array: np.ndarray) -> int:
+        """The reference count of the memory under `array` when it is raw memory of a
+        small output that `track` noted (a 1-D, writable uint8 array owning its bytes,
         a view of nothing), else -1. Only such memory is claimed untracked: its one
-        view, the program's output, is all that can read it when the count says so."""
+        view, the program's output, is all that can read it when the count says so (a
+        user's array shared by `asarray` is never noted: never written)."""
         mem = array.base
-        if type(mem) is not np.ndarray or mem.base is not None or mem.ndim != 1 \
-                or mem.nbytes >= MIN_BYTES or (mem.dtype is not _UINT8 and mem.dtype != _UINT8):
+        if type(mem) is not np.ndarray:
+            return -1
+        note = self._small.get(id(mem))
+        if note is None or note() is not mem or mem.base is not None or mem.ndim != 1 \
+                or (mem.dtype is not _UINT8 and mem.dtype != _UINT8):
             return -1
         flags = mem.flags
         if not (flags.owndata and flags.writeable):
@@ -122,8 +137,11 @@ class HostMemory:
         output (made as native_program.py makes it: a view of a view of the memory)."""
         mem = np.empty(64, np.uint8)
         view = np.ndarray((16,), np.float32, mem).view()
+        self.track(view, mem)
         del mem
-        return self._small_refs(view)
+        count = self._small_refs(view)
+        del self._small[id(view.base)]
+        return count
 
     def _give_back_tracked(self, key: int) -> None:
         entry = self._tracked.pop(key, None)

@@ -100,6 +100,21 @@ def test_a_small_output_is_updated_in_place_unless_viewed(cpu) -> None:
     assert _address(w) != view.__array_interface__["data"][0]
 
 
+def test_a_shared_small_array_is_never_written(cpu) -> None:
+    """`asarray` shares a small array's memory: offered and held by nothing else, it
+    is still never written (only raw memory of lazyarray's own outputs is claimed): the
+    update's result lands in memory of its own."""
+    owner = np.empty(256, np.uint8)                          # raw bytes, as outputs have
+    owner.view(np.float32)[:] = np.arange(64, dtype=np.float32)
+    shared = owner.__array_interface__["data"][0]
+    w = la.asarray(owner.view(np.float32))
+    del owner                                                # (the buffer holds it alone)
+    runtime.offer_donation(w._node)
+    w._assign((w * 2)._node)
+    np.testing.assert_array_equal(w.numpy(), 2 * np.arange(64, dtype=np.float32))
+    assert _address(w) != shared      # (the shared memory lived until the run had ended)
+
+
 def test_donated_buffer_read_raises(cpu) -> None:
     p = la.asarray(np.ones((128, 128), np.float32))
     p.numpy()
