@@ -13,19 +13,23 @@ The generated function, for the graph of `roots`:
     def check(roots):
         f0, = roots
         if f0.buffer is not None or f0.op != 'reduce' or f0.dtype is not t0 \\
-                or f0.shape != () or f0.attrs != a0:
+                or (f0.shape is not s0 and f0.shape != s0) \\
+                or (f0.attrs is not a0 and f0.attrs != a0):
             return None
         f1, = f0.operands                   # (another operand count raises ValueError)
         ...
         if f4 is not f7:                    # one node in two operand slots
             return None
         order = (f9, f5, ...)               # the nodes by position
+        if len({f5, f8}) != 2:              # positions alike: two nodes, not one
+            return None
         ...leaf checks, each buffer and scalar into its argument...
         return order, [b0, f6.value]
 
 Local `fJ` is entry J of the walk (compiler/trace.py `_plan_walk`): the roots, then the
-operands of each op node in turn; names `tJ`, `aJ`, ... are the constants the checks
-compare with, in the function's own namespace.
+operands of each op node in turn; names `tJ`, `sJ`, `aJ`, ... are the constants the checks
+compare with, in the function's own namespace (a shape and an attribute dict are the
+captured node's own objects: a loop's nodes mostly share them, and `is` settles those).
 """
 from __future__ import annotations
 
@@ -58,12 +62,13 @@ def generate(plan: Any, donated_type: type) -> Callable:
     add(f"    {_targets(range(count))} = roots")
     for j, (op, shape, dtype, attrs), slots in plan.walk:
         node = f"f{j}"
-        names[f"t{j}"] = dtype
+        names[f"t{j}"], names[f"s{j}"] = dtype, shape
+        # shapes and attributes by identity first: a loop's nodes mostly share them
         test = [f"{node}.buffer is not None", f"{node}.op != {op!r}", f"{node}.dtype is not t{j}",
-                f"{node}.shape != {_constant(names, f's{j}', shape)}"]
+                f"({node}.shape is not s{j} and {node}.shape != s{j})"]
         if attrs:
             names[f"a{j}"] = attrs
-            test.append(f"{node}.attrs != a{j}")
+            test.append(f"({node}.attrs is not a{j} and {node}.attrs != a{j})")
         else:
             test.append(f"{node}.attrs")          # any attribute: not this node
         _fail_if(add, test)
@@ -75,8 +80,9 @@ def generate(plan: Any, donated_type: type) -> Callable:
     for a, b in plan.shared:
         _fail_if(add, [f"f{a} is not f{b}"])
     add(f"    order = ({''.join(f'f{j}, ' for j in plan.pick)})")
-    if plan.distinct:                             # (see trace.py `_may_coincide`)
-        _fail_if(add, [f"len(set(order)) != {len(plan.pick)}"])
+    if plan.alike:                                # (see trace.py `_may_coincide`)
+        alike = "".join(f"f{plan.pick[i]}, " for i in plan.alike)
+        _fail_if(add, [f"len({{{alike}}}) != {len(plan.alike)}"])
     args = [""] * plan.nargs
     for i, shape, dtype, number in plan.buffers:
         node, buf = f"f{plan.pick[i]}", f"b{number}"

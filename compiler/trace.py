@@ -21,6 +21,7 @@ raises when read.
 """
 from __future__ import annotations
 
+import collections
 import sys
 import weakref
 from typing import Any
@@ -354,7 +355,7 @@ class Template:
     for the donation checks, each buffer leaf's uses and whether it was donated, and the
     inner nodes that depend on a donated leaf."""
 
-    __slots__ = ("walk", "pick", "shared", "distinct", "buffers", "scalars", "constants",
+    __slots__ = ("walk", "pick", "shared", "alike", "buffers", "scalars", "constants",
                  "outputs", "size", "nargs", "donated", "leaves", "inner", "inner_uses", "check")
 
     def __init__(self, cap: Capture) -> None:
@@ -374,9 +375,12 @@ class Template:
                 constants.append((i, n if is_kept(n) else None, n.dtype,
                                   getattr(value, "_key", value)))
             else:
-                ops.append((i, n.op, n.shape, n.dtype, dict(n.attrs),
+                # the node's own shape and attributes (never changed once a node is
+                # made): the check compares by identity first, and a loop's nodes mostly
+                # share these objects from step to step
+                ops.append((i, n.op, n.shape, n.dtype, n.attrs,
                             tuple([pos[o] for o in n.operands])))
-        self.distinct = _may_coincide(cap.order, pos)
+        self.alike = _may_coincide(cap.order, pos)
         self.donated = cap.donated
         self._plan_donation(ops, buffers, {pos[n] for n in cap.donated_nodes}, cap.outputs)
         self._plan_walk(ops, cap.outputs, len(cap.order))
@@ -490,13 +494,14 @@ class Template:
 _ref = weakref.ref
 
 
-def _may_coincide(order: list, positions: dict) -> bool:
-    """Whether one node could stand in two positions of a graph `bind` accepts: only if
-    the two positions' subgraphs are alike all the way down (the node passes both
-    positions' checks, and so do its operands at both positions' operand slots, down to
-    the leaves). Positions are numbered by what the checks compare (hash-consing, leaves
-    up); when every position has its own number, `bind` skips its check that the nodes
-    are distinct."""
+def _may_coincide(order: list, positions: dict) -> tuple:
+    """The positions where one node could stand in two positions of a graph `bind`
+    accepts: only if the two positions' subgraphs are alike all the way down (the node
+    passes both positions' checks, and so do its operands at both positions' operand
+    slots, down to the leaves). Positions are numbered by what the checks compare
+    (hash-consing, leaves up); `bind` checks that the nodes at the positions sharing a
+    number are distinct (nodes at positions of different numbers cannot be one node, so
+    all of them at once: one set), and skips the check when every number is its own."""
     ids: dict = {}
     canon = []
     try:
@@ -512,8 +517,9 @@ def _may_coincide(order: list, positions: dict) -> bool:
                        tuple([canon[positions[o]] for o in n.operands]))
             canon.append(ids.setdefault(sig, len(ids)))
     except TypeError:              # an unhashable attribute: assume the worst
-        return True
-    return len(ids) != len(canon)
+        return tuple(range(len(order)))
+    count = collections.Counter(canon)
+    return tuple(p for p, c in enumerate(canon) if count[c] > 1)
 
 
 class Bound:

@@ -34,7 +34,7 @@ from . import lapack, native_gemm, native_pool, native_program, runtime_objects
 from .device import HostDevice
 from .host_memory import HOST_MEMORY
 from .object_code import LoadedCode
-from .thread_pool import ThreadPool, blas_single_threaded, default_threads, split
+from .thread_pool import BLAS_THREADS, ThreadPool, blas_single_threaded, default_threads, split
 
 SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
 SPLIT_FLOPS = 1 << 22         # below this many multiply-adds a GEMM runs on one thread
@@ -281,16 +281,21 @@ class CPUExecutable:
         fast = self._fast
         if fast is None or fast[0] != self.device.run_settings() or profile_hooks.ACTIVE:
             fast = self._fast = (self.device.run_settings(), self._native_program())
-        if fast[1] is not None:
-            if not self._uses_blas:
-                with self._lock:
-                    out = fast[1].run(args)
-                    if self._lapack:
-                        self._lapack_failures()
-                    return out
-            with self._lock, blas_single_threaded():
-                out = fast[1].run(args)
-                self._lapack_failures()
+        prog = fast[1]
+        if prog is not None:
+            with self._lock:
+                if not self._uses_blas:
+                    out = prog.run(args)
+                else:
+                    # (blas_single_threaded's calls without its generator: every step of a
+                    # training loop comes here)
+                    BLAS_THREADS.enter()
+                    try:
+                        out = prog.run(args)
+                    finally:
+                        BLAS_THREADS.exit()
+                if self._lapack:
+                    self._lapack_failures()
                 return out
         temps: list = []
         try:

@@ -162,13 +162,17 @@ class NativeProgram:
             fixed.append((where[p], arr))
         self._descriptors: list = []      # the gemm tasks' descriptors, kept alive
         self._partials: list = []         # every _Reduction, its partial array kept alive
-        self._donated: list = []          # parameter slots: (donor, [(index, value, ...)])
+        # parameter slots: (the donor's argument number or None, its value, [(index,
+        # value, dtype, shape, bytes)] per value planned in the slot)
+        self._donated: list = []
         self._outputs = set(exe.outputs)
         # independent products side by side (product_groups.py): the steps' order, and
         # the values whose memory that order cannot share with their slot's
         self.plan = product_groups.plan(exe, threads, _used, lambda s: _gemm_work(exe, s))
         self._plan_slots(exe, where, fixed)
         self._aliases = list(exe._aliases)
+        # (output, the parameter it overwrites in place) for each alias
+        self._alias_inputs = [(o, self._by_value[x]) for o, x in self._aliases]
         from .cpu import claim_memory     # (cpu imports this module)
         self._claim = claim_memory
         extra = sum(len(s.get("roots", ())) + 1 for s in exe.steps)   # partials, chunk counts
@@ -234,7 +238,9 @@ class NativeProgram:
             where[p] = len(where)
             v = exe.values[p]
             entries.append((where[p], p, v.dtype.np, v.shape, v.nbytes))
-        self._donated.append((exe._donated_slots.get(slot), exe.slot_bytes[slot], entries))
+        donor = exe._donated_slots.get(slot)
+        self._donated.append((None, None, entries) if donor is None
+                             else (donor[1], exe.values[donor[0]], entries))
 
     @staticmethod
     def _fresh_slot(exe: Any, index: int, size: int, members: list, has_output: bool) -> tuple:
@@ -427,13 +433,14 @@ class NativeProgram:
 
     def _take_fresh(self, fresh: dict, taken: list) -> None:
         table = self.table
+        take = HOST_MEMORY.take
         for index, size, views, has_output in self._fresh:
-            mem = HOST_MEMORY.take(size)
+            mem = take(size)
             if not has_output:
                 taken.append(mem)
             table[index] = address(mem)
             for p, dtype, shape in views:
-                fresh[p] = mem[:_nbytes(dtype, shape)].view(dtype).reshape(shape)
+                fresh[p] = _ndarray(shape, dtype, mem)
 
     def _run_jobs(self, fresh: dict) -> None:
         direct = self._direct
@@ -455,25 +462,25 @@ class NativeProgram:
         fresh: dict = {}                  # value -> array over this run's new memory
         at: dict = {}                     # value -> the address of its memory (a slot's)
         taken: list = []
+        claim, take, outputs = self._claim, HOST_MEMORY.take, self._outputs
         # claimed before any view of a parameter is made (a view would count as another
         # reader of its memory and the claim would fail)
-        for donor, size, entries in self._donated:
-            mem = None if donor is None else self._claim(args[donor[1]], self.exe.values[donor[0]])
+        for number, value, entries in self._donated:
+            mem = None if number is None else claim(args[number], value)
             for index, p, dtype, shape, nbytes in entries:
                 own = mem
                 if own is None:
-                    own = HOST_MEMORY.take(nbytes)
-                    if p not in self._outputs:
+                    own = take(nbytes)
+                    if p not in outputs:
                         taken.append(own)
                 table[index] = at[p] = address(own)
-                fresh[p] = own[:nbytes].view(dtype).reshape(shape)
+                fresh[p] = _ndarray(shape, dtype, own)
         try:
             keep = self._bind_inputs(args)
             self._take_fresh(fresh, taken)
-            for o, x in self._aliases:
+            for o, param in self._alias_inputs:
                 # the kernel reads the parameter through the output's memory: when the
                 # caller's buffer could not be taken over, that memory starts as a copy
-                param = self._by_value[x]
                 addr = at.get(o)
                 if addr is None:
                     addr = address(fresh[o])
@@ -513,6 +520,7 @@ class _Input:
 
 
 _NDARRAY = np.ndarray
+_ndarray = np.ndarray     # (shape, dtype, memory): a view of raw memory in one call
 _empty = np.empty
 _ZERO = ctypes.c_int64(0)
 KEPT_OUTPUT_BYTES = 256       # outputs up to this size are copied out of kept memory
@@ -548,7 +556,10 @@ def _handed_out(arr: np.ndarray) -> np.ndarray:
     back to the recycled host memory when the caller drops it."""
     arr = arr.view()
     base = arr.base
-    if base.dtype == np.uint8 and base.ndim == 1:
+    if (base.dtype is _UINT8 or base.dtype == _UINT8) and base.ndim == 1:
         HOST_MEMORY.track(arr, base)
     arr.setflags(write=False)
     return arr
+
+
+_UINT8 = np.dtype(np.uint8)

@@ -14,15 +14,15 @@ raises when read. `LAZYARRAY_DONATE=0` (`la.config.donate = False`) turns it off
 """
 from __future__ import annotations
 
+import _signal
 import collections
-import contextlib
 import os
 import signal
 import threading
 import time
 import warnings
 import weakref
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from . import config
 from .callsite import format_frame, user_frame, user_site
@@ -344,7 +344,7 @@ def value(tensor: Any) -> Any:
                 # pending again: another thread's sync may have taken it and given it back
                 state.pending.append(weakref.ref(tensor))
                 # the user's line, looked for above our caller (a Tensor method: ours)
-                _sync_one(state, user_site(3))
+                _sync_locked(state, user_site(3))
     buf = node.buffer
     if isinstance(buf, DonatedBuffer):
         buf._fail()
@@ -356,33 +356,38 @@ def _sync_one(state: DeviceState, site: Optional[str] = None) -> list:
     when all were computed). A KeyboardInterrupt leaves them pending and is raised.
     `site`: the user's line that asked (found here when None)."""
     with state.lock:
-        refs: list = []
+        return _sync_locked(state, site)
+
+
+def _sync_locked(state: DeviceState, site: Optional[str]) -> list:
+    """`_sync_one` with `state.lock` held (by a caller that took it already: one lock)."""
+    refs: list = []
+    try:
+        # taken inside the try: an interrupt right after must give them back (a live
+        # uncomputed tensor missing from `pending` would be computed only as an
+        # intermediate of later programs, and a leaf under it could be donated)
+        refs, nodes = state.take_pending_nodes()
+        state.recorded = 0
+        if not nodes:
+            return []
+        if site is None:
+            site = user_site()
+        METRICS.syncs += 1
+        METRICS.sync_sites[site] += 1
+        # (the config's dict and the weak set's own set: read at every sync)
+        donate = _VALUES["donate"] and not TAPE_DEPTH[0] and state.supports_donation \
+            and len(OFFERED.data)
         try:
-            # taken inside the try: an interrupt right after must give them back (a live
-            # uncomputed tensor missing from `pending` would be computed only as an
-            # intermediate of later programs, and a leaf under it could be donated)
-            refs, nodes = state.take_pending_nodes()
-            state.recorded = 0
-            if not nodes:
-                return []
-            if site is None:
-                site = user_site()
-            METRICS.syncs += 1
-            METRICS.sync_sites[site] += 1
-            # (the config's dict and the weak set's own set: read at every sync)
-            donate = _VALUES["donate"] and not TAPE_DEPTH[0] and state.supports_donation \
-                and len(OFFERED.data)
-            try:
-                _compute(state, nodes, bool(donate), site)
-            except Exception as error:
-                return _isolate(state, nodes, error)
-        except BaseException:
-            # interrupted: nothing was lost (inputs intact, see _compute), so the tensors
-            # not computed stay pending for a later sync (the computed and the dead ones
-            # among the references are skipped by the next sync)
-            state.pending.extend(refs)
-            raise
-        return []
+            _compute(state, nodes, bool(donate), site)
+        except Exception as error:
+            return _isolate(state, nodes, error)
+    except BaseException:
+        # interrupted: nothing was lost (inputs intact, see _compute), so the tensors
+        # not computed stay pending for a later sync (the computed and the dead ones
+        # among the references are skipped by the next sync)
+        state.pending.extend(refs)
+        raise
+    return []
 
 
 def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> None:
@@ -405,7 +410,7 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
             METRICS.cache_hits += 1
             METRICS.trace_seconds += _clock() - t0
             if bound.donated_nodes:
-                with _interrupts_deferred():
+                with _InterruptsDeferred():
                     _run(exe, bound, nodes)
             else:
                 _run(exe, bound, nodes)
@@ -425,7 +430,7 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
     if rec:
         rec.sync_mark("lookup")
     if cap.donated_nodes:
-        with _interrupts_deferred():
+        with _InterruptsDeferred():
             _run(exe, cap, nodes)
     else:
         _run(exe, cap, nodes)
@@ -458,21 +463,32 @@ def _run(exe: Any, cap: Any, nodes: list) -> None:
         n.release()
 
 
-@contextlib.contextmanager
-def _interrupts_deferred() -> Iterator[None]:
-    """SIGINT (Ctrl-C, `_thread.interrupt_main()`) arriving in the block is delivered to
-    the handler that was in place when the block ends. Only the main thread receives
-    signals; elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread() \
-            or signal.getsignal(signal.SIGINT) is None:     # a handler set outside Python
-        yield
-        return
-    caught: list = []
-    old = signal.signal(signal.SIGINT, lambda signum, frame: caught.append((signum, frame)))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
+class _InterruptsDeferred:
+    """`with _InterruptsDeferred():` SIGINT (Ctrl-C, `_thread.interrupt_main()`) arriving
+    in the block is delivered to the handler that was in place when the block ends. Only
+    the main thread receives signals; elsewhere this does nothing, as it does where the
+    handler was set outside Python. (The C module's functions: `signal.signal` converts
+    handlers to and from enums, costly at every donating step of a training loop.)"""
+
+    __slots__ = ("old", "caught")
+
+    def __enter__(self) -> None:
+        self.old = self.caught = None
+        old = _signal.getsignal(signal.SIGINT)
+        if old is None:                   # a handler set outside Python: leave it be
+            return
+        caught: list = []
+        try:
+            _signal.signal(signal.SIGINT, lambda signum, frame: caught.append((signum, frame)))
+        except ValueError:                # not the main thread (of the main interpreter)
+            return
+        self.old, self.caught = old, caught
+
+    def __exit__(self, *exc: Any) -> None:
+        old, caught = self.old, self.caught
+        if caught is None:
+            return
+        _signal.signal(signal.SIGINT, old)
         if caught and callable(old):
             old(*caught[0])
 

@@ -75,6 +75,46 @@ def test_a_buffer_the_user_viewed_is_never_donated(cpu) -> None:
     np.testing.assert_array_equal(view, np.full((2, 256), 3, np.float32))
 
 
+def _address(t) -> int:
+    return np.asarray(t).__array_interface__["data"][0]
+
+
+def test_a_small_output_is_updated_in_place_unless_viewed(cpu) -> None:
+    """A small output (its memory not recycled, so not tracked) is claimed by its own
+    raw memory's count: an update overwrites it in place, and a view the user holds keeps
+    it (and its value)."""
+    w = la.asarray(np.ones(64, np.float32))
+    for step in range(4):
+        runtime.offer_donation(w._node)
+        before = _address(w) if step else None
+        w._assign((w * 2)._node)
+        w.numpy()
+        if step >= 2:                     # (an output from the second step on)
+            assert _address(w) == before
+    np.testing.assert_array_equal(w.numpy(), np.full(64, 16, np.float32))
+    view = np.asarray(w)[:2]
+    runtime.offer_donation(w._node)
+    w._assign((w + 1)._node)
+    w.numpy()
+    np.testing.assert_array_equal(view, np.full(2, 16, np.float32))
+    assert _address(w) != view.__array_interface__["data"][0]
+
+
+def test_a_shared_small_array_is_never_written(cpu) -> None:
+    """`asarray` shares a small array's memory: offered and held by nothing else, it
+    is still never written (only raw memory of lazyarray's own outputs is claimed): the
+    update's result lands in memory of its own."""
+    owner = np.empty(256, np.uint8)                          # raw bytes, as outputs have
+    owner.view(np.float32)[:] = np.arange(64, dtype=np.float32)
+    shared = owner.__array_interface__["data"][0]
+    w = la.asarray(owner.view(np.float32))
+    del owner                                                # (the buffer holds it alone)
+    runtime.offer_donation(w._node)
+    w._assign((w * 2)._node)
+    np.testing.assert_array_equal(w.numpy(), 2 * np.arange(64, dtype=np.float32))
+    assert _address(w) != shared      # (the shared memory lived until the run had ended)
+
+
 def test_donated_buffer_read_raises(cpu) -> None:
     p = la.asarray(np.ones((128, 128), np.float32))
     p.numpy()

@@ -28,6 +28,9 @@ from interrupting import Interrupted
 
 # ---- the template against the key, on random graphs ------------------------------------
 
+_APPROX = {"approx": True}
+
+
 def _random_graph(seed: int, leaves: list, values: random.Random) -> list:
     """Roots of a small random graph over `leaves` (so that graphs can share a leaf):
     unary and binary ops, operands drawn from everything made so far (sharing), new
@@ -51,11 +54,14 @@ def _random_graph(seed: int, leaves: list, values: random.Random) -> list:
         elif kind < 0.45:
             a = rng.choice(pool)
             # (attributes or none, drawn apart from the structure: only the check tells)
-            attrs = {"approx": True} if values.random() < 0.2 else {}
+            # (the check compares attributes and shapes by identity first: one dict
+            # shared by graphs, or an equal one of their own)
+            attrs = values.choice([_APPROX, {"approx": True}]) if values.random() < 0.2 else {}
             made.append(Node(rng.choice(["negate", "exp"]), (a,), a.shape, a.dtype, attrs))
         elif kind < 0.5:           # a shape drawn apart from the structure
             a = rng.choice(pool)
-            made.append(Node("spread", (a,), values.choice([(3,), (2,)]), a.dtype, {}))
+            shape = values.choice([(3,), (2,), tuple([3]), tuple([2])])
+            made.append(Node("spread", (a,), shape, a.dtype, {}))
         elif kind < 0.6:           # operand counts drawn apart from the structure
             a = rng.choice(pool)
             same = [b for b in pool if b.shape == a.shape and b.dtype is a.dtype]
@@ -202,6 +208,23 @@ def test_a_template_tells_shared_nodes_from_equal_ones() -> None:
     xx = Node("multiply", (x, x), (3,), D.float32, {})
     assert Template(capture([xy])).bind([xx]) is None
     assert Template(capture([xx])).bind([xy]) is None
+
+
+def test_a_template_checks_distinctness_only_where_nodes_are_alike() -> None:
+    """Two positions can hold one node only when their subgraphs are alike down to the
+    leaves: the template checks those positions alone (here the two products and the
+    two leaves of one type), and still refuses one node standing in both."""
+    x, y = (parameter_leaf(np.zeros(3, np.float32), (3,), D.float32) for _ in range(2))
+    z = parameter_leaf(np.zeros(2, np.float32), (2,), D.float32)
+    apart = _chain(x, y, False)
+    total = Node("reduce", (z,), (), D.float32, {"axes": (0,), "kind": "sum"})
+    cap = capture([apart, total])
+    template = Template(cap)
+    alike = sorted(id(cap.order[p]) for p in template.alike)
+    assert alike == sorted(map(id, [x, y] + list(apart.operands)))
+    assert template.bind([_chain(x, y, False), total]) is not None
+    assert template.bind([_chain(x, y, True), total]) is None
+    assert template.bind([_chain(x, x, False), total]) is None
 
 
 def test_a_template_refuses_what_changed_since_it_was_made() -> None:
