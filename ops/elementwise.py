@@ -415,13 +415,29 @@ def reciprocal(x: Operand) -> Node:
     return divide(1.0, x) if isinstance(x, Node) and x.dtype.is_float else divide(1, x)
 
 
-# Python's // and % (NumPy's floor_divide and remainder): one primitive each
-# (compiler/primitives/elementwise.py), recorded the way the other binary ops are
-floor_divide = _binary("floor_divide", "floor_divide")
+def _floored(prim: str, name: str) -> Callable:
+    """Python's // or % (NumPy's floor_divide or remainder): one primitive
+    (compiler/primitives/elementwise.py), recorded the way the other binary ops are;
+    bool and complex operands are refused under the user's name for the op."""
+    fast = same_dtype_fast(prim)
+
+    def general(a: Operand, b: Operand) -> Node:
+        a, b = _scalar_operands(name, a, b)
+        _check_numeric(name, a)
+        if a.dtype.is_complex:
+            raise TypeError(f"{name}: not defined for complex tensors ({a.dtype.name}); "
+                            f"take the real part (la.real) or use a real dtype")
+        return _made(prim, fast, a, b)
+    fn = _recorder(prim, fast, general)
+    fn.__name__ = name
+    return fn
+
+
+floor_divide = _floored("floor_divide", "floor_divide")
 floor_divide.__doc__ = ("Rounds toward negative infinity, as Python's // and NumPy's "
                         "floor_divide (for floats: `1.0 // 0.1` is 9.0, not "
                         "floor(1.0 / 0.1) = 10.0).")
-remainder = _binary("floor_mod", "remainder")
+remainder = _floored("floor_mod", "remainder")
 remainder.__doc__ = ("The sign of the divisor, as Python's % and NumPy's remainder (a zero "
                      "result takes the divisor's sign: `remainder(-4.0, 2.0)` is +0.0).")
 

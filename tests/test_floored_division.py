@@ -163,8 +163,10 @@ def test_bool_and_complex_operands_are_refused_at_the_call():
     for op in (la.floor_divide, la.remainder):
         with pytest.raises(TypeError, match="bool"):
             op(b, b)
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError, match=f"{op.__name__}: not defined for complex"):
             op(c, c)
+        with pytest.raises(TypeError, match=f"{op.__name__}: not defined for complex"):
+            op(c, 2)
     # bool beside a float promotes to the default float, as NumPy's weak scalar does
     np.testing.assert_array_equal((b // 2.0).numpy(), np.array([True, False]) // 2.0)
 
