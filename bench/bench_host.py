@@ -58,7 +58,8 @@ def test_fixed_cost(benchmark, workload: str, framework: str) -> None:
 
 RECORDED = {"x * y": lambda x, y: x * y, "x * 2.5": lambda x, y: x * 2.5,
             "2.5 - x": lambda x, y: 2.5 - x, "exp(x)": lambda x, y: x.exp()
-            if hasattr(x, "exp") and not isinstance(x, np.ndarray) else np.exp(x)}
+            if hasattr(x, "exp") and not isinstance(x, np.ndarray) else np.exp(x),
+            "x // 2": lambda x, y: x // 2, "x % y": lambda x, y: x % y}
 
 
 @pytest.mark.parametrize("framework", ["lazyarray", "numpy", "torch"])

@@ -5,7 +5,6 @@ import math
 from typing import Any, Callable
 
 from ..compiler import dtypes as D
-from ..compiler.graph_templates import remembered
 from ..compiler.node import Node
 from ..compiler.primitive import apply, same_dtype_fast
 from .promotion import (PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
@@ -416,97 +415,31 @@ def reciprocal(x: Operand) -> Node:
     return divide(1.0, x) if isinstance(x, Node) and x.dtype.is_float else divide(1, x)
 
 
-def floor_divide(a: Operand, b: Operand) -> Node:
-    """Rounds toward negative infinity, as Python's // and NumPy's floor_divide (for
-    floats: `1.0 // 0.1` is 9.0, not floor(1.0 / 0.1) = 10.0; see `_float_divmod`)."""
-    a, b = operands("floor_divide", a, b)
-    _check_numeric("floor_divide", a)
-    if a.dtype.is_float:
-        return _float_floor_divide(a, b)
-    if a.dtype.kind == "uint":
-        return apply("divide", a, b)
-    return _signed_floor_divide(a, b)
+def _floored(prim: str, name: str) -> Callable:
+    """Python's // or % (NumPy's floor_divide or remainder): one primitive
+    (compiler/primitives/elementwise.py), recorded the way the other binary ops are;
+    bool and complex operands are refused under the user's name for the op."""
+    fast = same_dtype_fast(prim)
+
+    def general(a: Operand, b: Operand) -> Node:
+        a, b = _scalar_operands(name, a, b)
+        _check_numeric(name, a)
+        if a.dtype.is_complex:
+            raise TypeError(f"{name}: not defined for complex tensors ({a.dtype.name}); "
+                            f"take the real part (la.real) or use a real dtype")
+        return _made(prim, fast, a, b)
+    fn = _recorder(prim, fast, general)
+    fn.__name__ = name
+    return fn
 
 
-# The floored quotient and remainder are composites of 8-25 primitives; recording them
-# op by op cost ~45 us per `x // 2`. Their graph depends only on the operands' types, so
-# it is built once per (shapes, dtypes) and copied afterwards (compiler/graph_templates).
-@remembered()
-def _float_floor_divide(a: Node, b: Node) -> Node:
-    return _float_divmod(a, b)[0]
-
-
-@remembered()
-def _float_remainder(a: Node, b: Node) -> Node:
-    return _float_divmod(a, b)[1]
-
-
-@remembered()
-def _signed_floor_divide(a: Node, b: Node) -> Node:
-    q = apply("divide", a, b)
-    r = apply("remainder", a, b)
-    zero = scalar(0, a.dtype)
-    adjust = logical_and(not_equal(r, zero), not_equal(less(r, zero), less(b, zero)))
-    return subtract(q, convert(adjust, a.dtype))
-
-
-def remainder(a: Operand, b: Operand) -> Node:
-    """The sign of the divisor, as Python's % and NumPy's remainder (a zero result takes
-    the divisor's sign: `remainder(-4.0, 2.0)` is +0.0)."""
-    a, b = operands("remainder", a, b)
-    _check_numeric("remainder", a)
-    if a.dtype.is_float:
-        return _float_remainder(a, b)
-    if a.dtype.kind == "uint":
-        return apply("remainder", a, b)
-    return _signed_remainder(a, b)
-
-
-@remembered()
-def _signed_remainder(a: Node, b: Node) -> Node:
-    r = apply("remainder", a, b)
-    zero = scalar(0, a.dtype)
-    fix = logical_and(not_equal(r, zero), not_equal(less(r, zero), less(b, zero)))
-    return where(fix, add(r, b), r)
-
-
-def _float_divmod(a: Node, b: Node) -> tuple:
-    """(a // b, a % b) for floats, bit for bit as NumPy's divmod (and Python's):
-
-        mod = fmod(a, b); div = (a - mod) / b             (exact: a - mod is k*b)
-        mod != 0 and sign(mod) != sign(b): mod += b, div -= 1
-        mod == 0: mod = copysign(0, b)
-        div != 0: floordiv = floor(div), + 1 where div - floor(div) > 0.5 (rounding of /)
-        div == 0: floordiv = copysign(0, a / b)
-        b == 0: a / b and fmod(a, b) (inf or NaN)
-
-    A NaN takes the "!= 0" branches, as in C. Half-precision inputs are computed in
-    float32 and rounded once, as NumPy does."""
-    dtype = a.dtype
-    if dtype in (D.float16, D.bfloat16):
-        q, m = _float_divmod(convert(a, D.float32), convert(b, D.float32))
-        return convert(q, dtype), convert(m, dtype)
-    fmod = apply("remainder", a, b)
-    div = apply("divide", subtract(a, fmod), b)
-    fix = logical_and(not_equal(fmod, 0.0), not_equal(less(b, 0.0), less(fmod, 0.0)))
-    mod = where(fix, add(fmod, b), fmod)
-    div = where(fix, subtract(div, 1.0), div)
-    mod = where(equal(fmod, 0.0), _signed_zero(b), mod)
-    floored = apply("floor", div)
-    floored = where(greater(subtract(div, floored), 0.5), add(floored, 1.0), floored)
-    quotient = apply("divide", a, b)
-    floored = where(equal(div, 0.0), _signed_zero(quotient), floored)
-    by_zero = equal(b, 0.0)
-    return where(by_zero, quotient, floored), where(by_zero, fmod, mod)
-
-
-def _signed_zero(x: Node) -> Node:
-    """copysign(0, x): -0.0 where x's sign bit is set (-0.0 and NaNs with the bit too)."""
-    bits = {16: D.int16, 32: D.int32, 64: D.int64}[x.dtype.bits]
-    negative_bit = less(apply("bitcast_convert", x, dtype=bits.name), 0)
-    zero = apply("broadcast_in_dim", scalar(0.0, x.dtype), shape=x.shape,
-                 broadcast_dimensions=()) if x.shape else scalar(0.0, x.dtype)
-    return where(negative_bit, apply("negate", zero), zero)
+floor_divide = _floored("floor_divide", "floor_divide")
+floor_divide.__doc__ = ("Rounds toward negative infinity, as Python's // and NumPy's "
+                        "floor_divide (for floats: `1.0 // 0.1` is 9.0, not "
+                        "floor(1.0 / 0.1) = 10.0).")
+remainder = _floored("floor_mod", "remainder")
+remainder.__doc__ = ("The sign of the divisor, as Python's % and NumPy's remainder (a zero "
+                     "result takes the divisor's sign: `remainder(-4.0, 2.0)` is +0.0).")
 
 
 def _logical(prim: str, name: str):

@@ -69,13 +69,14 @@ _UNARY = ("negate", "abs", "sign", "not", "exponential", "exponential_minus_one"
           "round_nearest_even", "truncate", "is_finite")
 _BINARY_VALUES = {
     "divide": ("any", "nonzero"), "remainder": ("any", "nonzero"),
+    "floor_divide": ("any", "nonzero"), "floor_mod": ("any", "nonzero"),
     "power": ("positive", "exponent"), "multiply": ("small", "small"),
     "shift_left": ("any", "shift"), "shift_right_arithmetic": ("any", "shift"),
     "shift_right_logical": ("any", "shift"),
 }
-_BINARY = ("add", "subtract", "multiply", "divide", "remainder", "power", "maximum", "minimum",
-           "atan2", "and", "or", "xor", "shift_left", "shift_right_arithmetic",
-           "shift_right_logical")
+_BINARY = ("add", "subtract", "multiply", "divide", "remainder", "floor_divide", "floor_mod",
+           "power", "maximum", "minimum", "atan2", "and", "or", "xor", "shift_left",
+           "shift_right_arithmetic", "shift_right_logical")
 
 
 def _elementwise_cases() -> list:

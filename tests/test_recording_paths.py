@@ -74,7 +74,9 @@ BINARY = [(ops.add, "add", "add", {}), (ops.multiply, "multiply", "multiply", {}
           (ops.maximum, "maximum", "maximum", {}), (ops.minimum, "minimum", "minimum", {}),
           (ops.divide, "divide", "divide", {"to_float": True}),
           (ops.less, "less", "compare", {"direction": "LT"}),
-          (ops.equal, "equal", "compare", {"direction": "EQ"})]
+          (ops.equal, "equal", "compare", {"direction": "EQ"}),
+          (ops.floor_divide, "floor_divide", "floor_divide", {"numeric": True}),
+          (ops.remainder, "remainder", "floor_mod", {"numeric": True})]
 DTYPES = [D.float32, D.float16, D.bfloat16, D.float64, D.int32, D.uint8, D.bool_,
           D.complex64, D.int8, D.int64, D.uint64, D.complex128]
 # the ints past a dtype's range take the general way, which raises (OverflowError)
@@ -613,7 +615,9 @@ OPERATORS = [("__add__", "__radd__", ops.add, "add", {}),
              ("__lt__", None, ops.less, "compare", {"direction": "LT"}),
              ("__ge__", None, ops.greater_equal, "compare", {"direction": "GE"}),
              ("__eq__", None, ops.equal, "compare", {"direction": "EQ"}),
-             ("maximum", None, ops.maximum, "maximum", {})]
+             ("maximum", None, ops.maximum, "maximum", {}),
+             ("__floordiv__", "__rfloordiv__", ops.floor_divide, "floor_divide", {"numeric": True}),
+             ("__mod__", "__rmod__", ops.remainder, "floor_mod", {"numeric": True})]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])

@@ -93,6 +93,15 @@ def _remainder(a, b):
     return _float_ref(np.fmod)(a, b)
 
 
+def _floored(fn):
+    """NumPy's floor_divide / remainder (silent: x // 0 is inf or NaN for floats, 0 for
+    integers; MIN // -1 wraps), half floats in float32 rounded once, as NumPy computes."""
+    def ref(a, b):
+        with np.errstate(all="ignore"):
+            return _float_ref(fn)(a, b) if a.dtype.kind not in "iu" else fn(a, b)
+    return ref
+
+
 def _power(a, b):
     if a.dtype.kind in "iu":
         neg = b < 0 if a.dtype.kind == "i" else np.zeros(b.shape, bool)
@@ -310,6 +319,15 @@ def _remainder_vjp(g, out, a, b):
     return g, A.neg(A.mul(g, apply("truncate", A.div(a, b))))
 
 
+def _floor_divide_vjp(g, out, a, b):
+    return A.zeros_like(a), A.zeros_like(b)
+
+
+def _floor_mod_vjp(g, out, a, b):
+    # a % b = a - b * (a // b), the floored quotient constant between its jumps
+    return g, A.neg(A.mul(g, apply("floor_divide", a, b)))
+
+
 def _power_vjp(g, out, a, b):
     """d/da = b a^(b-1), taken as 0 where b == 0 (so 0^0 has no NaN); d/db = a^b log(a),
     taken as 0 where a == 0 (log is evaluated at 1 there), as JAX does."""
@@ -421,6 +439,19 @@ divide = binary("divide", numeric_or_complex, _divide, lambda e, a, b: e.div(a, 
 remainder = binary("remainder", numeric, _remainder, lambda e, a, b: e.rem(a, b),
                    doc="C fmod: the result has the sign of the dividend; x % 0 = 0 for integers.",
                    vjp=_remainder_vjp)
+# Python's // and % (NumPy's floor_divide and remainder): one node each, their code in the
+# elemental emitter (`floor_div`, `floor_mod`: rem/div with a sign fix, NumPy's divmod for
+# floats), emitted directly rather than expanded into HLO (see there why)
+floor_divide = binary("floor_divide", numeric, _floored(np.floor_divide),
+                      lambda e, a, b: e.floor_div(a, b),
+                      doc="Rounds toward negative infinity, as NumPy's floor_divide (floats "
+                          "as its divmod: 1.0 // 0.1 is 9.0); integers: x // 0 = 0.",
+                      vjp=_floor_divide_vjp, vjp_by_type=True)
+floor_mod = binary("floor_mod", numeric, _floored(np.remainder),
+                   lambda e, a, b: e.floor_mod(a, b),
+                   doc="The sign of the divisor, as NumPy's remainder (a zero result takes "
+                       "the divisor's sign); integers: x % 0 = 0.",
+                   vjp=_floor_mod_vjp, vjp_by_type=True)
 power = binary("power", numeric_or_complex, _power, lambda e, a, b: e.pow(a, b), math_name="power",
                vjp=_power_vjp)
 def _extremum(direction: str, integer_emit: Callable) -> Callable:
