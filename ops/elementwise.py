@@ -5,6 +5,7 @@ import math
 from typing import Any, Callable
 
 from ..compiler import dtypes as D
+from ..compiler.graph_templates import remembered
 from ..compiler.node import Node
 from ..compiler.primitive import apply, same_dtype_fast
 from .promotion import (PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
@@ -575,6 +576,14 @@ def nextafter(a: Operand, b: Operand) -> Node:
     a, b = _float_operands("nextafter", a, b)
     if a.dtype not in _BITS:
         raise TypeError(f"nextafter: needs real floating-point operands, got {a.dtype.name}")
+    return _nextafter(a, b)
+
+
+# nextafter's graph (~20 nodes) depends only on its operands' types: remembered, a call
+# copies the first call's graph (29 -> 19 us to record). The smaller composites (hypot,
+# logaddexp, copysign) are faster built, their ops having direct paths (measured).
+@remembered()
+def _nextafter(a: Node, b: Node) -> Node:
     shape = broadcast_shapes("nextafter", a.shape, b.shape)
     a, b = broadcast_to(a, shape), broadcast_to(b, shape)
     ints = _BITS[a.dtype]

@@ -147,3 +147,42 @@ def test_graphs_that_cannot_be_copied_make_no_template():
     assert not any(alias.templates.values())
     y = leaf((3,))
     assert same_graph(alias(x, y), A.mul(x, y))
+
+
+# ---- the elementwise composite remembered in ops/elementwise.py ------------------------
+
+COMPOSITES = ("nextafter",)
+OPERAND_PAIRS = [(np.float32, np.float32), (np.float64, np.float64), (np.float16, np.float16),
+                 (np.int32, np.int32), (np.float32, "py"), ("py", np.float64)]
+
+
+def _operand(kind, values):
+    return -1.5 if kind == "py" else la.asarray(values.astype(kind))
+
+
+@pytest.mark.parametrize("kinds", OPERAND_PAIRS, ids=str)
+@pytest.mark.parametrize("name", COMPOSITES)
+def test_elementwise_composite_copies_are_its_graph_and_numpys_values(name, kinds):
+    from lazyarray.ops import elementwise as E
+    remembered_fn = getattr(E, "_" + name)
+    remembered_fn.templates.clear()
+    rng = np.random.default_rng(3)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -2.0, 3.0])
+    a = _operand(kinds[0], np.concatenate([special, rng.standard_normal(8) * 4]))
+    b = _operand(kinds[1], np.concatenate([special[::-1], rng.standard_normal(8) * 4]))
+    if kinds[0] is np.int32:
+        a = la.asarray(rng.integers(-5, 5, 16).astype(np.int32))
+        b = la.asarray(rng.integers(-5, 5, 16).astype(np.int32))
+    graph_templates.ENABLED[0] = False
+    want = getattr(la, name)(a, b)
+    graph_templates.ENABLED[0] = True
+    for _ in range(3):                          # builds, then copies
+        got = getattr(la, name)(a, b)
+        assert same_graph(got._node, want._node)
+    assert any(remembered_fn.templates.values())
+    out = got.numpy()
+    # integers become the default float first (as in PyTorch; NumPy would take float64)
+    na, nb = (x.numpy().astype(out.dtype) if isinstance(x, la.Tensor) and kind is np.int32
+              else x.numpy() if isinstance(x, la.Tensor) else x for x, kind in zip((a, b), kinds))
+    expect = getattr(np, name)(na, nb).astype(out.dtype)
+    np.testing.assert_array_equal(out, expect)       # exact bit operations
