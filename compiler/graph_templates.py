@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional
 
-from .graph_walk import CONSTANT, FRESH, built_nodes, replay
+from .graph_walk import CONSTANT, FRESH, built_nodes, compiled, replay_lines
 from .node import Node, kept_ids
 
 ENABLED = [True]            # tests turn it off to compare with the function itself
@@ -69,9 +69,11 @@ def _key(args: tuple, context: Any) -> Optional[tuple]:
 
 class Template:
     """Steps (op, operand refs, shape, dtype, attrs, value), a ref indexing [arguments...,
-    shared constants..., steps' results...]; `output` indexes the same list."""
+    shared constants..., steps' results...]; `output` indexes the same list. `copy`: the
+    steps as straight-line code (compiler/graph_walk.py `replay_lines`), made at the
+    first copy."""
 
-    __slots__ = ("constants", "steps", "output", "first")
+    __slots__ = ("constants", "steps", "output", "first", "copy")
 
     @classmethod
     def make(cls, out: Any, inputs: list) -> "Optional[Template]":
@@ -92,12 +94,25 @@ class Template:
                           n.attrs, n.value))
         self = cls()
         self.constants, self.steps, self.output = tuple(constants), tuple(steps), index[id(out)]
+        self.first = len(inputs)
+        self.copy = None
         return self
 
     def build(self, inputs: list) -> Node:
-        vals = inputs
-        vals.extend(self.constants)
-        return replay(self.steps, vals)[self.output]
+        if self.copy is None:
+            self.copy = self._generate()
+        return self.copy(*inputs)
+
+    def _generate(self) -> Any:
+        """def copy(v0, v1, ...): the arguments' nodes in, the output node out."""
+        names: dict = {}
+        for k, c in enumerate(self.constants):
+            names[f"v{self.first + k}"] = c      # shared constants: read by identity
+        args = ", ".join(f"v{i}" for i in range(self.first))
+        lines = [f"def copy({args}):"]
+        lines += replay_lines(self.steps, self.first + len(self.constants), names)
+        lines.append(f"    return v{self.output}")
+        return compiled(lines, names, "copy", "composite template")
 
 
 def _built(out: Node, inputs: dict, kept: set) -> Optional[tuple]:
