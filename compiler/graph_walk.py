@@ -53,16 +53,37 @@ def built_nodes(outs: Iterable[Node], inputs: dict, leaf: Callable[[Node], Any],
     return order, constants
 
 
-def replay(steps: Iterable[tuple], vals: list) -> list:
-    """Append to `vals` one new node per step (op, operand refs into `vals`, shape, dtype,
-    attrs, value), in order; returns `vals`."""
-    append = vals.append
-    for op, refs, shape, dtype, attrs, value in steps:
-        if len(refs) == 1:
-            operands = (vals[refs[0]],)
-        elif len(refs) == 2:
-            operands = (vals[refs[0]], vals[refs[1]])
-        else:
-            operands = tuple([vals[r] for r in refs])
-        append(Node(op, operands, shape, dtype, attrs, value=value))
-    return vals
+def replay_lines(steps: Iterable[tuple], first: int, names: dict) -> list:
+    """Python lines (in a function body) making one new node per step (op, operand refs,
+    shape, dtype, attrs, value), in order: the node of ref r is local `v{r}`; refs below
+    `first` (the template's inputs) must be bound by the caller's lines before these.
+    `names` receives the constants the lines read (the function's namespace).
+
+    Written out rather than looped over: a copy of a training step's backward pass makes
+    most of the step's nodes, and straight-line code spends on each node only its nine
+    stores (`new_node` inline: no call, no unpacking of a step, locals instead of a list).
+    A copy shares the template's shape, dtype and attrs objects (nodes never change
+    them), so a sync comparing them finds them by identity."""
+    names["_new"], names["_Node"] = object.__new__, Node
+    lines = []
+    for k, (op, refs, shape, dtype, attrs, value) in enumerate(steps):
+        j = first + k
+        names[f"s{j}"], names[f"d{j}"], names[f"a{j}"] = shape, dtype, attrs
+        if value is not None:
+            names[f"c{j}"] = value
+        operands = "".join(f"v{r}, " for r in refs)
+        lines.append(f"    n = _new(_Node); n.op = {op!r}; n.operands = ({operands}); "
+                     f"n.shape = s{j}; n.dtype = d{j}; n.attrs = a{j}; n.buffer = None; "
+                     f"n.value = {'None' if value is None else f'c{j}'}; n.sig = None; "
+                     f"n.site = None; v{j} = n")
+    return lines
+
+
+def compiled(lines: list, names: dict, name: str, what: str) -> Callable:
+    """The function `name` defined by `lines`, in namespace `names`; `.source` keeps its
+    text for a reader debugging a template."""
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, f"<lazyarray {what}>", "exec"), names)
+    fn = names[name]
+    fn.source = source
+    return fn

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .graph_walk import CONSTANT, built_nodes, replay
+from .graph_walk import CONSTANT, built_nodes, compiled, replay_lines
 from .node import Node, kept_ids
 
 ENABLED = [True]            # tests turn it off to compare with the walk itself
@@ -43,10 +43,16 @@ def lookup(target: Node, seed: Node, sources: list, blocked: set) -> Optional[li
     """The cotangents of `sources` copied from a template that accepts this graph, or
     None (then the caller walks)."""
     for template in _TEMPLATES.get(key_of(target, sources), ()):
-        order = template.bind(target, seed, sources, blocked)
-        if order is not None:
+        copy = template.copy
+        if copy is None:
+            copy = template.copy = template.generate()
+        try:
+            found = copy(target, seed, sources, blocked)
+        except ValueError:                  # a node with another operand count: another
+            continue                        # structure (see `generate`)
+        if found is not None:
             STATS["hits"] += 1
-            return template.build(order, seed)
+            return found
     return None
 
 
@@ -77,7 +83,7 @@ class Template:
     shared constants..., steps' results...]; `outputs` index the same list per source."""
 
     __slots__ = ("ops", "blocked", "leaves", "size", "sources", "seed_kept", "constants",
-                 "steps", "outputs")
+                 "steps", "outputs", "copy")
 
     @classmethod
     def make(cls, order: list, blocked: set, seed: Node, sources: list,
@@ -113,7 +119,7 @@ class Template:
         ops, ends, leaves = [], [], []
         for i, n in enumerate(order):
             if n.operands and id(n) not in blocked:
-                ops.append((i, n.op, n.shape, n.dtype, dict(n.attrs),
+                ops.append((i, n.op, n.shape, n.dtype, n.attrs,
                             tuple([positions[id(o)] for o in n.operands])))
             elif n.operands:
                 ends.append((i, n.shape, n.dtype))
@@ -121,56 +127,100 @@ class Template:
                 leaves.append((i, n.shape, n.dtype, n if id(n) in kept else None))
         ops.reverse()                   # users before their operands: a node's slot finds it
         self.ops, self.blocked, self.leaves = tuple(ops), tuple(ends), tuple(leaves)
+        self.copy = None                # the check and copy as code, made at the first use
         return self
 
-    def bind(self, target: Node, seed: Node, sources: list, blocked: set) -> Optional[list]:
-        """The forward graph of `target` in the template's order, or None when it is not
-        the template's structure (or its seed, sources or blocked nodes differ)."""
-        size = self.size
-        order: list = [None] * size
-        order[-1] = target
-        for i, op, shape, dtype, attrs, slots in self.ops:
-            n = order[i]
-            operands = n.operands
-            if n.op != op or n.dtype is not dtype or n.shape != shape \
-                    or len(operands) != len(slots) or n.attrs != attrs:
-                return None
-            for o, p in zip(operands, slots):
-                q = order[p]
-                if q is None:
-                    order[p] = o
-                elif q is not o:
-                    return None
-        for i, shape, dtype in self.blocked:
-            n = order[i]
-            if id(n) not in blocked or n.dtype is not dtype or n.shape != shape:
-                return None
-        if blocked:
-            for i, *_ in self.ops:
-                if id(order[i]) in blocked:
-                    return None
-        for i, shape, dtype, kept in self.leaves:
-            n = order[i]
-            if n.operands or n.dtype is not dtype or n.shape != shape \
-                    or (kept is not None and n is not kept):
-                return None
-        members = set(order)
-        if len(members) != size:            # a node in two places: another structure
-            return None
-        if self.seed_kept is not None and seed is not self.seed_kept:
-            return None                     # its refs read the shared constant itself
-        for s, p in zip(sources, self.sources):
-            if (order[p] is not s) if p is not None else (s in members):
-                return None
-        return order
+    def generate(self) -> Any:
+        """The template's check and copy as one function, straight-line Python made once
+        per template (a training step's gradient makes this check and copy at every step;
+        written out, each node is a few attribute reads compared with constants and its
+        operands unpacked into locals, no loop over entries):
 
-    def build(self, order: list, seed: Node) -> list:
-        """The backward graph's nodes over the bound forward graph; its cotangents."""
-        vals = order
-        vals.append(seed)
-        vals.extend(self.constants)
-        replay(self.steps, vals)
-        return [None if r is None else vals[r] for r in self.outputs]
+            def copy(target, seed, sources, blocked):
+                v54 = target
+                if v54.op != 'divide' or v54.dtype is not d54 or v54.shape != () or v54.attrs:
+                    return None
+                v53, v40, = v54.operands      # another operand count raises ValueError
+                ...                           # each op position, users before operands
+                if len({v0, v1, ...}) != 55:  # a node in two positions: another structure
+                    return None
+                ...                           # blocked nodes, leaves, seed, sources
+                n = _new(_Node); n.op = 'multiply'; ...; v56 = n    # the backward nodes
+                return [v61, None, ...]       # the sources' cotangents
+
+        `None` when the graph is not the template's structure (or its seed, sources or
+        blocked nodes differ): every check of the loop this replaces (see the module
+        docstring), in the same order."""
+        names: dict = {}
+        lines = ["def copy(target, seed, sources, blocked):", f"    v{self.size - 1} = target"]
+        add = lines.append
+        reached: set = {self.size - 1}
+        for i, op, shape, dtype, attrs, slots in self.ops:
+            test = [f"v{i}.op != {op!r}", f"v{i}.dtype is not d{i}",
+                    f"v{i}.shape != {_shape(names, i, shape)}"]
+            names[f"d{i}"] = dtype
+            if attrs:
+                names[f"a{i}"] = attrs
+                test.append(f"v{i}.attrs is not a{i} and v{i}.attrs != a{i}")
+            else:
+                test.append(f"v{i}.attrs")
+            _fail_if(add, test)
+            targets, again = [], []
+            for k, p in enumerate(slots):
+                if p in reached:                # met before: must be the same node
+                    targets.append(f"o{k}")
+                    again.append(f"o{k} is not v{p}")
+                else:
+                    reached.add(p)
+                    targets.append(f"v{p}")
+            add(f"    {''.join(t + ', ' for t in targets)}= v{i}.operands")
+            if again:
+                _fail_if(add, again)
+        for i, shape, dtype in self.blocked:
+            names[f"d{i}"] = dtype
+            _fail_if(add, [f"id(v{i}) not in blocked", f"v{i}.dtype is not d{i}",
+                           f"v{i}.shape != {_shape(names, i, shape)}"])
+        if self.ops:
+            add("    if blocked:")
+            add(f"        for n in ({''.join(f'v{i}, ' for i, *_ in self.ops)}):")
+            add("            if id(n) in blocked:")
+            add("                return None")
+        for i, shape, dtype, kept in self.leaves:
+            if kept is not None:                # a shared constant: by identity
+                names[f"k{i}"] = kept
+                _fail_if(add, [f"v{i} is not k{i}"])
+            else:
+                names[f"d{i}"] = dtype
+                _fail_if(add, [f"v{i}.operands", f"v{i}.dtype is not d{i}",
+                               f"v{i}.shape != {_shape(names, i, shape)}"])
+        add(f"    members = {{{', '.join(f'v{i}' for i in range(self.size))}}}")
+        _fail_if(add, [f"len(members) != {self.size}"])
+        if self.seed_kept is not None:          # its refs read the shared constant itself
+            names["seed_kept"] = self.seed_kept
+            _fail_if(add, ["seed is not seed_kept"])
+        for j, p in enumerate(self.sources):
+            _fail_if(add, [f"sources[{j}] is not v{p}" if p is not None
+                           else f"sources[{j}] in members"])
+        add(f"    v{self.size} = seed")
+        first = self.size + 1 + len(self.constants)
+        for k, c in enumerate(self.constants):
+            names[f"v{self.size + 1 + k}"] = c
+        lines += replay_lines(self.steps, first, names)
+        add(f"    return [{', '.join('None' if r is None else f'v{r}' for r in self.outputs)}]")
+        return compiled(lines, names, "copy", "backward template")
+
+
+def _fail_if(add: Any, tests: list) -> None:
+    add(f"    if {' or '.join(tests)}:")
+    add("        return None")
+
+
+def _shape(names: dict, i: int, shape: tuple) -> str:
+    """A shape as a literal when it is a plain tuple of ints, else a named constant."""
+    if type(shape) is tuple and all(type(d) is int for d in shape):
+        return repr(shape)
+    names[f"s{i}"] = shape
+    return f"s{i}"
 
 
 def _built(outs: list, inputs: dict, kept: set) -> Optional[tuple]:

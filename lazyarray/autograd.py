@@ -107,13 +107,19 @@ class GradientTape:
                                  f"{t._state.device.name!r} but the target on "
                                  f"{target._state.device.name!r}")
         seed = _seed(target, output_gradients)
-        nodes = [self._source_node(t) for t in leaves]
+        if self._watched or not self.watch_accessed_variables:
+            nodes = [self._source_node(t) for t in leaves]
+        else:
+            nodes = [t._node for t in leaves]
         cts = autodiff.vjp_graph(target._node, nodes, seed)
         if not self.persistent:
             self._used = True
             self._release()
-        grads = [self._finish(c, t, unconnected_gradients) for c, t in zip(cts, leaves)]
-        return rebuild(grads)
+        if unconnected_gradients == "zero":
+            cts = [builders.zeros_like(t._node) if c is None else c
+                   for c, t in zip(cts, leaves)]
+        # every source is on the target's device (checked above)
+        return rebuild(Tensor._wrap_all(cts, target._state))
 
     def _source_node(self, t: Tensor) -> Any:
         entry = self._watched.get(id(t))
@@ -122,14 +128,6 @@ class GradientTape:
         if not self.watch_accessed_variables:
             return None
         return t._node
-
-    @staticmethod
-    def _finish(ct: Any, t: Tensor, unconnected: str) -> Optional[Tensor]:
-        if ct is not None:
-            return Tensor._wrap(ct, t._state)
-        if unconnected == "zero":
-            return Tensor._wrap(builders.zeros_like(t._node), t._state)
-        return None
 
 
 def _seed(target: Tensor, output_gradients: Any, where: str = "GradientTape.gradient",

@@ -130,14 +130,15 @@ class DeviceState:
         self.lock = threading.RLock()
         self.recorded = 0         # ops recorded since the last sync (bounds the graph)
 
-    def add_pending(self, tensor: Any, listed: bool = False) -> None:
+    def add_pending(self, tensor: Any, listed: bool = False, site: Any = None) -> None:
         """Note a newly recorded tensor (`listed`: already appended to `pending` by a
         caller that lists it before it holds its node, see `Tensor._assign`); past
         `max_graph_ops` records since the last sync, compute what is pending first (see
-        `_graph_too_big`). `Tensor._wrap`, where every op ends, does the same inline."""
+        `_graph_too_big`). `Tensor._wrap`, where every op ends, does the same inline.
+        `site`: the user's frame when the caller found it (once for many tensors)."""
         if not listed:
             self.pending.append(weakref.ref(tensor))
-        tensor._node.site = user_frame()
+        tensor._node.site = user_frame() if site is None else site
         self.recorded += 1
         if len(self.pending) > self.compact_at or self.recorded > _VALUES["max_graph_ops"] > 0:
             self.tidy_pending()

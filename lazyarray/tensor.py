@@ -129,6 +129,49 @@ class Tensor:
         else:
             self._node = node
 
+    @staticmethod
+    def _wrap_all(nodes: list, state: DeviceState) -> list:
+        """`_wrap` of each node (None gives None), all recorded by one user call (a tape's
+        gradients): the user's frame is found once, not once per tensor."""
+        site = callsite.user_frame_from(2)      # above our caller, lazyarray's own code
+        out = []
+        for node in nodes:
+            if node is None:
+                out.append(None)
+                continue
+            t = _new(Tensor)
+            t._state = state
+            if node.buffer is None:
+                t._node = node = _own(node)
+                state.pending.append(_ref(t))
+                state.add_pending(t, True, site)
+                if callsite.SITES is not None:
+                    callsite.tag(node)
+            else:
+                t._node = node
+            out.append(t)
+        return out
+
+    @staticmethod
+    def _assign_all(tensors: list, nodes: list) -> None:
+        """`t._assign(node)` for each pair, all recorded by one user call (an optimizer's
+        step rebinding every parameter and its state): the user's frame is found once,
+        not once per tensor."""
+        site = callsite.user_frame_from(2)      # above our caller, lazyarray's own code
+        for t, node in zip(tensors, nodes):
+            node = _own(node)
+            if node.buffer is None:
+                # listed first, as in `_assign` (an interrupt in between leaves no
+                # uncomputed tensor out of `pending`)
+                state = t._state
+                state.pending.append(weakref.ref(t))
+                t._node = node
+                state.add_pending(t, True, site)
+                if callsite.SITES is not None:
+                    callsite.tag(node)
+            else:
+                t._node = node
+
     # ---- properties ---------------------------------------------------------------
 
     @property

@@ -14,7 +14,7 @@ import numpy as np
 from typing import Any, Optional
 
 from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.node import Node, new_node
 from ..compiler.primitive import apply
 from .elementwise import (abs, add, divide, equal, erf, exp, greater_equal, less, log, log1p,
                           logical_and, maximum, multiply, negative, rsqrt, sigmoid, subtract,
@@ -206,15 +206,22 @@ def linear_direct(x: Any, weight: Any, bias: Any) -> Optional[Node]:
                              or bias.shape != weight.shape[:1]):
         return None
     n, (m, k) = x.shape[0], weight.shape
-    wt = Node("transpose", (weight,), (k, m), dtype, {"permutation": (1, 0)})
-    out = Node("dot_general", (x, wt), (n, m), dtype,
-               {"lhs_contracting": (1,), "rhs_contracting": (0,), "lhs_batch": (),
-                "rhs_batch": ()})
+    nm = (n, m)
+    wt = new_node("transpose", (weight,), (k, m), dtype, _TRANSPOSED)
+    out = new_node("dot_general", (x, wt), nm, dtype, _ROWS_BY_COLUMNS)
     if bias is None:
         return out
-    wide = Node("broadcast_in_dim", (bias,), (n, m), dtype,
-                {"shape": (n, m), "broadcast_dimensions": (1,)})
-    return Node("add", (out, wide), (n, m), dtype, {})
+    wide = new_node("broadcast_in_dim", (bias,), nm, dtype,
+                    {"shape": nm, "broadcast_dimensions": (1,)})
+    return new_node("add", (out, wide), nm, dtype, _NO_ATTRS)
+
+
+# the attributes of `linear_direct`'s nodes that never change: one dict each, shared (a
+# node's attributes are never changed), so a sync's check finds them by identity
+_TRANSPOSED = {"permutation": (1, 0)}
+_ROWS_BY_COLUMNS = {"lhs_contracting": (1,), "rhs_contracting": (0,), "lhs_batch": (),
+                    "rhs_batch": ()}
+_NO_ATTRS: dict = {}
 
 
 def embedding(indices: Operand, weight: Node) -> Node:

@@ -97,6 +97,22 @@ def test_pairs_none_and_schedule(device):
     assert opt.steps == 2
 
 
+def test_a_parameter_given_twice_is_updated_twice_in_order(device):
+    """Pairs naming one parameter twice: the second update reads the first one's result
+    (the optimizer rebinds its tensors together at the end of the call otherwise)."""
+    init, grads = _problem()
+    params = [la.asarray(p) for p in init]
+    opt = la.optim.SGD(params, lr=0.5, momentum=0.9)
+    g0, g1, h = (la.asarray(a) for a in (grads[0][0], grads[1][0], grads[0][1]))
+    opt.apply_gradients([(g0, params[0]), (g1, params[0]), (h, params[1])])
+    # the buffer starts at g (first step), then 0.9 * buf + g
+    buf = 0.9 * grads[0][0] + grads[1][0]
+    np.testing.assert_allclose(opt.state[0]["momentum_buffer"].numpy(), buf, rtol=1e-6)
+    np.testing.assert_allclose(params[0].numpy(), init[0] - 0.5 * grads[0][0] - 0.5 * buf,
+                               rtol=1e-5)
+    np.testing.assert_allclose(params[1].numpy(), init[1] - 0.5 * grads[0][1], rtol=1e-6)
+
+
 def test_parameters_keep_identity(device):
     model = la.nn.Linear(3, 2)
     params = model.parameters()

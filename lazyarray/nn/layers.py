@@ -13,7 +13,7 @@ from . import functional as F
 from . import init
 from .module import Module, Parameter
 from ..compiler import dtypes as _D
-from ..compiler.node import Node, kept_constant
+from ..compiler.node import kept_constant, new_node
 from ..ops.nn import linear_direct
 
 
@@ -67,13 +67,16 @@ class ReLU(Module):
                 # F.relu's nodes, maximum(x, broadcast(0)), made directly (a float tensor:
                 # nothing to promote or check)
                 dtype, shape = node.dtype, node.shape
-                zero = Node("broadcast_in_dim", (kept_constant(0, dtype),), shape, dtype,
-                            {"shape": shape, "broadcast_dimensions": ()})
-                return Tensor._wrap(Node("maximum", (node, zero), shape, dtype, {}), x._state)
+                zero = new_node("broadcast_in_dim", (_RELU_DIRECT[dtype],), shape, dtype,
+                                {"shape": shape, "broadcast_dimensions": ()})
+                return Tensor._wrap(new_node("maximum", (node, zero), shape, dtype, _NO_ATTRS),
+                                    x._state)
         return F.relu(x)
 
 
-_RELU_DIRECT = frozenset((_D.float16, _D.bfloat16, _D.float32, _D.float64))
+# the float dtypes ReLU records directly, each with its shared 0 (`kept_constant`)
+_RELU_DIRECT = {d: kept_constant(0, d) for d in (_D.float16, _D.bfloat16, _D.float32, _D.float64)}
+_NO_ATTRS: dict = {}
 
 
 class GELU(Module):

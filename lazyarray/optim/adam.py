@@ -4,7 +4,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from ..compiler.node import Node, scalar_leaf
+from ..compiler.graph_templates import remembered
+from ..compiler.node import Node, new_node, scalar_leaf
 from .optimizer import LearningRate, Optimizer
 from .same_type import recorder
 
@@ -36,19 +37,16 @@ class Adam(Optimizer):
 
     def update(self, param: Node, grad: Node, state: dict, lr: float) -> tuple:
         group = self.group
-        m0, v0 = state["exp_avg"], state["exp_avg_sq"]
-        E = recorder(param, grad, m0, v0)
         wd = group["weight_decay"]
-        g = E.negative(grad) if group["maximize"] else grad
         if wd and self.decoupled:
-            param = E.multiply(param, self.scalar("decay", 1.0 - lr * wd, param))
+            decay = self.scalar("decay", 1.0 - lr * wd, param)
         elif wd:
-            g = E.add(g, E.multiply(param, self.scalar("weight_decay", wd, param)))
-        b1, omb1, b2, omb2, inv_bc2, eps, step = self._scalars(param, lr)
-        m = E.add(E.multiply(m0, b1), E.multiply(g, omb1))
-        v = E.add(E.multiply(v0, b2), E.multiply(E.square(g), omb2))
-        denom = E.add(E.multiply(E.sqrt(v), inv_bc2), eps)
-        new = E.subtract(param, E.multiply(E.divide(m, denom), step))
+            decay = self.scalar("weight_decay", wd, param)
+        else:
+            decay = None
+        new, m, v = _adam_nodes(param, grad, state["exp_avg"], state["exp_avg_sq"],
+                                *self._scalars(param, lr), decay, bool(group["maximize"]),
+                                self.decoupled)
         return new, {"exp_avg": m, "exp_avg_sq": v}
 
     def _scalars(self, like: Node, lr: float) -> tuple:
@@ -62,20 +60,21 @@ class Adam(Optimizer):
         if not shape:
             return leaves
         key = (self._gi, shape, dtype)
-        spread = self._spread
-        entry = spread.get(key)
+        entry = self._spread.get(key)
         if entry is not None and entry[0] is leaves:
             return entry[1]                         # this step's, made for another parameter
-        old = entry[1] if entry is not None and self.last_computed else (None,) * len(leaves)
-        wides = []
-        for leaf, wide in zip(leaves, old):
-            if wide is None or wide.operands[0] is not leaf or wide.buffer is not None:
-                # broadcast_in_dim of a 0-d value to a valid shape: its type needs no rule
-                wide = Node("broadcast_in_dim", (leaf,), shape, dtype,
-                            {"shape": shape, "broadcast_dimensions": ()})
-            wides.append(wide)
-        wides = tuple(wides)
-        spread[key] = (leaves, wides)
+        if entry is not None and self.last_computed:
+            # the last step's broadcast of each scalar taken back, a new one (with the
+            # same attributes) for a scalar that changed
+            wides = tuple([w if w.operands[0] is leaf and w.buffer is None else
+                           new_node("broadcast_in_dim", (leaf,), shape, dtype, w.attrs)
+                           for leaf, w in zip(leaves, entry[1])])
+        else:
+            # broadcast_in_dim of a 0-d value to a valid shape: its type needs no rule
+            attrs = {"shape": shape, "broadcast_dimensions": ()}
+            wides = tuple([new_node("broadcast_in_dim", (leaf,), shape, dtype, attrs)
+                           for leaf in leaves])
+        self._spread[key] = (leaves, wides)
         return wides
 
     def _step_leaves(self, dtype: Any, lr: float) -> tuple:
@@ -94,6 +93,40 @@ class Adam(Optimizer):
                         scalar_leaf(float(v), dtype) for o, v in zip(old, values)])
         made[key] = (self.hyper, leaves)
         return leaves
+
+
+def _one_type(param: Node, grad: Node, m0: Node, v0: Node, *rest: Any) -> Any:
+    """The key of `_adam_nodes` when the gradient and state have the parameter's shape and
+    dtype (unless loaded otherwise, they do; the scalars and `decay` are broadcast to the
+    parameter by the caller): then the graph is fixed by that type, whether there is a
+    decay and the flags. None otherwise (the update is recorded through `ops`, not
+    copied)."""
+    shape, dtype = param.shape, param.dtype
+    if grad.dtype is not dtype or m0.dtype is not dtype or v0.dtype is not dtype \
+            or grad.shape != shape or m0.shape != shape or v0.shape != shape:
+        return None
+    return shape, dtype, rest[-3] is None, rest[-2], rest[-1]
+
+
+@remembered(key=_one_type)
+def _adam_nodes(param: Node, grad: Node, m0: Node, v0: Node, b1: Node, omb1: Node, b2: Node,
+                omb2: Node, inv_bc2: Node, eps: Node, step: Node, decay: Any, maximize: bool,
+                decoupled: bool) -> tuple:
+    """(new parameter, m, v) of one Adam step, the scalars already broadcast; `decay`: the
+    weight decay's scalar (decoupled: 1 - lr*wd; else wd) or None. A function of its
+    arguments' types and flags alone, so a parameter type's graph is built once and
+    copied at every later step (compiler/graph_templates.py)."""
+    E = recorder(param, grad, m0, v0)
+    g = E.negative(grad) if maximize else grad
+    if decay is not None and decoupled:
+        param = E.multiply(param, decay)
+    elif decay is not None:
+        g = E.add(g, E.multiply(param, decay))
+    m = E.add(E.multiply(m0, b1), E.multiply(g, omb1))
+    v = E.add(E.multiply(v0, b2), E.multiply(E.square(g), omb2))
+    denom = E.add(E.multiply(E.sqrt(v), inv_bc2), eps)
+    new = E.subtract(param, E.multiply(E.divide(m, denom), step))
+    return new, m, v
 
 
 class AdamW(Adam):

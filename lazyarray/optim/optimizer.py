@@ -189,7 +189,17 @@ class Optimizer:
             p._node.buffer is not None for p in self.params)
         self._hypers = Hypers(last if last is not None and self.last_computed else None)
         offer = runtime.offer_donation
+        # every tensor is rebound at the end, together (the user's line found once); a
+        # parameter given twice rebinds what came before it first, so that its second
+        # update reads the first one's result
+        targets: list = []
+        nodes: list = []
+        seen: set = set()
         for index, g in pairs:
+            if index in seen:
+                Tensor._assign_all(targets, nodes)
+                targets, nodes, seen = [], [], set()
+            seen.add(index)
             p = self.params[index]
             pnode, gnode = p._node, g._node
             if g._state is not p._state:
@@ -200,18 +210,33 @@ class Optimizer:
                 raise ValueError(f"{type(self).__name__}: gradient of shape {g.shape} for "
                                  f"parameter {index} of shape {p.shape}")
             grad = gnode if gnode.dtype is pnode.dtype else g.astype(p.dtype)._node
-            self._follow(index)
             self._gi = gi = group_of[index]
             self.group = self.param_groups[gi]
             tensors = self.state[index]
-            state = {k: t._node for k, t in tensors.items()}
+            state = self._state_nodes(index, tensors)
             new_param, new_state = self.update(pnode, grad, state, lrs[gi])
             # the old values may be updated in place (if nothing else holds them at sync)
             offer(pnode)
-            p._assign(new_param)
+            targets.append(p)
+            nodes.append(new_param)
             for k, node in new_state.items():
                 offer(state[k])
-                tensors[k]._assign(node)
+                targets.append(tensors[k])
+                nodes.append(node)
+        Tensor._assign_all(targets, nodes)
+
+    def _state_nodes(self, index: int, tensors: dict) -> dict:
+        """{state name: node} of parameter `index`, its state first moved to the
+        parameter's device and dtype if the model was moved since (`_follow`)."""
+        p = self.params[index]
+        pstate, dtype = p._state, p._node.dtype
+        out = {}
+        for k, t in tensors.items():
+            node = out[k] = t._node
+            if t._state is not pstate or node.dtype is not dtype:
+                self._follow(index)
+                return {k: t._node for k, t in tensors.items()}
+        return out
 
     @property
     def hyper(self) -> "Hypers":

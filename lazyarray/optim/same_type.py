@@ -14,7 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import ops
-from ..compiler.node import Node
+from ..compiler.node import Node, new_node
+
+# the attrs of every node made here: none, one dict shared (nodes never change their attrs)
+_NONE: dict = {}
 
 
 class SameType:
@@ -28,25 +31,25 @@ class SameType:
         self.dtype = dtype
 
     def add(self, a: Node, b: Node) -> Node:
-        return Node("add", (a, b), self.shape, self.dtype, {})
+        return new_node("add", (a, b), self.shape, self.dtype, _NONE)
 
     def subtract(self, a: Node, b: Node) -> Node:
-        return Node("subtract", (a, b), self.shape, self.dtype, {})
+        return new_node("subtract", (a, b), self.shape, self.dtype, _NONE)
 
     def multiply(self, a: Node, b: Node) -> Node:
-        return Node("multiply", (a, b), self.shape, self.dtype, {})
+        return new_node("multiply", (a, b), self.shape, self.dtype, _NONE)
 
     def divide(self, a: Node, b: Node) -> Node:
-        return Node("divide", (a, b), self.shape, self.dtype, {})
+        return new_node("divide", (a, b), self.shape, self.dtype, _NONE)
 
     def negative(self, a: Node) -> Node:
-        return Node("negate", (a,), self.shape, self.dtype, {})
+        return new_node("negate", (a,), self.shape, self.dtype, _NONE)
 
     def square(self, a: Node) -> Node:
-        return Node("multiply", (a, a), self.shape, self.dtype, {})
+        return new_node("multiply", (a, a), self.shape, self.dtype, _NONE)
 
     def sqrt(self, a: Node) -> Node:
-        return Node("sqrt", (a,), self.shape, self.dtype, {})
+        return new_node("sqrt", (a,), self.shape, self.dtype, _NONE)
 
 
 def recorder(param: Node, *others: Node) -> Any:
