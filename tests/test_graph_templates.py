@@ -168,11 +168,12 @@ def test_elementwise_composite_copies_are_its_graph_and_numpys_values(name, kind
     remembered_fn.templates.clear()
     rng = np.random.default_rng(3)
     special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -2.0, 3.0])
-    a = _operand(kinds[0], np.concatenate([special, rng.standard_normal(8) * 4]))
-    b = _operand(kinds[1], np.concatenate([special[::-1], rng.standard_normal(8) * 4]))
     if kinds[0] is np.int32:
         a = la.asarray(rng.integers(-5, 5, 16).astype(np.int32))
         b = la.asarray(rng.integers(-5, 5, 16).astype(np.int32))
+    else:
+        a = _operand(kinds[0], np.concatenate([special, rng.standard_normal(8) * 4]))
+        b = _operand(kinds[1], np.concatenate([special[::-1], rng.standard_normal(8) * 4]))
     graph_templates.ENABLED[0] = False
     want = getattr(la, name)(a, b)
     graph_templates.ENABLED[0] = True
