@@ -11,16 +11,7 @@ import lazyarray as la
 from lazyarray.devices import native_program
 from lazyarray.devices import native_pool as NP
 
-
-def _programs(monkeypatch: pytest.MonkeyPatch) -> list:
-    made: list = []
-    real = native_program.NativeProgram.__init__
-
-    def spy(self, exe, threads):
-        real(self, exe, threads)
-        made.append(self)
-    monkeypatch.setattr(native_program.NativeProgram, "__init__", spy)
-    return made
+from native_training import made_programs
 
 
 def _softmax(x):
@@ -45,7 +36,7 @@ def _task_chunks(prog) -> list:
 @pytest.mark.parametrize("rows, cols", [(97, 13), (256, 10), (1025, 3)])
 def test_a_small_row_kernel_beside_a_split_one_is_split_too(rows, cols, monkeypatch,
                                                              clean_metrics) -> None:
-    made = _programs(monkeypatch)
+    made = made_programs(monkeypatch)
     rng = np.random.default_rng(rows)
     big = rng.standard_normal((512, 1024)).astype(np.float32)
     small = rng.standard_normal((rows, cols)).astype(np.float32)
@@ -75,7 +66,7 @@ def test_a_small_row_kernel_beside_a_split_one_is_split_too(rows, cols, monkeypa
 
 
 def test_small_kernels_alone_stay_one_call_on_the_calling_thread(monkeypatch, clean_metrics):
-    made = _programs(monkeypatch)
+    made = made_programs(monkeypatch)
     small = np.random.default_rng(0).standard_normal((256, 10)).astype(np.float32)
     with la.config.override(device="cpu", num_threads=2):
         out = _softmax(la.asarray(small))

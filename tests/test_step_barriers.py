@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-import lazyarray.nn.functional as F
 from lazyarray.devices import native_gemm, native_program, step_barriers
 from lazyarray.devices import native_pool as NP
+
+from native_training import made_programs, train_mlp
 
 
 def _exe(steps: list, slot_of: dict = None, params: list = (0, 1, 2), aliases: list = ()):
@@ -79,45 +80,17 @@ def _job_flags(prog) -> list:
             for job, _, _ in prog.segments]
 
 
-def _train(sizes: tuple, batch: int, steps: int) -> list:
-    rng = np.random.default_rng(0)
-    layers = []
-    for k, (i, o) in enumerate(zip(sizes[:-1], sizes[1:])):
-        layers += [la.nn.Linear(i, o)] + ([la.nn.ReLU()] if k < len(sizes) - 2 else [])
-    model = la.nn.Sequential(*layers)
-    weights = [rng.uniform(-1, 1, tuple(p.shape)).astype(np.float32) / np.sqrt(p.shape[-1])
-               for p in model.parameters()]
-    model.load_state_dict({n: w for (n, _), w in zip(model.named_parameters(), weights)})
-    opt = la.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)   # (Adam's sign-like
-    # updates of near-zero gradients would amplify float rounding past any tolerance)
-    x = la.asarray(rng.standard_normal((batch, sizes[0])).astype(np.float32))
-    y = la.asarray(rng.integers(0, sizes[-1], batch))
-    params = model.parameters()
-    for _ in range(steps):
-        with la.GradientTape() as tape:
-            loss = F.cross_entropy(model(x), y)
-        opt.apply_gradients(tape.gradient(loss, params))
-        loss.item()
-    return [p.numpy() for p in params]
-
-
 @pytest.mark.skipif(not native_gemm.available(), reason="NumPy's BLAS is not its ILP64 OpenBLAS")
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("sizes, batch", [((784, 512, 512, 10), 256), ((300, 130, 70, 3), 97)])
 def test_a_training_step_with_unbarred_steps_matches_the_interpreter(
         sizes: tuple, batch: int, threads: int, monkeypatch: pytest.MonkeyPatch,
         clean_metrics) -> None:
-    made: list = []      # (clean_metrics: no program cached from an earlier test)
-    real = native_program.NativeProgram.__init__
-
-    def spy(self, exe, threads):
-        real(self, exe, threads)
-        made.append(self)
-    monkeypatch.setattr(native_program.NativeProgram, "__init__", spy)
+    made = made_programs(monkeypatch)   # (clean_metrics: no program cached earlier)
     with la.config.override(device="cpu", num_threads=threads):
-        got = _train(sizes, batch, 3)
+        got = train_mlp(sizes, batch, 3)
     with la.config.override(device="interpreter"):
-        want = _train(sizes, batch, 3)
+        want = train_mlp(sizes, batch, 3)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
     step = max(made, key=lambda p: len(p.exe.steps))
