@@ -35,6 +35,12 @@ def load_interleaved(path: str) -> dict:
             if "interleaved" in b["extra_info"]}
 
 
+def is_peer(framework: str) -> bool:
+    """Another project's column, not one of ours (lazyarray's run-only time, the Python
+    pool it replaced): only peers count in the ratio."""
+    return not framework.startswith(("lazyarray", "python pool"))
+
+
 def markdown_interleaved(table: dict) -> str:
     """The interleaved measurements: every framework in turn within each round (a shared
     machine's drift falls on all alike)."""
@@ -47,7 +53,7 @@ def markdown_interleaved(table: dict) -> str:
              "|" + "---|" * (head.count("|") - 1)]
     for name, row in table.items():
         cells = [_time(row[f]) if f in row else "—" for f in frameworks]
-        peers = [t for f, t in row.items() if f != "lazyarray"]
+        peers = [t for f, t in row.items() if is_peer(f)]
         ratio = f"{min(peers) / row['lazyarray']:.2f}x" if "lazyarray" in row and peers else "—"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
     return "\n".join(lines) + "\n"
@@ -67,7 +73,7 @@ def markdown(table: dict) -> str:
             continue
         cells = [_time(row[f][0]) if f in row else "—" for f in frameworks]
         la = row.get("lazyarray")
-        peers = [v[0] for f, v in row.items() if f != "lazyarray"]
+        peers = [v[0] for f, v in row.items() if is_peer(f)]
         ratio = f"{min(peers) / la[0]:.2f}x" if la and peers else "—"
         line = f"| {name} | " + " | ".join(cells) + f" | {ratio} |"
         if copy_bw:
