@@ -256,6 +256,8 @@ def _layer_products() -> dict:
         f"mlp input grad {b}x{last} @ {last}x{o}": (lambda xp, g, w: g @ w, ((b, last), (last, o))),
         f"mlp weight grad ({b}x{last}).T @ {b}x{o}": (lambda xp, g, h: g.T @ h,
                                                       ((b, last), (b, o))),
+        # and its forward product (lazyarray: dot products of rows, native_gemm.dots)
+        f"mlp forward {b}x{o} @ ({last}x{o}).T": (lambda xp, h, w: h @ w.T, ((b, o), (last, o))),
     }
 
 
