@@ -80,3 +80,22 @@ def test_a_linear_layer_with_few_outputs_matches_the_interpreter() -> None:
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got[0], xs.astype(np.float64) @ ws.T.astype(np.float64),
                                rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(6, 3, 32), (64, 10, 100), (256, 512, 10)])
+def test_the_general_path_sums_small_products_as_a_native_program(shape) -> None:
+    """Products our own code computes (dots, direct) are computed by it on the general
+    path too, however small (NumPy's BLAS sums in another order): a step run step by
+    step (a profile, LAZYARRAY_DEBUG >= 2) equals the native program's bit for bit."""
+    m, n, k = shape
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((m, k)).astype(np.float32)
+    ws = rng.standard_normal((n, k) if n <= 11 else (k, n)).astype(np.float32)
+
+    def run() -> np.ndarray:
+        x, w = la.asarray(xs), la.asarray(ws)
+        return ((x @ w.T if n <= 11 else x @ w) + 1.0).numpy()
+    plain = run()
+    with la.config.override(debug=2):
+        stepwise = run()
+    assert np.array_equal(plain, stepwise)
