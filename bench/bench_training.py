@@ -2,7 +2,8 @@
 cross-entropy) by lazyarray and, in the same run, PyTorch eager, torch.compile and jax.jit
 (each skipped when not installed). The first step (trace + compile) is measured apart from
 the steady state; a peer's first call likewise; lazyarray's run (the sync of a recorded
-step) is also timed alone. Beside it, the step's matrix products one at a time
+step) is also timed alone; and all of them in turn, round by round (`test_interleaved`:
+the ratio that a shared machine's drift does not bias). Beside it, the step's matrix products one at a time
 (forward, weight gradient, input gradient: transposed operands as the step has them;
 the large ones and the 10-wide layer's) by each framework and NumPy.
 
@@ -10,6 +11,7 @@ the large ones and the 10-wide layer's) by each framework and NumPy.
 """
 from __future__ import annotations
 
+import statistics
 import time
 
 import numpy as np
@@ -172,9 +174,9 @@ def jax_step_fn():
     return step
 
 
-def test_jax_jit(benchmark):
-    if not installed("jax"):
-        pytest.skip("JAX is not installed")
+def _jax_run_fn():
+    """One jitted JAX step over its own state (parameters, Adam's moments, the step count),
+    returning the loss as a Python float."""
     import jax
     import jax.numpy as jnp
 
@@ -189,10 +191,54 @@ def test_jax_jit(benchmark):
         state["p"], state["m"], state["v"], loss = step(state["p"], state["m"], state["v"],
                                                         float(state["t"]), x, y)
         return float(loss)
+    return run
+
+
+def test_jax_jit(benchmark):
+    if not installed("jax"):
+        pytest.skip("JAX is not installed")
+    run = _jax_run_fn()
     t0 = time.perf_counter()
     run()
     _record(benchmark, "jax.jit", time.perf_counter() - t0)
     benchmark(run)
+
+
+# ---- all of them in turn ----------------------------------------------------------------
+
+INTERLEAVED_ROUNDS = 40     # rounds of: each framework one untimed step, then TIMED_PER_ROUND
+TIMED_PER_ROUND = 5
+
+
+def test_interleaved(benchmark):
+    """The step by lazyarray and each installed peer in turn, round by round (the order
+    rotated each round), so that the shared machine's drift (other programs taking a core,
+    the clock) falls on all alike: the step's ratio varied by ~15% from run to run when
+    each framework was timed in its own stretch. Medians go to `extra_info["interleaved"]`
+    (report.py's interleaved table); the benchmark's own figure is the whole measurement."""
+    from bench_fused import interleaved_rounds
+    import lazyarray as la
+
+    calls = {"lazyarray": _la_step_fn()}
+    if installed("jax"):
+        calls["jax.jit"] = _jax_run_fn()
+    if installed("torch"):
+        calls["torch"] = _torch_step_fn(False)
+        calls["torch.compile"] = _torch_step_fn(True)
+    if len(calls) < 2:
+        pytest.skip("no peer (torch, jax) is installed")
+    for call in calls.values():      # compiled (traced, jitted) before the rounds
+        call()
+        call()
+    before = la.debug.metrics().compiles
+    times: dict = {}
+    benchmark.group = "mlp training step (interleaved)"
+    benchmark.pedantic(lambda: times.update(interleaved_rounds(
+        calls, INTERLEAVED_ROUNDS, TIMED_PER_ROUND)), rounds=1, iterations=1)
+    benchmark.extra_info.update(
+        interleaved={name: statistics.median(ts) for name, ts in times.items()},
+        rounds=INTERLEAVED_ROUNDS)
+    assert la.debug.metrics().compiles == before        # every lazyarray step a cache hit
 
 
 # ---- the step's matrix products, one at a time -----------------------------------------
@@ -210,6 +256,8 @@ def _layer_products() -> dict:
         f"mlp input grad {b}x{last} @ {last}x{o}": (lambda xp, g, w: g @ w, ((b, last), (last, o))),
         f"mlp weight grad ({b}x{last}).T @ {b}x{o}": (lambda xp, g, h: g.T @ h,
                                                       ((b, last), (b, o))),
+        # and its forward product (lazyarray: dot products of rows, native_gemm.dots)
+        f"mlp forward {b}x{o} @ ({last}x{o}).T": (lambda xp, h, w: h @ w.T, ((b, o), (last, o))),
     }
 
 

@@ -625,6 +625,8 @@ def blocked_matmul(a: np.ndarray, c: np.ndarray, out: np.ndarray,
     m, n, k = a.shape[-2], c.shape[-1], a.shape[-1]
     batch = a.shape[0] if a.ndim == 3 else 1
     threads = pool.threads if pool is not None else 1
+    if a.ndim == 2 and native_gemm.own_kernel(a, c, out) and native_gemm.matmul(a, c, out, threads):
+        return          # (as a native program computes it, however small)
     if threads <= 1 or batch * m * n * k < SPLIT_FLOPS or (batch < threads and m < 2 * threads):
         np.matmul(a, c, out=out)
         return

@@ -423,6 +423,9 @@ def gemm_tiles_ir(triple: str) -> str:
     for name, ftype, size in (("lzp_sgemm_small", ir.FloatType(), 4),
                               ("lzp_dgemm_small", ir.DoubleType(), 8)):
         _SmallGemm(mod, name, ftype, size)
+    for name, ftype, size in (("lzp_sgemm_dots", ir.FloatType(), 4),
+                              ("lzp_dgemm_dots", ir.DoubleType(), 8)):
+        _RowDots(mod, name, ftype, size)
     return str(mod)
 
 
@@ -572,6 +575,102 @@ class _SmallGemm:
         v = b.insert_element(ir.Constant(self.vtype, ir.Undefined), x, ir.Constant(I32, 0))
         return b.shuffle_vector(v, ir.Constant(self.vtype, ir.Undefined),
                                 ir.Constant(ir.VectorType(I32, width), [0] * width))
+
+
+# ---- narrow products of a transposed B: dot products of rows ---------------------------
+
+DOTS_GROUP = 11         # columns of C whose sums one pass over a row keeps in registers
+                        # (each an independent chain of multiply-adds: enough to cover
+                        # their latency; with A's vector, 12 of 16 AVX registers)
+
+
+class _RowDots:
+    """`lzp_sgemm_dots` / `lzp_dgemm_dots`: the signature and tiles of `gemm_tiles`, for
+    A read along its rows and B transposed (a linear layer's x @ W.T with few outputs: a
+    10-way classifier's 256x512 @ (10x512).T). C[i, j] is the dot product of row i of A
+    with row j of W (B's column j), both contiguous: vectors of A's row are multiplied
+    into up to DOTS_GROUP accumulators, one per column, summed across lanes at the end.
+    BLAS packs W and writes a C only 10 wide in blocks made for wide ones: 2-3x the time
+    of its multiply-adds (measured on one thread: 60-67 us for 256x10x512 float32)."""
+
+    def __init__(self, mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
+        self.ftype, self.size = ftype, size
+        self.lanes = VECTOR_BYTES // size
+        self.vtype = ir.VectorType(ftype, self.lanes)
+        suffix = "f32" if size == 4 else "f64"
+        fma = f"llvm.fma.v{self.lanes}{suffix}"            # (declared by _SmallGemm too)
+        self.fma = mod.globals.get(fma) or ir.Function(
+            mod, ir.FunctionType(self.vtype, [self.vtype] * 3), fma)
+        f = ir.Function(mod, ir.FunctionType(VOID, [PTR, PTR, PTR, PTR, I64, I64]), name)
+        a, bm_, c, desc, start, end = f.args
+        b = self.b = ir.IRBuilder(f.append_basic_block("entry"))
+        d = self.d = [b.load(_word(b, desc, k), typ=I64) for k in range(GEMM_WORDS)]
+        self.a, self.w, self.c = a, bm_, c
+        k = d[GEMM_K]
+        self.k_vec = b.mul(b.udiv(k, _c(self.lanes)), _c(self.lanes))   # the vector part
+
+        def tile(t: ir.Value, _: list) -> list:
+            r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
+            c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
+            r1 = b.add(r0, _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0)))
+            c1 = b.add(c0, _min(b, d[GEMM_BN], b.sub(d[GEMM_N], c0)))
+            full = b.add(c0, b.mul(b.udiv(b.sub(c1, c0), _c(DOTS_GROUP)), _c(DOTS_GROUP)))
+
+            def row(i: ir.Value, _: list) -> list:
+                def group(j: ir.Value, _: list) -> list:
+                    self._dots(i, j, DOTS_GROUP)
+                    return []
+                counted_loop(b, c0, full, [], group, name="g", step=_c(DOTS_GROUP))
+                rest = b.sub(c1, full)           # the last columns: one pass of their own
+                for q in range(1, DOTS_GROUP):
+                    with b.if_then(b.icmp_unsigned("==", rest, _c(q))):
+                        self._dots(i, full, q)
+                return []
+            counted_loop(b, r0, r1, [], row, name="i")
+            return []
+
+        counted_loop(b, start, end, [], tile)
+        b.ret_void()
+
+    def _elem(self, base: ir.Value, index: ir.Value) -> ir.Value:
+        return self.b.gep(base, [index], source_etype=self.ftype)
+
+    def _dots(self, i: ir.Value, j: ir.Value, cols: int) -> None:
+        """C[i, j:j+cols] = A[i, :] . W[j:j+cols, :]."""
+        b, d = self.b, self.d
+        arow = b.mul(i, d[GEMM_LDA])
+        wrows = [b.mul(b.add(j, _c(q)), d[GEMM_LDB]) for q in range(cols)]
+        zero = ir.Constant(self.vtype, None)
+
+        def vec_step(k: ir.Value, acc: list) -> list:
+            x = b.load(self._elem(self.a, b.add(arow, k)), typ=self.vtype, align=self.size)
+            return [b.call(self.fma, [x, b.load(self._elem(self.w, b.add(w, k)), typ=self.vtype,
+                                                align=self.size), s])
+                    for w, s in zip(wrows, acc)]
+        acc = counted_loop(b, _c(0), self.k_vec, [zero] * cols, vec_step, name="kv",
+                           step=_c(self.lanes), interleave=False)
+        sums = [self._lane_sum(v) for v in acc]
+
+        def tail_step(k: ir.Value, acc: list) -> list:
+            x = b.load(self._elem(self.a, b.add(arow, k)), typ=self.ftype)
+            return [b.fadd(s, b.fmul(x, b.load(self._elem(self.w, b.add(w, k)), typ=self.ftype)))
+                    for w, s in zip(wrows, acc)]
+        sums = counted_loop(b, self.k_vec, d[GEMM_K], sums, tail_step, name="kt",
+                            interleave=False)
+        crow = b.add(b.mul(i, d[GEMM_LDC]), j)
+        for q, s in enumerate(sums):
+            b.store(s, self._elem(self.c, b.add(crow, _c(q))))
+
+    def _lane_sum(self, v: ir.Value) -> ir.Value:
+        """The sum of a vector's lanes, halving it each step."""
+        b, width = self.b, self.lanes
+        while width > 1:
+            half = width // 2
+            lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half))))
+            hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half),
+                                                    list(range(half, width))))
+            v, width = b.fadd(lo, hi), half
+        return b.extract_element(v, ir.Constant(I32, 0))
 
 
 def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
