@@ -86,6 +86,32 @@ def test_out_of_range_labels_on_the_device_give_nan_not_a_silent_zero():
         assert np.isnan(rows[1]) and np.isfinite(rows[0])
 
 
+def test_labels_checked_on_the_host_need_no_nan_guard():
+    """Labels whose values were checked in range where the loss was recorded get no NaN
+    guard (no `and` of range tests in the loss's graph); the loss and its gradient are
+    unchanged, and pending labels of the same values keep the guard."""
+    rng = np.random.default_rng(3)
+    z = rng.standard_normal((4, 3)).astype(np.float32)
+    labels = np.array([0, 2, 1, 2])
+    for op in (F.cross_entropy, F.nll_loss):
+        ops_of = {}
+        for name in ("known", "pending"):
+            # pending: computed in the loss's own graph (made here: a sync computes
+            # every pending tensor)
+            y = la.asarray(labels) if name == "known" else la.asarray(labels) * 1
+            logits = la.asarray(z)
+            with la.GradientTape() as tape:
+                tape.watch(logits)
+                loss = op(logits, y)
+            ops_of[name] = la.debug.ir([loss], stage="hlo").count(" and(")   # the guard's
+            grad = tape.gradient(loss, logits)
+            want_rows = -z[np.arange(4), labels] if op is F.nll_loss else \
+                -(z - np.log(np.exp(z).sum(1, keepdims=True)))[np.arange(4), labels]
+            np.testing.assert_allclose(loss.item(), want_rows.mean(), rtol=1e-5)
+            assert np.all(np.isfinite(grad.numpy()))
+        assert ops_of["known"] == 0 and ops_of["pending"] >= 1
+
+
 def test_empty_squeeze_follows_numpy():
     """NumPy accepts squeeze of a 0-d array (axis None, 0 or -1) and returns it; we do too."""
     x = la.asarray(np.float32(2.0))

@@ -140,3 +140,155 @@ def test_rewound_step_count_and_new_rate_make_new_scalars():
         values = [n.value for n in opt._made[(0, la.float32)][1]]
         assert values[6] == lr / (1 - b1 ** opt.steps)
         assert values[4] == 1 / np.sqrt(1 - b2 ** opt.steps)
+
+
+# ---- the fall-backs: the step changes mid-training ---------------------------------------
+#
+# Each run trains a few steps (the templates are made and copied), changes one thing the
+# recorded step depends on, and trains on. The run through the fast paths must give the
+# general path's losses, parameters and state bit for bit: a template that accepted the
+# changed step by mistake would build another graph (another program, other numbers).
+
+def _train(n, change, backward=False):
+    """n steps of the small MLP (tape, or loss.backward() and opt.step()); `change(i, run)`
+    may replace anything in `run` (model, opt, x, y) before step i."""
+    model, opt, x, y = _setup()
+    run = {"model": model, "opt": opt, "x": x, "y": y}
+    losses = []
+    for i in range(n):
+        change(i, run)
+        model, opt = run["model"], run["opt"]
+        if backward:
+            opt.zero_grad()
+            loss = F.cross_entropy(model(run["x"]), run["y"])
+            loss.backward()
+            opt.step()
+        else:
+            params = model.parameters()
+            with la.GradientTape() as tape:
+                loss = F.cross_entropy(model(run["x"]), run["y"])
+            opt.apply_gradients(tape.gradient(loss, params))
+        losses.append(loss)
+        la.sync()
+    opt = run["opt"]
+    return [l.numpy() for l in losses] + [p.numpy() for p in run["model"].parameters()] + \
+        [t.numpy() for s in opt.state for t in s.values()]
+
+
+def _compare_changed(change, n=7, backward=False):
+    la.sync()
+    _general(True)
+    want = _train(n, change, backward)
+    misses = la.debug.metrics().cache_misses
+    walk_hits = walk_templates.STATS["hits"]
+    _general(False)
+    got = _train(n, change, backward)
+    assert walk_templates.STATS["hits"] > walk_hits               # the copies were used
+    assert la.debug.metrics().cache_misses == misses              # the general programs
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    return got
+
+
+def _replace_weight(pending: bool):
+    def change(i, run):
+        if i != 3:
+            return
+        model = run["model"]
+        w = model[2].weight
+        fresh = np.linspace(-0.2, 0.2, w.numel()).astype(np.float32).reshape(w.shape)
+        if pending:         # a parameter made from a pending value (a graph behind it)
+            model[2].weight = la.nn.Parameter(w * 0.5 + la.asarray(fresh))
+        else:
+            model[2].weight = la.nn.Parameter(la.asarray(fresh))
+        run["opt"] = la.optim.Adam(model.parameters(), lr=1e-2)
+    return change
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["tape", "backward"])
+@pytest.mark.parametrize("pending", [False, True], ids=["data", "pending"])
+def test_a_parameter_replaced_mid_training(backward, pending):
+    got = _compare_changed(_replace_weight(pending), backward=backward)
+    assert not np.array_equal(got[2], got[3])        # the change reached the losses
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["tape", "backward"])
+def test_requires_grad_toggled_mid_training(backward):
+    """A layer frozen at step 2 and thawed at step 5. With backward() the frozen weight
+    gets no .grad (opt.step skips it); with the tape, whose sources do not depend on
+    requires_grad, the step is unchanged: both must match the general path."""
+    frozen = {}
+
+    def change(i, run):
+        w = run["model"][2].weight
+        if i == 2:
+            w.requires_grad_(False)
+            frozen["before"] = w.numpy().copy()
+        if i == 5:
+            frozen["after"] = w.numpy().copy()
+            w.requires_grad_(True)
+    _compare_changed(change, backward=backward)
+    if backward:                                     # frozen: left as it was
+        np.testing.assert_array_equal(frozen["before"], frozen["after"])
+
+
+def test_requires_grad_toggled_with_backward_freezes_the_layer():
+    """The same toggle with the templates on: the frozen steps leave the weight as it
+    was, and it moves again once thawed (against a step taken without the freeze)."""
+    la.sync()
+    seen = []
+
+    def change(i, run):
+        w = run["model"][0].weight
+        if i == 2:
+            w.requires_grad_(False)
+        if i in (2, 4, 6):
+            seen.append(w.numpy().copy())
+        if i == 4:
+            w.requires_grad_(True)
+    _train(7, change, backward=True)
+    np.testing.assert_array_equal(seen[0], seen[1])
+    assert not np.array_equal(seen[1], seen[2])
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["tape", "backward"])
+def test_another_batch_shape_mid_training(backward):
+    """A last, smaller batch (and then the full one again): other shapes all through the
+    step, so no template of the full batch's step may be copied for it."""
+    rng = np.random.default_rng(5)
+    small_x = la.asarray(rng.standard_normal((20, 12)).astype(np.float32))
+    small_y = la.asarray(rng.integers(0, 5, 20))
+    full = {}
+
+    def change(i, run):
+        if i == 0:
+            full["x"], full["y"] = run["x"], run["y"]
+        if i == 3:
+            run["x"], run["y"] = small_x, small_y
+        if i == 5:
+            run["x"], run["y"] = full["x"], full["y"]
+    _compare_changed(change, backward=backward)
+
+
+def test_another_batch_shape_against_numpy():
+    """The smaller batch's loss through the fast paths is the loss NumPy computes from the
+    parameters the run had then (not a copy of the full batch's graph)."""
+    la.sync()
+    rng = np.random.default_rng(6)
+    xs = rng.standard_normal((9, 12)).astype(np.float32)
+    ys = rng.integers(0, 5, 9)
+    state = {}
+
+    def change(i, run):
+        if i == 4:
+            state["params"] = [p.numpy().copy() for p in run["model"].parameters()]
+            run["x"], run["y"] = la.asarray(xs), la.asarray(ys)
+    out = _train(5, change)
+    w1, b1, w2, b2, w3, b3 = state["params"]
+    h = np.maximum(xs @ w1.T + b1, 0)
+    h = np.maximum(h @ w2.T + b2, 0)
+    z = (h @ w3.T + b3).astype(np.float64)
+    z -= z.max(axis=1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    np.testing.assert_allclose(out[4], -logp[np.arange(9), ys].mean(), rtol=1e-5)

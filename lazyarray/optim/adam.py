@@ -25,6 +25,7 @@ class Adam(Optimizer):
         # dtype), each with the last step's (see `_scalars`)
         self._made: dict = {}
         self._spread: dict = {}
+        self._renewed: dict = {}
         super().__init__(params, lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                          maximize=maximize)
 
@@ -66,9 +67,18 @@ class Adam(Optimizer):
         if entry is not None and self.last_computed:
             # the last step's broadcast of each scalar taken back, a new one (with the
             # same attributes) for a scalar that changed
-            wides = tuple([w if w.operands[0] is leaf and w.buffer is None else
-                           new_node("broadcast_in_dim", (leaf,), shape, dtype, w.attrs)
-                           for leaf, w in zip(leaves, entry[1])])
+            renewed = self._renewed.get(key[::2])
+            if renewed is not None and renewed[0] is entry[0] and renewed[1] is leaves:
+                # made from the last step's scalars: only those that changed are new
+                wides = list(entry[1])
+                for i in renewed[2]:
+                    wides[i] = new_node("broadcast_in_dim", (leaves[i],), shape, dtype,
+                                        wides[i].attrs)
+                wides = tuple(wides)
+            else:
+                wides = tuple([w if w.operands[0] is leaf and w.buffer is None else
+                               new_node("broadcast_in_dim", (leaf,), shape, dtype, w.attrs)
+                               for leaf, w in zip(leaves, entry[1])])
         else:
             # broadcast_in_dim of a 0-d value to a valid shape: its type needs no rule
             attrs = {"shape": shape, "broadcast_dimensions": ()}
@@ -92,6 +102,10 @@ class Adam(Optimizer):
         leaves = tuple([o if o is not None and o.value == float(v) else
                         scalar_leaf(float(v), dtype) for o, v in zip(old, values)])
         made[key] = (self.hyper, leaves)
+        # (the last step's scalars, this step's, where they differ): a broadcast made from
+        # the former needs renewing only there (see `_scalars`)
+        self._renewed[key] = (old, leaves, tuple([i for i, (o, n) in enumerate(zip(old, leaves))
+                                                 if o is not n]))
         return leaves
 
 

@@ -188,7 +188,9 @@ class Optimizer:
         self.last_computed = REUSE_LAST_STEP[0] and all(
             p._node.buffer is not None for p in self.params)
         self._hypers = Hypers(last if last is not None and self.last_computed else None)
-        offer = runtime.offer_donation
+        # the old values may be updated in place (if nothing else holds them at sync):
+        # offered together at the end
+        offered: list = []
         # every tensor is rebound at the end, together (the user's line found once); a
         # parameter given twice rebinds what came before it first, so that its second
         # update reads the first one's result
@@ -215,14 +217,14 @@ class Optimizer:
             tensors = self.state[index]
             state = self._state_nodes(index, tensors)
             new_param, new_state = self.update(pnode, grad, state, lrs[gi])
-            # the old values may be updated in place (if nothing else holds them at sync)
-            offer(pnode)
+            offered.append(pnode)
             targets.append(p)
             nodes.append(new_param)
             for k, node in new_state.items():
-                offer(state[k])
+                offered.append(state[k])
                 targets.append(tensors[k])
                 nodes.append(node)
+        runtime.offer_donations(offered)
         Tensor._assign_all(targets, nodes)
 
     def _state_nodes(self, index: int, tensors: dict) -> dict:
