@@ -303,13 +303,11 @@ def offer_donation(node: Any) -> None:
 
 def offer_donations(nodes: list) -> None:
     """`offer_donation` of each node (an optimizer's step offers every old parameter and
-    state at once): `OFFERED.add` unrolled, its pending removals committed once."""
-    if OFFERED._pending_removals:
-        OFFERED._commit_removals()
-    add, ref, remove = OFFERED.data.add, weakref.ref, OFFERED._remove
+    state at once)."""
+    add = OFFERED.add
     for node in nodes:
         if node.buffer is not None:
-            add(ref(node, remove))
+            add(node)
 
 
 class SyncError(RuntimeError):
