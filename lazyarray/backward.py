@@ -93,8 +93,9 @@ def backward(target: Tensor, gradient: Any = None, retain_graph: bool = False,
         forget_held_history()
 
 
-def keeps_graph(capture: Any) -> bool:
-    """For the runtime: does the graph of this sync reach a tensor that requires grad
+def keeps_graph(order: Any, positions: Any = None) -> bool:
+    """For the runtime: does the graph of this sync (its nodes `order`; `positions`, a
+    dict keyed by them, when the caller has one) reach a tensor that requires grad
     (whose later `backward()` needs the graph kept)? If so, the trainable tensors that
     this sync computes (an optimizer's new parameters) still forget their own history:
     they are leaves for backward(), and a tape walking back to them then does not wander
@@ -104,11 +105,13 @@ def keeps_graph(capture: Any) -> bool:
     if len(runtime.HELD) > _HELD_PRUNE_AT[0]:
         runtime.HELD[:] = [r for r in runtime.HELD if r() is not None]
         _HELD_PRUNE_AT[0] = max(4096, 2 * len(runtime.HELD))
-    positions = capture.positions
+    # membership only: a set of the nodes (a training step's few hundred) when no dict
+    # of them is at hand
+    members = positions if positions is not None else set(order)
     reached = []
     for ref in TRAINABLE.values():
         t = ref()
-        if t is not None and t._node in positions:
+        if t is not None and t._node in members:
             reached.append(t._node)
     for node in reached:
         if node.buffer is None:          # computed by this sync: it becomes a leaf
