@@ -350,7 +350,7 @@ class NativeProgram:
         for index, dtype, shape in outs:
             mem = _empty(shape, dtype)
             self.table[index] = address(mem)
-            kept.append(mem)
+            kept.append((mem, dtype, shape))
         return kept
 
     # ---- running -----------------------------------------------------------------------
@@ -363,7 +363,13 @@ class NativeProgram:
             for red in self._direct_fills:
                 red.part.fill(red.ident)
             self._call(None, self._direct_job, _ZERO)
-            return [_handed_out_small(mem.copy()) for mem in kept]
+            # each result a new read-only array over a copy of its bytes (an immutable
+            # copy: one object fewer than a copy's read-only view, and still an array
+            # with a base, which a donation never takes for a buffer of put()'s)
+            if len(kept) == 1:
+                mem, dtype, shape = kept[0]
+                return [_ndarray(shape, dtype, mem.tobytes())]
+            return [_ndarray(shape, dtype, mem.tobytes()) for mem, dtype, shape in kept]
         if self._donated or self._aliases:
             return self._run_donating(args)
         keep = self._bind_inputs(args)    # inputs converted for this run: alive until it ends

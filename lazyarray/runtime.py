@@ -452,7 +452,13 @@ def _run_template(last: list, nodes: list, donate: bool, t0: float) -> bool:
     outs = exe.run(args)
     METRICS.run_seconds += _clock() - t1
     METRICS.kernels_launched += getattr(exe, "kernels_per_run", 0)
-    _give(nodes, outs, order, None)
+    keeps = KEEPS_GRAPH[0]             # (_give written out)
+    if TAPE_DEPTH[0] or (keeps is not None and keeps(order, None)):
+        _hold(nodes, outs)
+        return True
+    for n, buf in zip(nodes, outs):
+        n.buffer = buf
+        n.operands = ()                # (Node.release)
     return True
 
 
@@ -477,13 +483,19 @@ def _give(nodes: list, outs: list, order: Any, positions: Any) -> None:
     `order`: the sync's nodes; `positions`: a dict keyed by them, when there is one."""
     keeps = KEEPS_GRAPH[0]
     if TAPE_DEPTH[0] or (keeps is not None and keeps(order, positions)):
-        for n, buf in zip(nodes, outs):
-            n.buffer = buf
-            HELD.append(weakref.ref(n))
+        _hold(nodes, outs)
         return
     for n, buf in zip(nodes, outs):
         n.buffer = buf
         n.operands = ()                # (Node.release)
+
+
+def _hold(nodes: list, outs: list) -> None:
+    """Each computed node gets its buffer and keeps its graph, held until the tapes end
+    (see `HELD`)."""
+    for n, buf in zip(nodes, outs):
+        n.buffer = buf
+        HELD.append(weakref.ref(n))
 
 
 class _InterruptsDeferred:
