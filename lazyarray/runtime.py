@@ -262,9 +262,10 @@ def live_states() -> list:
 TAPE_DEPTH = [0]
 # nodes materialized while a tape held the graph: released when the last tape ends
 HELD: list = []
-# set by lazyarray.backward: keeps_graph(order, positions) is true when a sync's graph
-# (its nodes `order`; `positions`, a dict keyed by them, or None) reaches a tensor that
-# requires grad, whose later backward() needs the graph behind the outputs
+# set by lazyarray.backward: keeps_graph(order, positions, roots) is true when a sync's
+# graph (its nodes `order`; `positions`, a dict keyed by them, or None; `roots`, the
+# nodes it computes) reaches a tensor that requires grad, whose later backward() needs
+# the graph behind the outputs
 KEEPS_GRAPH: list = [None]
 # leaves whose owner replaced them: candidates for donation (weak: offering keeps nothing alive)
 OFFERED: "weakref.WeakSet" = weakref.WeakSet()
@@ -453,7 +454,7 @@ def _run_template(last: list, nodes: list, donate: bool, t0: float) -> bool:
     METRICS.run_seconds += _clock() - t1
     METRICS.kernels_launched += getattr(exe, "kernels_per_run", 0)
     keeps = KEEPS_GRAPH[0]             # (_give written out)
-    if TAPE_DEPTH[0] or (keeps is not None and keeps(order, None)):
+    if TAPE_DEPTH[0] or (keeps is not None and keeps(order, None, nodes)):
         _hold(nodes, outs)
         return True
     for n, buf in zip(nodes, outs):
@@ -482,7 +483,7 @@ def _give(nodes: list, outs: list, order: Any, positions: Any) -> None:
     later backward(), see `KEEPS_GRAPH`) needs the graph behind it: then it is held.
     `order`: the sync's nodes; `positions`: a dict keyed by them, when there is one."""
     keeps = KEEPS_GRAPH[0]
-    if TAPE_DEPTH[0] or (keeps is not None and keeps(order, positions)):
+    if TAPE_DEPTH[0] or (keeps is not None and keeps(order, positions, nodes)):
         _hold(nodes, outs)
         return
     for n, buf in zip(nodes, outs):
