@@ -197,6 +197,7 @@ class CPUExecutable:
         self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)
         self._range_cache: dict = {}                 # (id(step), threads) -> chunk ranges
         self._uses_blas = any(calls_blas(s) for s in self.steps)
+        self._plain = not self._uses_blas and not self._lapack   # (see run)
         # (the run settings it was chosen under, the NativeProgram or None): a run under
         # the same settings takes it without asking again
         self._fast: Optional[tuple] = None
@@ -283,6 +284,9 @@ class CPUExecutable:
             fast = self._fast = (self.device.run_settings(), self._native_program())
         prog = fast[1]
         if prog is not None:
+            if self._plain:               # generated code alone: the usual tiny program
+                with self._lock:
+                    return prog.run(args)
             with self._lock:
                 if not self._uses_blas:
                     out = prog.run(args)

@@ -350,23 +350,29 @@ class NativeProgram:
         for index, dtype, shape in outs:
             mem = _empty(shape, dtype)
             self.table[index] = address(mem)
-            kept.append(mem)
+            kept.append((mem, dtype, shape))
         return kept
 
     # ---- running -----------------------------------------------------------------------
 
     def run(self, args: list) -> list:
-        if self._donated or self._aliases:
-            return self._run_donating(args)
-        keep = self._bind_inputs(args)    # inputs converted for this run: alive until it ends
         kept = self._kept_outputs
         if kept is not None:              # a tiny program: one call, results copied out
+            # (never one that donates: see _plan_kept_outputs)
+            keep = self._bind_inputs(args)    # converted inputs: alive until it ends
             for red in self._direct_fills:
                 red.part.fill(red.ident)
             self._call(None, self._direct_job, _ZERO)
+            # each result a new read-only array over a copy of its bytes (an immutable
+            # copy: one object fewer than a copy's read-only view, and still an array
+            # with a base, which a donation never takes for a buffer of put()'s)
             if len(kept) == 1:
-                return [_handed_out_small(kept[0].copy())]
-            return [_handed_out_small(mem.copy()) for mem in kept]
+                mem, dtype, shape = kept[0]
+                return [_ndarray(shape, dtype, mem.tobytes())]
+            return [_ndarray(shape, dtype, mem.tobytes()) for mem, dtype, shape in kept]
+        if self._donated or self._aliases:
+            return self._run_donating(args)
+        keep = self._bind_inputs(args)    # inputs converted for this run: alive until it ends
         if self._small_outputs is not None:       # every output its own small array
             outs = self._new_small_outputs()
             if self._direct is not None:  # (a tiny program: _run_jobs inlined)
@@ -397,7 +403,8 @@ class NativeProgram:
         keep = []
         for param in self._inputs:
             a = args[param.number]
-            if type(a) is _NDARRAY:
+            kind = type(a)
+            if kind is _NDARRAY:
                 if param.last() is a:
                     continue
                 param.last = _nothing     # (first, so that an interrupt leaves no stale entry)
@@ -409,13 +416,18 @@ class NativeProgram:
                 else:
                     table[param.index] = address(a)
                     param.last = _weak(a)
+            elif kind is float or kind is int or kind is bool:
+                param.holder[()] = a          # a Python scalar: into its own 8 bytes
+                if param.last is not _holder:
+                    table[param.index] = param.holder_address
+                    param.last = _holder
             elif isinstance(a, _CONVERTED):   # converted, never remembered
                 param.last = _nothing
                 a = np.ascontiguousarray(np.asarray(a, dtype=param.dtype).reshape(param.shape))
                 keep.append(a)
                 table[param.index] = address(a)
             else:
-                param.holder[()] = a          # a Python scalar: into its own 8 bytes
+                param.holder[()] = a          # a NumPy scalar, an object with __float__, ...
                 if param.last is not _holder:
                     table[param.index] = param.holder_address
                     param.last = _holder

@@ -93,23 +93,36 @@ def backward(target: Tensor, gradient: Any = None, retain_graph: bool = False,
         forget_held_history()
 
 
-def keeps_graph(capture: Any) -> bool:
-    """For the runtime: does the graph of this sync reach a tensor that requires grad
-    (whose later `backward()` needs the graph kept)? If so, the trainable tensors that
-    this sync computes (an optimizer's new parameters) still forget their own history:
-    they are leaves for backward(), and a tape walking back to them then does not wander
-    into the previous step's graph."""
+def keeps_graph(order: Any, positions: Any = None, roots: Any = ()) -> bool:
+    """For the runtime: does the graph of this sync (its nodes `order`; `positions`, a
+    dict keyed by them, when the caller has one; `roots`, the nodes it computes) reach a
+    tensor that requires grad (whose later `backward()` needs the graph kept)? If so,
+    the trainable tensors that this sync computes (an optimizer's new parameters) still
+    forget their own history: they are leaves for backward(), and a tape walking back to
+    them then does not wander into the previous step's graph."""
     if not _ENABLED[0] or not TRAINABLE:
         return False
     if len(runtime.HELD) > _HELD_PRUNE_AT[0]:
         runtime.HELD[:] = [r for r in runtime.HELD if r() is not None]
         _HELD_PRUNE_AT[0] = max(4096, 2 * len(runtime.HELD))
-    positions = capture.positions
+    # membership only. A training step's trainable tensors are its new parameters, among
+    # the roots: looked for there first (a few nodes), and among all the nodes (a set of
+    # a step's few hundred, when no dict of them is at hand) only when one is not.
+    members = positions
+    first = set(roots) if roots and positions is None else ()
     reached = []
     for ref in TRAINABLE.values():
         t = ref()
-        if t is not None and t._node in positions:
-            reached.append(t._node)
+        if t is None:
+            continue
+        node = t._node
+        if node in first:
+            reached.append(node)
+            continue
+        if members is None:
+            members = set(order)
+        if node in members:
+            reached.append(node)
     for node in reached:
         if node.buffer is None:          # computed by this sync: it becomes a leaf
             node.release()

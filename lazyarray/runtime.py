@@ -30,7 +30,7 @@ from .metrics import METRICS, explain_change
 from .compiler import profile_hooks
 from .compiler.printer import type_text
 from .compiler.replay import save_inputs, scalar_comments
-from .compiler.trace import DonatedBuffer, Template, capture, describe_key, donation_safe
+from .compiler.trace import Capture, DonatedBuffer, Template, capture, describe_key, donation_safe
 from .devices.device import Device
 
 
@@ -52,7 +52,8 @@ class ExecutableCache:
     def get(self, key: Any, site: Any = None, cap: Any = None) -> Any:
         """The program of `key`, or None. With `site` (the user's line that synced) and
         its capture `cap`: the second hit in a row of one key at one site makes a
-        template of the capture, which the next syncs there try first (`bound`)."""
+        template of the capture, which the next syncs there try first (`_by_site[site]`:
+        [key, program, template], see `_run_template`)."""
         last = self._by_site.get(site)
         if last is not None and last[0] == key:
             if last[2] is None and cap is not None:
@@ -66,16 +67,6 @@ class ExecutableCache:
                     self._by_site.clear()
                 self._by_site[site] = [key, exe, None]
         return exe
-
-    def bound(self, site: Any, nodes: list, offered: Any = None) -> tuple:
-        """(program, `Bound`) for `nodes` when the template of `site` accepts their graph
-        (and, with `offered`, donates as capture would), else (None, None)."""
-        last = self._by_site.get(site)
-        if last is not None and last[2] is not None:
-            bound = last[2].bind(nodes, offered)
-            if bound is not None:
-                return last[1], bound
-        return None, None
 
     def put(self, key: Any, exe: Any) -> None:
         # the programs found by site are in use: refresh them before dropping the least
@@ -162,22 +153,6 @@ class DeviceState:
                 out.append(t)
         self.pending = []
         return out
-
-    def take_pending_nodes(self) -> tuple:
-        """(the weak references that were pending, the uncomputed nodes of the live
-        tensors among them, each once); the list is emptied. A sync that does not finish
-        lists the references again (dead and computed ones are skipped then)."""
-        refs = self.pending
-        self.pending = []
-        nodes, seen = [], set()
-        for r in refs:
-            t = r()
-            if t is not None:
-                n = t._node
-                if n.buffer is None and n not in seen:
-                    seen.add(n)
-                    nodes.append(n)
-        return refs, nodes
 
     @property
     def type(self) -> str:
@@ -287,8 +262,10 @@ def live_states() -> list:
 TAPE_DEPTH = [0]
 # nodes materialized while a tape held the graph: released when the last tape ends
 HELD: list = []
-# set by lazyarray.backward: keeps_graph(capture) is true when a sync's graph reaches a
-# tensor that requires grad, whose later backward() needs the graph behind the outputs
+# set by lazyarray.backward: keeps_graph(order, positions, roots) is true when a sync's
+# graph (its nodes `order`; `positions`, a dict keyed by them, or None; `roots`, the
+# nodes it computes) reaches a tensor that requires grad, whose later backward() needs
+# the graph behind the outputs
 KEEPS_GRAPH: list = [None]
 # leaves whose owner replaced them: candidates for donation (weak: offering keeps nothing alive)
 OFFERED: "weakref.WeakSet" = weakref.WeakSet()
@@ -371,12 +348,21 @@ def _sync_one(state: DeviceState, site: Optional[str] = None) -> list:
 
 def _sync_locked(state: DeviceState, site: Optional[str]) -> list:
     """`_sync_one` with `state.lock` held (by a caller that took it already: one lock)."""
-    refs: list = []
+    refs = state.pending
     try:
-        # taken inside the try: an interrupt right after must give them back (a live
-        # uncomputed tensor missing from `pending` would be computed only as an
-        # intermediate of later programs, and a leaf under it could be donated)
-        refs, nodes = state.take_pending_nodes()
+        # emptied inside the try: an interrupt from here on gives the references back
+        # (a live uncomputed tensor missing from `pending` would be computed only as an
+        # intermediate of later programs, and a leaf under it could be donated; one
+        # listed twice is taken once)
+        state.pending = []
+        nodes, seen = [], set()          # the live, uncomputed nodes, each once
+        for r in refs:
+            t = r()
+            if t is not None:
+                n = t._node
+                if n.buffer is None and n not in seen:
+                    seen.add(n)
+                    nodes.append(n)
         state.recorded = 0
         if not nodes:
             return []
@@ -384,9 +370,9 @@ def _sync_locked(state: DeviceState, site: Optional[str]) -> list:
             site = user_site()
         METRICS.syncs += 1
         METRICS.sync_sites[site] += 1
-        # (the config's dict and the weak set's own set: read at every sync)
-        donate = _VALUES["donate"] and not TAPE_DEPTH[0] and state.supports_donation \
-            and len(OFFERED.data)
+        # (the weak set's own set and the config's dict: read at every sync)
+        donate = len(OFFERED.data) and _VALUES["donate"] and not TAPE_DEPTH[0] \
+            and state.supports_donation
         try:
             _compute(state, nodes, bool(donate), site)
         except Exception as error:
@@ -395,7 +381,8 @@ def _sync_locked(state: DeviceState, site: Optional[str]) -> list:
         # interrupted: nothing was lost (inputs intact, see _compute), so the tensors
         # not computed stay pending for a later sync (the computed and the dead ones
         # among the references are skipped by the next sync)
-        state.pending.extend(refs)
+        if state.pending is not refs:
+            state.pending.extend(refs)
         raise
     return []
 
@@ -415,15 +402,8 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
     if not rec and site:
         # a loop's sync: the graph matched against the last one synced at this line
         # (donating exactly as the capture below would, or not at all)
-        exe, bound = state.executables.bound(site, nodes, OFFERED.data if donate else None)
-        if exe is not None:
-            METRICS.cache_hits += 1
-            METRICS.trace_seconds += _clock() - t0
-            if bound.donated_nodes:
-                with _InterruptsDeferred():
-                    _run(exe, bound, nodes)
-            else:
-                _run(exe, bound, nodes)
+        last = state.executables._by_site.get(site)
+        if last is not None and last[2] is not None and _run_template(last, nodes, donate, t0):
             return
     cap = capture(nodes, OFFERED if donate else None)
     if cap.donated_nodes and not donation_safe(cap):
@@ -451,6 +431,47 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
 _clock = time.perf_counter
 
 
+def _run_template(last: list, nodes: list, donate: bool, t0: float) -> bool:
+    """Run the program of `last` ([key, program, template], a site's last hit) for
+    `nodes` when the template accepts their graph; False (nothing done) when it does
+    not. The path of every cached sync in a loop: the check, the run, the results."""
+    exe, template = last[1], last[2]
+    if donate or template.donated:
+        # may donate: the template's checks answer for capture's (see Template.bind)
+        bound = template.bind(nodes, OFFERED.data if donate else None)
+        if bound is None:
+            return False
+        METRICS.cache_hits += 1
+        METRICS.trace_seconds += _clock() - t0
+        if bound.donated_nodes:
+            with _InterruptsDeferred():
+                _run(exe, bound, nodes)
+        else:
+            _run(exe, bound, nodes)
+        return True
+    try:
+        found = template.check(nodes)
+    except ValueError:                # another number of roots or operands somewhere
+        return False
+    if found is None:
+        return False
+    order, args = found
+    METRICS.cache_hits += 1
+    t1 = _clock()
+    METRICS.trace_seconds += t1 - t0
+    outs = exe.run(args)
+    METRICS.run_seconds += _clock() - t1
+    METRICS.kernels_launched += getattr(exe, "kernels_per_run", 0)
+    keeps = KEEPS_GRAPH[0]             # (_give written out)
+    if TAPE_DEPTH[0] or (keeps is not None and keeps(order, None, nodes)):
+        _hold(nodes, outs)
+        return True
+    for n, buf in zip(nodes, outs):
+        n.buffer = buf
+        n.operands = ()                # (Node.release)
+    return True
+
+
 def _run(exe: Any, cap: Any, nodes: list) -> None:
     t0 = _clock()
     if cap.donated_nodes:
@@ -462,15 +483,29 @@ def _run(exe: Any, cap: Any, nodes: list) -> None:
         outs = exe.run(cap.args)
     METRICS.run_seconds += _clock() - t0
     METRICS.kernels_launched += getattr(exe, "kernels_per_run", 0)
-    keep = TAPE_DEPTH[0] or (KEEPS_GRAPH[0] is not None and KEEPS_GRAPH[0](cap))
-    if keep:
-        for n, buf in zip(nodes, outs):
-            n.buffer = buf
-            HELD.append(weakref.ref(n))
+    # (a capture's positions are there already; a template's Bound would make them)
+    _give(nodes, outs, cap.order, cap.positions if type(cap) is Capture else None)
+
+
+def _give(nodes: list, outs: list, order: Any, positions: Any) -> None:
+    """Each computed node gets its buffer and forgets its operands, unless a tape (or a
+    later backward(), see `KEEPS_GRAPH`) needs the graph behind it: then it is held.
+    `order`: the sync's nodes; `positions`: a dict keyed by them, when there is one."""
+    keeps = KEEPS_GRAPH[0]
+    if TAPE_DEPTH[0] or (keeps is not None and keeps(order, positions, nodes)):
+        _hold(nodes, outs)
         return
     for n, buf in zip(nodes, outs):
         n.buffer = buf
-        n.release()
+        n.operands = ()                # (Node.release)
+
+
+def _hold(nodes: list, outs: list) -> None:
+    """Each computed node gets its buffer and keeps its graph, held until the tapes end
+    (see `HELD`)."""
+    for n, buf in zip(nodes, outs):
+        n.buffer = buf
+        HELD.append(weakref.ref(n))
 
 
 class _InterruptsDeferred:

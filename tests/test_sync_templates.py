@@ -485,3 +485,24 @@ def test_an_interrupt_during_a_donating_hit_keeps_the_new_values(counted_capture
         assert len(counted_captures) == marks      # the interrupted sync was a hit
         assert donated[-1] == 1
         np.testing.assert_array_equal(p.numpy(), np.full(1 << 16, 1 - 0.5 * 5, np.float32))
+
+
+def _item(t):
+    return t.item()
+
+
+@pytest.mark.parametrize("leaf", [False, True])
+def test_a_template_hit_keeps_the_graph_behind_a_trainable_tensor(leaf):
+    """backward() after reading the loss at one line (template hits from the third
+    step): the sync keeps the graph when it reaches a tensor that requires grad, one it
+    computes (a root of the sync) or one it reads (a leaf)."""
+    base = np.array([1.0, 2.0, 3.0], np.float32)
+    w = la.asarray(base).requires_grad_() if leaf else None
+    for k in range(4):
+        h = w if leaf else (la.asarray(base) * 1.0).requires_grad_()
+        loss = (h * h * (k + 2.0)).sum()
+        assert _item(loss) == pytest.approx(14.0 * (k + 2.0))
+        loss.backward()
+        np.testing.assert_allclose(h.grad.numpy(), 2 * base * (k + 2.0), rtol=1e-6)
+        if leaf:
+            w.grad = None
