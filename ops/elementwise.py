@@ -692,15 +692,18 @@ def _kept_bound(kind: type, value: Any, dtype: D.DType, shape: tuple) -> Node:
     return n
 
 
-def _general_bound(bound: Operand, x: Node, high: bool) -> Node:
-    """Any bound, as x's dtype (array API: the result keeps x's dtype; a float bound of
-    an integer x is converted, truncating)."""
+def _general_bound(bound: Operand, x: Node, high: int) -> Node:
+    """Any bound, as x's dtype (array API: the result keeps x's dtype): a missing one as
+    the dtype's extreme, a node converted, a Python float beside an integer x truncated
+    and saturated as `convert` would (`_float_as_int`), any other scalar as x's dtype
+    (an int out of its range raises)."""
     if bound is None:
-        return _extreme(x.dtype, high)
+        return _EXTREMES[x.dtype][high]
     if isinstance(bound, Node):
         return convert(bound, x.dtype)
-    as_float = isinstance(bound, float) and x.dtype.is_int
-    return convert(as_node(bound, D.DEFAULT_FLOAT if as_float else x.dtype), x.dtype)
+    if isinstance(bound, float) and x.dtype.is_int:
+        bound = _float_as_int(float(bound), x.dtype)
+    return as_node(bound, x.dtype)
 
 
 def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
@@ -719,7 +722,10 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
     _check_numeric("clip", x)
     if min is None and max is None:
         return x
-    lo, hi = _general_bound(min, x, False), _general_bound(max, x, True)
+    if x.dtype.is_complex:
+        raise TypeError(f"clip: complex numbers are not ordered ({x.dtype.name}); clip the "
+                        f"real part (la.real) or the magnitude (la.abs)")
+    lo, hi = _general_bound(min, x, 0), _general_bound(max, x, 1)
     shape = broadcast_shapes("clip", x.shape, lo.shape, hi.shape)
     lo, x, hi = broadcast_to(lo, shape), broadcast_to(x, shape), broadcast_to(hi, shape)
     return apply("clamp", lo, x, hi)
