@@ -636,7 +636,8 @@ class ElementalEmitter:
         """The next value of a's own dtype after a toward b, by one step of its bit
         pattern (sign-magnitude): away from zero when b lies beyond a on a's side of
         zero, toward it otherwise; from a zero, the smallest subnormal with b's sign;
-        b where a == b; a + b (NaN) where either is NaN. float16 and bfloat16 step their
+        b where a == b (float16: a, as NumPy's loop); a + b (NaN) where either is NaN.
+        float16 and bfloat16 step their
         16 stored bits (their values arrive exactly as float32)."""
         bb, d, x, y = self.b, a.dtype, a.ir, b.ir
         ty = x.type
@@ -656,7 +657,8 @@ class ElementalEmitter:
         from_zero = bb.select(bb.fcmp_ordered("<", y, zero), minus_tiny, one)
         out_bits = bb.select(bb.fcmp_ordered("==", x, zero), from_zero, stepped)
         out = self._from_bits(out_bits, d, ty)
-        out = bb.select(bb.fcmp_ordered("==", x, y), y, out)
+        # equal: b (C99), but a for float16, as NumPy's npy_half_nextafter (0.0 vs -0.0)
+        out = bb.select(bb.fcmp_ordered("==", x, y), x if d is D.float16 else y, out)
         either_nan = bb.fcmp_unordered("uno", x, y)
         return Value(bb.select(either_nan, bb.fadd(x, y), out), d)
 

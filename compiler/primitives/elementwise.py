@@ -559,7 +559,8 @@ copysign = binary("copysign", float_only, _float_ref(np.copysign),
                   vjp=_copysign_vjp, vjp_by_type=True)
 nextafter = binary("nextafter", float_only, _nextafter_ref, lambda e, a, b: e.nextafter(a, b),
                    doc="The next value of a's dtype after a toward b (float16 and bfloat16 "
-                       "step their own bits); b where a == b; NaN if either is.",
+                       "step their own bits); b where a == b (float16: a, as NumPy's loop); "
+                       "NaN if either is.",
                    vjp=_nextafter_vjp, vjp_by_type=True)
 and_ = binary("and", int_or_bool, _same_dtype_ref(np.bitwise_and), lambda e, a, b: e.and_(a, b),
               vjp=NOT_DIFFERENTIABLE)
