@@ -10,8 +10,9 @@ How it decides (DESIGN.md, "Fusion"):
    reductions (reduce, argmax, argmin), library calls (dot_general) and opaque ops (sort,
    argsort, cumulative, scatter), which are always the root of their own kernel; the
    operands of library and opaque ops, which read whole buffers; and an *expensive*
-   value (one whose inlined computation contains a transcendental op, i.e. an op whose
-   primitive has `math` set) that has several users or reaches a user through a
+   value (one whose inlined computation contains a costly op: a transcendental one, whose
+   primitive has `math` set, or one its stanza marks `costly`, as floored division) that
+   has several users or reaches a user through a
    size-expanding broadcast: it is computed once, not per consumer; and the end of every
    MAX_DEPTH-long chain of fused producers (code generation recurses along the chain).
 2. Every other instruction (elementwise, index-moving, iota, rank-0 constants) is fused:
@@ -173,7 +174,7 @@ class _Planner:
             elif any(prim_kind(self.ins[u]) in (K_LIBRARY, K_OPAQUE, K_CONTROL)
                      for u in self.users[p] if u in self.live):
                 why = "an operand of a library or opaque op, which reads whole buffers"
-            cost = PRIMITIVES[ins.op].math is not None or any(
+            cost = PRIMITIVES[ins.op].costly or any(
                 expensive.get(o, False) for o in ins.operands if o not in roots)
             expensive[p] = cost
             work[p] = min(LONG_CHAIN, 1 + sum(work.get(o, 0) for o in ins.operands

@@ -75,6 +75,8 @@ class Primitive:
                                          # instructions) -> [Loop], or None
                                          # where its library call serves (`library`)
     math: Optional[str] = None           # name in the per-target math table
+    costly: bool = False                 # fusion computes it once, never per consumer
+                                         # (compiler/fusion.py); set for every `math` op
     doc: str = ""
     reduced_axes: Any = None             # reductions: (attrs) -> the axes they combine
     reducer: Any = None                  # reductions: (attrs) -> how they combine
@@ -117,6 +119,7 @@ def primitive(name: str, kind: str, infer: Callable, reference: Callable, **kw: 
     if name in PRIMITIVES:
         raise ValueError(f"primitive {name!r} defined twice")
     p = Primitive(name, kind, infer, reference, **kw)
+    p.costly = p.costly or p.math is not None
     PRIMITIVES[name] = p
     return p
 

@@ -236,7 +236,7 @@ def reused_across_passes(module: Module, members: set, sched: RowSchedule,
         at_own_index_only(m)
     for m in sorted(members):
         needed = [k for k, seen in enumerate(passes) if m in seen]
-        if len(needed) >= 2 and PRIMITIVES[ins[m].op].math is not None and \
+        if len(needed) >= 2 and PRIMITIVES[ins[m].op].costly and \
                 at_own_index_only(m):
             out[m] = needed[0]
     return out

@@ -4,11 +4,12 @@ from __future__ import annotations
 import math
 from typing import Any, Callable
 
+import numpy as np
+
 from ..compiler import dtypes as D
-from ..compiler.graph_templates import remembered
-from ..compiler.node import Node
+from ..compiler.node import Node, kept_constant, new_node
 from ..compiler.primitive import apply, same_dtype_fast
-from .promotion import (PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
+from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
                         operands, scalar, typed_scalar, weak_scalar_like)
 
 Operand = Any  # a Node or a Python scalar
@@ -561,103 +562,173 @@ def signbit(x: Operand) -> Node:
     return less(apply("bitcast_convert", x, dtype=ints), 0)
 
 
-def copysign(a: Operand, b: Operand) -> Node:
-    a, b = _float_operands("copysign", a, b)
-    m = apply("abs", a)
-    return where(signbit(b), apply("negate", m), m)
-
-
 _BITS = {D.float16: D.int16, D.bfloat16: D.int16, D.float32: D.int32, D.float64: D.int64}
 
 
-def nextafter(a: Operand, b: Operand) -> Node:
-    """The next representable value after a toward b (b where they are equal, NaN where
-    either is): one step of a's bit pattern, read as a sign-magnitude integer."""
-    a, b = _float_operands("nextafter", a, b)
-    if a.dtype not in _BITS:
-        raise TypeError(f"nextafter: needs real floating-point operands, got {a.dtype.name}")
-    return _nextafter(a, b)
+def _float_binary(prim: str, name: str, doc: str) -> Callable:
+    """A float function of two operands that is one primitive (compiler/primitives/
+    elementwise.py), recorded as atan2 is: float operands of one dtype and shape (or one
+    and a Python scalar it takes, an integer tensor and a Python float) directly; the rest
+    through `_float_operands` (integers and bools as the default float, broadcasting)
+    and `apply`, whose rule refuses complex operands under the op's name."""
+    fast = same_dtype_fast(prim)
+
+    def general(a: Operand, b: Operand) -> Node:
+        # integer or bool operands as the default float, the common forms directly: two
+        # tensors of one dtype and shape, a tensor and a Python int (`_divide`'s rule)
+        ta, tb = type(a) is Node, type(b) is Node
+        if ta and tb:
+            if a.dtype is b.dtype and a.dtype in _INT_OR_BOOL and a.shape == b.shape:
+                x = _converted(a, D.DEFAULT_FLOAT)
+                return Node(prim, (x, _converted(b, D.DEFAULT_FLOAT)), x.shape, x.dtype, {})
+        elif ta or tb:
+            node, value = (a, b) if ta else (b, a)
+            if (type(value) is int or type(value) is bool) and node.dtype in _INT_OR_BOOL \
+                    and -F32_EXACT <= value <= F32_EXACT and int_fits(value, node.dtype):
+                x = _converted(node, D.DEFAULT_FLOAT)
+                s = weak_scalar_like(value, x)
+                return Node(prim, (x, s) if ta else (s, x), x.shape, x.dtype, {})
+        a, b = _float_operands(name, a, b)
+        return _made(prim, fast, a, b)
+    fn = _recorder(prim, fast, general)
+    fn.__name__ = name
+    fn.__doc__ = doc
+    return fn
 
 
-# nextafter's graph (~20 nodes) depends only on its operands' types: remembered, a call
-# copies the first call's graph (29 -> 19 us to record). The smaller composites (hypot,
-# logaddexp, copysign) are faster built, their ops having direct paths (measured).
-@remembered()
-def _nextafter(a: Node, b: Node) -> Node:
-    shape = broadcast_shapes("nextafter", a.shape, b.shape)
-    a, b = broadcast_to(a, shape), broadcast_to(b, shape)
-    ints = _BITS[a.dtype]
-    bits = apply("bitcast_convert", a, dtype=ints)
-    one = broadcast_to(scalar(1, ints), shape)
-    # away from zero when moving the way a's sign points, else toward zero
-    away = logical_xor(less(a, b), less(a, broadcast_to(scalar(0, a.dtype), shape)))
-    stepped = apply("bitcast_convert", where(away, add(bits, one), subtract(bits, one)),
-                    dtype=a.dtype)
-    # from zero: the smallest subnormal with b's sign
-    tiny = apply("bitcast_convert", one, dtype=a.dtype)
-    from_zero = where(less(b, broadcast_to(scalar(0, a.dtype), shape)),
-                      apply("negate", tiny), tiny)
-    zero_a = equal(a, broadcast_to(scalar(0, a.dtype), shape))
-    out = where(zero_a, from_zero, stepped)
-    out = where(equal(a, b), b, out)
-    nan = logical_or(isnan(a), isnan(b))
-    return where(nan, add(a, b), out)
-
-
-def hypot(a: Operand, b: Operand) -> Node:
-    a, b = _float_operands("hypot", a, b)
-    if a.dtype in (D.float16, D.bfloat16):     # computed in float32, rounded once (NumPy)
-        return convert(hypot(convert(a, D.float32), convert(b, D.float32)), a.dtype)
-    m = maximum(abs(a), abs(b))
-    safe = where(equal(m, 0), 1, m)
-    out = multiply(m, sqrt(add(square(divide(a, safe)), square(divide(b, safe)))))
-    # an infinite side makes the result +inf, even against NaN (array API); the scaled
-    # form above would give inf / inf = NaN
-    return where(logical_or(isinf(a), isinf(b)), math.inf, out)
-
-
-def logaddexp(a: Operand, b: Operand) -> Node:
-    a, b = _float_operands("logaddexp", a, b)
-    if a.dtype in (D.float16, D.bfloat16):     # computed in float32, rounded once (NumPy)
-        return convert(logaddexp(convert(a, D.float32), convert(b, D.float32)), a.dtype)
-    m = maximum(a, b)
-    diff = where(isinf(m), 0, abs(subtract(a, b)))
-    return add(m, log1p(exp(negative(diff))))
+copysign = _float_binary("copysign", "copysign", "|a| with the sign bit of b (exact).")
+nextafter = _float_binary("nextafter", "nextafter",
+                          "The next representable value after a toward b, in a's dtype "
+                          "(float16 and bfloat16 too); b where they are equal, NaN where "
+                          "either is.")
+hypot = _float_binary("hypot", "hypot", "sqrt(a**2 + b**2) without undue overflow; +inf "
+                                        "where either is infinite (array API).")
+logaddexp = _float_binary("logaddexp", "logaddexp", "log(exp(a) + exp(b)), as NumPy.")
+logaddexp2 = _float_binary("logaddexp2", "logaddexp2", "log2(2**a + 2**b), as NumPy.")
 
 
 _CLIP_FAST = frozenset(D.INTEGERS + D.FLOATS)
+_INT_LIMITS = {d: (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max)) for d in D.INTEGERS}
+
+
+def _extreme(dtype: D.DType, high: bool) -> Node:
+    """The shared constant a missing bound stands for: -inf/+inf, or an integer dtype's
+    range end (clamp with it is x itself, NaN kept)."""
+    if dtype.is_float:
+        return kept_constant(math.inf if high else -math.inf, dtype)
+    return kept_constant(_INT_LIMITS[dtype][1 if high else 0], dtype)
+
+
+_EXTREMES = {d: (_extreme(d, False), _extreme(d, True)) for d in _CLIP_FAST}
+_KEPT_SPREAD: dict = {}     # (shared constant node id, shape) -> its broadcast to shape
+
+
+def _spread_kept(c: Node, shape: tuple) -> Node:
+    """A shared constant (a kept 0, 1, -1 or a missing bound's extreme: nodes that live
+    for good, so their ids stay theirs) broadcast to `shape`, made once per shape: a
+    clip with such bounds records one node. The node is a constant's broadcast, the
+    same in every graph (bounded: cleared past 512 shapes)."""
+    key = (id(c), shape)
+    n = _KEPT_SPREAD.get(key)
+    if n is None:
+        if len(_KEPT_SPREAD) >= 512:
+            _KEPT_SPREAD.clear()
+        n = _KEPT_SPREAD[key] = new_node("broadcast_in_dim", (c,), shape, c.dtype,
+                                          {"shape": shape, "broadcast_dimensions": ()})
+    return n
+
+
+def _fast_bound(bound: Operand, x: Node, high: int) -> Any:
+    """A bound as an operand of `clamp` beside x (its dtype and shape), for the cases
+    that need no promotion or check: None, a Python int or float x's dtype takes
+    (weakly, as `weak_scalar_like` makes it), a node of x's dtype and shape. None for
+    anything else (the general way decides)."""
+    shape = x.shape
+    if bound is None:
+        c = _EXTREMES[x.dtype][high]
+        return _spread_kept(c, shape) if shape else c
+    kind = type(bound)
+    if kind is float or kind is int:
+        dtype = x.dtype
+        if kind is float:
+            if dtype not in _FLOATS:          # what converting the bound to x's dtype gives
+                bound, kind = _float_as_int(bound, dtype), int
+        elif dtype not in _FLOATS and not int_fits(bound, dtype):
+            return None                       # out of x's range: the general way raises
+        if bound in KEPT_SET and (bound != 0 or math.copysign(1.0, bound) > 0):
+            return _kept_bound(kind, bound, dtype, shape)
+        s = new_node("scalar", (), (), dtype, {}, bound)
+        return new_node("broadcast_in_dim", (s,), shape, dtype,
+                        {"shape": shape, "broadcast_dimensions": ()}) if shape else s
+    if kind is Node and bound.dtype is x.dtype and bound.shape == shape:
+        return bound
+    return None
+
+
+_FLOATS = frozenset(D.FLOATS)
+
+
+def _float_as_int(value: float, dtype: D.DType) -> int:
+    """A float bound of an integer x as `convert` makes it: truncated toward zero,
+    saturated at the dtype's range, NaN as 0 (so clip(i, 1.5, 2.5) is what NumPy's
+    float result gives converted back to i's dtype: a truncation is monotone)."""
+    lo, hi = _INT_LIMITS[dtype]
+    if value != value:
+        return 0
+    return lo if value <= lo else hi if value >= hi else int(value)
+# a 0-d stand-in of each dtype: `weak_scalar_like` beside it gives the bare scalar node
+_ZERO_D = {d: Node("parameter", (), (), d, {}) for d in _CLIP_FAST}
+
+
+def _kept_bound(kind: type, value: Any, dtype: D.DType, shape: tuple) -> Node:
+    """The kept constant 0, 1 or -1 (`weak_scalar_like`'s node for it) broadcast to
+    `shape`, made once per (kind, value, dtype, shape): kept constants live for good."""
+    key = (kind, value, dtype, shape)
+    n = _KEPT_SPREAD.get(key)
+    if n is None:
+        c = weak_scalar_like(value, _ZERO_D[dtype])
+        n = _spread_kept(c, shape) if shape else c
+        _KEPT_SPREAD[key] = n
+    return n
+
+
+def _general_bound(bound: Operand, x: Node, high: int) -> Node:
+    """Any bound, as x's dtype (array API: the result keeps x's dtype): a missing one as
+    the dtype's extreme, a node converted, a Python float beside an integer x truncated
+    and saturated as `convert` would (`_float_as_int`), any other scalar as x's dtype
+    (an int out of its range raises)."""
+    if bound is None:
+        return _EXTREMES[x.dtype][high]
+    if isinstance(bound, Node):
+        return convert(bound, x.dtype)
+    if isinstance(bound, float) and x.dtype.is_int:
+        bound = _float_as_int(float(bound), x.dtype)
+    return as_node(bound, x.dtype)
 
 
 def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
-    """The result keeps x's dtype (array API)."""
+    """One `clamp` node: x where it lies between the bounds (a tie included, for the value
+    and the gradient, as torch.clamp), NaN if any operand is, max where min > max (NumPy,
+    PyTorch). Tensor bounds broadcast with x; the result keeps x's dtype (array API)."""
     if type(x) is Node and x.dtype in _CLIP_FAST:
-        # Python scalar bounds that x's dtype takes (weakly): maximum and minimum with
-        # them, recorded directly; anything else (a float bound of an integer x, an int
-        # out of its range, a tensor bound) goes the general way below
-        lo = hi = None
-        if min is None or type(min) in PY_SCALARS:
-            lo = min is None or weak_scalar_like(min, x)
-        if max is None or type(max) in PY_SCALARS:
-            hi = max is None or weak_scalar_like(max, x)
-        if lo is not None and hi is not None:
-            if lo is not True:
-                x = Node("maximum", (x, lo), x.shape, x.dtype, {})
-            if hi is not True:
-                x = Node("minimum", (x, hi), x.shape, x.dtype, {})
+        if min is None and max is None:
             return x
+        lo = _fast_bound(min, x, 0)
+        if lo is not None:
+            hi = _fast_bound(max, x, 1)
+            if hi is not None:
+                return Node("clamp", (lo, x, hi), x.shape, x.dtype, {})
     x = as_node(x)
     _check_numeric("clip", x)
-    if min is not None:
-        (lo,) = [convert(as_node(min, None) if isinstance(min, Node) else
-                         as_node(min, x.dtype if not (isinstance(min, float) and x.dtype.is_int)
-                                 else D.DEFAULT_FLOAT), x.dtype)]
-        x = maximum(x, lo)
-    if max is not None:
-        hi = convert(as_node(max) if isinstance(max, Node) else
-                     as_node(max, x.dtype if not (isinstance(max, float) and x.dtype.is_int)
-                             else D.DEFAULT_FLOAT), x.dtype)
-        x = minimum(x, hi)
-    return x
+    if min is None and max is None:
+        return x
+    if x.dtype.is_complex:
+        raise TypeError(f"clip: complex numbers are not ordered ({x.dtype.name}); clip the "
+                        f"real part (la.real) or the magnitude (la.abs)")
+    lo, hi = _general_bound(min, x, 0), _general_bound(max, x, 1)
+    shape = broadcast_shapes("clip", x.shape, lo.shape, hi.shape)
+    lo, x, hi = broadcast_to(lo, shape), broadcast_to(x, shape), broadcast_to(hi, shape)
+    return apply("clamp", lo, x, hi)
 
 
 def astype(x: Operand, dtype: Any, copy: bool = True) -> Node:

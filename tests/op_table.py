@@ -95,9 +95,16 @@ add(OpCase("add", np.add, dtypes=ALL, shapes=BINARY, differentiable=True),
            domains=("real", "nonzero"), differentiable=True),
     OpCase("atan2", np.arctan2, dtypes=FLOATS + SOME_INTS[:2], shapes=BINARY, float_result=True,
            tol=2, differentiable=True),
-    OpCase("copysign", np.copysign, dtypes=FLOATS, shapes=BINARY, domains=("real", "special")),
-    OpCase("hypot", np.hypot, dtypes=FLOATS, shapes=BINARY, tol=4, differentiable=True),
-    OpCase("logaddexp", np.logaddexp, dtypes=FLOATS, shapes=BINARY, tol=4, differentiable=True))
+    OpCase("copysign", np.copysign, dtypes=FLOATS + SOME_INTS[:2], shapes=BINARY,
+           domains=("real", "special"), float_result=True),
+    OpCase("copysign", np.copysign, dtypes=FLOATS, shapes=BINARY, differentiable=True,
+           label="gradient"),
+    OpCase("hypot", np.hypot, dtypes=FLOATS + SOME_INTS[:2], shapes=BINARY, tol=4,
+           float_result=True, differentiable=True),
+    OpCase("logaddexp", np.logaddexp, dtypes=FLOATS + SOME_INTS[:2], shapes=BINARY, tol=4,
+           float_result=True, differentiable=True),
+    OpCase("logaddexp2", np.logaddexp2, dtypes=FLOATS + SOME_INTS[:2], shapes=BINARY, tol=4,
+           float_result=True, differentiable=True))
 
 for _name, _ref in [("equal", np.equal), ("not_equal", np.not_equal), ("less", np.less),
                     ("less_equal", np.less_equal), ("greater", np.greater),
@@ -341,6 +348,16 @@ RUNTIME_FUNCTIONS = ("nonzero", "unique_values", "unique_counts", "unique_invers
 
 # ---- special values: NaN, infinities, signed zeros --------------------------------------
 
+
+def _clip_scalarwise(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """np.clip element by element with NumPy scalar bounds: its scalar-bound loop, whose
+    rule lazyarray's clamp follows everywhere (x's own zero where it equals a bound of the
+    other sign; NumPy's float32/float64 loop over whole bound arrays takes the bound's)."""
+    x, lo, hi = np.broadcast_arrays(x, lo, hi)
+    out = [np.clip(a, b, c) for a, b, c in zip(x.ravel(), lo.ravel(), hi.ravel())]
+    return np.array(out, x.dtype).reshape(x.shape)
+
+
 SPECIAL = dict(dtypes=FLOATS, label="special values")
 SPECIAL_SHAPES = [((4, 6),), ((),)]
 for _name, _ref in [("exp", np.exp), ("log", np.log), ("sqrt", np.sqrt), ("tanh", np.tanh),
@@ -354,7 +371,8 @@ for _name, _ref in [("maximum", np.maximum), ("minimum", np.minimum), ("add", np
                     ("multiply", np.multiply), ("divide", np.divide), ("less", np.less),
                     ("equal", np.equal), ("not_equal", np.not_equal), ("pow", np.power),
                     ("atan2", np.arctan2), ("copysign", np.copysign), ("hypot", np.hypot),
-                    ("logaddexp", np.logaddexp), ("remainder", np.remainder),
+                    ("logaddexp", np.logaddexp), ("logaddexp2", np.logaddexp2),
+                    ("remainder", np.remainder),
                     ("floor_divide", np.floor_divide)]:
     add(OpCase(_name, _ref, shapes=[((4, 6), (4, 6)), ((4, 1), (6,))],
                domains=("special", "special"), **SPECIAL))
@@ -370,8 +388,11 @@ add(OpCase("sort", _sort, shapes=[((4, 6),)], kwargs=[{}, {"axis": 0}], domains=
            **SPECIAL),
     OpCase("cumulative_sum", np.cumulative_sum, shapes=[((4, 6),)], kwargs=[{"axis": 1}],
            domains=("special",), **SPECIAL),
-    OpCase("clip", np.clip, shapes=[((4, 6),)], kwargs=[{"min": -1.0, "max": 2.0}],
+    OpCase("clip", np.clip, shapes=[((4, 6),)], kwargs=[{"min": -1.0, "max": 2.0},
+                                                         {"min": 0.0}, {"max": -0.0}],
            domains=("special",), **SPECIAL),
+    OpCase("clip", _clip_scalarwise, shapes=[((4, 6), (4, 6), (4, 6)), ((4, 1), (6,), ())],
+           domains=("special", "special", "special"), **{**SPECIAL, "label": "special bounds"}),
     OpCase("where", np.where, shapes=[((4, 6), (4, 6), (4, 6))], domains=("bool", "special", "special"),
            input_dtypes=lambda d: (D.bool_, d, d), **SPECIAL),
     OpCase("astype", lambda x, dtype: x.astype(D.to_dtype(dtype).np), shapes=[((4, 6),)],
@@ -553,10 +574,11 @@ for _name, _ref, _tol in [("exp", np.exp, 4), ("log", np.log, 4), ("sqrt", np.sq
                           ("atanh", np.arctanh, 16), ("sign", np.sign, 2)]:
     add(OpCase(_name, _ref, shapes=UNARY, tol=_tol, **_CX))
 
+# (half floats step their own bits, which a float32 reference cannot: tests/test_one_node_ops.py)
 add(OpCase("nextafter", np.nextafter, dtypes=(D.float32, D.float64), shapes=BINARY,
            domains=("special", "special")),
     OpCase("nextafter", np.nextafter, dtypes=(D.float32, D.float64), shapes=BINARY,
-           label="ordinary"),
+           differentiable=True, label="ordinary"),
     OpCase("cumulative_prod", np.cumulative_prod, dtypes=NUMERIC, shapes=[((2, 3),), ((4,),)],
            kwargs=[{"axis": 1, "include_initial": True}, {"axis": 0, "include_initial": True}],
            label="include_initial"))

@@ -76,7 +76,8 @@ _BINARY_VALUES = {
 }
 _BINARY = ("add", "subtract", "multiply", "divide", "remainder", "floor_divide", "floor_mod",
            "power", "maximum", "minimum", "atan2", "and", "or", "xor", "shift_left",
-           "shift_right_arithmetic", "shift_right_logical")
+           "shift_right_arithmetic", "shift_right_logical", "hypot", "logaddexp", "logaddexp2",
+           "copysign", "nextafter")
 
 
 def _elementwise_cases() -> list:

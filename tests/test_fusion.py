@@ -310,7 +310,7 @@ def _not_cheap(ins, members: set) -> set:
     work = _inlined_work(ins, members)
     costly: set = set()
     for p in sorted(members):
-        if PRIMITIVES[ins[p].op].math is not None or any(o in costly for o in ins[p].operands) \
+        if PRIMITIVES[ins[p].op].costly or any(o in costly for o in ins[p].operands) \
                 or work[p] >= LONG_CHAIN:
             costly.add(p)
     return costly

@@ -20,7 +20,7 @@ import lazyarray.nn.functional as F
 from lazyarray import ops
 from lazyarray.callsite import format_frame, user_site
 from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.node import Node, parameter_leaf
+from lazyarray.compiler.node import Node, kept_constant, parameter_leaf
 from lazyarray.compiler.primitive import apply
 from lazyarray.ops.promotion import broadcast_shapes, normalize_axes, operands
 
@@ -456,19 +456,27 @@ def test_where_fast_path_records_the_general_graph(dtype) -> None:
 
 
 def _clip_general(x, lo, hi) -> Node:
-    """`clip` the general way: each bound as x's dtype (a float bound of an integer x
-    through the default float), then maximum and minimum."""
+    """`clip` the general way: one clamp node, each bound as x's dtype (a missing one as
+    the dtype's extreme, a float bound of an integer x truncated and saturated)."""
     if x.dtype is D.bool_:
         raise TypeError("clip: not defined for bool tensors")
-    for bound, fn in ((lo, ops.maximum), (hi, ops.minimum)):
+    if lo is None and hi is None:
+        return x
+    bounds = []
+    for bound, extreme in ((lo, -math.inf), (hi, math.inf)):
         if bound is None:
-            continue
-        as_float = isinstance(bound, float) and x.dtype.is_int
-        b = scalar(bound, D.DEFAULT_FLOAT if as_float else x.dtype)
-        if b.dtype is not x.dtype:
-            b = apply("convert", b, dtype=x.dtype)
-        x = _general(fn.__name__, fn.__name__, x, b)
-    return x
+            if x.dtype.is_int:
+                info = np.iinfo(x.dtype.np)
+                extreme = int(info.min if extreme < 0 else info.max)
+            b = kept_constant(extreme, x.dtype)
+        else:
+            if isinstance(bound, float) and x.dtype.is_int:
+                info = np.iinfo(x.dtype.np)
+                bound = 0 if math.isnan(bound) else int(min(max(bound, info.min), info.max))
+            b = scalar(bound, x.dtype)
+        bounds.append(apply("broadcast_in_dim", b, shape=x.shape, broadcast_dimensions=())
+                      if x.shape else b)
+    return apply("clamp", bounds[0], x, bounds[1])
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
@@ -487,13 +495,9 @@ def test_clip_and_where_match_numpy_through_the_fast_paths() -> None:
     a = np.array([-2.5, -0.0, 0.0, 0.25, 1.0, 7.0, np.nan, -np.inf], np.float32)
     x = la.asarray(a)
     for lo, hi in [(0, 1), (-0.0, 0.5), (None, 0.0), (-1.0, None), (0.5, 0.25)]:
-        # lazyarray's clip is maximum then minimum (NumPy's own, below); np.clip agrees
-        # but for the sign of a zero tied with a zero bound (it keeps x's)
-        want = a
-        if lo is not None:
-            want = np.maximum(want, np.float32(lo))
-        if hi is not None:
-            want = np.minimum(want, np.float32(hi))
+        # one clamp node: np.clip with two scalar bounds (a missing one as an infinity),
+        # x's own zero where it ties a zero bound (tests/test_one_node_ops.py)
+        want = np.clip(a, -np.inf if lo is None else lo, np.inf if hi is None else hi)
         for got in (x.clip(lo, hi).numpy(), la.clip(x, lo, hi).numpy()):
             _same_values(got, want)
             np.testing.assert_array_equal(got, np.clip(a, lo, hi))

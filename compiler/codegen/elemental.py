@@ -584,6 +584,90 @@ class ElementalEmitter:
         cmp = bb.icmp_signed if d.kind == "int" else bb.icmp_unsigned
         return Value(bb.select(cmp(op, a.ir, b.ir), a.ir, b.ir), d)
 
+    def clamp(self, lo: Value, x: Value, hi: Value) -> Value:
+        """max(x, lo) then min(., hi), the first operand kept where they are equal (x's
+        own signed zero), NaN-propagating: NumPy's clip with scalar bounds (the stanza's
+        reference); hi where lo > hi."""
+        bb, d = self.b, x.dtype
+        if d.is_float:
+            keep_x = bb.or_(bb.fcmp_unordered("uno", x.ir, x.ir),
+                            bb.fcmp_ordered(">=", x.ir, lo.ir))
+            t = bb.select(keep_x, x.ir, lo.ir)
+            keep_t = bb.or_(bb.fcmp_unordered("uno", t, t), bb.fcmp_ordered("<=", t, hi.ir))
+            return Value(bb.select(keep_t, t, hi.ir), d)
+        cmp = bb.icmp_signed if d.kind == "int" else bb.icmp_unsigned
+        t = bb.select(cmp(">=", x.ir, lo.ir), x.ir, lo.ir)
+        return Value(bb.select(cmp("<=", t, hi.ir), t, hi.ir), d)
+
+    def copysign(self, a: Value, b: Value) -> Value:
+        """|a| with b's sign bit (one instruction on every target; half floats arrive as
+        float32, whose sign is theirs)."""
+        return Value(self.math_table.intrinsic(self, "llvm.copysign", [a.ir, b.ir]), a.dtype)
+
+    _LN2 = 0.6931471805599453
+    _LOG2E = 1.4426950408889634
+
+    def logaddexp(self, a: Value, b: Value, base2: bool) -> Value:
+        """NumPy's npy_logaddexp (base2: npy_logaddexp2), step for step:
+
+            a == b: a + log 2 (a + 1): equal infinities stay themselves
+            t = a - b > 0: a + log1p(exp(-t)); t <= 0: b + log1p(exp(t)); else (NaN): t
+
+        with exp2(t) as exp(t ln 2) and log2(1 + u) as log1p(u) / ln 2 for base 2. Half
+        floats arrive as float32 and are rounded once after (`_generate`)."""
+        bb, d, x, y = self.b, a.dtype, a.ir, b.ir
+        ty = x.type
+        t = bb.fsub(x, y)
+        positive = bb.fcmp_ordered(">", t, ir.Constant(ty, 0.0))
+        big = bb.select(positive, x, y)
+        neg_abs = bb.select(positive, bb.fneg(t), t)          # -|t| (NaN stays NaN)
+        if base2:
+            neg_abs = bb.fmul(neg_abs, ir.Constant(ty, self._LN2))
+        ex = self.math("exponential", Value(neg_abs, d)).ir
+        tail = self.math("log_plus_one", Value(ex, d)).ir
+        if base2:
+            tail = bb.fmul(tail, ir.Constant(ty, self._LOG2E))
+        out = bb.fadd(big, tail)
+        out = bb.select(bb.fcmp_unordered("uno", t, t), t, out)
+        same = bb.fadd(x, ir.Constant(ty, 1.0 if base2 else self._LN2))
+        return Value(bb.select(bb.fcmp_ordered("==", x, y), same, out), d)
+
+    def nextafter(self, a: Value, b: Value) -> Value:
+        """The next value of a's own dtype after a toward b, by one step of its bit
+        pattern (sign-magnitude): away from zero when b lies beyond a on a's side of
+        zero, toward it otherwise; from a zero, the smallest subnormal with b's sign;
+        b where a == b (float16: a, as NumPy's loop); a + b (NaN) where either is NaN.
+        float16 and bfloat16 step their
+        16 stored bits (their values arrive exactly as float32)."""
+        bb, d, x, y = self.b, a.dtype, a.ir, b.ir
+        ty = x.type
+        if d in HALF:
+            bits = self.to_storage(a)
+            if bits.type != I16:
+                bits = bb.bitcast(bits, I16)
+            ity = I16
+        else:
+            ity = I64 if isinstance(ty, ir.DoubleType) else I32
+            bits = bb.bitcast(x, ity)
+        zero = ir.Constant(ty, 0.0)
+        away = bb.xor(bb.fcmp_ordered("<", x, y), bb.fcmp_ordered("<", x, zero))
+        one = ir.Constant(ity, 1)
+        stepped = bb.select(away, bb.add(bits, one), bb.sub(bits, one))
+        minus_tiny = ir.Constant(ity, 1 - (1 << (ity.width - 1)))    # the sign bit and 1
+        from_zero = bb.select(bb.fcmp_ordered("<", y, zero), minus_tiny, one)
+        out_bits = bb.select(bb.fcmp_ordered("==", x, zero), from_zero, stepped)
+        out = self._from_bits(out_bits, d, ty)
+        # equal: b (C99), but a for float16, as NumPy's npy_half_nextafter (0.0 vs -0.0)
+        out = bb.select(bb.fcmp_ordered("==", x, y), x if d is D.float16 else y, out)
+        either_nan = bb.fcmp_unordered("uno", x, y)
+        return Value(bb.select(either_nan, bb.fadd(x, y), out), d)
+
+    def _from_bits(self, bits: ir.Value, d: D.DType, ty: ir.Type) -> ir.Value:
+        if d in HALF:
+            raw = bits if d is D.bfloat16 else self.b.bitcast(bits, F16)
+            return self.from_storage(raw, d)
+        return self.b.bitcast(bits, ty)
+
     def and_(self, a: Value, b: Value) -> Value:
         return Value(self.b.and_(a.ir, b.ir), a.dtype)
 

@@ -18,7 +18,7 @@ Accuracy: libdevice's functions carry NVIDIA's documented bounds (CUDA Math API,
 "Mathematical Functions", maximum ulp error over the full range, no flush-to-zero): float32
 `expf` 2, `expm1f` 1, `logf` 1, `log1pf` 1, `sinf`/`cosf` 2, `tanf` 4, `asinf` 2,
 `acosf` 2, `atanf` 2, `sinhf` 3, `coshf` 2, `tanhf` 2, `asinhf` 3, `acoshf` 4, `atanhf` 3,
-`erff` 2, `powf` 4, `atan2f` 3, `rsqrtf` 2; `sqrt` is IEEE-rounded (0 ulp); float64: 1-2
+`erff` 2, `powf` 4, `atan2f` 3, `hypotf` 3, `rsqrtf` 2; `sqrt` is IEEE-rounded (0 ulp); float64: 1-2
 ulp. All are well inside the float32 tolerance the op tests use (rtol 1e-5, i.e. ~80 ulp)
 when compared with NumPy. float16 and bfloat16 are computed in float32 and rounded once,
 as the NumPy references do. These bounds are NVIDIA's; they have not been re-measured
@@ -43,7 +43,7 @@ LIBDEVICE = {
     "log_plus_one": "log1p", "rsqrt": "rsqrt", "tanh": "tanh", "sine": "sin",
     "cosine": "cos", "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan",
     "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
-    "erf": "erf", "power": "pow", "atan2": "atan2", "fmod": "fmod",
+    "erf": "erf", "power": "pow", "atan2": "atan2", "fmod": "fmod", "hypot": "hypot",
 }
 
 # math name -> LLVM intrinsic that NVPTX lowers to a single instruction

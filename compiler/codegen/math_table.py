@@ -90,9 +90,24 @@ COMPOSITES: dict[str, Callable] = {
 }
 
 
+def _hypot_f32(table: MathTable, e, x: ir.Value, y: ir.Value) -> ir.Value:
+    """sqrt(x^2 + y^2) in double, rounded once: glibc's hypotf, so NumPy's float32 hypot
+    bit for bit (a double holds the squares of every float exactly enough, and never
+    overflows), and vectorizable; +inf where either is infinite, a NaN beside it too."""
+    b, f64 = e.b, ir.DoubleType()
+    wx, wy = b.fpext(x, f64), b.fpext(y, f64)
+    s = b.fadd(b.fmul(wx, wx), b.fmul(wy, wy))
+    h = b.fptrunc(table.intrinsic(e, "llvm.sqrt", [s]), x.type)
+    inf = ir.Constant(x.type, float("inf"))
+    either_inf = b.or_(b.fcmp_ordered("==", table.intrinsic(e, "llvm.fabs", [x]), inf),
+                       b.fcmp_ordered("==", table.intrinsic(e, "llvm.fabs", [y]), inf))
+    return b.select(either_inf, inf, h)
+
+
 class CPUMath(MathTable):
     target = "cpu"
-    float32_code = poly_math.FLOAT32     # vectorizable; libm would be one call per element
+    # vectorizable; libm would be one call per element
+    float32_code = {**poly_math.FLOAT32, "hypot": _hypot_f32}
     intrinsics = {
         "exponential": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt",
         "sine": "llvm.sin", "cosine": "llvm.cos", "floor": "llvm.floor", "ceil": "llvm.ceil",
@@ -102,7 +117,7 @@ class CPUMath(MathTable):
         "exponential_minus_one": "expm1", "log_plus_one": "log1p", "tanh": "tanh",
         "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh",
         "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "erf": "erf",
-        "atan2": "atan2",
+        "atan2": "atan2", "hypot": "hypot",      # float64: libm's, as NumPy's
     }
 
 

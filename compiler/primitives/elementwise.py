@@ -149,6 +149,29 @@ def _expm1(x):
     return out
 
 
+def _clamp_ref(lo, x, hi):
+    """max(x, lo) then min(., hi), x (or the first result) kept where the two are equal
+    (so of +0.0 and -0.0 it is x's zero), a NaN anywhere giving NaN: NumPy's clip with
+    scalar bounds, and its float16 clip with any bounds (its float32/float64 loop over
+    full-array bounds keeps the bound's zero instead). min > max gives max, as NumPy."""
+    wide = [widen_half(a) for a in (lo, x, hi)]
+    lo_, x_, hi_ = wide
+    with np.errstate(invalid="ignore"):
+        if x_.dtype.kind in "fc":
+            t = np.where(np.isnan(x_) | (x_ >= lo_), x_, lo_)
+            out = np.where(np.isnan(t) | (t <= hi_), t, hi_)
+        else:
+            out = np.where(x_ >= lo_, x_, lo_)
+            out = np.where(out <= hi_, out, hi_)
+    return np.asarray(out).astype(x.dtype)
+
+
+def _nextafter_ref(a, b):
+    """NumPy's nextafter in the operands' own dtype (float16 and bfloat16 step their own
+    bits: ml_dtypes defines it for bfloat16)."""
+    return np.nextafter(a, b).astype(a.dtype)
+
+
 def _not(x):
     return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
 
@@ -364,13 +387,51 @@ def _select_vjp(g, out, pred, a, b):
 
 
 def _clamp_vjp(g, out, lo, x, hi):
-    """clamp = min(max(x, lo), hi), each step's tie going to its first operand: x gets the
-    gradient where lo <= x <= hi, lo where x < lo <= hi, hi where max(x, lo) > hi."""
-    m = apply("maximum", x, lo)
-    gm = A.where_else_zero(A.compare(m, hi, "LE"), g)
-    ghi = A.where_else_zero(A.compare(m, hi, "GT"), g)
-    x_wins = A.compare(x, lo, "GE")
-    return A.where_else_zero(apply("not", x_wins), gm), A.where_else_zero(x_wins, gm), ghi
+    """PyTorch's rule for torch.clamp: x takes the gradient where lo <= x <= hi (ties
+    included), lo where x < lo < hi, hi where x > hi or hi < lo (min > max gives max); a
+    NaN anywhere sends it nowhere (every comparison is false), as there."""
+    inside = A.compare(x, lo, "GE")
+    x_wins = apply("and", inside, A.compare(x, hi, "LE"))
+    lo_wins = apply("and", A.compare(x, lo, "LT"), A.compare(lo, hi, "LT"))
+    hi_wins = apply("or", A.compare(x, hi, "GT"), A.compare(hi, lo, "LT"))
+    return (A.where_else_zero(lo_wins, g), A.where_else_zero(x_wins, g),
+            A.where_else_zero(hi_wins, g))
+
+
+def _hypot_vjp(g, out, a, b):
+    """a / h and b / h, as PyTorch (NaN at h = 0, where the function has no derivative)."""
+    return A.mul(g, A.div(a, out)), A.mul(g, A.div(b, out))
+
+
+def _logaddexp_vjp(g, out, a, b, scale=1.0):
+    """e^a / (e^a + e^b) = logistic(a - b) (scale ln 2 for base 2), and its mirror, as
+    PyTorch's 1 / (1 + exp(b - a)); where a == b (both -inf or both +inf too, where
+    PyTorch gives NaN) one half each, the limit along a = b."""
+    d = A.sub(a, b)
+    if scale != 1.0:
+        d = A.scale(d, scale)
+    tie = A.compare(a, b, "EQ")
+    half = A.full_like(g, 0.5)
+    wa = A.select(tie, half, apply("logistic", d))
+    wb = A.select(tie, half, apply("logistic", A.neg(d)))
+    return A.mul(g, wa), A.mul(g, wb)
+
+
+def _logaddexp2_vjp(g, out, a, b):
+    return _logaddexp_vjp(g, out, a, b, scale=math.log(2))
+
+
+def _copysign_vjp(g, out, a, b):
+    """PyTorch's: out / a (the sign flip, +1 or -1), 0 where a == 0; nothing for b."""
+    zero_a = A.compare(a, A.zeros_like(a), "EQ")
+    ratio = A.select(zero_a, A.zeros_like(a), A.div(out, a))
+    return A.mul(g, ratio), A.zeros_like(b)
+
+
+def _nextafter_vjp(g, out, a, b):
+    """PyTorch's: g for a where a != b (NaN included), 0 where the result is b itself;
+    nothing for b."""
+    return A.where_else_zero(A.compare(a, b, "NE"), g), A.zeros_like(b)
 
 
 def _convert_vjp(g, out, x, dtype):
@@ -443,12 +504,12 @@ remainder = binary("remainder", numeric, _remainder, lambda e, a, b: e.rem(a, b)
 # elemental emitter (`floor_div`, `floor_mod`: rem/div with a sign fix, NumPy's divmod for
 # floats), emitted directly rather than expanded into HLO (see there why)
 floor_divide = binary("floor_divide", numeric, _floored(np.floor_divide),
-                      lambda e, a, b: e.floor_div(a, b),
+                      lambda e, a, b: e.floor_div(a, b), costly=True,
                       doc="Rounds toward negative infinity, as NumPy's floor_divide (floats "
                           "as its divmod: 1.0 // 0.1 is 9.0); integers: x // 0 = 0.",
                       vjp=_floor_divide_vjp, vjp_by_type=True)
 floor_mod = binary("floor_mod", numeric, _floored(np.remainder),
-                   lambda e, a, b: e.floor_mod(a, b),
+                   lambda e, a, b: e.floor_mod(a, b), costly=True,
                    doc="The sign of the divisor, as NumPy's remainder (a zero result takes "
                        "the divisor's sign); integers: x % 0 = 0.",
                    vjp=_floor_mod_vjp, vjp_by_type=True)
@@ -480,6 +541,27 @@ minimum = binary("minimum", any_dtype, _same_dtype_ref(np.minimum),
                  vjp_by_type=True)
 atan2 = binary("atan2", float_only, _float_ref(np.arctan2), lambda e, a, b: e.math("atan2", a, b),
                math_name="atan2", vjp=_atan2_vjp)
+hypot = binary("hypot", float_only, _float_ref(np.hypot), lambda e, a, b: e.math("hypot", a, b),
+               math_name="hypot", doc="sqrt(a^2 + b^2) without overflow; +inf where either is "
+                                      "infinite (a NaN beside it too), as NumPy.",
+               vjp=_hypot_vjp, vjp_by_type=True)
+logaddexp = binary("logaddexp", float_only, _float_ref(np.logaddexp),
+                   lambda e, a, b: e.logaddexp(a, b, base2=False), costly=True,
+                   doc="log(e^a + e^b), NumPy's npy_logaddexp (a + log 2 where a == b).",
+                   vjp=_logaddexp_vjp, vjp_by_type=True)
+logaddexp2 = binary("logaddexp2", float_only, _float_ref(np.logaddexp2),
+                    lambda e, a, b: e.logaddexp(a, b, base2=True), costly=True,
+                    doc="log2(2^a + 2^b), NumPy's npy_logaddexp2 (a + 1 where a == b).",
+                    vjp=_logaddexp2_vjp, vjp_by_type=True)
+copysign = binary("copysign", float_only, _float_ref(np.copysign),
+                  lambda e, a, b: e.copysign(a, b),
+                  doc="|a| with b's sign bit (of a zero or a NaN too), exact.",
+                  vjp=_copysign_vjp, vjp_by_type=True)
+nextafter = binary("nextafter", float_only, _nextafter_ref, lambda e, a, b: e.nextafter(a, b),
+                   doc="The next value of a's dtype after a toward b (float16 and bfloat16 "
+                       "step their own bits); b where a == b (float16: a, as NumPy's loop); "
+                       "NaN if either is.",
+                   vjp=_nextafter_vjp, vjp_by_type=True)
 and_ = binary("and", int_or_bool, _same_dtype_ref(np.bitwise_and), lambda e, a, b: e.and_(a, b),
               vjp=NOT_DIFFERENTIABLE)
 or_ = binary("or", int_or_bool, _same_dtype_ref(np.bitwise_or), lambda e, a, b: e.or_(a, b),
@@ -535,11 +617,12 @@ def _clamp_infer(operands):
 
 
 _clamp_infer.dtypes = D.NUMERIC
-clamp = primitive("clamp", ELEMENTWISE, _clamp_infer,
-                  lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi).astype(x.dtype),
-                  emit=lambda e, lo, x, hi: e.min(e.max(x, lo), hi),
-                  doc="clamp(lo, x, hi) = min(max(x, lo), hi), operands of equal shape.",
-                  vjp=_clamp_vjp, batch=B.elementwise)
+clamp = primitive("clamp", ELEMENTWISE, _clamp_infer, _clamp_ref,
+                  emit=lambda e, lo, x, hi: e.clamp(lo, x, hi),
+                  doc="clamp(lo, x, hi): max(x, lo) then min(., hi), operands of equal shape; "
+                      "x where it equals a bound (a signed zero too); NaN if any is; hi "
+                      "where lo > hi (NumPy's clip, torch.clamp).",
+                  vjp=_clamp_vjp, vjp_by_type=True, batch=B.elementwise)
 
 # ---- conversions --------------------------------------------------------------------
 
