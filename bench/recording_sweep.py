@@ -5,9 +5,10 @@
 Every public elementwise function of `lazyarray` and every elementwise operator and
 method of `Tensor`, over 4,096-element tensors of bool, int32, int64, uint8, float16,
 float32 and float64, with a tensor, a Python int/float/bool or a NumPy scalar on either
-side. Each form is recorded (nothing runs; a sync every 1,000 ops with nothing live keeps
+side. Each form is recorded (nothing runs; a sync after each batch with nothing live keeps
 the pending list short) in batches; the figure is the median of the batches' per-op
-times, the loop's own call included. Forms that raise (a float shifted, a bool
+thread CPU times (time.thread_time_ns: other processes on a shared machine do not count),
+the loop's own call included. Forms that raise (a float shifted, a bool
 subtracted) are left out. Not a test: speed is never asserted (bench/bench_recording.py
 holds the pytest-benchmark rows beside the peers).
 """
@@ -112,13 +113,13 @@ def forms() -> dict:
 
 
 def measure(fn: Callable, rounds: int, batch: int) -> float:
-    """Median microseconds per call over `rounds` batches of `batch` calls."""
+    """Median thread-CPU microseconds per call over `rounds` batches of `batch` calls."""
     times = []
     for r in range(rounds + 1):
-        t0 = time.perf_counter()
+        t0 = time.thread_time_ns()
         for _ in range(batch):
             fn()
-        dt = time.perf_counter() - t0
+        dt = (time.thread_time_ns() - t0) * 1e-9
         la.sync()                          # nothing is live: cheap, resets the counters
         if r:                              # the first batch warms the caches
             times.append(dt / batch * 1e6)

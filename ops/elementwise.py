@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 from ..compiler import dtypes as D
 from ..compiler.graph_templates import remembered
-from ..compiler.node import Node
+from ..compiler.node import Node, new_node
 from ..compiler.primitive import apply, same_dtype_fast
 from .promotion import (PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
                         operands, scalar, typed_scalar, weak_scalar_like)
@@ -97,6 +97,8 @@ round = _rounding("round_nearest_even", "round")
 
 
 _INT_OR_BOOL = frozenset(D.INTEGERS + (D.bool_,))
+_BOOL = D.bool_
+_I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1     # the default int's range
 
 
 def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
@@ -148,8 +150,20 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
             x = _converted(b, D.DEFAULT_FLOAT)
             return Node(prim, (weak_scalar_like(a, x), x), x.shape, result or x.dtype,
                         {} if attrs is None else dict(attrs))
+        # a bool tensor beside a Python int (`m * 2`, `m & 3`): both the default int, the
+        # tensor converted (what `_scalar_operands` and `operands` make)
+        if to_int:
+            if type(b) is int and type(a) is Node and a.dtype is _BOOL and _I64_MIN <= b <= _I64_MAX:
+                x = _converted(a, D.DEFAULT_INT)
+                return Node(prim, (x, weak_scalar_like(b, x)), x.shape, result or x.dtype,
+                            {} if attrs is None else dict(attrs))
+            if type(a) is int and type(b) is Node and b.dtype is _BOOL and _I64_MIN <= a <= _I64_MAX:
+                x = _converted(b, D.DEFAULT_INT)
+                return Node(prim, (weak_scalar_like(a, x), x), x.shape, result or x.dtype,
+                            {} if attrs is None else dict(attrs))
         return general(a, b)
     to_float = D.DEFAULT_FLOAT in fast
+    to_int = D.DEFAULT_INT in fast
     # what the operators need to write the common cases out themselves (lazyarray/lift.py,
     # `direct_method`): they record the same nodes as `fn`, one call less per op
     fn.direct = (prim, fast, attrs, result)
@@ -449,9 +463,45 @@ def _logical(prim: str, name: str):
         a, b = operands(name, a, b)
         return apply(prim, a, b)
     # bool operands (tensors, Python bools) recorded directly; the rest as truth values
-    fn = _recorder(prim, frozenset((D.bool_,)), general)
+    recorder = _recorder(prim, frozenset((D.bool_,)), general)
+
+    def fn(a: Operand, b: Operand) -> Node:
+        return recorder(_truth(a), _truth(b))
     fn.__name__ = name
+    # lazyarray/lift.py: a NumPy scalar operand is taken as its truth value (exact: the
+    # scalar holds its own dtype's value), as a Python scalar is here
+    fn.truth_operands = True
     return fn
+
+
+_NE = {"direction": "NE"}
+
+
+def _truth(x: Operand) -> Operand:
+    """An operand of a logical op as its truth value: a bool node as it is; another node
+    compared with 0 (`not_equal(x, 0)`, written out); a Python scalar as the Python bool
+    `bool(x)` (NumPy's truth of a number: nonzero, NaN included), which lands on the
+    kept True/False constants; anything else (an int past int64) as it is, for the
+    general way to refuse."""
+    kind = type(x)
+    if kind is Node:
+        dtype = x.dtype
+        if dtype is _BOOL:
+            return x
+        shape = x.shape
+        zero = _ZERO_OF.get(dtype)
+        if zero is None:
+            zero = _ZERO_OF[dtype] = scalar(0, dtype)
+        if shape:
+            zero = new_node("broadcast_in_dim", (zero,), shape, dtype,
+                            {"shape": shape, "broadcast_dimensions": ()})
+        return new_node("compare", (x, zero), shape, _BOOL, dict(_NE))
+    if kind is float or kind is bool or kind is int and _I64_MIN <= x <= _I64_MAX:
+        return bool(x)
+    return x
+
+
+_ZERO_OF: dict = {}      # dtype -> its kept constant 0 (what `weak_scalar_like(0, x)` takes)
 
 
 def as_bool(x: Operand) -> Node:
@@ -465,6 +515,8 @@ logical_xor = _logical("xor", "logical_xor")
 
 
 def logical_not(x: Operand) -> Node:
+    if type(x) is Node:                  # recorded directly: not of the truth value
+        return new_node("not", (_truth(x),), x.shape, _BOOL, {})
     return apply("not", as_bool(x))
 
 

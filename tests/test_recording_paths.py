@@ -702,9 +702,13 @@ def _bitwise_general(name: str, a, b) -> Node:
 
 
 def _logical_general(name: str, a, b) -> Node:
-    """logical_and / or / xor the general way: each operand's truth value, promoted."""
+    """logical_and / or / xor the general way: each operand's truth value, promoted; a
+    Python scalar's truth is the Python bool `bool(v)` (a kept constant; an int past
+    int64 is refused, as its scalar is)."""
     def truth(v):
-        v = v if isinstance(v, Node) else scalar(v, D.scalar_dtype(v))
+        if not isinstance(v, Node):
+            scalar(v, D.scalar_dtype(v))          # raises for an int past int64
+            v = scalar(bool(v), D.bool_)
         return v if v.dtype is D.bool_ else apply("compare", *operands(name, v, 0),
                                                    direction="NE")
     a, b = operands(name, truth(a), truth(b))
@@ -733,8 +737,11 @@ def test_bitwise_and_logical_fast_paths_record_the_general_graph(name, dtype) ->
     t = la.asarray(np.zeros((4, 3), dtype.np))
     dunder = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor",
               "bitwise_left_shift": "lshift", "bitwise_right_shift": "rshift"}.get(name)
-    for s in BIT_SCALARS + [np.int32(3), np.uint8(2), np.bool_(True)]:
-        ref = s if not isinstance(s, np.generic) else _numpy_reference(s)
+    for s in BIT_SCALARS + [np.int32(3), np.uint8(2), np.bool_(True), np.float32(0.0),
+                            np.float16(np.nan), np.int64(0)]:
+        # a logical op takes a NumPy scalar as its truth value (lazyarray/lift.py)
+        ref = s if not isinstance(s, np.generic) else bool(s) if name.startswith("logical") \
+            else _numpy_reference(s)
         makers = [lambda: getattr(la, name)(t, s), lambda: general(name, t._node, ref)]
         rmakers = [lambda: getattr(la, name)(s, t), lambda: general(name, ref, t._node)]
         if dunder:
@@ -854,6 +861,8 @@ def test_lifted_functions_take_a_scalar_first_as_the_op_does() -> None:
         for t in (x, i):
             for s in (2, 2.5, True, -0.0, np.float32(3), np.int32(3), np.float64(0.5)):
                 ref = _numpy_reference(s) if isinstance(s, np.generic) else s
+                if isinstance(s, np.generic) and name.startswith("logical"):
+                    ref = bool(s)                # a logical op takes its truth value
                 _same_or_same_error_of(lambda: getattr(la, name)(s, t),
                                        lambda: getattr(ops, name)(ref, t._node))
     with np.errstate(all="ignore"):
