@@ -264,22 +264,45 @@ _DIVIDE_FAST = same_dtype_fast("divide") & frozenset(D.FLOATS + D.COMPLEX)
 F32_EXACT = 2 ** 24       # every int of at most this magnitude is exact in float32
 
 
-def _divide(a: Operand, b: Operand) -> Node:
-    """An integer or bool tensor beside a Python int (`i / 2`): the tensor converted to
-    the default float and the int weak beside it, as `i * 2.5` records. For an int the
-    tensor's dtype holds that float32 holds exactly, this is the value of converting the
-    int as the tensor's dtype along with it (what the general way below records)."""
-    if type(a) is Node and type(b) is Node and a.dtype is b.dtype and \
-            a.dtype in _INT_OR_BOOL and a.shape == b.shape:
-        x = _converted(a, D.DEFAULT_FLOAT)      # `i / j`: both as the default float
-        return Node("divide", (x, _converted(b, D.DEFAULT_FLOAT)), x.shape, x.dtype, {})
+def _exact_float(prim: str, a: Operand, b: Operand) -> Any:
+    """`prim(a, b)` of a float-only op (true division, atan2) for integer or bool
+    operands, the short ways, or None for anything else:
+
+    - two nodes of one integer (or bool) dtype, of one shape or one of them 0-d (a NumPy
+      scalar): both converted to the default float (after the 0-d one's broadcast, as the
+      general way orders them);
+    - such a node beside a Python int or bool that float32 holds exactly and the node's
+      dtype holds (`i / 2`): the node converted, the int weak beside it as `i * 2.5`
+      records. That is the value of converting the int as the node's dtype along with
+      it (what the general way records)."""
+    if type(a) is Node and type(b) is Node:
+        dtype = a.dtype
+        if b.dtype is not dtype or dtype not in _INT_OR_BOOL:
+            return None
+        if a.shape != b.shape:
+            if not b.shape:
+                b = _spread(b, a.shape)
+            elif not a.shape:
+                a = _spread(a, b.shape)
+            else:
+                return None
+        x = _converted(a, D.DEFAULT_FLOAT)
+        return new_node(prim, (x, _converted(b, D.DEFAULT_FLOAT)), x.shape, x.dtype, {})
     node, value = (a, b) if type(a) is Node else (b, a)
     if type(node) is Node and (type(value) is int or type(value) is bool) and \
             -F32_EXACT <= value <= F32_EXACT and node.dtype in _INT_OR_BOOL and \
             int_fits(value, node.dtype):
         x = _converted(node, D.DEFAULT_FLOAT)
         s = weak_scalar_like(value, x)
-        return Node("divide", (x, s) if node is a else (s, x), x.shape, x.dtype, {})
+        return new_node(prim, (x, s) if node is a else (s, x), x.shape, x.dtype, {})
+    return None
+
+
+def _divide(a: Operand, b: Operand) -> Node:
+    """Integers divide as the default float (`_exact_float` the short ways)."""
+    out = _exact_float("divide", a, b)
+    if out is not None:
+        return out
     a, b = _scalar_operands("divide", a, b)
     if not a.dtype.is_inexact:
         a, b = convert(a, D.DEFAULT_FLOAT), convert(b, D.DEFAULT_FLOAT)
@@ -294,6 +317,9 @@ divide.exact_ints = True
 
 
 def _atan2(a: Operand, b: Operand) -> Node:
+    out = _exact_float("atan2", a, b)    # integers as the default float, the short ways
+    if out is not None:
+        return out
     a, b = _float_operands("atan2", a, b)
     return apply("atan2", a, b)
 
@@ -302,6 +328,7 @@ def _atan2(a: Operand, b: Operand) -> Node:
 # tensor and a Python float: the default float) recorded directly, the rest as `_atan2`
 atan2 = _recorder("atan2", same_dtype_fast("atan2"), _atan2)
 atan2.__name__ = "atan2"
+atan2.exact_ints = True       # the operators' direct forms take `atan2(i, 2)` as `_atan2`
 
 
 # compare's rule (compiler/primitives/elementwise.py): any dtype; complex ones for EQ/NE only
@@ -464,9 +491,15 @@ def _logical(prim: str, name: str):
         return apply(prim, a, b)
     # bool operands (tensors, Python bools) recorded directly; the rest as truth values
     recorder = _recorder(prim, frozenset((D.bool_,)), general)
+    with_true, with_false = _WITH_CONSTANT[prim]
 
     def fn(a: Operand, b: Operand) -> Node:
-        return recorder(_truth(a), _truth(b))
+        a, b = _truth(a), _truth(b)
+        if type(b) is bool and type(a) is Node:      # `x and True` is x's truth: no node
+            return (with_true if b else with_false)(a)
+        if type(a) is bool and type(b) is Node:
+            return (with_true if a else with_false)(b)
+        return recorder(a, b)
     fn.__name__ = name
     # lazyarray/lift.py: a NumPy scalar operand is taken as its truth value (exact: the
     # scalar holds its own dtype's value), as a Python scalar is here
@@ -474,34 +507,41 @@ def _logical(prim: str, name: str):
     return fn
 
 
-_NE = {"direction": "NE"}
+def _same(m: Node) -> Node:
+    return m
+
+
+def _all_true(m: Node) -> Node:
+    return weak_scalar_like(True, m)
+
+
+def _none_true(m: Node) -> Node:
+    return weak_scalar_like(False, m)
+
+
+def _negated(m: Node) -> Node:
+    return new_node("not", (m,), m.shape, _BOOL, {})
+
+
+# a logical op of a bool node m and a constant truth value: (m op True, m op False), by
+# Boolean algebra (the values `prim(m, broadcast(c))` has, with no node for the constant)
+_WITH_CONSTANT = {"and": (_same, _none_true), "or": (_all_true, _same),
+                  "xor": (_negated, _same)}
 
 
 def _truth(x: Operand) -> Operand:
     """An operand of a logical op as its truth value: a bool node as it is; another node
-    compared with 0 (`not_equal(x, 0)`, written out); a Python scalar as the Python bool
-    `bool(x)` (NumPy's truth of a number: nonzero, NaN included), which lands on the
-    kept True/False constants; anything else (an int past int64) as it is, for the
-    general way to refuse."""
+    converted to bool (convert's rule: x != 0, NaN true, as NumPy's truth; one node where
+    `not_equal(x, 0)` takes two); a Python scalar as the Python bool `bool(x)` (the same
+    rule); anything else (an int past int64) as it is, for the general way to refuse."""
     kind = type(x)
     if kind is Node:
-        dtype = x.dtype
-        if dtype is _BOOL:
+        if x.dtype is _BOOL:
             return x
-        shape = x.shape
-        zero = _ZERO_OF.get(dtype)
-        if zero is None:
-            zero = _ZERO_OF[dtype] = scalar(0, dtype)
-        if shape:
-            zero = new_node("broadcast_in_dim", (zero,), shape, dtype,
-                            {"shape": shape, "broadcast_dimensions": ()})
-        return new_node("compare", (x, zero), shape, _BOOL, dict(_NE))
+        return new_node("convert", (x,), x.shape, _BOOL, {"dtype": _BOOL})
     if kind is float or kind is bool or kind is int and _I64_MIN <= x <= _I64_MAX:
         return bool(x)
     return x
-
-
-_ZERO_OF: dict = {}      # dtype -> its kept constant 0 (what `weak_scalar_like(0, x)` takes)
 
 
 def as_bool(x: Operand) -> Node:

@@ -106,7 +106,7 @@ def test_binary_fast_path_records_the_general_graph(fn, name, prim, kw, dtype) -
     _same_or_same_error(lambda: fn(zero_d, 2), lambda: _general(name, prim, zero_d, 2, **kw))
     # broadcasts and mixed dtypes: made by `operands`, then recorded
     for other in (_leaf(dtype, (3,)), _leaf(dtype, (4, 1)), _leaf(D.float32, (3,)),
-                  _leaf(D.int64, (4, 3)), _leaf(dtype, (5,))):
+                  _leaf(D.int64, (4, 3)), _leaf(dtype, (5,)), _leaf(dtype, ())):
         _same_or_same_error(lambda: fn(a, other), lambda: _general(name, prim, a, other, **kw))
         _same_or_same_error(lambda: fn(other, a), lambda: _general(name, prim, other, a, **kw))
 
@@ -708,10 +708,20 @@ def _logical_general(name: str, a, b) -> Node:
     def truth(v):
         if not isinstance(v, Node):
             scalar(v, D.scalar_dtype(v))          # raises for an int past int64
-            v = scalar(bool(v), D.bool_)
-        return v if v.dtype is D.bool_ else apply("compare", *operands(name, v, 0),
-                                                   direction="NE")
-    a, b = operands(name, truth(a), truth(b))
+            return bool(v)
+        return v if v.dtype is D.bool_ else apply("convert", v, dtype=D.bool_)   # v != 0
+    a, b = truth(a), truth(b)
+    if isinstance(a, bool) and isinstance(b, Node):
+        a, b = b, a                               # the op is symmetric
+    if isinstance(b, bool) and isinstance(a, Node):
+        # beside a constant truth value, by Boolean algebra: no node for the constant
+        identity = (name == "logical_and") == b or name == "logical_xor" and not b
+        if identity:                              # m and True, m or False, m xor False
+            return a
+        if name == "logical_xor":                 # m xor True
+            return apply("not", a)
+        return operands(name, a, b)[1]            # m and False, m or True: the constant
+    a, b = operands(name, *(scalar(v, D.bool_) if isinstance(v, bool) else v for v in (a, b)))
     return apply(name.split("_")[1], a, b)
 
 
@@ -873,14 +883,16 @@ def test_lifted_functions_take_a_scalar_first_as_the_op_does() -> None:
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=[d.name for d in DTYPES])
 def test_atan2_fast_path_records_the_general_graph(dtype) -> None:
-    """atan2 of floats of one dtype, or beside a weak scalar, recorded directly: the graph
-    (or the error) of `_float_operands` and `apply`, its general way."""
-    from lazyarray.ops.elementwise import _atan2
+    """atan2 of floats of one dtype, or beside a weak scalar, recorded directly, and of
+    integers (`_exact_float`: one integer dtype, or a Python int float32 holds exactly):
+    the graph (or the error) of the general way (`_general`, as true division)."""
     a = _leaf(dtype)
     for other in [_leaf(dtype), _leaf(dtype, ()), _leaf(dtype, (3,)), _leaf(D.float32),
                   _leaf(D.int64)] + SCALARS:
-        _same_or_same_error(lambda: ops.atan2(a, other), lambda: _atan2(a, other))
-        _same_or_same_error(lambda: ops.atan2(other, a), lambda: _atan2(other, a))
+        _same_or_same_error(lambda: ops.atan2(a, other),
+                            lambda: _general("atan2", "atan2", a, other, to_float=True))
+        _same_or_same_error(lambda: ops.atan2(other, a),
+                            lambda: _general("atan2", "atan2", other, a, to_float=True))
 
 
 def test_atan2_matches_numpy_and_torch() -> None:
