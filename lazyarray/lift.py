@@ -27,6 +27,7 @@ from .tensor import Tensor, host_array, raise_mixed_devices
 
 _SCALARS = (bool, int, float)
 _FLOAT64 = np.float64      # an operator takes it as the Python float it subclasses
+_NP_BOOL = np.bool_
 _wrap = Tensor._wrap
 _INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 _INT_OR_BOOL = frozenset(D.INTEGERS + (D.bool_,))
@@ -425,11 +426,18 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
                         other._state is self._state:
                     return _wrap(_new_node(prim, (a, b), a.shape, result or dtype,
                                            {} if attrs is None else dict(attrs)), self._state)
+        elif kind is _NP_BOOL:            # the Python bool it is (see `numpy_operand`)
+            return op_method(self, bool(other))
         else:
             found = _NP_SCALARS.get(kind)
             if found is not None:         # `x * np.float32(2.5)`: a 0-d scalar of x's dtype
                 a = self._node
                 dtype = a.dtype
+                if found[0] is dtype and dtype not in fast and exact_ints and \
+                        found[1] is int and -_F32_EXACT <= other <= _F32_EXACT:
+                    # `i / np.int32(2)` as `i / 2`: the int, exact in the default float,
+                    # divides as the same value converted along with i would
+                    return op_method(self, int(other))
                 if found[0] is dtype and dtype in fast:
                     shape = a.shape
                     s = _typed_scalar(found[1](other), dtype)

@@ -34,10 +34,10 @@ def _unary_float(prim: str):
         if type(x) is Node:
             dtype = x.dtype
             if dtype in fast:                        # the common case, recorded directly
-                return Node(prim, (x,), x.shape, dtype, {})
+                return new_node(prim, (x,), x.shape, dtype, {})
             if dtype in _INT_OR_BOOL and to_float:   # `exp(i)`: i as the default float
                 x = _converted(x, D.DEFAULT_FLOAT)
-                return Node(prim, (x,), x.shape, x.dtype, {})
+                return new_node(prim, (x,), x.shape, x.dtype, {})
         (x,) = _float_operands(prim, x)
         return apply(prim, x)
     to_float = D.DEFAULT_FLOAT in fast
@@ -69,12 +69,16 @@ exp.__name__, expm1.__name__, log1p.__name__, sigmoid.__name__ = "exp", "expm1",
 sin.__name__, cos.__name__ = "sin", "cos"
 
 
+_INV_LN2 = 1 / math.log(2)
+_INV_LN10 = 1 / math.log(10)
+
+
 def log2(x: Operand) -> Node:
-    return multiply(log(x), 1 / math.log(2))
+    return multiply(log(x), _INV_LN2)
 
 
 def log10(x: Operand) -> Node:
-    return multiply(log(x), 1 / math.log(10))
+    return multiply(log(x), _INV_LN10)
 
 
 def _rounding(prim: str, name: str):
@@ -82,7 +86,7 @@ def _rounding(prim: str, name: str):
 
     def fn(x: Operand) -> Node:
         if type(x) is Node and x.dtype in fast:      # a float tensor, recorded directly
-            return Node(prim, (x,), x.shape, x.dtype, {})
+            return new_node(prim, (x,), x.shape, x.dtype, {})
         (x,) = operands(name, x)
         _check_numeric(name, x)
         return apply(prim, x) if x.dtype.is_float else x
@@ -119,47 +123,47 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
                     if b.dtype is dtype:
                         shape = a.shape
                         if b.shape == shape:
-                            return Node(prim, (a, b), shape, result or dtype,
+                            return new_node(prim, (a, b), shape, result or dtype,
                                         {} if attrs is None else dict(attrs))
                         if not b.shape:      # x * a 0-d tensor (a NumPy scalar, a loss scale)
-                            return Node(prim, (a, _spread(b, shape)), shape, result or dtype,
+                            return new_node(prim, (a, _spread(b, shape)), shape, result or dtype,
                                         {} if attrs is None else dict(attrs))
                         if not shape:
                             shape = b.shape
-                            return Node(prim, (_spread(a, shape), b), shape, result or dtype,
+                            return new_node(prim, (_spread(a, shape), b), shape, result or dtype,
                                         {} if attrs is None else dict(attrs))
                 elif kind is float or kind is int or kind is bool:
                     s = weak_scalar_like(b, a)
                     if s is not None:
-                        return Node(prim, (a, s), a.shape, result or dtype,
+                        return new_node(prim, (a, s), a.shape, result or dtype,
                                     {} if attrs is None else dict(attrs))
         elif type(b) is Node and b.dtype in fast:
             kind = type(a)
             if kind is float or kind is int or kind is bool:
                 s = weak_scalar_like(a, b)
                 if s is not None:
-                    return Node(prim, (s, b), b.shape, result or b.dtype,
+                    return new_node(prim, (s, b), b.shape, result or b.dtype,
                                 {} if attrs is None else dict(attrs))
         # an integer or bool tensor beside a Python float (`i * 2.5`): both the default
         # float, the tensor converted (what `_scalar_operands` makes)
         if type(b) is float and type(a) is Node and a.dtype in _INT_OR_BOOL and to_float:
             x = _converted(a, D.DEFAULT_FLOAT)
-            return Node(prim, (x, weak_scalar_like(b, x)), x.shape, result or x.dtype,
+            return new_node(prim, (x, weak_scalar_like(b, x)), x.shape, result or x.dtype,
                         {} if attrs is None else dict(attrs))
         if type(a) is float and type(b) is Node and b.dtype in _INT_OR_BOOL and to_float:
             x = _converted(b, D.DEFAULT_FLOAT)
-            return Node(prim, (weak_scalar_like(a, x), x), x.shape, result or x.dtype,
+            return new_node(prim, (weak_scalar_like(a, x), x), x.shape, result or x.dtype,
                         {} if attrs is None else dict(attrs))
         # a bool tensor beside a Python int (`m * 2`, `m & 3`): both the default int, the
         # tensor converted (what `_scalar_operands` and `operands` make)
         if to_int:
             if type(b) is int and type(a) is Node and a.dtype is _BOOL and _I64_MIN <= b <= _I64_MAX:
                 x = _converted(a, D.DEFAULT_INT)
-                return Node(prim, (x, weak_scalar_like(b, x)), x.shape, result or x.dtype,
+                return new_node(prim, (x, weak_scalar_like(b, x)), x.shape, result or x.dtype,
                             {} if attrs is None else dict(attrs))
             if type(a) is int and type(b) is Node and b.dtype is _BOOL and _I64_MIN <= a <= _I64_MAX:
                 x = _converted(b, D.DEFAULT_INT)
-                return Node(prim, (weak_scalar_like(a, x), x), x.shape, result or x.dtype,
+                return new_node(prim, (weak_scalar_like(a, x), x), x.shape, result or x.dtype,
                             {} if attrs is None else dict(attrs))
         return general(a, b)
     to_float = D.DEFAULT_FLOAT in fast
@@ -172,13 +176,13 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
 
 def _spread(x: Node, shape: tuple) -> Node:
     """A 0-d node broadcast to `shape` (what `broadcast_to` records for it)."""
-    return Node("broadcast_in_dim", (x,), shape, x.dtype,
+    return new_node("broadcast_in_dim", (x,), shape, x.dtype,
                 {"shape": shape, "broadcast_dimensions": ()})
 
 
 def _converted(x: Node, dtype: D.DType) -> Node:
     """`convert(x, dtype)` for x of another dtype (convert's rule takes every pair)."""
-    return Node("convert", (x,), x.shape, dtype, {"dtype": dtype})
+    return new_node("convert", (x,), x.shape, dtype, {"dtype": dtype})
 
 
 def _scalar_operands(op: str, a: Operand, b: Operand) -> list:
@@ -207,7 +211,7 @@ def _made(prim: str, fast: frozenset, a: Node, b: Node, attrs: Any = None,
     shape (a bias broadcast, an integer tensor converted): the node directly when the
     dtype is in `fast`, `apply` (whose rule raises) otherwise."""
     if a.dtype in fast:
-        return Node(prim, (a, b), a.shape, result or a.dtype, {} if attrs is None else dict(attrs))
+        return new_node(prim, (a, b), a.shape, result or a.dtype, {} if attrs is None else dict(attrs))
     return apply(prim, a, b, **(attrs or {}))
 
 
@@ -239,23 +243,31 @@ _FLOAT_DTYPES = frozenset(D.FLOATS)
 def pow(a: Operand, b: Operand) -> Node:
     """x ** 2 and x ** 3 become products and x ** 0.5 a square root when the exponent is a
     Python scalar: the exponent is a runtime parameter, so no later pass could see it."""
-    if type(a) is Node:                  # x ** 2, the common case, recorded directly
+    if type(a) is Node:
         kind = type(b)
-        if (kind is int and a.dtype in _SQUARE_FAST or kind is float and a.dtype in
-                _FLOAT_DTYPES) and b == 2:
-            return Node("multiply", (a, a), a.shape, a.dtype, {})
+        if kind is int or kind is float:     # a Python exponent (not a bool), directly
+            dtype = a.dtype
+            if kind is float and dtype not in _FLOAT_DTYPES or dtype is _BOOL:
+                return _power(a, b)          # no exponent below is special for it
+            if b == 2:                       # x ** 2, the common case
+                if dtype in _SQUARE_FAST:
+                    return new_node("multiply", (a, a), a.shape, dtype, {})
+                return square(a)
+            if b == 3:
+                return multiply(square(a), a)
+            if b == 0.5 and dtype in _FLOAT_DTYPES:
+                return sqrt(a)
+            if kind is int and b < 0 and dtype.is_int:
+                _negative_power(dtype, b)
+            return _power(a, b)
     if isinstance(a, Node) and type(b) is int and b < 0 and a.dtype.is_int:
-        raise ValueError(f"pow: integers to negative integer powers are not allowed "
-                         f"({a.dtype.name} ** {b}); convert the base to a float dtype first")
-    if isinstance(a, Node) and (type(b) is int or (type(b) is float and a.dtype.is_float)) \
-            and a.dtype is not D.bool_:
-        if b == 2:
-            return square(a)
-        if b == 3:
-            return multiply(square(a), a)
-        if b == 0.5 and a.dtype.is_float:
-            return sqrt(a)
+        _negative_power(a.dtype, b)
     return _power(a, b)
+
+
+def _negative_power(dtype: D.DType, b: int) -> None:
+    raise ValueError(f"pow: integers to negative integer powers are not allowed "
+                     f"({dtype.name} ** {b}); convert the base to a float dtype first")
 
 
 _DIVIDE_FAST = same_dtype_fast("divide") & frozenset(D.FLOATS + D.COMPLEX)
@@ -355,30 +367,24 @@ greater_equal = _compare("GE", "greater_equal")
 
 
 def where(condition: Operand, x: Operand, y: Operand) -> Node:
-    if type(condition) is Node and condition.dtype is D.bool_:
+    if type(condition) is Node and condition.dtype is _BOOL:
         c = condition
         shape = c.shape            # the common case, recorded directly: a bool condition
         if type(x) is Node:        # and a value of its shape, the other of that dtype and
-            kind = type(y)         # shape or a Python scalar that takes it
+            kind = type(y)         # shape or a Python scalar
             if kind is Node:
                 if x.shape == shape and y.shape == shape and x.dtype is y.dtype:
-                    return Node("select", (c, x, y), shape, x.dtype, {})
+                    return new_node("select", (c, x, y), shape, x.dtype, {})
             elif (kind is float or kind is int or kind is bool) and x.shape == shape:
-                s = weak_scalar_like(y, x)
-                if s is not None:
-                    return Node("select", (c, x, s), shape, x.dtype, {})
-                if kind is float and x.dtype in _INT_OR_BOOL:     # where(c, i, 0.5)
-                    x = _converted(x, D.DEFAULT_FLOAT)
-                    return Node("select", (c, x, weak_scalar_like(y, x)), shape, x.dtype, {})
-        elif type(y) is Node and y.shape == shape:
+                out = _select_scalar(c, x, y, False)
+                if out is not None:
+                    return out
+        elif type(y) is Node:
             kind = type(x)
-            if kind is float or kind is int or kind is bool:
-                s = weak_scalar_like(x, y)
-                if s is not None:
-                    return Node("select", (c, s, y), shape, y.dtype, {})
-                if kind is float and y.dtype in _INT_OR_BOOL:     # where(c, 0.5, i)
-                    y = _converted(y, D.DEFAULT_FLOAT)
-                    return Node("select", (c, weak_scalar_like(x, y), y), shape, y.dtype, {})
+            if (kind is float or kind is int or kind is bool) and y.shape == shape:
+                out = _select_scalar(c, y, x, True)
+                if out is not None:
+                    return out
         else:
             out = _where_scalars(c, x, y)
             if out is not None:
@@ -393,21 +399,49 @@ def where(condition: Operand, x: Operand, y: Operand) -> Node:
     return apply("select", c, x, y)
 
 
+def _select_scalar(c: Node, node: Node, value: Any, swap: bool) -> Any:
+    """`where(c, node, value)` (`where(c, value, node)` when `swap`) for a bool condition,
+    a node of its shape and a Python scalar, recorded directly: the scalar weak beside
+    the node, or both as the dtype `_scalar_operands` gives them when the node's dtype
+    does not take it (an integer node beside a float: the default float; a bool node
+    beside an int: the default int), the node converted. None for anything else (an int
+    out of range: the general way raises)."""
+    s = weak_scalar_like(value, node)
+    if s is None:
+        kind = type(value)
+        dtype = node.dtype
+        if kind is float and dtype in _INT_OR_BOOL:               # where(c, i, 0.5)
+            node = _converted(node, D.DEFAULT_FLOAT)
+        elif kind is int and dtype is _BOOL and _I64_MIN <= value <= _I64_MAX:  # (c, m, 0)
+            node = _converted(node, D.DEFAULT_INT)
+        else:
+            return None
+        s = weak_scalar_like(value, node)
+    return new_node("select", (c, s, node) if swap else (c, node, s), node.shape, node.dtype, {})
+
+
+# the dtype a Python scalar standing alone takes (`D.scalar_dtype`), by its type
+_SCALAR_DTYPES = {float: D.DEFAULT_FLOAT, int: D.DEFAULT_INT, bool: D.bool_}
+
+
 def _where_scalars(c: Node, x: Operand, y: Operand) -> Any:
     """`where(c, x, y)` for a bool condition and two Python scalars of one kind
     (`where(m, 1.0, 0.0)`): both as that kind's default dtype, spread to c's shape (what
     `operands` and the broadcasts make of them). None for anything else."""
     kind = type(x)
-    if type(y) is not kind or not (kind is float or kind is int or kind is bool):
+    dtype = _SCALAR_DTYPES.get(kind)
+    if dtype is None or type(y) is not kind:
         return None
-    dtype = D.scalar_dtype(x)
-    if kind is int and not (int_fits(x, dtype) and int_fits(y, dtype)):
+    if kind is int and not (_I64_MIN <= x <= _I64_MAX and _I64_MIN <= y <= _I64_MAX):
         return None                     # past int64: the general way raises
     a, b = typed_scalar(x, dtype), typed_scalar(y, dtype)
     shape = c.shape
     if shape:
-        a, b = _spread(a, shape), _spread(b, shape)
-    return Node("select", (c, a, b), shape, dtype, {})
+        a = new_node("broadcast_in_dim", (a,), shape, dtype,
+                     {"shape": shape, "broadcast_dimensions": ()})
+        b = new_node("broadcast_in_dim", (b,), shape, dtype,
+                     {"shape": shape, "broadcast_dimensions": ()})
+    return new_node("select", (c, a, b), shape, dtype, {})
 
 
 _NEGATE_FAST = same_dtype_fast("negate", exclude=(D.bool_,))
@@ -417,7 +451,7 @@ _ABS_FAST = frozenset(D.INTS + D.FLOATS)      # abs of a complex is real; of a u
 
 def negative(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _NEGATE_FAST:      # recorded directly
-        return Node("negate", (x,), x.shape, x.dtype, {})
+        return new_node("negate", (x,), x.shape, x.dtype, {})
     (x,) = operands("negative", x)
     _check_numeric("negative", x)
     return apply("negate", x)
@@ -431,7 +465,7 @@ def positive(x: Operand) -> Node:
 
 def abs(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _ABS_FAST:         # recorded directly
-        return Node("abs", (x,), x.shape, x.dtype, {})
+        return new_node("abs", (x,), x.shape, x.dtype, {})
     (x,) = operands("abs", x)
     _check_numeric("abs", x)
     return x if x.dtype.kind == "uint" else apply("abs", x)
@@ -439,7 +473,7 @@ def abs(x: Operand) -> Node:
 
 def sign(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _SIGN_FAST:        # recorded directly
-        return Node("sign", (x,), x.shape, x.dtype, {})
+        return new_node("sign", (x,), x.shape, x.dtype, {})
     (x,) = operands("sign", x)
     _check_numeric("sign", x)
     return apply("sign", x)
@@ -447,13 +481,17 @@ def sign(x: Operand) -> Node:
 
 def square(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _SQUARE_FAST:      # recorded directly
-        return Node("multiply", (x, x), x.shape, x.dtype, {})
+        return new_node("multiply", (x, x), x.shape, x.dtype, {})
     (x,) = operands("square", x)
     _check_numeric("square", x)
     return apply("multiply", x, x)
 
 
 def reciprocal(x: Operand) -> Node:
+    if type(x) is Node and x.dtype in _INT_OR_BOOL:
+        out = _exact_float("divide", 1, x)      # `1 / i`: i as the default float
+        if out is not None:
+            return out
     return divide(1.0, x) if isinstance(x, Node) and x.dtype.is_float else divide(1, x)
 
 
@@ -615,7 +653,7 @@ _NOT_FAST = same_dtype_fast("not")
 
 def bitwise_invert(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _NOT_FAST:         # recorded directly
-        return Node("not", (x,), x.shape, x.dtype, {})
+        return new_node("not", (x,), x.shape, x.dtype, {})
     (x,) = operands("bitwise_invert", x)
     if x.dtype.is_float:
         raise TypeError(f"bitwise_invert: needs integer or bool operands, got {x.dtype.name}")
@@ -645,7 +683,7 @@ def signbit(x: Operand) -> Node:
     if type(x) is Node:
         ints = _BITS.get(x.dtype)
         if ints is not None:            # a real float: its bits, as a signed int, < 0
-            return less(Node("bitcast_convert", (x,), x.shape, ints, {"dtype": ints}), 0)
+            return less(new_node("bitcast_convert", (x,), x.shape, ints, {"dtype": ints}), 0)
     x = as_node(x)
     if not x.dtype.is_float:
         return less(x, 0)
@@ -769,11 +807,16 @@ def real(x: Operand) -> Node:
 
 def imag(x: Operand) -> Node:
     """The imaginary part of a complex x (zeros of a real x's dtype and shape)."""
+    if type(x) is Node and x.dtype in _REAL_NUMERIC:     # 0 of x's dtype, spread
+        return weak_scalar_like(0, x)
     x = as_node(x)
     _check_numeric("imag", x)
     if x.dtype.is_complex:
         return apply("imag", x)
     return broadcast_to(scalar(0, x.dtype), x.shape)
+
+
+_REAL_NUMERIC = frozenset(D.INTEGERS + D.FLOATS)
 
 
 def conj(x: Operand) -> Node:
