@@ -1140,3 +1140,63 @@ def test_sweep_forms_match_numpy_values_and_dtypes() -> None:
                                        atol=0, equal_nan=True, err_msg=label)
         else:
             _same_values(value, expected)
+
+
+def test_operators_and_lifted_binary_ops_write_their_common_forms_out() -> None:
+    """`x * np.float32(2.5)`, `m + 2`, `la.add(x, 2.5)`, `la.less(2, m)`: the operators'
+    direct forms (lazyarray/lift.py `direct_method`, also behind the lifted functions)
+    record these without entering ops/elementwise.py at all."""
+    f, i, u, m, c, h = [la.asarray(a) for a in _tensors_for_forms()]
+    forms = {"x * np.float32(2.5)": lambda: f * np.float32(2.5),
+             "np.float16(2) - h": lambda: np.float16(2) - h,
+             "m + 2": lambda: m + 2, "2 << m": lambda: 2 << m, "m < 2": lambda: m < 2,
+             "m + np.bool_(True)": lambda: m + np.bool_(True),
+             "i / np.int32(3)": lambda: i / np.int32(3),
+             "la.add(f, 2.5)": lambda: la.add(f, 2.5), "la.add(2.5, f)": lambda: la.add(2.5, f),
+             "la.less(2, m)": lambda: la.less(2, m), "la.multiply(f, f)": lambda: la.multiply(f, f),
+             "la.maximum(i, np.int32(2))": lambda: la.maximum(i, np.int32(2)),
+             "la.atan2(i, 2)": lambda: la.atan2(i, 2), "la.divide(np.int32(7), i)": lambda: la.divide(np.int32(7), i),
+             "la.equal(u, np.uint8(3))": lambda: la.equal(u, np.uint8(3)),
+             "la.subtract(i, 2.5)": lambda: la.subtract(i, 2.5)}
+    ops_file = sys.modules["lazyarray.ops.elementwise"].__file__
+    entered = []
+    for label, make in forms.items():
+        make()
+        files = []
+
+        def profile(frame, event, arg):
+            if event == "call":
+                files.append(frame.f_code.co_filename)
+        sys.setprofile(profile)
+        try:
+            make()
+        finally:
+            sys.setprofile(None)
+        if ops_file in files:
+            entered.append(label)
+    assert not entered, entered
+
+
+def test_ops_take_their_direct_paths_for_nodes(monkeypatch) -> None:
+    """The ops themselves (given nodes): a bool node beside an int, integers in true
+    division and atan2 with an int or a 0-d integer node, truth values of logical ops,
+    `m >> 1`: no general helper called."""
+    E = sys.modules["lazyarray.ops.elementwise"]
+    f, i, u, m = _leaf(D.float32), _leaf(D.int32), _leaf(D.uint8), _leaf(D.bool_)
+    i0, u0 = _leaf(D.int32, ()), _leaf(D.uint8, ())
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("took the general way")
+    for name in _GENERAL_OPS:
+        monkeypatch.setattr(E, name, refuse)
+    for make in (lambda: ops.add(m, 2), lambda: ops.subtract(3, m), lambda: ops.less(m, 2),
+                 lambda: ops.bitwise_and(m, 3), lambda: ops.bitwise_right_shift(m, 1),
+                 lambda: ops.bitwise_left_shift(2, m), lambda: ops.floor_divide(m, 2),
+                 lambda: ops.divide(i, i0), lambda: ops.divide(u0, u), lambda: ops.atan2(i, i0),
+                 lambda: ops.atan2(i, 2), lambda: ops.atan2(7, u), lambda: ops.divide(i, i),
+                 lambda: ops.atan2(m, m), lambda: ops.reciprocal(i), lambda: ops.logical_and(f, 2.5),
+                 lambda: ops.logical_or(i, u), lambda: ops.logical_xor(True, u),
+                 lambda: ops.logical_not(f), lambda: ops.where(m, m, 0), lambda: ops.where(m, 1.0, 0.0),
+                 lambda: ops.imag(u), lambda: ops.log2(i), lambda: ops.pow(i, 0.5),
+                 lambda: ops.pow(m, 2)):
+        make()
