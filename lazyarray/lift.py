@@ -422,10 +422,16 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
             if not swap:
                 a, b = self._node, other._node
                 dtype = a.dtype
-                if b.dtype is dtype and dtype in fast and b.shape == a.shape and \
-                        other._state is self._state:
-                    return _wrap(_new_node(prim, (a, b), a.shape, result or dtype,
-                                           {} if attrs is None else dict(attrs)), self._state)
+                if b.dtype is dtype and b.shape == a.shape and other._state is self._state:
+                    if dtype in fast:
+                        return _wrap(_new_node(prim, (a, b), a.shape, result or dtype,
+                                               {} if attrs is None else dict(attrs)), self._state)
+                    if exact_ints and dtype in _INT_OR_BOOL:   # `i / j`: both the default float
+                        shape = a.shape
+                        a = _new_node("convert", (a,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
+                        b = _new_node("convert", (b,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
+                        return _wrap(_new_node(prim, (a, b), shape, result or _DEFAULT_FLOAT,
+                                               {} if attrs is None else dict(attrs)), self._state)
         elif kind is _NP_BOOL:            # the Python bool it is (see `numpy_operand`)
             return op_method(self, bool(other))
         else:

@@ -1157,7 +1157,9 @@ def test_operators_and_lifted_binary_ops_write_their_common_forms_out() -> None:
              "la.maximum(i, np.int32(2))": lambda: la.maximum(i, np.int32(2)),
              "la.atan2(i, 2)": lambda: la.atan2(i, 2), "la.divide(np.int32(7), i)": lambda: la.divide(np.int32(7), i),
              "la.equal(u, np.uint8(3))": lambda: la.equal(u, np.uint8(3)),
-             "la.subtract(i, 2.5)": lambda: la.subtract(i, 2.5)}
+             "la.subtract(i, 2.5)": lambda: la.subtract(i, 2.5),
+             "la.divide(i, i)": lambda: la.divide(i, i), "u / u": lambda: u / u,
+             "la.atan2(m, m)": lambda: la.atan2(m, m)}
     ops_file = sys.modules["lazyarray.ops.elementwise"].__file__
     entered = []
     for label, make in forms.items():
