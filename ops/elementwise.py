@@ -255,7 +255,7 @@ def pow(a: Operand, b: Operand) -> Node:
                 return square(a)
             if b == 3:
                 return multiply(square(a), a)
-            if b == 0.5 and dtype in _FLOAT_DTYPES:
+            if b == 0.5:                     # (a float exponent: a float dtype, above)
                 return sqrt(a)
             if kind is int and b < 0 and dtype.is_int:
                 _negative_power(dtype, b)

@@ -1189,7 +1189,7 @@ def test_ops_take_their_direct_paths_for_nodes(monkeypatch) -> None:
 
     def refuse(*args, **kwargs):
         raise AssertionError("took the general way")
-    for name in _GENERAL_OPS:
+    for name in _GENERAL_OPS + ("divide",):    # reciprocal writes `1 / i` out itself
         monkeypatch.setattr(E, name, refuse)
     for make in (lambda: ops.add(m, 2), lambda: ops.subtract(3, m), lambda: ops.less(m, 2),
                  lambda: ops.bitwise_and(m, 3), lambda: ops.bitwise_right_shift(m, 1),
