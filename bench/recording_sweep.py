@@ -5,9 +5,10 @@
 Every public elementwise function of `lazyarray` and every elementwise operator and
 method of `Tensor`, over 4,096-element tensors of bool, int32, int64, uint8, float16,
 float32 and float64, with a tensor, a Python int/float/bool or a NumPy scalar on either
-side. Each form is recorded (nothing runs; a sync every 1,000 ops with nothing live keeps
-the pending list short) in batches; the figure is the median of the batches' per-op
-times, the loop's own call included. Forms that raise (a float shifted, a bool
+side. Each form is recorded (nothing runs; a sync after each batch with nothing live keeps
+the pending list short) in batches, one batch of every form per round; the figure is the
+median of the batches' per-op thread CPU times (time.thread_time_ns: other processes on a
+shared machine count only through the core they share), the loop's own call included. Forms that raise (a float shifted, a bool
 subtracted) are left out. Not a test: speed is never asserted (bench/bench_recording.py
 holds the pytest-benchmark rows beside the peers).
 """
@@ -111,18 +112,28 @@ def forms() -> dict:
     return out
 
 
-def measure(fn: Callable, rounds: int, batch: int) -> float:
-    """Median microseconds per call over `rounds` batches of `batch` calls."""
-    times = []
+def _batch(fn: Callable, batch: int) -> float:
+    """Thread-CPU microseconds per call of one batch of `batch` calls."""
+    t0 = time.thread_time_ns()
+    for _ in range(batch):
+        fn()
+    dt = (time.thread_time_ns() - t0) * 1e-3 / batch
+    la.sync()                              # nothing is live: cheap, resets the counters
+    return dt
+
+
+def measure_all(fns: dict, rounds: int, batch: int) -> dict:
+    """name -> median thread-CPU microseconds per call. The rounds go over every form in
+    turn (one batch of each per round, the first round a warm-up), so that a burst of
+    load from other processes lands on one batch of many forms, not on every batch of a
+    few: the median drops it."""
+    times: dict = {name: [] for name in fns}
     for r in range(rounds + 1):
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        dt = time.perf_counter() - t0
-        la.sync()                          # nothing is live: cheap, resets the counters
-        if r:                              # the first batch warms the caches
-            times.append(dt / batch * 1e6)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            dt = _batch(fn, batch)
+            if r:
+                times[name].append(dt)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def main() -> None:
@@ -132,7 +143,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--batch", type=int, default=200)
     args = ap.parse_args()
-    rows = []
+    fns = {}
     for name, fn in forms().items():
         if args.only and args.only not in name:
             continue
@@ -140,12 +151,14 @@ def main() -> None:
             fn()
         except (TypeError, ValueError, OverflowError):
             continue                       # a form the op refuses
-        rows.append((measure(fn, args.rounds, args.batch), name))
-    base = measure(lambda: None, args.rounds, args.batch)
-    print(f"# {len(rows)} forms; an empty call costs {base:.2f} us (included below)")
-    for us, name in sorted(rows, reverse=True):
-        if us > args.over:
-            print(f"{us:7.2f}  {name}")
+        fns[name] = fn
+    fns["<empty call>"] = lambda: None
+    us = measure_all(fns, args.rounds, args.batch)
+    base = us.pop("<empty call>")
+    print(f"# {len(us)} forms; an empty call costs {base:.2f} us (included below)")
+    for name, t in sorted(us.items(), key=lambda kv: kv[1], reverse=True):
+        if t > args.over:
+            print(f"{t:7.2f}  {name}")
 
 
 if __name__ == "__main__":

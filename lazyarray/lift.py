@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from .compiler import dtypes as D
-from .compiler.node import Node
+from .compiler.node import Node, new_node
 from . import runtime
 from .ops import elementwise as _elementwise
 from .ops.promotion import KEPT_SET as _KEPT_SET, typed_scalar as _typed_scalar
@@ -27,11 +27,16 @@ from .tensor import Tensor, host_array, raise_mixed_devices
 
 _SCALARS = (bool, int, float)
 _FLOAT64 = np.float64      # an operator takes it as the Python float it subclasses
+_NP_BOOL = np.bool_
 _wrap = Tensor._wrap
 _INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 _INT_OR_BOOL = frozenset(D.INTEGERS + (D.bool_,))
 _DEFAULT_FLOAT = D.DEFAULT_FLOAT
 _F32_EXACT = _elementwise.F32_EXACT
+_DEFAULT_INT = D.DEFAULT_INT
+_BOOL = D.bool_
+_I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1     # the default int's range
+_new_node = new_node
 
 # NumPy scalar type -> (its dtype, the Python type of its value), for the scalars an
 # elementwise op takes as a 0-d runtime scalar of their own dtype (see `numpy_operand`);
@@ -62,6 +67,19 @@ def numpy_operand(v: np.generic) -> Any:
     if kind is np.bool_:
         return bool(v)
     return None
+
+
+def truth_operand(v: np.generic) -> Any:
+    """A NumPy scalar as an operand of a logical op (`fn.truth_operands`, ops/elementwise.py
+    `_logical`): its truth value as a Python bool, exact (the scalar holds its own dtype's
+    value; NaN is true, as in NumPy). None for a NumPy scalar of a dtype lazyarray lacks
+    (the caller lifts it as data, which raises naming the dtype)."""
+    kind = type(v)
+    if kind in _NP_SCALARS or kind is _FLOAT64 or kind is np.bool_:
+        return bool(v)
+    return None
+
+
 _RENAMES = (("dim", "axis"), ("keepdim", "keepdims"))
 
 
@@ -199,9 +217,47 @@ def _torch_keywords(fn: Callable) -> Callable[[dict], dict]:
 
 def lift(fn: Callable) -> Callable:
     """`fn` over nodes as a function over tensors (and data, and Python scalars)."""
+    if getattr(fn, "direct", None) is not None:
+        return _direct_public(fn, _lift(fn))
+    return _lift(fn)
+
+
+# the operands `_direct_public` hands to the operators' direct forms: what `_method` and
+# `_reflected` take as `lift` does (a NumPy scalar by `numpy_operand`'s rule)
+_DIRECT_OPERANDS = frozenset((Tensor, bool, int, float, _FLOAT64, np.bool_, *_NP_SCALARS))
+
+
+def _direct_public(fn: Callable, public: Callable) -> Callable:
+    """`la.add(x, 2.5)`, `la.less(2, x)`, `la.multiply(x, np.float32(3))`: a binary
+    elementwise op that says how it records its common cases (`fn.direct`) takes a tensor
+    and a tensor or scalar the way its operator does (`direct_method`: the same graph,
+    fewer calls); anything else (keywords, data to lift, two scalars) goes to `public`,
+    the general lifted function."""
+    forward = direct_method(fn, _method(fn), False)
+    backward = direct_method(fn, _reflected(fn), True)
+    operands = _DIRECT_OPERANDS
+
+    @functools.wraps(fn)
+    def direct(*args: Any, device: Any = None, **kwargs: Any) -> Any:
+        if device is None and not kwargs and len(args) == 2:
+            a, b = args
+            if type(a) is Tensor:
+                if type(b) in operands:
+                    return forward(a, b)
+            elif type(b) is Tensor and type(a) in operands:
+                return backward(b, a)
+        return public(*args, device=device, **kwargs)
+    direct.__wrapped_op__ = fn
+    return direct
+
+
+def _lift(fn: Callable) -> Callable:
+    """`lift` for every op: the fast paths of the usual argument forms, then the general
+    way (find the device, lift data, wrap the results)."""
     rename = _torch_keywords(fn)
     # an elementwise op takes NumPy scalars as the operators do (`numpy_operand`)
     elementwise = getattr(fn, "__module__", None) == _elementwise.__name__
+    np_operand = truth_operand if getattr(fn, "truth_operands", False) else numpy_operand
 
     @functools.wraps(fn)
     def public(*args: Any, device: Any = None, **kwargs: Any) -> Any:
@@ -218,7 +274,7 @@ def lift(fn: Callable) -> Callable:
                     out = fn(a._node, b)          # a scalar, a dtype, a shape: f(x, (3, 4))
                     return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
                 if elementwise and isinstance(b, np.generic):
-                    s = numpy_operand(b)          # la.multiply(x, np.float32(2.5))
+                    s = np_operand(b)             # la.multiply(x, np.float32(2.5))
                     if s is not None:
                         out = fn(a._node, s)
                         return _wrap(out, a._state) if type(out) is Node else wrap(out, a._state)
@@ -240,7 +296,7 @@ def lift(fn: Callable) -> Callable:
                 out = fn(s, b._node)
                 return _wrap(out, b._state) if type(out) is Node else wrap(out, b._state)
             if isinstance(s, np.generic):
-                s = numpy_operand(s)          # la.subtract(np.float32(2.5), x)
+                s = np_operand(s)             # la.subtract(np.float32(2.5), x)
                 if s is not None:
                     out = fn(s, b._node)
                     return _wrap(out, b._state) if type(out) is Node else wrap(out, b._state)
@@ -297,13 +353,18 @@ def reflected(fn: Callable) -> Callable:
 def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
     """The operator of an elementwise op that says how it records its common cases
     (`fn.direct`, ops/elementwise.py `_recorder`): another tensor of the same dtype and
-    shape, or a Python float that the tensor's dtype takes (weakly), written out here —
-    the nodes `fn` records, without the calls between (the hottest path of recording:
-    `x * 0.5`, `2.5 - x`, `x * y`). Anything else goes to `general`, the method that
-    calls `fn`. `swap`: the reflected operator (the scalar is the first operand)."""
+    shape, a Python scalar that the tensor's dtype takes (weakly), a NumPy scalar of the
+    tensor's own dtype, or a Python int beside a bool tensor (both the default int),
+    written out here — the nodes `fn` records, without the calls between (the hottest
+    path of recording: `x * 0.5`, `2.5 - x`, `x * y`). Anything else goes to `general`,
+    the method that calls `fn`. `swap`: the reflected operator (the scalar is the first
+    operand)."""
     prim, fast, attrs, result = fn.direct
     floats = fast & _INEXACT
     to_float = D.DEFAULT_FLOAT in fast
+    # a bool tensor beside a Python int: both the default int (`weak_scalar_dtype`), the
+    # tensor converted, as `fn` records it
+    to_int = D.DEFAULT_INT in fast
     exact_ints = getattr(fn, "exact_ints", False)
 
     def op_method(self: Tensor, other: Any) -> Tensor:
@@ -316,47 +377,82 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
             if dtype not in floats and dtype in _INT_OR_BOOL and to_float:
                 # an integer tensor beside a float: both the default float, a converted
                 dtype = D.DEFAULT_FLOAT
-                a = Node("convert", (a,), a.shape, dtype, {"dtype": dtype})
+                a = _new_node("convert", (a,), a.shape, dtype, {"dtype": dtype})
             if dtype in floats and other not in _KEPT_SET:     # 0.0, -0.0, 1.0, -1.0: `fn`
                 shape = a.shape
-                s = Node("scalar", (), (), dtype, {}, None, other)
+                s = _new_node("scalar", (), (), dtype, {}, other)
                 if shape:
-                    s = Node("broadcast_in_dim", (s,), shape, dtype,
-                             {"shape": shape, "broadcast_dimensions": ()})
-                return _wrap(Node(prim, (s, a) if swap else (a, s), shape, result or dtype,
-                                  {} if attrs is None else dict(attrs)), self._state)
+                    s = _new_node("broadcast_in_dim", (s,), shape, dtype,
+                                  {"shape": shape, "broadcast_dimensions": ()})
+                return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape, result or dtype,
+                                       {} if attrs is None else dict(attrs)), self._state)
         elif kind is int or kind is bool:    # x + 1, 3 * x: as `fn` takes it
             a = self._node
             dtype = a.dtype
             if dtype in fast:
                 s = _weak_scalar_like(other, a)
                 if s is not None:
-                    return _wrap(Node(prim, (s, a) if swap else (a, s), a.shape,
-                                      result or dtype, {} if attrs is None else dict(attrs)),
+                    return _wrap(_new_node(prim, (s, a) if swap else (a, s), a.shape,
+                                           result or dtype, {} if attrs is None else dict(attrs)),
                                  self._state)
-            elif exact_ints and dtype in _INT_OR_BOOL and \
+            if dtype is _BOOL and kind is int and to_int and _I64_MIN <= other <= _I64_MAX:
+                shape = a.shape                  # `m * 2`, `2 << m`: m as the default int
+                a = _new_node("convert", (a,), shape, _DEFAULT_INT, {"dtype": _DEFAULT_INT})
+                s = _weak_scalar_like(other, a)
+                return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape,
+                                       result or _DEFAULT_INT, {} if attrs is None else dict(attrs)),
+                             self._state)
+            if exact_ints and dtype in _INT_OR_BOOL and \
                     -_F32_EXACT <= other <= _F32_EXACT and _int_fits(other, dtype):
                 # `i / 2`: i as the default float, the int weak beside it (what `fn`
                 # records for an int the default float and i's dtype both hold exactly)
                 shape = a.shape
-                a = Node("convert", (a,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
+                a = _new_node("convert", (a,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
                 if other in _KEPT_SET:
                     s = _weak_scalar_like(other, a)
                 else:            # what `_weak_scalar_like` makes of it, written out
-                    s = Node("scalar", (), (), _DEFAULT_FLOAT, {}, None, other)
+                    s = _new_node("scalar", (), (), _DEFAULT_FLOAT, {}, other)
                     if shape:
-                        s = Node("broadcast_in_dim", (s,), shape, _DEFAULT_FLOAT,
-                                 {"shape": shape, "broadcast_dimensions": ()})
-                return _wrap(Node(prim, (s, a) if swap else (a, s), shape,
-                                  result or _DEFAULT_FLOAT, {} if attrs is None else dict(attrs)),
+                        s = _new_node("broadcast_in_dim", (s,), shape, _DEFAULT_FLOAT,
+                                      {"shape": shape, "broadcast_dimensions": ()})
+                return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape,
+                                       result or _DEFAULT_FLOAT, {} if attrs is None else dict(attrs)),
                              self._state)
-        elif kind is Tensor and not swap:
-            a, b = self._node, other._node
-            dtype = a.dtype
-            if b.dtype is dtype and dtype in fast and b.shape == a.shape and \
-                    other._state is self._state:
-                return _wrap(Node(prim, (a, b), a.shape, result or dtype,
-                                  {} if attrs is None else dict(attrs)), self._state)
+        elif kind is Tensor:
+            if not swap:
+                a, b = self._node, other._node
+                dtype = a.dtype
+                if b.dtype is dtype and b.shape == a.shape and other._state is self._state:
+                    if dtype in fast:
+                        return _wrap(_new_node(prim, (a, b), a.shape, result or dtype,
+                                               {} if attrs is None else dict(attrs)), self._state)
+                    if exact_ints and dtype in _INT_OR_BOOL:   # `i / j`: both the default float
+                        shape = a.shape
+                        a = _new_node("convert", (a,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
+                        b = _new_node("convert", (b,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
+                        return _wrap(_new_node(prim, (a, b), shape, result or _DEFAULT_FLOAT,
+                                               {} if attrs is None else dict(attrs)), self._state)
+        elif kind is _NP_BOOL:            # the Python bool it is (see `numpy_operand`)
+            return op_method(self, bool(other))
+        else:
+            found = _NP_SCALARS.get(kind)
+            if found is not None:         # `x * np.float32(2.5)`: a 0-d scalar of x's dtype
+                a = self._node
+                dtype = a.dtype
+                if found[0] is dtype and dtype not in fast and exact_ints and \
+                        found[1] is int and -_F32_EXACT <= other <= _F32_EXACT:
+                    # `i / np.int32(2)` as `i / 2`: the int, exact in the default float,
+                    # divides as the same value converted along with i would
+                    return op_method(self, int(other))
+                if found[0] is dtype and dtype in fast:
+                    shape = a.shape
+                    s = _typed_scalar(found[1](other), dtype)
+                    if shape:
+                        s = _new_node("broadcast_in_dim", (s,), shape, dtype,
+                                      {"shape": shape, "broadcast_dimensions": ()})
+                    return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape,
+                                           result or dtype, {} if attrs is None else dict(attrs)),
+                                 self._state)
         return general(self, other)
     op_method.__name__ = ("r" if swap else "") + getattr(fn, "__name__", "op")
     op_method.__doc__ = getattr(fn, "__doc__", None)

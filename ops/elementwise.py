@@ -35,10 +35,10 @@ def _unary_float(prim: str):
         if type(x) is Node:
             dtype = x.dtype
             if dtype in fast:                        # the common case, recorded directly
-                return Node(prim, (x,), x.shape, dtype, {})
+                return new_node(prim, (x,), x.shape, dtype, {})
             if dtype in _INT_OR_BOOL and to_float:   # `exp(i)`: i as the default float
                 x = _converted(x, D.DEFAULT_FLOAT)
-                return Node(prim, (x,), x.shape, x.dtype, {})
+                return new_node(prim, (x,), x.shape, x.dtype, {})
         (x,) = _float_operands(prim, x)
         return apply(prim, x)
     to_float = D.DEFAULT_FLOAT in fast
@@ -70,12 +70,16 @@ exp.__name__, expm1.__name__, log1p.__name__, sigmoid.__name__ = "exp", "expm1",
 sin.__name__, cos.__name__ = "sin", "cos"
 
 
+_INV_LN2 = 1 / math.log(2)
+_INV_LN10 = 1 / math.log(10)
+
+
 def log2(x: Operand) -> Node:
-    return multiply(log(x), 1 / math.log(2))
+    return multiply(log(x), _INV_LN2)
 
 
 def log10(x: Operand) -> Node:
-    return multiply(log(x), 1 / math.log(10))
+    return multiply(log(x), _INV_LN10)
 
 
 def _rounding(prim: str, name: str):
@@ -83,7 +87,7 @@ def _rounding(prim: str, name: str):
 
     def fn(x: Operand) -> Node:
         if type(x) is Node and x.dtype in fast:      # a float tensor, recorded directly
-            return Node(prim, (x,), x.shape, x.dtype, {})
+            return new_node(prim, (x,), x.shape, x.dtype, {})
         (x,) = operands(name, x)
         _check_numeric(name, x)
         return apply(prim, x) if x.dtype.is_float else x
@@ -98,6 +102,8 @@ round = _rounding("round_nearest_even", "round")
 
 
 _INT_OR_BOOL = frozenset(D.INTEGERS + (D.bool_,))
+_BOOL = D.bool_
+_I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1     # the default int's range
 
 
 def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
@@ -118,39 +124,51 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
                     if b.dtype is dtype:
                         shape = a.shape
                         if b.shape == shape:
-                            return Node(prim, (a, b), shape, result or dtype,
+                            return new_node(prim, (a, b), shape, result or dtype,
                                         {} if attrs is None else dict(attrs))
                         if not b.shape:      # x * a 0-d tensor (a NumPy scalar, a loss scale)
-                            return Node(prim, (a, _spread(b, shape)), shape, result or dtype,
+                            return new_node(prim, (a, _spread(b, shape)), shape, result or dtype,
                                         {} if attrs is None else dict(attrs))
                         if not shape:
                             shape = b.shape
-                            return Node(prim, (_spread(a, shape), b), shape, result or dtype,
+                            return new_node(prim, (_spread(a, shape), b), shape, result or dtype,
                                         {} if attrs is None else dict(attrs))
                 elif kind is float or kind is int or kind is bool:
                     s = weak_scalar_like(b, a)
                     if s is not None:
-                        return Node(prim, (a, s), a.shape, result or dtype,
+                        return new_node(prim, (a, s), a.shape, result or dtype,
                                     {} if attrs is None else dict(attrs))
         elif type(b) is Node and b.dtype in fast:
             kind = type(a)
             if kind is float or kind is int or kind is bool:
                 s = weak_scalar_like(a, b)
                 if s is not None:
-                    return Node(prim, (s, b), b.shape, result or b.dtype,
+                    return new_node(prim, (s, b), b.shape, result or b.dtype,
                                 {} if attrs is None else dict(attrs))
         # an integer or bool tensor beside a Python float (`i * 2.5`): both the default
         # float, the tensor converted (what `_scalar_operands` makes)
         if type(b) is float and type(a) is Node and a.dtype in _INT_OR_BOOL and to_float:
             x = _converted(a, D.DEFAULT_FLOAT)
-            return Node(prim, (x, weak_scalar_like(b, x)), x.shape, result or x.dtype,
+            return new_node(prim, (x, weak_scalar_like(b, x)), x.shape, result or x.dtype,
                         {} if attrs is None else dict(attrs))
         if type(a) is float and type(b) is Node and b.dtype in _INT_OR_BOOL and to_float:
             x = _converted(b, D.DEFAULT_FLOAT)
-            return Node(prim, (weak_scalar_like(a, x), x), x.shape, result or x.dtype,
+            return new_node(prim, (weak_scalar_like(a, x), x), x.shape, result or x.dtype,
                         {} if attrs is None else dict(attrs))
+        # a bool tensor beside a Python int (`m * 2`, `m & 3`): both the default int, the
+        # tensor converted (what `_scalar_operands` and `operands` make)
+        if to_int:
+            if type(b) is int and type(a) is Node and a.dtype is _BOOL and _I64_MIN <= b <= _I64_MAX:
+                x = _converted(a, D.DEFAULT_INT)
+                return new_node(prim, (x, weak_scalar_like(b, x)), x.shape, result or x.dtype,
+                            {} if attrs is None else dict(attrs))
+            if type(a) is int and type(b) is Node and b.dtype is _BOOL and _I64_MIN <= a <= _I64_MAX:
+                x = _converted(b, D.DEFAULT_INT)
+                return new_node(prim, (weak_scalar_like(a, x), x), x.shape, result or x.dtype,
+                            {} if attrs is None else dict(attrs))
         return general(a, b)
     to_float = D.DEFAULT_FLOAT in fast
+    to_int = D.DEFAULT_INT in fast
     # what the operators need to write the common cases out themselves (lazyarray/lift.py,
     # `direct_method`): they record the same nodes as `fn`, one call less per op
     fn.direct = (prim, fast, attrs, result)
@@ -159,13 +177,13 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
 
 def _spread(x: Node, shape: tuple) -> Node:
     """A 0-d node broadcast to `shape` (what `broadcast_to` records for it)."""
-    return Node("broadcast_in_dim", (x,), shape, x.dtype,
+    return new_node("broadcast_in_dim", (x,), shape, x.dtype,
                 {"shape": shape, "broadcast_dimensions": ()})
 
 
 def _converted(x: Node, dtype: D.DType) -> Node:
     """`convert(x, dtype)` for x of another dtype (convert's rule takes every pair)."""
-    return Node("convert", (x,), x.shape, dtype, {"dtype": dtype})
+    return new_node("convert", (x,), x.shape, dtype, {"dtype": dtype})
 
 
 def _scalar_operands(op: str, a: Operand, b: Operand) -> list:
@@ -194,7 +212,7 @@ def _made(prim: str, fast: frozenset, a: Node, b: Node, attrs: Any = None,
     shape (a bias broadcast, an integer tensor converted): the node directly when the
     dtype is in `fast`, `apply` (whose rule raises) otherwise."""
     if a.dtype in fast:
-        return Node(prim, (a, b), a.shape, result or a.dtype, {} if attrs is None else dict(attrs))
+        return new_node(prim, (a, b), a.shape, result or a.dtype, {} if attrs is None else dict(attrs))
     return apply(prim, a, b, **(attrs or {}))
 
 
@@ -226,23 +244,31 @@ _FLOAT_DTYPES = frozenset(D.FLOATS)
 def pow(a: Operand, b: Operand) -> Node:
     """x ** 2 and x ** 3 become products and x ** 0.5 a square root when the exponent is a
     Python scalar: the exponent is a runtime parameter, so no later pass could see it."""
-    if type(a) is Node:                  # x ** 2, the common case, recorded directly
+    if type(a) is Node:
         kind = type(b)
-        if (kind is int and a.dtype in _SQUARE_FAST or kind is float and a.dtype in
-                _FLOAT_DTYPES) and b == 2:
-            return Node("multiply", (a, a), a.shape, a.dtype, {})
+        if kind is int or kind is float:     # a Python exponent (not a bool), directly
+            dtype = a.dtype
+            if kind is float and dtype not in _FLOAT_DTYPES or dtype is _BOOL:
+                return _power(a, b)          # no exponent below is special for it
+            if b == 2:                       # x ** 2, the common case
+                if dtype in _SQUARE_FAST:
+                    return new_node("multiply", (a, a), a.shape, dtype, {})
+                return square(a)
+            if b == 3:
+                return multiply(square(a), a)
+            if b == 0.5:                     # (a float exponent: a float dtype, above)
+                return sqrt(a)
+            if kind is int and b < 0 and dtype.is_int:
+                _negative_power(dtype, b)
+            return _power(a, b)
     if isinstance(a, Node) and type(b) is int and b < 0 and a.dtype.is_int:
-        raise ValueError(f"pow: integers to negative integer powers are not allowed "
-                         f"({a.dtype.name} ** {b}); convert the base to a float dtype first")
-    if isinstance(a, Node) and (type(b) is int or (type(b) is float and a.dtype.is_float)) \
-            and a.dtype is not D.bool_:
-        if b == 2:
-            return square(a)
-        if b == 3:
-            return multiply(square(a), a)
-        if b == 0.5 and a.dtype.is_float:
-            return sqrt(a)
+        _negative_power(a.dtype, b)
     return _power(a, b)
+
+
+def _negative_power(dtype: D.DType, b: int) -> None:
+    raise ValueError(f"pow: integers to negative integer powers are not allowed "
+                     f"({dtype.name} ** {b}); convert the base to a float dtype first")
 
 
 _DIVIDE_FAST = same_dtype_fast("divide") & frozenset(D.FLOATS + D.COMPLEX)
@@ -251,22 +277,45 @@ _DIVIDE_FAST = same_dtype_fast("divide") & frozenset(D.FLOATS + D.COMPLEX)
 F32_EXACT = 2 ** 24       # every int of at most this magnitude is exact in float32
 
 
-def _divide(a: Operand, b: Operand) -> Node:
-    """An integer or bool tensor beside a Python int (`i / 2`): the tensor converted to
-    the default float and the int weak beside it, as `i * 2.5` records. For an int the
-    tensor's dtype holds that float32 holds exactly, this is the value of converting the
-    int as the tensor's dtype along with it (what the general way below records)."""
-    if type(a) is Node and type(b) is Node and a.dtype is b.dtype and \
-            a.dtype in _INT_OR_BOOL and a.shape == b.shape:
-        x = _converted(a, D.DEFAULT_FLOAT)      # `i / j`: both as the default float
-        return Node("divide", (x, _converted(b, D.DEFAULT_FLOAT)), x.shape, x.dtype, {})
+def _exact_float(prim: str, a: Operand, b: Operand) -> Any:
+    """`prim(a, b)` of a float-only op (true division, atan2) for integer or bool
+    operands, the short ways, or None for anything else:
+
+    - two nodes of one integer (or bool) dtype, of one shape or one of them 0-d (a NumPy
+      scalar): both converted to the default float (after the 0-d one's broadcast, as the
+      general way orders them);
+    - such a node beside a Python int or bool that float32 holds exactly and the node's
+      dtype holds (`i / 2`): the node converted, the int weak beside it as `i * 2.5`
+      records. That is the value of converting the int as the node's dtype along with
+      it (what the general way records)."""
+    if type(a) is Node and type(b) is Node:
+        dtype = a.dtype
+        if b.dtype is not dtype or dtype not in _INT_OR_BOOL:
+            return None
+        if a.shape != b.shape:
+            if not b.shape:
+                b = _spread(b, a.shape)
+            elif not a.shape:
+                a = _spread(a, b.shape)
+            else:
+                return None
+        x = _converted(a, D.DEFAULT_FLOAT)
+        return new_node(prim, (x, _converted(b, D.DEFAULT_FLOAT)), x.shape, x.dtype, {})
     node, value = (a, b) if type(a) is Node else (b, a)
     if type(node) is Node and (type(value) is int or type(value) is bool) and \
             -F32_EXACT <= value <= F32_EXACT and node.dtype in _INT_OR_BOOL and \
             int_fits(value, node.dtype):
         x = _converted(node, D.DEFAULT_FLOAT)
         s = weak_scalar_like(value, x)
-        return Node("divide", (x, s) if node is a else (s, x), x.shape, x.dtype, {})
+        return new_node(prim, (x, s) if node is a else (s, x), x.shape, x.dtype, {})
+    return None
+
+
+def _divide(a: Operand, b: Operand) -> Node:
+    """Integers divide as the default float (`_exact_float` the short ways)."""
+    out = _exact_float("divide", a, b)
+    if out is not None:
+        return out
     a, b = _scalar_operands("divide", a, b)
     if not a.dtype.is_inexact:
         a, b = convert(a, D.DEFAULT_FLOAT), convert(b, D.DEFAULT_FLOAT)
@@ -281,6 +330,9 @@ divide.exact_ints = True
 
 
 def _atan2(a: Operand, b: Operand) -> Node:
+    out = _exact_float("atan2", a, b)    # integers as the default float, the short ways
+    if out is not None:
+        return out
     a, b = _float_operands("atan2", a, b)
     return apply("atan2", a, b)
 
@@ -289,6 +341,7 @@ def _atan2(a: Operand, b: Operand) -> Node:
 # tensor and a Python float: the default float) recorded directly, the rest as `_atan2`
 atan2 = _recorder("atan2", same_dtype_fast("atan2"), _atan2)
 atan2.__name__ = "atan2"
+atan2.exact_ints = True       # the operators' direct forms take `atan2(i, 2)` as `_atan2`
 
 
 # compare's rule (compiler/primitives/elementwise.py): any dtype; complex ones for EQ/NE only
@@ -315,30 +368,24 @@ greater_equal = _compare("GE", "greater_equal")
 
 
 def where(condition: Operand, x: Operand, y: Operand) -> Node:
-    if type(condition) is Node and condition.dtype is D.bool_:
+    if type(condition) is Node and condition.dtype is _BOOL:
         c = condition
         shape = c.shape            # the common case, recorded directly: a bool condition
         if type(x) is Node:        # and a value of its shape, the other of that dtype and
-            kind = type(y)         # shape or a Python scalar that takes it
+            kind = type(y)         # shape or a Python scalar
             if kind is Node:
                 if x.shape == shape and y.shape == shape and x.dtype is y.dtype:
-                    return Node("select", (c, x, y), shape, x.dtype, {})
+                    return new_node("select", (c, x, y), shape, x.dtype, {})
             elif (kind is float or kind is int or kind is bool) and x.shape == shape:
-                s = weak_scalar_like(y, x)
-                if s is not None:
-                    return Node("select", (c, x, s), shape, x.dtype, {})
-                if kind is float and x.dtype in _INT_OR_BOOL:     # where(c, i, 0.5)
-                    x = _converted(x, D.DEFAULT_FLOAT)
-                    return Node("select", (c, x, weak_scalar_like(y, x)), shape, x.dtype, {})
-        elif type(y) is Node and y.shape == shape:
+                out = _select_scalar(c, x, y, False)
+                if out is not None:
+                    return out
+        elif type(y) is Node:
             kind = type(x)
-            if kind is float or kind is int or kind is bool:
-                s = weak_scalar_like(x, y)
-                if s is not None:
-                    return Node("select", (c, s, y), shape, y.dtype, {})
-                if kind is float and y.dtype in _INT_OR_BOOL:     # where(c, 0.5, i)
-                    y = _converted(y, D.DEFAULT_FLOAT)
-                    return Node("select", (c, weak_scalar_like(x, y), y), shape, y.dtype, {})
+            if (kind is float or kind is int or kind is bool) and y.shape == shape:
+                out = _select_scalar(c, y, x, True)
+                if out is not None:
+                    return out
         else:
             out = _where_scalars(c, x, y)
             if out is not None:
@@ -353,21 +400,49 @@ def where(condition: Operand, x: Operand, y: Operand) -> Node:
     return apply("select", c, x, y)
 
 
+def _select_scalar(c: Node, node: Node, value: Any, swap: bool) -> Any:
+    """`where(c, node, value)` (`where(c, value, node)` when `swap`) for a bool condition,
+    a node of its shape and a Python scalar, recorded directly: the scalar weak beside
+    the node, or both as the dtype `_scalar_operands` gives them when the node's dtype
+    does not take it (an integer node beside a float: the default float; a bool node
+    beside an int: the default int), the node converted. None for anything else (an int
+    out of range: the general way raises)."""
+    s = weak_scalar_like(value, node)
+    if s is None:
+        kind = type(value)
+        dtype = node.dtype
+        if kind is float and dtype in _INT_OR_BOOL:               # where(c, i, 0.5)
+            node = _converted(node, D.DEFAULT_FLOAT)
+        elif kind is int and dtype is _BOOL and _I64_MIN <= value <= _I64_MAX:  # (c, m, 0)
+            node = _converted(node, D.DEFAULT_INT)
+        else:
+            return None
+        s = weak_scalar_like(value, node)
+    return new_node("select", (c, s, node) if swap else (c, node, s), node.shape, node.dtype, {})
+
+
+# the dtype a Python scalar standing alone takes (`D.scalar_dtype`), by its type
+_SCALAR_DTYPES = {float: D.DEFAULT_FLOAT, int: D.DEFAULT_INT, bool: D.bool_}
+
+
 def _where_scalars(c: Node, x: Operand, y: Operand) -> Any:
     """`where(c, x, y)` for a bool condition and two Python scalars of one kind
     (`where(m, 1.0, 0.0)`): both as that kind's default dtype, spread to c's shape (what
     `operands` and the broadcasts make of them). None for anything else."""
     kind = type(x)
-    if type(y) is not kind or not (kind is float or kind is int or kind is bool):
+    dtype = _SCALAR_DTYPES.get(kind)
+    if dtype is None or type(y) is not kind:
         return None
-    dtype = D.scalar_dtype(x)
-    if kind is int and not (int_fits(x, dtype) and int_fits(y, dtype)):
+    if kind is int and not (_I64_MIN <= x <= _I64_MAX and _I64_MIN <= y <= _I64_MAX):
         return None                     # past int64: the general way raises
     a, b = typed_scalar(x, dtype), typed_scalar(y, dtype)
     shape = c.shape
     if shape:
-        a, b = _spread(a, shape), _spread(b, shape)
-    return Node("select", (c, a, b), shape, dtype, {})
+        a = new_node("broadcast_in_dim", (a,), shape, dtype,
+                     {"shape": shape, "broadcast_dimensions": ()})
+        b = new_node("broadcast_in_dim", (b,), shape, dtype,
+                     {"shape": shape, "broadcast_dimensions": ()})
+    return new_node("select", (c, a, b), shape, dtype, {})
 
 
 _NEGATE_FAST = same_dtype_fast("negate", exclude=(D.bool_,))
@@ -377,7 +452,7 @@ _ABS_FAST = frozenset(D.INTS + D.FLOATS)      # abs of a complex is real; of a u
 
 def negative(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _NEGATE_FAST:      # recorded directly
-        return Node("negate", (x,), x.shape, x.dtype, {})
+        return new_node("negate", (x,), x.shape, x.dtype, {})
     (x,) = operands("negative", x)
     _check_numeric("negative", x)
     return apply("negate", x)
@@ -391,7 +466,7 @@ def positive(x: Operand) -> Node:
 
 def abs(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _ABS_FAST:         # recorded directly
-        return Node("abs", (x,), x.shape, x.dtype, {})
+        return new_node("abs", (x,), x.shape, x.dtype, {})
     (x,) = operands("abs", x)
     _check_numeric("abs", x)
     return x if x.dtype.kind == "uint" else apply("abs", x)
@@ -399,7 +474,7 @@ def abs(x: Operand) -> Node:
 
 def sign(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _SIGN_FAST:        # recorded directly
-        return Node("sign", (x,), x.shape, x.dtype, {})
+        return new_node("sign", (x,), x.shape, x.dtype, {})
     (x,) = operands("sign", x)
     _check_numeric("sign", x)
     return apply("sign", x)
@@ -407,13 +482,17 @@ def sign(x: Operand) -> Node:
 
 def square(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _SQUARE_FAST:      # recorded directly
-        return Node("multiply", (x, x), x.shape, x.dtype, {})
+        return new_node("multiply", (x, x), x.shape, x.dtype, {})
     (x,) = operands("square", x)
     _check_numeric("square", x)
     return apply("multiply", x, x)
 
 
 def reciprocal(x: Operand) -> Node:
+    if type(x) is Node and x.dtype in _INT_OR_BOOL:
+        out = _exact_float("divide", 1, x)      # `1 / i`: i as the default float
+        if out is not None:
+            return out
     return divide(1.0, x) if isinstance(x, Node) and x.dtype.is_float else divide(1, x)
 
 
@@ -450,9 +529,58 @@ def _logical(prim: str, name: str):
         a, b = operands(name, a, b)
         return apply(prim, a, b)
     # bool operands (tensors, Python bools) recorded directly; the rest as truth values
-    fn = _recorder(prim, frozenset((D.bool_,)), general)
+    recorder = _recorder(prim, frozenset((D.bool_,)), general)
+    with_true, with_false = _WITH_CONSTANT[prim]
+
+    def fn(a: Operand, b: Operand) -> Node:
+        a, b = _truth(a), _truth(b)
+        if type(b) is bool and type(a) is Node:      # `x and True` is x's truth: no node
+            return (with_true if b else with_false)(a)
+        if type(a) is bool and type(b) is Node:
+            return (with_true if a else with_false)(b)
+        return recorder(a, b)
     fn.__name__ = name
+    # lazyarray/lift.py: a NumPy scalar operand is taken as its truth value (exact: the
+    # scalar holds its own dtype's value), as a Python scalar is here
+    fn.truth_operands = True
     return fn
+
+
+def _same(m: Node) -> Node:
+    return m
+
+
+def _all_true(m: Node) -> Node:
+    return weak_scalar_like(True, m)
+
+
+def _none_true(m: Node) -> Node:
+    return weak_scalar_like(False, m)
+
+
+def _negated(m: Node) -> Node:
+    return new_node("not", (m,), m.shape, _BOOL, {})
+
+
+# a logical op of a bool node m and a constant truth value: (m op True, m op False), by
+# Boolean algebra (the values `prim(m, broadcast(c))` has, with no node for the constant)
+_WITH_CONSTANT = {"and": (_same, _none_true), "or": (_all_true, _same),
+                  "xor": (_negated, _same)}
+
+
+def _truth(x: Operand) -> Operand:
+    """An operand of a logical op as its truth value: a bool node as it is; another node
+    converted to bool (convert's rule: x != 0, NaN true, as NumPy's truth; one node where
+    `not_equal(x, 0)` takes two); a Python scalar as the Python bool `bool(x)` (the same
+    rule); anything else (an int past int64) as it is, for the general way to refuse."""
+    kind = type(x)
+    if kind is Node:
+        if x.dtype is _BOOL:
+            return x
+        return new_node("convert", (x,), x.shape, _BOOL, {"dtype": _BOOL})
+    if kind is float or kind is bool or kind is int and _I64_MIN <= x <= _I64_MAX:
+        return bool(x)
+    return x
 
 
 def as_bool(x: Operand) -> Node:
@@ -466,6 +594,8 @@ logical_xor = _logical("xor", "logical_xor")
 
 
 def logical_not(x: Operand) -> Node:
+    if type(x) is Node:                  # recorded directly: not of the truth value
+        return new_node("not", (_truth(x),), x.shape, _BOOL, {})
     return apply("not", as_bool(x))
 
 
@@ -524,7 +654,7 @@ _NOT_FAST = same_dtype_fast("not")
 
 def bitwise_invert(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _NOT_FAST:         # recorded directly
-        return Node("not", (x,), x.shape, x.dtype, {})
+        return new_node("not", (x,), x.shape, x.dtype, {})
     (x,) = operands("bitwise_invert", x)
     if x.dtype.is_float:
         raise TypeError(f"bitwise_invert: needs integer or bool operands, got {x.dtype.name}")
@@ -554,7 +684,7 @@ def signbit(x: Operand) -> Node:
     if type(x) is Node:
         ints = _BITS.get(x.dtype)
         if ints is not None:            # a real float: its bits, as a signed int, < 0
-            return less(Node("bitcast_convert", (x,), x.shape, ints, {"dtype": ints}), 0)
+            return less(new_node("bitcast_convert", (x,), x.shape, ints, {"dtype": ints}), 0)
     x = as_node(x)
     if not x.dtype.is_float:
         return less(x, 0)
@@ -748,11 +878,16 @@ def real(x: Operand) -> Node:
 
 def imag(x: Operand) -> Node:
     """The imaginary part of a complex x (zeros of a real x's dtype and shape)."""
+    if type(x) is Node and x.dtype in _REAL_NUMERIC:     # 0 of x's dtype, spread
+        return weak_scalar_like(0, x)
     x = as_node(x)
     _check_numeric("imag", x)
     if x.dtype.is_complex:
         return apply("imag", x)
     return broadcast_to(scalar(0, x.dtype), x.shape)
+
+
+_REAL_NUMERIC = frozenset(D.INTEGERS + D.FLOATS)
 
 
 def conj(x: Operand) -> Node:

@@ -14,7 +14,7 @@ import numpy as np
 from ..compiler import dtypes as D
 from ..compiler.dtypes import DType
 from ..compiler.literal import Literal
-from ..compiler.node import Node, constant_leaf, kept_constant, scalar_leaf
+from ..compiler.node import Node, constant_leaf, kept_constant, new_node, scalar_leaf
 from ..compiler.primitive import apply
 
 PY_SCALARS = (bool, int, float)
@@ -46,6 +46,9 @@ def scalar(value: Any, dtype: DType) -> Node:
     if value not in KEPT_CONSTANTS or _is_negative_zero(value):
         return scalar_leaf(value, dtype)
     return kept_constant(value, dtype)
+
+
+_copysign = math.copysign
 
 
 def _is_negative_zero(value: Any) -> bool:
@@ -150,11 +153,11 @@ def weak_scalar_like(value: Any, node: Node) -> Any:
     if value in KEPT_SET:
         s = _kept(value, kind, dtype)
     else:
-        s = Node("scalar", (), (), dtype, {}, None, value)
+        s = new_node("scalar", (), (), dtype, {}, value)
     shape = node.shape
     if not shape:
         return s
-    return Node("broadcast_in_dim", (s,), shape, dtype,
+    return new_node("broadcast_in_dim", (s,), shape, dtype,
                 {"shape": shape, "broadcast_dimensions": ()})
 
 
@@ -163,15 +166,15 @@ def typed_scalar(value: Any, dtype: DType) -> Node:
     from `.item()`): no range or kind check to make."""
     if value in KEPT_SET:
         return _kept(value, type(value), dtype)
-    return Node("scalar", (), (), dtype, {}, None, value)
+    return new_node("scalar", (), (), dtype, {}, value)
 
 
 def _kept(value: Any, kind: type, dtype: DType) -> Node:
     """What `scalar` gives for a value equal to a kept constant: the shared constant
     node, or a runtime scalar for -0.0 (which == 0 and hashes as 0, so the cache below
     must not see it)."""
-    if kind is float and value == 0.0 and _is_negative_zero(value):
-        return Node("scalar", (), (), dtype, {}, None, value)
+    if kind is float and value == 0.0 and _copysign(1.0, value) < 0.0:     # -0.0
+        return new_node("scalar", (), (), dtype, {}, value)
     key = (kind, value, dtype)
     node = _KEPT_NODES.get(key)
     if node is None:
