@@ -28,9 +28,9 @@ class LoadedCode:
         # the host's triple, CPU and features, asked of LLVM once per process (the
         # features query was ~2 ms per load, and a first run loads several objects)
         triple, cpu, features = target_id(CPU)[:3]
-        tm = llvm.Target.from_triple(triple).create_target_machine(
-            cpu=cpu, features=features, reloc="pic", codemodel="jitdefault")
         with llvm_lock():
+            tm = llvm.Target.from_triple(triple).create_target_machine(
+                cpu=cpu, features=features, reloc="pic", codemodel="jitdefault")
             empty = llvm.parse_assembly("")
             empty.triple = tm.triple
             self.engine = llvm.create_mcjit_compiler(empty, tm)

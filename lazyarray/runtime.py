@@ -14,10 +14,8 @@ raises when read. `LAZYARRAY_DONATE=0` (`la.config.donate = False`) turns it off
 """
 from __future__ import annotations
 
-import _signal
 import collections
 import os
-import signal
 import threading
 import time
 import warnings
@@ -28,6 +26,7 @@ from . import config
 from .callsite import format_frame, user_frame, user_site
 from .metrics import METRICS, explain_change
 from .compiler import profile_hooks
+from .compiler.interrupts import InterruptsDeferred
 from .compiler.printer import type_text
 from .compiler.replay import save_inputs, scalar_comments
 from .compiler.trace import Capture, DonatedBuffer, Template, capture, describe_key, donation_safe
@@ -420,7 +419,7 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
     if rec:
         rec.sync_mark("lookup")
     if cap.donated_nodes:
-        with _InterruptsDeferred():
+        with InterruptsDeferred():
             _run(exe, cap, nodes)
     else:
         _run(exe, cap, nodes)
@@ -444,7 +443,7 @@ def _run_template(last: list, nodes: list, donate: bool, t0: float) -> bool:
         METRICS.cache_hits += 1
         METRICS.trace_seconds += _clock() - t0
         if bound.donated_nodes:
-            with _InterruptsDeferred():
+            with InterruptsDeferred():
                 _run(exe, bound, nodes)
         else:
             _run(exe, bound, nodes)
@@ -506,36 +505,6 @@ def _hold(nodes: list, outs: list) -> None:
     for n, buf in zip(nodes, outs):
         n.buffer = buf
         HELD.append(weakref.ref(n))
-
-
-class _InterruptsDeferred:
-    """`with _InterruptsDeferred():` SIGINT (Ctrl-C, `_thread.interrupt_main()`) arriving
-    in the block is delivered to the handler that was in place when the block ends. Only
-    the main thread receives signals; elsewhere this does nothing, as it does where the
-    handler was set outside Python. (The C module's functions: `signal.signal` converts
-    handlers to and from enums, costly at every donating step of a training loop.)"""
-
-    __slots__ = ("old", "caught")
-
-    def __enter__(self) -> None:
-        self.old = self.caught = None
-        old = _signal.getsignal(signal.SIGINT)
-        if old is None:                   # a handler set outside Python: leave it be
-            return
-        caught: list = []
-        try:
-            _signal.signal(signal.SIGINT, lambda signum, frame: caught.append((signum, frame)))
-        except ValueError:                # not the main thread (of the main interpreter)
-            return
-        self.old, self.caught = old, caught
-
-    def __exit__(self, *exc: Any) -> None:
-        old, caught = self.old, self.caught
-        if caught is None:
-            return
-        _signal.signal(signal.SIGINT, old)
-        if caught and callable(old):
-            old(*caught[0])
 
 
 # ---- errors: stored on the tensors that depend on the failing op ---------------------

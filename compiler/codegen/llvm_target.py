@@ -7,10 +7,11 @@ disk cache). Object code is what the disk cache stores; the CPU device loads it
 from __future__ import annotations
 
 import functools
-import threading
 from typing import Any
 
 import llvmlite.binding as llvm
+
+from ..interrupts import InterruptsDeferred, Section
 
 OPT_LEVEL = 2          # -O2: vectorizes loops; -O3 costs compile time for little here
 
@@ -31,7 +32,9 @@ def opt_tier(elements: int) -> int:
     return 1 if elements < VECTORIZE_ELEMENTS else 2
 
 
-_LOCK = threading.Lock()    # LLVM contexts and MCJIT are not thread-safe
+# LLVM contexts and MCJIT are not thread-safe, and llvmlite's clean-up must not be split by
+# an interrupt (compiler/interrupts.py): every use of LLVM holds this section
+_LOCK = Section()
 
 
 @functools.lru_cache(maxsize=None)
@@ -45,7 +48,8 @@ def _initialized() -> bool:
 def host() -> tuple:
     """(triple, cpu name, features): the target the code is built for."""
     _initialized()
-    return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    with InterruptsDeferred():        # llvmlite's strings (compiler/interrupts.py)
+        return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
 def has_feature(name: str) -> bool:

@@ -37,13 +37,13 @@ is never handed an intrinsic it cannot lower: math goes through `gpu_math`, and
 from __future__ import annotations
 
 import functools
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
+from ..interrupts import Section
 from . import gpu_math, gpu_simt, gpu_vector
 from .gpu_archs import PTX_VERSION, arch_of  # noqa: F401  (arch_of: re-exported)
 from .gpu_target import GpuTarget, parse_target
@@ -75,7 +75,9 @@ F64 = ir.DoubleType()
 GLOBAL = 1                  # NVPTX address space of global memory
 SHARED = 3                  # NVPTX address space of shared memory
 
-_LOCK = threading.Lock()    # LLVM is not thread-safe; the CPU target keeps its own lock
+# LLVM is not thread-safe, nor llvmlite's clean-up interrupt-safe (compiler/interrupts.py);
+# the CPU target keeps its own section
+_LOCK = Section()
 
 
 @dataclass
