@@ -11,9 +11,10 @@ import pytest
 
 import lazyarray as la
 from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.codegen import gpu_math, nvptx, ptxas
+from lazyarray.compiler.codegen import nvptx, ptxas
 from lazyarray.compiler.passes.pipeline import compile_plan
 from lazyarray.compiler.trace import capture
+from ptx_marks import needs_libdevice, needs_ptxas
 
 OPS = {"floor_divide": np.floor_divide, "remainder": np.remainder}
 PRIMS = {"floor_divide": "floor_divide", "remainder": "floor_mod"}
@@ -225,10 +226,6 @@ def test_gradients_are_zero_and_one_minus_the_floored_quotient():
     np.testing.assert_array_equal(gy.numpy(), -w * np.floor_divide(a, b))
 
 
-needs_ptxas = pytest.mark.skipif(ptxas.find_ptxas() is None,
-                                 reason="ptxas not found on PATH or under /usr/local/cuda*/bin")
-needs_libdevice = pytest.mark.skipif(gpu_math.libdevice_path() is None,
-                                     reason="libdevice.10.bc not found (no CUDA toolkit)")
 
 
 @needs_ptxas

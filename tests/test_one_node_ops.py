@@ -12,9 +12,10 @@ import pytest
 
 import lazyarray as la
 from lazyarray.compiler import PRIMITIVES, dtypes as D
-from lazyarray.compiler.codegen import gpu_math, nvptx, ptxas
+from lazyarray.compiler.codegen import nvptx, ptxas
 from lazyarray.compiler.passes.pipeline import compile_plan
 from lazyarray.compiler.trace import capture
+from ptx_marks import needs_libdevice, needs_ptxas
 
 OPS = ("hypot", "logaddexp", "logaddexp2", "copysign", "nextafter")
 EXACT = ("copysign", "nextafter")
@@ -232,10 +233,6 @@ def test_costly_value_with_two_consumers_is_computed_once(op):
 
 # ---- PTX ----------------------------------------------------------------------------------
 
-needs_ptxas = pytest.mark.skipif(ptxas.find_ptxas() is None,
-                                 reason="ptxas not found on PATH or under /usr/local/cuda*/bin")
-needs_libdevice = pytest.mark.skipif(gpu_math.libdevice_path() is None,
-                                     reason="libdevice.10.bc not found (no CUDA toolkit)")
 
 
 @needs_ptxas

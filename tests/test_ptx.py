@@ -23,11 +23,8 @@ from lazyarray.compiler.trace import capture
 from lazyarray.devices import cuda as cuda_device
 
 from primitive_cases import build_module, case_dtype_pairs
+from ptx_marks import needs_libdevice, needs_ptxas
 
-needs_ptxas = pytest.mark.skipif(ptxas.find_ptxas() is None,
-                                 reason="ptxas not found on PATH or under /usr/local/cuda*/bin")
-needs_libdevice = pytest.mark.skipif(gpu_math.libdevice_path() is None,
-                                     reason="libdevice.10.bc not found (no CUDA toolkit)")
 ARCHS = ("sm_80", "sm_90")
 CHUNK = 300
 
