@@ -113,7 +113,11 @@ def runtime_code(name: str, *shape: int) -> bytes:
     # a trampoline is a few loads and one call: parsed and emitted, not optimized (the IR
     # passes were half of its ~9 ms, paid per kernel signature on a first call)
     prepare = llvm_target.parse if name == "trampoline" else llvm_target.optimize
-    return llvm_target.emit_object(prepare(text, "lazyarray_" + name))
+    mod = prepare(text, "lazyarray_" + name)
+    try:
+        return llvm_target.emit_object(mod)
+    finally:
+        llvm_target.release(mod)
 
 
 def runtime_layout() -> Any:
@@ -155,6 +159,7 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     if dumps:
         program.dumps = _plan_texts(plan)
         program.dumps.update(llvm=str(llmod), asm=llvm_target.emit_assembly(llmod))
+    llvm_target.release(llmod)
     return program
 
 
@@ -229,7 +234,9 @@ def compile_gpu_for_host(module: Module, target: str) -> Program:
             raise NotImplementedError(f"{module.name}: kernel {s.name} is a library call; "
                                       f"the host stand-in runs generated kernels only")
         steps.append(_launch_step(s))
-    code = llvm_target.emit_object(llvm_target.optimize(gpu.llvm_ir, module.name))
+    llmod = llvm_target.optimize(gpu.llvm_ir, module.name)
+    code = llvm_target.emit_object(llmod)
+    llvm_target.release(llmod)
     program = _program(plan, "simt:" + target, code, steps, frozenset())
     program.scratch = dict(gpu.scratch)
     return program

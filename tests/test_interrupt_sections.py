@@ -96,3 +96,21 @@ def test_interrupts_during_first_compiles_leave_llvm_whole():
                 expect = np.sin(expect) * np.float32(1.5) + np.float32(0.25)
             np.testing.assert_allclose(y.numpy(), expect, rtol=1e-5)
     assert hits > 0
+
+
+def test_a_compiled_module_is_freed_inside_the_section(monkeypatch):
+    """The compiler frees its LLVM module while holding the section (not whenever the
+    collector reaches it, perhaps during another thread's compile)."""
+    held = []
+    real = llvm_target.release
+
+    def spy(mod):
+        real(mod)
+        held.append(mod.closed)
+    monkeypatch.setattr(llvm_target, "release", spy)
+    with la.config.override(device="cpu", cache_dir="off"):      # compiled here
+        a = np.arange(7, dtype=np.float32)
+        x = la.asarray(a)
+        np.testing.assert_allclose((la.cos(x) * 4.5 - la.sinh(x * 0.125)).numpy(),
+                                   np.cos(a) * 4.5 - np.sinh(a * 0.125), rtol=1e-5, atol=1e-5)
+    assert held and all(held)

@@ -101,6 +101,14 @@ def optimize(ir_text: str, name: str) -> Any:
     return mod
 
 
+def release(mod: Any) -> None:
+    """Free an LLVM module now, inside the section, rather than whenever the collector
+    reaches it: perhaps while another thread compiles, or with a Ctrl-C swallowed by its
+    `__del__`."""
+    with _LOCK:
+        mod.close()
+
+
 def emit_object(mod: Any) -> bytes:
     with _LOCK:
         return target_machine().emit_object(mod)
