@@ -39,12 +39,24 @@ class InterruptsDeferred:
         self.old, self.caught = old, caught
 
     def __exit__(self, *exc: Any) -> None:
+        self.deliver(self.restore())
+
+    def restore(self) -> Any:
+        """Put the handler back; returns what to `deliver` (None: nothing was deferred)."""
         old, caught = self.old, self.caught
+        self.caught = None
         if caught is None:
-            return
+            return None
         _signal.signal(signal.SIGINT, old)
-        if caught and callable(old):
-            old(*caught[0])
+        return (old, caught[0]) if caught and callable(old) else None
+
+    @staticmethod
+    def deliver(held: Any) -> None:
+        """Call the handler with the SIGINT held in the block (raises KeyboardInterrupt
+        for Python's default handler)."""
+        if held is not None:
+            old, (signum, frame) = held
+            old(signum, frame)
 
 
 class Section:
@@ -66,14 +78,9 @@ class Section:
             raise
 
     def __exit__(self, *exc: Any) -> None:
-        deferred = self._deferred
-        old, caught = deferred.old, deferred.caught
-        deferred.caught = None            # restore the handler, deliver after releasing
-        if caught is not None:
-            _signal.signal(signal.SIGINT, old)
+        held = self._deferred.restore()
         self._lock.release()
-        if caught and callable(old):
-            old(*caught[0])
+        self._deferred.deliver(held)
 
     def locked(self) -> bool:
         return self._lock.locked()
