@@ -114,6 +114,19 @@ class HostMemory:
         # (dropping the entry drops its weak reference: its callback never comes)
         return self._tracked.pop(id(array))[1]
 
+    def reclaim(self, array: np.ndarray) -> "np.ndarray | None":
+        """`claim` for a program that writes `array`'s memory in place and hands `array`
+        itself out again as the new value (a donated parameter updated in place, step
+        after step): the memory when no other view of it exists, its tracking (or note)
+        left as it is, since `array` lives on as an output; else None."""
+        if id(array) in self._tracked:
+            if self._mem_refs(array) != self._claim_baseline:
+                return None
+            return self._tracked[id(array)][1]
+        if self._small_refs(array) != self._small_baseline:
+            return None
+        return array.base
+
     def _small_refs(self, array: np.ndarray) -> int:
         """The reference count of the memory under `array` when it is raw memory of a
         small output that `track` noted (a 1-D, writable uint8 array owning its bytes,

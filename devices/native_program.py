@@ -239,8 +239,15 @@ class NativeProgram:
             v = exe.values[p]
             entries.append((where[p], p, v.dtype.np, v.shape, v.nbytes))
         donor = exe._donated_slots.get(slot)
-        self._donated.append((None, None, entries) if donor is None
-                             else (donor[1], exe.values[donor[0]], entries))
+        if donor is None:
+            self._donated.append((None, None, entries, None))
+            return
+        # the output of the parameter's own type planned in its slot (an optimizer's new
+        # value): it may be handed out as the given array itself (see `_run_donating`)
+        given = exe.values[donor[0]]
+        same = [(p, dtype, shape) for _, p, dtype, shape, _ in entries
+                if p in self._outputs and dtype == given.dtype.np and shape == given.shape]
+        self._donated.append((donor[1], given, entries, same[0] if len(same) == 1 else None))
 
     @staticmethod
     def _fresh_slot(exe: Any, index: int, size: int, members: list, has_output: bool) -> tuple:
@@ -469,16 +476,34 @@ class NativeProgram:
                 _copy_out(red, fresh[red.pos] if red.pos in fresh else self.views[red.pos])
 
     def _run_donating(self, args: list) -> list:
-        """A run with donated parameters or in-place outputs: their slots first."""
+        """A run with donated parameters or in-place outputs: their slots first.
+
+        A donated parameter given as an array this program handed out (last step's new
+        value, say) whose memory nothing else views is written in place and handed out
+        again as the output of its own type planned there: the same array object, still
+        tracked by the host memory, so a training step's parameters and optimizer state
+        cost no claim, no new view and no tracking at each step (and, given again at the
+        next step, no binding: `_bind_inputs` knows the array)."""
         table = self.table
         fresh: dict = {}                  # value -> array over this run's new memory
         at: dict = {}                     # value -> the address of its memory (a slot's)
+        again: dict = {}                  # output value -> the given array handed out again
         taken: list = []
         claim, take, outputs = self._claim, HOST_MEMORY.take, self._outputs
+        reclaim = HOST_MEMORY.reclaim
         # claimed before any view of a parameter is made (a view would count as another
         # reader of its memory and the claim would fail)
-        for number, value, entries in self._donated:
-            mem = None if number is None else claim(args[number], value)
+        for number, value, entries, same in self._donated:
+            mem = None
+            if number is not None:
+                given = args[number]
+                if same is not None and type(given) is _NDARRAY and given.shape == same[2] \
+                        and (given.dtype is same[1] or given.dtype == same[1]):
+                    mem = reclaim(given)
+                    if mem is not None:
+                        again[same[0]] = given
+                if mem is None:
+                    mem = claim(given, value)
             for index, p, dtype, shape, nbytes in entries:
                 own = mem
                 if own is None:
@@ -504,7 +529,13 @@ class NativeProgram:
         finally:
             for mem in taken:
                 HOST_MEMORY.release(mem)
-        return [_handed_out(fresh[p]) for p in self.exe.outputs]
+        if not again:
+            return [_handed_out(fresh[p]) for p in self.exe.outputs]
+        out = []
+        for p in self.exe.outputs:
+            given = again.get(p)
+            out.append(_handed_out(fresh[p]) if given is None else given)
+        return out
 
 
 def _nothing() -> None:

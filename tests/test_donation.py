@@ -4,6 +4,8 @@ one the user still holds, never while a tape records; a donated buffer raises wh
 results are the same with and without donation."""
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import pytest
 
@@ -50,6 +52,85 @@ def test_training_donates_and_matches_no_donation(cpu) -> None:
     assert none == 0
     assert losses_d == losses_n
     for a, b in zip(params_d, params_n):
+        np.testing.assert_array_equal(a, b)
+
+
+def _adam_steps(model, opt, x, y, steps: int) -> list:
+    losses = []
+    for _ in range(steps):
+        with la.GradientTape() as tape:
+            loss = F.cross_entropy(model(x), y)
+        opt.apply_gradients(tape.gradient(loss, model.parameters()))
+        losses.append(loss.item())
+    return losses
+
+
+def _adam_model(seed: int = 0) -> tuple:
+    rng = np.random.default_rng(seed)
+    # a weight of 128 KB (its memory recycled, tracked) and small ones (noted)
+    model = la.nn.Sequential(la.nn.Linear(128, 256), la.nn.ReLU(), la.nn.Linear(256, 8))
+    model.load_state_dict({n: rng.standard_normal(p.shape).astype(np.float32) * 0.1
+                           for n, p in model.named_parameters()})
+    opt = la.optim.Adam(model.parameters(), lr=1e-2)
+    x = la.asarray(rng.standard_normal((16, 128)).astype(np.float32))
+    y = la.asarray(rng.integers(0, 8, 16))
+    return model, opt, x, y
+
+
+def _arrays(model, opt) -> list:
+    """Every buffer array a step rebinds: the parameters' and Adam's state's."""
+    out = [p._node.buffer for p in model.parameters()]
+    for state in opt.state:
+        out += [t._node.buffer for t in state.values()]
+    return out
+
+
+def test_an_in_place_update_hands_out_the_given_arrays_again(cpu) -> None:
+    """In the steady state of a training loop the program writes each donated parameter
+    and state in place and hands the very array it was given out again as a new value
+    (devices/native_program.py `_run_donating`): the step's arrays are one set of objects
+    from step to step, and the values are those of the run without donation."""
+    model, opt, x, y = _adam_model()
+    losses = _adam_steps(model, opt, x, y, 3)
+    # (weak references: holding an array would stop its donation)
+    first = [weakref.ref(a) for a in _arrays(model, opt)]
+    before = la.debug.metrics().donated_buffers
+    losses += _adam_steps(model, opt, x, y, 3)
+    assert la.debug.metrics().donated_buffers - before == 3 * len(first)
+    later = {id(a) for a in _arrays(model, opt)}
+    # the same objects, maybe moved between the tensors: the large weight and its state
+    # (tracked memory) at least, and in all most of them (small ones too)
+    same = [r() for r in first if r() is not None and id(r()) in later]
+    assert sum(a.nbytes >= 1 << 16 for a in same) == 3
+    assert len(same) >= len(first) // 2
+    params = [p.numpy() for p in model.parameters()]
+    la.config.donate = False
+    model, opt, x, y = _adam_model()
+    assert _adam_steps(model, opt, x, y, 6) == losses
+    for a, b in zip(params, (p.numpy() for p in model.parameters())):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_view_of_a_parameter_stops_its_in_place_reuse(cpu) -> None:
+    """A view the user takes of a parameter between steps (of memory that is written in
+    place at every step) keeps that value: the next step gives the parameter new memory,
+    and the loop goes on with the values of a run without donation."""
+    model, opt, x, y = _adam_model()
+    losses = _adam_steps(model, opt, x, y, 3)
+    weight = model.parameters()[0]
+    held = np.asarray(weight)[:2]                # a view: another reader of the memory
+    kept = held.copy()
+    losses += _adam_steps(model, opt, x, y, 2)
+    np.testing.assert_array_equal(held, kept)
+    assert np.asarray(weight).__array_interface__["data"][0] != \
+        held.__array_interface__["data"][0]
+    del held
+    losses += _adam_steps(model, opt, x, y, 2)
+    params = [p.numpy() for p in model.parameters()]
+    la.config.donate = False
+    model, opt, x, y = _adam_model()
+    assert _adam_steps(model, opt, x, y, 7) == losses
+    for a, b in zip(params, (p.numpy() for p in model.parameters())):
         np.testing.assert_array_equal(a, b)
 
 
