@@ -19,6 +19,7 @@ def _general(on: bool) -> None:
     walk_templates.ENABLED[0] = not on
     graph_templates.ENABLED[0] = not on
     optimizer.REUSE_LAST_STEP[0] = not on
+    optimizer.STEP_TEMPLATES[0] = not on
 
 
 @pytest.fixture(autouse=True)
@@ -78,8 +79,10 @@ def _compare(n=6, **kw):
 
 def test_mlp_adam_steps_bit_identical_to_the_general_path():
     before = walk_templates.STATS["hits"]
+    copies = optimizer.STEP_STATS["copies"]
     _compare()
     assert walk_templates.STATS["hits"] > before                  # copies were used
+    assert optimizer.STEP_STATS["copies"] - copies >= 4           # (steps 2 to 6)
 
 
 def test_steps_recorded_between_syncs_make_the_general_programs():
@@ -292,3 +295,131 @@ def test_another_batch_shape_against_numpy():
     z -= z.max(axis=1, keepdims=True)
     logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
     np.testing.assert_allclose(out[4], -logp[np.arange(9), ys].mean(), rtol=1e-5)
+
+
+# ---- the optimizer's step template (optimizer.py `_copied_step`) -------------------------
+
+def _one_step(model, opt, x, y, params=None):
+    params = model.parameters() if params is None else params
+    with la.GradientTape() as tape:
+        loss = F.cross_entropy(model(x), y)
+    opt.apply_gradients(tape.gradient(loss, params))
+    la.sync()
+    return loss
+
+
+def test_the_step_template_copies_the_written_update():
+    """A copied update is the update as written, node for node: the same ops, types and
+    attributes over the same parameter, gradient, state and scalar nodes."""
+    from graph_compare import same_graph
+    model, opt, x, y = _setup()
+    for _ in range(3):
+        _one_step(model, opt, x, y)
+    params = model.parameters()
+    with la.GradientTape() as tape:
+        loss = F.cross_entropy(model(x), y)
+    grads = tape.gradient(loss, params)
+    before = [p._node for p in params] + [t._node for s in opt.state for t in s.values()]
+    steps = opt.steps
+    copies = optimizer.STEP_STATS["copies"]
+    opt.apply_gradients(grads)
+    copied = [p._node for p in params] + [t._node for s in opt.state for t in s.values()]
+    assert optimizer.STEP_STATS["copies"] == copies + 1
+    # the same step written out, from the same nodes (the scalars: this step's, taken back)
+    for t, node in zip(params + [t for s in opt.state for t in s.values()], before):
+        t._node = node
+    opt.steps = steps
+    optimizer.STEP_TEMPLATES[0] = False
+    opt.apply_gradients(grads)
+    written = [p._node for p in params] + [t._node for s in opt.state for t in s.values()]
+    assert all(same_graph(a, b) for a, b in zip(copied, written))
+    la.sync()
+
+
+def _adam_run(change, n=6, **adam):
+    model, opt, x, y = _setup(**adam)
+    losses = []
+    for i in range(n):
+        grads_of = change(i, model, opt)
+        params = model.parameters()
+        with la.GradientTape() as tape:
+            loss = F.cross_entropy(model(x), y)
+        grads = tape.gradient(loss, params)
+        opt.apply_gradients(grads_of(grads, params) if grads_of else grads)
+        losses.append(loss)
+        la.sync()
+    return [l.numpy() for l in losses] + [p.numpy() for p in model.parameters()] + \
+        [t.numpy() for s in opt.state for t in s.values()]
+
+
+def _compare_steps(change, copied, **adam):
+    """The run through the step templates (copies made: `copied` or more) against the
+    update as written, bit for bit."""
+    la.sync()
+    optimizer.STEP_TEMPLATES[0] = False
+    want = _adam_run(change, **adam)
+    optimizer.STEP_TEMPLATES[0] = True
+    copies = optimizer.STEP_STATS["copies"]
+    got = _adam_run(change, **adam)
+    assert optimizer.STEP_STATS["copies"] - copies == copied
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_step_template_falls_back_when_a_step_differs():
+    """Steps 2 and 4 update a subset given as pairs (another key: written, then a template
+    of their own), step 3 hands a gradient over as float16 (converted: written), step 5
+    gives one parameter twice (written: the second update reads the first): every other
+    step is a copy, and the run is the written one's bit for bit."""
+    def change(i, model, opt):
+        if i in (2, 4):
+            return lambda grads, params: [(g, p) for g, p in zip(grads, params)][1:]
+        if i == 3:
+            return lambda grads, params: [g.astype(la.float16) if k == 0 else g
+                                          for k, g in enumerate(grads)]
+        if i == 5:
+            return lambda grads, params: list(zip(grads, params)) + [(grads[0], params[0])]
+        return None
+    _compare_steps(change, copied=2)       # step 1 (of step 0's key) and step 4 (of step 2's)
+
+
+def test_no_step_template_with_weight_decay():
+    """Weight decay's scalar comes from `Hypers` (its value changes with the rate): Adam
+    offers no step template then, and AdamW records every step as written."""
+    _compare_steps(lambda i, model, opt: None, copied=0, weight_decay=0.01)
+
+
+def test_the_step_template_follows_a_new_rate_and_a_rewound_step_count():
+    """The scalars are arguments of the copy: a schedule, new betas and a step count set
+    back give the written update's numbers."""
+    def change(i, model, opt):
+        opt.lr = 1e-2 / (1 + i)
+        if i == 3:
+            opt.param_groups[0]["betas"] = (0.8, 0.99)
+            opt.steps = 1
+        return None
+    _compare_steps(change, copied=5)
+
+
+def test_an_interrupted_copy_leaves_the_computed_parameters():
+    """A KeyboardInterrupt inside a step's copy (before anything is rebound) loses
+    nothing: the parameters keep their computed values, and the next step goes on."""
+    model, opt, x, y = _setup()
+    for _ in range(3):
+        _one_step(model, opt, x, y)
+    values = [p.numpy().copy() for p in model.parameters()]
+    template = next(t for t in opt._step_templates.values() if t)
+    copy = template.copy                    # (the generated code: made at the first copy)
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+    template.copy = interrupted
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _one_step(model, opt, x, y)
+    finally:
+        template.copy = copy
+    for p, v in zip(model.parameters(), values):
+        np.testing.assert_array_equal(p.numpy(), v)
+    _one_step(model, opt, x, y)
+    assert not np.array_equal(model.parameters()[0].numpy(), values[0])

@@ -50,6 +50,28 @@ class Adam(Optimizer):
                                 self.decoupled)
         return new, {"exp_avg": m, "exp_avg_sq": v}
 
+    def step_scalars(self, pairs: list, group_of: list, lrs: list) -> "tuple | None":
+        """This step's scalars of each (group, dtype), in the pairs' order, and each
+        group's `maximize`: all an update without weight decay reads besides the types
+        (weight decay's scalar comes from `Hypers`: recorded as written)."""
+        leaves: list = []
+        flags: list = []
+        seen: set = set()
+        params, groups = self.params, self.param_groups
+        for index, _ in pairs:
+            gi = group_of[index]
+            dtype = params[index]._node.dtype
+            if (gi, dtype) in seen:
+                continue
+            seen.add((gi, dtype))
+            group = groups[gi]
+            if group["weight_decay"]:
+                return None
+            self._gi, self.group = gi, group
+            leaves.extend(self._step_leaves(dtype, lrs[gi]))
+            flags.append((gi, dtype, bool(group["maximize"])))
+        return tuple(leaves), tuple(flags)
+
     def _scalars(self, like: Node, lr: float) -> tuple:
         """This step's runtime scalars broadcast to `like`: b1, 1-b1, b2, 1-b2,
         1/sqrt(1-b2^t), eps, lr/(1-b1^t); made once per (group, shape, dtype) in a step.

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Union
 
 import numpy as np
 
+from ..compiler.graph_templates import Template
 from ..compiler.node import Node, scalar_leaf
 from .. import runtime
 from ..tensor import Tensor
@@ -23,6 +24,11 @@ LearningRate = Union[float, Callable[[int], float]]
 # whether a step may take back the last step's runtime scalars (see `Hypers`); tests turn
 # it off to compare with fresh nodes
 REUSE_LAST_STEP = [True]
+# whether a step of the structure of an earlier one copies that step's update graph (see
+# `Optimizer._copied_step`); tests turn it off to compare with the update as written
+STEP_TEMPLATES = [True]
+_MAX_STEP_TEMPLATES = 16    # structures kept per optimizer (a loop has one or two)
+STEP_STATS = {"copies": 0, "made": 0}
 
 
 def hyper(value: float, like: Node) -> Node:
@@ -188,6 +194,9 @@ class Optimizer:
         self.last_computed = REUSE_LAST_STEP[0] and all(
             p._node.buffer is not None for p in self.params)
         self._hypers = Hypers(last if last is not None and self.last_computed else None)
+        step = self._step_args(pairs, group_of, lrs) if STEP_TEMPLATES[0] else None
+        if step is not None and self._copied_step(step):
+            return
         # the old values may be updated in place (if nothing else holds them at sync):
         # offered together at the end
         offered: list = []
@@ -224,8 +233,97 @@ class Optimizer:
                 offered.append(state[k])
                 targets.append(tensors[k])
                 nodes.append(node)
+        if step is not None:
+            self._remember_step(step, targets, nodes)
         runtime.offer_donations(offered)
         Tensor._assign_all(targets, nodes)
+
+    # ---- a step of a known structure: its update graph copied ---------------------------
+    #
+    # A training loop updates the same parameters, of the same types, from gradients of
+    # the same types at every step, and an update reads nothing else but this step's
+    # runtime scalars: its graph is then a function of those types and the scalars' roles.
+    # The first step of a structure records its update as written and keeps it as a
+    # template (compiler/graph_templates.py) over the parameters', gradients', states' and
+    # scalars' nodes; a later step whose key (every pair's index, group and types, the
+    # groups' flags) is the same copies it: one `Node` per node, no rule run, the same
+    # graph (so the same program). Anything else records as written.
+
+    def step_scalars(self, pairs: list, group_of: list, lrs: list) -> "tuple | None":
+        """(this step's runtime scalars that the update of `pairs` reads, as leaf nodes in
+        an order fixed by the pairs' groups and dtypes; the groups' flags that shape the
+        graph besides the types), or None when the update may read anything else (then
+        each step records it as written). Subclasses that can say so override this."""
+        return None
+
+    def _step_args(self, pairs: list, group_of: list, lrs: list) -> "tuple | None":
+        """(key, template arguments, offered old nodes, rebound tensors) of this step, or
+        None when it cannot be copied: a parameter given twice, a gradient or a state of
+        another device, dtype or shape (the update as written checks, converts, follows or
+        raises there)."""
+        if len({index for index, _ in pairs}) != len(pairs):
+            return None
+        made = self.step_scalars(pairs, group_of, lrs)
+        if made is None:
+            return None
+        scalars, flags = made
+        params, state = self.params, self.state
+        key: list = [flags]
+        args: list = []
+        offered: list = []
+        targets: list = []
+        for index, g in pairs:
+            p = params[index]
+            pnode, gnode = p._node, g._node
+            where, dtype = p._state, pnode.dtype
+            if g._state is not where or gnode.dtype is not dtype or gnode.shape != pnode.shape:
+                return None
+            args.append(pnode)
+            args.append(gnode)
+            offered.append(pnode)
+            targets.append(p)
+            shapes = []
+            for t in state[index].values():
+                node = t._node
+                if t._state is not where or node.dtype is not dtype:
+                    return None
+                args.append(node)
+                offered.append(node)
+                targets.append(t)
+                shapes.append(node.shape)
+            key.append((index, group_of[index], pnode.shape, dtype, tuple(shapes)))
+        args.extend(scalars)
+        return tuple(key), tuple(args), offered, targets
+
+    def _copied_step(self, step: tuple) -> bool:
+        """Record this step as a copy of the template of its key; False when there is none
+        (nothing done)."""
+        key, args, offered, targets = step
+        template = self.__dict__.get("_step_templates", {}).get(key)
+        if not template:
+            return False
+        nodes = template.build(args)
+        STEP_STATS["copies"] += 1
+        runtime.offer_donations(offered)
+        Tensor._assign_all(targets, list(nodes))
+        return True
+
+    def _remember_step(self, step: tuple, targets: list, nodes: list) -> None:
+        """Keep the update just recorded as the template of its key (False: not
+        copyable: it read a scalar of its own, or rebinds other tensors)."""
+        key, args, _, expected = step
+        templates = self.__dict__.setdefault("_step_templates", {})
+        if key in templates:
+            return
+        if len(templates) >= _MAX_STEP_TEMPLATES:
+            templates.clear()
+        template = None
+        if len(targets) == len(expected) and all(a is b for a, b in zip(targets, expected)):
+            template = Template.make(tuple(nodes), args)
+        if template is not None and any(op == "scalar" for op, *_ in template.steps):
+            template = None                 # a scalar made afresh with the first value
+        templates[key] = template or False
+        STEP_STATS["made"] += template is not None
 
     def _state_nodes(self, index: int, tensors: dict) -> dict:
         """{state name: node} of parameter `index`, its state first moved to the
