@@ -179,6 +179,8 @@ class NativeProgram:
         self.table = np.zeros(len(where) + extra + 1, np.int64)
         self._count = len(where)
         self.segments = self._plan_steps(exe, threads, where, fixed)
+        # values a run copies a result into from NumPy (argmax's): their arrays are needed
+        self._copied_into = {red.pos for _, _, copies in self.segments for red in copies}
         for index, arr in fixed:
             self.table[index] = address(arr)
         self._small_outputs = self._plan_small_outputs()
@@ -482,15 +484,14 @@ class NativeProgram:
         value, say) whose memory nothing else views is written in place and handed out
         again as the output of its own type planned there: the same array object, still
         tracked by the host memory, so a training step's parameters and optimizer state
-        cost no claim, no new view and no tracking at each step (and, given again at the
-        next step, no binding: `_bind_inputs` knows the array)."""
+        cost no claim, no new views and no tracking at each step."""
         table = self.table
         fresh: dict = {}                  # value -> array over this run's new memory
         at: dict = {}                     # value -> the address of its memory (a slot's)
         again: dict = {}                  # output value -> the given array handed out again
         taken: list = []
         claim, take, outputs = self._claim, HOST_MEMORY.take, self._outputs
-        reclaim = HOST_MEMORY.reclaim
+        reclaim, copied_into = HOST_MEMORY.reclaim, self._copied_into
         # claimed before any view of a parameter is made (a view would count as another
         # reader of its memory and the claim would fail)
         for number, value, entries, same in self._donated:
@@ -511,7 +512,8 @@ class NativeProgram:
                     if p not in outputs:
                         taken.append(own)
                 table[index] = at[p] = address(own)
-                fresh[p] = _ndarray(shape, dtype, own)
+                if p not in again or p in copied_into:   # (the given array serves as it)
+                    fresh[p] = _ndarray(shape, dtype, own)
         try:
             keep = self._bind_inputs(args)
             self._take_fresh(fresh, taken)
@@ -522,8 +524,12 @@ class NativeProgram:
                 if addr is None:
                     addr = address(fresh[o])
                 if addr != table.item(param.index):
+                    target = fresh.get(o)
+                    if target is None:        # handed out again: its memory, writable
+                        given = again[o]
+                        target = _ndarray(given.shape, given.dtype, given.base)
                     src = np.asarray(args[param.number], dtype=param.dtype)
-                    np.copyto(fresh[o], src.reshape(fresh[o].shape))
+                    np.copyto(target, src.reshape(target.shape))
             self._run_jobs(fresh)
             del keep                      # (the converted inputs lived through the run)
         finally:
