@@ -423,3 +423,30 @@ def test_an_interrupted_copy_leaves_the_computed_parameters():
         np.testing.assert_array_equal(p.numpy(), v)
     _one_step(model, opt, x, y)
     assert not np.array_equal(model.parameters()[0].numpy(), values[0])
+
+
+def test_an_optimizer_with_an_update_of_its_own_records_every_step():
+    """A subclass of Adam that overrides `update` may read anything (here: a structure
+    that changes at step 3): no step of it is copied, and its change takes effect."""
+    from lazyarray.compiler import builders
+
+    class Damped(la.optim.Adam):
+        def update(self, param, grad, state, lr):
+            new, moments = super().update(param, grad, state, lr)
+            if self.steps >= 3:                 # the same value, another graph
+                new = builders.add(new, builders.zeros_like(new))
+            return new, moments
+    model, _, x, y = _setup()
+    opt = Damped(model.parameters(), lr=1e-2)
+    copies = optimizer.STEP_STATS["copies"]
+    ops = []
+    for _ in range(4):
+        _one_step(model, opt, x, y)
+    params = model.parameters()
+    with la.GradientTape() as tape:
+        loss = F.cross_entropy(model(x), y)
+    opt.apply_gradients(tape.gradient(loss, params))
+    ops.append(params[0]._node.op)
+    la.sync()
+    assert optimizer.STEP_STATS["copies"] == copies
+    assert ops == ["add"]

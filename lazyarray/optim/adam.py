@@ -53,7 +53,10 @@ class Adam(Optimizer):
     def step_scalars(self, pairs: list, group_of: list, lrs: list) -> "tuple | None":
         """This step's scalars of each (group, dtype), in the pairs' order, and each
         group's `maximize`: all an update without weight decay reads besides the types
-        (weight decay's scalar comes from `Hypers`: recorded as written)."""
+        (weight decay's scalar comes from `Hypers`: recorded as written). None for a
+        subclass with an update of its own (it may read anything)."""
+        if type(self).update is not Adam.update:
+            return None
         leaves: list = []
         flags: list = []
         seen: set = set()

@@ -116,6 +116,7 @@ class Optimizer:
         self.params: list = []
         self.state: list = []
         self.steps = 0
+        self._step_templates: dict = {}     # step key -> Template, or False (see below)
         for g in groups:
             self.add_param_group(g)
 
@@ -299,7 +300,7 @@ class Optimizer:
         """Record this step as a copy of the template of its key; False when there is none
         (nothing done)."""
         key, args, offered, targets = step
-        template = self.__dict__.get("_step_templates", {}).get(key)
+        template = self._step_templates.get(key)
         if not template:
             return False
         nodes = template.build(args)
@@ -312,7 +313,7 @@ class Optimizer:
         """Keep the update just recorded as the template of its key (False: not
         copyable: it read a scalar of its own, or rebinds other tensors)."""
         key, args, _, expected = step
-        templates = self.__dict__.setdefault("_step_templates", {})
+        templates = self._step_templates
         if key in templates:
             return
         if len(templates) >= _MAX_STEP_TEMPLATES:
