@@ -176,6 +176,11 @@ def task(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: in
     return _tile_functions()[dt, kind(dt, m, n, k, pa[0], pc[0])], desc, [(t, t + 1) for t in range(pm * pn)]
 
 
+def calls_blas(fn: int) -> bool:
+    """Whether the tile function at address `fn` (from `task`) calls BLAS."""
+    return any(fn == _tile_functions()[dt, "blas"] for dt in _TILES)
+
+
 def own_kernel(a: np.ndarray, c: np.ndarray, out: np.ndarray) -> bool:
     """Whether out = a @ c (2-D) is computed by code of ours ("direct", "dots"), not BLAS,
     when `matmul` takes it: the general path then calls `matmul` for it however small, so

@@ -91,3 +91,32 @@ def test_a_layer_whose_products_split_by_columns_matches_numpy(threads: int) -> 
     np.testing.assert_allclose(y, ys, rtol=1e-12, atol=1e-11)
     np.testing.assert_allclose(gx, ys @ ws, rtol=1e-12, atol=1e-10)
     np.testing.assert_allclose(gw, ys.T @ xs, rtol=1e-12, atol=1e-10)
+
+
+def test_a_program_of_our_own_products_leaves_blas_threads_alone(monkeypatch) -> None:
+    """A program whose products are all our own code (dots, direct) calls no BLAS, so its
+    run does not set BLAS's thread count to one and back (~3 us a sync); one with a BLAS
+    tile does, and both match NumPy."""
+    from lazyarray.devices import thread_pool
+    entered = []
+    real = thread_pool.BLAS_THREADS.enter
+    monkeypatch.setattr(thread_pool.BLAS_THREADS, "enter", lambda: (entered.append(1), real())[1])
+    rng = np.random.default_rng(11)
+    f32 = lambda *shape: rng.standard_normal(shape, dtype=np.float32)
+    h, w3, g, w2 = f32(256, 64), f32(10, 64), f32(256, 10), f32(10, 96)
+    x, w = la.asarray(h), la.asarray(w3)
+    gg, ww = la.asarray(g), la.asarray(w2)
+    for _ in range(2):                           # compiled, then a cached run
+        entered.clear()
+        y, z = x @ w.T, gg @ ww                  # dots and direct
+        la.sync()
+        assert entered == []
+    np.testing.assert_allclose(y.numpy(), h.astype(np.float64) @ w3.T, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(z.numpy(), g.astype(np.float64) @ w2, rtol=1e-4, atol=1e-4)
+    big = la.asarray(rng.standard_normal((64, 64)))
+    for _ in range(2):
+        entered.clear()
+        q = big @ big                            # a BLAS tile
+        la.sync()
+        assert entered != []
+    np.testing.assert_allclose(q.numpy(), big.numpy() @ big.numpy(), rtol=1e-12, atol=1e-11)
