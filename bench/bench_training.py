@@ -251,6 +251,10 @@ def _layer_products() -> dict:
         f"mlp forward {b}x{i} @ ({o}x{i}).T": (lambda xp, x, w: x @ w.T, ((b, i), (o, i))),
         f"mlp weight grad ({b}x{o}).T @ {b}x{i}": (lambda xp, g, x: g.T @ x, ((b, o), (b, i))),
         f"mlp input grad {b}x{o} @ {o}x{o}": (lambda xp, g, w: g @ w, ((b, o), (o, o))),
+        # the hidden layer's forward product and weight gradient (in the step the weight
+        # gradient runs beside the input gradient above, each whole on a thread)
+        f"mlp forward {b}x{o} @ ({o}x{o}).T": (lambda xp, h, w: h @ w.T, ((b, o), (o, o))),
+        f"mlp weight grad ({b}x{o}).T @ {b}x{o}": (lambda xp, g, h: g.T @ h, ((b, o), (b, o))),
         # the 10-wide output layer's gradients: short products (lazyarray computes them
         # with code of its own, not BLAS: native_gemm.direct)
         f"mlp input grad {b}x{last} @ {last}x{o}": (lambda xp, g, w: g @ w, ((b, last), (last, o))),

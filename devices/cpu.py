@@ -288,7 +288,7 @@ class CPUExecutable:
                 with self._lock:
                     return prog.run(args)
             with self._lock:
-                if not self._uses_blas:
+                if not prog.calls_blas:   # (products of our own code alone)
                     out = prog.run(args)
                 else:
                     # (blas_single_threaded's calls without its generator: every step of a

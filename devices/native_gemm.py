@@ -97,16 +97,18 @@ def grid(m: int, n: int, tiles: int, a_weight: float = 1.0) -> tuple:
 # one per element: measured with NumPy's OpenBLAS on one thread, the weight gradients of
 # a training step (g.T @ x: 512x784x256, 512x512x256) and 768^3, 1024x1024x512 run 2-7%
 # faster split by rows of C than by columns, which packs the transposed A twice.
-# And a split by columns costs more than its packing once the tiles run at the same time:
-# every row of C is written by both threads where their tiles meet, and each thread
-# streams all of A. Measured on the 2-core machine, 2 tiles on 2 threads (wall, medians,
-# each tile single-threaded OpenBLAS): 256x512x784 1.29 ms by columns -> 1.18 by rows (on
-# one thread the columns were 3.5% faster), 256x512x512 0.82 -> 0.76, 512x784x256 (A
-# transposed) 1.27 -> 1.15, 2048^3 ~1.5% (interleaved with NumPy). So A's repeats weigh
-# 3x an element of B (6x transposed): the MLP step's forward products and square ones
-# split by rows on 2 threads; 2048^2 on 16 threads in 8x2 tiles rather than 4x4 (not
-# measured on 16 cores).
-A_WEIGHT = 3.0
+# Repeating A's packing still costs a little more than B's: 2048^2 on 2 threads runs ~1.5%
+# faster in two row tiles than in two column tiles (their packing is alike). But a tile as
+# wide as the MLP step's forward products (256x512, B = W.T) is slower than a square one:
+# measured on the 2-core AVX2 machine, 2 tiles on 2 threads, medians of 150-200 runs
+# interleaved in one process, rows -> columns (four runs, two at FIFO priority): 256x512x784
+# 1234 -> 1204, 1293 -> 1224, 1291 -> 1259, 1209 -> 1164 us; 256x512x512 802 -> 776,
+# 843 -> 824, 798 -> 791; 256x640x784 1585 -> 1512; 512x1024x512 and 1024x2048x1024 alike;
+# and the tiles' CPU time on one thread agrees (256x512x784 2396 -> 2287 us). So A's repeats
+# weigh 1.5x an element of B (3x transposed): on 2 threads a C more than 1.5x as wide as
+# tall (3x with A transposed) is split by columns, squarer ones by rows; 2048^2 on 16
+# threads in 4x4 tiles (not measured on 16 cores).
+A_WEIGHT = 1.5
 TRANS_A_WEIGHT = 2 * A_WEIGHT
 
 
@@ -172,6 +174,11 @@ def task(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: in
     desc[:IR.GEMM_FN + 1] = (m, n, k, pa[1], pc[1], max(1, n), pa[0], pc[0], bm, bn, pn,
                              _gemm_addresses()[dt])
     return _tile_functions()[dt, kind(dt, m, n, k, pa[0], pc[0])], desc, [(t, t + 1) for t in range(pm * pn)]
+
+
+def calls_blas(fn: int) -> bool:
+    """Whether the tile function at address `fn` (from `task`) calls BLAS."""
+    return any(fn == _tile_functions()[dt, "blas"] for dt in _TILES)
 
 
 def own_kernel(a: np.ndarray, c: np.ndarray, out: np.ndarray) -> bool:

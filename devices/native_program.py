@@ -161,6 +161,9 @@ class NativeProgram:
             where[p] = len(where)
             fixed.append((where[p], arr))
         self._descriptors: list = []      # the gemm tasks' descriptors, kept alive
+        # whether a task calls BLAS (a product of ours alone, dots or direct, does not:
+        # the run then leaves BLAS's thread count alone, two calls of ~1.5 us each)
+        self.calls_blas = False
         self._partials: list = []         # every _Reduction, its partial array kept alive
         # parameter slots: (the donor's argument number or None, its value, [(index,
         # value, dtype, shape, bytes)] per value planned in the slot)
@@ -281,6 +284,7 @@ class NativeProgram:
             if step["type"] == "library":        # a matrix product: tiles of C
                 fn, desc, ranges = _gemm_task(exe, step, self.plan.tiles.get(id(step), threads))
                 self._descriptors.append(desc)   # the table holds its address only
+                self.calls_blas = self.calls_blas or native_gemm.calls_blas(fn)
                 args = [where[p] for p in _used(step)] + [self._buffer(fixed, desc)]
                 tasks.append((fn, args, [], [], ranges))
                 if id(step) in self.plan.go_on:  # the next product runs beside it

@@ -374,14 +374,19 @@ def _task_grid(m: int, n: int, k: int, trans_a: bool, threads: int) -> tuple:
 
 
 @pytest.mark.skipif(not native_gemm.available(), reason="NumPy's BLAS is not its ILP64 OpenBLAS")
-def test_gemm_tiles_split_by_rows_on_two_threads() -> None:
-    """Tiles running side by side split C by rows unless A is much taller than B is wide:
-    the MLP step's forward products, its weight gradient, 2048^2, and a narrow product."""
-    for m, n, k, trans_a in [(256, 512, 784, False), (256, 512, 512, False),
-                             (2048, 2048, 2048, False), (512, 784, 256, True), (256, 10, 512, False)]:
+def test_gemm_tiles_split_on_two_threads_by_the_tiles_packing() -> None:
+    """Two tiles side by side split C by rows unless C is much wider than tall (by
+    columns: the MLP step's forward products x @ W.T, whose 256x512 C makes a square tile
+    that way), or A is much taller than B is wide: 2048^2, the weight gradients (A
+    transposed), a narrow product."""
+    for m, n, k, trans_a in [(2048, 2048, 2048, False), (512, 784, 256, True),
+                             (512, 512, 256, True), (256, 10, 512, False), (256, 320, 512, False)]:
         assert _task_grid(m, n, k, trans_a, 2) == (2, 1), (m, n, k, trans_a)
-    assert _task_grid(10, 512, 256, True, 2) == (1, 2)          # 10 rows of C: by columns
+    for m, n, k, trans_a in [(256, 512, 784, False), (256, 512, 512, False),
+                             (10, 512, 256, True), (256, 1024, 256, True)]:
+        assert _task_grid(m, n, k, trans_a, 2) == (1, 2), (m, n, k, trans_a)
     assert _task_grid(2, 5000, 64, False, 8) == (1, 8)
+    assert _task_grid(2048, 2048, 2048, False, 16) == (4, 4)
 
 
 def test_gemm_declines_what_it_does_not_cover() -> None:

@@ -191,6 +191,10 @@ def test_direct_products_match_numpy(dtype, trans_a: bool, threads: int) -> None
     pool = NP.NativePool(threads)
     shapes = [(m, n, k) for m in (1, 2, 5, 6, 7, 11, 12) for n, k in ((32, 1), (43, 300), (100, 9))]
     shapes += [(37, 77, 16), (13, 513, 3), (256, 512, 10), (10, 512, 256)]
+    # inner dimensions at and around the chunks B is read in (the first chunk starts C,
+    # the others add to it, the last may be short)
+    chunk = native_gemm.IR.SMALL_K_CHUNK
+    shapes += [(7, 40, chunk), (7, 40, chunk + 1), (3, 33, 2 * chunk - 1), (11, 48, 3 * chunk + 5)]
     try:
         for m, n, k in shapes:
             assert native_gemm.direct(m, n, k, native_gemm.IR.CBLAS_NO_TRANS), (m, n, k)
