@@ -219,7 +219,10 @@ def lift(fn: Callable) -> Callable:
     """`fn` over nodes as a function over tensors (and data, and Python scalars)."""
     if getattr(fn, "direct", None) is not None:
         return _direct_public(fn, _lift(fn))
-    return _lift(fn)
+    public = _lift(fn)
+    if getattr(fn, "__module__", None) == _elementwise.__name__:
+        return _elementwise_front(fn, public) or public
+    return public
 
 
 # the operands `_direct_public` hands to the operators' direct forms: what `_method` and
@@ -233,8 +236,10 @@ def _direct_public(fn: Callable, public: Callable) -> Callable:
     and a tensor or scalar the way its operator does (`direct_method`: the same graph,
     fewer calls); anything else (keywords, data to lift, two scalars) goes to `public`,
     the general lifted function."""
-    forward = direct_method(fn, _method(fn), False)
-    backward = direct_method(fn, _reflected(fn), True)
+    # the user's frame is 3 above `_wrap` (direct, the operator's body, _wrap), 4 when
+    # the operator's body calls its general one
+    forward = direct_method(fn, _method(fn, 4), False, 3)
+    backward = direct_method(fn, _reflected(fn, 4), True, 3)
     operands = _DIRECT_OPERANDS
 
     @functools.wraps(fn)
@@ -249,6 +254,117 @@ def _direct_public(fn: Callable, public: Callable) -> Callable:
         return public(*args, device=device, **kwargs)
     direct.__wrapped_op__ = fn
     return direct
+
+
+# NumPy scalars an elementwise op takes as operands (`numpy_operand`, `truth_operand`)
+_NP_KINDS = frozenset((_FLOAT64, np.bool_, *_NP_SCALARS))
+_POSITIONAL = inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+
+def _elementwise_front(fn: Callable, public: Callable) -> Any:
+    """The public function of an elementwise op of one, two or three operands (`la.exp(x)`,
+    `la.pow(x, 2)`, `la.where(c, x, 0.0)`, `la.clip(x, 0, 1)`): the usual forms (tensors of
+    one device, Python and NumPy scalars, positionally) go straight to the op and are
+    wrapped here, in this frame (the user's frame is the next one up: no frame of ours
+    between for `_wrap` to walk); anything else goes to `public`, the general lifted
+    function. None for an op of another signature."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if not params or any(p.kind is not _POSITIONAL for p in params) or \
+            params[0].default is not inspect.Parameter.empty:
+        return None
+    n = len(params)
+    if n == 1:
+        front = _unary_front(fn, public)
+    elif n == 2 and params[1].default is inspect.Parameter.empty:
+        np_operand = truth_operand if getattr(fn, "truth_operands", False) else numpy_operand
+        front = _binary_front(fn, public, np_operand)
+    elif n == 3:
+        front = _ternary_front(fn, public)
+    else:
+        return None
+    functools.update_wrapper(front, fn)
+    front.__wrapped_op__ = fn
+    return front
+
+
+def _unary_front(fn: Callable, public: Callable) -> Callable:
+    def front(*args: Any, device: Any = None, **kwargs: Any) -> Any:
+        if device is None and not kwargs and len(args) == 1:
+            x = args[0]
+            if type(x) is Tensor:
+                out = fn(x._node)
+                return _wrap(out, x._state) if type(out) is Node else wrap(out, x._state)
+        return public(*args, device=device, **kwargs)
+    return front
+
+
+def _binary_front(fn: Callable, public: Callable, np_operand: Callable) -> Callable:
+    """`fn(tensor, tensor or scalar)` and `fn(scalar, tensor)`; a NumPy scalar as
+    `np_operand` takes it (None: `public` lifts it, which raises naming its dtype)."""
+    np_kinds = _NP_KINDS
+
+    def front(*args: Any, device: Any = None, **kwargs: Any) -> Any:
+        if device is None and not kwargs and len(args) == 2:
+            a, b = args
+            if type(a) is Tensor:
+                state = a._state
+                kind = type(b)
+                if kind is Tensor:
+                    if b._state is state:
+                        out = fn(a._node, b._node)
+                        return _wrap(out, state) if type(out) is Node else wrap(out, state)
+                elif kind in _SCALARS:
+                    out = fn(a._node, b)
+                    return _wrap(out, state) if type(out) is Node else wrap(out, state)
+                elif kind in np_kinds:
+                    s = np_operand(b)
+                    if s is not None:
+                        out = fn(a._node, s)
+                        return _wrap(out, state) if type(out) is Node else wrap(out, state)
+            elif type(b) is Tensor:
+                state = b._state
+                kind = type(a)
+                if kind in _SCALARS:
+                    out = fn(a, b._node)
+                    return _wrap(out, state) if type(out) is Node else wrap(out, state)
+                if kind in np_kinds:
+                    s = np_operand(a)
+                    if s is not None:
+                        out = fn(s, b._node)
+                        return _wrap(out, state) if type(out) is Node else wrap(out, state)
+        return public(*args, device=device, **kwargs)
+    return front
+
+
+def _ternary_front(fn: Callable, public: Callable) -> Callable:
+    """`fn(tensor, b, c)` with b and c tensors of its device, Python scalars or None
+    (`where(c, x, 0.0)`, `clip(x, 0, 1)`, `clip(x, None, m)`)."""
+    def front(*args: Any, device: Any = None, **kwargs: Any) -> Any:
+        if device is None and not kwargs and len(args) == 3:
+            a, b, c = args
+            if type(a) is Tensor:
+                state = a._state
+                kind = type(b)
+                if kind is Tensor:
+                    b = b._node if b._state is state else _NO
+                elif kind not in _SCALARS and b is not None:
+                    b = _NO
+                kind = type(c)
+                if kind is Tensor:
+                    c = c._node if c._state is state else _NO
+                elif kind not in _SCALARS and c is not None:
+                    c = _NO
+                if b is not _NO and c is not _NO:
+                    out = fn(a._node, b, c)
+                    return _wrap(out, state) if type(out) is Node else wrap(out, state)
+        return public(*args, device=device, **kwargs)
+    return front
+
+
+_NO = object()      # an operand `_ternary_front` leaves to the general way
 
 
 def _lift(fn: Callable) -> Callable:
@@ -350,7 +466,7 @@ def reflected(fn: Callable) -> Callable:
     return _reflected(fn)
 
 
-def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
+def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -> Callable:
     """The operator of an elementwise op that says how it records its common cases
     (`fn.direct`, ops/elementwise.py `_recorder`): another tensor of the same dtype and
     shape, a Python scalar that the tensor's dtype takes (weakly), a NumPy scalar of the
@@ -358,7 +474,8 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
     written out here — the nodes `fn` records, without the calls between (the hottest
     path of recording: `x * 0.5`, `2.5 - x`, `x * y`). Anything else goes to `general`,
     the method that calls `fn`. `swap`: the reflected operator (the scalar is the first
-    operand)."""
+    operand). `depth`: where `_wrap` starts its walk for the user's frame (2: this is the
+    operator itself; 3: a lifted function calls it, `_direct_public`)."""
     prim, fast, attrs, result = fn.direct
     floats = fast & _INEXACT
     to_float = D.DEFAULT_FLOAT in fast
@@ -367,10 +484,27 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
     to_int = D.DEFAULT_INT in fast
     exact_ints = getattr(fn, "exact_ints", False)
 
+    def exact_int(a: Node, other: int) -> Node:
+        """`i / 2`: i as the default float, the int weak beside it (what `fn` records for
+        an int the default float and i's dtype both hold exactly)."""
+        shape = a.shape
+        a = _new_node("convert", (a,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
+        if other in _KEPT_SET:
+            s = _weak_scalar_like(other, a)
+        else:            # what `_weak_scalar_like` makes of it, written out
+            s = _new_node("scalar", (), (), _DEFAULT_FLOAT, {}, other)
+            if shape:
+                s = _new_node("broadcast_in_dim", (s,), shape, _DEFAULT_FLOAT,
+                              {"shape": shape, "broadcast_dimensions": ()})
+        return _new_node(prim, (s, a) if swap else (a, s), shape, result or _DEFAULT_FLOAT,
+                         {} if attrs is None else dict(attrs))
+
     def op_method(self: Tensor, other: Any) -> Tensor:
         kind = type(other)
         if kind is _FLOAT64:              # a float subclass, weak as a float is
             other, kind = float(other), float
+        elif kind is _NP_BOOL:            # the Python bool it is (see `numpy_operand`)
+            other, kind = bool(other), bool
         if kind is float:
             a = self._node
             dtype = a.dtype
@@ -385,7 +519,7 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
                     s = _new_node("broadcast_in_dim", (s,), shape, dtype,
                                   {"shape": shape, "broadcast_dimensions": ()})
                 return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape, result or dtype,
-                                       {} if attrs is None else dict(attrs)), self._state)
+                                       {} if attrs is None else dict(attrs)), self._state, depth)
         elif kind is int or kind is bool:    # x + 1, 3 * x: as `fn` takes it
             a = self._node
             dtype = a.dtype
@@ -394,30 +528,17 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
                 if s is not None:
                     return _wrap(_new_node(prim, (s, a) if swap else (a, s), a.shape,
                                            result or dtype, {} if attrs is None else dict(attrs)),
-                                 self._state)
+                                 self._state, depth)
             if dtype is _BOOL and kind is int and to_int and _I64_MIN <= other <= _I64_MAX:
                 shape = a.shape                  # `m * 2`, `2 << m`: m as the default int
                 a = _new_node("convert", (a,), shape, _DEFAULT_INT, {"dtype": _DEFAULT_INT})
                 s = _weak_scalar_like(other, a)
                 return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape,
                                        result or _DEFAULT_INT, {} if attrs is None else dict(attrs)),
-                             self._state)
+                             self._state, depth)
             if exact_ints and dtype in _INT_OR_BOOL and \
                     -_F32_EXACT <= other <= _F32_EXACT and _int_fits(other, dtype):
-                # `i / 2`: i as the default float, the int weak beside it (what `fn`
-                # records for an int the default float and i's dtype both hold exactly)
-                shape = a.shape
-                a = _new_node("convert", (a,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
-                if other in _KEPT_SET:
-                    s = _weak_scalar_like(other, a)
-                else:            # what `_weak_scalar_like` makes of it, written out
-                    s = _new_node("scalar", (), (), _DEFAULT_FLOAT, {}, other)
-                    if shape:
-                        s = _new_node("broadcast_in_dim", (s,), shape, _DEFAULT_FLOAT,
-                                      {"shape": shape, "broadcast_dimensions": ()})
-                return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape,
-                                       result or _DEFAULT_FLOAT, {} if attrs is None else dict(attrs)),
-                             self._state)
+                return _wrap(exact_int(a, other), self._state, depth)
         elif kind is Tensor:
             if not swap:
                 a, b = self._node, other._node
@@ -425,26 +546,20 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
                 if b.dtype is dtype and b.shape == a.shape and other._state is self._state:
                     if dtype in fast:
                         return _wrap(_new_node(prim, (a, b), a.shape, result or dtype,
-                                               {} if attrs is None else dict(attrs)), self._state)
+                                               {} if attrs is None else dict(attrs)), self._state, depth)
                     if exact_ints and dtype in _INT_OR_BOOL:   # `i / j`: both the default float
                         shape = a.shape
                         a = _new_node("convert", (a,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
                         b = _new_node("convert", (b,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
                         return _wrap(_new_node(prim, (a, b), shape, result or _DEFAULT_FLOAT,
-                                               {} if attrs is None else dict(attrs)), self._state)
-        elif kind is _NP_BOOL:            # the Python bool it is (see `numpy_operand`)
-            return op_method(self, bool(other))
+                                               {} if attrs is None else dict(attrs)), self._state, depth)
         else:
             found = _NP_SCALARS.get(kind)
-            if found is not None:         # `x * np.float32(2.5)`: a 0-d scalar of x's dtype
+            if found is not None and found[0] is self._node.dtype:
+                # `x * np.float32(2.5)`: a 0-d scalar of x's dtype
                 a = self._node
                 dtype = a.dtype
-                if found[0] is dtype and dtype not in fast and exact_ints and \
-                        found[1] is int and -_F32_EXACT <= other <= _F32_EXACT:
-                    # `i / np.int32(2)` as `i / 2`: the int, exact in the default float,
-                    # divides as the same value converted along with i would
-                    return op_method(self, int(other))
-                if found[0] is dtype and dtype in fast:
+                if dtype in fast:
                     shape = a.shape
                     s = _typed_scalar(found[1](other), dtype)
                     if shape:
@@ -452,14 +567,20 @@ def direct_method(fn: Callable, general: Callable, swap: bool) -> Callable:
                                       {"shape": shape, "broadcast_dimensions": ()})
                     return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape,
                                            result or dtype, {} if attrs is None else dict(attrs)),
-                                 self._state)
+                                 self._state, depth)
+                if exact_ints and found[1] is int:
+                    # `i / np.int32(2)` as `i / 2`: the int, exact in the default float,
+                    # divides as the same value converted along with i would
+                    v = int(other)
+                    if -_F32_EXACT <= v <= _F32_EXACT:
+                        return _wrap(exact_int(a, v), self._state, depth)
         return general(self, other)
     op_method.__name__ = ("r" if swap else "") + getattr(fn, "__name__", "op")
     op_method.__doc__ = getattr(fn, "__doc__", None)
     return op_method
 
 
-def _method(fn: Callable) -> Callable:
+def _method(fn: Callable, depth: int = 2) -> Callable:
     """`method` calling `fn` for every operand."""
     def op_method(self: Tensor, other: Any) -> Tensor:
         state = self._state
@@ -467,32 +588,32 @@ def _method(fn: Callable) -> Callable:
         if kind is Tensor:
             if other._state is not state:
                 raise_mixed_devices(other._state, state)
-            return _wrap(fn(self._node, other._node), state)
+            return _wrap(fn(self._node, other._node), state, depth)
         if kind is float or kind is int:
-            return _wrap(fn(self._node, other), state)
+            return _wrap(fn(self._node, other), state, depth)
         if kind is _FLOAT64:        # a float subclass, weak as a float is (see node_of)
-            return _wrap(fn(self._node, float(other)), state)
+            return _wrap(fn(self._node, float(other)), state, depth)
         found = _NP_SCALARS.get(kind)
         if found is not None:       # another NumPy scalar: strong (see numpy_operand)
-            return _wrap(fn(self._node, _typed_scalar(found[1](other), found[0])), state)
-        return _wrap(fn(self._node, node_of(other, state, fn)), state)
+            return _wrap(fn(self._node, _typed_scalar(found[1](other), found[0])), state, depth)
+        return _wrap(fn(self._node, node_of(other, state, fn)), state, depth)
     op_method.__name__ = getattr(fn, "__name__", "op")
     op_method.__doc__ = getattr(fn, "__doc__", None)
     return op_method
 
 
-def _reflected(fn: Callable) -> Callable:
+def _reflected(fn: Callable, depth: int = 2) -> Callable:
     """`reflected` calling `fn` for every operand."""
     def op_method(self: Tensor, other: Any) -> Tensor:
         state = self._state
         kind = type(other)
         if kind is float or kind is int:
-            return _wrap(fn(other, self._node), state)
+            return _wrap(fn(other, self._node), state, depth)
         if kind is _FLOAT64:
-            return _wrap(fn(float(other), self._node), state)
+            return _wrap(fn(float(other), self._node), state, depth)
         found = _NP_SCALARS.get(kind)
         if found is not None:
-            return _wrap(fn(_typed_scalar(found[1](other), found[0]), self._node), state)
-        return _wrap(fn(node_of(other, state, fn), self._node), state)
+            return _wrap(fn(_typed_scalar(found[1](other), found[0]), self._node), state, depth)
+        return _wrap(fn(node_of(other, state, fn), self._node), state, depth)
     op_method.__name__ = "r" + getattr(fn, "__name__", "op")
     return op_method

@@ -704,25 +704,19 @@ def _float_binary(prim: str, name: str, doc: str) -> Callable:
     fast = same_dtype_fast(prim)
 
     def general(a: Operand, b: Operand) -> Node:
-        # integer or bool operands as the default float, the common forms directly: two
-        # tensors of one dtype and shape, a tensor and a Python int (`_divide`'s rule)
-        ta, tb = type(a) is Node, type(b) is Node
-        if ta and tb:
-            if a.dtype is b.dtype and a.dtype in _INT_OR_BOOL and a.shape == b.shape:
-                x = _converted(a, D.DEFAULT_FLOAT)
-                return Node(prim, (x, _converted(b, D.DEFAULT_FLOAT)), x.shape, x.dtype, {})
-        elif ta or tb:
-            node, value = (a, b) if ta else (b, a)
-            if (type(value) is int or type(value) is bool) and node.dtype in _INT_OR_BOOL \
-                    and -F32_EXACT <= value <= F32_EXACT and int_fits(value, node.dtype):
-                x = _converted(node, D.DEFAULT_FLOAT)
-                s = weak_scalar_like(value, x)
-                return Node(prim, (x, s) if ta else (s, x), x.shape, x.dtype, {})
+        # integer or bool operands as the default float, the common forms the short
+        # ways (`_exact_float`, as true division and atan2 take them)
+        out = _exact_float(prim, a, b)
+        if out is not None:
+            return out
         a, b = _float_operands(name, a, b)
         return _made(prim, fast, a, b)
     fn = _recorder(prim, fast, general)
     fn.__name__ = name
     fn.__doc__ = doc
+    # the operators' direct forms take `hypot(i, 2)` and `hypot(i, np.int32(2))` as
+    # `_exact_float` does (lazyarray/lift.py direct_method)
+    fn.exact_ints = True
     return fn
 
 
