@@ -22,7 +22,7 @@ from . import runtime
 from .ops import elementwise as _elementwise
 from .ops.promotion import KEPT_SET as _KEPT_SET, typed_scalar as _typed_scalar
 from .ops.promotion import int_fits as _int_fits
-from .ops.promotion import weak_scalar_like as _weak_scalar_like
+from .ops.promotion import weak_operand as _weak_operand
 from .tensor import Tensor, host_array, raise_mixed_devices
 
 _SCALARS = (bool, int, float)
@@ -490,8 +490,8 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
         shape = a.shape
         a = _new_node("convert", (a,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
         if other in _KEPT_SET:
-            s = _weak_scalar_like(other, a)
-        else:            # what `_weak_scalar_like` makes of it, written out
+            s = _weak_operand(other, a)
+        else:            # what `_weak_operand` makes of it, written out
             s = _new_node("scalar", (), (), _DEFAULT_FLOAT, {}, other)
             if shape:
                 s = _new_node("broadcast_in_dim", (s,), shape, _DEFAULT_FLOAT,
@@ -512,19 +512,22 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
                 # an integer tensor beside a float: both the default float, a converted
                 dtype = D.DEFAULT_FLOAT
                 a = _new_node("convert", (a,), a.shape, dtype, {"dtype": dtype})
-            if dtype in floats and other not in _KEPT_SET:     # 0.0, -0.0, 1.0, -1.0: `fn`
+            if dtype in floats:
                 shape = a.shape
-                s = _new_node("scalar", (), (), dtype, {}, other)
-                if shape:
-                    s = _new_node("broadcast_in_dim", (s,), shape, dtype,
-                                  {"shape": shape, "broadcast_dimensions": ()})
+                if other in _KEPT_SET:       # 0.0, -0.0, 1.0, -1.0: a constant
+                    s = _weak_operand(other, a)
+                else:                        # what `_weak_operand` makes of it, written out
+                    s = _new_node("scalar", (), (), dtype, {}, other)
+                    if shape:
+                        s = _new_node("broadcast_in_dim", (s,), shape, dtype,
+                                      {"shape": shape, "broadcast_dimensions": ()})
                 return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape, result or dtype,
                                        {} if attrs is None else dict(attrs)), self._state, depth)
         elif kind is int or kind is bool:    # x + 1, 3 * x: as `fn` takes it
             a = self._node
             dtype = a.dtype
             if dtype in fast:
-                s = _weak_scalar_like(other, a)
+                s = _weak_operand(other, a)
                 if s is not None:
                     return _wrap(_new_node(prim, (s, a) if swap else (a, s), a.shape,
                                            result or dtype, {} if attrs is None else dict(attrs)),
@@ -532,7 +535,7 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
             if dtype is _BOOL and kind is int and to_int and _I64_MIN <= other <= _I64_MAX:
                 shape = a.shape                  # `m * 2`, `2 << m`: m as the default int
                 a = _new_node("convert", (a,), shape, _DEFAULT_INT, {"dtype": _DEFAULT_INT})
-                s = _weak_scalar_like(other, a)
+                s = _weak_operand(other, a)
                 return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape,
                                        result or _DEFAULT_INT, {} if attrs is None else dict(attrs)),
                              self._state, depth)

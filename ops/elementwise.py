@@ -10,7 +10,8 @@ from ..compiler import dtypes as D
 from ..compiler.node import Node, kept_constant, new_node
 from ..compiler.primitive import apply, same_dtype_fast
 from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
-                        operands, scalar, typed_scalar, weak_scalar_like)
+                        kept_spread, operands, scalar, typed_scalar, weak_operand,
+                        weak_scalar_like)
 
 Operand = Any  # a Node or a Python scalar
 
@@ -134,14 +135,14 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
                             return new_node(prim, (_spread(a, shape), b), shape, result or dtype,
                                         {} if attrs is None else dict(attrs))
                 elif kind is float or kind is int or kind is bool:
-                    s = weak_scalar_like(b, a)
+                    s = weak_operand(b, a)
                     if s is not None:
                         return new_node(prim, (a, s), a.shape, result or dtype,
                                     {} if attrs is None else dict(attrs))
         elif type(b) is Node and b.dtype in fast:
             kind = type(a)
             if kind is float or kind is int or kind is bool:
-                s = weak_scalar_like(a, b)
+                s = weak_operand(a, b)
                 if s is not None:
                     return new_node(prim, (s, b), b.shape, result or b.dtype,
                                 {} if attrs is None else dict(attrs))
@@ -149,22 +150,22 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
         # float, the tensor converted (what `_scalar_operands` makes)
         if type(b) is float and type(a) is Node and a.dtype in _INT_OR_BOOL and to_float:
             x = _converted(a, D.DEFAULT_FLOAT)
-            return new_node(prim, (x, weak_scalar_like(b, x)), x.shape, result or x.dtype,
+            return new_node(prim, (x, weak_operand(b, x)), x.shape, result or x.dtype,
                         {} if attrs is None else dict(attrs))
         if type(a) is float and type(b) is Node and b.dtype in _INT_OR_BOOL and to_float:
             x = _converted(b, D.DEFAULT_FLOAT)
-            return new_node(prim, (weak_scalar_like(a, x), x), x.shape, result or x.dtype,
+            return new_node(prim, (weak_operand(a, x), x), x.shape, result or x.dtype,
                         {} if attrs is None else dict(attrs))
         # a bool tensor beside a Python int (`m * 2`, `m & 3`): both the default int, the
         # tensor converted (what `_scalar_operands` and `operands` make)
         if to_int:
             if type(b) is int and type(a) is Node and a.dtype is _BOOL and _I64_MIN <= b <= _I64_MAX:
                 x = _converted(a, D.DEFAULT_INT)
-                return new_node(prim, (x, weak_scalar_like(b, x)), x.shape, result or x.dtype,
+                return new_node(prim, (x, weak_operand(b, x)), x.shape, result or x.dtype,
                             {} if attrs is None else dict(attrs))
             if type(a) is int and type(b) is Node and b.dtype is _BOOL and _I64_MIN <= a <= _I64_MAX:
                 x = _converted(b, D.DEFAULT_INT)
-                return new_node(prim, (weak_scalar_like(a, x), x), x.shape, result or x.dtype,
+                return new_node(prim, (weak_operand(a, x), x), x.shape, result or x.dtype,
                             {} if attrs is None else dict(attrs))
         return general(a, b)
     to_float = D.DEFAULT_FLOAT in fast
@@ -200,7 +201,7 @@ def _scalar_operands(op: str, a: Operand, b: Operand) -> list:
     if dtype is node.dtype:
         return operands(op, a, b)       # an int out of range: the general way raises
     node = _converted(node, dtype)
-    s = weak_scalar_like(value, node)
+    s = weak_operand(value, node)
     if s is None:
         return operands(op, a, b)
     return [node, s] if type(a) is Node else [s, node]
@@ -306,7 +307,7 @@ def _exact_float(prim: str, a: Operand, b: Operand) -> Any:
             -F32_EXACT <= value <= F32_EXACT and node.dtype in _INT_OR_BOOL and \
             int_fits(value, node.dtype):
         x = _converted(node, D.DEFAULT_FLOAT)
-        s = weak_scalar_like(value, x)
+        s = weak_operand(value, x)
         return new_node(prim, (x, s) if node is a else (s, x), x.shape, x.dtype, {})
     return None
 
@@ -407,7 +408,7 @@ def _select_scalar(c: Node, node: Node, value: Any, swap: bool) -> Any:
     does not take it (an integer node beside a float: the default float; a bool node
     beside an int: the default int), the node converted. None for anything else (an int
     out of range: the general way raises)."""
-    s = weak_scalar_like(value, node)
+    s = weak_operand(value, node)
     if s is None:
         kind = type(value)
         dtype = node.dtype
@@ -417,7 +418,7 @@ def _select_scalar(c: Node, node: Node, value: Any, swap: bool) -> Any:
             node = _converted(node, D.DEFAULT_INT)
         else:
             return None
-        s = weak_scalar_like(value, node)
+        s = weak_operand(value, node)
     return new_node("select", (c, s, node) if swap else (c, node, s), node.shape, node.dtype, {})
 
 
@@ -435,14 +436,22 @@ def _where_scalars(c: Node, x: Operand, y: Operand) -> Any:
         return None
     if kind is int and not (_I64_MIN <= x <= _I64_MAX and _I64_MIN <= y <= _I64_MAX):
         return None                     # past int64: the general way raises
-    a, b = typed_scalar(x, dtype), typed_scalar(y, dtype)
     shape = c.shape
-    if shape:
-        a = new_node("broadcast_in_dim", (a,), shape, dtype,
-                     {"shape": shape, "broadcast_dimensions": ()})
-        b = new_node("broadcast_in_dim", (b,), shape, dtype,
-                     {"shape": shape, "broadcast_dimensions": ()})
-    return new_node("select", (c, a, b), shape, dtype, {})
+    return new_node("select", (c, _spread_value(x, dtype, shape), _spread_value(y, dtype, shape)),
+                    shape, dtype, {})
+
+
+def _spread_value(value: Any, dtype: D.DType, shape: tuple) -> Node:
+    """`typed_scalar(value, dtype)` broadcast to `shape`, as an operand of a node being
+    made: a kept constant's broadcast is the shared one (`kept_spread`)."""
+    if value in KEPT_SET and (type(value) is not float or value != 0.0 or
+                              math.copysign(1.0, value) > 0.0):
+        return kept_spread(type(value), value, dtype, shape)
+    s = new_node("scalar", (), (), dtype, {}, value)
+    if not shape:
+        return s
+    return new_node("broadcast_in_dim", (s,), shape, dtype,
+                    {"shape": shape, "broadcast_dimensions": ()})
 
 
 _NEGATE_FAST = same_dtype_fast("negate", exclude=(D.bool_,))
@@ -800,20 +809,10 @@ def _float_as_int(value: float, dtype: D.DType) -> int:
     if value != value:
         return 0
     return lo if value <= lo else hi if value >= hi else int(value)
-# a 0-d stand-in of each dtype: `weak_scalar_like` beside it gives the bare scalar node
-_ZERO_D = {d: Node("parameter", (), (), d, {}) for d in _CLIP_FAST}
-
-
 def _kept_bound(kind: type, value: Any, dtype: D.DType, shape: tuple) -> Node:
     """The kept constant 0, 1 or -1 (`weak_scalar_like`'s node for it) broadcast to
-    `shape`, made once per (kind, value, dtype, shape): kept constants live for good."""
-    key = (kind, value, dtype, shape)
-    n = _KEPT_SPREAD.get(key)
-    if n is None:
-        c = weak_scalar_like(value, _ZERO_D[dtype])
-        n = _spread_kept(c, shape) if shape else c
-        _KEPT_SPREAD[key] = n
-    return n
+    `shape`: the shared one (`kept_spread`)."""
+    return kept_spread(kind, value, dtype, shape)
 
 
 def _general_bound(bound: Operand, x: Node, high: int) -> Node:
@@ -841,7 +840,7 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
         if lo is not None:
             hi = _fast_bound(max, x, 1)
             if hi is not None:
-                return Node("clamp", (lo, x, hi), x.shape, x.dtype, {})
+                return new_node("clamp", (lo, x, hi), x.shape, x.dtype, {})
     x = as_node(x)
     _check_numeric("clip", x)
     if min is None and max is None:
