@@ -258,6 +258,8 @@ def _direct_public(fn: Callable, public: Callable) -> Callable:
 
 # NumPy scalars an elementwise op takes as operands (`numpy_operand`, `truth_operand`)
 _NP_KINDS = frozenset((_FLOAT64, np.bool_, *_NP_SCALARS))
+_SCALAR_KINDS = frozenset(_SCALARS)
+_PLAIN_OPERANDS = frozenset((*_SCALARS, type(None)))     # a ternary op's scalar or None
 _POSITIONAL = inspect.Parameter.POSITIONAL_OR_KEYWORD
 
 
@@ -304,7 +306,7 @@ def _unary_front(fn: Callable, public: Callable) -> Callable:
 def _binary_front(fn: Callable, public: Callable, np_operand: Callable) -> Callable:
     """`fn(tensor, tensor or scalar)` and `fn(scalar, tensor)`; a NumPy scalar as
     `np_operand` takes it (None: `public` lifts it, which raises naming its dtype)."""
-    np_kinds = _NP_KINDS
+    np_kinds, scalars = _NP_KINDS, _SCALAR_KINDS
 
     def front(*args: Any, device: Any = None, **kwargs: Any) -> Any:
         if device is None and not kwargs and len(args) == 2:
@@ -316,7 +318,7 @@ def _binary_front(fn: Callable, public: Callable, np_operand: Callable) -> Calla
                     if b._state is state:
                         out = fn(a._node, b._node)
                         return _wrap(out, state) if type(out) is Node else wrap(out, state)
-                elif kind in _SCALARS:
+                elif kind in scalars:
                     out = fn(a._node, b)
                     return _wrap(out, state) if type(out) is Node else wrap(out, state)
                 elif kind in np_kinds:
@@ -327,7 +329,7 @@ def _binary_front(fn: Callable, public: Callable, np_operand: Callable) -> Calla
             elif type(b) is Tensor:
                 state = b._state
                 kind = type(a)
-                if kind in _SCALARS:
+                if kind in scalars:
                     out = fn(a, b._node)
                     return _wrap(out, state) if type(out) is Node else wrap(out, state)
                 if kind in np_kinds:
@@ -342,20 +344,25 @@ def _binary_front(fn: Callable, public: Callable, np_operand: Callable) -> Calla
 def _ternary_front(fn: Callable, public: Callable) -> Callable:
     """`fn(tensor, b, c)` with b and c tensors of its device, Python scalars or None
     (`where(c, x, 0.0)`, `clip(x, 0, 1)`, `clip(x, None, m)`)."""
+    plain = _PLAIN_OPERANDS
+
     def front(*args: Any, device: Any = None, **kwargs: Any) -> Any:
-        if device is None and not kwargs and len(args) == 3:
+        if len(args) == 3 and device is None and not kwargs:
             a, b, c = args
             if type(a) is Tensor:
                 state = a._state
+                if type(b) in plain and type(c) in plain:     # clip(x, 0, 1)
+                    out = fn(a._node, b, c)
+                    return _wrap(out, state) if type(out) is Node else wrap(out, state)
                 kind = type(b)
                 if kind is Tensor:
                     b = b._node if b._state is state else _NO
-                elif kind not in _SCALARS and b is not None:
+                elif kind not in plain:
                     b = _NO
                 kind = type(c)
                 if kind is Tensor:
                     c = c._node if c._state is state else _NO
-                elif kind not in _SCALARS and c is not None:
+                elif kind not in plain:
                     c = _NO
                 if b is not _NO and c is not _NO:
                     out = fn(a._node, b, c)
@@ -526,13 +533,13 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
         elif kind is int or kind is bool:    # x + 1, 3 * x: as `fn` takes it
             a = self._node
             dtype = a.dtype
-            if dtype in fast:
+            if dtype in fast and (dtype is not _BOOL or kind is bool):
                 s = _weak_operand(other, a)
                 if s is not None:
                     return _wrap(_new_node(prim, (s, a) if swap else (a, s), a.shape,
                                            result or dtype, {} if attrs is None else dict(attrs)),
                                  self._state, depth)
-            if dtype is _BOOL and kind is int and to_int and _I64_MIN <= other <= _I64_MAX:
+            elif dtype is _BOOL and kind is int and to_int and _I64_MIN <= other <= _I64_MAX:
                 shape = a.shape                  # `m * 2`, `2 << m`: m as the default int
                 a = _new_node("convert", (a,), shape, _DEFAULT_INT, {"dtype": _DEFAULT_INT})
                 s = _weak_operand(other, a)

@@ -76,11 +76,35 @@ _INV_LN10 = 1 / math.log(10)
 
 
 def log2(x: Operand) -> Node:
-    return multiply(log(x), _INV_LN2)
+    return _log_times(x, _INV_LN2)
 
 
 def log10(x: Operand) -> Node:
-    return multiply(log(x), _INV_LN10)
+    return _log_times(x, _INV_LN10)
+
+
+def _log_times(x: Operand, c: float) -> Node:
+    """`multiply(log(x), c)`: for a real float node, or an integer or bool one (as the
+    default float), its nodes written out (what `log` and `multiply` record); anything
+    else through them."""
+    if type(x) is Node:
+        dtype = x.dtype
+        if dtype in _INT_OR_BOOL:
+            x = _converted(x, D.DEFAULT_FLOAT)
+            dtype = D.DEFAULT_FLOAT
+        if dtype in _LOG_TIMES_FAST:
+            shape = x.shape
+            y = new_node("log", (x,), shape, dtype, {})
+            s = new_node("scalar", (), (), dtype, {}, c)
+            if shape:
+                s = new_node("broadcast_in_dim", (s,), shape, dtype,
+                             {"shape": shape, "broadcast_dimensions": ()})
+            return new_node("multiply", (y, s), shape, dtype, {})
+    return multiply(log(x), c)
+
+
+# real floats that `log` and `multiply` record directly (a Python float beside them weak)
+_LOG_TIMES_FAST = same_dtype_fast("log") & same_dtype_fast("multiply") & frozenset(D.FLOATS)
 
 
 def _rounding(prim: str, name: str):
@@ -408,17 +432,15 @@ def _select_scalar(c: Node, node: Node, value: Any, swap: bool) -> Any:
     does not take it (an integer node beside a float: the default float; a bool node
     beside an int: the default int), the node converted. None for anything else (an int
     out of range: the general way raises)."""
+    kind = type(value)
+    dtype = node.dtype
+    if kind is float and dtype in _INT_OR_BOOL:                   # where(c, i, 0.5)
+        node = _converted(node, D.DEFAULT_FLOAT)
+    elif kind is int and dtype is _BOOL and _I64_MIN <= value <= _I64_MAX:  # (c, m, 0)
+        node = _converted(node, D.DEFAULT_INT)
     s = weak_operand(value, node)
     if s is None:
-        kind = type(value)
-        dtype = node.dtype
-        if kind is float and dtype in _INT_OR_BOOL:               # where(c, i, 0.5)
-            node = _converted(node, D.DEFAULT_FLOAT)
-        elif kind is int and dtype is _BOOL and _I64_MIN <= value <= _I64_MAX:  # (c, m, 0)
-            node = _converted(node, D.DEFAULT_INT)
-        else:
-            return None
-        s = weak_operand(value, node)
+        return None
     return new_node("select", (c, s, node) if swap else (c, node, s), node.shape, node.dtype, {})
 
 
@@ -457,6 +479,7 @@ def _spread_value(value: Any, dtype: D.DType, shape: tuple) -> Node:
 _NEGATE_FAST = same_dtype_fast("negate", exclude=(D.bool_,))
 _SIGN_FAST = same_dtype_fast("sign", exclude=(D.bool_,))
 _ABS_FAST = frozenset(D.INTS + D.FLOATS)      # abs of a complex is real; of a uint, itself
+_ISINF_FAST = _ABS_FAST & frozenset(D.FLOATS)     # compare takes every dtype
 
 
 def negative(x: Operand) -> Node:
@@ -676,6 +699,14 @@ def isnan(x: Operand) -> Node:
 
 
 def isinf(x: Operand) -> Node:
+    if type(x) is Node and x.dtype in _ISINF_FAST:      # |x| == inf, its nodes written out
+        shape, dtype = x.shape, x.dtype
+        s = new_node("scalar", (), (), dtype, {}, math.inf)
+        if shape:
+            s = new_node("broadcast_in_dim", (s,), shape, dtype,
+                         {"shape": shape, "broadcast_dimensions": ()})
+        return new_node("compare", (new_node("abs", (x,), shape, dtype, {}), s), shape, _BOOL,
+                        {"direction": "EQ"})
     x = as_node(x)
     return equal(abs(x), math.inf) if x.dtype.is_float else _all_false(x)
 
@@ -805,10 +836,20 @@ def _float_as_int(value: float, dtype: D.DType) -> int:
     """A float bound of an integer x as `convert` makes it: truncated toward zero,
     saturated at the dtype's range, NaN as 0 (so clip(i, 1.5, 2.5) is what NumPy's
     float result gives converted back to i's dtype: a truncation is monotone)."""
-    lo, hi = _INT_LIMITS[dtype]
+    flo, fhi = _FLOAT_LIMITS[dtype]       # float against float: no int comparison
     if value != value:
         return 0
-    return lo if value <= lo else hi if value >= hi else int(value)
+    if value <= flo:
+        return _INT_LIMITS[dtype][0]
+    if value >= fhi:
+        return _INT_LIMITS[dtype][1]
+    return int(value)
+
+
+# the range ends as floats: the low end is exact; the high end 2**k - 1 rounds to 2**k
+# past 53 bits, and a float >= 2**k is past the range as a float >= 2**k - 1 is (no float
+# lies between), so `value >= high` decides as the exact int would
+_FLOAT_LIMITS = {d: (float(lo), float(hi)) for d, (lo, hi) in _INT_LIMITS.items()}
 def _kept_bound(kind: type, value: Any, dtype: D.DType, shape: tuple) -> Node:
     """The kept constant 0, 1 or -1 (`weak_scalar_like`'s node for it) broadcast to
     `shape`: the shared one (`kept_spread`)."""
