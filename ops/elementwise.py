@@ -127,6 +127,7 @@ round = _rounding("round_nearest_even", "round")
 
 
 _INT_OR_BOOL = frozenset(D.INTEGERS + (D.bool_,))
+_INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 _BOOL = D.bool_
 _I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1     # the default int's range
 
@@ -158,14 +159,17 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
                             shape = b.shape
                             return new_node(prim, (_spread(a, shape), b), shape, result or dtype,
                                         {} if attrs is None else dict(attrs))
-                elif kind is float or kind is int or kind is bool:
+                elif kind is bool or kind is int and dtype is not _BOOL or \
+                        kind is float and dtype in _INEXACT:    # what the dtype takes weakly
                     s = weak_operand(b, a)
                     if s is not None:
                         return new_node(prim, (a, s), a.shape, result or dtype,
                                     {} if attrs is None else dict(attrs))
         elif type(b) is Node and b.dtype in fast:
             kind = type(a)
-            if kind is float or kind is int or kind is bool:
+            dtype = b.dtype
+            if kind is bool or kind is int and dtype is not _BOOL or \
+                    kind is float and dtype in _INEXACT:
                 s = weak_operand(a, b)
                 if s is not None:
                     return new_node(prim, (s, b), b.shape, result or b.dtype,
