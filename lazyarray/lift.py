@@ -242,64 +242,76 @@ def _direct_public(fn: Callable, public: Callable) -> Callable:
     backward = direct_method(fn, _reflected(fn, 4), True, 3)
     operands = _DIRECT_OPERANDS
 
-    @functools.wraps(fn)
-    def direct(*args: Any, device: Any = None, **kwargs: Any) -> Any:
-        if device is None and not kwargs and len(args) == 2:
-            a, b = args
+    def direct(a: Any, b: Any, *, device: Any = None) -> Any:
+        if device is None:
             if type(a) is Tensor:
                 if type(b) in operands:
                     return forward(a, b)
             elif type(b) is Tensor and type(a) in operands:
                 return backward(b, a)
-        return public(*args, device=device, **kwargs)
-    direct.__wrapped_op__ = fn
-    return direct
+        return public(a, b, device=device)
+    return _named(direct, fn)
 
 
 # NumPy scalars an elementwise op takes as operands (`numpy_operand`, `truth_operand`)
 _NP_KINDS = frozenset((_FLOAT64, np.bool_, *_NP_SCALARS))
 _SCALAR_KINDS = frozenset(_SCALARS)
 _PLAIN_OPERANDS = frozenset((*_SCALARS, type(None)))     # a ternary op's scalar or None
-_POSITIONAL = inspect.Parameter.POSITIONAL_OR_KEYWORD
 
 
 def _elementwise_front(fn: Callable, public: Callable) -> Any:
     """The public function of an elementwise op of one, two or three operands (`la.exp(x)`,
-    `la.pow(x, 2)`, `la.where(c, x, 0.0)`, `la.clip(x, 0, 1)`): the usual forms (tensors of
-    one device, Python and NumPy scalars, positionally) go straight to the op and are
-    wrapped here, in this frame (the user's frame is the next one up: no frame of ours
-    between for `_wrap` to walk); anything else goes to `public`, the general lifted
-    function. None for an op of another signature."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        return None
-    if not params or any(p.kind is not _POSITIONAL for p in params) or \
-            params[0].default is not inspect.Parameter.empty:
-        return None
-    n = len(params)
-    if n == 1:
+    `la.pow(x, 2)`, `la.where(c, x, 0.0)`, `la.clip(x, 0, 1)`): the op's own parameters
+    (and `device=`), so that a call binds them as a plain function does (no tuple of
+    arguments or dict of keywords to make); the usual forms (tensors of one device,
+    Python and NumPy scalars) go straight to the op and are wrapped in this frame (the
+    user's is the next one up: no frame of ours between for `_wrap` to walk); anything
+    else goes to `public`, the general lifted function. None for an op whose parameters
+    no front here has."""
+    params = _parameters(fn)
+    if params == ("x",):
         front = _unary_front(fn, public)
-    elif n == 2 and params[1].default is inspect.Parameter.empty:
+    elif params == ("a", "b"):
         np_operand = truth_operand if getattr(fn, "truth_operands", False) else numpy_operand
         front = _binary_front(fn, public, np_operand)
-    elif n == 3:
-        front = _ternary_front(fn, public)
+    elif params in (("condition", "x", "y"), ("x", "min=None", "max=None")):
+        front = _ternary_front(fn, public, params[1] == "min=None")
     else:
         return None
+    return _named(front, fn)
+
+
+def _parameters(fn: Callable) -> tuple:
+    """`fn`'s parameters as ('x', 'min=None', ...); () for any but plain positional ones."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    if any(p.kind is not _POSITIONAL for p in params):
+        return ()
+    return tuple(p.name if p.default is inspect.Parameter.empty else f"{p.name}={p.default!r}"
+                 for p in params)
+
+
+_POSITIONAL = inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+
+def _named(front: Callable, fn: Callable) -> Callable:
+    """`front` under `fn`'s name (its own errors, a missing or unexpected argument, name
+    the op), docstring and signature."""
+    front.__code__ = front.__code__.replace(co_name=fn.__name__, co_qualname=fn.__name__)
     functools.update_wrapper(front, fn)
+    front.__qualname__ = fn.__name__
     front.__wrapped_op__ = fn
     return front
 
 
 def _unary_front(fn: Callable, public: Callable) -> Callable:
-    def front(*args: Any, device: Any = None, **kwargs: Any) -> Any:
-        if device is None and not kwargs and len(args) == 1:
-            x = args[0]
-            if type(x) is Tensor:
-                out = fn(x._node)
-                return _wrap(out, x._state) if type(out) is Node else wrap(out, x._state)
-        return public(*args, device=device, **kwargs)
+    def front(x: Any, *, device: Any = None) -> Any:
+        if device is None and type(x) is Tensor:
+            out = fn(x._node)
+            return _wrap(out, x._state) if type(out) is Node else wrap(out, x._state)
+        return public(x, device=device)
     return front
 
 
@@ -308,9 +320,8 @@ def _binary_front(fn: Callable, public: Callable, np_operand: Callable) -> Calla
     `np_operand` takes it (None: `public` lifts it, which raises naming its dtype)."""
     np_kinds, scalars = _NP_KINDS, _SCALAR_KINDS
 
-    def front(*args: Any, device: Any = None, **kwargs: Any) -> Any:
-        if device is None and not kwargs and len(args) == 2:
-            a, b = args
+    def front(a: Any, b: Any, *, device: Any = None) -> Any:
+        if device is None:
             if type(a) is Tensor:
                 state = a._state
                 kind = type(b)
@@ -337,37 +348,57 @@ def _binary_front(fn: Callable, public: Callable, np_operand: Callable) -> Calla
                     if s is not None:
                         out = fn(s, b._node)
                         return _wrap(out, state) if type(out) is Node else wrap(out, state)
-        return public(*args, device=device, **kwargs)
+        return public(a, b, device=device)
     return front
 
 
-def _ternary_front(fn: Callable, public: Callable) -> Callable:
-    """`fn(tensor, b, c)` with b and c tensors of its device, Python scalars or None
-    (`where(c, x, 0.0)`, `clip(x, 0, 1)`, `clip(x, None, m)`)."""
+def _ternary_front(fn: Callable, public: Callable, bounds: bool) -> Callable:
+    """`fn(tensor, b, c)` with b and c tensors of its device, Python scalars or None:
+    `where(condition, x, y)`, or (`bounds`) `clip(x, min=None, max=None)`."""
     plain = _PLAIN_OPERANDS
 
-    def front(*args: Any, device: Any = None, **kwargs: Any) -> Any:
-        if len(args) == 3 and device is None and not kwargs:
-            a, b, c = args
-            if type(a) is Tensor:
-                state = a._state
-                if type(b) in plain and type(c) in plain:     # clip(x, 0, 1)
-                    out = fn(a._node, b, c)
-                    return _wrap(out, state) if type(out) is Node else wrap(out, state)
-                kind = type(b)
-                if kind is Tensor:
-                    b = b._node if b._state is state else _NO
-                elif kind not in plain:
-                    b = _NO
-                kind = type(c)
-                if kind is Tensor:
-                    c = c._node if c._state is state else _NO
-                elif kind not in plain:
-                    c = _NO
-                if b is not _NO and c is not _NO:
-                    out = fn(a._node, b, c)
-                    return _wrap(out, state) if type(out) is Node else wrap(out, state)
-        return public(*args, device=device, **kwargs)
+    def record(a: Tensor, b: Any, c: Any) -> Any:
+        """The op's node when b and c are tensors of a's device, scalars or None (the
+        caller wraps it); `_NO` for anything else."""
+        state = a._state
+        kind = type(b)
+        if kind is Tensor:
+            if b._state is not state:
+                return _NO
+            b = b._node
+        elif kind not in plain:
+            return _NO
+        kind = type(c)
+        if kind is Tensor:
+            if c._state is not state:
+                return _NO
+            c = c._node
+        elif kind not in plain:
+            return _NO
+        return fn(a._node, b, c)
+
+    if bounds:
+        def front(x: Any, min: Any = None, max: Any = None, *, device: Any = None) -> Any:
+            if device is None and type(x) is Tensor:
+                if type(min) in plain and type(max) in plain:     # clip(x, 0, 1)
+                    out = fn(x._node, min, max)
+                else:
+                    out = record(x, min, max)
+                if out is not _NO:
+                    return _wrap(out, x._state) if type(out) is Node else wrap(out, x._state)
+            return public(x, min, max, device=device)
+        return front
+
+    def front(condition: Any, x: Any, y: Any, *, device: Any = None) -> Any:
+        if device is None and type(condition) is Tensor:
+            if type(x) in plain and type(y) in plain:         # where(c, 1.0, 0.0)
+                out = fn(condition._node, x, y)
+            else:
+                out = record(condition, x, y)
+            if out is not _NO:
+                state = condition._state
+                return _wrap(out, state) if type(out) is Node else wrap(out, state)
+        return public(condition, x, y, device=device)
     return front
 
 
