@@ -22,6 +22,7 @@ from . import runtime
 from .ops import elementwise as _elementwise
 from .ops.promotion import KEPT_SET as _KEPT_SET, typed_scalar as _typed_scalar
 from .ops.promotion import int_fits as _int_fits
+from .ops.promotion import spread_scalar as _spread_scalar, typed_spread as _typed_spread
 from .ops.promotion import weak_operand as _weak_operand
 from .tensor import Tensor, host_array, raise_mixed_devices
 
@@ -530,10 +531,7 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
         if other in _KEPT_SET:
             s = _weak_operand(other, a)
         else:            # what `_weak_operand` makes of it, written out
-            s = _new_node("scalar", (), (), _DEFAULT_FLOAT, {}, other)
-            if shape:
-                s = _new_node("broadcast_in_dim", (s,), shape, _DEFAULT_FLOAT,
-                              {"shape": shape, "broadcast_dimensions": ()})
+            s = _spread_scalar(other, _DEFAULT_FLOAT, shape)
         return _new_node(prim, (s, a) if swap else (a, s), shape, result or _DEFAULT_FLOAT,
                          {} if attrs is None else dict(attrs))
 
@@ -555,10 +553,7 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
                 if other in _KEPT_SET:       # 0.0, -0.0, 1.0, -1.0: a constant
                     s = _weak_operand(other, a)
                 else:                        # what `_weak_operand` makes of it, written out
-                    s = _new_node("scalar", (), (), dtype, {}, other)
-                    if shape:
-                        s = _new_node("broadcast_in_dim", (s,), shape, dtype,
-                                      {"shape": shape, "broadcast_dimensions": ()})
+                    s = _spread_scalar(other, dtype, shape)
                 return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape, result or dtype,
                                        {} if attrs is None else dict(attrs)), self._state, depth)
         elif kind is int or kind is bool:    # x + 1, 3 * x: as `fn` takes it
@@ -602,10 +597,7 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
                 dtype = a.dtype
                 if dtype in fast:
                     shape = a.shape
-                    s = _typed_scalar(found[1](other), dtype)
-                    if shape:
-                        s = _new_node("broadcast_in_dim", (s,), shape, dtype,
-                                      {"shape": shape, "broadcast_dimensions": ()})
+                    s = _typed_spread(found[1](other), dtype, shape)
                     return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape,
                                            result or dtype, {} if attrs is None else dict(attrs)),
                                  self._state, depth)

@@ -10,8 +10,8 @@ from ..compiler import dtypes as D
 from ..compiler.node import Node, kept_constant, new_node
 from ..compiler.primitive import apply, same_dtype_fast
 from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
-                        kept_spread, operands, scalar, typed_scalar, weak_operand,
-                        weak_scalar_like)
+                        kept_spread, operands, scalar, spread_scalar, typed_scalar, typed_spread,
+                        weak_operand, weak_scalar_like)
 
 Operand = Any  # a Node or a Python scalar
 
@@ -95,10 +95,7 @@ def _log_times(x: Operand, c: float) -> Node:
         if dtype in _LOG_TIMES_FAST:
             shape = x.shape
             y = new_node("log", (x,), shape, dtype, {})
-            s = new_node("scalar", (), (), dtype, {}, c)
-            if shape:
-                s = new_node("broadcast_in_dim", (s,), shape, dtype,
-                             {"shape": shape, "broadcast_dimensions": ()})
+            s = spread_scalar(c, dtype, shape)
             return new_node("multiply", (y, s), shape, dtype, {})
     return multiply(log(x), c)
 
@@ -463,21 +460,8 @@ def _where_scalars(c: Node, x: Operand, y: Operand) -> Any:
     if kind is int and not (_I64_MIN <= x <= _I64_MAX and _I64_MIN <= y <= _I64_MAX):
         return None                     # past int64: the general way raises
     shape = c.shape
-    return new_node("select", (c, _spread_value(x, dtype, shape), _spread_value(y, dtype, shape)),
+    return new_node("select", (c, typed_spread(x, dtype, shape), typed_spread(y, dtype, shape)),
                     shape, dtype, {})
-
-
-def _spread_value(value: Any, dtype: D.DType, shape: tuple) -> Node:
-    """`typed_scalar(value, dtype)` broadcast to `shape`, as an operand of a node being
-    made: a kept constant's broadcast is the shared one (`kept_spread`)."""
-    if value in KEPT_SET and (type(value) is not float or value != 0.0 or
-                              math.copysign(1.0, value) > 0.0):
-        return kept_spread(type(value), value, dtype, shape)
-    s = new_node("scalar", (), (), dtype, {}, value)
-    if not shape:
-        return s
-    return new_node("broadcast_in_dim", (s,), shape, dtype,
-                    {"shape": shape, "broadcast_dimensions": ()})
 
 
 _NEGATE_FAST = same_dtype_fast("negate", exclude=(D.bool_,))
@@ -705,10 +689,7 @@ def isnan(x: Operand) -> Node:
 def isinf(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _ISINF_FAST:      # |x| == inf, its nodes written out
         shape, dtype = x.shape, x.dtype
-        s = new_node("scalar", (), (), dtype, {}, math.inf)
-        if shape:
-            s = new_node("broadcast_in_dim", (s,), shape, dtype,
-                         {"shape": shape, "broadcast_dimensions": ()})
+        s = spread_scalar(math.inf, dtype, shape)
         return new_node("compare", (new_node("abs", (x,), shape, dtype, {}), s), shape, _BOOL,
                         {"direction": "EQ"})
     x = as_node(x)
@@ -824,10 +805,8 @@ def _fast_bound(bound: Operand, x: Node, high: int) -> Any:
         elif dtype not in _FLOATS and not int_fits(bound, dtype):
             return None                       # out of x's range: the general way raises
         if bound in KEPT_SET and (bound != 0 or math.copysign(1.0, bound) > 0):
-            return _kept_bound(kind, bound, dtype, shape)
-        s = new_node("scalar", (), (), dtype, {}, bound)
-        return new_node("broadcast_in_dim", (s,), shape, dtype,
-                        {"shape": shape, "broadcast_dimensions": ()}) if shape else s
+            return kept_spread(kind, bound, dtype, shape)
+        return spread_scalar(bound, dtype, shape)
     if kind is Node and bound.dtype is x.dtype and bound.shape == shape:
         return bound
     return None
@@ -854,12 +833,6 @@ def _float_as_int(value: float, dtype: D.DType) -> int:
 # past 53 bits, and a float >= 2**k is past the range as a float >= 2**k - 1 is (no float
 # lies between), so `value >= high` decides as the exact int would
 _FLOAT_LIMITS = {d: (float(lo), float(hi)) for d, (lo, hi) in _INT_LIMITS.items()}
-def _kept_bound(kind: type, value: Any, dtype: D.DType, shape: tuple) -> Node:
-    """The kept constant 0, 1 or -1 (`weak_scalar_like`'s node for it) broadcast to
-    `shape`: the shared one (`kept_spread`)."""
-    return kept_spread(kind, value, dtype, shape)
-
-
 def _general_bound(bound: Operand, x: Node, high: int) -> Node:
     """Any bound, as x's dtype (array API: the result keeps x's dtype): a missing one as
     the dtype's extreme, a node converted, a Python float beside an integer x truncated

@@ -183,14 +183,43 @@ def weak_operand(value: Any, node: Node) -> Any:
     shape = node.shape
     if value in KEPT_SET and (kind is not float or value != 0.0 or _copysign(1.0, value) > 0.0):
         return kept_spread(kind, value, dtype, shape)
-    s = new_node("scalar", (), (), dtype, {}, value)
-    if not shape:
-        return s
-    return new_node("broadcast_in_dim", (s,), shape, dtype,
-                    {"shape": shape, "broadcast_dimensions": ()})
+    return spread_scalar(value, dtype, shape)
 
 
 _KEPT_SPREADS: dict = {}    # (kind, value, dtype, shape) -> a kept constant spread to shape
+
+
+def spread_scalar(value: Any, dtype: DType, shape: tuple) -> Node:
+    """A runtime scalar `value` of `dtype` broadcast to `shape` (the bare scalar when
+    `shape` is ()): `new_node("scalar", ...)` and `new_node("broadcast_in_dim", ...)`, the
+    two nodes of every scalar beside a tensor, made in one call (their slots set as
+    `new_node` sets them; tests/test_recording_fronts.py compares the two)."""
+    s = _new(Node)
+    s.op = "scalar"
+    s.operands = ()
+    s.shape = ()
+    s.dtype = dtype
+    s.attrs = {}
+    s.buffer = None
+    s.value = value
+    s.sig = None
+    s.site = None
+    if not shape:
+        return s
+    b = _new(Node)
+    b.op = "broadcast_in_dim"
+    b.operands = (s,)
+    b.shape = shape
+    b.dtype = dtype
+    b.attrs = {"shape": shape, "broadcast_dimensions": ()}
+    b.buffer = None
+    b.value = None
+    b.sig = None
+    b.site = None
+    return b
+
+
+_new = object.__new__
 
 
 def kept_spread(kind: type, value: Any, dtype: DType, shape: tuple) -> Node:
@@ -210,6 +239,15 @@ def kept_spread(kind: type, value: Any, dtype: DType, shape: tuple) -> Node:
             _KEPT_SPREADS.clear()
         _KEPT_SPREADS[key] = n
     return n
+
+
+def typed_spread(value: Any, dtype: DType, shape: tuple) -> Node:
+    """`typed_scalar(value, dtype)` broadcast to `shape`, as an operand of a node being
+    made: a kept constant's broadcast is the shared one (`kept_spread`)."""
+    if value in KEPT_SET and (type(value) is not float or value != 0.0 or
+                              _copysign(1.0, value) > 0.0):
+        return kept_spread(type(value), value, dtype, shape)
+    return spread_scalar(value, dtype, shape)
 
 
 def typed_scalar(value: Any, dtype: DType) -> Node:
