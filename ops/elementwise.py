@@ -208,8 +208,23 @@ def _spread(x: Node, shape: tuple) -> Node:
 
 
 def _converted(x: Node, dtype: D.DType) -> Node:
-    """`convert(x, dtype)` for x of another dtype (convert's rule takes every pair)."""
-    return new_node("convert", (x,), x.shape, dtype, {"dtype": dtype})
+    """`convert(x, dtype)` for x of another dtype (convert's rule takes every pair): the
+    node `new_node("convert", ...)` makes, its slots set here (one call fewer on the paths
+    that convert an integer operand; tests/test_recording_fronts.py compares the two)."""
+    n = _new(Node)
+    n.op = "convert"
+    n.operands = (x,)
+    n.shape = x.shape
+    n.dtype = dtype
+    n.attrs = {"dtype": dtype}
+    n.buffer = None
+    n.value = None
+    n.sig = None
+    n.site = None
+    return n
+
+
+_new = object.__new__
 
 
 def _scalar_operands(op: str, a: Operand, b: Operand) -> list:
@@ -437,6 +452,10 @@ def _select_scalar(c: Node, node: Node, value: Any, swap: bool) -> Any:
     dtype = node.dtype
     if kind is float and dtype in _INT_OR_BOOL:                   # where(c, i, 0.5)
         node = _converted(node, D.DEFAULT_FLOAT)
+        if value not in KEPT_SET:         # what `weak_operand` makes of it
+            s = spread_scalar(value, D.DEFAULT_FLOAT, node.shape)
+            return new_node("select", (c, s, node) if swap else (c, node, s), node.shape,
+                            D.DEFAULT_FLOAT, {})
     elif kind is int and dtype is _BOOL and _I64_MIN <= value <= _I64_MAX:  # (c, m, 0)
         node = _converted(node, D.DEFAULT_INT)
     s = weak_operand(value, node)

@@ -232,6 +232,28 @@ def test_spread_scalar_sets_the_slots_new_node_sets() -> None:
             assert (n.buffer, n.sig, n.site) == (None, None, None)
 
 
+def test_weak_operand_is_weak_scalar_like_but_for_shared_kept_broadcasts() -> None:
+    from lazyarray.ops.promotion import weak_scalar_like
+    for dtype in (D.float32, D.float16, D.int32, D.uint8, D.int64, D.bool_):
+        for shape in ((), (4, 3)):
+            x = new_node("parameter", (), shape, dtype, {})
+            for v in (2, 2.5, True, False, 0, 1, -1, 0.0, -0.0, 1.0, 300, -7, 2 ** 63):
+                got, want = weak_operand(v, x), weak_scalar_like(v, x)
+                assert (got is None) == (want is None), (dtype, shape, v)
+                if got is not None:
+                    assert _structure(got) == _structure(want), (dtype, shape, v)
+                    for n in (got, *got.operands):
+                        assert (n.buffer, n.sig, n.site) == (None, None, None)
+
+
+def test_converted_sets_the_slots_new_node_sets() -> None:
+    x = new_node("parameter", (), (4, 3), D.int32, {})
+    got = E._converted(x, D.float32)
+    want = new_node("convert", (x,), (4, 3), D.float32, {"dtype": D.float32})
+    assert _structure(got) == _structure(want) and got.operands[0] is x
+    assert (got.buffer, got.value, got.sig, got.site) == (None, None, None, None)
+
+
 def test_a_shared_kept_broadcast_never_becomes_a_tensors_own_node() -> None:
     """`x + 1`, `where(c, 1.0, 0.0)`: the kept constant's broadcast is one node shared by
     every graph (`kept_spread`); the results that are a kept constant itself (`imag(x)`,
