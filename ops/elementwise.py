@@ -290,7 +290,13 @@ def pow(a: Operand, b: Operand) -> Node:
         if kind is int or kind is float:     # a Python exponent (not a bool), directly
             dtype = a.dtype
             if kind is float and dtype not in _FLOAT_DTYPES or dtype is _BOOL:
-                return _power(a, b)          # no exponent below is special for it
+                # no exponent below is special for it: `_power`'s nodes (an integer or
+                # bool tensor and a float: the default float; a bool one and an int:
+                # the default int), written out for the common kinds
+                if dtype in _INT_OR_BOOL and (kind is float or _I64_MIN <= b <= _I64_MAX):
+                    x = _converted(a, D.DEFAULT_FLOAT if kind is float else D.DEFAULT_INT)
+                    return new_node("power", (x, weak_operand(b, x)), x.shape, x.dtype, {})
+                return _power(a, b)
             if b == 2:                       # x ** 2, the common case
                 if dtype in _SQUARE_FAST:
                     return new_node("multiply", (a, a), a.shape, dtype, {})
@@ -302,6 +308,9 @@ def pow(a: Operand, b: Operand) -> Node:
             if kind is int and b < 0 and dtype.is_int:
                 _negative_power(dtype, b)
             return _power(a, b)
+    elif type(a) is float and type(b) is Node and b.dtype in _INT_OR_BOOL:
+        x = _converted(b, D.DEFAULT_FLOAT)   # `2.5 ** i`: `_power`'s nodes, written out
+        return new_node("power", (weak_operand(a, x), x), x.shape, x.dtype, {})
     if isinstance(a, Node) and type(b) is int and b < 0 and a.dtype.is_int:
         _negative_power(a.dtype, b)
     return _power(a, b)
@@ -832,6 +841,7 @@ def _fast_bound(bound: Operand, x: Node, high: int) -> Any:
 
 
 _FLOATS = frozenset(D.FLOATS)
+_NUMBERS = frozenset((int, float))
 
 
 def _float_as_int(value: float, dtype: D.DType) -> int:
@@ -873,6 +883,12 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
     if type(x) is Node and x.dtype in _CLIP_FAST:
         if min is None and max is None:
             return x
+        dtype = x.dtype
+        if dtype in _FLOATS and type(min) in _NUMBERS and type(max) in _NUMBERS and \
+                min not in KEPT_SET and max not in KEPT_SET:
+            shape = x.shape          # clip(x, -1.5, 2.5): two runtime scalars, as below
+            return new_node("clamp", (spread_scalar(min, dtype, shape), x,
+                                      spread_scalar(max, dtype, shape)), shape, dtype, {})
         lo = _fast_bound(min, x, 0)
         if lo is not None:
             hi = _fast_bound(max, x, 1)

@@ -322,3 +322,15 @@ def test_lifted_fronts_record_the_users_line() -> None:
         return la.where(c, 1.0, 0.0), sys._getframe().f_lineno
     t, line = nested()
     assert format_frame(t._node.site) == f"{__file__}:{line}"
+
+
+def test_pow_of_integer_and_bool_tensors_writes_powers_graph_out() -> None:
+    """`i ** 2.5`, `2.5 ** i`, `m ** 2`: pow's short ways record what `_power` (the
+    general binary recorder) records."""
+    for dtype in (D.int32, D.int64, D.uint8, D.bool_, D.float16, D.float32):
+        x = new_node("parameter", (), (4,), dtype, {})
+        for s in (2.5, -1.0, 0.0, 1.0, 2, 3, 0, 1, True, 7, -2):
+            assert _outcome(lambda: ops.pow(x, s)) == _outcome(lambda: E._power(x, s)) or \
+                not (dtype is D.bool_ or isinstance(s, float) and not dtype.is_float), (dtype, s)
+            if isinstance(s, float):
+                assert _outcome(lambda: ops.pow(s, x)) == _outcome(lambda: E._power(s, x)), (dtype, s)
