@@ -829,7 +829,16 @@ def _fast_bound(bound: Operand, x: Node, high: int) -> Any:
         dtype = x.dtype
         if kind is float:
             if dtype not in _FLOATS:          # what converting the bound to x's dtype gives
-                bound, kind = _float_as_int(bound, dtype), int
+                flo, fhi = _FLOAT_LIMITS[dtype]     # `_float_as_int`, written out
+                if bound != bound:
+                    bound = 0
+                elif bound <= flo:
+                    bound = _INT_LIMITS[dtype][0]
+                elif bound >= fhi:
+                    bound = _INT_LIMITS[dtype][1]
+                else:
+                    bound = int(bound)
+                kind = int
         elif dtype not in _FLOATS and not int_fits(bound, dtype):
             return None                       # out of x's range: the general way raises
         if bound in KEPT_SET and (bound != 0 or math.copysign(1.0, bound) > 0):

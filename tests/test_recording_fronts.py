@@ -334,3 +334,22 @@ def test_pow_of_integer_and_bool_tensors_writes_powers_graph_out() -> None:
                 not (dtype is D.bool_ or isinstance(s, float) and not dtype.is_float), (dtype, s)
             if isinstance(s, float):
                 assert _outcome(lambda: ops.pow(s, x)) == _outcome(lambda: E._power(s, x)), (dtype, s)
+
+
+def test_clip_bounds_of_integers_are_the_converted_floats() -> None:
+    """clip's short way for a float bound of an integer x (written out in `_fast_bound`)
+    gives the bound `_float_as_int` gives: truncated, saturated, NaN as 0."""
+    def value(n):
+        if n.op == "broadcast_in_dim":
+            n = n.operands[0]
+        return n.value if n.op == "scalar" else n.value.array.item()
+    for dtype in D.INTEGERS:
+        x = new_node("parameter", (), (4,), dtype, {})
+        lo, hi = E._INT_LIMITS[dtype]
+        for v in (1.5, -1.5, 2.5, 0.5, -0.5, 255.9, float(hi) + 1e3, float(lo) - 1e3,
+                  float("inf"), float("-inf"), float("nan"), 2.0 ** 63, -2.0 ** 63, 1e30):
+            node = ops.clip(x, v, None)
+            assert node.op == "clamp" and value(node.operands[0]) == E._float_as_int(v, dtype), \
+                (dtype, v)
+            node = ops.clip(x, None, v)
+            assert value(node.operands[2]) == E._float_as_int(v, dtype), (dtype, v)
