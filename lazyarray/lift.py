@@ -234,24 +234,20 @@ _DIRECT_OPERANDS = frozenset((Tensor, bool, int, float, _FLOAT64, np.bool_, *_NP
 def _direct_public(fn: Callable, public: Callable) -> Callable:
     """`la.add(x, 2.5)`, `la.less(2, x)`, `la.multiply(x, np.float32(3))`: a binary
     elementwise op that says how it records its common cases (`fn.direct`) takes a tensor
-    and a tensor or scalar the way its operator does (`direct_method`: the same graph,
-    fewer calls); anything else (keywords, data to lift, two scalars) goes to `public`,
-    the general lifted function."""
-    # the user's frame is 3 above `_wrap` (direct, the operator's body, _wrap), 4 when
-    # the operator's body calls its general one
-    forward = direct_method(fn, _method(fn, 4), False, 3)
-    backward = direct_method(fn, _reflected(fn, 4), True, 3)
+    and a tensor or scalar the way its operator does: the lifted function is the
+    operator's body itself (`direct_method` with `front`: the same graph, one call), a
+    scalar first goes to the reflected operator's; anything else (keywords, data to
+    lift, two scalars) goes to `public`, the general lifted function."""
+    # the user's frame is 3 above `_wrap` when the reflected body is called from
+    # `rest` (4 from its general one); 2 above it in the lifted function's own body (3)
+    backward = direct_method(fn, _reflected(fn, 5), True, 4)
     operands = _DIRECT_OPERANDS
 
-    def direct(a: Any, b: Any, *, device: Any = None) -> Any:
-        if device is None:
-            if type(a) is Tensor:
-                if type(b) in operands:
-                    return forward(a, b)
-            elif type(b) is Tensor and type(a) in operands:
-                return backward(b, a)
+    def rest(a: Any, b: Any, device: Any) -> Any:
+        if device is None and type(b) is Tensor and type(a) in operands:
+            return backward(b, a)
         return public(a, b, device=device)
-    return _named(direct, fn)
+    return _named(direct_method(fn, _method(fn, 3), False, 2, rest), fn)
 
 
 # NumPy scalars an elementwise op takes as operands (`numpy_operand`, `truth_operand`)
@@ -494,18 +490,19 @@ def method(fn: Callable) -> Callable:
     """A Tensor method from an op: `t.op(x)` is `op(t, x)`; the operators (one other
     operand, the hot path of recording) take it without a detour through `lift`."""
     if getattr(fn, "direct", None) is not None:
-        return direct_method(fn, _method(fn), False)
+        return direct_method(fn, _method(fn, 3), False)
     return _method(fn)
 
 
 def reflected(fn: Callable) -> Callable:
     """The reflected operator: `2 - t` is `subtract(2, t)`."""
     if getattr(fn, "direct", None) is not None:
-        return direct_method(fn, _reflected(fn), True)
+        return direct_method(fn, _reflected(fn, 3), True)
     return _reflected(fn)
 
 
-def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -> Callable:
+def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2,
+                  front: Any = None) -> Callable:
     """The operator of an elementwise op that says how it records its common cases
     (`fn.direct`, ops/elementwise.py `_recorder`): another tensor of the same dtype and
     shape, a Python scalar that the tensor's dtype takes (weakly), a NumPy scalar of the
@@ -514,7 +511,10 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
     path of recording: `x * 0.5`, `2.5 - x`, `x * y`). Anything else goes to `general`,
     the method that calls `fn`. `swap`: the reflected operator (the scalar is the first
     operand). `depth`: where `_wrap` starts its walk for the user's frame (2: this is the
-    operator itself; 3: a lifted function calls it, `_direct_public`)."""
+    user's own call; 3: a lifted function calls it, `_direct_public`). `front`: this is
+    the lifted function itself (`la.add(x, 2.5)`, `_direct_public`), and `front(a, b,
+    device)` takes the calls that are not a tensor and an operand (`la.add(2.5, x)`)."""
+    operands = _DIRECT_OPERANDS
     prim, fast, attrs, result = fn.direct
     floats = fast & _INEXACT
     to_float = D.DEFAULT_FLOAT in fast
@@ -535,80 +535,89 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
         return _new_node(prim, (s, a) if swap else (a, s), shape, result or _DEFAULT_FLOAT,
                          {} if attrs is None else dict(attrs))
 
-    def op_method(self: Tensor, other: Any) -> Tensor:
-        kind = type(other)
+    def op_method(a: Any, b: Any, *, device: Any = None) -> Any:
+        # `a` is the tensor (the operators), or any first operand of the lifted function
+        # (`front`): anything but a tensor and an operand of `operands`, or a device,
+        # goes to `front`'s general way
+        if front is not None:
+            if type(a) is not Tensor or type(b) not in operands or device is not None:
+                return front(a, b, device)
+        elif device is not None:
+            raise TypeError(f"{name}() got an unexpected keyword argument 'device'")
+        kind = type(b)
         if kind is _FLOAT64:              # a float subclass, weak as a float is
-            other, kind = float(other), float
+            b, kind = float(b), float
         elif kind is _NP_BOOL:            # the Python bool it is (see `numpy_operand`)
-            other, kind = bool(other), bool
+            b, kind = bool(b), bool
         if kind is float:
-            a = self._node
-            dtype = a.dtype
+            xn = a._node
+            dtype = xn.dtype
             if dtype not in floats and dtype in _INT_OR_BOOL and to_float:
-                # an integer tensor beside a float: both the default float, a converted
+                # an integer tensor beside a float: both the default float, the tensor converted
                 dtype = D.DEFAULT_FLOAT
-                a = _new_node("convert", (a,), a.shape, dtype, {"dtype": dtype})
+                xn = _new_node("convert", (xn,), xn.shape, dtype, {"dtype": dtype})
             if dtype in floats:
-                shape = a.shape
-                if other in _KEPT_SET:       # 0.0, -0.0, 1.0, -1.0: a constant
-                    s = _weak_operand(other, a)
+                shape = xn.shape
+                if b in _KEPT_SET:       # 0.0, -0.0, 1.0, -1.0: a constant
+                    s = _weak_operand(b, xn)
                 else:                        # what `_weak_operand` makes of it, written out
-                    s = _spread_scalar(other, dtype, shape)
-                return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape, result or dtype,
-                                       {} if attrs is None else dict(attrs)), self._state, depth)
+                    s = _spread_scalar(b, dtype, shape)
+                return _wrap(_new_node(prim, (s, xn) if swap else (xn, s), shape, result or dtype,
+                                       {} if attrs is None else dict(attrs)), a._state, depth)
         elif kind is int or kind is bool:    # x + 1, 3 * x: as `fn` takes it
-            a = self._node
-            dtype = a.dtype
+            xn = a._node
+            dtype = xn.dtype
             if dtype in fast and (dtype is not _BOOL or kind is bool):
-                s = _weak_operand(other, a)
+                s = _weak_operand(b, xn)
                 if s is not None:
-                    return _wrap(_new_node(prim, (s, a) if swap else (a, s), a.shape,
+                    return _wrap(_new_node(prim, (s, xn) if swap else (xn, s), xn.shape,
                                            result or dtype, {} if attrs is None else dict(attrs)),
-                                 self._state, depth)
-            elif dtype is _BOOL and kind is int and to_int and _I64_MIN <= other <= _I64_MAX:
-                shape = a.shape                  # `m * 2`, `2 << m`: m as the default int
-                a = _new_node("convert", (a,), shape, _DEFAULT_INT, {"dtype": _DEFAULT_INT})
-                s = _weak_operand(other, a)
-                return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape,
+                                 a._state, depth)
+            elif dtype is _BOOL and kind is int and to_int and _I64_MIN <= b <= _I64_MAX:
+                shape = xn.shape                  # `m * 2`, `2 << m`: m as the default int
+                xn = _new_node("convert", (xn,), shape, _DEFAULT_INT, {"dtype": _DEFAULT_INT})
+                s = _weak_operand(b, xn)
+                return _wrap(_new_node(prim, (s, xn) if swap else (xn, s), shape,
                                        result or _DEFAULT_INT, {} if attrs is None else dict(attrs)),
-                             self._state, depth)
+                             a._state, depth)
             if exact_ints and dtype in _INT_OR_BOOL and \
-                    -_F32_EXACT <= other <= _F32_EXACT and _int_fits(other, dtype):
-                return _wrap(exact_int(a, other), self._state, depth)
+                    -_F32_EXACT <= b <= _F32_EXACT and _int_fits(b, dtype):
+                return _wrap(exact_int(xn, b), a._state, depth)
         elif kind is Tensor:
             if not swap:
-                a, b = self._node, other._node
-                dtype = a.dtype
-                if b.dtype is dtype and b.shape == a.shape and other._state is self._state:
+                xn, yn = a._node, b._node
+                dtype = xn.dtype
+                if yn.dtype is dtype and yn.shape == xn.shape and b._state is a._state:
                     if dtype in fast:
-                        return _wrap(_new_node(prim, (a, b), a.shape, result or dtype,
-                                               {} if attrs is None else dict(attrs)), self._state, depth)
+                        return _wrap(_new_node(prim, (xn, yn), xn.shape, result or dtype,
+                                               {} if attrs is None else dict(attrs)), a._state, depth)
                     if exact_ints and dtype in _INT_OR_BOOL:   # `i / j`: both the default float
-                        shape = a.shape
-                        a = _new_node("convert", (a,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
-                        b = _new_node("convert", (b,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
-                        return _wrap(_new_node(prim, (a, b), shape, result or _DEFAULT_FLOAT,
-                                               {} if attrs is None else dict(attrs)), self._state, depth)
+                        shape = xn.shape
+                        xn = _new_node("convert", (xn,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
+                        yn = _new_node("convert", (yn,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
+                        return _wrap(_new_node(prim, (xn, yn), shape, result or _DEFAULT_FLOAT,
+                                               {} if attrs is None else dict(attrs)), a._state, depth)
         else:
             found = _NP_SCALARS.get(kind)
-            if found is not None and found[0] is self._node.dtype:
+            if found is not None and found[0] is a._node.dtype:
                 # `x * np.float32(2.5)`: a 0-d scalar of x's dtype
-                a = self._node
-                dtype = a.dtype
+                xn = a._node
+                dtype = xn.dtype
                 if dtype in fast:
-                    shape = a.shape
-                    s = _typed_spread(found[1](other), dtype, shape)
-                    return _wrap(_new_node(prim, (s, a) if swap else (a, s), shape,
+                    shape = xn.shape
+                    s = _typed_spread(found[1](b), dtype, shape)
+                    return _wrap(_new_node(prim, (s, xn) if swap else (xn, s), shape,
                                            result or dtype, {} if attrs is None else dict(attrs)),
-                                 self._state, depth)
+                                 a._state, depth)
                 if exact_ints and found[1] is int:
                     # `i / np.int32(2)` as `i / 2`: the int, exact in the default float,
                     # divides as the same value converted along with i would
-                    v = int(other)
+                    v = int(b)
                     if -_F32_EXACT <= v <= _F32_EXACT:
-                        return _wrap(exact_int(a, v), self._state, depth)
-        return general(self, other)
-    op_method.__name__ = ("r" if swap else "") + getattr(fn, "__name__", "op")
+                        return _wrap(exact_int(xn, v), a._state, depth)
+        return general(a, b)
+    name = ("r" if swap else "") + getattr(fn, "__name__", "op")
+    op_method.__name__ = name
     op_method.__doc__ = getattr(fn, "__doc__", None)
     return op_method
 
