@@ -898,10 +898,25 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
             shape = x.shape          # clip(x, -1.5, 2.5): two runtime scalars, as below
             return new_node("clamp", (spread_scalar(min, dtype, shape), x,
                                       spread_scalar(max, dtype, shape)), shape, dtype, {})
+        if (min is None or type(min) in _BOUND_KINDS and min in KEPT_SET and
+                not _negative_zero(min)) and \
+                (max is None or type(max) in _BOUND_KINDS and max in KEPT_SET and
+                 not _negative_zero(max)):
+            # clip(x, 0, 1), clip(i, 0, None): shared bounds, looked up at once
+            key = (type(min), min, type(max), max, dtype, x.shape)
+            pair = _SHARED_BOUNDS.get(key)
+            if pair is not None:
+                return new_node("clamp", (pair[0], x, pair[1]), x.shape, dtype, {})
+        else:
+            key = None
         lo = _fast_bound(min, x, 0)
         if lo is not None:
             hi = _fast_bound(max, x, 1)
             if hi is not None:
+                if key is not None and _shared(lo) and _shared(hi):
+                    if len(_SHARED_BOUNDS) >= 1024:
+                        _SHARED_BOUNDS.clear()
+                    _SHARED_BOUNDS[key] = (lo, hi)
                 return new_node("clamp", (lo, x, hi), x.shape, x.dtype, {})
     x = as_node(x)
     _check_numeric("clip", x)
@@ -914,6 +929,26 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
     shape = broadcast_shapes("clip", x.shape, lo.shape, hi.shape)
     lo, x, hi = broadcast_to(lo, shape), broadcast_to(x, shape), broadcast_to(hi, shape)
     return apply("clamp", lo, x, hi)
+
+
+# (kind, min, kind, max, dtype, shape) -> clip's bounds when both are shared nodes (a missing
+# bound's extreme, a kept constant's broadcast: `kept_spread`), which a tensor never holds
+# itself: clip(x, 0, 1) looks them up at once (bounded: cleared past 1024 entries). -0.0
+# (== 0.0, a runtime scalar) never looks up.
+_SHARED_BOUNDS: dict = {}
+_BOUND_KINDS = frozenset((bool, int, float))
+
+
+def _negative_zero(v: Any) -> bool:
+    return v == 0 and type(v) is float and math.copysign(1.0, v) < 0.0
+
+
+def _shared(bound: Node) -> bool:
+    """Whether a bound from `_fast_bound` is a shared node (a constant or its broadcast),
+    not a runtime scalar made for this call."""
+    if bound.op == "broadcast_in_dim":
+        bound = bound.operands[0]
+    return bound.op == "constant"
 
 
 def astype(x: Operand, dtype: Any, copy: bool = True) -> Node:

@@ -353,3 +353,26 @@ def test_clip_bounds_of_integers_are_the_converted_floats() -> None:
                 (dtype, v)
             node = ops.clip(x, None, v)
             assert value(node.operands[2]) == E._float_as_int(v, dtype), (dtype, v)
+
+
+def test_clip_with_shared_bounds_looks_them_up_and_keeps_negative_zero_apart() -> None:
+    """clip(x, 0, 1) and clip(i, 0, None) reuse their bounds (shared nodes, looked up by
+    kind, value, dtype and shape); -0.0 (== 0.0) is a runtime scalar of its own, never
+    the 0.0 bound; the values are NumPy's."""
+    a = np.array([-2.0, -0.0, 0.0, 0.5, 3.0, np.nan], np.float32)
+    x = la.asarray(a)
+    first, again = la.clip(x, 0.0, 1.0), la.clip(x, 0.0, 1.0)
+    assert first._node.operands[0] is again._node.operands[0]
+    assert first._node.operands[2] is again._node.operands[2]
+    neg = la.clip(x, -0.0, 1.0)
+    assert neg._node.operands[0] is not first._node.operands[0]
+    assert neg._node.operands[0].operands[0].op == "scalar"
+    for lo, hi in ((0.0, 1.0), (-0.0, 1.0), (0, 1), (-1, 0), (True, None), (None, 0.0)):
+        got = la.clip(x, lo, hi).numpy()
+        want = np.clip(a, -np.inf if lo is None else np.float32(lo), np.inf if hi is None else np.float32(hi))
+        np.testing.assert_array_equal(got, want)
+        assert np.signbit(got[:5]).tolist() == np.signbit(want[:5]).tolist(), (lo, hi)
+    i = la.asarray(np.array([-5, 0, 3, 200], np.int32))
+    assert la.clip(i, 0, None).numpy().tolist() == [0, 0, 3, 200]
+    assert la.clip(i, -1, 1).numpy().tolist() == [-1, 0, 1, 1]
+    assert la.clip(i, True, None).numpy().tolist() == [1, 1, 3, 200]
