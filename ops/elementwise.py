@@ -861,10 +861,18 @@ def _float_as_int(value: float, dtype: D.DType) -> int:
     if value != value:
         return 0
     if value <= flo:
-        return _INT_LIMITS[dtype][0]
-    if value >= fhi:
-        return _INT_LIMITS[dtype][1]
-    return int(value)
+        out = _INT_LIMITS[dtype][0]
+    elif value >= fhi:
+        out = _INT_LIMITS[dtype][1]
+    else:
+        out = int(value)
+    if len(_AS_INT) >= 1024:
+        _AS_INT.clear()
+    _AS_INT[value, dtype] = out        # -0.0 and 0.0 share a key: both are 0
+    return out
+
+
+_AS_INT: dict = {}      # (float, integer dtype) -> `_float_as_int` of it (clip's bounds)
 
 
 # the range ends as floats: the low end is exact; the high end 2**k - 1 rounds to 2**k
@@ -893,11 +901,35 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
         if min is None and max is None:
             return x
         dtype = x.dtype
-        if dtype in _FLOATS and type(min) in _NUMBERS and type(max) in _NUMBERS and \
-                min not in KEPT_SET and max not in KEPT_SET:
-            shape = x.shape          # clip(x, -1.5, 2.5): two runtime scalars, as below
-            return new_node("clamp", (spread_scalar(min, dtype, shape), x,
-                                      spread_scalar(max, dtype, shape)), shape, dtype, {})
+        kmin, kmax = type(min), type(max)
+        if kmin in _NUMBERS and kmax in _NUMBERS:
+            shape = x.shape
+            if dtype in _FLOATS:
+                if min not in KEPT_SET and max not in KEPT_SET:
+                    # clip(x, -1.5, 2.5): two runtime scalars, as `_fast_bound` makes them
+                    return new_node("clamp", (spread_scalar(min, dtype, shape), x,
+                                              spread_scalar(max, dtype, shape)), shape, dtype, {})
+            else:
+                # clip(i, -1.5, 2.5): each bound as x's dtype (a float truncated and
+                # saturated: `_float_as_int`), as `_fast_bound` makes it
+                if kmin is float:
+                    lo = _AS_INT.get((min, dtype))
+                    if lo is None:
+                        lo = _float_as_int(min, dtype)
+                else:
+                    lo = min
+                if kmax is float:
+                    hi = _AS_INT.get((max, dtype))
+                    if hi is None:
+                        hi = _float_as_int(max, dtype)
+                else:
+                    hi = max
+                if int_fits(lo, dtype) and int_fits(hi, dtype):
+                    lo = kept_spread(int, lo, dtype, shape) if lo in KEPT_SET else \
+                        spread_scalar(lo, dtype, shape)
+                    hi = kept_spread(int, hi, dtype, shape) if hi in KEPT_SET else \
+                        spread_scalar(hi, dtype, shape)
+                    return new_node("clamp", (lo, x, hi), shape, dtype, {})
         if (min is None or type(min) in _BOUND_KINDS and min in KEPT_SET and
                 not _negative_zero(min)) and \
                 (max is None or type(max) in _BOUND_KINDS and max in KEPT_SET and
