@@ -238,16 +238,13 @@ def _direct_public(fn: Callable, public: Callable) -> Callable:
     operator's body itself (`direct_method` with `front`: the same graph, one call), a
     scalar first goes to the reflected operator's; anything else (keywords, data to
     lift, two scalars) goes to `public`, the general lifted function."""
-    # the user's frame is 3 above `_wrap` when the reflected body is called from
-    # `rest` (4 from its general one); 2 above it in the lifted function's own body (3)
-    backward = direct_method(fn, _reflected(fn, 5), True, 4)
-    operands = _DIRECT_OPERANDS
+    # the user's frame: 2 above `_wrap` in the lifted function's own body (3 from its
+    # general one), 3 in the reflected body it calls (4 from that one's general one)
+    backward = direct_method(fn, _reflected(fn, 4), True, 3)
 
     def rest(a: Any, b: Any, device: Any) -> Any:
-        if device is None and type(b) is Tensor and type(a) in operands:
-            return backward(b, a)
         return public(a, b, device=device)
-    return _named(direct_method(fn, _method(fn, 3), False, 2, rest), fn)
+    return _named(direct_method(fn, _method(fn, 3), False, 2, rest, backward), fn)
 
 
 # NumPy scalars an elementwise op takes as operands (`numpy_operand`, `truth_operand`)
@@ -502,7 +499,7 @@ def reflected(fn: Callable) -> Callable:
 
 
 def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2,
-                  front: Any = None) -> Callable:
+                  front: Any = None, reflected: Any = None) -> Callable:
     """The operator of an elementwise op that says how it records its common cases
     (`fn.direct`, ops/elementwise.py `_recorder`): another tensor of the same dtype and
     shape, a Python scalar that the tensor's dtype takes (weakly), a NumPy scalar of the
@@ -512,8 +509,9 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2,
     the method that calls `fn`. `swap`: the reflected operator (the scalar is the first
     operand). `depth`: where `_wrap` starts its walk for the user's frame (2: this is the
     user's own call; 3: a lifted function calls it, `_direct_public`). `front`: this is
-    the lifted function itself (`la.add(x, 2.5)`, `_direct_public`), and `front(a, b,
-    device)` takes the calls that are not a tensor and an operand (`la.add(2.5, x)`)."""
+    the lifted function itself (`la.add(x, 2.5)`, `_direct_public`): `reflected(b, a)`
+    takes an operand and a tensor (`la.add(2.5, x)`), `front(a, b, device)` the calls
+    that are neither."""
     operands = _DIRECT_OPERANDS
     prim, fast, attrs, result = fn.direct
     floats = fast & _INEXACT
@@ -541,6 +539,8 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2,
         # goes to `front`'s general way
         if front is not None:
             if type(a) is not Tensor or type(b) not in operands or device is not None:
+                if device is None and type(b) is Tensor and type(a) in operands:
+                    return reflected(b, a)           # la.less(2, x): the reflected body
                 return front(a, b, device)
         elif device is not None:
             raise TypeError(f"{name}() got an unexpected keyword argument 'device'")
