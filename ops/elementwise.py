@@ -10,7 +10,7 @@ from ..compiler import dtypes as D
 from ..compiler.node import Node, kept_constant, new_node
 from ..compiler.primitive import apply, same_dtype_fast
 from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
-                        kept_spread, operands, scalar, spread_scalar, typed_scalar, typed_spread,
+                        kept_spread, operands, scalar, spread_scalar, typed_spread,
                         weak_operand, weak_scalar_like)
 
 Operand = Any  # a Node or a Python scalar
