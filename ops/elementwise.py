@@ -912,7 +912,7 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
             else:
                 # clip(i, -1.5, 2.5): each bound as x's dtype (a float truncated and
                 # saturated: `_float_as_int`), as `_fast_bound` makes it
-                if kmin is float:
+                if kmin is float:     # (a converted float is in x's range)
                     lo = _AS_INT.get((min, dtype))
                     if lo is None:
                         lo = _float_as_int(min, dtype)
@@ -924,7 +924,7 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
                         hi = _float_as_int(max, dtype)
                 else:
                     hi = max
-                if int_fits(lo, dtype) and int_fits(hi, dtype):
+                if (kmin is float or int_fits(lo, dtype)) and (kmax is float or int_fits(hi, dtype)):
                     lo = kept_spread(int, lo, dtype, shape) if lo in KEPT_SET else \
                         spread_scalar(lo, dtype, shape)
                     hi = kept_spread(int, hi, dtype, shape) if hi in KEPT_SET else \
