@@ -57,9 +57,13 @@ class Tensor:
     # ---- construction -------------------------------------------------------------
 
     @staticmethod
-    def _wrap(node: Node, state: DeviceState) -> "Tensor":
+    def _wrap(node: Node, state: DeviceState, depth: int = 2) -> "Tensor":
         """The tensor of a newly recorded node: every op ends here, so this is
-        `add_pending` written out (the user's frame found from here, one call less)."""
+        `add_pending` written out (the user's frame found from here, one call less).
+        `depth`: the frame the walk for the user's frame starts at, counted from here: 2
+        is our caller's caller; a caller that knows more frames below it are lazyarray's
+        own (a lifted function calling an operator's body) passes more, so that the walk
+        makes no frame object for them."""
         t = _new(Tensor)
         t._state = state
         if node.buffer is not None:
@@ -68,11 +72,12 @@ class Tensor:
         if node.op == "constant":
             node = _own(node)
         t._node = node
-        # the user's frame: `callsite.user_frame_from(3)` written out (one call less per
-        # op). The walk starts above our caller, which is lazyarray's own code (nothing
-        # else calls _wrap): each frame the walk touches is made into a frame object.
+        # the user's frame: `callsite.user_frame_from(depth + 1)` written out (one call
+        # less per op). The walk starts above frames that are lazyarray's own code (only
+        # our own code calls _wrap): each frame the walk touches is made into a frame
+        # object.
         try:
-            f = _getframe(2)
+            f = _getframe(depth)
         except ValueError:                 # called from the outermost frame
             f = None
         while f is not None:

@@ -10,7 +10,8 @@ from ..compiler import dtypes as D
 from ..compiler.node import Node, kept_constant, new_node
 from ..compiler.primitive import apply, same_dtype_fast
 from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
-                        operands, scalar, typed_scalar, weak_scalar_like)
+                        kept_spread, operands, scalar, spread_scalar, typed_spread,
+                        weak_operand, weak_scalar_like)
 
 Operand = Any  # a Node or a Python scalar
 
@@ -75,11 +76,32 @@ _INV_LN10 = 1 / math.log(10)
 
 
 def log2(x: Operand) -> Node:
-    return multiply(log(x), _INV_LN2)
+    return _log_times(x, _INV_LN2)
 
 
 def log10(x: Operand) -> Node:
-    return multiply(log(x), _INV_LN10)
+    return _log_times(x, _INV_LN10)
+
+
+def _log_times(x: Operand, c: float) -> Node:
+    """`multiply(log(x), c)`: for a real float node, or an integer or bool one (as the
+    default float), its nodes written out (what `log` and `multiply` record); anything
+    else through them."""
+    if type(x) is Node:
+        dtype = x.dtype
+        if dtype in _INT_OR_BOOL:
+            x = _converted(x, D.DEFAULT_FLOAT)
+            dtype = D.DEFAULT_FLOAT
+        if dtype in _LOG_TIMES_FAST:
+            shape = x.shape
+            y = new_node("log", (x,), shape, dtype, {})
+            s = spread_scalar(c, dtype, shape)
+            return new_node("multiply", (y, s), shape, dtype, {})
+    return multiply(log(x), c)
+
+
+# real floats that `log` and `multiply` record directly (a Python float beside them weak)
+_LOG_TIMES_FAST = same_dtype_fast("log") & same_dtype_fast("multiply") & frozenset(D.FLOATS)
 
 
 def _rounding(prim: str, name: str):
@@ -102,6 +124,7 @@ round = _rounding("round_nearest_even", "round")
 
 
 _INT_OR_BOOL = frozenset(D.INTEGERS + (D.bool_,))
+_INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 _BOOL = D.bool_
 _I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1     # the default int's range
 
@@ -133,15 +156,18 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
                             shape = b.shape
                             return new_node(prim, (_spread(a, shape), b), shape, result or dtype,
                                         {} if attrs is None else dict(attrs))
-                elif kind is float or kind is int or kind is bool:
-                    s = weak_scalar_like(b, a)
+                elif kind is bool or kind is int and dtype is not _BOOL or \
+                        kind is float and dtype in _INEXACT:    # what the dtype takes weakly
+                    s = weak_operand(b, a)
                     if s is not None:
                         return new_node(prim, (a, s), a.shape, result or dtype,
                                     {} if attrs is None else dict(attrs))
         elif type(b) is Node and b.dtype in fast:
             kind = type(a)
-            if kind is float or kind is int or kind is bool:
-                s = weak_scalar_like(a, b)
+            dtype = b.dtype
+            if kind is bool or kind is int and dtype is not _BOOL or \
+                    kind is float and dtype in _INEXACT:
+                s = weak_operand(a, b)
                 if s is not None:
                     return new_node(prim, (s, b), b.shape, result or b.dtype,
                                 {} if attrs is None else dict(attrs))
@@ -149,22 +175,22 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
         # float, the tensor converted (what `_scalar_operands` makes)
         if type(b) is float and type(a) is Node and a.dtype in _INT_OR_BOOL and to_float:
             x = _converted(a, D.DEFAULT_FLOAT)
-            return new_node(prim, (x, weak_scalar_like(b, x)), x.shape, result or x.dtype,
+            return new_node(prim, (x, weak_operand(b, x)), x.shape, result or x.dtype,
                         {} if attrs is None else dict(attrs))
         if type(a) is float and type(b) is Node and b.dtype in _INT_OR_BOOL and to_float:
             x = _converted(b, D.DEFAULT_FLOAT)
-            return new_node(prim, (weak_scalar_like(a, x), x), x.shape, result or x.dtype,
+            return new_node(prim, (weak_operand(a, x), x), x.shape, result or x.dtype,
                         {} if attrs is None else dict(attrs))
         # a bool tensor beside a Python int (`m * 2`, `m & 3`): both the default int, the
         # tensor converted (what `_scalar_operands` and `operands` make)
         if to_int:
             if type(b) is int and type(a) is Node and a.dtype is _BOOL and _I64_MIN <= b <= _I64_MAX:
                 x = _converted(a, D.DEFAULT_INT)
-                return new_node(prim, (x, weak_scalar_like(b, x)), x.shape, result or x.dtype,
+                return new_node(prim, (x, weak_operand(b, x)), x.shape, result or x.dtype,
                             {} if attrs is None else dict(attrs))
             if type(a) is int and type(b) is Node and b.dtype is _BOOL and _I64_MIN <= a <= _I64_MAX:
                 x = _converted(b, D.DEFAULT_INT)
-                return new_node(prim, (weak_scalar_like(a, x), x), x.shape, result or x.dtype,
+                return new_node(prim, (weak_operand(a, x), x), x.shape, result or x.dtype,
                             {} if attrs is None else dict(attrs))
         return general(a, b)
     to_float = D.DEFAULT_FLOAT in fast
@@ -182,8 +208,23 @@ def _spread(x: Node, shape: tuple) -> Node:
 
 
 def _converted(x: Node, dtype: D.DType) -> Node:
-    """`convert(x, dtype)` for x of another dtype (convert's rule takes every pair)."""
-    return new_node("convert", (x,), x.shape, dtype, {"dtype": dtype})
+    """`convert(x, dtype)` for x of another dtype (convert's rule takes every pair): the
+    node `new_node("convert", ...)` makes, its slots set here (one call fewer on the paths
+    that convert an integer operand; tests/test_recording_fronts.py compares the two)."""
+    n = _new(Node)
+    n.op = "convert"
+    n.operands = (x,)
+    n.shape = x.shape
+    n.dtype = dtype
+    n.attrs = {"dtype": dtype}
+    n.buffer = None
+    n.value = None
+    n.sig = None
+    n.site = None
+    return n
+
+
+_new = object.__new__
 
 
 def _scalar_operands(op: str, a: Operand, b: Operand) -> list:
@@ -200,7 +241,7 @@ def _scalar_operands(op: str, a: Operand, b: Operand) -> list:
     if dtype is node.dtype:
         return operands(op, a, b)       # an int out of range: the general way raises
     node = _converted(node, dtype)
-    s = weak_scalar_like(value, node)
+    s = weak_operand(value, node)
     if s is None:
         return operands(op, a, b)
     return [node, s] if type(a) is Node else [s, node]
@@ -249,7 +290,13 @@ def pow(a: Operand, b: Operand) -> Node:
         if kind is int or kind is float:     # a Python exponent (not a bool), directly
             dtype = a.dtype
             if kind is float and dtype not in _FLOAT_DTYPES or dtype is _BOOL:
-                return _power(a, b)          # no exponent below is special for it
+                # no exponent below is special for it: `_power`'s nodes (an integer or
+                # bool tensor and a float: the default float; a bool one and an int:
+                # the default int), written out for the common kinds
+                if dtype in _INT_OR_BOOL and (kind is float or _I64_MIN <= b <= _I64_MAX):
+                    x = _converted(a, D.DEFAULT_FLOAT if kind is float else D.DEFAULT_INT)
+                    return new_node("power", (x, weak_operand(b, x)), x.shape, x.dtype, {})
+                return _power(a, b)
             if b == 2:                       # x ** 2, the common case
                 if dtype in _SQUARE_FAST:
                     return new_node("multiply", (a, a), a.shape, dtype, {})
@@ -261,6 +308,9 @@ def pow(a: Operand, b: Operand) -> Node:
             if kind is int and b < 0 and dtype.is_int:
                 _negative_power(dtype, b)
             return _power(a, b)
+    elif type(a) is float and type(b) is Node and b.dtype in _INT_OR_BOOL:
+        x = _converted(b, D.DEFAULT_FLOAT)   # `2.5 ** i`: `_power`'s nodes, written out
+        return new_node("power", (weak_operand(a, x), x), x.shape, x.dtype, {})
     if isinstance(a, Node) and type(b) is int and b < 0 and a.dtype.is_int:
         _negative_power(a.dtype, b)
     return _power(a, b)
@@ -306,7 +356,7 @@ def _exact_float(prim: str, a: Operand, b: Operand) -> Any:
             -F32_EXACT <= value <= F32_EXACT and node.dtype in _INT_OR_BOOL and \
             int_fits(value, node.dtype):
         x = _converted(node, D.DEFAULT_FLOAT)
-        s = weak_scalar_like(value, x)
+        s = weak_operand(value, x)
         return new_node(prim, (x, s) if node is a else (s, x), x.shape, x.dtype, {})
     return None
 
@@ -407,17 +457,19 @@ def _select_scalar(c: Node, node: Node, value: Any, swap: bool) -> Any:
     does not take it (an integer node beside a float: the default float; a bool node
     beside an int: the default int), the node converted. None for anything else (an int
     out of range: the general way raises)."""
-    s = weak_scalar_like(value, node)
+    kind = type(value)
+    dtype = node.dtype
+    if kind is float and dtype in _INT_OR_BOOL:                   # where(c, i, 0.5)
+        node = _converted(node, D.DEFAULT_FLOAT)
+        if value not in KEPT_SET:         # what `weak_operand` makes of it
+            s = spread_scalar(value, D.DEFAULT_FLOAT, node.shape)
+            return new_node("select", (c, s, node) if swap else (c, node, s), node.shape,
+                            D.DEFAULT_FLOAT, {})
+    elif kind is int and dtype is _BOOL and _I64_MIN <= value <= _I64_MAX:  # (c, m, 0)
+        node = _converted(node, D.DEFAULT_INT)
+    s = weak_operand(value, node)
     if s is None:
-        kind = type(value)
-        dtype = node.dtype
-        if kind is float and dtype in _INT_OR_BOOL:               # where(c, i, 0.5)
-            node = _converted(node, D.DEFAULT_FLOAT)
-        elif kind is int and dtype is _BOOL and _I64_MIN <= value <= _I64_MAX:  # (c, m, 0)
-            node = _converted(node, D.DEFAULT_INT)
-        else:
-            return None
-        s = weak_scalar_like(value, node)
+        return None
     return new_node("select", (c, s, node) if swap else (c, node, s), node.shape, node.dtype, {})
 
 
@@ -435,19 +487,15 @@ def _where_scalars(c: Node, x: Operand, y: Operand) -> Any:
         return None
     if kind is int and not (_I64_MIN <= x <= _I64_MAX and _I64_MIN <= y <= _I64_MAX):
         return None                     # past int64: the general way raises
-    a, b = typed_scalar(x, dtype), typed_scalar(y, dtype)
     shape = c.shape
-    if shape:
-        a = new_node("broadcast_in_dim", (a,), shape, dtype,
-                     {"shape": shape, "broadcast_dimensions": ()})
-        b = new_node("broadcast_in_dim", (b,), shape, dtype,
-                     {"shape": shape, "broadcast_dimensions": ()})
-    return new_node("select", (c, a, b), shape, dtype, {})
+    return new_node("select", (c, typed_spread(x, dtype, shape), typed_spread(y, dtype, shape)),
+                    shape, dtype, {})
 
 
 _NEGATE_FAST = same_dtype_fast("negate", exclude=(D.bool_,))
 _SIGN_FAST = same_dtype_fast("sign", exclude=(D.bool_,))
 _ABS_FAST = frozenset(D.INTS + D.FLOATS)      # abs of a complex is real; of a uint, itself
+_ISINF_FAST = _ABS_FAST & frozenset(D.FLOATS)     # compare takes every dtype
 
 
 def negative(x: Operand) -> Node:
@@ -667,6 +715,11 @@ def isnan(x: Operand) -> Node:
 
 
 def isinf(x: Operand) -> Node:
+    if type(x) is Node and x.dtype in _ISINF_FAST:      # |x| == inf, its nodes written out
+        shape, dtype = x.shape, x.dtype
+        s = spread_scalar(math.inf, dtype, shape)
+        return new_node("compare", (new_node("abs", (x,), shape, dtype, {}), s), shape, _BOOL,
+                        {"direction": "EQ"})
     x = as_node(x)
     return equal(abs(x), math.inf) if x.dtype.is_float else _all_false(x)
 
@@ -704,25 +757,19 @@ def _float_binary(prim: str, name: str, doc: str) -> Callable:
     fast = same_dtype_fast(prim)
 
     def general(a: Operand, b: Operand) -> Node:
-        # integer or bool operands as the default float, the common forms directly: two
-        # tensors of one dtype and shape, a tensor and a Python int (`_divide`'s rule)
-        ta, tb = type(a) is Node, type(b) is Node
-        if ta and tb:
-            if a.dtype is b.dtype and a.dtype in _INT_OR_BOOL and a.shape == b.shape:
-                x = _converted(a, D.DEFAULT_FLOAT)
-                return Node(prim, (x, _converted(b, D.DEFAULT_FLOAT)), x.shape, x.dtype, {})
-        elif ta or tb:
-            node, value = (a, b) if ta else (b, a)
-            if (type(value) is int or type(value) is bool) and node.dtype in _INT_OR_BOOL \
-                    and -F32_EXACT <= value <= F32_EXACT and int_fits(value, node.dtype):
-                x = _converted(node, D.DEFAULT_FLOAT)
-                s = weak_scalar_like(value, x)
-                return Node(prim, (x, s) if ta else (s, x), x.shape, x.dtype, {})
+        # integer or bool operands as the default float, the common forms the short
+        # ways (`_exact_float`, as true division and atan2 take them)
+        out = _exact_float(prim, a, b)
+        if out is not None:
+            return out
         a, b = _float_operands(name, a, b)
         return _made(prim, fast, a, b)
     fn = _recorder(prim, fast, general)
     fn.__name__ = name
     fn.__doc__ = doc
+    # the operators' direct forms take `hypot(i, 2)` and `hypot(i, np.int32(2))` as
+    # `_exact_float` does (lazyarray/lift.py direct_method)
+    fn.exact_ints = True
     return fn
 
 
@@ -782,46 +829,56 @@ def _fast_bound(bound: Operand, x: Node, high: int) -> Any:
         dtype = x.dtype
         if kind is float:
             if dtype not in _FLOATS:          # what converting the bound to x's dtype gives
-                bound, kind = _float_as_int(bound, dtype), int
+                flo, fhi = _FLOAT_LIMITS[dtype]     # `_float_as_int`, written out
+                if bound != bound:
+                    bound = 0
+                elif bound <= flo:
+                    bound = _INT_LIMITS[dtype][0]
+                elif bound >= fhi:
+                    bound = _INT_LIMITS[dtype][1]
+                else:
+                    bound = int(bound)
+                kind = int
         elif dtype not in _FLOATS and not int_fits(bound, dtype):
             return None                       # out of x's range: the general way raises
         if bound in KEPT_SET and (bound != 0 or math.copysign(1.0, bound) > 0):
-            return _kept_bound(kind, bound, dtype, shape)
-        s = new_node("scalar", (), (), dtype, {}, bound)
-        return new_node("broadcast_in_dim", (s,), shape, dtype,
-                        {"shape": shape, "broadcast_dimensions": ()}) if shape else s
+            return kept_spread(kind, bound, dtype, shape)
+        return spread_scalar(bound, dtype, shape)
     if kind is Node and bound.dtype is x.dtype and bound.shape == shape:
         return bound
     return None
 
 
 _FLOATS = frozenset(D.FLOATS)
+_NUMBERS = frozenset((int, float))
 
 
 def _float_as_int(value: float, dtype: D.DType) -> int:
     """A float bound of an integer x as `convert` makes it: truncated toward zero,
     saturated at the dtype's range, NaN as 0 (so clip(i, 1.5, 2.5) is what NumPy's
     float result gives converted back to i's dtype: a truncation is monotone)."""
-    lo, hi = _INT_LIMITS[dtype]
+    flo, fhi = _FLOAT_LIMITS[dtype]       # float against float: no int comparison
     if value != value:
         return 0
-    return lo if value <= lo else hi if value >= hi else int(value)
-# a 0-d stand-in of each dtype: `weak_scalar_like` beside it gives the bare scalar node
-_ZERO_D = {d: Node("parameter", (), (), d, {}) for d in _CLIP_FAST}
+    if value <= flo:
+        out = _INT_LIMITS[dtype][0]
+    elif value >= fhi:
+        out = _INT_LIMITS[dtype][1]
+    else:
+        out = int(value)
+    if len(_AS_INT) >= 1024:
+        _AS_INT.clear()
+    _AS_INT[value, dtype] = out        # -0.0 and 0.0 share a key: both are 0
+    return out
 
 
-def _kept_bound(kind: type, value: Any, dtype: D.DType, shape: tuple) -> Node:
-    """The kept constant 0, 1 or -1 (`weak_scalar_like`'s node for it) broadcast to
-    `shape`, made once per (kind, value, dtype, shape): kept constants live for good."""
-    key = (kind, value, dtype, shape)
-    n = _KEPT_SPREAD.get(key)
-    if n is None:
-        c = weak_scalar_like(value, _ZERO_D[dtype])
-        n = _spread_kept(c, shape) if shape else c
-        _KEPT_SPREAD[key] = n
-    return n
+_AS_INT: dict = {}      # (float, integer dtype) -> `_float_as_int` of it (clip's bounds)
 
 
+# the range ends as floats: the low end is exact; the high end 2**k - 1 rounds to 2**k
+# past 53 bits, and a float >= 2**k is past the range as a float >= 2**k - 1 is (no float
+# lies between), so `value >= high` decides as the exact int would
+_FLOAT_LIMITS = {d: (float(lo), float(hi)) for d, (lo, hi) in _INT_LIMITS.items()}
 def _general_bound(bound: Operand, x: Node, high: int) -> Node:
     """Any bound, as x's dtype (array API: the result keeps x's dtype): a missing one as
     the dtype's extreme, a node converted, a Python float beside an integer x truncated
@@ -843,11 +900,56 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
     if type(x) is Node and x.dtype in _CLIP_FAST:
         if min is None and max is None:
             return x
+        dtype = x.dtype
+        kmin, kmax = type(min), type(max)
+        if kmin in _NUMBERS and kmax in _NUMBERS:
+            shape = x.shape
+            if dtype in _FLOATS:
+                if min not in KEPT_SET and max not in KEPT_SET:
+                    # clip(x, -1.5, 2.5): two runtime scalars, as `_fast_bound` makes them
+                    return new_node("clamp", (spread_scalar(min, dtype, shape), x,
+                                              spread_scalar(max, dtype, shape)), shape, dtype, {})
+            else:
+                # clip(i, -1.5, 2.5): each bound as x's dtype (a float truncated and
+                # saturated: `_float_as_int`), as `_fast_bound` makes it
+                if kmin is float:     # (a converted float is in x's range)
+                    lo = _AS_INT.get((min, dtype))
+                    if lo is None:
+                        lo = _float_as_int(min, dtype)
+                else:
+                    lo = min
+                if kmax is float:
+                    hi = _AS_INT.get((max, dtype))
+                    if hi is None:
+                        hi = _float_as_int(max, dtype)
+                else:
+                    hi = max
+                if (kmin is float or int_fits(lo, dtype)) and (kmax is float or int_fits(hi, dtype)):
+                    lo = kept_spread(int, lo, dtype, shape) if lo in KEPT_SET else \
+                        spread_scalar(lo, dtype, shape)
+                    hi = kept_spread(int, hi, dtype, shape) if hi in KEPT_SET else \
+                        spread_scalar(hi, dtype, shape)
+                    return new_node("clamp", (lo, x, hi), shape, dtype, {})
+        if (min is None or type(min) in _BOUND_KINDS and min in KEPT_SET and
+                not _negative_zero(min)) and \
+                (max is None or type(max) in _BOUND_KINDS and max in KEPT_SET and
+                 not _negative_zero(max)):
+            # clip(x, 0, 1), clip(i, 0, None): shared bounds, looked up at once
+            key = (type(min), min, type(max), max, dtype, x.shape)
+            pair = _SHARED_BOUNDS.get(key)
+            if pair is not None:
+                return new_node("clamp", (pair[0], x, pair[1]), x.shape, dtype, {})
+        else:
+            key = None
         lo = _fast_bound(min, x, 0)
         if lo is not None:
             hi = _fast_bound(max, x, 1)
             if hi is not None:
-                return Node("clamp", (lo, x, hi), x.shape, x.dtype, {})
+                if key is not None and _shared(lo) and _shared(hi):
+                    if len(_SHARED_BOUNDS) >= 1024:
+                        _SHARED_BOUNDS.clear()
+                    _SHARED_BOUNDS[key] = (lo, hi)
+                return new_node("clamp", (lo, x, hi), x.shape, x.dtype, {})
     x = as_node(x)
     _check_numeric("clip", x)
     if min is None and max is None:
@@ -859,6 +961,26 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
     shape = broadcast_shapes("clip", x.shape, lo.shape, hi.shape)
     lo, x, hi = broadcast_to(lo, shape), broadcast_to(x, shape), broadcast_to(hi, shape)
     return apply("clamp", lo, x, hi)
+
+
+# (kind, min, kind, max, dtype, shape) -> clip's bounds when both are shared nodes (a missing
+# bound's extreme, a kept constant's broadcast: `kept_spread`), which a tensor never holds
+# itself: clip(x, 0, 1) looks them up at once (bounded: cleared past 1024 entries). -0.0
+# (== 0.0, a runtime scalar) never looks up.
+_SHARED_BOUNDS: dict = {}
+_BOUND_KINDS = frozenset((bool, int, float))
+
+
+def _negative_zero(v: Any) -> bool:
+    return v == 0 and type(v) is float and math.copysign(1.0, v) < 0.0
+
+
+def _shared(bound: Node) -> bool:
+    """Whether a bound from `_fast_bound` is a shared node (a constant or its broadcast),
+    not a runtime scalar made for this call."""
+    if bound.op == "broadcast_in_dim":
+        bound = bound.operands[0]
+    return bound.op == "constant"
 
 
 def astype(x: Operand, dtype: Any, copy: bool = True) -> Node:

@@ -161,6 +161,118 @@ def weak_scalar_like(value: Any, node: Node) -> Any:
                 {"shape": shape, "broadcast_dimensions": ()})
 
 
+def weak_operand(value: Any, node: Node) -> Any:
+    """`weak_scalar_like(value, node)` for an operand of a node being made (never a
+    result: a tensor must not hold a shared node): a kept constant 0, 1 or -1 broadcast
+    to node's shape is made once per (kind, value, dtype, shape) and shared
+    (`kept_spread`), so that `x + 1`, `relu(x)`, `where(c, x, 0.0)` make one node fewer."""
+    dtype = node.dtype
+    kind = type(value)
+    if kind is float:
+        if dtype not in _INEXACT:
+            return None
+    elif kind is int:
+        bounds = _INT_RANGE.get(dtype)
+        if bounds is not None:
+            if not bounds[0] <= value <= bounds[1]:
+                return None
+        elif dtype is D.bool_:
+            return None
+    elif kind is not bool:
+        return None
+    shape = node.shape
+    if value in KEPT_SET and (kind is not float or value != 0.0 or _copysign(1.0, value) > 0.0):
+        return kept_spread(kind, value, dtype, shape)
+    # `spread_scalar(value, dtype, shape)` written out (the hottest caller: one call fewer)
+    s = _new(Node)
+    s.op = "scalar"
+    s.operands = ()
+    s.shape = ()
+    s.dtype = dtype
+    s.attrs = {}
+    s.buffer = None
+    s.value = value
+    s.sig = None
+    s.site = None
+    if not shape:
+        return s
+    b = _new(Node)
+    b.op = "broadcast_in_dim"
+    b.operands = (s,)
+    b.shape = shape
+    b.dtype = dtype
+    b.attrs = {"shape": shape, "broadcast_dimensions": ()}
+    b.buffer = None
+    b.value = None
+    b.sig = None
+    b.site = None
+    return b
+
+
+_KEPT_SPREADS: dict = {}    # (kind, value, dtype, shape) -> a kept constant spread to shape
+
+
+def spread_scalar(value: Any, dtype: DType, shape: tuple) -> Node:
+    """A runtime scalar `value` of `dtype` broadcast to `shape` (the bare scalar when
+    `shape` is ()): `new_node("scalar", ...)` and `new_node("broadcast_in_dim", ...)`, the
+    two nodes of every scalar beside a tensor, made in one call (their slots set as
+    `new_node` sets them; tests/test_recording_fronts.py compares the two)."""
+    s = _new(Node)
+    s.op = "scalar"
+    s.operands = ()
+    s.shape = ()
+    s.dtype = dtype
+    s.attrs = {}
+    s.buffer = None
+    s.value = value
+    s.sig = None
+    s.site = None
+    if not shape:
+        return s
+    b = _new(Node)
+    b.op = "broadcast_in_dim"
+    b.operands = (s,)
+    b.shape = shape
+    b.dtype = dtype
+    b.attrs = {"shape": shape, "broadcast_dimensions": ()}
+    b.buffer = None
+    b.value = None
+    b.sig = None
+    b.site = None
+    return b
+
+
+_new = object.__new__
+
+
+def kept_spread(kind: type, value: Any, dtype: DType, shape: tuple) -> Node:
+    """The kept constant `value` (0, 1 or -1 as a Python `kind`; not -0.0) of `dtype`
+    broadcast to `shape`, made once and shared by every graph: kept constants live for
+    good, and so does their broadcast (bounded: cleared past 1024 entries). Only for an
+    operand of a node being made, never a tensor's own node (materializing it would
+    turn the shared node into a buffer of every later graph)."""
+    key = (kind, value, dtype, shape)
+    n = _KEPT_SPREADS.get(key)
+    if n is None:
+        n = _kept(value, kind, dtype)
+        if shape:
+            n = new_node("broadcast_in_dim", (n,), shape, dtype,
+                         {"shape": shape, "broadcast_dimensions": ()})
+        if len(_KEPT_SPREADS) >= 1024:
+            _KEPT_SPREADS.clear()
+        _KEPT_SPREADS[key] = n
+    return n
+
+
+def typed_spread(value: Any, dtype: DType, shape: tuple) -> Node:
+    """`typed_scalar(value, dtype)` broadcast to `shape`, as an operand of a node being
+    made: a kept constant's broadcast is the shared one (`kept_spread`)."""
+    if value in KEPT_SET and (type(value) is not float or value != 0.0 or
+                              _copysign(1.0, value) > 0.0):
+        return kept_spread(type(value), value, dtype, shape)
+    return spread_scalar(value, dtype, shape)
+
+
 def typed_scalar(value: Any, dtype: DType) -> Node:
     """`scalar(value, dtype)` for a value `dtype` holds exactly (a NumPy scalar's own value,
     from `.item()`): no range or kind check to make."""

@@ -354,6 +354,11 @@ def _divides_as_its_int(s, dtype: D.DType) -> bool:
     return dtype.is_int and s.dtype == dtype.np and abs(int(s)) <= 2 ** 24
 
 
+# float-only ops that take an integer tensor's NumPy int scalar as the Python int it holds
+# (`_divides_as_its_int`)
+_EXACT_INT_OPS = ("divide", "atan2", "copysign", "nextafter", "hypot", "logaddexp", "logaddexp2")
+
+
 def _numpy_reference(s):
     """What the rule says a NumPy scalar is: np.float64 the Python float, np.bool_ the
     Python bool, any other a 0-d scalar of its own dtype (made the slow general way)."""
@@ -886,7 +891,7 @@ def test_lifted_functions_take_a_scalar_first_as_the_op_does() -> None:
                 ref = _numpy_reference(s) if isinstance(s, np.generic) else s
                 if isinstance(s, np.generic) and name.startswith("logical"):
                     ref = bool(s)                # a logical op takes its truth value
-                if name in ("divide", "atan2") and isinstance(s, np.generic) and \
+                if name in _EXACT_INT_OPS and isinstance(s, np.generic) and \
                         _divides_as_its_int(s, t.dtype):
                     ref = s.item()
                 _same_or_same_error_of(lambda: getattr(la, name)(s, t),
