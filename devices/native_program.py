@@ -200,8 +200,9 @@ class NativeProgram:
     # ---- planning ----------------------------------------------------------------------
 
     def _plan_slots(self, exe: Any, where: dict, fixed: list) -> None:
-        """Slot memory: kept between runs (small temporaries), or taken each run (slots
-        holding an output, large temporaries)."""
+        """Slot memory: kept between runs (temporaries, the large ones up to
+        `KEPT_SCRATCH_BYTES` in all), or taken each run (slots holding an output, the
+        other large temporaries)."""
         outputs = set(exe.outputs)
         by_slot: dict = {}
         sizes = dict(enumerate(exe.slot_bytes))
@@ -216,6 +217,7 @@ class NativeProgram:
                     sizes[("own", p)] = exe.values[p].nbytes
         self.views: dict = {}             # value -> array over kept memory
         self._fresh: list = []            # (index, bytes, [(value, dtype, shape)], output?)
+        kept = 0                          # bytes of large temporaries kept
         for slot, members in by_slot.items():
             if slot in exe._param_slots:
                 self._param_slot(exe, slot, members, where)
@@ -225,7 +227,9 @@ class NativeProgram:
                 where[p] = index
             size = sizes[slot]
             has_output = any(p in outputs for p in members)
-            if has_output or size >= MIN_BYTES:
+            if size >= MIN_BYTES and not has_output and kept + size <= KEPT_SCRATCH_BYTES:
+                kept += size              # kept: no take, address or release per run
+            elif has_output or size >= MIN_BYTES:
                 self._fresh.append(self._fresh_slot(exe, index, size, members, has_output))
                 continue
             mem = np.zeros(max(1, size), np.uint8)
@@ -576,6 +580,11 @@ _NDARRAY = np.ndarray
 _ndarray = np.ndarray     # (shape, dtype, memory): a view of raw memory in one call
 _empty = np.empty
 _ZERO = ctypes.c_int64(0)
+# Large temporaries kept by the program between runs, in all (beyond it each run takes
+# them from the host memory and gives them back): a training step's few MB of scratch then
+# cost no take, address and release per buffer per step, while a cached program that is
+# rarely run pins no more than this.
+KEPT_SCRATCH_BYTES = 8 << 20
 KEPT_OUTPUT_BYTES = 256       # outputs up to this size are copied out of kept memory
 _CONVERTED = (np.ndarray, list, tuple)    # what is not a scalar: an ndarray subclass, a list
 _weak = weakref.ref

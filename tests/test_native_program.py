@@ -16,6 +16,7 @@ from lazyarray.compiler.module import Module
 from lazyarray.devices import native_pool as NP
 from lazyarray.devices.cpu import CPUDevice
 from lazyarray.devices.interpreter import InterpreterDevice
+from lazyarray.devices import native_program as NP_PROGRAM
 from lazyarray.devices.native_program import NativeProgram
 
 N = 4096
@@ -92,6 +93,43 @@ def test_a_replaced_input_and_a_new_array_at_a_freed_id_are_rebound() -> None:
         _check(exe, [1.5, x])
     # (the id reuse is CPython's choice, not asserted; every result above was checked)
     print("ids reused:", reused)
+
+
+def _two_products(m: int = 128, k: int = 256) -> Module:
+    """sum(max(x @ w, 0) @ w): the first product and its rectified copy are temporaries
+    of m * k floats (128 KB, above host_memory.MIN_BYTES), the output one number."""
+    dot = {"lhs_contracting": (1,), "rhs_contracting": (0,), "lhs_batch": (), "rhs_batch": ()}
+    return Module("two_products", [
+        I("parameter", (), (m, k), F32, {"number": 0}),
+        I("parameter", (), (k, k), F32, {"number": 1}),
+        I("dot_general", (0, 1), (m, k), F32, dot),
+        I("constant", (), (), F32, {"value": Literal(np.float32(0.0))}),
+        I("broadcast_in_dim", (3,), (m, k), F32, {"shape": (m, k), "broadcast_dimensions": ()}),
+        I("maximum", (2, 4), (m, k), F32, {}),
+        I("dot_general", (5, 1), (m, k), F32, dot),
+        I("reduce", (6,), (), F32, {"axes": (0, 1), "kind": "sum"}),
+    ], [7])
+
+
+@pytest.mark.parametrize("kept_bytes", [0, 1 << 17, NP_PROGRAM.KEPT_SCRATCH_BYTES])
+def test_large_temporaries_kept_by_the_program_or_taken_each_run(monkeypatch,
+                                                                   kept_bytes: int) -> None:
+    """Large temporaries are kept by the program up to KEPT_SCRATCH_BYTES in all (no take
+    and release per run), the rest taken each run; either way every run's result matches
+    NumPy's, with new inputs and after another program ran in between."""
+    monkeypatch.setattr(NP_PROGRAM, "KEPT_SCRATCH_BYTES", kept_bytes)
+    exe = _compile(_two_products())
+    other = _compile(_two_products())
+    rng = np.random.default_rng(6)
+    for k in range(4):
+        x = rng.standard_normal((128, 256)).astype(np.float32)
+        w = (rng.standard_normal((256, 256)) / 16).astype(np.float32)
+        want = (np.maximum(x.astype(np.float64) @ w, 0) @ w).sum()
+        other.run([-x, w])
+        np.testing.assert_allclose(float(exe.run([x, w])[0]), want, rtol=1e-4, atol=1e-2)
+    # two temporaries of 128 KB: taken each run beyond the budget, else kept
+    taken = sum(size for _, size, _, output in _program(exe)._fresh if not output)
+    assert taken == {0: 2, 1 << 17: 1}.get(kept_bytes, 0) * (1 << 17)
 
 
 def test_a_scalar_holder_changing_value_and_kind() -> None:
