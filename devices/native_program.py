@@ -30,6 +30,7 @@ each value planned there, an in-place output starting as a copy of its parameter
 from __future__ import annotations
 
 import ctypes
+import itertools
 import weakref
 from typing import Any, Optional
 
@@ -200,9 +201,9 @@ class NativeProgram:
     # ---- planning ----------------------------------------------------------------------
 
     def _plan_slots(self, exe: Any, where: dict, fixed: list) -> None:
-        """Slot memory: kept between runs (temporaries, the large ones up to
-        `KEPT_SCRATCH_BYTES` in all), or taken each run (slots holding an output, the
-        other large temporaries)."""
+        """Slot memory: kept between runs (temporaries, the large ones within
+        `KEPT_PROGRAM_BYTES` and the process's `KEPT_SCRATCH_BYTES`), or taken each run
+        (slots holding an output, the other large temporaries)."""
         outputs = set(exe.outputs)
         by_slot: dict = {}
         sizes = dict(enumerate(exe.slot_bytes))
@@ -218,6 +219,7 @@ class NativeProgram:
         self.views: dict = {}             # value -> array over kept memory
         self._fresh: list = []            # (index, bytes, [(value, dtype, shape)], output?)
         kept = 0                          # bytes of large temporaries kept
+        room = KEPT_SCRATCH_BYTES - KEPT_SCRATCH.total   # what the process may still keep
         for slot, members in by_slot.items():
             if slot in exe._param_slots:
                 self._param_slot(exe, slot, members, where)
@@ -227,9 +229,10 @@ class NativeProgram:
                 where[p] = index
             size = sizes[slot]
             has_output = any(p in outputs for p in members)
-            if size >= MIN_BYTES and not has_output and kept + size <= KEPT_SCRATCH_BYTES:
+            large = size >= MIN_BYTES
+            if large and not has_output and kept + size <= min(room, KEPT_PROGRAM_BYTES):
                 kept += size              # kept: no take, address or release per run
-            elif has_output or size >= MIN_BYTES:
+            elif has_output or large:
                 self._fresh.append(self._fresh_slot(exe, index, size, members, has_output))
                 continue
             mem = np.zeros(max(1, size), np.uint8)
@@ -237,6 +240,8 @@ class NativeProgram:
             for p in members:
                 v = exe.values[p]
                 self.views[p] = mem[:v.nbytes].view(v.dtype.np).reshape(v.shape)
+        if kept:
+            KEPT_SCRATCH.add(self, kept)
 
     def _param_slot(self, exe: Any, slot: int, members: list, where: dict) -> None:
         """A parameter's slot: each value planned there gets its own buffer index, all
@@ -580,11 +585,35 @@ _NDARRAY = np.ndarray
 _ndarray = np.ndarray     # (shape, dtype, memory): a view of raw memory in one call
 _empty = np.empty
 _ZERO = ctypes.c_int64(0)
-# Large temporaries kept by the program between runs, in all (beyond it each run takes
+# Large temporaries kept by a program between runs, up to KEPT_PROGRAM_BYTES per program
+# and KEPT_SCRATCH_BYTES for all live programs together (beyond either, each run takes
 # them from the host memory and gives them back): a training step's few MB of scratch then
-# cost no take, address and release per buffer per step, while a cached program that is
-# rarely run pins no more than this.
-KEPT_SCRATCH_BYTES = 8 << 20
+# cost no take, address and release per buffer per step, while the executable cache's
+# hundreds of rarely run programs pin no more than the process-wide figure.
+KEPT_PROGRAM_BYTES = 8 << 20
+KEPT_SCRATCH_BYTES = 64 << 20
+
+
+class _KeptScratch:
+    """Bytes of large temporaries kept by live programs; a program's share returns when
+    the program is freed (evicted from the executable cache, its device gone). One dict
+    entry per program: its insertion and removal are atomic, a counter's += is not."""
+
+    def __init__(self) -> None:
+        self._shares: dict = {}
+        self._ids = itertools.count()
+
+    @property
+    def total(self) -> int:
+        return sum(self._shares.values())
+
+    def add(self, program: Any, nbytes: int) -> None:
+        key = next(self._ids)
+        self._shares[key] = nbytes
+        weakref.finalize(program, self._shares.pop, key, None)
+
+
+KEPT_SCRATCH = _KeptScratch()
 KEPT_OUTPUT_BYTES = 256       # outputs up to this size are copied out of kept memory
 _CONVERTED = (np.ndarray, list, tuple)    # what is not a scalar: an ndarray subclass, a list
 _weak = weakref.ref

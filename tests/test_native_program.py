@@ -5,6 +5,7 @@ fast path assumes between runs and checks the results against NumPy and the inte
 from __future__ import annotations
 
 import functools
+import gc
 
 import numpy as np
 import pytest
@@ -111,25 +112,46 @@ def _two_products(m: int = 128, k: int = 256) -> Module:
     ], [7])
 
 
-@pytest.mark.parametrize("kept_bytes", [0, 1 << 17, NP_PROGRAM.KEPT_SCRATCH_BYTES])
-def test_large_temporaries_kept_by_the_program_or_taken_each_run(monkeypatch,
+@pytest.mark.parametrize("cap", ["program", "process"])
+@pytest.mark.parametrize("kept_bytes", [0, 1 << 17, 8 << 20])
+def test_large_temporaries_kept_by_the_program_or_taken_each_run(monkeypatch, cap: str,
                                                                    kept_bytes: int) -> None:
-    """Large temporaries are kept by the program up to KEPT_SCRATCH_BYTES in all (no take
-    and release per run), the rest taken each run; either way every run's result matches
-    NumPy's, with new inputs and after another program ran in between."""
-    monkeypatch.setattr(NP_PROGRAM, "KEPT_SCRATCH_BYTES", kept_bytes)
+    """Large temporaries are kept by the program up to KEPT_PROGRAM_BYTES of its own and
+    what the process's KEPT_SCRATCH_BYTES leaves (no take and release per run), the rest
+    taken each run; either way every run's result matches NumPy's, with new inputs and
+    after another program ran in between."""
+    if cap == "program":
+        monkeypatch.setattr(NP_PROGRAM, "KEPT_PROGRAM_BYTES", kept_bytes)
+    else:       # the process's budget, less what live programs of other tests keep
+        gc.collect()
+        monkeypatch.setattr(NP_PROGRAM, "KEPT_SCRATCH_BYTES",
+                            NP_PROGRAM.KEPT_SCRATCH.total + kept_bytes)
     exe = _compile(_two_products())
-    other = _compile(_two_products())
+    other = _compile(_two_products())   # planned at its first run, after exe's
     rng = np.random.default_rng(6)
     for k in range(4):
         x = rng.standard_normal((128, 256)).astype(np.float32)
         w = (rng.standard_normal((256, 256)) / 16).astype(np.float32)
         want = (np.maximum(x.astype(np.float64) @ w, 0) @ w).sum()
-        other.run([-x, w])
         np.testing.assert_allclose(float(exe.run([x, w])[0]), want, rtol=1e-4, atol=1e-2)
+        other.run([-x, w])
     # two temporaries of 128 KB: taken each run beyond the budget, else kept
     taken = sum(size for _, size, _, output in _program(exe)._fresh if not output)
     assert taken == {0: 2, 1 << 17: 1}.get(kept_bytes, 0) * (1 << 17)
+    if cap == "process":      # exe took the process's room: none left for the other
+        others = sum(size for _, size, _, output in _program(other)._fresh if not output)
+        assert others == (2 << 17 if kept_bytes < (4 << 17) else 0)
+
+
+def test_kept_scratch_returns_to_the_process_when_a_program_is_freed() -> None:
+    gc.collect()              # (earlier tests' programs freed first)
+    before = NP_PROGRAM.KEPT_SCRATCH.total
+    exe = _compile(_two_products())
+    exe.run([np.ones((128, 256), np.float32), np.eye(256, dtype=np.float32)])
+    assert NP_PROGRAM.KEPT_SCRATCH.total == before + (2 << 17)
+    del exe
+    gc.collect()
+    assert NP_PROGRAM.KEPT_SCRATCH.total == before
 
 
 def test_a_scalar_holder_changing_value_and_kind() -> None:
