@@ -248,7 +248,10 @@ _METHODS = {
 }
 
 _PROPERTIES = {
-    "T": property(lift(ops.transpose)), "mT": property(lift(ops.matrix_transpose)),
+    # (a method of one operand: no detour through the lifted function's argument checks,
+    # every linear layer's `W.T`)
+    "T": property(unary_method(ops.transpose)),
+    "mT": property(unary_method(ops.matrix_transpose)),
     "requires_grad": property(_get_requires_grad, _set_requires_grad),
     "grad": property(backward.grad_of, backward.set_grad),
 }

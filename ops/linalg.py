@@ -24,6 +24,10 @@ def _common(op: str, a: Any, b: Any) -> tuple:
 def matmul(a: Any, b: Any) -> Node:
     a, b = _common("matmul", a, b)
     a, b = autocast.lower(a), autocast.lower(b)
+    if len(a.shape) == 2 and len(b.shape) == 2 and a.shape[1] == b.shape[0]:
+        # (m, k) @ (k, n), every linear layer's product: no batch to broadcast
+        return apply("dot_general", a, b, lhs_contracting=(1,), rhs_contracting=(0,),
+                     lhs_batch=(), rhs_batch=())
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: operands must have rank >= 1, got {shape_str(a.shape)} @ "
                          f"{shape_str(b.shape)}")
