@@ -208,23 +208,11 @@ def _spread(x: Node, shape: tuple) -> Node:
 
 
 def _converted(x: Node, dtype: D.DType) -> Node:
-    """`convert(x, dtype)` for x of another dtype (convert's rule takes every pair): the
-    node `new_node("convert", ...)` makes, its slots set here (one call fewer on the paths
-    that convert an integer operand; tests/test_recording_fronts.py compares the two)."""
-    n = _new(Node)
-    n.op = "convert"
-    n.operands = (x,)
-    n.shape = x.shape
-    n.dtype = dtype
-    n.attrs = {"dtype": dtype}
-    n.buffer = None
-    n.value = None
-    n.sig = None
-    n.site = None
-    return n
+    """`convert(x, dtype)` for x of another dtype (convert's rule takes every pair), its
+    node made at once."""
+    return new_node("convert", (x,), x.shape, dtype, {"dtype": dtype})
 
 
-_new = object.__new__
 
 
 def _scalar_operands(op: str, a: Operand, b: Operand) -> list:
@@ -829,16 +817,7 @@ def _fast_bound(bound: Operand, x: Node, high: int) -> Any:
         dtype = x.dtype
         if kind is float:
             if dtype not in _FLOATS:          # what converting the bound to x's dtype gives
-                flo, fhi = _FLOAT_LIMITS[dtype]     # `_float_as_int`, written out
-                if bound != bound:
-                    bound = 0
-                elif bound <= flo:
-                    bound = _INT_LIMITS[dtype][0]
-                elif bound >= fhi:
-                    bound = _INT_LIMITS[dtype][1]
-                else:
-                    bound = int(bound)
-                kind = int
+                bound, kind = _int_bound(bound, dtype), int
         elif dtype not in _FLOATS and not int_fits(bound, dtype):
             return None                       # out of x's range: the general way raises
         if bound in KEPT_SET and (bound != 0 or math.copysign(1.0, bound) > 0):
@@ -873,6 +852,12 @@ def _float_as_int(value: float, dtype: D.DType) -> int:
 
 
 _AS_INT: dict = {}      # (float, integer dtype) -> `_float_as_int` of it (clip's bounds)
+
+
+def _int_bound(value: float, dtype: D.DType) -> int:
+    """`_float_as_int(value, dtype)`, remembered (clip's bounds recur at every step)."""
+    found = _AS_INT.get((value, dtype))
+    return _float_as_int(value, dtype) if found is None else found
 
 
 # the range ends as floats: the low end is exact; the high end 2**k - 1 rounds to 2**k
@@ -912,18 +897,9 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
             else:
                 # clip(i, -1.5, 2.5): each bound as x's dtype (a float truncated and
                 # saturated: `_float_as_int`), as `_fast_bound` makes it
-                if kmin is float:     # (a converted float is in x's range)
-                    lo = _AS_INT.get((min, dtype))
-                    if lo is None:
-                        lo = _float_as_int(min, dtype)
-                else:
-                    lo = min
-                if kmax is float:
-                    hi = _AS_INT.get((max, dtype))
-                    if hi is None:
-                        hi = _float_as_int(max, dtype)
-                else:
-                    hi = max
+                # (a converted float is in x's range)
+                lo = _int_bound(min, dtype) if kmin is float else min
+                hi = _int_bound(max, dtype) if kmax is float else max
                 if (kmin is float or int_fits(lo, dtype)) and (kmax is float or int_fits(hi, dtype)):
                     lo = kept_spread(int, lo, dtype, shape) if lo in KEPT_SET else \
                         spread_scalar(lo, dtype, shape)

@@ -183,30 +183,7 @@ def weak_operand(value: Any, node: Node) -> Any:
     shape = node.shape
     if value in KEPT_SET and (kind is not float or value != 0.0 or _copysign(1.0, value) > 0.0):
         return kept_spread(kind, value, dtype, shape)
-    # `spread_scalar(value, dtype, shape)` written out (the hottest caller: one call fewer)
-    s = _new(Node)
-    s.op = "scalar"
-    s.operands = ()
-    s.shape = ()
-    s.dtype = dtype
-    s.attrs = {}
-    s.buffer = None
-    s.value = value
-    s.sig = None
-    s.site = None
-    if not shape:
-        return s
-    b = _new(Node)
-    b.op = "broadcast_in_dim"
-    b.operands = (s,)
-    b.shape = shape
-    b.dtype = dtype
-    b.attrs = {"shape": shape, "broadcast_dimensions": ()}
-    b.buffer = None
-    b.value = None
-    b.sig = None
-    b.site = None
-    return b
+    return spread_scalar(value, dtype, shape)
 
 
 _KEPT_SPREADS: dict = {}    # (kind, value, dtype, shape) -> a kept constant spread to shape

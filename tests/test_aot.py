@@ -20,7 +20,7 @@ def _blas_or_skip():
     try:
         return find_blas()
     except AOTError as e:
-        pytest.skip(f"no BLAS library to link an AOT library against: {e}")
+        pytest.skip(reason=f"no BLAS library to link an AOT library against: {e}")
 
 
 def _model():

@@ -308,7 +308,7 @@ def test_the_ptx_of_every_sub_computation_assembles():
     from lazyarray.compiler.codegen import gpu_math, ptxas
     from lazyarray.compiler.driver import compile as compile_program
     if ptxas.find_ptxas() is None or gpu_math.libdevice_path() is None:
-        pytest.skip("ptxas or libdevice not found (no CUDA toolkit)")
+        pytest.skip(reason="ptxas or libdevice not found (no CUDA toolkit)")
     x = la.asarray(np.linspace(0.1, 1.0, 8, dtype=np.float32))
 
     def step(c, r):

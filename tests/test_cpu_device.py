@@ -274,7 +274,7 @@ def test_blas_runs_single_threaded_inside_a_program_and_is_restored() -> None:
     from lazyarray.devices.thread_pool import BLAS_THREADS, blas_single_threaded
     libs = BLAS_THREADS.libs()
     if not libs:
-        pytest.skip("threadpoolctl found no BLAS library to control")
+        pytest.skip(reason="threadpoolctl found no BLAS library to control")
     before = [lib.get_num_threads() for lib in libs]
     seen = []
     with blas_single_threaded():

@@ -326,7 +326,7 @@ def test_cubins_are_linked_once_and_kept_on_disk(tmp_path, monkeypatch) -> None:
     from lazyarray.compiler.trace import capture
     from lazyarray.devices import cuda_link
     if cuda_link.nvjitlink() is None:
-        pytest.skip("nvJitLink is not installed (pip install nvidia-nvjitlink cuda-python)")
+        pytest.skip(reason="nvJitLink is not installed (pip install nvidia-nvjitlink cuda-python)")
     x = la.asarray(np.ones((8, 40), np.float32), device="cpu")
     module = capture([la.exp(x).sum(axis=1)._node]).module("m")
     ptx = compile_program(module, "sm_90").code.decode()

@@ -58,7 +58,7 @@ def test_version_needs_no_gpu_and_is_the_wheels():
     try:
         wheel = importlib.metadata.version("nvidia-cufft-cu12")
     except importlib.metadata.PackageNotFoundError:
-        pytest.skip("libcufft is not the nvidia-cufft-cu12 wheel's: no version to compare")
+        pytest.skip(reason="libcufft is not the nvidia-cufft-cu12 wheel's: no version to compare")
     major, minor, patch = (int(v) for v in wheel.split(".")[:3])
     assert REAL.version() == major * 1000 + minor * 100 + patch     # cufft.h's CUFFT_VERSION
 

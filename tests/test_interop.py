@@ -119,7 +119,7 @@ def test_ragged_list_is_refused(device):
 
 def _host_only(device: str) -> None:
     if device not in HOST_DEVICES:
-        pytest.skip(f"zero-copy DLPack with NumPy needs a host device, not {device}")
+        pytest.skip(reason=f"zero-copy DLPack with NumPy needs a host device, not {device}")
 
 
 def test_from_dlpack_numpy_shares_memory(device):

@@ -303,7 +303,7 @@ def _programs() -> dict:
 @pytest.mark.parametrize("name", list(_programs()))
 def test_programs_match_the_interpreter(name: str, threads: int) -> None:
     if name == "layer" and not native_gemm.available():
-        pytest.skip("NumPy's BLAS is not its ILP64 OpenBLAS: products take the general path")
+        pytest.skip(reason="NumPy's BLAS is not its ILP64 OpenBLAS: products take the general path")
     module, shapes = _programs()[name]
     rng = np.random.default_rng(threads)
     args = [rng.standard_normal(s).astype(np.float32) for s in shapes]

@@ -374,6 +374,6 @@ def test_cuda_without_a_gpu_says_what_is_missing() -> None:
     from lazyarray import runtime
     assert "cuda" in runtime._FACTORIES
     if cuda_device.available():
-        pytest.skip("a CUDA device is usable here")
+        pytest.skip(reason="a CUDA device is usable here")
     with pytest.raises(RuntimeError, match="'cuda' is not available: .*(GPU|driver|extra)"):
         la.asarray(np.ones(3, np.float32)).to("cuda")
