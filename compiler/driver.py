@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from .planning.plan import ExecutionPlan
 
 # The passes and code generators are imported by the functions that use them: devices
-# import this module to load a cached Program (target_id, llvm_lock, runtime_layout), and
+# import this module to load a cached Program (target_id, llvm_lock, host_object), and
 # a cache hit must not pay for the compiler's import (~100 ms of a process's start).
 
 CPU = "cpu"
@@ -98,32 +98,18 @@ def gpu_target(capability: tuple, multiprocessors: int, threads_per_multiprocess
 
 # ---- the two targets -------------------------------------------------------------------
 
-def runtime_code(name: str, *shape: int) -> bytes:
-    """Object code of one of the CPU runtime's own native functions, generated with the
-    builder and for the target kernels use (codegen/pool_ir.py): "pool" (the worker
-    pool's job runner and worker loop), "trampoline" (nargs, npartials, ncounts: calls a
-    kernel with its arguments from a buffer table), "gemm_tiles" (matrix products in
-    tiles, each a CBLAS call)."""
-    from .codegen import llvm_target, pool_ir
-    triple = llvm_target.host()[0]
-    make = {"pool": lambda: pool_ir.PoolIR(triple).text(),
-            "trampoline": lambda: pool_ir.trampoline_ir(triple, *shape),
-            "gemm_tiles": lambda: pool_ir.gemm_tiles_ir(triple)}
-    text = make[name]()
-    # a trampoline is a few loads and one call: parsed and emitted, not optimized (the IR
-    # passes were half of its ~9 ms, paid per kernel signature on a first call)
-    prepare = llvm_target.parse if name == "trampoline" else llvm_target.optimize
-    mod = prepare(text, "lazyarray_" + name)
+def host_object(ir_text: str, name: str, optimize: bool = True) -> bytes:
+    """Object code for the host from LLVM IR a runtime generated for its own native
+    functions (devices/cpu/pool_ir.py: the worker pool, kernel trampolines, GEMM tiles),
+    built with the options kernels are built with. `optimize=False` parses and emits only
+    (a trampoline is a few loads and one call: the IR passes were half of its ~9 ms)."""
+    from .codegen import llvm_target
+    prepare = llvm_target.optimize if optimize else llvm_target.parse
+    mod = prepare(ir_text, name)
     try:
         return llvm_target.emit_object(mod)
     finally:
         llvm_target.release(mod)
-
-
-def runtime_layout() -> Any:
-    """The word offsets and names the runtime's generated code and the device share."""
-    from .codegen import pool_ir
-    return pool_ir.LAYOUT
 
 
 def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,

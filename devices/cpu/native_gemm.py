@@ -25,8 +25,7 @@ from typing import Optional
 
 import numpy as np
 
-from ...compiler.driver import runtime_layout
-from . import native_pool
+from . import native_pool, pool_ir
 from .object_code import LoadedCode
 from .runtime_objects import runtime_object
 from .thread_pool import BLAS_THREADS, blas_single_threaded
@@ -36,7 +35,7 @@ _TILES = {np.dtype(np.float32): "lzp_sgemm_tiles", np.dtype(np.float64): "lzp_dg
 _SMALL = {np.dtype(np.float32): "lzp_sgemm_small", np.dtype(np.float64): "lzp_dgemm_small"}
 _DOTS = {np.dtype(np.float32): "lzp_sgemm_dots", np.dtype(np.float64): "lzp_dgemm_dots"}
 _LOCK = threading.Lock()
-IR = runtime_layout()
+IR = pool_ir.LAYOUT
 
 
 @functools.lru_cache(maxsize=None)

@@ -2,18 +2,34 @@
 tiles) as object code, kept in the compile cache beside programs: a new process loads
 them instead of running LLVM again (~140 ms of a fresh process's first training step).
 The CPU device names the cache (`CACHE`); without one, or on any miss, they are
-compiled as before (compiler/driver.py `runtime_code`)."""
+compiled as before (`runtime_code`: IR from pool_ir.py, object code from the compiler's
+`host_object`)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from ...compiler.driver import runtime_code
+from ...compiler.driver import CPU, host_object, target_id
 from ..compile_cache import entry_key
+from . import pool_ir
 
 # set by the CPU device: () -> (DiskCache or None, the strings that pin an entry to this
 # code and machine: version, compiler fingerprint, target)
 CACHE: list = [None]
 STATS = {"hits": 0, "misses": 0}
+
+
+def runtime_code(name: str, *shape: int) -> bytes:
+    """Object code of one of the CPU runtime's own native functions, generated with the
+    builder and for the target kernels use (pool_ir.py): "pool" (the worker pool's job
+    runner and worker loop), "trampoline" (nargs, npartials, ncounts: calls a kernel with
+    its arguments from a buffer table), "gemm_tiles" (matrix products in tiles, each a
+    CBLAS call)."""
+    triple = target_id(CPU)[0]
+    make = {"pool": lambda: pool_ir.PoolIR(triple).text(),
+            "trampoline": lambda: pool_ir.trampoline_ir(triple, *shape),
+            "gemm_tiles": lambda: pool_ir.gemm_tiles_ir(triple)}
+    # a trampoline is parsed and emitted, not optimized (paid per kernel signature)
+    return host_object(make[name](), "lazyarray_" + name, optimize=name != "trampoline")
 
 
 def runtime_object(name: str, *shape: int) -> bytes:

@@ -43,6 +43,7 @@ from .cuda_graphs import GraphCache
 from .cuda_memory import CachingAllocator, CudaBuffer, PinnedStaging
 from .cuda_fft import run_fft
 from .cuda_solver import run_library_call
+from .cusolver_calls import CALLS as SOLVER_CALLS
 from ..device import Device
 
 SCALAR_SLOT = 8          # bytes per runtime scalar in the parameter block (aligned)
@@ -574,7 +575,7 @@ class CudaExecutable:
         on_stream = calls.get("cuda_stream")     # collectives: NCCL on the device's stream
         if on_stream is not None and on_stream(self.device, ins, self._out(pos, values), operands):
             return
-        call = calls.get("cuda")                 # the stanza's own cuSOLVER call
+        call = SOLVER_CALLS.get(ins.op)          # cuSOLVER, registered for this target
         if call is not None and run_library_call(self.device, ins, self._out(pos, values),
                                                  operands, call):
             return

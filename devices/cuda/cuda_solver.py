@@ -1,4 +1,4 @@
-"""What the CUDA device lends a stanza's cuSOLVER call (compiler/primitives/cusolver_calls.py):
+"""What the CUDA device lends a stanza's cuSOLVER call (devices/cuda/cusolver_calls.py):
 handles bound to its stream and a few buffer operations. The routines are nvmath-python's
 bindings of cuBLAS and cuSOLVER on a GPU, and the stand-ins of cuda_solver_fake.py on the
 fake driver (so the calls are tested without a GPU). UNVERIFIED on a GPU (see there).

@@ -1,6 +1,7 @@
 """The LLVM IR of the CPU runtime's native worker pool: a job runner and a worker loop over
-pthreads, kernel trampolines, and matrix-product tiles (devices/cpu/native_pool.py and
-devices/cpu/native_gemm.py load them through `driver.runtime_code`).
+pthreads, kernel trampolines, and matrix-product tiles (native_pool.py and native_gemm.py
+load them through runtime_objects.py `runtime_code`, which has the compiler's
+`driver.host_object` turn the IR into object code).
 
 Everything here is generated with llvmlite's builder and JIT-compiled in-process, so the
 pool needs no C compiler at install time; the pthread functions resolve from the C
@@ -36,7 +37,7 @@ import types
 
 import llvmlite.ir as ir
 
-from .loops import counted_loop
+from ...compiler.codegen.loops import counted_loop
 
 I8 = ir.IntType(8)
 I32 = ir.IntType(32)
