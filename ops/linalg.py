@@ -1,8 +1,11 @@
-"""Linear algebra: matmul, tensordot, vecdot, all through dot_general."""
+"""Linear algebra: matmul, tensordot, vecdot, multi_dot, all through dot_general; norms, and
+the condition number (the spectral and nuclear norms and inverses from decompositions.py)."""
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Sequence
 
+from ..compiler.graph import builders as _A
 from ..compiler.hlo import dtypes as D
 from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
@@ -11,6 +14,8 @@ from .promotion import as_node, broadcast_shapes, broadcast_to, convert, normali
 from .statistical import sum as _sum
 from . import autocast
 from .elementwise import multiply
+from .decompositions import inv, singular_norm
+from .matrix_inputs import back_real, check_matrix, floating
 
 
 def _common(op: str, a: Any, b: Any) -> tuple:
@@ -170,7 +175,6 @@ def matrix_norm(x: Any, keepdims: bool = False, ord: Any = "fro") -> Node:
     if x.ndim < 2:
         raise ValueError(f"matrix_norm: needs rank >= 2, got {shape_str(x.shape)}")
     if ord in (2, -2, "nuc"):
-        from .decompositions import singular_norm
         return singular_norm(x, ord, keepdims)
     if ord == "fro":
         return sqrt(_sum(multiply(x, x), axis=(-2, -1), keepdims=keepdims))
@@ -211,7 +215,6 @@ def matrix_power(x: Any, n: int) -> Node:
     if not isinstance(n, int) or isinstance(n, bool):
         raise ValueError(f"matrix_power: n must be an int, got {n!r}")
     if n < 0:
-        from .decompositions import inv
         x, n = inv(x), -n
     if n == 0:
         k = x.shape[-1]
@@ -228,8 +231,67 @@ def matrix_power(x: Any, n: int) -> Node:
     return result
 
 
-LINALG = ("cross", "diagonal", "matmul", "matrix_norm", "matrix_power", "matrix_transpose",
-          "outer", "tensordot", "trace", "vecdot", "vector_norm")
+def cond(x: Any, p: Any = None) -> Node:
+    """The condition number: max(s) / min(s) for p None or 2 (-2: the inverse ratio),
+    else matrix_norm(x, p) * matrix_norm(inv(x), p)."""
+    (a,), dtype = floating("cond", x)
+    check_matrix("cond", a, square=p not in (None, 2, -2))
+    if p in (None, 2, -2):
+        s = apply("svd", a, full_matrices=False, compute_uv=False)
+        top = apply("reduce", s, axes=(s.ndim - 1,), kind="max")
+        low = apply("reduce", s, axes=(s.ndim - 1,), kind="min")
+        return back_real(_A.div(low, top) if p == -2 else _A.div(top, low), dtype)
+    return _A.mul(matrix_norm(a, ord=p), matrix_norm(inv(a), ord=p))
+
+
+def multi_dot(arrays: Sequence[Any]) -> Node:
+    """a @ b @ c ..., multiplied in the order that costs the fewest multiply-adds."""
+    xs = [as_node(x) for x in arrays]
+    if len(xs) < 2:
+        raise ValueError(f"multi_dot: needs at least 2 arrays, got {len(xs)}")
+    first_vec, last_vec = xs[0].ndim == 1, xs[-1].ndim == 1
+    if first_vec:
+        xs[0] = _A.reshape(xs[0], (1,) + xs[0].shape)
+    if last_vec:
+        xs[-1] = _A.reshape(xs[-1], xs[-1].shape + (1,))
+    for i, x in enumerate(xs):
+        if x.ndim != 2:
+            raise ValueError(f"multi_dot: array {i} must be 2-D (the first and last may be "
+                             f"1-D), got shape {shape_str(x.shape)}")
+    out = _chain(xs, _chain_order([x.shape[0] for x in xs] + [xs[-1].shape[1]]), 0,
+                 len(xs) - 1, matmul)
+    if first_vec:
+        out = _A.reshape(out, out.shape[1:])
+    if last_vec:
+        out = _A.reshape(out, out.shape[:-1])
+    return out
+
+
+def _chain_order(dims: list) -> dict:
+    """The classic matrix-chain dynamic program: split[i, j] of the cheapest order."""
+    n = len(dims) - 1
+    cost = {(i, i): 0 for i in range(n)}
+    split: dict = {}
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i, j] = math.inf
+            for k in range(i, j):
+                c = cost[i, k] + cost[k + 1, j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if c < cost[i, j]:
+                    cost[i, j], split[i, j] = c, k
+    return split
+
+
+def _chain(xs: list, split: dict, i: int, j: int, matmul: Any) -> Node:
+    if i == j:
+        return xs[i]
+    k = split[i, j]
+    return matmul(_chain(xs, split, i, k, matmul), _chain(xs, split, k + 1, j, matmul))
+
+
+LINALG = ("cond", "cross", "diagonal", "matmul", "matrix_norm", "matrix_power",
+          "matrix_transpose", "multi_dot", "outer", "tensordot", "trace", "vecdot", "vector_norm")
 
 __all__ = ["matmul", "tensordot", "vecdot", "matrix_transpose", "outer", "diagonal", "trace",
            "vector_norm", "matrix_norm", "cross", "matrix_power"]
