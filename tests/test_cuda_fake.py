@@ -350,7 +350,7 @@ def test_a_missing_gpu_driver_or_extra_is_named(monkeypatch) -> None:
     import builtins
     import sys
     monkeypatch.setattr(cuda_driver, "_has_kernel_driver", lambda: False)
-    assert "no NVIDIA GPU" in cuda_driver.missing(False)
+    assert "no NVIDIA GPU" in cuda_driver.missing()
     monkeypatch.setattr(cuda_driver, "_has_kernel_driver", lambda: True)
     real_import = builtins.__import__
 
@@ -360,7 +360,7 @@ def test_a_missing_gpu_driver_or_extra_is_named(monkeypatch) -> None:
         return real_import(name, *args, **kwargs)
     monkeypatch.delitem(sys.modules, "cuda.bindings.driver", raising=False)
     monkeypatch.setattr(builtins, "__import__", no_cuda)
-    assert "lazyarray[cuda]" in cuda_driver.missing(False)
+    assert "lazyarray[cuda]" in cuda_driver.missing()
     monkeypatch.setattr(builtins, "__import__", real_import)
 
     def broken(fake=None):
@@ -377,7 +377,7 @@ def test_a_missing_gpu_driver_or_extra_is_named(monkeypatch) -> None:
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(cuda_driver, "_DRIVER", None)
     monkeypatch.setattr(cuda_driver, "driver", broken)
-    assert "driver library" in cuda_driver.missing(False)
+    assert "driver library" in cuda_driver.missing()
     with pytest.raises(RuntimeError, match="'cuda:3' is not available: the NVIDIA driver library"):
         CudaDevice("cuda:3", fake=False)
 
