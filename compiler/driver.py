@@ -19,7 +19,7 @@ import numpy as np
 
 from . import profile_hooks
 from .hlo.module import Module
-from .program import Program, describe_value
+from .program import LaunchStep, Program, describe_value
 
 if TYPE_CHECKING:
     from .planning.plan import ExecutionPlan
@@ -228,10 +228,10 @@ def compile_gpu_for_host(module: Module, target: str) -> Program:
     return program
 
 
-def _launch_step(spec: Any) -> dict:
-    return {"type": "launch", "kernel": spec.name, "fn": spec.name, "grid": list(spec.grid),
-            "block": list(spec.block), "shared_bytes": int(spec.shared_bytes),
-            "args": list(spec.params)}
+def _launch_step(spec: Any) -> LaunchStep:
+    return LaunchStep(kernel=spec.name, fn=spec.name, grid=list(spec.grid),
+                      block=list(spec.block), shared_bytes=int(spec.shared_bytes),
+                      args=list(spec.params))
 
 
 # ---- the Program ---------------------------------------------------------------------------
