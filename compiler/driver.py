@@ -102,18 +102,23 @@ def runtime_code(name: str, *shape: int) -> bytes:
     """Object code of one of the CPU runtime's own native functions, generated with the
     builder and for the target kernels use (codegen/pool_ir.py): "pool" (the worker
     pool's job runner and worker loop), "trampoline" (nargs, npartials, ncounts: calls a
-    kernel with its arguments from a buffer table), "gemm_tiles" (matrix products in
-    tiles, each a CBLAS call)."""
+    kernel with its arguments from a buffer table), "gemm_tiles" (kind, size: one tile
+    function of matrix products, pool_ir.GEMM_NAMES)."""
     from .codegen import llvm_target, pool_ir
     triple = llvm_target.host()[0]
     make = {"pool": lambda: pool_ir.PoolIR(triple).text(),
             "trampoline": lambda: pool_ir.trampoline_ir(triple, *shape),
-            "gemm_tiles": lambda: pool_ir.gemm_tiles_ir(triple)}
+            "gemm_tiles": lambda: pool_ir.gemm_tiles_ir(triple, *shape)}
     text = make[name]()
-    # a trampoline is a few loads and one call: parsed and emitted, not optimized (the IR
-    # passes were half of its ~9 ms, paid per kernel signature on a first call)
-    prepare = llvm_target.parse if name == "trampoline" else llvm_target.optimize
-    mod = prepare(text, "lazyarray_" + name)
+    if name == "trampoline":
+        # a trampoline is a few loads and one call: parsed and emitted, not optimized (the
+        # IR passes were half of its ~9 ms, paid per kernel signature on a first call)
+        mod = llvm_target.parse(text, "lazyarray_" + name)
+    else:
+        # the GEMM tiles are vector code already: the SLP vectorizer finds nothing (the
+        # assembly is the same without it, checked for every kind) and took 25-50% of
+        # their IR passes' time
+        mod = llvm_target.optimize(text, "lazyarray_" + name, slp=name != "gemm_tiles")
     try:
         return llvm_target.emit_object(mod)
     finally:
