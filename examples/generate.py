@@ -80,7 +80,7 @@ def la_generate(weights: dict, prompt: list, new_tokens: int) -> tuple:
     caches = [(la.zeros((HEADS, CONTEXT, HEAD)), la.zeros((HEADS, CONTEXT, HEAD)))
               for _ in range(LAYERS)]
     la.sync()
-    before = la.debug.metrics().compiles
+    before = la.debug.metrics().cache_misses
     out: list = []
     token = la.asarray(np.array([prompt[0]], np.int64))
     for pos in range(len(prompt) + new_tokens - 1):
@@ -91,7 +91,7 @@ def la_generate(weights: dict, prompt: list, new_tokens: int) -> tuple:
         else:
             token = nxt
             out.append(int(nxt.numpy()[0]))
-    return out, la.debug.metrics().compiles - before
+    return out, la.debug.metrics().cache_misses - before
 
 
 def la_generate_compiled(weights: dict, prompt: list, new_tokens: int) -> tuple:
@@ -104,7 +104,7 @@ def la_generate_compiled(weights: dict, prompt: list, new_tokens: int) -> tuple:
     caches = [(la.zeros((HEADS, CONTEXT, HEAD)), la.zeros((HEADS, CONTEXT, HEAD)))
               for _ in range(LAYERS)]
     la.sync()
-    before = la.debug.metrics().compiles
+    before = la.debug.metrics().cache_misses
 
     def step(pos: Any, state: tuple) -> tuple:
         token, caches, seq = state
@@ -119,7 +119,7 @@ def la_generate_compiled(weights: dict, prompt: list, new_tokens: int) -> tuple:
     state = (prompt_t[:1], caches, prompt_t)
     _, _, seq = la.fori_loop(0, steps, step, state)
     tokens = seq.numpy()[len(prompt):len(prompt) + new_tokens].tolist()
-    return tokens, la.debug.metrics().compiles - before
+    return tokens, la.debug.metrics().cache_misses - before
 
 
 # ---- the same decoder in NumPy ------------------------------------------------------------

@@ -78,7 +78,7 @@ def train(model: la.nn.Module, data: tuple, epochs: int = 30, batch: int = 64, l
     schedule = la.optim.schedules.cosine(lr, epochs * steps_per_epoch)
     opt = la.optim.Adam(model.parameters(), lr=schedule)
     rng = np.random.default_rng(seed)
-    before = la.debug.metrics().compiles
+    before = la.debug.metrics().cache_misses
     step_times, first_step, loss_value = [], None, float("nan")
     criterion = la.nn.CrossEntropyLoss()
     for epoch in range(epochs):
@@ -111,7 +111,7 @@ def train(model: la.nn.Module, data: tuple, epochs: int = 30, batch: int = 64, l
             log(f"  epoch {epoch + 1:3d}  loss {loss_value:.4f}  "
                 f"test accuracy {accuracy(model, xt, yt):.4f}")
     acc = accuracy(model, xt, yt)
-    return {"accuracy": acc, "loss": loss_value, "compiles": la.debug.metrics().compiles - before,
+    return {"accuracy": acc, "loss": loss_value, "compiles": la.debug.metrics().cache_misses - before,
             "first_step_s": first_step,
             "step_s": float(np.mean(step_times)) if step_times else None}
 
