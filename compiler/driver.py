@@ -318,7 +318,8 @@ def kernel_summary(plan: ExecutionPlan) -> str:
                      f"{f' (+{moves} index moves)' if moves else ''}; reads {names(k.inputs)};"
                      f" writes {names(k.outputs)}")
     if plan.buffers is not None:
-        lines.append(f"// temporaries and outputs at their peak: {plan.buffers.peak_bytes} bytes")
+        lines.append(f"// buffers (inputs, temporaries, outputs) at their peak: "
+                     f"{plan.buffers.peak_bytes} bytes")
     return "\n".join(lines) + "\n"
 
 
