@@ -25,7 +25,7 @@ def test_the_cpu_test_extra_has_no_gpu_library_and_has_scipy():
 
 
 def test_every_readme_install_command_installs_the_clone():
-    text = (ROOT / "README.md").read_text()
+    text = "".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
     commands = re.findall(r"pip install(?: -e)? +[^\s`]+", text)
     assert commands
     for command in commands:
