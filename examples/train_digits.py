@@ -198,9 +198,11 @@ def main() -> None:
         print(f"{name}: {la.nn.count_parameters(model)} parameters")
         r = train(model, data, epochs=args.epochs, device=args.device, style=args.style,
                   progress=not args.no_progress, **settings)
+        loaded = r["compiles"] - r["compiled"]
+        how = f"{r['compiled']} compiled, {loaded} loaded from the disk cache" if loaded \
+            else "both compiled"
         print(f"{name}: test accuracy {r['accuracy']:.4f}, final loss {r['loss']:.4f}, "
-              f"{r['compiles']} programs (training step + evaluation; "
-              f"{r['compiled']} compiled, the others loaded from the disk cache), first step "
+              f"{r['compiles']} programs (training step + evaluation; {how}), first step "
               f"{r['first_step_s'] * 1e3:.1f} ms, then {r['step_s'] * 1e3:.2f} ms a step")
 
 
