@@ -16,11 +16,11 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from .promotion import broadcast_to, constant, convert, scalar
-from ..compiler.shapes import num_elements
+from ..compiler.hlo.shapes import num_elements
 
 _U32_CONSTANTS: dict = {}
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from .. import batching as B
-from .. import dtypes as D
+from ..transforms import batching as B
+from ..hlo import dtypes as D
 from ..primitive import ELEMENTWISE, NOT_DIFFERENTIABLE, fail, primitive
 
 ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
