@@ -98,14 +98,17 @@ def gpu_target(capability: tuple, multiprocessors: int, threads_per_multiprocess
 
 # ---- the two targets -------------------------------------------------------------------
 
-def host_object(ir_text: str, name: str, optimize: bool = True) -> bytes:
+def host_object(ir_text: str, name: str, optimize: bool = True, slp: bool = True) -> bytes:
     """Object code for the host from LLVM IR a runtime generated for its own native
     functions (devices/cpu/pool_ir.py: the worker pool, kernel trampolines, GEMM tiles),
     built with the options kernels are built with. `optimize=False` parses and emits only
-    (a trampoline is a few loads and one call: the IR passes were half of its ~9 ms)."""
+    (a trampoline is a few loads and one call: the IR passes were half of its ~9 ms);
+    `slp=False` skips the SLP vectorizer (code that is vector code already)."""
     from .codegen import llvm_target
-    prepare = llvm_target.optimize if optimize else llvm_target.parse
-    mod = prepare(ir_text, name)
+    if optimize:
+        mod = llvm_target.optimize(ir_text, name, slp=slp)
+    else:
+        mod = llvm_target.parse(ir_text, name)
     try:
         return llvm_target.emit_object(mod)
     finally:
@@ -270,8 +273,38 @@ def _program(plan: ExecutionPlan, target: str, code: bytes, steps: list,
 
 def _plan_texts(plan: ExecutionPlan) -> dict:
     from .hlo import graphviz
-    return {"optimized_hlo": str(plan.module), "fusion": fusion_report(plan),
+    return {"optimized_hlo": str(plan.module) + kernel_summary(plan),
+            "fusion": fusion_report(plan),
             "dot": graphviz.plan_dot(plan)}
+
+
+# ops that only move or repeat values: counted, not listed, in a kernel's summary line
+_MOVES = frozenset(("broadcast_in_dim", "reshape", "slice", "transpose", "constant", "iota",
+                    "parameter", "concatenate", "pad", "reverse"))
+
+
+def kernel_summary(plan: ExecutionPlan) -> str:
+    """One `//` comment line per kernel (the parser skips them): its kind, the ops fused
+    into it (index moves only counted), what it reads and what it writes; then the
+    temporaries' peak."""
+    from .hlo.printer import instruction_name
+    ins = plan.module.instructions
+    lines = [f"// {len(plan.kernels)} kernel{'s' * (len(plan.kernels) != 1)}:"]
+    for k in plan.kernels:
+        counts: dict = {}
+        for p in k.members:
+            counts[ins[p].op] = counts.get(ins[p].op, 0) + 1
+        ops = ", ".join(op if n == 1 else f"{op} x{n}" for op, n in counts.items()
+                        if op not in _MOVES)
+        moves = sum(n for op, n in counts.items() if op in _MOVES)
+        names = lambda ps: ", ".join(instruction_name(plan.module, p) for p in ps) or "nothing"
+        lines.append(f"//   {k.name} ({k.kind}): {ops or 'no arithmetic'}"
+                     f"{f' (+{moves} index moves)' if moves else ''}; reads {names(k.inputs)};"
+                     f" writes {names(k.outputs)}")
+    if plan.buffers is not None:
+        lines.append(f"// buffers (inputs, temporaries, outputs) at their peak: "
+                     f"{plan.buffers.peak_bytes} bytes")
+    return "\n".join(lines) + "\n"
 
 
 def fusion_report(plan: ExecutionPlan) -> str:

@@ -48,7 +48,7 @@ def main(out: str) -> None:
     gathered = la.distributed.all_gather(la.asarray(np.float32(rank))).numpy()
     if rank == 0:
         np.savez(out, *[p.numpy() for p in params], losses=np.array(losses),
-                 compiles=la.debug.metrics().compiles, gathered=gathered, size=size)
+                 compiles=la.debug.metrics().cache_misses, gathered=gathered, size=size)
     la.distributed.barrier()
 
 
