@@ -17,7 +17,7 @@ import numpy as np
 
 from .compiler import dtypes as D
 from .compiler.node import Node, parameter_leaf
-from . import callsite, dlpack, runtime
+from . import callsite, dlpack, numpy_protocol, runtime
 from .runtime import DeviceState
 
 # Tensor._flags bits
@@ -318,6 +318,11 @@ class Tensor:
 
     def cuda(self, index: int = 0) -> "Tensor":
         return self.to(f"cuda:{index}")
+
+    def __array_function__(self, func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
+        """NumPy's functions on tensors compute with NumPy and give NumPy's results, every
+        keyword NumPy's (see numpy_protocol.py; `la.` functions stay lazy)."""
+        return numpy_protocol.call(func, args, kwargs, Tensor)
 
     def __array_namespace__(self, api_version: Optional[str] = None) -> Any:
         """The lazyarray namespace; `api_version` may name any revision of the array API
