@@ -23,6 +23,7 @@ class Metrics:
     graph_breaks: int = 0
     executable_evictions: int = 0    # compiled programs dropped by the in-memory LRU bound
     graph_size_syncs: int = 0        # syncs forced by a pending graph past max_graph_ops
+    step_boundaries: int = 0         # training steps ended by an optimizer's step()
     graph_break_sites: collections.Counter = field(default_factory=collections.Counter)
     # host time of syncs besides compile_seconds and run_seconds: tracing the graph into
     # a module and looking it up, and (devices that copy) host<->device transfers
