@@ -103,6 +103,11 @@ FLAGS = {f.name: f for f in [
          "computes what is pending: a safety net for a loop that has no step boundary "
          "(see step_sync) and reads no value, whose graph, and compile time, would "
          "otherwise grow without bound; 0: no limit."),
+    Flag("length_buckets", False, _bool,
+         "Calling a module whose forward takes a key padding mask (key_padding_mask, "
+         "src_key_padding_mask, padding_mask) pads its input's sequence axis to a bucket "
+         "(8, 16, 32, ...), masks the padding and slices the outputs back: a model fed "
+         "many sequence lengths compiles once per bucket (lazyarray/nn/length_buckets.py)."),
     Flag("step_sync", True, _bool,
          "An optimizer's step() (and apply_gradients) ends the training step: it computes "
          "what is pending on its parameters' devices, as PyTorch/XLA's optimizer_step "

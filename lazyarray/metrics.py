@@ -114,13 +114,25 @@ def _difference(i: int, a: Any, b: Any, key: tuple) -> str:
     if _is_input(a) and _is_input(b) and a[0] == b[0] == "P":
         number = sum(1 for e in key[:i] if _is_input(e))
         what = "shape" if a[2] == b[2] else ("dtype" if a[1] == b[1] else "shape and dtype")
-        return (f"input {number} changed {what}: {a[2]}{list(a[1])} -> {b[2]}{list(b[1])}")
+        return (f"input {number} changed {what}: {a[2]}{list(a[1])} -> {b[2]}{list(b[1])}"
+                + _length_hint(a[1], b[1]))
     op_a = a[0][0] if isinstance(a, tuple) and len(a) == 2 and isinstance(a[0], tuple) else None
     op_b = b[0][0] if isinstance(b, tuple) and len(b) == 2 and isinstance(b[0], tuple) else None
     if op_a is not None and op_a == op_b and a[0][1] != b[0][1]:
         return (f"node {i} ({op_a}) changed shape: {a[0][2]}{list(a[0][1])} -> "
                 f"{b[0][2]}{list(b[0][1])}")
     return f"node {i} changed: {_describe(a)} -> {_describe(b)}"
+
+
+def _length_hint(old: tuple, new: tuple) -> str:
+    """For a shape that changed along one axis only (a sequence length, most often): the
+    setting that compiles once per bucket of lengths instead of once per length."""
+    if len(old) != len(new) or sum(x != y for x, y in zip(old, new)) != 1:
+        return ""
+    axis = next(i for i, (x, y) in enumerate(zip(old, new)) if x != y)
+    return (f"; if axis {axis} is a sequence length that varies, la.config.length_buckets "
+            "= True (LAZYARRAY_LENGTH_BUCKETS=1) pads it to a few bucket sizes for modules "
+            "taking a key padding mask, or pad by hand with la.pad_to_bucket")
 
 
 def _describe(entry: Any) -> str:

@@ -15,10 +15,12 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .. import backward, runtime
+from .. import backward, config, runtime
+from . import length_buckets
 from ..creation import asarray
 from ..tensor import PARAMETER, Tensor
 
+_VALUES = config._values        # read at every module call: the dict, not the attribute
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
@@ -215,6 +217,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _VALUES["length_buckets"] and length_buckets.applies(self):
+            return length_buckets.call(self, self.forward, args, kwargs)
         return self.forward(*args, **kwargs)
 
     def extra_repr(self) -> str:
