@@ -370,3 +370,11 @@ def test_fftfreq_takes_a_dtype():
 
 def test_max_dimensions_capability():
     assert "max dimensions" in la.__array_namespace_info__().capabilities()
+
+
+@pytest.mark.parametrize("n, m, k", [(0, None, 2 ** 63), (3, 4, 2 ** 63), (3, 4, -2 ** 70),
+                                     (3, 4, 4), (3, 4, -3), (3, 4, 3), (3, 4, -2), (2, 2, 0)])
+def test_eye_takes_any_diagonal_offset(n, m, k, device):
+    """A diagonal off the matrix is empty, whatever the Python int (the array API suite
+    draws k = 2**63)."""
+    np.testing.assert_array_equal(la.eye(n, m, k=k).numpy(), np.eye(n, m, k=k, dtype=np.float32))
