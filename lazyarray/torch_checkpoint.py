@@ -22,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from . import runtime
-from .compiler import dtypes as D
+from .compiler.hlo import dtypes as D
 from .tensor import Tensor, mark_requires_grad
 
 ZIP_MAGIC = b"PK\x03\x04"

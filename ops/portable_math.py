@@ -16,8 +16,8 @@ import math
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from .promotion import broadcast_to, constant
 
