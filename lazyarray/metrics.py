@@ -31,6 +31,7 @@ class Metrics:
     graph_breaks: int = 0
     executable_evictions: int = 0    # compiled programs dropped by the in-memory LRU bound
     graph_size_syncs: int = 0        # syncs forced by a pending graph past max_graph_ops
+    step_boundaries: int = 0         # training steps ended by an optimizer's step()
     graph_break_sites: collections.Counter = field(default_factory=collections.Counter)
     # host time of syncs besides compile_seconds and run_seconds: tracing the graph into
     # a module and looking it up, and (devices that copy) host<->device transfers
@@ -189,7 +190,8 @@ def _static(change: str) -> str:
 def _input_change(number: Any, a: tuple, b: tuple) -> str:
     if a[0] == b[0] == "P":
         what = "shape" if a[2] == b[2] else ("dtype" if a[1] == b[1] else "shape and dtype")
-        return f"input {number} (tensor) changed {what}: {_input_type(a)} -> {_input_type(b)}"
+        return (f"input {number} (tensor) changed {what}: {_input_type(a)} -> {_input_type(b)}"
+                + _length_hint(a[1], b[1]))
     if a[0] == b[0] == "S":
         return f"input {number} (Python scalar) changed dtype: {a[1]} -> {b[1]}"
     if a[0] == b[0] == "C":
@@ -207,6 +209,17 @@ def _node_change(i: int, a: Any, b: Any) -> str:
         return (f"node {i} ({op_a}) changed shape: {a[0][2]}{list(a[0][1])} -> "
                 f"{b[0][2]}{list(b[0][1])}")
     return f"node {i} changed: {_describe(a)} -> {_describe(b)}"
+
+
+def _length_hint(old: tuple, new: tuple) -> str:
+    """For a shape that changed along one axis only (a sequence length, most often): the
+    setting that compiles once per bucket of lengths instead of once per length."""
+    if len(old) != len(new) or sum(x != y for x, y in zip(old, new)) != 1:
+        return ""
+    axis = next(i for i, (x, y) in enumerate(zip(old, new)) if x != y)
+    return (f"; if axis {axis} is a sequence length that varies, la.config.length_buckets "
+            "= True (LAZYARRAY_LENGTH_BUCKETS=1) pads it to a few bucket sizes for modules "
+            "taking a key padding mask, or pad by hand with la.pad_to_bucket")
 
 
 def _describe(entry: Any) -> str:

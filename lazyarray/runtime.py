@@ -173,8 +173,8 @@ _WARNED_GRAPH: list = []
 
 
 def _graph_too_big(state: DeviceState) -> None:
-    """Materialize a pending graph that grew past `max_graph_ops` (a loop that never
-    reads a value): compile time and memory grow with the graph."""
+    """Materialize a pending graph that grew past `max_graph_ops` (a loop with no step
+    boundary that never reads a value): compile time and memory grow with the graph."""
     METRICS.graph_size_syncs += 1
     if not _WARNED_GRAPH:
         _WARNED_GRAPH.append(True)
@@ -183,10 +183,30 @@ def _graph_too_big(state: DeviceState) -> None:
         file, _, line = where.rpartition(":")
         warnings.warn_explicit(
             f"lazyarray: more than {limit} ops recorded on {state.device.name!r} without a "
-            f"sync (at {where}); computing what is pending now. Read a value or call "
-            "la.sync() in the loop, or raise LAZYARRAY_MAX_GRAPH_OPS (0: no limit). "
+            f"step boundary (at {where}); computing what is pending now. A training step "
+            "ends at optimizer.step() (unless la.config.step_sync is off) or la.sync(); a "
+            "loop without an optimizer should call la.sync() once per iteration (or read "
+            "a value). Raise LAZYARRAY_MAX_GRAPH_OPS (0: no limit) for one larger graph. "
             "Warned once.", RuntimeWarning, file, int(line) if line.isdigit() else 0)
     _sync_one(state)
+
+
+def step_boundary(states: list) -> None:
+    """The end of a training step (`Optimizer.step`/`apply_gradients` call it): compute
+    what is pending on `states` (the parameters' devices), as PyTorch/XLA's
+    `optimizer_step` marks a step, so that a loop that never reads a value runs one
+    program per step, the same one each step, and no graph spans two steps. Not while a
+    tape records (its graph is being differentiated: the step is part of it) nor with
+    `la.config.step_sync` off. Raises what the step's program raised."""
+    if not _VALUES["step_sync"] or TAPE_DEPTH[0]:
+        return
+    METRICS.step_boundaries += 1
+    errors: list = []
+    for s in states:
+        if s.pending:
+            errors += _sync_one(s)
+    if errors:
+        raise errors[0]
 
 
 _STATES: dict = {}

@@ -88,12 +88,32 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Node:
 
 def vecdot(a: Any, b: Any, axis: int = -1) -> Node:
     a, b = _common("vecdot", a, b)
+    _check_contracted("vecdot", a, b, axis)
     shape = broadcast_shapes("vecdot", a.shape, b.shape)
     a, b = broadcast_to(a, shape), broadcast_to(b, shape)
     axis = normalize_axis("vecdot", axis, len(shape))
     if a.dtype.is_complex:      # the array API's (and NumPy's) vecdot: sum(conj(a) * b)
         a = apply("conj", a)
     return _sum(multiply(a, b), axis=axis, dtype=a.dtype)
+
+
+def _check_contracted(op: str, a: Node, b: Node, axis: int) -> None:
+    """The contracted axis is the operands' own, never broadcast (the array API standard's
+    and NumPy's vecdot): both must have it, of one size."""
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    ndim = max(a.ndim, b.ndim)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{op}: axis {axis} is out of range for shapes {shape_str(a.shape)} "
+                         f"and {shape_str(b.shape)}")
+    back = axis - ndim if axis >= 0 else axis       # counted from the end, as broadcasting does
+    if -back > min(a.ndim, b.ndim):
+        raise ValueError(f"{op}: axis {axis} is not an axis of both {shape_str(a.shape)} and "
+                         f"{shape_str(b.shape)}; the contracted axis is never broadcast")
+    if a.shape[back] != b.shape[back]:
+        raise ValueError(f"{op}: the contracted axis {axis} has size {a.shape[back]} in "
+                         f"{shape_str(a.shape)} and {b.shape[back]} in {shape_str(b.shape)}; "
+                         "they must be equal (the contracted axis is never broadcast)")
 
 
 def outer(a: Any, b: Any) -> Node:
@@ -138,18 +158,28 @@ def trace(x: Any, offset: int = 0, dtype: Any = None) -> Node:
 
 
 def _float(op: str, x: Any) -> Node:
+    """x in the dtype a norm computes in: a float or complex x as it is, others the default
+    float."""
     x = as_node(x)
     if x.dtype is D.bool_:
         raise TypeError(f"{op}: not defined for bool tensors")
-    return x if x.dtype.is_float else convert(x, D.DEFAULT_FLOAT)
+    return x if x.dtype.is_inexact else convert(x, D.DEFAULT_FLOAT)
+
+
+def _magnitude(x: Node) -> Node:
+    """|x| in x's real dtype: a complex value's modulus (complex128 -> float64), as NumPy's
+    norms take it."""
+    from .elementwise import abs as _abs
+    return _abs(x)
 
 
 def vector_norm(x: Any, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Node:
-    """The p-norm over `axis` (all axes by default): ord 2, 1, inf, -inf, 0 or any p."""
-    from .elementwise import abs as _abs, pow as _pow, sqrt, not_equal
+    """The p-norm over `axis` (all axes by default): ord 2, 1, inf, -inf, 0 or any p. A
+    complex x gives the norm of its magnitudes, in the matching real dtype."""
+    from .elementwise import pow as _pow, sqrt, not_equal
     from .statistical import max as _max, min as _min
     x = _float("vector_norm", x)
-    a = _abs(x)
+    a = _magnitude(x)
     if ord == 2:
         return sqrt(_sum(multiply(a, a), axis=axis, keepdims=keepdims))
     if ord == 1:
@@ -159,7 +189,7 @@ def vector_norm(x: Any, axis: Any = None, keepdims: bool = False, ord: Any = 2) 
     if ord == float("-inf"):
         return _min(a, axis=axis, keepdims=keepdims)
     if ord == 0:
-        return convert(_sum(not_equal(a, 0), axis=axis, keepdims=keepdims), x.dtype)
+        return convert(_sum(not_equal(a, 0), axis=axis, keepdims=keepdims), a.dtype)
     if not isinstance(ord, (int, float)) or isinstance(ord, bool):
         raise ValueError(f"vector_norm: ord must be a number, got {ord!r}")
     total = _sum(_pow(a, float(ord)), axis=axis, keepdims=keepdims)
@@ -168,25 +198,52 @@ def vector_norm(x: Any, axis: Any = None, keepdims: bool = False, ord: Any = 2) 
 
 def matrix_norm(x: Any, keepdims: bool = False, ord: Any = "fro") -> Node:
     """Norms of the matrices in the last two axes: 'fro', 1, -1, inf, -inf, and from the
-    singular values 2 (largest), -2 (smallest), 'nuc' (their sum)."""
-    from .elementwise import abs as _abs, sqrt
+    singular values 2 (largest), -2 (smallest), 'nuc' (their sum). A complex x gives a real
+    norm of the matching precision."""
+    from .elementwise import sqrt
     from .statistical import max as _max, min as _min
     x = _float("matrix_norm", x)
     if x.ndim < 2:
         raise ValueError(f"matrix_norm: needs rank >= 2, got {shape_str(x.shape)}")
     if ord in (2, -2, "nuc"):
         return singular_norm(x, ord, keepdims)
+    a = _magnitude(x) if x.dtype.is_complex else x
     if ord == "fro":
-        return sqrt(_sum(multiply(x, x), axis=(-2, -1), keepdims=keepdims))
+        return sqrt(_sum(multiply(a, a), axis=(-2, -1), keepdims=keepdims))
     inner = {1: -2, -1: -2, float("inf"): -1, float("-inf"): -1}
     if ord not in inner:
         raise ValueError(f"matrix_norm: ord {ord!r} is not supported; valid: 'fro', 'nuc', "
                          "1, -1, 2, -2, inf, -inf")
-    sums = _sum(_abs(x), axis=inner[ord], keepdims=True)
+    sums = _sum(_magnitude(a), axis=inner[ord], keepdims=True)
     pick = _max if ord in (1, float("inf")) else _min
     other = -1 if inner[ord] == -2 else -2
     out = pick(sums, axis=other, keepdims=True)
     return out if keepdims else reshape(out, x.shape[:-2])
+
+
+def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Node:
+    """numpy.linalg.norm: a vector norm over one axis, a matrix norm over two, and with no
+    axis the 2-norm of all elements (ord None) or the norm a 1-D or 2-D x has."""
+    x = _float("norm", x)
+    if axis is None:
+        if ord is None:
+            return vector_norm(x, None, keepdims)
+        if x.ndim not in (1, 2):
+            raise ValueError(f"norm: with ord={ord!r} and no axis, x must be 1-D or 2-D, got "
+                             f"shape {shape_str(x.shape)}")
+        axis = tuple(range(x.ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(normalize_axis("norm", a, x.ndim) for a in axes)
+    if len(axes) == 1:
+        return vector_norm(x, axes[0], keepdims, 2 if ord is None else ord)
+    if len(axes) != 2 or axes[0] == axes[1]:
+        raise ValueError(f"norm: axis must name one axis or two different ones, got {axis!r}")
+    from .manipulation import moveaxis
+    out = matrix_norm(moveaxis(x, axes, (-2, -1)), False, "fro" if ord is None else ord)
+    if keepdims:
+        for a in sorted(axes):
+            out = expand_dims(out, a)
+    return out
 
 
 def cross(a: Any, b: Any, axis: int = -1) -> Node:
@@ -291,7 +348,8 @@ def _chain(xs: list, split: dict, i: int, j: int, matmul: Any) -> Node:
 
 
 LINALG = ("cond", "cross", "diagonal", "matmul", "matrix_norm", "matrix_power",
-          "matrix_transpose", "multi_dot", "outer", "tensordot", "trace", "vecdot", "vector_norm")
+          "matrix_transpose", "multi_dot", "norm", "outer", "tensordot", "trace", "vecdot",
+          "vector_norm")
 
 __all__ = ["matmul", "tensordot", "vecdot", "matrix_transpose", "outer", "diagonal", "trace",
            "vector_norm", "matrix_norm", "cross", "matrix_power"]
