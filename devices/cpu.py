@@ -280,9 +280,14 @@ class CPUExecutable:
 
     def run(self, args: list) -> list:
         fast = self._fast
-        if fast is None or fast[0] != self.device.run_settings() or profile_hooks.ACTIVE:
-            fast = self._fast = (self.device.run_settings(), self._native_program())
-        prog = fast[1]
+        if profile_hooks.ACTIVE:
+            # timed per step: the fast path is skipped, and that choice is not kept (it
+            # would keep the program on the slow path after the profile ends)
+            prog = None
+        else:
+            if fast is None or fast[0] != self.device.run_settings():
+                fast = self._fast = (self.device.run_settings(), self._native_program())
+            prog = fast[1]
         if prog is not None:
             if self._plain:               # generated code alone: the usual tiny program
                 with self._lock:
