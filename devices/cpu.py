@@ -622,7 +622,9 @@ def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, layout: dict,
     a, c = a.reshape(b, m, k), c.reshape(b, k, n)
     target = out.reshape(b, m, n)
     if half:
-        target[...] = np.matmul(a.astype(np.float32), c.astype(np.float32)).astype(out.dtype)
+        # an overflow to inf is the result (a GradScaler step looks for it), not a warning
+        with np.errstate(over="ignore", invalid="ignore"):
+            target[...] = np.matmul(a.astype(np.float32), c.astype(np.float32)).astype(out.dtype)
     else:
         blocked_matmul(a, c, target, pool)
 
