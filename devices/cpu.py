@@ -186,6 +186,10 @@ class CPUExecutable:
         # a while/conditional step's sub-programs, loaded once with this one
         self._subs = {id(s): control_executables(s, device) for s in self.steps
                       if s["type"] in CONTROL_STEPS}
+        # whether a run can fail on its data (a singular or indefinite matrix): the runtime
+        # then gives it copies of the inputs it donates, so a failed run loses nothing
+        self.may_fail = bool(self._lapack) or any(map(fails_on_data, self.steps)) or any(
+            sub is not None and sub.may_fail for subs in self._subs.values() for sub in subs)
         self._fns = {s["fn"]: self._function(s["fn"], len(s["args"]), len(s.get("roots", [])))
                      for s in self.steps if "fn" in s}
         self._fns.update({s["finish"]: self._function(s["finish"], len(s["finish_args"]),
@@ -568,6 +572,15 @@ def calls_blas(step: dict) -> bool:
     if step["type"] != "library":
         return False
     return step["call"] != "host" or PRIMITIVES[step["op"]].library.lapack is not None
+
+
+def fails_on_data(step: dict) -> bool:
+    """Whether a step can raise on valid input: a decomposition (LAPACK generated, or its
+    NumPy fallback, raises LinAlgError for a singular or indefinite matrix)."""
+    if "lapack" in step:
+        return True
+    return step["type"] == "library" and step["call"] == "host" \
+        and PRIMITIVES[step["op"]].library.lapack is not None
 
 
 def bind_lapack(code: Optional[LoadedCode], steps: list) -> tuple:

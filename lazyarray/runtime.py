@@ -473,7 +473,16 @@ def _run_template(last: list, nodes: list, donate: bool, t0: float) -> bool:
 
 def _run(exe: Any, cap: Any, nodes: list) -> None:
     t0 = _clock()
-    if cap.donated_nodes:
+    if cap.donated_nodes and getattr(exe, "may_fail", False):
+        # a program that can fail on its data (a singular matrix) writes into copies of
+        # the donated inputs: a failed run leaves every tensor as it was, and the
+        # originals are let go only after it succeeded
+        args = list(cap.args)
+        for number in cap.donated:
+            args[number] = args[number].copy()     # (host arrays: only the CPU sets may_fail)
+        outs = exe.run(args)
+        _invalidate(cap.donated_nodes)
+    elif cap.donated_nodes:
         try:
             outs = exe.run(cap.args)
         finally:
