@@ -130,6 +130,8 @@ class DeviceState:
             self.pending.append(weakref.ref(tensor))
         tensor._node.site = user_frame() if site is None else site
         self.recorded += 1
+        if NO_GRAD:
+            note_no_grad(tensor)
         if len(self.pending) > self.compact_at or self.recorded > _VALUES["max_graph_ops"] > 0:
             self.tidy_pending()
 
@@ -257,6 +259,30 @@ def live_states() -> list:
     return out
 
 
+# thread id -> the tensors that thread recorded inside its innermost `no_grad()` block
+# (lazyarray/backward.py), for the threads inside one: grad mode is per thread, as in
+# PyTorch, and `pending` is shared, so what a block recorded is noted as it is recorded.
+# Empty (one truth test per recorded op) while no thread is in such a block.
+NO_GRAD: dict = {}
+
+
+class Recorded(list):
+    """Weak references to the tensors one thread recorded in a `no_grad()` block."""
+
+    compact_at = 4096
+    plain = False        # noted since a plain `set_grad_enabled(False)` (lazyarray/backward.py)
+
+
+def note_no_grad(tensor: Any) -> None:
+    """Note a tensor recorded now, if this thread is in a `no_grad()` block."""
+    noted = NO_GRAD.get(threading.get_ident())
+    if noted is not None:
+        noted.append(weakref.ref(tensor))
+        if len(noted) > noted.compact_at:      # a long inference loop inside one block
+            noted[:] = [r for r in noted if r() is not None]
+            noted.compact_at = max(4096, 2 * len(noted))
+
+
 # tapes that are recording keep the graph behind materialized nodes alive
 TAPE_DEPTH = [0]
 # nodes materialized while a tape held the graph: released when the last tape ends
@@ -322,19 +348,34 @@ def sync(state: Optional[DeviceState] = None) -> None:
 def value(tensor: Any) -> Any:
     """The buffer of `tensor`, computing its device's pending work first if needed;
     raises the stored error of a value that failed or was donated."""
-    node = tensor._node
-    if node.buffer is None:
-        state = tensor._state
-        with state.lock:
-            if node.buffer is None:
-                # pending again: another thread's sync may have taken it and given it back
-                state.pending.append(weakref.ref(tensor))
-                # the user's line, looked for above our caller (a Tensor method: ours)
-                _sync_locked(state, user_site(3))
-    buf = node.buffer
-    if isinstance(buf, DonatedBuffer):
-        buf._fail()
-    return buf
+    while True:
+        node = tensor._node
+        if node.buffer is None:
+            state = tensor._state
+            with state.lock:
+                if node.buffer is None:
+                    # pending again: another thread's sync may have taken it and given it
+                    # back. The node read above is what is computed, even when another
+                    # thread gives the tensor a new value meanwhile (an optimizer's step)
+                    pin = _Pin(node)
+                    state.pending.append(weakref.ref(pin))
+                    # the user's line, looked for above our caller (a Tensor method: ours)
+                    _sync_locked(state, user_site(3))
+        buf = node.buffer
+        if isinstance(buf, DonatedBuffer):
+            if type(buf) is DonatedBuffer and tensor._node is not node:
+                continue    # another thread replaced the value (and donated the old): read the new one
+            buf._fail()
+        return buf
+
+
+class _Pin:
+    """Holds one node for a sync, as a tensor would (`value`)."""
+
+    __slots__ = ("_node", "__weakref__")
+
+    def __init__(self, node: Any) -> None:
+        self._node = node
 
 
 def _sync_one(state: DeviceState, site: Optional[str] = None) -> list:
