@@ -15,14 +15,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import threading
 import time
 from typing import Any, Callable, Optional
 
 import numpy as np
 
 from ..compiler import dtypes as D
-from ..compiler import profile_hooks
+from ..compiler import fork_locks, profile_hooks
 from ..compiler.driver import CPU, compile as compile_program, target_id
 from ..compiler.module import Module
 from ..compiler.primitive import PRIMITIVES
@@ -195,7 +194,7 @@ class CPUExecutable:
         self._fns.update({s["finish"]: self._function(s["finish"], len(s["finish_args"]),
                                                       len(s["roots"]), 1)
                           for s in self.steps if s.get("finish")})
-        self._lock = threading.Lock()
+        self._lock = fork_locks.lock()
         self._plan: Optional[tuple] = None           # see _binding_plan
         self._given: Optional[set] = None            # positions of parameters and constants
         self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)

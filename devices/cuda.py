@@ -24,7 +24,6 @@ Import this module only where `available()` may be asked: it imports cuda-python
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
 from collections import deque
 from typing import Any, Callable, Optional
@@ -32,7 +31,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..compiler import primitive as P
-from ..compiler import profile_hooks
+from ..compiler import fork_locks, profile_hooks
 from ..compiler.driver import compile as compile_program, gpu_arch, gpu_target
 from ..compiler.module import Module
 from ..compiler.program import Program, branch_index, run_while, sub_program
@@ -106,7 +105,7 @@ class CudaDevice(Device):
                                  self.threads_per_multiprocessor)
         self.allocator = CachingAllocator(lambda: cu, self.stream)
         self.staging = PinnedStaging(lambda: cu)
-        self._lock = threading.Lock()
+        self._lock = fork_locks.lock()
         self._cublas: Any = None
         # cumulative counters (lazyarray's metrics read them through `stats`)
         self.counters = {"transfer_seconds": 0.0, "bytes_to_device": 0, "bytes_from_device": 0,

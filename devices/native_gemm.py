@@ -25,6 +25,7 @@ from typing import Optional
 
 import numpy as np
 
+from ..compiler import fork_locks
 from ..compiler.driver import runtime_layout
 from . import native_pool
 from .object_code import LoadedCode
@@ -35,7 +36,7 @@ _SYMBOLS = {np.dtype(np.float32): "scipy_cblas_sgemm64_", np.dtype(np.float64): 
 _TILES = {np.dtype(np.float32): "lzp_sgemm_tiles", np.dtype(np.float64): "lzp_dgemm_tiles"}
 _SMALL = {np.dtype(np.float32): "lzp_sgemm_small", np.dtype(np.float64): "lzp_dgemm_small"}
 _DOTS = {np.dtype(np.float32): "lzp_sgemm_dots", np.dtype(np.float64): "lzp_dgemm_dots"}
-_LOCK = threading.Lock()
+_LOCK = fork_locks.lock()
 IR = runtime_layout()
 
 

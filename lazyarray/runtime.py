@@ -25,7 +25,7 @@ from typing import Any, Optional
 from . import config
 from .callsite import format_frame, user_frame, user_site
 from .metrics import METRICS, explain_change
-from .compiler import profile_hooks
+from .compiler import fork_locks, profile_hooks
 from .compiler.interrupts import InterruptsDeferred
 from .compiler.printer import type_text
 from .compiler.replay import save_inputs, scalar_comments
@@ -117,7 +117,7 @@ class DeviceState:
         self.supports_donation = bool(getattr(device, "supports_donation", False))
         # one sync at a time per device: a sync takes every pending tensor, so another
         # thread reading one of them must wait until it holds its buffer
-        self.lock = threading.RLock()
+        self.lock = fork_locks.rlock()
         self.recorded = 0         # ops recorded since the last sync (bounds the graph)
 
     def add_pending(self, tensor: Any, listed: bool = False, site: Any = None) -> None:

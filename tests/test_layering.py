@@ -139,11 +139,13 @@ def test_tests_and_tools_import_the_installed_package():
 # reference the interpreter runs are looked up in the primitives' stanzas). And
 # profile_hooks: the one place a run loop reports its kernels' times while a profile
 # records (devices may not import lazyarray, and the compiler's passes report there too);
-# it holds no compiler internals.
+# it holds no compiler internals. And fork_locks: every lock of the project is made there,
+# so that a fork reinitializes them all in the child (no compiler internals either).
 DEVICE_MAY_USE = {"lazyarray.compiler", "lazyarray.compiler.driver",
                   "lazyarray.compiler.program", "lazyarray.compiler.dtypes",
                   "lazyarray.compiler.module", "lazyarray.compiler.literal",
-                  "lazyarray.compiler.primitive", "lazyarray.compiler.profile_hooks"}
+                  "lazyarray.compiler.primitive", "lazyarray.compiler.profile_hooks",
+                  "lazyarray.compiler.fork_locks"}
 
 
 def compiler_modules_used(source: str, module: str, is_package: bool = False) -> list:

@@ -3,6 +3,9 @@ others read its parameters and run the model under no_grad() never sees a wrong 
 and a fork while another thread syncs leaves a child that works."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -100,3 +103,61 @@ def test_readers_under_no_grad_never_see_a_wrong_parameter():
     assert bad == [], (len(bad), reads[0], bad[:3])
     assert reads[0] > 0
     assert losses == _train(*_net(), steps=40)
+
+
+FORK_WHILE_SYNCING = r"""
+import os, sys, threading, time
+import numpy as np
+import lazyarray as la
+
+x = la.asarray(np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32))
+stop = threading.Event()
+
+
+def syncing():
+    while not stop.is_set():
+        ((x @ x).exp() * 2.0).sum(axis=0).numpy()
+        (x * 3.0 + 1.0).sum().item()
+
+
+t = threading.Thread(target=syncing)
+t.start()
+time.sleep(0.2)
+results = []
+for i in range(FORKS):
+    time.sleep(0.02)
+    pid = os.fork()
+    if pid == 0:                      # the child: compute, check, exit
+        ((x @ x).exp() * 2.0).sum(axis=0).numpy()
+        z = (la.asarray(np.arange(10.0)) * 7.0 + float(i)).sum().item()
+        os._exit(0 if z == 315 + 10 * i else 3)
+    deadline = time.monotonic() + CHILD_TIMEOUT
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            results.append(os.waitstatus_to_exitcode(status))
+            break
+        if time.monotonic() > deadline:       # hung: a failure, not a timing figure
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            results.append("hung")
+            break
+        time.sleep(0.05)
+stop.set()
+t.join()
+print("RESULTS", results)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_fork_while_another_thread_syncs_leaves_a_working_child(tmp_path):
+    """os.fork() while another thread syncs (holding the device's lock, a program's lock,
+    LLVM's lock or the native pool's): each child computes and exits; none hangs (a child
+    still running after CHILD_TIMEOUT is killed and counted as hung)."""
+    script = tmp_path / "fork_while_syncing.py"
+    script.write_text(FORK_WHILE_SYNCING.replace("FORKS", "4").replace("CHILD_TIMEOUT", "120"))
+    env = dict(os.environ, PYTHONWARNINGS="ignore::DeprecationWarning")   # (fork with threads)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=600, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "RESULTS [0, 0, 0, 0]" in out.stdout, (out.stdout[-500:], out.stderr[-2000:])
