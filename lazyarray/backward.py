@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from typing import Any, Callable, Optional
 
 from . import runtime
@@ -81,6 +82,7 @@ def backward(target: Tensor, gradient: Any = None, retain_graph: bool = False,
                            "requires grad (make the leaves with requires_grad=True, "
                            "la.nn.Parameter or .requires_grad_(); a value computed under "
                            "no_grad() or detach() carries no gradient)")
+    filled = []
     for t, ct in zip(sources, cts):
         if ct is None:
             continue
@@ -89,8 +91,28 @@ def backward(target: Tensor, gradient: Any = None, retain_graph: bool = False,
         old = getattr(t, "_grad", None)
         t._grad = g if old is None else Tensor._wrap(
             autodiff.stop(builders.add(old._node, g._node)), t._state)
+        filled.append(t)
+    for hook in list(BACKWARD_END):
+        fn = hook()
+        if fn is None:
+            BACKWARD_END.remove(hook)
+        else:
+            fn(filled)
     if not retain_graph and not runtime.TAPE_DEPTH[0]:
         forget_held_history()
+
+
+# What runs at the end of every backward(), with the tensors whose .grad it filled (as
+# PyTorch's autograd engine runs its queued callbacks): DistributedDataParallel's reducer
+# averages the gradients there. Weak references to bound methods: a hook goes with its
+# owner.
+BACKWARD_END: list = []
+
+
+def on_backward_end(method: Callable) -> None:
+    """Run the bound method `method(filled_tensors)` at the end of every backward()
+    while its object lives."""
+    BACKWARD_END.append(weakref.WeakMethod(method))
 
 
 def keeps_graph(order: Any, positions: Any = None, roots: Any = ()) -> bool:
