@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
 import time
 from typing import Any, Callable, Optional
 
@@ -31,6 +30,7 @@ from .compile_cache import (VERSION, DiskCache, compiler_fingerprint, default_di
                             entry_key, load_cached)
 from . import lapack, native_gemm, native_pool, native_program, runtime_objects
 from .device import HostDevice
+from .dump_files import write_dump
 from .host_memory import HOST_MEMORY
 from .object_code import LoadedCode
 from .thread_pool import BLAS_THREADS, ThreadPool, blas_single_threaded, default_threads, split
@@ -38,11 +38,6 @@ from .thread_pool import BLAS_THREADS, ThreadPool, blas_single_threaded, default
 SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
 SPLIT_FLOPS = 1 << 22         # below this many multiply-adds a GEMM runs on one thread
 CHUNKS_PER_THREAD = 4
-
-# the files a Program's dump texts go to (LAZYARRAY_DUMP)
-DUMP_FILES = {"optimized_hlo": ".optimized.hlo", "fusion": ".fusion.txt", "dot": ".dot",
-              "llvm": ".ll", "asm": ".s"}
-
 
 # The settings the CPU device reads, with its defaults when made without lazyarray's
 # config (lazyarray passes its flags of the same names: lazyarray/devices_registry.py)
@@ -128,8 +123,10 @@ class CPUDevice(HostDevice):
                 progress.close()
             if cache is not None:
                 cache.store(key, *program.to_cache())
-            if s["dump"]:
-                write_dump(s["dump"], module.name, program)
+        if s["dump"]:
+            # (a program from the disk cache carries no stage texts: made again to dump)
+            texts = program if program.dumps else compile_program(module, CPU, donated, dumps=True)
+            write_dump(s["dump"], module.name, texts)
         with profile_hooks.span("codegen", "load_object"):
             exe = CPUExecutable(program, self)
         exe.from_disk_cache = hit
@@ -140,15 +137,15 @@ class CPUDevice(HostDevice):
         return exe
 
     def stage(self, module: Module, stage: str) -> str:
-        """The text of one compilation stage: optimized_hlo, dot, llvm or asm."""
+        """The text of one compilation stage: optimized_hlo, fusion, dot, llvm or asm;
+        and "ptx": what the module compiles to for a GPU (PTX_TARGET), which needs no GPU
+        (code generation for NVPTX is LLVM's), so PTX can be read on any machine."""
+        if stage == "ptx":
+            return compile_program(module, PTX_TARGET, dumps=True).dumps["ptx"]
         return compile_program(module, CPU, dumps=True).dumps[stage]
 
 
-def write_dump(directory: str, name: str, program: Program) -> None:
-    os.makedirs(directory, exist_ok=True)
-    for stage, suffix in DUMP_FILES.items():
-        with open(os.path.join(directory, name + suffix), "w") as f:
-            f.write(program.dumps.get(stage, ""))
+PTX_TARGET = "sm_80"     # la.debug.ir(cpu tensor, "ptx"): the data-center GPUs' common class
 
 
 # ---- running -------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from ..compiler.driver import compile as compile_program, gpu_arch, gpu_target
 from ..compiler.module import Module
 from ..compiler.program import Program, branch_index, run_while, sub_program
 from . import cuda_driver, gpu_timer
+from .dump_files import write_dump
 from .cuda_blas import OP_N, OP_T, gemm, gemm_arguments, matrix_layout  # noqa: F401  (re-exported)
 from .cuda_driver import available, check, driver, missing  # noqa: F401  (re-exported)
 from .cuda_graphs import GraphCache
@@ -48,7 +49,7 @@ SCALAR_SLOT = 8          # bytes per runtime scalar in the parameter block (alig
 
 
 def default_settings() -> dict:
-    return {"cuda_graphs": True, "cache_dir": "", "debug": 0}
+    return {"cuda_graphs": True, "cache_dir": "", "debug": 0, "dump": ""}
 
 
 # ---- kernel arguments ------------------------------------------------------------------
@@ -207,6 +208,12 @@ class CudaDevice(Device):
         aliases, compiler/buffer_assignment.py), so a training step keeps one copy of its
         parameters and their buffers stay where they are from step to step."""
         program, hit = self._program(module, frozenset(donated))
+        dump = self.settings().get("dump")
+        if dump:
+            # (a program from the disk cache carries no stage texts: made again to dump)
+            texts = program if program.dumps else \
+                compile_program(module, self.target, frozenset(donated), dumps=True)
+            write_dump(dump, module.name, texts)
         host = None
         if self.fake and _has_code(program):
             from .cuda_host_kernels import host_kernels
@@ -235,17 +242,27 @@ class CudaDevice(Device):
                                     entry_key, load_cached)
         from ..compiler.driver import target_id
         where = self.settings()["cache_dir"] or default_dir()
+        dumps = bool(self.settings().get("dump"))
         if where == "off":
-            return compile_program(module, self.target, donated), False
+            return compile_program(module, self.target, donated, dumps=dumps), False
         cache = DiskCache(where)
         text = str(module) + (f"\ndonated {sorted(donated)}" if donated else "")
         key = entry_key(text, VERSION, compiler_fingerprint(), *target_id(self.target))
         program = load_cached(cache, key)
         if program is not None:
             return program, True
-        program = compile_program(module, self.target, donated)
+        program = compile_program(module, self.target, donated, dumps=dumps)
         cache.store(key, *program.to_cache())
         return program, False
+
+    def stage(self, module: Module, stage: str) -> str:
+        """The text of one compilation stage for this GPU: optimized_hlo, fusion, dot,
+        llvm or ptx (`la.debug.ir`)."""
+        texts = compile_program(module, self.target, dumps=True).dumps
+        if stage not in texts:
+            raise ValueError(f"ir: a CUDA program has no stage {stage!r}; its stages: "
+                             f"hlo, {', '.join(sorted(texts))}")
+        return texts[stage]
 
 
 def _has_code(program: Program) -> bool:

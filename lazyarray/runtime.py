@@ -652,7 +652,7 @@ def _compile(state: DeviceState, cap: Any, site: str) -> Any:
     METRICS._last_key[site] = cap.key
     state.names += 1
     module = cap.module(f"{state.device.platform}_{state.names}")
-    _dump(module, cap.args)
+    _dump(module, cap.args, state.device)
     t0 = time.perf_counter()
     exe = state.device.compile(module, donated=cap.donated) if cap.donated \
         else state.device.compile(module)
@@ -666,19 +666,36 @@ def _compile(state: DeviceState, cap: Any, site: str) -> Any:
         print(f"[lazyarray] compiled {module.name}: {len(module.instructions)} instructions, "
               f"{seconds * 1e3:.1f} ms (cache miss, from {site})")
     state.executables.put(cap.key, exe)
+    if config.dump:
+        _scalars_into_optimized(module.name, cap.args)
     return exe
 
 
-def _dump(module: Any, args: list) -> None:
+def _dump(module: Any, args: list, device: Any) -> None:
     """The module as text, its runtime scalars' values in comment lines, and (when small)
-    every input in `<name>.inputs.npz`: `run_hlo` replays the dump exactly."""
+    every input in `<name>.inputs.npz` (device buffers read back): `run_hlo` replays the
+    dump exactly. The device writes the later stages (devices/dump_files.py)."""
     if not config.dump:
         return
     os.makedirs(config.dump, exist_ok=True)
     base = os.path.join(config.dump, module.name)
     with open(base + ".hlo", "w") as f:
         f.write(scalar_comments(args) + str(module))
-    save_inputs(base + ".inputs.npz", args)
+    save_inputs(base + ".inputs.npz", args, getattr(device, "get", None))
+
+
+def _scalars_into_optimized(name: str, args: list) -> None:
+    """The runtime scalars' comment lines at the head of the device's `.optimized.hlo` too
+    (its parameters keep their numbers), so that it replays as the `.hlo` does."""
+    path = os.path.join(config.dump, name + ".optimized.hlo")
+    comments = scalar_comments(args)
+    if not comments or not os.path.exists(path):
+        return
+    with open(path) as f:
+        text = f.read()
+    if not text.startswith(comments):
+        with open(path, "w") as f:
+            f.write(comments + text)
 
 
 def clear_caches() -> None:
