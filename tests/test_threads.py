@@ -102,7 +102,8 @@ def test_readers_under_no_grad_never_see_a_wrong_parameter():
             t.join()
     assert bad == [], (len(bad), reads[0], bad[:3])
     assert reads[0] > 0
-    assert losses == _train(*_net(), steps=40)
+    # (a reader's sync may compute part of a step in its own program: rounding may differ)
+    np.testing.assert_allclose(losses, _train(*_net(), steps=40), rtol=1e-5)
 
 
 FORK_WHILE_SYNCING = r"""
