@@ -16,7 +16,7 @@ the identity.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Optional
 
 from .compiler import autodiff, collectives as _group
 from .compiler.primitive import apply
@@ -170,11 +170,19 @@ class DistributedDataParallel:
     of the others' (zero here): every process runs the same collectives in the same
     order, whatever its shard used (PyTorch's `find_unused_parameters=True`)."""
 
-    def __init__(self, module: Any, src: int = 0, bucket_cap_mb: float = 25.0,
-                 broadcast_buffers: bool = True) -> None:
+    def __init__(self, module: Any, device_ids: Optional[list] = None,
+                 output_device: Any = None, broadcast_buffers: bool = True,
+                 bucket_cap_mb: float = 25.0, find_unused_parameters: bool = False,
+                 gradient_as_bucket_view: bool = False, src: int = 0) -> None:
+        """PyTorch's arguments: `device_ids` ([i], or None) and `output_device` name the
+        one device the module lives on (checked: a module is not moved or split here);
+        `find_unused_parameters` and `gradient_as_bucket_view` are accepted and change
+        nothing (unused parameters are always handled, see above; a gradient is a lazy
+        value, not a view of a bucket's memory)."""
         self.module = module
         self.bucket_cap_mb = float(bucket_cap_mb)
         params = list(module.parameters())
+        _check_devices(params, device_ids, output_device)
         shared = params + (list(module.buffers()) if broadcast_buffers and
                            hasattr(module, "buffers") else [])
         for p in shared:
@@ -220,6 +228,30 @@ class DistributedDataParallel:
         if name == "module":          # (before __init__ set it: no recursion)
             raise AttributeError(name)
         return getattr(self.module, name)
+
+
+def _check_devices(params: list, device_ids: Optional[list], output_device: Any) -> None:
+    """device_ids ([i]) and output_device must name the one device the module is on."""
+    given = list(device_ids or []) + ([output_device] if output_device is not None else [])
+    if not given:
+        return
+    on = {p._state.index for p in params}
+    named = {_index(d) for d in given}
+    if len(device_ids or []) > 1 or len(on) > 1 or named != on:
+        where = sorted({str(p._state) for p in params})
+        raise ValueError(f"DistributedDataParallel: device_ids={device_ids!r}, "
+                         f"output_device={output_device!r}, but the module's parameters "
+                         f"are on {', '.join(where)}; give the one device the module is on "
+                         f"(move it there first with .to(...)), or None")
+
+
+def _index(device: Any) -> int:
+    """The index of a device given as a number, a name ('cuda:1') or a device object."""
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        return runtime.get_device(device).index
+    return int(getattr(device, "index", 0) or 0)
 
 
 def buckets(params: list, cap_bytes: int) -> list:

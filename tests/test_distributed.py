@@ -166,3 +166,14 @@ def test_ddp_averages_in_backward_in_buckets_and_not_under_no_sync(stub_group):
     for p, want in zip(ddp.parameters(), local):
         np.testing.assert_allclose(p.grad.numpy(), (2 * want + 1) / 2, rtol=1e-6)
     assert stub_group.reduced == [8]
+
+
+def test_ddp_takes_pytorchs_arguments(stub_group):
+    """DDP(model, device_ids=[i]) as PyTorch scripts write it: the module's own device is
+    accepted, another is a clear error; the other keywords are accepted."""
+    net = la.nn.Linear(3, 2)
+    la.distributed.DistributedDataParallel(net, device_ids=[0], output_device=0,
+                                           find_unused_parameters=True,
+                                           gradient_as_bucket_view=True)
+    with pytest.raises(ValueError, match="device_ids=\\[1\\].*module's parameters are on"):
+        la.distributed.DistributedDataParallel(net, device_ids=[1])
