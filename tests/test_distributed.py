@@ -116,7 +116,7 @@ class _StubGroup:
 
 @pytest.fixture
 def stub_group():
-    from lazyarray.compiler import collectives
+    from lazyarray.compiler.primitives import process_group as collectives
     stub = _StubGroup()
     collectives.set_communicator(stub)
     try:
