@@ -5,8 +5,8 @@ lock that another thread held at that moment (a sync, a program's run, the memor
 stays held in the child for ever, and the child's first sync hangs. Every lock of the
 project is made here; after a fork each is reinitialized (unlocked) in the child, which
 has no other thread that could be inside what it guards. (The native worker pool and the
-Python thread pools forget their parent's threads on their own: devices/native_pool.py,
-devices/thread_pool.py.)
+Python thread pools forget their parent's threads on their own: devices/cpu/native_pool.py,
+devices/cpu/thread_pool.py.)
 """
 from __future__ import annotations
 
