@@ -202,6 +202,22 @@ class DistributedDataParallel:
     def parameters(self) -> Iterable[Tensor]:
         return self.module.parameters()
 
+    # PyTorch's DDP is a module holding the model as `module`: its names carry "module."
+    def named_parameters(self, prefix: str = "") -> Iterator[tuple]:
+        return self.module.named_parameters(f"{prefix}.module" if prefix else "module")
+
+    def state_dict(self) -> dict:
+        """The model's state under "module."-prefixed names, as PyTorch's DDP gives it
+        (`ddp.module.state_dict()` gives the plain names)."""
+        return type(self.module.state_dict())(
+            ("module." + k, v) for k, v in self.module.state_dict().items())
+
+    def load_state_dict(self, state: Any, strict: bool = True) -> Any:
+        """Load a state saved from a DDP (names with "module.") or from the bare model."""
+        plain = {k[len("module."):] if k.startswith("module.") else k: v
+                 for k, v in state.items()}
+        return self.module.load_state_dict(plain, strict)
+
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:
         """backward() inside accumulates this process's gradients without averaging."""

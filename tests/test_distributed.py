@@ -177,3 +177,16 @@ def test_ddp_takes_pytorchs_arguments(stub_group):
                                            gradient_as_bucket_view=True)
     with pytest.raises(ValueError, match="device_ids=\\[1\\].*module's parameters are on"):
         la.distributed.DistributedDataParallel(net, device_ids=[1])
+
+
+def test_ddp_names_carry_the_module_prefix(stub_group):
+    """As PyTorch's DDP (a module holding the model as `module`): state_dict and
+    named_parameters say "module.weight"; a DDP or a bare model's state loads back."""
+    ddp = la.distributed.DistributedDataParallel(la.nn.Linear(3, 2))
+    state = ddp.state_dict()
+    assert list(state) == ["module.weight", "module.bias"]
+    assert [n for n, _ in ddp.named_parameters()] == ["module.weight", "module.bias"]
+    ddp.load_state_dict({k: np.ones_like(v) for k, v in state.items()})
+    ddp.load_state_dict({"weight": np.zeros((2, 3), np.float32), "bias": np.ones(2, np.float32)})
+    np.testing.assert_array_equal(ddp.module.weight.numpy(), np.zeros((2, 3)))
+    np.testing.assert_array_equal(ddp.module.bias.numpy(), np.ones(2))
