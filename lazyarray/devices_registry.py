@@ -17,7 +17,7 @@ def _register_cpu() -> None:
     if importlib.util.find_spec("llvmlite") is None:
         return
     runtime.register_device("cpu", _make_cpu, count=lambda: max(1, int(config.cpu_devices)))
-    for stage in ("optimized_hlo", "llvm", "asm", "dot"):
+    for stage in ("optimized_hlo", "fusion", "llvm", "asm", "dot", "ptx"):
         debug.STAGES.setdefault(stage, _stage_of_device(stage))
 
 
@@ -56,7 +56,8 @@ _register_cpu()
 
 def _cuda_settings() -> dict:
     v = config._values
-    return {"cuda_graphs": v["cuda_graphs"], "cache_dir": v["cache_dir"], "debug": v["debug"]}
+    return {"cuda_graphs": v["cuda_graphs"], "cache_dir": v["cache_dir"], "debug": v["debug"],
+            "dump": v["dump"]}
 
 
 def _make_cuda(name: str):

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
 from . import callsite, profiler_report
-from .compiler import profile_hooks
+from .compiler import fork_locks, profile_hooks
 from .metrics import METRICS
 from .runtime import live_states
 
@@ -253,7 +253,7 @@ def _describe(info: Optional[dict], sites: Any) -> dict:
 
 # ---- turning it on and off ---------------------------------------------------------
 
-_LOCK = threading.Lock()
+_LOCK = fork_locks.lock()
 
 
 def _mark_pending_before() -> None:

@@ -25,7 +25,7 @@ from typing import Any, Optional
 from . import config
 from .callsite import format_frame, user_frame, user_site
 from .metrics import METRICS, explain_change, register_source
-from .compiler import profile_hooks
+from .compiler import fork_locks, profile_hooks
 from .compiler.codegen.interrupts import InterruptsDeferred
 from .compiler.hlo.printer import type_text
 from .compiler.hlo.replay import save_inputs, scalar_comments
@@ -121,7 +121,7 @@ class DeviceState:
         self.supports_donation = bool(getattr(device, "supports_donation", False))
         # one sync at a time per device: a sync takes every pending tensor, so another
         # thread reading one of them must wait until it holds its buffer
-        self.lock = threading.RLock()
+        self.lock = fork_locks.rlock()
         self.recorded = 0         # ops recorded since the last sync (bounds the graph)
 
     def add_pending(self, tensor: Any, listed: bool = False, site: Any = None) -> None:
@@ -134,6 +134,8 @@ class DeviceState:
             self.pending.append(weakref.ref(tensor))
         tensor._node.site = user_frame() if site is None else site
         self.recorded += 1
+        if NO_GRAD:
+            note_no_grad(tensor)
         if len(self.pending) > self.compact_at or self.recorded > _VALUES["max_graph_ops"] > 0:
             self.tidy_pending()
 
@@ -281,6 +283,30 @@ def live_states() -> list:
     return out
 
 
+# thread id -> the tensors that thread recorded inside its innermost `no_grad()` block
+# (lazyarray/backward.py), for the threads inside one: grad mode is per thread, as in
+# PyTorch, and `pending` is shared, so what a block recorded is noted as it is recorded.
+# Empty (one truth test per recorded op) while no thread is in such a block.
+NO_GRAD: dict = {}
+
+
+class Recorded(list):
+    """Weak references to the tensors one thread recorded in a `no_grad()` block."""
+
+    compact_at = 4096
+    plain = False        # noted since a plain `set_grad_enabled(False)` (lazyarray/backward.py)
+
+
+def note_no_grad(tensor: Any) -> None:
+    """Note a tensor recorded now, if this thread is in a `no_grad()` block."""
+    noted = NO_GRAD.get(threading.get_ident())
+    if noted is not None:
+        noted.append(weakref.ref(tensor))
+        if len(noted) > noted.compact_at:      # a long inference loop inside one block
+            noted[:] = [r for r in noted if r() is not None]
+            noted.compact_at = max(4096, 2 * len(noted))
+
+
 # tapes that are recording keep the graph behind materialized nodes alive
 TAPE_DEPTH = [0]
 # nodes materialized while a tape held the graph: released when the last tape ends
@@ -346,19 +372,34 @@ def sync(state: Optional[DeviceState] = None) -> None:
 def value(tensor: Any) -> Any:
     """The buffer of `tensor`, computing its device's pending work first if needed;
     raises the stored error of a value that failed or was donated."""
-    node = tensor._node
-    if node.buffer is None:
-        state = tensor._state
-        with state.lock:
-            if node.buffer is None:
-                # pending again: another thread's sync may have taken it and given it back
-                state.pending.append(weakref.ref(tensor))
-                # the user's line, looked for above our caller (a Tensor method: ours)
-                _sync_locked(state, user_site(3))
-    buf = node.buffer
-    if isinstance(buf, DonatedBuffer):
-        buf._fail()
-    return buf
+    while True:
+        node = tensor._node
+        if node.buffer is None:
+            state = tensor._state
+            with state.lock:
+                if node.buffer is None:
+                    # pending again: another thread's sync may have taken it and given it
+                    # back. The node read above is what is computed, even when another
+                    # thread gives the tensor a new value meanwhile (an optimizer's step)
+                    pin = _Pin(node)
+                    state.pending.append(weakref.ref(pin))
+                    # the user's line, looked for above our caller (a Tensor method: ours)
+                    _sync_locked(state, user_site(3))
+        buf = node.buffer
+        if isinstance(buf, DonatedBuffer):
+            if type(buf) is DonatedBuffer and tensor._node is not node:
+                continue    # another thread replaced the value (and donated the old): read the new one
+            buf._fail()
+        return buf
+
+
+class _Pin:
+    """Holds one node for a sync, as a tensor would (`value`)."""
+
+    __slots__ = ("_node", "__weakref__")
+
+    def __init__(self, node: Any) -> None:
+        self._node = node
 
 
 def _sync_one(state: DeviceState, site: Optional[str] = None) -> list:
@@ -498,7 +539,16 @@ def _run_template(last: list, nodes: list, donate: bool, t0: float) -> bool:
 def _run(exe: Any, cap: Any, nodes: list) -> None:
     t0 = _clock()
     built = RUNTIME_BUILDS[2]
-    if cap.donated_nodes:
+    if cap.donated_nodes and getattr(exe, "may_fail", False):
+        # a program that can fail on its data (a singular matrix) writes into copies of
+        # the donated inputs: a failed run leaves every tensor as it was, and the
+        # originals are let go only after it succeeded
+        args = list(cap.args)
+        for number in cap.donated:
+            args[number] = args[number].copy()     # (host arrays: only the CPU sets may_fail)
+        outs = exe.run(args)
+        _invalidate(cap.donated_nodes)
+    elif cap.donated_nodes:
         try:
             outs = exe.run(cap.args)
         finally:
@@ -630,7 +680,7 @@ def _compile(state: DeviceState, cap: Any, site: str) -> Any:
     state.names += 1
     # "cpu_program_3": the third program of that device (never to be read as a device name)
     module = cap.module(f"{state.device.platform}_program_{state.names}")
-    _dump(module, cap.args)
+    _dump(module, cap.args, state.device)
     t0 = time.perf_counter()
     built = RUNTIME_BUILDS[2]
     exe = state.device.compile(module, donated=cap.donated) if cap.donated \
@@ -651,19 +701,36 @@ def _compile(state: DeviceState, cap: Any, site: str) -> Any:
         print(f"[lazyarray] {how} {module.name}: {len(module.instructions)} instructions, "
               f"{seconds * 1e3:.1f} ms (cache miss, from {site})")
     state.executables.put(cap.key, exe)
+    if config.dump:
+        _scalars_into_optimized(module.name, cap.args)
     return exe
 
 
-def _dump(module: Any, args: list) -> None:
+def _dump(module: Any, args: list, device: Any) -> None:
     """The module as text, its runtime scalars' values in comment lines, and (when small)
-    every input in `<name>.inputs.npz`: `run_hlo` replays the dump exactly."""
+    every input in `<name>.inputs.npz` (device buffers read back): `run_hlo` replays the
+    dump exactly. The device writes the later stages (devices/dump_files.py)."""
     if not config.dump:
         return
     os.makedirs(config.dump, exist_ok=True)
     base = os.path.join(config.dump, module.name)
     with open(base + ".hlo", "w") as f:
         f.write(scalar_comments(args) + str(module))
-    save_inputs(base + ".inputs.npz", args)
+    save_inputs(base + ".inputs.npz", args, getattr(device, "get", None))
+
+
+def _scalars_into_optimized(name: str, args: list) -> None:
+    """The runtime scalars' comment lines at the head of the device's `.optimized.hlo` too
+    (its parameters keep their numbers), so that it replays as the `.hlo` does."""
+    path = os.path.join(config.dump, name + ".optimized.hlo")
+    comments = scalar_comments(args)
+    if not comments or not os.path.exists(path):
+        return
+    with open(path) as f:
+        text = f.read()
+    if not text.startswith(comments):
+        with open(path, "w") as f:
+            f.write(comments + text)
 
 
 def clear_caches() -> None:

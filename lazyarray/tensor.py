@@ -96,6 +96,8 @@ class Tensor:
             state.tidy_pending()
         if callsite.SITES is not None:     # a profile records: note the user's line
             callsite.tag(node)
+        if _NO_GRAD:                       # a thread is inside no_grad(): is it this one?
+            runtime.note_no_grad(t)
         return t
 
     @staticmethod
@@ -350,6 +352,7 @@ class Tensor:
 _VALUES = runtime._VALUES      # the config's dict: read at every op
 _new = object.__new__
 _ref = weakref.ref
+_NO_GRAD = runtime.NO_GRAD     # (the dict itself: never rebound)
 _getframe = sys._getframe
 _own_code = callsite._OWN.get      # keyed by id(code): see callsite._OWN
 _id = id

@@ -21,11 +21,12 @@ do not speed up reading memory already mapped: a streaming kernel misses the TLB
 from __future__ import annotations
 
 import sys
-import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
+
+from ...compiler import fork_locks
 
 if TYPE_CHECKING:
     from ...compiler.program import ValueInfo
@@ -40,7 +41,7 @@ class HostMemory:
     def __init__(self) -> None:
         self._free: dict = {}
         self._bytes = 0
-        self._lock = threading.Lock()
+        self._lock = fork_locks.lock()
         self._baseline = 0
         # id(array handed out) -> (a weak reference to it, its memory); a weak reference's
         # callback (not weakref.finalize: several times dearer to make, and a training

@@ -25,7 +25,6 @@ Import this module only where `available()` may be asked: it imports cuda-python
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
 from collections import deque
 from typing import Any, Callable, Optional
@@ -33,11 +32,12 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ...compiler import primitive as P
-from ...compiler import profile_hooks
+from ...compiler import fork_locks, profile_hooks
 from ...compiler.driver import compile as compile_program, gpu_arch, gpu_target
 from ...compiler.hlo.module import Module
 from ...compiler.program import Program, branch_index, run_while, sub_program
 from . import gpu_timer
+from ..dump_files import write_dump
 from .cuda_blas import OP_N, OP_T, gemm, gemm_arguments, matrix_layout  # noqa: F401  (re-exported)
 from .cuda_driver import check
 from .libraries import available, libraries  # noqa: F401  (available: re-exported)
@@ -52,7 +52,7 @@ SCALAR_SLOT = 8          # bytes per runtime scalar in the parameter block (alig
 
 
 def default_settings() -> dict:
-    return {"cuda_graphs": True, "cache_dir": "", "debug": 0}
+    return {"cuda_graphs": True, "cache_dir": "", "debug": 0, "dump": ""}
 
 
 # ---- kernel arguments ------------------------------------------------------------------
@@ -110,7 +110,7 @@ class CudaDevice(Device):
                                  self.threads_per_multiprocessor)
         self.allocator = CachingAllocator(lambda: cu, self.stream)
         self.staging = PinnedStaging(lambda: cu)
-        self._lock = threading.Lock()
+        self._lock = fork_locks.lock()
         self._cublas: Any = None
         # cumulative counters (lazyarray's metrics read them through `stats`)
         self.counters = {"transfer_seconds": 0.0, "bytes_to_device": 0, "bytes_from_device": 0,
@@ -212,6 +212,12 @@ class CudaDevice(Device):
         aliases, compiler/planning/buffer_assignment.py), so a training step keeps one copy of its
         parameters and their buffers stay where they are from step to step."""
         program, hit = self._program(module, frozenset(donated))
+        dump = self.settings().get("dump")
+        if dump:
+            # (a program from the disk cache carries no stage texts: made again to dump)
+            texts = program if program.dumps else \
+                compile_program(module, self.target, frozenset(donated), dumps=True)
+            write_dump(dump, module.name, texts)
         host = self.libs.host_kernels(module, frozenset(donated), program) \
             if _has_code(program) else None
         exe = self.load(program, host)
@@ -232,17 +238,27 @@ class CudaDevice(Device):
                                      entry_key, load_cached)
         from ...compiler.driver import target_id
         where = self.settings()["cache_dir"] or default_dir()
+        dumps = bool(self.settings().get("dump"))
         if where == "off":
-            return compile_program(module, self.target, donated), False
+            return compile_program(module, self.target, donated, dumps=dumps), False
         cache = DiskCache(where)
         text = str(module) + (f"\ndonated {sorted(donated)}" if donated else "")
         key = entry_key(text, VERSION, compiler_fingerprint(), *target_id(self.target))
         program = load_cached(cache, key)
         if program is not None:
             return program, True
-        program = compile_program(module, self.target, donated)
+        program = compile_program(module, self.target, donated, dumps=dumps)
         cache.store(key, *program.to_cache())
         return program, False
+
+    def stage(self, module: Module, stage: str) -> str:
+        """The text of one compilation stage for this GPU: optimized_hlo, fusion, dot,
+        llvm or ptx (`la.debug.ir`)."""
+        texts = compile_program(module, self.target, dumps=True).dumps
+        if stage not in texts:
+            raise ValueError(f"ir: a CUDA program has no stage {stage!r}; its stages: "
+                             f"hlo, {', '.join(sorted(texts))}")
+        return texts[stage]
 
 
 def _has_code(program: Program) -> bool:
