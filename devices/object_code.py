@@ -5,6 +5,7 @@ just compiled or read from disk.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 from typing import Any
 
@@ -13,11 +14,28 @@ import llvmlite.binding as llvm
 from ..compiler.driver import CPU, llvm_lock, target_id
 
 
+# half-float conversions LLVM lowers to calls where the CPU lacks an instruction (no F16C;
+# double <-> half everywhere): an unresolved one loads as a null address, and calling it
+# is a SIGSEGV. libgcc (GCC 12 and later) has them.
+_HALF_CALLS = ("__truncdfhf2", "__truncsfhf2", "__extendhfsf2", "__extendhfdf2")
+
+
 @functools.lru_cache(maxsize=None)
 def _initialized() -> bool:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    _resolve_half_calls()
     return True
+
+
+def _resolve_half_calls() -> None:
+    try:
+        libgcc = ctypes.CDLL("libgcc_s.so.1")
+    except OSError:
+        return
+    for name in _HALF_CALLS:
+        if not llvm.address_of_symbol(name) and hasattr(libgcc, name):
+            llvm.add_symbol(name, ctypes.cast(getattr(libgcc, name), ctypes.c_void_p).value)
 
 
 class LoadedCode:

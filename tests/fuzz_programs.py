@@ -475,6 +475,14 @@ def _case_int8_through_float_to_unsigned(device: str) -> list:
             (f.astype(la.int16), a.astype(np.int16)), (t.astype(la.uint8), a.astype(np.uint8))]
 
 
+def _case_float64_to_float16_beside_tanh(device: str) -> list:
+    """LLVM folded float64 -> float32 -> float16 into one conversion, lowered to a call of
+    __truncdfhf2 that the JIT left unresolved (SIGSEGV; fuzzer seed 101638)."""
+    a = np.random.default_rng(3).uniform(-3, 3, (2, 3))
+    h = la.asarray(a, device=device).astype(la.float16)
+    return [(h, a.astype(np.float16)), (la.tanh(h), np.tanh(a.astype(np.float16)))]
+
+
 CASES = {
     "all_logaddexp_triu": _case_all_logaddexp_triu,
     "prod_refused_log1p_minimum": _case_prod_refused_log1p_minimum,
@@ -482,6 +490,7 @@ CASES = {
     "searchsorted_astype_compare": _case_searchsorted_astype_compare,
     "empty_mean_beside_read": _case_empty_mean_beside_read,
     "int8_through_float_to_unsigned": _case_int8_through_float_to_unsigned,
+    "float64_to_float16_beside_tanh": _case_float64_to_float16_beside_tanh,
 }
 
 

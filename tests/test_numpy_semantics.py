@@ -132,3 +132,22 @@ def test_advanced_index_axes_placed_as_numpy(key, rank, device):
     expands to no dims."""
     x = np.arange(3 ** rank, dtype=np.float32).reshape((3,) * rank)
     np.testing.assert_array_equal(la.asarray(x)[key].numpy(), x[key])
+
+
+# float64 values whose conversion to a half float rounds differently when it goes through
+# float32 first (round to nearest twice): just above a halfway point, and its negative
+HALFWAY = [1 + 2 ** -11 + 2 ** -30, -(1 + 2 ** -11 + 2 ** -30), 1 + 2 ** -8 + 2 ** -40,
+           2 ** -24 * 0.5 + 2 ** -60, 65520.0 - 2 ** -20, 1e300, 1e-50, -1e-50]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_float64_to_half_rounds_once_as_numpy(dtype, device):
+    """float16 as NumPy (one rounding); bfloat16 as ml_dtypes (through float32)."""
+    import ml_dtypes
+    a = np.array(HALFWAY + GRID, np.float64)
+    with np.errstate(over="ignore"):
+        want = a.astype(np.float16 if dtype == "float16" else ml_dtypes.bfloat16)
+    got = la.asarray(a, device=device).astype(getattr(la, dtype)).numpy()
+    same = (got.view(np.uint16) == want.view(np.uint16)) | (np.isnan(got.astype(np.float32))
+                                                            & np.isnan(want.astype(np.float32)))
+    assert same.all(), (a[~same], got[~same], want[~same])
