@@ -119,8 +119,9 @@ class CPUDevice(HostDevice):
         key = self.cache_entry_key(module, donated) if cache is not None else None
         with profile_hooks.span("cache", "disk_cache_load"):   # timed when profiling
             program = load_cached(cache, key) if cache is not None else None
-        hit = program is not None
-        if program is None:
+        exe = self._load_hit(program, cache, key)
+        hit = exe is not None
+        if exe is None:
             progress = Progress(module.name)
             try:
                 program = compile_program(module, CPU, donated, verify=bool(s["verify"]),
@@ -131,14 +132,28 @@ class CPUDevice(HostDevice):
                 cache.store(key, *program.to_cache())
             if s["dump"]:
                 write_dump(s["dump"], module.name, program)
-        with profile_hooks.span("codegen", "load_object"):
-            exe = CPUExecutable(program, self)
+            with profile_hooks.span("codegen", "load_object"):
+                exe = CPUExecutable(program, self)
         exe.from_disk_cache = hit
         exe.compile_seconds = time.perf_counter() - t0
         if int(s["debug"]) >= 1:
             print(f"[lazyarray] cpu compile {module.name}: {program.kernels()} kernels, "
                   f"{exe.compile_seconds * 1e3:.1f} ms, disk cache {'hit' if hit else 'miss'}")
         return exe
+
+    def _load_hit(self, program: Optional[Program], cache: Any,
+                  key: Optional[str]) -> Optional["CPUExecutable"]:
+        """The disk cache's program loaded, or None: a miss, or an entry whose code does not
+        load (cut short, or lacking a function its steps name), which is dropped so that
+        the compile that follows replaces it."""
+        if program is None:
+            return None
+        try:
+            with profile_hooks.span("codegen", "load_object"):
+                return CPUExecutable(program, self)
+        except (ValueError, KeyError, TypeError):
+            cache.remove(key)
+            return None
 
     def stage(self, module: Module, stage: str) -> str:
         """The text of one compilation stage: optimized_hlo, dot, llvm or asm."""

@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 
 from ..compiler.driver import runtime_code
 from .compile_cache import entry_key
+from .object_code import malformed
 
 # set by the CPU device: () -> (DiskCache or None, the strings that pin an entry to this
 # code and machine: version, compiler fingerprint, target)
@@ -24,7 +25,7 @@ def runtime_object(name: str, *shape: int) -> bytes:
         return runtime_code(name, *shape)
     key = entry_key(f"runtime {name} {list(shape)}", *context)
     hit: Any = cache.load(key)
-    if hit is not None and hit[0].get("runtime") == name:
+    if hit is not None and hit[0].get("runtime") == name and malformed(hit[1]) is None:
         STATS["hits"] += 1
         return hit[1]
     STATS["misses"] += 1
