@@ -33,7 +33,7 @@ from .compile_cache import (VERSION, DiskCache, compiler_fingerprint, default_di
 from . import lapack, native_gemm, native_pool, native_program, runtime_objects
 from .device import HostDevice
 from .host_memory import HOST_MEMORY
-from .object_code import LoadedCode
+from .object_code import ENGINE_BYTES, LoadedCode
 from .thread_pool import BLAS_THREADS, ThreadPool, blas_single_threaded, default_threads, split
 
 SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
@@ -218,6 +218,8 @@ class CPUExecutable:
         self._fast: Optional[tuple] = None
         # what keeping this executable costs (the runtime's cache bounds the total)
         self.nbytes = len(program.code) + sum(a.nbytes for a in self._const_arrays.values())
+        if self._code is not None:       # its LLVM engine: what the cache's MB cap bounds
+            self.nbytes += ENGINE_BYTES
 
     def _function(self, name: str, nargs: int, npartials: int, counts: int = 0) -> Any:
         """fn(buffers..., start, end, partials..., counts...) (compiler/codegen/cpu_kernels.py)."""

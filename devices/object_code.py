@@ -71,6 +71,11 @@ def malformed(obj: bytes) -> Optional[str]:
 _SHT_NULL, _SHT_NOBITS = 0, 8
 
 
+# what one LoadedCode holds beyond its object code (its MCJIT engine, target machine and
+# sections): 55 KiB measured (RSS over 300 loads of a 1 KB object, llvmlite 0.50)
+ENGINE_BYTES = 56 << 10
+
+
 class LoadedCode:
     """Object code in its own MCJIT engine (which owns and frees its target machine).
     Raises ValueError, before LLVM reads any of it, for code that is not whole."""

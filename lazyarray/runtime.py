@@ -591,13 +591,24 @@ def _invalidate(nodes: tuple) -> None:
     METRICS.donated_buffers += len(nodes)
 
 
+# the metrics that list each compile keep the latest this many (a process compiling
+# shape after shape must not grow by one entry a compile for good)
+RECENT = 1000
+
+
+def _recent(entries: list, entry: Any) -> None:
+    entries.append(entry)
+    if len(entries) > RECENT:
+        del entries[:len(entries) - RECENT]
+
+
 def _compile(state: DeviceState, cap: Any, site: str) -> Any:
     """Compile `cap` on a cache miss (the in-memory cache; the device looks in its disk
     cache), counting it and saying what changed since the last compile at `site`."""
     METRICS.cache_misses += 1
     last = METRICS._last_key.get(site)
     if last is not None:
-        METRICS.recompiles.append((site, explain_change(describe_key(last),
+        _recent(METRICS.recompiles, (site, explain_change(describe_key(last),
                                                           describe_key(cap.key))))
     METRICS._last_key[site] = cap.key
     state.names += 1
@@ -612,6 +623,8 @@ def _compile(state: DeviceState, cap: Any, site: str) -> Any:
     METRICS.disk_hits += int(getattr(exe, "from_disk_cache", False))
     if hasattr(exe, "peak_bytes"):
         METRICS.peak_bytes[module.name] = exe.peak_bytes
+        if len(METRICS.peak_bytes) > RECENT:
+            del METRICS.peak_bytes[next(iter(METRICS.peak_bytes))]
     if config.debug >= 1:
         print(f"[lazyarray] compiled {module.name}: {len(module.instructions)} instructions, "
               f"{seconds * 1e3:.1f} ms (cache miss, from {site})")
