@@ -14,11 +14,11 @@ import warnings
 import numpy as np
 import pytest
 
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.module import Instruction, Module
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.module import Instruction, Module
 from lazyarray.devices import compile_cache
 from lazyarray.devices.compile_cache import MAGIC, DiskCache
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.devices.cpu.cpu import CPUDevice
 
 OTHER_UID = 65534          # "nobody"
 
@@ -32,7 +32,7 @@ def _module(op: str) -> Module:
 
 
 def _three():
-    from lazyarray.compiler.literal import Literal
+    from lazyarray.compiler.hlo.literal import Literal
     return Literal(np.full((8,), 3.0, np.float32))
 
 
@@ -254,8 +254,8 @@ def test_damaged_code_is_dropped_and_recompiled_never_a_crash(tmp_path, change) 
 
 
 def test_object_code_is_checked_whole_before_llvm_reads_it() -> None:
-    from lazyarray.devices.object_code import LoadedCode, malformed
-    from lazyarray.devices.runtime_objects import runtime_code
+    from lazyarray.devices.cpu.object_code import LoadedCode, malformed
+    from lazyarray.devices.cpu.runtime_objects import runtime_code
     obj = runtime_code("pool")
     assert malformed(obj) is None
     for n in (0, 10, 63, len(obj) // 2, len(obj) - 1):

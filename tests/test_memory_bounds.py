@@ -11,7 +11,7 @@ import pytest
 import lazyarray as la
 from lazyarray import runtime
 from lazyarray.compiler import primitive
-from lazyarray.devices.object_code import ENGINE_BYTES, LoadedCode
+from lazyarray.devices.cpu.object_code import ENGINE_BYTES, LoadedCode
 
 SHAPES = 40
 CAP = 6
