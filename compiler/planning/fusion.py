@@ -620,8 +620,9 @@ def _finish(planner: _Planner, groups: list) -> list:
 
 
 def _side_output_reason(ins: list, g: _Group, o: int) -> Optional[str]:
-    if g.kind != REDUCTION or prim_kind(ins[o]) == K_REDUCTION or o in epilogue_of(ins, g.members):
-        return None
+    if g.kind != REDUCTION or prim_kind(ins[o]) == K_REDUCTION or ins[o].shape != g.space[0] \
+            or o in epilogue_of(ins, g.members):
+        return None                 # a reduction, or a value written at the reduced index
     return ("not fused: a side output of a reduction kernel, read over another iteration "
             "space after the reduction")
 
