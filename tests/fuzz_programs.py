@@ -355,7 +355,7 @@ OPS = [_unary, _unary, _binary, _binary, _logical, _scalar, _compare, _where, _r
 
 def build(seed: int, device: str) -> Program:
     p = Program(seed, device)
-    shape = tuple(int(n) for n in p.rng.integers(0 if p.rng.random() < 0.05 else 1, 5,
+    shape = tuple(int(n) for n in p.rng.integers(0 if p.rng.random() < 0.12 else 1, 5,
                                                  int(p.rng.integers(0, 4))))
     p.leaf(shape)
     for _ in range(int(p.rng.integers(2, 12))):
