@@ -544,6 +544,9 @@ def _parse(out: str, err: str, rc: Optional[int]) -> dict:
 
 
 def _child(device: str, what: list) -> None:
+    if device == "fakecuda":
+        import conftest  # noqa: F401  (registers the CUDA device over its driver stand-in)
+
     def emit(tag: str, body: str = "") -> None:
         sys.stdout.write(f"\x1e{tag}\n{body}")
         sys.stdout.flush()
