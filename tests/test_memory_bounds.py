@@ -60,3 +60,26 @@ def test_the_byte_cap_counts_each_programs_engine(small_caps):
             _step(n)
         assert len(cache) <= most and cache.nbytes <= 1 << 20
         assert all(getattr(e, "nbytes", 0) >= ENGINE_BYTES for e in cache._items.values())
+
+
+def test_templates_stay_at_their_caps(fresh_metrics, monkeypatch):
+    """The recording caches (sync templates' generated checks, vjp templates) keep at
+    most their caps while every step has a new shape (without the caps this loop leaves
+    14 and 24 entries). (Backward-walk templates are kept per target type and a scalar
+    loss has one.)"""
+    from lazyarray.compiler.graph import template_code
+    from lazyarray.compiler.transforms import vjp_templates
+    caps = {template_code: ("_MAX_CODE", "_CODE"), vjp_templates: ("_MAX_TEMPLATES", "_TEMPLATES")}
+    for module, (cap, _) in caps.items():
+        monkeypatch.setattr(module, cap, 3)
+    for n in range(2, 14):
+        w = la.asarray(np.ones((n,), np.float32))
+        for _ in range(3):            # a loop at one line: templates made and used
+            with la.GradientTape() as tape:
+                tape.watch(w)
+                loss = la.sum(la.tanh(w * 2.0))
+            g, = tape.gradient(loss, [w])
+            assert g.shape == (n,)
+            g.numpy()
+    for module, (_, table) in caps.items():
+        assert len(getattr(module, table)) <= 3, (module.__name__, len(getattr(module, table)))
