@@ -7,6 +7,7 @@ graphs too) and its elemental code. Nothing else in the project switches on op n
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -15,6 +16,7 @@ import numpy as np
 from .hlo import dtypes as D
 from .hlo.dtypes import DType
 from .graph.node import Node
+from .hlo.shapes import num_elements
 
 # kinds, which fusion reads
 ELEMENTWISE = "elementwise"   # out[i] = f(a[i], b[i], ...)
@@ -112,9 +114,33 @@ class Primitive:
 PRIMITIVES: dict[str, Primitive] = {}
 
 
+# the most bytes one array may hold: every index and byte offset is a signed 64-bit integer
+MAX_ARRAY_BYTES = 2 ** 63 - 1
+
+
+def _bounded(name: str, infer: Callable) -> Callable:
+    """`infer`, refusing a result too large to address (la.zeros((2**40, 2**40)), or a
+    broadcast of (2**40, 1) against (1, 2**40)): its element count would wrap in the
+    generated index arithmetic. Ops whose result is never larger than an operand
+    (elementwise, reductions) are not wrapped."""
+    @functools.wraps(infer)
+    def checked(operands: tuple, **attrs: Any) -> tuple:
+        shape, dtype = infer(operands, **attrs)
+        if type(shape) is tuple and all(type(n) is int for n in shape):
+            n = num_elements(shape)
+            if n * max(getattr(dtype, "itemsize", 1), 1) > MAX_ARRAY_BYTES:
+                raise ValueError(
+                    f"{name}: a result of shape {shape} ({n} elements of {dtype}) is larger "
+                    f"than any array can be (at most 2**63 - 1 bytes); check the shape")
+        return shape, dtype
+    return checked
+
+
 def primitive(name: str, kind: str, infer: Callable, reference: Callable, **kw: Any) -> Primitive:
     if name in PRIMITIVES:
         raise ValueError(f"primitive {name!r} defined twice")
+    if kind not in (ELEMENTWISE, REDUCTION):
+        infer = _bounded(name, infer)
     p = Primitive(name, kind, infer, reference, **kw)
     p.costly = p.costly or p.math is not None
     PRIMITIVES[name] = p

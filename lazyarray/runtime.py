@@ -667,6 +667,17 @@ def _invalidate(nodes: tuple) -> None:
     METRICS.donated_buffers += len(nodes)
 
 
+# the metrics that list each compile keep the latest this many (a process compiling
+# shape after shape must not grow by one entry a compile for good)
+RECENT = 1000
+
+
+def _recent(entries: list, entry: Any) -> None:
+    entries.append(entry)
+    if len(entries) > RECENT:
+        del entries[:len(entries) - RECENT]
+
+
 def _compile(state: DeviceState, cap: Any, site: str) -> Any:
     """Compile `cap` on a cache miss (the in-memory cache; the device looks in its disk
     cache), counting it and saying what changed since the last compile at `site`."""
@@ -674,7 +685,7 @@ def _compile(state: DeviceState, cap: Any, site: str) -> Any:
     last = METRICS._last_key.get(site)
     device = state.device.name
     if last is not None:
-        METRICS.recompiles.append((site, explain_change(
+        _recent(METRICS.recompiles, (site, explain_change(
             describe_key(last[1]), describe_key(cap.key), last[0], device)))
     METRICS._last_key[site] = (device, cap.key)
     state.names += 1
@@ -695,6 +706,8 @@ def _compile(state: DeviceState, cap: Any, site: str) -> Any:
         METRICS.compile_seconds += seconds
     if hasattr(exe, "peak_bytes"):
         METRICS.peak_bytes[module.name] = exe.peak_bytes
+        if len(METRICS.peak_bytes) > RECENT:
+            del METRICS.peak_bytes[next(iter(METRICS.peak_bytes))]
     if config.debug >= 1:
         how = "loaded from the disk cache" if getattr(exe, "from_disk_cache", False) \
             else "compiled"

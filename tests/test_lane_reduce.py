@@ -118,7 +118,7 @@ def test_any_range_of_the_outer_dimension(shape: tuple) -> None:
     assert len(step["args"]) == 1
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     fn = exe._fns[step["fn"]]
-    part = np.zeros(1, np.float32)
+    part = np.zeros(1, np.dtype(step["roots"][0]["acc"]))    # float64: a float32 sum, wide
     outer = shape[0]
     ranges = [(0, outer), (1, outer), (0, 17), (3, 20), (5, 5), (7, 6), (outer - 1, outer)]
     for start, end in ranges:

@@ -51,6 +51,7 @@ def _step(x, s=2.5):
 
 
 def _reasons(calls: list, device: str = "cpu") -> list:
+    la.sync()                        # what earlier tests left pending (a generator's key)
     la.debug.reset_metrics()
     runtime.clear_caches()
     with la.config.override(device=device):

@@ -66,6 +66,16 @@ CASES = [
     ("convert round trip through a wider type -> x",
      f"{X}\n%c = f64[4,8] convert(%x), dtype=f64\n%d = f32[4,8] convert(%c), dtype=f32",
      "f32[4,8]:%d", X, "f32[4,8]:%x"),
+    ("convert(convert(x)) of an integer through a float to a narrower integer stays "
+     "(saturates; the direct convert would wrap)",
+     "%x = s8[4,8] parameter(), number=0\n%c = f32[4,8] convert(%x), dtype=f32\n"
+     "%d = u8[4,8] convert(%c), dtype=u8", "u8[4,8]:%d",
+     "%x = s8[4,8] parameter(), number=0\n%c = f32[4,8] convert(%x), dtype=f32\n"
+     "%d = u8[4,8] convert(%c), dtype=u8", "u8[4,8]:%d"),
+    ("convert(convert(x)) of an integer through a float to a wider integer -> convert(x)",
+     "%x = s8[4,8] parameter(), number=0\n%c = f32[4,8] convert(%x), dtype=f32\n"
+     "%d = s32[4,8] convert(%c), dtype=s32", "s32[4,8]:%d",
+     "%x = s8[4,8] parameter(), number=0\n%d = s32[4,8] convert(%x), dtype=s32", "s32[4,8]:%d"),
     ("convert(convert(x)) lossy stays",
      f"{X}\n%c = f16[4,8] convert(%x), dtype=f16\n%d = f32[4,8] convert(%c), dtype=f32",
      "f32[4,8]:%d",

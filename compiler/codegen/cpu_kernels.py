@@ -37,7 +37,7 @@ from ..primitives.reduction import identity, reducer_of
 from ..hlo import dtypes as D
 from ..hlo.module import Module
 from ..planning.plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
-from ..planning.row_fusion import outer_shape, reused_across_passes, row_schedule
+from ..planning.row_fusion import MAX_ROW_BYTES, outer_shape, reused_across_passes, row_schedule
 from ..program import LibraryStep, LoopStep, PartialStep
 from .elemental import ElementalEmitter
 from .control_steps import is_control
@@ -59,6 +59,15 @@ _SHAREABLE = (LOOP, REDUCTION, ROW)     # kernels whose functions equal kernels 
 def accumulator_dtype(dtype: D.DType) -> D.DType:
     """Half floats accumulate in float32, as the references do."""
     return D.float32 if dtype in HALF else dtype
+
+
+def full_accumulator(kind: str, dtype: D.DType) -> D.DType:
+    """The accumulator of a full reduction (and of rows, see `wide_row_sums`): a float32
+    (or half) sum carries float64. Carried in float32 through millions of elements, a sum stops growing
+    (mean of 2**28 ones was 0.984375; a mean of sixteen 1e20 was an ulp off, so their
+    variance 3.1e26) where NumPy's pairwise sum is exact; the loads stay float32."""
+    acc = accumulator_dtype(dtype)
+    return D.float64 if kind == "sum" and acc is D.float32 else acc
 
 
 class CPUCodegen:
@@ -442,9 +451,11 @@ class CPUCodegen:
         per_chunk = outer_dim(shape) in axes
         name, args, e, ptr_of, start, end, partials = self._begin(
             kern, self._reads(kern), [], partials=len(roots))
-        finish, finish_args = self._finish_partials(kern, roots, late, out_shape)
         kinds = [self.ins[p].attrs["kind"] for p in roots]
-        accs = [accumulator_dtype(self.ins[p].dtype) for p in roots]
+        full = all(n == 1 for n in out_shape)
+        accs = [full_accumulator(k, self.ins[p].dtype) if full else
+                accumulator_dtype(self.ins[p].dtype) for k, p in zip(kinds, roots)]
+        finish, finish_args = self._finish_partials(kern, roots, late, out_shape, accs)
         srcs = [self.ins[p].operands[0] for p in roots]
         if all(n == 1 for n in out_shape):
             # a full reduction: registers through the whole chunk, one store at the end
@@ -478,7 +489,8 @@ class CPUCodegen:
                     "init": _plain(identity(k, a)), "shape": list(out_shape)}
                    for p, k, a in zip(roots, kinds, accs)]))
 
-    def _finish_partials(self, kern: Kernel, roots: list, late: list, out_shape: tuple) -> tuple:
+    def _finish_partials(self, kern: Kernel, roots: list, late: list, out_shape: tuple,
+                         accs: list) -> tuple:
         """The second phase of a partial reduction, in the same kernel: for each output
         index, combine the chunks' partials in chunk order, then write the reductions and
         the epilogue there. Arguments: its buffers (the outputs, and what the epilogue
@@ -489,7 +501,6 @@ class CPUCodegen:
         partials, chunks = rest[:-1], rest[-1]
         size = num_elements(out_shape)
         kinds = [self.ins[p].attrs["kind"] for p in roots]
-        accs = [accumulator_dtype(self.ins[p].dtype) for p in roots]
 
         def element(index: list) -> None:
             lin = e.linear(out_shape, index)
@@ -503,6 +514,7 @@ class CPUCodegen:
             finals = counted_loop(e.b, const(0), chunks, inits, chunk, name="chunk",
                                   interleave=False)
             for p, v in zip(roots, finals):
+                v = narrow(e, v, self.ins[p].dtype)
                 e.remember(p, index, e.round(Value(v, self.ins[p].dtype)))
             for pos in late:
                 own = _index_for(e, self.ins[pos].shape, out_shape, index)
@@ -684,7 +696,10 @@ def reduce_together(e: ElementalEmitter, roots: list, shape: tuple, axes: tuple,
     `stores` (pointer, position) are written at every index the loop passes, and
     `visit(index)` is called there first."""
     ins = e.module.instructions
-    accs = [Accumulator(ins[p].attrs["kind"], accumulator_dtype(ins[p].dtype)) for p in roots]
+    wide = wide_row_sums(shape, axes)
+    accs = [Accumulator(ins[p].attrs["kind"],
+                        full_accumulator(ins[p].attrs["kind"], ins[p].dtype) if wide
+                        else accumulator_dtype(ins[p].dtype)) for p in roots]
     srcs = [ins[p].operands[0] for p in roots]
     kept = iter(out_index)
     full: list = [None if d in axes else next(kept) for d in range(len(shape))]
@@ -710,8 +725,25 @@ def reduce_together(e: ElementalEmitter, roots: list, shape: tuple, axes: tuple,
         return counted_loop(e.b, const(0), const(shape[axes[k]]), carried, step, name=f"r{k}")
 
     finals = unflatten(accs, level(0, flat_inits(e, accs)))
-    return {p: e.round(Value(acc.result(e, c).ir, ins[p].dtype))
+    return {p: e.round(Value(narrow(e, acc.result(e, c).ir, ins[p].dtype), ins[p].dtype))
             for p, acc, c in zip(roots, accs, finals)}
+
+
+def wide_row_sums(shape: tuple, axes: tuple) -> bool:
+    """Whether sums over rows carry float64 (`full_accumulator`): where the loop is not
+    vectorized (one accumulator through the whole row: its add's latency bounds the loop
+    in either width), and where a row is longer than a row kernel's (bound by memory).
+    A vectorized row that fits in cache keeps float32: LLVM's 32 lanes leave each lane
+    at most 512 of a row kernel's 16,384 elements, and float64 there cost softmax ~20%."""
+    row = num_elements(tuple(shape[a] for a in axes))
+    return llvm_target.opt_tier(num_elements(shape)) < 2 or row * 4 > MAX_ROW_BYTES
+
+
+def narrow(e: ElementalEmitter, v: ir.Value, dtype: D.DType) -> ir.Value:
+    """A float32 (or half) sum carried in float64 (`full_accumulator`), back to float32."""
+    if v.type == ir.DoubleType() and dtype is not D.float64 and dtype.is_float:
+        return e.b.fptrunc(v, ir.FloatType())
+    return v
 
 
 def accumulate_registers(e: ElementalEmitter, srcs: list, kinds: list, inits: list,

@@ -97,6 +97,10 @@ def optimize(ir_text: str, name: str, slp: bool = True) -> Any:
         # are bound by memory bandwidth anyway; vectorization is what matters
         pto.loop_unrolling = False
         pto.loop_interleaving = False
+        # a pass builder and pipeline per module, though llvmlite 0.50 keeps ~31 KiB of
+        # each for good (its PassBuilder's instrumentation callbacks are never freed):
+        # one shared builder collects every run's callbacks instead (measured +47 KiB a
+        # run), and a pipeline runs once (a second run aborts)
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
     return mod

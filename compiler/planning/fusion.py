@@ -50,8 +50,9 @@ What a kernel holds — the contract code generation relies on:
   the index its user asks for (an indexing op maps indices back to its operand).
 - REDUCTION: the reductions all have operands of one shape S and reduce the same axes A
   (argmax/argmin reduce A = (axis,)); R is S without A. `Kernel.epilogue` lists the
-  members that depend (inside the kernel) on a reduction: each is an elementwise op or a
-  reshape with as many elements as R, computed after the reduction over A is complete,
+  members that depend (inside the kernel) on a reduction, and the outputs of another
+  shape than S that do not (an epilogue's sibling, fused with it): each is an elementwise
+  op or a reshape with as many elements as R, computed after the reduction over A is complete,
   and reads reductions and other epilogue members only at its own row-major linear
   index j (a reshape keeps linear indices; so element j of every epilogue member needs
   element j of the reductions). The epilogue members that are outputs all have one
@@ -567,6 +568,22 @@ def epilogue_of(ins: list, members: set) -> list:
     return depends
 
 
+def late_members(module: Module, members: set, outputs: list) -> list:
+    """A REDUCTION kernel's epilogue: the members that depend on a reduction, and the
+    outputs of another shape than the reduction's input S that do not (a sibling of an
+    epilogue value that joined with it, as `m * 2.0` beside `where(m, 0, sum(a, -1))`).
+    Both are written at the reduced index once the reduction is done; only outputs of
+    shape S are side outputs, written while the reduction passes over S (written there,
+    an output of the reduced shape would be stored at S's indices, past its end)."""
+    ins = module.instructions
+    late = set(epilogue_of(ins, members))
+    first = next(p for p in sorted(members) if prim_kind(ins[p]) == K_REDUCTION)
+    shape, _ = reduce_space(ins[first], module)
+    late |= {o for o in outputs
+             if prim_kind(ins[o]) != K_REDUCTION and ins[o].shape != shape}
+    return sorted(late)
+
+
 # ---- 4. kernels in execution order ----------------------------------------------------------
 
 def _finish(planner: _Planner, groups: list) -> list:
@@ -588,7 +605,7 @@ def _finish(planner: _Planner, groups: list) -> list:
         outs = [x for x in members if x in outputs or x in read_elsewhere]
         kern = Kernel(kernel_of[gid], g.kind, members, outs, sorted(reads_of[gid]))
         if g.kind == REDUCTION:
-            kern.epilogue = epilogue_of(ins, g.members)
+            kern.epilogue = late_members(m, g.members, outs)
         for o in kern.inputs:
             if o in producer:
                 reason = (_side_output_reason(ins, by_id[producer[o]], o)
@@ -603,8 +620,9 @@ def _finish(planner: _Planner, groups: list) -> list:
 
 
 def _side_output_reason(ins: list, g: _Group, o: int) -> Optional[str]:
-    if g.kind != REDUCTION or prim_kind(ins[o]) == K_REDUCTION or o in epilogue_of(ins, g.members):
-        return None
+    if g.kind != REDUCTION or prim_kind(ins[o]) == K_REDUCTION or ins[o].shape != g.space[0] \
+            or o in epilogue_of(ins, g.members):
+        return None                 # a reduction, or a value written at the reduced index
     return ("not fused: a side output of a reduction kernel, read over another iteration "
             "space after the reduction")
 

@@ -32,7 +32,7 @@ from . import lapack, native_gemm, native_pool, native_program, runtime_objects
 from ..device import HostDevice
 from ..dump_files import write_dump
 from .host_memory import HOST_MEMORY, claim_memory
-from .object_code import LoadedCode
+from .object_code import ENGINE_BYTES, LoadedCode
 from .thread_pool import BLAS_THREADS, ThreadPool, blas_single_threaded, default_threads, split
 
 SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
@@ -113,8 +113,9 @@ class CPUDevice(HostDevice):
         key = self.cache_entry_key(module, donated) if cache is not None else None
         with profile_hooks.span("cache", "disk_cache_load"):   # timed when profiling
             program = load_cached(cache, key) if cache is not None else None
-        hit = program is not None
-        if program is None:
+        exe = self._load_hit(program, cache, key)
+        hit = exe is not None
+        if exe is None:
             progress = Progress(module.name)
             try:
                 program = compile_program(module, CPU, donated, verify=bool(s["verify"]),
@@ -123,18 +124,32 @@ class CPUDevice(HostDevice):
                 progress.close()
             if cache is not None:
                 cache.store(key, *program.to_cache())
+            with profile_hooks.span("codegen", "load_object"):
+                exe = CPUExecutable(program, self)
         if s["dump"]:
             # (a program from the disk cache carries no stage texts: made again to dump)
             texts = program if program.dumps else compile_program(module, CPU, donated, dumps=True)
             write_dump(s["dump"], module.name, texts)
-        with profile_hooks.span("codegen", "load_object"):
-            exe = CPUExecutable(program, self)
         exe.from_disk_cache = hit
         exe.compile_seconds = time.perf_counter() - t0
         if int(s["debug"]) >= 1:
             print(f"[lazyarray] cpu compile {module.name}: {program.kernels()} kernels, "
                   f"{exe.compile_seconds * 1e3:.1f} ms, disk cache {'hit' if hit else 'miss'}")
         return exe
+
+    def _load_hit(self, program: Optional[Program], cache: Any,
+                  key: Optional[str]) -> Optional["CPUExecutable"]:
+        """The disk cache's program loaded, or None: a miss, or an entry whose code does not
+        load (cut short, or lacking a function its steps name), which is dropped so that
+        the compile that follows replaces it."""
+        if program is None:
+            return None
+        try:
+            with profile_hooks.span("codegen", "load_object"):
+                return CPUExecutable(program, self)
+        except (ValueError, KeyError, TypeError):
+            cache.remove(key)
+            return None
 
     def stage(self, module: Module, stage: str) -> str:
         """The text of one compilation stage: optimized_hlo, fusion, dot, llvm or asm;
@@ -203,6 +218,8 @@ class CPUExecutable:
         self._fast: Optional[tuple] = None
         # what keeping this executable costs (the runtime's cache bounds the total)
         self.nbytes = len(program.code) + sum(a.nbytes for a in self._const_arrays.values())
+        if self._code is not None:       # its LLVM engine: what the cache's MB cap bounds
+            self.nbytes += ENGINE_BYTES
 
     def _function(self, name: str, nargs: int, npartials: int, counts: int = 0) -> Any:
         """fn(buffers..., start, end, partials..., counts...) (compiler/codegen/cpu_kernels.py)."""

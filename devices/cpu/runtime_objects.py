@@ -13,6 +13,7 @@ from ...compiler.driver import CPU, host_object, target_id
 from ..compile_cache import entry_key
 from ..runtime_builds import record
 from . import pool_ir
+from .object_code import malformed
 
 # set by the CPU device: () -> (DiskCache or None, the strings that pin an entry to this
 # code and machine: version, compiler fingerprint, target)
@@ -58,7 +59,7 @@ def _object(name: str, shape: tuple) -> tuple:
         return runtime_code(name, *shape), True
     key = entry_key(f"runtime {name} {list(shape)}", *context)
     hit: Any = cache.load(key)
-    if hit is not None and hit[0].get("runtime") == name:
+    if hit is not None and hit[0].get("runtime") == name and malformed(hit[1]) is None:
         STATS["hits"] += 1
         return hit[1], False
     STATS["misses"] += 1
