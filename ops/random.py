@@ -18,7 +18,6 @@ import numpy as np
 from ..compiler.hlo import dtypes as D
 from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
-from . import portable_math
 from .promotion import broadcast_to, constant, convert, scalar
 from ..compiler.hlo.shapes import num_elements
 
@@ -202,8 +201,10 @@ def uniform(key: Node, shape: tuple, low: Any = 0.0, high: Any = 1.0, dtype: Any
 def normal(key: Node, shape: tuple, mean: float = 0.0, std: float = 1.0, dtype: Any = None,
            counter: Optional[Node] = None) -> Node:
     """Standard normal by Box-Muller: sqrt(-2 log u1) cos(2 pi u2), u1 in (0, 1]. The log
-    and cosine are portable_math's, built from correctly rounded operations, so one seed
-    gives the same bits on every device (each device's own log and cos differ by an ulp)."""
+    and cosine are the primitives portable_log and portable_cos_two_pi
+    (compiler/primitives/portable_math.py), built from correctly rounded operations, so one
+    seed gives the same bits on every device (each device's own log and cos differ by an
+    ulp)."""
     d = _float_dtype("normal", dtype)
     shape = tuple(shape)
     work = D.float64 if d is D.float64 else D.float32
@@ -217,8 +218,8 @@ def normal(key: Node, shape: tuple, mean: float = 0.0, std: float = 1.0, dtype: 
         u1, u2 = (_unit_float32(w) for w in _pair(key, shape, counter))
     one = broadcast_to(scalar(1, work), shape)
     radius = apply("sqrt", apply("multiply", broadcast_to(scalar(-2.0, work), shape),
-                                 portable_math.log(apply("subtract", one, u1))))
-    z = apply("multiply", radius, portable_math.cos_two_pi(u2))
+                                 apply("portable_log", apply("subtract", one, u1))))
+    z = apply("multiply", radius, apply("portable_cos_two_pi", u2))
     if std != 1.0:
         z = apply("multiply", z, broadcast_to(scalar(float(std), work), shape))
     if mean != 0.0:

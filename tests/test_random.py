@@ -66,7 +66,7 @@ _DRAW_TABLE = [
 
 def test_same_numbers_on_every_device():
     """Bit for bit, floats too: the generator's log and cosine are built from correctly
-    rounded operations (ops/portable_math.py), not each device's own."""
+    rounded operations (compiler/primitives/portable_math.py), not each device's own."""
     results = {}
     for name in _EVERY_DEVICE:
         with la.config.override(device=name):
@@ -82,20 +82,25 @@ def test_same_numbers_on_every_device():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_portable_log_and_cosine_are_accurate(dtype):
     """Within 2 ulp of NumPy's float64 log and 3 ulp of its cos over the generator's
-    domains: (0, 1] and [0, 1)."""
-    from lazyarray.ops import portable_math
+    domains: (0, 1] and [0, 1); compiled, the very bits of the NumPy reference."""
+    from lazyarray.compiler.primitive import apply
     eps = np.finfo(dtype).eps
     x = np.concatenate([np.linspace(2.0 ** -52, 1, 20001), 2.0 ** -np.arange(0, 53)])
     x = x.astype(dtype)
     x = x[x > 0]
-    got = lift(portable_math.log)(la.asarray(x)).numpy()
-    want = np.log(x.astype(np.float64))
-    assert got.dtype == dtype
-    assert np.all(np.abs(got - want) <= 2 * eps * np.abs(want) + np.finfo(dtype).tiny)
     u = np.linspace(0, 1, 40001, endpoint=False).astype(dtype)
-    got = lift(portable_math.cos_two_pi)(la.asarray(u)).numpy()
+    logs, cosines = [], []
+    for name in ("cpu", "interpreter"):
+        with la.config.override(device=name):
+            logs.append(lift(lambda v: apply("portable_log", v))(la.asarray(x)).numpy())
+            cosines.append(lift(lambda v: apply("portable_cos_two_pi", v))(la.asarray(u)).numpy())
+    assert logs[0].tobytes() == logs[1].tobytes()
+    assert cosines[0].tobytes() == cosines[1].tobytes()
+    want = np.log(x.astype(np.float64))
+    assert logs[0].dtype == dtype
+    assert np.all(np.abs(logs[0] - want) <= 2 * eps * np.abs(want) + np.finfo(dtype).tiny)
     want = np.cos(2 * np.pi * u.astype(np.float64))
-    assert np.abs(got - want).max() <= 3 * eps
+    assert np.abs(cosines[0] - want).max() <= 3 * eps
 
 
 def test_successive_calls_differ_and_key_advances_lazily(device):
@@ -204,11 +209,11 @@ def test_errors_name_the_function(device):
 
 # ---- the generator fuses -------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="the portable Box-Muller math (ops/portable_math.py) prints ~130 lines; to become one named op")
 def test_random_numbers_fuse_into_their_consumer():
     """The README's first example: normal numbers then (3x^2 + 1).mean(axis=1) are one
     kernel with no temporary of x's size; the traced program shows the generator as two
-    named ops (one Threefry call, its two words), not ~200 integer ops."""
+    named ops (one Threefry call, its two words), not ~200 integer ops, and Box-Muller's
+    portable log and cosine as one named op each, not ~130 lines of float ops."""
     import re
     with la.config.override(device="cpu"):
         x = la.random.normal((64, 128))
@@ -216,6 +221,7 @@ def test_random_numbers_fuse_into_their_consumer():
         del x
         hlo = la.debug.ir(y, "hlo")
         assert hlo.count(" threefry2x32(") == 2 and len(hlo.splitlines()) < 80   # was 212
+        assert hlo.count(" portable_log(") == 1 and hlo.count(" portable_cos_two_pi(") == 1
         optimized = la.debug.ir(y, "optimized_hlo")
         assert "// 1 kernel:" in optimized and "threefry2x32 x2" in optimized
         peak = int(re.search(r"at their peak: (\d+) bytes", optimized).group(1))
