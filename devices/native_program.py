@@ -73,7 +73,7 @@ def _gemm_work(exe: Any, step: dict) -> Optional[int]:
     if step["type"] != "library" or _gemm_task(exe, step, 1) is None:
         return None
     a = step["args"]
-    return native_gemm.work(a["m"], a["n"], a["k"])
+    return a["batch"] * native_gemm.work(a["m"], a["n"], a["k"])
 
 
 # Inside a job that runs on every thread anyway, a loop kept whole for being small (below
