@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from . import profile_hooks
+from .interrupts import InterruptsDeferred  # noqa: F401  (devices defer SIGINT through here)
 from .module import Module
 from .program import Program, describe_value
 
@@ -103,10 +104,12 @@ def runtime_code(name: str, *shape: int) -> bytes:
     builder and for the target kernels use (codegen/pool_ir.py): "pool" (the worker
     pool's job runner and worker loop), "trampoline" (nargs, npartials, ncounts: calls a
     kernel with its arguments from a buffer table), "gemm_tiles" (matrix products in
-    tiles, each a CBLAS call)."""
-    from .codegen import llvm_target, pool_ir
+    tiles, each a CBLAS call), "control" (the runner of loops and branches,
+    codegen/control_ir.py)."""
+    from .codegen import control_ir, llvm_target, pool_ir
     triple = llvm_target.host()[0]
     make = {"pool": lambda: pool_ir.PoolIR(triple).text(),
+            "control": lambda: control_ir.control_ir(triple),
             "trampoline": lambda: pool_ir.trampoline_ir(triple, *shape),
             "gemm_tiles": lambda: pool_ir.gemm_tiles_ir(triple)}
     text = make[name]()
@@ -124,6 +127,12 @@ def runtime_layout() -> Any:
     """The word offsets and names the runtime's generated code and the device share."""
     from .codegen import pool_ir
     return pool_ir.LAYOUT
+
+
+def control_layout() -> Any:
+    """The op kinds and word offsets of the control runner (codegen/control_ir.py)."""
+    from .codegen import control_ir
+    return control_ir.LAYOUT
 
 
 def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
