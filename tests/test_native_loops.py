@@ -16,8 +16,8 @@ import pytest
 import lazyarray as la
 from lazyarray import runtime
 from lazyarray.compiler import program as program_module
-from lazyarray.devices import cpu as cpu_module
-from lazyarray.devices import native_control
+from lazyarray.devices.cpu import cpu as cpu_module
+from lazyarray.devices.cpu import native_control
 
 
 @pytest.fixture
