@@ -150,8 +150,13 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         raise ValueError(f"ahead-of-time compilation: {op} (la.while_loop, la.fori_loop, "
                          "la.scan, la.cond) runs as host-driven steps and cannot be "
                          "compiled into a shared library yet")
-    control = functools.partial(control_step, plan, compile_sub=lambda m: compile(
-        m, CPU, separate_buffers=separate_buffers))
+    sub_dumps: dict = {}
+
+    def compile_sub(m: Module) -> Program:
+        sub = compile(m, CPU, dumps=dumps, separate_buffers=separate_buffers)
+        _keep_sub_dumps(sub_dumps, m.name, sub)
+        return sub
+    control = functools.partial(control_step, plan, compile_sub=compile_sub)
     with span("codegen", "cpu_kernels"):
         ir_text, steps = cpu_kernels.generate(plan, module.name, progress=progress,
                                               control=control, lapack=not library)
@@ -168,8 +173,22 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     if dumps:
         program.dumps = _plan_texts(plan)
         program.dumps.update(llvm=str(llmod), asm=llvm_target.emit_assembly(llmod))
+        program.dumps.update(sub_dumps)
     llvm_target.release(llmod)
     return program
+
+
+def _keep_sub_dumps(into: dict, name: str, sub: Program) -> None:
+    """A control step's sub-program's dump texts (its condition, body, branches), under
+    "sub.<name>.<stage>" ("<name>-<k>" for the k-th other sub-program of that name; a
+    nested one's keys gain its parent's prefix)."""
+    if not sub.dumps:
+        return
+    k = len({key.split(".")[1] for key in into
+             if key.split(".")[1] == name or key.split(".")[1].startswith(name + "-")})
+    where = name if k == 0 else f"{name}-{k}"
+    for stage, text in sub.dumps.items():
+        into[f"sub.{where}.{stage}"] = text
 
 
 def _control_kernels(plan: ExecutionPlan) -> list:

@@ -146,10 +146,18 @@ class CPUDevice(HostDevice):
 
 
 def write_dump(directory: str, name: str, program: Program) -> None:
+    """Each stage's text as a file; a loop's or branch's sub-programs (dump keys
+    "sub.<name>.<stage>", compiler/driver.py) as files `<name>.<sub name>.<suffix>`."""
     os.makedirs(directory, exist_ok=True)
     for stage, suffix in DUMP_FILES.items():
         with open(os.path.join(directory, name + suffix), "w") as f:
             f.write(program.dumps.get(stage, ""))
+    for key, text in program.dumps.items():
+        where, _, stage = key[len("sub."):].rpartition(".")
+        if key.startswith("sub.") and stage in DUMP_FILES:
+            path = f"{name}.{where.replace('sub.', '')}{DUMP_FILES[stage]}"
+            with open(os.path.join(directory, path), "w") as f:
+                f.write(text)
 
 
 # ---- running -------------------------------------------------------------------------
