@@ -237,3 +237,31 @@ def test_the_runner_is_the_native_control_runner():
     r = native_control.runner()
     assert r.exec is not None and r.handler and r.flag and r.chain
     assert native_control.CTL.OP_IF == 8
+
+
+def test_the_profile_shows_a_loop_with_its_iterations_and_its_body_kernels():
+    x = la.asarray(np.arange(8, dtype=np.float32))
+    w = la.asarray(np.eye(8, dtype=np.float32) * 0.5)
+    la.fori_loop(0, 5, lambda i, v: la.tanh(v @ w) + i, x).numpy()      # compiled
+    with la.profiler.profile() as prof:
+        la.fori_loop(0, 5, lambda i, v: la.tanh(v @ w) + i, x).numpy()
+    rows = prof.key_averages()
+    loops = [r for r in rows if r.trips]
+    assert len(loops) == 1 and loops[0].trips == 5
+    assert any(r.program == "body" for r in rows)
+    assert " x5 it" in prof.table()
+
+
+def test_the_dump_writes_the_condition_the_body_and_the_branches(tmp_path):
+    runtime.clear_caches()
+    with la.config.override(dump=str(tmp_path), cache_dir="off"):
+        x = la.asarray(np.arange(4, dtype=np.float32))
+        la.fori_loop(0, 3, lambda i, v: la.cond(i > 1, lambda u: u * 2.0, lambda u: u + 1.0, v),
+                     x).numpy()
+    names = {p.name for p in tmp_path.iterdir()}
+    program = next(n[:-len(".optimized.hlo")] for n in names
+                   if n.endswith(".optimized.hlo") and n.count(".") == 2)
+    for sub in ("cond", "body", "body.branch0", "body.branch1"):
+        text = (tmp_path / f"{program}.{sub}.optimized.hlo").read_text()
+        assert text.startswith("HloModule") or "ENTRY" in text or "%" in text
+        assert (tmp_path / f"{program}.{sub}.ll").read_text()

@@ -209,6 +209,7 @@ class CPUExecutable:
         # (the run settings it was chosen under, the NativeProgram or None): a run under
         # the same settings takes it without asking again
         self._fast: Optional[tuple] = None
+        self._trips = 0                              # iterations of the last while step run
         # what keeping this executable costs (the runtime's cache bounds the total)
         self.nbytes = len(program.code) + sum(a.nbytes for a in self._const_arrays.values())
 
@@ -363,6 +364,8 @@ class CPUExecutable:
                 if prof:
                     prof.kernel(self.name, step["kernel"], step["type"], t0, time.perf_counter(),
                                 self._threads_of(step))
+                    if step["type"] == "while":
+                        prof.trips(self._trips)
                 if debug:
                     print(f"[lazyarray]   {self.name} {step['kernel']} ({step['type']}): "
                           f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
@@ -499,7 +502,12 @@ class CPUExecutable:
         operands = [self._scratch(arrays, o) for o in step["operands"]]
         if step["type"] == "while":
             cond, body = subs
-            state = run_while(step, operands, cond.run, body.run if body is not None else None,
+            self._trips = 0
+
+            def run_body(state: list) -> list:
+                self._trips += 1          # (a profile shows the loop with its iterations)
+                return body.run(state)
+            state = run_while(step, operands, cond.run, run_body if body is not None else None,
                               bool)
         else:
             state = subs[branch_index(step, operands[0])].run(operands[1:])
