@@ -14,7 +14,9 @@ compiler. The library exports
 Parameter k of the module is input k. Kernels run on the caller's thread, or, after
 `NAME_set_threads(n)`, large loop steps are split over n threads (a small pthread loop).
 Matrix products call a BLAS named at build time (`find_blas`): NumPy's bundled OpenBLAS
-(scipy_openblas) or the system's. An op whose CPU step is a NumPy reference (sort,
+(scipy_openblas) or the system's. Loops and branches (la.fori_loop, while_loop, scan,
+cond) become C loops and switches over their sub-programs, each a static function of the
+same source. An op whose CPU step is a NumPy reference (sort,
 argsort, half-float cumulatives) has no C form: `AOTError` names it.
 """
 from __future__ import annotations
