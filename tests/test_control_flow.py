@@ -296,6 +296,35 @@ def test_the_cuda_device_runs_control_steps_on_the_fake_driver():
         check_direction(lambda a, b, c: _rnn(a, b, c)[0], [h0, xs, wr], device="fakecuda")
 
 
+@pytest.mark.parametrize("trips", [0, 1, 7])
+def test_a_cuda_loop_reads_its_condition_asynchronously_one_iteration_ahead(trips):
+    """On the CUDA device (the driver stand-in runs the same plan) a loop's condition is
+    read back behind an event while the next iteration is already queued: no stream-wide
+    wait per iteration, one event wait each, the state untouched by the iteration
+    computed past the end; results equal NumPy's for 0, 1 and several iterations, and a
+    body holding a loop of its own keeps the plain host-driven loop."""
+    from conftest import drop_leftover_pending
+    from lazyarray.devices.stand_ins import cuda_fake
+    drop_leftover_pending()
+    driver = cuda_fake.FAKE_DRIVER
+    with la.config.override(device="fakecuda", cache_dir="off"):
+        x = la.asarray(np.array([1.0, 2.0]))
+        n = la.asarray(np.int32(trips))
+        la.sync()
+        la.fori_loop(0, n, lambda i, v: v * 0.5 + 1.0, x).numpy()      # compiled
+        streams = driver.calls.get("cuStreamSynchronize", 0)
+        events = driver.calls.get("cuEventSynchronize", 0)
+        got = la.fori_loop(0, n, lambda i, v: v * 0.5 + 1.0, x).numpy()
+        assert driver.calls.get("cuStreamSynchronize", 0) - streams <= 1     # the result's read
+        assert driver.calls.get("cuEventSynchronize", 0) - events >= trips + 1
+        nested = la.fori_loop(0, n, lambda i, v: la.fori_loop(0, 2, lambda j, u: u + 1.0, v), x)
+        np.testing.assert_allclose(nested.numpy(), [1.0 + 2 * trips, 2.0 + 2 * trips])
+    want = np.array([1.0, 2.0])
+    for _ in range(trips):
+        want = want * 0.5 + 1.0
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
 def _ptx_of(program) -> list:
     """The PTX of a GPU program and of every sub-program its control steps hold."""
     from lazyarray.compiler.program import sub_program
