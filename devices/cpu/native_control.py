@@ -1,6 +1,6 @@
 """A `while` or `conditional` step run in native code: the condition, the body's kernels
 and products, the branch choice, all one call of the control runner
-(compiler/codegen/control_ir.py), with no Python per iteration.
+(devices/cpu/control_ir.py), with no Python per iteration.
 
 Each sub-program (a loop's condition and body, a conditional's branches) is planned as a
 NativeProgram of its own (devices/native_program.py) and *bound* here: its fresh memory
@@ -33,13 +33,14 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ...compiler.driver import InterruptsDeferred, control_layout
+from ...compiler.driver import InterruptsDeferred
+from . import control_ir
 from .native_pool import address, code as pool_code
 from .object_code import LoadedCode
 from .runtime_objects import runtime_object
 from .thread_pool import BLAS_THREADS
 
-CTL = control_layout()
+CTL = control_ir.LAYOUT
 CONTROL = ("while", "conditional")
 _EXEC = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)   # (releases the GIL)
 

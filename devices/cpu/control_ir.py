@@ -1,7 +1,7 @@
 """The LLVM IR of the CPU runtime's control-flow runner: `lzc_exec(ctx, block)` runs a
 block of *ops* -- jobs of the native pool, memory copies, buffer-table edits, loops and
 branches -- in native code, so a `while` or a `conditional` of a Program runs with no
-Python per iteration (devices/cpu/native_control.py builds the blocks).
+Python per iteration (native_control.py builds the blocks).
 
 Layouts (64-bit words; `LAYOUT` below):
 
