@@ -96,7 +96,14 @@ def _large_state(x, w):
     return la.fori_loop(0, 3, lambda i, v: la.sin(v) * 0.5 + i, big).sum(axis=0)
 
 
-CASES = [_counted, _data_dependent, _zero_trips, _swapping_state,
+def _in_a_stepwise_program(x, w):
+    """The program around the loop has a sort (a host call): it runs step by step, the
+    loop still as one native call of its own (native_control.Standalone)."""
+    s = la.reshape(la.sort(la.reshape(x, (16,))), (4, 4))
+    return la.fori_loop(0, 4, lambda i, v: v @ w + 1.0, s)
+
+
+CASES = [_in_a_stepwise_program, _counted, _data_dependent, _zero_trips, _swapping_state,
          _reductions_and_batched_products, _cond_in_loop, _loop_in_loop, _switch, _large_state]
 
 
