@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from . import profile_hooks
+from .codegen.interrupts import InterruptsDeferred  # noqa: F401  (devices defer SIGINT through here)
 from .hlo.module import Module
 from .program import LaunchStep, Program, describe_value
 
@@ -125,16 +126,22 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     if separate_buffers:
         plan = _separate_buffers(plan)
     span = profile_hooks.span         # a profile times each stage (no-op otherwise)
-    if library and any(_control_kernels(plan)):
-        op = plan.module.instructions[_control_kernels(plan)[0].members[0]].op
-        raise ValueError(f"ahead-of-time compilation: {op} (la.while_loop, la.fori_loop, "
-                         "la.scan, la.cond) runs as host-driven steps and cannot be "
-                         "compiled into a shared library yet")
-    control = functools.partial(control_step, plan, compile_sub=lambda m: compile(
-        m, CPU, separate_buffers=separate_buffers))
+    sub_dumps: dict = {}
+    made = [0]
+
+    def compile_sub(m: Module) -> Program:
+        if library:     # a library links every sub-program's object: names of their own
+            m = Module(f"{module.name}_{made[0]}{m.name}", m.instructions, m.outputs)
+            made[0] += 1
+        sub = compile(m, CPU_LIBRARY if library else CPU, dumps=dumps,
+                      separate_buffers=separate_buffers)
+        _keep_sub_dumps(sub_dumps, m.name, sub)
+        return sub
+    control = functools.partial(control_step, plan, compile_sub=compile_sub)
     with span("codegen", "cpu_kernels"):
-        ir_text, steps = cpu_kernels.generate(plan, module.name, progress=progress,
-                                              control=control, lapack=not library)
+        ir_text, steps = cpu_kernels.generate(
+            plan, module.name, progress=progress, control=control, lapack=not library,
+            prefix=f"{_c_ident(module.name)}__" if library else "")
     functions = sum(1 for s in steps if "fn" in s)
     if progress is not None:
         progress("optimizing", functions, functions)
@@ -148,8 +155,26 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     if dumps:
         program.dumps = _plan_texts(plan)
         program.dumps.update(llvm=str(llmod), asm=llvm_target.emit_assembly(llmod))
+        program.dumps.update(sub_dumps)
     llvm_target.release(llmod)
     return program
+
+
+def _c_ident(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name)
+
+
+def _keep_sub_dumps(into: dict, name: str, sub: Program) -> None:
+    """A control step's sub-program's dump texts (its condition, body, branches), under
+    "sub.<name>.<stage>" ("<name>-<k>" for the k-th other sub-program of that name; a
+    nested one's keys gain its parent's prefix)."""
+    if not sub.dumps:
+        return
+    k = len({key.split(".")[1] for key in into
+             if key.split(".")[1] == name or key.split(".")[1].startswith(name + "-")})
+    where = name if k == 0 else f"{name}-{k}"
+    for stage, text in sub.dumps.items():
+        into[f"sub.{where}.{stage}"] = text
 
 
 def _control_kernels(plan: ExecutionPlan) -> list:

@@ -29,4 +29,13 @@ def write_dump(directory: str, name: str, program: Program) -> list:
         with open(path, "w") as f:
             f.write(text)
         written.append(path)
+    # a loop's or branch's sub-programs (dump keys "sub.<name>.<stage>", compiler/driver.py)
+    # as files `<name>.<sub name><suffix>`
+    for key, text in program.dumps.items():
+        where, _, stage = key[len("sub."):].rpartition(".")
+        if key.startswith("sub.") and stage in SUFFIXES:
+            path = os.path.join(directory, f"{name}.{where.replace('sub.', '')}{SUFFIXES[stage]}")
+            with open(path, "w") as f:
+                f.write(text)
+            written.append(path)
     return written

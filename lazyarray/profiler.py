@@ -83,6 +83,12 @@ class Profile:
         self.events.append(ev)
         self._kernels.append(ev)
 
+    def trips(self, count: int) -> None:
+        """The loop whose kernel event came last ran `count` iterations (its body's
+        kernels are events of their own program, "body")."""
+        if self._kernels:
+            self._kernels[-1].args["trips"] = count
+
     def chunk(self, kernel: str, chunk: int, t0: float, t1: float) -> None:
         self.events.append(Event(f"{kernel}[{chunk}]", "chunk", t0, t1,
                                  threading.get_ident(), {"kernel": kernel}))

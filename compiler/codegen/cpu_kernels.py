@@ -84,6 +84,7 @@ class CPUCodegen:
         self.llmod = ir.Module(name=name)
         self.steps: list = []
         self._count = 0
+        self.prefix = ""            # of every function's name (a library's sub-programs)
         self._made: dict = {}       # kernel key -> (kernel, its positions, its steps)
         self.shared = 0             # kernels that call an earlier kernel's function
         self.control: Any = None    # kernel -> its control step (control_steps.py), or None
@@ -182,7 +183,7 @@ class CPUCodegen:
                 args.append(pos)
         fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(args) + [I64, I64] + [PTR] * partials
                                + [I64] * counts)
-        name = f"{_ident(kern.name)}_{self._count}"
+        name = f"{self.prefix}{_ident(kern.name)}_{self._count}"
         self._count += 1
         fn = ir.Function(self.llmod, fnty, name)
         fn.attributes.add("nounwind")
@@ -806,13 +807,16 @@ def _ident(name: str) -> str:
 
 
 def generate(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
-             progress: Any = None, control: Any = None, lapack: bool = True) -> tuple:
+             progress: Any = None, control: Any = None, lapack: bool = True,
+             prefix: str = "") -> tuple:
     """(LLVM IR text, steps) for every kernel of `plan`; `progress(stage, done, total)` is
     called as kernels are generated; `control(kernel) -> step` makes the step of a
     while/conditional kernel (compiler/codegen/control_steps.py). `lapack`: decompositions
     become generated calls of LAPACK (steps the JIT's device fills with SciPy's
-    addresses), else library steps."""
+    addresses), else library steps. `prefix`: of every function's name (the objects of a
+    library's sub-programs are linked together)."""
     gen = CPUCodegen(plan, name, math, progress, lapack)
     gen.control = control
+    gen.prefix = prefix
     llmod, steps = gen.run()
     return str(llmod), steps

@@ -28,7 +28,7 @@ from ...compiler.program import Program, ValueInfo, branch_index, run_while, sub
 from ..compile_progress import Progress
 from ..compile_cache import (VERSION, DiskCache, compiler_fingerprint, default_dir,  # noqa: F401
                              entry_key, load_cached)
-from . import lapack, native_gemm, native_pool, native_program, runtime_objects
+from . import lapack, native_control, native_gemm, native_pool, native_program, runtime_objects
 from ..device import HostDevice
 from ..dump_files import write_dump
 from .host_memory import HOST_MEMORY, claim_memory
@@ -216,6 +216,7 @@ class CPUExecutable:
         # (the run settings it was chosen under, the NativeProgram or None): a run under
         # the same settings takes it without asking again
         self._fast: Optional[tuple] = None
+        self._trips = 0                              # iterations of the last while step run
         # what keeping this executable costs (the runtime's cache bounds the total)
         self.nbytes = len(program.code) + sum(a.nbytes for a in self._const_arrays.values())
         if self._code is not None:       # its LLVM engine: what the cache's MB cap bounds
@@ -377,6 +378,8 @@ class CPUExecutable:
                 if prof:
                     prof.kernel(self.name, step["kernel"], step["type"], t0, time.perf_counter(),
                                 self._threads_of(step))
+                    if step["type"] == "while":
+                        prof.trips(self._trips)
                 if debug:
                     print(f"[lazyarray]   {self.name} {step['kernel']} ({step['type']}): "
                           f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
@@ -504,15 +507,44 @@ class CPUExecutable:
         """A while or conditional: its sub-programs run from here, each a loaded
         executable (compiler/codegen/control_steps.py)."""
         subs = self._subs[id(step)]
+        native = self._native_control(step)
+        if native is not None:          # the whole loop or branch in one native call
+            for p in native.index:
+                self._scratch(arrays, p)
+            native.run(arrays, native_pool.get_pool(self._run_pool.threads))
+            return
         operands = [self._scratch(arrays, o) for o in step["operands"]]
         if step["type"] == "while":
             cond, body = subs
-            state = run_while(step, operands, cond.run, body.run if body is not None else None,
+            self._trips = 0
+
+            def run_body(state: list) -> list:
+                self._trips += 1          # (a profile shows the loop with its iterations)
+                return body.run(state)
+            state = run_while(step, operands, cond.run, run_body if body is not None else None,
                               bool)
         else:
             state = subs[branch_index(step, operands[0])].run(operands[1:])
         for p, k in step["outputs"]:
             np.copyto(self._scratch(arrays, p), state[k])
+
+    def _native_control(self, step: dict) -> Optional[native_control.Standalone]:
+        """The step as one call of the native control runner (built once per thread
+        count), or None where it cannot run so (devices/cpu/native_control.py) or a profile
+        times each sub-program's steps."""
+        if profile_hooks.ACTIVE or isinstance(self._run_pool, profile_hooks.TimedPool):
+            return None
+        pool = native_pool.get_pool(self._run_pool.threads)
+        key = ("control", id(step), pool.threads)
+        native = self._range_cache.get(key)
+        if native is None:
+            try:
+                native = native_control.Standalone(step, self._subs[id(step)], pool.threads,
+                                                   lambda p: self.values[p].nbytes)
+            except native_control.NotNative:
+                native = False
+            self._range_cache[key] = native
+        return native or None
 
     def _library(self, step: dict, arrays: dict) -> None:
         """A call the primitive's stanza names (`step["call"]`), see LIBRARY_CALLS."""

@@ -406,7 +406,11 @@ class _Callee:
 
 GEMM_M, GEMM_N, GEMM_K, GEMM_LDA, GEMM_LDB, GEMM_LDC = range(6)
 GEMM_TRANS_A, GEMM_TRANS_B, GEMM_BM, GEMM_BN, GEMM_TILES_N, GEMM_FN = range(6, 12)
-GEMM_WORDS = 12
+# a batch of products: tile t is tile t % TILES of product t / TILES, whose A, B and C
+# start STRIDE_A/B/C elements after the previous product's (one product: TILES is every
+# tile, the strides 0)
+GEMM_TILES, GEMM_STRIDE_A, GEMM_STRIDE_B, GEMM_STRIDE_C = range(12, 16)
+GEMM_WORDS = 16
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
 
 
@@ -425,7 +429,8 @@ def gemm_tiles_ir(triple: str, kind: int, size: int) -> str:
 
     `lzp_?gemm_tiles(a, b, c, desc, start, end)`: C = A B over the tiles start..end-1 of
     C (row-major tiles of desc's BM x BN; tile t is row block t / TILES_N, column block
-    t % TILES_N), each one call of the ILP64 CBLAS gemm whose address desc holds;
+    t % TILES_N; of a batch of products, see GEMM_TILES), each one call of the ILP64
+    CBLAS gemm whose address desc holds;
     `lzp_?gemm_small`: the same tiles computed here (`_SmallGemm`); `lzp_?gemm_dots`: by
     dot products of rows (`_RowDots`)."""
     mod = ir.Module(name="lazyarray_gemm_tiles")
@@ -438,7 +443,7 @@ def gemm_tiles_ir(triple: str, kind: int, size: int) -> str:
 
 def _gemm_tiles(mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
     f = ir.Function(mod, ir.FunctionType(VOID, [PTR, PTR, PTR, PTR, I64, I64]), name)
-    a, bm_, c, desc, start, end = f.args
+    a0, b0, c0_, desc, start, end = f.args
     b = ir.IRBuilder(f.append_basic_block("entry"))
     d = [b.load(_word(b, desc, k), typ=I64) for k in range(GEMM_WORDS)]
     gemm_type = ir.FunctionType(VOID, [I32, I32, I32, I64, I64, I64, ftype, PTR, I64, PTR, I64,
@@ -447,6 +452,7 @@ def _gemm_tiles(mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
     no_trans = lambda v: b.icmp_unsigned("==", v, _c(CBLAS_NO_TRANS))
 
     def tile(t: ir.Value, _: list) -> list:
+        t, (a, bm_, c) = _batch_member(b, d, t, (a0, b0, c0_), size)
         r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
         c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
         rows = _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0))
@@ -514,6 +520,7 @@ class _SmallGemm:
         self.a_col = b.select(plain, _c(1), d[GEMM_LDA])
 
         def tile(t: ir.Value, _: list) -> list:
+            t, (self.a, self.bmat, self.c) = _batch_member(b, d, t, (a, bm_, c), size)
             r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
             c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
             r1 = b.add(r0, _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0)))
@@ -642,6 +649,7 @@ class _RowDots:
         self.k_vec = b.mul(b.udiv(k, _c(self.lanes)), _c(self.lanes))   # the vector part
 
         def tile(t: ir.Value, _: list) -> list:
+            t, (self.a, self.w, self.c) = _batch_member(b, d, t, (a, bm_, c), size)
             r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
             c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
             r1 = b.add(r0, _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0)))
@@ -703,6 +711,16 @@ class _RowDots:
                                                     list(range(half, width))))
             v, width = b.fadd(lo, hi), half
         return b.extract_element(v, ir.Constant(I32, 0))
+
+
+def _batch_member(b: ir.IRBuilder, d: list, t: ir.Value, bases: tuple, size: int) -> tuple:
+    """(tile t's index within its product, that product's A, B and C) for tile t of a
+    batch of products (GEMM_TILES)."""
+    which = b.udiv(t, d[GEMM_TILES])
+    at = lambda base, stride: b.gep(base, [b.mul(b.mul(which, stride), _c(size))],
+                                    source_etype=I8)
+    return b.urem(t, d[GEMM_TILES]), tuple(at(base, d[s]) for base, s in
+                                          zip(bases, (GEMM_STRIDE_A, GEMM_STRIDE_B, GEMM_STRIDE_C)))
 
 
 def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:

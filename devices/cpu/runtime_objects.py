@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 from ...compiler.driver import CPU, host_object, target_id
 from ..compile_cache import entry_key
 from ..runtime_builds import record
-from . import pool_ir
+from . import control_ir, pool_ir
 from .object_code import malformed
 
 # set by the CPU device: () -> (DiskCache or None, the strings that pin an entry to this
@@ -26,9 +26,10 @@ def runtime_code(name: str, *shape: int) -> bytes:
     builder and for the target kernels use (pool_ir.py): "pool" (the worker pool's job
     runner and worker loop), "trampoline" (nargs, npartials, ncounts: calls a kernel with
     its arguments from a buffer table), "gemm_tiles" (matrix products in tiles, each a
-    CBLAS call)."""
+    CBLAS call), "control" (the runner of loops and branches, control_ir.py)."""
     triple = target_id(CPU)[0]
     make = {"pool": lambda: pool_ir.PoolIR(triple).text(),
+            "control": lambda: control_ir.control_ir(triple),
             "trampoline": lambda: pool_ir.trampoline_ir(triple, *shape),
             "gemm_tiles": lambda: pool_ir.gemm_tiles_ir(triple, *shape)}
     # a trampoline is parsed and emitted, not optimized (paid per kernel signature); the

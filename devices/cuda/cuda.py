@@ -167,6 +167,25 @@ class CudaDevice(Device):
             profile_hooks.ACTIVE.span("transfer", "device_to_host", t0, t1, {"bytes": out.nbytes})
         return out
 
+    def read_later(self, buffer: CudaBuffer) -> Callable[[], np.ndarray]:
+        """Queue a copy of a (small) buffer to pinned memory behind the stream's work;
+        the function returned waits for that copy alone (its event), not for the work
+        queued after it, and gives the value."""
+        cu = self.cu
+        out = np.empty(buffer.shape, buffer.dtype)
+        block = self.staging.take(max(1, out.nbytes))
+        if out.nbytes:
+            check(cu.cuMemcpyDtoHAsync(block.ptr, buffer.ptr, out.nbytes, self.stream), "DtoH")
+        check(cu.cuEventRecord(block.event, self.stream), "cuEventRecord")
+
+        def wait() -> np.ndarray:
+            check(cu.cuEventSynchronize(block.event), "cuEventSynchronize")
+            ctypes.memmove(out.ctypes.data, block.ptr, out.nbytes)
+            self.staging.give(block)
+            self.counters["bytes_from_device"] += out.nbytes
+            return out
+        return wait
+
     def copy(self, src: CudaBuffer, dst: CudaBuffer) -> None:
         if src.nbytes:
             check(self.cu.cuMemcpyDtoDAsync(dst.ptr, src.ptr, src.nbytes, self.stream), "DtoD")
@@ -270,6 +289,31 @@ CONTROL_STEPS = ("while", "conditional")
 
 
 # ---- executables -------------------------------------------------------------------------
+
+def _speculable(body: Any) -> bool:
+    """Whether a loop's body may run one iteration ahead of its condition: it exists and
+    holds no loop of its own (kernels and library calls always end; a nested loop on a
+    state past the loop's end might not)."""
+    return body is not None and not any(s["type"] in CONTROL_STEPS for s in body.steps)
+
+
+def run_while_ahead(step: dict, state: list, run_cond: Any, run_body: Any,
+                    read_later: Callable) -> list:
+    """A "while" step with its condition read back asynchronously: each iteration's body
+    is queued before the host knows whether it is needed, so the GPU computes it while
+    the previous condition travels to the host (no idle round trip per iteration).
+    A body past the loop's end is dropped: its results are fresh buffers, the state
+    stays as it was (one iteration of wasted work at the end)."""
+    vary = step["varying"]
+    pending = read_later(run_cond(state)[0])
+    while True:
+        ahead = run_body(state)
+        if not bool(pending()):
+            return state
+        for k, v in zip(vary, ahead):
+            state[k] = v
+        pending = read_later(ahead[-1])
+
 
 class CudaExecutable:
     """A loaded Program (its GPU module) and its steps, run over device buffers."""
@@ -540,7 +584,11 @@ class CudaExecutable:
             out = exe.run(args)
             runs[0] += exe.kernels_per_run
             return out
-        if step["type"] == "while":
+        if step["type"] == "while" and _speculable(subs[1]):
+            cond, body = subs
+            state = run_while_ahead(step, operands, lambda st: run(cond, st),
+                                    lambda st: run(body, st), dev.read_later)
+        elif step["type"] == "while":
             cond, body = subs
             state = run_while(step, operands, lambda st: run(cond, st),
                               (lambda st: run(body, st)) if body is not None else None,
