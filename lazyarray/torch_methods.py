@@ -109,7 +109,7 @@ def norm(self: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False,
         if dim is None and x.ndim != 2:
             raise ValueError("norm(p='nuc'): needs a matrix or two dims")
         axes = (-2, -1) if dim is None else tuple(dim)
-        return api.linalg.matrix_norm(x, axis=axes, keepdims=keepdim, ord="nuc")
+        return _matrix_norm(x, axes, keepdim, "nuc")
     if p == "fro" or p is None:
         p = 2
     if isinstance(p, str):
@@ -117,6 +117,13 @@ def norm(self: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False,
                          "('fro', 'nuc' or a number)")
     axis = tuple(dim) if isinstance(dim, (list, tuple)) else dim
     return api.linalg.vector_norm(x, axis=axis, keepdims=keepdim, ord=p)
+
+
+def _matrix_norm(x: Tensor, dims: tuple, keepdim: bool, ord: Any) -> Tensor:
+    """The matrix norm over two dims (lazyarray's matrix_norm takes the last two)."""
+    d = tuple(a % x.ndim for a in dims)
+    out = api.linalg.matrix_norm(api.moveaxis(x, d, (-2, -1)), keepdims=keepdim, ord=ord)
+    return api.moveaxis(out, (-2, -1), d) if keepdim else out
 
 
 def _is_leaf(self: Tensor) -> bool:
@@ -134,7 +141,7 @@ def _derived(t: Tensor) -> bool:
 
 def _get_requires_grad(self: Tensor) -> bool:
     """PyTorch's: set on a leaf, or true of a tensor computed from one (with grad on)."""
-    return backward.requires_grad(self) or _derived(self)
+    return backward.requires_grad(self) or (backward.is_grad_enabled() and _derived(self))
 
 
 def split(self: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple:

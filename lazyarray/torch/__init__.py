@@ -77,7 +77,7 @@ isnan, isinf, isfinite = _la.isnan, _la.isinf, _la.isfinite
 real, imag, conj, angle = _la.real, _la.imag, _la.conj, _la.angle
 where, clamp, clip = _la.where, _la.clip, _la.clip
 matmul, outer, einsum, tensordot = _la.matmul, _la.outer, _la.einsum, _la.tensordot
-sum, mean, prod = _la.sum, _la.mean, _la.prod
+sum, mean = _la.sum, _la.mean
 argmax, argmin, all, any = _la.argmax, _la.argmin, _la.all, _la.any
 count_nonzero = _la.count_nonzero
 numel, flatten, unbind = _la.numel, _la.flatten, _la.unbind
@@ -220,8 +220,22 @@ def std_mean(input: Any, dim: Any = None, unbiased: Any = None, keepdim: _builti
 
 
 def logsumexp(input: Any, dim: Any, keepdim: _builtin_bool = False) -> Tensor:
-    from lazyarray.nn import functional as _F
-    return _F.logsumexp(input, axis=_dims(dim), keepdims=keepdim)
+    """log(sum(exp(x))) over dim (one int or several), computed from the maximum."""
+    x = _t(input)
+    axes = _dims(dim)
+    m = _la.max(x, axis=axes, keepdims=True)
+    m = _la.where(_la.isfinite(m), m, _la.zeros((), dtype=m.dtype, device=m.device))
+    out = _la.log(_la.sum(_la.exp(x - m), axis=axes, keepdims=True)) + m
+    return out if keepdim else _la.squeeze(out, axes if isinstance(axes, tuple) else (axes,)) \
+        if axes is not None else _la.reshape(out, ())
+
+
+def prod(input: Any, dim: Any = None, keepdim: _builtin_bool = False, *,
+         dtype: Any = None) -> Tensor:
+    """The product over one dim (PyTorch's prod takes an int dim, not several)."""
+    if dim is not None and not isinstance(dim, (_builtin_int, np.integer)):
+        raise TypeError(f"prod: dim must be one int (PyTorch's prod), got {dim!r}")
+    return _la.prod(input, axis=dim, keepdims=keepdim, dtype=dtype)
 
 
 def sort(input: Any, dim: _builtin_int = -1, descending: _builtin_bool = False,
@@ -474,12 +488,13 @@ def diag(input: Any, diagonal: _builtin_int = 0) -> Tensor:
     """A 1-D input: the matrix with it on the diagonal; a matrix: its diagonal."""
     x = _t(input)
     if x.ndim == 1:
-        n = x.shape[0] + builtins.abs(diagonal)
-        eye_k = _la.eye(n, k=diagonal, dtype=x.dtype, device=x.device)
-        pad = [0] * builtins.abs(diagonal)
-        vals = _la.concat([x, _la.asarray(pad, dtype=x.dtype, device=x.device)]) \
-            if diagonal >= 0 else _la.concat([_la.asarray(pad, dtype=x.dtype, device=x.device), x])
-        return eye_k * (vals[None, :] if diagonal >= 0 else vals[:, None])
+        k = builtins.abs(diagonal)
+        n = x.shape[0] + k
+        on = _la.eye(n, k=diagonal, dtype=_la.bool, device=x.device)
+        vals = _la.concat([x, _la.zeros((k,), dtype=x.dtype, device=x.device)])
+        # row i holds x[i] above the diagonal, column j holds x[j] below it
+        return _la.where(on, vals[:, None] if diagonal >= 0 else vals[None, :],
+                         _la.zeros((), dtype=x.dtype, device=x.device))
     if x.ndim == 2:
         return _la.diagonal(x, offset=diagonal)
     raise ValueError(f"diag: needs a 1-D or 2-D tensor, got {x.ndim} dims")
@@ -624,4 +639,4 @@ from . import nn, optim, utils, autograd  # noqa: E402,F401  (they import the na
 from . import fft, linalg  # noqa: E402,F401
 
 __all__ = sorted(n for n in globals() if not n.startswith("_") and n not in (
-    "annotations", "builtins", "np", "Any"))
+    "annotations", "builtins", "np", "Any", "creation", "dtypes"))

@@ -125,8 +125,8 @@ def randint_like(input: Tensor, low: int = 0, high: Optional[int] = None, *,
                  dtype: Any = None, device: Any = None) -> Tensor:
     if high is None:
         low, high = 0, low
-    return _random.randint(low, high, input.shape, dtype=dtype or input.dtype,
-                           device=device or input.device)
+    out = _random.randint(low, high, input.shape, device=device or input.device)
+    return out.astype(dtype or input.dtype)
 
 
 def randperm(n: int, *, dtype: Any = None, device: Any = None,

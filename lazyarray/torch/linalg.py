@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from lazyarray import linalg as _linalg
+from lazyarray import torch_methods as _tm
 
 inv, det, solve, cholesky, eigh, qr, svd = (_linalg.inv, _linalg.det, _linalg.solve,
                                             _linalg.cholesky, _linalg.eigh, _linalg.qr,
@@ -18,7 +19,7 @@ def vector_norm(x: Any, ord: Any = 2, dim: Any = None, keepdim: bool = False, *,
 
 
 def matrix_norm(A: Any, ord: Any = "fro", dim: Any = (-2, -1), keepdim: bool = False) -> Any:
-    return _linalg.matrix_norm(A, axis=tuple(dim), keepdims=keepdim, ord=ord)
+    return _tm._matrix_norm(A, tuple(dim), keepdim, ord)
 
 
 def norm(A: Any, ord: Any = None, dim: Any = None, keepdim: bool = False) -> Any:
