@@ -320,6 +320,11 @@ def is_floating_point(self: Tensor) -> bool:
     return self.dtype.is_float
 
 
+def is_contiguous(self: Tensor, memory_format: Any = None) -> bool:
+    """Always: a value has no strides (`contiguous()` is the tensor itself)."""
+    return True
+
+
 def element_size(self: Tensor) -> int:
     return self.dtype.np.itemsize
 
@@ -340,7 +345,7 @@ _METHODS = {
     "type_as": type_as, "new_zeros": _new(0), "new_ones": _new(1), "new_empty": _new(0),
     "new_full": new_full, "new_tensor": new_tensor, "softmax": softmax,
     "log_softmax": log_softmax, "is_floating_point": is_floating_point,
-    "element_size": element_size, "nelement": Tensor.numel,
+    "element_size": element_size, "is_contiguous": is_contiguous, "nelement": Tensor.numel,
     "angle": lift(ops.angle), "tan": lift(ops.tan), "conj": lift(ops.conj),
     "exp_": _in_place_unary(api.exp), "sqrt_": _in_place_unary(api.sqrt),
     "abs_": _in_place_unary(api.abs), "neg_": _in_place_unary(api.negative),
