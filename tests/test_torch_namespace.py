@@ -31,11 +31,15 @@ class Case:
     name: str                       # the public name it covers ("nn.functional.relu", ...)
     fn: Callable                    # fn(M, *inputs) with M the torch module in use
     shapes: Sequence = (((3, 4),),)  # input shapes, one tuple per variant
-    dtypes: Sequence = FLOATS
+    dtypes: Sequence = ()           # default: float32, and float64 too where gradients are checked
     domain: str = "real"            # real, positive, unit, int, bool, distinct
     tol: float = 1.0
     label: str = ""
     grad: bool = False              # also compare d sum(result) / d inputs (float inputs)
+
+    def __post_init__(self) -> None:
+        if not self.dtypes:
+            self.dtypes = FLOATS if self.grad else (F32,)
 
     @property
     def id(self) -> str:
