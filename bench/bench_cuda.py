@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.devices import cuda as cuda_device
+from lazyarray.devices.cuda import cuda as cuda_device
 
 import workloads as W
 

@@ -43,7 +43,7 @@ if ! "$PY" -m pip install --no-deps --no-build-isolation -e . >>"$OUT/install.lo
 fi
 "$PY" - >>"$OUT/install.log" 2>&1 <<'EOF'
 import lazyarray as la
-from lazyarray.devices import cuda_driver, cuda_blas, cuda_link
+from lazyarray.devices.cuda import cuda_driver, cuda_blas, cuda_link
 print("cuda:", cuda_driver.missing() or "available")
 print("cuBLAS library:", (cuda_blas.library_paths() or ["none found"])[0])
 print("nvJitLink:", "yes" if cuda_link.nvjitlink() is not None else "no (PTX is JIT-compiled by the driver)")

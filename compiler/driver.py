@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from . import profile_hooks
-from .module import Module
+from .hlo.module import Module
 from .program import Program, describe_value
 
 if TYPE_CHECKING:
-    from .plan import ExecutionPlan
+    from .planning.plan import ExecutionPlan
 
 # The passes and code generators are imported by the functions that use them: devices
 # import this module to load a cached Program (target_id, llvm_lock, runtime_layout), and
@@ -43,7 +43,7 @@ def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(),
     compiler is (kernels generated, then optimizing and emitting). `separate_buffers`
     (CPU): every value in a buffer of its own but for in-place pairs, as the GPU runtime
     allocates them (the host code that stands in for a GPU program's kernels,
-    devices/cuda_host_kernels.py)."""
+    devices/stand_ins/cuda_host_kernels.py)."""
     with _collector_paused():
         if target in (CPU, CPU_LIBRARY):
             return _compile_cpu(module, frozenset(donated), verify, dumps, progress,
@@ -171,7 +171,7 @@ def _control_kernels(plan: ExecutionPlan) -> list:
 def _separate_buffers(plan: ExecutionPlan) -> ExecutionPlan:
     """The plan with each value in a slot of its own, except an output updated in place,
     which keeps its donated parameter's."""
-    from .plan import BufferPlan, ExecutionPlan
+    from .planning.plan import BufferPlan, ExecutionPlan
     ins = plan.module.instructions
     slot_of = {pos: pos for pos in range(len(ins)) if not isinstance(ins[pos].dtype, tuple)}
     aliases = dict(plan.buffers.aliases)
@@ -214,7 +214,7 @@ def _compile_nvptx(module: Module, arch: str, donated: frozenset, verify: bool,
 
 def simt_layout() -> tuple:
     """(context word offsets by name, words, bytes per barrier) that the host-built GPU
-    kernels of `compile_gpu_for_host` and their runner (devices/cuda_simt.py) share."""
+    kernels of `compile_gpu_for_host` and their runner (devices/stand_ins/cuda_simt.py) share."""
     from .codegen import gpu_simt
     return dict(gpu_simt.CTX), gpu_simt.CTX_WORDS, gpu_simt.BARRIER_BYTES
 
@@ -222,7 +222,7 @@ def simt_layout() -> tuple:
 def compile_gpu_for_host(module: Module, target: str) -> Program:
     """The GPU program of `module` for `target` — the same kernels, launches and scratch
     buffers — with its kernels built as host object code (codegen/gpu_simt.py), for
-    devices/cuda_simt.py to run thread by thread without a GPU. Each kernel takes the
+    devices/stand_ins/cuda_simt.py to run thread by thread without a GPU. Each kernel takes the
     thread's context after its buffers."""
     from .codegen import llvm_target, nvptx
     from .passes.pipeline import compile_plan
@@ -266,7 +266,7 @@ def _referenced(plan: ExecutionPlan, steps: list) -> set:
 
 def _program(plan: ExecutionPlan, target: str, code: bytes, steps: list,
              donated: frozenset) -> Program:
-    from .kernel_cost import kernel_info
+    from .planning.kernel_cost import kernel_info
     m, buffers = plan.module, plan.buffers
     values = {str(p): describe_value(m.instructions[p]) for p in sorted(_referenced(plan, steps))}
     return Program(
@@ -283,7 +283,7 @@ def _program(plan: ExecutionPlan, target: str, code: bytes, steps: list,
 # ---- dump texts --------------------------------------------------------------------------
 
 def _plan_texts(plan: ExecutionPlan) -> dict:
-    from . import graphviz
+    from .hlo import graphviz
     return {"optimized_hlo": str(plan.module), "fusion": fusion_report(plan),
             "dot": graphviz.plan_dot(plan)}
 

@@ -12,9 +12,9 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from . import dtypes as D
-from .dtypes import DType
-from .node import Node
+from .hlo import dtypes as D
+from .hlo.dtypes import DType
+from .graph.node import Node
 
 # kinds, which fusion reads
 ELEMENTWISE = "elementwise"   # out[i] = f(a[i], b[i], ...)
@@ -76,7 +76,7 @@ class Primitive:
                                          # where its library call serves (`library`)
     math: Optional[str] = None           # name in the per-target math table
     costly: bool = False                 # fusion computes it once, never per consumer
-                                         # (compiler/fusion.py); set for every `math` op
+                                         # (compiler/planning/fusion.py); set for every `math` op
     doc: str = ""
     reduced_axes: Any = None             # reductions: (attrs) -> the axes they combine
     reducer: Any = None                  # reductions: (attrs) -> how they combine
@@ -85,7 +85,7 @@ class Primitive:
                                          # primitives that replaces it before fusion
     library: Optional[LibraryCall] = None  # LIBRARY / OPAQUE: the call a device makes
                                            # where no code is generated for it
-    batch: Any = None                    # vmap: a rule (compiler/batching.py) or
+    batch: Any = None                    # vmap: a rule (compiler/transforms/batching.py) or
                                          # LOOP_OVER_BATCH, the explicit fallback
     pure: bool = True                    # False: the result depends on more than the
                                          # operands (collectives); never folded
@@ -102,7 +102,7 @@ class Primitive:
                                          # follows the conjugate-Wirtinger convention itself
     vjp_by_type: bool = False            # the vjp reads only the types and attributes of g,
                                          # the node and its operands (never their values,
-                                         # identity or producers): compiler/vjp_templates.py
+                                         # identity or producers): compiler/transforms/vjp_templates.py
                                          # may then copy the graph it built before
     vjp_partial: bool = False            # the vjp takes `wanted` (a bool per operand: does the
                                          # walk need its cotangent?) and may give None for the

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes as D
-from .literal import Literal
+from .hlo import dtypes as D
+from .hlo.literal import Literal
 
 FORMAT = 2      # bump when the stored layout changes (old cache entries then miss)
 
@@ -49,7 +49,7 @@ class Program:
     aliases: list = field(default_factory=list)      # [output, donated parameter]
     donated: list = field(default_factory=list)      # donated parameter numbers
     scratch: dict = field(default_factory=dict)      # GPU: scratch key -> bytes
-    # plan kernel -> its ops, traced sources, bytes and flops (compiler/kernel_cost.py):
+    # plan kernel -> its ops, traced sources, bytes and flops (compiler/planning/kernel_cost.py):
     # what a profile shows beside each kernel's time
     kernel_info: dict = field(default_factory=dict)
     dumps: dict = field(default_factory=dict)        # stage -> text (never stored)

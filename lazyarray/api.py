@@ -8,10 +8,10 @@ from typing import Any
 
 from . import ops
 from .ops import nn as _ops_nn
-from .compiler import dtypes as _D
-from .compiler.dtypes import (DType, bfloat16, bool_, float16, float32, float64, int8, int16,
-                               int32, int64, uint8, uint16, uint32, uint64)
-from .compiler.dtypes import complex64, complex128  # noqa: F401
+from .compiler.hlo import dtypes as _D
+from .compiler.hlo.dtypes import (DType, bfloat16, bool_, float16, float32, float64, int8, int16,
+                                  int32, int64, uint8, uint16, uint32, uint64)
+from .compiler.hlo.dtypes import complex64, complex128  # noqa: F401
 from . import random as _random
 from . import runtime
 from .autograd import GradientTape, grad, stop_gradient, value_and_grad

@@ -24,7 +24,8 @@ from typing import Any, Callable, Optional
 
 from . import runtime
 from .autograd import _seed, forget_held_history
-from .compiler import autodiff, builders
+from .compiler.transforms import autodiff
+from .compiler.graph import builders
 from .tensor import REQUIRES_GRAD, TRAINABLE, Tensor, mark_requires_grad
 
 _ENABLED = [True]

@@ -112,7 +112,7 @@ FLAGS = {f.name: f for f in [
          "('cuda' there with fake_cuda set runs the suite on the host-memory stand-in)."),
     Flag("fake_cuda", False, _bool,
          "Serve the 'cuda' device from a stand-in for the CUDA driver backed by host memory "
-         "(devices/cuda_fake.py), its kernels run by the CPU target's code of the same "
+         "(devices/stand_ins/cuda_fake.py), its kernels run by the CPU target's code of the same "
          "fusion plan: the CUDA runtime (buffers, transfers, launches, graphs, cuBLAS calls) "
          "runs and is tested without a GPU. Read when the 'cuda' device is first made."),
     Flag("cuda_graphs", True, _bool,

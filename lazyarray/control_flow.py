@@ -15,7 +15,7 @@ on the device by a step that drives the sub-programs' kernels
   gradient is taken (Python ints, or computed values).
 - `scan(f, init, xs, length, reverse)`: a counted `while` that reads step i of `xs` with
   a dynamic slice and writes step i of `ys` with a dynamic update; differentiable (a
-  reverse scan over the carries, which a forward scan stores: compiler/scan_vjp.py).
+  reverse scan over the carries, which a forward scan stores: compiler/transforms/scan_vjp.py).
 - `cond(pred, true_fun, false_fun, *operands)`: HLO `conditional` on a tensor predicate
   (only the branch taken runs); a Python bool just calls one branch.
   `switch(index, branches, *operands)` is the n-way form (index clamped).
@@ -41,9 +41,9 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 from . import api, config, runtime
-from .compiler import dtypes as D
-from .compiler.computation import build_computation, depends_on, find_captured, placeholders
-from .compiler.node import Node, kept_constant, scalar_leaf
+from .compiler.hlo import dtypes as D
+from .compiler.hlo.computation import build_computation, depends_on, find_captured, placeholders
+from .compiler.graph.node import Node, kept_constant, scalar_leaf
 from .compiler.primitive import apply
 from .pytree import tree_flatten
 from .tensor import Tensor

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from . import config, runtime
 from .devices_registry import _cuda_count
-from .devices import cuda_driver
+from .devices.cuda import cuda_driver
 
 
 def is_available() -> bool:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .compiler.trace import capture
+from .compiler.graph.trace import capture
 from . import metrics as _metrics
 from .tensor import Tensor
 

@@ -22,7 +22,7 @@ def _register_cpu() -> None:
 
 
 def _make_cpu(name: str):
-    from .devices.cpu import DEFAULT_SETTINGS, CPUDevice
+    from .devices.cpu.cpu import DEFAULT_SETTINGS, CPUDevice
     names = tuple(DEFAULT_SETTINGS)
     values = config._values     # the dict itself: attribute reads cost ~1 us each per run
 
@@ -62,7 +62,7 @@ def _cuda_settings() -> dict:
 def _make_cuda(name: str):
     """A CUDA device; where none can be made, the error says whether the GPU, the NVIDIA
     driver or the `cuda` extra (cuda-python) is missing."""
-    from .devices import cuda
+    from .devices.cuda import cuda
     return cuda.CudaDevice(name, _cuda_settings, fake=config.fake_cuda)
 
 
@@ -79,7 +79,7 @@ def _cuda_stats() -> dict:
 def _register_cuda() -> None:
     """'cuda' and 'cuda:N' are always known names; making one raises a clear error where
     no GPU (or the stand-in, LAZYARRAY_FAKE_CUDA=1) is usable."""
-    from .devices import cuda_driver
+    from .devices.cuda import cuda_driver
     cuda_driver.use_fake(config.fake_cuda)     # so that cuda.available() tells the truth
     runtime.register_device("cuda", _make_cuda, count=_cuda_count)
     metrics.register_source(_cuda_stats)
@@ -87,7 +87,7 @@ def _register_cuda() -> None:
 
 def _cuda_count() -> int:
     """The GPUs the driver counts; 1 where none is usable (making 'cuda' then says why)."""
-    from .devices import cuda_driver
+    from .devices.cuda import cuda_driver
     fake = config.fake_cuda
     if cuda_driver.missing(fake) is not None:
         return 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from .compiler import collectives as _group
+from .compiler.primitives import process_group as _group
 from .compiler.primitive import apply
 from .tensor import Tensor
 from . import config, runtime
@@ -32,8 +32,8 @@ def init(backend: str = "auto") -> None:
     (`device()`: cuda:<local rank>), and those of CPU tensors on MPI; "mpi" runs all of
     them on MPI (a CUDA tensor's through host memory); "auto" (the default) is "nccl"
     where a CUDA device and NCCL are usable, else "mpi", as torch.distributed chooses."""
-    from .devices import cuda_driver
-    from .devices.nccl_communicator import NcclCommunicator, open_nccl, select_backend
+    from .devices.cuda import cuda_driver
+    from .devices.cuda.nccl_communicator import NcclCommunicator, open_nccl, select_backend
     select_backend(backend, None, None)          # a bad name fails before MPI starts
     if is_initialized():
         raise RuntimeError(f"distributed.init: this process is already in a group (backend "

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import api, backward, indexing, ops
-from .compiler import dtypes as D
-from .compiler import autodiff
+from .compiler.hlo import dtypes as D
+from .compiler.transforms import autodiff
 from .conventions import reduction_method
 from .creation import shape_args
 from .lift import lift, method, reflected, unary_method

@@ -130,7 +130,7 @@ def _describe(entry: Any) -> str:
     if isinstance(entry, tuple) and entry and entry[0] == "C":
         value = entry[2]
         if isinstance(value, tuple) and len(value) == 3 and isinstance(value[2], bytes):
-            kind, shape, data = value        # a literal's content key (compiler/trace.py)
+            kind, shape, data = value        # a literal's content key (compiler/graph/trace.py)
             try:
                 value = np.frombuffer(data, np.dtype(kind)).reshape(shape).tolist()
             except (TypeError, ValueError):  # a dtype NumPy names only by size (bfloat16)

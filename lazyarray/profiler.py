@@ -210,7 +210,7 @@ def record(name: str) -> Iterator[None]:
 # ---- turning a run's kernels into rows with ops and lines --------------------------
 
 def _kernel_info(exe: Any) -> dict:
-    """kernel name -> static figures (compiler/kernel_cost.py), which the compiler puts in
+    """kernel name -> static figures (compiler/planning/kernel_cost.py), which the compiler puts in
     the Program an executable runs (so they come with a disk-cached program too)."""
     return getattr(getattr(exe, "program", None), "kernel_info", None) or {}
 

@@ -8,7 +8,7 @@ overwrite the buffers of offered leaves (`offer_donation`: an optimizer offers t
 values of the parameters and state it rebinds) that nothing but the graph being computed
 still references, so a
 training step updates its parameters in place instead of holding two copies. The check is
-by reference count (compiler/trace.py); donated nodes then hold a `DonatedBuffer`, which
+by reference count (compiler/graph/trace.py); donated nodes then hold a `DonatedBuffer`, which
 raises when read. `LAZYARRAY_DONATE=0` (`la.config.donate = False`) turns it off
 (tests compare both ways).
 """
@@ -26,10 +26,10 @@ from . import config
 from .callsite import format_frame, user_frame, user_site
 from .metrics import METRICS, explain_change
 from .compiler import profile_hooks
-from .compiler.interrupts import InterruptsDeferred
-from .compiler.printer import type_text
-from .compiler.replay import save_inputs, scalar_comments
-from .compiler.trace import Capture, DonatedBuffer, Template, capture, describe_key, donation_safe
+from .compiler.codegen.interrupts import InterruptsDeferred
+from .compiler.hlo.printer import type_text
+from .compiler.hlo.replay import save_inputs, scalar_comments
+from .compiler.graph.trace import Capture, DonatedBuffer, Template, capture, describe_key, donation_safe
 from .devices.device import Device
 
 

@@ -15,8 +15,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .compiler import dtypes as D
-from .compiler.node import Node, parameter_leaf
+from .compiler.hlo import dtypes as D
+from .compiler.graph.node import Node, parameter_leaf
 from . import callsite, dlpack, runtime
 from .runtime import DeviceState
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from . import api, backward, ops
 from . import random as _random
-from .compiler import autodiff
-from .compiler import dtypes as D
+from .compiler.transforms import autodiff
+from .compiler.hlo import dtypes as D
 from .conventions import ValuesIndices
 from .creation import shape_args
 from .graph_break import torch_unique

@@ -6,8 +6,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node, kept_constant, new_node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node, kept_constant, new_node
 from ..compiler.primitive import apply, same_dtype_fast
 from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
                         kept_spread, operands, scalar, spread_scalar, typed_spread,

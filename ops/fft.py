@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Sequence
 
-from ..compiler import builders as A
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.graph import builders as A
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from .promotion import as_node, convert, normalize_axis, shape_str
 

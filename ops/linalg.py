@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from .manipulation import expand_dims, matrix_transpose, reshape, squeeze
 from .promotion import as_node, broadcast_shapes, broadcast_to, convert, normalize_axis, shape_str

@@ -7,8 +7,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from . import checks
 from .promotion import (as_node, broadcast_shapes, broadcast_to as _broadcast_to, convert,

@@ -16,11 +16,11 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from .promotion import broadcast_to, constant, convert, scalar
-from ..compiler.shapes import num_elements
+from ..compiler.hlo.shapes import num_elements
 
 ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
 KEY_PARITY = 0x1BD11BDA

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from .elementwise import equal, where
 from .indexing import take_along_axis

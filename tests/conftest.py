@@ -18,7 +18,7 @@ def _register_fake_cuda() -> None:
     """"fakecuda": the CUDA device over the host-memory stand-in for its driver
     (tests/test_cuda_fake.py; LAZYARRAY_TEST_DEVICES=fakecuda runs the suite on it)."""
     from lazyarray import devices_registry, runtime
-    from lazyarray.devices.cuda import CudaDevice
+    from lazyarray.devices.cuda.cuda import CudaDevice
     runtime.register_device(
         "fakecuda", lambda name: CudaDevice(name, devices_registry._cuda_settings, fake=True))
 

@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 import lazyarray as la
-from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.hlo import dtypes as D
 from harness import ALL, BOOL, COMPLEX, FLOATS, INTEGERS, INTS, NUMERIC, OpCase
 
 # ---- shapes and keyword variants shared by many cases --------------------------------

@@ -27,9 +27,10 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from lazyarray.compiler import PRIMITIVES, dtypes as D
-from lazyarray.compiler.literal import Literal
-from lazyarray.compiler.module import Instruction, Module
+from lazyarray.compiler import PRIMITIVES
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.literal import Literal
+from lazyarray.compiler.hlo.module import Instruction, Module
 
 T = "T"   # the dtype under test, substituted in operand dtypes and attribute values
 

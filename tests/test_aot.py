@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.devices.aot import AOTError, find_blas
+from lazyarray.devices.cpu.aot import AOTError, find_blas
 
 CC = shutil.which(os.environ.get("CC", "cc"))
 needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler (cc) on PATH")

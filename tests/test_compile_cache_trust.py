@@ -14,11 +14,11 @@ import warnings
 import numpy as np
 import pytest
 
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.module import Instruction, Module
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.module import Instruction, Module
 from lazyarray.devices import compile_cache
 from lazyarray.devices.compile_cache import MAGIC, DiskCache
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.devices.cpu.cpu import CPUDevice
 
 OTHER_UID = 65534          # "nobody"
 
@@ -32,7 +32,7 @@ def _module(op: str) -> Module:
 
 
 def _three():
-    from lazyarray.compiler.literal import Literal
+    from lazyarray.compiler.hlo.literal import Literal
     return Literal(np.full((8,), 3.0, np.float32))
 
 

@@ -9,7 +9,7 @@ import pytest
 import lazyarray as la
 from lazyarray import runtime
 from gradcheck import check_direction
-from lazyarray.compiler.parser import parse_module
+from lazyarray.compiler.hlo.parser import parse_module
 
 
 def test_cond_with_a_tensor_predicate_selects_and_differentiates():
@@ -216,7 +216,7 @@ def test_gradients_through_fori_loop_reach_captured_weights():
 def test_the_compiled_program_round_trips_through_the_disk_cache(tmp_path):
     """The Program, with its sub-programs inside its control step, is stored and loaded
     back by a fresh device, and runs the same."""
-    from lazyarray.devices.cpu import CPUDevice
+    from lazyarray.devices.cpu.cpu import CPUDevice
     y = la.while_loop(lambda v: v.sum() < 100.0, lambda v: v * 2.0,
                       la.asarray(np.array([1.0, 2.0, 3.0])))
     module = parse_module(_hlo(y))

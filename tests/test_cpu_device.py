@@ -9,10 +9,10 @@ import threading
 import numpy as np
 import pytest
 
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.module import Instruction as I
-from lazyarray.compiler.module import Module
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.module import Instruction as I
+from lazyarray.compiler.hlo.module import Module
+from lazyarray.devices.cpu.cpu import CPUDevice
 
 
 def _device(threads: int) -> CPUDevice:
@@ -173,7 +173,7 @@ def test_leading_size_one_dimensions_still_split_over_threads() -> None:
 
 
 def test_output_memory_is_recycled_only_when_no_view_remains() -> None:
-    from lazyarray.devices.host_memory import HostMemory
+    from lazyarray.devices.cpu.host_memory import HostMemory
     pool = HostMemory()
     mem = pool.take(1 << 20)
     out = mem[:].view(np.float32)
@@ -247,7 +247,7 @@ def test_blocked_matmul_over_threads_matches_one_call(batched: bool) -> None:
     else:
         a, b = rng.standard_normal((300, 200), np.float32), rng.standard_normal((200, 150), np.float32)
         dims = {"lhs_contracting": (1,), "rhs_contracting": (0,), "lhs_batch": (), "rhs_batch": ()}
-    from lazyarray.devices import cpu, native_gemm, native_pool
+    from lazyarray.devices.cpu import cpu, native_gemm, native_pool
     calls = []
     # a 2-D product runs as tiles on the native pool (where NumPy's OpenBLAS is found),
     # a batched one as blocks on the Python pool
@@ -271,7 +271,7 @@ def test_blocked_matmul_over_threads_matches_one_call(batched: bool) -> None:
 
 
 def test_blas_runs_single_threaded_inside_a_program_and_is_restored() -> None:
-    from lazyarray.devices.thread_pool import BLAS_THREADS, blas_single_threaded
+    from lazyarray.devices.cpu.thread_pool import BLAS_THREADS, blas_single_threaded
     libs = BLAS_THREADS.libs()
     if not libs:
         pytest.skip(reason="threadpoolctl found no BLAS library to control")

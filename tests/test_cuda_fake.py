@@ -1,6 +1,6 @@
 """The CUDA device's runtime on every machine: the "fakecuda" device is the CUDA device
-(devices/cuda.py, its allocator, staging, parameter block, graphs, cuBLAS calls) over the
-host-memory stand-in for the driver (devices/cuda_fake.py), whose launches run the CPU
+(devices/cuda/cuda.py, its allocator, staging, parameter block, graphs, cuBLAS calls) over the
+host-memory stand-in for the driver (devices/stand_ins/cuda_fake.py), whose launches run the CPU
 target's kernels of the same fusion plan. GPU code itself is checked by ptxas
 (test_ptx.py). `LAZYARRAY_TEST_DEVICES=fakecuda` runs the whole suite this way;
 `LAZYARRAY_FAKE_CUDA=1` makes "cuda" itself the stand-in.
@@ -15,8 +15,9 @@ import pytest
 
 import lazyarray as la
 from lazyarray import runtime
-from lazyarray.devices import cuda_driver, cuda_fake
-from lazyarray.devices.cuda import CudaDevice
+from lazyarray.devices.cuda import cuda_driver
+from lazyarray.devices.stand_ins import cuda_fake
+from lazyarray.devices.cuda.cuda import CudaDevice
 
 from harness import _safe_compare, check_case, plan, record
 from op_table import CASES
@@ -164,7 +165,7 @@ def test_memory_pressure_releases_the_cache_then_explains(fake, monkeypatch) -> 
 
 
 def test_bins_and_claims() -> None:
-    from lazyarray.devices.cuda_memory import CachingAllocator, bin_size
+    from lazyarray.devices.cuda.cuda_memory import CachingAllocator, bin_size
     assert [bin_size(n) for n in (0, 1, 512, 513)] == [512, 512, 512, 1024]
     for n in (1 << 20, (1 << 20) + 1, 5 << 20, 123456789):
         assert n <= bin_size(n) <= n * 1.25 + 512
@@ -323,8 +324,8 @@ def test_a_new_process_loads_programs_from_the_disk_cache(fake, tmp_path) -> Non
 
 def test_cubins_are_linked_once_and_kept_on_disk(tmp_path, monkeypatch) -> None:
     from lazyarray.compiler.driver import compile as compile_program
-    from lazyarray.compiler.trace import capture
-    from lazyarray.devices import cuda_link
+    from lazyarray.compiler.graph.trace import capture
+    from lazyarray.devices.cuda import cuda_link
     if cuda_link.nvjitlink() is None:
         pytest.skip(reason="nvJitLink is not installed (pip install nvidia-nvjitlink cuda-python)")
     x = la.asarray(np.ones((8, 40), np.float32), device="cpu")

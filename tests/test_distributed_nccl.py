@@ -2,7 +2,7 @@
 libnccl.so.2 of the nvidia-nccl-cu12 wheel (what runs without a GPU), its error mapping,
 the backend selection, and the whole device path — init, the unique id, communicator,
 collectives queued on the stream, the compiled training step — over the fake CUDA driver
-and the NCCL stand-in (devices/nccl_fake.py) in two processes under `mpiexec -n 2`."""
+and the NCCL stand-in (devices/stand_ins/nccl_fake.py) in two processes under `mpiexec -n 2`."""
 from __future__ import annotations
 
 import ctypes
@@ -14,9 +14,9 @@ import sys
 import numpy as np
 import pytest
 
-from lazyarray.devices import cuda_driver, nccl_library as N
-from lazyarray.devices.nccl_communicator import select_backend
-from lazyarray.devices.nccl_fake import FAKE_VERSION, FakeNccl
+from lazyarray.devices.cuda import cuda_driver, nccl_library as N
+from lazyarray.devices.cuda.nccl_communicator import select_backend
+from lazyarray.devices.stand_ins.nccl_fake import FAKE_VERSION, FakeNccl
 
 from test_distributed import HERE, _mpiexec
 
@@ -95,7 +95,7 @@ def test_an_error_names_the_call_the_result_and_a_likely_cause():
     (np.int16, None, (1, 2)), (np.bool_, None, (1, 1)), (np.complex128, None, (1, 16)),
     (np.float64, None, (8, 1))])
 def test_nccl_types_and_what_travels_as_bytes(dtype, reduce, expected):
-    from lazyarray.compiler import dtypes as D
+    from lazyarray.compiler.hlo import dtypes as D
     dt = D.bfloat16.np if dtype == "bfloat16" else dtype
     assert N.wire_type(dt, reduce) == expected
 
@@ -292,7 +292,7 @@ def test_device_count():
 
 def test_init_twice_is_an_error(monkeypatch):
     import lazyarray as la
-    from lazyarray.compiler import collectives as group
+    from lazyarray.compiler.primitives import process_group as group
 
     class Joined:
         backend, rank, size = "mpi", 0, 2

@@ -12,9 +12,9 @@ import pytest
 import lazyarray as la
 import lazyarray.nn.functional as F
 from lazyarray import runtime
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.node import Node
-from lazyarray.compiler.trace import DonatedBuffer, capture
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.graph.node import Node
+from lazyarray.compiler.graph.trace import DonatedBuffer, capture
 
 
 @pytest.fixture
@@ -88,7 +88,7 @@ def _arrays(model, opt) -> list:
 def test_an_in_place_update_hands_out_the_given_arrays_again(cpu) -> None:
     """In the steady state of a training loop the program writes each donated parameter
     and state in place and hands the very array it was given out again as a new value
-    (devices/native_program.py `_run_donating`): the step's arrays are one set of objects
+    (devices/cpu/native_program.py `_run_donating`): the step's arrays are one set of objects
     from step to step, and the values are those of the run without donation."""
     model, opt, x, y = _adam_model()
     losses = _adam_steps(model, opt, x, y, 3)
@@ -323,7 +323,7 @@ def _compile_module(outs: tuple):
 
 
 def test_in_place_never_changes_results_on_random_update_graphs() -> None:
-    from lazyarray.devices.cpu import CPUDevice
+    from lazyarray.devices.cpu.cpu import CPUDevice
     from lazyarray.devices.interpreter import InterpreterDevice
     device = CPUDevice(lambda: {"cache_dir": "off"})
     aliased = 0
@@ -352,7 +352,7 @@ def test_in_place_never_changes_results_on_random_update_graphs() -> None:
 
 
 def test_index_moving_reads_stay_right_with_every_input_donated() -> None:
-    from lazyarray.devices.cpu import CPUDevice
+    from lazyarray.devices.cpu.cpu import CPUDevice
     from lazyarray.devices.interpreter import InterpreterDevice
     device = CPUDevice(lambda: {"cache_dir": "off"})
     rng = np.random.default_rng(5)

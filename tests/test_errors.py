@@ -112,8 +112,8 @@ MALFORMED = [
 
 @pytest.mark.parametrize("text, line", MALFORMED)
 def test_malformed_hlo_text_is_a_value_error_with_its_line(text, line):
-    parser = pytest.importorskip("lazyarray.compiler.parser",
-                                 reason="the HLO parser (compiler/parser.py) is not written yet")
+    parser = pytest.importorskip("lazyarray.compiler.hlo.parser",
+                                 reason="the HLO parser (compiler/hlo/parser.py) is not written yet")
     with pytest.raises(ValueError) as err:
         parser.parse_module(text)
     assert f"line {line}" in str(err.value), str(err.value)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.module import Instruction as I, Module
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.module import Instruction as I, Module
 from lazyarray.compiler.primitive import PRIMITIVES
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.devices.cpu.cpu import CPUDevice
 from harness import OpCase, check_case
 
 import gradcheck

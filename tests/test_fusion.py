@@ -12,13 +12,13 @@ import pytest
 
 import lazyarray as la
 import lazyarray.nn.functional as F
-from lazyarray.compiler.fusion import LONG_CHAIN, epilogue_of, is_input, reduce_space
-from lazyarray.compiler.graphviz import plan_dot
+from lazyarray.compiler.planning.fusion import LONG_CHAIN, epilogue_of, is_input, reduce_space
+from lazyarray.compiler.hlo.graphviz import plan_dot
 from lazyarray.compiler.passes.pipeline import compile_plan
-from lazyarray.compiler.plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW
-from lazyarray.compiler.row_fusion import outer_shape, row_schedule
+from lazyarray.compiler.planning.plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW
+from lazyarray.compiler.planning.row_fusion import outer_shape, row_schedule
 from lazyarray.compiler.primitive import ELEMENTWISE, INDEXING, PRIMITIVES
-from lazyarray.compiler.trace import capture
+from lazyarray.compiler.graph.trace import capture
 from lazyarray.devices.interpreter import InterpretedExecutable, evaluate
 
 
@@ -29,7 +29,7 @@ def _size(shape) -> int:
 
 
 def check_plan(plan) -> None:
-    """Assert the contract of compiler/fusion.py's docstring on every kernel."""
+    """Assert the contract of compiler/planning/fusion.py's docstring on every kernel."""
     m = plan.module
     ins = m.instructions
     done: set = {p for p, i in enumerate(ins) if is_input(i)}
@@ -384,7 +384,7 @@ def test_the_work_count_sees_a_chain_read_by_nine_taps():
     """A long chain read by 9 shifted slices (a 3x3 convolution's taps): fusion computes
     it once; fused whole into one kernel, the count says 9 evaluations per element."""
     from lazyarray.compiler.passes.pipeline import optimize
-    from lazyarray.compiler.plan import Kernel
+    from lazyarray.compiler.planning.plan import Kernel
     chain = _t(1, 1, 6, 6)
     for k in range(LONG_CHAIN + 2):
         chain = chain * 1.5 + float(k + 1)

@@ -1,4 +1,4 @@
-"""Matrix products split into tiles of C over the native pool (devices/native_gemm.py
+"""Matrix products split into tiles of C over the native pool (devices/cpu/native_gemm.py
 `grid`): each shape class the split rule tells apart -- C much wider than tall (column
 tiles), squarer or taller (row tiles), A transposed (a weight gradient g.T @ x), B
 transposed (a layer's x @ W.T), narrow (dot products of rows), a short inner dimension or
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.devices import native_gemm
+from lazyarray.devices.cpu import native_gemm
 
 pytestmark = pytest.mark.skipif(not native_gemm.available(),
                                 reason="NumPy's BLAS is not its ILP64 OpenBLAS")
@@ -97,7 +97,7 @@ def test_a_program_of_our_own_products_leaves_blas_threads_alone(monkeypatch) ->
     """A program whose products are all our own code (dots, direct) calls no BLAS, so its
     run does not set BLAS's thread count to one and back (~3 us a sync); one with a BLAS
     tile does, and both match NumPy."""
-    from lazyarray.devices import thread_pool
+    from lazyarray.devices.cpu import thread_pool
     entered = []
     real = thread_pool.BLAS_THREADS.enter
     monkeypatch.setattr(thread_pool.BLAS_THREADS, "enter", lambda: (entered.append(1), real())[1])

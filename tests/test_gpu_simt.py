@@ -1,4 +1,4 @@
-"""The GPU kernels' own code, run on the host thread by thread (devices/cuda_simt.py),
+"""The GPU kernels' own code, run on the host thread by thread (devices/stand_ins/cuda_simt.py),
 against the interpreter: every kernel shape the NVPTX code generator picks — a warp per
 row, a block per row, vector loads and their scalar fallback, column reductions, the
 one-pass full reduction over several blocks with its last-block ticket (run twice: the
@@ -14,8 +14,8 @@ import lazyarray as la
 import lazyarray.nn.functional as F
 from lazyarray.compiler.codegen import nvptx
 from lazyarray.compiler.driver import compile_gpu_for_host
-from lazyarray.compiler.trace import capture
-from lazyarray.devices.cuda_simt import SimtExecutable
+from lazyarray.compiler.graph.trace import capture
+from lazyarray.devices.stand_ins.cuda_simt import SimtExecutable
 from lazyarray.devices.interpreter import InterpretedExecutable
 
 SMALL_GPU = "sm_90:2:512"           # 2 multiprocessors of 2 blocks: grids of 4 blocks

@@ -11,8 +11,9 @@ import pytest
 
 import lazyarray as la
 import lazyarray.nn.functional as F
-from lazyarray.compiler import autodiff, builders
-from lazyarray.compiler.trace import capture, describe_key
+from lazyarray.compiler.transforms import autodiff
+from lazyarray.compiler.graph import builders
+from lazyarray.compiler.graph.trace import capture, describe_key
 
 
 def _graph(x: la.Tensor, y: la.Tensor) -> la.Tensor:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.hlo import dtypes as D
 
 HOST_DEVICES = ("interpreter", "cpu")
 

@@ -9,11 +9,11 @@ import ctypes
 import numpy as np
 import pytest
 
-from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.hlo import dtypes as D
 from lazyarray.compiler.codegen import llvm_target
-from lazyarray.compiler.module import Instruction as I
-from lazyarray.compiler.module import Module
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.compiler.hlo.module import Instruction as I
+from lazyarray.compiler.hlo.module import Module
+from lazyarray.devices.cpu.cpu import CPUDevice
 from lazyarray.devices.interpreter import InterpreterDevice
 
 DEVICE = CPUDevice(lambda: {"cache_dir": "off", "num_threads": 2})

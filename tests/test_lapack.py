@@ -1,5 +1,5 @@
 """The CPU's decompositions as generated calls of SciPy's LAPACK (compiler/codegen/
-lapack_kernels.py, devices/lapack.py): each stanza's kernel against NumPy's own
+lapack_kernels.py, devices/cpu/lapack.py): each stanza's kernel against NumPy's own
 numpy.linalg (the stanza's reference packs NumPy's results), batched and split over
 threads, its failures as errors naming the op, shape and matrix, and the NumPy fallback
 when SciPy is absent (simulated)."""
@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.module import Instruction as I
-from lazyarray.compiler.module import Module
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.module import Instruction as I
+from lazyarray.compiler.hlo.module import Module
 from lazyarray.compiler.primitive import PRIMITIVES
-from lazyarray.devices import lapack
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.devices.cpu import lapack
+from lazyarray.devices.cpu.cpu import CPUDevice
 
 pytest.importorskip("scipy.linalg.cython_lapack", reason="SciPy (the linalg extra) is not "
                     "installed: decompositions run on NumPy's LAPACK (tested below)")
@@ -185,8 +185,8 @@ def test_routines_are_scipy_cython_lapack_entry_points() -> None:
 
 
 def test_blas_is_held_to_one_thread_while_a_lapack_program_runs_then_restored() -> None:
-    from lazyarray.devices.cpu import calls_blas
-    from lazyarray.devices.thread_pool import BLAS_THREADS, blas_single_threaded
+    from lazyarray.devices.cpu.cpu import calls_blas
+    from lazyarray.devices.cpu.thread_pool import BLAS_THREADS, blas_single_threaded
     assert lapack.available()                  # SciPy's OpenBLAS loaded and looked up
     controls = BLAS_THREADS.controls()
     before = [get() for get, _ in controls]

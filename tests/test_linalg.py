@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.hlo import dtypes as D
 from harness import OpCase, check_case
 
 import gradcheck

@@ -1,5 +1,5 @@
 """A loop kept whole for being small is split over the threads inside a native job that
-runs on every thread anyway (devices/native_program.py, JOB_SPLIT_ELEMENTS), and only
+runs on every thread anyway (devices/cpu/native_program.py, JOB_SPLIT_ELEMENTS), and only
 there: a program of small kernels alone stays one call on the calling thread. Results
 equal the interpreter's and NumPy's (each chunk computes whole rows)."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.devices import native_program
-from lazyarray.devices import native_pool as NP
+from lazyarray.devices.cpu import native_program
+from lazyarray.devices.cpu import native_pool as NP
 
 from native_training import made_programs
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazyarray.compiler.module import Module
-from lazyarray.compiler.parser import parse_module
+from lazyarray.compiler.hlo.module import Module
+from lazyarray.compiler.hlo.parser import parse_module
 from lazyarray.compiler.passes import pipeline
 from lazyarray.compiler.passes.algebraic_simplifier import lossless
 from lazyarray.compiler.passes.constant_folding import MAX_ELEMENTS
-from lazyarray.compiler.printer import print_module
-from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.hlo.printer import print_module
+from lazyarray.compiler.hlo import dtypes as D
 from lazyarray.devices.interpreter import InterpretedExecutable
 
 
@@ -203,7 +203,7 @@ def test_lossless_table(src, dst, want):
 
 
 def test_verify_names_the_pass_that_broke_the_module(monkeypatch):
-    from lazyarray.compiler.module import Instruction
+    from lazyarray.compiler.hlo.module import Instruction
 
     def broken(module):
         ins = list(module.instructions)

@@ -1,5 +1,5 @@
 """Independent matrix products side by side in a program's native job
-(devices/product_groups.py): a product moves up next to an earlier one only when no step
+(devices/cpu/product_groups.py): a product moves up next to an earlier one only when no step
 in between computes its operands, its result gets memory of its own when its slot holds
 another value meanwhile, and a training step run so gives the interpreter's parameters."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.devices import native_gemm, native_program, product_groups
-from lazyarray.devices import native_pool as NP
+from lazyarray.devices.cpu import native_gemm, native_program, product_groups
+from lazyarray.devices.cpu import native_pool as NP
 
 from native_training import made_programs, train_mlp
 

@@ -15,8 +15,8 @@ import lazyarray.nn.functional as F
 from lazyarray import callsite, profiler
 from lazyarray.compiler import profile_hooks
 from lazyarray.compiler.passes.pipeline import optimize
-from lazyarray.compiler.provenance import sources_of
-from lazyarray.compiler.trace import capture
+from lazyarray.compiler.planning.provenance import sources_of
+from lazyarray.compiler.graph.trace import capture
 
 HERE = os.path.basename(__file__)
 
@@ -140,7 +140,7 @@ def test_a_cache_hit_shows_a_lookup_and_no_compile():
 def test_a_program_from_the_disk_cache_keeps_its_kernel_figures(tmp_path):
     """The figures come with the Program (compiler/driver.py fills kernel_info), so a
     program loaded from disk, with no compile in this process, still has them."""
-    from lazyarray.devices.cpu import CPUDevice
+    from lazyarray.devices.cpu.cpu import CPUDevice
     x, w = _data(24, 16), _data(16, 8, seed=1)
     module = capture([(x @ w)._node]).module("mm")
 
@@ -331,7 +331,7 @@ class _FakeEvents:
 
 def test_gpu_kernels_timed_by_stream_events_land_in_the_profile():
     from lazyarray.compiler import compile as compile_program
-    from lazyarray.devices import gpu_timer
+    from lazyarray.devices.cuda import gpu_timer
     x = _data(64, 48)
     with la.profiler.profile() as prof:
         y = (la.exp(x) @ x.T).sum(axis=1); line = _line()          # noqa: E702

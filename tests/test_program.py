@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from lazyarray.compiler import Program, compile
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.module import Instruction as I
-from lazyarray.compiler.module import Module
-from lazyarray.devices.cpu import CPUDevice, CPUExecutable
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.module import Instruction as I
+from lazyarray.compiler.hlo.module import Module
+from lazyarray.devices.cpu.cpu import CPUDevice, CPUExecutable
 from lazyarray.devices.interpreter import InterpreterDevice
 
 
@@ -92,7 +92,7 @@ def test_a_reduction_and_its_epilogue_are_one_kernel(what, threads):
     """mean(3*x**2 + y) is one kernel on the CPU, as sum(x + y*z) is: the chunks' partial
     results are combined and the epilogue (the division) applied in the same kernel."""
     import lazyarray as la
-    from lazyarray.compiler.trace import capture
+    from lazyarray.compiler.graph.trace import capture
     rng = np.random.default_rng(3)
     n = 1 << 17
     x, y, z = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
@@ -124,8 +124,8 @@ def test_one_reduction_plan_for_both_targets(what, layout, roots, late):
     roots and outputs; CPU and NVPTX code generation both follow it."""
     import lazyarray as la
     from lazyarray.compiler.passes.pipeline import PLAN_STEPS, compile_plan
-    from lazyarray.compiler.plan import REDUCTION
-    from lazyarray.compiler.trace import capture
+    from lazyarray.compiler.planning.plan import REDUCTION
+    from lazyarray.compiler.graph.trace import capture
     assert [s for s, _, _ in PLAN_STEPS] == ["fusion", "reduction_planning", "buffer_assignment"]
     x = la.asarray(np.random.default_rng(0).standard_normal((6, 5, 4)).astype(np.float32))
     graphs = {"row": lambda: [x.sum(axis=2)], "column": lambda: [x.max(axis=0)],

@@ -33,9 +33,9 @@ def test_cuda_plan_runs_the_pass_pipeline():
     skipped every pass, so convolution and reduce_window (which only the pass
     expand_convolution lowers) could not be planned. No GPU is needed to plan."""
     from lazyarray.compiler.primitive import apply
-    from lazyarray.compiler.node import Node
-    from lazyarray.compiler.trace import capture
-    from lazyarray.compiler import dtypes as D
+    from lazyarray.compiler.graph.node import Node
+    from lazyarray.compiler.graph.trace import capture
+    from lazyarray.compiler.hlo import dtypes as D
     from lazyarray.compiler import compile
     x = Node("parameter", (), (1, 2, 6, 6), D.float32, {}, buffer=object())
     w = Node("parameter", (), (3, 2, 3, 3), D.float32, {}, buffer=object())

@@ -1,4 +1,4 @@
-"""ROW kernels (compiler/row_fusion.py): row normalizations compile to one kernel on the
+"""ROW kernels (compiler/planning/row_fusion.py): row normalizations compile to one kernel on the
 CPU and match the interpreter, over several outer and inner shapes, dtypes, values that
 leave per row and per element, several phases, and the row-sized scratch buffers."""
 from __future__ import annotations
@@ -8,15 +8,15 @@ import pytest
 
 import lazyarray as la
 import lazyarray.nn.functional as F
-from lazyarray.compiler import builders as A
+from lazyarray.compiler.graph import builders as A
 from lazyarray.compiler.codegen import nvptx, ptxas, stream_stores
 from lazyarray.compiler.primitive import apply
 from lazyarray.compiler.passes.pipeline import compile_plan
-from lazyarray.compiler.plan import LOOP, ROW
-from lazyarray.compiler.row_fusion import (MAX_ROW_BYTES, reused_across_passes,
-                                           row_schedule)
-from lazyarray.compiler.trace import capture
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.compiler.planning.plan import LOOP, ROW
+from lazyarray.compiler.planning.row_fusion import (MAX_ROW_BYTES, reused_across_passes,
+                                                    row_schedule)
+from lazyarray.compiler.graph.trace import capture
+from lazyarray.devices.cpu.cpu import CPUDevice
 from lazyarray.devices.interpreter import InterpretedExecutable
 from lazyarray.lift import lift
 

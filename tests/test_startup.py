@@ -18,25 +18,25 @@ from lazyarray.devices import compile_cache
 # the compiler's passes and code generators, the devices' modules (CPU, CUDA: the
 # CUDA libraries), SciPy, and the rarely used parts of the frontend
 NOT_ON_IMPORT = ("llvmlite.binding", "lazyarray.compiler.driver",
-                 "lazyarray.compiler.passes.pipeline", "lazyarray.compiler.fusion",
-                 "lazyarray.compiler.codegen.cpu_kernels", "lazyarray.devices.cpu",
-                 "lazyarray.devices.cuda", "lazyarray.devices.cuda_blas",
-                 "lazyarray.devices.cuda_link", "lazyarray.devices.cuda_fake",
-                 "lazyarray.devices.native_pool", "cuda", "cuda.bindings", "nvmath", "scipy",
+                 "lazyarray.compiler.passes.pipeline", "lazyarray.compiler.planning.fusion",
+                 "lazyarray.compiler.codegen.cpu_kernels", "lazyarray.devices.cpu.cpu",
+                 "lazyarray.devices.cuda.cuda", "lazyarray.devices.cuda.cuda_blas",
+                 "lazyarray.devices.cuda.cuda_link", "lazyarray.devices.stand_ins.cuda_fake",
+                 "lazyarray.devices.cpu.native_pool", "cuda", "cuda.bindings", "nvmath", "scipy",
                  "lazyarray.nn", "lazyarray.optim", "lazyarray.profiler", "lazyarray.aot",
                  "lazyarray.distributed", "lazyarray.control_flow", "lazyarray.amp",
                  "lazyarray.cuda", "concurrent.futures",
                  "importlib.metadata")
 
 # what a cache hit must not load: all of the compiler's work
-NOT_ON_HIT = ("lazyarray.compiler.passes.pipeline", "lazyarray.compiler.fusion",
+NOT_ON_HIT = ("lazyarray.compiler.passes.pipeline", "lazyarray.compiler.planning.fusion",
               "lazyarray.compiler.codegen.cpu_kernels", "lazyarray.compiler.codegen.elemental",
               "importlib.metadata")
 
 PROGRAM = """
 import json, sys
 import lazyarray as la
-from lazyarray.devices import runtime_objects
+from lazyarray.devices.cpu import runtime_objects
 x = la.arange(4096, dtype=la.float32)
 value = float((x * 2 + 1).sum())
 m = la.debug.metrics()
@@ -111,7 +111,7 @@ class _FakeLinker:
 def test_a_cached_cubin_loads_without_nvjitlink(tmp_path, monkeypatch):
     """A new process finds the cubin in the compile cache without loading (or even
     having) nvJitLink; a miss links once and stores it."""
-    from lazyarray.devices import cuda_link
+    from lazyarray.devices.cuda import cuda_link
     links: list = []
 
     def link(ptx: str, arch: str) -> bytes:
@@ -139,7 +139,7 @@ def test_a_cached_cubin_loads_without_nvjitlink(tmp_path, monkeypatch):
 
 def test_cubins_are_trusted_only_as_the_compile_cache_is(tmp_path, monkeypatch):
     """A cubin is code the GPU runs: one in a folder others may write is never loaded."""
-    from lazyarray.devices import cuda_link
+    from lazyarray.devices.cuda import cuda_link
     monkeypatch.setattr(cuda_link, "nvjitlink", lambda: _FakeLinker)
     monkeypatch.setattr(cuda_link, "link_cubin", lambda ptx, arch: b"\x7fELF" + ptx.encode())
     monkeypatch.setattr(cuda_link, "_CUBINS", {})

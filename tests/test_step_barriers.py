@@ -1,5 +1,5 @@
 """Steps of a program's native job that need no barrier after them
-(devices/step_barriers.py): a step follows without one only when it touches no memory
+(devices/cpu/step_barriers.py): a step follows without one only when it touches no memory
 written since the last barrier and writes none read since; memory is compared by slot (a
 dead value's reused memory, an in-place output's parameter), and a training step run so
 gives the interpreter's parameters at 1 and 2 threads."""
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.devices import native_gemm, native_program, step_barriers
-from lazyarray.devices import native_pool as NP
+from lazyarray.devices.cpu import native_gemm, native_program, step_barriers
+from lazyarray.devices.cpu import native_pool as NP
 
 from native_training import made_programs, train_mlp
 

@@ -10,7 +10,7 @@ import pytest
 
 import lazyarray as la
 import lazyarray.nn.functional as F
-from lazyarray.compiler import graph_templates, walk_templates
+from lazyarray.compiler.transforms import graph_templates, walk_templates
 from lazyarray.optim import optimizer
 
 
@@ -428,7 +428,7 @@ def test_an_interrupted_copy_leaves_the_computed_parameters():
 def test_an_optimizer_with_an_update_of_its_own_records_every_step():
     """A subclass of Adam that overrides `update` may read anything (here: a structure
     that changes at step 3): no step of it is copied, and its change takes effect."""
-    from lazyarray.compiler import builders
+    from lazyarray.compiler.graph import builders
 
     class Damped(la.optim.Adam):
         def update(self, param, grad, state, lr):

@@ -1,5 +1,5 @@
 """A loop's sync skips the capture when its graph matches the last one synced at the same
-line (`compiler/trace.py` Template): the template must accept exactly the graphs whose
+line (`compiler/graph/trace.py` Template): the template must accept exactly the graphs whose
 capture key is its own, so that no graph runs another's program. Checked on random graphs
 against the keys themselves, and end to end on what a wrong hit would get wrong: scalars,
 kept constants, shapes, dtypes, shared operands, nodes computed since they were recorded,
@@ -19,9 +19,9 @@ import pytest
 
 import lazyarray as la
 from lazyarray import runtime
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.node import Node, kept_constant, parameter_leaf, scalar_leaf
-from lazyarray.compiler.trace import Template, capture, donation_safe
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.graph.node import Node, kept_constant, parameter_leaf, scalar_leaf
+from lazyarray.compiler.graph.trace import Template, capture, donation_safe
 
 from interrupting import Interrupted
 

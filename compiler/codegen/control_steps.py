@@ -26,8 +26,8 @@ from __future__ import annotations
 import base64
 from typing import Callable
 
-from ..module import Instruction, Module
-from ..plan import ExecutionPlan, Kernel
+from ..hlo.module import Instruction, Module
+from ..planning.plan import ExecutionPlan, Kernel
 from ..primitive import CONTROL, PRIMITIVES
 from ..program import Program
 

@@ -34,10 +34,10 @@ import llvmlite.ir as ir
 
 from ..primitive import PRIMITIVES, Loop
 from ..primitives.reduction import identity, reducer_of
-from .. import dtypes as D
-from ..module import Module
-from ..plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
-from ..row_fusion import outer_shape, reused_across_passes, row_schedule
+from ..hlo import dtypes as D
+from ..hlo.module import Module
+from ..planning.plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
+from ..planning.row_fusion import outer_shape, reused_across_passes, row_schedule
 from .elemental import ElementalEmitter
 from .control_steps import is_control
 from .library_calls import library_step, opaque_loops
@@ -51,7 +51,7 @@ from . import row_division
 from . import stream_stores
 from .row_division import row_divisions
 from .math_table import CPU_MATH, MathTable
-from ..shapes import num_elements
+from ..hlo.shapes import num_elements
 
 _SHAREABLE = (LOOP, REDUCTION, ROW)     # kernels whose functions equal kernels share
 
@@ -203,7 +203,7 @@ class CPUCodegen:
 
         def element(index: list) -> None:
             # every value before any store: an output may share its pointer with an input
-            # it overwrites in place (compiler/buffer_assignment.py)
+            # it overwrites in place (compiler/planning/buffer_assignment.py)
             values = [e.at(pos, index) for pos in outputs]
             for pos, value in zip(outputs, values):
                 e.store(ptr_of[pos], shape, value, index)
@@ -256,7 +256,7 @@ class CPUCodegen:
     # ---- reductions -------------------------------------------------------------------
 
     def _reduction(self, kern: Kernel) -> None:
-        """The kernel's ReductionPlan (compiler/reduction_plan.py) in CPU loops: rows in
+        """The kernel's ReductionPlan (compiler/planning/reduction_plan.py) in CPU loops: rows in
         registers, one element per result; an arg-reduction down columns in one pass in
         memory order; column, full and generic reductions in two phases (per-chunk
         partials, then their combination and the epilogue)."""
@@ -337,7 +337,7 @@ class CPUCodegen:
     def _row_kernel(self, kern: Kernel) -> None:
         """One function: for each row of [start, end), one pass over the row per phase
         (its reductions in registers), the row values, then a pass writing the outputs
-        of the row space (compiler/row_fusion.py)."""
+        of the row space (compiler/planning/row_fusion.py)."""
         first = next(p for p in kern.members if reducer_of(self.ins[p]) is not None)
         space = (self.ins[self.ins[first].operands[0]].shape,
                  tuple(self.ins[first].attrs["axes"]))

@@ -15,8 +15,8 @@ from typing import Any, Optional
 import llvmlite.ir as ir
 import numpy as np
 
-from .. import dtypes as D
-from ..module import Module
+from ..hlo import dtypes as D
+from ..hlo.module import Module
 from ..primitive import ELEMENTWISE, INDEXING, PRIMITIVES
 from ..primitives.reduction import identity, reducer_of
 from . import complex_values as cx

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..plan import ExecutionPlan, Kernel
+from ..planning.plan import ExecutionPlan, Kernel
 
 
 def kernel_key(plan: ExecutionPlan, kern: Kernel) -> tuple:
@@ -51,7 +51,7 @@ def kernel_key(plan: ExecutionPlan, kern: Kernel) -> tuple:
 
 
 def _reduction_key(kern: Kernel, local: dict) -> Any:
-    """A REDUCTION kernel's ReductionPlan (compiler/reduction_plan.py), positions local."""
+    """A REDUCTION kernel's ReductionPlan (compiler/planning/reduction_plan.py), positions local."""
     rp = getattr(kern, "reduction", None)
     if rp is None:
         return None

@@ -3,7 +3,7 @@ target: the loops an opaque op's stanza gives (`Primitive.emit`), else the libra
 it names (`Primitive.library`)."""
 from __future__ import annotations
 
-from ..module import Module
+from ..hlo.module import Module
 from typing import Optional
 
 from ..primitive import PRIMITIVES

@@ -2,7 +2,7 @@
 
 One target machine per process, for the host's CPU name and features (which also key the
 disk cache). Object code is what the disk cache stores; the CPU device loads it
-(devices/object_code.py).
+(devices/cpu/object_code.py).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
-from ..interrupts import InterruptsDeferred, Section
+from .interrupts import InterruptsDeferred, Section
 
 OPT_LEVEL = 2          # -O2: vectorizes loops; -O3 costs compile time for little here
 
@@ -33,7 +33,7 @@ def opt_tier(elements: int) -> int:
 
 
 # LLVM contexts and MCJIT are not thread-safe, and llvmlite's clean-up must not be split by
-# an interrupt (compiler/interrupts.py): every use of LLVM holds this section
+# an interrupt (compiler/codegen/interrupts.py): every use of LLVM holds this section
 _LOCK = Section()
 
 
@@ -48,7 +48,7 @@ def _initialized() -> bool:
 def host() -> tuple:
     """(triple, cpu name, features): the target the code is built for."""
     _initialized()
-    with InterruptsDeferred():        # llvmlite's strings (compiler/interrupts.py)
+    with InterruptsDeferred():        # llvmlite's strings (compiler/codegen/interrupts.py)
         return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 

@@ -1,6 +1,6 @@
 """The LLVM IR of the CPU runtime's native worker pool: a job runner and a worker loop over
-pthreads, kernel trampolines, and matrix-product tiles (devices/native_pool.py and
-devices/native_gemm.py load them through `driver.runtime_code`).
+pthreads, kernel trampolines, and matrix-product tiles (devices/cpu/native_pool.py and
+devices/cpu/native_gemm.py load them through `driver.runtime_code`).
 
 Everything here is generated with llvmlite's builder and JIT-compiled in-process, so the
 pool needs no C compiler at install time; the pthread functions resolve from the C

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .. import dtypes as D
+from ..hlo import dtypes as D
 from .llvm_types import Value
 
 _FAST = ("nnan", "nsz")     # the NaN flag covers what nnan leaves undefined

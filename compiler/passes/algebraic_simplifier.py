@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from .. import dtypes as D
-from ..module import Instruction, Module
+from ..hlo import dtypes as D
+from ..hlo.module import Instruction, Module
 from .rewrite import Builder, rebuild, splat
 
 _MANTISSA = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}

@@ -1,5 +1,5 @@
 """Control flow: `while` and `conditional`, which carry sub-computations (modules held as
-attributes, see compiler/computation.py), and `get_tuple_element`, which reads one value
+attributes, see compiler/hlo/computation.py), and `get_tuple_element`, which reads one value
 of their tuple result.
 
 - `while(x..., cond=C, body=B)`: state = x; while C(state): state = B(state); the result
@@ -18,7 +18,7 @@ of its own and emits one control step that runs them (compiler/codegen/control_s
 
 Gradients: `get_tuple_element` passes its cotangent on as one element of its tuple's
 (`TupleCotangent`); a `while` carries its own vjp only when it is a counted loop made by
-`scan` (attribute `scan`, see compiler/scan_vjp.py); a `conditional` differentiates each
+`scan` (attribute `scan`, see compiler/transforms/scan_vjp.py); a `conditional` differentiates each
 branch inside a conditional of the branches' vjps.
 """
 from __future__ import annotations
@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from ..module import Module
+from ..hlo.module import Module
 from ..primitive import CONTROL, fail, primitive
-from ..dtypes import bool_, int32
+from ..hlo.dtypes import bool_, int32
 
 
 def _types(values: Any) -> list:
@@ -79,7 +79,7 @@ def _while_infer(operands: tuple, cond: Any, body: Any, scan: Any = None) -> tup
 
 
 def _while_reference(*state: np.ndarray, cond: Module, body: Module, scan: Any = None) -> tuple:
-    from ..computation import evaluate
+    from ..hlo.computation import evaluate
     state = list(state)
     while bool(evaluate(cond, state)[0]):
         state = evaluate(body, state)
@@ -92,7 +92,7 @@ def _while_vjp(g: Any, out: Any, *operands: Any, cond: Module, body: Module,
         raise NotImplementedError(
             "gradient: a while loop with a data-dependent trip count is not differentiable "
             "(nor is JAX's); use la.fori_loop with fixed bounds or la.scan")
-    from ..scan_vjp import while_scan_vjp
+    from ..transforms.scan_vjp import while_scan_vjp
     return while_scan_vjp(g, out, operands, cond, body, scan)
 
 
@@ -121,13 +121,13 @@ def _conditional_infer(operands: tuple, branches: Any) -> tuple:
 
 
 def _conditional_reference(index: np.ndarray, *args: np.ndarray, branches: tuple) -> tuple:
-    from ..computation import evaluate
+    from ..hlo.computation import evaluate
     k = min(max(int(index), 0), len(branches) - 1)
     return tuple(evaluate(branches[k], list(args)))
 
 
 def _conditional_vjp(g: Any, out: Any, index: Any, *args: Any, branches: tuple) -> tuple:
-    from ..scan_vjp import conditional_vjp
+    from ..transforms.scan_vjp import conditional_vjp
     return (None,) + tuple(conditional_vjp(g, out, index, args, branches))
 
 
@@ -154,7 +154,7 @@ def _gte_infer(operands: tuple, index: int) -> tuple:
 class TupleCotangent:
     """The cotangent of one element of a tuple value: what `get_tuple_element`'s vjp gives
     its operand; the reverse-mode walk gathers them into one list per tuple
-    (compiler/autodiff.py)."""
+    (compiler/transforms/autodiff.py)."""
 
     __slots__ = ("index", "value")
 

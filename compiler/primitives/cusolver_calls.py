@@ -2,12 +2,12 @@
 
 UNVERIFIED on a GPU: written against nvmath-python's `nvmath.bindings.cusolverDn` and
 `nvmath.bindings.cublas` (cuSOLVER's and cuBLAS's C APIs one to one); no GPU has run them.
-Without a GPU they run against the stand-ins of devices/cuda_solver_fake.py (same names
+Without a GPU they run against the stand-ins of devices/stand_ins/cuda_solver_fake.py (same names
 and arguments, NumPy on the fake driver's memory; tests/test_cuda_solver.py). A stanza without an entry, or a call that returns False,
 runs its NumPy reference on host copies (what the CUDA device does for library ops).
 
 A call is `fn(ctx, ins, out, operands) -> bool`. `ctx` is lent by the CUDA device
-(devices/cuda_solver.py): `cusolver`, `cusolver_handle`, `cublas`, `cublas_handle`,
+(devices/cuda/cuda_solver.py): `cusolver`, `cusolver_handle`, `cublas`, `cublas_handle`,
 `zeros(shape, np_dtype)` and `put(array)` (device buffers with `.ptr`), `get(buffer)`,
 `copy(src, dst)` (device to device), `synchronize()`. `ins` is the instruction, `out`
 and `operands` device buffers.
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes as D
+from ..hlo import dtypes as D
 
 FILL_LOWER, FILL_UPPER = 0, 1           # cublasFillMode_t
 OP_N, OP_T, OP_C = 0, 1, 2              # cublasOperation_t

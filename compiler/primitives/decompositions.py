@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import builders as A
-from .. import dtypes as D
-from .. import batching as B
+from ..graph import builders as A
+from ..hlo import dtypes as D
+from ..transforms import batching as B
 from ..primitive import LIBRARY, LibraryCall, apply, fail, primitive
 from . import matrix_graph as M
 from . import cusolver_calls, lapack_calls

@@ -8,9 +8,9 @@ from typing import Any
 from .. import api
 from .. import ops as _ops
 from ..autograd import stop_gradient
-from ..compiler import dtypes as _D
-from ..compiler.graph_templates import remembered
-from ..compiler.node import Node as _Node
+from ..compiler.hlo import dtypes as _D
+from ..compiler.transforms.graph_templates import remembered
+from ..compiler.graph.node import Node as _Node
 from ..ops import autocast as _autocast, convolution as _conv
 from ..ops import nn as _nn
 from ..lift import lift

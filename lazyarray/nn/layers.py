@@ -12,8 +12,8 @@ from ..tensor import Tensor
 from . import functional as F
 from . import init
 from .module import Module, Parameter
-from ..compiler import dtypes as _D
-from ..compiler.node import kept_constant, new_node
+from ..compiler.hlo import dtypes as _D
+from ..compiler.graph.node import kept_constant, new_node
 from ..ops.nn import linear_direct
 
 

@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterable, Union
 
 import numpy as np
 
-from ..compiler.graph_templates import Template
-from ..compiler.node import Node, scalar_leaf
+from ..compiler.transforms.graph_templates import Template
+from ..compiler.graph.node import Node, scalar_leaf
 from .. import runtime
 from ..tensor import Tensor
 
@@ -245,7 +245,7 @@ class Optimizer:
     # the same types at every step, and an update reads nothing else but this step's
     # runtime scalars: its graph is then a function of those types and the scalars' roles.
     # The first step of a structure records its update as written and keeps it as a
-    # template (compiler/graph_templates.py) over the parameters', gradients', states' and
+    # template (compiler/transforms/graph_templates.py) over the parameters', gradients', states' and
     # scalars' nodes; a later step whose key (every pair's index, group and types, the
     # groups' flags) is the same copies it: one `Node` per node, no rule run, the same
     # graph (so the same program). Anything else records as written.

@@ -20,12 +20,12 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.module import Module
-from ..compiler.parser import parse_module
-from ..compiler.printer import type_text
-from ..compiler.replay import scalar_values
-from ..compiler.verifier import verify
+from ..compiler.hlo import dtypes as D
+from ..compiler.hlo.module import Module
+from ..compiler.hlo.parser import parse_module
+from ..compiler.hlo.printer import type_text
+from ..compiler.hlo.replay import scalar_values
+from ..compiler.hlo.verifier import verify
 
 
 def parameter_types(module: Module) -> list:

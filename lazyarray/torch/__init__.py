@@ -23,7 +23,7 @@ import numpy as np
 import lazyarray as _la
 from lazyarray import api as _api
 from lazyarray import ops as _ops
-from lazyarray.compiler import dtypes as _D
+from lazyarray.compiler.hlo import dtypes as _D
 from lazyarray.conventions import ValuesIndices
 from lazyarray.creation import shape_args as _shape_args
 from lazyarray.lift import lift as _lift

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import lazyarray as _la
 from lazyarray import backward as _backward
-from lazyarray.compiler import autodiff as _autodiff
+from lazyarray.compiler.transforms import autodiff as _autodiff
 from lazyarray.tensor import Tensor
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lazyarray.compiler import dtypes as _D
-from lazyarray.compiler.dtypes import (DType as dtype, bfloat16, complex64, complex128,  # noqa: F401
+from lazyarray.compiler.hlo import dtypes as _D
+from lazyarray.compiler.hlo.dtypes import (DType as dtype, bfloat16, complex64, complex128,  # noqa: F401
                                        float16, float32, float64, int8, int16, int32, int64,
                                        uint8, uint16, uint32, uint64)
 
