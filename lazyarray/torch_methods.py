@@ -43,10 +43,10 @@ def _extreme(name: str) -> Any:
     elementwise = api.maximum if name == "max" else api.minimum
 
     def reduce(self: Tensor, dim: Any = _UNSET, keepdim: Any = _UNSET, **kw: Any) -> Any:
+        if dim is _UNSET and keepdim is _UNSET:
+            return plain(self, **kw) if kw else plain(self)      # x.max(): the value
         if type(dim) is Tensor:
             return elementwise(self, dim)
-        if dim is _UNSET and keepdim is _UNSET:
-            return plain(self, **kw)
         if "axis" in kw:
             raise TypeError(f"{name}: got both a dim and axis=")
         kw["dim"] = kw.get("dim") if dim is _UNSET else dim

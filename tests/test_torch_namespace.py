@@ -9,6 +9,7 @@ checked. Skipped with the reason where torch is not installed.
 from __future__ import annotations
 
 import dataclasses
+import math
 import itertools
 from typing import Any, Callable, Sequence
 
@@ -763,3 +764,121 @@ def test_data_loader():
             return lt.tensor([float(i)]), i * i
     batches = list(DataLoader(Squares(), batch_size=2))
     assert batches[-1][0].shape == (1, 1) and batches[0][1].tolist() == [0, 1]
+
+
+# ---- torch.nn: every module class, built both ways with the same weights -------------------
+
+MODULES = {
+    "Linear": ((5, 3), (4, 5)), "Conv1d": ((2, 4, 3), (2, 2, 9)),
+    "Conv2d": ((2, 3, 3, 1, 1), (2, 2, 6, 6)), "BatchNorm1d": ((4,), (6, 4)),
+    "BatchNorm2d": ((3,), (2, 3, 4, 4)), "LayerNorm": ((5,), (3, 5)),
+    "Embedding": ((7, 3, 0), None), "Dropout": ((0.0,), (3, 4)), "ReLU": ((), (3, 4)),
+    "GELU": ((), (3, 4)), "SiLU": ((), (3, 4)), "Tanh": ((), (3, 4)), "Sigmoid": ((), (3, 4)),
+    "Softmax": ((1,), (3, 4)), "LogSoftmax": ((1,), (3, 4)), "LeakyReLU": ((0.2,), (3, 4)),
+    "ELU": ((0.5,), (3, 4)), "ReLU6": ((), (3, 4)), "Softplus": ((2.0,), (3, 4)),
+    "Identity": ((), (3, 4)), "Flatten": ((), (2, 3, 4)), "Unflatten": ((1, (2, 2)), (3, 4)),
+    "MaxPool2d": ((2,), (1, 2, 4, 4)), "AvgPool2d": ((2,), (1, 2, 4, 4)),
+    "AdaptiveAvgPool2d": ((1,), (1, 2, 4, 4)), "MultiheadAttention": ((4, 2), None),
+    "Sequential": (None, (3, 5)), "ModuleList": (None, None), "ModuleDict": (None, None),
+    "ParameterList": (None, None), "ParameterDict": (None, None),
+    "CrossEntropyLoss": ((), None), "NLLLoss": ((), None), "MSELoss": ((), (3, 4)),
+    "L1Loss": ((), (3, 4)), "SmoothL1Loss": ((), (3, 4)), "BCELoss": ((), None),
+    "BCEWithLogitsLoss": ((), (3, 4)),
+}
+
+
+def _build(M, name, args):
+    nn = M.nn
+    if name == "Embedding":
+        return nn.Embedding(*args[:2], padding_idx=args[2])
+    if name == "MultiheadAttention":
+        return nn.MultiheadAttention(*args, batch_first=True)
+    if name == "Sequential":
+        return nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, 2))
+    if name in ("ModuleList", "ModuleDict", "ParameterList", "ParameterDict"):
+        kids = [nn.Linear(2, 2), nn.Linear(2, 3)]
+        return getattr(nn, name)(kids if name == "ModuleList" else
+                                 {"a": kids[0]} if name == "ModuleDict" else
+                                 [nn.Parameter(M.ones(2))] if name == "ParameterList" else
+                                 {"p": nn.Parameter(M.ones(3))})
+    return getattr(nn, name)(*args)
+
+
+def _call(M, m, name, shape):
+    """The module's output on inputs drawn the same for both libraries."""
+    rng = np.random.default_rng(0)
+    x = M.tensor(rng.standard_normal(shape).astype(np.float32)) if shape else None
+    if name == "Embedding":
+        return m(M.tensor([[0, 3, 6], [2, 0, 1]]))
+    if name == "MultiheadAttention":
+        q = M.tensor(rng.standard_normal((2, 3, 4)).astype(np.float32))
+        return m(q, q, q)[0]
+    if name in ("ModuleList", "ModuleDict", "ParameterList", "ParameterDict"):
+        return len(m)
+    if name in ("CrossEntropyLoss", "NLLLoss"):
+        logits = M.tensor(rng.standard_normal((4, 3)).astype(np.float32))
+        return m(logits if name == "CrossEntropyLoss" else M.log_softmax(logits, 1),
+                 M.tensor([0, 2, 1, 2]))
+    if name == "BCELoss":
+        p = M.tensor(rng.uniform(0.1, 0.9, (3, 4)).astype(np.float32))
+        return m(p, M.tensor((rng.random((3, 4)) > 0.5).astype(np.float32)))
+    if name.endswith("Loss"):
+        return m(x, x * 0.5 + 0.1)
+    return m(x)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_module_matches_pytorch(name):
+    args, shape = MODULES[name]
+    theirs_m = _build(torch, name, args)
+    state = {k: v.detach().numpy() for k, v in theirs_m.state_dict().items()}
+    ours_m = _build(lt, name, args)
+    assert list(ours_m.state_dict()) == list(state), "state_dict names differ from PyTorch's"
+    ours_m.load_state_dict(state)
+    _agree(_call(lt, ours_m, name, shape), _call(torch, theirs_m, name, shape), 16, name)
+
+
+def test_every_nn_class_has_a_module_case():
+    import inspect
+    classes = {n for n in dir(lt.nn) if inspect.isclass(getattr(lt.nn, n)) and not n.startswith("_")
+               and n != "Module"}       # the base class: every case and program subclasses it
+    assert not sorted(classes - set(MODULES))
+    assert all(hasattr(torch.nn, n) for n in MODULES), "a class PyTorch's nn does not have"
+
+
+def test_nn_init_draws_pytorch_distributions():
+    init, tinit = lt.nn.init, torch.nn.init
+    names = {n for n in dir(init) if n.endswith("_") and not n.startswith("_")}
+    checked = set()
+
+    def both(name, shape, *args, bounded=False, **kw):
+        checked.add(name)
+        w, tw = lt.empty(*shape), torch.empty(*shape)
+        assert getattr(init, name)(w, *args, **kw) is w
+        getattr(tinit, name)(tw, *args, **kw)
+        a, b = w.numpy(), tw.numpy()
+        np.testing.assert_allclose([a.mean(), a.std()], [b.mean(), b.std()],
+                                   atol=0.02 * max(1, b.std()), rtol=0.02, err_msg=name)
+        if bounded:              # the same range: its ends within 5% of the spread
+            slack = 0.05 * (b.max() - b.min()) + 1e-6
+            assert abs(a.min() - b.min()) <= slack and abs(a.max() - b.max()) <= slack, name
+        return a
+
+    lt.manual_seed(0)
+    torch.manual_seed(0)
+    both("normal_", (300, 200), 0.0, 0.02)
+    both("uniform_", (300, 200), -0.5, 0.5, bounded=True)
+    both("trunc_normal_", (300, 200), std=1.0, a=-1.0, b=1.5, bounded=True)
+    both("kaiming_normal_", (256, 128), nonlinearity="relu")
+    both("kaiming_uniform_", (256, 128), a=math.sqrt(5), bounded=True)
+    both("xavier_uniform_", (256, 128), bounded=True)
+    both("xavier_normal_", (256, 128), gain=2.0)
+    both("constant_", (3, 4), 0.25, bounded=True)
+    both("zeros_", (3, 4))
+    both("ones_", (3, 4))
+    both("eye_", (3, 4), bounded=True)
+    q = both("orthogonal_", (20, 30))
+    np.testing.assert_allclose(q @ q.T, np.eye(20), atol=1e-5)
+    assert init.calculate_gain("leaky_relu", 0.2) == tinit.calculate_gain("leaky_relu", 0.2)
+    assert init.calculate_gain("tanh") == tinit.calculate_gain("tanh")
+    assert not sorted(names - checked), "an initializer without a check"

@@ -6,7 +6,7 @@ from lazyarray.nn import (AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d,  
                           Embedding, GELU, Identity, LayerNorm, Linear, MaxPool2d, Module,
                           ModuleDict, ModuleList, MultiheadAttention, Parameter, ParameterDict,
                           ParameterList, ReLU, Sequential, Sigmoid, Softmax, Tanh)
-from lazyarray.nn import init  # noqa: F401
+from . import init  # noqa: F401
 from .modules import (AdaptiveAvgPool2d, BCELoss, BCEWithLogitsLoss, CrossEntropyLoss,  # noqa: F401,F811
                       Dropout, ELU, Flatten, L1Loss, LeakyReLU, LogSoftmax, MSELoss, NLLLoss,
                       ReLU6, SiLU, SmoothL1Loss, Softplus, Unflatten)
