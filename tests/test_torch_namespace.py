@@ -882,3 +882,10 @@ def test_nn_init_draws_pytorch_distributions():
     assert init.calculate_gain("leaky_relu", 0.2) == tinit.calculate_gain("leaky_relu", 0.2)
     assert init.calculate_gain("tanh") == tinit.calculate_gain("tanh")
     assert not sorted(names - checked), "an initializer without a check"
+
+
+def test_a_name_not_offered_says_so():
+    for namespace, name in [(lt, "stft"), (lt.nn, "LSTM"), (lt.nn.functional, "interpolate")]:
+        with pytest.raises(AttributeError, match="is not among them yet"):
+            getattr(namespace, name)
+    assert not hasattr(lt, "no_such_name") and "missing" not in lt.__all__

@@ -31,6 +31,7 @@ from lazyarray.tensor import Size, Tensor
 from lazyarray import torch_methods as _tm
 
 from .device import device
+from .missing import missing as _missing
 from .dtypes import (bfloat16, bool, cdouble, cfloat, complex64, complex128, double, dtype,  # noqa: A004
                      float, float16, float32, float64, half, int, int8, int16, int32, int64,
                      long, short, uint8, uint16, uint32, uint64, get_default_dtype,
@@ -635,8 +636,14 @@ class _Backends:
 
 backends = _Backends()
 
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise _missing("lazyarray.torch", name)
+
+
 from . import nn, optim, utils, autograd  # noqa: E402,F401  (they import the names above)
 from . import fft, linalg  # noqa: E402,F401
 
 __all__ = sorted(n for n in globals() if not n.startswith("_") and n not in (
-    "annotations", "builtins", "np", "Any", "creation", "dtypes"))
+    "annotations", "builtins", "np", "Any", "creation", "dtypes", "missing"))

@@ -2,6 +2,8 @@
 names and signatures (`Module.apply`, `Embedding(padding_idx=)`, `Parameter`...)."""
 from __future__ import annotations
 
+from ..missing import missing as _missing
+
 from lazyarray.nn import (AvgPool2d, BatchNorm1d, BatchNorm2d, Conv1d, Conv2d,  # noqa: F401
                           Embedding, GELU, Identity, LayerNorm, Linear, MaxPool2d, Module,
                           ModuleDict, ModuleList, MultiheadAttention, Parameter, ParameterDict,
@@ -12,3 +14,9 @@ from .modules import (AdaptiveAvgPool2d, BCELoss, BCEWithLogitsLoss, CrossEntrop
                       ReLU6, SiLU, SmoothL1Loss, Softplus, Unflatten)
 from . import functional  # noqa: F401
 from . import utils  # noqa: F401
+
+
+def __getattr__(name: str) -> "Any":
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise _missing("lazyarray.torch.nn", name)

@@ -1,6 +1,8 @@
 """`torch.nn.functional` with PyTorch's signatures, over `lazyarray.nn.functional`."""
 from __future__ import annotations
 
+from ..missing import missing as _missing
+
 import math
 from typing import Any, Optional
 
@@ -269,3 +271,9 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     a, b = _la.chunk(input, 2, axis=dim)
     return a * _la.sigmoid(b)
 
+
+
+def __getattr__(name: str) -> "Any":
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise _missing("lazyarray.torch.nn.functional", name)
