@@ -621,7 +621,7 @@ NOT_VALUE_COMPARABLE = {
 }
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_matches_pytorch(case):
     run_case(case)
 
@@ -889,3 +889,128 @@ def test_a_name_not_offered_says_so():
         with pytest.raises(AttributeError, match="is not among them yet"):
             getattr(namespace, name)
     assert not hasattr(lt, "no_such_name") and "missing" not in lt.__all__
+
+
+# ---- Tensor methods: every member lazyarray's Tensor shares with PyTorch's ------------------
+
+M2 = (((3, 4),),)
+_UNARY_METHODS = ["abs", "ceil", "cos", "exp", "expm1", "floor", "neg", "relu", "round",
+                  "sigmoid", "sign", "sin", "square", "tanh", "clone", "contiguous", "detach",
+                  "flatten", "t", "float", "double", "half", "int", "long", "bool", "numel",
+                  "dim", "nelement", "element_size", "is_floating_point", "is_contiguous",
+                  "tolist", "all", "any", "sum", "mean", "prod", "max", "min", "argmax",
+                  "argmin", "std", "var", "median", "norm", "unique", "item", "cpu", "squeeze",
+                  "real", "conj", "is_leaf", "requires_grad", "ndim", "shape", "dtype", "T", "mT",
+                  "data", "grad"]
+_ATTRIBUTES = {"real", "is_leaf", "requires_grad", "ndim", "shape", "dtype", "T", "mT", "data",
+               "grad"}
+
+
+def _method_value(x, name):
+    got = getattr(x, name)
+    value = got if name in _ATTRIBUTES else got()
+    if name == "dtype":
+        return str(value).split(".")[-1]
+    if name == "shape":
+        return tuple(value)
+    return value
+
+
+for _n in _UNARY_METHODS:
+    _shapes = (((1,),),) if _n == "item" else (((3, 4),), ((2, 3, 4),)) if _n in ("mT",) else M2
+    _grad = _n in ("abs", "exp", "sigmoid", "tanh", "sum", "mean", "max", "norm", "std", "var",
+                   "flatten", "t", "clone", "square", "cos", "sin")
+    add(Case("Tensor." + _n, lambda M, x, _n=_n: _method_value(x, _n), _shapes,
+             domain="distinct" if _n in ("max", "min", "argmax", "argmin", "median") else
+             "positive" if _n in ("std",) else "real", tol=8, grad=_grad))
+
+_ARG_METHODS = [
+    ("add", lambda x: x.add(x * 2, alpha=0.5)), ("sub", lambda x: x.sub(1.5)),
+    ("mul", lambda x: x.mul(x)), ("div", lambda x: x.div(x.abs() + 1)),
+    ("pow", lambda x: x.abs().pow(1.5)), ("maximum", lambda x: x.maximum(x.flip(0))),
+    ("minimum", lambda x: x.minimum(x.flip(0))), ("eq", lambda x: x.eq(x.round())),
+    ("ne", lambda x: x.ne(0.5)), ("lt", lambda x: x.lt(0)), ("le", lambda x: x.le(0)),
+    ("gt", lambda x: x.gt(0)), ("ge", lambda x: x.ge(0)),
+    ("matmul", lambda x: x.matmul(x.t())), ("dot", lambda x: x[0].dot(x[1])),
+    ("dot", lambda x: x.dot(x)),                                     # 2-D: PyTorch refuses
+    ("log", lambda x: x.abs().log()), ("log1p", lambda x: x.abs().log1p()),
+    ("sqrt", lambda x: x.abs().sqrt()), ("rsqrt", lambda x: (x.abs() + 1).rsqrt()),
+    ("tan", lambda x: x.tan()), ("angle", lambda x: x.angle()),
+    ("imag", lambda x: (x * 1j).imag), ("clamp", lambda x: x.clamp(-0.5, 0.5)),
+    ("clip", lambda x: x.clip(min=0.0)), ("cumsum", lambda x: x.cumsum(1)),
+    ("sum", lambda x: x.sum(1, keepdim=True)), ("mean", lambda x: x.mean(dim=0)),
+    ("prod", lambda x: x.prod(1)), ("max", lambda x: x.max(1)), ("min", lambda x: x.min(0, True)),
+    ("max", lambda x: x.max(dim=-1).indices), ("argmax", lambda x: x.argmax(1)),
+    ("argmin", lambda x: x.argmin(dim=0, keepdim=True)), ("all", lambda x: (x > -9).all(1)),
+    ("any", lambda x: (x > 0).any(dim=0)), ("std", lambda x: x.std(1)),
+    ("var", lambda x: x.var(0, unbiased=False)), ("var", lambda x: x.var(dim=1, keepdim=True)),
+    ("sort", lambda x: x.sort()), ("sort", lambda x: x.sort(0, descending=True)),
+    ("argsort", lambda x: x.argsort(1)), ("topk", lambda x: x.topk(2)),
+    ("kthvalue", lambda x: x.kthvalue(2, 0)), ("median", lambda x: x.median(1)),
+    ("mode", lambda x: x.round().mode(0)), ("unique", lambda x: x.round().unique(return_counts=True)),
+    ("norm", lambda x: x.norm(dim=1)), ("norm", lambda x: x.norm(p=1)),
+    ("softmax", lambda x: x.softmax(1)), ("log_softmax", lambda x: x.log_softmax(dim=0)),
+    ("split", lambda x: x.split(3, dim=1)), ("split", lambda x: x.split([1, 2])),
+    ("chunk", lambda x: x.chunk(2, 1)), ("unbind", lambda x: x.unbind(1)),
+    ("reshape", lambda x: x.reshape(2, -1)), ("reshape", lambda x: x.reshape((4, 3))),
+    ("view", lambda x: x.view(-1)), ("view", lambda x: x.view(2, 6)),
+    ("permute", lambda x: x.permute(1, 0)), ("transpose", lambda x: x.transpose(0, 1)),
+    ("squeeze", lambda x: x[None].squeeze(0)), ("unsqueeze", lambda x: x.unsqueeze(1)),
+    ("flatten", lambda x: x[None].flatten(1)), ("flip", lambda x: x.flip(0)),
+    ("flip", lambda x: x.flip((0, 1))), ("expand", lambda x: x[:1].expand(5, -1)),
+    ("broadcast_to", lambda x: x.broadcast_to((2, 3, 4))), ("repeat", lambda x: x.repeat(2, 3)),
+    ("gather", lambda x: x.gather(0, (x.abs() * 3).long() % 3)),
+    ("index_select", lambda x: x.index_select(1, x.new_tensor([3, 0]).long())),
+    ("narrow", lambda x: x.narrow(0, 1, 2)), ("masked_fill", lambda x: x.masked_fill(x > 0, 2.0)),
+    ("type", lambda x: x.type(x.new_zeros(1).long().dtype)), ("type_as", lambda x: x.type_as(x.long())),
+    ("to", lambda x: x.to(x.double().dtype)), ("new_zeros", lambda x: x.new_zeros(2, 3)),
+    ("new_ones", lambda x: x.new_ones((2,))), ("new_full", lambda x: x.new_full((2,), 3.5)),
+    ("new_empty", lambda x: x.new_empty(2, 2).shape), ("new_tensor", lambda x: x.new_tensor([1, 2])),
+    ("size", lambda x: (tuple(x.size()), x.size(1), x.size(-1))), ("bfloat16", lambda x: x.bfloat16().float()),
+    ("numpy", lambda x: x.numpy().shape), ("device", lambda x: x.device.type),
+    ("cuda", lambda x: callable(x.cuda)), ("backward", lambda x: callable(x.backward)),
+    ("requires_grad_", lambda x: x.requires_grad_().is_leaf),
+]
+for _n, _f in _ARG_METHODS:
+    add(Case("Tensor." + _n, lambda M, x, _f=_f: _f(x), M2, domain="distinct",
+             tol=8, label="args"))
+
+
+def _in_place_case(fn):
+    def run(M, x):
+        y = x.clone()
+        out = fn(M, y)
+        assert out is y
+        return y
+    return run
+
+
+for _n, _f in [("add_", lambda M, y: y.add_(y * 2, alpha=-0.5)), ("sub_", lambda M, y: y.sub_(1.0)),
+               ("mul_", lambda M, y: y.mul_(3)), ("div_", lambda M, y: y.div_(4)),
+               ("pow_", lambda M, y: y.abs_().pow_(2)), ("zero_", lambda M, y: y.zero_()),
+               ("fill_", lambda M, y: y.fill_(2.5)), ("copy_", lambda M, y: y.copy_(y * 3)),
+               ("clamp_", lambda M, y: y.clamp_(-0.1, 0.1)), ("abs_", lambda M, y: y.abs_()),
+               ("neg_", lambda M, y: y.neg_()), ("exp_", lambda M, y: y.exp_()),
+               ("sqrt_", lambda M, y: y.abs_().sqrt_()), ("relu_", lambda M, y: y.relu_()),
+               ("sigmoid_", lambda M, y: y.sigmoid_()), ("tanh_", lambda M, y: y.tanh_()),
+               ("masked_fill_", lambda M, y: y.masked_fill_(y < 0, 0.0)),
+               ("addcmul_", lambda M, y: y.addcmul_(y, y, value=0.5)),
+               ("addcdiv_", lambda M, y: y.addcdiv_(y, y.abs() + 1, value=2)),
+               ("lerp_", lambda M, y: y.lerp_(y * 0, 0.25))]:
+    add(Case("Tensor." + _n, _in_place_case(_f), M2, label="in place"))
+add(Case("Tensor.normal_", lambda M, x: (x.normal_(1.0, 0.01) is x, bool(abs(x.mean() - 1) < 0.01),
+                                          bool(abs(x.std() - 0.01) < 0.002), tuple(x.shape)),
+         (((50, 50),),), label="draws"),
+    Case("Tensor.uniform_", lambda M, x: (x.uniform_(2, 3) is x, bool((x >= 2).all()),
+                                          bool((x < 3).all()), bool(abs(x.mean() - 2.5) < 0.02)),
+         (((50, 50),),), label="draws"))
+
+TENSOR_NOT_COMPARED = {"cuda": "moves to a GPU: test_cuda_device.py"}
+
+
+def test_every_shared_tensor_member_has_a_parity_case():
+    shared = {n for n in dir(lazyarray.Tensor) if not n.startswith("_")} & \
+        {n for n in dir(torch.Tensor) if not n.startswith("_")}
+    covered = {c.name[len("Tensor."):] for c in CASES if c.name.startswith("Tensor.")}
+    missing = sorted(shared - covered - set(TENSOR_NOT_COMPARED))
+    assert not missing, f"Tensor members shared with PyTorch without a parity case: {missing}"
