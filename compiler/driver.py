@@ -19,13 +19,13 @@ import numpy as np
 
 from . import profile_hooks
 from .hlo.module import Module
-from .program import Program, describe_value
+from .program import LaunchStep, Program, describe_value
 
 if TYPE_CHECKING:
     from .planning.plan import ExecutionPlan
 
 # The passes and code generators are imported by the functions that use them: devices
-# import this module to load a cached Program (target_id, llvm_lock, runtime_layout), and
+# import this module to load a cached Program (target_id, llvm_lock, host_object), and
 # a cache hit must not pay for the compiler's import (~100 ms of a process's start).
 
 CPU = "cpu"
@@ -98,32 +98,21 @@ def gpu_target(capability: tuple, multiprocessors: int, threads_per_multiprocess
 
 # ---- the two targets -------------------------------------------------------------------
 
-def runtime_code(name: str, *shape: int) -> bytes:
-    """Object code of one of the CPU runtime's own native functions, generated with the
-    builder and for the target kernels use (codegen/pool_ir.py): "pool" (the worker
-    pool's job runner and worker loop), "trampoline" (nargs, npartials, ncounts: calls a
-    kernel with its arguments from a buffer table), "gemm_tiles" (matrix products in
-    tiles, each a CBLAS call)."""
-    from .codegen import llvm_target, pool_ir
-    triple = llvm_target.host()[0]
-    make = {"pool": lambda: pool_ir.PoolIR(triple).text(),
-            "trampoline": lambda: pool_ir.trampoline_ir(triple, *shape),
-            "gemm_tiles": lambda: pool_ir.gemm_tiles_ir(triple)}
-    text = make[name]()
-    # a trampoline is a few loads and one call: parsed and emitted, not optimized (the IR
-    # passes were half of its ~9 ms, paid per kernel signature on a first call)
-    prepare = llvm_target.parse if name == "trampoline" else llvm_target.optimize
-    mod = prepare(text, "lazyarray_" + name)
+def host_object(ir_text: str, name: str, optimize: bool = True, slp: bool = True) -> bytes:
+    """Object code for the host from LLVM IR a runtime generated for its own native
+    functions (devices/cpu/pool_ir.py: the worker pool, kernel trampolines, GEMM tiles),
+    built with the options kernels are built with. `optimize=False` parses and emits only
+    (a trampoline is a few loads and one call: the IR passes were half of its ~9 ms);
+    `slp=False` skips the SLP vectorizer (code that is vector code already)."""
+    from .codegen import llvm_target
+    if optimize:
+        mod = llvm_target.optimize(ir_text, name, slp=slp)
+    else:
+        mod = llvm_target.parse(ir_text, name)
     try:
         return llvm_target.emit_object(mod)
     finally:
         llvm_target.release(mod)
-
-
-def runtime_layout() -> Any:
-    """The word offsets and names the runtime's generated code and the device share."""
-    from .codegen import pool_ir
-    return pool_ir.LAYOUT
 
 
 def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
@@ -242,10 +231,10 @@ def compile_gpu_for_host(module: Module, target: str) -> Program:
     return program
 
 
-def _launch_step(spec: Any) -> dict:
-    return {"type": "launch", "kernel": spec.name, "fn": spec.name, "grid": list(spec.grid),
-            "block": list(spec.block), "shared_bytes": int(spec.shared_bytes),
-            "args": list(spec.params)}
+def _launch_step(spec: Any) -> LaunchStep:
+    return LaunchStep(kernel=spec.name, fn=spec.name, grid=list(spec.grid),
+                      block=list(spec.block), shared_bytes=int(spec.shared_bytes),
+                      args=list(spec.params))
 
 
 # ---- the Program ---------------------------------------------------------------------------
@@ -284,8 +273,38 @@ def _program(plan: ExecutionPlan, target: str, code: bytes, steps: list,
 
 def _plan_texts(plan: ExecutionPlan) -> dict:
     from .hlo import graphviz
-    return {"optimized_hlo": str(plan.module), "fusion": fusion_report(plan),
+    return {"optimized_hlo": str(plan.module) + kernel_summary(plan),
+            "fusion": fusion_report(plan),
             "dot": graphviz.plan_dot(plan)}
+
+
+# ops that only move or repeat values: counted, not listed, in a kernel's summary line
+_MOVES = frozenset(("broadcast_in_dim", "reshape", "slice", "transpose", "constant", "iota",
+                    "parameter", "concatenate", "pad", "reverse"))
+
+
+def kernel_summary(plan: ExecutionPlan) -> str:
+    """One `//` comment line per kernel (the parser skips them): its kind, the ops fused
+    into it (index moves only counted), what it reads and what it writes; then the
+    temporaries' peak."""
+    from .hlo.printer import instruction_name
+    ins = plan.module.instructions
+    lines = [f"// {len(plan.kernels)} kernel{'s' * (len(plan.kernels) != 1)}:"]
+    for k in plan.kernels:
+        counts: dict = {}
+        for p in k.members:
+            counts[ins[p].op] = counts.get(ins[p].op, 0) + 1
+        ops = ", ".join(op if n == 1 else f"{op} x{n}" for op, n in counts.items()
+                        if op not in _MOVES)
+        moves = sum(n for op, n in counts.items() if op in _MOVES)
+        names = lambda ps: ", ".join(instruction_name(plan.module, p) for p in ps) or "nothing"
+        lines.append(f"//   {k.name} ({k.kind}): {ops or 'no arithmetic'}"
+                     f"{f' (+{moves} index moves)' if moves else ''}; reads {names(k.inputs)};"
+                     f" writes {names(k.outputs)}")
+    if plan.buffers is not None:
+        lines.append(f"// buffers (inputs, temporaries, outputs) at their peak: "
+                     f"{plan.buffers.peak_bytes} bytes")
+    return "\n".join(lines) + "\n"
 
 
 def fusion_report(plan: ExecutionPlan) -> str:

@@ -107,7 +107,7 @@ def isdtype(dtype, kind) -> bool:
 
 
 class _NamespaceInfo:
-    """What `__array_namespace_info__()` reports (array API 2023.12 inspection)."""
+    """What `__array_namespace_info__()` reports (array API 2024.12 inspection)."""
 
     def capabilities(self) -> dict:
         # boolean indexing and nonzero work, as graph breaks (errors in strict mode)

@@ -79,19 +79,20 @@ def _cuda_stats() -> dict:
 def _register_cuda() -> None:
     """'cuda' and 'cuda:N' are always known names; making one raises a clear error where
     no GPU (or the stand-in, LAZYARRAY_FAKE_CUDA=1) is usable."""
-    from .devices.cuda import cuda_driver
-    cuda_driver.use_fake(config.fake_cuda)     # so that cuda.available() tells the truth
+    from .devices.cuda import libraries
+    libraries.use_stand_ins(config.fake_cuda)  # so that cuda.available() tells the truth
     runtime.register_device("cuda", _make_cuda, count=_cuda_count)
     metrics.register_source(_cuda_stats)
 
 
 def _cuda_count() -> int:
     """The GPUs the driver counts; 1 where none is usable (making 'cuda' then says why)."""
-    from .devices.cuda import cuda_driver
-    fake = config.fake_cuda
-    if cuda_driver.missing(fake) is not None:
+    from .devices.cuda.cuda_driver import check
+    from .devices.cuda.libraries import libraries
+    libs = libraries(config.fake_cuda)
+    if libs.missing() is not None:
         return 1
-    return cuda_driver.check(cuda_driver.driver(fake).cuDeviceGetCount(), "cuDeviceGetCount")
+    return check(libs.driver().cuDeviceGetCount(), "cuDeviceGetCount")
 
 
 _register_cuda()

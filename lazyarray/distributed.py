@@ -32,8 +32,8 @@ def init(backend: str = "auto") -> None:
     (`device()`: cuda:<local rank>), and those of CPU tensors on MPI; "mpi" runs all of
     them on MPI (a CUDA tensor's through host memory); "auto" (the default) is "nccl"
     where a CUDA device and NCCL are usable, else "mpi", as torch.distributed chooses."""
-    from .devices.cuda import cuda_driver
-    from .devices.cuda.nccl_communicator import NcclCommunicator, open_nccl, select_backend
+    from .devices.cuda.libraries import libraries
+    from .devices.cuda.nccl_communicator import NcclCommunicator, select_backend
     select_backend(backend, None, None)          # a bad name fails before MPI starts
     if is_initialized():
         raise RuntimeError(f"distributed.init: this process is already in a group (backend "
@@ -44,9 +44,10 @@ def init(backend: str = "auto") -> None:
     except ImportError as e:
         raise ImportError("distributed.init: mpi4py is not installed; install the extra: "
                           "pip install \"lazyarray[distributed]\" (mpi4py and Open MPI)") from e
-    cuda_missing = cuda_driver.missing(config.fake_cuda)
+    libs = libraries(config.fake_cuda)
+    cuda_missing = libs.missing()
     looks = backend != "mpi" and not cuda_missing
-    nccl, nccl_missing = open_nccl(config.fake_cuda) if looks else (None, None)
+    nccl, nccl_missing = libs.nccl() if looks else (None, None)
     chosen, why = select_backend(backend, cuda_missing, nccl_missing)
     if why:
         note(why)

@@ -24,13 +24,17 @@ from typing import Any, Optional
 
 from . import config
 from .callsite import format_frame, user_frame, user_site
-from .metrics import METRICS, explain_change
+from .metrics import METRICS, explain_change, register_source
 from .compiler import profile_hooks
 from .compiler.codegen.interrupts import InterruptsDeferred
 from .compiler.hlo.printer import type_text
 from .compiler.hlo.replay import save_inputs, scalar_comments
 from .compiler.graph.trace import Capture, DonatedBuffer, Template, capture, describe_key, donation_safe
 from .devices.device import Device
+from .devices.runtime_builds import TOTALS as RUNTIME_BUILDS
+
+register_source(lambda: {"runtime_builds": RUNTIME_BUILDS[0], "runtime_loads": RUNTIME_BUILDS[1],
+                         "runtime_build_seconds": RUNTIME_BUILDS[2]})
 
 
 class ExecutableCache:
@@ -169,8 +173,8 @@ _WARNED_GRAPH: list = []
 
 
 def _graph_too_big(state: DeviceState) -> None:
-    """Materialize a pending graph that grew past `max_graph_ops` (a loop that never
-    reads a value): compile time and memory grow with the graph."""
+    """Materialize a pending graph that grew past `max_graph_ops` (a loop with no step
+    boundary that never reads a value): compile time and memory grow with the graph."""
     METRICS.graph_size_syncs += 1
     if not _WARNED_GRAPH:
         _WARNED_GRAPH.append(True)
@@ -179,10 +183,30 @@ def _graph_too_big(state: DeviceState) -> None:
         file, _, line = where.rpartition(":")
         warnings.warn_explicit(
             f"lazyarray: more than {limit} ops recorded on {state.device.name!r} without a "
-            f"sync (at {where}); computing what is pending now. Read a value or call "
-            "la.sync() in the loop, or raise LAZYARRAY_MAX_GRAPH_OPS (0: no limit). "
+            f"step boundary (at {where}); computing what is pending now. A training step "
+            "ends at optimizer.step() (unless la.config.step_sync is off) or la.sync(); a "
+            "loop without an optimizer should call la.sync() once per iteration (or read "
+            "a value). Raise LAZYARRAY_MAX_GRAPH_OPS (0: no limit) for one larger graph. "
             "Warned once.", RuntimeWarning, file, int(line) if line.isdigit() else 0)
     _sync_one(state)
+
+
+def step_boundary(states: list) -> None:
+    """The end of a training step (`Optimizer.step`/`apply_gradients` call it): compute
+    what is pending on `states` (the parameters' devices), as PyTorch/XLA's
+    `optimizer_step` marks a step, so that a loop that never reads a value runs one
+    program per step, the same one each step, and no graph spans two steps. Not while a
+    tape records (its graph is being differentiated: the step is part of it) nor with
+    `la.config.step_sync` off. Raises what the step's program raised."""
+    if not _VALUES["step_sync"] or TAPE_DEPTH[0]:
+        return
+    METRICS.step_boundaries += 1
+    errors: list = []
+    for s in states:
+        if s.pending:
+            errors += _sync_one(s)
+    if errors:
+        raise errors[0]
 
 
 _STATES: dict = {}
@@ -473,6 +497,7 @@ def _run_template(last: list, nodes: list, donate: bool, t0: float) -> bool:
 
 def _run(exe: Any, cap: Any, nodes: list) -> None:
     t0 = _clock()
+    built = RUNTIME_BUILDS[2]
     if cap.donated_nodes:
         try:
             outs = exe.run(cap.args)
@@ -480,7 +505,8 @@ def _run(exe: Any, cap: Any, nodes: list) -> None:
             _invalidate(cap.donated_nodes)   # even a failed run may have written into them
     else:
         outs = exe.run(cap.args)
-    METRICS.run_seconds += _clock() - t0
+    # a first run may build the runtime's own code (a GEMM tile function): not run time
+    METRICS.run_seconds += _clock() - t0 - (RUNTIME_BUILDS[2] - built)
     METRICS.kernels_launched += getattr(exe, "kernels_per_run", 0)
     # (a capture's positions are there already; a template's Bound would make them)
     _give(nodes, outs, cap.order, cap.positions if type(cap) is Capture else None)
@@ -596,24 +622,33 @@ def _compile(state: DeviceState, cap: Any, site: str) -> Any:
     cache), counting it and saying what changed since the last compile at `site`."""
     METRICS.cache_misses += 1
     last = METRICS._last_key.get(site)
+    device = state.device.name
     if last is not None:
-        METRICS.recompiles.append((site, explain_change(describe_key(last),
-                                                          describe_key(cap.key))))
-    METRICS._last_key[site] = cap.key
+        METRICS.recompiles.append((site, explain_change(
+            describe_key(last[1]), describe_key(cap.key), last[0], device)))
+    METRICS._last_key[site] = (device, cap.key)
     state.names += 1
-    module = cap.module(f"{state.device.platform}_{state.names}")
+    # "cpu_program_3": the third program of that device (never to be read as a device name)
+    module = cap.module(f"{state.device.platform}_program_{state.names}")
     _dump(module, cap.args)
     t0 = time.perf_counter()
+    built = RUNTIME_BUILDS[2]
     exe = state.device.compile(module, donated=cap.donated) if cap.donated \
         else state.device.compile(module)
-    seconds = time.perf_counter() - t0
-    METRICS.compiles += 1
-    METRICS.compile_seconds += seconds
-    METRICS.disk_hits += int(getattr(exe, "from_disk_cache", False))
+    # the runtime's own code built meanwhile is counted apart (metrics.runtime_builds)
+    seconds = time.perf_counter() - t0 - (RUNTIME_BUILDS[2] - built)
+    if getattr(exe, "from_disk_cache", False):
+        METRICS.disk_hits += 1              # loaded, not compiled
+        METRICS.disk_load_seconds += seconds
+    else:
+        METRICS.compiles += 1
+        METRICS.compile_seconds += seconds
     if hasattr(exe, "peak_bytes"):
         METRICS.peak_bytes[module.name] = exe.peak_bytes
     if config.debug >= 1:
-        print(f"[lazyarray] compiled {module.name}: {len(module.instructions)} instructions, "
+        how = "loaded from the disk cache" if getattr(exe, "from_disk_cache", False) \
+            else "compiled"
+        print(f"[lazyarray] {how} {module.name}: {len(module.instructions)} instructions, "
               f"{seconds * 1e3:.1f} ms (cache miss, from {site})")
     state.executables.put(cap.key, exe)
     return exe

@@ -17,7 +17,7 @@ import numpy as np
 
 from .compiler.hlo import dtypes as D
 from .compiler.graph.node import Node, parameter_leaf
-from . import callsite, dlpack, runtime
+from . import callsite, dlpack, numpy_protocol, runtime
 from .runtime import DeviceState
 
 # Tensor._flags bits
@@ -319,8 +319,20 @@ class Tensor:
     def cuda(self, index: int = 0) -> "Tensor":
         return self.to(f"cuda:{index}")
 
+    def __array_function__(self, func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
+        """NumPy's functions on tensors compute with NumPy and give NumPy's results, every
+        keyword NumPy's (see numpy_protocol.py; `la.` functions stay lazy)."""
+        return numpy_protocol.call(func, args, kwargs, Tensor)
+
     def __array_namespace__(self, api_version: Optional[str] = None) -> Any:
-        return sys.modules[__package__]
+        """The lazyarray namespace; `api_version` may name any revision of the array API
+        up to the one lazyarray declares (each later one extends the earlier)."""
+        namespace = sys.modules[__package__]
+        known = ("2021.12", "2022.12", "2023.12", namespace.__array_api_version__)
+        if api_version is not None and api_version not in known:
+            raise ValueError(f"__array_namespace__: api_version {api_version!r} is not one "
+                             f"lazyarray implements; valid: None, {', '.join(known)}")
+        return namespace
 
     def __dlpack__(self, stream: Any = None, max_version: Optional[tuple] = None,
                    dl_device: Any = None, copy: Optional[bool] = None) -> Any:

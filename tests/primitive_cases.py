@@ -112,6 +112,11 @@ def _elementwise_cases() -> list:
                           (_op(shape),), {"dtype": target}))
     cases.append(Case("bitcast_convert_to_f32", "bitcast_convert", (_op(shape),),
                       {"dtype": D.float32}, dtypes=(D.int32, D.uint32)))
+    # the counter-based generator: any key words and counters (its known answers are in
+    # tests/test_random.py)
+    for word in (0, 1):
+        cases.append(Case(f"threefry2x32_word{word}", "threefry2x32",
+                          tuple(_op(shape) for _ in range(4)), {"word": word}))
     # complex numbers: parts, conjugate, and conversions in and out
     cases += [Case(name, name, (_op(shape),)) for name in ("real", "imag", "conj")]
     cases.append(Case("complex", "complex", (_op(shape), _op(shape))))

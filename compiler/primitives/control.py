@@ -17,9 +17,10 @@ from buffers and write the tuple's elements into the buffers of their
 of its own and emits one control step that runs them (compiler/codegen/control_steps.py).
 
 Gradients: `get_tuple_element` passes its cotangent on as one element of its tuple's
-(`TupleCotangent`); a `while` carries its own vjp only when it is a counted loop made by
-`scan` (attribute `scan`, see compiler/transforms/scan_vjp.py); a `conditional` differentiates each
-branch inside a conditional of the branches' vjps.
+(`TupleCotangent`, compiler/transforms/autodiff.py); a `while` carries its own vjp only
+when it is a counted loop made by `scan` (attribute `scan`, see
+compiler/transforms/scan_vjp.py); a `conditional` differentiates each branch inside a
+conditional of the branches' vjps.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ import numpy as np
 from ..hlo.module import Module
 from ..primitive import CONTROL, fail, primitive
 from ..hlo.dtypes import bool_, int32
+from ..transforms.autodiff import TupleCotangent
 
 
 def _types(values: Any) -> list:
@@ -149,17 +151,6 @@ def _gte_infer(operands: tuple, index: int) -> tuple:
         raise ValueError(f"get_tuple_element: index {index!r} out of range for a tuple of "
                          f"{len(t.dtype)} values")
     return tuple(t.shape[index]), t.dtype[index]
-
-
-class TupleCotangent:
-    """The cotangent of one element of a tuple value: what `get_tuple_element`'s vjp gives
-    its operand; the reverse-mode walk gathers them into one list per tuple
-    (compiler/transforms/autodiff.py)."""
-
-    __slots__ = ("index", "value")
-
-    def __init__(self, index: int, value: Any) -> None:
-        self.index, self.value = index, value
 
 
 def _gte_vjp(g: Any, out: Any, t: Any, index: int) -> tuple:

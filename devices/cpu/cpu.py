@@ -32,7 +32,7 @@ from ..compile_cache import (VERSION, DiskCache, compiler_fingerprint, default_d
                              entry_key, load_cached)
 from . import lapack, native_gemm, native_pool, native_program, runtime_objects
 from ..device import HostDevice
-from .host_memory import HOST_MEMORY
+from .host_memory import HOST_MEMORY, claim_memory
 from .object_code import LoadedCode
 from .thread_pool import BLAS_THREADS, ThreadPool, blas_single_threaded, default_threads, split
 
@@ -586,18 +586,6 @@ def bind_lapack(code: Optional[LoadedCode], steps: list) -> tuple:
 def _partial_row_bytes(root: dict) -> int:
     """Bytes of one chunk's row of a partial array (see `_partial`)."""
     return int(np.prod(root["shape"], dtype=np.int64)) * D.from_name(root["acc"]).itemsize
-
-
-def claim_memory(given: Any, v: ValueInfo) -> Optional[np.ndarray]:
-    """Writable raw memory (uint8) under a donated argument, or None when it cannot be
-    written safely: a buffer that needs converting, memory another array also views."""
-    if not isinstance(given, np.ndarray) or given.dtype != v.dtype.np \
-            or not given.flags.c_contiguous or given.nbytes != v.nbytes:
-        return None
-    if given.base is None and given.flags.owndata:      # made by put(): the node held it alone
-        given.setflags(write=True)
-        return given.reshape(-1).view(np.uint8)
-    return HOST_MEMORY.claim(given)                      # an earlier program's output
 
 
 def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, layout: dict,

@@ -23,8 +23,12 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ...compiler.program import ValueInfo
 
 KEEP_PER_SIZE = 2
 KEEP_BYTES = 1 << 30
@@ -189,3 +193,15 @@ _UINT8 = np.dtype(np.uint8)
 
 
 HOST_MEMORY = HostMemory()
+
+
+def claim_memory(given: Any, v: ValueInfo) -> Optional[np.ndarray]:
+    """Writable raw memory (uint8) under a donated argument, or None when it cannot be
+    written safely: a buffer that needs converting, memory another array also views."""
+    if not isinstance(given, np.ndarray) or given.dtype != v.dtype.np \
+            or not given.flags.c_contiguous or given.nbytes != v.nbytes:
+        return None
+    if given.base is None and given.flags.owndata:      # made by put(): the node held it alone
+        given.setflags(write=True)
+        return given.reshape(-1).view(np.uint8)
+    return HOST_MEMORY.claim(given)                      # an earlier program's output

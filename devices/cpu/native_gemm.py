@@ -25,18 +25,14 @@ from typing import Optional
 
 import numpy as np
 
-from ...compiler.driver import runtime_layout
-from . import native_pool
+from . import native_pool, pool_ir
 from .object_code import LoadedCode
 from .runtime_objects import runtime_object
 from .thread_pool import BLAS_THREADS, blas_single_threaded
 
 _SYMBOLS = {np.dtype(np.float32): "scipy_cblas_sgemm64_", np.dtype(np.float64): "scipy_cblas_dgemm64_"}
-_TILES = {np.dtype(np.float32): "lzp_sgemm_tiles", np.dtype(np.float64): "lzp_dgemm_tiles"}
-_SMALL = {np.dtype(np.float32): "lzp_sgemm_small", np.dtype(np.float64): "lzp_dgemm_small"}
-_DOTS = {np.dtype(np.float32): "lzp_sgemm_dots", np.dtype(np.float64): "lzp_dgemm_dots"}
 _LOCK = threading.Lock()
-IR = runtime_layout()
+IR = pool_ir.LAYOUT
 
 
 @functools.lru_cache(maxsize=None)
@@ -54,16 +50,23 @@ def _gemm_addresses() -> Optional[dict]:
     return None
 
 
+_KINDS = {"blas": IR.GEMM_KIND_BLAS, "direct": IR.GEMM_KIND_DIRECT, "dots": IR.GEMM_KIND_DOTS}
+_BLAS_FUNCTIONS: set = set()     # the addresses of the "blas" tile functions built
+
+
 @functools.lru_cache(maxsize=None)
-def _tile_functions() -> dict:
-    """(dtype, kind) -> address of the tile function: kind "blas" (each tile one CBLAS
-    call), "direct" (`direct`), "dots" (`dots`)."""
+def tile_function(dt: np.dtype, kind: str) -> int:
+    """The address of the tile function of `kind`: "blas" (each tile one CBLAS call),
+    "direct" (`direct`), "dots" (`dots`), for dtype `dt`. Each is built (or loaded from
+    the disk cache) when a product first needs it."""
+    code_kind, size = _KINDS[kind], np.dtype(dt).itemsize
     with _LOCK:
-        code = LoadedCode(runtime_object("gemm_tiles"))
+        code = LoadedCode(runtime_object("gemm_tiles", code_kind, size))
     _KEEP.append(code)
-    return {(dt, kind): code.address(names[dt])
-            for kind, names in (("blas", _TILES), ("direct", _SMALL), ("dots", _DOTS))
-            for dt in names}
+    address = code.address(IR.GEMM_NAMES[code_kind, size])
+    if kind == "blas":
+        _BLAS_FUNCTIONS.add(address)
+    return address
 
 
 _KEEP: list = []
@@ -173,12 +176,13 @@ def task(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: in
     desc = np.zeros(IR.GEMM_WORDS, np.int64)
     desc[:IR.GEMM_FN + 1] = (m, n, k, pa[1], pc[1], max(1, n), pa[0], pc[0], bm, bn, pn,
                              _gemm_addresses()[dt])
-    return _tile_functions()[dt, kind(dt, m, n, k, pa[0], pc[0])], desc, [(t, t + 1) for t in range(pm * pn)]
+    fn = tile_function(dt, kind(dt, m, n, k, pa[0], pc[0]))
+    return fn, desc, [(t, t + 1) for t in range(pm * pn)]
 
 
 def calls_blas(fn: int) -> bool:
     """Whether the tile function at address `fn` (from `task`) calls BLAS."""
-    return any(fn == _tile_functions()[dt, "blas"] for dt in _TILES)
+    return fn in _BLAS_FUNCTIONS
 
 
 def own_kernel(a: np.ndarray, c: np.ndarray, out: np.ndarray) -> bool:

@@ -1,7 +1,7 @@
 """A persistent native worker pool: compiled kernels split over every core with no Python
 between the chunks.
 
-The pool is LLVM IR of our own (compiler/codegen/pool_ir.py) JIT-compiled once per process, over
+The pool is LLVM IR of our own (devices/cpu/pool_ir.py) JIT-compiled once per process, over
 the C library's pthreads. A run is one call into native code (`lzp_run`): the calling
 thread publishes a job, wakes the workers, takes chunks itself and returns only when
 every chunk is done and every worker that joined has left the job. So Python sees a run
@@ -35,7 +35,7 @@ from typing import Optional, Sequence
 import llvmlite.binding as llvm
 import numpy as np
 
-from ...compiler.driver import runtime_layout
+from . import pool_ir
 from .object_code import LoadedCode
 from .runtime_objects import runtime_object
 from .thread_pool import default_threads
@@ -44,7 +44,7 @@ SPIN_ROUNDS = 2000      # `pause` rounds a worker spins before sleeping: ~50-150
                         # than the Python between two kernels of one sync, short enough not
                         # to take a shared core from others for long
 
-IR = runtime_layout()        # word offsets shared with the generated code
+IR = pool_ir.LAYOUT          # word offsets shared with the generated code
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _PTHREAD_SYMBOLS = ("pthread_mutex_lock", "pthread_mutex_unlock", "pthread_cond_wait",
                     "pthread_cond_broadcast", "sched_yield")

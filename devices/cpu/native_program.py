@@ -38,7 +38,7 @@ import numpy as np
 
 from ...compiler.hlo import dtypes as D
 from . import native_gemm, product_groups, step_barriers
-from .host_memory import HOST_MEMORY, MIN_BYTES
+from .host_memory import HOST_MEMORY, MIN_BYTES, claim_memory
 from .native_pool import Job, address, code, get_pool
 from .thread_pool import split
 
@@ -177,7 +177,6 @@ class NativeProgram:
         self._aliases = list(exe._aliases)
         # (output, the parameter it overwrites in place) for each alias
         self._alias_inputs = [(o, self._by_value[x]) for o, x in self._aliases]
-        from .cpu import claim_memory     # (cpu imports this module)
         self._claim = claim_memory
         extra = sum(len(s.get("roots", ())) + 1 for s in exe.steps)   # partials, chunk counts
         self.table = np.zeros(len(where) + extra + 1, np.int64)

@@ -1,5 +1,6 @@
-"""The CUDA device: the driver API (cuda_driver.py; cuda-python, or the host-memory
-stand-in of cuda_fake.py), PTX from compiler/codegen/nvptx.py.
+"""The CUDA device: the driver API and NVIDIA's libraries through one seam
+(libraries.py: the real ones, or the stand-ins over host memory), PTX from
+compiler/codegen/nvptx.py.
 
 - one primary context per GPU, one non-blocking stream; everything is ordered on it, and
   nothing waits for the GPU except reading a value on the host (`get`);
@@ -36,13 +37,15 @@ from ...compiler import profile_hooks
 from ...compiler.driver import compile as compile_program, gpu_arch, gpu_target
 from ...compiler.hlo.module import Module
 from ...compiler.program import Program, branch_index, run_while, sub_program
-from . import cuda_driver, gpu_timer
+from . import gpu_timer
 from .cuda_blas import OP_N, OP_T, gemm, gemm_arguments, matrix_layout  # noqa: F401  (re-exported)
-from .cuda_driver import available, check, driver, missing  # noqa: F401  (re-exported)
+from .cuda_driver import check
+from .libraries import available, libraries  # noqa: F401  (available: re-exported)
 from .cuda_graphs import GraphCache
 from .cuda_memory import CachingAllocator, CudaBuffer, PinnedStaging
 from .cuda_fft import run_fft
 from .cuda_solver import run_library_call
+from .cusolver_calls import CALLS as SOLVER_CALLS
 from ..device import Device
 
 SCALAR_SLOT = 8          # bytes per runtime scalar in the parameter block (aligned)
@@ -76,11 +79,12 @@ class CudaDevice(Device):
 
     def __init__(self, name: str = "cuda", settings: Optional[Callable[[], dict]] = None,
                  fake: Optional[bool] = None) -> None:
-        self.fake = cuda_driver.is_fake() if fake is None else bool(fake)
-        reason = missing(self.fake)
+        self.libs = libraries(fake)       # NVIDIA's, or the stand-ins (libraries.py)
+        self.fake = self.libs.stand_in
+        reason = self.libs.missing()
         if reason is not None:
             raise RuntimeError(f"device {name!r} is not available: {reason}")
-        self.cu = cu = driver(self.fake)
+        self.cu = cu = self.libs.driver()
         self.name = name
         self._settings = settings or default_settings
         self.ordinal = int(name.split(":")[1]) if ":" in name else 0
@@ -187,7 +191,7 @@ class CudaDevice(Device):
     def cublas(self) -> Optional[Any]:
         """(library, handle) bound to this device's stream, or None without cuBLAS."""
         if self._cublas is None:
-            lib = _open_cublas(self.cu if self.fake else None)
+            lib = self.libs.cublas(self.cu)
             if lib is None:
                 self._cublas = False
                 return None
@@ -208,25 +212,17 @@ class CudaDevice(Device):
         aliases, compiler/planning/buffer_assignment.py), so a training step keeps one copy of its
         parameters and their buffers stay where they are from step to step."""
         program, hit = self._program(module, frozenset(donated))
-        host = None
-        if self.fake and _has_code(program):
-            from ..stand_ins.cuda_host_kernels import host_kernels
-            host = host_kernels(module, frozenset(donated), program)
+        host = self.libs.host_kernels(module, frozenset(donated), program) \
+            if _has_code(program) else None
         exe = self.load(program, host)
         exe.from_disk_cache = hit
         return exe
 
     def load(self, program: Program, host: Optional[dict] = None) -> "CudaExecutable":
         """A compiled program (or a control step's sub-program) as an executable; `host`:
-        the fake driver's host kernels for it (cuda_host_kernels.py)."""
-        from .cuda_link import load_image
-        ptx = program.code.decode()
-        if not ptx:
-            image = b""
-        elif self.fake:          # the stand-in runs host code: no cubin to link (tested apart)
-            image = program.code + b"\0"
-        else:
-            image = load_image(ptx, self.arch, self.settings()["cache_dir"])
+        host code for its kernels where the driver runs them on the host (the stand-ins)."""
+        image = self.libs.image(program.code, self.arch, self.settings()["cache_dir"]) \
+            if program.code else b""
         return CudaExecutable(self, program, image, host)
 
     def _program(self, module: Module, donated: frozenset) -> tuple:
@@ -255,21 +251,6 @@ def _has_code(program: Program) -> bool:
 
 
 CONTROL_STEPS = ("while", "conditional")
-
-
-def _open_cublas(fake_driver: Any) -> Optional[Any]:
-    if fake_driver is not None:
-        from ..stand_ins.cuda_fake import FakeCublas
-        return FakeCublas(fake_driver)
-    from .cuda_blas import load_cublas
-    lib = load_cublas()
-    if lib is not None:
-        return lib
-    try:              # the last resort: nvmath-python's bindings (a slow import)
-        from nvmath.bindings import cublas
-        return cublas
-    except ImportError:
-        return None
 
 
 # ---- executables -------------------------------------------------------------------------
@@ -574,7 +555,7 @@ class CudaExecutable:
         on_stream = calls.get("cuda_stream")     # collectives: NCCL on the device's stream
         if on_stream is not None and on_stream(self.device, ins, self._out(pos, values), operands):
             return
-        call = calls.get("cuda")                 # the stanza's own cuSOLVER call
+        call = SOLVER_CALLS.get(ins.op)          # cuSOLVER, registered for this target
         if call is not None and run_library_call(self.device, ins, self._out(pos, values),
                                                  operands, call):
             return

@@ -1,6 +1,7 @@
 """The LLVM IR of the CPU runtime's native worker pool: a job runner and a worker loop over
-pthreads, kernel trampolines, and matrix-product tiles (devices/cpu/native_pool.py and
-devices/cpu/native_gemm.py load them through `driver.runtime_code`).
+pthreads, kernel trampolines, and matrix-product tiles (native_pool.py and native_gemm.py
+load them through runtime_objects.py `runtime_code`, which has the compiler's
+`driver.host_object` turn the IR into object code).
 
 Everything here is generated with llvmlite's builder and JIT-compiled in-process, so the
 pool needs no C compiler at install time; the pthread functions resolve from the C
@@ -36,7 +37,7 @@ import types
 
 import llvmlite.ir as ir
 
-from .loops import counted_loop
+from ...compiler.codegen.loops import counted_loop
 
 I8 = ir.IntType(8)
 I32 = ir.IntType(32)
@@ -409,23 +410,29 @@ GEMM_WORDS = 12
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
 
 
-def gemm_tiles_ir(triple: str) -> str:
-    """`lzp_sgemm_tiles` / `lzp_dgemm_tiles(a, b, c, desc, start, end)`: C = A B over the
-    tiles start..end-1 of C (row-major tiles of desc's BM x BN; tile t is row block
-    t / TILES_N, column block t % TILES_N), each one call of the ILP64 CBLAS gemm whose
-    address desc holds. The signature is a kernel's (4 buffers), so a product is a task
-    of a native job like any generated kernel."""
+GEMM_KIND_BLAS, GEMM_KIND_DIRECT, GEMM_KIND_DOTS = range(3)
+GEMM_NAMES = {(GEMM_KIND_BLAS, 4): "lzp_sgemm_tiles", (GEMM_KIND_BLAS, 8): "lzp_dgemm_tiles",
+              (GEMM_KIND_DIRECT, 4): "lzp_sgemm_small", (GEMM_KIND_DIRECT, 8): "lzp_dgemm_small",
+              (GEMM_KIND_DOTS, 4): "lzp_sgemm_dots", (GEMM_KIND_DOTS, 8): "lzp_dgemm_dots"}
+
+
+def gemm_tiles_ir(triple: str, kind: int, size: int) -> str:
+    """One tile function of matrix products (`GEMM_NAMES[kind, size]`; size 4: float32,
+    8: float64), alone in its module, so that a process compiles only the kinds its
+    products use (all six took ~1 s of LLVM at a first training step; one kind in
+    float32 is 0.01-0.25 s). Each has a kernel's signature (4 buffers), so a product is a
+    task of a native job like any generated kernel:
+
+    `lzp_?gemm_tiles(a, b, c, desc, start, end)`: C = A B over the tiles start..end-1 of
+    C (row-major tiles of desc's BM x BN; tile t is row block t / TILES_N, column block
+    t % TILES_N), each one call of the ILP64 CBLAS gemm whose address desc holds;
+    `lzp_?gemm_small`: the same tiles computed here (`_SmallGemm`); `lzp_?gemm_dots`: by
+    dot products of rows (`_RowDots`)."""
     mod = ir.Module(name="lazyarray_gemm_tiles")
     mod.triple = triple
-    for name, ftype, size in (("lzp_sgemm_tiles", ir.FloatType(), 4),
-                              ("lzp_dgemm_tiles", ir.DoubleType(), 8)):
-        _gemm_tiles(mod, name, ftype, size)
-    for name, ftype, size in (("lzp_sgemm_small", ir.FloatType(), 4),
-                              ("lzp_dgemm_small", ir.DoubleType(), 8)):
-        _SmallGemm(mod, name, ftype, size)
-    for name, ftype, size in (("lzp_sgemm_dots", ir.FloatType(), 4),
-                              ("lzp_dgemm_dots", ir.DoubleType(), 8)):
-        _RowDots(mod, name, ftype, size)
+    ftype = {4: ir.FloatType(), 8: ir.DoubleType()}[size]
+    make = {GEMM_KIND_BLAS: _gemm_tiles, GEMM_KIND_DIRECT: _SmallGemm, GEMM_KIND_DOTS: _RowDots}
+    make[kind](mod, GEMM_NAMES[kind, size], ftype, size)
     return str(mod)
 
 
@@ -704,4 +711,4 @@ def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
 
 # the constants the device shares with this code (the driver hands them out)
 LAYOUT = types.SimpleNamespace(**{k: v for k, v in dict(globals()).items()
-                                  if k.isupper() and isinstance(v, (int, str))})
+                                  if k.isupper() and isinstance(v, (int, str, dict))})
