@@ -16,6 +16,7 @@ PyTorch where the array API has no method (`lazyarray/torch_methods.py`).
 from __future__ import annotations
 
 import builtins
+from collections import namedtuple
 from typing import Any
 
 import numpy as np
@@ -50,10 +51,7 @@ inference_mode, is_grad_enabled = _la.inference_mode, _la.is_grad_enabled
 save, load = _la.save, _la.load
 
 abs, absolute = _la.abs, _la.abs
-exp, exp2, expm1, log, log2, log10, log1p = (_la.exp, _la.exp2 if hasattr(_la, "exp2") else None,
-                                             _la.expm1, _la.log, _la.log2, _la.log10, _la.log1p)
-if exp2 is None:
-    del exp2
+exp, expm1, log, log2, log10, log1p = _la.exp, _la.expm1, _la.log, _la.log2, _la.log10, _la.log1p
 sqrt, rsqrt, square = _la.sqrt, _la.rsqrt, _la.square
 sin, cos, tan, asin, acos, atan = _la.sin, _la.cos, _la.tan, _la.asin, _la.acos, _la.atan
 arcsin, arccos, arctan = asin, acos, atan
@@ -83,11 +81,14 @@ argmax, argmin, all, any = _la.argmax, _la.argmin, _la.all, _la.any
 count_nonzero = _la.count_nonzero
 numel, flatten, unbind = _la.numel, _la.flatten, _la.unbind
 softmax, log_softmax = _la.softmax, _la.log_softmax
-is_tensor = (lambda obj: isinstance(obj, Tensor))
 topk, multinomial = _la.topk, multinomial
 
 
 # ---- PyTorch's signatures over the same ops --------------------------------------------------
+
+def is_tensor(obj: Any) -> _builtin_bool:
+    return isinstance(obj, Tensor)
+
 
 def _t(x: Any) -> Tensor:
     return x if type(x) is Tensor else _la.asarray(x)
@@ -188,10 +189,11 @@ def _dims(dim: Any) -> Any:
     return tuple(dim) if isinstance(dim, (tuple, list)) else dim
 
 
+_MinMax = namedtuple("aminmax", ["min", "max"])
+
+
 def aminmax(input: Any, *, dim: Any = None, keepdim: _builtin_bool = False) -> tuple:
-    from collections import namedtuple
-    pair = namedtuple("aminmax", ["min", "max"])
-    return pair(amin(input, dim if dim is not None else (), keepdim),
+    return _MinMax(amin(input, dim if dim is not None else (), keepdim),
                 amax(input, dim if dim is not None else (), keepdim))
 
 
@@ -646,4 +648,4 @@ from . import nn, optim, utils, autograd  # noqa: E402,F401  (they import the na
 from . import fft, linalg  # noqa: E402,F401
 
 __all__ = sorted(n for n in globals() if not n.startswith("_") and n not in (
-    "annotations", "builtins", "np", "Any", "creation", "dtypes", "missing"))
+    "annotations", "builtins", "np", "Any", "creation", "dtypes", "missing", "namedtuple"))
