@@ -283,6 +283,22 @@ def narrow(self: Tensor, dim: int, start: int, length: int) -> Tensor:
     return self[(slice(None),) * d + (slice(start, start + length),)]
 
 
+_TYPE_NAMES = {D.float32: "Float", D.float64: "Double", D.float16: "Half",
+               D.bfloat16: "BFloat16", D.int64: "Long", D.int32: "Int", D.int16: "Short",
+               D.int8: "Char", D.uint8: "Byte", D.bool_: "Bool", D.complex64: "ComplexFloat",
+               D.complex128: "ComplexDouble"}
+
+
+def type_(self: Tensor, dtype: Any = None, non_blocking: bool = False) -> Any:
+    """`x.type()`: PyTorch's type name ("torch.FloatTensor"); `x.type(dtype)`: x cast."""
+    if dtype is None:
+        name = _TYPE_NAMES.get(self.dtype)
+        if name is None:
+            raise TypeError(f"type(): PyTorch has no tensor type name for {self.dtype.name}")
+        return f"torch.{name}Tensor"
+    return self.astype(dtype)
+
+
 def type_as(self: Tensor, other: Tensor) -> Tensor:
     return self.astype(other.dtype)
 
@@ -342,7 +358,7 @@ _METHODS = {
     "unique": unique, "addcmul_": addcmul_, "addcdiv_": addcdiv_, "lerp_": lerp_,
     "masked_fill_": masked_fill_, "normal_": normal_, "uniform_": uniform_,
     "repeat": repeat, "gather": gather, "index_select": index_select, "narrow": narrow,
-    "type_as": type_as, "new_zeros": _new(0), "new_ones": _new(1), "new_empty": _new(0),
+    "type_as": type_as, "type": type_, "new_zeros": _new(0), "new_ones": _new(1), "new_empty": _new(0),
     "new_full": new_full, "new_tensor": new_tensor, "softmax": softmax,
     "log_softmax": log_softmax, "is_floating_point": is_floating_point,
     "element_size": element_size, "is_contiguous": is_contiguous, "nelement": Tensor.numel,
