@@ -114,6 +114,14 @@ def _depends(order: list, sources: Iterable[Node], stopped: set) -> set:
 _INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 
 
+def reaches(target: Node, sources: Sequence[Node]) -> bool:
+    """Does a gradient path lead from any of `sources` (taken as leaves) to `target`? (not
+    through stopped nodes; what PyTorch's `requires_grad` of a computed tensor says)."""
+    stopped = {id(n) for n in _STOPPED} if len(_STOPPED) else set()
+    blocked = stopped | {id(s) for s in sources}
+    return id(target) in _depends(_topological(target, blocked), sources, stopped)
+
+
 def vjp_graph(target: Node, sources: Sequence[Node], seed: Node,
               through_sources: bool = True) -> list:
     """Cotangents of `sources` for the cotangent `seed` of `target`: one node per source,

@@ -112,6 +112,17 @@ class Module:
     def children(self) -> Iterator["Module"]:
         return iter(self._modules.values())
 
+    def named_children(self) -> Iterator[tuple]:
+        return iter(self._modules.items())
+
+    def apply(self, fn: Any) -> "Module":
+        """Call `fn` on every submodule (children first) and then on this module; returns
+        self (PyTorch's weight-init idiom: `model.apply(init_weights)`)."""
+        for m in self._modules.values():
+            m.apply(fn)
+        fn(self)
+        return self
+
     def named_parameters(self, prefix: str = "", recurse: bool = True,
                          remove_duplicate: bool = True) -> Iterator[tuple]:
         """(dotted name, tensor) for every parameter: a shared (tied) tensor once, under
