@@ -136,6 +136,10 @@ class WhileStep(Step):
     cond: dict                      # sub-programs as data (`sub_program`)
     body: Optional[dict] = None
 
+    def sub_programs(self) -> list:
+        """[cond, body or None]."""
+        return [self.cond, self.body]
+
 
 @dataclass(kw_only=True)
 class ConditionalStep(Step):
@@ -143,6 +147,12 @@ class ConditionalStep(Step):
     operands: list
     outputs: list
     branches: list
+
+    def sub_programs(self) -> list:
+        return list(self.branches)
+
+
+CONTROL_STEPS = (WhileStep, ConditionalStep)     # steps whose sub-programs a device runs
 
 
 STEP_TYPES = {cls.kind: cls for cls in (LibraryStep, LoopStep, PartialStep, LaunchStep,

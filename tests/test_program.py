@@ -186,3 +186,39 @@ def test_one_reduction_plan_for_both_targets(what, layout, roots, late):
     got = exe.run(list(cap.args))
     for g, w in zip(got, InterpreterDevice().compile(cap.module()).run(list(cap.args))):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+# ---- executors: one handler per step class -------------------------------------------------
+
+def test_each_executor_has_one_handler_per_step_class():
+    from lazyarray.compiler.program import STEP_TYPES
+    from lazyarray.devices.cpu import aot, cpu
+    from lazyarray.devices.cuda import cuda
+    kinds = lambda table: {cls.kind for cls in table}      # noqa: E731
+    assert kinds(cpu._RUN) == set(STEP_TYPES) - {"launch"}
+    assert kinds(cuda._RUN) == {"launch", "library", "while", "conditional"}
+    assert kinds(aot._STEP_LINES) == {"loop", "partial", "library"}
+
+
+def type_switches(source: str) -> list:
+    """Lines of `source` that read a step's kind by its string (`x["type"]`)."""
+    import ast
+    return [n.lineno for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)
+            and n.slice.value == "type"]
+
+
+@pytest.mark.parametrize("module", ["lazyarray.devices.cpu.cpu", "lazyarray.devices.cpu.aot",
+                                    "lazyarray.devices.cuda.cuda",
+                                    "lazyarray.devices.cuda.gpu_timer",
+                                    "lazyarray.devices.stand_ins.cuda_host_kernels",
+                                    "lazyarray.compiler.driver"])
+def test_executors_do_not_switch_on_a_step_type_string(module):
+    import importlib
+    import pathlib
+    path = pathlib.Path(importlib.import_module(module).__file__)
+    assert type_switches(path.read_text()) == []
+
+
+def test_the_switch_finder_finds_one():
+    assert type_switches('if step["type"] == "loop":\n    pass\n') == [1]

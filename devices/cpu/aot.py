@@ -33,7 +33,7 @@ import numpy as np
 from ...compiler.hlo import dtypes as D
 from ...compiler.driver import CPU_LIBRARY, compile as compile_program
 from ...compiler.hlo.module import Module
-from ...compiler.program import Program
+from ...compiler.program import LibraryStep, LoopStep, PartialStep, Program, Step
 
 
 class AOTError(ValueError):
@@ -156,25 +156,29 @@ class _Driver:
 
     # ---- steps --------------------------------------------------------------------
 
-    def step(self, s: dict) -> list:
-        if s["type"] == "library":
-            return self._library(s)
-        ptrs = [self.ptr(p) for p in s["args"]]
-        if s["type"] == "loop":
-            self.declare(s["fn"], len(ptrs), 0)
-            extent = int(s["extent"])
-            if s.get("serial") or extent < 2 or extent * max(1, int(s["work"])) < SPLIT_ELEMENTS:
-                return [f"{s['fn']}({', '.join(ptrs + ['0', str(extent)])});"]
-            # large: chunks of the range on the library's threads (la_parallel)
-            wrapper = f"la_step{len(self.wrappers)}"
-            self.wrappers.append(
-                f"static void {wrapper}(char *arena, const void *const *inputs, int64_t start, "
-                f"int64_t end) {{ (void)arena; (void)inputs; "
-                f"{s['fn']}({', '.join(ptrs + ['start', 'end'])}); }}")
-            return [f"la_parallel({wrapper}, arena, inputs, {extent});"]
-        return self._partial(s, ptrs)
+    def step(self, s: Step) -> list:
+        """The C lines that run step `s` (a table from step class to its writer)."""
+        write = _STEP_LINES.get(type(s))
+        if write is None:
+            raise AOTError(f"aot: a {s.kind} step has no C form")
+        return write(self, s)
 
-    def _partial(self, s: dict, ptrs: list) -> list:
+    def _loop(self, s: LoopStep) -> list:
+        ptrs = [self.ptr(p) for p in s.args]
+        self.declare(s["fn"], len(ptrs), 0)
+        extent = int(s["extent"])
+        if s.get("serial") or extent < 2 or extent * max(1, int(s["work"])) < SPLIT_ELEMENTS:
+            return [f"{s['fn']}({', '.join(ptrs + ['0', str(extent)])});"]
+        # large: chunks of the range on the library's threads (la_parallel)
+        wrapper = f"la_step{len(self.wrappers)}"
+        self.wrappers.append(
+            f"static void {wrapper}(char *arena, const void *const *inputs, int64_t start, "
+            f"int64_t end) {{ (void)arena; (void)inputs; "
+            f"{s['fn']}({', '.join(ptrs + ['start', 'end'])}); }}")
+        return [f"la_parallel({wrapper}, arena, inputs, {extent});"]
+
+    def _partial(self, s: PartialStep) -> list:
+        ptrs = [self.ptr(p) for p in s.args]
         lines, parts = [], []
         for r in s["roots"]:
             acc = D.from_name(r["acc"])
@@ -301,6 +305,12 @@ class _Driver:
             f"    const void *ins[] = {{{ins_list}}};",
             f"    void *outs[] = {{{outs_list}}};",
             f"    return {n}_run(ins, outs);", "}", ""])
+
+
+# step class -> the _Driver method writing its C lines (control flow has no C form: the
+# compiler refuses it for this target)
+_STEP_LINES = {LoopStep: _Driver._loop, PartialStep: _Driver._partial,
+               LibraryStep: _Driver._library}
 
 
 def _convert(src: str, acc: D.DType, dst: str, out: D.DType, count: int) -> str:
@@ -494,7 +504,7 @@ def build_library(module: Module, name: str, out_dir: str, inputs: list,
             raise AOTError(f"aot: {e}") from None
         raise
     values = program.value_table()
-    needs_blas = any(s["type"] == "library" and s.get("call") == "gemm" for s in program.steps)
+    needs_blas = any(isinstance(s, LibraryStep) and s.call == "gemm" for s in program.steps)
     found = find_blas(blas) if needs_blas else None
     outputs = [(values[p].shape, values[p].dtype) for p in program.outputs]
     source = _Driver(name, program, found).source(inputs, outputs)   # AOTError: no C form
