@@ -209,6 +209,8 @@ def type_switches(source: str) -> list:
 
 
 @pytest.mark.parametrize("module", ["lazyarray.devices.cpu.cpu", "lazyarray.devices.cpu.aot",
+                                    "lazyarray.devices.cpu.native_program",
+                                    "lazyarray.devices.cpu.product_groups",
                                     "lazyarray.devices.cuda.cuda",
                                     "lazyarray.devices.cuda.gpu_timer",
                                     "lazyarray.devices.stand_ins.cuda_host_kernels",
