@@ -19,8 +19,8 @@ import numpy as np
 
 from . import profile_hooks
 from .hlo.module import Module
-from .program import (CONTROL_STEPS, LaunchStep, LibraryStep, PartialStep, Program,
-                      describe_value)
+from .program import (CONTROL_STEPS, LaunchStep, LibraryStep, LoopStep, PartialStep,
+                      Program, describe_value)
 
 if TYPE_CHECKING:
     from .planning.plan import ExecutionPlan
@@ -133,7 +133,7 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     with span("codegen", "cpu_kernels"):
         ir_text, steps = cpu_kernels.generate(plan, module.name, progress=progress,
                                               control=control, lapack=not library)
-    functions = sum(1 for s in steps if "fn" in s)
+    functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
     if progress is not None:
         progress("optimizing", functions, functions)
     with span("codegen", "llvm_optimize"):

@@ -295,11 +295,10 @@ def test_the_cuda_device_runs_control_steps_on_the_fake_driver():
 
 def _ptx_of(program) -> list:
     """The PTX of a GPU program and of every sub-program its control steps hold."""
-    from lazyarray.compiler.program import sub_program
+    from lazyarray.compiler.program import CONTROL_STEPS, sub_program
     out = [program.code.decode()] if program.code else []
     for step in program.steps:
-        subs = ([step.get("cond"), step.get("body")] if step["type"] == "while"
-                else step.get("branches", []))
+        subs = step.sub_programs() if isinstance(step, CONTROL_STEPS) else []
         out += [ptx for s in subs if s is not None for ptx in _ptx_of(sub_program(s))]
     return out
 

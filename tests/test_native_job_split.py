@@ -59,8 +59,8 @@ def test_a_small_row_kernel_beside_a_split_one_is_split_too(rows, cols, monkeypa
     assert kept_whole, "the softmax's kernels should be small enough to be kept whole"
     assert len(loops) > len(kept_whole)          # (the large kernel is split: a parallel job)
     for st, n in kept_whole:
-        big_enough = int(st["extent"]) * max(1, int(st["work"])) >= 2 * native_program.JOB_SPLIT_ELEMENTS
-        assert n == (2 if big_enough else 1), (st["fn"], st["extent"], st["work"], n)
+        big_enough = int(st.extent) * max(1, int(st.work)) >= 2 * native_program.JOB_SPLIT_ELEMENTS
+        assert n == (2 if big_enough else 1), (st.fn, st.extent, st.work, n)
     assert any(n == 2 for _, n in kept_whole) == (rows * cols >= 2 * native_program.JOB_SPLIT_ELEMENTS)
     from lazyarray import runtime
     runtime.clear_caches()

@@ -43,7 +43,7 @@ def _device() -> CPUDevice:
 def test_cpu_program_round_trips_through_the_cache_format_and_runs():
     program = compile(_module(), "cpu")
     assert isinstance(program, Program) and program.code
-    calls = [s.get("call") for s in program.steps if s["type"] == "library"]
+    calls = [s.call for s in program.steps if s.kind == "library"]
     assert sorted(calls) == ["gemm", "host"], program.steps
     meta, code = program.to_cache()
     again = Program.from_cache(json.loads(json.dumps(meta)), code)
@@ -111,10 +111,10 @@ def test_dump_texts_come_with_the_program_only_when_asked():
 def test_nvptx_program_is_plain_data_with_launches():
     program = compile(_module(), "sm_80")
     json.dumps(program.to_cache()[0])          # every field is JSON
-    launches = [s for s in program.steps if s["type"] == "launch"]
-    assert launches and all(len(s["grid"]) == len(s["block"]) == 3 for s in launches)
+    launches = [s for s in program.steps if s.kind == "launch"]
+    assert launches and all(len(s.grid) == len(s.block) == 3 for s in launches)
     assert b".entry" in program.code
-    assert [s["call"] for s in program.steps if s["type"] == "library"] == ["gemm", "host"]
+    assert [s.call for s in program.steps if s.kind == "library"] == ["gemm", "host"]
 
 
 def test_donation_reaches_the_buffer_plan():

@@ -165,22 +165,22 @@ class _Driver:
 
     def _loop(self, s: LoopStep) -> list:
         ptrs = [self.ptr(p) for p in s.args]
-        self.declare(s["fn"], len(ptrs), 0)
-        extent = int(s["extent"])
-        if s.get("serial") or extent < 2 or extent * max(1, int(s["work"])) < SPLIT_ELEMENTS:
-            return [f"{s['fn']}({', '.join(ptrs + ['0', str(extent)])});"]
+        self.declare(s.fn, len(ptrs), 0)
+        extent = int(s.extent)
+        if s.serial or extent < 2 or extent * max(1, int(s.work)) < SPLIT_ELEMENTS:
+            return [f"{s.fn}({', '.join(ptrs + ['0', str(extent)])});"]
         # large: chunks of the range on the library's threads (la_parallel)
         wrapper = f"la_step{len(self.wrappers)}"
         self.wrappers.append(
             f"static void {wrapper}(char *arena, const void *const *inputs, int64_t start, "
             f"int64_t end) {{ (void)arena; (void)inputs; "
-            f"{s['fn']}({', '.join(ptrs + ['start', 'end'])}); }}")
+            f"{s.fn}({', '.join(ptrs + ['start', 'end'])}); }}")
         return [f"la_parallel({wrapper}, arena, inputs, {extent});"]
 
     def _partial(self, s: PartialStep) -> list:
         ptrs = [self.ptr(p) for p in s.args]
         lines, parts = [], []
-        for r in s["roots"]:
+        for r in s.roots:
             acc = D.from_name(r["acc"])
             count = _size(r["shape"])
             off = self.reserve(count * acc.itemsize)
@@ -189,13 +189,13 @@ class _Driver:
             lines.append(f"{{ static const unsigned char init[{len(one)}] = {{{pattern}}}; "
                          f"la_fill(arena + {off}, init, {len(one)}, {count}); }}")
             parts.append((off, r, acc, count))
-        self.declare(s["fn"], len(ptrs), len(parts))
-        call = ptrs + ["0", str(int(s["extent"]))] + [f"(arena + {off})" for off, *_ in parts]
-        lines.append(f"{s['fn']}({', '.join(call)});")
-        if s.get("finish"):     # the kernel's second phase combines the (one) chunk's partials
-            fargs = [self.ptr(p) for p in s["finish_args"]]
-            self.declare(s["finish"], len(fargs), len(parts), counts=1)
-            lines.append(f"{s['finish']}({', '.join(fargs)}, 0, {int(s['finish_extent'])}, "
+        self.declare(s.fn, len(ptrs), len(parts))
+        call = ptrs + ["0", str(int(s.extent))] + [f"(arena + {off})" for off, *_ in parts]
+        lines.append(f"{s.fn}({', '.join(call)});")
+        if s.finish:     # the kernel's second phase combines the (one) chunk's partials
+            fargs = [self.ptr(p) for p in s.finish_args]
+            self.declare(s.finish, len(fargs), len(parts), counts=1)
+            lines.append(f"{s.finish}({', '.join(fargs)}, 0, {int(s.finish_extent)}, "
                          + ", ".join(f"(arena + {off})" for off, *_ in parts) + ", 1);")
             return lines
         for off, r, acc, count in parts:
@@ -205,9 +205,9 @@ class _Driver:
             lines.append(_convert(f"(arena + {off})", acc, self.ptr(r["pos"]), out, count))
         return lines
 
-    def _library(self, s: dict) -> list:
-        ins = self.values[s["pos"]]
-        if s.get("call") != "gemm":
+    def _library(self, s: LibraryStep) -> list:
+        ins = self.values[s.pos]
+        if s.call != "gemm":
             raise AOTError(f"aot: {ins.op} ({ins.dtype.short}{list(ins.shape)}) runs as a NumPy "
                            "reference on the CPU device and has no C form; it cannot be "
                            "compiled ahead of time (remove it from the function)")
@@ -219,23 +219,23 @@ class _Driver:
         return self._gemm(ins, s)
 
     def _gemm(self, ins: Any, s: dict) -> list:
-        lhs, rhs = (self.values[o] for o in s["operands"])
+        lhs, rhs = (self.values[o] for o in s.operands)
         a = ins.attrs
         lb, rb = list(a["lhs_batch"]), list(a["rhs_batch"])
         lc, rc = list(a["lhs_contracting"]), list(a["rhs_contracting"])
         lf = [d for d in range(len(lhs.shape)) if d not in lc and d not in lb]
         rf = [d for d in range(len(rhs.shape)) if d not in rc and d not in rb]
-        g = s["args"]           # the compiler's layout: (batch, m, k) @ (batch, k, n)
+        g = s.args           # the compiler's layout: (batch, m, k) @ (batch, k, n)
         b, m, k, n = g["batch"], g["m"], g["k"], g["n"]
-        out = self.ptr(s["pos"])
+        out = self.ptr(s.pos)
         isz = ins.dtype.itemsize
         if b * m * n == 0:
             return []
         if k == 0:
             return [f"memset({out}, 0, {b * m * n * isz});"]
         lines: list = []
-        A, ta = self._operand(lhs, s["operands"][0], list(g["lhs_perm"]), lb + lc + lf, lines)
-        B, tb = self._operand(rhs, s["operands"][1], list(g["rhs_perm"]), rb + rf + rc, lines)
+        A, ta = self._operand(lhs, s.operands[0], list(g["lhs_perm"]), lb + lc + lf, lines)
+        B, tb = self._operand(rhs, s.operands[1], list(g["rhs_perm"]), rb + rf + rc, lines)
         fn = self.blas.sgemm if ins.dtype is D.float32 else self.blas.dgemm
         ctype = C_TYPES[ins.dtype]
         lda, ldb = (m if ta else k), (k if tb else n)

@@ -188,11 +188,10 @@ class CPUExecutable:
         # a while/conditional step's sub-programs, loaded once with this one
         self._subs = {id(s): control_executables(s, device) for s in self.steps
                       if isinstance(s, CONTROL_STEPS)}
-        self._fns = {s["fn"]: self._function(s["fn"], len(s["args"]), len(s.get("roots", [])))
-                     for s in self.steps if "fn" in s}
-        self._fns.update({s["finish"]: self._function(s["finish"], len(s["finish_args"]),
-                                                      len(s["roots"]), 1)
-                          for s in self.steps if s.get("finish")})
+        kernels = [s for s in self.steps if isinstance(s, (LoopStep, PartialStep))]
+        self._fns = {s.fn: self._function(s.fn, len(s.args), len(_roots(s))) for s in kernels}
+        self._fns.update({s.finish: self._function(s.finish, len(s.finish_args), len(s.roots), 1)
+                          for s in kernels if isinstance(s, PartialStep) and s.finish})
         self._lock = threading.Lock()
         self._plan: Optional[tuple] = None           # see _binding_plan
         self._given: Optional[set] = None            # positions of parameters and constants
@@ -512,13 +511,13 @@ def control_executables(step: Step, device: "CPUDevice") -> list:
             for p in step.sub_programs()]
 
 
-def gemm_call(step: dict, v: ValueInfo, operands: list, out: np.ndarray,
+def gemm_call(step: LibraryStep, v: ValueInfo, operands: list, out: np.ndarray,
               pool: ThreadPool) -> None:
     """dot_general through BLAS, with the layout the compiler worked out."""
     matmul_into(out, operands[0], operands[1], step.args, pool)
 
 
-def host_call(step: dict, v: ValueInfo, operands: list, out: np.ndarray,
+def host_call(step: LibraryStep, v: ValueInfo, operands: list, out: np.ndarray,
               pool: ThreadPool) -> None:
     """The primitive's NumPy reference (from its stanza), written into the planned buffer:
     by the stanza's `into` where it has one (straight into `out`, a large batch split
@@ -553,12 +552,17 @@ HOST_SPLIT_BYTES = 1 << 20     # a host call's result this large is split over t
 LIBRARY_CALLS = {"gemm": gemm_call, "host": host_call}
 
 
-def calls_blas(step: dict) -> bool:
+def _roots(step: Step) -> list:
+    """A partial step's reduced values (none for a loop)."""
+    return step.roots if isinstance(step, PartialStep) else []
+
+
+def calls_blas(step: Step) -> bool:
     """Whether a step calls BLAS or LAPACK (then BLAS is held to one thread while the
     program runs: its threads would fight the pool's, and on small matrices OpenBLAS's
     threads cost more than they give): matrix products and decompositions, whether
     generated LAPACK calls or their NumPy fallback; not FFTs or sorts."""
-    if "lapack" in step:
+    if isinstance(step, LoopStep) and step.lapack is not None:
         return True
     if not isinstance(step, LibraryStep):
         return False
@@ -569,13 +573,14 @@ def bind_lapack(code: Optional[LoadedCode], steps: list) -> tuple:
     """(steps, bound LAPACK steps): each generated LAPACK step with its routine table
     filled from SciPy (devices/cpu/lapack.py), or replaced by its NumPy fallback where SciPy
     or a routine is missing."""
-    if not any("lapack" in s for s in steps):
+    calls = [isinstance(s, LoopStep) and s.lapack is not None for s in steps]
+    if not any(calls):
         return steps, []
     out, bound = [], []
-    for s in steps:
-        found = lapack.addresses(s["lapack"]["routines"]) if "lapack" in s else None
-        if "lapack" in s and found is None:
-            out.append(s["host"])
+    for s, calls_lapack in zip(steps, calls):
+        found = lapack.addresses(s.lapack["routines"]) if calls_lapack else None
+        if calls_lapack and found is None:
+            out.append(s.host)
             continue
         if found is not None:
             bound.append(lapack.Bound(code, s, found))

@@ -44,7 +44,7 @@ def _kernels(host: Program, gpu: Program) -> dict:
     by_kernel: dict = {}
     for step in host.steps:
         # a CPU partial reduction's epilogue is a step of its own ("<kernel>_epilogue")
-        owner = re.sub(r"_epilogue$", "", step["kernel"])
+        owner = re.sub(r"_epilogue$", "", step.kernel)
         by_kernel.setdefault(_ident(owner), []).append(step)
     out: dict = {CONTROL: {}}
     done: set = set()
@@ -54,15 +54,15 @@ def _kernels(host: Program, gpu: Program) -> dict:
             continue
         if not isinstance(step, LaunchStep):
             continue
-        owner = _owner(re.sub(r"^k\d+_", "", step["fn"]), by_kernel)
+        owner = _owner(re.sub(r"^k\d+_", "", step.fn), by_kernel)
         if owner is None:
-            raise ValueError(f"fake cuda: launch {step['fn']!r} matches no kernel of the "
+            raise ValueError(f"fake cuda: launch {step.fn!r} matches no kernel of the "
                              f"host program ({', '.join(sorted(by_kernel))})")
         # a kernel launched in stages (a full reduction's two, an opaque op's loops): the
         # host steps do all of it at the first launch, nothing is left for the others
         work = [] if owner in done else by_kernel[owner]
         done.add(owner)
-        out[step["fn"]] = (_runner(exe, work, step["args"]), len(step["args"]))
+        out[step.fn] = (_runner(exe, work, step.args), len(step.args))
     return out
 
 
