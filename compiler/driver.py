@@ -20,7 +20,8 @@ import numpy as np
 from . import profile_hooks
 from .codegen.interrupts import InterruptsDeferred  # noqa: F401  (devices defer SIGINT through here)
 from .hlo.module import Module
-from .program import LaunchStep, Program, describe_value
+from .program import (CONTROL_STEPS, LaunchStep, LibraryStep, LoopStep, PartialStep,
+                      Program, describe_value)
 
 if TYPE_CHECKING:
     from .planning.plan import ExecutionPlan
@@ -142,7 +143,7 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         ir_text, steps = cpu_kernels.generate(
             plan, module.name, progress=progress, control=control, lapack=not library,
             prefix=f"{_c_ident(module.name)}__" if library else "")
-    functions = sum(1 for s in steps if "fn" in s)
+    functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
     if progress is not None:
         progress("optimizing", functions, functions)
     with span("codegen", "llvm_optimize"):
@@ -268,13 +269,14 @@ def _referenced(plan: ExecutionPlan, steps: list) -> set:
     from .codegen.control_steps import step_positions
     refs = set(plan.module.outputs) | set(plan.buffers.slot_of) | set(plan.module.parameters)
     for s in steps:
-        refs.update(a for a in s.get("args", []) if isinstance(a, int))
-        if s["type"] == "library":
-            refs.add(s["pos"])
-            refs.update(s["operands"])
-        elif s["type"] in ("while", "conditional"):
+        refs.update(a for a in getattr(s, "args", None) or [] if isinstance(a, int))
+        if isinstance(s, LibraryStep):
+            refs.add(s.pos)
+            refs.update(s.operands)
+        elif isinstance(s, CONTROL_STEPS):
             refs.update(step_positions(s))
-        refs.update(r["pos"] for r in s.get("roots", []) if r["pos"] is not None)
+        elif isinstance(s, PartialStep):
+            refs.update(r["pos"] for r in s.roots if r["pos"] is not None)
     return refs
 
 

@@ -19,16 +19,15 @@ Steps are typed (the dataclasses below), one class per kind:
 - LibraryStep: a call a device implements natively, named by the primitive's stanza
   (`call`), with the value it writes (`pos`), the values it reads (`operands`) and the
   call's arguments the compiler worked out (`args`).
-An executor runs a step by a table from step class to handler. In the cache a step is
-plain data, {"type": kind, field: value...} (`to_data`, `step_from_data`). Steps still
-answer `step["field"]`, `step.get` and `"field" in step` (a field that is None is absent)
-while the executors move to attributes.
+An executor runs a step by a table from step class to handler and reads its fields as
+attributes. In the cache a step is plain data, {"type": kind, field: value...}
+(`to_data`, `step_from_data`).
 """
 from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Iterator, Optional
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
@@ -56,27 +55,6 @@ class Step:
             if v is not None:
                 out[f.name] = v.to_data() if isinstance(v, Step) else v
         return out
-
-    # mapping access, while the executors move to attributes (see the module docstring)
-    def __getitem__(self, key: str) -> Any:
-        if key == "type":
-            return self.kind
-        v = getattr(self, key, None) if key in _FIELDS[type(self)] else None
-        if v is None:
-            raise KeyError(key)
-        return v
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def __contains__(self, key: object) -> bool:
-        return key == "type" or (key in _FIELDS[type(self)] and getattr(self, key) is not None)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(["type"] + [k for k in _FIELDS[type(self)] if getattr(self, k) is not None])
 
 
 @dataclass(kw_only=True)
@@ -136,6 +114,10 @@ class WhileStep(Step):
     cond: dict                      # sub-programs as data (`sub_program`)
     body: Optional[dict] = None
 
+    def sub_programs(self) -> list:
+        """[cond, body or None]."""
+        return [self.cond, self.body]
+
 
 @dataclass(kw_only=True)
 class ConditionalStep(Step):
@@ -144,10 +126,15 @@ class ConditionalStep(Step):
     outputs: list
     branches: list
 
+    def sub_programs(self) -> list:
+        return list(self.branches)
+
+
+CONTROL_STEPS = (WhileStep, ConditionalStep)     # steps whose sub-programs a device runs
+
 
 STEP_TYPES = {cls.kind: cls for cls in (LibraryStep, LoopStep, PartialStep, LaunchStep,
                                         WhileStep, ConditionalStep)}
-_FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in STEP_TYPES.values()}
 
 
 def step_from_data(data: dict) -> Step:
@@ -269,11 +256,11 @@ def sub_program(data: dict) -> Program:
     return Program.from_cache(data["meta"], base64.b64decode(data["code"]))
 
 
-def run_while(step: dict, state: list, run_cond: Any, run_body: Any, truth: Any) -> list:
+def run_while(step: "WhileStep", state: list, run_cond: Any, run_body: Any, truth: Any) -> list:
     """The loop of a "while" step over host-side handles: `run_cond(state)` -> [pred],
     `run_body(state)` -> the varying values then the next pred, `truth(pred) -> bool`
     (a read back to the host); returns the final state. Devices share it."""
-    vary = step["varying"]
+    vary = step.varying
     go = truth(run_cond(state)[0])
     while go:
         if run_body is None:
@@ -286,6 +273,6 @@ def run_while(step: dict, state: list, run_cond: Any, run_body: Any, truth: Any)
     return state
 
 
-def branch_index(step: dict, index: Any) -> int:
+def branch_index(step: "ConditionalStep", index: Any) -> int:
     """The branch a conditional takes for `index` (clamped, as HLO does)."""
-    return min(max(int(index), 0), len(step["branches"]) - 1)
+    return min(max(int(index), 0), len(step.branches) - 1)

@@ -261,14 +261,15 @@ def test_aot_compiles_control_flow():
     """The library target takes loops and branches (tests/test_aot.py runs them from C);
     each sub-program's functions are named apart, as one library links them all."""
     from lazyarray.compiler.driver import CPU_LIBRARY, compile as compile_program
-    from lazyarray.compiler.program import sub_program
+    from lazyarray.compiler.program import LoopStep, PartialStep, WhileStep, sub_program
     y = la.fori_loop(0, 3, lambda i, v: v + 1.0, la.asarray(np.zeros(2)))
     module = parse_module(_hlo(y))
     program = compile_program(module, CPU_LIBRARY)
-    loop = next(s for s in program.steps if s["type"] == "while")
-    names = [s["fn"] for s in program.steps if "fn" in s]
-    for part in ("cond", "body"):
-        names += [s["fn"] for s in sub_program(loop[part]).steps if "fn" in s]
+    kernels = (LoopStep, PartialStep)
+    loop = next(s for s in program.steps if isinstance(s, WhileStep))
+    names = [s.fn for s in program.steps if isinstance(s, kernels)]
+    for part in loop.sub_programs():
+        names += [s.fn for s in sub_program(part).steps if isinstance(s, kernels)]
     assert len(names) == len(set(names))
 
 
@@ -327,11 +328,10 @@ def test_a_cuda_loop_reads_its_condition_asynchronously_one_iteration_ahead(trip
 
 def _ptx_of(program) -> list:
     """The PTX of a GPU program and of every sub-program its control steps hold."""
-    from lazyarray.compiler.program import sub_program
+    from lazyarray.compiler.program import CONTROL_STEPS, sub_program
     out = [program.code.decode()] if program.code else []
     for step in program.steps:
-        subs = ([step.get("cond"), step.get("body")] if step["type"] == "while"
-                else step.get("branches", []))
+        subs = step.sub_programs() if isinstance(step, CONTROL_STEPS) else []
         out += [ptx for s in subs if s is not None for ptx in _ptx_of(sub_program(s))]
     return out
 

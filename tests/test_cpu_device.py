@@ -141,7 +141,7 @@ def test_cumulative_is_generated_and_matches_numpy(axis: int, reverse: bool) -> 
                         I("cumulative", (0,), x.shape, D.int32,
                           {"axis": axis, "kind": "sum", "reverse": reverse})], [1])
     exe = _device(2).compile(m)
-    assert all(s["type"] == "loop" for s in exe.steps), "cumulative fell back to a library step"
+    assert all(s.kind == "loop" for s in exe.steps), "cumulative fell back to a library step"
     flip = (lambda a: np.flip(a, axis)) if reverse else (lambda a: a)
     np.testing.assert_array_equal(exe.run([x])[0], flip(np.cumsum(flip(x), axis=axis)))
 
@@ -225,7 +225,7 @@ def test_arg_reductions_over_a_leading_axis(op: str) -> None:
     m = Module("argcols", [I("parameter", (), x.shape, D.float32, {"number": 0}),
                            I(op, (0,), (70,), D.int32, {"axis": 0, "index_dtype": D.int32})], [1])
     exe = _device(2).compile(m)
-    assert exe.steps[0]["type"] == "partial"
+    assert exe.steps[0].kind == "partial"
     np.testing.assert_array_equal(exe.run([x])[0], getattr(np, op)(x, axis=0))
 
 

@@ -70,3 +70,28 @@ def test_a_stand_in_device_gets_every_library_from_the_seam():
     blas, solver = cuda_solver._libraries(device)
     assert isinstance(blas, cuda_solver_fake.FakeCublasRoutines)
     assert isinstance(solver, cuda_solver_fake.FakeCusolverDn)
+
+
+# ---- one way to bind a C library: cuBLAS as NCCL and cuFFT -----------------------------
+
+def test_cublas_declares_every_function_its_wrapper_calls():
+    from lazyarray.devices.cuda import cuda_blas
+    source = inspect.getsource(cuda_blas.CublasLib)
+    called = {n.attr for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Attribute)
+              and isinstance(n.value, ast.Attribute) and n.value.attr == "lib"}
+    called |= {n.value for n in ast.walk(ast.parse(source))
+               if isinstance(n, ast.Constant) and str(n.value).startswith("cublas")
+               and str(n.value).endswith("_v2")}     # (not the error labels)
+    assert called and called <= set(cuda_blas.PROTOTYPES), called - set(cuda_blas.PROTOTYPES)
+
+
+def test_cublas_loads_through_the_shared_loader(monkeypatch, tmp_path):
+    import types
+    from lazyarray.devices import ctypes_library
+    from lazyarray.devices.cuda import cuda_blas
+    monkeypatch.setattr(cuda_blas, "library_paths", lambda: [str(tmp_path / "libcublas.so.12")])
+    lib, why = cuda_blas.load()
+    assert lib is None and "cuBLAS cannot be loaded" in why and "nvidia-cublas" in why
+    fake = types.SimpleNamespace(**{name: types.SimpleNamespace() for name in cuda_blas.PROTOTYPES})
+    bound = cuda_blas.CublasLib(ctypes_library.bind(fake, cuda_blas.PROTOTYPES), "fake")
+    assert bound.lib.cublasGemmStridedBatchedEx.argtypes[0] is cuda_blas._VP

@@ -93,7 +93,7 @@ def _close(got, want, dtype: D.DType, n: int) -> None:
 
 
 def _chunks(exe) -> int:
-    return max(len(exe._ranges(s)) for s in exe.steps if s["type"] == "partial")
+    return max(len(exe._ranges(s)) for s in exe.steps if s.kind == "partial")
 
 
 @pytest.mark.parametrize("threads", THREADS)
@@ -137,7 +137,7 @@ def test_nan_and_infinity_at_chunk_edges(n: int, threads: int) -> None:
     """A NaN or an infinity at the first or last element of any chunk (and of the whole
     range) reaches the sum, the mean and the max."""
     exe = _device(threads).compile(mean_3xx_plus_y(n, D.float32))
-    step = next(s for s in exe.steps if s["type"] == "partial")
+    step = next(s for s in exe.steps if s.kind == "partial")
     edges = sorted({k for a, b in exe._ranges(step) for k in (a, b - 1)})
     rng = np.random.default_rng(n)
     for at in edges[:6] + edges[-2:]:

@@ -114,9 +114,9 @@ def test_cuda_device_targets_its_gpus_size() -> None:
     assert dev.cache_key() == ("cuda", dev.target)
     x = np.random.default_rng(0).standard_normal(1 << 12).astype(np.float32)
     exe = dev.compile(capture([(la.asarray(x) * 2).sum()._node]).module("m"))
-    (step,) = [s for s in exe.steps if s["type"] == "launch"]
+    (step,) = [s for s in exe.steps if s.kind == "launch"]
     assert exe.program.target == dev.target
-    assert step["grid"][0] <= FAKE_DRIVER.multiprocessors * 8
+    assert step.grid[0] <= FAKE_DRIVER.multiprocessors * 8
 
 
 @needs_ptxas

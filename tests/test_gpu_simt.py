@@ -48,7 +48,7 @@ def _check(tensors, rtol=1e-5, atol=1e-5, runs=1):
 
 def _grid(program):
     (step,) = program.steps
-    return step["grid"][0]
+    return step.grid[0]
 
 
 def test_full_sum_over_several_blocks_with_vector_loads_twice():
@@ -68,7 +68,7 @@ def test_full_reductions_scalar_path_other_dtypes_and_argmax():
 @pytest.mark.parametrize("shape", [(9, 64), (6, 30), (3, 2, 48)], ids=["aligned", "odd", "3d"])
 def test_softmax_warp_per_row(shape):
     program = _check([_softmax(_t(*shape))])
-    assert program.steps[0]["block"] == [nvptx.BLOCK, 1, 1]
+    assert program.steps[0].block == [nvptx.BLOCK, 1, 1]
 
 
 def test_softmax_and_row_sums_block_per_row():

@@ -114,11 +114,11 @@ def test_any_range_of_the_outer_dimension(shape: tuple) -> None:
     elsewhere, an ahead-of-time library): the partial covers exactly those rows."""
     module = _module(shape, D.float32, "sum")
     exe = DEVICE.compile(module)
-    step = next(s for s in exe.steps if s["type"] == "partial")
-    assert len(step["args"]) == 1
+    step = next(s for s in exe.steps if s.kind == "partial")
+    assert len(step.args) == 1
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-    fn = exe._fns[step["fn"]]
-    part = np.zeros(1, np.dtype(step["roots"][0]["acc"]))    # float64: a float32 sum, wide
+    fn = exe._fns[step.fn]
+    part = np.zeros(1, np.dtype(step.roots[0]["acc"]))    # float64: a float32 sum, wide
     outer = shape[0]
     ranges = [(0, outer), (1, outer), (0, 17), (3, 20), (5, 5), (7, 6), (outer - 1, outer)]
     for start, end in ranges:

@@ -229,7 +229,7 @@ def test_full_reduction_partials_need_no_reset(n: int, threads: int) -> None:
     """A full reduction's chunks store their partials whole ("partials_stored": no reset
     before a run): garbage left in them never reaches a result, on one chunk or many."""
     exe = _compile(_scaled_sum(n), threads)
-    assert all(s.get("partials_stored") for s in exe.steps if s["type"] == "partial")
+    assert all(s.partials_stored for s in exe.steps if s.kind == "partial")
     rng = np.random.default_rng(n)
     x = rng.standard_normal(n).astype(np.float32)
     _check(exe, [0.5, x])

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
+from lazyarray.compiler.program import LibraryStep, LoopStep
 from lazyarray.devices.cpu import native_gemm, native_program, product_groups
 from lazyarray.devices.cpu import native_pool as NP
 
@@ -23,17 +24,22 @@ def _exe(steps: list, slot_of: dict = None, outputs: list = (), params: list = (
                                  _const_arrays={}, _param_slots=set(), _aliases=[])
 
 
-def _product(a: int, b: int, out: int, work: int = 100) -> dict:
-    return {"type": "library", "call": "gemm", "operands": [a, b], "pos": out, "work": work}
+WORK: dict = {}      # id(product step) -> its work, for the planner's stand-in estimate
 
 
-def _loop(*args: int) -> dict:
-    return {"type": "loop", "args": list(args)}
+def _product(a: int, b: int, out: int, work: int = 100) -> LibraryStep:
+    step = LibraryStep(call="gemm", op="dot_general", operands=[a, b], pos=out)
+    WORK[id(step)] = work
+    return step
+
+
+def _loop(*args: int) -> LoopStep:
+    return LoopStep(fn="f", args=list(args), extent=1, work=1)
 
 
 def _plan(exe, threads: int = 2) -> product_groups.Plan:
     return product_groups.plan(exe, threads, native_program._used,
-                               lambda s: s.get("work") if s["type"] == "library" else None)
+                               lambda s: WORK.get(id(s)) if isinstance(s, LibraryStep) else None)
 
 
 def test_an_independent_product_moves_next_to_the_earlier_one() -> None:

@@ -354,7 +354,7 @@ def test_gpu_kernels_timed_by_stream_events_land_in_the_profile():
             timer.stop(mark, gpu_timer.kernel_name(step, program), "gpu")
         timer.report(rec, "gpu_m")
         rec.sync_end(Exe(), cap)
-    assert any(s["type"] == "launch" for s in steps)
+    assert any(s.kind == "launch" for s in steps)
     assert fake.destroyed == 2 * len(steps)
     gpu = [e for e in prof.kernel_events() if e.tid == profiler.GPU_TRACK]
     assert [round(e.seconds * 1e3, 6) for e in gpu] == [0.5 * (k + 1) for k in range(len(gpu))]

@@ -43,7 +43,7 @@ def _device() -> CPUDevice:
 def test_cpu_program_round_trips_through_the_cache_format_and_runs():
     program = compile(_module(), "cpu")
     assert isinstance(program, Program) and program.code
-    calls = [s.get("call") for s in program.steps if s["type"] == "library"]
+    calls = [s.call for s in program.steps if s.kind == "library"]
     assert sorted(calls) == ["gemm", "host"], program.steps
     meta, code = program.to_cache()
     again = Program.from_cache(json.loads(json.dumps(meta)), code)
@@ -111,10 +111,10 @@ def test_dump_texts_come_with_the_program_only_when_asked():
 def test_nvptx_program_is_plain_data_with_launches():
     program = compile(_module(), "sm_80")
     json.dumps(program.to_cache()[0])          # every field is JSON
-    launches = [s for s in program.steps if s["type"] == "launch"]
-    assert launches and all(len(s["grid"]) == len(s["block"]) == 3 for s in launches)
+    launches = [s for s in program.steps if s.kind == "launch"]
+    assert launches and all(len(s.grid) == len(s.block) == 3 for s in launches)
     assert b".entry" in program.code
-    assert [s["call"] for s in program.steps if s["type"] == "library"] == ["gemm", "host"]
+    assert [s.call for s in program.steps if s.kind == "library"] == ["gemm", "host"]
 
 
 def test_donation_reaches_the_buffer_plan():
@@ -186,3 +186,42 @@ def test_one_reduction_plan_for_both_targets(what, layout, roots, late):
     got = exe.run(list(cap.args))
     for g, w in zip(got, InterpreterDevice().compile(cap.module()).run(list(cap.args))):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+# ---- executors: one handler per step class -------------------------------------------------
+
+def test_each_executor_has_one_handler_per_step_class():
+    from lazyarray.compiler.program import STEP_TYPES
+    from lazyarray.devices.cpu import aot, cpu
+    from lazyarray.devices.cuda import cuda
+    kinds = lambda table: {cls.kind for cls in table}      # noqa: E731
+    assert kinds(cpu._RUN) == set(STEP_TYPES) - {"launch"}
+    assert kinds(cuda._RUN) == {"launch", "library", "while", "conditional"}
+    assert kinds(aot._STEP_LINES) == set(STEP_TYPES) - {"launch"}   # loops become C loops
+
+
+def type_switches(source: str) -> list:
+    """Lines of `source` that read a step's kind by its string (`x["type"]`)."""
+    import ast
+    return [n.lineno for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)
+            and n.slice.value == "type"]
+
+
+@pytest.mark.parametrize("module", ["lazyarray.devices.cpu.cpu", "lazyarray.devices.cpu.aot",
+                                    "lazyarray.devices.cpu.native_program",
+                                    "lazyarray.devices.cpu.native_control",
+                                    "lazyarray.devices.cpu.product_groups",
+                                    "lazyarray.devices.cuda.cuda",
+                                    "lazyarray.devices.cuda.gpu_timer",
+                                    "lazyarray.devices.stand_ins.cuda_host_kernels",
+                                    "lazyarray.compiler.driver"])
+def test_executors_do_not_switch_on_a_step_type_string(module):
+    import importlib
+    import pathlib
+    path = pathlib.Path(importlib.import_module(module).__file__)
+    assert type_switches(path.read_text()) == []
+
+
+def test_the_switch_finder_finds_one():
+    assert type_switches('if step["type"] == "loop":\n    pass\n') == [1]

@@ -246,8 +246,8 @@ def test_streamed_rows_at_every_alignment_of_the_output(stream_all):
     x = _t(rows, n)
     module = capture([_softmax(x)._node]).module("m")
     exe = _CPU.compile(module)
-    (step,) = [s for s in exe.steps if "fn" in s]
-    fn = exe._fns[step["fn"]]
+    (step,) = [s for s in exe.steps if hasattr(s, "fn")]
+    fn = exe._fns[step.fn]
     src = np.ascontiguousarray(np.asarray(x))
     want = InterpretedExecutable(module).run([src])[0]
     out_pos = exe.outputs[0]
@@ -255,7 +255,7 @@ def test_streamed_rows_at_every_alignment_of_the_output(stream_all):
         raw = np.full(rows * n * 4 + 192, 0xAB, np.uint8)
         skip = (-raw.ctypes.data) % 64 + offset
         out = raw[skip:skip + rows * n * 4].view(np.float32).reshape(rows, n)
-        ptrs = [out.ctypes.data if p == out_pos else src.ctypes.data for p in step["args"]]
+        ptrs = [out.ctypes.data if p == out_pos else src.ctypes.data for p in step.args]
         fn(*ptrs, 0, rows)
         np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-7)
         assert (raw[:skip] == 0xAB).all() and (raw[skip + rows * n * 4:] == 0xAB).all()

@@ -102,4 +102,4 @@ def _renamed(module: Module, name: str) -> Module:
 def step_positions(step: Step) -> list:
     """The module positions a control step reads and writes (for the Program's value
     table)."""
-    return list(step["operands"]) + [p for p, _ in step["outputs"]]
+    return list(step.operands) + [p for p, _ in step.outputs]

@@ -117,9 +117,9 @@ class CPUCodegen:
         largest work of the steps that call it."""
         work: dict = {}
         for s in self.steps:
-            if "fn" in s:
-                n = int(s["extent"]) * max(1, int(s["work"]))
-                work[s["fn"]] = max(work.get(s["fn"], 0), n)
+            if isinstance(s, (LoopStep, PartialStep)):
+                n = int(s.extent) * max(1, int(s.work))
+                work[s.fn] = max(work.get(s.fn, 0), n)
         for name, n in work.items():
             tier = llvm_target.opt_tier(n)
             fn = self.llmod.get_global(name)

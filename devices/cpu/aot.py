@@ -35,7 +35,8 @@ import numpy as np
 from ...compiler.hlo import dtypes as D
 from ...compiler.driver import CPU_LIBRARY, compile as compile_program
 from ...compiler.hlo.module import Module
-from ...compiler.program import Program, sub_program
+from ...compiler.program import (ConditionalStep, LibraryStep, LoopStep, PartialStep,
+                                  Program, Step, WhileStep, sub_program)
 
 
 class AOTError(ValueError):
@@ -173,31 +174,31 @@ class _Driver:
 
     # ---- steps --------------------------------------------------------------------
 
-    def step(self, s: dict) -> list:
-        if s["type"] == "library":
-            return self._library(s)
-        if s["type"] == "while":
-            return self._while(s)
-        if s["type"] == "conditional":
-            return self._conditional(s)
-        ptrs = [self.ptr(p) for p in s["args"]]
-        if s["type"] == "loop":
-            self.declare(s["fn"], len(ptrs), 0)
-            extent = int(s["extent"])
-            if s.get("serial") or extent < 2 or extent * max(1, int(s["work"])) < SPLIT_ELEMENTS:
-                return [f"{s['fn']}({', '.join(ptrs + ['0', str(extent)])});"]
-            # large: chunks of the range on the library's threads (la_parallel)
-            wrapper = f"la_step{len(self.wrappers)}"
-            self.wrappers.append(
-                f"static void {wrapper}(char *arena, const void *const *inputs, int64_t start, "
-                f"int64_t end) {{ (void)arena; (void)inputs; "
-                f"{s['fn']}({', '.join(ptrs + ['start', 'end'])}); }}")
-            return [f"la_parallel({wrapper}, arena, inputs, {extent});"]
-        return self._partial(s, ptrs)
+    def step(self, s: Step) -> list:
+        """The C lines that run step `s` (a table from step class to its writer)."""
+        write = _STEP_LINES.get(type(s))
+        if write is None:
+            raise AOTError(f"aot: a {s.kind} step has no C form")
+        return write(self, s)
 
-    def _partial(self, s: dict, ptrs: list) -> list:
+    def _loop(self, s: LoopStep) -> list:
+        ptrs = [self.ptr(p) for p in s.args]
+        self.declare(s.fn, len(ptrs), 0)
+        extent = int(s.extent)
+        if s.serial or extent < 2 or extent * max(1, int(s.work)) < SPLIT_ELEMENTS:
+            return [f"{s.fn}({', '.join(ptrs + ['0', str(extent)])});"]
+        # large: chunks of the range on the library's threads (la_parallel)
+        wrapper = f"la_step{len(self.wrappers)}"
+        self.wrappers.append(
+            f"static void {wrapper}(char *arena, const void *const *inputs, int64_t start, "
+            f"int64_t end) {{ (void)arena; (void)inputs; "
+            f"{s.fn}({', '.join(ptrs + ['start', 'end'])}); }}")
+        return [f"la_parallel({wrapper}, arena, inputs, {extent});"]
+
+    def _partial(self, s: PartialStep) -> list:
+        ptrs = [self.ptr(p) for p in s.args]
         lines, parts = [], []
-        for r in s["roots"]:
+        for r in s.roots:
             acc = D.from_name(r["acc"])
             count = _size(r["shape"])
             off = self.reserve(count * acc.itemsize)
@@ -206,13 +207,13 @@ class _Driver:
             lines.append(f"{{ static const unsigned char init[{len(one)}] = {{{pattern}}}; "
                          f"la_fill(arena + {off}, init, {len(one)}, {count}); }}")
             parts.append((off, r, acc, count))
-        self.declare(s["fn"], len(ptrs), len(parts))
-        call = ptrs + ["0", str(int(s["extent"]))] + [f"(arena + {off})" for off, *_ in parts]
-        lines.append(f"{s['fn']}({', '.join(call)});")
-        if s.get("finish"):     # the kernel's second phase combines the (one) chunk's partials
-            fargs = [self.ptr(p) for p in s["finish_args"]]
-            self.declare(s["finish"], len(fargs), len(parts), counts=1)
-            lines.append(f"{s['finish']}({', '.join(fargs)}, 0, {int(s['finish_extent'])}, "
+        self.declare(s.fn, len(ptrs), len(parts))
+        call = ptrs + ["0", str(int(s.extent))] + [f"(arena + {off})" for off, *_ in parts]
+        lines.append(f"{s.fn}({', '.join(call)});")
+        if s.finish:     # the kernel's second phase combines the (one) chunk's partials
+            fargs = [self.ptr(p) for p in s.finish_args]
+            self.declare(s.finish, len(fargs), len(parts), counts=1)
+            lines.append(f"{s.finish}({', '.join(fargs)}, 0, {int(s.finish_extent)}, "
                          + ", ".join(f"(arena + {off})" for off, *_ in parts) + ", 1);")
             return lines
         for off, r, acc, count in parts:
@@ -222,9 +223,9 @@ class _Driver:
             lines.append(_convert(f"(arena + {off})", acc, self.ptr(r["pos"]), out, count))
         return lines
 
-    def _library(self, s: dict) -> list:
-        ins = self.values[s["pos"]]
-        if s.get("call") != "gemm":
+    def _library(self, s: LibraryStep) -> list:
+        ins = self.values[s.pos]
+        if s.call != "gemm":
             raise AOTError(f"aot: {ins.op} ({ins.dtype.short}{list(ins.shape)}) runs as a NumPy "
                            "reference on the CPU device and has no C form; it cannot be "
                            "compiled ahead of time (remove it from the function)")
@@ -236,23 +237,23 @@ class _Driver:
         return self._gemm(ins, s)
 
     def _gemm(self, ins: Any, s: dict) -> list:
-        lhs, rhs = (self.values[o] for o in s["operands"])
+        lhs, rhs = (self.values[o] for o in s.operands)
         a = ins.attrs
         lb, rb = list(a["lhs_batch"]), list(a["rhs_batch"])
         lc, rc = list(a["lhs_contracting"]), list(a["rhs_contracting"])
         lf = [d for d in range(len(lhs.shape)) if d not in lc and d not in lb]
         rf = [d for d in range(len(rhs.shape)) if d not in rc and d not in rb]
-        g = s["args"]           # the compiler's layout: (batch, m, k) @ (batch, k, n)
+        g = s.args           # the compiler's layout: (batch, m, k) @ (batch, k, n)
         b, m, k, n = g["batch"], g["m"], g["k"], g["n"]
-        out = self.ptr(s["pos"])
+        out = self.ptr(s.pos)
         isz = ins.dtype.itemsize
         if b * m * n == 0:
             return []
         if k == 0:
             return [f"memset({out}, 0, {b * m * n * isz});"]
         lines: list = []
-        A, ta = self._operand(lhs, s["operands"][0], list(g["lhs_perm"]), lb + lc + lf, lines)
-        B, tb = self._operand(rhs, s["operands"][1], list(g["rhs_perm"]), rb + rf + rc, lines)
+        A, ta = self._operand(lhs, s.operands[0], list(g["lhs_perm"]), lb + lc + lf, lines)
+        B, tb = self._operand(rhs, s.operands[1], list(g["rhs_perm"]), rb + rf + rc, lines)
         fn = self.blas.sgemm if ins.dtype is D.float32 else self.blas.dgemm
         ctype = C_TYPES[ins.dtype]
         lda, ldb = (m if ta else k), (k if tb else n)
@@ -307,14 +308,14 @@ class _Driver:
              "    return 0;", "}", ""])
         return fname, self.reserve(child.arena), child
 
-    def _while(self, s: dict) -> list:
+    def _while(self, s: WhileStep) -> list:
         """The loop in C: the state double-buffered in the arena (the body reads the
         current buffers and writes the next, then they swap), as the CPU device runs it."""
-        if s["body"] is None:
+        if s.body is None:
             raise AOTError("aot: a while loop whose body changes none of its state")
-        fc, oc, _ = self._sub(s["cond"])
-        fb, ob, body = self._sub(s["body"])
-        vary, ops = s["varying"], s["operands"]
+        fc, oc, _ = self._sub(s.cond)
+        fb, ob, body = self._sub(s.body)
+        vary, ops = s.varying, s.operands
         nbytes = [body.values[body.program.outputs[j]].nbytes for j in range(len(vary))]
         lines = ["{", f"    char *cur[{max(1, len(vary))}], *nxt[{max(1, len(vary))}], *t;",
                  "    unsigned char go = 0;"]
@@ -334,24 +335,24 @@ class _Driver:
         lines += [f"        t = cur[{j}]; cur[{j}] = nxt[{j}]; nxt[{j}] = t;"
                   for j in range(len(vary))]
         lines.append("    }")
-        for p, k in s["outputs"]:
+        for p, k in s.outputs:
             src = f"cur[{vary.index(k)}]" if k in vary else self.ptr(ops[k])
             lines.append(f"    memcpy({self.ptr(p)}, {src}, {self.values[p].nbytes});")
         return lines + ["}"]
 
-    def _conditional(self, s: dict) -> list:
+    def _conditional(self, s: ConditionalStep) -> list:
         """The branch the index names (clamped), on the operands, into the outputs."""
-        subs = [self._sub(b) for b in s["branches"]]
+        subs = [self._sub(b) for b in s.branches]
         first = subs[0][2]
         outs = [None] * len(first.program.outputs)
-        for p, j in s["outputs"]:
+        for p, j in s.outputs:
             outs[j] = self.ptr(p)
         for j, o in enumerate(outs):       # results nothing reads: scratch
             if o is None:
                 outs[j] = f"(arena + {self.reserve(first.values[first.program.outputs[j]].nbytes)})"
-        args = [self.ptr(o) for o in s["operands"][1:]] or ["0"]
+        args = [self.ptr(o) for o in s.operands[1:]] or ["0"]
         last = len(subs) - 1
-        lines = ["{", f"    int32_t k = *(const int32_t *){self.ptr(s['operands'][0])};",
+        lines = ["{", f"    int32_t k = *(const int32_t *){self.ptr(s.operands[0])};",
                  f"    k = k < 0 ? 0 : (k > {last} ? {last} : k);",
                  f"    const void *in[] = {{{', '.join(args)}}};",
                  f"    void *out[] = {{{', '.join(outs) or '0'}}};",
@@ -403,6 +404,13 @@ class _Driver:
             f"    const void *ins[] = {{{ins_list}}};",
             f"    void *outs[] = {{{outs_list}}};",
             f"    return {n}_run(ins, outs);", "}", ""])
+
+
+# step class -> the _Driver method writing its C lines (control flow has no C form: the
+# compiler refuses it for this target)
+_STEP_LINES = {LoopStep: _Driver._loop, PartialStep: _Driver._partial,
+               LibraryStep: _Driver._library, WhileStep: _Driver._while,
+               ConditionalStep: _Driver._conditional}
 
 
 def _convert(src: str, acc: D.DType, dst: str, out: D.DType, count: int) -> str:
@@ -587,7 +595,7 @@ def _all_steps(program: Program) -> list:
     out = []
     for s in program.steps:
         out.append(s)
-        subs = [s.get("cond"), s.get("body")] + list(s.get("branches", ()))
+        subs = s.sub_programs() if isinstance(s, (WhileStep, ConditionalStep)) else []
         for data in subs:
             if data is not None:
                 out += _all_steps(sub_program(data))
@@ -608,7 +616,7 @@ def build_library(module: Module, name: str, out_dir: str, inputs: list,
             raise AOTError(f"aot: {e}") from None
         raise
     values = program.value_table()
-    needs_blas = any(s["type"] == "library" and s.get("call") == "gemm"
+    needs_blas = any(isinstance(s, LibraryStep) and s.call == "gemm"
                      for s in _all_steps(program))
     found = find_blas(blas) if needs_blas else None
     outputs = [(values[p].shape, values[p].dtype) for p in program.outputs]

@@ -24,7 +24,9 @@ from ...compiler import fork_locks, profile_hooks
 from ...compiler.driver import CPU, compile as compile_program, target_id
 from ...compiler.hlo.module import Module
 from ...compiler.primitive import PRIMITIVES
-from ...compiler.program import Program, ValueInfo, branch_index, run_while, sub_program
+from ...compiler.program import (CONTROL_STEPS, ConditionalStep, LibraryStep, LoopStep,
+                                 PartialStep, Program, Step, ValueInfo, WhileStep,
+                                 branch_index, run_while, sub_program)
 from ..compile_progress import Progress
 from ..compile_cache import (VERSION, DiskCache, compiler_fingerprint, default_dir,  # noqa: F401
                              entry_key, load_cached)
@@ -190,22 +192,21 @@ class CPUExecutable:
         # output -> donated parameter it overwrites in place (one slot, one kernel argument)
         self._aliases = [(int(o), int(x)) for o, x in program.aliases]
         self._const_arrays = self._constants()
-        self._code = LoadedCode(program.code) if any(s["type"] in ("loop", "partial")
+        self._code = LoadedCode(program.code) if any(isinstance(s, (LoopStep, PartialStep))
                                                      for s in self.steps) else None
         # decompositions: SciPy's LAPACK from the generated code, else their NumPy fallback
         self.steps, self._lapack = bind_lapack(self._code, self.steps)
         # a while/conditional step's sub-programs, loaded once with this one
         self._subs = {id(s): control_executables(s, device) for s in self.steps
-                      if s["type"] in CONTROL_STEPS}
+                      if isinstance(s, CONTROL_STEPS)}
         # whether a run can fail on its data (a singular or indefinite matrix): the runtime
         # then gives it copies of the inputs it donates, so a failed run loses nothing
         self.may_fail = bool(self._lapack) or any(map(fails_on_data, self.steps)) or any(
             sub is not None and sub.may_fail for subs in self._subs.values() for sub in subs)
-        self._fns = {s["fn"]: self._function(s["fn"], len(s["args"]), len(s.get("roots", [])))
-                     for s in self.steps if "fn" in s}
-        self._fns.update({s["finish"]: self._function(s["finish"], len(s["finish_args"]),
-                                                      len(s["roots"]), 1)
-                          for s in self.steps if s.get("finish")})
+        kernels = [s for s in self.steps if isinstance(s, (LoopStep, PartialStep))]
+        self._fns = {s.fn: self._function(s.fn, len(s.args), len(_roots(s))) for s in kernels}
+        self._fns.update({s.finish: self._function(s.finish, len(s.finish_args), len(s.roots), 1)
+                          for s in kernels if isinstance(s, PartialStep) and s.finish})
         self._lock = fork_locks.lock()
         self._plan: Optional[tuple] = None           # see _binding_plan
         self._given: Optional[set] = None            # positions of parameters and constants
@@ -366,22 +367,15 @@ class CPUExecutable:
             for step in self.steps:
                 t0 = time.perf_counter() if debug or prof else 0.0
                 if prof:
-                    self._run_pool.kernel = step["kernel"]
-                if step["type"] == "library":
-                    self._library(step, arrays)
-                elif step["type"] in CONTROL_STEPS:
-                    self._control(step, arrays)
-                elif step["type"] == "partial":
-                    self._partial(step, arrays)
-                else:
-                    self._loop(step, arrays)
+                    self._run_pool.kernel = step.kernel
+                _RUN[type(step)](self, step, arrays)
                 if prof:
-                    prof.kernel(self.name, step["kernel"], step["type"], t0, time.perf_counter(),
+                    prof.kernel(self.name, step.kernel, step.kind, t0, time.perf_counter(),
                                 self._threads_of(step))
-                    if step["type"] == "while":
+                    if isinstance(step, WhileStep):
                         prof.trips(self._trips)
                 if debug:
-                    print(f"[lazyarray]   {self.name} {step['kernel']} ({step['type']}): "
+                    print(f"[lazyarray]   {self.name} {step.kernel} ({step.kind}): "
                           f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
             self._lapack_failures()
             return self._results(arrays)
@@ -409,35 +403,35 @@ class CPUExecutable:
             out.append(arr)
         return out
 
-    def _pointers(self, step: dict, arrays: dict) -> list:
+    def _pointers(self, step: Step, arrays: dict) -> list:
         # native_pool.address: the data pointer without building a ctypes helper object
         # (a step has tens of arguments; `.ctypes.data` costs ~1.5 us each)
-        return [native_pool.address(self._scratch(arrays, p)) for p in step["args"]]
+        return [native_pool.address(self._scratch(arrays, p)) for p in step.args]
 
-    def _ranges(self, step: dict) -> list:
+    def _ranges(self, step: Step) -> list:
         threads = self._run_pool.threads
         cached = self._range_cache.get((id(step), threads))
         if cached is None:
             cached = self._range_cache[(id(step), threads)] = self._split(step, threads)
         return cached
 
-    def _split(self, step: dict, threads: int) -> list:
-        extent = int(step["extent"])
-        small = extent * max(1, int(step["work"])) < SPLIT_ELEMENTS
-        if threads <= 1 or small or extent < 2 or step.get("serial"):
+    def _split(self, step: Step, threads: int) -> list:
+        extent = int(step.extent)
+        small = extent * max(1, int(step.work)) < SPLIT_ELEMENTS
+        if threads <= 1 or small or extent < 2 or step.serial:
             return [(0, extent)]
         # a few chunks per thread, taken from a queue: balance when a core is busy
-        per_thread = CHUNKS_PER_THREAD if extent * int(step["work"]) >= 64 * SPLIT_ELEMENTS else 1
+        per_thread = CHUNKS_PER_THREAD if extent * int(step.work) >= 64 * SPLIT_ELEMENTS else 1
         return split(extent, threads * per_thread)
 
-    def _threads_of(self, step: dict) -> int:
+    def _threads_of(self, step: Step) -> int:
         """Threads a step's chunks run on (for a profile: the native pool runs them in
         one call, so no chunk is timed on its own)."""
-        if step["type"] not in ("loop", "partial"):
+        if not isinstance(step, (LoopStep, PartialStep)):
             return 1
         return min(len(self._ranges(step)), self._run_pool.threads)
 
-    def _native_job(self, step: dict) -> native_pool.Job:
+    def _native_job(self, step: Step) -> native_pool.Job:
         """One step as a job of the native pool at this run's thread count (built once):
         the kernel over its chunks, then for a partial reduction its finish (combine the
         chunks' partials, write the results and the epilogue) in the same native call.
@@ -447,50 +441,51 @@ class CPUExecutable:
         job = self._range_cache.get(key)
         if job is None:
             ranges = self._ranges(step)
-            roots = step.get("roots", [])
-            nargs, nparts = len(step["args"]), len(roots)
+            partial = isinstance(step, PartialStep)
+            roots = step.roots if partial else []
+            nargs, nparts = len(step.args), len(roots)
             parts = list(range(nargs, nargs + nparts))
-            per_chunk = step.get("per_chunk") and len(ranges) > 1
+            per_chunk = partial and step.per_chunk and len(ranges) > 1
             strides = [_partial_row_bytes(r) if per_chunk else 0 for r in roots]
-            tasks = [(self._code.address(step["fn"]), range(nargs), parts, strides, ranges)]
+            tasks = [(self._code.address(step.fn), range(nargs), parts, strides, ranges)]
             size = nargs + nparts
-            if step.get("finish"):
-                nf = len(step["finish_args"])
-                tasks.append((self._code.address(step["finish"]), range(size, size + nf),
-                              parts, [0] * nparts, [(0, step["finish_extent"])], [size + nf]))
+            if partial and step.finish:
+                nf = len(step.finish_args)
+                tasks.append((self._code.address(step.finish), range(size, size + nf),
+                              parts, [0] * nparts, [(0, step.finish_extent)], [size + nf]))
                 size += nf + 1
             job = self._range_cache[key] = native_pool.Job(tasks, size)
-            if step.get("finish"):
-                job.table[-1] = len(ranges) if step["per_chunk"] else 1
+            if partial and step.finish:
+                job.table[-1] = len(ranges) if step.per_chunk else 1
         return job
 
-    def _loop(self, step: dict, arrays: dict) -> None:
+    def _loop(self, step: LoopStep, arrays: dict) -> None:
         # every chunk runs in one native call over the native pool (no Python between
         # chunks; an interrupt cannot arrive while a worker still writes)
         job = self._native_job(step)
         job.table[:] = self._pointers(step, arrays)
         native_pool.get_pool(self._run_pool.threads).run(job)
 
-    def _partial(self, step: dict, arrays: dict) -> None:
+    def _partial(self, step: PartialStep, arrays: dict) -> None:
         job = self._native_job(step)
-        chunks = len(self._ranges(step)) if step["per_chunk"] else 1
+        chunks = len(self._ranges(step)) if step.per_chunk else 1
         partials = self._partial_arrays(step, chunks)
         pointers = self._pointers(step, arrays) + [native_pool.address(p) for p in partials]
-        if step.get("finish"):
-            pointers += [native_pool.address(self._scratch(arrays, p)) for p in step["finish_args"]]
+        if step.finish:
+            pointers += [native_pool.address(self._scratch(arrays, p)) for p in step.finish_args]
             job.table[:-1] = pointers
         else:
             job.table[:] = pointers
         native_pool.get_pool(self._run_pool.threads).run(job)
-        if step.get("finish"):
+        if step.finish:
             return
-        for r, part in zip(step["roots"], partials):
+        for r, part in zip(step.roots, partials):
             if r["pos"] is None:        # working state (argmax's best values), not a result
                 continue
             target = self._scratch(arrays, r["pos"])
             target[...] = np.asarray(part[0]).astype(target.dtype)
 
-    def _partial_arrays(self, step: dict, chunks: int) -> list:
+    def _partial_arrays(self, step: Step, chunks: int) -> list:
         """A partial step's arrays of per-chunk results, set to the reduction's start value
         (kept between runs: the executable runs one call at a time, under its lock)."""
         key = ("partials", id(step), chunks)
@@ -498,37 +493,52 @@ class CPUExecutable:
         if partials is None:
             partials = self._range_cache[key] = [
                 np.empty((chunks,) + tuple(r["shape"]), D.from_name(r["acc"]).np)
-                for r in step["roots"]]
-        for r, part in zip(step["roots"], partials):
+                for r in step.roots]
+        for r, part in zip(step.roots, partials):
             part.fill(r["init"])
         return partials
 
-    def _control(self, step: dict, arrays: dict) -> None:
-        """A while or conditional: its sub-programs run from here, each a loaded
-        executable (compiler/codegen/control_steps.py)."""
-        subs = self._subs[id(step)]
-        native = self._native_control(step)
-        if native is not None:          # the whole loop or branch in one native call
-            for p in native.index:
-                self._scratch(arrays, p)
-            native.run(arrays, native_pool.get_pool(self._run_pool.threads))
+    def _while(self, step: WhileStep, arrays: dict) -> None:
+        """A while: the whole loop in one native call where it can run so, else its
+        sub-programs run from here, each a loaded executable
+        (compiler/codegen/control_steps.py)."""
+        if self._ran_natively(step, arrays):
             return
-        operands = [self._scratch(arrays, o) for o in step["operands"]]
-        if step["type"] == "while":
-            cond, body = subs
-            self._trips = 0
+        cond, body = self._subs[id(step)]
+        operands = [self._scratch(arrays, o) for o in step.operands]
+        self._trips = 0
 
-            def run_body(state: list) -> list:
-                self._trips += 1          # (a profile shows the loop with its iterations)
-                return body.run(state)
-            state = run_while(step, operands, cond.run, run_body if body is not None else None,
-                              bool)
-        else:
-            state = subs[branch_index(step, operands[0])].run(operands[1:])
-        for p, k in step["outputs"]:
+        def run_body(state: list) -> list:
+            self._trips += 1          # (a profile shows the loop with its iterations)
+            return body.run(state)
+        state = run_while(step, operands, cond.run, run_body if body is not None else None,
+                          bool)
+        self._control_outputs(step, state, arrays)
+
+    def _conditional(self, step: ConditionalStep, arrays: dict) -> None:
+        """The branch the index names: natively where it can run so, else from here."""
+        if self._ran_natively(step, arrays):
+            return
+        operands = [self._scratch(arrays, o) for o in step.operands]
+        state = self._subs[id(step)][branch_index(step, operands[0])].run(operands[1:])
+        self._control_outputs(step, state, arrays)
+
+    def _control_outputs(self, step: Step, state: list, arrays: dict) -> None:
+        for p, k in step.outputs:
             np.copyto(self._scratch(arrays, p), state[k])
 
-    def _native_control(self, step: dict) -> Optional[native_control.Standalone]:
+    def _ran_natively(self, step: Step, arrays: dict) -> bool:
+        """Run a control step as one call of the native control runner; False where it
+        cannot run so."""
+        native = self._native_control(step)
+        if native is None:
+            return False
+        for p in native.index:
+            self._scratch(arrays, p)
+        native.run(arrays, native_pool.get_pool(self._run_pool.threads))
+        return True
+
+    def _native_control(self, step: Step) -> Optional[native_control.Standalone]:
         """The step as one call of the native control runner (built once per thread
         count), or None where it cannot run so (devices/cpu/native_control.py) or a profile
         times each sub-program's steps."""
@@ -546,33 +556,33 @@ class CPUExecutable:
             self._range_cache[key] = native
         return native or None
 
-    def _library(self, step: dict, arrays: dict) -> None:
-        """A call the primitive's stanza names (`step["call"]`), see LIBRARY_CALLS."""
-        operands = [self._scratch(arrays, o) for o in step["operands"]]
-        out = self._scratch(arrays, step["pos"])
-        LIBRARY_CALLS[step["call"]](step, self.values[step["pos"]], operands, out,
+    def _library(self, step: LibraryStep, arrays: dict) -> None:
+        """A call the primitive's stanza names (`step.call`), see LIBRARY_CALLS."""
+        operands = [self._scratch(arrays, o) for o in step.operands]
+        out = self._scratch(arrays, step.pos)
+        LIBRARY_CALLS[step.call](step, self.values[step.pos], operands, out,
                                     self._run_pool)
 
 
-CONTROL_STEPS = ("while", "conditional")
+# step class -> the method that runs it (one handler per kind of step)
+_RUN = {LoopStep: CPUExecutable._loop, PartialStep: CPUExecutable._partial,
+        LibraryStep: CPUExecutable._library, WhileStep: CPUExecutable._while,
+        ConditionalStep: CPUExecutable._conditional}
 
 
-def control_executables(step: dict, device: "CPUDevice") -> list:
+def control_executables(step: Step, device: "CPUDevice") -> list:
     """The loaded sub-programs of a control step: [cond, body or None] or the branches."""
-    if step["type"] == "while":
-        progs = [step["cond"], step["body"]]
-    else:
-        progs = step["branches"]
-    return [CPUExecutable(sub_program(p), device) if p is not None else None for p in progs]
+    return [CPUExecutable(sub_program(p), device) if p is not None else None
+            for p in step.sub_programs()]
 
 
-def gemm_call(step: dict, v: ValueInfo, operands: list, out: np.ndarray,
+def gemm_call(step: LibraryStep, v: ValueInfo, operands: list, out: np.ndarray,
               pool: ThreadPool) -> None:
     """dot_general through BLAS, with the layout the compiler worked out."""
-    matmul_into(out, operands[0], operands[1], step["args"], pool)
+    matmul_into(out, operands[0], operands[1], step.args, pool)
 
 
-def host_call(step: dict, v: ValueInfo, operands: list, out: np.ndarray,
+def host_call(step: LibraryStep, v: ValueInfo, operands: list, out: np.ndarray,
               pool: ThreadPool) -> None:
     """The primitive's NumPy reference (from its stanza), written into the planned buffer:
     by the stanza's `into` where it has one (straight into `out`, a large batch split
@@ -607,38 +617,44 @@ HOST_SPLIT_BYTES = 1 << 20     # a host call's result this large is split over t
 LIBRARY_CALLS = {"gemm": gemm_call, "host": host_call}
 
 
-def calls_blas(step: dict) -> bool:
+def _roots(step: Step) -> list:
+    """A partial step's reduced values (none for a loop)."""
+    return step.roots if isinstance(step, PartialStep) else []
+
+
+def calls_blas(step: Step) -> bool:
     """Whether a step calls BLAS or LAPACK (then BLAS is held to one thread while the
     program runs: its threads would fight the pool's, and on small matrices OpenBLAS's
     threads cost more than they give): matrix products and decompositions, whether
     generated LAPACK calls or their NumPy fallback; not FFTs or sorts."""
-    if "lapack" in step:
+    if isinstance(step, LoopStep) and step.lapack is not None:
         return True
-    if step["type"] != "library":
+    if not isinstance(step, LibraryStep):
         return False
-    return step["call"] != "host" or PRIMITIVES[step["op"]].library.lapack is not None
+    return step.call != "host" or PRIMITIVES[step.op].library.lapack is not None
 
 
-def fails_on_data(step: dict) -> bool:
+def fails_on_data(step: Step) -> bool:
     """Whether a step can raise on valid input: a decomposition (LAPACK generated, or its
     NumPy fallback, raises LinAlgError for a singular or indefinite matrix)."""
-    if "lapack" in step:
+    if isinstance(step, LoopStep) and step.lapack is not None:
         return True
-    return step["type"] == "library" and step["call"] == "host" \
-        and PRIMITIVES[step["op"]].library.lapack is not None
+    return isinstance(step, LibraryStep) and step.call == "host" \
+        and PRIMITIVES[step.op].library.lapack is not None
 
 
 def bind_lapack(code: Optional[LoadedCode], steps: list) -> tuple:
     """(steps, bound LAPACK steps): each generated LAPACK step with its routine table
     filled from SciPy (devices/cpu/lapack.py), or replaced by its NumPy fallback where SciPy
     or a routine is missing."""
-    if not any("lapack" in s for s in steps):
+    calls = [isinstance(s, LoopStep) and s.lapack is not None for s in steps]
+    if not any(calls):
         return steps, []
     out, bound = [], []
-    for s in steps:
-        found = lapack.addresses(s["lapack"]["routines"]) if "lapack" in s else None
-        if "lapack" in s and found is None:
-            out.append(s["host"])
+    for s, calls_lapack in zip(steps, calls):
+        found = lapack.addresses(s.lapack["routines"]) if calls_lapack else None
+        if calls_lapack and found is None:
+            out.append(s.host)
             continue
         if found is not None:
             bound.append(lapack.Bound(code, s, found))

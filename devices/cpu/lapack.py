@@ -61,8 +61,8 @@ class Bound:
 
     __slots__ = ("status", "info", "_keep")
 
-    def __init__(self, code: Any, step: dict, found: list) -> None:
-        meta = step["lapack"]
+    def __init__(self, code: Any, step: Any, found: list) -> None:
+        meta = step.lapack
         n = len(found)
         table = (ctypes.c_void_p * n).from_address(code.global_address(meta["table"]))
         table[:] = found

@@ -34,6 +34,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ...compiler.driver import InterruptsDeferred
+from ...compiler.program import PartialStep, Step, WhileStep
 from . import control_ir
 from .native_pool import address, code as pool_code
 from .object_code import LoadedCode
@@ -41,7 +42,6 @@ from .runtime_objects import runtime_object
 from .thread_pool import BLAS_THREADS
 
 CTL = control_ir.LAYOUT
-CONTROL = ("while", "conditional")
 _EXEC = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)   # (releases the GIL)
 
 
@@ -172,11 +172,11 @@ class _SignalWatch:
 _WATCH = _SignalWatch()
 
 
-def eligible_step(exe: Any, step: dict) -> bool:
+def eligible_step(exe: Any, step: Step) -> bool:
     """Whether control step `step` of CPUExecutable `exe` can run natively (`Bound`'s
     conditions, checked without planning)."""
     subs = exe._subs[id(step)]
-    if step["type"] == "while" and subs[1] is None:
+    if isinstance(step, WhileStep) and subs[1] is None:
         return False
     return all(_bindable(sub) for sub in subs)
 
@@ -193,7 +193,7 @@ def _bindable(exe: Any) -> bool:
         ok = exe._range_cache["eligible"] = eligible(exe)
     return ok and len(set(exe.outputs)) == len(exe.outputs) and not exe._aliases \
         and not exe._donated_slots \
-        and all(s["type"] != "partial" or s.get("finish") for s in exe.steps)
+        and all(not isinstance(s, PartialStep) or s.finish for s in exe.steps)
 
 
 # ---- sub-programs bound to memory of their own ---------------------------------------
@@ -266,12 +266,12 @@ class ControlStep:
 
     parallel = True
 
-    def __init__(self, step: dict, subs: list, threads: int, word: Callable[[int], int],
+    def __init__(self, step: Step, subs: list, threads: int, word: Callable[[int], int],
                  nbytes: Callable[[int], int]) -> None:
         self.step = step
         self.keep: list = []
         self.trips = np.zeros(1, np.int64)     # iterations run (a loop's), over all runs
-        if step["type"] == "while":
+        if isinstance(step, WhileStep):
             self.ops = self._while(step, subs, threads, word, nbytes)
         else:
             self.ops = self._conditional(step, subs, threads, word)
@@ -281,7 +281,7 @@ class ControlStep:
         self.keep.append(block)
         return block
 
-    def _while(self, step: dict, subs: list, threads: int, word: Callable,
+    def _while(self, step: Step, subs: list, threads: int, word: Callable,
                nbytes: Callable) -> list:
         cond_exe, body_exe = subs
         if body_exe is None:
@@ -289,7 +289,7 @@ class ControlStep:
         cond, body = Bound(cond_exe, threads), Bound(body_exe, threads)
         self.subs = [cond, body]
         self.calls_blas = cond.calls_blas or body.calls_blas
-        operands, vary = step["operands"], step["varying"]
+        operands, vary = step.operands, step.varying
         # per varying state value k: words holding its current and next buffer
         words = np.zeros(2 * len(vary), np.int64)
         self.keep.append(words)
@@ -313,24 +313,24 @@ class ControlStep:
         loop = (CTL.OP_WHILE, cond_block.address, body_block.address, cond.output[0],
                 body.output[-1], address(self.trips))
         finish = [(CTL.OP_COPY, word(p), cur.get(k, word(operands[k])), nbytes(p))
-                  for p, k in step["outputs"]]
+                  for p, k in step.outputs]
         return start + [loop] + finish
 
-    def _conditional(self, step: dict, subs: list, threads: int, word: Callable) -> list:
+    def _conditional(self, step: Step, subs: list, threads: int, word: Callable) -> list:
         branches = [Bound(exe, threads) for exe in subs]
         self.subs = branches
         self.calls_blas = any(b.calls_blas for b in branches)
-        args = step["operands"][1:]
+        args = step.operands[1:]
         blocks = []
         for br in branches:
             ops = [(CTL.OP_WORD, br.param[k], word(o), 0) for k, o in enumerate(args)
                    if k in br.param]
             ops += br.ops
-            ops += [(CTL.OP_COPY, word(p), br.output[k], br.nbytes[k]) for p, k in step["outputs"]]
+            ops += [(CTL.OP_COPY, word(p), br.output[k], br.nbytes[k]) for p, k in step.outputs]
             blocks.append(self._block(ops, br.keep))
         table = np.asarray([b.address for b in blocks], np.int64)
         self.keep.append(table)
-        return [(CTL.OP_IF, word(step["operands"][0]), len(blocks), address(table))]
+        return [(CTL.OP_IF, word(step.operands[0]), len(blocks), address(table))]
 
     def _memory(self, size: int) -> int:
         mem = np.zeros(max(1, size), np.uint8)
@@ -344,9 +344,9 @@ class Standalone:
     """A control step of a program that runs step by step: its operands' and outputs'
     addresses go into a small table of its own at each run."""
 
-    def __init__(self, step: dict, subs: list, threads: int, nbytes: Callable[[int], int]
+    def __init__(self, step: Step, subs: list, threads: int, nbytes: Callable[[int], int]
                  ) -> None:
-        positions = list(step["operands"]) + [p for p, _ in step["outputs"]]
+        positions = list(step.operands) + [p for p, _ in step.outputs]
         self.index = {p: k for k, p in enumerate(dict.fromkeys(positions))}
         self.table = np.zeros(len(self.index), np.int64)
         base = address(self.table)

@@ -37,6 +37,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ...compiler.hlo import dtypes as D
+from ...compiler.program import CONTROL_STEPS, LibraryStep, LoopStep, PartialStep, Step
 from . import native_control, native_gemm, product_groups, step_barriers
 from .host_memory import HOST_MEMORY, MIN_BYTES, claim_memory
 from .native_pool import Job, address, code, get_pool
@@ -50,31 +51,31 @@ def eligible(exe: Any) -> bool:
         and not (set(exe.outputs) & ({p for p, _ in exe.params} | set(exe._const_arrays)))
 
 
-def _native_step(exe: Any, step: dict) -> bool:
-    if step["type"] in native_control.CONTROL:      # its sub-programs natively too
+def _native_step(exe: Any, step: Step) -> bool:
+    if isinstance(step, CONTROL_STEPS):      # its sub-programs natively too
         return native_control.eligible_step(exe, step)
-    if step["type"] in ("loop", "partial"):
+    if isinstance(step, (LoopStep, PartialStep)):
         return exe._code is not None
-    return step["type"] == "library" and step["call"] == "gemm" \
+    return isinstance(step, LibraryStep) and step.call == "gemm" \
         and _gemm_task(exe, step, 1) is not None
 
 
-def _gemm_task(exe: Any, step: dict, threads: int) -> Optional[tuple]:
+def _gemm_task(exe: Any, step: LibraryStep, threads: int) -> Optional[tuple]:
     """native_gemm.program_task for a library step, when its operands and result share
     one float dtype."""
-    lhs, rhs = (exe.values[o] for o in step["operands"])
-    out = exe.values[step["pos"]]
+    lhs, rhs = (exe.values[o] for o in step.operands)
+    out = exe.values[step.pos]
     if not lhs.dtype == rhs.dtype == out.dtype:
         return None
-    return native_gemm.program_task(step["args"], lhs.shape, rhs.shape, out.shape,
+    return native_gemm.program_task(step.args, lhs.shape, rhs.shape, out.shape,
                                     out.dtype.np, threads)
 
 
-def _gemm_work(exe: Any, step: dict) -> Optional[int]:
+def _gemm_work(exe: Any, step: Step) -> Optional[int]:
     """A native product step's estimated work (native_gemm.work), else None."""
-    if step["type"] != "library" or _gemm_task(exe, step, 1) is None:
+    if not isinstance(step, LibraryStep) or _gemm_task(exe, step, 1) is None:
         return None
-    a = step["args"]
+    a = step.args
     return a["batch"] * native_gemm.work(a["m"], a["n"], a["k"])
 
 
@@ -93,32 +94,37 @@ def _parallel_jobs(exe: Any, plan: Any, threads: int) -> dict:
     job: list = []
     wide = False
     for step in plan.order:
-        if step["type"] in native_control.CONTROL:     # between jobs, never in one
+        if isinstance(step, CONTROL_STEPS):     # between jobs, never in one
             out.update(dict.fromkeys(job, wide))
             job, wide = [], False
             continue
         job.append(id(step))
         if threads > 1:
-            if step["type"] == "library":
+            if isinstance(step, LibraryStep):
                 wide = wide or (plan.tiles.get(id(step), threads) > 1
                                 and len(_gemm_task(exe, step, threads)[2]) > 1)
             else:
                 wide = wide or len(exe._split(step, threads)) > 1
-        if step["type"] == "partial" and not step.get("finish"):
+        if isinstance(step, PartialStep) and not step.finish:
             out.update(dict.fromkeys(job, wide))
             job, wide = [], False
     out.update(dict.fromkeys(job, wide))
     return out
 
 
-def _split_in_job(step: dict, ranges: list, threads: int) -> list:
+def _split_in_job(step: Step, ranges: list, threads: int) -> list:
     """A one-chunk loop's ranges in a parallel job: one chunk per thread when each has
     JOB_SPLIT_ELEMENTS of work."""
-    extent = int(step["extent"])
-    if len(ranges) > 1 or step.get("serial") or \
-            extent * max(1, int(step["work"])) < JOB_SPLIT_ELEMENTS * threads:
+    extent = int(step.extent)
+    if len(ranges) > 1 or step.serial or \
+            extent * max(1, int(step.work)) < JOB_SPLIT_ELEMENTS * threads:
         return ranges
     return split(extent, threads)
+
+
+def _roots(step: Step) -> list:
+    """A partial step's reduced values (none for another step)."""
+    return step.roots if isinstance(step, PartialStep) else []
 
 
 def _go_on(tasks: list, paired: list, free: list) -> list:
@@ -131,14 +137,15 @@ def _go_on(tasks: list, paired: list, free: list) -> list:
     return paired
 
 
-def _used(step: dict) -> list:
+def _used(step: Step) -> list:
     """The values a step reads or writes through its buffer arguments."""
-    if step["type"] == "library":
-        return list(step["operands"]) + [step["pos"]]
-    if step["type"] in native_control.CONTROL:
-        return list(step["operands"]) + [p for p, _ in step["outputs"]]
-    return list(step["args"]) + list(step.get("finish_args", ())) \
-        + [r["pos"] for r in step.get("roots", ())]
+    if isinstance(step, LibraryStep):
+        return list(step.operands) + [step.pos]
+    if isinstance(step, CONTROL_STEPS):
+        return list(step.operands) + [p for p, _ in step.outputs]
+    if isinstance(step, PartialStep):
+        return list(step.args) + list(step.finish_args or ()) + [r["pos"] for r in step.roots]
+    return list(step.args)
 
 
 class _Reduction:
@@ -186,7 +193,7 @@ class NativeProgram:
         # (output, the parameter it overwrites in place) for each alias
         self._alias_inputs = [(o, self._by_value[x]) for o, x in self._aliases]
         self._claim = claim_memory
-        extra = sum(len(s.get("roots", ())) + 1 for s in exe.steps)   # partials, chunk counts
+        extra = sum(len(_roots(s)) + 1 for s in exe.steps)   # partials, chunk counts
         self.table = np.zeros(len(where) + extra + 1, np.int64)
         self._count = len(where)
         self.segments = self._plan_steps(exe, threads, where, fixed)
@@ -281,7 +288,7 @@ class NativeProgram:
         each run. Outputs are views of raw memory as the general path makes them (a
         donation later tells that memory from a caller's own array by that)."""
         outputs = set(exe.outputs)
-        targets = {r["pos"] for s in exe.steps for r in s.get("roots", ())}
+        targets = {r["pos"] for s in exe.steps for r in _roots(s)}
         views = [(p, exe.values[p].dtype.np, exe.values[p].shape) for p in members
                  if p in outputs or p in targets]
         return index, size, views, has_output
@@ -302,7 +309,7 @@ class NativeProgram:
                                             self.plan.own, _used)
         wide = _parallel_jobs(exe, self.plan, threads)
         for step in self.plan.order:
-            if step["type"] in native_control.CONTROL:      # ops of the control runner
+            if isinstance(step, CONTROL_STEPS):      # ops of the control runner
                 if tasks:
                     segments.append((Job(tasks, self._count, self.table,
                                          _go_on(tasks, go_on, free)), fills, []))
@@ -314,7 +321,7 @@ class NativeProgram:
                 self.calls_blas = self.calls_blas or control.calls_blas
                 segments.append((control, [], []))
                 continue
-            if step["type"] == "library":        # a matrix product: tiles of C
+            if isinstance(step, LibraryStep):    # a matrix product: tiles of C
                 fn, desc, ranges = _gemm_task(exe, step, self.plan.tiles.get(id(step), threads))
                 self._descriptors.append(desc)   # the table holds its address only
                 self.calls_blas = self.calls_blas or native_gemm.calls_blas(fn)
@@ -326,30 +333,30 @@ class NativeProgram:
                     free.append(len(tasks) - 1)
                 continue
             ranges = exe._split(step, threads)
-            if step["type"] == "loop" and wide[id(step)]:
+            if isinstance(step, LoopStep) and wide[id(step)]:
                 ranges = _split_in_job(step, ranges, threads)
-            args = [where[p] for p in step["args"]]
-            fn = exe._code.address(step["fn"])
-            if step["type"] == "loop":
+            args = [where[p] for p in step.args]
+            fn = exe._code.address(step.fn)
+            if isinstance(step, LoopStep):
                 tasks.append((fn, args, [], [], ranges))
                 if id(step) in unbarred:
                     free.append(len(tasks) - 1)
                 continue
-            chunks = len(ranges) if step["per_chunk"] else 1
-            reductions = [self._reduction(exe, r, chunks) for r in step["roots"]]
+            chunks = len(ranges) if step.per_chunk else 1
+            reductions = [self._reduction(exe, r, chunks) for r in step.roots]
             parts = [self._buffer(fixed, red.part) for red in reductions]
             self._partials.extend(reductions)   # the table holds their addresses only
             strides = [red.part.strides[0] if chunks > 1 else 0 for red in reductions]
             tasks.append((fn, args, parts, strides, ranges))
-            if not step.get("partials_stored"):     # (each chunk stores its row whole)
+            if not step.partials_stored:     # (each chunk stores its row whole)
                 fills.extend(reductions)
-            if step.get("finish"):      # combine and epilogue natively, in the same job
+            if step.finish:             # combine and epilogue natively, in the same job
                 count = self._count
                 self._count += 1
                 self.table[count] = chunks
-                tasks.append((exe._code.address(step["finish"]),
-                              [where[p] for p in step["finish_args"]], parts, [0] * len(parts),
-                              [(0, step["finish_extent"])], [count]))
+                tasks.append((exe._code.address(step.finish),
+                              [where[p] for p in step.finish_args], parts, [0] * len(parts),
+                              [(0, step.finish_extent)], [count]))
                 if id(step) in unbarred:          # (after its finish)
                     free.append(len(tasks) - 1)
                 continue

@@ -142,11 +142,11 @@ def _movable(exe: Any, step: dict, between: list, first: dict, given: set, fixed
     beside the steps `between`, else None: none of them computes one of its operands,
     and none touches the memory its result goes to (else that result takes memory of
     its own, when it may: not an output, not donated memory)."""
-    out = step["pos"]
+    out = step.pos
     if out in fixed:
         return None
     late = {id(s) for s in between}
-    for o in step["operands"]:
+    for o in step.operands:
         if o not in given and first.get(o) is not None and id(exe.steps[first[o]]) in late:
             return None          # an operand is computed in between
     slot = exe.slot_of.get(out)

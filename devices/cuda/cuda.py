@@ -35,7 +35,9 @@ from ...compiler import primitive as P
 from ...compiler import fork_locks, profile_hooks
 from ...compiler.driver import compile as compile_program, gpu_arch, gpu_target
 from ...compiler.hlo.module import Module
-from ...compiler.program import Program, branch_index, run_while, sub_program
+from ...compiler.program import (CONTROL_STEPS, ConditionalStep, LaunchStep, LibraryStep,
+                                 Program, Step, WhileStep, branch_index, run_while,
+                                 sub_program)
 from . import gpu_timer
 from ..dump_files import write_dump
 from .cuda_blas import OP_N, OP_T, gemm, gemm_arguments, matrix_layout  # noqa: F401  (re-exported)
@@ -282,10 +284,7 @@ class CudaDevice(Device):
 
 def _has_code(program: Program) -> bool:
     """Whether the program or a control step's sub-program has kernels of its own."""
-    return bool(program.code) or any(s["type"] in CONTROL_STEPS for s in program.steps)
-
-
-CONTROL_STEPS = ("while", "conditional")
+    return bool(program.code) or any(isinstance(s, CONTROL_STEPS) for s in program.steps)
 
 
 # ---- executables -------------------------------------------------------------------------
@@ -294,17 +293,17 @@ def _speculable(body: Any) -> bool:
     """Whether a loop's body may run one iteration ahead of its condition: it exists and
     holds no loop of its own (kernels and library calls always end; a nested loop on a
     state past the loop's end might not)."""
-    return body is not None and not any(s["type"] in CONTROL_STEPS for s in body.steps)
+    return body is not None and not any(isinstance(s, CONTROL_STEPS) for s in body.steps)
 
 
-def run_while_ahead(step: dict, state: list, run_cond: Any, run_body: Any,
+def run_while_ahead(step: WhileStep, state: list, run_cond: Any, run_body: Any,
                     read_later: Callable) -> list:
     """A "while" step with its condition read back asynchronously: each iteration's body
     is queued before the host knows whether it is needed, so the GPU computes it while
     the previous condition travels to the host (no idle round trip per iteration).
     A body past the loop's end is dropped: its results are fresh buffers, the state
     stays as it was (one iteration of wasted work at the end)."""
-    vary = step["varying"]
+    vary = step.varying
     pending = read_later(run_cond(state)[0])
     while True:
         ahead = run_body(state)
@@ -334,10 +333,10 @@ class CudaExecutable:
                                                  if k != "__control__"})
             self.cu_module = check(cu.cuModuleLoadData(image), "cuModuleLoadData")
             for step in self.steps:
-                if step["type"] == "launch":
-                    self.functions[step["fn"]] = check(
-                        cu.cuModuleGetFunction(self.cu_module, step["fn"].encode()),
-                        f"cuModuleGetFunction({step['fn']})")
+                if isinstance(step, LaunchStep):
+                    self.functions[step.fn] = check(
+                        cu.cuModuleGetFunction(self.cu_module, step.fn.encode()),
+                        f"cuModuleGetFunction({step.fn})")
         vals = self.values
         self.param_of = {int(p): int(n) for p, n in program.params}
         # every 0-d parameter has a slot in the parameter block (used when given a scalar)
@@ -347,27 +346,28 @@ class CudaExecutable:
                             if self.scalar_slot else None)
         self.constants = {p: device.put(v.constant()) for p, v in vals.items()
                           if v.op == "constant"}
-        self.graphable = all(s["type"] == "launch" or self._on_cublas(s) for s in self.steps)
+        self.graphable = all(isinstance(s, LaunchStep) or self._on_cublas(s) for s in self.steps)
         # a while/conditional step's sub-programs, loaded with this one; the loop runs
         # from the host (a condition is read back each iteration), so no graph holds it
         self.subs = {id(s): self._load_subs(s, host) for s in self.steps
-                     if s["type"] in CONTROL_STEPS}
+                     if isinstance(s, CONTROL_STEPS)}
         self.graphs = GraphCache(lambda g: check(cu.cuGraphExecDestroy(g[0]), "cuGraphExecDestroy"))
         self.kernels_per_run = 0
         self.aliases = {int(o): int(x) for o, x in program.aliases}   # output -> donated param
         self._layouts: deque = deque(maxlen=2)        # where the last runs' results went
 
-    def _load_subs(self, step: dict, host: Optional[dict]) -> list:
-        progs = [step["cond"], step["body"]] if step["type"] == "while" else step["branches"]
-        hosts = (host or {}).get("__control__", {}).get(step["kernel"]) or [None] * len(progs)
+    def _load_subs(self, step: Step, host: Optional[dict]) -> list:
+        progs = step.sub_programs()
+        hosts = (host or {}).get("__control__", {}).get(step.kernel) or [None] * len(progs)
         return [None if p is None else self.device.load(sub_program(p), h)
                 for p, h in zip(progs, hosts)]
 
-    def _on_cublas(self, step: dict) -> bool:
+    def _on_cublas(self, step: Step) -> bool:
         """A library step cuBLAS runs on the stream (capturable in a graph)."""
-        if step.get("call") != "gemm" or self.device.cublas() is None:
+        if not isinstance(step, LibraryStep) or step.call != "gemm" \
+                or self.device.cublas() is None:
             return False
-        ins = self.values[step["pos"]]
+        ins = self.values[step.pos]
         return gemm_arguments(ins, *[self.values[o].shape for o in ins.operands]) is not None
 
     # ---- one run -------------------------------------------------------------------
@@ -476,12 +476,7 @@ class CudaExecutable:
 
     def _steps(self, values: dict, scratch: dict, steps: Optional[list] = None) -> None:
         for step in self.steps if steps is None else steps:
-            if step["type"] == "launch":
-                self._launch(step, values, scratch)
-            elif step["type"] in CONTROL_STEPS:
-                self._control(step, values)
-            else:
-                self._library(step, values)
+            _RUN[type(step)](self, step, values, scratch)
 
     def _run_graph(self, values: dict) -> None:
         """Replay the graph kept for where the inputs are, capture one, or launch the
@@ -561,52 +556,59 @@ class CudaExecutable:
         self._steps(values, scratch)
         return None
 
-    def _launch(self, step: dict, values: dict, scratch: dict) -> None:
-        pointers = [scratch[p].ptr if isinstance(p, str) else values[p].ptr for p in step["args"]]
+    def _launch(self, step: LaunchStep, values: dict, scratch: dict) -> None:
+        pointers = [scratch[p].ptr if isinstance(p, str) else values[p].ptr for p in step.args]
         packed = PackedArgs(pointers)
-        check(self.device.cu.cuLaunchKernel(self.functions[step["fn"]], *step["grid"],
-                                            *step["block"], step["shared_bytes"],
+        check(self.device.cu.cuLaunchKernel(self.functions[step.fn], *step.grid,
+                                            *step.block, step.shared_bytes,
                                             self.device.stream, packed.address, 0),
-              f"cuLaunchKernel({step['fn']})")
+              f"cuLaunchKernel({step.fn})")
         self.kernels_per_run += 1
         # the launch copied the arguments: `packed` may go now
 
-    def _control(self, step: dict, values: dict) -> None:
-        """A while or conditional: its sub-programs run from here on device buffers; a
-        condition (or branch index) is read back to the host, as XLA's GPU backend drives
-        a `while` (compiler/codegen/control_steps.py)."""
-        subs = self.subs[id(step)]
-        operands = [values[o] for o in step["operands"]]
-        dev = self.device
-        runs = [0]
-
-        def run(exe: Any, args: list) -> list:
-            out = exe.run(args)
-            runs[0] += exe.kernels_per_run
-            return out
-        if step["type"] == "while" and _speculable(subs[1]):
-            cond, body = subs
-            state = run_while_ahead(step, operands, lambda st: run(cond, st),
-                                    lambda st: run(body, st), dev.read_later)
-        elif step["type"] == "while":
-            cond, body = subs
-            state = run_while(step, operands, lambda st: run(cond, st),
-                              (lambda st: run(body, st)) if body is not None else None,
-                              lambda pred: bool(dev.get(pred)))
+    def _while(self, step: WhileStep, values: dict, scratch: dict) -> None:
+        """A while: its sub-programs run from here on device buffers; the condition is
+        read back to the host (one iteration ahead where the body allows), as XLA's GPU
+        backend drives a `while`
+        (compiler/codegen/control_steps.py)."""
+        cond, body = self.subs[id(step)]
+        dev, runs = self.device, [0]
+        run = lambda exe: lambda st: self._run_sub(exe, st, runs)   # noqa: E731
+        operands = [values[o] for o in step.operands]
+        if _speculable(body):     # the condition read back asynchronously, a body ahead
+            state = run_while_ahead(step, operands, run(cond), run(body), dev.read_later)
         else:
-            k = branch_index(step, dev.get(operands[0]))
-            state = run(subs[k], operands[1:])
-        for p, k in step["outputs"]:          # never the caller's buffer: a copy
-            dev.copy(state[k], self._out(p, values))
-        self.kernels_per_run += runs[0]
+            state = run_while(step, operands, run(cond),
+                              run(body) if body is not None else None,
+                              lambda pred: bool(dev.get(pred)))
+        self._control_outputs(step, state, values, runs[0])
 
-    def _library(self, step: dict, values: dict) -> None:
+    def _conditional(self, step: ConditionalStep, values: dict, scratch: dict) -> None:
+        """A conditional: the branch index is read back to the host."""
+        operands = [values[o] for o in step.operands]
+        runs = [0]
+        k = branch_index(step, self.device.get(operands[0]))
+        state = self._run_sub(self.subs[id(step)][k], operands[1:], runs)
+        self._control_outputs(step, state, values, runs[0])
+
+    @staticmethod
+    def _run_sub(exe: Any, args: list, runs: list) -> list:
+        out = exe.run(args)
+        runs[0] += exe.kernels_per_run
+        return out
+
+    def _control_outputs(self, step: Step, state: list, values: dict, runs: int) -> None:
+        for p, k in step.outputs:          # never the caller's buffer: a copy
+            self.device.copy(state[k], self._out(p, values))
+        self.kernels_per_run += runs
+
+    def _library(self, step: LibraryStep, values: dict, scratch: dict) -> None:
         """A call the primitive's stanza names: cuBLAS for "gemm" where it can read the
         operands in place; otherwise the primitive's reference on the host."""
-        pos = step["pos"]
+        pos = step.pos
         ins = self.values[pos]
         operands = [values[o] for o in ins.operands]
-        if step["call"] == "gemm":
+        if step.call == "gemm":
             shapes = [self.values[o].shape for o in ins.operands]
             if gemm(self.device, ins, operands, self._out(pos, values), *shapes):
                 self.kernels_per_run += 1
@@ -629,15 +631,25 @@ class CudaExecutable:
         values[pos] = self.device.put(np.asarray(out, ins.dtype.np).reshape(ins.shape))
 
 
+# step class -> the method that runs it (one handler per kind of step)
+_RUN = {LaunchStep: CudaExecutable._launch, LibraryStep: CudaExecutable._library,
+        WhileStep: CudaExecutable._while, ConditionalStep: CudaExecutable._conditional}
+
+
 # primitive -> fn(device, ins, out, operands) -> bool: calls the device makes itself on
 # its stream, before the stanza's device calls and the host reference (False: cannot)
 NATIVE_CALLS = {"fft": run_fft}
 
 
-def _written(step: dict) -> list:
+def _written(step: Step) -> list:
     """The module values a step writes (buffers to allocate before the run)."""
-    if step["type"] == "launch":
-        return step["args"]
-    if step["type"] in CONTROL_STEPS:
-        return [p for p, _ in step["outputs"]]
-    return [step["pos"]]
+    return _WRITES[type(step)](step)
+
+
+def _control_writes(step: Step) -> list:
+    return [p for p, _ in step.outputs]
+
+
+# step class -> the values it writes
+_WRITES = {LaunchStep: lambda s: s.args, LibraryStep: lambda s: [s.pos],
+           WhileStep: _control_writes, ConditionalStep: _control_writes}

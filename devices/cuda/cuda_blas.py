@@ -16,6 +16,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ...compiler.hlo import dtypes as D
+from ..ctypes_library import load_first
 
 CUDA_DATA_TYPE = {D.float32: 0, D.float64: 1, D.float16: 2, D.bfloat16: 14,
                   D.complex64: 4, D.complex128: 5}      # CUDA_C_32F, CUDA_C_64F
@@ -43,20 +44,28 @@ def library_paths() -> list:
     return paths
 
 
-class CublasLib:
-    """The four cuBLAS entry points the device calls, through ctypes."""
+_VP, _I32, _I64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+# name -> (restype, argtypes) of the cuBLAS functions the device calls (cublasStatus_t is
+# an int); declared by ctypes_library as the NCCL and cuFFT bindings are
+PROTOTYPES = {
+    "cublasCreate_v2": (_I32, [ctypes.POINTER(_VP)]),
+    "cublasSetStream_v2": (_I32, [_VP, _VP]),
+    "cublasSetWorkspace_v2": (_I32, [_VP, _VP, ctypes.c_size_t]),
+    "cublasGemmStridedBatchedEx": (_I32, [
+        _VP, _I32, _I32, _I32, _I32, _I32, _VP, _VP, _I32, _I32, _I64, _VP, _I32, _I32, _I64,
+        _VP, _VP, _I32, _I32, _I64, _I32, _I32, _I32]),
+    "cublasSscal_v2": (_I32, [_VP, _I32, _VP, _VP, _I32]),
+    "cublasDscal_v2": (_I32, [_VP, _I32, _VP, _VP, _I32]),
+}
+INSTALL = "pip install nvidia-cublas-cu12 (or install the CUDA toolkit's libcublas)"
 
-    def __init__(self, lib: ctypes.CDLL) -> None:
-        self.lib = lib
-        vp, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
-        lib.cublasCreate_v2.argtypes = [ctypes.POINTER(vp)]
-        lib.cublasSetStream_v2.argtypes = [vp, vp]
-        lib.cublasSetWorkspace_v2.argtypes = [vp, vp, ctypes.c_size_t]
-        lib.cublasGemmStridedBatchedEx.argtypes = [
-            vp, i32, i32, i32, i32, i32, vp, vp, i32, i32, i64, vp, i32, i32, i64,
-            vp, vp, i32, i32, i64, i32, i32, i32]
-        for name in ("cublasSscal_v2", "cublasDscal_v2"):
-            getattr(lib, name).argtypes = [vp, i32, vp, vp, i32]
+
+class CublasLib:
+    """The cuBLAS entry points the device calls, on a library whose PROTOTYPES are
+    declared."""
+
+    def __init__(self, lib: Any, path: str = "") -> None:
+        self.lib, self.path = lib, path
 
     def _ok(self, status: int, what: str) -> None:
         if status != 0:
@@ -88,14 +97,15 @@ class CublasLib:
                      name)
 
 
+def load() -> tuple:
+    """(the library wrapped in CublasLib, None), or (None, why it could not be loaded)."""
+    return load_first(library_paths(), PROTOTYPES, CublasLib, "cuBLAS",
+                      "libcublas was not found", INSTALL)
+
+
 def load_cublas() -> Optional[CublasLib]:
     """The binding, or None when no libcublas can be opened here."""
-    for path in library_paths():
-        try:
-            return CublasLib(ctypes.CDLL(path))
-        except OSError:
-            continue
-    return None
+    return load()[0]
 
 
 # ---- argument mapping -------------------------------------------------------------------

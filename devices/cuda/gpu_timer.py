@@ -8,18 +8,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ...compiler.program import LaunchStep, Step
+
 _LAUNCH = re.compile(r"^k(\d+)_")
 
 
-def kernel_name(step: dict, program: Any) -> str:
+def kernel_name(step: Step, program: Any) -> str:
     """The plan kernel a Program step belongs to (NVPTX names launches
     k<index>_<kernel>[_<loop>]; a library step names its kernel; `program.kernel_info`
     lists the plan's kernels in order)."""
     names = list(program.kernel_info)
-    m = _LAUNCH.match(step.get("fn", ""))
-    if step["type"] == "launch" and m and int(m.group(1)) < len(names):
+    m = _LAUNCH.match(step.fn) if isinstance(step, LaunchStep) else None
+    if m and int(m.group(1)) < len(names):
         return names[int(m.group(1))]
-    return step.get("kernel", "?")
+    return step.kernel or "?"
 
 
 class EventTimer:

@@ -18,7 +18,8 @@ import numpy as np
 
 from ...compiler.driver import compile as compile_program
 from ...compiler.hlo.module import Module
-from ...compiler.program import Program
+from ...compiler.program import (CONTROL_STEPS, LaunchStep, LoopStep, PartialStep, Program,
+                                 Step, sub_program)
 
 
 def _ident(name: str) -> str:
@@ -43,38 +44,34 @@ def _kernels(host: Program, gpu: Program) -> dict:
     by_kernel: dict = {}
     for step in host.steps:
         # a CPU partial reduction's epilogue is a step of its own ("<kernel>_epilogue")
-        owner = re.sub(r"_epilogue$", "", step["kernel"])
+        owner = re.sub(r"_epilogue$", "", step.kernel)
         by_kernel.setdefault(_ident(owner), []).append(step)
     out: dict = {CONTROL: {}}
     done: set = set()
     for step in gpu.steps:
-        if step["type"] in ("while", "conditional"):
-            out[CONTROL][step["kernel"]] = _control_kernels(step, by_kernel)
+        if isinstance(step, CONTROL_STEPS):
+            out[CONTROL][step.kernel] = _control_kernels(step, by_kernel)
             continue
-        if step["type"] != "launch":
+        if not isinstance(step, LaunchStep):
             continue
-        owner = _owner(re.sub(r"^k\d+_", "", step["fn"]), by_kernel)
+        owner = _owner(re.sub(r"^k\d+_", "", step.fn), by_kernel)
         if owner is None:
-            raise ValueError(f"fake cuda: launch {step['fn']!r} matches no kernel of the "
+            raise ValueError(f"fake cuda: launch {step.fn!r} matches no kernel of the "
                              f"host program ({', '.join(sorted(by_kernel))})")
         # a kernel launched in stages (a full reduction's two, an opaque op's loops): the
         # host steps do all of it at the first launch, nothing is left for the others
         work = [] if owner in done else by_kernel[owner]
         done.add(owner)
-        out[step["fn"]] = (_runner(exe, work, step["args"]), len(step["args"]))
+        out[step.fn] = (_runner(exe, work, step.args), len(step.args))
     return out
 
 
-def _control_kernels(step: dict, by_kernel: dict) -> list:
+def _control_kernels(step: Step, by_kernel: dict) -> list:
     """The host maps of a GPU control step's sub-programs, paired with the host program's
     step of the same kernel (the two targets share the fusion plan)."""
-    from ...compiler.program import sub_program
-    (host_step,) = by_kernel[_ident(step["kernel"])]
-    subs = ([step["cond"], step["body"]] if step["type"] == "while" else step["branches"])
-    host_subs = ([host_step["cond"], host_step["body"]] if step["type"] == "while"
-                 else host_step["branches"])
+    (host_step,) = by_kernel[_ident(step.kernel)]
     return [None if g is None else _kernels(sub_program(h), sub_program(g))
-            for g, h in zip(subs, host_subs)]
+            for g, h in zip(step.sub_programs(), host_step.sub_programs())]
 
 
 def _owner(base: str, by_kernel: dict) -> Any:
@@ -96,12 +93,9 @@ def _runner(exe: Any, steps: list, params: list) -> Callable:
                 continue
             arrays[p] = _view(ptr, values[p].shape, values[p].dtype.np)
         for step in steps:
-            if step["type"] == "partial":
-                exe._partial(step, arrays)
-            elif step["type"] == "loop":
-                exe._loop(step, arrays)
-            else:
-                raise ValueError(f"fake cuda: a {step['type']} step inside a GPU kernel")
+            if not isinstance(step, (LoopStep, PartialStep)):
+                raise ValueError(f"fake cuda: a {step.kind} step inside a GPU kernel")
+            (exe._partial if isinstance(step, PartialStep) else exe._loop)(step, arrays)
     return run
 
 

@@ -65,7 +65,7 @@ class SimtExecutable:
         """Host arrays for the module's parameters (by number) -> its outputs."""
         buffers: dict = {}
         for step in self.program.steps:
-            for key in step["args"]:
+            for key in step.args:
                 if key in buffers:
                     continue
                 if isinstance(key, str):
@@ -78,15 +78,15 @@ class SimtExecutable:
                 elif v.op == "constant":
                     buffers[key].array[...] = v.constant()
         for step in self.program.steps:
-            self._launch(step, [buffers[k].ptr for k in step["args"]])
+            self._launch(step, [buffers[k].ptr for k in step.args])
         return [buffers[o].array.copy() for o in self.program.outputs]
 
-    def _launch(self, step: dict, pointers: list) -> None:
+    def _launch(self, step: Any, pointers: list) -> None:
         fn_type = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * (len(pointers) + 1))
-        kernel = fn_type(self.code.address(step["fn"]))
-        (gx, gy, gz), (bx, by, bz) = step["grid"], step["block"]
+        kernel = fn_type(self.code.address(step.fn))
+        (gx, gy, gz), (bx, by, bz) = step.grid, step.block
         if gy != 1 or gz != 1 or bz != 1:
-            raise NotImplementedError(f"simt: {step['fn']}: grids and blocks are 1-d or 2-d here")
+            raise NotImplementedError(f"simt: {step.fn}: grids and blocks are 1-d or 2-d here")
         nthreads = bx * by
         warps = -(-nthreads // 32)
         barriers = np.zeros((1 + warps) * BARRIER_BYTES, np.uint8)
@@ -120,7 +120,7 @@ class SimtExecutable:
         for t in threads:
             t.join(TIMEOUT_S)
             if t.is_alive():
-                raise RuntimeError(f"simt: {step['fn']} did not finish in {TIMEOUT_S:.0f} s "
+                raise RuntimeError(f"simt: {step.fn} did not finish in {TIMEOUT_S:.0f} s "
                                    f"(threads waiting at a barrier the others missed?)")
         for k in range(1 + warps):
             _LIBC.pthread_barrier_destroy(base + k * BARRIER_BYTES)
