@@ -483,6 +483,18 @@ def _case_float64_to_float16_beside_tanh(device: str) -> list:
     return [(h, a.astype(np.float16)), (la.tanh(h), np.tanh(a.astype(np.float16)))]
 
 
+def _case_reduction_to_size_zero(device: str) -> list:
+    """A column reduction whose result has no element launched a CUDA grid of 0 blocks
+    (CUDA_ERROR_INVALID_VALUE; fuzzer seeds 120523 and 8 others on the stand-in)."""
+    out = []
+    for shape, axis in (((4, 0), 0), ((0, 4, 3), (0, 2)), ((2, 0), 0), ((0, 0), 1)):
+        a = np.ones(shape, np.float32)
+        out.append((la.sum(la.asarray(a, device=device), axis=axis), np.sum(a, axis=axis)))
+    b = np.zeros((0, 3), np.bool_)
+    out.append((la.all(la.asarray(b, device=device), axis=1), np.all(b, axis=1)))
+    return out
+
+
 CASES = {
     "all_logaddexp_triu": _case_all_logaddexp_triu,
     "prod_refused_log1p_minimum": _case_prod_refused_log1p_minimum,
@@ -491,6 +503,7 @@ CASES = {
     "empty_mean_beside_read": _case_empty_mean_beside_read,
     "int8_through_float_to_unsigned": _case_int8_through_float_to_unsigned,
     "float64_to_float16_beside_tanh": _case_float64_to_float16_beside_tanh,
+    "reduction_to_size_zero": _case_reduction_to_size_zero,
 }
 
 
