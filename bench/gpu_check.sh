@@ -10,7 +10,9 @@
 #    ...: whatever the machine lacks, fetched elsewhere);
 # 2. runs the test suite on "cuda", then on "cpu,cuda", then on "cuda" again in an order
 #    drawn from a random seed (--shuffle-seed; the seed is in the summary);
-# 3. runs bench/bench_cuda.py beside PyTorch eager and torch.compile;
+# 3. runs bench/bench_cuda.py beside PyTorch eager and torch.compile (its loop case: a
+#    1000-iteration la.fori_loop, condition read back asynchronously, beside a PyTorch
+#    Python loop; the suite runs tests/test_control_flow.py's loops on "cuda" too);
 # 4. runs the CPU benches (fused work, the MLP step, host costs and pool dispatch) on all
 #    of the host's cores beside NumPy, PyTorch and jax.jit (JAX_PLATFORMS=cpu): the
 #    scaling figures of the native runtime;

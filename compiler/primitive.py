@@ -93,10 +93,7 @@ class Primitive:
                                          # operands (collectives); never folded
     arity: Optional[int] = None          # operand count, where fixed but not evident from
                                          # the reference's signature (the verifier checks it)
-    device_calls: Any = None             # {"cuda": fn(ctx, ins, out, operands) -> bool}:
-                                         # native calls a device tries before `library`'s
-                                         # (compiler/primitives/cusolver_calls.py);
-                                         # {"cuda_stream": fn(device, ins, out, operands)
+    device_calls: Any = None             # {"cuda_stream": fn(device, ins, out, operands)
                                          # -> bool}: queued on the device's own stream
                                          # (collectives on NCCL)
     holomorphic: bool = True             # complex results: autodiff applies the vjp (written

@@ -9,22 +9,26 @@ each stage for dumps. Everything but the dump texts is plain JSON-able data plus
 bytes blob, so the disk cache stores a Program and a fresh process runs it without
 re-planning (`to_cache` / `from_cache`).
 
-Steps are dicts with a "type":
-- "loop", "partial" (CPU): a generated function over a range of the outer dimension
-  (compiler/codegen/cpu_kernels.py describes their fields); a "loop" calling LAPACK
-  also names its routines and tables ("lapack") and its fallback library step ("host");
-- "launch" (GPU): a kernel entry with grid, block, shared bytes and its parameters;
-- "while", "conditional": control flow; sub-programs the device runs from the host
+Steps are typed (the dataclasses below), one class per kind:
+- LoopStep, PartialStep (CPU): a generated function over a range of the outer dimension
+  (compiler/codegen/cpu_kernels.py describes their fields); a loop calling LAPACK also
+  names its routines and tables (`lapack`) and its fallback library step (`host`);
+- LaunchStep (GPU): a kernel entry with grid, block, shared bytes and its parameters;
+- WhileStep, ConditionalStep: control flow; sub-programs the device runs from the host
   (compiler/codegen/control_steps.py describes them; `run_while` below runs one);
-- "library": a call a device implements natively, named by the primitive's stanza
+- LibraryStep: a call a device implements natively, named by the primitive's stanza
   (`call`), with the value it writes (`pos`), the values it reads (`operands`) and the
   call's arguments the compiler worked out (`args`).
+An executor runs a step by a table from step class to handler. In the cache a step is
+plain data, {"type": kind, field: value...} (`to_data`, `step_from_data`). Steps still
+answer `step["field"]`, `step.get` and `"field" in step` (a field that is None is absent)
+while the executors move to attributes.
 """
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Iterator, Optional
 
 import numpy as np
 
@@ -34,12 +38,135 @@ from .hlo.literal import Literal
 FORMAT = 2      # bump when the stored layout changes (old cache entries then miss)
 
 
+# ---- steps ---------------------------------------------------------------------------------
+
+@dataclass(kw_only=True)
+class Step:
+    """What every step has: its kind (the class's `kind`, "type" in the cache) and the
+    plan kernel it runs."""
+
+    kind: ClassVar[str] = ""
+    kernel: str = ""
+
+    def to_data(self) -> dict:
+        """The step as plain JSON-able data (fields that are None left out)."""
+        out: dict = {"type": self.kind}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is not None:
+                out[f.name] = v.to_data() if isinstance(v, Step) else v
+        return out
+
+    # mapping access, while the executors move to attributes (see the module docstring)
+    def __getitem__(self, key: str) -> Any:
+        if key == "type":
+            return self.kind
+        v = getattr(self, key, None) if key in _FIELDS[type(self)] else None
+        if v is None:
+            raise KeyError(key)
+        return v
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        return key == "type" or (key in _FIELDS[type(self)] and getattr(self, key) is not None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(["type"] + [k for k in _FIELDS[type(self)] if getattr(self, k) is not None])
+
+
+@dataclass(kw_only=True)
+class LibraryStep(Step):
+    kind: ClassVar[str] = "library"
+    call: str
+    op: str
+    pos: int
+    operands: list
+    args: Any = None                # the call's arguments (a dict), or its positions (gemm)
+
+
+@dataclass(kw_only=True)
+class LoopStep(Step):
+    kind: ClassVar[str] = "loop"
+    fn: str
+    args: list                      # module positions, in the function's argument order
+    extent: int
+    work: int
+    serial: Optional[bool] = None   # its range may not be split
+    lapack: Optional[dict] = None   # routines, table, status, checks, op, shape
+    host: Optional[LibraryStep] = None   # the LAPACK loop's fallback
+
+
+@dataclass(kw_only=True)
+class PartialStep(Step):
+    kind: ClassVar[str] = "partial"
+    fn: str
+    args: list
+    extent: int
+    work: int
+    per_chunk: bool
+    roots: list                     # one dict per reduced value (pos, kind, acc, ...)
+    serial: Optional[bool] = None
+    partials_stored: Optional[bool] = None
+    finish: Optional[str] = None
+    finish_args: Optional[list] = None
+    finish_extent: Optional[int] = None
+
+
+@dataclass(kw_only=True)
+class LaunchStep(Step):
+    kind: ClassVar[str] = "launch"
+    fn: str
+    grid: list
+    block: list
+    shared_bytes: int
+    args: list
+
+
+@dataclass(kw_only=True)
+class WhileStep(Step):
+    kind: ClassVar[str] = "while"
+    operands: list
+    outputs: list                   # [position, tuple index]
+    varying: list
+    cond: dict                      # sub-programs as data (`sub_program`)
+    body: Optional[dict] = None
+
+
+@dataclass(kw_only=True)
+class ConditionalStep(Step):
+    kind: ClassVar[str] = "conditional"
+    operands: list
+    outputs: list
+    branches: list
+
+
+STEP_TYPES = {cls.kind: cls for cls in (LibraryStep, LoopStep, PartialStep, LaunchStep,
+                                        WhileStep, ConditionalStep)}
+_FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in STEP_TYPES.values()}
+
+
+def step_from_data(data: dict) -> Step:
+    """The step `to_data` gave."""
+    kind = data["type"]
+    if kind not in STEP_TYPES:
+        raise ValueError(f"unknown program step type {kind!r}")
+    values = {k: v for k, v in data.items() if k != "type"}
+    if values.get("host") is not None:
+        values["host"] = step_from_data(values["host"])
+    return STEP_TYPES[kind](**values)
+
+
 @dataclass
 class Program:
     name: str
     target: str                   # "cpu" or an NVPTX architecture ("sm_80")
     code: bytes                   # object code (CPU) or PTX text (GPU); b"" if no kernels
-    steps: list                   # dicts, in execution order (see the module docstring)
+    steps: list                   # Steps, in execution order (see the module docstring)
     values: dict                  # str(position) -> description (see `describe_value`)
     params: list                  # [position, parameter number]
     outputs: list                 # positions of the module outputs, in order
@@ -61,6 +188,7 @@ class Program:
     def to_cache(self) -> tuple:
         """(meta dict, code bytes): what the disk cache stores."""
         meta = {k: getattr(self, k) for k in _STORED}
+        meta["steps"] = [s.to_data() for s in self.steps]
         meta["format"] = FORMAT
         return meta, self.code
 
@@ -68,7 +196,9 @@ class Program:
     def from_cache(cls, meta: dict, code: bytes) -> "Program":
         if meta.get("format") != FORMAT:
             raise ValueError(f"program format {meta.get('format')!r}, expected {FORMAT}")
-        return cls(code=code, **{k: meta[k] for k in _STORED})
+        stored = {k: meta[k] for k in _STORED}
+        stored["steps"] = [step_from_data(s) for s in stored["steps"]]
+        return cls(code=code, **stored)
 
     def value_table(self) -> dict:
         """position -> ValueInfo for every value the steps touch."""

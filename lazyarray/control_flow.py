@@ -29,8 +29,9 @@ The explicit fallback for such code is a Python loop, which runs one program per
 iteration (or with `la.config.compiled_control_flow = False`, which makes these four
 functions trace as before: `cond` evaluates both branches and selects, `fori_loop`/`scan`
 unroll, `while_loop` reads its condition on the host each iteration). Inside a function
-being vmapped they take that fallback by themselves (while/conditional have no batching
-rule yet; the fallback's graph batches like any other). Random numbers
+being vmapped they record batched control flow (compiler/transforms/control_batching.py: a loop
+runs while any lane's condition holds, a branch per lane runs every branch and
+selects). Random numbers
 drawn inside a traced function are drawn once, when it is traced (pass keys through the
 state to vary them, as in JAX).
 
@@ -47,7 +48,6 @@ from .compiler.graph.node import Node, kept_constant, scalar_leaf
 from .compiler.primitive import apply
 from .pytree import tree_flatten
 from .tensor import Tensor
-from .vmap import DEPTH as VMAP_DEPTH
 from . import unrolled      # the fallback (config.compiled_control_flow = False)
 
 
@@ -58,10 +58,9 @@ def _as_tensor(x: Any, state: Any = None) -> Tensor:
 
 
 def _compiled() -> bool:
-    """Whether to record HLO control flow: the setting, and not inside a function being
-    vmapped (there is no batching rule for while/conditional yet; the fallback's graph
-    batches like any other)."""
-    return bool(config.compiled_control_flow) and not VMAP_DEPTH[0]
+    """Whether to record HLO control flow (the setting; inside vmap too: while and
+    conditional have batching rules, compiler/transforms/control_batching.py)."""
+    return bool(config.compiled_control_flow)
 
 
 def _state_of(leaves: Sequence[Any]) -> Any:

@@ -999,6 +999,28 @@ def relu(x: Operand) -> Node:
     return maximum(x, 0)
 
 
+_real_tan = tan
+
+
+def tan(x: Operand) -> Node:
+    """tan; a complex x as sin(x) / cos(x) (the primitive is real-only)."""
+    node = as_node(x)
+    if node.dtype.is_complex:
+        return divide(sin(node), cos(node))
+    return _real_tan(node)
+
+
+def angle(x: Operand) -> Node:
+    """The argument of x in radians: atan2(imag, real) (NumPy's angle; a real x gives 0
+    or pi, in the default float for integers and bools)."""
+    x = as_node(x)
+    if x.dtype.is_complex:
+        return atan2(imag(x), real(x))
+    if not x.dtype.is_float:
+        x = convert(x, D.DEFAULT_FLOAT)
+    return atan2(weak_scalar_like(0, x), x)
+
+
 __all__ = [n for n, v in list(globals().items())
            if callable(v) and not n.startswith("_") and getattr(v, "__module__", None) == __name__
            and n not in ("as_bool",)]

@@ -92,7 +92,7 @@ def training(rank: int, size: int, dev: str) -> dict:
         metrics = la.debug.metrics()
         after = la.distributed.stats()
     out = {f"param_{i}": p.numpy() for i, p in enumerate(params)}
-    out.update(losses=np.array(losses), compiles=np.array(metrics.compiles),
+    out.update(losses=np.array(losses), compiles=np.array(metrics.cache_misses),
                bytes_from_device=np.array(metrics.bytes_from_device),
                train_nccl=np.array(after["nccl"] - before["nccl"]),
                train_host=np.array(after["host"] - before["host"]),

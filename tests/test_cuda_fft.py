@@ -200,7 +200,7 @@ def test_plans_beyond_the_cache_are_destroyed_least_recently_used_first(monkeypa
     assert not live
 
 
-@pytest.mark.skipif(cuda_driver.missing(False) is not None, reason="no CUDA GPU here")
+@pytest.mark.skipif(cuda_driver.missing() is not None, reason="no CUDA GPU here")
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 def test_on_a_real_gpu_matches_numpy(dtype):
     rng = np.random.default_rng(7)

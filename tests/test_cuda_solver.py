@@ -1,4 +1,4 @@
-"""The decompositions' cuSOLVER/cuBLAS calls (compiler/primitives/cusolver_calls.py) on
+"""The decompositions' cuSOLVER/cuBLAS calls (devices/cuda/cusolver_calls.py) on
 the CUDA device, over the fake driver and the routines' stand-ins
 (devices/stand_ins/cuda_solver_fake.py): cholesky, solve, eigh, eigvalsh, qr, svd and svdvals in all four dtypes,
 small (Jacobi, batched) and large (divide and conquer), against NumPy, with gradients and

@@ -64,7 +64,7 @@ def test_the_librarys_words_for_each_result():
 
 
 @needs_real
-@pytest.mark.skipif(cuda_driver.missing(False) is None, reason="a GPU is present: the call "
+@pytest.mark.skipif(cuda_driver.missing() is None, reason="a GPU is present: the call "
                                                                "would succeed")
 def test_a_communicator_without_a_gpu_is_a_clear_cuda_error():
     with pytest.raises(N.NcclError, match="ncclCommInitRank failed: ncclUnhandledCudaError") as e:
@@ -137,9 +137,9 @@ def test_the_stand_in_refuses_what_nccl_refuses():
 
 def _gpu_ranks() -> int:
     """Processes for the run on real GPUs (one per GPU, at most 2); 0 where it cannot run."""
-    if REAL is None or cuda_driver.missing(False) is not None:
+    if REAL is None or cuda_driver.missing() is not None:
         return 0
-    return min(2, cuda_driver.check(cuda_driver.driver(False).cuDeviceGetCount(), "count"))
+    return min(2, cuda_driver.check(cuda_driver.driver().cuDeviceGetCount(), "count"))
 
 
 @pytest.fixture(scope="module", params=["fake", "gpu"])
@@ -152,7 +152,7 @@ def ranks(request, tmp_path_factory):
     fake = request.param == "fake"
     n = 2 if fake else _gpu_ranks()
     if not n:
-        pytest.skip(reason=f"no GPU with NCCL here ({WHY_NOT or cuda_driver.missing(False)})")
+        pytest.skip(reason=f"no GPU with NCCL here ({WHY_NOT or cuda_driver.missing()})")
     out = str(tmp_path_factory.mktemp("nccl") / "rank0.npz")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1", LAZYARRAY_NUM_THREADS="1",
@@ -285,7 +285,7 @@ def test_device_count():
     import lazyarray as la
     with la.config.override(fake_cuda=True):
         assert la.cuda.device_count() == 1
-    if cuda_driver.missing(False) is not None:
+    if cuda_driver.missing() is not None:
         with la.config.override(fake_cuda=False):
             assert la.cuda.device_count() == 0
 

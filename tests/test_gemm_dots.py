@@ -21,7 +21,7 @@ IR = native_gemm.IR
 def test_row_dots_match_numpy(dtype, threads: int) -> None:
     dt = np.dtype(dtype)
     rng = np.random.default_rng(threads)
-    fn = native_gemm._tile_functions()[dt, "dots"]
+    fn = native_gemm.tile_function(dt, "dots")
     pool = NP.NativePool(threads)
     shapes = [(m, n, k) for n in range(1, native_gemm.DOTS_N[dt] + 1)
               for m, k in ((1, 32), (7, 33), (256, 512), (13, 45))]

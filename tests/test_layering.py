@@ -162,11 +162,17 @@ def test_tests_and_tools_import_the_installed_package():
 # reference the interpreter runs are looked up in the primitives' stanzas). And
 # profile_hooks: the one place a run loop reports its kernels' times while a profile
 # records (devices may not import lazyarray, and the compiler's passes report there too);
-# it holds no compiler internals.
+# it holds no compiler internals. And fork_locks: every lock of the project is made there,
+# so that a fork reinitializes them all in the child (no compiler internals either).
+# And the loop builder of code generation: the CPU runtime writes its own native functions
+# (the worker pool, GEMM tiles: devices/cpu/pool_ir.py) in LLVM IR with it, and the
+# compiler turns that IR into object code (driver.host_object).
 DEVICE_MAY_USE = {"lazyarray.compiler", "lazyarray.compiler.driver",
+                  "lazyarray.compiler.codegen.loops",
                   "lazyarray.compiler.program", "lazyarray.compiler.hlo.dtypes",
                   "lazyarray.compiler.hlo.module", "lazyarray.compiler.hlo.literal",
-                  "lazyarray.compiler.primitive", "lazyarray.compiler.profile_hooks"}
+                  "lazyarray.compiler.primitive", "lazyarray.compiler.profile_hooks",
+                  "lazyarray.compiler.fork_locks"}
 
 
 def compiler_modules_used(source: str, module: str, is_package: bool = False) -> list:

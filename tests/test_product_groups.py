@@ -114,9 +114,9 @@ def test_a_training_step_with_products_side_by_side_matches_the_interpreter(
         # direct, the forward 256x512 @ (10x512).T dot products of rows
         fns = [int(t[NP.IR.TASK_FN]) for prog in grouped for job, _, _ in prog.segments
                for t in job._tasks.reshape(-1, NP.IR.TASK_WORDS)]
-        tiles = native_gemm._tile_functions()
-        assert sum(fn == tiles[np.dtype(np.float32), "direct"] for fn in fns) == 2
-        assert sum(fn == tiles[np.dtype(np.float32), "dots"] for fn in fns) == 1
+        tile = native_gemm.tile_function
+        assert sum(fn == tile(np.dtype(np.float32), "direct") for fn in fns) == 2
+        assert sum(fn == tile(np.dtype(np.float32), "dots") for fn in fns) == 1
 
 
 # ---- two products as tasks of one job, side by side --------------------------------------
@@ -187,7 +187,7 @@ def test_direct_products_match_numpy(dtype, trans_a: bool, threads: int) -> None
     (wide blocks, one vector, single columns: 32 to 100 columns), short and long inner
     dimensions, tiles that split C unevenly or would leave one empty."""
     rng = np.random.default_rng(threads + 7 * trans_a)
-    direct_fn = native_gemm._tile_functions()[np.dtype(dtype), "direct"]
+    direct_fn = native_gemm.tile_function(np.dtype(dtype), "direct")
     pool = NP.NativePool(threads)
     shapes = [(m, n, k) for m in (1, 2, 5, 6, 7, 11, 12) for n, k in ((32, 1), (43, 300), (100, 9))]
     shapes += [(37, 77, 16), (13, 513, 3), (256, 512, 10), (10, 512, 256)]

@@ -413,3 +413,30 @@ def test_user_spans_have_their_own_track(tmp_path):
     (user,) = [e for e in events if e.get("cat") == "user"]
     names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
     assert names[user["tid"]] == "your annotations"
+
+
+def test_after_the_profile_programs_return_to_the_fast_path(monkeypatch):
+    """A profile runs programs step by step (timed); once it ends they take the native
+    whole-program path again (the choice made while profiling is not kept)."""
+    from lazyarray.devices.cpu import cpu
+    slow = []
+    plain_run = cpu.CPUExecutable._run
+
+    def counted(self, args, temps):
+        slow.append(self.name)
+        return plain_run(self, args, temps)
+    monkeypatch.setattr(cpu.CPUExecutable, "_run", counted)
+    x = _data(64, 64)
+
+    def step() -> np.ndarray:
+        return (la.exp(x) * 2.0 + 1.0).sum(axis=0).numpy()
+    first = step()
+    assert slow == []                 # the fast path before any profile
+    with la.profiler.profile():
+        during = step()
+    assert slow                       # stepped and timed while profiling
+    slow.clear()
+    after = [step() for _ in range(3)]
+    assert slow == []                 # back on the fast path after the block
+    for r in [during] + after:
+        assert np.array_equal(r, first)

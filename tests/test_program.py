@@ -61,6 +61,46 @@ def test_an_older_program_layout_is_refused():
         Program.from_cache(meta, code)
 
 
+def _typed_modules() -> dict:
+    """Modules whose programs hold every kind of step between them."""
+    import lazyarray as la
+    from lazyarray.compiler.graph.trace import capture
+    rng = np.random.default_rng(1)
+    x = la.asarray(rng.standard_normal((64, 64)).astype(np.float32))
+    a = la.asarray((rng.standard_normal((8, 8)) + 8 * np.eye(8)).astype(np.float64))
+    loop = la.fori_loop(0, 3, lambda i, c: c * 0.5 + 1.0, x)
+    branch = la.cond(x.sum() > 0, lambda v: v + 1.0, lambda v: v - 1.0, x)
+    return {"mixed": _module(),
+            "reductions": capture([((x * 3) ** 2).mean()._node, x.max(axis=0)._node]).module(),
+            "lapack": capture([la.linalg.cholesky(a @ a.T)._node]).module(),
+            "control": capture([loop._node, branch._node]).module()}
+
+
+@pytest.mark.parametrize("target", ["cpu", "sm_80"])
+def test_a_program_round_trips_through_the_cache_exactly(target):
+    """Every step kind is a typed step; the cache's JSON gives the same Program back
+    (equal steps, of the same classes, and equal everything else)."""
+    from lazyarray.compiler.program import STEP_TYPES, Step
+    kinds = set()
+    for name, module in _typed_modules().items():
+        program = compile(module, target)
+        meta, code = program.to_cache()
+        again = Program.from_cache(json.loads(json.dumps(meta)), code)
+        assert again == program, name
+        assert [type(s) for s in again.steps] == [type(s) for s in program.steps]
+        assert all(isinstance(s, Step) for s in program.steps)
+        kinds |= {s.kind for s in program.steps}
+    cpu_kinds, gpu_kinds = set(STEP_TYPES) - {"launch"}, {"launch", "library", "while",
+                                                           "conditional"}
+    assert kinds >= (cpu_kinds if target == "cpu" else gpu_kinds), kinds
+
+
+def test_a_step_of_an_unknown_kind_is_refused():
+    from lazyarray.compiler.program import step_from_data
+    with pytest.raises(ValueError, match="unknown program step type 'jump'"):
+        step_from_data({"type": "jump", "kernel": "k"})
+
+
 def test_dump_texts_come_with_the_program_only_when_asked():
     assert compile(_module(), "cpu").dumps == {}
     texts = compile(_module(), "cpu", dumps=True).dumps

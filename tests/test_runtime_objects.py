@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import lazyarray as la  # noqa: F401  (the CPU device sets the cache hook)
-from lazyarray.compiler.driver import runtime_code
+from lazyarray.devices.cpu.runtime_objects import runtime_code
 from lazyarray.devices.cpu import runtime_objects as R
 from lazyarray.devices.compile_cache import DiskCache
 from lazyarray.devices.cpu.object_code import LoadedCode

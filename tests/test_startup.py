@@ -177,3 +177,33 @@ def test_the_source_fingerprint_follows_every_write(tmp_path):
     code.rename(tmp_path / "pkg" / "c.py")
     assert compile_cache.source_fingerprint(str(tmp_path)) != second
     assert compile_cache.compiler_fingerprint() == compile_cache.compiler_fingerprint()
+
+
+BUILT = """
+import json
+import numpy as np
+import lazyarray as la
+from lazyarray.devices.cpu import native_gemm, runtime_objects as R
+built = []
+plain = R.runtime_code
+def counting(name, *shape):
+    built.append([name, *shape])
+    return plain(name, *shape)
+R.runtime_code = counting
+a = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) / 4096
+value = (la.asarray(a) @ la.asarray(a)).numpy()
+assert np.allclose(value, a @ a, rtol=1e-5)
+print(json.dumps({"built": built, "native": native_gemm.available()}))
+"""
+
+
+def test_a_first_product_builds_only_the_tile_function_it_uses(tmp_path):
+    """With an empty cache, a float32 64x64 product (one CBLAS call a tile) builds the
+    runtime's pool and that one tile function: not the five others (all six in one
+    module were ~1 s of LLVM at a first training step)."""
+    out = json.loads(_python(BUILT, LAZYARRAY_CACHE_DIR=str(tmp_path)))
+    if not out["native"]:
+        pytest.skip("NumPy's BLAS is not the ILP64 OpenBLAS: products take NumPy's path")
+    gemm = [b for b in out["built"] if b[0] == "gemm_tiles"]
+    from lazyarray.devices.cpu.native_gemm import IR
+    assert gemm == [["gemm_tiles", IR.GEMM_KIND_BLAS, 4]]

@@ -38,6 +38,7 @@ from ..hlo import dtypes as D
 from ..hlo.module import Module
 from ..planning.plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
 from ..planning.row_fusion import MAX_ROW_BYTES, outer_shape, reused_across_passes, row_schedule
+from ..program import LibraryStep, LoopStep, PartialStep
 from .elemental import ElementalEmitter
 from .control_steps import is_control
 from .library_calls import library_step, opaque_loops
@@ -83,6 +84,7 @@ class CPUCodegen:
         self.llmod = ir.Module(name=name)
         self.steps: list = []
         self._count = 0
+        self.prefix = ""            # of every function's name (a library's sub-programs)
         self._made: dict = {}       # kernel key -> (kernel, its positions, its steps)
         self.shared = 0             # kernels that call an earlier kernel's function
         self.control: Any = None    # kernel -> its control step (control_steps.py), or None
@@ -148,7 +150,7 @@ class CPUCodegen:
             else:
                 self.steps.append(host)
 
-    def _lapack(self, kern: Kernel, pos: int, host: dict) -> dict:
+    def _lapack(self, kern: Kernel, pos: int, host: LibraryStep) -> LoopStep:
         """A decomposition as a function calling LAPACK for each matrix of its range;
         the step keeps its library call as the device's fallback ("host")."""
         operands = list(self.ins[pos].operands)
@@ -156,8 +158,7 @@ class CPUCodegen:
         info = lapack_kernels.lapack_step(self.ins[pos], [self.ins[o] for o in operands], name,
                                           self.llmod, e.b, ptr_of[pos],
                                           [ptr_of[o] for o in operands], start, end)
-        return {"type": "loop", "kernel": kern.name, "fn": name, "args": args, **info,
-                "host": host}
+        return LoopStep(kernel=kern.name, fn=name, args=args, **info, host=host)
 
     def _loops(self, kern: Kernel, outputs: list) -> None:
         by_shape: dict = {}
@@ -182,7 +183,7 @@ class CPUCodegen:
                 args.append(pos)
         fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(args) + [I64, I64] + [PTR] * partials
                                + [I64] * counts)
-        name = f"{_ident(kern.name)}_{self._count}"
+        name = f"{self.prefix}{_ident(kern.name)}_{self._count}"
         self._count += 1
         fn = ir.Function(self.llmod, fnty, name)
         fn.attributes.add("nounwind")
@@ -222,8 +223,8 @@ class CPUCodegen:
         else:
             nest(e, shape, start, end, element)
         e.b.ret_void()
-        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": extent(shape), "work": _inner_work(shape)})
+        self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
+                                   extent=extent(shape), work=_inner_work(shape)))
 
     def _transposes(self, kern: Kernel) -> bool:
         """Whether the kernel reads some operand across its last dimension."""
@@ -258,9 +259,9 @@ class CPUCodegen:
         pointers = [ptr_of[o] for o in operands]
         nest(e, loop.space, start, end, lambda index: loop.body(e, ptr_of[pos], pointers, index))
         e.b.ret_void()
-        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": extent(loop.space), "work": _inner_work(loop.space),
-                           "serial": outer_dim(loop.space) in loop.ordered})
+        self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
+                                   extent=extent(loop.space), work=_inner_work(loop.space),
+                                   serial=outer_dim(loop.space) in loop.ordered))
 
     # ---- reductions -------------------------------------------------------------------
 
@@ -311,14 +312,14 @@ class CPUCodegen:
         nest(e, shape, start, end, element)
         e.b.ret_void()
         kind = reducer_of(ins).kind
-        self.steps.append({
-            "type": "partial", "kernel": kern.name, "fn": name, "args": args,
-            "extent": extent(shape), "work": _inner_work(shape), "per_chunk": False,
-            "serial": outer_dim(shape) == axis,
-            "roots": [{"pos": None, "kind": kind, "acc": acc.name, "dtype": acc.name,
-                       "init": _plain(identity(kind, acc)), "shape": list(out_shape)},
-                      {"pos": root, "kind": "index", "acc": "int64", "init": 0,
-                       "dtype": ins.dtype.name, "shape": list(out_shape)}]})
+        self.steps.append(PartialStep(
+            kernel=kern.name, fn=name, args=args,
+            extent=extent(shape), work=_inner_work(shape), per_chunk=False,
+            serial=outer_dim(shape) == axis,
+            roots=[{"pos": None, "kind": kind, "acc": acc.name, "dtype": acc.name,
+                    "init": _plain(identity(kind, acc)), "shape": list(out_shape)},
+                   {"pos": root, "kind": "index", "acc": "int64", "init": 0,
+                    "dtype": ins.dtype.name, "shape": list(out_shape)}]))
 
     def _row_reduction(self, kern: Kernel, roots: list, late: list, shape: tuple,
                        axes: tuple, side: list) -> None:
@@ -339,9 +340,8 @@ class CPUCodegen:
 
         nest(e, out_shape, start, end, element)
         e.b.ret_void()
-        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": extent(out_shape),
-                           "work": _inner_work(shape)})
+        self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
+                                   extent=extent(out_shape), work=_inner_work(shape)))
 
     def _row_kernel(self, kern: Kernel) -> None:
         """One function: for each row of [start, end), one pass over the row per phase
@@ -411,8 +411,8 @@ class CPUCodegen:
         if streamed:
             stream_stores.fence(e.b, e.llmod)
         e.b.ret_void()
-        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": extent(rows), "work": _inner_work(shape)})
+        self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
+                                   extent=extent(rows), work=_inner_work(shape)))
 
     def _streamed_rows(self, e: ElementalEmitter, wide: list, length: int) -> dict:
         """Row buffers (output position -> a 64-byte aligned buffer of one row, on the
@@ -480,15 +480,15 @@ class CPUCodegen:
                     e.store(ptr, out_shape, e.combine(kind, old, Value(v.ir, acc)), out_index)
             nest(e, shape, start, end, element)
         e.b.ret_void()
-        self.steps.append({
-            "type": "partial", "kernel": kern.name, "fn": name, "args": args,
-            "extent": extent(shape), "work": _inner_work(shape), "per_chunk": per_chunk,
+        self.steps.append(PartialStep(
+            kernel=kern.name, fn=name, args=args,
+            extent=extent(shape), work=_inner_work(shape), per_chunk=per_chunk,
             # a full reduction's chunk stores its partial whole: nothing to reset before
-            "partials_stored": all(n == 1 for n in out_shape),
-            "finish": finish, "finish_args": finish_args, "finish_extent": extent(out_shape),
-            "roots": [{"pos": p, "kind": k, "acc": a.name, "dtype": self.ins[p].dtype.name,
-                       "init": _plain(identity(k, a)), "shape": list(out_shape)}
-                      for p, k, a in zip(roots, kinds, accs)]})
+            partials_stored=all(n == 1 for n in out_shape),
+            finish=finish, finish_args=finish_args, finish_extent=extent(out_shape),
+            roots=[{"pos": p, "kind": k, "acc": a.name, "dtype": self.ins[p].dtype.name,
+                    "init": _plain(identity(k, a)), "shape": list(out_shape)}
+                   for p, k, a in zip(roots, kinds, accs)]))
 
     def _finish_partials(self, kern: Kernel, roots: list, late: list, out_shape: tuple,
                          accs: list) -> tuple:
@@ -807,13 +807,16 @@ def _ident(name: str) -> str:
 
 
 def generate(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
-             progress: Any = None, control: Any = None, lapack: bool = True) -> tuple:
+             progress: Any = None, control: Any = None, lapack: bool = True,
+             prefix: str = "") -> tuple:
     """(LLVM IR text, steps) for every kernel of `plan`; `progress(stage, done, total)` is
     called as kernels are generated; `control(kernel) -> step` makes the step of a
     while/conditional kernel (compiler/codegen/control_steps.py). `lapack`: decompositions
     become generated calls of LAPACK (steps the JIT's device fills with SciPy's
-    addresses), else library steps."""
+    addresses), else library steps. `prefix`: of every function's name (the objects of a
+    library's sub-programs are linked together)."""
     gen = CPUCodegen(plan, name, math, progress, lapack)
     gen.control = control
+    gen.prefix = prefix
     llmod, steps = gen.run()
     return str(llmod), steps

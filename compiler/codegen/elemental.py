@@ -71,6 +71,16 @@ class ElementalEmitter:
                 return hit[0]
         return None
 
+    def reused(self, key: tuple) -> Any:
+        """What `keep` stored under `key` where it is still valid, or None: a primitive's
+        emission shared by several nodes (the two words of one Threefry call)."""
+        return self._memo_get(key)
+
+    def keep(self, key: tuple, value: Any, alive: tuple) -> None:
+        """Store `value` for `reused` in the current scope; `alive` holds the objects
+        whose ids the key names (so that the ids stay theirs)."""
+        self.scopes[-1][key] = (value, alive)
+
     # ---- the value of a position at an index ----------------------------------------
 
     def at(self, pos: int, index: list) -> Value:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import _signal
 import signal
-import threading
 from typing import Any
+
+from .. import fork_locks
 
 
 class InterruptsDeferred:
@@ -66,7 +67,7 @@ class Section:
     __slots__ = ("_lock", "_deferred")
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = fork_locks.lock()
         self._deferred = InterruptsDeferred()    # entered only by the lock's holder
 
     def __enter__(self) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..planning.plan import ExecutionPlan, Kernel
+from ..program import step_from_data
 
 
 def kernel_key(plan: ExecutionPlan, kern: Kernel) -> tuple:
@@ -84,9 +85,9 @@ def translate(steps: list, old: Kernel, old_order: list, new: Kernel,
     out = []
     try:
         for s in steps:
-            if not set(s) <= _KNOWN_FIELDS:
+            t = s.to_data()
+            if not set(t) <= _KNOWN_FIELDS:
                 return None         # a field this file does not know may hold positions
-            t = dict(s)
             for field in _POSITION_LISTS:
                 if isinstance(t.get(field), list):   # (a library step's args are its call's)
                     t[field] = [pos(p) for p in t[field]]
@@ -98,7 +99,7 @@ def translate(steps: list, old: Kernel, old_order: list, new: Kernel,
                 t["roots"] = [dict(r, pos=pos(r["pos"])) for r in t["roots"]]
             if t.get("kernel", "").startswith(old.name):
                 t["kernel"] = new.name + t["kernel"][len(old.name):]
-            out.append(t)
+            out.append(step_from_data(t))
     except KeyError:
         return None
     return out

@@ -84,14 +84,15 @@ def parse(ir_text: str, name: str) -> Any:
     return mod
 
 
-def optimize(ir_text: str, name: str) -> Any:
-    """Parse and optimize LLVM IR text; return the optimized llvmlite module."""
+def optimize(ir_text: str, name: str, slp: bool = True) -> Any:
+    """Parse and optimize LLVM IR text; return the optimized llvmlite module. `slp`:
+    whether the SLP vectorizer runs (code written with vectors gains nothing from it)."""
     tm = target_machine()
     mod = parse(ir_text, name)
     with _LOCK:
         pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
         pto.loop_vectorization = True
-        pto.slp_vectorization = True
+        pto.slp_vectorization = slp
         # unrolling and interleaving double the code (and the compile time) of loops that
         # are bound by memory bandwidth anyway; vectorization is what matters
         pto.loop_unrolling = False

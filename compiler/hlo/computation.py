@@ -152,19 +152,6 @@ def evaluate(module: Module, args: Sequence[Any]) -> list:
     return [values[o] for o in module.outputs]
 
 
-def sub_computations(module: Module) -> list:
-    """(position, attribute name, module) of every sub-computation the module's
-    instructions hold directly (a tuple attribute of modules: each, with its index)."""
-    out = []
-    for p, ins in enumerate(module.instructions):
-        for k, v in ins.attrs.items():
-            if isinstance(v, Module):
-                out.append((p, k, v))
-            elif isinstance(v, tuple) and v and all(isinstance(m, Module) for m in v):
-                out.extend((p, f"{k}[{j}]", m) for j, m in enumerate(v))
-    return out
-
-
 def depends_on(params: Sequence[Node], outputs: Sequence[Node]) -> set:
     """ids of `params` and of the nodes reachable from `outputs` that depend on them."""
     return _inside(forward_order(outputs, {id(p) for p in params}), params)

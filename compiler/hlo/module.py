@@ -44,6 +44,18 @@ class Module:
         ps = [i for i, ins in enumerate(self.instructions) if ins.op == "parameter"]
         return sorted(ps, key=lambda i: self.instructions[i].attrs["number"])
 
+    def sub_computations(self) -> list:
+        """(position, attribute name, module) of every sub-computation the instructions
+        hold directly (a tuple attribute of modules: each, with its index)."""
+        out = []
+        for p, ins in enumerate(self.instructions):
+            for k, v in ins.attrs.items():
+                if isinstance(v, Module):
+                    out.append((p, k, v))
+                elif isinstance(v, tuple) and v and all(isinstance(m, Module) for m in v):
+                    out.extend((p, f"{k}[{j}]", m) for j, m in enumerate(v))
+        return out
+
     def users(self) -> list:
         """users[i]: positions of the instructions that read instruction i."""
         out: list = [[] for _ in self.instructions]

@@ -21,14 +21,16 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .dtypes import DType
 from .literal import Literal
-from .module import Instruction, Module
 from ..primitive import PRIMITIVES
+
+if TYPE_CHECKING:     # module.py prints through this module (Module.__str__)
+    from .module import Instruction, Module
 
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # words the parser reads as something other than a string
@@ -57,8 +59,7 @@ def _block_lines(module: Module, names: dict, lines: list) -> None:
 def _computation_blocks(module: Module, names: dict, lines: list) -> None:
     """Blocks for the sub-computations `module` holds, inner ones first, each once
     (equal modules share a block); `names` maps each to its `%name`."""
-    from .computation import sub_computations
-    for _, attr, sub in sub_computations(module):
+    for _, attr, sub in module.sub_computations():
         if sub in names:
             continue
         _computation_blocks(sub, names, lines)
@@ -93,14 +94,15 @@ def instruction_text(module: Module, i: int, strict: bool = True, names: Any = N
     text = attr_text if strict else _lenient_attr_text
     if names is not None:      # sub-computations print as the names of their blocks
         plain = text
-        text = lambda v: _computation_ref(v, names, plain)   # noqa: E731
+        text = lambda v: _computation_ref(v, type(module), names, plain)   # noqa: E731
     return head + body + "".join(f", {k}={text(v)}" for k, v in _ordered(ins.op, attrs))
 
 
-def _computation_ref(value: Any, names: dict, text: Any) -> str:
-    if isinstance(value, Module):
+def _computation_ref(value: Any, kind: type, names: dict, text: Any) -> str:
+    """A sub-computation (`kind`: the Module class) by its block's name, else `text`."""
+    if isinstance(value, kind):
         return names[value]
-    if isinstance(value, tuple) and value and all(isinstance(v, Module) for v in value):
+    if isinstance(value, tuple) and value and all(isinstance(v, kind) for v in value):
         return "{" + ",".join(names[v] for v in value) + "}"
     return text(value)
 

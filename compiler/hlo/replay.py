@@ -51,16 +51,20 @@ def scalar_values(text: str) -> dict:
 INPUTS_LIMIT = 64 << 20     # bytes: a dump does not copy a large model's weights
 
 
-def save_inputs(path: str, args: list) -> bool:
-    """Every argument (p0, p1, ... by number) in an .npz, when they are host arrays or
-    scalars of INPUTS_LIMIT bytes in all; False (nothing written) otherwise."""
+def save_inputs(path: str, args: list, to_host: Any = None) -> bool:
+    """Every argument (p0, p1, ... by number) in an .npz, when they are host arrays (or
+    device buffers, read back with `to_host(buffer)`) or scalars of INPUTS_LIMIT bytes in
+    all; False (nothing written) otherwise."""
     arrays = {}
     total = 0
     for number, a in enumerate(args):
         if isinstance(a, (bool, int, float)):
             continue                    # carried by the text (scalar_comments)
         if not isinstance(a, np.ndarray):
-            return False                # a device buffer: not read back for a dump
+            size = getattr(a, "nbytes", None)
+            if to_host is None or size is None or total + size > INPUTS_LIMIT:
+                return False            # a device buffer that is not read back
+            a = np.asarray(to_host(a))
         total += a.nbytes
         if total > INPUTS_LIMIT:
             return False

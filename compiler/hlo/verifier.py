@@ -41,8 +41,7 @@ def verify(module: Module) -> None:
             numbers.setdefault(ins.attrs["number"], []).append(i)
     _check_parameters(module, numbers)
     _check_outputs(module)
-    from .computation import sub_computations
-    for p, attr, sub in sub_computations(module):
+    for p, attr, sub in module.sub_computations():
         try:
             verify(sub)
         except ValueError as e:

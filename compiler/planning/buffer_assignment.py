@@ -29,7 +29,10 @@ allocates. Rules:
   read comes before the write at its index. The pair shares one pointer argument in
   the generated function. `BufferPlan.aliases` records output -> parameter; a device
   that could not take over the caller's buffer copies the parameter into the
-  output's own memory first (devices/cpu/cpu.py).
+  output's own memory first (devices/cpu/cpu.py). Of several safe pairs, an output takes
+  the parameter it is nearest to by ops (the state it is the new value of: Adam's w',
+  m' and v' each take their own old buffer, not one another's), so that a training
+  loop's buffers stay put from step to step (a CUDA graph then replays every step).
 
 `peak_bytes` is the largest total size of the slots live at any kernel step (a value is
 live from the step that writes it to the last step that reads it; inputs from the start,
@@ -142,18 +145,45 @@ def _in_place_pairs(module: Module, kern: Any, donated: set, last_use: dict, k: 
     shape = ins[kern.outputs[0]].shape
     if any(ins[o].shape != shape for o in kern.outputs):
         return {}
+    candidates = [x for x in sorted(kern.inputs)
+                  if x in donated and last_use.get(x) == k and ins[x].shape == shape
+                  and _read_at_own_index(module, kern, x)]
     pairs: dict = {}
     free = list(kern.outputs)
-    for x in sorted(kern.inputs):
-        if x not in donated or last_use.get(x) != k or ins[x].shape != shape:
-            continue
-        if not _read_at_own_index(module, kern, x):
-            continue
+    # each output first takes the input it is the new value of (the nearest by ops: an
+    # optimizer's `w - lr * m'` is one op from w, three from m), so that a training
+    # step's states keep their buffers from step to step instead of rotating among the
+    # same-shaped ones (which changed the pointers, and a CUDA graph's key, every step)
+    distance = _distances(module, kern, candidates)
+    near = sorted((d, o, x) for (x, o), d in distance.items())
+    for _, o, x in near:
+        if o in free and x in candidates and ins[o].dtype == ins[x].dtype:
+            pairs[o] = x
+            free.remove(o)
+            candidates.remove(x)
+    for x in candidates:
         match = [o for o in free if ins[o].dtype == ins[x].dtype]
         if match:
             pairs[match[0]] = x
             free.remove(match[0])
     return pairs
+
+
+def _distances(module: Module, kern: Any, inputs: list) -> dict:
+    """(input, output) -> the fewest ops on a path from the input to the output inside
+    the kernel, for each output that depends on the input."""
+    ins = module.instructions
+    outputs = set(kern.outputs)
+    found: dict = {}
+    for x in inputs:
+        depth = {x: 0}
+        for p in kern.members:          # operands come before their users
+            ds = [depth[o] for o in ins[p].operands if o in depth]
+            if ds:
+                depth[p] = min(ds) + 1
+                if p in outputs:
+                    found[(x, p)] = depth[p]
+    return found
 
 
 def _read_at_own_index(module: Module, kern: Any, x: int) -> bool:

@@ -114,6 +114,14 @@ def _depends(order: list, sources: Iterable[Node], stopped: set) -> set:
 _INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 
 
+def reaches(target: Node, sources: Sequence[Node]) -> bool:
+    """Does a gradient path lead from any of `sources` (taken as leaves) to `target`? (not
+    through stopped nodes; what PyTorch's `requires_grad` of a computed tensor says)."""
+    stopped = {id(n) for n in _STOPPED} if len(_STOPPED) else set()
+    blocked = stopped | {id(s) for s in sources}
+    return id(target) in _depends(_topological(target, blocked), sources, stopped)
+
+
 def vjp_graph(target: Node, sources: Sequence[Node], seed: Node,
               through_sources: bool = True) -> list:
     """Cotangents of `sources` for the cotangent `seed` of `target`: one node per source,
@@ -184,23 +192,21 @@ def _topological_many(targets: list, blocked: set) -> list:
     return _topological(root, blocked)[:-1]
 
 
-def _tuple_cotangent() -> type:
-    """primitives/control.py's TupleCotangent (imported late: that module imports this
-    one), looked up once rather than at every accumulated cotangent."""
-    global _TUPLE_COTANGENT
-    if _TUPLE_COTANGENT is None:
-        from ..primitives.control import TupleCotangent
-        _TUPLE_COTANGENT = TupleCotangent
-    return _TUPLE_COTANGENT
+class TupleCotangent:
+    """The cotangent of one element of a tuple value: what `get_tuple_element`'s vjp
+    (compiler/primitives/control.py) gives its operand; the walk gathers them into one
+    list per tuple (`_accumulate`)."""
 
+    __slots__ = ("index", "value")
 
-_TUPLE_COTANGENT: Any = None
+    def __init__(self, index: int, value: Any) -> None:
+        self.index, self.value = index, value
 
 
 def _accumulate(cts: dict, o: Node, c: Any) -> None:
     """Add cotangent `c` of node `o` to what `cts` holds for it: a tuple value's elements
     (TupleCotangent, from get_tuple_element) gather into a list, one entry per element."""
-    if type(c) is not Node and isinstance(c, _tuple_cotangent()):
+    if type(c) is not Node and isinstance(c, TupleCotangent):
         prev = cts.get(id(o))
         if prev is None:
             prev = cts[id(o)] = [None] * len(o.dtype)

@@ -81,7 +81,10 @@ def batch_node(node: Node, size: int, operands: list, batched: list) -> Node:
     if rule == LOOP_OVER_BATCH:
         return loop_over_batch(node, size, operands, batched)
     out = rule(node, size, operands, batched)
-    assert out.shape == (size,) + node.shape, (node.op, out.shape, node.shape)
+    if isinstance(node.dtype, tuple):        # a while's or conditional's tuple
+        assert out.shape == tuple((size,) + tuple(s) for s in node.shape), (node.op, out.shape)
+    else:
+        assert out.shape == (size,) + node.shape, (node.op, out.shape, node.shape)
     return out
 
 

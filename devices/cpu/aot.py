@@ -14,7 +14,9 @@ compiler. The library exports
 Parameter k of the module is input k. Kernels run on the caller's thread, or, after
 `NAME_set_threads(n)`, large loop steps are split over n threads (a small pthread loop).
 Matrix products call a BLAS named at build time (`find_blas`): NumPy's bundled OpenBLAS
-(scipy_openblas) or the system's. An op whose CPU step is a NumPy reference (sort,
+(scipy_openblas) or the system's. Loops and branches (la.fori_loop, while_loop, scan,
+cond) become C loops and switches over their sub-programs, each a static function of the
+same source. An op whose CPU step is a NumPy reference (sort,
 argsort, half-float cumulatives) has no C form: `AOTError` names it.
 """
 from __future__ import annotations
@@ -33,7 +35,7 @@ import numpy as np
 from ...compiler.hlo import dtypes as D
 from ...compiler.driver import CPU_LIBRARY, compile as compile_program
 from ...compiler.hlo.module import Module
-from ...compiler.program import Program
+from ...compiler.program import Program, sub_program
 
 
 class AOTError(ValueError):
@@ -108,8 +110,12 @@ def _size(shape: Sequence[int]) -> int:
 class _Driver:
     """Writes the C source that runs one Program's steps."""
 
-    def __init__(self, name: str, program: Program, blas: Optional[Blas]) -> None:
+    def __init__(self, name: str, program: Program, blas: Optional[Blas],
+                 parent: Optional["_Driver"] = None) -> None:
         self.name, self.program, self.blas = name, program, blas
+        # a loop's or branch's sub-program is a C function of its own (`_sub`) in the
+        # same source: it shares its parent's declarations, its constants are named apart
+        self.tag = "la"
         self.values = program.value_table()
         self.slot_of = {int(p): int(s) for p, s in program.slots}
         self.slot_bytes = list(program.slot_bytes)
@@ -120,6 +126,13 @@ class _Driver:
         self.param_slots = {self.slot_of[p] for p in self.params if p in self.slot_of}
         self.kernels: dict = {}       # function name -> declaration
         self.wrappers: list = []      # C functions running one loop step over a range
+        self.functions: list = []     # C functions of the sub-programs
+        self.objects: list = []       # the sub-programs' object code
+        self.inits: list = []         # C lines that run first (constants into the arena)
+        if parent is not None:
+            self.kernels, self.wrappers, self.statics = parent.kernels, parent.wrappers, \
+                parent.statics
+            self.functions, self.objects = parent.functions, parent.objects
 
     def reserve(self, nbytes: int) -> int:
         off = self.arena
@@ -135,7 +148,11 @@ class _Driver:
             if ("const", pos) not in self.offsets:
                 self.offsets[("const", pos)] = True
                 self._constant(pos)
-            return f"((char *)la_c{pos})"
+                if pos in self.slot_of:     # a buffer a kernel may write (a loop's operand)
+                    self.offsets[("const_at", pos)] = off = self.reserve(ins.nbytes)
+                    self.inits.append(f"memcpy(arena + {off}, {self.tag}_c{pos}, {ins.nbytes});")
+            at = self.offsets.get(("const_at", pos))
+            return f"((char *){self.tag}_c{pos})" if at is None else f"(arena + {at})"
         slot = self.slot_of.get(pos)
         key = slot if slot is not None and slot not in self.param_slots else ("own", pos)
         if key not in self.offsets:
@@ -146,7 +163,7 @@ class _Driver:
     def _constant(self, pos: int) -> None:
         raw = self.values[pos].constant().tobytes() or b"\0"
         body = ",".join(str(b) for b in raw)
-        self.statics.append(f"static const unsigned char la_c{pos}[{len(raw)}] "
+        self.statics.append(f"static const unsigned char {self.tag}_c{pos}[{len(raw)}] "
                             f"__attribute__((aligned({ALIGN}))) = {{{body}}};")
 
     def declare(self, fn: str, nptrs: int, npartials: int, counts: int = 0) -> None:
@@ -159,6 +176,10 @@ class _Driver:
     def step(self, s: dict) -> list:
         if s["type"] == "library":
             return self._library(s)
+        if s["type"] == "while":
+            return self._while(s)
+        if s["type"] == "conditional":
+            return self._conditional(s)
         ptrs = [self.ptr(p) for p in s["args"]]
         if s["type"] == "loop":
             self.declare(s["fn"], len(ptrs), 0)
@@ -260,6 +281,85 @@ class _Driver:
                      f"perm, {x.dtype.itemsize}); }}")
         return f"(arena + {off})", False
 
+    # ---- loops and branches: their sub-programs as C functions --------------------
+
+    def _sub(self, data: dict) -> tuple:
+        """(C function name, arena offset of its temporaries, its driver) of a control
+        step's sub-program: `static int f(inputs, outputs, arena)` runs its steps."""
+        program = sub_program(data)
+        fname = f"la_sub{len(self.functions)}"
+        self.functions.append("")                  # (its place: nested ones come after)
+        at = len(self.functions) - 1
+        child = _Driver(fname, program, self.blas, parent=self)
+        child.tag = f"la_s{at}"
+        if program.code:
+            self.objects.append(program.code)
+        lines = []
+        for s in program.steps:
+            lines.extend("    " + line for line in child.step(s))
+        for k, pos in enumerate(program.outputs):
+            nbytes = child.values[pos].nbytes
+            if nbytes:
+                lines.append(f"    memcpy(outputs[{k}], {child.ptr(pos)}, {nbytes});")
+        self.functions[at] = "\n".join(
+            [f"static int {fname}(const void *const *inputs, void *const *outputs, char *arena) {{",
+             "    (void)inputs; (void)arena;", *("    " + i for i in child.inits), *lines,
+             "    return 0;", "}", ""])
+        return fname, self.reserve(child.arena), child
+
+    def _while(self, s: dict) -> list:
+        """The loop in C: the state double-buffered in the arena (the body reads the
+        current buffers and writes the next, then they swap), as the CPU device runs it."""
+        if s["body"] is None:
+            raise AOTError("aot: a while loop whose body changes none of its state")
+        fc, oc, _ = self._sub(s["cond"])
+        fb, ob, body = self._sub(s["body"])
+        vary, ops = s["varying"], s["operands"]
+        nbytes = [body.values[body.program.outputs[j]].nbytes for j in range(len(vary))]
+        lines = ["{", f"    char *cur[{max(1, len(vary))}], *nxt[{max(1, len(vary))}], *t;",
+                 "    unsigned char go = 0;"]
+        for j, k in enumerate(vary):
+            a, b = self.reserve(nbytes[j]), self.reserve(nbytes[j])
+            lines += [f"    cur[{j}] = arena + {a}; nxt[{j}] = arena + {b};",
+                      f"    memcpy(cur[{j}], {self.ptr(ops[k])}, {nbytes[j]});"]
+        state = [f"cur[{vary.index(k)}]" if k in vary else self.ptr(o) for k, o in enumerate(ops)]
+        lines += [f"    const void *in[{len(ops)}] = {{{', '.join(state)}}};",
+                  "    void *pred[1] = {&go};",
+                  f"    {fc}(in, pred, arena + {oc});",
+                  "    while (go) {"]
+        lines += [f"        in[{k}] = cur[{j}];" for j, k in enumerate(vary)]
+        outs = ", ".join([f"nxt[{j}]" for j in range(len(vary))] + ["&go"])
+        lines += [f"        void *out[{len(vary) + 1}] = {{{outs}}};",
+                  f"        {fb}(in, out, arena + {ob});"]
+        lines += [f"        t = cur[{j}]; cur[{j}] = nxt[{j}]; nxt[{j}] = t;"
+                  for j in range(len(vary))]
+        lines.append("    }")
+        for p, k in s["outputs"]:
+            src = f"cur[{vary.index(k)}]" if k in vary else self.ptr(ops[k])
+            lines.append(f"    memcpy({self.ptr(p)}, {src}, {self.values[p].nbytes});")
+        return lines + ["}"]
+
+    def _conditional(self, s: dict) -> list:
+        """The branch the index names (clamped), on the operands, into the outputs."""
+        subs = [self._sub(b) for b in s["branches"]]
+        first = subs[0][2]
+        outs = [None] * len(first.program.outputs)
+        for p, j in s["outputs"]:
+            outs[j] = self.ptr(p)
+        for j, o in enumerate(outs):       # results nothing reads: scratch
+            if o is None:
+                outs[j] = f"(arena + {self.reserve(first.values[first.program.outputs[j]].nbytes)})"
+        args = [self.ptr(o) for o in s["operands"][1:]] or ["0"]
+        last = len(subs) - 1
+        lines = ["{", f"    int32_t k = *(const int32_t *){self.ptr(s['operands'][0])};",
+                 f"    k = k < 0 ? 0 : (k > {last} ? {last} : k);",
+                 f"    const void *in[] = {{{', '.join(args)}}};",
+                 f"    void *out[] = {{{', '.join(outs) or '0'}}};",
+                 "    switch (k) {"]
+        lines += [f"    case {k}: {f}(in, out, arena + {off}); break;"
+                  for k, (f, off, _) in enumerate(subs)]
+        return lines + ["    }", "}"]
+
     # ---- the whole source ---------------------------------------------------------
 
     def source(self, inputs: list, outputs: list) -> str:
@@ -288,6 +388,8 @@ class _Driver:
             "#include <pthread.h>",
             f'#include "{n}.h"', "", _HELPERS, _PARALLEL, blas, *self.kernels.values(), "",
             *self.wrappers, "", *self.statics, "",
+            *(f"static int la_sub{k}(const void *const *, void *const *, char *);"
+              for k in range(len(self.functions))), "", *self.functions,
             f"size_t {n}_temp_bytes(void) {{ return {self.arena}; }}", "",
             f"void {n}_set_threads(int threads) {{ la_threads = threads < 1 ? 1 : threads; }}",
             "",
@@ -295,7 +397,7 @@ class _Driver:
             f"    char *arena = (char *)aligned_alloc({ALIGN}, {max(self.arena, ALIGN)});",
             "    if (!arena) return -1;",
             "    (void)inputs;",
-            *body, *copies,
+            *("    " + i for i in self.inits), *body, *copies,
             "    free(arena);", "    return 0;", "}", "",
             f"int {n}({', '.join(typed_in + typed_out) or 'void'}) {{",
             f"    const void *ins[] = {{{ins_list}}};",
@@ -480,6 +582,18 @@ class LoadedLibrary:
         return outs
 
 
+def _all_steps(program: Program) -> list:
+    """The program's steps and those of its loops' and branches' sub-programs."""
+    out = []
+    for s in program.steps:
+        out.append(s)
+        subs = [s.get("cond"), s.get("body")] + list(s.get("branches", ()))
+        for data in subs:
+            if data is not None:
+                out += _all_steps(sub_program(data))
+    return out
+
+
 def build_library(module: Module, name: str, out_dir: str, inputs: list,
                   blas: Optional[str] = None, cc: Optional[str] = None) -> Library:
     """Compile `module` (parameter k = input k, of type inputs[k] = (shape, dtype)) into
@@ -494,10 +608,12 @@ def build_library(module: Module, name: str, out_dir: str, inputs: list,
             raise AOTError(f"aot: {e}") from None
         raise
     values = program.value_table()
-    needs_blas = any(s["type"] == "library" and s.get("call") == "gemm" for s in program.steps)
+    needs_blas = any(s["type"] == "library" and s.get("call") == "gemm"
+                     for s in _all_steps(program))
     found = find_blas(blas) if needs_blas else None
     outputs = [(values[p].shape, values[p].dtype) for p in program.outputs]
-    source = _Driver(name, program, found).source(inputs, outputs)   # AOTError: no C form
+    driver = _Driver(name, program, found)
+    source = driver.source(inputs, outputs)   # AOTError: no C form
     obj = program.code
     os.makedirs(out_dir, exist_ok=True)
     paths = {k: os.path.join(out_dir, f) for k, f in (
@@ -510,11 +626,17 @@ def build_library(module: Module, name: str, out_dir: str, inputs: list,
     if obj:
         with open(paths["o"], "wb") as f:
             f.write(obj)
+    subs = []                           # the loops' and branches' sub-programs' code
+    for k, code in enumerate(driver.objects):
+        subs.append(os.path.join(out_dir, f"{name}_sub{k}.o"))
+        with open(subs[-1], "wb") as f:
+            f.write(code)
     with open(paths["map"], "w") as f:      # only the entry points are exported
         f.write(f"{{ global: {name}; {name}_run; {name}_temp_bytes; {name}_set_threads; "
                 "local: *; };\n")
     cmd = [compiler, "-O2", "-std=c11", "-shared", "-fPIC", "-o", paths["so"], paths["c"]]
     cmd += [paths["o"]] if obj else []          # no object when every step is a library call
+    cmd += subs
     cmd += [f"-Wl,--version-script={paths['map']}", "-Wl,-Bsymbolic"]
     if found is not None:
         cmd += [found.path, f"-Wl,-rpath,{os.path.dirname(found.path)}"]

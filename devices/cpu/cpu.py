@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
-import threading
 import time
 from typing import Any, Callable, Optional
 
 import numpy as np
 
 from ...compiler.hlo import dtypes as D
-from ...compiler import profile_hooks
+from ...compiler import fork_locks, profile_hooks
 from ...compiler.driver import CPU, compile as compile_program, target_id
 from ...compiler.hlo.module import Module
 from ...compiler.primitive import PRIMITIVES
@@ -30,20 +28,16 @@ from ...compiler.program import Program, ValueInfo, branch_index, run_while, sub
 from ..compile_progress import Progress
 from ..compile_cache import (VERSION, DiskCache, compiler_fingerprint, default_dir,  # noqa: F401
                              entry_key, load_cached)
-from . import lapack, native_gemm, native_pool, native_program, runtime_objects
+from . import lapack, native_control, native_gemm, native_pool, native_program, runtime_objects
 from ..device import HostDevice
-from .host_memory import HOST_MEMORY
+from ..dump_files import write_dump
+from .host_memory import HOST_MEMORY, claim_memory
 from .object_code import ENGINE_BYTES, LoadedCode
 from .thread_pool import BLAS_THREADS, ThreadPool, blas_single_threaded, default_threads, split
 
 SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
 SPLIT_FLOPS = 1 << 22         # below this many multiply-adds a GEMM runs on one thread
 CHUNKS_PER_THREAD = 4
-
-# the files a Program's dump texts go to (LAZYARRAY_DUMP)
-DUMP_FILES = {"optimized_hlo": ".optimized.hlo", "fusion": ".fusion.txt", "dot": ".dot",
-              "llvm": ".ll", "asm": ".s"}
-
 
 # The settings the CPU device reads, with its defaults when made without lazyarray's
 # config (lazyarray passes its flags of the same names: lazyarray/devices_registry.py)
@@ -130,10 +124,12 @@ class CPUDevice(HostDevice):
                 progress.close()
             if cache is not None:
                 cache.store(key, *program.to_cache())
-            if s["dump"]:
-                write_dump(s["dump"], module.name, program)
             with profile_hooks.span("codegen", "load_object"):
                 exe = CPUExecutable(program, self)
+        if s["dump"]:
+            # (a program from the disk cache carries no stage texts: made again to dump)
+            texts = program if program.dumps else compile_program(module, CPU, donated, dumps=True)
+            write_dump(s["dump"], module.name, texts)
         exe.from_disk_cache = hit
         exe.compile_seconds = time.perf_counter() - t0
         if int(s["debug"]) >= 1:
@@ -156,15 +152,15 @@ class CPUDevice(HostDevice):
             return None
 
     def stage(self, module: Module, stage: str) -> str:
-        """The text of one compilation stage: optimized_hlo, dot, llvm or asm."""
+        """The text of one compilation stage: optimized_hlo, fusion, dot, llvm or asm;
+        and "ptx": what the module compiles to for a GPU (PTX_TARGET), which needs no GPU
+        (code generation for NVPTX is LLVM's), so PTX can be read on any machine."""
+        if stage == "ptx":
+            return compile_program(module, PTX_TARGET, dumps=True).dumps["ptx"]
         return compile_program(module, CPU, dumps=True).dumps[stage]
 
 
-def write_dump(directory: str, name: str, program: Program) -> None:
-    os.makedirs(directory, exist_ok=True)
-    for stage, suffix in DUMP_FILES.items():
-        with open(os.path.join(directory, name + suffix), "w") as f:
-            f.write(program.dumps.get(stage, ""))
+PTX_TARGET = "sm_80"     # la.debug.ir(cpu tensor, "ptx"): the data-center GPUs' common class
 
 
 # ---- running -------------------------------------------------------------------------
@@ -201,12 +197,16 @@ class CPUExecutable:
         # a while/conditional step's sub-programs, loaded once with this one
         self._subs = {id(s): control_executables(s, device) for s in self.steps
                       if s["type"] in CONTROL_STEPS}
+        # whether a run can fail on its data (a singular or indefinite matrix): the runtime
+        # then gives it copies of the inputs it donates, so a failed run loses nothing
+        self.may_fail = bool(self._lapack) or any(map(fails_on_data, self.steps)) or any(
+            sub is not None and sub.may_fail for subs in self._subs.values() for sub in subs)
         self._fns = {s["fn"]: self._function(s["fn"], len(s["args"]), len(s.get("roots", [])))
                      for s in self.steps if "fn" in s}
         self._fns.update({s["finish"]: self._function(s["finish"], len(s["finish_args"]),
                                                       len(s["roots"]), 1)
                           for s in self.steps if s.get("finish")})
-        self._lock = threading.Lock()
+        self._lock = fork_locks.lock()
         self._plan: Optional[tuple] = None           # see _binding_plan
         self._given: Optional[set] = None            # positions of parameters and constants
         self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)
@@ -216,6 +216,7 @@ class CPUExecutable:
         # (the run settings it was chosen under, the NativeProgram or None): a run under
         # the same settings takes it without asking again
         self._fast: Optional[tuple] = None
+        self._trips = 0                              # iterations of the last while step run
         # what keeping this executable costs (the runtime's cache bounds the total)
         self.nbytes = len(program.code) + sum(a.nbytes for a in self._const_arrays.values())
         if self._code is not None:       # its LLVM engine: what the cache's MB cap bounds
@@ -297,9 +298,14 @@ class CPUExecutable:
 
     def run(self, args: list) -> list:
         fast = self._fast
-        if fast is None or fast[0] != self.device.run_settings() or profile_hooks.ACTIVE:
-            fast = self._fast = (self.device.run_settings(), self._native_program())
-        prog = fast[1]
+        if profile_hooks.ACTIVE:
+            # timed per step: the fast path is skipped, and that choice is not kept (it
+            # would keep the program on the slow path after the profile ends)
+            prog = None
+        else:
+            if fast is None or fast[0] != self.device.run_settings():
+                fast = self._fast = (self.device.run_settings(), self._native_program())
+            prog = fast[1]
         if prog is not None:
             if self._plain:               # generated code alone: the usual tiny program
                 with self._lock:
@@ -372,6 +378,8 @@ class CPUExecutable:
                 if prof:
                     prof.kernel(self.name, step["kernel"], step["type"], t0, time.perf_counter(),
                                 self._threads_of(step))
+                    if step["type"] == "while":
+                        prof.trips(self._trips)
                 if debug:
                     print(f"[lazyarray]   {self.name} {step['kernel']} ({step['type']}): "
                           f"{(time.perf_counter() - t0) * 1e3:.3f} ms")
@@ -499,15 +507,44 @@ class CPUExecutable:
         """A while or conditional: its sub-programs run from here, each a loaded
         executable (compiler/codegen/control_steps.py)."""
         subs = self._subs[id(step)]
+        native = self._native_control(step)
+        if native is not None:          # the whole loop or branch in one native call
+            for p in native.index:
+                self._scratch(arrays, p)
+            native.run(arrays, native_pool.get_pool(self._run_pool.threads))
+            return
         operands = [self._scratch(arrays, o) for o in step["operands"]]
         if step["type"] == "while":
             cond, body = subs
-            state = run_while(step, operands, cond.run, body.run if body is not None else None,
+            self._trips = 0
+
+            def run_body(state: list) -> list:
+                self._trips += 1          # (a profile shows the loop with its iterations)
+                return body.run(state)
+            state = run_while(step, operands, cond.run, run_body if body is not None else None,
                               bool)
         else:
             state = subs[branch_index(step, operands[0])].run(operands[1:])
         for p, k in step["outputs"]:
             np.copyto(self._scratch(arrays, p), state[k])
+
+    def _native_control(self, step: dict) -> Optional[native_control.Standalone]:
+        """The step as one call of the native control runner (built once per thread
+        count), or None where it cannot run so (devices/cpu/native_control.py) or a profile
+        times each sub-program's steps."""
+        if profile_hooks.ACTIVE or isinstance(self._run_pool, profile_hooks.TimedPool):
+            return None
+        pool = native_pool.get_pool(self._run_pool.threads)
+        key = ("control", id(step), pool.threads)
+        native = self._range_cache.get(key)
+        if native is None:
+            try:
+                native = native_control.Standalone(step, self._subs[id(step)], pool.threads,
+                                                   lambda p: self.values[p].nbytes)
+            except native_control.NotNative:
+                native = False
+            self._range_cache[key] = native
+        return native or None
 
     def _library(self, step: dict, arrays: dict) -> None:
         """A call the primitive's stanza names (`step["call"]`), see LIBRARY_CALLS."""
@@ -582,6 +619,15 @@ def calls_blas(step: dict) -> bool:
     return step["call"] != "host" or PRIMITIVES[step["op"]].library.lapack is not None
 
 
+def fails_on_data(step: dict) -> bool:
+    """Whether a step can raise on valid input: a decomposition (LAPACK generated, or its
+    NumPy fallback, raises LinAlgError for a singular or indefinite matrix)."""
+    if "lapack" in step:
+        return True
+    return step["type"] == "library" and step["call"] == "host" \
+        and PRIMITIVES[step["op"]].library.lapack is not None
+
+
 def bind_lapack(code: Optional[LoadedCode], steps: list) -> tuple:
     """(steps, bound LAPACK steps): each generated LAPACK step with its routine table
     filled from SciPy (devices/cpu/lapack.py), or replaced by its NumPy fallback where SciPy
@@ -605,18 +651,6 @@ def _partial_row_bytes(root: dict) -> int:
     return int(np.prod(root["shape"], dtype=np.int64)) * D.from_name(root["acc"]).itemsize
 
 
-def claim_memory(given: Any, v: ValueInfo) -> Optional[np.ndarray]:
-    """Writable raw memory (uint8) under a donated argument, or None when it cannot be
-    written safely: a buffer that needs converting, memory another array also views."""
-    if not isinstance(given, np.ndarray) or given.dtype != v.dtype.np \
-            or not given.flags.c_contiguous or given.nbytes != v.nbytes:
-        return None
-    if given.base is None and given.flags.owndata:      # made by put(): the node held it alone
-        given.setflags(write=True)
-        return given.reshape(-1).view(np.uint8)
-    return HOST_MEMORY.claim(given)                      # an earlier program's output
-
-
 def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, layout: dict,
                 pool: Optional[ThreadPool] = None) -> None:
     """out = the product as (batch, m, k) @ (batch, k, n) (`layout`, from dot_general's
@@ -634,7 +668,9 @@ def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, layout: dict,
     a, c = a.reshape(b, m, k), c.reshape(b, k, n)
     target = out.reshape(b, m, n)
     if half:
-        target[...] = np.matmul(a.astype(np.float32), c.astype(np.float32)).astype(out.dtype)
+        # an overflow to inf is the result (a GradScaler step looks for it), not a warning
+        with np.errstate(over="ignore", invalid="ignore"):
+            target[...] = np.matmul(a.astype(np.float32), c.astype(np.float32)).astype(out.dtype)
     else:
         blocked_matmul(a, c, target, pool)
 

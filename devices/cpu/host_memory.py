@@ -21,10 +21,15 @@ do not speed up reading memory already mapped: a streaming kernel misses the TLB
 from __future__ import annotations
 
 import sys
-import threading
 import weakref
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
+
+from ...compiler import fork_locks
+
+if TYPE_CHECKING:
+    from ...compiler.program import ValueInfo
 
 KEEP_PER_SIZE = 2
 KEEP_BYTES = 1 << 30
@@ -36,7 +41,7 @@ class HostMemory:
     def __init__(self) -> None:
         self._free: dict = {}
         self._bytes = 0
-        self._lock = threading.Lock()
+        self._lock = fork_locks.lock()
         self._baseline = 0
         # id(array handed out) -> (a weak reference to it, its memory); a weak reference's
         # callback (not weakref.finalize: several times dearer to make, and a training
@@ -189,3 +194,15 @@ _UINT8 = np.dtype(np.uint8)
 
 
 HOST_MEMORY = HostMemory()
+
+
+def claim_memory(given: Any, v: ValueInfo) -> Optional[np.ndarray]:
+    """Writable raw memory (uint8) under a donated argument, or None when it cannot be
+    written safely: a buffer that needs converting, memory another array also views."""
+    if not isinstance(given, np.ndarray) or given.dtype != v.dtype.np \
+            or not given.flags.c_contiguous or given.nbytes != v.nbytes:
+        return None
+    if given.base is None and given.flags.owndata:      # made by put(): the node held it alone
+        given.setflags(write=True)
+        return given.reshape(-1).view(np.uint8)
+    return HOST_MEMORY.claim(given)                      # an earlier program's output

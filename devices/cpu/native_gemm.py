@@ -25,18 +25,15 @@ from typing import Optional
 
 import numpy as np
 
-from ...compiler.driver import runtime_layout
-from . import native_pool
+from ...compiler import fork_locks
+from . import native_pool, pool_ir
 from .object_code import LoadedCode
 from .runtime_objects import runtime_object
 from .thread_pool import BLAS_THREADS, blas_single_threaded
 
 _SYMBOLS = {np.dtype(np.float32): "scipy_cblas_sgemm64_", np.dtype(np.float64): "scipy_cblas_dgemm64_"}
-_TILES = {np.dtype(np.float32): "lzp_sgemm_tiles", np.dtype(np.float64): "lzp_dgemm_tiles"}
-_SMALL = {np.dtype(np.float32): "lzp_sgemm_small", np.dtype(np.float64): "lzp_dgemm_small"}
-_DOTS = {np.dtype(np.float32): "lzp_sgemm_dots", np.dtype(np.float64): "lzp_dgemm_dots"}
-_LOCK = threading.Lock()
-IR = runtime_layout()
+_LOCK = fork_locks.lock()
+IR = pool_ir.LAYOUT
 
 
 @functools.lru_cache(maxsize=None)
@@ -54,16 +51,23 @@ def _gemm_addresses() -> Optional[dict]:
     return None
 
 
+_KINDS = {"blas": IR.GEMM_KIND_BLAS, "direct": IR.GEMM_KIND_DIRECT, "dots": IR.GEMM_KIND_DOTS}
+_BLAS_FUNCTIONS: set = set()     # the addresses of the "blas" tile functions built
+
+
 @functools.lru_cache(maxsize=None)
-def _tile_functions() -> dict:
-    """(dtype, kind) -> address of the tile function: kind "blas" (each tile one CBLAS
-    call), "direct" (`direct`), "dots" (`dots`)."""
+def tile_function(dt: np.dtype, kind: str) -> int:
+    """The address of the tile function of `kind`: "blas" (each tile one CBLAS call),
+    "direct" (`direct`), "dots" (`dots`), for dtype `dt`. Each is built (or loaded from
+    the disk cache) when a product first needs it."""
+    code_kind, size = _KINDS[kind], np.dtype(dt).itemsize
     with _LOCK:
-        code = LoadedCode(runtime_object("gemm_tiles"))
+        code = LoadedCode(runtime_object("gemm_tiles", code_kind, size))
     _KEEP.append(code)
-    return {(dt, kind): code.address(names[dt])
-            for kind, names in (("blas", _TILES), ("direct", _SMALL), ("dots", _DOTS))
-            for dt in names}
+    address = code.address(IR.GEMM_NAMES[code_kind, size])
+    if kind == "blas":
+        _BLAS_FUNCTIONS.add(address)
+    return address
 
 
 _KEEP: list = []
@@ -163,22 +167,28 @@ def _job(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: in
     return hit
 
 
-def task(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: int) -> tuple:
+def task(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: int,
+         batch: int = 1, strides: tuple = (0, 0, 0)) -> tuple:
     """(tile function address, descriptor, chunk ranges) of C = A B as one task of a
     native job whose arguments are (A, B, C, descriptor); pa/pc: (CBLAS transpose flag,
-    leading dimension) of A and B."""
-    pm, pn = grid(m, n, threads, TRANS_A_WEIGHT if pa[0] == IR.CBLAS_TRANS else A_WEIGHT)
+    leading dimension) of A and B. `batch` products, the i-th's A, B, C `strides`
+    elements after the first's: each product gets `threads / batch` tiles (at least
+    one)."""
+    per = max(1, threads // batch)
+    pm, pn = grid(m, n, per, TRANS_A_WEIGHT if pa[0] == IR.CBLAS_TRANS else A_WEIGHT)
     bm, bn = -(-m // pm), -(-n // pn)
     pm, pn = -(-m // bm), -(-n // bn)    # no empty block (m = 5 in 4 blocks of 2 is 3 blocks)
     desc = np.zeros(IR.GEMM_WORDS, np.int64)
     desc[:IR.GEMM_FN + 1] = (m, n, k, pa[1], pc[1], max(1, n), pa[0], pc[0], bm, bn, pn,
                              _gemm_addresses()[dt])
-    return _tile_functions()[dt, kind(dt, m, n, k, pa[0], pc[0])], desc, [(t, t + 1) for t in range(pm * pn)]
+    desc[IR.GEMM_TILES:IR.GEMM_STRIDE_C + 1] = (pm * pn,) + tuple(strides)
+    fn = tile_function(dt, kind(dt, m, n, k, pa[0], pc[0]))
+    return fn, desc, [(t, t + 1) for t in range(batch * pm * pn)]
 
 
 def calls_blas(fn: int) -> bool:
     """Whether the tile function at address `fn` (from `task`) calls BLAS."""
-    return any(fn == _tile_functions()[dt, "blas"] for dt in _TILES)
+    return fn in _BLAS_FUNCTIONS
 
 
 def own_kernel(a: np.ndarray, c: np.ndarray, out: np.ndarray) -> bool:
@@ -242,17 +252,23 @@ def program_task(layout: dict, lhs: tuple, rhs: tuple, out: tuple, dt: np.dtype,
                  threads: int) -> Optional[tuple]:
     """`task` for a dot_general step of a whole-program job (devices/cpu/native_program.py):
     lhs/rhs/out are the stored (C-contiguous) shapes, `layout` the stanza's gemm layout.
-    None when the product is not one plain 2-D gemm this path covers (then the program
-    runs its steps one by one, the product through `matmul`)."""
-    m, n, k = layout["m"], layout["n"], layout["k"]
-    if dt not in _SYMBOLS or not available() or layout["batch"] != 1 or not (m and n and k) \
-            or len(lhs) != 2 or len(rhs) != 2 or tuple(out) != (m, n):
+    A batched product is covered when its batch dimensions lead both operands in order
+    (each product's operands then lie one after another). None when the product is not
+    one this path covers (then the program runs its steps one by one, the product
+    through `matmul`)."""
+    m, n, k, batch = layout["m"], layout["n"], layout["k"], layout["batch"]
+    nb = len(lhs) - 2
+    if dt not in _SYMBOLS or not available() or not (m and n and k and batch) \
+            or len(rhs) != nb + 2 or tuple(out) != tuple(lhs[:nb]) + (m, n) \
+            or math.prod(lhs[:nb]) != batch or tuple(rhs[:nb]) != tuple(lhs[:nb]):
         return None
-    pa = _flag(layout["lhs_perm"], lhs)
-    pc = _flag(layout["rhs_perm"], rhs)
+    pa = _flag(layout["lhs_perm"], lhs, nb)
+    pc = _flag(layout["rhs_perm"], rhs, nb)
     if pa is None or pc is None:
         return None
-    return task(dt, m, n, k, pa, pc, threads if work(m, n, k) >= SPLIT_WORK else 1)
+    strides = (math.prod(lhs[nb:]), math.prod(rhs[nb:]), m * n) if batch > 1 else (0, 0, 0)
+    return task(dt, m, n, k, pa, pc, threads if batch * work(m, n, k) >= SPLIT_WORK else 1,
+                batch, strides)
 
 
 # Inside a whole-program job a split costs no dispatch (the job is parallel already; the
@@ -273,12 +289,14 @@ def work(m: int, n: int, k: int) -> int:
     return m * n * k + C_WEIGHT * m * n + PACK_WEIGHT * k * (m + n)
 
 
-def _flag(perm: list, shape: tuple) -> Optional[tuple]:
-    """(CBLAS transpose flag, leading dimension) of a stored row-major 2-D operand read
-    through `perm`."""
-    ld = max(1, shape[1])
-    if list(perm) == [0, 1]:
+def _flag(perm: list, shape: tuple, nb: int = 0) -> Optional[tuple]:
+    """(CBLAS transpose flag, leading dimension) of a stored row-major operand whose `nb`
+    leading (batch) dimensions stay in place, read through `perm`."""
+    if len(shape) != nb + 2 or list(perm[:nb]) != list(range(nb)):
+        return None
+    ld = max(1, shape[nb + 1])
+    if list(perm[nb:]) == [nb, nb + 1]:
         return IR.CBLAS_NO_TRANS, ld
-    if list(perm) == [1, 0]:
+    if list(perm[nb:]) == [nb + 1, nb]:
         return IR.CBLAS_TRANS, ld
     return None

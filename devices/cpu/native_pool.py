@@ -1,7 +1,7 @@
 """A persistent native worker pool: compiled kernels split over every core with no Python
 between the chunks.
 
-The pool is LLVM IR of our own (compiler/codegen/pool_ir.py) JIT-compiled once per process, over
+The pool is LLVM IR of our own (devices/cpu/pool_ir.py) JIT-compiled once per process, over
 the C library's pthreads. A run is one call into native code (`lzp_run`): the calling
 thread publishes a job, wakes the workers, takes chunks itself and returns only when
 every chunk is done and every worker that joined has left the job. So Python sees a run
@@ -28,14 +28,14 @@ import atexit
 import ctypes
 import os
 import sys
-import threading
 import weakref
 from typing import Optional, Sequence
 
 import llvmlite.binding as llvm
 import numpy as np
 
-from ...compiler.driver import runtime_layout
+from ...compiler import fork_locks
+from . import pool_ir
 from .object_code import LoadedCode
 from .runtime_objects import runtime_object
 from .thread_pool import default_threads
@@ -44,7 +44,7 @@ SPIN_ROUNDS = 2000      # `pause` rounds a worker spins before sleeping: ~50-150
                         # than the Python between two kernels of one sync, short enough not
                         # to take a shared core from others for long
 
-IR = runtime_layout()        # word offsets shared with the generated code
+IR = pool_ir.LAYOUT          # word offsets shared with the generated code
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _PTHREAD_SYMBOLS = ("pthread_mutex_lock", "pthread_mutex_unlock", "pthread_cond_wait",
                     "pthread_cond_broadcast", "sched_yield")
@@ -61,7 +61,7 @@ class _Code:
         self.run = _RUN(self._loaded[0].address("lzp_run"))
         self.worker = self._loaded[0].address("lzp_worker")
         self._tramps: dict = {}
-        self._lock = threading.Lock()
+        self._lock = fork_locks.lock()
 
     def trampoline(self, nargs: int, npartials: int, ncounts: int = 0) -> int:
         key = (nargs, npartials, ncounts)
@@ -77,7 +77,7 @@ class _Code:
 
 
 _CODE: Optional[_Code] = None
-_CODE_LOCK = threading.Lock()
+_CODE_LOCK = fork_locks.lock()
 
 
 def code() -> _Code:
@@ -173,7 +173,7 @@ class NativePool:
         self.threads = threads if threads > 0 else default_threads()
         self.state: Optional[np.ndarray] = None
         self._workers: list = []
-        self._busy = threading.Lock()       # one run at a time uses the workers
+        self._busy = fork_locks.lock()       # one run at a time uses the workers
         self.runs_shared = 0                # runs that used the workers (tests read it)
         _ALL.add(self)
 
@@ -220,7 +220,7 @@ class NativePool:
     def _forget(self) -> None:
         """In a forked child: the parent's workers do not exist here, and the mutex and
         the lock may have been held by one of them; start afresh (lazily)."""
-        self.state, self._workers, self._busy = None, [], threading.Lock()
+        self.state, self._workers, self._busy = None, [], fork_locks.lock()
 
     def close(self) -> None:
         """Stop the workers and wait for them (none is inside a job: runs hold `_busy`)."""
@@ -246,7 +246,7 @@ def _name(tid: int, name: str) -> None:
 
 
 _POOLS: dict = {}
-_POOLS_LOCK = threading.Lock()
+_POOLS_LOCK = fork_locks.lock()
 
 
 def get_pool(threads: int = 0) -> NativePool:
@@ -274,7 +274,7 @@ def _forget_after_fork() -> None:
     # the child has only the forking thread: every pool (also those held by compiled
     # programs) forgets its workers and starts new ones at its next parallel run
     global _POOLS_LOCK
-    _POOLS_LOCK = threading.Lock()
+    _POOLS_LOCK = fork_locks.lock()
     for pool in list(_ALL):
         pool._forget()
 

@@ -37,8 +37,8 @@ from typing import Any, Optional
 import numpy as np
 
 from ...compiler.hlo import dtypes as D
-from . import native_gemm, product_groups, step_barriers
-from .host_memory import HOST_MEMORY, MIN_BYTES
+from . import native_control, native_gemm, product_groups, step_barriers
+from .host_memory import HOST_MEMORY, MIN_BYTES, claim_memory
 from .native_pool import Job, address, code, get_pool
 from .thread_pool import split
 
@@ -51,6 +51,8 @@ def eligible(exe: Any) -> bool:
 
 
 def _native_step(exe: Any, step: dict) -> bool:
+    if step["type"] in native_control.CONTROL:      # its sub-programs natively too
+        return native_control.eligible_step(exe, step)
     if step["type"] in ("loop", "partial"):
         return exe._code is not None
     return step["type"] == "library" and step["call"] == "gemm" \
@@ -73,7 +75,7 @@ def _gemm_work(exe: Any, step: dict) -> Optional[int]:
     if step["type"] != "library" or _gemm_task(exe, step, 1) is None:
         return None
     a = step["args"]
-    return native_gemm.work(a["m"], a["n"], a["k"])
+    return a["batch"] * native_gemm.work(a["m"], a["n"], a["k"])
 
 
 # Inside a job that runs on every thread anyway, a loop kept whole for being small (below
@@ -91,6 +93,10 @@ def _parallel_jobs(exe: Any, plan: Any, threads: int) -> dict:
     job: list = []
     wide = False
     for step in plan.order:
+        if step["type"] in native_control.CONTROL:     # between jobs, never in one
+            out.update(dict.fromkeys(job, wide))
+            job, wide = [], False
+            continue
         job.append(id(step))
         if threads > 1:
             if step["type"] == "library":
@@ -129,6 +135,8 @@ def _used(step: dict) -> list:
     """The values a step reads or writes through its buffer arguments."""
     if step["type"] == "library":
         return list(step["operands"]) + [step["pos"]]
+    if step["type"] in native_control.CONTROL:
+        return list(step["operands"]) + [p for p, _ in step["outputs"]]
     return list(step["args"]) + list(step.get("finish_args", ())) \
         + [r["pos"] for r in step.get("roots", ())]
 
@@ -177,12 +185,16 @@ class NativeProgram:
         self._aliases = list(exe._aliases)
         # (output, the parameter it overwrites in place) for each alias
         self._alias_inputs = [(o, self._by_value[x]) for o, x in self._aliases]
-        from .cpu import claim_memory     # (cpu imports this module)
         self._claim = claim_memory
         extra = sum(len(s.get("roots", ())) + 1 for s in exe.steps)   # partials, chunk counts
         self.table = np.zeros(len(where) + extra + 1, np.int64)
         self._count = len(where)
         self.segments = self._plan_steps(exe, threads, where, fixed)
+        # a program with loops or branches: all its segments one call of the control
+        # runner (devices/cpu/native_control.py)
+        self._block = None
+        if any(isinstance(job, native_control.ControlStep) for job, _, _ in self.segments):
+            self._block = native_control.Block(*native_control.program_ops(self))
         # values a run copies a result into from NumPy (argmax's): their arrays are needed
         self._copied_into = {red.pos for _, _, copies in self.segments for red in copies}
         for index, arr in fixed:
@@ -290,6 +302,18 @@ class NativeProgram:
                                             self.plan.own, _used)
         wide = _parallel_jobs(exe, self.plan, threads)
         for step in self.plan.order:
+            if step["type"] in native_control.CONTROL:      # ops of the control runner
+                if tasks:
+                    segments.append((Job(tasks, self._count, self.table,
+                                         _go_on(tasks, go_on, free)), fills, []))
+                    tasks, fills, go_on, free = [], [], [], []
+                base = address(self.table)
+                control = native_control.ControlStep(
+                    step, exe._subs[id(step)], threads, lambda p: base + 8 * where[p],
+                    lambda p: exe.values[p].nbytes)
+                self.calls_blas = self.calls_blas or control.calls_blas
+                segments.append((control, [], []))
+                continue
             if step["type"] == "library":        # a matrix product: tiles of C
                 fn, desc, ranges = _gemm_task(exe, step, self.plan.tiles.get(id(step), threads))
                 self._descriptors.append(desc)   # the table holds its address only
@@ -477,6 +501,9 @@ class NativeProgram:
                 fresh[p] = _ndarray(shape, dtype, mem)
 
     def _run_jobs(self, fresh: dict) -> None:
+        if self._block is not None:
+            native_control.run(self._block, self.pool)
+            return
         direct = self._direct
         if direct is not None:            # one job of one chunk a task: no pool to ask
             for red in self._direct_fills:
@@ -654,3 +681,6 @@ def _handed_out(arr: np.ndarray) -> np.ndarray:
 
 
 _UINT8 = np.dtype(np.uint8)
+
+
+native_control.PROGRAM[:] = [NativeProgram, eligible]

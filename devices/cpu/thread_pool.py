@@ -22,6 +22,8 @@ import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
+from ...compiler import fork_locks
+
 if TYPE_CHECKING:   # imported when a pool first starts its threads (not by a cache hit)
     from concurrent.futures import ThreadPoolExecutor
 
@@ -104,7 +106,7 @@ class _Blocks:
     threads (1..) are running a chunk, so that an abandoned run can wait for them."""
 
     def __init__(self, n: int, threads: int) -> None:
-        self._lock = threading.Lock()
+        self._lock = fork_locks.lock()
         self._idle = threading.Condition(self._lock)
         self._blocks = [list(range(s, e)) for s, e in split(n, threads)]
         self._busy = [False] * threads     # thread 0 (the caller) is never waited for
@@ -185,7 +187,7 @@ class _BlasThreads:
     def __init__(self) -> None:
         self._libs: Optional[list] = None
         self._controls: Optional[list] = None
-        self._lock = threading.Lock()
+        self._lock = fork_locks.lock()
         self._depth = 0
         self._saved: list = []
 

@@ -1,5 +1,6 @@
-"""The CUDA device: the driver API (cuda_driver.py; cuda-python, or the host-memory
-stand-in of cuda_fake.py), PTX from compiler/codegen/nvptx.py.
+"""The CUDA device: the driver API and NVIDIA's libraries through one seam
+(libraries.py: the real ones, or the stand-ins over host memory), PTX from
+compiler/codegen/nvptx.py.
 
 - one primary context per GPU, one non-blocking stream; everything is ordered on it, and
   nothing waits for the GPU except reading a value on the host (`get`);
@@ -24,7 +25,6 @@ Import this module only where `available()` may be asked: it imports cuda-python
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
 from collections import deque
 from typing import Any, Callable, Optional
@@ -32,24 +32,27 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ...compiler import primitive as P
-from ...compiler import profile_hooks
+from ...compiler import fork_locks, profile_hooks
 from ...compiler.driver import compile as compile_program, gpu_arch, gpu_target
 from ...compiler.hlo.module import Module
 from ...compiler.program import Program, branch_index, run_while, sub_program
-from . import cuda_driver, gpu_timer
+from . import gpu_timer
+from ..dump_files import write_dump
 from .cuda_blas import OP_N, OP_T, gemm, gemm_arguments, matrix_layout  # noqa: F401  (re-exported)
-from .cuda_driver import available, check, driver, missing  # noqa: F401  (re-exported)
+from .cuda_driver import check
+from .libraries import available, libraries  # noqa: F401  (available: re-exported)
 from .cuda_graphs import GraphCache
 from .cuda_memory import CachingAllocator, CudaBuffer, PinnedStaging
 from .cuda_fft import run_fft
 from .cuda_solver import run_library_call
+from .cusolver_calls import CALLS as SOLVER_CALLS
 from ..device import Device
 
 SCALAR_SLOT = 8          # bytes per runtime scalar in the parameter block (aligned)
 
 
 def default_settings() -> dict:
-    return {"cuda_graphs": True, "cache_dir": "", "debug": 0}
+    return {"cuda_graphs": True, "cache_dir": "", "debug": 0, "dump": ""}
 
 
 # ---- kernel arguments ------------------------------------------------------------------
@@ -76,11 +79,12 @@ class CudaDevice(Device):
 
     def __init__(self, name: str = "cuda", settings: Optional[Callable[[], dict]] = None,
                  fake: Optional[bool] = None) -> None:
-        self.fake = cuda_driver.is_fake() if fake is None else bool(fake)
-        reason = missing(self.fake)
+        self.libs = libraries(fake)       # NVIDIA's, or the stand-ins (libraries.py)
+        self.fake = self.libs.stand_in
+        reason = self.libs.missing()
         if reason is not None:
             raise RuntimeError(f"device {name!r} is not available: {reason}")
-        self.cu = cu = driver(self.fake)
+        self.cu = cu = self.libs.driver()
         self.name = name
         self._settings = settings or default_settings
         self.ordinal = int(name.split(":")[1]) if ":" in name else 0
@@ -106,7 +110,7 @@ class CudaDevice(Device):
                                  self.threads_per_multiprocessor)
         self.allocator = CachingAllocator(lambda: cu, self.stream)
         self.staging = PinnedStaging(lambda: cu)
-        self._lock = threading.Lock()
+        self._lock = fork_locks.lock()
         self._cublas: Any = None
         # cumulative counters (lazyarray's metrics read them through `stats`)
         self.counters = {"transfer_seconds": 0.0, "bytes_to_device": 0, "bytes_from_device": 0,
@@ -163,6 +167,25 @@ class CudaDevice(Device):
             profile_hooks.ACTIVE.span("transfer", "device_to_host", t0, t1, {"bytes": out.nbytes})
         return out
 
+    def read_later(self, buffer: CudaBuffer) -> Callable[[], np.ndarray]:
+        """Queue a copy of a (small) buffer to pinned memory behind the stream's work;
+        the function returned waits for that copy alone (its event), not for the work
+        queued after it, and gives the value."""
+        cu = self.cu
+        out = np.empty(buffer.shape, buffer.dtype)
+        block = self.staging.take(max(1, out.nbytes))
+        if out.nbytes:
+            check(cu.cuMemcpyDtoHAsync(block.ptr, buffer.ptr, out.nbytes, self.stream), "DtoH")
+        check(cu.cuEventRecord(block.event, self.stream), "cuEventRecord")
+
+        def wait() -> np.ndarray:
+            check(cu.cuEventSynchronize(block.event), "cuEventSynchronize")
+            ctypes.memmove(out.ctypes.data, block.ptr, out.nbytes)
+            self.staging.give(block)
+            self.counters["bytes_from_device"] += out.nbytes
+            return out
+        return wait
+
     def copy(self, src: CudaBuffer, dst: CudaBuffer) -> None:
         if src.nbytes:
             check(self.cu.cuMemcpyDtoDAsync(dst.ptr, src.ptr, src.nbytes, self.stream), "DtoD")
@@ -187,7 +210,7 @@ class CudaDevice(Device):
     def cublas(self) -> Optional[Any]:
         """(library, handle) bound to this device's stream, or None without cuBLAS."""
         if self._cublas is None:
-            lib = _open_cublas(self.cu if self.fake else None)
+            lib = self.libs.cublas(self.cu)
             if lib is None:
                 self._cublas = False
                 return None
@@ -208,25 +231,23 @@ class CudaDevice(Device):
         aliases, compiler/planning/buffer_assignment.py), so a training step keeps one copy of its
         parameters and their buffers stay where they are from step to step."""
         program, hit = self._program(module, frozenset(donated))
-        host = None
-        if self.fake and _has_code(program):
-            from ..stand_ins.cuda_host_kernels import host_kernels
-            host = host_kernels(module, frozenset(donated), program)
+        dump = self.settings().get("dump")
+        if dump:
+            # (a program from the disk cache carries no stage texts: made again to dump)
+            texts = program if program.dumps else \
+                compile_program(module, self.target, frozenset(donated), dumps=True)
+            write_dump(dump, module.name, texts)
+        host = self.libs.host_kernels(module, frozenset(donated), program) \
+            if _has_code(program) else None
         exe = self.load(program, host)
         exe.from_disk_cache = hit
         return exe
 
     def load(self, program: Program, host: Optional[dict] = None) -> "CudaExecutable":
         """A compiled program (or a control step's sub-program) as an executable; `host`:
-        the fake driver's host kernels for it (cuda_host_kernels.py)."""
-        from .cuda_link import load_image
-        ptx = program.code.decode()
-        if not ptx:
-            image = b""
-        elif self.fake:          # the stand-in runs host code: no cubin to link (tested apart)
-            image = program.code + b"\0"
-        else:
-            image = load_image(ptx, self.arch, self.settings()["cache_dir"])
+        host code for its kernels where the driver runs them on the host (the stand-ins)."""
+        image = self.libs.image(program.code, self.arch, self.settings()["cache_dir"]) \
+            if program.code else b""
         return CudaExecutable(self, program, image, host)
 
     def _program(self, module: Module, donated: frozenset) -> tuple:
@@ -236,17 +257,27 @@ class CudaDevice(Device):
                                      entry_key, load_cached)
         from ...compiler.driver import target_id
         where = self.settings()["cache_dir"] or default_dir()
+        dumps = bool(self.settings().get("dump"))
         if where == "off":
-            return compile_program(module, self.target, donated), False
+            return compile_program(module, self.target, donated, dumps=dumps), False
         cache = DiskCache(where)
         text = str(module) + (f"\ndonated {sorted(donated)}" if donated else "")
         key = entry_key(text, VERSION, compiler_fingerprint(), *target_id(self.target))
         program = load_cached(cache, key)
         if program is not None:
             return program, True
-        program = compile_program(module, self.target, donated)
+        program = compile_program(module, self.target, donated, dumps=dumps)
         cache.store(key, *program.to_cache())
         return program, False
+
+    def stage(self, module: Module, stage: str) -> str:
+        """The text of one compilation stage for this GPU: optimized_hlo, fusion, dot,
+        llvm or ptx (`la.debug.ir`)."""
+        texts = compile_program(module, self.target, dumps=True).dumps
+        if stage not in texts:
+            raise ValueError(f"ir: a CUDA program has no stage {stage!r}; its stages: "
+                             f"hlo, {', '.join(sorted(texts))}")
+        return texts[stage]
 
 
 def _has_code(program: Program) -> bool:
@@ -257,22 +288,32 @@ def _has_code(program: Program) -> bool:
 CONTROL_STEPS = ("while", "conditional")
 
 
-def _open_cublas(fake_driver: Any) -> Optional[Any]:
-    if fake_driver is not None:
-        from ..stand_ins.cuda_fake import FakeCublas
-        return FakeCublas(fake_driver)
-    from .cuda_blas import load_cublas
-    lib = load_cublas()
-    if lib is not None:
-        return lib
-    try:              # the last resort: nvmath-python's bindings (a slow import)
-        from nvmath.bindings import cublas
-        return cublas
-    except ImportError:
-        return None
-
-
 # ---- executables -------------------------------------------------------------------------
+
+def _speculable(body: Any) -> bool:
+    """Whether a loop's body may run one iteration ahead of its condition: it exists and
+    holds no loop of its own (kernels and library calls always end; a nested loop on a
+    state past the loop's end might not)."""
+    return body is not None and not any(s["type"] in CONTROL_STEPS for s in body.steps)
+
+
+def run_while_ahead(step: dict, state: list, run_cond: Any, run_body: Any,
+                    read_later: Callable) -> list:
+    """A "while" step with its condition read back asynchronously: each iteration's body
+    is queued before the host knows whether it is needed, so the GPU computes it while
+    the previous condition travels to the host (no idle round trip per iteration).
+    A body past the loop's end is dropped: its results are fresh buffers, the state
+    stays as it was (one iteration of wasted work at the end)."""
+    vary = step["varying"]
+    pending = read_later(run_cond(state)[0])
+    while True:
+        ahead = run_body(state)
+        if not bool(pending()):
+            return state
+        for k, v in zip(vary, ahead):
+            state[k] = v
+        pending = read_later(ahead[-1])
+
 
 class CudaExecutable:
     """A loaded Program (its GPU module) and its steps, run over device buffers."""
@@ -543,7 +584,11 @@ class CudaExecutable:
             out = exe.run(args)
             runs[0] += exe.kernels_per_run
             return out
-        if step["type"] == "while":
+        if step["type"] == "while" and _speculable(subs[1]):
+            cond, body = subs
+            state = run_while_ahead(step, operands, lambda st: run(cond, st),
+                                    lambda st: run(body, st), dev.read_later)
+        elif step["type"] == "while":
             cond, body = subs
             state = run_while(step, operands, lambda st: run(cond, st),
                               (lambda st: run(body, st)) if body is not None else None,
@@ -574,7 +619,7 @@ class CudaExecutable:
         on_stream = calls.get("cuda_stream")     # collectives: NCCL on the device's stream
         if on_stream is not None and on_stream(self.device, ins, self._out(pos, values), operands):
             return
-        call = calls.get("cuda")                 # the stanza's own cuSOLVER call
+        call = SOLVER_CALLS.get(ins.op)          # cuSOLVER, registered for this target
         if call is not None and run_library_call(self.device, ins, self._out(pos, values),
                                                  operands, call):
             return

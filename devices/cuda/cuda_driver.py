@@ -1,6 +1,5 @@
-"""The CUDA driver API as the device uses it: cuda-python's `cuda.bindings.driver`, or the
-host-memory stand-in of `cuda_fake` (selected with `use_fake`, which lazyarray does for
-`LAZYARRAY_FAKE_CUDA=1`).
+"""The CUDA driver API as the device uses it: cuda-python's `cuda.bindings.driver` (its
+host-memory stand-in is devices/stand_ins/cuda_fake.py; libraries.py chooses).
 
 Every call returns cuda-python's tuple `(CUresult, values...)`; `check` unpacks it and
 raises with the driver's own error name. `missing()` says, in one sentence, which of the
@@ -12,27 +11,11 @@ import os
 from typing import Any, Optional
 
 _DRIVER: Any = None
-_FAKE = [False]
-_FAILURE: list = []          # why the real driver could not be loaded (kept for `missing`)
 
 
-def use_fake(on: bool = True) -> None:
-    """Serve the driver calls from host memory (cuda_fake) instead of a GPU, for devices
-    made afterwards without saying which (a device may also ask for one: `driver(fake)`)."""
-    _FAKE[0] = bool(on)
-
-
-def is_fake() -> bool:
-    return _FAKE[0]
-
-
-def driver(fake: Optional[bool] = None) -> Any:
-    """The driver module, or the stand-in (`fake`; by default as `use_fake` chose),
-    initialized (cuInit) once; raises if unusable."""
+def driver() -> Any:
+    """The driver module, initialized (cuInit) once; raises if unusable."""
     global _DRIVER
-    if fake if fake is not None else _FAKE[0]:
-        from ..stand_ins.cuda_fake import FAKE_DRIVER
-        return FAKE_DRIVER
     if _DRIVER is None:
         from cuda.bindings import driver as cu
         check(cu.cuInit(0), "cuInit")
@@ -45,10 +28,8 @@ def _has_kernel_driver() -> bool:
                                      ("/proc/driver/nvidia", "/dev/nvidia0", "/dev/nvidiactl"))
 
 
-def missing(fake: Optional[bool] = None) -> Optional[str]:
+def missing() -> Optional[str]:
     """None when a CUDA device can be made here; else what is missing, and the fix."""
-    if fake if fake is not None else _FAKE[0]:
-        return None
     if not _has_kernel_driver():      # checked first: skips importing cuda-python (~70 ms)
         return ("no NVIDIA GPU was found (no NVIDIA kernel driver: /dev/nvidia0 and "
                 "/proc/driver/nvidia are absent)")
@@ -58,7 +39,7 @@ def missing(fake: Optional[bool] = None) -> Optional[str]:
         return ("the `cuda` extra is not installed (cuda-python cannot be imported): "
                 "pip install 'lazyarray[cuda]'")
     try:
-        cu = driver(False)
+        cu = driver()
     except Exception as e:            # libcuda.so absent or too old, cuInit failing
         return f"the NVIDIA driver library could not be initialized ({e})"
     try:
@@ -68,15 +49,6 @@ def missing(fake: Optional[bool] = None) -> Optional[str]:
     if count < 1:
         return "the NVIDIA driver is loaded but reports no CUDA GPU"
     return None
-
-
-def available() -> bool:
-    """True when a CUDA device can be made: a GPU with its driver and cuda-python, or the
-    stand-in when selected."""
-    try:
-        return missing() is None
-    except Exception:
-        return False
 
 
 def check(result: Any, what: str) -> Any:
@@ -90,8 +62,13 @@ def check(result: Any, what: str) -> Any:
 
 
 def error_text(err: Any) -> str:
+    """The error's name, and the driver's text for it where the real driver is loaded (the
+    stand-in's errors are named by their enum)."""
+    name = getattr(err, "name", err)
+    if _DRIVER is None:
+        return str(name)
     try:
-        _, text = (_DRIVER or driver(True)).cuGetErrorString(err)
-        return f"{getattr(err, 'name', err)} ({text.decode() if text else '?'})"
+        _, text = _DRIVER.cuGetErrorString(err)
+        return f"{name} ({text.decode() if text else '?'})"
     except Exception:
         return str(err)

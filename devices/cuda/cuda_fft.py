@@ -89,11 +89,7 @@ def plan_cache(device: Any) -> Optional[PlanCache]:
     """The device's plans (made once), or None where cuFFT cannot be loaded."""
     cache = getattr(device, "_cufft_plans", None)
     if cache is None:
-        if device.fake:
-            from ..stand_ins.cuda_fft_fake import FakeCufft
-            lib: Any = L.Cufft(FakeCufft(device.cu), "fake")
-        else:
-            lib = L.load()[0]
+        lib = device.libs.cufft(device.cu)
         cache = PlanCache(device, lib) if lib is not None else False
         device._cufft_plans = cache
     return cache or None

@@ -17,12 +17,12 @@ a staging block is reused only after the event recorded behind its copy has comp
 from __future__ import annotations
 
 import heapq
-import threading
 import weakref
 from typing import Any, Callable, Optional
 
 import numpy as np
 
+from ...compiler import fork_locks
 from .cuda_driver import check
 
 SMALL = 1 << 20            # below: bins of 512 bytes
@@ -46,7 +46,7 @@ class CachingAllocator:
         self._driver, self._stream = driver, stream
         self._free: dict = {}          # bin size -> [pointers]
         self._size_of: dict = {}       # pointer -> bin size (every block we hold)
-        self._lock = threading.Lock()
+        self._lock = fork_locks.lock()
         self.allocated = 0             # bytes in live buffers
         self.reserved = 0              # bytes taken from the driver (live + cached)
         self.driver_allocs = 0         # calls that reached the driver
@@ -166,7 +166,7 @@ class PinnedStaging:
         self._driver = driver
         self._free: dict = {}          # bin size -> [PinnedBlock]
         self._kept = 0
-        self._lock = threading.Lock()
+        self._lock = fork_locks.lock()
 
     def take(self, nbytes: int) -> PinnedBlock:
         """A pinned block of at least `nbytes` that no queued copy uses."""

@@ -1,4 +1,4 @@
-"""What the CUDA device lends a stanza's cuSOLVER call (compiler/primitives/cusolver_calls.py):
+"""What the CUDA device lends a stanza's cuSOLVER call (devices/cuda/cusolver_calls.py):
 handles bound to its stream and a few buffer operations. The routines are nvmath-python's
 bindings of cuBLAS and cuSOLVER on a GPU, and the stand-ins of cuda_solver_fake.py on the
 fake driver (so the calls are tested without a GPU). UNVERIFIED on a GPU (see there).
@@ -61,13 +61,9 @@ def solver_context(device: Any) -> Optional[SolverContext]:
 
 
 def _libraries(device: Any) -> tuple:
-    """(cuBLAS routines, cuSOLVER routines): nvmath's bindings, or on the fake driver
-    their stand-ins (raises ImportError where neither is here)."""
-    if getattr(device, "fake", False):
-        from ..stand_ins.cuda_solver_fake import FakeCublasRoutines, FakeCusolverDn
-        return FakeCublasRoutines(device.cu), FakeCusolverDn(device.cu)
-    from nvmath.bindings import cublas, cusolverDn
-    return cublas, cusolverDn
+    """(cuBLAS routines, cuSOLVER routines) from the device's libraries: nvmath's bindings,
+    or their stand-ins (raises ImportError where neither is here)."""
+    return device.libs.solver(device.cu)
 
 
 def run_library_call(device: Any, ins: Any, out: Any, operands: list, call: Any) -> bool:

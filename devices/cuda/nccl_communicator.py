@@ -45,19 +45,6 @@ def select_backend(requested: str, cuda_missing: Optional[str],
     return "nccl", None
 
 
-def open_nccl(fake: bool) -> tuple:
-    """(Nccl, None) or (None, why not): the real library, or over the fake CUDA driver
-    its stand-in (nccl_fake.py), which needs mpi4py."""
-    if not fake:
-        return nccl_library.load()
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return None, "the NCCL stand-in of the fake CUDA driver needs mpi4py"
-    from ..stand_ins.nccl_fake import FakeNccl
-    return Nccl(FakeNccl(), "(stand-in: devices/stand_ins/nccl_fake.py)"), None
-
-
 class NcclCommunicator:
     """NCCL for the CUDA buffers of `device`, MPI (`host`) for everything else."""
 

@@ -1,5 +1,5 @@
 """Stand-ins for the cuBLAS and cuSOLVER routines the decompositions' CUDA calls use
-(compiler/primitives/cusolver_calls.py), over the fake CUDA driver (cuda_fake.py), so that
+(devices/cuda/cusolver_calls.py), over the fake CUDA driver (cuda_fake.py), so that
 those calls run on machines without a GPU against NumPy, as nccl_fake.py and
 cuda_fft_fake.py do for NCCL and cuFFT.
 

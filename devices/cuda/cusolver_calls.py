@@ -1,4 +1,7 @@
-"""cuSOLVER / cuBLAS calls for the decompositions' stanzas (their `library["cuda"]`).
+"""cuSOLVER / cuBLAS calls for the decompositions' stanzas on the CUDA target: `CALLS`
+(primitive name -> call) is what the CUDA device tries before a stanza's host reference,
+registered here for this target as JAX registers a lowering per platform (the compiler
+knows nothing of them).
 
 UNVERIFIED on a GPU: written against nvmath-python's `nvmath.bindings.cusolverDn` and
 `nvmath.bindings.cublas` (cuSOLVER's and cuBLAS's C APIs one to one); no GPU has run them.
@@ -21,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..hlo import dtypes as D
+from ...compiler.hlo import dtypes as D
 
 FILL_LOWER, FILL_UPPER = 0, 1           # cublasFillMode_t
 OP_N, OP_T, OP_C = 0, 1, 2              # cublasOperation_t
@@ -387,3 +390,8 @@ def triangular_solve(ctx: Any, ins: Any, out: Any, operands: list) -> bool:
         b_ptrs.ptr, k, batch)
     ctx.synchronize()
     return True
+
+
+# primitive -> its call on this target (the CUDA device's `_library` tries it first)
+CALLS = {"cholesky": cholesky, "triangular_solve": triangular_solve, "solve": solve,
+         "slogdet": slogdet, "eigh": eigh, "svd": svd, "qr": qr}

@@ -1,6 +1,7 @@
 """The LLVM IR of the CPU runtime's native worker pool: a job runner and a worker loop over
-pthreads, kernel trampolines, and matrix-product tiles (devices/cpu/native_pool.py and
-devices/cpu/native_gemm.py load them through `driver.runtime_code`).
+pthreads, kernel trampolines, and matrix-product tiles (native_pool.py and native_gemm.py
+load them through runtime_objects.py `runtime_code`, which has the compiler's
+`driver.host_object` turn the IR into object code).
 
 Everything here is generated with llvmlite's builder and JIT-compiled in-process, so the
 pool needs no C compiler at install time; the pthread functions resolve from the C
@@ -36,7 +37,7 @@ import types
 
 import llvmlite.ir as ir
 
-from .loops import counted_loop
+from ...compiler.codegen.loops import counted_loop
 
 I8 = ir.IntType(8)
 I32 = ir.IntType(32)
@@ -405,33 +406,44 @@ class _Callee:
 
 GEMM_M, GEMM_N, GEMM_K, GEMM_LDA, GEMM_LDB, GEMM_LDC = range(6)
 GEMM_TRANS_A, GEMM_TRANS_B, GEMM_BM, GEMM_BN, GEMM_TILES_N, GEMM_FN = range(6, 12)
-GEMM_WORDS = 12
+# a batch of products: tile t is tile t % TILES of product t / TILES, whose A, B and C
+# start STRIDE_A/B/C elements after the previous product's (one product: TILES is every
+# tile, the strides 0)
+GEMM_TILES, GEMM_STRIDE_A, GEMM_STRIDE_B, GEMM_STRIDE_C = range(12, 16)
+GEMM_WORDS = 16
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
 
 
-def gemm_tiles_ir(triple: str) -> str:
-    """`lzp_sgemm_tiles` / `lzp_dgemm_tiles(a, b, c, desc, start, end)`: C = A B over the
-    tiles start..end-1 of C (row-major tiles of desc's BM x BN; tile t is row block
-    t / TILES_N, column block t % TILES_N), each one call of the ILP64 CBLAS gemm whose
-    address desc holds. The signature is a kernel's (4 buffers), so a product is a task
-    of a native job like any generated kernel."""
+GEMM_KIND_BLAS, GEMM_KIND_DIRECT, GEMM_KIND_DOTS = range(3)
+GEMM_NAMES = {(GEMM_KIND_BLAS, 4): "lzp_sgemm_tiles", (GEMM_KIND_BLAS, 8): "lzp_dgemm_tiles",
+              (GEMM_KIND_DIRECT, 4): "lzp_sgemm_small", (GEMM_KIND_DIRECT, 8): "lzp_dgemm_small",
+              (GEMM_KIND_DOTS, 4): "lzp_sgemm_dots", (GEMM_KIND_DOTS, 8): "lzp_dgemm_dots"}
+
+
+def gemm_tiles_ir(triple: str, kind: int, size: int) -> str:
+    """One tile function of matrix products (`GEMM_NAMES[kind, size]`; size 4: float32,
+    8: float64), alone in its module, so that a process compiles only the kinds its
+    products use (all six took ~1 s of LLVM at a first training step; one kind in
+    float32 is 0.01-0.25 s). Each has a kernel's signature (4 buffers), so a product is a
+    task of a native job like any generated kernel:
+
+    `lzp_?gemm_tiles(a, b, c, desc, start, end)`: C = A B over the tiles start..end-1 of
+    C (row-major tiles of desc's BM x BN; tile t is row block t / TILES_N, column block
+    t % TILES_N; of a batch of products, see GEMM_TILES), each one call of the ILP64
+    CBLAS gemm whose address desc holds;
+    `lzp_?gemm_small`: the same tiles computed here (`_SmallGemm`); `lzp_?gemm_dots`: by
+    dot products of rows (`_RowDots`)."""
     mod = ir.Module(name="lazyarray_gemm_tiles")
     mod.triple = triple
-    for name, ftype, size in (("lzp_sgemm_tiles", ir.FloatType(), 4),
-                              ("lzp_dgemm_tiles", ir.DoubleType(), 8)):
-        _gemm_tiles(mod, name, ftype, size)
-    for name, ftype, size in (("lzp_sgemm_small", ir.FloatType(), 4),
-                              ("lzp_dgemm_small", ir.DoubleType(), 8)):
-        _SmallGemm(mod, name, ftype, size)
-    for name, ftype, size in (("lzp_sgemm_dots", ir.FloatType(), 4),
-                              ("lzp_dgemm_dots", ir.DoubleType(), 8)):
-        _RowDots(mod, name, ftype, size)
+    ftype = {4: ir.FloatType(), 8: ir.DoubleType()}[size]
+    make = {GEMM_KIND_BLAS: _gemm_tiles, GEMM_KIND_DIRECT: _SmallGemm, GEMM_KIND_DOTS: _RowDots}
+    make[kind](mod, GEMM_NAMES[kind, size], ftype, size)
     return str(mod)
 
 
 def _gemm_tiles(mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
     f = ir.Function(mod, ir.FunctionType(VOID, [PTR, PTR, PTR, PTR, I64, I64]), name)
-    a, bm_, c, desc, start, end = f.args
+    a0, b0, c0_, desc, start, end = f.args
     b = ir.IRBuilder(f.append_basic_block("entry"))
     d = [b.load(_word(b, desc, k), typ=I64) for k in range(GEMM_WORDS)]
     gemm_type = ir.FunctionType(VOID, [I32, I32, I32, I64, I64, I64, ftype, PTR, I64, PTR, I64,
@@ -440,6 +452,7 @@ def _gemm_tiles(mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
     no_trans = lambda v: b.icmp_unsigned("==", v, _c(CBLAS_NO_TRANS))
 
     def tile(t: ir.Value, _: list) -> list:
+        t, (a, bm_, c) = _batch_member(b, d, t, (a0, b0, c0_), size)
         r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
         c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
         rows = _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0))
@@ -507,6 +520,7 @@ class _SmallGemm:
         self.a_col = b.select(plain, _c(1), d[GEMM_LDA])
 
         def tile(t: ir.Value, _: list) -> list:
+            t, (self.a, self.bmat, self.c) = _batch_member(b, d, t, (a, bm_, c), size)
             r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
             c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
             r1 = b.add(r0, _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0)))
@@ -635,6 +649,7 @@ class _RowDots:
         self.k_vec = b.mul(b.udiv(k, _c(self.lanes)), _c(self.lanes))   # the vector part
 
         def tile(t: ir.Value, _: list) -> list:
+            t, (self.a, self.w, self.c) = _batch_member(b, d, t, (a, bm_, c), size)
             r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
             c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
             r1 = b.add(r0, _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0)))
@@ -698,10 +713,20 @@ class _RowDots:
         return b.extract_element(v, ir.Constant(I32, 0))
 
 
+def _batch_member(b: ir.IRBuilder, d: list, t: ir.Value, bases: tuple, size: int) -> tuple:
+    """(tile t's index within its product, that product's A, B and C) for tile t of a
+    batch of products (GEMM_TILES)."""
+    which = b.udiv(t, d[GEMM_TILES])
+    at = lambda base, stride: b.gep(base, [b.mul(b.mul(which, stride), _c(size))],
+                                    source_etype=I8)
+    return b.urem(t, d[GEMM_TILES]), tuple(at(base, d[s]) for base, s in
+                                          zip(bases, (GEMM_STRIDE_A, GEMM_STRIDE_B, GEMM_STRIDE_C)))
+
+
 def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", x, y), x, y)
 
 
 # the constants the device shares with this code (the driver hands them out)
 LAYOUT = types.SimpleNamespace(**{k: v for k, v in dict(globals()).items()
-                                  if k.isupper() and isinstance(v, (int, str))})
+                                  if k.isupper() and isinstance(v, (int, str, dict))})
