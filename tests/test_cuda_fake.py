@@ -67,6 +67,16 @@ def test_round_trips_of_every_dtype_and_empty_arrays(fake) -> None:
             np.testing.assert_array_equal(t.to("cpu").numpy(), host)
 
 
+@pytest.mark.parametrize("shape, axis", [((4, 0), 0), ((0, 4, 3), (0, 2)), ((0, 0), 1)])
+def test_a_reduction_to_a_size_0_result_launches_a_valid_grid(fake, shape, axis) -> None:
+    """A column reduction with no column launched 0 blocks: CUDA_ERROR_INVALID_VALUE
+    (found by bench/fuzz_numpy.py on the stand-in, whose launch checks the grid as the
+    driver does)."""
+    a = np.ones(shape, np.float32)
+    got = la.sum(la.asarray(a), axis=axis).numpy()
+    assert got.shape == np.sum(a, axis=axis).shape
+
+
 def test_transfers_are_counted_in_the_metrics(fake) -> None:
     x = la.asarray(np.ones((100,), np.float32))
     (x * 2).numpy()

@@ -585,7 +585,9 @@ def emit_column_reduction(mod: ir.Module, name: str, red: Reduction, nparams: in
                                            for arr, a in zip(arrays, accs)])
         red.finish(b, args, delinearize(b, col, red.out_shape), total)
     b.ret_void()
-    grid = -(-cols // COLUMN_TILE[0])
+    # at least one block, as grid_for gives: a grid of 0 blocks (no columns: a reduction
+    # to a size-0 result) is an invalid launch; the one block's threads are all outside
+    grid = max(1, -(-cols // COLUMN_TILE[0]))
     return LaunchSpec(name, (grid, 1, 1), (COLUMN_TILE[0], COLUMN_TILE[1], 1), [])
 
 
