@@ -92,3 +92,36 @@ def test_greedy_decoding_matches_pytorch():
         cached, _ = m.decode(la.asarray(prompt), la.asarray(np.int64(0)),
                              m.empty_cache(cfg.batch))
     np.testing.assert_allclose(cached.numpy(), full.numpy()[:, -1], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("model", ["gpt", "encoder", "cnn"])
+def test_jax_versions_match_pytorch(model):
+    """The benchmark's JAX versions (a third writing of the models) agree with PyTorch's
+    too, so bench_models compares the same computation in every column."""
+    pytest.importorskip("jax", reason="the JAX versions need JAX")
+    import jax.numpy as jnp
+    from models import jax_models as JM
+    if model == "encoder":
+        cfg = C.small(C.EncoderConfig())
+        _, t = _pair(LM.Encoder, TM.Encoder, cfg)
+        ids, mask = C.encoder_batch(cfg)
+        weights = {n: p.detach().numpy() for n, p in t.named_parameters()}
+        want = TM.encode(t.eval())(torch.from_numpy(ids), torch.from_numpy(mask))
+        got = JM.encode(weights, cfg)(jnp.asarray(ids), jnp.asarray(mask))
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        return
+    if model == "gpt":
+        cfg = replace(C.small(C.GPTConfig()), lr=1e-2)
+        _, t = _pair(LM.GPT, TM.GPT, cfg)
+        t_step = TM.gpt_train_step(t, TM.gpt_optimizer(t, cfg), cfg)
+        batches = C.gpt_batches(cfg, 2) * 3
+    else:
+        cfg = C.small(C.CNNConfig())
+        _, t = _pair(LM.ResNet, TM.ResNet, cfg)
+        t_step = TM.cnn_train_step(t, cfg)
+        batches = C.cnn_batches(cfg, 6)
+    weights = {n: p.detach().numpy().copy() for n, p in t.named_parameters()}
+    j_step = (JM.gpt_train_step if model == "gpt" else JM.cnn_train_step)(weights, cfg)
+    got = [j_step(jnp.asarray(x), jnp.asarray(y)) for x, y in batches]
+    want = [t_step(torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
