@@ -634,7 +634,7 @@ def blocked_matmul(a: np.ndarray, c: np.ndarray, out: np.ndarray,
     if threads <= 1 or batch * m * n * k < SPLIT_FLOPS or (batch < threads and m < 2 * threads):
         np.matmul(a, c, out=out)
         return
-    if a.ndim == 2 and native_gemm.matmul(a, c, out, threads):   # tiles on the native pool
+    if native_gemm.matmul(a, c, out, threads):   # tiles (of each batch element) on the native pool
         return
     if batch >= threads:
         def block(_: int, s: int, e: int) -> None:

@@ -113,7 +113,18 @@ TRANS_A_WEIGHT = 2 * A_WEIGHT
 
 
 def _operand(x: np.ndarray) -> Optional[tuple]:
-    """(array, transpose flag, leading dimension) as CBLAS reads a row-major operand."""
+    """(array, transpose flag, leading dimension) as CBLAS reads a row-major operand: a
+    matrix, or a batch of matrices one after another (each contiguous or transposed)."""
+    if x.ndim == 3:
+        b, r, c = x.shape
+        s = x.itemsize
+        if b > 1 and x.strides[0] != r * c * s:
+            return None
+        if x.strides[1:] == (c * s, s) or r == 1 and x.strides[2] == s:
+            return x, IR.CBLAS_NO_TRANS, max(1, c)
+        if x.strides[1:] == (s, r * s) or c == 1 and x.strides[1] == s:
+            return x, IR.CBLAS_TRANS, max(1, r)
+        return None
     if x.flags.c_contiguous:
         return x, IR.CBLAS_NO_TRANS, max(1, x.shape[1])
     if x.flags.f_contiguous:                     # a transposed C-contiguous array
@@ -122,20 +133,24 @@ def _operand(x: np.ndarray) -> Optional[tuple]:
 
 
 def matmul(a: np.ndarray, c: np.ndarray, out: np.ndarray, threads: int) -> bool:
-    """out = a @ c for 2-D float32/float64 operands over `threads` threads of the native
-    pool; False (nothing done) when this path does not apply."""
+    """out = a @ c for 2-D float32/float64 operands, or 3-D ones (a batch of products,
+    each matrix contiguous or contiguous transposed), over `threads` threads of the
+    native pool; False (nothing done) when this path does not apply."""
     dt = out.dtype
-    if dt not in _SYMBOLS or a.dtype != dt or c.dtype != dt or a.ndim != 2 or c.ndim != 2 \
+    if dt not in _SYMBOLS or a.dtype != dt or c.dtype != dt or not 2 <= a.ndim == c.ndim <= 3 \
             or not out.flags.c_contiguous or not available():
         return False
+    batch = a.shape[0] if a.ndim == 3 else 1
     pa, pc = _operand(a), _operand(c)
-    if pa is None or pc is None:
+    if pa is None or pc is None or (a.ndim == 3 and c.shape[0] != batch):
         return False
-    m, k = a.shape
-    n = c.shape[1]
-    if work(m, n, k) < SPLIT_WORK:    # one tile, on this thread: no worker to wake
+    m, k = a.shape[-2:]
+    n = c.shape[-1]
+    if out.shape != a.shape[:-2] + (m, n):
+        return False
+    if batch * work(m, n, k) < SPLIT_WORK:    # one tile, on this thread: no worker to wake
         threads = 1
-    job, desc = _job(dt, m, n, k, pa[1:], pc[1:], threads)
+    job, desc = _job(dt, m, n, k, pa[1:], pc[1:], threads, batch)
     job.table[:] = (native_pool.address(a), native_pool.address(c), native_pool.address(out),
                     native_pool.address(desc))
     with blas_single_threaded():
@@ -146,34 +161,46 @@ def matmul(a: np.ndarray, c: np.ndarray, out: np.ndarray, threads: int) -> bool:
 _JOBS = threading.local()      # per Python thread: a job's table is written at each call
 
 
-def _job(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: int) -> tuple:
+def _job(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: int,
+         batch: int = 1) -> tuple:
     """The pool job and the descriptor of one product's shape (built once per shape:
     building them costs more than the call of a small product)."""
     jobs = getattr(_JOBS, "jobs", None)
     if jobs is None:
         jobs = _JOBS.jobs = {}
-    key = (dt, m, n, k, pa, pc, threads)
+    key = (dt, m, n, k, pa, pc, threads, batch)
     hit = jobs.get(key)
     if hit is None:
         if len(jobs) > 256:            # a program of many shapes: keep the cache bounded
             jobs.clear()
-        fn, desc, ranges = task(dt, m, n, k, pa, pc, threads)
+        fn, desc, ranges = task(dt, m, n, k, pa, pc, threads, batch)
         job = native_pool.Job([(fn, [0, 1, 2, 3], [], [], ranges)], 4)
         hit = jobs[key] = (job, desc)
     return hit
 
 
-def task(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: int) -> tuple:
+def task(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: int,
+         batch: int = 1) -> tuple:
     """(tile function address, descriptor, chunk ranges) of C = A B as one task of a
     native job whose arguments are (A, B, C, descriptor); pa/pc: (CBLAS transpose flag,
-    leading dimension) of A and B."""
-    pm, pn = grid(m, n, threads, TRANS_A_WEIGHT if pa[0] == IR.CBLAS_TRANS else A_WEIGHT)
+    leading dimension) of A and B. `batch` > 1: that many products of contiguous
+    (m, k) @ (k, n) matrices one after another in A, B and C (attention's), each in
+    tiles of its own, all tiles of all of them one range of chunks (BLAS tiles: our
+    own kernels' tiles are not batched)."""
+    per = max(1, threads // batch)         # a batch shares the threads out by elements
+    pm, pn = grid(m, n, per, TRANS_A_WEIGHT if pa[0] == IR.CBLAS_TRANS else A_WEIGHT)
     bm, bn = -(-m // pm), -(-n // pn)
     pm, pn = -(-m // bm), -(-n // bn)    # no empty block (m = 5 in 4 blocks of 2 is 3 blocks)
     desc = np.zeros(IR.GEMM_WORDS, np.int64)
     desc[:IR.GEMM_FN + 1] = (m, n, k, pa[1], pc[1], max(1, n), pa[0], pc[0], bm, bn, pn,
                              _gemm_addresses()[dt])
-    return _tile_functions()[dt, kind(dt, m, n, k, pa[0], pc[0])], desc, [(t, t + 1) for t in range(pm * pn)]
+    desc[IR.GEMM_TILES] = pm * pn
+    if batch > 1:
+        desc[IR.GEMM_STRIDE_A:IR.GEMM_STRIDE_C + 1] = (m * k, k * n, m * n)
+        fn = _tile_functions()[dt, "blas"]
+    else:
+        fn = _tile_functions()[dt, kind(dt, m, n, k, pa[0], pc[0])]
+    return fn, desc, [(t, t + 1) for t in range(batch * pm * pn)]
 
 
 def calls_blas(fn: int) -> bool:
@@ -244,15 +271,21 @@ def program_task(layout: dict, lhs: tuple, rhs: tuple, out: tuple, dt: np.dtype,
     lhs/rhs/out are the stored (C-contiguous) shapes, `layout` the stanza's gemm layout.
     None when the product is not one plain 2-D gemm this path covers (then the program
     runs its steps one by one, the product through `matmul`)."""
-    m, n, k = layout["m"], layout["n"], layout["k"]
-    if dt not in _SYMBOLS or not available() or layout["batch"] != 1 or not (m and n and k) \
-            or len(lhs) != 2 or len(rhs) != 2 or tuple(out) != (m, n):
+    m, n, k, batch = layout["m"], layout["n"], layout["k"], layout["batch"]
+    if dt not in _SYMBOLS or not available() or not (m and n and k and batch):
         return None
-    pa = _flag(layout["lhs_perm"], lhs)
-    pc = _flag(layout["rhs_perm"], rhs)
+    nb = len(lhs) - 2                   # leading batch dimensions, in order, on all three
+    lead = list(range(nb))
+    if nb < 0 or len(rhs) != nb + 2 or tuple(out) != tuple(lhs[:nb]) + (m, n) \
+            or tuple(rhs[:nb]) != tuple(lhs[:nb]) or math.prod(lhs[:nb]) != batch \
+            or list(layout["lhs_perm"][:nb]) != lead or list(layout["rhs_perm"][:nb]) != lead:
+        return None
+    pa = _flag([p - nb for p in layout["lhs_perm"][nb:]], lhs[nb:])
+    pc = _flag([p - nb for p in layout["rhs_perm"][nb:]], rhs[nb:])
     if pa is None or pc is None:
         return None
-    return task(dt, m, n, k, pa, pc, threads if work(m, n, k) >= SPLIT_WORK else 1)
+    big = batch * work(m, n, k) >= SPLIT_WORK
+    return task(dt, m, n, k, pa, pc, threads if big else 1, batch)
 
 
 # Inside a whole-program job a split costs no dispatch (the job is parallel already; the

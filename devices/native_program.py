@@ -20,10 +20,10 @@ once per executable and thread count:
   outputs are made as their arrays, and a program that is one job of one chunk a task
   (the split gives a small kernel one chunk) is one direct native call on this thread.
 
-It serves programs of generated kernels and plain 2-D matrix products (a product is a
-task of the same job: tiles of C, each a single-threaded BLAS gemm, see
-devices/native_gemm.py); another library step (a batched product, a sort) sends the run
-down the general path. Donated parameters are handled as the general path does: a
+It serves programs of generated kernels and matrix products, 2-D or batched (a product is
+a task of the same job: tiles of C, each a single-threaded BLAS gemm, see
+devices/native_gemm.py); another library step (a sort, a host call) sends the run down
+the general path. Donated parameters are handled as the general path does: a
 parameter's slot is the caller's memory when it can be claimed, else fresh memory for
 each value planned there, an in-place output starting as a copy of its parameter.
 """
@@ -73,7 +73,7 @@ def _gemm_work(exe: Any, step: dict) -> Optional[int]:
     if step["type"] != "library" or _gemm_task(exe, step, 1) is None:
         return None
     a = step["args"]
-    return native_gemm.work(a["m"], a["n"], a["k"])
+    return native_gemm.work(a["m"], a["n"], a["k"]) * a["batch"]
 
 
 # Inside a job that runs on every thread anyway, a loop kept whole for being small (below

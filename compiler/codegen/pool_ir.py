@@ -405,7 +405,10 @@ class _Callee:
 
 GEMM_M, GEMM_N, GEMM_K, GEMM_LDA, GEMM_LDB, GEMM_LDC = range(6)
 GEMM_TRANS_A, GEMM_TRANS_B, GEMM_BM, GEMM_BN, GEMM_TILES_N, GEMM_FN = range(6, 12)
-GEMM_WORDS = 12
+# a batched product (BLAS tiles only): tiles per batch element, and the element strides
+# from one batch element's A, B and C to the next (0 and any count for one product)
+GEMM_TILES, GEMM_STRIDE_A, GEMM_STRIDE_B, GEMM_STRIDE_C = range(12, 16)
+GEMM_WORDS = 16
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
 
 
@@ -440,15 +443,20 @@ def _gemm_tiles(mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
     no_trans = lambda v: b.icmp_unsigned("==", v, _c(CBLAS_NO_TRANS))
 
     def tile(t: ir.Value, _: list) -> list:
+        batch = b.udiv(t, d[GEMM_TILES])            # tile t of batch element t / TILES
+        t = b.urem(t, d[GEMM_TILES])
         r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
         c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
         rows = _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0))
         cols = _min(b, d[GEMM_BN], b.sub(d[GEMM_N], c0))
         # where the blocks start: a row block of A (rows of A, or columns of a transposed
-        # A), a column block of B, and the tile of C
+        # A), a column block of B, and the tile of C, in their batch element
         a_off = b.select(no_trans(d[GEMM_TRANS_A]), b.mul(r0, d[GEMM_LDA]), r0)
         b_off = b.select(no_trans(d[GEMM_TRANS_B]), c0, b.mul(c0, d[GEMM_LDB]))
         c_off = b.add(b.mul(r0, d[GEMM_LDC]), c0)
+        a_off = b.add(a_off, b.mul(batch, d[GEMM_STRIDE_A]))
+        b_off = b.add(b_off, b.mul(batch, d[GEMM_STRIDE_B]))
+        c_off = b.add(c_off, b.mul(batch, d[GEMM_STRIDE_C]))
         at = lambda base, off: b.gep(base, [b.mul(off, _c(size))], source_etype=I8)
         i32 = lambda v: b.trunc(v, I32)
         b.call(gemm, [ir.Constant(I32, CBLAS_ROW_MAJOR), i32(d[GEMM_TRANS_A]), i32(d[GEMM_TRANS_B]),
