@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.devices import cuda as cuda_device
+from lazyarray.devices.cuda import cuda as cuda_device
 
 import workloads as W
 
@@ -195,6 +195,39 @@ def test_seed_example_item(benchmark, framework, log2n):
             return run(x, y).item()
     _first_or_skip(step, framework)
     _timed(benchmark, step, f"seed example 2^{log2n} with .item()", framework, 2 * n * 4)
+
+
+# ---- a loop (issue 30): the condition read back asynchronously, one iteration ahead ----------
+
+LOOP_ITERATIONS = 1000
+
+
+@pytest.mark.parametrize("framework", ["lazyarray", "torch"])
+def test_loop_of_a_tiny_body(benchmark, framework):
+    """1000 iterations of `s * 0.5 + 1` over 4096 floats: one la.fori_loop (an HLO while:
+    each body queued before the previous condition reaches the host) beside a PyTorch
+    Python loop; the result is read once. Checked against NumPy."""
+    x = np.linspace(0.0, 1.0, 4096, dtype=np.float32)
+    want = x.copy()
+    for _ in range(LOOP_ITERATIONS):
+        want = want * np.float32(0.5) + np.float32(1.0)
+    if framework == "lazyarray":
+        (xt,) = [la.asarray(x).to("cuda")]
+
+        def step():
+            return la.fori_loop(0, LOOP_ITERATIONS, lambda i, v: v * 0.5 + 1.0, xt).numpy()
+    else:
+        torch = _torch(False)
+        xt = torch.from_numpy(x).to("cuda")
+
+        def step():
+            v = xt
+            for _ in range(LOOP_ITERATIONS):
+                v = v * 0.5 + 1.0
+            return v.cpu().numpy()
+    _first_or_skip(step, framework)
+    np.testing.assert_allclose(step(), want, rtol=1e-6)
+    _timed(benchmark, step, f"loop of {LOOP_ITERATIONS} tiny iterations", framework)
 
 
 # ---- training steps ------------------------------------------------------------------------

@@ -111,3 +111,53 @@ def test_memory_copy(benchmark, copier):
     benchmark.group = "memory copy"
     benchmark.extra_info.update(framework=copier, bytes=2 * src.nbytes)
     benchmark(copy)
+
+
+# ---- the README's first example: random numbers and their consumer ----------------------
+
+RANDOM_SHAPE = (4096, 4096)
+
+
+def _random_then_reduce(framework: str):
+    """normal(RANDOM_SHAPE) then (3 x^2 + 1).mean(axis=1), each framework with its own
+    generator (lazyarray's and JAX's are counter-based and fuse into the reduction;
+    NumPy's and PyTorch's write x first). The results are each generator's own, so the
+    check is statistical: every row's mean of 3 x^2 + 1 is close to 4."""
+    if framework == "lazyarray":
+        import lazyarray as la
+
+        def call():
+            x = la.random.normal(RANDOM_SHAPE)
+            return (3 * x ** 2 + 1).mean(axis=1).numpy()
+    elif framework == "numpy":
+        rng = np.random.default_rng(0)
+
+        def call():
+            x = rng.standard_normal(RANDOM_SHAPE, dtype=np.float32)
+            return (3 * x ** 2 + 1).mean(axis=1)
+    elif framework in ("torch", "torch.compile"):
+        import torch
+        fn = lambda: (3 * torch.randn(RANDOM_SHAPE) ** 2 + 1).mean(dim=1)
+        run = torch.compile(fn) if framework == "torch.compile" else fn
+        call = lambda: run().numpy()
+    else:                                             # jax.jit
+        import jax
+        import jax.numpy as jnp
+        keys = iter(jax.random.split(jax.random.PRNGKey(0), 10_000))
+        run = jax.jit(lambda k: (3 * jax.random.normal(k, RANDOM_SHAPE, jnp.float32) ** 2
+                                 + 1).mean(axis=1))
+        call = lambda: np.asarray(run(next(keys)))
+    got = call()
+    assert got.shape == RANDOM_SHAPE[:1] and abs(float(got.mean()) - 4.0) < 0.05, got.mean()
+    return call
+
+
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_random_normal_then_reduce(benchmark, framework):
+    fw = FRAMEWORKS[framework]
+    if not fw.available:
+        pytest.skip(fw.skip_reason())
+    call = _random_then_reduce(framework)
+    benchmark.group = "normal 4096^2 -> (3x^2+1).mean(1)"
+    benchmark.extra_info.update(framework=framework)
+    benchmark(call)

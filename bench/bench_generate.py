@@ -54,3 +54,43 @@ def test_numpy_generate(benchmark):
     _record(benchmark, "numpy")
     benchmark(gen.np_generate, weights, PROMPT, NEW_TOKENS)
     benchmark.extra_info["tokens_per_s"] = NEW_TOKENS / benchmark.stats.stats.median
+
+
+def main() -> None:
+    """Tokens per second of each form, medians of alternating runs in one process: CPU
+    time of the process (the machine is shared: wall time mostly measures the others)
+    and wall time; and the compiled loop's cost per token alone (the slope between 8 and
+    NEW_TOKENS new tokens, which leaves out the per-call tracing and sync)."""
+    import statistics
+    import time
+
+    gen = _example()
+    weights = gen.make_weights()
+    forms = {"numpy": gen.np_generate, "lazyarray (compiled loop)": gen.la_generate_compiled,
+             "lazyarray (Python loop)": gen.la_generate}
+    for f in forms.values():
+        f(weights, PROMPT, NEW_TOKENS)
+        f(weights, PROMPT, 8)
+    cpu: dict = {k: {n: [] for n in (8, NEW_TOKENS)} for k in forms}
+    wall: dict = {k: [] for k in forms}
+    for _ in range(15):
+        for name, f in forms.items():
+            for n in (8, NEW_TOKENS):
+                t, c = time.perf_counter(), time.process_time()
+                f(weights, PROMPT, n)
+                cpu[name][n].append(time.process_time() - c)
+                if n == NEW_TOKENS:
+                    wall[name].append(time.perf_counter() - t)
+    base = statistics.median(cpu["numpy"][NEW_TOKENS])
+    print(f"{'form':28} {'CPU ms':>8} {'wall ms':>8} {'tokens/s (CPU)':>15} {'vs numpy':>9} "
+          f"{'per token us':>13}")
+    for name in forms:
+        c = statistics.median(cpu[name][NEW_TOKENS])
+        per = (c - statistics.median(cpu[name][8])) / (NEW_TOKENS - 8)
+        print(f"{name:28} {c * 1e3:8.2f} {statistics.median(wall[name]) * 1e3:8.2f} "
+              f"{NEW_TOKENS / c:15.0f} {base / c:8.2f}x {per * 1e6:13.1f}")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()

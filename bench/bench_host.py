@@ -103,7 +103,7 @@ def _dispatch_kernel():
     b = ir.IRBuilder(f.append_basic_block())
     b.store(f.args[1], b.gep(f.args[0], [f.args[1]], source_etype=i64))
     b.ret_void()
-    from lazyarray.devices.object_code import LoadedCode
+    from lazyarray.devices.cpu.object_code import LoadedCode
     return LoadedCode(llvm_target.emit_object(llvm_target.optimize(str(mod), "d")))
 
 
@@ -111,8 +111,8 @@ def _dispatch_kernel():
 @pytest.mark.parametrize("threads", list(THREADS))
 def test_dispatch_one_parallel_kernel(benchmark, threads: str, pool: str) -> None:
     import ctypes
-    from lazyarray.devices import native_pool
-    from lazyarray.devices.thread_pool import ThreadPool
+    from lazyarray.devices.cpu import native_pool
+    from lazyarray.devices.cpu.thread_pool import ThreadPool
     code = _dispatch_kernel()
     out = np.zeros(2, np.int64)
     n = THREADS[threads]

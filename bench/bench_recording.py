@@ -8,7 +8,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray import runtime
-from lazyarray.compiler.trace import capture
+from lazyarray.compiler.graph.trace import capture
 
 N_OPS = 1000
 

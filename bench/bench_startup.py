@@ -1,9 +1,21 @@
-"""Process start (issue 10 point 5, issue 11): a fresh interpreter's `import` and its first
-call of a program whose compiled code is already on disk, beside the peers.
+"""Process start: a new user's first training step from an empty compile cache, and a
+fresh interpreter's `import` and first call of a program already on disk, beside the peers.
 
     python -m pytest bench/bench_startup.py --benchmark-only
-    python bench/bench_startup.py [rounds]          # the table on stdout
+    python bench/bench_startup.py [rounds]          # the tables on stdout
 
+Cold start (issue 31): each child is a new process whose LAZYARRAY_CACHE_DIR is a new
+empty folder, so every program and the runtime's own native code (the worker pool, the
+GEMM tile functions a product needs) is compiled in it. Two workloads, as a user first
+meets them: the README's training loop (an MLP 64-128-10, Adam, batch 32) and
+examples/train_digits.py's CNN (its `make_cnn`, Adam with the cosine schedule, batch 32
+of 1x8x8 images). Each child times `import lazyarray`, building the model and Adam
+(Adam's constructor computes the parameters' lazy initialization: one compile), the
+first step (forward, backward, update and `loss.item()`: compile included) and the
+second (a cache hit), in wall time and in the process's CPU time (all threads), and
+reports the compile metrics. Medians over `rounds` children.
+
+Warm start (issue 10 point 5, issue 11):
 The workload is the tiny sync of bench_host.py, `float((ones(4096) * 2 + 1).sum())`.
 Each child interpreter times itself: `import` (the import statements) and `first call`
 (making the array, recording, finding the program in the warm disk cache, loading it,
@@ -111,6 +123,99 @@ def measure(framework: str, rounds: int = ROUNDS, cache_dir: str = "") -> dict:
             "import_cpu_ms": median_ms(2), "first_call_cpu_ms": median_ms(3), "rounds": rounds}
 
 
+# ---- cold start: the first training step from an empty cache --------------------------
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples")
+COLD = """
+import json, os, sys, time
+def clocks():
+    return time.perf_counter(), time.process_time()
+t = [clocks()]
+import numpy as np
+import lazyarray as la
+t.append(clocks())
+rng = np.random.default_rng(0)
+WORKLOAD
+t.append(clocks())
+def step():
+    with la.GradientTape() as tape:
+        loss = criterion(model(xb), yb)
+    opt.apply_gradients(tape.gradient(loss, model.parameters()))
+    return loss.item()
+first = step()
+t.append(clocks())
+step()
+t.append(clocks())
+m = la.debug.metrics()
+assert np.isfinite(first)
+print(json.dumps({"wall": [b[0] - a[0] for a, b in zip(t, t[1:])],
+                  "cpu": [b[1] - a[1] for a, b in zip(t, t[1:])],
+                  "compiles": m.compiles, "disk_hits": m.disk_hits,
+                  "runtime_builds": getattr(m, "runtime_builds", None)}))
+"""
+COLD_WORKLOADS = {
+    "README MLP step": """
+xb = la.asarray(rng.normal(size=(32, 64)).astype(np.float32))
+yb = la.asarray(rng.integers(0, 10, 32))
+model = la.nn.Sequential(la.nn.Linear(64, 128), la.nn.ReLU(), la.nn.Linear(128, 10))
+opt = la.optim.Adam(model.parameters(), lr=1e-3)
+criterion = la.nn.functional.cross_entropy
+""",
+    "train_digits CNN step": """
+sys.path.insert(0, os.environ["BENCH_EXAMPLES"])
+from train_digits import make_cnn
+xb = la.asarray(rng.random((32, 1, 8, 8)).astype(np.float32))
+yb = la.asarray(rng.integers(0, 10, 32))
+model = make_cnn()
+opt = la.optim.Adam(model.parameters(), lr=la.optim.schedules.cosine(5e-3, 1000))
+criterion = la.nn.CrossEntropyLoss()
+""",
+}
+PHASES = ("import", "model + Adam", "first step", "second step")
+
+
+def run_cold(workload: str) -> dict:
+    """One new process with a new empty cache folder: seconds of each phase."""
+    with tempfile.TemporaryDirectory(prefix="bench-cold-") as cache:
+        env = dict(os.environ, LAZYARRAY_CACHE_DIR=cache, BENCH_EXAMPLES=EXAMPLES)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env.pop("LAZYARRAY_DEVICE", None)
+        code = COLD.replace("WORKLOAD", COLD_WORKLOADS[workload])
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"{workload}: the child failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure_cold(workload: str, rounds: int = 3) -> dict:
+    """Median milliseconds of each phase (wall and CPU) over `rounds` cold processes."""
+    rows = [run_cold(workload) for _ in range(rounds)]
+    med = lambda key, i: round(statistics.median(r[key][i] for r in rows) * 1e3, 1)
+    return {"rounds": rounds, "compiles": rows[-1]["compiles"],
+            **{f"{p}_ms": med("wall", i) for i, p in enumerate(PHASES)},
+            **{f"{p}_cpu_ms": med("cpu", i) for i, p in enumerate(PHASES)}}
+
+
+@pytest.mark.parametrize("workload", list(COLD_WORKLOADS))
+def test_cold_first_step(benchmark, workload: str) -> None:
+    benchmark.group = "new process, empty compile cache: the first training step"
+    benchmark.extra_info.update(workload=workload, **measure_cold(workload))
+    benchmark.pedantic(run_cold, args=(workload,), rounds=3, iterations=1)
+
+
+def print_cold(rounds: int) -> None:
+    print(f"cold start: medians over {rounds} new processes, each with an empty cache; "
+          f"load {os.getloadavg()[0]:.1f}; ms wall (CPU of all threads)")
+    print(f"{'workload':<24}" + "".join(f"{p:>22}" for p in PHASES))
+    for workload in COLD_WORKLOADS:
+        m = measure_cold(workload, rounds)
+        print(f"{workload:<24}" + "".join(
+            f"{m[p + '_ms']:>12.0f} ({m[p + '_cpu_ms']:>6.0f})" for p in PHASES))
+
+
+# ---- warm start: import and a cached tiny sync, beside the peers -----------------------
+
 @pytest.mark.parametrize("framework", list(CHILDREN))
 def test_startup(benchmark, framework: str) -> None:
     if not available(framework):
@@ -124,6 +229,8 @@ def test_startup(benchmark, framework: str) -> None:
 
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else ROUNDS
+    print_cold(min(rounds, 3))
+    print()
     print(f"medians over {rounds} fresh processes, warm caches; load {os.getloadavg()[0]:.1f}")
     print(f"{'framework':<22} {'import ms':>10} {'first call ms':>14} "
           f"{'(CPU: import':>13} {'first call)':>12}")

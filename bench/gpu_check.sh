@@ -10,7 +10,9 @@
 #    ...: whatever the machine lacks, fetched elsewhere);
 # 2. runs the test suite on "cuda", then on "cpu,cuda", then on "cuda" again in an order
 #    drawn from a random seed (--shuffle-seed; the seed is in the summary);
-# 3. runs bench/bench_cuda.py beside PyTorch eager and torch.compile;
+# 3. runs bench/bench_cuda.py beside PyTorch eager and torch.compile (its loop case: a
+#    1000-iteration la.fori_loop, condition read back asynchronously, beside a PyTorch
+#    Python loop; the suite runs tests/test_control_flow.py's loops on "cuda" too);
 # 4. runs the CPU benches (fused work, the MLP step, host costs and pool dispatch) on all
 #    of the host's cores beside NumPy, PyTorch and jax.jit (JAX_PLATFORMS=cpu): the
 #    scaling figures of the native runtime;
@@ -43,7 +45,7 @@ if ! "$PY" -m pip install --no-deps --no-build-isolation -e . >>"$OUT/install.lo
 fi
 "$PY" - >>"$OUT/install.log" 2>&1 <<'EOF'
 import lazyarray as la
-from lazyarray.devices import cuda_driver, cuda_blas, cuda_link
+from lazyarray.devices.cuda import cuda_driver, cuda_blas, cuda_link
 print("cuda:", cuda_driver.missing() or "available")
 print("cuBLAS library:", (cuda_blas.library_paths() or ["none found"])[0])
 print("nvJitLink:", "yes" if cuda_link.nvjitlink() is not None else "no (PTX is JIT-compiled by the driver)")

@@ -48,7 +48,7 @@ def markdown_interleaved(table: dict) -> str:
         return ""
     frameworks = sorted({fw for row in table.values() for fw in row},
                         key=lambda f: (f != "lazyarray", f))
-    head = "| workload | " + " | ".join(frameworks) + " | best peer / lazyarray |"
+    head = "| workload | " + " | ".join(frameworks) + f" | {RATIO} |"
     lines = ["\nInterleaved (every framework in turn within each round; medians):\n", head,
              "|" + "---|" * (head.count("|") - 1)]
     for name, row in table.items():
@@ -92,7 +92,7 @@ def markdown(table: dict) -> str:
                         key=lambda f: (f != "lazyarray", f))
     copies = table.get("memory copy", {}).values()
     copy_bw = max((nbytes / t for t, nbytes in copies if nbytes), default=None)
-    head = "| workload | " + " | ".join(frameworks) + " | best peer / lazyarray |"
+    head = "| workload | " + " | ".join(frameworks) + f" | {RATIO} |"
     if copy_bw:
         head += " lazyarray bandwidth (% of copy) |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -112,6 +112,23 @@ def markdown(table: dict) -> str:
         lines.append(f"\nMemory copy (the faster of NumPy copyto and PyTorch copy_, read + write): "
                      f"{copy_bw / 1e9:.1f} GB/s.")
     return "\n".join(lines) + "\n"
+
+
+# the ratio's column: which way it reads is in its name
+RATIO = "best peer time / lazyarray time (>1: lazyarray faster)"
+
+
+def machine(path: str) -> str:
+    """One line naming the machine and the time of the run, from pytest-benchmark's
+    machine_info: the figures are this machine's, not another's."""
+    with open(path) as f:
+        data = json.load(f)
+    info = data.get("machine_info", {})
+    cpu = info.get("cpu", {})
+    when = str(data.get("datetime", ""))[:16].replace("T", " ")
+    return (f"Machine: {cpu.get('brand_raw', 'unknown CPU')}, {cpu.get('count', '?')} cores "
+            f"({info.get('machine', '?')}, {info.get('system', '?')} {info.get('release', '')}),"
+            f" Python {info.get('python_version', '?')}; run {when} UTC; medians.\n\n")
 
 
 def _time(seconds: float) -> str:
@@ -147,8 +164,8 @@ def main(argv: list) -> None:
     src = argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), "results", "cpu.json")
     table = load(src)
     base = os.path.splitext(src)[0]
-    text = (markdown(table) if table else "") + markdown_interleaved(load_interleaved(src)) \
-        + markdown_first_steps(load_first_steps(src))
+    text = machine(src) + (markdown(table) if table else "") + \
+        markdown_interleaved(load_interleaved(src)) + markdown_first_steps(load_first_steps(src))
     with open(base + ".md", "w") as f:
         f.write(text)
     print(text)

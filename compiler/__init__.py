@@ -8,12 +8,13 @@ program need the IR, not the pass pipeline and code generators that the driver b
 (tens of milliseconds of a process's start)."""
 from typing import Any
 
-from . import dtypes, primitives  # noqa: F401  (fills the primitive registry)
-from .module import Instruction, Module
-from .node import Node
+from .hlo import dtypes
+from . import primitives  # noqa: F401  (fills the primitive registry)
+from .hlo.module import Instruction, Module
+from .graph.node import Node
 from .primitive import PRIMITIVES, Primitive, apply
 from .program import Program
-from .trace import Capture, capture
+from .graph.trace import Capture, capture
 
 __all__ = ["dtypes", "Instruction", "Module", "Node", "PRIMITIVES", "Primitive", "apply",
            "Capture", "capture", "compile", "Program"]

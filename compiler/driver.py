@@ -18,14 +18,16 @@ from typing import TYPE_CHECKING, Any, Iterator
 import numpy as np
 
 from . import profile_hooks
-from .module import Module
-from .program import Program, describe_value
+from .codegen.interrupts import InterruptsDeferred  # noqa: F401  (devices defer SIGINT through here)
+from .hlo.module import Module
+from .program import (CONTROL_STEPS, LaunchStep, LibraryStep, LoopStep, PartialStep,
+                      Program, describe_value)
 
 if TYPE_CHECKING:
-    from .plan import ExecutionPlan
+    from .planning.plan import ExecutionPlan
 
 # The passes and code generators are imported by the functions that use them: devices
-# import this module to load a cached Program (target_id, llvm_lock, runtime_layout), and
+# import this module to load a cached Program (target_id, llvm_lock, host_object), and
 # a cache hit must not pay for the compiler's import (~100 ms of a process's start).
 
 CPU = "cpu"
@@ -43,7 +45,7 @@ def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(),
     compiler is (kernels generated, then optimizing and emitting). `separate_buffers`
     (CPU): every value in a buffer of its own but for in-place pairs, as the GPU runtime
     allocates them (the host code that stands in for a GPU program's kernels,
-    devices/cuda_host_kernels.py)."""
+    devices/stand_ins/cuda_host_kernels.py)."""
     with _collector_paused():
         if target in (CPU, CPU_LIBRARY):
             return _compile_cpu(module, frozenset(donated), verify, dumps, progress,
@@ -98,32 +100,21 @@ def gpu_target(capability: tuple, multiprocessors: int, threads_per_multiprocess
 
 # ---- the two targets -------------------------------------------------------------------
 
-def runtime_code(name: str, *shape: int) -> bytes:
-    """Object code of one of the CPU runtime's own native functions, generated with the
-    builder and for the target kernels use (codegen/pool_ir.py): "pool" (the worker
-    pool's job runner and worker loop), "trampoline" (nargs, npartials, ncounts: calls a
-    kernel with its arguments from a buffer table), "gemm_tiles" (matrix products in
-    tiles, each a CBLAS call)."""
-    from .codegen import llvm_target, pool_ir
-    triple = llvm_target.host()[0]
-    make = {"pool": lambda: pool_ir.PoolIR(triple).text(),
-            "trampoline": lambda: pool_ir.trampoline_ir(triple, *shape),
-            "gemm_tiles": lambda: pool_ir.gemm_tiles_ir(triple)}
-    text = make[name]()
-    # a trampoline is a few loads and one call: parsed and emitted, not optimized (the IR
-    # passes were half of its ~9 ms, paid per kernel signature on a first call)
-    prepare = llvm_target.parse if name == "trampoline" else llvm_target.optimize
-    mod = prepare(text, "lazyarray_" + name)
+def host_object(ir_text: str, name: str, optimize: bool = True, slp: bool = True) -> bytes:
+    """Object code for the host from LLVM IR a runtime generated for its own native
+    functions (devices/cpu/pool_ir.py: the worker pool, kernel trampolines, GEMM tiles),
+    built with the options kernels are built with. `optimize=False` parses and emits only
+    (a trampoline is a few loads and one call: the IR passes were half of its ~9 ms);
+    `slp=False` skips the SLP vectorizer (code that is vector code already)."""
+    from .codegen import llvm_target
+    if optimize:
+        mod = llvm_target.optimize(ir_text, name, slp=slp)
+    else:
+        mod = llvm_target.parse(ir_text, name)
     try:
         return llvm_target.emit_object(mod)
     finally:
         llvm_target.release(mod)
-
-
-def runtime_layout() -> Any:
-    """The word offsets and names the runtime's generated code and the device share."""
-    from .codegen import pool_ir
-    return pool_ir.LAYOUT
 
 
 def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
@@ -136,17 +127,23 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     if separate_buffers:
         plan = _separate_buffers(plan)
     span = profile_hooks.span         # a profile times each stage (no-op otherwise)
-    if library and any(_control_kernels(plan)):
-        op = plan.module.instructions[_control_kernels(plan)[0].members[0]].op
-        raise ValueError(f"ahead-of-time compilation: {op} (la.while_loop, la.fori_loop, "
-                         "la.scan, la.cond) runs as host-driven steps and cannot be "
-                         "compiled into a shared library yet")
-    control = functools.partial(control_step, plan, compile_sub=lambda m: compile(
-        m, CPU, separate_buffers=separate_buffers))
+    sub_dumps: dict = {}
+    made = [0]
+
+    def compile_sub(m: Module) -> Program:
+        if library:     # a library links every sub-program's object: names of their own
+            m = Module(f"{module.name}_{made[0]}{m.name}", m.instructions, m.outputs)
+            made[0] += 1
+        sub = compile(m, CPU_LIBRARY if library else CPU, dumps=dumps,
+                      separate_buffers=separate_buffers)
+        _keep_sub_dumps(sub_dumps, m.name, sub)
+        return sub
+    control = functools.partial(control_step, plan, compile_sub=compile_sub)
     with span("codegen", "cpu_kernels"):
-        ir_text, steps = cpu_kernels.generate(plan, module.name, progress=progress,
-                                              control=control, lapack=not library)
-    functions = sum(1 for s in steps if "fn" in s)
+        ir_text, steps = cpu_kernels.generate(
+            plan, module.name, progress=progress, control=control, lapack=not library,
+            prefix=f"{_c_ident(module.name)}__" if library else "")
+    functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
     if progress is not None:
         progress("optimizing", functions, functions)
     with span("codegen", "llvm_optimize"):
@@ -159,8 +156,26 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     if dumps:
         program.dumps = _plan_texts(plan)
         program.dumps.update(llvm=str(llmod), asm=llvm_target.emit_assembly(llmod))
+        program.dumps.update(sub_dumps)
     llvm_target.release(llmod)
     return program
+
+
+def _c_ident(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name)
+
+
+def _keep_sub_dumps(into: dict, name: str, sub: Program) -> None:
+    """A control step's sub-program's dump texts (its condition, body, branches), under
+    "sub.<name>.<stage>" ("<name>-<k>" for the k-th other sub-program of that name; a
+    nested one's keys gain its parent's prefix)."""
+    if not sub.dumps:
+        return
+    k = len({key.split(".")[1] for key in into
+             if key.split(".")[1] == name or key.split(".")[1].startswith(name + "-")})
+    where = name if k == 0 else f"{name}-{k}"
+    for stage, text in sub.dumps.items():
+        into[f"sub.{where}.{stage}"] = text
 
 
 def _control_kernels(plan: ExecutionPlan) -> list:
@@ -171,7 +186,7 @@ def _control_kernels(plan: ExecutionPlan) -> list:
 def _separate_buffers(plan: ExecutionPlan) -> ExecutionPlan:
     """The plan with each value in a slot of its own, except an output updated in place,
     which keeps its donated parameter's."""
-    from .plan import BufferPlan, ExecutionPlan
+    from .planning.plan import BufferPlan, ExecutionPlan
     ins = plan.module.instructions
     slot_of = {pos: pos for pos in range(len(ins)) if not isinstance(ins[pos].dtype, tuple)}
     aliases = dict(plan.buffers.aliases)
@@ -214,7 +229,7 @@ def _compile_nvptx(module: Module, arch: str, donated: frozenset, verify: bool,
 
 def simt_layout() -> tuple:
     """(context word offsets by name, words, bytes per barrier) that the host-built GPU
-    kernels of `compile_gpu_for_host` and their runner (devices/cuda_simt.py) share."""
+    kernels of `compile_gpu_for_host` and their runner (devices/stand_ins/cuda_simt.py) share."""
     from .codegen import gpu_simt
     return dict(gpu_simt.CTX), gpu_simt.CTX_WORDS, gpu_simt.BARRIER_BYTES
 
@@ -222,7 +237,7 @@ def simt_layout() -> tuple:
 def compile_gpu_for_host(module: Module, target: str) -> Program:
     """The GPU program of `module` for `target` — the same kernels, launches and scratch
     buffers — with its kernels built as host object code (codegen/gpu_simt.py), for
-    devices/cuda_simt.py to run thread by thread without a GPU. Each kernel takes the
+    devices/stand_ins/cuda_simt.py to run thread by thread without a GPU. Each kernel takes the
     thread's context after its buffers."""
     from .codegen import llvm_target, nvptx
     from .passes.pipeline import compile_plan
@@ -242,10 +257,10 @@ def compile_gpu_for_host(module: Module, target: str) -> Program:
     return program
 
 
-def _launch_step(spec: Any) -> dict:
-    return {"type": "launch", "kernel": spec.name, "fn": spec.name, "grid": list(spec.grid),
-            "block": list(spec.block), "shared_bytes": int(spec.shared_bytes),
-            "args": list(spec.params)}
+def _launch_step(spec: Any) -> LaunchStep:
+    return LaunchStep(kernel=spec.name, fn=spec.name, grid=list(spec.grid),
+                      block=list(spec.block), shared_bytes=int(spec.shared_bytes),
+                      args=list(spec.params))
 
 
 # ---- the Program ---------------------------------------------------------------------------
@@ -254,19 +269,20 @@ def _referenced(plan: ExecutionPlan, steps: list) -> set:
     from .codegen.control_steps import step_positions
     refs = set(plan.module.outputs) | set(plan.buffers.slot_of) | set(plan.module.parameters)
     for s in steps:
-        refs.update(a for a in s.get("args", []) if isinstance(a, int))
-        if s["type"] == "library":
-            refs.add(s["pos"])
-            refs.update(s["operands"])
-        elif s["type"] in ("while", "conditional"):
+        refs.update(a for a in getattr(s, "args", None) or [] if isinstance(a, int))
+        if isinstance(s, LibraryStep):
+            refs.add(s.pos)
+            refs.update(s.operands)
+        elif isinstance(s, CONTROL_STEPS):
             refs.update(step_positions(s))
-        refs.update(r["pos"] for r in s.get("roots", []) if r["pos"] is not None)
+        elif isinstance(s, PartialStep):
+            refs.update(r["pos"] for r in s.roots if r["pos"] is not None)
     return refs
 
 
 def _program(plan: ExecutionPlan, target: str, code: bytes, steps: list,
              donated: frozenset) -> Program:
-    from .kernel_cost import kernel_info
+    from .planning.kernel_cost import kernel_info
     m, buffers = plan.module, plan.buffers
     values = {str(p): describe_value(m.instructions[p]) for p in sorted(_referenced(plan, steps))}
     return Program(
@@ -283,9 +299,39 @@ def _program(plan: ExecutionPlan, target: str, code: bytes, steps: list,
 # ---- dump texts --------------------------------------------------------------------------
 
 def _plan_texts(plan: ExecutionPlan) -> dict:
-    from . import graphviz
-    return {"optimized_hlo": str(plan.module), "fusion": fusion_report(plan),
+    from .hlo import graphviz
+    return {"optimized_hlo": str(plan.module) + kernel_summary(plan),
+            "fusion": fusion_report(plan),
             "dot": graphviz.plan_dot(plan)}
+
+
+# ops that only move or repeat values: counted, not listed, in a kernel's summary line
+_MOVES = frozenset(("broadcast_in_dim", "reshape", "slice", "transpose", "constant", "iota",
+                    "parameter", "concatenate", "pad", "reverse"))
+
+
+def kernel_summary(plan: ExecutionPlan) -> str:
+    """One `//` comment line per kernel (the parser skips them): its kind, the ops fused
+    into it (index moves only counted), what it reads and what it writes; then the
+    temporaries' peak."""
+    from .hlo.printer import instruction_name
+    ins = plan.module.instructions
+    lines = [f"// {len(plan.kernels)} kernel{'s' * (len(plan.kernels) != 1)}:"]
+    for k in plan.kernels:
+        counts: dict = {}
+        for p in k.members:
+            counts[ins[p].op] = counts.get(ins[p].op, 0) + 1
+        ops = ", ".join(op if n == 1 else f"{op} x{n}" for op, n in counts.items()
+                        if op not in _MOVES)
+        moves = sum(n for op, n in counts.items() if op in _MOVES)
+        names = lambda ps: ", ".join(instruction_name(plan.module, p) for p in ps) or "nothing"
+        lines.append(f"//   {k.name} ({k.kind}): {ops or 'no arithmetic'}"
+                     f"{f' (+{moves} index moves)' if moves else ''}; reads {names(k.inputs)};"
+                     f" writes {names(k.outputs)}")
+    if plan.buffers is not None:
+        lines.append(f"// buffers (inputs, temporaries, outputs) at their peak: "
+                     f"{plan.buffers.peak_bytes} bytes")
+    return "\n".join(lines) + "\n"
 
 
 def fusion_report(plan: ExecutionPlan) -> str:

@@ -7,14 +7,16 @@ graphs too) and its elemental code. Nothing else in the project switches on op n
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
 
-from . import dtypes as D
-from .dtypes import DType
-from .node import Node
+from .hlo import dtypes as D
+from .hlo.dtypes import DType
+from .graph.node import Node
+from .hlo.shapes import num_elements
 
 # kinds, which fusion reads
 ELEMENTWISE = "elementwise"   # out[i] = f(a[i], b[i], ...)
@@ -76,7 +78,7 @@ class Primitive:
                                          # where its library call serves (`library`)
     math: Optional[str] = None           # name in the per-target math table
     costly: bool = False                 # fusion computes it once, never per consumer
-                                         # (compiler/fusion.py); set for every `math` op
+                                         # (compiler/planning/fusion.py); set for every `math` op
     doc: str = ""
     reduced_axes: Any = None             # reductions: (attrs) -> the axes they combine
     reducer: Any = None                  # reductions: (attrs) -> how they combine
@@ -85,16 +87,13 @@ class Primitive:
                                          # primitives that replaces it before fusion
     library: Optional[LibraryCall] = None  # LIBRARY / OPAQUE: the call a device makes
                                            # where no code is generated for it
-    batch: Any = None                    # vmap: a rule (compiler/batching.py) or
+    batch: Any = None                    # vmap: a rule (compiler/transforms/batching.py) or
                                          # LOOP_OVER_BATCH, the explicit fallback
     pure: bool = True                    # False: the result depends on more than the
                                          # operands (collectives); never folded
     arity: Optional[int] = None          # operand count, where fixed but not evident from
                                          # the reference's signature (the verifier checks it)
-    device_calls: Any = None             # {"cuda": fn(ctx, ins, out, operands) -> bool}:
-                                         # native calls a device tries before `library`'s
-                                         # (compiler/primitives/cusolver_calls.py);
-                                         # {"cuda_stream": fn(device, ins, out, operands)
+    device_calls: Any = None             # {"cuda_stream": fn(device, ins, out, operands)
                                          # -> bool}: queued on the device's own stream
                                          # (collectives on NCCL)
     holomorphic: bool = True             # complex results: autodiff applies the vjp (written
@@ -102,7 +101,7 @@ class Primitive:
                                          # follows the conjugate-Wirtinger convention itself
     vjp_by_type: bool = False            # the vjp reads only the types and attributes of g,
                                          # the node and its operands (never their values,
-                                         # identity or producers): compiler/vjp_templates.py
+                                         # identity or producers): compiler/transforms/vjp_templates.py
                                          # may then copy the graph it built before
     vjp_partial: bool = False            # the vjp takes `wanted` (a bool per operand: does the
                                          # walk need its cotangent?) and may give None for the
@@ -115,9 +114,33 @@ class Primitive:
 PRIMITIVES: dict[str, Primitive] = {}
 
 
+# the most bytes one array may hold: every index and byte offset is a signed 64-bit integer
+MAX_ARRAY_BYTES = 2 ** 63 - 1
+
+
+def _bounded(name: str, infer: Callable) -> Callable:
+    """`infer`, refusing a result too large to address (la.zeros((2**40, 2**40)), or a
+    broadcast of (2**40, 1) against (1, 2**40)): its element count would wrap in the
+    generated index arithmetic. Ops whose result is never larger than an operand
+    (elementwise, reductions) are not wrapped."""
+    @functools.wraps(infer)
+    def checked(operands: tuple, **attrs: Any) -> tuple:
+        shape, dtype = infer(operands, **attrs)
+        if type(shape) is tuple and all(type(n) is int for n in shape):
+            n = num_elements(shape)
+            if n * max(getattr(dtype, "itemsize", 1), 1) > MAX_ARRAY_BYTES:
+                raise ValueError(
+                    f"{name}: a result of shape {shape} ({n} elements of {dtype}) is larger "
+                    f"than any array can be (at most 2**63 - 1 bytes); check the shape")
+        return shape, dtype
+    return checked
+
+
 def primitive(name: str, kind: str, infer: Callable, reference: Callable, **kw: Any) -> Primitive:
     if name in PRIMITIVES:
         raise ValueError(f"primitive {name!r} defined twice")
+    if kind not in (ELEMENTWISE, REDUCTION):
+        infer = _bounded(name, infer)
     p = Primitive(name, kind, infer, reference, **kw)
     p.costly = p.costly or p.math is not None
     PRIMITIVES[name] = p

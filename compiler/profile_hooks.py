@@ -11,6 +11,8 @@ seconds):
     kernel(program, kernel, kind, t0, t1, threads)
                                                one kernel or library call of a program run,
                                                on `threads` threads
+    trips(count)                               the loop reported last by `kernel` ran
+                                               `count` iterations
     chunk(kernel, chunk, t0, t1)               one chunk of a kernel split over the Python
                                                pool, reported by the thread that ran it
     gpu_kernel(program, kernel, kind, ms)      a GPU kernel timed by events on the stream

@@ -9,29 +9,143 @@ each stage for dumps. Everything but the dump texts is plain JSON-able data plus
 bytes blob, so the disk cache stores a Program and a fresh process runs it without
 re-planning (`to_cache` / `from_cache`).
 
-Steps are dicts with a "type":
-- "loop", "partial" (CPU): a generated function over a range of the outer dimension
-  (compiler/codegen/cpu_kernels.py describes their fields); a "loop" calling LAPACK
-  also names its routines and tables ("lapack") and its fallback library step ("host");
-- "launch" (GPU): a kernel entry with grid, block, shared bytes and its parameters;
-- "while", "conditional": control flow; sub-programs the device runs from the host
+Steps are typed (the dataclasses below), one class per kind:
+- LoopStep, PartialStep (CPU): a generated function over a range of the outer dimension
+  (compiler/codegen/cpu_kernels.py describes their fields); a loop calling LAPACK also
+  names its routines and tables (`lapack`) and its fallback library step (`host`);
+- LaunchStep (GPU): a kernel entry with grid, block, shared bytes and its parameters;
+- WhileStep, ConditionalStep: control flow; sub-programs the device runs from the host
   (compiler/codegen/control_steps.py describes them; `run_while` below runs one);
-- "library": a call a device implements natively, named by the primitive's stanza
+- LibraryStep: a call a device implements natively, named by the primitive's stanza
   (`call`), with the value it writes (`pos`), the values it reads (`operands`) and the
   call's arguments the compiler worked out (`args`).
+An executor runs a step by a table from step class to handler and reads its fields as
+attributes. In the cache a step is plain data, {"type": kind, field: value...}
+(`to_data`, `step_from_data`).
 """
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 
-from . import dtypes as D
-from .literal import Literal
+from .hlo import dtypes as D
+from .hlo.literal import Literal
 
 FORMAT = 2      # bump when the stored layout changes (old cache entries then miss)
+
+
+# ---- steps ---------------------------------------------------------------------------------
+
+@dataclass(kw_only=True)
+class Step:
+    """What every step has: its kind (the class's `kind`, "type" in the cache) and the
+    plan kernel it runs."""
+
+    kind: ClassVar[str] = ""
+    kernel: str = ""
+
+    def to_data(self) -> dict:
+        """The step as plain JSON-able data (fields that are None left out)."""
+        out: dict = {"type": self.kind}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is not None:
+                out[f.name] = v.to_data() if isinstance(v, Step) else v
+        return out
+
+
+@dataclass(kw_only=True)
+class LibraryStep(Step):
+    kind: ClassVar[str] = "library"
+    call: str
+    op: str
+    pos: int
+    operands: list
+    args: Any = None                # the call's arguments (a dict), or its positions (gemm)
+
+
+@dataclass(kw_only=True)
+class LoopStep(Step):
+    kind: ClassVar[str] = "loop"
+    fn: str
+    args: list                      # module positions, in the function's argument order
+    extent: int
+    work: int
+    serial: Optional[bool] = None   # its range may not be split
+    lapack: Optional[dict] = None   # routines, table, status, checks, op, shape
+    host: Optional[LibraryStep] = None   # the LAPACK loop's fallback
+
+
+@dataclass(kw_only=True)
+class PartialStep(Step):
+    kind: ClassVar[str] = "partial"
+    fn: str
+    args: list
+    extent: int
+    work: int
+    per_chunk: bool
+    roots: list                     # one dict per reduced value (pos, kind, acc, ...)
+    serial: Optional[bool] = None
+    partials_stored: Optional[bool] = None
+    finish: Optional[str] = None
+    finish_args: Optional[list] = None
+    finish_extent: Optional[int] = None
+
+
+@dataclass(kw_only=True)
+class LaunchStep(Step):
+    kind: ClassVar[str] = "launch"
+    fn: str
+    grid: list
+    block: list
+    shared_bytes: int
+    args: list
+
+
+@dataclass(kw_only=True)
+class WhileStep(Step):
+    kind: ClassVar[str] = "while"
+    operands: list
+    outputs: list                   # [position, tuple index]
+    varying: list
+    cond: dict                      # sub-programs as data (`sub_program`)
+    body: Optional[dict] = None
+
+    def sub_programs(self) -> list:
+        """[cond, body or None]."""
+        return [self.cond, self.body]
+
+
+@dataclass(kw_only=True)
+class ConditionalStep(Step):
+    kind: ClassVar[str] = "conditional"
+    operands: list
+    outputs: list
+    branches: list
+
+    def sub_programs(self) -> list:
+        return list(self.branches)
+
+
+CONTROL_STEPS = (WhileStep, ConditionalStep)     # steps whose sub-programs a device runs
+
+
+STEP_TYPES = {cls.kind: cls for cls in (LibraryStep, LoopStep, PartialStep, LaunchStep,
+                                        WhileStep, ConditionalStep)}
+
+
+def step_from_data(data: dict) -> Step:
+    """The step `to_data` gave."""
+    kind = data["type"]
+    if kind not in STEP_TYPES:
+        raise ValueError(f"unknown program step type {kind!r}")
+    values = {k: v for k, v in data.items() if k != "type"}
+    if values.get("host") is not None:
+        values["host"] = step_from_data(values["host"])
+    return STEP_TYPES[kind](**values)
 
 
 @dataclass
@@ -39,7 +153,7 @@ class Program:
     name: str
     target: str                   # "cpu" or an NVPTX architecture ("sm_80")
     code: bytes                   # object code (CPU) or PTX text (GPU); b"" if no kernels
-    steps: list                   # dicts, in execution order (see the module docstring)
+    steps: list                   # Steps, in execution order (see the module docstring)
     values: dict                  # str(position) -> description (see `describe_value`)
     params: list                  # [position, parameter number]
     outputs: list                 # positions of the module outputs, in order
@@ -49,7 +163,7 @@ class Program:
     aliases: list = field(default_factory=list)      # [output, donated parameter]
     donated: list = field(default_factory=list)      # donated parameter numbers
     scratch: dict = field(default_factory=dict)      # GPU: scratch key -> bytes
-    # plan kernel -> its ops, traced sources, bytes and flops (compiler/kernel_cost.py):
+    # plan kernel -> its ops, traced sources, bytes and flops (compiler/planning/kernel_cost.py):
     # what a profile shows beside each kernel's time
     kernel_info: dict = field(default_factory=dict)
     dumps: dict = field(default_factory=dict)        # stage -> text (never stored)
@@ -61,6 +175,7 @@ class Program:
     def to_cache(self) -> tuple:
         """(meta dict, code bytes): what the disk cache stores."""
         meta = {k: getattr(self, k) for k in _STORED}
+        meta["steps"] = [s.to_data() for s in self.steps]
         meta["format"] = FORMAT
         return meta, self.code
 
@@ -68,7 +183,9 @@ class Program:
     def from_cache(cls, meta: dict, code: bytes) -> "Program":
         if meta.get("format") != FORMAT:
             raise ValueError(f"program format {meta.get('format')!r}, expected {FORMAT}")
-        return cls(code=code, **{k: meta[k] for k in _STORED})
+        stored = {k: meta[k] for k in _STORED}
+        stored["steps"] = [step_from_data(s) for s in stored["steps"]]
+        return cls(code=code, **stored)
 
     def value_table(self) -> dict:
         """position -> ValueInfo for every value the steps touch."""
@@ -139,11 +256,11 @@ def sub_program(data: dict) -> Program:
     return Program.from_cache(data["meta"], base64.b64decode(data["code"]))
 
 
-def run_while(step: dict, state: list, run_cond: Any, run_body: Any, truth: Any) -> list:
+def run_while(step: "WhileStep", state: list, run_cond: Any, run_body: Any, truth: Any) -> list:
     """The loop of a "while" step over host-side handles: `run_cond(state)` -> [pred],
     `run_body(state)` -> the varying values then the next pred, `truth(pred) -> bool`
     (a read back to the host); returns the final state. Devices share it."""
-    vary = step["varying"]
+    vary = step.varying
     go = truth(run_cond(state)[0])
     while go:
         if run_body is None:
@@ -156,6 +273,6 @@ def run_while(step: dict, state: list, run_cond: Any, run_body: Any, truth: Any)
     return state
 
 
-def branch_index(step: dict, index: Any) -> int:
+def branch_index(step: "ConditionalStep", index: Any) -> int:
     """The branch a conditional takes for `index` (clamped, as HLO does)."""
-    return min(max(int(index), 0), len(step["branches"]) - 1)
+    return min(max(int(index), 0), len(step.branches) - 1)

@@ -2,7 +2,7 @@
 
 `MPICommunicator` runs them on MPI through mpi4py (for CPU processes; a CUDA device's
 collective steps reach it through host buffers, with a note). It implements the protocol
-in compiler/collectives.py; `lazyarray.distributed.init()` installs it, or the NCCL one of
+in compiler/primitives/process_group.py; `lazyarray.distributed.init()` installs it, or the NCCL one of
 nccl_communicator.py, which sends host arrays here and CUDA buffers to NCCL.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler import dtypes as D
+from ..compiler.hlo import dtypes as D
 
 # MPI has no float16/bfloat16 reductions everywhere: they travel as float32, and bool as
 # uint8 (max/min are then logical or/and)

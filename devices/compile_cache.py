@@ -18,7 +18,11 @@ write itself:
 - an entry holds its full key and the lazyarray and llvmlite versions that wrote it,
   compared on load: an entry copied over another key, or left by another version, is a
   miss (the SHA-256 only catches damage: anyone who can write the file can recompute it);
-- a truncated or inconsistent entry is a miss (recompiled and overwritten), never loaded.
+- a truncated or inconsistent entry is a miss (recompiled and overwritten), never loaded;
+  object code is checked whole (devices/object_code.py `malformed`: the ELF header,
+  section table and sections inside the file) before LLVM reads any of it, and an entry
+  whose code does not load (cut short, or lacking a function its program names) is
+  removed and recompiled.
 
 Entries are written to a temporary file in the same directory and renamed into place
 (`os.replace` is atomic), so a reader sees a whole entry or none, and two processes
@@ -252,6 +256,11 @@ class DiskCache:
             return False
         self.evict()
         return True
+
+    def remove(self, key: str) -> None:
+        """Drop an entry that was read whole but does not load (its code is damaged)."""
+        if not self.refused:
+            _remove(self._path(key))
 
     def evict(self) -> None:
         """Remove the least recently used entries until the total is within max_bytes."""

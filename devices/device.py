@@ -7,7 +7,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..compiler import profile_hooks
-from ..compiler.module import Module
+from ..compiler.hlo.module import Module
 
 
 class Executable(Protocol):

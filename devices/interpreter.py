@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..compiler import primitive as P
-from ..compiler.module import Module
+from ..compiler.hlo.module import Module
 from .device import HostDevice
 
 

@@ -80,7 +80,7 @@ def la_generate(weights: dict, prompt: list, new_tokens: int) -> tuple:
     caches = [(la.zeros((HEADS, CONTEXT, HEAD)), la.zeros((HEADS, CONTEXT, HEAD)))
               for _ in range(LAYERS)]
     la.sync()
-    before = la.debug.metrics().compiles
+    before = la.debug.metrics().cache_misses
     out: list = []
     token = la.asarray(np.array([prompt[0]], np.int64))
     for pos in range(len(prompt) + new_tokens - 1):
@@ -91,7 +91,7 @@ def la_generate(weights: dict, prompt: list, new_tokens: int) -> tuple:
         else:
             token = nxt
             out.append(int(nxt.numpy()[0]))
-    return out, la.debug.metrics().compiles - before
+    return out, la.debug.metrics().cache_misses - before
 
 
 def la_generate_compiled(weights: dict, prompt: list, new_tokens: int) -> tuple:
@@ -104,7 +104,7 @@ def la_generate_compiled(weights: dict, prompt: list, new_tokens: int) -> tuple:
     caches = [(la.zeros((HEADS, CONTEXT, HEAD)), la.zeros((HEADS, CONTEXT, HEAD)))
               for _ in range(LAYERS)]
     la.sync()
-    before = la.debug.metrics().compiles
+    before = la.debug.metrics().cache_misses
 
     def step(pos: Any, state: tuple) -> tuple:
         token, caches, seq = state
@@ -119,7 +119,7 @@ def la_generate_compiled(weights: dict, prompt: list, new_tokens: int) -> tuple:
     state = (prompt_t[:1], caches, prompt_t)
     _, _, seq = la.fori_loop(0, steps, step, state)
     tokens = seq.numpy()[len(prompt):len(prompt) + new_tokens].tolist()
-    return tokens, la.debug.metrics().compiles - before
+    return tokens, la.debug.metrics().cache_misses - before
 
 
 # ---- the same decoder in NumPy ------------------------------------------------------------
@@ -162,25 +162,43 @@ def main(argv: Any = None) -> dict:
     p.add_argument("--loop", choices=("compiled", "python"), default="compiled",
                    help="compiled: the token loop is one la.fori_loop (one program, one "
                         "sync); python: a Python loop runs the step program per token")
+    p.add_argument("--repeat", type=int, default=5,
+                   help="timed generations after the first (the tokens/s are medians)")
     args = p.parse_args(argv)
     if len(args.prompt) + args.new_tokens > CONTEXT:
         p.error(f"prompt + new tokens must fit the cache ({CONTEXT} positions)")
     weights = make_weights()
-    t0 = time.perf_counter()
     generate = la_generate_compiled if args.loop == "compiled" else la_generate
-    tokens, compiles = generate(weights, args.prompt, args.new_tokens)
-    la_s = time.perf_counter() - t0
     t0 = time.perf_counter()
+    tokens, programs = generate(weights, args.prompt, args.new_tokens)
+    first_s = time.perf_counter() - t0
+    # steady state: the same generation again, its program a cache hit (medians)
+    la_s = _median_seconds(lambda: generate(weights, args.prompt, args.new_tokens), args.repeat)
     reference = np_generate(weights, args.prompt, args.new_tokens)
-    np_s = time.perf_counter() - t0
+    np_s = _median_seconds(lambda: np_generate(weights, args.prompt, args.new_tokens),
+                           args.repeat)
     print(f"prompt {args.prompt} -> {tokens}")
     how = "in one la.fori_loop" if args.loop == "compiled" else "from a Python loop"
-    print(f"{len(args.prompt) + args.new_tokens - 1} decoding steps ({how}) ran {compiles} "
-          f"compiled program{'s' if compiles != 1 else ''} (one program for any number of "
+    steps = len(args.prompt) + args.new_tokens - 1
+    print(f"{steps} decoding steps ({how}) ran {programs} "
+          f"compiled program{'s' if programs != 1 else ''} (one program for any number of "
           "new tokens)")
-    print(f"lazyarray {la_s:.2f} s (first call included), NumPy {np_s:.2f} s; "
+    rate = lambda s: args.new_tokens / s
+    print(f"first call {first_s:.2f} s (compile included); then lazyarray "
+          f"{rate(la_s):.0f} tokens/s, NumPy {rate(np_s):.0f} tokens/s "
+          f"({np_s / la_s:.1f}x; medians of {args.repeat}, the prompt's steps included); "
           f"tokens {'match' if tokens == reference else 'DIFFER from'} the NumPy decoder")
-    return {"tokens": tokens, "reference": reference, "compiles": compiles, "loop": args.loop}
+    return {"tokens": tokens, "reference": reference, "compiles": programs, "loop": args.loop,
+            "tokens_per_s": rate(la_s), "numpy_tokens_per_s": rate(np_s)}
+
+
+def _median_seconds(fn: Any, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ the first step and a cache hit at every later one; evaluation is a second progra
 styles of the same step: `--style tape` (a GradientTape, the default) and
 `--style backward` (PyTorch's loss.backward() / opt.step()). The script shows a progress
 bar (tqdm if installed, else one line rewritten in place) and prints the loss, the test
-accuracy, the compiles counted by `la.debug.metrics()` and the mean step time.
+accuracy, the programs counted by `la.debug.metrics()` (compiled, or loaded from the disk
+cache) and the mean step time.
 """
 from __future__ import annotations
 
@@ -78,7 +79,8 @@ def train(model: la.nn.Module, data: tuple, epochs: int = 30, batch: int = 64, l
     schedule = la.optim.schedules.cosine(lr, epochs * steps_per_epoch)
     opt = la.optim.Adam(model.parameters(), lr=schedule)
     rng = np.random.default_rng(seed)
-    before = la.debug.metrics().compiles
+    before = la.debug.metrics()
+    programs_before, compiles_before = before.cache_misses, before.compiles
     step_times, first_step, loss_value = [], None, float("nan")
     criterion = la.nn.CrossEntropyLoss()
     for epoch in range(epochs):
@@ -111,7 +113,10 @@ def train(model: la.nn.Module, data: tuple, epochs: int = 30, batch: int = 64, l
             log(f"  epoch {epoch + 1:3d}  loss {loss_value:.4f}  "
                 f"test accuracy {accuracy(model, xt, yt):.4f}")
     acc = accuracy(model, xt, yt)
-    return {"accuracy": acc, "loss": loss_value, "compiles": la.debug.metrics().compiles - before,
+    after = la.debug.metrics()
+    return {"accuracy": acc, "loss": loss_value,
+            "compiles": after.cache_misses - programs_before,     # programs: compiled or loaded
+            "compiled": after.compiles - compiles_before,
             "first_step_s": first_step,
             "step_s": float(np.mean(step_times)) if step_times else None}
 
@@ -126,8 +131,9 @@ class Progress:
         self.postfix, self._last = "", 0.0
         try:
             from tqdm import tqdm
+            # leave=False: an epoch's bar goes when it is done (not 30 finished bars a model)
             self.bar: Optional[Any] = tqdm(total=total, desc=desc, file=self.stream,
-                                           leave=True)
+                                           leave=False)
         except ImportError:
             self.bar = None
 
@@ -154,8 +160,8 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-        else:
-            self.stream.write("\n")
+        else:                         # the line goes, as tqdm's bar does with leave=False
+            self.stream.write("\r" + " " * len(self.line()) + "\r")
             self.stream.flush()
 
 
@@ -192,8 +198,11 @@ def main() -> None:
         print(f"{name}: {la.nn.count_parameters(model)} parameters")
         r = train(model, data, epochs=args.epochs, device=args.device, style=args.style,
                   progress=not args.no_progress, **settings)
+        loaded = r["compiles"] - r["compiled"]
+        how = f"{r['compiled']} compiled, {loaded} loaded from the disk cache" if loaded \
+            else "both compiled"
         print(f"{name}: test accuracy {r['accuracy']:.4f}, final loss {r['loss']:.4f}, "
-              f"{r['compiles']} compiles (training step + evaluation), first step "
+              f"{r['compiles']} programs (training step + evaluation; {how}), first step "
               f"{r['first_step_s'] * 1e3:.1f} ms, then {r['step_s'] * 1e3:.2f} ms a step")
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Optional
 
-from .compiler import dtypes as D
+from .compiler.hlo import dtypes as D
 from .ops import autocast as _policy
 from .tensor import Tensor
 from . import api

@@ -1,5 +1,5 @@
 """`la.aot.compile(fn, example_args)`: a function as a shared library and a C header,
-compiled ahead of time (tfcompile's role); see devices/aot.py for what the library holds.
+compiled ahead of time (tfcompile's role); see devices/cpu/aot.py for what the library holds.
 
     lib = la.aot.compile(predict, [np.zeros((1, 784), np.float32)], name="predict",
                          out_dir="build")
@@ -16,11 +16,11 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from .compiler.literal import Literal
-from .compiler.module import Instruction, Module
-from .compiler.trace import capture
+from .compiler.hlo.literal import Literal
+from .compiler.hlo.module import Instruction, Module
+from .compiler.graph.trace import capture
 from .creation import asarray
-from .devices.aot import AOTError, Library, build_library, find_blas  # noqa: F401
+from .devices.cpu.aot import AOTError, Library, build_library, find_blas  # noqa: F401
 from .tensor import Tensor
 
 

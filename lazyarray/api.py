@@ -8,10 +8,10 @@ from typing import Any
 
 from . import ops
 from .ops import nn as _ops_nn
-from .compiler import dtypes as _D
-from .compiler.dtypes import (DType, bfloat16, bool_, float16, float32, float64, int8, int16,
-                               int32, int64, uint8, uint16, uint32, uint64)
-from .compiler.dtypes import complex64, complex128  # noqa: F401
+from .compiler.hlo import dtypes as _D
+from .compiler.hlo.dtypes import (DType, bfloat16, bool_, float16, float32, float64, int8, int16,
+                                  int32, int64, uint8, uint16, uint32, uint64)
+from .compiler.hlo.dtypes import complex64, complex128  # noqa: F401
 from . import random as _random
 from . import runtime
 from .autograd import GradientTape, grad, stop_gradient, value_and_grad
@@ -21,9 +21,10 @@ from .creation import asarray, from_dlpack, from_numpy, tensor
 from .creation import grad_option as _grad_option, sized as _sized
 from .creation import astype_on_device as _astype_on_device, like_on_device as _like_on_device
 from .creation import show_device_keyword as _show_device
-from .graph_break import nonzero, unique_all, unique_counts, unique_inverse, unique_values
+from .graph_break import nonzero, unique, unique_all, unique_counts, unique_inverse, unique_values
 from .lift import lift
 from .saving import load, save
+from .sampling import multinomial
 
 _CONVENTIONS = {"max", "min", "var", "std", "sort"}
 for _name in ops.__all__:
@@ -106,7 +107,7 @@ def isdtype(dtype, kind) -> bool:
 
 
 class _NamespaceInfo:
-    """What `__array_namespace_info__()` reports (array API 2023.12 inspection)."""
+    """What `__array_namespace_info__()` reports (array API 2024.12 inspection)."""
 
     def capabilities(self) -> dict:
         # boolean indexing and nonzero work, as graph breaks (errors in strict mode)
@@ -157,6 +158,22 @@ unsqueeze = globals()["expand_dims"]
 permute = globals()["permute_dims"]
 clamp = globals()["clip"]
 inference_mode = no_grad
+
+
+_topk = lift(ops.topk)
+
+
+def topk(x: Any, k: int, axis: int = -1, largest: bool = True, sorted: bool = True, *,
+         dim: Any = None) -> ValuesIndices:
+    """(values, indices) of the k largest (`largest=False`: smallest) along `axis`
+    (PyTorch's topk; `dim=` is the same axis)."""
+    return ValuesIndices(*_topk(x, k, axis=axis if dim is None else dim, largest=largest,
+                                sorted=sorted))
+
+
+def unbind(x: Any, dim: int = 0) -> tuple:
+    """The slices along `dim`, that dim removed (PyTorch's name for unstack)."""
+    return globals()["unstack"](x, axis=dim)
 
 
 def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Any:

@@ -27,7 +27,8 @@ import functools
 from typing import Any, Callable, Optional, Sequence, Union
 
 from . import runtime
-from .compiler import autodiff, builders
+from .compiler.transforms import autodiff
+from .compiler.graph import builders
 from .creation import asarray
 from .tensor import Tensor
 

@@ -20,14 +20,16 @@ are still updated in place.
 from __future__ import annotations
 
 import functools
+import threading
+import weakref
 from typing import Any, Callable, Optional
 
 from . import runtime
 from .autograd import _seed, forget_held_history
-from .compiler import autodiff, builders
+from .compiler.transforms import autodiff
+from .compiler.graph import builders
 from .tensor import REQUIRES_GRAD, TRAINABLE, Tensor, mark_requires_grad
 
-_ENABLED = [True]
 _HELD_PRUNE_AT = [4096]
 
 
@@ -81,6 +83,7 @@ def backward(target: Tensor, gradient: Any = None, retain_graph: bool = False,
                            "requires grad (make the leaves with requires_grad=True, "
                            "la.nn.Parameter or .requires_grad_(); a value computed under "
                            "no_grad() or detach() carries no gradient)")
+    filled = []
     for t, ct in zip(sources, cts):
         if ct is None:
             continue
@@ -89,8 +92,28 @@ def backward(target: Tensor, gradient: Any = None, retain_graph: bool = False,
         old = getattr(t, "_grad", None)
         t._grad = g if old is None else Tensor._wrap(
             autodiff.stop(builders.add(old._node, g._node)), t._state)
+        filled.append(t)
+    for hook in list(BACKWARD_END):
+        fn = hook()
+        if fn is None:
+            BACKWARD_END.remove(hook)
+        else:
+            fn(filled)
     if not retain_graph and not runtime.TAPE_DEPTH[0]:
         forget_held_history()
+
+
+# What runs at the end of every backward(), with the tensors whose .grad it filled (as
+# PyTorch's autograd engine runs its queued callbacks): DistributedDataParallel's reducer
+# averages the gradients there. Weak references to bound methods: a hook goes with its
+# owner.
+BACKWARD_END: list = []
+
+
+def on_backward_end(method: Callable) -> None:
+    """Run the bound method `method(filled_tensors)` at the end of every backward()
+    while its object lives."""
+    BACKWARD_END.append(weakref.WeakMethod(method))
 
 
 def keeps_graph(order: Any, positions: Any = None, roots: Any = ()) -> bool:
@@ -100,7 +123,7 @@ def keeps_graph(order: Any, positions: Any = None, roots: Any = ()) -> bool:
     the trainable tensors that this sync computes (an optimizer's new parameters) still
     forget their own history: they are leaves for backward(), and a tape walking back to
     them then does not wander into the previous step's graph."""
-    if not _ENABLED[0] or not TRAINABLE:
+    if not TRAINABLE:
         return False
     if len(runtime.HELD) > _HELD_PRUNE_AT[0]:
         runtime.HELD[:] = [r for r in runtime.HELD if r() is not None]
@@ -133,29 +156,27 @@ runtime.KEEPS_GRAPH[0] = keeps_graph
 
 
 # ---- no_grad ----------------------------------------------------------------------------
+#
+# Grad mode is per thread, as in PyTorch: one thread may train while others run the model
+# under no_grad(). The mode is a thread-local; what a thread records inside a block is
+# noted as it is recorded (`runtime.NO_GRAD`), since the pending list is shared.
+
+_MODE = threading.local()
+
 
 class no_grad:
-    """`with la.no_grad():` (or as a decorator): what is computed inside carries no
-    gradient. Its syncs forget their graphs, and the tensors it leaves pending become
-    constants for every later backward() or tape."""
+    """`with la.no_grad():` (or as a decorator): what this thread computes inside carries
+    no gradient. The tensors it records inside become constants for every later
+    backward() or tape, and those computed inside forget their graphs at the end."""
 
     enabled = False
 
     def __enter__(self) -> "no_grad":
-        self._prev = _ENABLED[0]
-        _ENABLED[0] = self.enabled
-        # the weak references pending now: what is pending at exit and not among them
-        # was recorded inside
-        # (kept alive here, so that their ids stay theirs)
-        self._kept = [list(s.pending) for s in runtime.live_states()]
-        self._before = {s: {id(r) for r in refs} for s, refs in
-                        zip(runtime.live_states(), self._kept)} if not self.enabled else None
+        self._token = _enter_mode(self.enabled)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        _ENABLED[0] = self._prev
-        if self._before is not None:
-            _stop_recorded_since(self._before)
+        _leave_mode(self._token)
 
     def __call__(self, fn: Callable) -> Callable:
         @functools.wraps(fn)
@@ -172,29 +193,74 @@ class enable_grad(no_grad):
 
 
 class set_grad_enabled(no_grad):
+    """Sets this thread's mode at once (a plain call, as in PyTorch), and back to what it
+    was at the end of a `with` block."""
+
     def __init__(self, mode: bool) -> None:
         self.enabled = bool(mode)
-        self._prev = _ENABLED[0]
-        _ENABLED[0] = self.enabled        # also works as a plain call, as in PyTorch
-        self._before = None
+        self._token = _enter_mode(self.enabled, plain=True)
 
     def __enter__(self) -> "set_grad_enabled":
-        before = self._prev
-        super().__enter__()
-        self._prev = before
+        noted = runtime.NO_GRAD.get(threading.get_ident())
+        if noted is not None:
+            noted.plain = False          # the block's own: ended with it
         return self
+
+    def __call__(self, fn: Callable) -> Callable:
+        _leave_mode(self._token)         # as a decorator it sets nothing now
+        mode = self.enabled
+
+        @functools.wraps(fn)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+        return wrapped
 
 
 def is_grad_enabled() -> bool:
-    return _ENABLED[0]
+    """Whether this thread records gradients (True unless inside no_grad())."""
+    return getattr(_MODE, "enabled", True)
 
 
-def _stop_recorded_since(before: dict) -> None:
-    for state in runtime.live_states():
-        seen = before.get(state, set())
-        for ref in state.pending:
-            if id(ref) in seen:
-                continue
-            t = ref()
-            if t is not None and t._node.buffer is None:
-                t._node = autodiff.stop(t._node)
+def _enter_mode(enabled: bool, plain: bool = False) -> tuple:
+    """Set this thread's mode; what `_leave_mode` needs to restore the one before.
+    `plain`: set by a plain call (`set_grad_enabled(False)` with no block), whose notes
+    end when a later plain call turns gradients on again."""
+    ident = threading.get_ident()
+    outer = runtime.NO_GRAD.get(ident)
+    token = (ident, is_grad_enabled(), outer)
+    _MODE.enabled = enabled
+    if not enabled:
+        runtime.NO_GRAD[ident] = runtime.Recorded()
+        runtime.NO_GRAD[ident].plain = plain
+    elif outer is not None:
+        del runtime.NO_GRAD[ident]
+        if plain and outer.plain:
+            _stop_recorded(outer)
+    return token
+
+
+def _leave_mode(token: tuple) -> None:
+    ident, prev, outer = token
+    noted = runtime.NO_GRAD.pop(ident, None)
+    _MODE.enabled = prev
+    if outer is not None:
+        runtime.NO_GRAD[ident] = outer
+    if noted:
+        _stop_recorded(noted)
+
+
+def _stop_recorded(refs: list) -> None:
+    """The tensors recorded without gradients: a pending one becomes a constant for
+    gradients, a computed one forgets its graph (its sync kept it, as for any graph that
+    reaches a tensor requiring grad, for a later backward() of another thread's step)."""
+    noted, refs[:] = list(refs), []
+    for ref in noted:
+        t = ref()
+        if t is None:
+            continue
+        node = t._node
+        if node.buffer is None:
+            t._node = autodiff.stop(node)
+        else:
+            node.release()

@@ -100,8 +100,19 @@ FLAGS = {f.name: f for f in [
          "code and constants).", minimum=1),
     Flag("max_graph_ops", 20000, _int,
          "Ops recorded on a device since its last sync past which the next op first "
-         "computes what is pending (a loop that never reads a value would otherwise grow "
-         "its graph, and its compile time, without bound); 0: no limit."),
+         "computes what is pending: a safety net for a loop that has no step boundary "
+         "(see step_sync) and reads no value, whose graph, and compile time, would "
+         "otherwise grow without bound; 0: no limit."),
+    Flag("length_buckets", False, _bool,
+         "Calling a module whose forward takes a key padding mask (key_padding_mask, "
+         "src_key_padding_mask, padding_mask) pads its input's sequence axis to a bucket "
+         "(8, 16, 32, ...), masks the padding and slices the outputs back: a model fed "
+         "many sequence lengths compiles once per bucket (lazyarray/nn/length_buckets.py)."),
+    Flag("step_sync", True, _bool,
+         "An optimizer's step() (and apply_gradients) ends the training step: it computes "
+         "what is pending on its parameters' devices, as PyTorch/XLA's optimizer_step "
+         "marks a step, so a loop that never reads a value runs one program per step, "
+         "the same program each step. False: steps stay pending until a value is read."),
     Flag("compiled_control_flow", True, _bool,
          "Record la.while_loop, la.fori_loop, la.scan and la.cond as HLO while/conditional "
          "(one program whatever the trip count). False: the fallback, traced into the "
@@ -112,7 +123,7 @@ FLAGS = {f.name: f for f in [
          "('cuda' there with fake_cuda set runs the suite on the host-memory stand-in)."),
     Flag("fake_cuda", False, _bool,
          "Serve the 'cuda' device from a stand-in for the CUDA driver backed by host memory "
-         "(devices/cuda_fake.py), its kernels run by the CPU target's code of the same "
+         "(devices/stand_ins/cuda_fake.py), its kernels run by the CPU target's code of the same "
          "fusion plan: the CUDA runtime (buffers, transfers, launches, graphs, cuBLAS calls) "
          "runs and is tested without a GPU. Read when the 'cuda' device is first made."),
     Flag("cuda_graphs", True, _bool,

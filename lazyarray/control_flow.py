@@ -15,7 +15,7 @@ on the device by a step that drives the sub-programs' kernels
   gradient is taken (Python ints, or computed values).
 - `scan(f, init, xs, length, reverse)`: a counted `while` that reads step i of `xs` with
   a dynamic slice and writes step i of `ys` with a dynamic update; differentiable (a
-  reverse scan over the carries, which a forward scan stores: compiler/scan_vjp.py).
+  reverse scan over the carries, which a forward scan stores: compiler/transforms/scan_vjp.py).
 - `cond(pred, true_fun, false_fun, *operands)`: HLO `conditional` on a tensor predicate
   (only the branch taken runs); a Python bool just calls one branch.
   `switch(index, branches, *operands)` is the n-way form (index clamped).
@@ -29,8 +29,9 @@ The explicit fallback for such code is a Python loop, which runs one program per
 iteration (or with `la.config.compiled_control_flow = False`, which makes these four
 functions trace as before: `cond` evaluates both branches and selects, `fori_loop`/`scan`
 unroll, `while_loop` reads its condition on the host each iteration). Inside a function
-being vmapped they take that fallback by themselves (while/conditional have no batching
-rule yet; the fallback's graph batches like any other). Random numbers
+being vmapped they record batched control flow (compiler/transforms/control_batching.py: a loop
+runs while any lane's condition holds, a branch per lane runs every branch and
+selects). Random numbers
 drawn inside a traced function are drawn once, when it is traced (pass keys through the
 state to vary them, as in JAX).
 
@@ -41,13 +42,12 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Sequence
 
 from . import api, config, runtime
-from .compiler import dtypes as D
-from .compiler.computation import build_computation, depends_on, find_captured, placeholders
-from .compiler.node import Node, kept_constant, scalar_leaf
+from .compiler.hlo import dtypes as D
+from .compiler.hlo.computation import build_computation, depends_on, find_captured, placeholders
+from .compiler.graph.node import Node, kept_constant, scalar_leaf
 from .compiler.primitive import apply
 from .pytree import tree_flatten
 from .tensor import Tensor
-from .vmap import DEPTH as VMAP_DEPTH
 from . import unrolled      # the fallback (config.compiled_control_flow = False)
 
 
@@ -58,10 +58,9 @@ def _as_tensor(x: Any, state: Any = None) -> Tensor:
 
 
 def _compiled() -> bool:
-    """Whether to record HLO control flow: the setting, and not inside a function being
-    vmapped (there is no batching rule for while/conditional yet; the fallback's graph
-    batches like any other)."""
-    return bool(config.compiled_control_flow) and not VMAP_DEPTH[0]
+    """Whether to record HLO control flow (the setting; inside vmap too: while and
+    conditional have batching rules, compiler/transforms/control_batching.py)."""
+    return bool(config.compiled_control_flow)
 
 
 def _state_of(leaves: Sequence[Any]) -> Any:

@@ -17,8 +17,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .compiler import dtypes as D
-from .compiler.node import parameter_leaf
+from .compiler.hlo import dtypes as D
+from .compiler.graph.node import parameter_leaf
 from . import dlpack, runtime
 from .tensor import Tensor, host_array
 

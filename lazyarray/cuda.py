@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from . import config, runtime
 from .devices_registry import _cuda_count
-from .devices import cuda_driver
+from .devices.cuda.libraries import libraries
 
 
 def is_available() -> bool:
-    return cuda_driver.missing(config.fake_cuda) is None
+    return libraries(config.fake_cuda).missing() is None
 
 
 def device_count() -> int:

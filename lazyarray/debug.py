@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .compiler.trace import capture
+from .compiler.graph.trace import capture
 from . import metrics as _metrics
 from .tensor import Tensor
 
@@ -29,7 +29,10 @@ STAGES = {}
 
 def ir(tensors: Any, stage: str = "hlo") -> str:
     """The module that computing `tensors` would run, as text: "hlo" (as traced), and the
-    later stages each device's compiler adds ("optimized_hlo", "llvm", "asm", "dot", "ptx")."""
+    later stages the tensors' device's compiler adds: "optimized_hlo", "fusion" (the
+    fusion decisions), "dot" (Graphviz), "llvm", and "asm" on the CPU or "ptx" on CUDA.
+    "ptx" of a CPU tensor is the PTX the module compiles to for a GPU (sm_80): code
+    generation for a GPU needs no GPU."""
     cap = capture(_nodes(tensors))
     module = cap.module("ir")
     if stage == "hlo":

@@ -17,12 +17,12 @@ def _register_cpu() -> None:
     if importlib.util.find_spec("llvmlite") is None:
         return
     runtime.register_device("cpu", _make_cpu, count=lambda: max(1, int(config.cpu_devices)))
-    for stage in ("optimized_hlo", "llvm", "asm", "dot"):
+    for stage in ("optimized_hlo", "fusion", "llvm", "asm", "dot", "ptx"):
         debug.STAGES.setdefault(stage, _stage_of_device(stage))
 
 
 def _make_cpu(name: str):
-    from .devices.cpu import DEFAULT_SETTINGS, CPUDevice
+    from .devices.cpu.cpu import DEFAULT_SETTINGS, CPUDevice
     names = tuple(DEFAULT_SETTINGS)
     values = config._values     # the dict itself: attribute reads cost ~1 us each per run
 
@@ -56,13 +56,14 @@ _register_cpu()
 
 def _cuda_settings() -> dict:
     v = config._values
-    return {"cuda_graphs": v["cuda_graphs"], "cache_dir": v["cache_dir"], "debug": v["debug"]}
+    return {"cuda_graphs": v["cuda_graphs"], "cache_dir": v["cache_dir"], "debug": v["debug"],
+            "dump": v["dump"]}
 
 
 def _make_cuda(name: str):
     """A CUDA device; where none can be made, the error says whether the GPU, the NVIDIA
     driver or the `cuda` extra (cuda-python) is missing."""
-    from .devices import cuda
+    from .devices.cuda import cuda
     return cuda.CudaDevice(name, _cuda_settings, fake=config.fake_cuda)
 
 
@@ -79,19 +80,20 @@ def _cuda_stats() -> dict:
 def _register_cuda() -> None:
     """'cuda' and 'cuda:N' are always known names; making one raises a clear error where
     no GPU (or the stand-in, LAZYARRAY_FAKE_CUDA=1) is usable."""
-    from .devices import cuda_driver
-    cuda_driver.use_fake(config.fake_cuda)     # so that cuda.available() tells the truth
+    from .devices.cuda import libraries
+    libraries.use_stand_ins(config.fake_cuda)  # so that cuda.available() tells the truth
     runtime.register_device("cuda", _make_cuda, count=_cuda_count)
     metrics.register_source(_cuda_stats)
 
 
 def _cuda_count() -> int:
     """The GPUs the driver counts; 1 where none is usable (making 'cuda' then says why)."""
-    from .devices import cuda_driver
-    fake = config.fake_cuda
-    if cuda_driver.missing(fake) is not None:
+    from .devices.cuda.cuda_driver import check
+    from .devices.cuda.libraries import libraries
+    libs = libraries(config.fake_cuda)
+    if libs.missing() is not None:
         return 1
-    return cuda_driver.check(cuda_driver.driver(fake).cuDeviceGetCount(), "cuDeviceGetCount")
+    return check(libs.driver().cuDeviceGetCount(), "cuDeviceGetCount")
 
 
 _register_cuda()

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .compiler import dtypes as D
+from .compiler.hlo import dtypes as D
 
 K_DL_UINT = 1
 K_DL_BFLOAT = 4

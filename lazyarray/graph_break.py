@@ -114,6 +114,39 @@ def unique_all(x: Tensor) -> tuple:
                            _result(c.astype(np.int64), x))
 
 
+def unique(x: Any, return_index: bool = False, return_inverse: bool = False,
+           return_counts: bool = False, axis: Any = None, *, equal_nan: bool = True) -> Any:
+    """NumPy's unique: the sorted distinct values (of the flattened x, or the distinct
+    slices along `axis`), and with the flags the first indices, the inverse and the
+    counts, as a tuple in NumPy's order. A graph break (the length depends on the data)."""
+    x = _tensor(x)
+    out = np.unique(host_value("unique", x), return_index=return_index,
+                    return_inverse=return_inverse, return_counts=return_counts, axis=axis,
+                    equal_nan=equal_nan)
+    if not isinstance(out, tuple):
+        return _result(out, x)
+    return (_result(out[0], x),) + tuple(_result(np.asarray(o).astype(np.int64), x)
+                                         for o in out[1:])
+
+
+def torch_unique(x: Any, sorted: bool = True, return_inverse: bool = False,
+                 return_counts: bool = False, dim: Any = None) -> Any:
+    """PyTorch's unique (`Tensor.unique`, `lazyarray.torch.unique`): the distinct values
+    (or slices along `dim`), sorted, then the inverse (shaped like x, or like dim) and
+    the counts when asked. A graph break."""
+    x = _tensor(x)
+    a = host_value("unique", x)
+    v, inv, c = np.unique(a, return_inverse=True, return_counts=True, axis=dim,
+                          equal_nan=False)
+    inv = inv.reshape(a.shape if dim is None else (a.shape[dim],)).astype(np.int64)
+    out = (_result(v, x),)
+    if return_inverse:
+        out += (_result(inv, x),)
+    if return_counts:
+        out += (_result(c.astype(np.int64), x),)
+    return out[0] if len(out) == 1 else out
+
+
 def repeat(x: Any, repeats: Any, axis: Any = None) -> Tensor:
     """NumPy's repeat: each element (or slice along `axis`) `repeats` times; an array of
     repeats (one per element, or one for all) gives a data-dependent length, so a tensor

@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .compiler import dtypes as D
-from .compiler.node import Node
+from .compiler.hlo import dtypes as D
+from .compiler.graph.node import Node
 from .ops import indexing as ix
 from .graph_break import host_mask
 from .tensor import Tensor, raise_mixed_devices

@@ -16,8 +16,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from .compiler import dtypes as D
-from .compiler.node import Node, new_node
+from .compiler.hlo import dtypes as D
+from .compiler.graph.node import Node, new_node
 from . import runtime
 from .ops import elementwise as _elementwise
 from .ops.promotion import KEPT_SET as _KEPT_SET, typed_scalar as _typed_scalar

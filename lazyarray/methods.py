@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from . import api, backward, indexing, ops
-from .compiler import dtypes as D
-from .compiler import autodiff
+from .compiler.hlo import dtypes as D
+from .compiler.transforms import autodiff
 from .conventions import reduction_method
 from .creation import shape_args
 from .lift import lift, method, reflected, unary_method
 from .tensor import Tensor
+from . import torch_methods
 
 _wrap = Tensor._wrap
 
@@ -262,3 +263,4 @@ def install() -> None:
     _install()
     for name, fn in {**_METHODS, **_PROPERTIES}.items():
         setattr(Tensor, name, fn)
+    torch_methods.install()            # PyTorch's meaning of the methods NumPy's API lacks

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .devices.thread_pool import ThreadPool, split
+from .devices.cpu.thread_pool import ThreadPool, split
 
 COPY_BYTES = 64 << 20
 GEMM_N = 1024

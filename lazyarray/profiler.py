@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
 from . import callsite, profiler_report
-from .compiler import profile_hooks
+from .compiler import fork_locks, profile_hooks
 from .metrics import METRICS
 from .runtime import live_states
 
@@ -82,6 +82,12 @@ class Profile:
                    {"program": program, "kind": kind, "threads": threads})
         self.events.append(ev)
         self._kernels.append(ev)
+
+    def trips(self, count: int) -> None:
+        """The loop whose kernel event came last ran `count` iterations (its body's
+        kernels are events of their own program, "body")."""
+        if self._kernels:
+            self._kernels[-1].args["trips"] = count
 
     def chunk(self, kernel: str, chunk: int, t0: float, t1: float) -> None:
         self.events.append(Event(f"{kernel}[{chunk}]", "chunk", t0, t1,
@@ -210,7 +216,7 @@ def record(name: str) -> Iterator[None]:
 # ---- turning a run's kernels into rows with ops and lines --------------------------
 
 def _kernel_info(exe: Any) -> dict:
-    """kernel name -> static figures (compiler/kernel_cost.py), which the compiler puts in
+    """kernel name -> static figures (compiler/planning/kernel_cost.py), which the compiler puts in
     the Program an executable runs (so they come with a disk-cached program too)."""
     return getattr(getattr(exe, "program", None), "kernel_info", None) or {}
 
@@ -253,7 +259,7 @@ def _describe(info: Optional[dict], sites: Any) -> dict:
 
 # ---- turning it on and off ---------------------------------------------------------
 
-_LOCK = threading.Lock()
+_LOCK = fork_locks.lock()
 
 
 def _mark_pending_before() -> None:

@@ -40,6 +40,7 @@ class KernelStats:
     threads: int = 1               # threads that ran its chunks
     chunk_seconds: float = 0.0     # time inside its chunks, all threads (0: not split)
     gpu: bool = False
+    trips: int = 0                 # a loop's iterations, all calls
 
     @property
     def avg(self) -> float:
@@ -73,6 +74,7 @@ def key_averages(prof: Any) -> list:
                                         flops=a.get("flops", 0), ops=list(a.get("ops", [])),
                                         sites=list(a.get("sites", [])), gpu=e.tid == GPU_TRACK)
         r.total += e.seconds
+        r.trips += e.args.get("trips", 0)
         per_call[key, e.args.get("sync", 0)] += e.seconds
     for (key, _sync), seconds in per_call.items():
         r = rows[key]
@@ -157,8 +159,9 @@ def table(prof: Any, sort_by: str = "total", row_limit: int = 20) -> str:
         bw = f"{100 * r.gbps / peaks.copy_gbps:5.0f}" if peaks and not r.gpu else f"{'-':>5}"
         fl = f"{100 * r.gflops / peaks.gemm_gflops:6.0f}" if peaks and not r.gpu else f"{'-':>6}"
         busy = f"{100 * r.busy:4.0f}%" if r.chunk_seconds else f"{'-':>5}"
+        name = f"{r.kernel} x{r.trips} it" if r.trips else r.kernel    # a loop: iterations
         lines.append(
-            f"{r.kernel[:22]:<22} {r.program[:10]:<10} {r.calls:>5} {r.total * 1e3:>9.3f} "
+            f"{name[:22]:<22} {r.program[:10]:<10} {r.calls:>5} {r.total * 1e3:>9.3f} "
             f"{r.avg * 1e3:>8.3f} {100 * r.total / everything:>5.1f}% {r.gbps:>7.2f} {bw} "
             f"{r.gflops:>8.2f} {fl} {r.threads:>3} {busy}  {_ops_text(r.ops):<34}  "
             f"{_sites_text(r.sites)}")

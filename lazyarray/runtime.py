@@ -8,7 +8,7 @@ overwrite the buffers of offered leaves (`offer_donation`: an optimizer offers t
 values of the parameters and state it rebinds) that nothing but the graph being computed
 still references, so a
 training step updates its parameters in place instead of holding two copies. The check is
-by reference count (compiler/trace.py); donated nodes then hold a `DonatedBuffer`, which
+by reference count (compiler/graph/trace.py); donated nodes then hold a `DonatedBuffer`, which
 raises when read. `LAZYARRAY_DONATE=0` (`la.config.donate = False`) turns it off
 (tests compare both ways).
 """
@@ -24,13 +24,17 @@ from typing import Any, Optional
 
 from . import config
 from .callsite import format_frame, user_frame, user_site
-from .metrics import METRICS, explain_change
-from .compiler import profile_hooks
-from .compiler.interrupts import InterruptsDeferred
-from .compiler.printer import type_text
-from .compiler.replay import save_inputs, scalar_comments
-from .compiler.trace import Capture, DonatedBuffer, Template, capture, describe_key, donation_safe
+from .metrics import METRICS, explain_change, register_source
+from .compiler import fork_locks, profile_hooks
+from .compiler.codegen.interrupts import InterruptsDeferred
+from .compiler.hlo.printer import type_text
+from .compiler.hlo.replay import save_inputs, scalar_comments
+from .compiler.graph.trace import Capture, DonatedBuffer, Template, capture, describe_key, donation_safe
 from .devices.device import Device
+from .devices.runtime_builds import TOTALS as RUNTIME_BUILDS
+
+register_source(lambda: {"runtime_builds": RUNTIME_BUILDS[0], "runtime_loads": RUNTIME_BUILDS[1],
+                         "runtime_build_seconds": RUNTIME_BUILDS[2]})
 
 
 class ExecutableCache:
@@ -117,7 +121,7 @@ class DeviceState:
         self.supports_donation = bool(getattr(device, "supports_donation", False))
         # one sync at a time per device: a sync takes every pending tensor, so another
         # thread reading one of them must wait until it holds its buffer
-        self.lock = threading.RLock()
+        self.lock = fork_locks.rlock()
         self.recorded = 0         # ops recorded since the last sync (bounds the graph)
 
     def add_pending(self, tensor: Any, listed: bool = False, site: Any = None) -> None:
@@ -130,6 +134,8 @@ class DeviceState:
             self.pending.append(weakref.ref(tensor))
         tensor._node.site = user_frame() if site is None else site
         self.recorded += 1
+        if NO_GRAD:
+            note_no_grad(tensor)
         if len(self.pending) > self.compact_at or self.recorded > _VALUES["max_graph_ops"] > 0:
             self.tidy_pending()
 
@@ -169,8 +175,8 @@ _WARNED_GRAPH: list = []
 
 
 def _graph_too_big(state: DeviceState) -> None:
-    """Materialize a pending graph that grew past `max_graph_ops` (a loop that never
-    reads a value): compile time and memory grow with the graph."""
+    """Materialize a pending graph that grew past `max_graph_ops` (a loop with no step
+    boundary that never reads a value): compile time and memory grow with the graph."""
     METRICS.graph_size_syncs += 1
     if not _WARNED_GRAPH:
         _WARNED_GRAPH.append(True)
@@ -179,10 +185,30 @@ def _graph_too_big(state: DeviceState) -> None:
         file, _, line = where.rpartition(":")
         warnings.warn_explicit(
             f"lazyarray: more than {limit} ops recorded on {state.device.name!r} without a "
-            f"sync (at {where}); computing what is pending now. Read a value or call "
-            "la.sync() in the loop, or raise LAZYARRAY_MAX_GRAPH_OPS (0: no limit). "
+            f"step boundary (at {where}); computing what is pending now. A training step "
+            "ends at optimizer.step() (unless la.config.step_sync is off) or la.sync(); a "
+            "loop without an optimizer should call la.sync() once per iteration (or read "
+            "a value). Raise LAZYARRAY_MAX_GRAPH_OPS (0: no limit) for one larger graph. "
             "Warned once.", RuntimeWarning, file, int(line) if line.isdigit() else 0)
     _sync_one(state)
+
+
+def step_boundary(states: list) -> None:
+    """The end of a training step (`Optimizer.step`/`apply_gradients` call it): compute
+    what is pending on `states` (the parameters' devices), as PyTorch/XLA's
+    `optimizer_step` marks a step, so that a loop that never reads a value runs one
+    program per step, the same one each step, and no graph spans two steps. Not while a
+    tape records (its graph is being differentiated: the step is part of it) nor with
+    `la.config.step_sync` off. Raises what the step's program raised."""
+    if not _VALUES["step_sync"] or TAPE_DEPTH[0]:
+        return
+    METRICS.step_boundaries += 1
+    errors: list = []
+    for s in states:
+        if s.pending:
+            errors += _sync_one(s)
+    if errors:
+        raise errors[0]
 
 
 _STATES: dict = {}
@@ -257,6 +283,30 @@ def live_states() -> list:
     return out
 
 
+# thread id -> the tensors that thread recorded inside its innermost `no_grad()` block
+# (lazyarray/backward.py), for the threads inside one: grad mode is per thread, as in
+# PyTorch, and `pending` is shared, so what a block recorded is noted as it is recorded.
+# Empty (one truth test per recorded op) while no thread is in such a block.
+NO_GRAD: dict = {}
+
+
+class Recorded(list):
+    """Weak references to the tensors one thread recorded in a `no_grad()` block."""
+
+    compact_at = 4096
+    plain = False        # noted since a plain `set_grad_enabled(False)` (lazyarray/backward.py)
+
+
+def note_no_grad(tensor: Any) -> None:
+    """Note a tensor recorded now, if this thread is in a `no_grad()` block."""
+    noted = NO_GRAD.get(threading.get_ident())
+    if noted is not None:
+        noted.append(weakref.ref(tensor))
+        if len(noted) > noted.compact_at:      # a long inference loop inside one block
+            noted[:] = [r for r in noted if r() is not None]
+            noted.compact_at = max(4096, 2 * len(noted))
+
+
 # tapes that are recording keep the graph behind materialized nodes alive
 TAPE_DEPTH = [0]
 # nodes materialized while a tape held the graph: released when the last tape ends
@@ -322,19 +372,34 @@ def sync(state: Optional[DeviceState] = None) -> None:
 def value(tensor: Any) -> Any:
     """The buffer of `tensor`, computing its device's pending work first if needed;
     raises the stored error of a value that failed or was donated."""
-    node = tensor._node
-    if node.buffer is None:
-        state = tensor._state
-        with state.lock:
-            if node.buffer is None:
-                # pending again: another thread's sync may have taken it and given it back
-                state.pending.append(weakref.ref(tensor))
-                # the user's line, looked for above our caller (a Tensor method: ours)
-                _sync_locked(state, user_site(3))
-    buf = node.buffer
-    if isinstance(buf, DonatedBuffer):
-        buf._fail()
-    return buf
+    while True:
+        node = tensor._node
+        if node.buffer is None:
+            state = tensor._state
+            with state.lock:
+                if node.buffer is None:
+                    # pending again: another thread's sync may have taken it and given it
+                    # back. The node read above is what is computed, even when another
+                    # thread gives the tensor a new value meanwhile (an optimizer's step)
+                    pin = _Pin(node)
+                    state.pending.append(weakref.ref(pin))
+                    # the user's line, looked for above our caller (a Tensor method: ours)
+                    _sync_locked(state, user_site(3))
+        buf = node.buffer
+        if isinstance(buf, DonatedBuffer):
+            if type(buf) is DonatedBuffer and tensor._node is not node:
+                continue    # another thread replaced the value (and donated the old): read the new one
+            buf._fail()
+        return buf
+
+
+class _Pin:
+    """Holds one node for a sync, as a tensor would (`value`)."""
+
+    __slots__ = ("_node", "__weakref__")
+
+    def __init__(self, node: Any) -> None:
+        self._node = node
 
 
 def _sync_one(state: DeviceState, site: Optional[str] = None) -> list:
@@ -473,14 +538,25 @@ def _run_template(last: list, nodes: list, donate: bool, t0: float) -> bool:
 
 def _run(exe: Any, cap: Any, nodes: list) -> None:
     t0 = _clock()
-    if cap.donated_nodes:
+    built = RUNTIME_BUILDS[2]
+    if cap.donated_nodes and getattr(exe, "may_fail", False):
+        # a program that can fail on its data (a singular matrix) writes into copies of
+        # the donated inputs: a failed run leaves every tensor as it was, and the
+        # originals are let go only after it succeeded
+        args = list(cap.args)
+        for number in cap.donated:
+            args[number] = args[number].copy()     # (host arrays: only the CPU sets may_fail)
+        outs = exe.run(args)
+        _invalidate(cap.donated_nodes)
+    elif cap.donated_nodes:
         try:
             outs = exe.run(cap.args)
         finally:
             _invalidate(cap.donated_nodes)   # even a failed run may have written into them
     else:
         outs = exe.run(cap.args)
-    METRICS.run_seconds += _clock() - t0
+    # a first run may build the runtime's own code (a GEMM tile function): not run time
+    METRICS.run_seconds += _clock() - t0 - (RUNTIME_BUILDS[2] - built)
     METRICS.kernels_launched += getattr(exe, "kernels_per_run", 0)
     # (a capture's positions are there already; a template's Bound would make them)
     _give(nodes, outs, cap.order, cap.positions if type(cap) is Capture else None)
@@ -591,44 +667,83 @@ def _invalidate(nodes: tuple) -> None:
     METRICS.donated_buffers += len(nodes)
 
 
+# the metrics that list each compile keep the latest this many (a process compiling
+# shape after shape must not grow by one entry a compile for good)
+RECENT = 1000
+
+
+def _recent(entries: list, entry: Any) -> None:
+    entries.append(entry)
+    if len(entries) > RECENT:
+        del entries[:len(entries) - RECENT]
+
+
 def _compile(state: DeviceState, cap: Any, site: str) -> Any:
     """Compile `cap` on a cache miss (the in-memory cache; the device looks in its disk
     cache), counting it and saying what changed since the last compile at `site`."""
     METRICS.cache_misses += 1
     last = METRICS._last_key.get(site)
+    device = state.device.name
     if last is not None:
-        METRICS.recompiles.append((site, explain_change(describe_key(last),
-                                                          describe_key(cap.key))))
-    METRICS._last_key[site] = cap.key
+        _recent(METRICS.recompiles, (site, explain_change(
+            describe_key(last[1]), describe_key(cap.key), last[0], device)))
+    METRICS._last_key[site] = (device, cap.key)
     state.names += 1
-    module = cap.module(f"{state.device.platform}_{state.names}")
-    _dump(module, cap.args)
+    # "cpu_program_3": the third program of that device (never to be read as a device name)
+    module = cap.module(f"{state.device.platform}_program_{state.names}")
+    _dump(module, cap.args, state.device)
     t0 = time.perf_counter()
+    built = RUNTIME_BUILDS[2]
     exe = state.device.compile(module, donated=cap.donated) if cap.donated \
         else state.device.compile(module)
-    seconds = time.perf_counter() - t0
-    METRICS.compiles += 1
-    METRICS.compile_seconds += seconds
-    METRICS.disk_hits += int(getattr(exe, "from_disk_cache", False))
+    # the runtime's own code built meanwhile is counted apart (metrics.runtime_builds)
+    seconds = time.perf_counter() - t0 - (RUNTIME_BUILDS[2] - built)
+    if getattr(exe, "from_disk_cache", False):
+        METRICS.disk_hits += 1              # loaded, not compiled
+        METRICS.disk_load_seconds += seconds
+    else:
+        METRICS.compiles += 1
+        METRICS.compile_seconds += seconds
     if hasattr(exe, "peak_bytes"):
         METRICS.peak_bytes[module.name] = exe.peak_bytes
+        if len(METRICS.peak_bytes) > RECENT:
+            del METRICS.peak_bytes[next(iter(METRICS.peak_bytes))]
     if config.debug >= 1:
-        print(f"[lazyarray] compiled {module.name}: {len(module.instructions)} instructions, "
+        how = "loaded from the disk cache" if getattr(exe, "from_disk_cache", False) \
+            else "compiled"
+        print(f"[lazyarray] {how} {module.name}: {len(module.instructions)} instructions, "
               f"{seconds * 1e3:.1f} ms (cache miss, from {site})")
     state.executables.put(cap.key, exe)
+    if config.dump:
+        _scalars_into_optimized(module.name, cap.args)
     return exe
 
 
-def _dump(module: Any, args: list) -> None:
+def _dump(module: Any, args: list, device: Any) -> None:
     """The module as text, its runtime scalars' values in comment lines, and (when small)
-    every input in `<name>.inputs.npz`: `run_hlo` replays the dump exactly."""
+    every input in `<name>.inputs.npz` (device buffers read back): `run_hlo` replays the
+    dump exactly. The device writes the later stages (devices/dump_files.py)."""
     if not config.dump:
         return
     os.makedirs(config.dump, exist_ok=True)
     base = os.path.join(config.dump, module.name)
     with open(base + ".hlo", "w") as f:
         f.write(scalar_comments(args) + str(module))
-    save_inputs(base + ".inputs.npz", args)
+    save_inputs(base + ".inputs.npz", args, getattr(device, "get", None))
+
+
+def _scalars_into_optimized(name: str, args: list) -> None:
+    """The runtime scalars' comment lines at the head of the device's `.optimized.hlo` too
+    (its parameters keep their numbers), so that it replays as the `.hlo` does."""
+    path = os.path.join(config.dump, name + ".optimized.hlo")
+    comments = scalar_comments(args)
+    if not comments or not os.path.exists(path):
+        return
+    with open(path) as f:
+        text = f.read()
+    if not text.startswith(comments):
+        with open(path, "w") as f:
+            f.write(comments + text)
 
 
 def clear_caches() -> None:

@@ -15,9 +15,9 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .compiler import dtypes as D
-from .compiler.node import Node, parameter_leaf
-from . import callsite, dlpack, runtime
+from .compiler.hlo import dtypes as D
+from .compiler.graph.node import Node, parameter_leaf
+from . import callsite, dlpack, numpy_protocol, runtime
 from .runtime import DeviceState
 
 # Tensor._flags bits
@@ -96,6 +96,8 @@ class Tensor:
             state.tidy_pending()
         if callsite.SITES is not None:     # a profile records: note the user's line
             callsite.tag(node)
+        if _NO_GRAD:                       # a thread is inside no_grad(): is it this one?
+            runtime.note_no_grad(t)
         return t
 
     @staticmethod
@@ -319,8 +321,20 @@ class Tensor:
     def cuda(self, index: int = 0) -> "Tensor":
         return self.to(f"cuda:{index}")
 
+    def __array_function__(self, func: Any, types: tuple, args: tuple, kwargs: dict) -> Any:
+        """NumPy's functions on tensors compute with NumPy and give NumPy's results, every
+        keyword NumPy's (see numpy_protocol.py; `la.` functions stay lazy)."""
+        return numpy_protocol.call(func, args, kwargs, Tensor)
+
     def __array_namespace__(self, api_version: Optional[str] = None) -> Any:
-        return sys.modules[__package__]
+        """The lazyarray namespace; `api_version` may name any revision of the array API
+        up to the one lazyarray declares (each later one extends the earlier)."""
+        namespace = sys.modules[__package__]
+        known = ("2021.12", "2022.12", "2023.12", namespace.__array_api_version__)
+        if api_version is not None and api_version not in known:
+            raise ValueError(f"__array_namespace__: api_version {api_version!r} is not one "
+                             f"lazyarray implements; valid: None, {', '.join(known)}")
+        return namespace
 
     def __dlpack__(self, stream: Any = None, max_version: Optional[tuple] = None,
                    dl_device: Any = None, copy: Optional[bool] = None) -> Any:
@@ -338,6 +352,7 @@ class Tensor:
 _VALUES = runtime._VALUES      # the config's dict: read at every op
 _new = object.__new__
 _ref = weakref.ref
+_NO_GRAD = runtime.NO_GRAD     # (the dict itself: never rebound)
 _getframe = sys._getframe
 _own_code = callsite._OWN.get      # keyed by id(code): see callsite._OWN
 _id = id

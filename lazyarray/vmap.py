@@ -2,7 +2,7 @@
 
 The function is traced once on stand-ins of one batch element each (tensors whose value
 cannot be read); the traced graph is then rebuilt with a batch axis by each primitive's
-batching rule (compiler/batching.py). Nothing runs until a value is needed, like any other
+batching rule (compiler/transforms/batching.py). Nothing runs until a value is needed, like any other
 lazy computation, and the batched graph composes with `grad` both ways.
 """
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence, Union
 
-from .compiler import batching
-from .compiler.node import Node
+from .compiler.transforms import batching
+from .compiler.graph.node import Node
 from .compiler.primitive import apply
 from .pytree import tree_flatten
 from .tensor import Tensor

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from .promotion import convert
 
 LOW = (D.float16, D.bfloat16)

@@ -6,8 +6,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from . import checks
 from .promotion import as_node, broadcast_to, convert, scalar
@@ -87,7 +87,9 @@ def linspace(start: float, stop: float, num: int, dtype: Any = None, endpoint: b
 def eye(n_rows: int, n_cols: Optional[int] = None, k: int = 0, dtype: Any = None) -> Node:
     n_rows = checks.size("eye", "n_rows", n_rows)
     n_cols = n_rows if n_cols is None else checks.size("eye", "n_cols", n_cols)
-    k = checks.integer("eye", "k", k)
+    # a diagonal past the last column or below the last row is empty: clamped there, any
+    # Python int k fits the int64 index arithmetic (NumPy takes k = 2**63)
+    k = min(max(checks.integer("eye", "k", k), -n_rows), n_cols)
     dtype = D.to_dtype(dtype) if dtype is not None else D.DEFAULT_FLOAT
     r = apply("iota", shape=(n_rows, n_cols), dtype=D.int64, dimension=0)
     c = apply("iota", shape=(n_rows, n_cols), dtype=D.int64, dimension=1)

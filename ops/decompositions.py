@@ -1,6 +1,7 @@
 """The array API's linalg extension beyond products: solves, inverses, determinants and
 decompositions (compiler/primitives/decompositions.py), batched over leading axes, plus
-what is built from them (pinv, lstsq, matrix_rank, cond, spectral and nuclear norms).
+what is built from them (pinv, lstsq, matrix_rank, spectral and nuclear norms;
+cond is in linalg.py, beside the norms it divides).
 
 Integer and bool inputs compute in the default float (float32), float16 and bfloat16 in
 float32 and round back, as lazyarray's other float functions do. Shapes are checked here,
@@ -9,51 +10,17 @@ raises `numpy.linalg.LinAlgError` (a ValueError) naming the op and the shape.
 """
 from __future__ import annotations
 
-import math
-from typing import Any, Optional, Sequence
+from typing import Any
 
-from ..compiler import builders as A
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.graph import builders as A
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from ..compiler.primitives import decompositions as P
 from ..compiler.primitives import matrix_graph as M
+from .matrix_inputs import back as _back, back_real as _back_real
+from .matrix_inputs import check_matrix as _matrix, floating as _floating
 from .promotion import as_node, broadcast_shapes, broadcast_to, convert, shape_str
-
-_HALF = (D.float16, D.bfloat16)
-
-
-def _complex(d: D.DType) -> bool:
-    return getattr(d, "is_complex", False)
-
-
-def _floating(op: str, *xs: Any) -> tuple:
-    """(nodes in the dtype the library computes in, the dtype results come back in)."""
-    nodes = [as_node(x) for x in xs]
-    dtype = D.result_type(*[x.dtype for x in nodes])
-    if dtype is D.bool_ or dtype.is_int:
-        dtype = D.DEFAULT_FLOAT
-    work = D.float32 if dtype in _HALF else dtype
-    return [convert(x, work) for x in nodes], dtype
-
-
-def _back(x: Node, dtype: D.DType) -> Node:
-    return convert(x, dtype) if x.dtype is not dtype and not _complex(x.dtype) else x
-
-
-def _back_real(x: Node, dtype: D.DType) -> Node:
-    """A real result (eigenvalues, singular values) of an input in `dtype`."""
-    return convert(x, dtype) if dtype in _HALF else x
-
-
-def _matrix(op: str, x: Node, square: bool = True) -> None:
-    if x.ndim < 2:
-        raise ValueError(f"{op}: needs a matrix or a stack of matrices (rank >= 2), got "
-                         f"shape {shape_str(x.shape)}")
-    if square and x.shape[-1] != x.shape[-2]:
-        raise ValueError(f"{op}: needs square matrices, got shape {shape_str(x.shape)} "
-                         f"({x.shape[-2]} x {x.shape[-1]})")
-
 
 # ---- solves and inverses -------------------------------------------------------------------
 
@@ -269,67 +236,6 @@ def lstsq(a: Any, b: Any, rcond: Any = None) -> tuple:
     return _back(x, dtype), _back_real(resid, dtype), rank, _back_real(s, dtype)
 
 
-def cond(x: Any, p: Any = None) -> Node:
-    """The condition number: max(s) / min(s) for p None or 2 (-2: the inverse ratio),
-    else matrix_norm(x, p) * matrix_norm(inv(x), p)."""
-    from .linalg import matrix_norm
-    (a,), dtype = _floating("cond", x)
-    _matrix("cond", a, square=p not in (None, 2, -2))
-    if p in (None, 2, -2):
-        s = apply("svd", a, full_matrices=False, compute_uv=False)
-        top = apply("reduce", s, axes=(s.ndim - 1,), kind="max")
-        low = apply("reduce", s, axes=(s.ndim - 1,), kind="min")
-        return _back_real(A.div(low, top) if p == -2 else A.div(top, low), dtype)
-    return A.mul(matrix_norm(a, ord=p), matrix_norm(inv(a), ord=p))
-
-
-def multi_dot(arrays: Sequence[Any]) -> Node:
-    """a @ b @ c ..., multiplied in the order that costs the fewest multiply-adds."""
-    from .linalg import matmul
-    xs = [as_node(x) for x in arrays]
-    if len(xs) < 2:
-        raise ValueError(f"multi_dot: needs at least 2 arrays, got {len(xs)}")
-    first_vec, last_vec = xs[0].ndim == 1, xs[-1].ndim == 1
-    if first_vec:
-        xs[0] = A.reshape(xs[0], (1,) + xs[0].shape)
-    if last_vec:
-        xs[-1] = A.reshape(xs[-1], xs[-1].shape + (1,))
-    for i, x in enumerate(xs):
-        if x.ndim != 2:
-            raise ValueError(f"multi_dot: array {i} must be 2-D (the first and last may be "
-                             f"1-D), got shape {shape_str(x.shape)}")
-    out = _chain(xs, _chain_order([x.shape[0] for x in xs] + [xs[-1].shape[1]]), 0,
-                 len(xs) - 1, matmul)
-    if first_vec:
-        out = A.reshape(out, out.shape[1:])
-    if last_vec:
-        out = A.reshape(out, out.shape[:-1])
-    return out
-
-
-def _chain_order(dims: list) -> dict:
-    """The classic matrix-chain dynamic program: split[i, j] of the cheapest order."""
-    n = len(dims) - 1
-    cost = {(i, i): 0 for i in range(n)}
-    split: dict = {}
-    for length in range(1, n):
-        for i in range(n - length):
-            j = i + length
-            cost[i, j] = math.inf
-            for k in range(i, j):
-                c = cost[i, k] + cost[k + 1, j] + dims[i] * dims[k + 1] * dims[j + 1]
-                if c < cost[i, j]:
-                    cost[i, j], split[i, j] = c, k
-    return split
-
-
-def _chain(xs: list, split: dict, i: int, j: int, matmul: Any) -> Node:
-    if i == j:
-        return xs[i]
-    k = split[i, j]
-    return matmul(_chain(xs, split, i, k, matmul), _chain(xs, split, k + 1, j, matmul))
-
-
 def singular_norm(x: Node, ord: Any, keepdims: bool) -> Node:
     """matrix_norm's ord 2 (largest singular value), -2 (smallest) and 'nuc' (their sum)."""
     (a,), dtype = _floating("matrix_norm", x)
@@ -341,7 +247,6 @@ def singular_norm(x: Node, ord: Any, keepdims: bool) -> Node:
     return _back_real(out, dtype)
 
 
-DECOMPOSITIONS = ("cholesky", "cond", "det", "eigh", "eigvalsh", "inv", "lstsq", "matrix_rank",
-                  "multi_dot", "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd",
-                  "svdvals")
+DECOMPOSITIONS = ("cholesky", "det", "eigh", "eigvalsh", "inv", "lstsq", "matrix_rank",
+                  "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd", "svdvals")
 __all__: list = []     # none of these is a top-level name: they live in lazyarray.linalg

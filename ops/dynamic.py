@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node, scalar_leaf
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node, scalar_leaf
 from ..compiler.primitive import apply
 from .promotion import as_node, shape_str
 

@@ -6,8 +6,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node, kept_constant, new_node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node, kept_constant, new_node
 from ..compiler.primitive import apply, same_dtype_fast
 from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
                         kept_spread, operands, scalar, spread_scalar, typed_spread,
@@ -997,6 +997,28 @@ def conj(x: Operand) -> Node:
 
 def relu(x: Operand) -> Node:
     return maximum(x, 0)
+
+
+_real_tan = tan
+
+
+def tan(x: Operand) -> Node:
+    """tan; a complex x as sin(x) / cos(x) (the primitive is real-only)."""
+    node = as_node(x)
+    if node.dtype.is_complex:
+        return divide(sin(node), cos(node))
+    return _real_tan(node)
+
+
+def angle(x: Operand) -> Node:
+    """The argument of x in radians: atan2(imag, real) (NumPy's angle; a real x gives 0
+    or pi, in the default float for integers and bools)."""
+    x = as_node(x)
+    if x.dtype.is_complex:
+        return atan2(imag(x), real(x))
+    if not x.dtype.is_float:
+        x = convert(x, D.DEFAULT_FLOAT)
+    return atan2(weak_scalar_like(0, x), x)
 
 
 __all__ = [n for n, v in list(globals().items())

@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from typing import Any, Optional, Sequence
 
-from ..compiler import builders as A
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.graph import builders as A
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from .promotion import as_node, convert, normalize_axis, shape_str
 
@@ -150,6 +150,23 @@ def irfftn(x: Any, s: Any = None, axes: Any = None, norm: str = "backward") -> N
     return _transform("irfftn", _complex(as_node(x)), s, axes, norm, "IRFFT")
 
 
+def fft2(x: Any, s: Any = None, axes: Any = (-2, -1), norm: str = "backward") -> Node:
+    """fftn over the last two axes (NumPy's fft2)."""
+    return _transform("fft2", _complex(as_node(x)), s, axes, norm, "FFT")
+
+
+def ifft2(x: Any, s: Any = None, axes: Any = (-2, -1), norm: str = "backward") -> Node:
+    return _transform("ifft2", _complex(as_node(x)), s, axes, norm, "IFFT")
+
+
+def rfft2(x: Any, s: Any = None, axes: Any = (-2, -1), norm: str = "backward") -> Node:
+    return _transform("rfft2", _real("rfft2", as_node(x)), s, axes, norm, "RFFT")
+
+
+def irfft2(x: Any, s: Any = None, axes: Any = (-2, -1), norm: str = "backward") -> Node:
+    return _transform("irfft2", _complex(as_node(x)), s, axes, norm, "IRFFT")
+
+
 _SWAP = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
 
 
@@ -216,5 +233,6 @@ def ifftshift(x: Any, axes: Any = None) -> Node:
 
 
 FFT = ("fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
+       "fft2", "ifft2", "rfft2", "irfft2",
        "fftfreq", "rfftfreq", "fftshift", "ifftshift")
 __all__: list = []     # none is a top-level name: they live in lazyarray.fft

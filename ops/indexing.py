@@ -24,8 +24,8 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node, scalar_leaf
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node, scalar_leaf
 from ..compiler.primitive import apply
 from .promotion import (as_node, broadcast_shapes, broadcast_to, constant,
                         convert, normalize_axis, scalar, shape_str)

@@ -1,16 +1,21 @@
-"""Linear algebra: matmul, tensordot, vecdot, all through dot_general."""
+"""Linear algebra: matmul, tensordot, vecdot, multi_dot, all through dot_general; norms, and
+the condition number (the spectral and nuclear norms and inverses from decompositions.py)."""
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Sequence
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.graph import builders as _A
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from .manipulation import expand_dims, matrix_transpose, reshape, squeeze
 from .promotion import as_node, broadcast_shapes, broadcast_to, convert, normalize_axis, shape_str
 from .statistical import sum as _sum
 from . import autocast
 from .elementwise import multiply
+from .decompositions import inv, singular_norm
+from .matrix_inputs import back_real, check_matrix, floating
 
 
 def _common(op: str, a: Any, b: Any) -> tuple:
@@ -83,12 +88,32 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Node:
 
 def vecdot(a: Any, b: Any, axis: int = -1) -> Node:
     a, b = _common("vecdot", a, b)
+    _check_contracted("vecdot", a, b, axis)
     shape = broadcast_shapes("vecdot", a.shape, b.shape)
     a, b = broadcast_to(a, shape), broadcast_to(b, shape)
     axis = normalize_axis("vecdot", axis, len(shape))
     if a.dtype.is_complex:      # the array API's (and NumPy's) vecdot: sum(conj(a) * b)
         a = apply("conj", a)
     return _sum(multiply(a, b), axis=axis, dtype=a.dtype)
+
+
+def _check_contracted(op: str, a: Node, b: Node, axis: int) -> None:
+    """The contracted axis is the operands' own, never broadcast (the array API standard's
+    and NumPy's vecdot): both must have it, of one size."""
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    ndim = max(a.ndim, b.ndim)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{op}: axis {axis} is out of range for shapes {shape_str(a.shape)} "
+                         f"and {shape_str(b.shape)}")
+    back = axis - ndim if axis >= 0 else axis       # counted from the end, as broadcasting does
+    if -back > min(a.ndim, b.ndim):
+        raise ValueError(f"{op}: axis {axis} is not an axis of both {shape_str(a.shape)} and "
+                         f"{shape_str(b.shape)}; the contracted axis is never broadcast")
+    if a.shape[back] != b.shape[back]:
+        raise ValueError(f"{op}: the contracted axis {axis} has size {a.shape[back]} in "
+                         f"{shape_str(a.shape)} and {b.shape[back]} in {shape_str(b.shape)}; "
+                         "they must be equal (the contracted axis is never broadcast)")
 
 
 def outer(a: Any, b: Any) -> Node:
@@ -133,18 +158,28 @@ def trace(x: Any, offset: int = 0, dtype: Any = None) -> Node:
 
 
 def _float(op: str, x: Any) -> Node:
+    """x in the dtype a norm computes in: a float or complex x as it is, others the default
+    float."""
     x = as_node(x)
     if x.dtype is D.bool_:
         raise TypeError(f"{op}: not defined for bool tensors")
-    return x if x.dtype.is_float else convert(x, D.DEFAULT_FLOAT)
+    return x if x.dtype.is_inexact else convert(x, D.DEFAULT_FLOAT)
+
+
+def _magnitude(x: Node) -> Node:
+    """|x| in x's real dtype: a complex value's modulus (complex128 -> float64), as NumPy's
+    norms take it."""
+    from .elementwise import abs as _abs
+    return _abs(x)
 
 
 def vector_norm(x: Any, axis: Any = None, keepdims: bool = False, ord: Any = 2) -> Node:
-    """The p-norm over `axis` (all axes by default): ord 2, 1, inf, -inf, 0 or any p."""
-    from .elementwise import abs as _abs, pow as _pow, sqrt, not_equal
+    """The p-norm over `axis` (all axes by default): ord 2, 1, inf, -inf, 0 or any p. A
+    complex x gives the norm of its magnitudes, in the matching real dtype."""
+    from .elementwise import pow as _pow, sqrt, not_equal
     from .statistical import max as _max, min as _min
     x = _float("vector_norm", x)
-    a = _abs(x)
+    a = _magnitude(x)
     if ord == 2:
         return sqrt(_sum(multiply(a, a), axis=axis, keepdims=keepdims))
     if ord == 1:
@@ -154,7 +189,7 @@ def vector_norm(x: Any, axis: Any = None, keepdims: bool = False, ord: Any = 2) 
     if ord == float("-inf"):
         return _min(a, axis=axis, keepdims=keepdims)
     if ord == 0:
-        return convert(_sum(not_equal(a, 0), axis=axis, keepdims=keepdims), x.dtype)
+        return convert(_sum(not_equal(a, 0), axis=axis, keepdims=keepdims), a.dtype)
     if not isinstance(ord, (int, float)) or isinstance(ord, bool):
         raise ValueError(f"vector_norm: ord must be a number, got {ord!r}")
     total = _sum(_pow(a, float(ord)), axis=axis, keepdims=keepdims)
@@ -163,26 +198,52 @@ def vector_norm(x: Any, axis: Any = None, keepdims: bool = False, ord: Any = 2) 
 
 def matrix_norm(x: Any, keepdims: bool = False, ord: Any = "fro") -> Node:
     """Norms of the matrices in the last two axes: 'fro', 1, -1, inf, -inf, and from the
-    singular values 2 (largest), -2 (smallest), 'nuc' (their sum)."""
-    from .elementwise import abs as _abs, sqrt
+    singular values 2 (largest), -2 (smallest), 'nuc' (their sum). A complex x gives a real
+    norm of the matching precision."""
+    from .elementwise import sqrt
     from .statistical import max as _max, min as _min
     x = _float("matrix_norm", x)
     if x.ndim < 2:
         raise ValueError(f"matrix_norm: needs rank >= 2, got {shape_str(x.shape)}")
     if ord in (2, -2, "nuc"):
-        from .decompositions import singular_norm
         return singular_norm(x, ord, keepdims)
+    a = _magnitude(x) if x.dtype.is_complex else x
     if ord == "fro":
-        return sqrt(_sum(multiply(x, x), axis=(-2, -1), keepdims=keepdims))
+        return sqrt(_sum(multiply(a, a), axis=(-2, -1), keepdims=keepdims))
     inner = {1: -2, -1: -2, float("inf"): -1, float("-inf"): -1}
     if ord not in inner:
         raise ValueError(f"matrix_norm: ord {ord!r} is not supported; valid: 'fro', 'nuc', "
                          "1, -1, 2, -2, inf, -inf")
-    sums = _sum(_abs(x), axis=inner[ord], keepdims=True)
+    sums = _sum(_magnitude(a), axis=inner[ord], keepdims=True)
     pick = _max if ord in (1, float("inf")) else _min
     other = -1 if inner[ord] == -2 else -2
     out = pick(sums, axis=other, keepdims=True)
     return out if keepdims else reshape(out, x.shape[:-2])
+
+
+def norm(x: Any, ord: Any = None, axis: Any = None, keepdims: bool = False) -> Node:
+    """numpy.linalg.norm: a vector norm over one axis, a matrix norm over two, and with no
+    axis the 2-norm of all elements (ord None) or the norm a 1-D or 2-D x has."""
+    x = _float("norm", x)
+    if axis is None:
+        if ord is None:
+            return vector_norm(x, None, keepdims)
+        if x.ndim not in (1, 2):
+            raise ValueError(f"norm: with ord={ord!r} and no axis, x must be 1-D or 2-D, got "
+                             f"shape {shape_str(x.shape)}")
+        axis = tuple(range(x.ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(normalize_axis("norm", a, x.ndim) for a in axes)
+    if len(axes) == 1:
+        return vector_norm(x, axes[0], keepdims, 2 if ord is None else ord)
+    if len(axes) != 2 or axes[0] == axes[1]:
+        raise ValueError(f"norm: axis must name one axis or two different ones, got {axis!r}")
+    from .manipulation import moveaxis
+    out = matrix_norm(moveaxis(x, axes, (-2, -1)), False, "fro" if ord is None else ord)
+    if keepdims:
+        for a in sorted(axes):
+            out = expand_dims(out, a)
+    return out
 
 
 def cross(a: Any, b: Any, axis: int = -1) -> Node:
@@ -211,7 +272,6 @@ def matrix_power(x: Any, n: int) -> Node:
     if not isinstance(n, int) or isinstance(n, bool):
         raise ValueError(f"matrix_power: n must be an int, got {n!r}")
     if n < 0:
-        from .decompositions import inv
         x, n = inv(x), -n
     if n == 0:
         k = x.shape[-1]
@@ -228,8 +288,68 @@ def matrix_power(x: Any, n: int) -> Node:
     return result
 
 
-LINALG = ("cross", "diagonal", "matmul", "matrix_norm", "matrix_power", "matrix_transpose",
-          "outer", "tensordot", "trace", "vecdot", "vector_norm")
+def cond(x: Any, p: Any = None) -> Node:
+    """The condition number: max(s) / min(s) for p None or 2 (-2: the inverse ratio),
+    else matrix_norm(x, p) * matrix_norm(inv(x), p)."""
+    (a,), dtype = floating("cond", x)
+    check_matrix("cond", a, square=p not in (None, 2, -2))
+    if p in (None, 2, -2):
+        s = apply("svd", a, full_matrices=False, compute_uv=False)
+        top = apply("reduce", s, axes=(s.ndim - 1,), kind="max")
+        low = apply("reduce", s, axes=(s.ndim - 1,), kind="min")
+        return back_real(_A.div(low, top) if p == -2 else _A.div(top, low), dtype)
+    return _A.mul(matrix_norm(a, ord=p), matrix_norm(inv(a), ord=p))
+
+
+def multi_dot(arrays: Sequence[Any]) -> Node:
+    """a @ b @ c ..., multiplied in the order that costs the fewest multiply-adds."""
+    xs = [as_node(x) for x in arrays]
+    if len(xs) < 2:
+        raise ValueError(f"multi_dot: needs at least 2 arrays, got {len(xs)}")
+    first_vec, last_vec = xs[0].ndim == 1, xs[-1].ndim == 1
+    if first_vec:
+        xs[0] = _A.reshape(xs[0], (1,) + xs[0].shape)
+    if last_vec:
+        xs[-1] = _A.reshape(xs[-1], xs[-1].shape + (1,))
+    for i, x in enumerate(xs):
+        if x.ndim != 2:
+            raise ValueError(f"multi_dot: array {i} must be 2-D (the first and last may be "
+                             f"1-D), got shape {shape_str(x.shape)}")
+    out = _chain(xs, _chain_order([x.shape[0] for x in xs] + [xs[-1].shape[1]]), 0,
+                 len(xs) - 1, matmul)
+    if first_vec:
+        out = _A.reshape(out, out.shape[1:])
+    if last_vec:
+        out = _A.reshape(out, out.shape[:-1])
+    return out
+
+
+def _chain_order(dims: list) -> dict:
+    """The classic matrix-chain dynamic program: split[i, j] of the cheapest order."""
+    n = len(dims) - 1
+    cost = {(i, i): 0 for i in range(n)}
+    split: dict = {}
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i, j] = math.inf
+            for k in range(i, j):
+                c = cost[i, k] + cost[k + 1, j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if c < cost[i, j]:
+                    cost[i, j], split[i, j] = c, k
+    return split
+
+
+def _chain(xs: list, split: dict, i: int, j: int, matmul: Any) -> Node:
+    if i == j:
+        return xs[i]
+    k = split[i, j]
+    return matmul(_chain(xs, split, i, k, matmul), _chain(xs, split, k + 1, j, matmul))
+
+
+LINALG = ("cond", "cross", "diagonal", "matmul", "matrix_norm", "matrix_power",
+          "matrix_transpose", "multi_dot", "norm", "outer", "tensordot", "trace", "vecdot",
+          "vector_norm")
 
 __all__ = ["matmul", "tensordot", "vecdot", "matrix_transpose", "outer", "diagonal", "trace",
            "vector_norm", "matrix_norm", "cross", "matrix_power"]

@@ -7,8 +7,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from . import checks
 from .promotion import (as_node, broadcast_shapes, broadcast_to as _broadcast_to, convert,
@@ -237,6 +237,68 @@ def repeat(x: Any, repeats: int, axis: Any = None) -> Node:
     return reshape(y, x.shape[:axis] + (x.shape[axis] * repeats,) + x.shape[axis + 1:])
 
 
+def _pieces(x: Node, axis: int, bounds: Sequence[int]) -> tuple:
+    """x cut along `axis` at `bounds` (each piece a slice, fused downstream; a bound below
+    the one before gives an empty piece, as Python's slicing does)."""
+    edges = [0] + list(bounds) + [x.shape[axis]]
+    return tuple(slice_axis(x, axis, a, max(a, b)) for a, b in zip(edges, edges[1:]))
+
+
+def split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple:
+    """NumPy's split: an int cuts `axis` into that many equal parts (it must divide the
+    length), a sequence gives the indices to cut at. PyTorch's split (by part sizes) is
+    `Tensor.split` and `lazyarray.torch.split`."""
+    x = as_node(x)
+    if x.ndim == 0:
+        raise ValueError("split: a 0-d tensor has no axis to split")
+    axis = normalize_axis("split", axis, x.ndim)
+    n = x.shape[axis]
+    if checks.is_int(indices_or_sections):
+        k = int(indices_or_sections)
+        if k <= 0 or n % k:
+            raise ValueError(f"split: {k} sections do not divide axis {axis} of length {n} "
+                             "equally (NumPy's rule; PyTorch's split by size is "
+                             "Tensor.split / lazyarray.torch.split)")
+        return _pieces(x, axis, [i * (n // k) for i in range(1, k)])
+    cuts = [max(0, min(n, int(i) + n if int(i) < 0 else int(i))) for i in indices_or_sections]
+    return _pieces(x, axis, cuts)
+
+
+def split_sizes(x: Any, split_size_or_sections: Any, axis: int = 0) -> tuple:
+    """PyTorch's split: an int is the size of each part (the last may be smaller), a
+    sequence the size of every part (they must add up to the length of `axis`)."""
+    x = as_node(x)
+    if x.ndim == 0:
+        raise ValueError("split: a 0-d tensor has no dim to split")
+    axis = normalize_axis("split", axis, x.ndim)
+    n = x.shape[axis]
+    if checks.is_int(split_size_or_sections):
+        size = int(split_size_or_sections)
+        if size <= 0 and not (size == 0 and n == 0):
+            raise ValueError(f"split: split_size must be positive, got {size}")
+        if n == 0:
+            return (x,)
+        return _pieces(x, axis, range(size, n, size))
+    sizes = [int(s) for s in split_size_or_sections]
+    if any(s < 0 for s in sizes) or sum(sizes) != n:
+        raise ValueError(f"split: sizes {sizes} must be non-negative and add up to "
+                         f"{n}, the length of dim {axis}")
+    return _pieces(x, axis, list(np.cumsum(sizes[:-1], dtype=np.int64).tolist()))
+
+
+def chunk(x: Any, chunks: int, axis: int = 0) -> tuple:
+    """PyTorch's chunk: parts of ceil(n / chunks) along `axis` (fewer parts when that size
+    already covers the length)."""
+    x = as_node(x)
+    if not checks.is_int(chunks) or int(chunks) <= 0:
+        raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+    if x.ndim == 0:
+        raise ValueError("chunk: a 0-d tensor has no dim to chunk")
+    axis = normalize_axis("chunk", axis, x.ndim)
+    n = x.shape[axis]
+    return split_sizes(x, max(1, -(-n // int(chunks))) if n else 0, axis)
+
+
 __all__ = ["reshape", "permute_dims", "transpose", "matrix_transpose", "expand_dims", "squeeze",
            "broadcast_to", "broadcast_arrays", "concat", "stack", "unstack", "flip", "roll",
-           "moveaxis", "tile", "repeat"]
+           "moveaxis", "tile", "repeat", "split", "chunk"]   # split_sizes: PyTorch's split

@@ -13,8 +13,8 @@ import weakref
 import numpy as np
 from typing import Any, Optional
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node, new_node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node, new_node
 from ..compiler.primitive import apply
 from .elementwise import (abs, add, divide, equal, erf, exp, greater_equal, less, log, log1p,
                           logical_and, maximum, multiply, negative, rsqrt, sigmoid, subtract,

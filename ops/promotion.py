@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.dtypes import DType
-from ..compiler.literal import Literal
-from ..compiler.node import Node, constant_leaf, kept_constant, new_node, scalar_leaf
+from ..compiler.hlo import dtypes as D
+from ..compiler.hlo.dtypes import DType
+from ..compiler.hlo.literal import Literal
+from ..compiler.graph.node import Node, constant_leaf, kept_constant, new_node, scalar_leaf
 from ..compiler.primitive import apply
 
 PY_SCALARS = (bool, int, float)

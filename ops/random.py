@@ -11,26 +11,21 @@ Threefry-2x32 is Salmon et al., "Parallel random numbers: as easy as 1, 2, 3" (S
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Optional
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from .promotion import broadcast_to, constant, convert, scalar
-from ..compiler.shapes import num_elements
-
-ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
-KEY_PARITY = 0x1BD11BDA
-ROUNDS = 20
+from ..compiler.hlo.shapes import num_elements
 
 _U32_CONSTANTS: dict = {}
 
 
 def _u32(value: int, shape: tuple) -> Node:
-    """A uint32 constant kept in the module: rotation amounts are structure, not data."""
+    """A uint32 constant kept in the module: offsets and masks are structure, not data."""
     node = _U32_CONSTANTS.get(value)
     if node is None:
         node = _U32_CONSTANTS[value] = constant(np.uint32(value), D.uint32)
@@ -41,27 +36,6 @@ def _add(a: Node, b: Node) -> Node:
     return apply("add", a, b)
 
 
-class _Words:
-    """uint32 constants broadcast to one shape, each made once per generator call (a
-    Threefry call uses 16 distinct shift amounts 160 times)."""
-
-    def __init__(self, shape: tuple) -> None:
-        self.shape = shape
-        self.made: dict = {}
-
-    def __call__(self, value: int) -> Node:
-        node = self.made.get(value)
-        if node is None:
-            node = self.made[value] = _u32(value, self.shape)
-        return node
-
-
-def _rotl(x: Node, r: int, words: _Words) -> Node:
-    left = apply("shift_left", x, words(r))
-    right = apply("shift_right_logical", x, words(32 - r))
-    return apply("or", left, right)
-
-
 def _key_word(key: Node, i: int, shape: tuple) -> Node:
     word = apply("slice", key, start_indices=(i,), limit_indices=(i + 1,), strides=(1,))
     word = apply("reshape", word, shape=())
@@ -70,26 +44,46 @@ def _key_word(key: Node, i: int, shape: tuple) -> Node:
 
 def threefry2x32(key: Node, x0: Node, x1: Node) -> tuple:
     """Threefry-2x32-20 of the counters (x0, x1) (uint32, equal shapes) under `key`
-    (uint32[2]); returns two uint32 nodes of the counters' shape."""
+    (uint32[2]); returns two uint32 nodes of the counters' shape (the primitive
+    compiler/primitives/random_bits.py, one node per word)."""
     if key.shape != (2,) or key.dtype is not D.uint32:
         raise TypeError(f"threefry2x32: the key must be uint32[2], got "
                         f"{key.dtype.name}{list(key.shape)}")
     if x0.shape != x1.shape or x0.dtype is not D.uint32 or x1.dtype is not D.uint32:
         raise TypeError("threefry2x32: counters must be two uint32 nodes of one shape")
-    shape = x0.shape
-    words = _Words(shape)
-    k0, k1 = _key_word(key, 0, shape), _key_word(key, 1, shape)
-    k2 = apply("xor", apply("xor", k0, k1), words(KEY_PARITY))
-    schedule = (k0, k1, k2)
-    x0, x1 = _add(x0, k0), _add(x1, k1)
-    for i in range(ROUNDS):
-        x0 = _add(x0, x1)
-        x1 = apply("xor", _rotl(x1, ROTATIONS[i % 8], words), x0)
-        if i % 4 == 3:
-            s = (i + 1) // 4
-            x0 = _add(x0, schedule[s % 3])
-            x1 = _add(_add(x1, schedule[(s + 1) % 3]), words(s))
-    return x0, x1
+    k0, k1 = _key_word(key, 0, x0.shape), _key_word(key, 1, x0.shape)
+    return tuple(apply("threefry2x32", k0, k1, x0, x1, word=w) for w in (0, 1))
+
+
+def _linear(shape: tuple) -> Node:
+    """uint32 of `shape` holding each element's row-major position."""
+    flat = apply("iota", shape=(num_elements(shape),), dtype=D.uint32, dimension=0)
+    return apply("reshape", flat, shape=tuple(shape))
+
+
+def _check_counter(counter: Optional[Node]) -> None:
+    if counter is not None and (counter.shape != () or counter.dtype is not D.uint32):
+        raise TypeError(f"random bits: the counter must be a uint32 scalar, got "
+                        f"{counter.dtype.name}{list(counter.shape)}")
+
+
+def _pair(key: Node, shape: tuple, counter: Optional[Node], start: int = 0,
+          half: Optional[int] = None) -> tuple:
+    """Both words of the Threefry calls (start + i, start + i + half) (or (start + i,
+    counter)) for each position i of `shape`; `half` defaults to its element count n. So
+    they are the two halves of `bits(key, (2,) + shape, counter)`, computed elementwise in
+    i: they fuse into their consumers (no words in memory)."""
+    _check_counter(counter)
+    n = num_elements(shape)
+    half = n if half is None else half
+    if 2 * half >= 2 ** 32:
+        raise ValueError(f"random bits: {2 * half} values at once is more than one key can "
+                         "give (2^32)")
+    c0 = _linear(shape)
+    if start:
+        c0 = _add(c0, _u32(start, shape))
+    c1 = _add(c0, _u32(half, shape)) if counter is None else broadcast_to(counter, shape)
+    return threefry2x32(key, c0, c1)
 
 
 def _iota(n: int) -> Node:
@@ -134,22 +128,19 @@ def bits(key: Node, shape: tuple, counter: Optional[Node] = None) -> Node:
     n = num_elements(shape)
     if n >= 2 ** 32:
         raise ValueError(f"random bits: {n} values at once is more than one key can give (2^32)")
+    _check_counter(counter)
     if n == 0:
         return broadcast_to(_u32(0, ()), shape)
+    # words 0..half-1 are the first words of the calls (i, i + half) (or (i, counter)),
+    # words half..n-1 the second words of the calls (i - half, ...): each element picks
+    # its word of its call, elementwise (fused), rather than two halves concatenated
     half = (n + 1) // 2
-    c0 = _iota(half)
-    if counter is None:
-        c1 = _add(c0, _u32(half, (half,)))
-    else:
-        if counter.shape != () or counter.dtype is not D.uint32:
-            raise TypeError(f"random bits: the counter must be a uint32 scalar, got "
-                            f"{counter.dtype.name}{list(counter.shape)}")
-        c1 = broadcast_to(counter, (half,))
+    i = _linear(shape)
+    first = apply("compare", i, _u32(half, shape), direction="LT")
+    c0 = apply("select", first, i, apply("subtract", i, _u32(half, shape)))
+    c1 = _add(c0, _u32(half, shape)) if counter is None else broadcast_to(counter, shape)
     x0, x1 = threefry2x32(key, c0, c1)
-    flat = apply("concatenate", x0, x1, dimension=0)
-    if 2 * half != n:
-        flat = apply("slice", flat, start_indices=(0,), limit_indices=(n,), strides=(1,))
-    return apply("reshape", flat, shape=tuple(shape))
+    return apply("select", first, x0, x1)
 
 
 def _unit_float32(words: Node) -> Node:
@@ -160,23 +151,14 @@ def _unit_float32(words: Node) -> Node:
     return apply("subtract", f, broadcast_to(scalar(1.0, D.float32), words.shape))
 
 
-def _halves(x: Node, shape: tuple) -> tuple:
-    """The two (shape)-sized halves of x of shape (2,) + shape."""
-    ones = (1,) * (len(shape) + 1)
-    first = apply("slice", x, start_indices=(0,) * (len(shape) + 1), limit_indices=(1,) + shape,
-                  strides=ones)
-    second = apply("slice", x, start_indices=(1,) + (0,) * len(shape),
-                   limit_indices=(2,) + shape, strides=ones)
-    return apply("reshape", first, shape=shape), apply("reshape", second, shape=shape)
-
-
 def _u64(value: int, shape: tuple) -> Node:
     return broadcast_to(constant(np.uint64(value), D.uint64), shape)
 
 
-def _wide(words: Node, shape: tuple) -> Node:
-    """64 random bits per element from uint32 words of shape (2,) + shape."""
-    hi, lo = _halves(words, shape)
+def _wide(pair: tuple) -> Node:
+    """64 random bits per element from a call's two words (the first the high half)."""
+    hi, lo = pair
+    shape = hi.shape
     return apply("or", apply("shift_left", convert(hi, D.uint64), _u64(32, shape)),
                  convert(lo, D.uint64))
 
@@ -202,7 +184,7 @@ def unit(key: Node, shape: tuple, dtype: Any = None, counter: Optional[Node] = N
     d = _float_dtype("uniform", dtype)
     shape = tuple(shape)
     if d is D.float64:
-        return _unit_float64(_wide(bits(key, (2,) + shape, counter), shape))
+        return _unit_float64(_wide(_pair(key, shape, counter)))
     return convert(_unit_float32(bits(key, shape, counter)), d)
 
 
@@ -218,16 +200,26 @@ def uniform(key: Node, shape: tuple, low: Any = 0.0, high: Any = 1.0, dtype: Any
 
 def normal(key: Node, shape: tuple, mean: float = 0.0, std: float = 1.0, dtype: Any = None,
            counter: Optional[Node] = None) -> Node:
-    """Standard normal by Box-Muller: sqrt(-2 log u1) cos(2 pi u2), u1 in (0, 1]."""
+    """Standard normal by Box-Muller: sqrt(-2 log u1) cos(2 pi u2), u1 in (0, 1]. The log
+    and cosine are the primitives portable_log and portable_cos_two_pi
+    (compiler/primitives/portable_math.py), built from correctly rounded operations, so one
+    seed gives the same bits on every device (each device's own log and cos differ by an
+    ulp)."""
     d = _float_dtype("normal", dtype)
     shape = tuple(shape)
     work = D.float64 if d is D.float64 else D.float32
-    u1, u2 = _halves(unit(key, (2,) + shape, work, counter), shape)
+    # u1 and u2 are the halves of unit((2,) + shape): for float32 the two words of one
+    # call, for float64 (two words an element) the calls i and n + i of 2n
+    if work is D.float64:
+        n = num_elements(shape)
+        u1, u2 = (_unit_float64(_wide(_pair(key, shape, counter, start, 2 * n)))
+                  for start in (0, n))
+    else:
+        u1, u2 = (_unit_float32(w) for w in _pair(key, shape, counter))
     one = broadcast_to(scalar(1, work), shape)
     radius = apply("sqrt", apply("multiply", broadcast_to(scalar(-2.0, work), shape),
-                                 apply("log", apply("subtract", one, u1))))
-    angle = apply("multiply", u2, broadcast_to(scalar(2 * math.pi, work), shape))
-    z = apply("multiply", radius, apply("cosine", angle))
+                                 apply("portable_log", apply("subtract", one, u1))))
+    z = apply("multiply", radius, apply("portable_cos_two_pi", u2))
     if std != 1.0:
         z = apply("multiply", z, broadcast_to(scalar(float(std), work), shape))
     if mean != 0.0:
@@ -245,7 +237,7 @@ def randint(key: Node, shape: tuple, low: int, high: int, dtype: Any = None,
     if high <= low:
         raise ValueError(f"randint: needs low < high, got low={low}, high={high}")
     shape = tuple(shape)
-    wide = _wide(bits(key, (2,) + shape, counter), shape)
+    wide = _wide(_pair(key, shape, counter))
     span = broadcast_to(scalar(high - low, D.uint64), shape)
     offset = convert(apply("remainder", wide, span), D.int64)
     out = apply("add", offset, broadcast_to(scalar(low, D.int64), shape)) if low else offset

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from .manipulation import reshape
 from .promotion import (as_node, broadcast_to, convert, normalize_axes, normalize_axis,

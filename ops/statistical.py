@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from .promotion import as_node, broadcast_to, convert, normalize_axes, normalize_axis, scalar
-from .elementwise import divide, subtract, sqrt, square
+from .elementwise import abs as _abs, divide, subtract, sqrt, square
 from . import autocast
 
 
@@ -167,7 +167,7 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
     x = autocast.widen(as_node(x))      # under autocast: computed and returned in float32
     if x.dtype in _LOW_PRECISION:
         return _rounded_back(mean(convert(x, D.float32), axis, keepdims), x.dtype)
-    if not x.dtype.is_float:
+    if not x.dtype.is_inexact:          # a complex x keeps its dtype (array API 2024.12)
         x = convert(x, D.DEFAULT_FLOAT)
     axes = normalize_axes("mean", axis, x.ndim)
     total = _reduce("mean", "sum", x, axes, keepdims)
@@ -179,11 +179,13 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, correction: float = 0.
     x = autocast.widen(as_node(x))      # under autocast: computed and returned in float32
     if x.dtype in _LOW_PRECISION:
         return _rounded_back(var(convert(x, D.float32), axis, keepdims, correction), x.dtype)
-    if not x.dtype.is_float:
+    if not x.dtype.is_inexact:
         x = convert(x, D.DEFAULT_FLOAT)
     axes = normalize_axes("var", axis, x.ndim)
     mu = mean(x, axes, keepdims=True)
-    dev = square(subtract(x, broadcast_to(mu, x.shape)))
+    dev = subtract(x, broadcast_to(mu, x.shape))
+    # a complex x's variance is the mean squared modulus, real (NumPy's var)
+    dev = square(_abs(dev) if dev.dtype.is_complex else dev)
     total = _reduce("var", "sum", dev, axes, keepdims)
     n = _count(x, axes) - correction
     return divide(total, float(n) if n > 0 else 0.0)

@@ -5,8 +5,8 @@ from typing import Any
 
 from dataclasses import dataclass
 
-from ..compiler import dtypes as D
-from ..compiler.node import Node
+from ..compiler.hlo import dtypes as D
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from .elementwise import as_bool
 from .promotion import as_node, normalize_axes, normalize_axis, shape_str

@@ -6,9 +6,21 @@ usable here: "interpreter" always, "cpu" when registered, "cuda" when a GPU answ
 """
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
 
-import lazyarray as la
+# A test session compiles into a disk cache of its own, made empty: counts of compiles and
+# disk hits then never depend on what earlier runs of this or another checkout left in
+# ~/.cache/lazyarray (the tests of the disk cache itself name their own folders).
+_CACHE = tempfile.mkdtemp(prefix="lazyarray-test-cache-")
+os.environ["LAZYARRAY_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+
+import lazyarray as la  # noqa: E402  (after the cache folder is chosen)
 from lazyarray.devices.interpreter import InterpreterDevice
 from harness import device_names
 import hypothesis_profiles  # noqa: F401  (profiles 'ci' and 'long' for --hypothesis-profile)
@@ -18,7 +30,7 @@ def _register_fake_cuda() -> None:
     """"fakecuda": the CUDA device over the host-memory stand-in for its driver
     (tests/test_cuda_fake.py; LAZYARRAY_TEST_DEVICES=fakecuda runs the suite on it)."""
     from lazyarray import devices_registry, runtime
-    from lazyarray.devices.cuda import CudaDevice
+    from lazyarray.devices.cuda.cuda import CudaDevice
     runtime.register_device(
         "fakecuda", lambda name: CudaDevice(name, devices_registry._cuda_settings, fake=True))
 

@@ -1,6 +1,6 @@
 """One process of the NCCL path's test (tests/test_distributed_nccl.py launches two with
 `mpiexec -n 2` and LAZYARRAY_FAKE_CUDA=1): `init(backend="nccl")` over the fake CUDA
-driver and the NCCL stand-in (devices/nccl_fake.py), collectives of CUDA tensors, the
+driver and the NCCL stand-in (devices/stand_ins/nccl_fake.py), collectives of CUDA tensors, the
 binding's group and error paths, then data-parallel training on the "GPU". Rank 0 saves
 what it saw; the test compares it with NumPy and with one process on the whole batch."""
 from __future__ import annotations
@@ -11,9 +11,9 @@ import warnings
 import numpy as np
 
 import lazyarray as la
-from lazyarray.compiler import collectives as group
-from lazyarray.devices import cuda_fake
-from lazyarray.devices.nccl_library import NcclError
+from lazyarray.compiler.primitives import process_group as group
+from lazyarray.devices.stand_ins import cuda_fake
+from lazyarray.devices.cuda.nccl_library import NcclError
 
 import distributed_worker as plain
 
@@ -92,7 +92,7 @@ def training(rank: int, size: int, dev: str) -> dict:
         metrics = la.debug.metrics()
         after = la.distributed.stats()
     out = {f"param_{i}": p.numpy() for i, p in enumerate(params)}
-    out.update(losses=np.array(losses), compiles=np.array(metrics.compiles),
+    out.update(losses=np.array(losses), compiles=np.array(metrics.cache_misses),
                bytes_from_device=np.array(metrics.bytes_from_device),
                train_nccl=np.array(after["nccl"] - before["nccl"]),
                train_host=np.array(after["host"] - before["host"]),
@@ -104,7 +104,7 @@ def other_paths(rank: int) -> dict:
     """The host path, with its note: a CUDA tensor on another device than the
     communicator's, then every CUDA tensor after `init(backend="mpi")`."""
     from lazyarray import devices_registry
-    from lazyarray.devices.cuda import CudaDevice
+    from lazyarray.devices.cuda.cuda import CudaDevice
     la.runtime.register_device(
         "othergpu", lambda name: CudaDevice(name, devices_registry._cuda_settings, fake=True))
     out = {}

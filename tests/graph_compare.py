@@ -3,7 +3,7 @@ graph another way (direct recording, remembered VJPs, copied backward passes and
 composites): each must build exactly the general path's expression."""
 from __future__ import annotations
 
-from lazyarray.compiler.node import Node
+from lazyarray.compiler.graph.node import Node
 
 
 def same_graph(a: Node, b: Node, fresh_leaves: bool = False,

@@ -32,7 +32,7 @@ import numpy as np
 
 import lazyarray as la
 from lazyarray import runtime
-from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.hlo import dtypes as D
 
 # ---- devices --------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import pytest
 
 import lazyarray as la
 import lazyarray.nn.functional as F
-from lazyarray.devices import native_program
+from lazyarray.devices.cpu import native_program
 
 
 def made_programs(monkeypatch: pytest.MonkeyPatch) -> list:

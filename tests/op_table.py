@@ -12,8 +12,8 @@ import operator
 import numpy as np
 
 import lazyarray as la
-from lazyarray.compiler import dtypes as D
-from harness import ALL, BOOL, FLOATS, INTEGERS, INTS, NUMERIC, OpCase
+from lazyarray.compiler.hlo import dtypes as D
+from harness import ALL, BOOL, COMPLEX, FLOATS, INTEGERS, INTS, NUMERIC, OpCase
 
 # ---- shapes and keyword variants shared by many cases --------------------------------
 
@@ -344,7 +344,7 @@ add(OpCase("stop_gradient", lambda x: x, dtypes=ALL, shapes=UNARY[:3], requires=
 
 # public functions of lazyarray that are not in lazyarray.ops (they need the runtime)
 RUNTIME_FUNCTIONS = ("nonzero", "unique_values", "unique_counts", "unique_inverse", "unique_all",
-                     "stop_gradient")
+                     "stop_gradient", "unique", "multinomial", "unbind")
 
 # ---- special values: NaN, infinities, signed zeros --------------------------------------
 
@@ -763,7 +763,8 @@ def _torch_pair(np_fn, np_arg):
 
 
 def _torch_unbiased(np_ref):
-    """var/std: with dim= (PyTorch's form) unbiased (correction 1) by default."""
+    """var/std methods: unbiased (correction 1) by default (PyTorch's), NumPy's correction 0
+    when NumPy's axis= or keepdims= is given."""
     plain = _torch_style(np_ref)
 
     def ref(x, axis=None, keepdims=False, dim=None, keepdim=None, correction=None):
@@ -774,7 +775,7 @@ def _torch_unbiased(np_ref):
     return ref
 
 
-METHOD_KW = [{}, {"axis": 0}, {"dim": 1, "keepdim": True}, {"axis": (0, 1)}]
+METHOD_KW = [{"axis": None}, {"axis": 0}, {"dim": 1, "keepdim": True}, {"axis": (0, 1)}]
 METHOD_SHAPES = [((2, 3, 4),), ((),)]
 
 for _name, _np_fn, _dtypes, _fr, _domain, _tol in [
@@ -884,7 +885,9 @@ add(OpCase("Tensor.contiguous", lambda x: x, fn=lambda x: x.contiguous(), shapes
            **SHAPE_METHODS),
     OpCase("Tensor.masked_fill", lambda x: np.where(x > 0, np.float32(-1), x),
            fn=lambda x: x.masked_fill(x > 0, -1.0), shapes=[((2, 3),)], dtypes=FLOATS))
-add(_method("sort", np.sort, dtypes=FLOATS, shapes=[((3, 4),)], kwargs=[{}, {"axis": 0}]))
+add(_method("sort", np.sort, dtypes=FLOATS, shapes=[((3, 4),)], kwargs=[{"axis": -1}, {"axis": 0}]),
+    _method("sort", lambda x, dim=-1: (np.sort(x, dim), np.argsort(x, dim, kind="stable")),
+            dtypes=FLOATS, shapes=[((3, 4),)], kwargs=[{}, {"dim": 0}], label="pair"))
 for _name, _fn, _ref, _label in _LAMBDA_METHODS:
     add(OpCase("Tensor." + _name, _ref, fn=_fn, shapes=[((2, 3),)], label=_label,
                requires="stop_gradient" if _name == "detach" else "", **SHAPE_METHODS))
@@ -897,6 +900,207 @@ add(_method("clip", np.clip, dtypes=FLOATS, shapes=[((2, 3),)], kwargs=[{"min": 
             differentiable=True),
     _method("dot", np.matmul, dtypes=FLOATS, shapes=[((2, 3), (3, 4))], tol=8,
             differentiable=True))
+
+
+# ---- splitting, top-k, unique, angle, complex tan; PyTorch's Tensor methods ---------------
+
+def _np_chunk(x, chunks, axis=0):
+    n = x.shape[axis]
+    size = max(1, -(-n // chunks))
+    return tuple(np.split(x, list(range(size, n, size)), axis=axis))
+
+
+def _np_topk(x, k, axis=-1, largest=True):
+    order = np.argsort(-x if largest else x, axis=axis, kind="stable")
+    idx = np.take(order, np.arange(k), axis=axis)
+    return np.take_along_axis(x, idx, axis=axis), idx.astype(np.int64)
+
+
+def _np_split_sizes(x, split_size_or_sections, dim=0):
+    size, n = split_size_or_sections, x.shape[dim]
+    if not isinstance(size, int) and sum(size) != n:
+        raise ValueError("split sizes must add up to the length")
+    cuts = list(range(size, n, size)) if isinstance(size, int) else np.cumsum(size)[:-1].tolist()
+    return tuple(np.split(x, cuts, axis=dim))
+
+
+def _np_lower_median(x, dim=-1, keepdim=False):
+    order = np.argsort(x, axis=dim, kind="stable")
+    m = (x.shape[dim] - 1) // 2
+    idx = np.take(order, [m], axis=dim)
+    v = np.take_along_axis(x, idx, axis=dim)
+    return (v, idx) if keepdim else (np.squeeze(v, dim), np.squeeze(idx, dim))
+
+
+def _np_mode(x, dim=-1, keepdim=False):
+    a = np.moveaxis(x, dim, -1)
+    flat = a.reshape(-1, a.shape[-1])
+    vals, idxs = [], []
+    for row in flat:
+        u, c = np.unique(row, return_counts=True)
+        v = u[np.argmax(c)]
+        vals.append(v)
+        idxs.append(np.nonzero(row == v)[0][-1])
+    v = np.array(vals, x.dtype).reshape(a.shape[:-1])
+    i = np.array(idxs, np.int64).reshape(a.shape[:-1])
+    if keepdim:
+        v, i = np.expand_dims(v, dim), np.expand_dims(i, dim)
+    return v, i
+
+
+def _multinomial_shape(p, num_samples, replacement=False):
+    if not replacement and num_samples > p.shape[-1]:
+        raise ValueError("more samples than categories without replacement")
+    return np.zeros(p.shape[:-1] + (num_samples,), np.int64)
+
+
+add(OpCase("split", np.split, dtypes=(D.float32, D.float64, D.int32, D.bool_),
+           pairs=[(((6, 4),), {"indices_or_sections": 3}),
+                  (((6, 4),), {"indices_or_sections": [1, 3], "axis": 1}),
+                  (((6, 4),), {"indices_or_sections": [4, 2, -1]}),
+                  (((5,),), {"indices_or_sections": 2}),           # NumPy raises: not equal
+                  (((0, 3),), {"indices_or_sections": 1})], differentiable=True),
+    OpCase("chunk", _np_chunk, dtypes=(D.float32, D.float64, D.int64),
+           pairs=[(((7, 3),), {"chunks": 3}), (((6, 4),), {"chunks": 2, "axis": 1}),
+                  (((2, 3),), {"chunks": 5}), (((4,),), {"chunks": 4})], differentiable=True),
+    OpCase("unbind", lambda x, dim=0: tuple(np.moveaxis(x, dim, 0)),
+           dtypes=(D.float32, D.float64, D.int32),
+           pairs=[(((3, 4),), {}), (((2, 3, 2),), {"dim": 1}), (((2, 3),), {"dim": -1})],
+           differentiable=True),
+    OpCase("topk", _np_topk, dtypes=(D.float32, D.float64, D.int32),
+           pairs=[(((3, 6),), {"k": 2}), (((3, 6),), {"k": 3, "axis": 0}),
+                  (((5,),), {"k": 5, "largest": False}), (((4, 3),), {"k": 0}),
+                  (((4, 3),), {"k": 4})], differentiable=True),
+    OpCase("unique", np.unique, dtypes=(D.float32, D.int64, D.bool_), graph_break=True,
+           domains=("shift",),
+           pairs=[(((12,),), {}), (((3, 4),), {"return_counts": True}),
+                  (((3, 4),), {"return_index": True, "return_inverse": True}),
+                  (((4, 2),), {"axis": 0})]),
+    OpCase("multinomial", _multinomial_shape, fn=la.multinomial, dtypes=(D.float32, D.float64),
+           domains=("positive",), compare="shape",
+           pairs=[(((5,),), {"num_samples": 3}), (((2, 4),), {"num_samples": 7, "replacement": True}),
+                  (((4,),), {"num_samples": 5})]),                 # too many without replacement
+    OpCase("angle", np.angle, dtypes=FLOATS + COMPLEX + (D.int32,), shapes=UNARY,
+           float_result=True, tol=2),
+    OpCase("tan", np.tan, dtypes=COMPLEX, shapes=UNARY, domains=("unit",), tol=4,
+           label="complex"))
+
+add(_method("split", _np_split_sizes, dtypes=FLOATS, differentiable=True,
+            pairs=[(((7, 3),), {"split_size_or_sections": 3}),
+                   (((7, 3),), {"split_size_or_sections": [1, 2], "dim": 1}),
+                   (((4, 2),), {"split_size_or_sections": [1, 2]})]),     # sizes != 4: raises
+    _method("chunk", lambda x, chunks, dim=0: _np_chunk(x, chunks, dim), dtypes=FLOATS,
+            pairs=[(((7, 3),), {"chunks": 3})], differentiable=True),
+    _method("unbind", lambda x, dim=0: tuple(np.moveaxis(x, dim, 0)), dtypes=FLOATS,
+            pairs=[(((3, 2),), {"dim": 1})], differentiable=True),
+    _method("topk", lambda x, k, dim=-1, largest=True: _np_topk(x, k, dim, largest),
+            dtypes=FLOATS, pairs=[(((3, 5),), {"k": 2}), (((3, 5),), {"k": 2, "dim": 0,
+                                                                   "largest": False})],
+            differentiable=True),
+    _method("kthvalue", lambda x, k, dim=-1, keepdim=False: tuple(
+                (lambda v, i: (v, i))(*[np.squeeze(a, dim) if not keepdim else a for a in (
+                    np.take_along_axis(x, np.take(np.argsort(x, dim, kind="stable"), [k - 1],
+                                                  axis=dim), dim),
+                    np.take(np.argsort(x, dim, kind="stable"), [k - 1], axis=dim))])),
+            dtypes=FLOATS, pairs=[(((3, 5),), {"k": 2}), (((3, 5),), {"k": 1, "dim": 0,
+                                                                   "keepdim": True})],
+            differentiable=True),
+    _method("median", lambda x, dim=None, keepdim=False: np.sort(x.reshape(-1))[
+                (x.size - 1) // 2] if dim is None else _np_lower_median(x, dim, keepdim),
+            dtypes=FLOATS, pairs=[(((4, 5),), {}), (((4, 5),), {"dim": 1}),
+                                  (((4, 6),), {"dim": 0, "keepdim": True})], differentiable=True),
+    _method("mode", _np_mode, dtypes=(D.float32, D.int32), domains=("shift",),
+            pairs=[(((4, 6),), {}), (((4, 6),), {"dim": 0, "keepdim": True})]),
+    _method("unique", lambda x, return_inverse=False, return_counts=False: np.unique(
+                x, return_inverse=return_inverse, return_counts=return_counts),
+            dtypes=(D.float32, D.int64), domains=("shift",), graph_break=True,
+            pairs=[(((3, 4),), {}), (((8,),), {"return_inverse": True, "return_counts": True})]),
+    _method("argsort", lambda x, dim=-1, descending=False: np.argsort(
+                -x if descending else x, dim, kind="stable"), dtypes=(D.float32, D.int32),
+            pairs=[(((3, 4),), {}), (((3, 4),), {"dim": 0, "descending": True})]),
+    _method("t", lambda x: x.T if x.ndim <= 2 else np.transpose(x, (9,)), dtypes=(D.float32, D.int32), differentiable=True,
+            pairs=[(((2, 3),), {}), (((3,),), {}), (((2, 2, 2),), {})]),   # 3-D: raises
+    _method("norm", lambda x, p="fro", dim=None, keepdim=False: np.linalg.norm(
+                x.reshape(-1) if dim is None else x, ord=None if p == "fro" else p,
+                axis=dim, keepdims=keepdim) if dim is not None or p != "fro" else
+            np.sqrt(np.sum(x * x)), dtypes=FLOATS, tol=8, differentiable=True,
+            pairs=[(((3, 4),), {}), (((3, 4),), {"p": 1, "dim": 1}),
+                   (((3, 4),), {"dim": 0, "keepdim": True})]),
+    _method("var", lambda x, dim=None: np.var(x, axis=dim, ddof=1), dtypes=FLOATS, tol=16,
+            pairs=[(((3, 4),), {}), (((3, 4),), {"dim": 1})], label="unbiased",
+            differentiable=True),
+    _method("max", lambda x, dim: (np.max(x, dim), np.argmax(x, dim)), dtypes=NUMERIC,
+            pairs=[(((3, 4),), {"dim": 1})], label="positional pair", differentiable=True),
+    _method("angle", np.angle, dtypes=COMPLEX + (D.float32,), shapes=UNARY[:2], tol=2),
+    _method("tan", np.tan, dtypes=COMPLEX + FLOATS, shapes=UNARY[:2], domains=("unit",), tol=4,
+            differentiable=True),
+    _method("conj", np.conj, dtypes=COMPLEX + FLOATS, shapes=UNARY[:2]),
+    _method("softmax", lambda x, dim: np.exp(x - x.max(dim, keepdims=True)) / np.exp(
+                x - x.max(dim, keepdims=True)).sum(dim, keepdims=True),
+            dtypes=FLOATS, pairs=[(((3, 4),), {"dim": 1})], tol=4, differentiable=True),
+    _method("log_softmax", lambda x, dim: x - x.max(dim, keepdims=True) - np.log(np.exp(
+                x - x.max(dim, keepdims=True)).sum(dim, keepdims=True)),
+            dtypes=FLOATS, pairs=[(((3, 4),), {"dim": 0})], tol=4, differentiable=True),
+    OpCase("Tensor.repeat", lambda x: np.tile(x, (2, 1, 3)), fn=lambda x: x.repeat(2, 1, 3),
+           shapes=[((2, 3),)], dtypes=(D.float32, D.int32), differentiable=True),
+    OpCase("Tensor.gather", lambda x: np.take_along_axis(x, np.array(
+               [[0, 1], [2, 2], [1, 0]]), 1), fn=lambda x: x.gather(1, la.asarray(
+               [[0, 1], [2, 2], [1, 0]])), shapes=[((3, 4),)], dtypes=FLOATS, differentiable=True),
+    OpCase("Tensor.index_select", lambda x: x[[2, 0]], fn=lambda x: x.index_select(
+               0, la.asarray([2, 0])), shapes=[((3, 4),)], dtypes=FLOATS + (D.int32,),
+           differentiable=True),
+    OpCase("Tensor.narrow", lambda x: x[:, 1:3], fn=lambda x: x.narrow(1, 1, 2),
+           shapes=[((3, 4),)], dtypes=FLOATS, differentiable=True),
+    OpCase("Tensor.type_as", lambda x: x.astype(np.float64),
+           fn=lambda x: x.type_as(la.zeros(1, dtype=la.float64)), shapes=[((3,),)],
+           dtypes=(D.float32, D.int32)),
+    OpCase("Tensor.real", np.real, fn=lambda x: x.real, shapes=UNARY[:2],
+           dtypes=COMPLEX + FLOATS),
+    OpCase("Tensor.imag", np.imag, fn=lambda x: x.imag, shapes=UNARY[:2],
+           dtypes=COMPLEX + FLOATS),
+    OpCase("Tensor.data", lambda x: x, fn=lambda x: x.data, shapes=[((2, 3),)],
+           dtypes=(D.float32,)),
+    OpCase("Tensor.is_leaf", lambda x: np.bool_(True), fn=lambda x: la.asarray(x.is_leaf),
+           shapes=[((2,),)], dtypes=(D.float32,)),
+    OpCase("Tensor.is_floating_point", lambda x: np.bool_(x.dtype.kind == "f"),
+           fn=lambda x: la.asarray(x.is_floating_point()), shapes=[((2,),)],
+           dtypes=(D.float32, D.int32)),
+    OpCase("Tensor.element_size", lambda x: np.int64(x.dtype.itemsize),
+           fn=lambda x: la.asarray(x.element_size()), shapes=[((2,),)],
+           dtypes=(D.float32, D.int8, D.float64)),
+    OpCase("Tensor.is_contiguous", lambda x: np.bool_(True),
+           fn=lambda x: la.asarray(x.T.is_contiguous()), shapes=[((2, 3),)], dtypes=(D.float32,)),
+    OpCase("Tensor.nelement", lambda x: np.int64(x.size), fn=lambda x: la.asarray(x.nelement()),
+           shapes=[((2, 3),)], dtypes=(D.float32,)),
+    OpCase("Tensor.new_zeros", lambda x: np.zeros((2, 2), x.dtype),
+           fn=lambda x: x.new_zeros(2, 2), shapes=[((3,),)], dtypes=(D.float32, D.int32)),
+    OpCase("Tensor.new_ones", lambda x: np.ones((3,), x.dtype),
+           fn=lambda x: x.new_ones((3,)), shapes=[((3,),)], dtypes=(D.float32, D.int32)),
+    OpCase("Tensor.new_empty", lambda x: np.zeros((2,), x.dtype),
+           fn=lambda x: x.new_empty(2), shapes=[((3,),)], dtypes=(D.float32,), compare="shape"),
+    OpCase("Tensor.new_full", lambda x: np.full((2, 1), 7, x.dtype),
+           fn=lambda x: x.new_full((2, 1), 7), shapes=[((3,),)], dtypes=(D.float32, D.int32)),
+    OpCase("Tensor.new_tensor", lambda x: np.array([1, 2], x.dtype),
+           fn=lambda x: x.new_tensor([1, 2]), shapes=[((3,),)], dtypes=(D.float32, D.int32)))
+
+for _name, _fn, _ref in [
+        ("addcmul_", _in_place("addcmul_", 2.0, 3.0), lambda x: x + 6.0),
+        ("addcdiv_", _in_place("addcdiv_", 2.0, 4.0), lambda x: x + 0.5),
+        ("lerp_", _in_place("lerp_", 1.0, 0.25), lambda x: x + 0.25 * (1.0 - x)),
+        ("exp_", _in_place("exp_"), np.exp), ("sqrt_", lambda x: _in_place("sqrt_")(x * x),
+                                              lambda x: np.sqrt(x * x)),
+        ("abs_", _in_place("abs_"), np.abs), ("neg_", _in_place("neg_"), np.negative),
+        ("relu_", _in_place("relu_"), lambda x: np.maximum(x, 0)),
+        ("sigmoid_", _in_place("sigmoid_"), _sigmoid), ("tanh_", _in_place("tanh_"), np.tanh)]:
+    add(OpCase("Tensor." + _name, _ref, fn=_fn, shapes=[((2, 3),)], dtypes=FLOATS, tol=4,
+               differentiable=True))
+add(OpCase("Tensor.masked_fill_", lambda x: np.where(x > 0, np.float32(-1), x),
+           fn=lambda x: _in_place("masked_fill_", x > 0, -1.0)(x), shapes=[((2, 3),)],
+           dtypes=FLOATS),
+    OpCase("Tensor.normal_", lambda x: x, fn=_in_place("normal_", 0.0, 0.02), compare="shape",
+           shapes=[((2, 3),)], dtypes=FLOATS),
+    OpCase("Tensor.uniform_", lambda x: x, fn=_in_place("uniform_", -1.0, 1.0),
+           compare="shape", shapes=[((2, 3),)], dtypes=FLOATS))
 
 
 # ---- what the table covers ------------------------------------------------------------

@@ -14,7 +14,9 @@ generator and the gradient tests all iterate this one table:
             want = reference_outputs(case, dtype, args)
 
 Input kinds (`Operand.values`): "any"; "positive"; "unit" (|x| < 1); "ge1" (x >= 1);
-"nonzero"; "small" (small magnitudes, so integer products do not overflow); "exponent";
+"nonzero"; "fraction" (0 < x < 1, away from the ends); "octaves" (positive, 2^-4 to 2^4:
+several exponents); "small" (small magnitudes, so integer products do not overflow);
+"exponent";
 "shift" (0 <= s < bit width); "wide_shift" (also past the bit width); "index:N"
 (0 <= i < N); "unique_index:N" (distinct indices); "special" (NaN, infinities, -0.0 and
 the integer extremes, for constants).
@@ -27,9 +29,10 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
-from lazyarray.compiler import PRIMITIVES, dtypes as D
-from lazyarray.compiler.literal import Literal
-from lazyarray.compiler.module import Instruction, Module
+from lazyarray.compiler import PRIMITIVES
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.literal import Literal
+from lazyarray.compiler.hlo.module import Instruction, Module
 
 T = "T"   # the dtype under test, substituted in operand dtypes and attribute values
 
@@ -111,6 +114,16 @@ def _elementwise_cases() -> list:
                           (_op(shape),), {"dtype": target}))
     cases.append(Case("bitcast_convert_to_f32", "bitcast_convert", (_op(shape),),
                       {"dtype": D.float32}, dtypes=(D.int32, D.uint32)))
+    # the counter-based generator: any key words and counters (its known answers are in
+    # tests/test_random.py)
+    for word in (0, 1):
+        cases.append(Case(f"threefry2x32_word{word}", "threefry2x32",
+                          tuple(_op(shape) for _ in range(4)), {"word": word}))
+    # the generator's portable log and cos(2 pi u), over their domains
+    cases.append(Case("portable_log", "portable_log", (_op(shape, T, "positive"),)))
+    cases.append(Case("portable_log_octaves", "portable_log", (_op(shape, T, "octaves"),)))
+    cases.append(Case("portable_cos_two_pi", "portable_cos_two_pi",
+                      (_op(shape, T, "fraction"),)))
     # complex numbers: parts, conjugate, and conversions in and out
     cases += [Case(name, name, (_op(shape),)) for name in ("real", "imag", "conj")]
     cases.append(Case("complex", "complex", (_op(shape), _op(shape))))
@@ -475,9 +488,11 @@ def _floats(rng: np.random.Generator, shape: tuple, kind: str) -> np.ndarray:
             return a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
         return a + n * np.eye(shape[-2], n)
     ranges = {"positive": (0.5, 3.0), "unit": (-0.9, 0.9), "ge1": (1.1, 3.0),
-              "small": (-1.0, 1.0), "exponent": (-2.0, 2.0)}
+              "small": (-1.0, 1.0), "exponent": (-2.0, 2.0), "fraction": (0.02, 0.98)}
     if kind in ranges:
         return rng.uniform(*ranges[kind], shape)
+    if kind == "octaves":
+        return 2.0 ** rng.uniform(-4.0, 4.0, shape)
     if kind == "nonzero":
         return rng.uniform(0.5, 3.0, shape) * rng.choice([-1.0, 1.0], shape)
     return rng.normal(0.0, 2.0, shape)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.devices.aot import AOTError, find_blas
+from lazyarray.devices.cpu.aot import AOTError, find_blas
 
 CC = shutil.which(os.environ.get("CC", "cc"))
 needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler (cc) on PATH")
@@ -173,3 +173,58 @@ def test_large_loops_split_over_threads_give_the_same_result(tmp_path):
     three = loaded(x)[0]
     np.testing.assert_array_equal(one, three)
     np.testing.assert_allclose(three, f(la.asarray(x)).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def _loops(a, w):
+    """A fori_loop over products, a data-dependent while_loop, a cond, and a loop whose
+    body holds a cond: each a loop or branch of the library's C code."""
+    y = la.fori_loop(0, 4, lambda i, v: la.tanh(v @ w) + i * 0.5, a)
+    n, z = la.while_loop(lambda s: s[1].sum() < 100.0, lambda s: (s[0] + 1, s[1] * 1.5 + 1.0),
+                         ((y[0] * 0).astype(la.int32), y))
+    picked = la.cond(z.sum() > 200.0, lambda u: u * 2.0, lambda u: -u, z)
+    mixed = la.fori_loop(0, 5, lambda i, v: la.cond(i % 2 == 0, lambda u: u + 1.0,
+                                                    lambda u: u * 3.0, v), a)
+    return picked, n, mixed
+
+
+_LOOPS_MAIN = r"""
+#include <stdio.h>
+#include "loops.h"
+int main(int argc, char **argv) {
+    float a[LOOPS_INPUT0_SIZE], w[LOOPS_INPUT1_SIZE], picked[LOOPS_OUTPUT0_SIZE],
+          mixed[LOOPS_OUTPUT2_SIZE];
+    int32_t n;
+    FILE *f = fopen(argv[1], "rb");
+    if (fread(a, sizeof a, 1, f) != 1 || fread(w, sizeof w, 1, f) != 1) return 2;
+    fclose(f);
+    if (loops(a, w, picked, &n, mixed) != 0) return 3;
+    FILE *out = fopen(argv[2], "wb");
+    fwrite(picked, sizeof picked, 1, out); fwrite(&n, sizeof n, 1, out);
+    fwrite(mixed, sizeof mixed, 1, out); fclose(out);
+    return 0;
+}
+"""
+
+
+@needs_cc
+def test_loops_and_branches_run_in_c(tmp_path):
+    """fori_loop, while_loop and cond compile into the library as C loops and branches
+    over the sub-programs' kernels (no Python, no host round trip): a C program gets the
+    interpreter's results."""
+    _blas_or_skip()
+    a = np.linspace(-1, 1, 4).astype(np.float32)
+    w = (np.eye(4) * 0.7 + 0.05).astype(np.float32)
+    lib = la.aot.compile(_loops, [a, w], name="loops", out_dir=str(tmp_path))
+    (tmp_path / "main.c").write_text(_LOOPS_MAIN)
+    exe = tmp_path / "main"
+    subprocess.run([CC, "-O1", "-o", str(exe), str(tmp_path / "main.c"), f"-I{tmp_path}",
+                    f"-L{tmp_path}", "-lloops", f"-Wl,-rpath,{tmp_path}"], check=True)
+    (tmp_path / "in.bin").write_bytes(a.tobytes() + w.tobytes())
+    subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], check=True)
+    raw = (tmp_path / "out.bin").read_bytes()
+    want = [t.numpy() for t in _loops(la.asarray(a, device="interpreter"),
+                                      la.asarray(w, device="interpreter"))]
+    np.testing.assert_allclose(np.frombuffer(raw[:16], np.float32), want[0], rtol=1e-5)
+    assert int(np.frombuffer(raw[16:20], np.int32)[0]) == int(want[1]) > 0
+    np.testing.assert_allclose(np.frombuffer(raw[20:], np.float32), want[2], rtol=1e-6)
+    np.testing.assert_allclose(lib.load()(a, w)[0], want[0], rtol=1e-5)     # and via ctypes

@@ -1,5 +1,7 @@
-"""The Python array API 2023.12 namespace: every name exists, and the smaller functions
-(dtype functions, creation helpers, manipulation, utility) agree with NumPy."""
+"""The Python array API 2024.12 namespace (the version lazyarray declares): every name
+exists, the smaller functions (dtype functions, creation helpers, manipulation, utility)
+agree with NumPy, and so does each addition of 2024.12 (new functions, Python scalars in
+binary functions, integer array indexing, complex mean, the `max dimensions` capability)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +9,7 @@ import pytest
 
 import lazyarray as la
 
-# the standard's names (2023.12), by section
+# the standard's names (2024.12), by section
 STANDARD = {
     "constants": "e inf nan newaxis pi",
     "creation": "arange asarray empty empty_like eye from_dlpack full full_like linspace "
@@ -19,33 +21,26 @@ STANDARD = {
                    "bitwise_xor ceil clip conj copysign cos cosh divide equal exp expm1 floor "
                    "floor_divide greater greater_equal hypot imag isfinite isinf isnan less "
                    "less_equal log log1p log2 log10 logaddexp logical_and logical_not "
-                   "logical_or logical_xor maximum minimum multiply negative not_equal "
-                   "positive pow real remainder round sign signbit sin sinh square sqrt "
-                   "subtract tan tanh trunc",
-    "indexing": "take",
+                   "logical_or logical_xor maximum minimum multiply negative nextafter "
+                   "not_equal positive pow real reciprocal remainder round sign signbit sin "
+                   "sinh square sqrt subtract tan tanh trunc",
+    "indexing": "take take_along_axis",
     "inspection": "__array_namespace_info__",
     "linear algebra": "matmul matrix_transpose tensordot vecdot",
     "manipulation": "broadcast_arrays broadcast_to concat expand_dims flip moveaxis "
                     "permute_dims repeat reshape roll squeeze stack tile unstack",
-    "searching": "argmax argmin nonzero searchsorted where",
+    "searching": "argmax argmin count_nonzero nonzero searchsorted where",
     "set": "unique_all unique_counts unique_inverse unique_values",
     "sorting": "argsort sort",
-    "statistical": "cumulative_sum max mean min prod std sum var",
-    "utility": "all any",
+    "statistical": "cumulative_prod cumulative_sum max mean min prod std sum var",
+    "utility": "all any diff",
 }
-# later revisions' additions that lazyarray also has
-LATER = "count_nonzero cumulative_prod diff reciprocal take_along_axis"
 NAMES = [(section, n) for section, names in STANDARD.items() for n in names.split()]
 
 
 @pytest.mark.parametrize("section, name", NAMES, ids=[n for _, n in NAMES])
 def test_standard_name_exists(section, name):
     assert hasattr(la, name), f"lazyarray lacks {name} ({section})"
-
-
-@pytest.mark.parametrize("name", LATER.split())
-def test_later_names_exist(name):
-    assert hasattr(la, name)
 
 
 def test_inspection_lists_the_standard_dtypes_only():
@@ -59,9 +54,13 @@ def test_inspection_lists_the_standard_dtypes_only():
 
 
 def test_version_and_namespace():
-    assert la.__array_api_version__ == "2023.12"
+    assert la.__array_api_version__ == "2024.12"
     x = la.asarray([1.0])
     assert x.__array_namespace__() is la
+    for version in ("2022.12", "2023.12", "2024.12"):
+        assert x.__array_namespace__(api_version=version) is la
+    with pytest.raises(ValueError, match="api_version"):
+        x.__array_namespace__(api_version="2099.12")
 
 
 def test_namespace_info():
@@ -271,3 +270,111 @@ def test_matrix_power(n, device):
                                np.linalg.matrix_power(m, n), rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="must be an int"):
         la.linalg.matrix_power(la.asarray(m), 1.5)
+
+
+# ---- the 2024.12 additions, each against NumPy ----------------------------------------
+_F = np.array([1.5, -2.0, 3.0, 0.0], np.float32)
+_I = np.array([1, 2, 3, -4], np.int32)
+_B = np.array([True, False, True, False])
+
+# binary functions take a Python scalar on either side (gh-862): (name, array, scalar)
+SCALAR_BINARY = [(n, _F, 2.0) for n in (
+    "add atan2 copysign divide equal floor_divide greater greater_equal hypot less "
+    "less_equal logaddexp maximum minimum multiply nextafter not_equal pow remainder "
+    "subtract").split()] + [(n, _I, 1) for n in (
+        "bitwise_and bitwise_left_shift bitwise_or bitwise_right_shift bitwise_xor").split()
+    ] + [(n, _B, True) for n in "logical_and logical_or logical_xor".split()]
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("name, array, value", SCALAR_BINARY,
+                         ids=[n for n, _, _ in SCALAR_BINARY])
+def test_binary_functions_take_a_python_scalar(name, array, value, side, device):
+    """The scalar is weak: the array's dtype decides, as NumPy 2 with a Python scalar."""
+    if name == "bitwise_left_shift" and side == "left":
+        array = np.abs(array)
+    args = (array, value) if side == "right" else (value, array)
+    with np.errstate(all="ignore"):         # 2 / 0 and the like: inf and nan, as here
+        want = getattr(np, name)(*args)
+    got = getattr(la, name)(*[la.asarray(a) if isinstance(a, np.ndarray) else a
+                              for a in args]).numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("x1, x2", [(_F, 0.5), (0.5, _F), (-1.0, 2.0), (_I, 7)])
+def test_where_takes_python_scalars(x1, x2, device):
+    wrap = lambda a: la.asarray(a) if isinstance(a, np.ndarray) else a    # noqa: E731
+    got = la.where(la.asarray(_B), wrap(x1), wrap(x2)).numpy()
+    want = np.where(_B, x1, x2)
+    if not any(isinstance(a, np.ndarray) for a in (x1, x2)):
+        want = want.astype(np.float32)     # two Python floats: the default float
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_result_type_takes_python_scalars():
+    assert la.result_type(la.float32, 1.0) == la.float32
+    assert la.result_type(la.int16, 1) == la.int16
+    assert la.result_type(la.int32, 1.0) == la.float32
+    assert la.result_type(la.float64, 1j) == la.complex128
+
+
+ADDITIONS = [
+    ("nextafter", lambda m: m.nextafter(m.asarray(_F), m.asarray(np.zeros(4, np.float32)))),
+    ("nextafter_up", lambda m: m.nextafter(m.asarray(_F), m.asarray(np.full(4, 9, np.float32)))),
+    ("reciprocal", lambda m: m.reciprocal(m.asarray(_F[:3]))),
+    ("count_nonzero", lambda m: m.count_nonzero(m.asarray(_I * (_I > 1)))),
+    ("count_nonzero_axis", lambda m: m.count_nonzero(m.asarray(np.eye(3, 4)), axis=1,
+                                                     keepdims=True)),
+    ("cumulative_prod", lambda m: m.cumulative_prod(m.asarray(_F), include_initial=True)),
+    ("cumulative_prod_axis", lambda m: m.cumulative_prod(m.asarray(_I.reshape(2, 2)), axis=0)),
+    ("diff", lambda m: m.diff(m.asarray(_F), n=2)),
+    ("take_along_axis", lambda m: m.take_along_axis(m.asarray(_F.reshape(2, 2)),
+                                                    m.asarray(np.array([[1, 0], [0, 0]])),
+                                                    axis=1)),
+    ("take_negative", lambda m: m.take(m.asarray(_F), m.asarray(np.array([-1, 0])))),
+    ("searchsorted_right", lambda m: m.searchsorted(m.asarray(np.array([1.0, 2, 2, 3])),
+                                                    m.asarray(np.array([2.0, 2.5])),
+                                                    side="right")),
+    ("clip_scalars", lambda m: m.clip(m.asarray(_F), -1.0, 2.0)),
+    ("conj_real", lambda m: m.conj(m.asarray(_F))),
+    ("real_real", lambda m: m.real(m.asarray(_F))),
+    ("mean_complex", lambda m: m.mean(m.asarray(np.array([[1 + 1j, 3 - 1j], [2j, 1]])),
+                                      axis=0)),
+    ("mean_complex64", lambda m: m.mean(m.asarray(np.array([1 + 1j, 3 - 2j], np.complex64)))),
+    ("complex_scalar_with_float", lambda m: m.asarray(_F) * 1j),
+    ("int_array_index", lambda m: m.asarray(np.arange(12).reshape(3, 4))[
+        m.asarray(np.array([0, 2])), m.asarray(np.array([1, -1]))]),
+    ("int_array_index_broadcast", lambda m: m.asarray(np.arange(12).reshape(3, 4))[
+        m.asarray(np.array([[0], [2]])), m.asarray(np.array([1, 3]))]),
+    ("int_array_index_and_slice", lambda m: m.asarray(np.arange(12).reshape(3, 4))[
+        m.asarray(np.array([0, 2])), 1:3]),
+]
+
+
+@pytest.mark.parametrize("name", [n for n, _ in ADDITIONS])
+def test_2024_12_additions_match_numpy(name, device):
+    fn = dict(ADDITIONS)[name]
+    got, want = fn(la).numpy(), np.asarray(fn(np))
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_fftfreq_takes_a_dtype():
+    for fn, args in ((la.fft.fftfreq, (4,)), (la.fft.rfftfreq, (5, 0.5))):
+        got = fn(*args, dtype=la.float64)
+        assert got.dtype == la.float64
+        np.testing.assert_allclose(got.numpy(), getattr(np.fft, fn.__name__)(*args))
+
+
+def test_max_dimensions_capability():
+    assert "max dimensions" in la.__array_namespace_info__().capabilities()
+
+
+@pytest.mark.parametrize("n, m, k", [(0, None, 2 ** 63), (3, 4, 2 ** 63), (3, 4, -2 ** 70),
+                                     (3, 4, 4), (3, 4, -3), (3, 4, 3), (3, 4, -2), (2, 2, 0)])
+def test_eye_takes_any_diagonal_offset(n, m, k, device):
+    """A diagonal off the matrix is empty, whatever the Python int (the array API suite
+    draws k = 2**63)."""
+    np.testing.assert_array_equal(la.eye(n, m, k=k).numpy(), np.eye(n, m, k=k, dtype=np.float32))

@@ -129,3 +129,27 @@ def test_bad_settings_are_clear_errors():
             pass
     with pytest.raises(ValueError, match="growth_factor"):
         la.amp.GradScaler(growth_factor=0.5)
+
+
+def test_an_overflowing_float16_step_warns_nothing():
+    """A GradScaler step whose float16 products overflow to inf is skipped quietly: the
+    inf is the result the scaler looks for, not a NumPy RuntimeWarning (turned into an
+    error here, as `-W error` does)."""
+    import warnings
+    rng = np.random.default_rng(0)
+    w = la.asarray(rng.standard_normal((2, 8, 8)).astype(np.float32))
+    x = la.asarray(rng.standard_normal((2, 4, 8)).astype(np.float32) * 100)
+    opt = la.optim.SGD([w], lr=0.1)
+    scaler = la.amp.GradScaler(init_scale=2.0 ** 24)
+    before = w.numpy().copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with la.GradientTape() as tape:
+            with la.autocast("float16"):
+                loss = (x @ w).astype(la.float32).sum()   # batched float16 product
+            scaled = scaler.scale(loss)
+        grads = tape.gradient(scaled, [w])
+        taken = scaler.step(opt, grads)
+        scaler.update()
+    assert not taken and scaler.get_scale() == 2.0 ** 23
+    np.testing.assert_array_equal(w.numpy(), before)

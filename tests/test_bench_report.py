@@ -23,3 +23,14 @@ def test_ratio_is_the_best_peer_over_lazyarray():
     assert rows["dispatch"].endswith("| — |")        # no peer ran: no ratio
     inter = report.markdown_interleaved({"w": {"lazyarray": 2.0, "jax.jit": 3.0}})
     assert "| 1.50x |" in inter
+
+
+def test_the_ratio_says_its_direction_and_the_table_names_its_machine(tmp_path):
+    table = {"w": {"lazyarray": (2.0, None), "numpy": (3.0, None)}}
+    head = report.markdown(table).splitlines()[0]
+    assert "best peer time / lazyarray time (>1: lazyarray faster)" in head
+    run = tmp_path / "run.json"
+    run.write_text('{"machine_info": {"machine": "x86_64", "system": "Linux", "release": "6",'
+                   ' "python_version": "3.11.7", "cpu": {"brand_raw": "AMD EPYC", "count": 2}},'
+                   ' "datetime": "2026-11-24T13:02:41", "benchmarks": []}')
+    assert report.machine(str(run)).startswith("Machine: AMD EPYC, 2 cores (x86_64, Linux 6)")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 import lazyarray as la
-from lazyarray.compiler.buffer_assignment import assign_buffers, value_bytes
+from lazyarray.compiler.planning.buffer_assignment import assign_buffers, value_bytes
 from lazyarray.compiler.passes.pipeline import compile_plan, optimize
-from lazyarray.compiler.trace import capture
+from lazyarray.compiler.graph.trace import capture
 from test_fusion import check_plan, run_plan
 
 
@@ -158,8 +158,8 @@ def test_an_input_read_at_another_index_is_not_overwritten_in_place():
 
 
 def test_in_place_pairs_rejects_index_moving_and_reduction_kernels():
-    from lazyarray.compiler.buffer_assignment import _in_place_pairs
-    from lazyarray.compiler.plan import LOOP, REDUCTION, Kernel
+    from lazyarray.compiler.planning.buffer_assignment import _in_place_pairs
+    from lazyarray.compiler.planning.plan import LOOP, REDUCTION, Kernel
     module, _ = _update_module(lambda w, g: w - la.transpose(w) * g, (32, 32))
     ins = module.instructions
     members = [p for p, i in enumerate(ins) if i.op not in ("parameter", "tuple")]

@@ -11,10 +11,10 @@ import textwrap
 
 import numpy as np
 
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.module import Instruction, Module
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.module import Instruction, Module
 from lazyarray.devices.compile_cache import DiskCache
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.devices.cpu.cpu import CPUDevice
 
 PROGRAM = textwrap.dedent("""
     import numpy as np

@@ -14,11 +14,11 @@ import warnings
 import numpy as np
 import pytest
 
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.module import Instruction, Module
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.module import Instruction, Module
 from lazyarray.devices import compile_cache
 from lazyarray.devices.compile_cache import MAGIC, DiskCache
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.devices.cpu.cpu import CPUDevice
 
 OTHER_UID = 65534          # "nobody"
 
@@ -32,7 +32,7 @@ def _module(op: str) -> Module:
 
 
 def _three():
-    from lazyarray.compiler.literal import Literal
+    from lazyarray.compiler.hlo.literal import Literal
     return Literal(np.full((8,), 3.0, np.float32))
 
 
@@ -204,3 +204,62 @@ def test_size_cap_comes_from_the_setting(tmp_path) -> None:
         assert dev.disk_cache().max_bytes == 7 << 20
     with pytest.raises(TypeError, match="cache_max_mb"):
         la.config.cache_max_mb = "big"
+
+
+# ---- damaged entries whose hash and sizes were rewritten to match (issue 33, item 18) ----
+
+def _cut(frac: float):
+    def change(h, o):
+        n = int(len(o) * frac)
+        return dict(h, obj_bytes=n), o[:n]
+    return change
+
+
+def _rename_functions(h, o):
+    for step in h["meta"]["steps"]:
+        if "fn" in step:
+            step["fn"] += "_gone"
+    return h, o
+
+
+_CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+import test_compile_cache_trust as t
+dev = t._device({where!r})
+exe = t._compile_checked(dev, "multiply")
+print("from disk", exe.from_disk_cache)
+exe = t._compile_checked(dev, "multiply")
+print("from disk", exe.from_disk_cache)
+"""
+
+
+@pytest.mark.parametrize("change", [_cut(0.3), _cut(0.9), _cut(0.999), _rename_functions],
+                         ids=["code-cut-to-30%", "code-cut-to-90%", "code-cut-by-bytes",
+                              "names-a-function-the-code-lacks"])
+def test_damaged_code_is_dropped_and_recompiled_never_a_crash(tmp_path, change) -> None:
+    """Object code cut short loaded as a SIGSEGV, and an entry naming a function its code
+    lacks failed the sync; now both are misses, and the entry is rewritten. Run in a
+    fresh process: a crash fails this test instead of ending the run."""
+    import subprocess
+    import sys
+    dev = _seed(tmp_path)
+    _rewrite(_entry(dev, "multiply"), change)
+    code = _CHILD.format(tests=os.path.dirname(os.path.abspath(__file__)),
+                         where=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[:2] == ["from disk False", "from disk True"], proc.stdout
+
+
+def test_object_code_is_checked_whole_before_llvm_reads_it() -> None:
+    from lazyarray.devices.cpu.object_code import LoadedCode, malformed
+    from lazyarray.devices.cpu.runtime_objects import runtime_code
+    obj = runtime_code("pool")
+    assert malformed(obj) is None
+    for n in (0, 10, 63, len(obj) // 2, len(obj) - 1):
+        assert malformed(obj[:n]) is not None, n
+        with pytest.raises(ValueError, match="object code refused"):
+            LoadedCode(obj[:n])
+    assert malformed(b"\x00" * len(obj)) == "not an ELF object file"

@@ -88,7 +88,7 @@ def test_a_device_compile_shows_its_progress_on_a_terminal(monkeypatch):
     """The CPU device's compile reports through the Progress line (its delay set to 0 so
     a small program shows it): kernel counts rise to the plan's, then LLVM's stages, and
     the line is erased at the end; the result is still right."""
-    from lazyarray.devices import cpu as cpu_device
+    from lazyarray.devices.cpu import cpu as cpu_device
     tty = _Terminal()
     monkeypatch.setattr(sys, "stderr", tty)
     monkeypatch.setattr(cpu_device, "Progress", functools.partial(Progress, delay=0.0))

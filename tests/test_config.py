@@ -42,7 +42,8 @@ def test_each_flag_is_declared_once():
 def test_every_variable_mentioned_anywhere_is_declared():
     declared = {f.env for f in config.FLAGS.values()}
     files = _sources() + sorted((ROOT / "tests").glob("*.py")) + \
-        [p for p in (ROOT / "README.md", ROOT / "bench") if p.is_file()]
+        [p for p in (ROOT / "README.md", ROOT / "bench") if p.is_file()] + \
+        sorted((ROOT / "docs").glob("*.md"))
     unknown = {}
     for path in files:
         for var in re.findall(r"LAZYARRAY_[A-Z0-9_]*[A-Z0-9]", path.read_text()):

@@ -200,7 +200,7 @@ def test_second_derivative_through_convolution(device):
 # ---- the expansion pass (what compiled devices run) ------------------------------------------
 
 def _module_and_args(out):
-    from lazyarray.compiler.trace import capture
+    from lazyarray.compiler.graph.trace import capture
     cap = capture([out._node])
     return cap.module("conv_case"), cap.args
 

@@ -9,10 +9,10 @@ import threading
 import numpy as np
 import pytest
 
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.module import Instruction as I
-from lazyarray.compiler.module import Module
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.module import Instruction as I
+from lazyarray.compiler.hlo.module import Module
+from lazyarray.devices.cpu.cpu import CPUDevice
 
 
 def _device(threads: int) -> CPUDevice:
@@ -141,7 +141,7 @@ def test_cumulative_is_generated_and_matches_numpy(axis: int, reverse: bool) -> 
                         I("cumulative", (0,), x.shape, D.int32,
                           {"axis": axis, "kind": "sum", "reverse": reverse})], [1])
     exe = _device(2).compile(m)
-    assert all(s["type"] == "loop" for s in exe.steps), "cumulative fell back to a library step"
+    assert all(s.kind == "loop" for s in exe.steps), "cumulative fell back to a library step"
     flip = (lambda a: np.flip(a, axis)) if reverse else (lambda a: a)
     np.testing.assert_array_equal(exe.run([x])[0], flip(np.cumsum(flip(x), axis=axis)))
 
@@ -173,7 +173,7 @@ def test_leading_size_one_dimensions_still_split_over_threads() -> None:
 
 
 def test_output_memory_is_recycled_only_when_no_view_remains() -> None:
-    from lazyarray.devices.host_memory import HostMemory
+    from lazyarray.devices.cpu.host_memory import HostMemory
     pool = HostMemory()
     mem = pool.take(1 << 20)
     out = mem[:].view(np.float32)
@@ -225,7 +225,7 @@ def test_arg_reductions_over_a_leading_axis(op: str) -> None:
     m = Module("argcols", [I("parameter", (), x.shape, D.float32, {"number": 0}),
                            I(op, (0,), (70,), D.int32, {"axis": 0, "index_dtype": D.int32})], [1])
     exe = _device(2).compile(m)
-    assert exe.steps[0]["type"] == "partial"
+    assert exe.steps[0].kind == "partial"
     np.testing.assert_array_equal(exe.run([x])[0], getattr(np, op)(x, axis=0))
 
 
@@ -247,10 +247,10 @@ def test_blocked_matmul_over_threads_matches_one_call(batched: bool) -> None:
     else:
         a, b = rng.standard_normal((300, 200), np.float32), rng.standard_normal((200, 150), np.float32)
         dims = {"lhs_contracting": (1,), "rhs_contracting": (0,), "lhs_batch": (), "rhs_batch": ()}
-    from lazyarray.devices import cpu, native_gemm, native_pool
+    from lazyarray.devices.cpu import cpu, native_gemm, native_pool
     calls = []
-    # a product runs as tiles on the native pool (where NumPy's OpenBLAS is found): a 2-D
-    # one in 3 tiles, a batched one of 4 elements one tile each
+    # a product runs as tiles on the native pool where NumPy's OpenBLAS is found (a
+    # batched one a tile per product: 4 on 3 threads), else as blocks on the Python pool
     native = native_gemm.available()
     owner, attr = (native_pool.NativePool, "run") if native else (cpu.ThreadPool, "run")
     real = getattr(owner, attr)
@@ -272,7 +272,7 @@ def test_blocked_matmul_over_threads_matches_one_call(batched: bool) -> None:
 
 
 def test_blas_runs_single_threaded_inside_a_program_and_is_restored() -> None:
-    from lazyarray.devices.thread_pool import BLAS_THREADS, blas_single_threaded
+    from lazyarray.devices.cpu.thread_pool import BLAS_THREADS, blas_single_threaded
     libs = BLAS_THREADS.libs()
     if not libs:
         pytest.skip(reason="threadpoolctl found no BLAS library to control")

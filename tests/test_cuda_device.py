@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.devices import cuda as cuda_device
+from lazyarray.devices.cuda import cuda as cuda_device
 
 pytestmark = pytest.mark.skipif(not cuda_device.available(), reason="no CUDA GPU")
 

@@ -1,7 +1,7 @@
 """la.fft on the CUDA device through cuFFT: the ctypes binding against the real
 libcufft of the nvidia-cufft-cu12 wheel (what runs without a GPU), and the whole device
 path — plans, work areas, the stream, the inverse scaling, the complex-to-real copy,
-gradients — over the fake CUDA driver and the cuFFT stand-in (devices/cuda_fft_fake.py),
+gradients — over the fake CUDA driver and the cuFFT stand-in (devices/stand_ins/cuda_fft_fake.py),
 against NumPy."""
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 
 import lazyarray as la
 from lazyarray import runtime
-from lazyarray.devices import cuda_driver, cuda_fft, cuda_fft_library as L
-from lazyarray.devices.cuda_fft_fake import FAKE_VERSION, FakeCufft
+from lazyarray.devices.cuda import cuda_driver, cuda_fft, cuda_fft_library as L
+from lazyarray.devices.stand_ins.cuda_fft_fake import FAKE_VERSION, FakeCufft
 from harness import check_case
 
 import gradcheck
@@ -200,7 +200,7 @@ def test_plans_beyond_the_cache_are_destroyed_least_recently_used_first(monkeypa
     assert not live
 
 
-@pytest.mark.skipif(cuda_driver.missing(False) is not None, reason="no CUDA GPU here")
+@pytest.mark.skipif(cuda_driver.missing() is not None, reason="no CUDA GPU here")
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
 def test_on_a_real_gpu_matches_numpy(dtype):
     rng = np.random.default_rng(7)

@@ -1,6 +1,6 @@
-"""The decompositions' cuSOLVER/cuBLAS calls (compiler/primitives/cusolver_calls.py) on
+"""The decompositions' cuSOLVER/cuBLAS calls (devices/cuda/cusolver_calls.py) on
 the CUDA device, over the fake driver and the routines' stand-ins
-(devices/cuda_solver_fake.py): cholesky, solve, eigh, eigvalsh, qr, svd and svdvals in all four dtypes,
+(devices/stand_ins/cuda_solver_fake.py): cholesky, solve, eigh, eigvalsh, qr, svd and svdvals in all four dtypes,
 small (Jacobi, batched) and large (divide and conquer), against NumPy, with gradients and
 the errors; det/slogdet (getrfBatched) and solve_triangular (trsmBatched) read back no
 whole matrix; and that the stand-ins refuse what cuSOLVER refuses."""
@@ -11,8 +11,8 @@ import pytest
 
 import lazyarray as la
 from lazyarray import runtime
-from lazyarray.devices.cuda_solver import solver_context
-from lazyarray.devices.cuda_solver_fake import FakeCusolverDn, SolverError
+from lazyarray.devices.cuda.cuda_solver import solver_context
+from lazyarray.devices.stand_ins.cuda_solver_fake import FakeCusolverDn, SolverError
 
 import gradcheck
 from test_linalg import COMPLEX_GRADIENTS, GRADIENTS, _phase_fixed

@@ -2,7 +2,7 @@
 libnccl.so.2 of the nvidia-nccl-cu12 wheel (what runs without a GPU), its error mapping,
 the backend selection, and the whole device path — init, the unique id, communicator,
 collectives queued on the stream, the compiled training step — over the fake CUDA driver
-and the NCCL stand-in (devices/nccl_fake.py) in two processes under `mpiexec -n 2`."""
+and the NCCL stand-in (devices/stand_ins/nccl_fake.py) in two processes under `mpiexec -n 2`."""
 from __future__ import annotations
 
 import ctypes
@@ -14,9 +14,9 @@ import sys
 import numpy as np
 import pytest
 
-from lazyarray.devices import cuda_driver, nccl_library as N
-from lazyarray.devices.nccl_communicator import select_backend
-from lazyarray.devices.nccl_fake import FAKE_VERSION, FakeNccl
+from lazyarray.devices.cuda import cuda_driver, nccl_library as N
+from lazyarray.devices.cuda.nccl_communicator import select_backend
+from lazyarray.devices.stand_ins.nccl_fake import FAKE_VERSION, FakeNccl
 
 from test_distributed import HERE, _mpiexec
 
@@ -64,7 +64,7 @@ def test_the_librarys_words_for_each_result():
 
 
 @needs_real
-@pytest.mark.skipif(cuda_driver.missing(False) is None, reason="a GPU is present: the call "
+@pytest.mark.skipif(cuda_driver.missing() is None, reason="a GPU is present: the call "
                                                                "would succeed")
 def test_a_communicator_without_a_gpu_is_a_clear_cuda_error():
     with pytest.raises(N.NcclError, match="ncclCommInitRank failed: ncclUnhandledCudaError") as e:
@@ -95,7 +95,7 @@ def test_an_error_names_the_call_the_result_and_a_likely_cause():
     (np.int16, None, (1, 2)), (np.bool_, None, (1, 1)), (np.complex128, None, (1, 16)),
     (np.float64, None, (8, 1))])
 def test_nccl_types_and_what_travels_as_bytes(dtype, reduce, expected):
-    from lazyarray.compiler import dtypes as D
+    from lazyarray.compiler.hlo import dtypes as D
     dt = D.bfloat16.np if dtype == "bfloat16" else dtype
     assert N.wire_type(dt, reduce) == expected
 
@@ -137,9 +137,9 @@ def test_the_stand_in_refuses_what_nccl_refuses():
 
 def _gpu_ranks() -> int:
     """Processes for the run on real GPUs (one per GPU, at most 2); 0 where it cannot run."""
-    if REAL is None or cuda_driver.missing(False) is not None:
+    if REAL is None or cuda_driver.missing() is not None:
         return 0
-    return min(2, cuda_driver.check(cuda_driver.driver(False).cuDeviceGetCount(), "count"))
+    return min(2, cuda_driver.check(cuda_driver.driver().cuDeviceGetCount(), "count"))
 
 
 @pytest.fixture(scope="module", params=["fake", "gpu"])
@@ -152,7 +152,7 @@ def ranks(request, tmp_path_factory):
     fake = request.param == "fake"
     n = 2 if fake else _gpu_ranks()
     if not n:
-        pytest.skip(reason=f"no GPU with NCCL here ({WHY_NOT or cuda_driver.missing(False)})")
+        pytest.skip(reason=f"no GPU with NCCL here ({WHY_NOT or cuda_driver.missing()})")
     out = str(tmp_path_factory.mktemp("nccl") / "rank0.npz")
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1", LAZYARRAY_NUM_THREADS="1",
@@ -285,14 +285,14 @@ def test_device_count():
     import lazyarray as la
     with la.config.override(fake_cuda=True):
         assert la.cuda.device_count() == 1
-    if cuda_driver.missing(False) is not None:
+    if cuda_driver.missing() is not None:
         with la.config.override(fake_cuda=False):
             assert la.cuda.device_count() == 0
 
 
 def test_init_twice_is_an_error(monkeypatch):
     import lazyarray as la
-    from lazyarray.compiler import collectives as group
+    from lazyarray.compiler.primitives import process_group as group
 
     class Joined:
         backend, rank, size = "mpi", 0, 2

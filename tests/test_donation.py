@@ -12,9 +12,9 @@ import pytest
 import lazyarray as la
 import lazyarray.nn.functional as F
 from lazyarray import runtime
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.node import Node
-from lazyarray.compiler.trace import DonatedBuffer, capture
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.graph.node import Node
+from lazyarray.compiler.graph.trace import DonatedBuffer, capture
 
 
 @pytest.fixture
@@ -88,7 +88,7 @@ def _arrays(model, opt) -> list:
 def test_an_in_place_update_hands_out_the_given_arrays_again(cpu) -> None:
     """In the steady state of a training loop the program writes each donated parameter
     and state in place and hands the very array it was given out again as a new value
-    (devices/native_program.py `_run_donating`): the step's arrays are one set of objects
+    (devices/cpu/native_program.py `_run_donating`): the step's arrays are one set of objects
     from step to step, and the values are those of the run without donation."""
     model, opt, x, y = _adam_model()
     losses = _adam_steps(model, opt, x, y, 3)
@@ -323,7 +323,7 @@ def _compile_module(outs: tuple):
 
 
 def test_in_place_never_changes_results_on_random_update_graphs() -> None:
-    from lazyarray.devices.cpu import CPUDevice
+    from lazyarray.devices.cpu.cpu import CPUDevice
     from lazyarray.devices.interpreter import InterpreterDevice
     device = CPUDevice(lambda: {"cache_dir": "off"})
     aliased = 0
@@ -352,7 +352,7 @@ def test_in_place_never_changes_results_on_random_update_graphs() -> None:
 
 
 def test_index_moving_reads_stay_right_with_every_input_donated() -> None:
-    from lazyarray.devices.cpu import CPUDevice
+    from lazyarray.devices.cpu.cpu import CPUDevice
     from lazyarray.devices.interpreter import InterpreterDevice
     device = CPUDevice(lambda: {"cache_dir": "off"})
     rng = np.random.default_rng(5)
@@ -367,3 +367,50 @@ def test_index_moving_reads_stay_right_with_every_input_donated() -> None:
             [a.copy() for a in args])
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=2e-6, atol=1e-5)
+
+
+def _step_with_failing_op(fail_at: int) -> tuple:
+    """Three SGD steps (backward() style) where step `fail_at` also records an op that
+    fails at run time (inv of a singular matrix) in the same sync as the update."""
+    rng = np.random.default_rng(1)
+    net = la.nn.Linear(4, 2)
+    net.load_state_dict({n: rng.standard_normal(p.shape).astype(np.float32)
+                         for n, p in net.named_parameters()})
+    opt = la.optim.SGD(net.parameters(), lr=0.1)
+    x = la.asarray(rng.standard_normal((3, 4)).astype(np.float32))
+    before = la.debug.metrics().donated_buffers
+    losses, errors = [], []
+    for step in range(3):
+        loss = (net(x) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        line = _here() + 1
+        bad = la.linalg.inv(la.zeros((2, 2))) if step == fail_at else None
+        losses.append(loss.item())           # the sync that runs the failing program
+        if bad is not None:
+            with pytest.raises(np.linalg.LinAlgError, match="singular") as info:
+                bad.numpy()
+            errors.append((str(info.value), line))
+    params = [p.numpy().copy() for p in net.parameters()]
+    return losses, params, errors, la.debug.metrics().donated_buffers - before
+
+
+def _here() -> int:
+    import sys
+    return sys._getframe(1).f_lineno
+
+
+def test_a_failing_op_in_a_donating_step_loses_no_parameter(cpu) -> None:
+    """A program that donates the old parameters and also fails (a singular matrix) leaves
+    every tensor as it was: training goes on exactly as without the failing op, and the
+    error names the op and the user's line."""
+    la.config.donate = True
+    plain = _step_with_failing_op(-1)
+    failing = _step_with_failing_op(1)
+    assert plain[3] > 0                       # the steps donate their old parameters
+    assert failing[0] == plain[0]
+    for a, b in zip(failing[1], plain[1]):
+        np.testing.assert_array_equal(a, b)
+    [(message, line)] = failing[2]
+    assert "singular" in message and f"test_donation.py:{line}" in message

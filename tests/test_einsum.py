@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler.trace import capture
+from lazyarray.compiler.graph.trace import capture
 
 import gradcheck
 

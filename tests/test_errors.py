@@ -112,8 +112,8 @@ MALFORMED = [
 
 @pytest.mark.parametrize("text, line", MALFORMED)
 def test_malformed_hlo_text_is_a_value_error_with_its_line(text, line):
-    parser = pytest.importorskip("lazyarray.compiler.parser",
-                                 reason="the HLO parser (compiler/parser.py) is not written yet")
+    parser = pytest.importorskip("lazyarray.compiler.hlo.parser",
+                                 reason="the HLO parser (compiler/hlo/parser.py) is not written yet")
     with pytest.raises(ValueError) as err:
         parser.parse_module(text)
     assert f"line {line}" in str(err.value), str(err.value)
@@ -178,3 +178,18 @@ def test_unknown_device_lists_the_known_ones():
     with pytest.raises(ValueError) as err:
         la.asarray([1.0], device="tpu")
     assert "tpu" in str(err.value) and "interpreter" in str(err.value)
+
+
+@pytest.mark.parametrize("call, shape", [
+    (lambda: la.zeros((2 ** 40, 2 ** 40)), "(1099511627776, 1099511627776)"),
+    (lambda: la.zeros((2 ** 40, 1)) + la.zeros((1, 2 ** 40)), "(1099511627776, 1099511627776)"),
+    (lambda: la.ones((2 ** 62,)), "(4611686018427387904,)"),
+    (lambda: la.full((2 ** 31, 2 ** 31, 4), 1.0), "(2147483648, 2147483648, 4)"),
+    (lambda: la.eye(2 ** 32), "(4294967296, 4294967296)"),
+])
+def test_a_shape_too_large_to_address_is_refused(call, shape, device):
+    """A 2**80-element shape was accepted (and would have wrapped every index computed
+    from it): refused when recorded, naming the shape."""
+    with pytest.raises(ValueError) as err:
+        call()
+    assert shape in str(err.value) and "larger than any array" in str(err.value)

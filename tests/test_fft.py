@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.module import Instruction as I, Module
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.module import Instruction as I, Module
 from lazyarray.compiler.primitive import PRIMITIVES
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.devices.cpu.cpu import CPUDevice
 from harness import OpCase, check_case
 
 import gradcheck
@@ -28,6 +28,7 @@ def _case(name, dtypes, shapes, kwargs, tol=20):
 
 
 ONE_AXIS = [{}, {"n": 5}, {"n": 12, "axis": 0}, {"norm": "ortho"}, {"norm": "forward", "axis": 0}]
+TWO = [{}, {"s": (3, 6)}, {"axes": (0, 1)}, {"norm": "ortho"}, {"s": (5, 2), "axes": (1, 0)}]
 MANY = [{}, {"axes": (0,)}, {"s": (3, 4)}, {"s": (5, 6), "axes": (1, 0)}, {"norm": "ortho"}]
 
 CASES = [
@@ -40,6 +41,10 @@ CASES = [
     _case("rfftn", REAL, [((4, 6),), ((2, 3, 4),)], MANY),
     _case("irfftn", CPLX, [((4, 5),), ((2, 3, 4),)], [{}, {"s": (3, 6)}, {"axes": (0,)}]),
     _case("hfft", CPLX, [((3, 5),)], ONE_AXIS),
+    _case("fft2", CPLX + REAL, [((3, 4),), ((2, 3, 4),)], TWO),
+    _case("ifft2", CPLX, [((3, 4),), ((2, 3, 4),)], TWO),
+    _case("rfft2", REAL, [((4, 6),), ((2, 3, 4),)], TWO),
+    _case("irfft2", CPLX, [((4, 5),), ((2, 3, 4),)], [{}, {"s": (3, 6)}, {"axes": (0, 2)}]),
     _case("ihfft", REAL, [((3, 8),), ((7,),)], ONE_AXIS),
     OpCase("fftshift", np.fft.fftshift, fn=F.fftshift, dtypes=REAL + CPLX + (D.int32,),
            shapes=[((3, 4),), ((5,),)], kwargs=[{}, {"axes": 0}, {"axes": (1,)}]),
@@ -99,6 +104,8 @@ GRADIENTS = {
     "irfft": (F.irfft, [_H]), "irfft_odd": (lambda a: F.irfft(a, n=9), [_H]),
     "irfftn": (F.irfftn, [_H]), "hfft": (F.hfft, [_H]), "ihfft": (F.ihfft, [_X]),
     "fftshift": (F.fftshift, [_Z]),
+    "fft2": (F.fft2, [_Z]), "ifft2_s": (lambda a: F.ifft2(a, s=(2, 6)), [_Z]),
+    "rfft2": (F.rfft2, [_X]), "irfft2": (F.irfft2, [_H]),
     "power_spectrum": (lambda a: la.abs(F.rfft(a)) ** 2, [_X]),
 }
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.hlo import dtypes as D
 from lazyarray.compiler.codegen import nvptx, ptxas
 from lazyarray.compiler.passes.pipeline import compile_plan
-from lazyarray.compiler.trace import capture
+from lazyarray.compiler.graph.trace import capture
 from ptx_marks import needs_libdevice, needs_ptxas
 
 OPS = {"floor_divide": np.floor_divide, "remainder": np.remainder}

@@ -8,7 +8,8 @@ import ast
 import pathlib
 
 import lazyarray
-from lazyarray.compiler import autodiff, builders
+from lazyarray.compiler.transforms import autodiff
+from lazyarray.compiler.graph import builders
 
 ROOT = pathlib.Path(lazyarray.__file__).resolve().parent
 

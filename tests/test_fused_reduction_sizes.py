@@ -2,7 +2,7 @@
 max, at every length where the CPU code changes shape: the vector width and the
 vectorizer's interleaved accumulators (8, 32 floats), the optimization tiers and the lane
 accumulators (4,096 and 32,768 elements, compiler/codegen/llvm_target.py), the split over
-threads (devices/cpu.py: SPLIT_ELEMENTS, and CHUNKS_PER_THREAD chunks from 64 times it),
+threads (devices/cpu/cpu.py: SPLIT_ELEMENTS, and CHUNKS_PER_THREAD chunks from 64 times it),
 each on 1, 2 and 3 threads; float32, float64, int32 and bool; NaN and infinity at a chunk's
 first and last element. Checked against NumPy in float64 and against the interpreter."""
 from __future__ import annotations
@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.literal import Literal
-from lazyarray.compiler.module import Instruction as I
-from lazyarray.compiler.module import Module
-from lazyarray.devices import cpu
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.literal import Literal
+from lazyarray.compiler.hlo.module import Instruction as I
+from lazyarray.compiler.hlo.module import Module
+from lazyarray.devices.cpu import cpu
+from lazyarray.devices.cpu.cpu import CPUDevice
 from lazyarray.devices.interpreter import InterpreterDevice
 
 SPLIT = cpu.SPLIT_ELEMENTS
@@ -93,7 +93,7 @@ def _close(got, want, dtype: D.DType, n: int) -> None:
 
 
 def _chunks(exe) -> int:
-    return max(len(exe._ranges(s)) for s in exe.steps if s["type"] == "partial")
+    return max(len(exe._ranges(s)) for s in exe.steps if s.kind == "partial")
 
 
 @pytest.mark.parametrize("threads", THREADS)
@@ -137,7 +137,7 @@ def test_nan_and_infinity_at_chunk_edges(n: int, threads: int) -> None:
     """A NaN or an infinity at the first or last element of any chunk (and of the whole
     range) reaches the sum, the mean and the max."""
     exe = _device(threads).compile(mean_3xx_plus_y(n, D.float32))
-    step = next(s for s in exe.steps if s["type"] == "partial")
+    step = next(s for s in exe.steps if s.kind == "partial")
     edges = sorted({k for a, b in exe._ranges(step) for k in (a, b - 1)})
     rng = np.random.default_rng(n)
     for at in edges[:6] + edges[-2:]:

@@ -12,13 +12,13 @@ import pytest
 
 import lazyarray as la
 import lazyarray.nn.functional as F
-from lazyarray.compiler.fusion import LONG_CHAIN, epilogue_of, is_input, reduce_space
-from lazyarray.compiler.graphviz import plan_dot
+from lazyarray.compiler.planning.fusion import LONG_CHAIN, is_input, late_members, reduce_space
+from lazyarray.compiler.hlo.graphviz import plan_dot
 from lazyarray.compiler.passes.pipeline import compile_plan
-from lazyarray.compiler.plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW
-from lazyarray.compiler.row_fusion import outer_shape, row_schedule
+from lazyarray.compiler.planning.plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW
+from lazyarray.compiler.planning.row_fusion import outer_shape, row_schedule
 from lazyarray.compiler.primitive import ELEMENTWISE, INDEXING, PRIMITIVES
-from lazyarray.compiler.trace import capture
+from lazyarray.compiler.graph.trace import capture
 from lazyarray.devices.interpreter import InterpretedExecutable, evaluate
 
 
@@ -29,7 +29,7 @@ def _size(shape) -> int:
 
 
 def check_plan(plan) -> None:
-    """Assert the contract of compiler/fusion.py's docstring on every kernel."""
+    """Assert the contract of compiler/planning/fusion.py's docstring on every kernel."""
     m = plan.module
     ins = m.instructions
     done: set = {p for p, i in enumerate(ins) if is_input(i)}
@@ -68,7 +68,7 @@ def _check_reduction(m, k) -> None:
     assert len(spaces) == 1, (k.name, spaces)
     (shape, axes), = spaces
     count = _size(tuple(n for i, n in enumerate(shape) if i not in axes))
-    assert k.epilogue == epilogue_of(ins, set(k.members))
+    assert k.epilogue == late_members(m, set(k.members), k.outputs)
     for p in k.epilogue:
         assert PRIMITIVES[ins[p].op].kind == ELEMENTWISE or ins[p].op == "reshape"
         assert _size(ins[p].shape) == count
@@ -169,6 +169,22 @@ def test_mean_is_one_kernel_with_an_epilogue():
     plan, cap = plan_of(la.mean(3 * x ** 2 + y))
     assert [k.kind for k in plan.kernels] == [REDUCTION]
     assert [plan.module.instructions[p].op for p in plan.kernels[0].epilogue] == ["divide"]
+    check_runs(plan, cap)
+
+
+def test_an_epilogues_sibling_that_reads_no_reduction_is_written_at_the_reduced_index():
+    """`where(m, 0, sum(a, -1))` and `m * 2.0` share m and fuse as siblings, then join the
+    reduction as its epilogue: `m * 2.0` (shape R, not S) was stored as a side output at
+    S's indices, 3x past its buffer (heap corruption, issue 33)."""
+    a = _t(4, 3)
+    m = la.asarray(np.array([True, False, True, False]))
+    w, l2 = la.where(m, 0.0, a.sum(axis=-1)), m * 2.0
+    plan, cap = plan_of(w, l2)
+    reductions = [k for k in plan.kernels if k.kind == REDUCTION]
+    assert len(reductions) == 1
+    k = reductions[0]
+    assert set(k.outputs) <= set(k.epilogue), (k.outputs, k.epilogue)
+    assert k.reduction.side == ()
     check_runs(plan, cap)
 
 
@@ -384,7 +400,7 @@ def test_the_work_count_sees_a_chain_read_by_nine_taps():
     """A long chain read by 9 shifted slices (a 3x3 convolution's taps): fusion computes
     it once; fused whole into one kernel, the count says 9 evaluations per element."""
     from lazyarray.compiler.passes.pipeline import optimize
-    from lazyarray.compiler.plan import Kernel
+    from lazyarray.compiler.planning.plan import Kernel
     chain = _t(1, 1, 6, 6)
     for k in range(LONG_CHAIN + 2):
         chain = chain * 1.5 + float(k + 1)

@@ -1,5 +1,5 @@
 """Narrow products of a transposed B (x @ W.T with a few outputs) as dot products of rows
-(devices/native_gemm.py `dots`, pool_ir's `_RowDots`): exact against NumPy in float64 for
+(devices/cpu/native_gemm.py `dots`, pool_ir's `_RowDots`): exact against NumPy in float64 for
 every width it takes, inner dimensions with and without a vector tail, tiles split over
 threads, and in a program against the reference interpreter."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.devices import native_gemm
-from lazyarray.devices import native_pool as NP
+from lazyarray.devices.cpu import native_gemm
+from lazyarray.devices.cpu import native_pool as NP
 
 pytestmark = pytest.mark.skipif(not native_gemm.available(),
                                 reason="NumPy's BLAS is not its ILP64 OpenBLAS")
@@ -21,7 +21,7 @@ IR = native_gemm.IR
 def test_row_dots_match_numpy(dtype, threads: int) -> None:
     dt = np.dtype(dtype)
     rng = np.random.default_rng(threads)
-    fn = native_gemm._tile_functions()[dt, "dots"]
+    fn = native_gemm.tile_function(dt, "dots")
     pool = NP.NativePool(threads)
     shapes = [(m, n, k) for n in range(1, native_gemm.DOTS_N[dt] + 1)
               for m, k in ((1, 32), (7, 33), (256, 512), (13, 45))]

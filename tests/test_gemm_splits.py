@@ -1,4 +1,4 @@
-"""Matrix products split into tiles of C over the native pool (devices/native_gemm.py
+"""Matrix products split into tiles of C over the native pool (devices/cpu/native_gemm.py
 `grid`): each shape class the split rule tells apart -- C much wider than tall (column
 tiles), squarer or taller (row tiles), A transposed (a weight gradient g.T @ x), B
 transposed (a layer's x @ W.T), narrow (dot products of rows), a short inner dimension or
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.devices import native_gemm
+from lazyarray.devices.cpu import native_gemm
 
 pytestmark = pytest.mark.skipif(not native_gemm.available(),
                                 reason="NumPy's BLAS is not its ILP64 OpenBLAS")
@@ -97,7 +97,7 @@ def test_a_program_of_our_own_products_leaves_blas_threads_alone(monkeypatch) ->
     """A program whose products are all our own code (dots, direct) calls no BLAS, so its
     run does not set BLAS's thread count to one and back (~3 us a sync); one with a BLAS
     tile does, and both match NumPy."""
-    from lazyarray.devices import thread_pool
+    from lazyarray.devices.cpu import thread_pool
     entered = []
     real = thread_pool.BLAS_THREADS.enter
     monkeypatch.setattr(thread_pool.BLAS_THREADS, "enter", lambda: (entered.append(1), real())[1])
@@ -120,3 +120,31 @@ def test_a_program_of_our_own_products_leaves_blas_threads_alone(monkeypatch) ->
         la.sync()
         assert entered != []
     np.testing.assert_allclose(q.numpy(), big.numpy() @ big.numpy(), rtol=1e-12, atol=1e-11)
+
+
+# batched products in a whole-program job: (batch dims, m, n, k, B transposed); each
+# shape class of a 2-D product and one the tiles of a product split (batch < threads)
+BATCHED = [((4,), 1, 64, 16, True), ((4,), 1, 16, 64, False), ((2, 3), 5, 9, 7, False),
+           ((2,), 40, 70, 33, True), ((3,), 10, 256, 256, False), ((2,), 300, 10, 200, True),
+           ((1,), 96, 96, 64, False)]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batch,m,n,k,tb", BATCHED)
+def test_batched_products_run_in_the_native_program_and_match_numpy(
+        batch: tuple, m: int, n: int, k: int, tb: bool, dtype, threads: int, monkeypatch) -> None:
+    """A batched product (attention's q @ k.T, p @ v) is tiles of one task of the
+    program's native job (each product's operands one after another), not a library call
+    from Python: checked by the run never reaching the general path's product call."""
+    from lazyarray.devices.cpu import cpu
+    rng = np.random.default_rng(len(batch) + m + n)
+    a = rng.standard_normal(batch + (m, k)).astype(dtype)
+    b = rng.standard_normal(batch + ((n, k) if tb else (k, n))).astype(dtype)
+    bm = np.swapaxes(b, -1, -2) if tb else b
+    want = (a.astype(np.float64) @ bm.astype(np.float64)) * 2 + 1
+    monkeypatch.setitem(cpu.LIBRARY_CALLS, "gemm", None)     # the general path would fail
+    with la.config.override(num_threads=threads):
+        x, w = la.asarray(a), la.asarray(b)
+        got = (x @ (la.matrix_transpose(w) if tb else w)) * 2 + 1
+        np.testing.assert_allclose(got.numpy(), want, **_tol(dtype, k))

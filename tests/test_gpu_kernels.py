@@ -13,7 +13,7 @@ import lazyarray.nn.functional as F
 from lazyarray.compiler.codegen import nvptx, ptxas
 from lazyarray.compiler.codegen.gpu_target import GpuTarget, parse_target
 from lazyarray.compiler.passes.pipeline import compile_plan
-from lazyarray.compiler.trace import capture
+from lazyarray.compiler.graph.trace import capture
 from ptx_marks import needs_ptxas
 
 ARCHS = ("sm_80", "sm_90")
@@ -106,17 +106,17 @@ def test_gpu_target_strings() -> None:
 
 
 def test_cuda_device_targets_its_gpus_size() -> None:
-    from lazyarray.devices.cuda import CudaDevice
-    from lazyarray.devices.cuda_fake import FAKE_DRIVER
+    from lazyarray.devices.cuda.cuda import CudaDevice
+    from lazyarray.devices.stand_ins.cuda_fake import FAKE_DRIVER
     dev = CudaDevice("cuda", fake=True)
     assert dev.target == f"{dev.arch}:{FAKE_DRIVER.multiprocessors}:" \
                          f"{FAKE_DRIVER.threads_per_multiprocessor}"
     assert dev.cache_key() == ("cuda", dev.target)
     x = np.random.default_rng(0).standard_normal(1 << 12).astype(np.float32)
     exe = dev.compile(capture([(la.asarray(x) * 2).sum()._node]).module("m"))
-    (step,) = [s for s in exe.steps if s["type"] == "launch"]
+    (step,) = [s for s in exe.steps if s.kind == "launch"]
     assert exe.program.target == dev.target
-    assert step["grid"][0] <= FAKE_DRIVER.multiprocessors * 8
+    assert step.grid[0] <= FAKE_DRIVER.multiprocessors * 8
 
 
 @needs_ptxas

@@ -1,4 +1,4 @@
-"""The GPU kernels' own code, run on the host thread by thread (devices/cuda_simt.py),
+"""The GPU kernels' own code, run on the host thread by thread (devices/stand_ins/cuda_simt.py),
 against the interpreter: every kernel shape the NVPTX code generator picks — a warp per
 row, a block per row, vector loads and their scalar fallback, column reductions, the
 one-pass full reduction over several blocks with its last-block ticket (run twice: the
@@ -14,8 +14,8 @@ import lazyarray as la
 import lazyarray.nn.functional as F
 from lazyarray.compiler.codegen import nvptx
 from lazyarray.compiler.driver import compile_gpu_for_host
-from lazyarray.compiler.trace import capture
-from lazyarray.devices.cuda_simt import SimtExecutable
+from lazyarray.compiler.graph.trace import capture
+from lazyarray.devices.stand_ins.cuda_simt import SimtExecutable
 from lazyarray.devices.interpreter import InterpretedExecutable
 
 SMALL_GPU = "sm_90:2:512"           # 2 multiprocessors of 2 blocks: grids of 4 blocks
@@ -48,7 +48,7 @@ def _check(tensors, rtol=1e-5, atol=1e-5, runs=1):
 
 def _grid(program):
     (step,) = program.steps
-    return step["grid"][0]
+    return step.grid[0]
 
 
 def test_full_sum_over_several_blocks_with_vector_loads_twice():
@@ -68,7 +68,7 @@ def test_full_reductions_scalar_path_other_dtypes_and_argmax():
 @pytest.mark.parametrize("shape", [(9, 64), (6, 30), (3, 2, 48)], ids=["aligned", "odd", "3d"])
 def test_softmax_warp_per_row(shape):
     program = _check([_softmax(_t(*shape))])
-    assert program.steps[0]["block"] == [nvptx.BLOCK, 1, 1]
+    assert program.steps[0].block == [nvptx.BLOCK, 1, 1]
 
 
 def test_softmax_and_row_sums_block_per_row():

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler import PRIMITIVES, dtypes as D
+from lazyarray.compiler import PRIMITIVES
+from lazyarray.compiler.hlo import dtypes as D
 from lazyarray.compiler.primitive import LEAF, NOT_DIFFERENTIABLE, apply
 from lazyarray.lift import lift
 
@@ -290,9 +291,9 @@ def test_primitive_vjp_second_order(case):
 def test_gradient_modules_verify_and_round_trip_as_text():
     """The backward graphs (constants, iota offsets, scatters, convolutions) are ordinary
     modules: the verifier accepts them and the text form parses back to the same module."""
-    from lazyarray.compiler.parser import parse_module
-    from lazyarray.compiler.trace import capture
-    from lazyarray.compiler.verifier import verify
+    from lazyarray.compiler.hlo.parser import parse_module
+    from lazyarray.compiler.graph.trace import capture
+    from lazyarray.compiler.hlo.verifier import verify
     from lazyarray.ops import convolution as C
     conv2d, pool = lift(C.conv2d), lift(C.max_pool2d)
     rng = np.random.default_rng(0)

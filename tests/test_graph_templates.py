@@ -1,4 +1,4 @@
-"""Remembered composites (compiler/graph_templates.py): a copy of a composite's graph is
+"""Remembered composites (compiler/transforms/graph_templates.py): a copy of a composite's graph is
 the graph the composite itself builds, for every key; graphs it cannot copy exactly make
 no template. The class losses of nn.functional (labels all counted) are the user.
 """
@@ -9,8 +9,10 @@ import pytest
 
 import lazyarray as la
 import lazyarray.nn.functional as F
-from lazyarray.compiler import builders as A, dtypes as D, graph_templates
-from lazyarray.compiler.node import Node, kept_constant
+from lazyarray.compiler.graph import builders as A
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.transforms import graph_templates
+from lazyarray.compiler.graph.node import Node, kept_constant
 from lazyarray.compiler.primitive import apply
 
 from gradcheck import check_direction

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.literal import Literal
-from lazyarray.compiler.module import Instruction, Module
-from lazyarray.compiler.parser import parse_attribute, parse_module
-from lazyarray.compiler.printer import attr_text, print_module
-from lazyarray.compiler.trace import capture
-from lazyarray.compiler.verifier import verify
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.literal import Literal
+from lazyarray.compiler.hlo.module import Instruction, Module
+from lazyarray.compiler.hlo.parser import parse_attribute, parse_module
+from lazyarray.compiler.hlo.printer import attr_text, print_module
+from lazyarray.compiler.graph.trace import capture
+from lazyarray.compiler.hlo.verifier import verify
 
 from primitive_cases import CASES_BY_ID, build_module, case_dtype_pairs, pair_id
 

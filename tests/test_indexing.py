@@ -133,7 +133,7 @@ def test_index_arrays_from_numpy_do_not_recompile(device, fresh_metrics):
     for i in range(3):
         idx = np.array([i % 2, 0, 1 - i % 2])
         np.testing.assert_array_equal(x[idx].numpy(), A[idx])
-    assert la.debug.metrics().compiles == 1
+    assert la.debug.metrics().cache_misses == 1
 
 
 def test_changing_int_index_does_not_recompile(device, fresh_metrics):
@@ -142,7 +142,7 @@ def test_changing_int_index_does_not_recompile(device, fresh_metrics):
     for i in (2, 3, 4, -3):         # 0 and 1 stay constants (see promotion.KEPT_CONSTANTS)
         np.testing.assert_array_equal(x[i, 1:].numpy(), a[i, 1:])
         np.testing.assert_array_equal(x[:, i % 5].numpy(), a[:, i % 5])
-    assert la.debug.metrics().compiles == 2
+    assert la.debug.metrics().cache_misses == 2
 
 
 def test_boolean_tensor_mask_is_a_graph_break(device, fresh_metrics):

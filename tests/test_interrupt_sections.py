@@ -1,4 +1,4 @@
-"""compiler/interrupts.py: SIGINT held for the end of a section that must not be split
+"""compiler/codegen/interrupts.py: SIGINT held for the end of a section that must not be split
 (LLVM's lock: llvmlite frees its strings in two steps an interrupt could separate, and
 the second free of a string is SIGABRT — seen once in CI, in an interrupt test that cut
 a first compile)."""
@@ -11,7 +11,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray.compiler.codegen import llvm_target
-from lazyarray.compiler.interrupts import InterruptsDeferred, Section
+from lazyarray.compiler.codegen.interrupts import InterruptsDeferred, Section
 
 
 def _spin(seconds: float) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lazyarray.compiler.codegen import llvm_target, loops
-from lazyarray.devices.thread_pool import ThreadPool, _Blocks, split
+from lazyarray.devices.cpu.thread_pool import ThreadPool, _Blocks, split
 
 
 def _sum_loop_ir() -> str:

@@ -9,11 +9,11 @@ import ctypes
 import numpy as np
 import pytest
 
-from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.hlo import dtypes as D
 from lazyarray.compiler.codegen import llvm_target
-from lazyarray.compiler.module import Instruction as I
-from lazyarray.compiler.module import Module
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.compiler.hlo.module import Instruction as I
+from lazyarray.compiler.hlo.module import Module
+from lazyarray.devices.cpu.cpu import CPUDevice
 from lazyarray.devices.interpreter import InterpreterDevice
 
 DEVICE = CPUDevice(lambda: {"cache_dir": "off", "num_threads": 2})
@@ -114,11 +114,11 @@ def test_any_range_of_the_outer_dimension(shape: tuple) -> None:
     elsewhere, an ahead-of-time library): the partial covers exactly those rows."""
     module = _module(shape, D.float32, "sum")
     exe = DEVICE.compile(module)
-    step = next(s for s in exe.steps if s["type"] == "partial")
-    assert len(step["args"]) == 1
+    step = next(s for s in exe.steps if s.kind == "partial")
+    assert len(step.args) == 1
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-    fn = exe._fns[step["fn"]]
-    part = np.zeros(1, np.float32)
+    fn = exe._fns[step.fn]
+    part = np.zeros(1, np.dtype(step.roots[0]["acc"]))    # float64: a float32 sum, wide
     outer = shape[0]
     ranges = [(0, outer), (1, outer), (0, 17), (3, 20), (5, 5), (7, 6), (outer - 1, outer)]
     for start, end in ranges:

@@ -1,5 +1,5 @@
 """The CPU's decompositions as generated calls of SciPy's LAPACK (compiler/codegen/
-lapack_kernels.py, devices/lapack.py): each stanza's kernel against NumPy's own
+lapack_kernels.py, devices/cpu/lapack.py): each stanza's kernel against NumPy's own
 numpy.linalg (the stanza's reference packs NumPy's results), batched and split over
 threads, its failures as errors naming the op, shape and matrix, and the NumPy fallback
 when SciPy is absent (simulated)."""
@@ -8,12 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.module import Instruction as I
-from lazyarray.compiler.module import Module
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.module import Instruction as I
+from lazyarray.compiler.hlo.module import Module
+from lazyarray.compiler.program import LibraryStep
 from lazyarray.compiler.primitive import PRIMITIVES
-from lazyarray.devices import lapack
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.devices.cpu import lapack
+from lazyarray.devices.cpu.cpu import CPUDevice
 
 pytest.importorskip("scipy.linalg.cython_lapack", reason="SciPy (the linalg extra) is not "
                     "installed: decompositions run on NumPy's LAPACK (tested below)")
@@ -135,7 +136,7 @@ def test_lapack_kernel_matches_numpy(op: str, k: int, dtype) -> None:
 def test_a_large_batch_splits_over_threads_and_matches(op: str, attrs: dict) -> None:
     a = _spd((96,), 16, np.float64)
     exe = _device(3).compile(_module(op, attrs, [a]))
-    step = next(s for s in exe.steps if "lapack" in s)
+    step = next(s for s in exe.steps if getattr(s, "lapack", None) is not None)
     assert len(exe._split(step, 3)) > 1, "the batch was not split"
     got, want = exe.run([a])[0], PRIMITIVES[op].reference(a, **attrs)
     for g, w in zip(_canonical(op, attrs, got, [a]), _canonical(op, attrs, want, [a])):
@@ -185,8 +186,8 @@ def test_routines_are_scipy_cython_lapack_entry_points() -> None:
 
 
 def test_blas_is_held_to_one_thread_while_a_lapack_program_runs_then_restored() -> None:
-    from lazyarray.devices.cpu import calls_blas
-    from lazyarray.devices.thread_pool import BLAS_THREADS, blas_single_threaded
+    from lazyarray.devices.cpu.cpu import calls_blas
+    from lazyarray.devices.cpu.thread_pool import BLAS_THREADS, blas_single_threaded
     assert lapack.available()                  # SciPy's OpenBLAS loaded and looked up
     controls = BLAS_THREADS.controls()
     before = [get() for get, _ in controls]
@@ -196,7 +197,7 @@ def test_blas_is_held_to_one_thread_while_a_lapack_program_runs_then_restored() 
     a = _spd((2,), 4, np.float64)
     exe = _device().compile(_module("cholesky", {}, [a]))
     assert exe._uses_blas and all(calls_blas(s) for s in exe.steps)
-    fft = {"type": "library", "call": "host", "op": "fft"}
+    fft = LibraryStep(call="host", op="fft", pos=1, operands=[0])
     assert not calls_blas(fft)                 # pocketfft: BLAS keeps its threads
 
 

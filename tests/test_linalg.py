@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.hlo import dtypes as D
 from harness import OpCase, check_case
 
 import gradcheck
@@ -364,3 +364,69 @@ def test_pinv_and_matrix_rank_take_an_rtol_per_matrix_of_the_stack(shape):
     np.testing.assert_allclose(got, want, atol=1e-4)
     assert (L.matrix_rank(la.asarray(a), rtol=la.asarray(rtol)).numpy()
             == NL.matrix_rank(a, rtol=rtol)).all()
+
+
+# ---- norms of complex input, numpy.linalg.norm, vecdot's contracted axis ---------------
+_Z = (np.arange(24).reshape(2, 3, 4) % 7 - 3) + 1j * (np.arange(24).reshape(2, 3, 4) % 5 - 2)
+
+NORMS = [
+    ("vector_2", lambda m, a: m.vector_norm(a) if m is L else NL.norm(a.ravel())),
+    ("vector_1_axis", lambda m, a: m.vector_norm(a, axis=1, ord=1) if m is L
+     else NL.norm(a, ord=1, axis=1)),
+    ("vector_inf", lambda m, a: m.vector_norm(a, axis=-1, ord=np.inf) if m is L
+     else NL.norm(a, ord=np.inf, axis=-1)),
+    ("vector_0", lambda m, a: m.vector_norm(a, axis=0, ord=0) if m is L
+     else NL.norm(a, ord=0, axis=0)),
+    ("vector_3_keep", lambda m, a: m.vector_norm(a, axis=2, ord=3, keepdims=True) if m is L
+     else NL.norm(a, ord=3, axis=2, keepdims=True)),
+] + [(f"matrix_{o}", (lambda o: lambda m, a: m.matrix_norm(a, ord=o) if m is L
+                      else NL.norm(a, ord=o, axis=(-2, -1)))(o))
+     for o in ("fro", 1, -1, np.inf, -np.inf, 2, -2, "nuc")] + [
+    ("norm_none", lambda m, a: m.norm(a)),
+    ("norm_axis", lambda m, a: m.norm(a, axis=1)),
+    ("norm_axis_ord", lambda m, a: m.norm(a, ord=1, axis=-1, keepdims=True)),
+    ("norm_matrix_axes", lambda m, a: m.norm(a, ord=1, axis=(2, 0))),
+    ("norm_matrix_keep", lambda m, a: m.norm(a, ord="fro", axis=(0, 2), keepdims=True)),
+    ("norm_2d_ord", lambda m, a: m.norm(a[0], ord=np.inf)),
+    ("norm_1d_ord", lambda m, a: m.norm(a[0, 0], ord=3)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128, np.float64, np.float32])
+@pytest.mark.parametrize("name", [n for n, _ in NORMS])
+def test_norms_of_complex_and_real_input_match_numpy(name, dtype, device):
+    """A complex x gives the norm of its magnitudes in the matching real dtype
+    (complex128 -> float64), as numpy.linalg.norm."""
+    fn = dict(NORMS)[name]
+    a = (_Z if np.dtype(dtype).kind == "c" else _Z.real).astype(dtype)
+    got = fn(L, la.asarray(a, device=device)).numpy()
+    want = np.asarray(fn(NL, a))
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape
+    tol = 1e-5 if want.dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_vector_norm_of_complex_values_is_their_modulus():
+    got = L.vector_norm(la.asarray(np.array([3 + 4j, 1j])))
+    assert got.dtype == la.float64
+    np.testing.assert_allclose(got.numpy(), np.sqrt(26.0), rtol=1e-15)
+
+
+@pytest.mark.parametrize("a, b, axis", [((3,), (1,), -1), ((2, 3), (2, 1), -1),
+                                        ((4, 3), (1, 3), 0), ((3,), (3, 1), -2)])
+def test_vecdot_never_broadcasts_the_contracted_axis(a, b, axis):
+    """As the array API standard and NumPy (whose gufunc raises for the same pairs)."""
+    with pytest.raises(ValueError):
+        np.vecdot(np.ones(a), np.ones(b), axis=axis)
+    with pytest.raises(ValueError, match="vecdot"):
+        la.vecdot(la.ones(a), la.ones(b), axis=axis)
+
+
+@pytest.mark.parametrize("a, b, axis", [((2, 3), (3,), -1), ((4, 1, 3), (2, 3), -1),
+                                        ((3, 2), (3, 1), 0), ((3, 2), (3, 2), -2)])
+def test_vecdot_broadcasts_the_other_axes_as_numpy(a, b, axis):
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal(a), rng.standard_normal(b)
+    np.testing.assert_allclose(la.vecdot(la.asarray(x), la.asarray(y), axis=axis).numpy(),
+                               np.vecdot(x, y, axis=axis), rtol=1e-12)

@@ -1,5 +1,5 @@
 """A loop kept whole for being small is split over the threads inside a native job that
-runs on every thread anyway (devices/native_program.py, JOB_SPLIT_ELEMENTS), and only
+runs on every thread anyway (devices/cpu/native_program.py, JOB_SPLIT_ELEMENTS), and only
 there: a program of small kernels alone stays one call on the calling thread. Results
 equal the interpreter's and NumPy's (each chunk computes whole rows)."""
 from __future__ import annotations
@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.devices import native_program
-from lazyarray.devices import native_pool as NP
+from lazyarray.compiler.program import LoopStep
+from lazyarray.devices.cpu import native_program
+from lazyarray.devices.cpu import native_pool as NP
 
 from native_training import made_programs
 
@@ -26,9 +27,9 @@ def _task_chunks(prog) -> list:
              for c in job._tasks.reshape(-1, NP.IR.TASK_WORDS)[:, NP.IR.TASK_CHUNKS]]
     k = 0
     for step in prog.plan.order:
-        if step["type"] == "loop":
+        if isinstance(step, LoopStep):
             out.append((step, tasks[k]))
-        k += 2 if step.get("finish") else 1
+        k += 2 if getattr(step, "finish", None) else 1
     assert k == len(tasks)
     return out
 
@@ -58,8 +59,8 @@ def test_a_small_row_kernel_beside_a_split_one_is_split_too(rows, cols, monkeypa
     assert kept_whole, "the softmax's kernels should be small enough to be kept whole"
     assert len(loops) > len(kept_whole)          # (the large kernel is split: a parallel job)
     for st, n in kept_whole:
-        big_enough = int(st["extent"]) * max(1, int(st["work"])) >= 2 * native_program.JOB_SPLIT_ELEMENTS
-        assert n == (2 if big_enough else 1), (st["fn"], st["extent"], st["work"], n)
+        big_enough = int(st.extent) * max(1, int(st.work)) >= 2 * native_program.JOB_SPLIT_ELEMENTS
+        assert n == (2 if big_enough else 1), (st.fn, st.extent, st.work, n)
     assert any(n == 2 for _, n in kept_whole) == (rows * cols >= 2 * native_program.JOB_SPLIT_ELEMENTS)
     from lazyarray import runtime
     runtime.clear_caches()
@@ -84,10 +85,13 @@ def test_only_a_job_split_anyway_splits_its_small_loops() -> None:
     """A partial reduction without a finish phase (argmax's) ends a job: a small loop in
     the next job, whose steps are all whole, stays whole (that job wakes no worker)."""
     import types
-    big = {"type": "loop", "extent": 4096, "work": 64, "chunks": 2}
-    cut = {"type": "partial", "extent": 4096, "work": 64, "chunks": 2}
-    small = {"type": "loop", "extent": 256, "work": 10, "chunks": 1}
-    exe = types.SimpleNamespace(_split=lambda step, threads: [(0, 1)] * step["chunks"])
+    import dataclasses
+    from lazyarray.compiler.program import PartialStep
+    big = LoopStep(fn="f", args=[], extent=4096, work=64)
+    cut = PartialStep(fn="f", args=[], extent=4096, work=64, per_chunk=False, roots=[])
+    small = LoopStep(fn="f", args=[], extent=256, work=10)
+    chunks = {id(big): 2, id(cut): 2, id(small): 1}
+    exe = types.SimpleNamespace(_split=lambda step, threads: [(0, 1)] * chunks[id(step)])
     plan = types.SimpleNamespace(order=[big, cut, small], tiles={})
     wide = native_program._parallel_jobs(exe, plan, 2)
     assert [wide[id(s)] for s in plan.order] == [True, True, False]
@@ -96,5 +100,7 @@ def test_only_a_job_split_anyway_splits_its_small_loops() -> None:
     assert [wide[id(s)] for s in plan.order] == [True, True, True]
     assert not any(native_program._parallel_jobs(exe, plan, 1).values())
     assert native_program._split_in_job(small, [(0, 256)], 2) == [(0, 128), (128, 256)]
-    assert native_program._split_in_job(dict(small, serial=True), [(0, 256)], 2) == [(0, 256)]
-    assert native_program._split_in_job(dict(small, work=1), [(0, 256)], 2) == [(0, 256)]
+    assert native_program._split_in_job(dataclasses.replace(small, serial=True), [(0, 256)],
+                                        2) == [(0, 256)]
+    assert native_program._split_in_job(dataclasses.replace(small, work=1), [(0, 256)],
+                                        2) == [(0, 256)]

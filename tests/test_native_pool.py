@@ -1,4 +1,4 @@
-"""The native worker pool (devices/native_pool.py): every chunk of every task runs exactly
+"""The native worker pool (devices/cpu/native_pool.py): every chunk of every task runs exactly
 once, tasks see what the task before wrote, partials land per chunk, threads start
 lazily and by name, tiny jobs stay on the caller's thread, the pool survives fork and
 exit, and compiled programs give the interpreter's results on any thread count."""
@@ -14,18 +14,18 @@ import llvmlite.ir as ir
 import numpy as np
 import pytest
 
-from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.hlo import dtypes as D
 from lazyarray.compiler.codegen import llvm_target
 from lazyarray.compiler.codegen.loops import counted_loop
-from lazyarray.compiler.module import Instruction as I
-from lazyarray.compiler.module import Module
-from lazyarray.devices import native_gemm
-from lazyarray.devices import native_pool as NP
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.compiler.hlo.module import Instruction as I
+from lazyarray.compiler.hlo.module import Module
+from lazyarray.devices.cpu import native_gemm
+from lazyarray.devices.cpu import native_pool as NP
+from lazyarray.devices.cpu.cpu import CPUDevice
 from lazyarray.devices.interpreter import InterpreterDevice
-from lazyarray.devices.native_program import NativeProgram
-from lazyarray.devices.object_code import LoadedCode
-from lazyarray.devices.thread_pool import split
+from lazyarray.devices.cpu.native_program import NativeProgram
+from lazyarray.devices.cpu.object_code import LoadedCode
+from lazyarray.devices.cpu.thread_pool import split
 
 I64 = ir.IntType(64)
 PTR = ir.PointerType()
@@ -239,7 +239,7 @@ def test_exit_with_running_workers_is_clean() -> None:
         import numpy as np, lazyarray as la
         x = la.asarray(np.ones(1 << 20, np.float32))
         print(float((x * 2 + 1).sum()))
-        from lazyarray.devices import native_pool
+        from lazyarray.devices.cpu import native_pool
         assert any(p.started for p in native_pool._POOLS.values()), "no worker ran"
     """)
     env = dict(os.environ, LAZYARRAY_NUM_THREADS="4", LAZYARRAY_CACHE_DIR="off")

@@ -1,4 +1,4 @@
-"""The fast paths of a NativeProgram run (devices/native_program.py): an input given again
+"""The fast paths of a NativeProgram run (devices/cpu/native_program.py): an input given again
 skips its checks, a scalar's holder keeps its address, small outputs are new arrays, a
 one-chunk program is one native call on the calling thread. Each test changes what the
 fast path assumes between runs and checks the results against NumPy and the interpreter."""
@@ -10,15 +10,15 @@ import gc
 import numpy as np
 import pytest
 
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.literal import Literal
-from lazyarray.compiler.module import Instruction as I
-from lazyarray.compiler.module import Module
-from lazyarray.devices import native_pool as NP
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.literal import Literal
+from lazyarray.compiler.hlo.module import Instruction as I
+from lazyarray.compiler.hlo.module import Module
+from lazyarray.devices.cpu import native_pool as NP
+from lazyarray.devices.cpu.cpu import CPUDevice
 from lazyarray.devices.interpreter import InterpreterDevice
-from lazyarray.devices import native_program as NP_PROGRAM
-from lazyarray.devices.native_program import NativeProgram
+from lazyarray.devices.cpu import native_program as NP_PROGRAM
+from lazyarray.devices.cpu.native_program import NativeProgram
 
 N = 4096
 F32 = D.float32
@@ -229,7 +229,7 @@ def test_full_reduction_partials_need_no_reset(n: int, threads: int) -> None:
     """A full reduction's chunks store their partials whole ("partials_stored": no reset
     before a run): garbage left in them never reaches a result, on one chunk or many."""
     exe = _compile(_scaled_sum(n), threads)
-    assert all(s.get("partials_stored") for s in exe.steps if s["type"] == "partial")
+    assert all(s.partials_stored for s in exe.steps if s.kind == "partial")
     rng = np.random.default_rng(n)
     x = rng.standard_normal(n).astype(np.float32)
     _check(exe, [0.5, x])

@@ -1,8 +1,8 @@
 """`new_node` makes the node the class call makes: every slot set, to the same values."""
 from __future__ import annotations
 
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.node import Node, new_node, scalar_leaf
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.graph.node import Node, new_node, scalar_leaf
 
 _SLOTS = [s for s in Node.__slots__ if s != "__weakref__"]
 

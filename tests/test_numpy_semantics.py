@@ -132,3 +132,42 @@ def test_advanced_index_axes_placed_as_numpy(key, rank, device):
     expands to no dims."""
     x = np.arange(3 ** rank, dtype=np.float32).reshape((3,) * rank)
     np.testing.assert_array_equal(la.asarray(x)[key].numpy(), x[key])
+
+
+# float64 values whose conversion to a half float rounds differently when it goes through
+# float32 first (round to nearest twice): just above a halfway point, and its negative
+HALFWAY = [1 + 2 ** -11 + 2 ** -30, -(1 + 2 ** -11 + 2 ** -30), 1 + 2 ** -8 + 2 ** -40,
+           2 ** -24 * 0.5 + 2 ** -60, 65520.0 - 2 ** -20, 1e300, 1e-50, -1e-50]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_float64_to_half_rounds_once_as_numpy(dtype, device):
+    """float16 as NumPy (one rounding); bfloat16 as ml_dtypes (through float32)."""
+    import ml_dtypes
+    a = np.array(HALFWAY + GRID, np.float64)
+    with np.errstate(over="ignore"):
+        want = a.astype(np.float16 if dtype == "float16" else ml_dtypes.bfloat16)
+    got = la.asarray(a, device=device).astype(getattr(la, dtype)).numpy()
+    same = (got.view(np.uint16) == want.view(np.uint16)) | (np.isnan(got.astype(np.float32))
+                                                            & np.isnan(want.astype(np.float32)))
+    assert same.all(), (a[~same], got[~same], want[~same])
+
+
+@pytest.mark.parametrize("make, want", [
+    (lambda: la.mean(la.ones((16384, 16384))), 1.0),              # was 0.984375
+    (lambda: la.sum(la.ones((4, 2 ** 25)), axis=1)[0], 2.0 ** 25),
+    (lambda: la.var(la.full((16,), 1e20)), 0.0),                   # was 3.1e26
+    (lambda: la.std(la.full((3, 16), 1e20), axis=1)[1], 0.0),
+    (lambda: la.mean(la.full((16,), 1e20)), float(np.float32(1e20))),
+], ids=["mean-of-2**28-ones", "row-sums-of-2**25-ones", "var-of-equal-1e20",
+        "row-std-of-equal-1e20", "mean-of-equal-1e20"])
+def test_float32_sums_are_exact_where_numpys_pairwise_sum_is(make, want, device):
+    """A float32 sum carried in float32 through 2**28 elements stopped growing, and one of
+    sixteen 1e20 rounded at every step: full reductions and rows outside the vectorized
+    in-cache tier accumulate in float64 (the loads stay float32). (The interpreter, being
+    NumPy, would hold the large cases' ones in memory: compiled devices only for them.)"""
+    if device == "interpreter" and "ones" in make.__code__.co_names:
+        pytest.skip("NumPy itself: the 2**28 ones would be 1 GiB in memory")
+    got = make()
+    assert got.dtype == la.float32
+    assert float(got.numpy()) == want

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.hlo import dtypes as D
 from harness import check_case, plan
 from harness import make_array as harness_make
 from op_table import (CASES, RUNTIME_FUNCTIONS, case_ids, covered_functions,

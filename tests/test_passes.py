@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazyarray.compiler.module import Module
-from lazyarray.compiler.parser import parse_module
+from lazyarray.compiler.hlo.module import Module
+from lazyarray.compiler.hlo.parser import parse_module
 from lazyarray.compiler.passes import pipeline
 from lazyarray.compiler.passes.algebraic_simplifier import lossless
 from lazyarray.compiler.passes.constant_folding import MAX_ELEMENTS
-from lazyarray.compiler.printer import print_module
-from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.hlo.printer import print_module
+from lazyarray.compiler.hlo import dtypes as D
 from lazyarray.devices.interpreter import InterpretedExecutable
 
 
@@ -66,6 +66,16 @@ CASES = [
     ("convert round trip through a wider type -> x",
      f"{X}\n%c = f64[4,8] convert(%x), dtype=f64\n%d = f32[4,8] convert(%c), dtype=f32",
      "f32[4,8]:%d", X, "f32[4,8]:%x"),
+    ("convert(convert(x)) of an integer through a float to a narrower integer stays "
+     "(saturates; the direct convert would wrap)",
+     "%x = s8[4,8] parameter(), number=0\n%c = f32[4,8] convert(%x), dtype=f32\n"
+     "%d = u8[4,8] convert(%c), dtype=u8", "u8[4,8]:%d",
+     "%x = s8[4,8] parameter(), number=0\n%c = f32[4,8] convert(%x), dtype=f32\n"
+     "%d = u8[4,8] convert(%c), dtype=u8", "u8[4,8]:%d"),
+    ("convert(convert(x)) of an integer through a float to a wider integer -> convert(x)",
+     "%x = s8[4,8] parameter(), number=0\n%c = f32[4,8] convert(%x), dtype=f32\n"
+     "%d = s32[4,8] convert(%c), dtype=s32", "s32[4,8]:%d",
+     "%x = s8[4,8] parameter(), number=0\n%d = s32[4,8] convert(%x), dtype=s32", "s32[4,8]:%d"),
     ("convert(convert(x)) lossy stays",
      f"{X}\n%c = f16[4,8] convert(%x), dtype=f16\n%d = f32[4,8] convert(%c), dtype=f32",
      "f32[4,8]:%d",
@@ -203,7 +213,7 @@ def test_lossless_table(src, dst, want):
 
 
 def test_verify_names_the_pass_that_broke_the_module(monkeypatch):
-    from lazyarray.compiler.module import Instruction
+    from lazyarray.compiler.hlo.module import Instruction
 
     def broken(module):
         ins = list(module.instructions)

@@ -1,5 +1,5 @@
 """Independent matrix products side by side in a program's native job
-(devices/product_groups.py): a product moves up next to an earlier one only when no step
+(devices/cpu/product_groups.py): a product moves up next to an earlier one only when no step
 in between computes its operands, its result gets memory of its own when its slot holds
 another value meanwhile, and a training step run so gives the interpreter's parameters."""
 from __future__ import annotations
@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.devices import native_gemm, native_program, product_groups
-from lazyarray.devices import native_pool as NP
+from lazyarray.compiler.program import LibraryStep, LoopStep
+from lazyarray.devices.cpu import native_gemm, native_program, product_groups
+from lazyarray.devices.cpu import native_pool as NP
 
 from native_training import made_programs, train_mlp
 
@@ -23,17 +24,22 @@ def _exe(steps: list, slot_of: dict = None, outputs: list = (), params: list = (
                                  _const_arrays={}, _param_slots=set(), _aliases=[])
 
 
-def _product(a: int, b: int, out: int, work: int = 100) -> dict:
-    return {"type": "library", "call": "gemm", "operands": [a, b], "pos": out, "work": work}
+WORK: dict = {}      # id(product step) -> its work, for the planner's stand-in estimate
 
 
-def _loop(*args: int) -> dict:
-    return {"type": "loop", "args": list(args)}
+def _product(a: int, b: int, out: int, work: int = 100) -> LibraryStep:
+    step = LibraryStep(call="gemm", op="dot_general", operands=[a, b], pos=out)
+    WORK[id(step)] = work
+    return step
+
+
+def _loop(*args: int) -> LoopStep:
+    return LoopStep(fn="f", args=list(args), extent=1, work=1)
 
 
 def _plan(exe, threads: int = 2) -> product_groups.Plan:
     return product_groups.plan(exe, threads, native_program._used,
-                               lambda s: s.get("work") if s["type"] == "library" else None)
+                               lambda s: WORK.get(id(s)) if isinstance(s, LibraryStep) else None)
 
 
 def test_an_independent_product_moves_next_to_the_earlier_one() -> None:
@@ -114,9 +120,9 @@ def test_a_training_step_with_products_side_by_side_matches_the_interpreter(
         # direct, the forward 256x512 @ (10x512).T dot products of rows
         fns = [int(t[NP.IR.TASK_FN]) for prog in grouped for job, _, _ in prog.segments
                for t in job._tasks.reshape(-1, NP.IR.TASK_WORDS)]
-        tiles = native_gemm._tile_functions()
-        assert sum(fn == tiles[np.dtype(np.float32), "direct"] for fn in fns) == 2
-        assert sum(fn == tiles[np.dtype(np.float32), "dots"] for fn in fns) == 1
+        tile = native_gemm.tile_function
+        assert sum(fn == tile(np.dtype(np.float32), "direct") for fn in fns) == 2
+        assert sum(fn == tile(np.dtype(np.float32), "dots") for fn in fns) == 1
 
 
 # ---- two products as tasks of one job, side by side --------------------------------------
@@ -187,7 +193,7 @@ def test_direct_products_match_numpy(dtype, trans_a: bool, threads: int) -> None
     (wide blocks, one vector, single columns: 32 to 100 columns), short and long inner
     dimensions, tiles that split C unevenly or would leave one empty."""
     rng = np.random.default_rng(threads + 7 * trans_a)
-    direct_fn = native_gemm._tile_functions()[np.dtype(dtype), "direct"]
+    direct_fn = native_gemm.tile_function(np.dtype(dtype), "direct")
     pool = NP.NativePool(threads)
     shapes = [(m, n, k) for m in (1, 2, 5, 6, 7, 11, 12) for n, k in ((32, 1), (43, 300), (100, 9))]
     shapes += [(37, 77, 16), (13, 513, 3), (256, 512, 10), (10, 512, 256)]

@@ -15,8 +15,8 @@ import lazyarray.nn.functional as F
 from lazyarray import callsite, profiler
 from lazyarray.compiler import profile_hooks
 from lazyarray.compiler.passes.pipeline import optimize
-from lazyarray.compiler.provenance import sources_of
-from lazyarray.compiler.trace import capture
+from lazyarray.compiler.planning.provenance import sources_of
+from lazyarray.compiler.graph.trace import capture
 
 HERE = os.path.basename(__file__)
 
@@ -140,7 +140,7 @@ def test_a_cache_hit_shows_a_lookup_and_no_compile():
 def test_a_program_from_the_disk_cache_keeps_its_kernel_figures(tmp_path):
     """The figures come with the Program (compiler/driver.py fills kernel_info), so a
     program loaded from disk, with no compile in this process, still has them."""
-    from lazyarray.devices.cpu import CPUDevice
+    from lazyarray.devices.cpu.cpu import CPUDevice
     x, w = _data(24, 16), _data(16, 8, seed=1)
     module = capture([(x @ w)._node]).module("mm")
 
@@ -331,7 +331,7 @@ class _FakeEvents:
 
 def test_gpu_kernels_timed_by_stream_events_land_in_the_profile():
     from lazyarray.compiler import compile as compile_program
-    from lazyarray.devices import gpu_timer
+    from lazyarray.devices.cuda import gpu_timer
     x = _data(64, 48)
     with la.profiler.profile() as prof:
         y = (la.exp(x) @ x.T).sum(axis=1); line = _line()          # noqa: E702
@@ -354,7 +354,7 @@ def test_gpu_kernels_timed_by_stream_events_land_in_the_profile():
             timer.stop(mark, gpu_timer.kernel_name(step, program), "gpu")
         timer.report(rec, "gpu_m")
         rec.sync_end(Exe(), cap)
-    assert any(s["type"] == "launch" for s in steps)
+    assert any(s.kind == "launch" for s in steps)
     assert fake.destroyed == 2 * len(steps)
     gpu = [e for e in prof.kernel_events() if e.tid == profiler.GPU_TRACK]
     assert [round(e.seconds * 1e3, 6) for e in gpu] == [0.5 * (k + 1) for k in range(len(gpu))]
@@ -413,3 +413,30 @@ def test_user_spans_have_their_own_track(tmp_path):
     (user,) = [e for e in events if e.get("cat") == "user"]
     names = {e["tid"]: e["args"]["name"] for e in events if e["name"] == "thread_name"}
     assert names[user["tid"]] == "your annotations"
+
+
+def test_after_the_profile_programs_return_to_the_fast_path(monkeypatch):
+    """A profile runs programs step by step (timed); once it ends they take the native
+    whole-program path again (the choice made while profiling is not kept)."""
+    from lazyarray.devices.cpu import cpu
+    slow = []
+    plain_run = cpu.CPUExecutable._run
+
+    def counted(self, args, temps):
+        slow.append(self.name)
+        return plain_run(self, args, temps)
+    monkeypatch.setattr(cpu.CPUExecutable, "_run", counted)
+    x = _data(64, 64)
+
+    def step() -> np.ndarray:
+        return (la.exp(x) * 2.0 + 1.0).sum(axis=0).numpy()
+    first = step()
+    assert slow == []                 # the fast path before any profile
+    with la.profiler.profile():
+        during = step()
+    assert slow                       # stepped and timed while profiling
+    slow.clear()
+    after = [step() for _ in range(3)]
+    assert slow == []                 # back on the fast path after the block
+    for r in [during] + after:
+        assert np.array_equal(r, first)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from lazyarray.compiler import Program, compile
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.module import Instruction as I
-from lazyarray.compiler.module import Module
-from lazyarray.devices.cpu import CPUDevice, CPUExecutable
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.module import Instruction as I
+from lazyarray.compiler.hlo.module import Module
+from lazyarray.devices.cpu.cpu import CPUDevice, CPUExecutable
 from lazyarray.devices.interpreter import InterpreterDevice
 
 
@@ -43,7 +43,7 @@ def _device() -> CPUDevice:
 def test_cpu_program_round_trips_through_the_cache_format_and_runs():
     program = compile(_module(), "cpu")
     assert isinstance(program, Program) and program.code
-    calls = [s.get("call") for s in program.steps if s["type"] == "library"]
+    calls = [s.call for s in program.steps if s.kind == "library"]
     assert sorted(calls) == ["gemm", "host"], program.steps
     meta, code = program.to_cache()
     again = Program.from_cache(json.loads(json.dumps(meta)), code)
@@ -61,6 +61,46 @@ def test_an_older_program_layout_is_refused():
         Program.from_cache(meta, code)
 
 
+def _typed_modules() -> dict:
+    """Modules whose programs hold every kind of step between them."""
+    import lazyarray as la
+    from lazyarray.compiler.graph.trace import capture
+    rng = np.random.default_rng(1)
+    x = la.asarray(rng.standard_normal((64, 64)).astype(np.float32))
+    a = la.asarray((rng.standard_normal((8, 8)) + 8 * np.eye(8)).astype(np.float64))
+    loop = la.fori_loop(0, 3, lambda i, c: c * 0.5 + 1.0, x)
+    branch = la.cond(x.sum() > 0, lambda v: v + 1.0, lambda v: v - 1.0, x)
+    return {"mixed": _module(),
+            "reductions": capture([((x * 3) ** 2).mean()._node, x.max(axis=0)._node]).module(),
+            "lapack": capture([la.linalg.cholesky(a @ a.T)._node]).module(),
+            "control": capture([loop._node, branch._node]).module()}
+
+
+@pytest.mark.parametrize("target", ["cpu", "sm_80"])
+def test_a_program_round_trips_through_the_cache_exactly(target):
+    """Every step kind is a typed step; the cache's JSON gives the same Program back
+    (equal steps, of the same classes, and equal everything else)."""
+    from lazyarray.compiler.program import STEP_TYPES, Step
+    kinds = set()
+    for name, module in _typed_modules().items():
+        program = compile(module, target)
+        meta, code = program.to_cache()
+        again = Program.from_cache(json.loads(json.dumps(meta)), code)
+        assert again == program, name
+        assert [type(s) for s in again.steps] == [type(s) for s in program.steps]
+        assert all(isinstance(s, Step) for s in program.steps)
+        kinds |= {s.kind for s in program.steps}
+    cpu_kinds, gpu_kinds = set(STEP_TYPES) - {"launch"}, {"launch", "library", "while",
+                                                           "conditional"}
+    assert kinds >= (cpu_kinds if target == "cpu" else gpu_kinds), kinds
+
+
+def test_a_step_of_an_unknown_kind_is_refused():
+    from lazyarray.compiler.program import step_from_data
+    with pytest.raises(ValueError, match="unknown program step type 'jump'"):
+        step_from_data({"type": "jump", "kernel": "k"})
+
+
 def test_dump_texts_come_with_the_program_only_when_asked():
     assert compile(_module(), "cpu").dumps == {}
     texts = compile(_module(), "cpu", dumps=True).dumps
@@ -71,10 +111,10 @@ def test_dump_texts_come_with_the_program_only_when_asked():
 def test_nvptx_program_is_plain_data_with_launches():
     program = compile(_module(), "sm_80")
     json.dumps(program.to_cache()[0])          # every field is JSON
-    launches = [s for s in program.steps if s["type"] == "launch"]
-    assert launches and all(len(s["grid"]) == len(s["block"]) == 3 for s in launches)
+    launches = [s for s in program.steps if s.kind == "launch"]
+    assert launches and all(len(s.grid) == len(s.block) == 3 for s in launches)
     assert b".entry" in program.code
-    assert [s["call"] for s in program.steps if s["type"] == "library"] == ["gemm", "host"]
+    assert [s.call for s in program.steps if s.kind == "library"] == ["gemm", "host"]
 
 
 def test_donation_reaches_the_buffer_plan():
@@ -92,7 +132,7 @@ def test_a_reduction_and_its_epilogue_are_one_kernel(what, threads):
     """mean(3*x**2 + y) is one kernel on the CPU, as sum(x + y*z) is: the chunks' partial
     results are combined and the epilogue (the division) applied in the same kernel."""
     import lazyarray as la
-    from lazyarray.compiler.trace import capture
+    from lazyarray.compiler.graph.trace import capture
     rng = np.random.default_rng(3)
     n = 1 << 17
     x, y, z = (rng.standard_normal(n).astype(np.float32) for _ in range(3))
@@ -124,8 +164,8 @@ def test_one_reduction_plan_for_both_targets(what, layout, roots, late):
     roots and outputs; CPU and NVPTX code generation both follow it."""
     import lazyarray as la
     from lazyarray.compiler.passes.pipeline import PLAN_STEPS, compile_plan
-    from lazyarray.compiler.plan import REDUCTION
-    from lazyarray.compiler.trace import capture
+    from lazyarray.compiler.planning.plan import REDUCTION
+    from lazyarray.compiler.graph.trace import capture
     assert [s for s, _, _ in PLAN_STEPS] == ["fusion", "reduction_planning", "buffer_assignment"]
     x = la.asarray(np.random.default_rng(0).standard_normal((6, 5, 4)).astype(np.float32))
     graphs = {"row": lambda: [x.sum(axis=2)], "column": lambda: [x.max(axis=0)],
@@ -146,3 +186,42 @@ def test_one_reduction_plan_for_both_targets(what, layout, roots, late):
     got = exe.run(list(cap.args))
     for g, w in zip(got, InterpreterDevice().compile(cap.module()).run(list(cap.args))):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+# ---- executors: one handler per step class -------------------------------------------------
+
+def test_each_executor_has_one_handler_per_step_class():
+    from lazyarray.compiler.program import STEP_TYPES
+    from lazyarray.devices.cpu import aot, cpu
+    from lazyarray.devices.cuda import cuda
+    kinds = lambda table: {cls.kind for cls in table}      # noqa: E731
+    assert kinds(cpu._RUN) == set(STEP_TYPES) - {"launch"}
+    assert kinds(cuda._RUN) == {"launch", "library", "while", "conditional"}
+    assert kinds(aot._STEP_LINES) == set(STEP_TYPES) - {"launch"}   # loops become C loops
+
+
+def type_switches(source: str) -> list:
+    """Lines of `source` that read a step's kind by its string (`x["type"]`)."""
+    import ast
+    return [n.lineno for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant)
+            and n.slice.value == "type"]
+
+
+@pytest.mark.parametrize("module", ["lazyarray.devices.cpu.cpu", "lazyarray.devices.cpu.aot",
+                                    "lazyarray.devices.cpu.native_program",
+                                    "lazyarray.devices.cpu.native_control",
+                                    "lazyarray.devices.cpu.product_groups",
+                                    "lazyarray.devices.cuda.cuda",
+                                    "lazyarray.devices.cuda.gpu_timer",
+                                    "lazyarray.devices.stand_ins.cuda_host_kernels",
+                                    "lazyarray.compiler.driver"])
+def test_executors_do_not_switch_on_a_step_type_string(module):
+    import importlib
+    import pathlib
+    path = pathlib.Path(importlib.import_module(module).__file__)
+    assert type_switches(path.read_text()) == []
+
+
+def test_the_switch_finder_finds_one():
+    assert type_switches('if step["type"] == "loop":\n    pass\n') == [1]

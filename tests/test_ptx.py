@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler import dtypes as D
+from lazyarray.compiler.hlo import dtypes as D
 from lazyarray.compiler.codegen import gpu_math, nvptx, ptxas
 from lazyarray.compiler.passes.pipeline import compile_plan
-from lazyarray.compiler.trace import capture
-from lazyarray.devices import cuda as cuda_device
+from lazyarray.compiler.graph.trace import capture
+from lazyarray.devices.cuda import cuda as cuda_device
 
 from primitive_cases import build_module, case_dtype_pairs
 from ptx_marks import needs_libdevice, needs_ptxas

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import lazyarray as la
 from lazyarray import runtime
 from lazyarray.compiler.passes.pipeline import compile_plan, optimize
-from lazyarray.compiler.trace import capture
+from lazyarray.compiler.graph.trace import capture
 from lazyarray.devices.interpreter import InterpretedExecutable
 from test_fusion import check_plan, run_plan
 

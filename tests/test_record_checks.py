@@ -10,9 +10,9 @@ import pytest
 
 import lazyarray as la
 import lazyarray.nn.functional as F
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.module import Instruction, Module
-from lazyarray.compiler.verifier import verify
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.module import Instruction, Module
+from lazyarray.compiler.hlo.verifier import verify
 
 HERE = os.path.abspath(__file__)
 

@@ -14,8 +14,8 @@ import pytest
 import lazyarray as la
 from lazyarray import ops
 from lazyarray.callsite import format_frame
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.node import Node, new_node
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.graph.node import Node, new_node
 from lazyarray.lift import numpy_operand, truth_operand
 from lazyarray.ops import elementwise as E
 from lazyarray.ops.promotion import kept_spread, spread_scalar, weak_operand

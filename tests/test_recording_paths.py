@@ -19,8 +19,8 @@ import lazyarray as la
 import lazyarray.nn.functional as F
 from lazyarray import ops
 from lazyarray.callsite import format_frame, user_site
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.node import Node, kept_constant, parameter_leaf
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.graph.node import Node, kept_constant, parameter_leaf
 from lazyarray.compiler.primitive import apply
 from lazyarray.ops.promotion import broadcast_shapes, normalize_axes, operands
 

@@ -161,8 +161,9 @@ STANZA_ONLY_NAMES = {"reduce", "argmax", "argmin", "dot_general", "sort", "argso
 def _files_that_must_not_switch_on_names() -> list:
     import pathlib
     root = pathlib.Path(__file__).resolve().parent.parent
-    files = sorted((root / "compiler" / "codegen").glob("*.py")) + sorted((root / "devices").glob("*.py"))
-    return files + [root / "compiler" / "fusion.py", root / "compiler" / "row_fusion.py"]
+    files = sorted((root / "compiler" / "codegen").glob("*.py")) + sorted((root / "devices").rglob("*.py"))
+    return files + [root / "compiler" / "planning" / "fusion.py",
+                    root / "compiler" / "planning" / "row_fusion.py"]
 
 
 def name_checks(source: str) -> list:

@@ -33,9 +33,9 @@ def test_cuda_plan_runs_the_pass_pipeline():
     skipped every pass, so convolution and reduce_window (which only the pass
     expand_convolution lowers) could not be planned. No GPU is needed to plan."""
     from lazyarray.compiler.primitive import apply
-    from lazyarray.compiler.node import Node
-    from lazyarray.compiler.trace import capture
-    from lazyarray.compiler import dtypes as D
+    from lazyarray.compiler.graph.node import Node
+    from lazyarray.compiler.graph.trace import capture
+    from lazyarray.compiler.hlo import dtypes as D
     from lazyarray.compiler import compile
     x = Node("parameter", (), (1, 2, 6, 6), D.float32, {}, buffer=object())
     w = Node("parameter", (), (3, 2, 3, 3), D.float32, {}, buffer=object())
@@ -45,6 +45,6 @@ def test_cuda_plan_runs_the_pass_pipeline():
     pooled = apply("reduce_window", conv, kind="max", window_dimensions=(1, 1, 2, 2),
                    window_strides=(1, 1, 2, 2), padding_low=(0,) * 4, padding_high=(0,) * 4)
     program = compile(capture([pooled]).module(), "sm_80")   # what the CUDA device loads
-    ops = {v["op"] for v in program.values.values()} | {s.get("op") for s in program.steps}
+    ops = {v["op"] for v in program.values.values()} | {getattr(s, "op", None) for s in program.steps}
     assert not ops & {"convolution", "reduce_window"}, ops
     assert "dot_general" in ops

@@ -1,4 +1,4 @@
-"""ROW kernels (compiler/row_fusion.py): row normalizations compile to one kernel on the
+"""ROW kernels (compiler/planning/row_fusion.py): row normalizations compile to one kernel on the
 CPU and match the interpreter, over several outer and inner shapes, dtypes, values that
 leave per row and per element, several phases, and the row-sized scratch buffers."""
 from __future__ import annotations
@@ -8,15 +8,15 @@ import pytest
 
 import lazyarray as la
 import lazyarray.nn.functional as F
-from lazyarray.compiler import builders as A
+from lazyarray.compiler.graph import builders as A
 from lazyarray.compiler.codegen import nvptx, ptxas, stream_stores
 from lazyarray.compiler.primitive import apply
 from lazyarray.compiler.passes.pipeline import compile_plan
-from lazyarray.compiler.plan import LOOP, ROW
-from lazyarray.compiler.row_fusion import (MAX_ROW_BYTES, reused_across_passes,
-                                           row_schedule)
-from lazyarray.compiler.trace import capture
-from lazyarray.devices.cpu import CPUDevice
+from lazyarray.compiler.planning.plan import LOOP, ROW
+from lazyarray.compiler.planning.row_fusion import (MAX_ROW_BYTES, reused_across_passes,
+                                                    row_schedule)
+from lazyarray.compiler.graph.trace import capture
+from lazyarray.devices.cpu.cpu import CPUDevice
 from lazyarray.devices.interpreter import InterpretedExecutable
 from lazyarray.lift import lift
 
@@ -246,8 +246,8 @@ def test_streamed_rows_at_every_alignment_of_the_output(stream_all):
     x = _t(rows, n)
     module = capture([_softmax(x)._node]).module("m")
     exe = _CPU.compile(module)
-    (step,) = [s for s in exe.steps if "fn" in s]
-    fn = exe._fns[step["fn"]]
+    (step,) = [s for s in exe.steps if hasattr(s, "fn")]
+    fn = exe._fns[step.fn]
     src = np.ascontiguousarray(np.asarray(x))
     want = InterpretedExecutable(module).run([src])[0]
     out_pos = exe.outputs[0]
@@ -255,7 +255,7 @@ def test_streamed_rows_at_every_alignment_of_the_output(stream_all):
         raw = np.full(rows * n * 4 + 192, 0xAB, np.uint8)
         skip = (-raw.ctypes.data) % 64 + offset
         out = raw[skip:skip + rows * n * 4].view(np.float32).reshape(rows, n)
-        ptrs = [out.ctypes.data if p == out_pos else src.ctypes.data for p in step["args"]]
+        ptrs = [out.ctypes.data if p == out_pos else src.ctypes.data for p in step.args]
         fn(*ptrs, 0, rows)
         np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-7)
         assert (raw[:skip] == 0xAB).all() and (raw[skip + rows * n * 4:] == 0xAB).all()

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.trace import capture
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.graph.trace import capture
 from lazyarray.devices.interpreter import InterpreterDevice
 from lazyarray.tools import run_hlo
 

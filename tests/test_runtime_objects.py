@@ -10,10 +10,10 @@ import sys
 import pytest
 
 import lazyarray as la  # noqa: F401  (the CPU device sets the cache hook)
-from lazyarray.compiler.driver import runtime_code
-from lazyarray.devices import runtime_objects as R
+from lazyarray.devices.cpu.runtime_objects import runtime_code
+from lazyarray.devices.cpu import runtime_objects as R
 from lazyarray.devices.compile_cache import DiskCache
-from lazyarray.devices.object_code import LoadedCode
+from lazyarray.devices.cpu.object_code import LoadedCode
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_without_a_cache_nothing_is_stored(monkeypatch):
 
 _CHILD = """
 import numpy as np, lazyarray as la
-from lazyarray.devices import runtime_objects as R
+from lazyarray.devices.cpu import runtime_objects as R
 a = la.asarray(np.arange(1 << 16, dtype=np.float32))
 b = la.asarray(np.ones((64, 64), np.float32))
 print(float((a * 2 + 1).sum()), float((b @ b).sum()), R.STATS["hits"], R.STATS["misses"])

@@ -18,25 +18,25 @@ from lazyarray.devices import compile_cache
 # the compiler's passes and code generators, the devices' modules (CPU, CUDA: the
 # CUDA libraries), SciPy, and the rarely used parts of the frontend
 NOT_ON_IMPORT = ("llvmlite.binding", "lazyarray.compiler.driver",
-                 "lazyarray.compiler.passes.pipeline", "lazyarray.compiler.fusion",
-                 "lazyarray.compiler.codegen.cpu_kernels", "lazyarray.devices.cpu",
-                 "lazyarray.devices.cuda", "lazyarray.devices.cuda_blas",
-                 "lazyarray.devices.cuda_link", "lazyarray.devices.cuda_fake",
-                 "lazyarray.devices.native_pool", "cuda", "cuda.bindings", "nvmath", "scipy",
+                 "lazyarray.compiler.passes.pipeline", "lazyarray.compiler.planning.fusion",
+                 "lazyarray.compiler.codegen.cpu_kernels", "lazyarray.devices.cpu.cpu",
+                 "lazyarray.devices.cuda.cuda", "lazyarray.devices.cuda.cuda_blas",
+                 "lazyarray.devices.cuda.cuda_link", "lazyarray.devices.stand_ins.cuda_fake",
+                 "lazyarray.devices.cpu.native_pool", "cuda", "cuda.bindings", "nvmath", "scipy",
                  "lazyarray.nn", "lazyarray.optim", "lazyarray.profiler", "lazyarray.aot",
                  "lazyarray.distributed", "lazyarray.control_flow", "lazyarray.amp",
                  "lazyarray.cuda", "concurrent.futures",
                  "importlib.metadata")
 
 # what a cache hit must not load: all of the compiler's work
-NOT_ON_HIT = ("lazyarray.compiler.passes.pipeline", "lazyarray.compiler.fusion",
+NOT_ON_HIT = ("lazyarray.compiler.passes.pipeline", "lazyarray.compiler.planning.fusion",
               "lazyarray.compiler.codegen.cpu_kernels", "lazyarray.compiler.codegen.elemental",
               "importlib.metadata")
 
 PROGRAM = """
 import json, sys
 import lazyarray as la
-from lazyarray.devices import runtime_objects
+from lazyarray.devices.cpu import runtime_objects
 x = la.arange(4096, dtype=la.float32)
 value = float((x * 2 + 1).sum())
 m = la.debug.metrics()
@@ -111,7 +111,7 @@ class _FakeLinker:
 def test_a_cached_cubin_loads_without_nvjitlink(tmp_path, monkeypatch):
     """A new process finds the cubin in the compile cache without loading (or even
     having) nvJitLink; a miss links once and stores it."""
-    from lazyarray.devices import cuda_link
+    from lazyarray.devices.cuda import cuda_link
     links: list = []
 
     def link(ptx: str, arch: str) -> bytes:
@@ -139,7 +139,7 @@ def test_a_cached_cubin_loads_without_nvjitlink(tmp_path, monkeypatch):
 
 def test_cubins_are_trusted_only_as_the_compile_cache_is(tmp_path, monkeypatch):
     """A cubin is code the GPU runs: one in a folder others may write is never loaded."""
-    from lazyarray.devices import cuda_link
+    from lazyarray.devices.cuda import cuda_link
     monkeypatch.setattr(cuda_link, "nvjitlink", lambda: _FakeLinker)
     monkeypatch.setattr(cuda_link, "link_cubin", lambda ptx, arch: b"\x7fELF" + ptx.encode())
     monkeypatch.setattr(cuda_link, "_CUBINS", {})
@@ -177,3 +177,33 @@ def test_the_source_fingerprint_follows_every_write(tmp_path):
     code.rename(tmp_path / "pkg" / "c.py")
     assert compile_cache.source_fingerprint(str(tmp_path)) != second
     assert compile_cache.compiler_fingerprint() == compile_cache.compiler_fingerprint()
+
+
+BUILT = """
+import json
+import numpy as np
+import lazyarray as la
+from lazyarray.devices.cpu import native_gemm, runtime_objects as R
+built = []
+plain = R.runtime_code
+def counting(name, *shape):
+    built.append([name, *shape])
+    return plain(name, *shape)
+R.runtime_code = counting
+a = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) / 4096
+value = (la.asarray(a) @ la.asarray(a)).numpy()
+assert np.allclose(value, a @ a, rtol=1e-5)
+print(json.dumps({"built": built, "native": native_gemm.available()}))
+"""
+
+
+def test_a_first_product_builds_only_the_tile_function_it_uses(tmp_path):
+    """With an empty cache, a float32 64x64 product (one CBLAS call a tile) builds the
+    runtime's pool and that one tile function: not the five others (all six in one
+    module were ~1 s of LLVM at a first training step)."""
+    out = json.loads(_python(BUILT, LAZYARRAY_CACHE_DIR=str(tmp_path)))
+    if not out["native"]:
+        pytest.skip("NumPy's BLAS is not the ILP64 OpenBLAS: products take NumPy's path")
+    gemm = [b for b in out["built"] if b[0] == "gemm_tiles"]
+    from lazyarray.devices.cpu.native_gemm import IR
+    assert gemm == [["gemm_tiles", IR.GEMM_KIND_BLAS, 4]]

@@ -1,5 +1,5 @@
 """Steps of a program's native job that need no barrier after them
-(devices/step_barriers.py): a step follows without one only when it touches no memory
+(devices/cpu/step_barriers.py): a step follows without one only when it touches no memory
 written since the last barrier and writes none read since; memory is compared by slot (a
 dead value's reused memory, an in-place output's parameter), and a training step run so
 gives the interpreter's parameters at 1 and 2 threads."""
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.devices import native_gemm, native_program, step_barriers
-from lazyarray.devices import native_pool as NP
+from lazyarray.compiler.program import LibraryStep, LoopStep
+from lazyarray.devices.cpu import native_gemm, native_program, step_barriers
+from lazyarray.devices.cpu import native_pool as NP
 
 from native_training import made_programs, train_mlp
 
@@ -24,9 +25,9 @@ def _exe(steps: list, slot_of: dict = None, params: list = (0, 1, 2), aliases: l
                                  _const_arrays={}, _aliases=list(aliases))
 
 
-def _loop(*args: int) -> dict:
+def _loop(*args: int) -> LoopStep:
     """A loop step writing args[0] from the rest."""
-    return {"type": "loop", "args": list(args)}
+    return LoopStep(fn="f", args=list(args), extent=1, work=1)
 
 
 def _free(exe, go_on: set = frozenset(), own: set = frozenset()) -> list:
@@ -68,7 +69,7 @@ def test_a_step_waits_for_every_task_since_the_last_barrier() -> None:
 
 
 def test_no_step_is_chained_into_a_pair_of_products_side_by_side() -> None:
-    prod = lambda a, b, out: {"type": "library", "call": "gemm", "operands": [a, b], "pos": out}
+    prod = lambda a, b, out: LibraryStep(call="gemm", op="dot_general", operands=[a, b], pos=out)  # noqa: E731
     steps = [_loop(10, 0), prod(1, 2, 11), prod(2, 1, 12), _loop(13, 0)]
     exe = _exe(steps, {10: 0, 11: 1, 12: 2, 13: 3})
     assert _free(exe, go_on={id(steps[1])}) == [2]    # after the pair: free of both

@@ -1,5 +1,5 @@
 """A loop's sync skips the capture when its graph matches the last one synced at the same
-line (`compiler/trace.py` Template): the template must accept exactly the graphs whose
+line (`compiler/graph/trace.py` Template): the template must accept exactly the graphs whose
 capture key is its own, so that no graph runs another's program. Checked on random graphs
 against the keys themselves, and end to end on what a wrong hit would get wrong: scalars,
 kept constants, shapes, dtypes, shared operands, nodes computed since they were recorded,
@@ -19,9 +19,9 @@ import pytest
 
 import lazyarray as la
 from lazyarray import runtime
-from lazyarray.compiler import dtypes as D
-from lazyarray.compiler.node import Node, kept_constant, parameter_leaf, scalar_leaf
-from lazyarray.compiler.trace import Template, capture, donation_safe
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.graph.node import Node, kept_constant, parameter_leaf, scalar_leaf
+from lazyarray.compiler.graph.trace import Template, capture, donation_safe
 
 from interrupting import Interrupted
 
@@ -395,8 +395,9 @@ def _adam_steps(donate: bool, steps: int, view_at: int = -1) -> tuple:
                 seen = None if view is None else view.copy()
                 with la.GradientTape() as tape:
                     loss = la.nn.functional.cross_entropy(model(x), y)
-                opt.apply_gradients(tape.gradient(loss, model.parameters()))
                 before = la.debug.metrics().donated_buffers
+                # the step ends at apply_gradients (its sync donates); the loss is read
+                opt.apply_gradients(tape.gradient(loss, model.parameters()))
                 losses.append(loss.item())
                 donated.append(la.debug.metrics().donated_buffers - before)
                 captured.append(len(calls))
@@ -440,7 +441,8 @@ def test_a_node_kept_out_of_pending_stops_a_donating_hit(counted_captures) -> No
     inside the step's graph and reads the old parameter: a hit must not donate that
     parameter, or the tensor could never be computed; the template refuses, the sync
     captures and drops the donation, and the tensor is computed later."""
-    with la.config.override(device="cpu", donate=True):
+    # steps left pending until la.sync(), so that the pending list can be edited between
+    with la.config.override(device="cpu", donate=True, step_sync=False):
         start = np.arange(8, dtype=np.float32)
         p = la.asarray(start)
         opt = la.optim.SGD([p], lr=0.25)

@@ -48,10 +48,16 @@ def test_dim_keepdim_wherever_axis_keepdims_are_taken():
         la.mean(x, axis=0, dim=1)
 
 
-def test_positional_and_axis_mean_numpy_dim_means_pytorch():
+def test_axis_means_numpy_dim_and_positional_mean_pytorch():
+    """Tensor methods the array API lacks are PyTorch's: a positional dim is PyTorch's
+    (`_, pred = out.max(1)`); NumPy's keywords keep NumPy's meaning."""
     x = la.asarray(np.array([[1.0, 5.0], [3.0, 2.0]], np.float32))
-    np.testing.assert_allclose(x.max(1).numpy(), [5, 3])                # NumPy: values
-    np.testing.assert_allclose(x.max(axis=1).numpy(), [5, 3])
+    values, indices = x.max(1)                                          # PyTorch: a pair
+    np.testing.assert_allclose(values.numpy(), [5, 3])
+    np.testing.assert_array_equal(indices.numpy(), [1, 0])
+    np.testing.assert_allclose(x.max(axis=1).numpy(), [5, 3])           # NumPy: values
+    np.testing.assert_allclose(x.var(0).numpy(), [2.0, 4.5])            # PyTorch: n - 1
+    np.testing.assert_allclose(x.var().numpy(), np.var(x.numpy(), ddof=1), rtol=1e-6)
     values, indices = x.max(dim=1)                                      # PyTorch: a pair
     np.testing.assert_allclose(values.numpy(), [5, 3])
     np.testing.assert_array_equal(indices.numpy(), [1, 0])

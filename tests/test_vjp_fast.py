@@ -1,6 +1,6 @@
 """The fast paths of recording a training step build exactly the graph of the general way.
 
-- compiler/builders.py makes same-type elementwise nodes (and broadcasts of constants)
+- compiler/graph/builders.py makes same-type elementwise nodes (and broadcasts of constants)
   directly instead of through `apply`: each must equal what `apply` records;
 - partial vjps (`Primitive.vjp_partial`: maximum, minimum, dot_general) skip cotangents
   the walk does not need: the ones it needs equal the full vjp's, and gradients through
@@ -15,8 +15,10 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler import autodiff, builders as A, dtypes as D, vjp_templates
-from lazyarray.compiler.node import parameter_leaf
+from lazyarray.compiler.transforms import autodiff, vjp_templates
+from lazyarray.compiler.graph import builders as A
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.graph.node import parameter_leaf
 from lazyarray.compiler.primitive import PRIMITIVES, apply
 
 from gradcheck import check_direction, check_full
@@ -138,7 +140,7 @@ def test_relu_tie_splits_gradient_through_partial_vjp():
     np.testing.assert_allclose(gz.numpy(), [0.5, 1.0, 0.5])
 
 
-# ---- remembered vjps (compiler/vjp_templates.py) -----------------------------------------
+# ---- remembered vjps (compiler/transforms/vjp_templates.py) -----------------------------------------
 
 def _cases():
     f, d = D.float32, D.float64

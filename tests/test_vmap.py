@@ -7,7 +7,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray.compiler import PRIMITIVES
-from lazyarray.compiler.batching import LOOP_OVER_BATCH
+from lazyarray.compiler.transforms.batching import LOOP_OVER_BATCH
 from lazyarray.compiler.primitive import LEAF, apply
 from lazyarray.tensor import Tensor
 

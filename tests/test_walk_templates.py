@@ -1,4 +1,4 @@
-"""Remembered backward passes (compiler/walk_templates.py): a gradient whose forward graph
+"""Remembered backward passes (compiler/transforms/walk_templates.py): a gradient whose forward graph
 has the structure of an earlier one copies that walk's backward graph. The copy must be
 the graph the walk itself builds, for every graph the template accepts; any other graph
 is walked. Each case compares, node for node, a gradient taken through the template with
@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 import lazyarray as la
-from lazyarray.compiler import autodiff, builders as A, dtypes as D, walk_templates
-from lazyarray.compiler.node import kept_constant
+from lazyarray.compiler.transforms import autodiff, walk_templates
+from lazyarray.compiler.graph import builders as A
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.graph.node import kept_constant
 from lazyarray.compiler.primitive import apply
 
 import graph_compare

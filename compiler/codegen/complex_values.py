@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .. import dtypes as D
+from ..hlo import dtypes as D
 from .llvm_types import Value, compute_type
 
 

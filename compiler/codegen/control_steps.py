@@ -17,19 +17,22 @@ Steps (plain JSON-able dicts, like every step; compiler/program.py):
   branches and runs that one on the operands.
 
 A program is {"meta": Program.to_cache()'s dict, "code": base64 of its code}; a device
-rebuilds it with `compiler.program.sub_program`, and runs the step with
-`run_while` / `branch_index` there. The loop runs on the host, which launches the
-sub-programs' kernels (XLA's GPU backend drives a `while` the same way).
+rebuilds it with `compiler.program.sub_program`. The CPU runs the step in native code
+(devices/cpu/native_control.py: the sub-programs' jobs under a control runner, no Python
+per iteration) and an AOT library as C loops and branches (devices/cpu/aot.py); where
+those do not apply (a sub-program with a host call, a profile timing each kernel, the
+CUDA device) `run_while` / `branch_index` drive it from the host (XLA's GPU backend
+drives a `while` the same way).
 """
 from __future__ import annotations
 
 import base64
 from typing import Callable
 
-from ..module import Instruction, Module
-from ..plan import ExecutionPlan, Kernel
+from ..hlo.module import Instruction, Module
+from ..planning.plan import ExecutionPlan, Kernel
 from ..primitive import CONTROL, PRIMITIVES
-from ..program import Program
+from ..program import ConditionalStep, Program, Step, WhileStep
 
 
 def is_control(plan: ExecutionPlan, kern: Kernel) -> bool:
@@ -54,7 +57,7 @@ def varying(body: Module) -> list:
 
 
 def control_step(plan: ExecutionPlan, kern: Kernel, compile_sub: Callable[[Module], Program]
-                 ) -> dict:
+                 ) -> Step:
     """The step of control kernel `kern`; `compile_sub` compiles a sub-computation for
     the plan's target."""
     m = plan.module
@@ -62,20 +65,18 @@ def control_step(plan: ExecutionPlan, kern: Kernel, compile_sub: Callable[[Modul
     ins = m.instructions[pos]
     outputs = [[p, int(m.instructions[p].attrs["index"])] for p in kern.members[1:]
                if p in kern.outputs]
-    step: dict = {"type": ins.op, "kernel": kern.name, "operands": list(ins.operands),
-                  "outputs": outputs}
     if ins.op == "while":
         body = ins.attrs["body"]
         vary = varying(body)
-        step["varying"] = vary
         cond = ins.attrs["cond"]
-        step["cond"] = _program_data(compile_sub(_renamed(cond, "cond")))
-        step["body"] = _program_data(compile_sub(body_then_cond(body, cond, vary))) \
-            if vary else None
-    else:
-        step["branches"] = [_program_data(compile_sub(_renamed(b, f"branch{k}")))
-                            for k, b in enumerate(ins.attrs["branches"])]
-    return step
+        return WhileStep(
+            kernel=kern.name, operands=list(ins.operands), outputs=outputs, varying=vary,
+            cond=_program_data(compile_sub(_renamed(cond, "cond"))),
+            body=_program_data(compile_sub(body_then_cond(body, cond, vary))) if vary else None)
+    return ConditionalStep(
+        kernel=kern.name, operands=list(ins.operands), outputs=outputs,
+        branches=[_program_data(compile_sub(_renamed(b, f"branch{k}")))
+                  for k, b in enumerate(ins.attrs["branches"])])
 
 
 def body_then_cond(body: Module, cond: Module, vary: list) -> Module:
@@ -98,7 +99,7 @@ def _renamed(module: Module, name: str) -> Module:
     return Module(name, module.instructions, module.outputs)
 
 
-def step_positions(step: dict) -> list:
+def step_positions(step: Step) -> list:
     """The module positions a control step reads and writes (for the Program's value
     table)."""
-    return list(step["operands"]) + [p for p, _ in step["outputs"]]
+    return list(step.operands) + [p for p, _ in step.outputs]

@@ -34,10 +34,11 @@ import llvmlite.ir as ir
 
 from ..primitive import PRIMITIVES, Loop
 from ..primitives.reduction import identity, reducer_of
-from .. import dtypes as D
-from ..module import Module
-from ..plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
-from ..row_fusion import outer_shape, reused_across_passes, row_schedule
+from ..hlo import dtypes as D
+from ..hlo.module import Module
+from ..planning.plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
+from ..planning.row_fusion import MAX_ROW_BYTES, outer_shape, reused_across_passes, row_schedule
+from ..program import LibraryStep, LoopStep, PartialStep
 from .elemental import ElementalEmitter
 from .control_steps import is_control
 from .library_calls import library_step, opaque_loops
@@ -51,13 +52,22 @@ from . import row_division
 from . import stream_stores
 from .row_division import row_divisions
 from .math_table import CPU_MATH, MathTable
-from ..shapes import num_elements
+from ..hlo.shapes import num_elements
 
 _SHAREABLE = (LOOP, REDUCTION, ROW)     # kernels whose functions equal kernels share
 
 def accumulator_dtype(dtype: D.DType) -> D.DType:
     """Half floats accumulate in float32, as the references do."""
     return D.float32 if dtype in HALF else dtype
+
+
+def full_accumulator(kind: str, dtype: D.DType) -> D.DType:
+    """The accumulator of a full reduction (and of rows, see `wide_row_sums`): a float32
+    (or half) sum carries float64. Carried in float32 through millions of elements, a sum stops growing
+    (mean of 2**28 ones was 0.984375; a mean of sixteen 1e20 was an ulp off, so their
+    variance 3.1e26) where NumPy's pairwise sum is exact; the loads stay float32."""
+    acc = accumulator_dtype(dtype)
+    return D.float64 if kind == "sum" and acc is D.float32 else acc
 
 
 class CPUCodegen:
@@ -74,6 +84,7 @@ class CPUCodegen:
         self.llmod = ir.Module(name=name)
         self.steps: list = []
         self._count = 0
+        self.prefix = ""            # of every function's name (a library's sub-programs)
         self._made: dict = {}       # kernel key -> (kernel, its positions, its steps)
         self.shared = 0             # kernels that call an earlier kernel's function
         self.control: Any = None    # kernel -> its control step (control_steps.py), or None
@@ -106,9 +117,9 @@ class CPUCodegen:
         largest work of the steps that call it."""
         work: dict = {}
         for s in self.steps:
-            if "fn" in s:
-                n = int(s["extent"]) * max(1, int(s["work"]))
-                work[s["fn"]] = max(work.get(s["fn"], 0), n)
+            if isinstance(s, (LoopStep, PartialStep)):
+                n = int(s.extent) * max(1, int(s.work))
+                work[s.fn] = max(work.get(s.fn, 0), n)
         for name, n in work.items():
             tier = llvm_target.opt_tier(n)
             fn = self.llmod.get_global(name)
@@ -139,7 +150,7 @@ class CPUCodegen:
             else:
                 self.steps.append(host)
 
-    def _lapack(self, kern: Kernel, pos: int, host: dict) -> dict:
+    def _lapack(self, kern: Kernel, pos: int, host: LibraryStep) -> LoopStep:
         """A decomposition as a function calling LAPACK for each matrix of its range;
         the step keeps its library call as the device's fallback ("host")."""
         operands = list(self.ins[pos].operands)
@@ -147,8 +158,7 @@ class CPUCodegen:
         info = lapack_kernels.lapack_step(self.ins[pos], [self.ins[o] for o in operands], name,
                                           self.llmod, e.b, ptr_of[pos],
                                           [ptr_of[o] for o in operands], start, end)
-        return {"type": "loop", "kernel": kern.name, "fn": name, "args": args, **info,
-                "host": host}
+        return LoopStep(kernel=kern.name, fn=name, args=args, **info, host=host)
 
     def _loops(self, kern: Kernel, outputs: list) -> None:
         by_shape: dict = {}
@@ -173,7 +183,7 @@ class CPUCodegen:
                 args.append(pos)
         fnty = ir.FunctionType(ir.VoidType(), [PTR] * len(args) + [I64, I64] + [PTR] * partials
                                + [I64] * counts)
-        name = f"{_ident(kern.name)}_{self._count}"
+        name = f"{self.prefix}{_ident(kern.name)}_{self._count}"
         self._count += 1
         fn = ir.Function(self.llmod, fnty, name)
         fn.attributes.add("nounwind")
@@ -204,7 +214,7 @@ class CPUCodegen:
 
         def element(index: list) -> None:
             # every value before any store: an output may share its pointer with an input
-            # it overwrites in place (compiler/buffer_assignment.py)
+            # it overwrites in place (compiler/planning/buffer_assignment.py)
             values = [e.at(pos, index) for pos in sources]
             for pos, value in zip(outputs, values):
                 e.store(ptr_of[pos], shape, value, index)
@@ -214,8 +224,8 @@ class CPUCodegen:
         else:
             nest(e, shape, start, end, element)
         e.b.ret_void()
-        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": extent(shape), "work": _inner_work(shape)})
+        self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
+                                   extent=extent(shape), work=_inner_work(shape)))
 
     def _loop_space(self, kern: Kernel, shape: tuple, outputs: list) -> tuple:
         """(loop shape, the value each output stores). A kernel whose one output is a
@@ -266,14 +276,14 @@ class CPUCodegen:
         pointers = [ptr_of[o] for o in operands]
         nest(e, loop.space, start, end, lambda index: loop.body(e, ptr_of[pos], pointers, index))
         e.b.ret_void()
-        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": extent(loop.space), "work": _inner_work(loop.space),
-                           "serial": outer_dim(loop.space) in loop.ordered})
+        self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
+                                   extent=extent(loop.space), work=_inner_work(loop.space),
+                                   serial=outer_dim(loop.space) in loop.ordered))
 
     # ---- reductions -------------------------------------------------------------------
 
     def _reduction(self, kern: Kernel) -> None:
-        """The kernel's ReductionPlan (compiler/reduction_plan.py) in CPU loops: rows in
+        """The kernel's ReductionPlan (compiler/planning/reduction_plan.py) in CPU loops: rows in
         registers, one element per result; an arg-reduction down columns in one pass in
         memory order; column, full and generic reductions in two phases (per-chunk
         partials, then their combination and the epilogue)."""
@@ -319,14 +329,14 @@ class CPUCodegen:
         nest(e, shape, start, end, element)
         e.b.ret_void()
         kind = reducer_of(ins).kind
-        self.steps.append({
-            "type": "partial", "kernel": kern.name, "fn": name, "args": args,
-            "extent": extent(shape), "work": _inner_work(shape), "per_chunk": False,
-            "serial": outer_dim(shape) == axis,
-            "roots": [{"pos": None, "kind": kind, "acc": acc.name, "dtype": acc.name,
-                       "init": _plain(identity(kind, acc)), "shape": list(out_shape)},
-                      {"pos": root, "kind": "index", "acc": "int64", "init": 0,
-                       "dtype": ins.dtype.name, "shape": list(out_shape)}]})
+        self.steps.append(PartialStep(
+            kernel=kern.name, fn=name, args=args,
+            extent=extent(shape), work=_inner_work(shape), per_chunk=False,
+            serial=outer_dim(shape) == axis,
+            roots=[{"pos": None, "kind": kind, "acc": acc.name, "dtype": acc.name,
+                    "init": _plain(identity(kind, acc)), "shape": list(out_shape)},
+                   {"pos": root, "kind": "index", "acc": "int64", "init": 0,
+                    "dtype": ins.dtype.name, "shape": list(out_shape)}]))
 
     def _row_reduction(self, kern: Kernel, roots: list, late: list, shape: tuple,
                        axes: tuple, side: list) -> None:
@@ -347,14 +357,13 @@ class CPUCodegen:
 
         nest(e, out_shape, start, end, element)
         e.b.ret_void()
-        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": extent(out_shape),
-                           "work": _inner_work(shape)})
+        self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
+                                   extent=extent(out_shape), work=_inner_work(shape)))
 
     def _row_kernel(self, kern: Kernel) -> None:
         """One function: for each row of [start, end), one pass over the row per phase
         (its reductions in registers), the row values, then a pass writing the outputs
-        of the row space (compiler/row_fusion.py)."""
+        of the row space (compiler/planning/row_fusion.py)."""
         first = next(p for p in kern.members if reducer_of(self.ins[p]) is not None)
         space = (self.ins[self.ins[first].operands[0]].shape,
                  tuple(self.ins[first].attrs["axes"]))
@@ -419,8 +428,8 @@ class CPUCodegen:
         if streamed:
             stream_stores.fence(e.b, e.llmod)
         e.b.ret_void()
-        self.steps.append({"type": "loop", "kernel": kern.name, "fn": name, "args": args,
-                           "extent": extent(rows), "work": _inner_work(shape)})
+        self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
+                                   extent=extent(rows), work=_inner_work(shape)))
 
     def _streamed_rows(self, e: ElementalEmitter, wide: list, length: int) -> dict:
         """Row buffers (output position -> a 64-byte aligned buffer of one row, on the
@@ -460,9 +469,11 @@ class CPUCodegen:
         per_chunk = outer_dim(shape) in axes
         name, args, e, ptr_of, start, end, partials = self._begin(
             kern, self._reads(kern), [], partials=len(roots))
-        finish, finish_args = self._finish_partials(kern, roots, late, out_shape)
         kinds = [self.ins[p].attrs["kind"] for p in roots]
-        accs = [accumulator_dtype(self.ins[p].dtype) for p in roots]
+        full = all(n == 1 for n in out_shape)
+        accs = [full_accumulator(k, self.ins[p].dtype) if full else
+                accumulator_dtype(self.ins[p].dtype) for k, p in zip(kinds, roots)]
+        finish, finish_args = self._finish_partials(kern, roots, late, out_shape, accs)
         srcs = [self.ins[p].operands[0] for p in roots]
         if all(n == 1 for n in out_shape):
             # a full reduction: registers through the whole chunk, one store at the end
@@ -486,17 +497,18 @@ class CPUCodegen:
                     e.store(ptr, out_shape, e.combine(kind, old, Value(v.ir, acc)), out_index)
             nest(e, shape, start, end, element)
         e.b.ret_void()
-        self.steps.append({
-            "type": "partial", "kernel": kern.name, "fn": name, "args": args,
-            "extent": extent(shape), "work": _inner_work(shape), "per_chunk": per_chunk,
+        self.steps.append(PartialStep(
+            kernel=kern.name, fn=name, args=args,
+            extent=extent(shape), work=_inner_work(shape), per_chunk=per_chunk,
             # a full reduction's chunk stores its partial whole: nothing to reset before
-            "partials_stored": all(n == 1 for n in out_shape),
-            "finish": finish, "finish_args": finish_args, "finish_extent": extent(out_shape),
-            "roots": [{"pos": p, "kind": k, "acc": a.name, "dtype": self.ins[p].dtype.name,
-                       "init": _plain(identity(k, a)), "shape": list(out_shape)}
-                      for p, k, a in zip(roots, kinds, accs)]})
+            partials_stored=all(n == 1 for n in out_shape),
+            finish=finish, finish_args=finish_args, finish_extent=extent(out_shape),
+            roots=[{"pos": p, "kind": k, "acc": a.name, "dtype": self.ins[p].dtype.name,
+                    "init": _plain(identity(k, a)), "shape": list(out_shape)}
+                   for p, k, a in zip(roots, kinds, accs)]))
 
-    def _finish_partials(self, kern: Kernel, roots: list, late: list, out_shape: tuple) -> tuple:
+    def _finish_partials(self, kern: Kernel, roots: list, late: list, out_shape: tuple,
+                         accs: list) -> tuple:
         """The second phase of a partial reduction, in the same kernel: for each output
         index, combine the chunks' partials in chunk order, then write the reductions and
         the epilogue there. Arguments: its buffers (the outputs, and what the epilogue
@@ -507,7 +519,6 @@ class CPUCodegen:
         partials, chunks = rest[:-1], rest[-1]
         size = num_elements(out_shape)
         kinds = [self.ins[p].attrs["kind"] for p in roots]
-        accs = [accumulator_dtype(self.ins[p].dtype) for p in roots]
 
         def element(index: list) -> None:
             lin = e.linear(out_shape, index)
@@ -521,6 +532,7 @@ class CPUCodegen:
             finals = counted_loop(e.b, const(0), chunks, inits, chunk, name="chunk",
                                   interleave=False)
             for p, v in zip(roots, finals):
+                v = narrow(e, v, self.ins[p].dtype)
                 e.remember(p, index, e.round(Value(v, self.ins[p].dtype)))
             for pos in late:
                 own = _index_for(e, self.ins[pos].shape, out_shape, index)
@@ -702,7 +714,10 @@ def reduce_together(e: ElementalEmitter, roots: list, shape: tuple, axes: tuple,
     `stores` (pointer, position) are written at every index the loop passes, and
     `visit(index)` is called there first."""
     ins = e.module.instructions
-    accs = [Accumulator(ins[p].attrs["kind"], accumulator_dtype(ins[p].dtype)) for p in roots]
+    wide = wide_row_sums(shape, axes)
+    accs = [Accumulator(ins[p].attrs["kind"],
+                        full_accumulator(ins[p].attrs["kind"], ins[p].dtype) if wide
+                        else accumulator_dtype(ins[p].dtype)) for p in roots]
     srcs = [ins[p].operands[0] for p in roots]
     kept = iter(out_index)
     full: list = [None if d in axes else next(kept) for d in range(len(shape))]
@@ -728,8 +743,25 @@ def reduce_together(e: ElementalEmitter, roots: list, shape: tuple, axes: tuple,
         return counted_loop(e.b, const(0), const(shape[axes[k]]), carried, step, name=f"r{k}")
 
     finals = unflatten(accs, level(0, flat_inits(e, accs)))
-    return {p: e.round(Value(acc.result(e, c).ir, ins[p].dtype))
+    return {p: e.round(Value(narrow(e, acc.result(e, c).ir, ins[p].dtype), ins[p].dtype))
             for p, acc, c in zip(roots, accs, finals)}
+
+
+def wide_row_sums(shape: tuple, axes: tuple) -> bool:
+    """Whether sums over rows carry float64 (`full_accumulator`): where the loop is not
+    vectorized (one accumulator through the whole row: its add's latency bounds the loop
+    in either width), and where a row is longer than a row kernel's (bound by memory).
+    A vectorized row that fits in cache keeps float32: LLVM's 32 lanes leave each lane
+    at most 512 of a row kernel's 16,384 elements, and float64 there cost softmax ~20%."""
+    row = num_elements(tuple(shape[a] for a in axes))
+    return llvm_target.opt_tier(num_elements(shape)) < 2 or row * 4 > MAX_ROW_BYTES
+
+
+def narrow(e: ElementalEmitter, v: ir.Value, dtype: D.DType) -> ir.Value:
+    """A float32 (or half) sum carried in float64 (`full_accumulator`), back to float32."""
+    if v.type == ir.DoubleType() and dtype is not D.float64 and dtype.is_float:
+        return e.b.fptrunc(v, ir.FloatType())
+    return v
 
 
 def accumulate_registers(e: ElementalEmitter, srcs: list, kinds: list, inits: list,
@@ -792,13 +824,16 @@ def _ident(name: str) -> str:
 
 
 def generate(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
-             progress: Any = None, control: Any = None, lapack: bool = True) -> tuple:
+             progress: Any = None, control: Any = None, lapack: bool = True,
+             prefix: str = "") -> tuple:
     """(LLVM IR text, steps) for every kernel of `plan`; `progress(stage, done, total)` is
     called as kernels are generated; `control(kernel) -> step` makes the step of a
     while/conditional kernel (compiler/codegen/control_steps.py). `lapack`: decompositions
     become generated calls of LAPACK (steps the JIT's device fills with SciPy's
-    addresses), else library steps."""
+    addresses), else library steps. `prefix`: of every function's name (the objects of a
+    library's sub-programs are linked together)."""
     gen = CPUCodegen(plan, name, math, progress, lapack)
     gen.control = control
+    gen.prefix = prefix
     llmod, steps = gen.run()
     return str(llmod), steps

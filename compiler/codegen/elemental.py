@@ -15,8 +15,8 @@ from typing import Any, Optional
 import llvmlite.ir as ir
 import numpy as np
 
-from .. import dtypes as D
-from ..module import Module
+from ..hlo import dtypes as D
+from ..hlo.module import Module
 from ..primitive import ELEMENTWISE, INDEXING, PRIMITIVES
 from ..primitives.reduction import identity, reducer_of
 from . import complex_values as cx
@@ -70,6 +70,16 @@ class ElementalEmitter:
             if hit is not None:
                 return hit[0]
         return None
+
+    def reused(self, key: tuple) -> Any:
+        """What `keep` stored under `key` where it is still valid, or None: a primitive's
+        emission shared by several nodes (the two words of one Threefry call)."""
+        return self._memo_get(key)
+
+    def keep(self, key: tuple, value: Any, alive: tuple) -> None:
+        """Store `value` for `reused` in the current scope; `alive` holds the objects
+        whose ids the key names (so that the ids stay theirs)."""
+        self.scopes[-1][key] = (value, alive)
 
     # ---- the value of a position at an index ----------------------------------------
 
@@ -741,6 +751,8 @@ class ElementalEmitter:
         if dtype.is_float:
             if ty == x.ir.type:
                 return Value(x.ir, dtype)
+            if ty == F32 and dtype is D.float16 and x.ir.type == ir.DoubleType():
+                return Value(self._round_to_odd(x.ir), dtype)
             if ty == F32:
                 return Value(bb.fptrunc(x.ir, ty), dtype)
             return Value(bb.fpext(x.ir, ty), dtype)
@@ -749,6 +761,25 @@ class ElementalEmitter:
         fsuffix = "f32" if x.ir.type == F32 else "f64"
         name = f"llvm.{kind}.sat.i{dtype.bits}.{fsuffix}"
         return Value(self.call_intrinsic(name, ty, [x.ir]), dtype)
+
+    def _round_to_odd(self, x: ir.Value) -> ir.Value:
+        """A float64 as float32 rounded to odd (toward zero, the last bit set if inexact),
+        so that rounding it on to float16 rounds once, as NumPy's direct conversion does
+        (float32 keeps 13 more bits). (bfloat16 goes through float32 as ml_dtypes, its
+        reference, does.) Plain
+        fptrunc twice rounds twice; and LLVM folds that pair into one double -> half
+        fptrunc, which x86 lowers to a call of __truncdfhf2, a symbol the JIT may not
+        resolve (a SIGSEGV in issue 33's fuzzing)."""
+        bb = self.b
+        f = bb.fptrunc(x, F32)
+        back = bb.fpext(f, x.type)
+        fabs = self.llmod.declare_intrinsic("llvm.fabs", [x.type])
+        away = bb.fcmp_ordered(">", bb.call(fabs, [back]), bb.call(fabs, [x]))
+        bits = bb.bitcast(f, I32)
+        bits = bb.select(away, bb.sub(bits, ir.Constant(I32, 1)), bits)
+        inexact = bb.fcmp_ordered("!=", back, x)
+        bits = bb.select(inexact, bb.or_(bits, ir.Constant(I32, 1)), bits)
+        return bb.bitcast(bits, F32)
 
     def bitcast(self, x: Value, dtype: D.DType) -> Value:
         bb = self.b

@@ -34,7 +34,7 @@ from typing import Any, Optional
 
 import llvmlite.ir as ir
 
-from .. import dtypes as D
+from ..hlo import dtypes as D
 from .math_table import MathTable
 
 # math name -> libdevice base name (float32 adds "f": __nv_expf; float64 uses the base)

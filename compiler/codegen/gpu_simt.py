@@ -1,5 +1,5 @@
 """The GPU kernels, built for the host CPU so that their own code can be run and checked
-without a GPU (devices/cuda_simt.py runs them; tests/test_gpu_simt.py checks them).
+without a GPU (devices/stand_ins/cuda_simt.py runs them; tests/test_gpu_simt.py checks them).
 
 The kernels are emitted by the same functions that emit PTX (nvptx.py), into a module
 marked `simt_host`; only what touches the hardware differs, at the few points that ask

@@ -12,7 +12,7 @@ from typing import Any
 
 import llvmlite.ir as ir
 
-from .. import dtypes as D
+from ..hlo import dtypes as D
 from .llvm_types import I1, Value
 from .loops import const
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..plan import ExecutionPlan, Kernel
+from ..planning.plan import ExecutionPlan, Kernel
+from ..program import step_from_data
 
 
 def kernel_key(plan: ExecutionPlan, kern: Kernel) -> tuple:
@@ -51,7 +52,7 @@ def kernel_key(plan: ExecutionPlan, kern: Kernel) -> tuple:
 
 
 def _reduction_key(kern: Kernel, local: dict) -> Any:
-    """A REDUCTION kernel's ReductionPlan (compiler/reduction_plan.py), positions local."""
+    """A REDUCTION kernel's ReductionPlan (compiler/planning/reduction_plan.py), positions local."""
     rp = getattr(kern, "reduction", None)
     if rp is None:
         return None
@@ -84,9 +85,9 @@ def translate(steps: list, old: Kernel, old_order: list, new: Kernel,
     out = []
     try:
         for s in steps:
-            if not set(s) <= _KNOWN_FIELDS:
+            t = s.to_data()
+            if not set(t) <= _KNOWN_FIELDS:
                 return None         # a field this file does not know may hold positions
-            t = dict(s)
             for field in _POSITION_LISTS:
                 if isinstance(t.get(field), list):   # (a library step's args are its call's)
                     t[field] = [pos(p) for p in t[field]]
@@ -98,7 +99,7 @@ def translate(steps: list, old: Kernel, old_order: list, new: Kernel,
                 t["roots"] = [dict(r, pos=pos(r["pos"])) for r in t["roots"]]
             if t.get("kernel", "").startswith(old.name):
                 t["kernel"] = new.name + t["kernel"][len(old.name):]
-            out.append(t)
+            out.append(step_from_data(t))
     except KeyError:
         return None
     return out

@@ -8,7 +8,7 @@ threads as it splits any loop, and a cached program of such steps runs in one na
 The routines are SciPy's `scipy.linalg.cython_lapack` C entry points: Fortran's
 conventions (every argument by pointer, matrices column-major). The code reads their
 addresses from a table in the module's data, `<fn>_lapack` (one pointer per name in the
-step's "routines"), which the device fills when it loads the code (devices/lapack.py):
+step's "routines"), which the device fills when it loads the code (devices/cpu/lapack.py):
 object code in the disk cache never holds an address of one process. Without SciPy the
 device runs the step's "host" fallback (the stanza's NumPy reference) instead.
 
@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 
 import llvmlite.ir as ir
 
-from .. import dtypes as D
+from ..hlo import dtypes as D
 from ..primitive import PRIMITIVES
 from .llvm_types import F32, F64, I8, I32, I64, PTR, storage_type
 from .loops import const, counted_loop

@@ -3,13 +3,14 @@ target: the loops an opaque op's stanza gives (`Primitive.emit`), else the libra
 it names (`Primitive.library`)."""
 from __future__ import annotations
 
-from ..module import Module
+from ..hlo.module import Module
 from typing import Optional
 
 from ..primitive import PRIMITIVES
+from ..program import LibraryStep
 
 
-def library_step(module: Module, kernel: str, pos: int) -> dict:
+def library_step(module: Module, kernel: str, pos: int) -> LibraryStep:
     """The Program step running instruction `pos` through its stanza's library call."""
     ins = module.instructions[pos]
     call = PRIMITIVES[ins.op].library
@@ -17,8 +18,9 @@ def library_step(module: Module, kernel: str, pos: int) -> dict:
         raise ValueError(f"{ins.op}: this target generates no code for it and its stanza "
                          f"names no library call")
     shapes = [module.instructions[o].shape for o in ins.operands]
-    return {"type": "library", "kernel": kernel, "call": call.name, "op": ins.op, "pos": pos,
-            "operands": list(ins.operands), "args": call.args(ins, shapes) if call.args else {}}
+    return LibraryStep(kernel=kernel, call=call.name, op=ins.op, pos=pos,
+                       operands=list(ins.operands),
+                       args=call.args(ins, shapes) if call.args else {})
 
 
 def opaque_loops(module: Module, pos: int) -> Optional[list]:

@@ -2,7 +2,7 @@
 
 One target machine per process, for the host's CPU name and features (which also key the
 disk cache). Object code is what the disk cache stores; the CPU device loads it
-(devices/object_code.py).
+(devices/cpu/object_code.py).
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import llvmlite.binding as llvm
 
-from ..interrupts import InterruptsDeferred, Section
+from .interrupts import InterruptsDeferred, Section
 
 OPT_LEVEL = 2          # -O2: vectorizes loops; -O3 costs compile time for little here
 
@@ -33,7 +33,7 @@ def opt_tier(elements: int) -> int:
 
 
 # LLVM contexts and MCJIT are not thread-safe, and llvmlite's clean-up must not be split by
-# an interrupt (compiler/interrupts.py): every use of LLVM holds this section
+# an interrupt (compiler/codegen/interrupts.py): every use of LLVM holds this section
 _LOCK = Section()
 
 
@@ -48,7 +48,7 @@ def _initialized() -> bool:
 def host() -> tuple:
     """(triple, cpu name, features): the target the code is built for."""
     _initialized()
-    with InterruptsDeferred():        # llvmlite's strings (compiler/interrupts.py)
+    with InterruptsDeferred():        # llvmlite's strings (compiler/codegen/interrupts.py)
         return llvm.get_process_triple(), llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
 
 
@@ -84,18 +84,23 @@ def parse(ir_text: str, name: str) -> Any:
     return mod
 
 
-def optimize(ir_text: str, name: str) -> Any:
-    """Parse and optimize LLVM IR text; return the optimized llvmlite module."""
+def optimize(ir_text: str, name: str, slp: bool = True) -> Any:
+    """Parse and optimize LLVM IR text; return the optimized llvmlite module. `slp`:
+    whether the SLP vectorizer runs (code written with vectors gains nothing from it)."""
     tm = target_machine()
     mod = parse(ir_text, name)
     with _LOCK:
         pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
         pto.loop_vectorization = True
-        pto.slp_vectorization = True
+        pto.slp_vectorization = slp
         # unrolling and interleaving double the code (and the compile time) of loops that
         # are bound by memory bandwidth anyway; vectorization is what matters
         pto.loop_unrolling = False
         pto.loop_interleaving = False
+        # a pass builder and pipeline per module, though llvmlite 0.50 keeps ~31 KiB of
+        # each for good (its PassBuilder's instrumentation callbacks are never freed):
+        # one shared builder collects every run's callbacks instead (measured +47 KiB a
+        # run), and a pipeline runs once (a second run aborts)
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
     return mod

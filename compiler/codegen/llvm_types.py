@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .. import dtypes as D
+from ..hlo import dtypes as D
 
 F32 = ir.FloatType()
 F64 = ir.DoubleType()

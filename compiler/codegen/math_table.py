@@ -12,7 +12,7 @@ from typing import Callable
 
 import llvmlite.ir as ir
 
-from .. import dtypes as D
+from ..hlo import dtypes as D
 from . import poly_math
 from .llvm_types import F32
 

@@ -43,7 +43,7 @@ from typing import Any, Callable
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
-from ..interrupts import Section
+from .interrupts import Section
 from . import gpu_math, gpu_simt, gpu_vector
 from .gpu_archs import PTX_VERSION, arch_of  # noqa: F401  (arch_of: re-exported)
 from .gpu_target import GpuTarget, parse_target
@@ -52,7 +52,7 @@ from ..primitive import PRIMITIVES
 from ..primitives.reduction import reducer_of
 from .index_rules import same_element
 from .loops import counted_loop
-from ..shapes import num_elements
+from ..hlo.shapes import num_elements
 
 TRIPLE = "nvptx64-nvidia-cuda"
 DATA_LAYOUT = "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64"
@@ -75,7 +75,7 @@ F64 = ir.DoubleType()
 GLOBAL = 1                  # NVPTX address space of global memory
 SHARED = 3                  # NVPTX address space of shared memory
 
-# LLVM is not thread-safe, nor llvmlite's clean-up interrupt-safe (compiler/interrupts.py);
+# LLVM is not thread-safe, nor llvmlite's clean-up interrupt-safe (compiler/codegen/interrupts.py);
 # the CPU target keeps its own section
 _LOCK = Section()
 
@@ -585,7 +585,9 @@ def emit_column_reduction(mod: ir.Module, name: str, red: Reduction, nparams: in
                                            for arr, a in zip(arrays, accs)])
         red.finish(b, args, delinearize(b, col, red.out_shape), total)
     b.ret_void()
-    grid = -(-cols // COLUMN_TILE[0])
+    # at least one block, as grid_for gives: a grid of 0 blocks (no columns: a reduction
+    # to a size-0 result) is an invalid launch; the one block's threads are all outside
+    grid = max(1, -(-cols // COLUMN_TILE[0]))
     return LaunchSpec(name, (grid, 1, 1), (COLUMN_TILE[0], COLUMN_TILE[1], 1), [])
 
 
@@ -763,7 +765,7 @@ def emit_kernels(mod: ir.Module, plan: Any, prefix: str = "", gpu: GpuTarget = N
     (LaunchSpecs, and the plan's LIBRARY/OPAQUE kernels as they are) and scratch sizes.
     `gpu` sizes the grids (default: the default GPU of DEFAULT_ARCH)."""
     gpu = gpu if gpu is not None else GpuTarget(DEFAULT_ARCH)
-    from ..plan import LOOP, OPAQUE, REDUCTION, ROW
+    from ..planning.plan import LOOP, OPAQUE, REDUCTION, ROW
     from .control_steps import is_control
     launches: list = []
     scratch: dict = {}
@@ -821,7 +823,7 @@ def _loop_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str,
     def body(b: ir.IRBuilder, args: list, index: list) -> None:
         em = _emitter(b, mod, plan, kernel, args)
         # every value before any store: an output may overwrite an input in place
-        # (compiler/buffer_assignment.py); the pointers carry no noalias
+        # (compiler/planning/buffer_assignment.py); the pointers carry no noalias
         values = [em.at(pos, index) for pos in kernel.outputs]
         for pos, value in zip(kernel.outputs, values):
             _store(em, pos, index, value)
@@ -872,7 +874,7 @@ class _ReductionCode:
     def __init__(self, mod: ir.Module, plan: Any, kernel: Any) -> None:
         self.mod, self.plan, self.kernel = mod, plan, kernel
         ins = plan.module.instructions
-        rp = kernel.reduction          # compiler/reduction_plan.py
+        rp = kernel.reduction          # compiler/planning/reduction_plan.py
         self.layout = rp.layout
         self.roots, self.shape, self.axes = list(rp.roots), rp.shape, rp.axes
         self.side, self.late = list(rp.side), list(rp.late)
@@ -978,7 +980,7 @@ class _ReductionCode:
 
 def _reduction_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str,
                       gpu: GpuTarget = None) -> tuple:
-    """The kernel shape for the reduction's layout (compiler/reduction_plan.py)."""
+    """The kernel shape for the reduction's layout (compiler/planning/reduction_plan.py)."""
     code = _ReductionCode(mod, plan, kernel)
     red = Reduction(code.shape, code.axes, code.init, code.fold, code.combine, code.finish)
     params = _params(kernel)
@@ -1000,14 +1002,14 @@ def _reduction_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str,
 
 def _row_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str,
                 gpu: GpuTarget = None) -> LaunchSpec:
-    """A team per row (compiler/row_fusion.py; a warp, or a block for long rows): each
+    """A team per row (compiler/planning/row_fusion.py; a warp, or a block for long rows): each
     phase's reductions strided over the team and combined by `Team.allreduce`, so every
     thread holds the row's results; then the row values, and the team writes the outputs
     of the row space. Rows whose last axis is a multiple of VEC go VEC elements at a
     time, the inputs read with vector loads."""
     from .llvm_types import Value, constant
     from ..primitives.reduction import identity
-    from ..row_fusion import outer_shape, row_schedule
+    from ..planning.row_fusion import outer_shape, row_schedule
     ins = plan.module.instructions
     first = next(p for p in kernel.members if reducer_of(ins[p]) is not None)
     space = (ins[ins[first].operands[0]].shape, tuple(ins[first].attrs["axes"]))

@@ -1,4 +1,4 @@
-"""float32 exp, tanh, logistic and erf as straight-line polynomial code: no calls, so loops vectorize.
+"""float32 exp, log, tanh, logistic and erf as straight-line polynomial code: no calls, so loops vectorize.
 
 LLVM lowers `llvm.exp` on x86 to one libm call per element (a vector of 16 becomes 16
 calls); these versions are plain arithmetic and selects that the loop vectorizer widens.
@@ -134,4 +134,42 @@ def erf_f32(table, e, x: ir.Value) -> ir.Value:
     return b.select(b.fcmp_ordered("<", ax, _c(0.5)), small, signed)
 
 
-FLOAT32 = {"exponential": exp_f32, "tanh": tanh_f32, "logistic": logistic_f32, "erf": erf_f32}
+# log(1 + m) ~ m - m**2/2 + m**3 P(m) on sqrt(1/2) - 1 <= m < sqrt(2) - 1 (Cephes logf's
+# minimax polynomial, highest power first; about 1 ulp over the float32 range)
+_LOG_POLY = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
+             1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
+             3.3333331174e-1)
+_SQRT_HALF = 0.707106781186547524
+_TWO_23 = 8388608.0              # 2**23: scales a subnormal input to a normal one
+
+
+def log_f32(table, e, x: ir.Value) -> ir.Value:
+    """log(x) = k ln 2 + log(1 + m): x's exponent k and mantissa 1 + m taken from its bits
+    (1 + m in [sqrt(1/2), sqrt(2)), k adjusted), ln 2 in two parts. Subnormals are scaled
+    by 2**23 first; NaN or x < 0 give NaN, +-0 gives -inf, +inf gives +inf, as libm."""
+    b = e.b
+    i32 = lambda v: ir.Constant(I32, v)
+    tiny = b.fcmp_ordered("<", x, _c(1.1754943508222875e-38))       # subnormal (or <= 0)
+    scaled = b.select(tiny, b.fmul(x, _c(_TWO_23)), x)
+    bits = b.bitcast(scaled, I32)
+    k = b.sub(b.lshr(bits, i32(23)), i32(126))                        # mantissa in [0.5, 1)
+    k = b.sub(k, b.select(tiny, i32(23), i32(0)))
+    half_m = b.bitcast(b.or_(b.and_(bits, i32(0x007FFFFF)), i32(0x3F000000)), F32)
+    low = b.fcmp_ordered("<", half_m, _c(_SQRT_HALF))
+    k = b.sub(k, b.select(low, i32(1), i32(0)))
+    m = b.fsub(b.select(low, b.fadd(half_m, half_m), half_m), _c(1.0))
+    kf = b.sitofp(k, F32)
+    z = b.fmul(m, m)
+    y = b.fmul(b.fmul(_horner(b, m, _LOG_POLY), m), z)
+    y = b.fadd(b.fmul(kf, _c(_LN2_LO), flags=_FMA), y, flags=_FMA)
+    y = b.fsub(y, b.fmul(z, _c(0.5)))
+    out = b.fadd(b.fadd(m, y), b.fmul(kf, _c(_LN2_HI), flags=_FMA), flags=_FMA)
+    inf = _c(float("inf"))
+    out = b.select(b.fcmp_ordered("==", x, inf), inf, out)
+    out = b.select(b.fcmp_ordered("==", x, _c(0.0)), _c(float("-inf")), out)
+    # x < 0 or NaN: NaN
+    return b.select(b.fcmp_unordered("<", x, _c(0.0)), _c(float("nan")), out)
+
+
+FLOAT32 = {"exponential": exp_f32, "tanh": tanh_f32, "logistic": logistic_f32, "erf": erf_f32,
+           "log": log_f32}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .. import dtypes as D
+from ..hlo import dtypes as D
 from .llvm_types import Value
 
 _FAST = ("nnan", "nsz")     # the NaN flag covers what nnan leaves undefined
@@ -33,6 +33,8 @@ class Accumulator:
         return [first, ir.Constant(_flag_type(first.type), 0)] if self.split else [first]
 
     def step(self, e, carried: list, v: Value) -> list:
+        if v.ir.type != carried[0].type and self.dtype is D.float64:
+            v = Value(e.b.fpext(v.ir, carried[0].type), self.dtype)   # a float32 sum, wide
         if not self.split:
             return [e.combine(self.kind, Value(carried[0], self.dtype), v).ir]
         b = e.b

@@ -12,7 +12,9 @@ element is that value):
 - `select(true, a, b) -> a`, `select(false, a, b) -> b`, `select(p, a, a) -> a`
 - `convert(x, dtype of x) -> x`
 - `convert(convert(x, a), b) -> convert(x, b)` when x -> a is lossless (every value of
-  x's dtype is exact in a, so converting once gives the same rounding)
+  x's dtype is exact in a, so converting once gives the same rounding), unless an integer
+  x goes through a float a to an integer b that cannot hold every x: float -> integer
+  saturates (-52 -> 0 in uint8) where integer -> integer wraps (-52 -> 204)
 - `reshape(x) -> x` to its own shape; `reshape(reshape(x)) -> reshape(x)`
 - `transpose(x, identity) -> x`; `transpose(transpose(x, p), q) -> transpose(x, p∘q)`
 - `broadcast_in_dim(x) -> x` to its own shape with identity dimensions;
@@ -35,8 +37,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from .. import dtypes as D
-from ..module import Instruction, Module
+from ..hlo import dtypes as D
+from ..hlo.module import Instruction, Module
 from .rewrite import Builder, rebuild, splat
 
 _MANTISSA = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
@@ -125,11 +127,21 @@ def _convert(b: Builder, ins: Instruction) -> Optional[int]:
         return x
     if src.op == "convert":
         origin = src.operands[0]
-        if lossless(b[origin].dtype, src.dtype):
+        if lossless(b[origin].dtype, src.dtype) and _same_ends(b[origin].dtype, src.dtype,
+                                                              ins.dtype):
             if b[origin].dtype is ins.dtype:
                 return origin
             return b.emit("convert", (origin,), ins.shape, ins.dtype, ins.attrs)
     return None
+
+
+def _same_ends(x: D.DType, a: D.DType, dtype: D.DType) -> bool:
+    """Whether x -> dtype directly gives what x -> a -> dtype does, for a lossless x -> a:
+    not so for integer x through a float a to an integer dtype narrower than x (the second
+    step saturates, the direct one wraps)."""
+    if x.is_int and a.is_inexact and dtype.is_int:
+        return lossless(x, dtype)
+    return True
 
 
 def _scalar_splat(b: Builder, pos: int) -> Optional[int]:

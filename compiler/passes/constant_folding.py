@@ -18,10 +18,10 @@ from typing import Optional
 
 import numpy as np
 
-from ..module import Instruction, Module
+from ..hlo.module import Instruction, Module
 from ..primitive import CONTROL, ELEMENTWISE, LEAF, PRIMITIVES
 from .rewrite import Builder, rebuild
-from ..shapes import num_elements
+from ..hlo.shapes import num_elements
 
 MAX_ELEMENTS = 1024
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..module import Instruction, Module
+from ..hlo.module import Instruction, Module
 from .rewrite import Builder, rebuild
 
 IMPURE: frozenset = frozenset()

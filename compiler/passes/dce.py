@@ -5,8 +5,8 @@ stay (executables take their arguments by parameter number).
 """
 from __future__ import annotations
 
-from ..module import Instruction, Module
-from ..provenance import set_origins
+from ..hlo.module import Instruction, Module
+from ..planning.provenance import set_origins
 
 
 def dce(module: Module) -> Module:

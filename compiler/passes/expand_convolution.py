@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..module import Instruction, Module
-from ..node import Node
+from ..hlo.module import Instruction, Module
+from ..graph.node import Node
 from ..primitive import PRIMITIVES
 from .rewrite import Builder, rebuild
 

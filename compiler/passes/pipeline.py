@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from .. import profile_hooks
-from ..buffer_assignment import assign_buffers
-from ..fusion import plan_fusion
-from ..module import Module
-from ..plan import ExecutionPlan
-from ..reduction_plan import plan_reductions
-from ..provenance import carry
+from ..planning.buffer_assignment import assign_buffers
+from ..planning.fusion import plan_fusion
+from ..hlo.module import Module
+from ..planning.plan import ExecutionPlan
+from ..planning.reduction_plan import plan_reductions
+from ..planning.provenance import carry
 from .algebraic_simplifier import simplify
 from .constant_folding import fold_constants
 from .cse import cse
@@ -46,7 +46,7 @@ MAX_ROUNDS = 8   # the group converges in 2-3 rounds on real graphs; this bounds
 
 def _verifier() -> Callable:
     try:
-        from ..verifier import verify
+        from ..hlo.verifier import verify
     except ImportError:       # the verifier is optional to the pipeline
         return lambda module: None
     return verify
@@ -84,16 +84,16 @@ PLAN_STEPS: list = [
     ("fusion", lambda plan, opt: plan_fusion(plan.module, row_kernels=opt.row_kernels),
      "groups instructions into kernels, because memory traffic, not arithmetic, is what "
      "costs; kernels come out in a topological order (the schedule), ties broken by "
-     "program order (compiler/fusion.py)"),
+     "program order (compiler/planning/fusion.py)"),
     ("reduction_planning", lambda plan, opt: plan_reductions(plan),
      "chooses, once for every target, how each fused reduction runs: row, column, full "
      "(two phases) or generic, its reductions and what it writes where "
-     "(compiler/reduction_plan.py)"),
+     "(compiler/planning/reduction_plan.py)"),
     ("buffer_assignment", lambda plan, opt: replace(
         plan, buffers=assign_buffers(plan.module, plan.kernels, opt.donate_inputs)),
      "gives every kernel output a slot, reusing dead temporaries (and donated inputs), so "
      "a program needs little more memory than its inputs and outputs "
-     "(compiler/buffer_assignment.py)"),
+     "(compiler/planning/buffer_assignment.py)"),
 ]
 
 

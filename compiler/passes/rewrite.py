@@ -12,9 +12,9 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..literal import Literal
-from ..module import Instruction, Module
-from ..provenance import set_origins
+from ..hlo.literal import Literal
+from ..hlo.module import Instruction, Module
+from ..planning.provenance import set_origins
 
 Rule = Callable[["Builder", Instruction], Optional[int]]
 

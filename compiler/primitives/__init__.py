@@ -2,4 +2,4 @@
 from . import elementwise, linalg, reduction, sorting, structural  # noqa: F401
 from . import collectives, convolution, windows  # noqa: F401
 from . import complex_parts, decompositions, fft  # noqa: F401
-from . import control  # noqa: F401
+from . import control, portable_math, random_bits  # noqa: F401

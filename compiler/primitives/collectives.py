@@ -2,7 +2,7 @@
 broadcast (XLA's AllReduce, AllGather and a broadcast from one replica).
 
 They are library calls whose references call the group's communicator
-(compiler/collectives.py), and which a CUDA device first offers to that communicator to
+(compiler/primitives/process_group.py), and which a CUDA device first offers to that communicator to
 queue on its own stream (`device_calls["cuda_stream"]`: NCCL where `la.distributed` runs
 on it), so a collective runs as one step of the compiled program, in
 the order the program gives, on every process. They are not pure functions of their
@@ -11,10 +11,10 @@ compile on another must still meet in the same collective).
 """
 from __future__ import annotations
 
-from .. import builders as A
-from .. import batching as B
-from .. import dtypes as D
-from ..collectives import communicator, run_on_cuda
+from ..graph import builders as A
+from ..transforms import batching as B
+from ..hlo import dtypes as D
+from .process_group import communicator, run_on_cuda
 from ..primitive import LIBRARY, NOT_DIFFERENTIABLE, LibraryCall, apply, fail, primitive
 
 KINDS = ("sum", "prod", "max", "min")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import builders as A
-from .. import dtypes as D
-from .. import batching as B
+from ..graph import builders as A
+from ..hlo import dtypes as D
+from ..transforms import batching as B
 from ..primitive import ELEMENTWISE, apply, elementwise_infer, dtype_rule, fail, primitive
 
 complex_only = dtype_rule(D.COMPLEX, "complex")

@@ -1,5 +1,5 @@
 """Control flow: `while` and `conditional`, which carry sub-computations (modules held as
-attributes, see compiler/computation.py), and `get_tuple_element`, which reads one value
+attributes, see compiler/hlo/computation.py), and `get_tuple_element`, which reads one value
 of their tuple result.
 
 - `while(x..., cond=C, body=B)`: state = x; while C(state): state = B(state); the result
@@ -16,10 +16,13 @@ from buffers and write the tuple's elements into the buffers of their
 `get_tuple_element` users; code generation compiles each sub-computation into a Program
 of its own and emits one control step that runs them (compiler/codegen/control_steps.py).
 
+Batching (vmap): compiler/transforms/control_batching.py.
+
 Gradients: `get_tuple_element` passes its cotangent on as one element of its tuple's
-(`TupleCotangent`); a `while` carries its own vjp only when it is a counted loop made by
-`scan` (attribute `scan`, see compiler/scan_vjp.py); a `conditional` differentiates each
-branch inside a conditional of the branches' vjps.
+(`TupleCotangent`, compiler/transforms/autodiff.py); a `while` carries its own vjp only
+when it is a counted loop made by `scan` (attribute `scan`, see
+compiler/transforms/scan_vjp.py); a `conditional` differentiates each branch inside a
+conditional of the branches' vjps.
 """
 from __future__ import annotations
 
@@ -27,9 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from ..module import Module
+from ..hlo.module import Module
 from ..primitive import CONTROL, fail, primitive
-from ..dtypes import bool_, int32
+from ..hlo.dtypes import bool_, int32
+from ..transforms.autodiff import TupleCotangent
 
 
 def _types(values: Any) -> list:
@@ -56,11 +60,13 @@ def _check_params(op: str, operands: tuple, what: str, module: Any) -> None:
         fail(op, operands, f"{what} takes {_fmt(_param_types(module))}, not the operands' types")
 
 
-def _no_batching(node: Any, size: int, operands: Any, batched: Any) -> Any:
-    raise NotImplementedError(
-        f"vmap: {node.op} (la.while_loop, la.fori_loop, la.scan, la.cond) has no batching "
-        "rule yet; inside vmap set la.config.compiled_control_flow = False (the traced "
-        "fallback batches like any graph), or loop over the batch")
+def _batch(rule: str) -> Any:
+    """The batching rule `rule` of compiler/transforms/control_batching.py (imported when vmap first
+    needs it: it builds on the batching transform)."""
+    def batch(node: Any, size: int, operands: Any, batched: Any) -> Any:
+        from ..transforms import control_batching
+        return getattr(control_batching, rule)(node, size, operands, batched)
+    return batch
 
 
 # ---- while ---------------------------------------------------------------------------------
@@ -79,7 +85,7 @@ def _while_infer(operands: tuple, cond: Any, body: Any, scan: Any = None) -> tup
 
 
 def _while_reference(*state: np.ndarray, cond: Module, body: Module, scan: Any = None) -> tuple:
-    from ..computation import evaluate
+    from ..hlo.computation import evaluate
     state = list(state)
     while bool(evaluate(cond, state)[0]):
         state = evaluate(body, state)
@@ -92,14 +98,14 @@ def _while_vjp(g: Any, out: Any, *operands: Any, cond: Module, body: Module,
         raise NotImplementedError(
             "gradient: a while loop with a data-dependent trip count is not differentiable "
             "(nor is JAX's); use la.fori_loop with fixed bounds or la.scan")
-    from ..scan_vjp import while_scan_vjp
+    from ..transforms.scan_vjp import while_scan_vjp
     return while_scan_vjp(g, out, operands, cond, body, scan)
 
 
 while_ = primitive("while", CONTROL, _while_infer, _while_reference, attrs=("cond", "body", "scan"),
                    doc="Repeat the body over the state while the condition holds; the "
                        "final state (a tuple).",
-                   vjp=_while_vjp, batch=_no_batching)
+                   vjp=_while_vjp, batch=_batch("while_batch"))
 
 
 # ---- conditional ---------------------------------------------------------------------------
@@ -121,13 +127,13 @@ def _conditional_infer(operands: tuple, branches: Any) -> tuple:
 
 
 def _conditional_reference(index: np.ndarray, *args: np.ndarray, branches: tuple) -> tuple:
-    from ..computation import evaluate
+    from ..hlo.computation import evaluate
     k = min(max(int(index), 0), len(branches) - 1)
     return tuple(evaluate(branches[k], list(args)))
 
 
 def _conditional_vjp(g: Any, out: Any, index: Any, *args: Any, branches: tuple) -> tuple:
-    from ..scan_vjp import conditional_vjp
+    from ..transforms.scan_vjp import conditional_vjp
     return (None,) + tuple(conditional_vjp(g, out, index, args, branches))
 
 
@@ -135,7 +141,7 @@ conditional = primitive("conditional", CONTROL, _conditional_infer, _conditional
                         attrs=("branches",),
                         doc="Run the branch the index names (clamped) on the operands; its "
                             "results (a tuple).",
-                        vjp=_conditional_vjp, batch=_no_batching)
+                        vjp=_conditional_vjp, batch=_batch("conditional_batch"))
 
 
 # ---- get_tuple_element ---------------------------------------------------------------------
@@ -151,17 +157,6 @@ def _gte_infer(operands: tuple, index: int) -> tuple:
     return tuple(t.shape[index]), t.dtype[index]
 
 
-class TupleCotangent:
-    """The cotangent of one element of a tuple value: what `get_tuple_element`'s vjp gives
-    its operand; the reverse-mode walk gathers them into one list per tuple
-    (compiler/autodiff.py)."""
-
-    __slots__ = ("index", "value")
-
-    def __init__(self, index: int, value: Any) -> None:
-        self.index, self.value = index, value
-
-
 def _gte_vjp(g: Any, out: Any, t: Any, index: int) -> tuple:
     return (TupleCotangent(index, g),)
 
@@ -169,5 +164,5 @@ def _gte_vjp(g: Any, out: Any, t: Any, index: int) -> tuple:
 get_tuple_element = primitive(
     "get_tuple_element", CONTROL, _gte_infer, lambda t, index: t[index], attrs=("index",),
     doc="One value of a tuple (the result of a while or a conditional).", vjp=_gte_vjp,
-    batch=_no_batching)
+    batch=_batch("get_tuple_element_batch"))
 

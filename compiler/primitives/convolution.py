@@ -24,9 +24,9 @@ import string
 
 import numpy as np
 
-from .. import builders as A
-from .. import batching as B
-from .. import dtypes as D
+from ..graph import builders as A
+from ..transforms import batching as B
+from ..hlo import dtypes as D
 from ..primitive import LIBRARY, TypedArray, apply, fail, primitive
 
 CONV_ATTRS = ("window_strides", "padding_low", "padding_high", "lhs_dilation", "rhs_dilation",

@@ -1,7 +1,7 @@
 """Matrix decompositions and solves over batches of matrices (the last two axes), each a
 library call: LAPACK on the CPU (NumPy's `numpy.linalg`, batched in C, is the reference
-and what the CPU device runs), cuSOLVER on CUDA (`cusolver_calls.py`, declared in
-`library`).
+and what the CPU device runs), cuSOLVER on CUDA (the CUDA runtime registers those calls
+for its target: devices/cuda/cusolver_calls.py `CALLS`).
 
 A decomposition with several factors returns them packed in one array (one library call,
 one buffer); the layout is part of the stanza and `unpack_*` below read it back:
@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import builders as A
-from .. import dtypes as D
-from .. import batching as B
+from ..graph import builders as A
+from ..hlo import dtypes as D
+from ..transforms import batching as B
 from ..primitive import LIBRARY, LibraryCall, apply, fail, primitive
 from . import matrix_graph as M
-from . import cusolver_calls, lapack_calls
+from . import lapack_calls
 
 # ---- shared rules ------------------------------------------------------------------------
 
@@ -125,7 +125,7 @@ def _cholesky_vjp(g, out, a):
 cholesky = primitive("cholesky", LIBRARY, _cholesky_infer,
                      lambda a: _run("cholesky", np.linalg.cholesky, a),
                      doc="L with a = L L^H, L lower; reads a's lower triangle.",
-                     vjp=_cholesky_vjp, library=_lapack(lapack_calls.cholesky), holomorphic=False, batch=B.elementwise, device_calls={"cuda": cusolver_calls.cholesky})
+                     vjp=_cholesky_vjp, library=_lapack(lapack_calls.cholesky), holomorphic=False, batch=B.elementwise)
 
 # ---- triangular_solve ----------------------------------------------------------------------
 
@@ -153,8 +153,7 @@ def _trsolve_vjp(g, out, a, b, lower, adjoint):
 triangular_solve = primitive(
     "triangular_solve", LIBRARY, _trsolve_infer, _trsolve_ref, attrs=("lower", "adjoint"),
     doc="x with op(t) x = b, t the lower or upper triangle of a, op(t) = t or t^H.",
-    vjp=_trsolve_vjp, library=_lapack(lapack_calls.triangular_solve), holomorphic=False, batch=B.elementwise,
-    device_calls={"cuda": cusolver_calls.triangular_solve})
+    vjp=_trsolve_vjp, library=_lapack(lapack_calls.triangular_solve), holomorphic=False, batch=B.elementwise)
 
 # ---- solve ------------------------------------------------------------------------------
 
@@ -170,8 +169,7 @@ def _solve_vjp(g, out, a, b):
 
 solve = primitive("solve", LIBRARY, _solve_infer,
                   lambda a, b: _run("solve", np.linalg.solve, a, b).astype(b.dtype),
-                  doc="x with a x = b (LU with partial pivoting).", vjp=_solve_vjp, library=_lapack(lapack_calls.solve), holomorphic=False, batch=B.elementwise,
-                  device_calls={"cuda": cusolver_calls.solve})
+                  doc="x with a x = b (LU with partial pivoting).", vjp=_solve_vjp, library=_lapack(lapack_calls.solve), holomorphic=False, batch=B.elementwise)
 
 # ---- slogdet ------------------------------------------------------------------------------
 
@@ -201,8 +199,7 @@ def _slogdet_vjp(g, out, a):
 
 slogdet = primitive("slogdet", LIBRARY, _slogdet_infer, _slogdet_ref,
                     doc="(..., 2): the sign of det(a) (0 when singular), then log|det(a)|.",
-                    vjp=_slogdet_vjp, library=_lapack(lapack_calls.slogdet), holomorphic=False, batch=B.elementwise,
-                    device_calls={"cuda": cusolver_calls.slogdet})
+                    vjp=_slogdet_vjp, library=_lapack(lapack_calls.slogdet), holomorphic=False, batch=B.elementwise)
 
 # ---- eigh -------------------------------------------------------------------------------
 
@@ -254,7 +251,7 @@ def _eigh_vjp(g, out, a, vectors):
 eigh = primitive("eigh", LIBRARY, _eigh_infer, _eigh_ref, attrs=("vectors",),
                  doc="Eigen-decomposition of Hermitian matrices from their lower triangle; "
                      "packed as [w; V] (vectors) or w alone.",
-                 vjp=_eigh_vjp, library=_lapack(lapack_calls.eigh), holomorphic=False, batch=B.elementwise, device_calls={"cuda": cusolver_calls.eigh})
+                 vjp=_eigh_vjp, library=_lapack(lapack_calls.eigh), holomorphic=False, batch=B.elementwise)
 
 # ---- svd --------------------------------------------------------------------------------
 
@@ -349,8 +346,7 @@ def _svd_cotangent(u, s, v, gu, gs, gv, a):
 svd = primitive("svd", LIBRARY, _svd_infer, _svd_ref, attrs=("full_matrices", "compute_uv"),
                 doc="Singular value decomposition a = U diag(s) V^H; packed as [U; s; V], "
                     "or s alone.",
-                vjp=_svd_vjp, library=_lapack(lapack_calls.svd), holomorphic=False, batch=B.elementwise,
-                device_calls={"cuda": cusolver_calls.svd})
+                vjp=_svd_vjp, library=_lapack(lapack_calls.svd), holomorphic=False, batch=B.elementwise)
 
 # ---- qr ---------------------------------------------------------------------------------
 
@@ -401,5 +397,4 @@ def _qr_tall_cotangent(q, r, gq, gr):
 
 qr = primitive("qr", LIBRARY, _qr_infer, _qr_ref, attrs=("complete",),
                doc="a = Q R (Householder); packed as [Q^T | R] along the last axis.",
-               vjp=_qr_vjp, library=_lapack(lapack_calls.qr), holomorphic=False, batch=B.elementwise,
-               device_calls={"cuda": cusolver_calls.qr})
+               vjp=_qr_vjp, library=_lapack(lapack_calls.qr), holomorphic=False, batch=B.elementwise)

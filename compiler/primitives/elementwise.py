@@ -15,9 +15,9 @@ from typing import Callable
 
 import numpy as np
 
-from .. import builders as A
-from .. import batching as B
-from .. import dtypes as D
+from ..graph import builders as A
+from ..transforms import batching as B
+from ..hlo import dtypes as D
 from ..primitive import (ELEMENTWISE, NOT_DIFFERENTIABLE, any_dtype, any_or_complex, apply,
                          elementwise_infer, fail, float_only, inexact, int_or_bool,
                          integer_only, numeric, numeric_or_complex, primitive, widen_half,

@@ -5,7 +5,7 @@ the n//2 + 1 non-negative frequencies of the last axis) or IRFFT (those back to 
 scaled by 1/N); `fft_length` gives the transform's lengths over the last
 len(fft_length) axes (IRFFT's last one is the real output's). A library call: pocketfft
 through NumPy on the CPU and in the interpreter; cuFFT on the CUDA device's stream
-(devices/cuda_fft.py, which the device calls by this primitive's name). Normalizations other than XLA's are scalings
+(devices/cuda/cuda_fft.py, which the device calls by this primitive's name). Normalizations other than XLA's are scalings
 the ops add (ops/fft.py).
 
 The vjps follow the conjugate-Wirtinger convention: for a complex-linear y = F x the
@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import builders as A
-from .. import dtypes as D
-from .. import batching as B
+from ..graph import builders as A
+from ..hlo import dtypes as D
+from ..transforms import batching as B
 from ..primitive import LIBRARY, LibraryCall, apply, fail, primitive
 from . import matrix_graph as M
 

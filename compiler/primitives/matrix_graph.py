@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .. import builders as A
-from .. import dtypes as D
-from ..node import Node
+from ..graph import builders as A
+from ..hlo import dtypes as D
+from ..graph.node import Node
 from ..primitive import apply
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import autodiff
-from .. import builders as A
-from .. import batching as B
-from .. import dtypes as D
+from ..transforms import autodiff
+from ..graph import builders as A
+from ..transforms import batching as B
+from ..hlo import dtypes as D
 from dataclasses import dataclass
 from typing import Optional
 

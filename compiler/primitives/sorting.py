@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import builders as A
-from .. import batching as B
-from .. import dtypes as D
+from ..graph import builders as A
+from ..transforms import batching as B
+from ..hlo import dtypes as D
 from ..primitive import NOT_DIFFERENTIABLE, OPAQUE, LibraryCall, apply, fail, primitive
 
 

@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 
-from .. import builders as A
-from .. import batching as B
-from .. import dtypes as D
+from ..graph import builders as A
+from ..transforms import batching as B
+from ..hlo import dtypes as D
 from ..primitive import (INDEXING, LEAF, NOT_DIFFERENTIABLE, OPAQUE, LibraryCall, Loop, apply,
                          fail, primitive)
 

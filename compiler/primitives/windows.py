@@ -17,9 +17,9 @@ import itertools
 
 import numpy as np
 
-from .. import builders as A
-from .. import batching as B
-from .. import dtypes as D
+from ..graph import builders as A
+from ..transforms import batching as B
+from ..hlo import dtypes as D
 from ..primitive import REDUCTION, TypedArray, apply, fail, primitive, widen_half
 from .reduction import identity
 

@@ -16,7 +16,7 @@ import math
 from typing import Any, Optional
 
 from .. import api
-from ..compiler import dtypes as D
+from ..compiler.hlo import dtypes as D
 from ..tensor import Tensor
 from . import functional as F
 from . import init

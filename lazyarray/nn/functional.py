@@ -5,10 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .. import api
 from .. import ops as _ops
-from ..compiler import dtypes as _D
-from ..compiler.graph_templates import remembered
-from ..compiler.node import Node as _Node
+from ..autograd import stop_gradient
+from ..compiler.hlo import dtypes as _D
+from ..compiler.transforms.graph_templates import remembered
+from ..compiler.graph.node import Node as _Node
 from ..ops import autocast as _autocast, convolution as _conv
 from ..ops import nn as _nn
 from ..lift import lift
@@ -140,3 +142,68 @@ def nll_loss(input: Tensor, target: Any, reduction: str = "mean",
              ignore_index: int = -100) -> Tensor:
     """Negative log-likelihood of log-probabilities (N, C) or (N, C, d1, ...)."""
     return _class_loss("nll_loss", input, target, reduction, ignore_index)
+
+
+_embedding, _sdpa = lift(_nn.embedding), lift(_nn.scaled_dot_product_attention)
+_softmax, _matmul = lift(_nn.softmax), lift(_ops.matmul)
+
+
+def embedding(input: Any, weight: Tensor, padding_idx: Any = None, max_norm: Any = None,
+              norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+              sparse: bool = False) -> Tensor:
+    """Rows of `weight` picked by integer `input`; the row `padding_idx` gets no gradient
+    (PyTorch's)."""
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are "
+                                  "not supported")
+    out = _embedding(input, weight)
+    if padding_idx is None:
+        return out
+    idx = input if type(input) is Tensor else api.asarray(input, device=weight.device)
+    pad = padding_idx % weight.shape[0]
+    return _where(api.expand_dims(idx == pad, -1), stop_gradient(out), out)
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
+                                 attn_mask: Any = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: Any = None,
+                                 enable_gqa: bool = False, *, mask: Any = None) -> Tensor:
+    """softmax(q k^T * scale + mask) v, PyTorch's keywords: `attn_mask` bool (True =
+    attend) or float (added), broadcastable to (..., L, S); `is_causal` (the top-left
+    aligned lower triangle); `scale` (default 1/sqrt(E)); `dropout_p` on the attention
+    weights (always applied, as PyTorch's function does: pass 0.0 in eval);
+    `enable_gqa`: key/value heads (dim -3) shared by groups of query heads. `mask=` is
+    lazyarray's older name of `attn_mask`."""
+    if mask is not None:
+        if attn_mask is not None:
+            raise TypeError("scaled_dot_product_attention: got both attn_mask= and mask=")
+        attn_mask = mask
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not "
+                         "both (PyTorch refuses the pair too)")
+    if enable_gqa:
+        key, value = _grouped(query, key), _grouped(query, value)
+    if not dropout_p:
+        return _sdpa(query, key, value, attn_mask, is_causal=is_causal, scale=scale)
+    # dropout needs the weights: the same graph, written out with the weights in the middle
+    e = query.shape[-1]
+    s = 1.0 / math.sqrt(e) if scale is None else scale
+    scores = _matmul(query, api.matrix_transpose(key)) * s
+    if is_causal:
+        L, S = query.shape[-2], key.shape[-2]
+        attn_mask = api.tril(api.ones((L, S), dtype=api.bool, device=query.device))
+    if attn_mask is not None:
+        if type(attn_mask) is not Tensor:
+            attn_mask = api.asarray(attn_mask, device=query.device)
+        scores = _where(attn_mask, scores, -math.inf) if attn_mask.dtype is _D.bool_ \
+            else scores + attn_mask
+    weights = dropout(_softmax(scores, -1), dropout_p, True)
+    return _matmul(weights, value)
+
+
+def _grouped(query: Tensor, kv: Tensor) -> Tensor:
+    hq, hk = query.shape[-3], kv.shape[-3]
+    if hq % hk:
+        raise ValueError(f"scaled_dot_product_attention(enable_gqa=True): {hq} query heads "
+                         f"are not a multiple of {hk} key/value heads")
+    return api.repeat(kv, hq // hk, axis=-3)

@@ -12,8 +12,8 @@ from ..tensor import Tensor
 from . import functional as F
 from . import init
 from .module import Module, Parameter
-from ..compiler import dtypes as _D
-from ..compiler.node import kept_constant, new_node
+from ..compiler.hlo import dtypes as _D
+from ..compiler.graph.node import kept_constant, new_node
 from ..ops.nn import linear_direct
 
 
@@ -322,17 +322,48 @@ class BatchNorm2d(_BatchNorm):
 
 
 class Embedding(Module):
-    """A lookup table of `num_embeddings` vectors of size `embedding_dim`, N(0, 1) init."""
+    """A lookup table of `num_embeddings` vectors of size `embedding_dim`, N(0, 1) init.
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, device: Any = None,
-                 dtype: Any = None) -> None:
+    `padding_idx` (PyTorch's): that row starts at zeros and gets no gradient (it stays
+    what it is through training); `_weight` starts from given values."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: Any = None,
+                 max_norm: Any = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                 sparse: bool = False, _weight: Any = None, _freeze: bool = False,
+                 device: Any = None, dtype: Any = None) -> None:
         super().__init__()
+        if max_norm is not None or scale_grad_by_freq or sparse:
+            raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse "
+                                      "are not supported (the table is dense and not "
+                                      "renormalized)")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.weight = Parameter(init.normal((num_embeddings, embedding_dim), dtype=dtype,
-                                            device=device))
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(f"Embedding: padding_idx {padding_idx} is not a row of "
+                                 f"{num_embeddings}")
+            padding_idx %= num_embeddings
+        self.padding_idx = padding_idx
+        if _weight is None:
+            w = init.normal((num_embeddings, embedding_dim), dtype=dtype, device=device)
+            if padding_idx is not None:
+                w = api.where(api.arange(num_embeddings, device=w.device)[:, None] ==
+                              padding_idx, 0.0, w)
+        else:
+            w = api.asarray(_weight, dtype=dtype, device=device)
+            if tuple(w.shape) != (num_embeddings, embedding_dim):
+                raise ValueError(f"Embedding: _weight has shape {tuple(w.shape)}, expected "
+                                 f"{(num_embeddings, embedding_dim)}")
+        self.weight = Parameter(w, requires_grad=not _freeze)
+
+    @classmethod
+    def from_pretrained(cls, embeddings: Any, freeze: bool = True, padding_idx: Any = None,
+                        **kwargs: Any) -> "Embedding":
+        rows, dim = embeddings.shape
+        return cls(rows, dim, padding_idx=padding_idx, _weight=embeddings, _freeze=freeze,
+                   **kwargs)
 
     def forward(self, indices: Any) -> Tensor:
-        return F.embedding(indices, self.weight)
+        return F.embedding(indices, self.weight, self.padding_idx)
 
 
 def count_parameters(module: Module) -> int:

@@ -15,10 +15,12 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .. import backward, runtime
+from .. import backward, config, runtime
+from . import length_buckets
 from ..creation import asarray
 from ..tensor import PARAMETER, Tensor
 
+_VALUES = config._values        # read at every module call: the dict, not the attribute
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
@@ -110,12 +112,26 @@ class Module:
     def children(self) -> Iterator["Module"]:
         return iter(self._modules.values())
 
-    def named_parameters(self, prefix: str = "") -> Iterator[tuple]:
-        """(dotted name, tensor) for every parameter, each tensor once."""
+    def named_children(self) -> Iterator[tuple]:
+        return iter(self._modules.items())
+
+    def apply(self, fn: Any) -> "Module":
+        """Call `fn` on every submodule (children first) and then on this module; returns
+        self (PyTorch's weight-init idiom: `model.apply(init_weights)`)."""
+        for m in self._modules.values():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple]:
+        """(dotted name, tensor) for every parameter: a shared (tied) tensor once, under
+        its first name, unless `remove_duplicate=False` (PyTorch's defaults)."""
         seen = set()
-        for mod_name, m in self.named_modules(prefix):
+        modules = self.named_modules(prefix) if recurse else iter([(prefix, self)])
+        for mod_name, m in modules:
             for name, t in m._parameters.items():
-                if id(t) not in seen:
+                if not remove_duplicate or id(t) not in seen:
                     seen.add(id(t))
                     yield (f"{mod_name}.{name}" if mod_name else name), t
 
@@ -135,28 +151,37 @@ class Module:
 
     def _state_items(self, prefix: str = "") -> Iterator[tuple]:
         """(dotted name, tensor) in PyTorch's state_dict order: each module's parameters,
-        then its buffers, then its children's, depth first; a shared tensor once."""
-        seen: set = set()
+        then its buffers, then its children's, depth first. A shared (tied) tensor comes
+        under every name it has, as PyTorch lists it (a GPT's `wte.weight` and
+        `lm_head.weight`), so checkpoints of tied models load strictly both ways."""
         for mod_name, m in self.named_modules(prefix):
             for table in (m._parameters, m._buffers):
                 for name, t in table.items():
-                    if t is not None and id(t) not in seen:
-                        seen.add(id(t))
+                    if t is not None:
                         yield (f"{mod_name}.{name}" if mod_name else name), t
 
     def state_dict(self) -> "OrderedDict[str, np.ndarray]":
-        """Every parameter and buffer by dotted name (PyTorch's names and order), as host
-        NumPy arrays (syncs once)."""
+        """Every parameter and buffer by dotted name (PyTorch's names and order, a tied
+        tensor under each of its names), as host NumPy arrays (syncs once)."""
         items = list(self._state_items())
         runtime.sync()
-        return OrderedDict((name, t.numpy()) for name, t in items)
+        host: dict = {}                      # a tied tensor is read once, shared by its names
+        out: "OrderedDict[str, np.ndarray]" = OrderedDict()
+        for name, t in items:
+            if id(t) not in host:
+                host[id(t)] = t.numpy()
+            out[name] = host[id(t)]
+        return out
 
     def load_state_dict(self, state: Any, strict: bool = True) -> IncompatibleKeys:
         """Set parameters and buffers from arrays (or tensors) by name; the tensor objects
         stay the same. With `strict`, a missing or unexpected key is an error; without,
         they are returned as (missing_keys, unexpected_keys)."""
         own = OrderedDict(self._state_items())
-        missing = [k for k in own if k not in state]
+        present = {id(t) for k, t in own.items() if k in state}
+        # a tied tensor's other name is not missing when one of its names is given (a file
+        # that lists it once, as lazyarray wrote before it listed every name)
+        missing = [k for k, t in own.items() if k not in state and id(t) not in present]
         unexpected = [k for k in state if k not in own]
         if strict and (missing or unexpected):
             raise KeyError(f"{type(self).__name__}.load_state_dict: "
@@ -203,6 +228,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _VALUES["length_buckets"] and length_buckets.applies(self):
+            return length_buckets.call(self, self.forward, args, kwargs)
         return self.forward(*args, **kwargs)
 
     def extra_repr(self) -> str:

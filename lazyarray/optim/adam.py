@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from ..compiler.graph_templates import remembered
-from ..compiler.node import Node, new_node, scalar_leaf
+from ..compiler.transforms.graph_templates import remembered
+from ..compiler.graph.node import Node, new_node, scalar_leaf
 from .optimizer import LearningRate, Optimizer
 from .same_type import recorder
 
@@ -154,7 +154,7 @@ def _adam_nodes(param: Node, grad: Node, m0: Node, v0: Node, b1: Node, omb1: Nod
     """(new parameter, m, v) of one Adam step, the scalars already broadcast; `decay`: the
     weight decay's scalar (decoupled: 1 - lr*wd; else wd) or None. A function of its
     arguments' types and flags alone, so a parameter type's graph is built once and
-    copied at every later step (compiler/graph_templates.py)."""
+    copied at every later step (compiler/transforms/graph_templates.py)."""
     E = recorder(param, grad, m0, v0)
     g = E.negative(grad) if maximize else grad
     if decay is not None and decoupled:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .. import ops
-from ..compiler.node import scalar_leaf
+from ..compiler.graph.node import scalar_leaf
 from ..tensor import Tensor
 
 

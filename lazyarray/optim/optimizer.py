@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterable, Union
 
 import numpy as np
 
-from ..compiler.graph_templates import Template
-from ..compiler.node import Node, scalar_leaf
+from ..compiler.transforms.graph_templates import Template
+from ..compiler.graph.node import Node, scalar_leaf
 from .. import runtime
 from ..tensor import Tensor
 
@@ -179,12 +179,30 @@ class Optimizer:
         loss = closure() if closure is not None else None
         pairs = [(g, p) for p in self.params if (g := p.grad) is not None]
         if pairs:
-            self.apply_gradients(pairs)
+            self._update_all(pairs)
+            del pairs               # the step's program may then take the old buffers
+            self._end_step()
         return loss
 
     def apply_gradients(self, grads: Any) -> None:
         """Update every parameter from its gradient. `grads`: one per parameter, in the
-        order of `self.params` (None skips a parameter), or (grad, param) pairs."""
+        order of `self.params` (None skips a parameter), or (grad, param) pairs. Ends the
+        training step, as `step()` does (see `_end_step`)."""
+        self._update_all(grads)
+        del grads
+        self._end_step()
+
+    def _end_step(self) -> None:
+        """A step boundary: what is pending on the parameters' devices is computed now,
+        one program per step, the same each step (PyTorch/XLA's `optimizer_step`; off
+        with `la.config.step_sync = False`). Called once the update's frame is gone, so
+        that only the graph references the old parameters and the program may update
+        them in place."""
+        runtime.step_boundary(list({id(p._state): p._state for p in self.params}.values()))
+
+    def _update_all(self, grads: Any) -> None:
+        """Record the update of every parameter from its gradient (apply_gradients
+        without the step boundary)."""
         pairs = self._pairs(grads)
         group_of = self._group_index()
         lrs = [self.current_lr(g) for g in self.param_groups]
@@ -245,7 +263,7 @@ class Optimizer:
     # the same types at every step, and an update reads nothing else but this step's
     # runtime scalars: its graph is then a function of those types and the scalars' roles.
     # The first step of a structure records its update as written and keeps it as a
-    # template (compiler/graph_templates.py) over the parameters', gradients', states' and
+    # template (compiler/transforms/graph_templates.py) over the parameters', gradients', states' and
     # scalars' nodes; a later step whose key (every pair's index, group and types, the
     # groups' flags) is the same copies it: one `Node` per node, no rule run, the same
     # graph (so the same program). Anything else records as written.

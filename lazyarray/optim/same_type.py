@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import ops
-from ..compiler.node import Node, new_node
+from ..compiler.graph.node import Node, new_node
 
 # the attrs of every node made here: none, one dict shared (nodes never change their attrs)
 _NONE: dict = {}

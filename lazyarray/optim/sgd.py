@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from .. import ops
-from ..compiler.node import Node
+from ..compiler.graph.node import Node
 from .optimizer import LearningRate, Optimizer
 
 

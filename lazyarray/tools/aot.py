@@ -1,5 +1,5 @@
 """Compile a function or a dumped HLO module ahead of time into a shared library and a
-C header (tfcompile's role; see lazyarray/aot.py and devices/aot.py).
+C header (tfcompile's role; see lazyarray/aot.py and devices/cpu/aot.py).
 
     python -m lazyarray.tools.aot model.py:predict --arg f32[1,784] -o build [--name predict]
     python -m lazyarray.tools.aot package.module:fn --arg s64[8] --arg f32[8,16] -o build
@@ -21,12 +21,12 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.literal import Literal
-from ..compiler.module import Instruction, Module
-from ..compiler.parser import parse_module
-from ..compiler.replay import scalar_values
-from ..compiler.verifier import verify
+from ..compiler.hlo import dtypes as D
+from ..compiler.hlo.literal import Literal
+from ..compiler.hlo.module import Instruction, Module
+from ..compiler.hlo.parser import parse_module
+from ..compiler.hlo.replay import scalar_values
+from ..compiler.hlo.verifier import verify
 
 _TYPE = re.compile(r"^([a-z]+[0-9]*)\[([0-9,\s]*)\]$")
 
@@ -96,7 +96,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--cc", help="the C compiler (default: $CC or cc)")
     args = p.parse_args(argv)
     from .. import aot
-    from ..devices.aot import AOTError, build_library
+    from ..devices.cpu.aot import AOTError, build_library
     try:
         if args.source.endswith(".hlo"):
             with open(args.source) as f:

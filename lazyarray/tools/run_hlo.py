@@ -6,7 +6,7 @@
 The module text is what LAZYARRAY_DUMP writes (or `la.debug.ir(t, "hlo")` returns). A
 runtime scalar takes the value its `// scalar number=N value=V` comment line recorded.
 The other inputs come from an .npz (--inputs, or else the dump's own `<name>.inputs.npz`
-beside the file), keyed p0, p1, ... by parameter number, or else taken in the file's
+beside the file, for `<name>.hlo` and `<name>.optimized.hlo` alike), keyed p0, p1, ... by parameter number, or else taken in the file's
 order; without one they are random (seeded). A dump replays exactly. Outputs are printed (type and a summary of the values) or
 saved to an .npz keyed o0, o1, ... (bfloat16 arrays are stored as their raw 2-byte values,
 as NumPy does for ml_dtypes types).
@@ -20,12 +20,12 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from ..compiler import dtypes as D
-from ..compiler.module import Module
-from ..compiler.parser import parse_module
-from ..compiler.printer import type_text
-from ..compiler.replay import scalar_values
-from ..compiler.verifier import verify
+from ..compiler.hlo import dtypes as D
+from ..compiler.hlo.module import Module
+from ..compiler.hlo.parser import parse_module
+from ..compiler.hlo.printer import type_text
+from ..compiler.hlo.replay import scalar_values
+from ..compiler.hlo.verifier import verify
 
 
 def parameter_types(module: Module) -> list:
@@ -82,8 +82,8 @@ def replay_inputs(module: Module, text: str, path: str, inputs: Optional[str] = 
     """(inputs, where they came from) for the module read from `path`: recorded scalars,
     then --inputs or the dump's own .npz, else random values (see the module docstring)."""
     known = scalar_values(text)
-    if inputs is None and path.endswith(".hlo") and os.path.exists(path[:-4] + ".inputs.npz"):
-        inputs = path[:-4] + ".inputs.npz"
+    if inputs is None:
+        inputs = dumped_inputs(path)
     if inputs is not None:
         return load_inputs(module, inputs, known), inputs
     out = random_inputs(module, seed)
@@ -92,6 +92,16 @@ def replay_inputs(module: Module, text: str, path: str, inputs: Optional[str] = 
         if n < len(out):
             out[n] = _scalar_input(v, n, *types[n])
     return out, f"random (seed {seed})" + (", recorded scalars" if known else "")
+
+
+def dumped_inputs(path: str) -> Optional[str]:
+    """The dump's own `<name>.inputs.npz` beside `<name>.hlo` or `<name>.optimized.hlo`
+    (their parameters are the same, by number), or None."""
+    for suffix in (".optimized.hlo", ".hlo"):
+        if path.endswith(suffix):
+            found = path[:-len(suffix)] + ".inputs.npz"
+            return found if os.path.exists(found) else None
+    return None
 
 
 def _as_parameter(a: np.ndarray, key: str, number: int, shape: tuple, dtype: D.DType) -> np.ndarray:

@@ -1,0 +1,656 @@
+"""Ahead-of-time compilation, as tfcompile does: an HLO module becomes a shared library
+and a C header, with no Python at run time.
+
+`build_library(module, name, out_dir, inputs)` compiles the module through the compile
+entry point for the "cpu-library" target (the CPU device's passes, fusion, buffer plan
+and generated kernels, as object code for a shared library), writes a C driver that runs
+the Program's steps as the CPU device would (the kernels in order over one arena of buffers, reductions through
+their partial arrays, matrix products through BLAS), and links both with the system C
+compiler. The library exports
+
+    int NAME_run(const void *const *inputs, void *const *outputs);   /* 0: done */
+    int NAME(const float *x0, ..., float *y0, ...);                   /* the same, typed */
+
+Parameter k of the module is input k. Kernels run on the caller's thread, or, after
+`NAME_set_threads(n)`, large loop steps are split over n threads (a small pthread loop).
+Matrix products call a BLAS named at build time (`find_blas`): NumPy's bundled OpenBLAS
+(scipy_openblas) or the system's. Loops and branches (la.fori_loop, while_loop, scan,
+cond) become C loops and switches over their sub-programs, each a static function of the
+same source. An op whose CPU step is a NumPy reference (sort,
+argsort, half-float cumulatives) has no C form: `AOTError` names it.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from ...compiler.hlo import dtypes as D
+from ...compiler.driver import CPU_LIBRARY, compile as compile_program
+from ...compiler.hlo.module import Module
+from ...compiler.program import (ConditionalStep, LibraryStep, LoopStep, PartialStep,
+                                  Program, Step, WhileStep, sub_program)
+
+
+class AOTError(ValueError):
+    """The module cannot become a library (an op without a C form, no C compiler)."""
+
+
+C_TYPES = {D.float32: "float", D.float64: "double", D.int8: "int8_t", D.int16: "int16_t",
+           D.int32: "int32_t", D.int64: "int64_t", D.uint8: "uint8_t", D.uint16: "uint16_t",
+           D.uint32: "uint32_t", D.uint64: "uint64_t", D.bool_: "uint8_t",
+           D.float16: "uint16_t", D.bfloat16: "uint16_t"}
+ALIGN = 64
+
+
+# ---- BLAS named at build time ---------------------------------------------------------
+
+@dataclass
+class Blas:
+    path: str           # the shared library
+    sgemm: str          # its cblas_sgemm / cblas_dgemm symbols
+    dgemm: str
+    int_type: str       # its integer type (ILP64 builds take int64_t)
+
+
+def _blas_at(path: str) -> Optional[Blas]:
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return None
+    for s, d, it in (("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_", "int64_t"),
+                     ("cblas_sgemm64_", "cblas_dgemm64_", "int64_t"),
+                     ("scipy_cblas_sgemm", "scipy_cblas_dgemm", "int"),
+                     ("cblas_sgemm", "cblas_dgemm", "int")):
+        if hasattr(lib, s) and hasattr(lib, d):
+            return Blas(os.path.abspath(path), s, d, it)
+    return None
+
+
+def find_blas(path: Optional[str] = None) -> Blas:
+    """The BLAS a library links: `path` when given, else the OpenBLAS NumPy ships, else
+    the system's openblas/cblas/blas."""
+    if path:
+        blas = _blas_at(path)
+        if blas is None:
+            raise AOTError(f"aot: {path} is not a CBLAS library (no cblas_sgemm/dgemm symbol)")
+        return blas
+    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    candidates = sorted(glob.glob(os.path.join(libs, "libscipy_openblas*.so*")))
+    candidates += [p for p in (ctypes.util.find_library(n) for n in ("openblas", "cblas", "blas"))
+                   if p]
+    for c in candidates:
+        blas = _blas_at(c) if os.path.isabs(c) else _blas_at(c)
+        if blas is not None:
+            return blas
+    raise AOTError("aot: no CBLAS library found (NumPy's numpy.libs/libscipy_openblas*.so "
+                   "or a system openblas/cblas); name one with blas=PATH")
+
+
+def find_cc(cc: Optional[str] = None) -> str:
+    found = shutil.which(cc or os.environ.get("CC", "cc"))
+    if not found:
+        raise AOTError(f"aot: no C compiler found ({cc or os.environ.get('CC', 'cc')!r} is not "
+                       "on PATH); install one or pass cc=")
+    return found
+
+
+# ---- the C driver ---------------------------------------------------------------------
+
+def _size(shape: Sequence[int]) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+class _Driver:
+    """Writes the C source that runs one Program's steps."""
+
+    def __init__(self, name: str, program: Program, blas: Optional[Blas],
+                 parent: Optional["_Driver"] = None) -> None:
+        self.name, self.program, self.blas = name, program, blas
+        # a loop's or branch's sub-program is a C function of its own (`_sub`) in the
+        # same source: it shares its parent's declarations, its constants are named apart
+        self.tag = "la"
+        self.values = program.value_table()
+        self.slot_of = {int(p): int(s) for p, s in program.slots}
+        self.slot_bytes = list(program.slot_bytes)
+        self.arena = 0
+        self.offsets: dict = {}       # slot or ("own", pos) -> arena offset
+        self.statics: list = []       # C text of constant arrays
+        self.params = {int(p): int(n) for p, n in program.params}
+        self.param_slots = {self.slot_of[p] for p in self.params if p in self.slot_of}
+        self.kernels: dict = {}       # function name -> declaration
+        self.wrappers: list = []      # C functions running one loop step over a range
+        self.functions: list = []     # C functions of the sub-programs
+        self.objects: list = []       # the sub-programs' object code
+        self.inits: list = []         # C lines that run first (constants into the arena)
+        if parent is not None:
+            self.kernels, self.wrappers, self.statics = parent.kernels, parent.wrappers, \
+                parent.statics
+            self.functions, self.objects = parent.functions, parent.objects
+
+    def reserve(self, nbytes: int) -> int:
+        off = self.arena
+        self.arena += -(-max(nbytes, 1) // ALIGN) * ALIGN
+        return off
+
+    def ptr(self, pos: int) -> str:
+        """C expression of the address of a value's buffer."""
+        if pos in self.params:
+            return f"((char *)inputs[{self.params[pos]}])"
+        ins = self.values[pos]
+        if ins.op == "constant":
+            if ("const", pos) not in self.offsets:
+                self.offsets[("const", pos)] = True
+                self._constant(pos)
+                if pos in self.slot_of:     # a buffer a kernel may write (a loop's operand)
+                    self.offsets[("const_at", pos)] = off = self.reserve(ins.nbytes)
+                    self.inits.append(f"memcpy(arena + {off}, {self.tag}_c{pos}, {ins.nbytes});")
+            at = self.offsets.get(("const_at", pos))
+            return f"((char *){self.tag}_c{pos})" if at is None else f"(arena + {at})"
+        slot = self.slot_of.get(pos)
+        key = slot if slot is not None and slot not in self.param_slots else ("own", pos)
+        if key not in self.offsets:
+            size = self.slot_bytes[slot] if key == slot else ins.nbytes
+            self.offsets[key] = self.reserve(size)
+        return f"(arena + {self.offsets[key]})"
+
+    def _constant(self, pos: int) -> None:
+        raw = self.values[pos].constant().tobytes() or b"\0"
+        body = ",".join(str(b) for b in raw)
+        self.statics.append(f"static const unsigned char {self.tag}_c{pos}[{len(raw)}] "
+                            f"__attribute__((aligned({ALIGN}))) = {{{body}}};")
+
+    def declare(self, fn: str, nptrs: int, npartials: int, counts: int = 0) -> None:
+        args = ["void *"] * nptrs + ["int64_t", "int64_t"] + ["void *"] * npartials
+        args += ["int64_t"] * counts
+        self.kernels[fn] = f"extern void {fn}({', '.join(args)});"
+
+    # ---- steps --------------------------------------------------------------------
+
+    def step(self, s: Step) -> list:
+        """The C lines that run step `s` (a table from step class to its writer)."""
+        write = _STEP_LINES.get(type(s))
+        if write is None:
+            raise AOTError(f"aot: a {s.kind} step has no C form")
+        return write(self, s)
+
+    def _loop(self, s: LoopStep) -> list:
+        ptrs = [self.ptr(p) for p in s.args]
+        self.declare(s.fn, len(ptrs), 0)
+        extent = int(s.extent)
+        if s.serial or extent < 2 or extent * max(1, int(s.work)) < SPLIT_ELEMENTS:
+            return [f"{s.fn}({', '.join(ptrs + ['0', str(extent)])});"]
+        # large: chunks of the range on the library's threads (la_parallel)
+        wrapper = f"la_step{len(self.wrappers)}"
+        self.wrappers.append(
+            f"static void {wrapper}(char *arena, const void *const *inputs, int64_t start, "
+            f"int64_t end) {{ (void)arena; (void)inputs; "
+            f"{s.fn}({', '.join(ptrs + ['start', 'end'])}); }}")
+        return [f"la_parallel({wrapper}, arena, inputs, {extent});"]
+
+    def _partial(self, s: PartialStep) -> list:
+        ptrs = [self.ptr(p) for p in s.args]
+        lines, parts = [], []
+        for r in s.roots:
+            acc = D.from_name(r["acc"])
+            count = _size(r["shape"])
+            off = self.reserve(count * acc.itemsize)
+            one = np.asarray(r["init"]).astype(acc.np).tobytes()
+            pattern = ",".join(str(b) for b in one)
+            lines.append(f"{{ static const unsigned char init[{len(one)}] = {{{pattern}}}; "
+                         f"la_fill(arena + {off}, init, {len(one)}, {count}); }}")
+            parts.append((off, r, acc, count))
+        self.declare(s.fn, len(ptrs), len(parts))
+        call = ptrs + ["0", str(int(s.extent))] + [f"(arena + {off})" for off, *_ in parts]
+        lines.append(f"{s.fn}({', '.join(call)});")
+        if s.finish:     # the kernel's second phase combines the (one) chunk's partials
+            fargs = [self.ptr(p) for p in s.finish_args]
+            self.declare(s.finish, len(fargs), len(parts), counts=1)
+            lines.append(f"{s.finish}({', '.join(fargs)}, 0, {int(s.finish_extent)}, "
+                         + ", ".join(f"(arena + {off})" for off, *_ in parts) + ", 1);")
+            return lines
+        for off, r, acc, count in parts:
+            if r["pos"] is None:        # working state (argmax's best values)
+                continue
+            out = self.values[r["pos"]].dtype
+            lines.append(_convert(f"(arena + {off})", acc, self.ptr(r["pos"]), out, count))
+        return lines
+
+    def _library(self, s: LibraryStep) -> list:
+        ins = self.values[s.pos]
+        if s.call != "gemm":
+            raise AOTError(f"aot: {ins.op} ({ins.dtype.short}{list(ins.shape)}) runs as a NumPy "
+                           "reference on the CPU device and has no C form; it cannot be "
+                           "compiled ahead of time (remove it from the function)")
+        if ins.dtype not in (D.float32, D.float64):
+            raise AOTError(f"aot: dot_general of {ins.dtype.name} has no BLAS routine; AOT "
+                           "libraries support float32 and float64 matrix products")
+        if self.blas is None:
+            raise AOTError("aot: the function has a matrix product but no BLAS was found")
+        return self._gemm(ins, s)
+
+    def _gemm(self, ins: Any, s: dict) -> list:
+        lhs, rhs = (self.values[o] for o in s.operands)
+        a = ins.attrs
+        lb, rb = list(a["lhs_batch"]), list(a["rhs_batch"])
+        lc, rc = list(a["lhs_contracting"]), list(a["rhs_contracting"])
+        lf = [d for d in range(len(lhs.shape)) if d not in lc and d not in lb]
+        rf = [d for d in range(len(rhs.shape)) if d not in rc and d not in rb]
+        g = s.args           # the compiler's layout: (batch, m, k) @ (batch, k, n)
+        b, m, k, n = g["batch"], g["m"], g["k"], g["n"]
+        out = self.ptr(s.pos)
+        isz = ins.dtype.itemsize
+        if b * m * n == 0:
+            return []
+        if k == 0:
+            return [f"memset({out}, 0, {b * m * n * isz});"]
+        lines: list = []
+        A, ta = self._operand(lhs, s.operands[0], list(g["lhs_perm"]), lb + lc + lf, lines)
+        B, tb = self._operand(rhs, s.operands[1], list(g["rhs_perm"]), rb + rf + rc, lines)
+        fn = self.blas.sgemm if ins.dtype is D.float32 else self.blas.dgemm
+        ctype = C_TYPES[ins.dtype]
+        lda, ldb = (m if ta else k), (k if tb else n)
+        lines.append(
+            f"for (int64_t bi = 0; bi < {b}; bi++) {fn}(101, {112 if ta else 111}, "
+            f"{112 if tb else 111}, {m}, {n}, {k}, ({ctype})1, "
+            f"(const {ctype} *)({A} + bi * {m * k * isz}), {lda}, "
+            f"(const {ctype} *)({B} + bi * {k * n * isz}), {ldb}, ({ctype})0, "
+            f"({ctype} *)({out} + bi * {m * n * isz}), {n});")
+        return lines
+
+    def _operand(self, x: Any, pos: int, plain: list, flipped: list, lines: list) -> tuple:
+        """(address, transposed) of a gemm operand laid out as (batch, rows, cols): read in
+        place when its dimensions already are in that order (or with rows and cols
+        swapped: BLAS's transpose flag), else copied into that order."""
+        ident = list(range(len(x.shape)))
+        if plain == ident:
+            return self.ptr(pos), False
+        if flipped == ident:
+            return self.ptr(pos), True
+        off = self.reserve(x.nbytes)
+        shape = ", ".join(str(d) for d in x.shape) or "0"
+        perm = ", ".join(str(d) for d in plain) or "0"
+        lines.append(f"{{ static const int64_t shape[] = {{{shape}}}; static const int perm[] = "
+                     f"{{{perm}}}; la_permute({self.ptr(pos)}, arena + {off}, {len(x.shape)}, shape, "
+                     f"perm, {x.dtype.itemsize}); }}")
+        return f"(arena + {off})", False
+
+    # ---- loops and branches: their sub-programs as C functions --------------------
+
+    def _sub(self, data: dict) -> tuple:
+        """(C function name, arena offset of its temporaries, its driver) of a control
+        step's sub-program: `static int f(inputs, outputs, arena)` runs its steps."""
+        program = sub_program(data)
+        fname = f"la_sub{len(self.functions)}"
+        self.functions.append("")                  # (its place: nested ones come after)
+        at = len(self.functions) - 1
+        child = _Driver(fname, program, self.blas, parent=self)
+        child.tag = f"la_s{at}"
+        if program.code:
+            self.objects.append(program.code)
+        lines = []
+        for s in program.steps:
+            lines.extend("    " + line for line in child.step(s))
+        for k, pos in enumerate(program.outputs):
+            nbytes = child.values[pos].nbytes
+            if nbytes:
+                lines.append(f"    memcpy(outputs[{k}], {child.ptr(pos)}, {nbytes});")
+        self.functions[at] = "\n".join(
+            [f"static int {fname}(const void *const *inputs, void *const *outputs, char *arena) {{",
+             "    (void)inputs; (void)arena;", *("    " + i for i in child.inits), *lines,
+             "    return 0;", "}", ""])
+        return fname, self.reserve(child.arena), child
+
+    def _while(self, s: WhileStep) -> list:
+        """The loop in C: the state double-buffered in the arena (the body reads the
+        current buffers and writes the next, then they swap), as the CPU device runs it."""
+        if s.body is None:
+            raise AOTError("aot: a while loop whose body changes none of its state")
+        fc, oc, _ = self._sub(s.cond)
+        fb, ob, body = self._sub(s.body)
+        vary, ops = s.varying, s.operands
+        nbytes = [body.values[body.program.outputs[j]].nbytes for j in range(len(vary))]
+        lines = ["{", f"    char *cur[{max(1, len(vary))}], *nxt[{max(1, len(vary))}], *t;",
+                 "    unsigned char go = 0;"]
+        for j, k in enumerate(vary):
+            a, b = self.reserve(nbytes[j]), self.reserve(nbytes[j])
+            lines += [f"    cur[{j}] = arena + {a}; nxt[{j}] = arena + {b};",
+                      f"    memcpy(cur[{j}], {self.ptr(ops[k])}, {nbytes[j]});"]
+        state = [f"cur[{vary.index(k)}]" if k in vary else self.ptr(o) for k, o in enumerate(ops)]
+        lines += [f"    const void *in[{len(ops)}] = {{{', '.join(state)}}};",
+                  "    void *pred[1] = {&go};",
+                  f"    {fc}(in, pred, arena + {oc});",
+                  "    while (go) {"]
+        lines += [f"        in[{k}] = cur[{j}];" for j, k in enumerate(vary)]
+        outs = ", ".join([f"nxt[{j}]" for j in range(len(vary))] + ["&go"])
+        lines += [f"        void *out[{len(vary) + 1}] = {{{outs}}};",
+                  f"        {fb}(in, out, arena + {ob});"]
+        lines += [f"        t = cur[{j}]; cur[{j}] = nxt[{j}]; nxt[{j}] = t;"
+                  for j in range(len(vary))]
+        lines.append("    }")
+        for p, k in s.outputs:
+            src = f"cur[{vary.index(k)}]" if k in vary else self.ptr(ops[k])
+            lines.append(f"    memcpy({self.ptr(p)}, {src}, {self.values[p].nbytes});")
+        return lines + ["}"]
+
+    def _conditional(self, s: ConditionalStep) -> list:
+        """The branch the index names (clamped), on the operands, into the outputs."""
+        subs = [self._sub(b) for b in s.branches]
+        first = subs[0][2]
+        outs = [None] * len(first.program.outputs)
+        for p, j in s.outputs:
+            outs[j] = self.ptr(p)
+        for j, o in enumerate(outs):       # results nothing reads: scratch
+            if o is None:
+                outs[j] = f"(arena + {self.reserve(first.values[first.program.outputs[j]].nbytes)})"
+        args = [self.ptr(o) for o in s.operands[1:]] or ["0"]
+        last = len(subs) - 1
+        lines = ["{", f"    int32_t k = *(const int32_t *){self.ptr(s.operands[0])};",
+                 f"    k = k < 0 ? 0 : (k > {last} ? {last} : k);",
+                 f"    const void *in[] = {{{', '.join(args)}}};",
+                 f"    void *out[] = {{{', '.join(outs) or '0'}}};",
+                 "    switch (k) {"]
+        lines += [f"    case {k}: {f}(in, out, arena + {off}); break;"
+                  for k, (f, off, _) in enumerate(subs)]
+        return lines + ["    }", "}"]
+
+    # ---- the whole source ---------------------------------------------------------
+
+    def source(self, inputs: list, outputs: list) -> str:
+        body = []
+        for s in self.program.steps:
+            body.extend("    " + line for line in self.step(s))
+        copies = []
+        for k, pos in enumerate(self.program.outputs):
+            nbytes = self.values[pos].nbytes
+            if nbytes:
+                copies.append(f"    memcpy(outputs[{k}], {self.ptr(pos)}, {nbytes});")
+        blas = ""
+        if self.blas is not None:
+            it = self.blas.int_type
+            for fn, t in ((self.blas.sgemm, "float"), (self.blas.dgemm, "double")):
+                blas += (f"extern void {fn}(int, int, int, {it}, {it}, {it}, {t}, const {t} *, "
+                         f"{it}, const {t} *, {it}, {t}, {t} *, {it});\n")
+        typed_in = [f"const {C_TYPES[d]} *x{k}" for k, (_, d) in enumerate(inputs)]
+        typed_out = [f"{C_TYPES[d]} *y{k}" for k, (_, d) in enumerate(outputs)]
+        ins_list = ", ".join(f"x{k}" for k in range(len(inputs))) or "0"
+        outs_list = ", ".join(f"y{k}" for k in range(len(outputs))) or "0"
+        n = self.name
+        return "\n".join([
+            f"/* {n}: generated by lazyarray.aot; runs the compiled module's steps. */",
+            "#include <stdint.h>", "#include <stdlib.h>", "#include <string.h>",
+            "#include <pthread.h>",
+            f'#include "{n}.h"', "", _HELPERS, _PARALLEL, blas, *self.kernels.values(), "",
+            *self.wrappers, "", *self.statics, "",
+            *(f"static int la_sub{k}(const void *const *, void *const *, char *);"
+              for k in range(len(self.functions))), "", *self.functions,
+            f"size_t {n}_temp_bytes(void) {{ return {self.arena}; }}", "",
+            f"void {n}_set_threads(int threads) {{ la_threads = threads < 1 ? 1 : threads; }}",
+            "",
+            f"int {n}_run(const void *const *inputs, void *const *outputs) {{",
+            f"    char *arena = (char *)aligned_alloc({ALIGN}, {max(self.arena, ALIGN)});",
+            "    if (!arena) return -1;",
+            "    (void)inputs;",
+            *("    " + i for i in self.inits), *body, *copies,
+            "    free(arena);", "    return 0;", "}", "",
+            f"int {n}({', '.join(typed_in + typed_out) or 'void'}) {{",
+            f"    const void *ins[] = {{{ins_list}}};",
+            f"    void *outs[] = {{{outs_list}}};",
+            f"    return {n}_run(ins, outs);", "}", ""])
+
+
+# step class -> the _Driver method writing its C lines (control flow has no C form: the
+# compiler refuses it for this target)
+_STEP_LINES = {LoopStep: _Driver._loop, PartialStep: _Driver._partial,
+               LibraryStep: _Driver._library, WhileStep: _Driver._while,
+               ConditionalStep: _Driver._conditional}
+
+
+def _convert(src: str, acc: D.DType, dst: str, out: D.DType, count: int) -> str:
+    """C statement: `count` values of dtype `acc` at src, converted to `out` at dst."""
+    if acc is out:
+        return f"memcpy({dst}, {src}, {count * acc.itemsize});"
+    if acc is D.float32 and out in (D.float16, D.bfloat16):
+        fn = "la_f32_to_f16" if out is D.float16 else "la_f32_to_bf16"
+        return (f"for (int64_t i = 0; i < {count}; i++) ((uint16_t *){dst})[i] = "
+                f"{fn}(((const float *){src})[i]);")
+    if acc in (D.float16, D.bfloat16) or out in (D.float16, D.bfloat16):
+        raise AOTError(f"aot: no C conversion from {acc.name} to {out.name}")
+    value = f"((const {C_TYPES[acc]} *){src})[i]"
+    if out is D.bool_:
+        value = f"({value} != 0)"
+    return (f"for (int64_t i = 0; i < {count}; i++) (({C_TYPES[out]} *){dst})[i] = "
+            f"({C_TYPES[out]}){value};")
+
+
+SPLIT_ELEMENTS = 1 << 16     # a loop step this large is split over the threads
+
+_PARALLEL = r"""
+static int la_threads = 1;      /* NAME_set_threads: 1 runs every step on the caller's thread */
+
+typedef void (*la_step_fn)(char *, const void *const *, int64_t, int64_t);
+typedef struct { la_step_fn fn; char *arena; const void *const *inputs; int64_t s, e; } la_chunk;
+
+static void *la_run_chunk(void *p) {
+    la_chunk *c = (la_chunk *)p;
+    c->fn(c->arena, c->inputs, c->s, c->e);
+    return 0;
+}
+
+/* fn over [0, extent) in la_threads contiguous chunks, the caller running the first */
+static void la_parallel(la_step_fn fn, char *arena, const void *const *inputs, int64_t extent) {
+    int n = la_threads < extent ? la_threads : (int)extent;
+    if (n <= 1) { fn(arena, inputs, 0, extent); return; }
+    la_chunk chunks[64];
+    pthread_t ids[64];
+    int started[64];
+    if (n > 64) n = 64;
+    for (int k = 0; k < n; k++) {
+        chunks[k] = (la_chunk){fn, arena, inputs, extent * k / n, extent * (k + 1) / n};
+        started[k] = k > 0 && pthread_create(&ids[k], 0, la_run_chunk, &chunks[k]) == 0;
+    }
+    la_run_chunk(&chunks[0]);
+    for (int k = 1; k < n; k++) {
+        if (started[k]) pthread_join(ids[k], 0);
+        else la_run_chunk(&chunks[k]);          /* no thread: run it here */
+    }
+}
+"""
+
+_HELPERS = r"""
+static void la_fill(char *dst, const unsigned char *one, size_t size, int64_t count) {
+    for (int64_t i = 0; i < count; i++) memcpy(dst + i * size, one, size);
+}
+
+/* dst = src transposed by perm (dst dimension d is src dimension perm[d]) */
+static void la_permute(const char *src, char *dst, int nd, const int64_t *shape,
+                       const int *perm, size_t size) {
+    int64_t stride[16], index[16], total = 1;
+    for (int d = nd - 1; d >= 0; d--) { stride[d] = total; total *= shape[d]; }
+    for (int d = 0; d < nd; d++) index[d] = 0;
+    for (int64_t t = 0; t < total; t++) {
+        int64_t off = 0;
+        for (int d = 0; d < nd; d++) off += index[d] * stride[perm[d]];
+        memcpy(dst + t * size, src + off * size, size);
+        for (int d = nd - 1; d >= 0; d--) {
+            if (++index[d] < shape[perm[d]]) break;
+            index[d] = 0;
+        }
+    }
+}
+
+static uint16_t la_f32_to_bf16(float f) {
+    uint32_t u; memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);   /* NaN */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);                 /* nearest even */
+}
+
+static uint16_t la_f32_to_f16(float f) {
+    uint32_t u; memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);                     /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                    /* overflow */
+    if (a < 0x38800000u) {                                                       /* subnormal */
+        if (a < 0x33000000u) return (uint16_t)sign;
+        uint32_t m = (a & 0x7fffffu) | 0x800000u;
+        int shift = 126 - (int)(a >> 23) + 14;
+        uint32_t r = m >> shift, rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rest > half || (rest == half && (r & 1u))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = a - 0x38000000u;                                                /* rebias */
+    uint32_t h = r >> 13, rest = r & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h++;
+    return (uint16_t)(sign | h);
+}
+"""
+
+
+# ---- building ---------------------------------------------------------------------------
+
+def _type_text(shape: Sequence[int], dtype: D.DType) -> str:
+    return f"{dtype.short}[{','.join(map(str, shape))}]"
+
+
+def header(name: str, inputs: list, outputs: list) -> str:
+    lines = [f"/* {name}: an ahead-of-time compiled lazyarray function (no Python needed).",
+             " *",
+             f" * int {name}_run(const void *const *inputs, void *const *outputs);",
+             " *   inputs[k] / outputs[k]: C-contiguous buffers of the types below.",
+             " *   Returns 0, or -1 when the temporary buffers could not be allocated.",
+             " *   Thread-safe: each call allocates its own temporaries.", " *"]
+    for k, (shape, dtype) in enumerate(inputs):
+        lines.append(f" * input {k}: {_type_text(shape, dtype)}")
+    for k, (shape, dtype) in enumerate(outputs):
+        lines.append(f" * output {k}: {_type_text(shape, dtype)}")
+    lines += [" */", f"#ifndef LA_AOT_{name.upper()}_H",
+              f"#define LA_AOT_{name.upper()}_H", "#include <stddef.h>",
+              "#include <stdint.h>", "#ifdef __cplusplus", 'extern "C" {', "#endif", "",
+              f"#define {name.upper()}_NUM_INPUTS {len(inputs)}",
+              f"#define {name.upper()}_NUM_OUTPUTS {len(outputs)}"]
+    for kind, items in (("INPUT", inputs), ("OUTPUT", outputs)):
+        for k, (shape, dtype) in enumerate(items):
+            lines.append(f"#define {name.upper()}_{kind}{k}_SIZE {_size(shape)}  "
+                         f"/* elements of {C_TYPES[dtype]} */")
+    typed = [f"const {C_TYPES[d]} *x{k}" for k, (_, d) in enumerate(inputs)]
+    typed += [f"{C_TYPES[d]} *y{k}" for k, (_, d) in enumerate(outputs)]
+    lines += ["", f"int {name}_run(const void *const *inputs, void *const *outputs);",
+              f"int {name}({', '.join(typed) or 'void'});",
+              f"size_t {name}_temp_bytes(void);",
+              f"void {name}_set_threads(int threads);  /* default 1: the caller's thread */",
+              "", "#ifdef __cplusplus", "}", "#endif",
+              "#endif", ""]
+    return "\n".join(lines)
+
+
+@dataclass
+class Library:
+    name: str
+    path: str               # the shared library
+    header: str             # its C header
+    inputs: list            # (shape, dtype) per input
+    outputs: list           # (shape, dtype) per output
+    blas: Optional[str]     # the BLAS it links, if any
+
+    def load(self) -> "LoadedLibrary":
+        return LoadedLibrary(self)
+
+
+class LoadedLibrary:
+    """The library opened with ctypes (for tests and Python callers; C needs none)."""
+
+    def __init__(self, lib: Library) -> None:
+        self.lib = lib
+        self._dll = ctypes.CDLL(lib.path)
+        self._run = getattr(self._dll, f"{lib.name}_run")
+        self._run.restype = ctypes.c_int
+
+    def set_threads(self, n: int) -> None:
+        """Split large loop steps over n threads from now on (1: the caller's thread)."""
+        getattr(self._dll, f"{self.lib.name}_set_threads")(ctypes.c_int(int(n)))
+
+    def __call__(self, *arrays: Any) -> list:
+        if len(arrays) != len(self.lib.inputs):
+            raise ValueError(f"{self.lib.name}: {len(arrays)} inputs given, "
+                             f"{len(self.lib.inputs)} expected")
+        ins = [np.ascontiguousarray(np.asarray(a, dtype=d.np).reshape(s))
+               for a, (s, d) in zip(arrays, self.lib.inputs)]
+        outs = [np.empty(s, d.np) for s, d in self.lib.outputs]
+        in_ptrs = (ctypes.c_void_p * max(1, len(ins)))(*[a.ctypes.data for a in ins])
+        out_ptrs = (ctypes.c_void_p * max(1, len(outs)))(*[a.ctypes.data for a in outs])
+        if self._run(in_ptrs, out_ptrs) != 0:
+            raise MemoryError(f"{self.lib.name}: could not allocate its temporaries")
+        return outs
+
+
+def _all_steps(program: Program) -> list:
+    """The program's steps and those of its loops' and branches' sub-programs."""
+    out = []
+    for s in program.steps:
+        out.append(s)
+        subs = s.sub_programs() if isinstance(s, (WhileStep, ConditionalStep)) else []
+        for data in subs:
+            if data is not None:
+                out += _all_steps(sub_program(data))
+    return out
+
+
+def build_library(module: Module, name: str, out_dir: str, inputs: list,
+                  blas: Optional[str] = None, cc: Optional[str] = None) -> Library:
+    """Compile `module` (parameter k = input k, of type inputs[k] = (shape, dtype)) into
+    `out_dir/lib<name>.so` and `out_dir/<name>.h`."""
+    if not name.isidentifier():
+        raise AOTError(f"aot: the library name {name!r} must be a C identifier")
+    compiler = find_cc(cc)
+    try:
+        program = compile_program(module, CPU_LIBRARY)
+    except ValueError as e:     # the compiler refuses what has no C form (control flow)
+        if str(e).startswith("ahead-of-time compilation"):
+            raise AOTError(f"aot: {e}") from None
+        raise
+    values = program.value_table()
+    needs_blas = any(isinstance(s, LibraryStep) and s.call == "gemm"
+                     for s in _all_steps(program))
+    found = find_blas(blas) if needs_blas else None
+    outputs = [(values[p].shape, values[p].dtype) for p in program.outputs]
+    driver = _Driver(name, program, found)
+    source = driver.source(inputs, outputs)   # AOTError: no C form
+    obj = program.code
+    os.makedirs(out_dir, exist_ok=True)
+    paths = {k: os.path.join(out_dir, f) for k, f in (
+        ("c", f"{name}.c"), ("h", f"{name}.h"), ("o", f"{name}_kernels.o"),
+        ("map", f"{name}.map"), ("so", f"lib{name}.so"))}
+    with open(paths["c"], "w") as f:
+        f.write(source)
+    with open(paths["h"], "w") as f:
+        f.write(header(name, inputs, outputs))
+    if obj:
+        with open(paths["o"], "wb") as f:
+            f.write(obj)
+    subs = []                           # the loops' and branches' sub-programs' code
+    for k, code in enumerate(driver.objects):
+        subs.append(os.path.join(out_dir, f"{name}_sub{k}.o"))
+        with open(subs[-1], "wb") as f:
+            f.write(code)
+    with open(paths["map"], "w") as f:      # only the entry points are exported
+        f.write(f"{{ global: {name}; {name}_run; {name}_temp_bytes; {name}_set_threads; "
+                "local: *; };\n")
+    cmd = [compiler, "-O2", "-std=c11", "-shared", "-fPIC", "-o", paths["so"], paths["c"]]
+    cmd += [paths["o"]] if obj else []          # no object when every step is a library call
+    cmd += subs
+    cmd += [f"-Wl,--version-script={paths['map']}", "-Wl,-Bsymbolic"]
+    if found is not None:
+        cmd += [found.path, f"-Wl,-rpath,{os.path.dirname(found.path)}"]
+    cmd += ["-lm", "-pthread"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise AOTError(f"aot: the C compiler failed ({' '.join(cmd)}):\n{done.stderr[-4000:]}")
+    return Library(name, paths["so"], paths["h"], list(inputs), outputs,
+                   found.path if found else None)

@@ -1,0 +1,302 @@
+"""Matrix products over the native pool: C split into one tile per thread, each tile one
+single-threaded CBLAS gemm of the BLAS NumPy ships, called from native code (or, for a
+short inner dimension or few rows, computed by code of ours: `direct`).
+
+Why not BLAS's own threads: OpenBLAS's threads spin for a long while after each call,
+taking the cores the kernel pool's workers need for the next step (a training step ran
+4-5x slower with them on a 2-core machine). Here a product is a job of the same pool as
+the generated kernels: while a program runs BLAS is held to one thread
+(`blas_single_threaded`), the pool's threads each multiply their tile, and no thread
+outlives the job. 2-D tiles (rows x columns of C, close to square) keep the packing of
+A and B that each tile repeats small: with t tiles on a square product each thread packs
+about 1/sqrt(t) of B, not all of it as a split by rows would.
+
+Used for float32/float64 products of 2-D operands when NumPy's BLAS is the ILP64
+OpenBLAS of NumPy's wheels (`scipy_cblas_?gemm64_`); otherwise `available()` is False and
+the device keeps its NumPy path.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import threading
+from typing import Optional
+
+import numpy as np
+
+from ...compiler import fork_locks
+from . import native_pool, pool_ir
+from .object_code import LoadedCode
+from .runtime_objects import runtime_object
+from .thread_pool import BLAS_THREADS, blas_single_threaded
+
+_SYMBOLS = {np.dtype(np.float32): "scipy_cblas_sgemm64_", np.dtype(np.float64): "scipy_cblas_dgemm64_"}
+_LOCK = fork_locks.lock()
+IR = pool_ir.LAYOUT
+
+
+@functools.lru_cache(maxsize=None)
+def _gemm_addresses() -> Optional[dict]:
+    """dtype -> address of the ILP64 CBLAS gemm in NumPy's OpenBLAS, or None."""
+    for lib in BLAS_THREADS.libs():
+        if getattr(lib, "internal_api", "") != "openblas":
+            continue
+        try:
+            handle = ctypes.CDLL(lib.filepath)          # already loaded: the same handle
+            return {dt: ctypes.cast(getattr(handle, sym), ctypes.c_void_p).value
+                    for dt, sym in _SYMBOLS.items()}
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+_KINDS = {"blas": IR.GEMM_KIND_BLAS, "direct": IR.GEMM_KIND_DIRECT, "dots": IR.GEMM_KIND_DOTS}
+_BLAS_FUNCTIONS: set = set()     # the addresses of the "blas" tile functions built
+
+
+@functools.lru_cache(maxsize=None)
+def tile_function(dt: np.dtype, kind: str) -> int:
+    """The address of the tile function of `kind`: "blas" (each tile one CBLAS call),
+    "direct" (`direct`), "dots" (`dots`), for dtype `dt`. Each is built (or loaded from
+    the disk cache) when a product first needs it."""
+    code_kind, size = _KINDS[kind], np.dtype(dt).itemsize
+    with _LOCK:
+        code = LoadedCode(runtime_object("gemm_tiles", code_kind, size))
+    _KEEP.append(code)
+    address = code.address(IR.GEMM_NAMES[code_kind, size])
+    if kind == "blas":
+        _BLAS_FUNCTIONS.add(address)
+    return address
+
+
+_KEEP: list = []
+
+
+def available() -> bool:
+    return _gemm_addresses() is not None
+
+
+def grid(m: int, n: int, tiles: int, a_weight: float = 1.0) -> tuple:
+    """(row blocks, column blocks) with product `tiles` that pack the least: each tile's
+    BLAS call packs its rows of A and its columns of B, so A is packed once per column
+    block and B once per row block (with equal weights: the blocks closest to square).
+    `a_weight`: the cost of packing an element of A against one of B (fewer tiles when
+    a side is too short to cut that often)."""
+    best = (1, 1)
+    score = math.inf
+    for pm in range(1, tiles + 1):
+        if tiles % pm:
+            continue
+        pn = tiles // pm
+        if pm > m or pn > n:
+            continue
+        s = a_weight * pn * m + pm * n
+        if s < score:
+            best, score = (pm, pn), s
+    return best
+
+
+# Packing a transposed A (stored k x m, read down its columns) costs about twice a plain
+# one per element: measured with NumPy's OpenBLAS on one thread, the weight gradients of
+# a training step (g.T @ x: 512x784x256, 512x512x256) and 768^3, 1024x1024x512 run 2-7%
+# faster split by rows of C than by columns, which packs the transposed A twice.
+# Repeating A's packing still costs a little more than B's: 2048^2 on 2 threads runs ~1.5%
+# faster in two row tiles than in two column tiles (their packing is alike). But a tile as
+# wide as the MLP step's forward products (256x512, B = W.T) is slower than a square one:
+# measured on the 2-core AVX2 machine, 2 tiles on 2 threads, medians of 150-200 runs
+# interleaved in one process, rows -> columns (four runs, two at FIFO priority): 256x512x784
+# 1234 -> 1204, 1293 -> 1224, 1291 -> 1259, 1209 -> 1164 us; 256x512x512 802 -> 776,
+# 843 -> 824, 798 -> 791; 256x640x784 1585 -> 1512; 512x1024x512 and 1024x2048x1024 alike;
+# and the tiles' CPU time on one thread agrees (256x512x784 2396 -> 2287 us). So A's repeats
+# weigh 1.5x an element of B (3x transposed): on 2 threads a C more than 1.5x as wide as
+# tall (3x with A transposed) is split by columns, squarer ones by rows; 2048^2 on 16
+# threads in 4x4 tiles (not measured on 16 cores).
+A_WEIGHT = 1.5
+TRANS_A_WEIGHT = 2 * A_WEIGHT
+
+
+def _operand(x: np.ndarray) -> Optional[tuple]:
+    """(array, transpose flag, leading dimension) as CBLAS reads a row-major operand."""
+    if x.flags.c_contiguous:
+        return x, IR.CBLAS_NO_TRANS, max(1, x.shape[1])
+    if x.flags.f_contiguous:                     # a transposed C-contiguous array
+        return x, IR.CBLAS_TRANS, max(1, x.shape[0])
+    return None
+
+
+def matmul(a: np.ndarray, c: np.ndarray, out: np.ndarray, threads: int) -> bool:
+    """out = a @ c for 2-D float32/float64 operands over `threads` threads of the native
+    pool; False (nothing done) when this path does not apply."""
+    dt = out.dtype
+    if dt not in _SYMBOLS or a.dtype != dt or c.dtype != dt or a.ndim != 2 or c.ndim != 2 \
+            or not out.flags.c_contiguous or not available():
+        return False
+    pa, pc = _operand(a), _operand(c)
+    if pa is None or pc is None:
+        return False
+    m, k = a.shape
+    n = c.shape[1]
+    if work(m, n, k) < SPLIT_WORK:    # one tile, on this thread: no worker to wake
+        threads = 1
+    job, desc = _job(dt, m, n, k, pa[1:], pc[1:], threads)
+    job.table[:] = (native_pool.address(a), native_pool.address(c), native_pool.address(out),
+                    native_pool.address(desc))
+    with blas_single_threaded():
+        native_pool.get_pool(threads).run(job)
+    return True
+
+
+_JOBS = threading.local()      # per Python thread: a job's table is written at each call
+
+
+def _job(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: int) -> tuple:
+    """The pool job and the descriptor of one product's shape (built once per shape:
+    building them costs more than the call of a small product)."""
+    jobs = getattr(_JOBS, "jobs", None)
+    if jobs is None:
+        jobs = _JOBS.jobs = {}
+    key = (dt, m, n, k, pa, pc, threads)
+    hit = jobs.get(key)
+    if hit is None:
+        if len(jobs) > 256:            # a program of many shapes: keep the cache bounded
+            jobs.clear()
+        fn, desc, ranges = task(dt, m, n, k, pa, pc, threads)
+        job = native_pool.Job([(fn, [0, 1, 2, 3], [], [], ranges)], 4)
+        hit = jobs[key] = (job, desc)
+    return hit
+
+
+def task(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: int,
+         batch: int = 1, strides: tuple = (0, 0, 0)) -> tuple:
+    """(tile function address, descriptor, chunk ranges) of C = A B as one task of a
+    native job whose arguments are (A, B, C, descriptor); pa/pc: (CBLAS transpose flag,
+    leading dimension) of A and B. `batch` products, the i-th's A, B, C `strides`
+    elements after the first's: each product gets `threads / batch` tiles (at least
+    one)."""
+    per = max(1, threads // batch)
+    pm, pn = grid(m, n, per, TRANS_A_WEIGHT if pa[0] == IR.CBLAS_TRANS else A_WEIGHT)
+    bm, bn = -(-m // pm), -(-n // pn)
+    pm, pn = -(-m // bm), -(-n // bn)    # no empty block (m = 5 in 4 blocks of 2 is 3 blocks)
+    desc = np.zeros(IR.GEMM_WORDS, np.int64)
+    desc[:IR.GEMM_FN + 1] = (m, n, k, pa[1], pc[1], max(1, n), pa[0], pc[0], bm, bn, pn,
+                             _gemm_addresses()[dt])
+    desc[IR.GEMM_TILES:IR.GEMM_STRIDE_C + 1] = (pm * pn,) + tuple(strides)
+    fn = tile_function(dt, kind(dt, m, n, k, pa[0], pc[0]))
+    return fn, desc, [(t, t + 1) for t in range(batch * pm * pn)]
+
+
+def calls_blas(fn: int) -> bool:
+    """Whether the tile function at address `fn` (from `task`) calls BLAS."""
+    return fn in _BLAS_FUNCTIONS
+
+
+def own_kernel(a: np.ndarray, c: np.ndarray, out: np.ndarray) -> bool:
+    """Whether out = a @ c (2-D) is computed by code of ours ("direct", "dots"), not BLAS,
+    when `matmul` takes it: the general path then calls `matmul` for it however small, so
+    that a program's products sum alike on both paths (a profiled step, which runs the
+    general path, equals a plain one bit for bit)."""
+    dt = out.dtype
+    if dt not in _SYMBOLS or a.dtype != dt or c.dtype != dt or a.ndim != 2 or c.ndim != 2:
+        return False
+    pa, pc = _operand(a), _operand(c)
+    if pa is None or pc is None:
+        return False
+    return kind(dt, a.shape[0], c.shape[1], a.shape[1], pa[1], pc[1]) != "blas"
+
+
+def kind(dt: np.dtype, m: int, n: int, k: int, trans_a: int, trans_b: int) -> str:
+    """Which code computes the tiles of C = A B: "direct", "dots" or "blas"."""
+    if direct(m, n, k, trans_b):
+        return "direct"
+    return "dots" if dots(dt, n, k, trans_a, trans_b) else "blas"
+
+
+# C = A B by dot products of rows (pool_ir's `_RowDots`): A read along its rows, B
+# transposed (the rows of a W in x @ W.T), C a few columns wide, an inner dimension of a
+# few vectors at least. Measured on one AVX2 core (Zen 3; CPU time of one tile, medians,
+# with other programs running): 256 x n x 512 float32 n = 1..11 0.55-0.70 of BLAS's time
+# (n = 10: 68.5 -> 47.1 us), n = 12 0.90; 256x10x784 0.87; float64 n <= 8 0.44-0.60, but
+# 9, 11 and 12 columns slower than BLAS (their sums no longer fit the registers).
+DOTS_N = {np.dtype(np.float32): 11, np.dtype(np.float64): 8}   # C at most this wide
+DOTS_K = 32             # an inner dimension at least this long
+
+
+def dots(dt: np.dtype, n: int, k: int, trans_a: int, trans_b: int) -> bool:
+    """Whether C = A B is computed as dot products of rows (see DOTS_N)."""
+    return trans_a == IR.CBLAS_NO_TRANS and trans_b == IR.CBLAS_TRANS \
+        and n <= DOTS_N.get(dt, 0) and k >= DOTS_K
+
+
+# Products computed by our own code (pool_ir's `_SmallGemm`: C in registers, no packing,
+# C written once) rather than BLAS: B read along its rows, C at least a few vectors wide,
+# and a short inner dimension or few rows, where BLAS's clearing of C and packing cost
+# more than its arithmetic. Measured on one AVX2 core (CPU time of one tile, float32 /
+# float64): 256x512x10 0.72 / 0.45 of BLAS's time, 10x512x256 0.64 / 0.72, 256x512x16
+# 0.81 / 0.64, 4x4096x256 0.58 / 0.52, 1000x32x4 0.70 / 0.63; it lost where C is narrow
+# (256x10x32: 1.5x), with 16 rows and a long inner dimension (16x1024x256: 0.95-1.17),
+# or an inner dimension of 32 (256x256x32: 0.94-1.32), which these bounds leave to BLAS.
+DIRECT_K = 16           # an inner dimension this short ...
+DIRECT_M = 12           # ... or this few rows of C
+DIRECT_N = 32           # C at least this wide
+DIRECT_WORK = 1 << 22   # and at most this many multiply-adds
+
+
+def direct(m: int, n: int, k: int, trans_b: int) -> bool:
+    """Whether C = A B of this shape is computed directly (see DIRECT_K)."""
+    return trans_b == IR.CBLAS_NO_TRANS and n >= DIRECT_N and (k <= DIRECT_K or m <= DIRECT_M) \
+        and m * n * k <= DIRECT_WORK
+
+
+def program_task(layout: dict, lhs: tuple, rhs: tuple, out: tuple, dt: np.dtype,
+                 threads: int) -> Optional[tuple]:
+    """`task` for a dot_general step of a whole-program job (devices/cpu/native_program.py):
+    lhs/rhs/out are the stored (C-contiguous) shapes, `layout` the stanza's gemm layout.
+    A batched product is covered when its batch dimensions lead both operands in order
+    (each product's operands then lie one after another). None when the product is not
+    one this path covers (then the program runs its steps one by one, the product
+    through `matmul`)."""
+    m, n, k, batch = layout["m"], layout["n"], layout["k"], layout["batch"]
+    nb = len(lhs) - 2
+    if dt not in _SYMBOLS or not available() or not (m and n and k and batch) \
+            or len(rhs) != nb + 2 or tuple(out) != tuple(lhs[:nb]) + (m, n) \
+            or math.prod(lhs[:nb]) != batch or tuple(rhs[:nb]) != tuple(lhs[:nb]):
+        return None
+    pa = _flag(layout["lhs_perm"], lhs, nb)
+    pc = _flag(layout["rhs_perm"], rhs, nb)
+    if pa is None or pc is None:
+        return None
+    strides = (math.prod(lhs[nb:]), math.prod(rhs[nb:]), m * n) if batch > 1 else (0, 0, 0)
+    return task(dt, m, n, k, pa, pc, threads if batch * work(m, n, k) >= SPLIT_WORK else 1,
+                batch, strides)
+
+
+# Inside a whole-program job a split costs no dispatch (the job is parallel already; the
+# other threads would only wait at the task's barrier), so a product is split as soon as
+# its tiles take more than a few microseconds. Its time is not its multiply-adds alone:
+# BLAS clears C first (beta = 0) and writes it again, so a product with a short inner
+# dimension (a training step's 256x512 = 256x10 @ 10x512) is bound by its C and its
+# packed operands, not by its m*n*k (measured on one thread: 1.3M multiply-adds over a
+# 256x512 C take 55 us warm and 80-100 us inside the step, 2-3x their arithmetic alone).
+SPLIT_WORK = 1 << 19       # below this estimated work a product is one tile (one thread)
+C_WEIGHT = 24              # work per element of C (cleared, written, read back)
+PACK_WEIGHT = 4            # work per element of A and B (read and packed)
+
+
+def work(m: int, n: int, k: int) -> int:
+    """A product's estimated cost in multiply-add units: its arithmetic plus the memory
+    traffic of C and of packing A and B."""
+    return m * n * k + C_WEIGHT * m * n + PACK_WEIGHT * k * (m + n)
+
+
+def _flag(perm: list, shape: tuple, nb: int = 0) -> Optional[tuple]:
+    """(CBLAS transpose flag, leading dimension) of a stored row-major operand whose `nb`
+    leading (batch) dimensions stay in place, read through `perm`."""
+    if len(shape) != nb + 2 or list(perm[:nb]) != list(range(nb)):
+        return None
+    ld = max(1, shape[nb + 1])
+    if list(perm[nb:]) == [nb, nb + 1]:
+        return IR.CBLAS_NO_TRANS, ld
+    if list(perm[nb:]) == [nb + 1, nb]:
+        return IR.CBLAS_TRANS, ld
+    return None

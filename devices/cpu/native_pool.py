@@ -1,0 +1,283 @@
+"""A persistent native worker pool: compiled kernels split over every core with no Python
+between the chunks.
+
+The pool is LLVM IR of our own (devices/cpu/pool_ir.py) JIT-compiled once per process, over
+the C library's pthreads. A run is one call into native code (`lzp_run`): the calling
+thread publishes a job, wakes the workers, takes chunks itself and returns only when
+every chunk is done and every worker that joined has left the job. So Python sees a run
+as one ctypes call (which releases the GIL): a KeyboardInterrupt can only arrive before
+or after it, never while a worker still writes.
+
+- A job is a list of tasks run in order with a barrier between them (none after a task
+  marked to go on: the next one is independent of it); a task is one kernel over its
+  chunks (`Job`). One job per step and thread count is built once and reused: a run
+  only rewrites the buffer pointers.
+- A job whose tasks all have one chunk runs on the calling thread without waking
+  anyone (a tiny kernel costs a ctypes call).
+- Threads are started on the first parallel run, named `lazyarray-cpu<N>`, spin briefly
+  after a job (so the next kernel of a sync finds them awake) and then sleep on a
+  condition variable. `close_all()` stops and joins them; it runs at exit; in a forked
+  child every pool forgets its parent's threads (they do not exist there) and starts
+  its own at its next parallel run.
+- Two Python threads never share a pool at once: the second runs its job on its own
+  thread (still natively) instead of waiting.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import sys
+import weakref
+from typing import Optional, Sequence
+
+import llvmlite.binding as llvm
+import numpy as np
+
+from ...compiler import fork_locks
+from . import pool_ir
+from .object_code import LoadedCode
+from .runtime_objects import runtime_object
+from .thread_pool import default_threads
+
+SPIN_ROUNDS = 2000      # `pause` rounds a worker spins before sleeping: ~50-150 us, longer
+                        # than the Python between two kernels of one sync, short enough not
+                        # to take a shared core from others for long
+
+IR = pool_ir.LAYOUT          # word offsets shared with the generated code
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_PTHREAD_SYMBOLS = ("pthread_mutex_lock", "pthread_mutex_unlock", "pthread_cond_wait",
+                    "pthread_cond_broadcast", "sched_yield")
+_RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+
+
+class _Code:
+    """The pool's compiled code and the kernel trampolines, loaded once per process."""
+
+    def __init__(self) -> None:
+        for name in _PTHREAD_SYMBOLS:       # resolved from the C library already loaded
+            llvm.add_symbol(name, ctypes.cast(getattr(_LIBC, name), ctypes.c_void_p).value)
+        self._loaded = [LoadedCode(runtime_object("pool"))]
+        self.run = _RUN(self._loaded[0].address("lzp_run"))
+        self.worker = self._loaded[0].address("lzp_worker")
+        self._tramps: dict = {}
+        self._lock = fork_locks.lock()
+
+    def trampoline(self, nargs: int, npartials: int, ncounts: int = 0) -> int:
+        key = (nargs, npartials, ncounts)
+        addr = self._tramps.get(key)
+        if addr is None:
+            with self._lock:
+                addr = self._tramps.get(key)
+                if addr is None:
+                    code = LoadedCode(runtime_object("trampoline", *key))
+                    self._loaded.append(code)
+                    addr = self._tramps[key] = code.address(IR.TRAMPOLINE)
+        return addr
+
+
+_CODE: Optional[_Code] = None
+_CODE_LOCK = fork_locks.lock()
+
+
+def code() -> _Code:
+    global _CODE
+    if _CODE is None:
+        with _CODE_LOCK:
+            if _CODE is None:
+                _CODE = _Code()
+    return _CODE
+
+
+# ---- buffer addresses -------------------------------------------------------------------
+
+def _data_offset() -> int:
+    """Where an ndarray object keeps its data pointer (right after the object header in
+    NumPy's array struct), checked on a few arrays; 0 when that does not hold."""
+    off = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)
+    base = np.arange(64, dtype=np.float64)
+    probes = [base, base[3:], base[::2], np.empty((), np.float32), np.zeros((2, 3), np.int8).T]
+    ok = all(ctypes.c_void_p.from_address(id(a) + off).value == a.ctypes.data for a in probes)
+    return off if ok else 0
+
+
+_DATA_OFFSET = _data_offset()
+_word_at = ctypes.c_void_p.from_address
+
+
+def address(array: np.ndarray) -> int:
+    """The address of an ndarray's first element (10x cheaper than `array.ctypes.data`,
+    which builds a ctypes helper object each time)."""
+    if _DATA_OFFSET:
+        return _word_at(id(array) + _DATA_OFFSET).value or 0
+    return array.ctypes.data
+
+
+# ---- jobs ------------------------------------------------------------------------------
+
+class Job:
+    """Tasks to run in order, each a kernel over [start, end) chunks, reading and writing
+    buffers named by their index in the job's buffer table. Build once; per run write
+    the buffers' addresses into `table` and call `NativePool.run`."""
+
+    def __init__(self, tasks: Sequence[tuple], buffers: int,
+                 table: Optional[np.ndarray] = None, go_on: Sequence[int] = ()) -> None:
+        """tasks: (kernel address, buffer indices of its arguments, buffer indices of its
+        partials, byte strides of its partials per chunk (0: shared), chunk ranges[,
+        indices of the integers passed after the partials]). `table`: an int64 array of
+        at least `buffers` entries to share with other jobs. `go_on`: the tasks with no
+        barrier after them (the next task does not read what they write; the next
+        barrier waits for them too), never the last."""
+        c = code()
+        n = len(tasks)
+        self.header = np.zeros(4, np.int64)
+        self.table = np.zeros(max(1, buffers), np.int64) if table is None else table
+        self._tasks = np.zeros(n * IR.TASK_WORDS, np.int64)
+        self.counters = np.zeros(2 * n, np.int64)
+        self._keep: list = []            # the arrays the task words point into
+        self.parallel = False
+        self.chunks = 0                  # over all tasks
+        for t, (fn, args, partials, strides, ranges, *counts) in enumerate(tasks):
+            counts = list(counts[0]) if counts else []
+            words = [np.asarray(list(v) or [0], np.int64)
+                     for v in (list(args) + counts, partials, strides)]
+            rng = np.asarray(ranges, np.int64).reshape(-1)
+            row = self._tasks[t * IR.TASK_WORDS:(t + 1) * IR.TASK_WORDS]
+            row[IR.TASK_TRAMP] = c.trampoline(len(args), len(partials), len(counts))
+            row[IR.TASK_FN] = fn
+            row[IR.TASK_ARGV] = words[0].ctypes.data
+            row[IR.TASK_PARTIALS] = words[1].ctypes.data
+            row[IR.TASK_STRIDES] = words[2].ctypes.data
+            row[IR.TASK_RANGES] = rng.ctypes.data
+            row[IR.TASK_CHUNKS] = len(rng) // 2
+            self._keep.extend(words + [rng])
+            self.parallel = self.parallel or len(rng) > 2
+            self.chunks += len(rng) // 2
+        for t in go_on:
+            if not 0 <= t < n - 1:
+                raise ValueError(f"lazyarray: a job's task {t} of {n} cannot go on without a "
+                                 "barrier (only a task with another after it can)")
+            self._tasks[t * IR.TASK_WORDS + IR.TASK_GO_ON] = 1
+            self.parallel = True        # its chunks and the next task's run side by side
+        self.header[:] = (n, self._tasks.ctypes.data, self.counters.ctypes.data,
+                          self.table.ctypes.data)
+        self.address = self.header.ctypes.data
+
+
+# ---- pools -----------------------------------------------------------------------------
+
+class NativePool:
+    """`threads` threads in all: the caller and threads - 1 workers (started lazily)."""
+
+    def __init__(self, threads: int = 0) -> None:
+        self.threads = threads if threads > 0 else default_threads()
+        self.state: Optional[np.ndarray] = None
+        self._workers: list = []
+        self._busy = fork_locks.lock()       # one run at a time uses the workers
+        self.runs_shared = 0                # runs that used the workers (tests read it)
+        _ALL.add(self)
+
+    @property
+    def started(self) -> int:
+        """How many worker threads are running."""
+        return len(self._workers)
+
+    def _start(self) -> None:
+        state = np.zeros(IR.STATE_WORDS, np.int64)
+        base = state.ctypes.data
+        if _LIBC.pthread_mutex_init(ctypes.c_void_p(base + 8 * IR.STATE_MUTEX), None) or \
+                _LIBC.pthread_cond_init(ctypes.c_void_p(base + 8 * IR.STATE_COND), None):
+            raise OSError("lazyarray: could not set up the native pool's mutex")
+        state[IR.STATE_SPIN] = SPIN_ROUNDS
+        self.state = state
+        worker = code().worker
+        for k in range(self.threads - 1):
+            tid = ctypes.c_uint64()
+            err = _LIBC.pthread_create(ctypes.byref(tid), None, ctypes.c_void_p(worker),
+                                       ctypes.c_void_p(base))
+            if err:
+                break               # fewer workers than asked: the others still share the work
+            self._workers.append(tid.value)
+            _name(tid.value, f"lazyarray-cpu{k + 1}")
+
+    def run(self, job: Job) -> None:
+        """Every chunk of every task of `job`, done when this returns."""
+        c = code()
+        if self.threads <= 1 or not job.parallel or not self._busy.acquire(blocking=False):
+            c.run(None, job.address, 0)
+            return
+        try:
+            if self.state is None:
+                self._start()
+            if not self._workers:
+                c.run(None, job.address, 0)
+                return
+            self.runs_shared += 1
+            c.run(self.state.ctypes.data, job.address, 1)
+        finally:
+            self._busy.release()
+
+    def _forget(self) -> None:
+        """In a forked child: the parent's workers do not exist here, and the mutex and
+        the lock may have been held by one of them; start afresh (lazily)."""
+        self.state, self._workers, self._busy = None, [], fork_locks.lock()
+
+    def close(self) -> None:
+        """Stop the workers and wait for them (none is inside a job: runs hold `_busy`)."""
+        if self.state is None:
+            return
+        with self._busy:
+            base = self.state.ctypes.data
+            mutex = ctypes.c_void_p(base + 8 * IR.STATE_MUTEX)
+            _LIBC.pthread_mutex_lock(mutex)
+            self.state[IR.STATE_SHUTDOWN] = 1
+            _LIBC.pthread_cond_broadcast(ctypes.c_void_p(base + 8 * IR.STATE_COND))
+            _LIBC.pthread_mutex_unlock(mutex)
+            for tid in self._workers:
+                _LIBC.pthread_join(ctypes.c_uint64(tid), None)
+            self._workers = []
+            self.state = None
+
+
+def _name(tid: int, name: str) -> None:
+    """Name a thread (Linux: seen in top -H, gdb, py-spy); elsewhere a no-op."""
+    if sys.platform.startswith("linux"):
+        _LIBC.pthread_setname_np(ctypes.c_uint64(tid), name.encode()[:15])
+
+
+_POOLS: dict = {}
+_POOLS_LOCK = fork_locks.lock()
+
+
+def get_pool(threads: int = 0) -> NativePool:
+    """The process's pool of `threads` threads (0: one per core this process may use)."""
+    n = threads if threads > 0 else default_threads()
+    pool = _POOLS.get(n)
+    if pool is None:
+        with _POOLS_LOCK:
+            pool = _POOLS.get(n)
+            if pool is None:
+                pool = _POOLS[n] = NativePool(n)
+    return pool
+
+
+def close_all() -> None:
+    """Stop every pool's workers (at exit; a later run starts them again)."""
+    for pool in list(_POOLS.values()):
+        pool.close()
+
+
+_ALL: "weakref.WeakSet" = weakref.WeakSet()     # every pool, for the fork handler
+
+
+def _forget_after_fork() -> None:
+    # the child has only the forking thread: every pool (also those held by compiled
+    # programs) forgets its workers and starts new ones at its next parallel run
+    global _POOLS_LOCK
+    _POOLS_LOCK = fork_locks.lock()
+    for pool in list(_ALL):
+        pool._forget()
+
+
+atexit.register(close_all)
+os.register_at_fork(after_in_child=_forget_after_fork)

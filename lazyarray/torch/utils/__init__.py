@@ -1,0 +1,2 @@
+"""`torch.utils`: `data` (datasets and a loader)."""
+from . import data  # noqa: F401

@@ -1,0 +1,85 @@
+"""A process that compiles shape after shape stays bounded: the in-memory caches keep at
+most their caps, by count and by bytes, as the disk cache does (issue 33, item 17: the
+process grew by 370 MB over 3,000 distinct shapes). Sizes are counted, never timed."""
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import runtime
+from lazyarray.compiler import primitive
+from lazyarray.devices.cpu.object_code import ENGINE_BYTES, LoadedCode
+
+SHAPES = 40
+CAP = 6
+
+
+def _step(n: int) -> float:
+    x = la.ones((n,)) * 2.0 + 1.0
+    return (x.sum() + x.max()).item()
+
+
+def _live_engines() -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, LoadedCode))
+
+
+@pytest.fixture
+def small_caps(fresh_metrics, monkeypatch):
+    monkeypatch.setattr(runtime, "RECENT", 10)
+    with la.config.override(executable_cache_max=CAP):
+        yield fresh_metrics
+
+
+def test_compiling_many_shapes_keeps_the_caches_at_their_caps(small_caps):
+    cache = runtime.get_device("cpu").executables
+    _step(2)                 # the runtime's own code (worker pool, trampolines) loaded
+    before = _live_engines() - len(cache)
+    for n in range(3, 3 + SHAPES):
+        assert _step(n) == 3.0 * n + 3.0
+        assert len(cache) <= CAP
+    assert len(cache) == CAP and cache.evictions >= SHAPES - CAP
+    # each evicted program's LLVM engine is freed with it
+    assert _live_engines() - before <= CAP + 2      # (2: trampolines of other arities)
+    # the metrics that list compiles keep the latest RECENT
+    assert len(small_caps.recompiles) <= 10 and len(small_caps.peak_bytes) <= 10
+    assert len(primitive._INFERRED) <= 8193
+
+
+def test_the_byte_cap_counts_each_programs_engine(small_caps):
+    """A program's bytes include its LLVM engine, not only its code and constants: with
+    room for three engines, no more than three programs stay."""
+    cache = runtime.get_device("cpu").executables
+    with la.config.override(executable_cache_max=1000, executable_cache_max_mb=1):
+        per = ENGINE_BYTES
+        most = (1 << 20) // per
+        for n in range(3, 3 + most + 5):
+            _step(n)
+        assert len(cache) <= most and cache.nbytes <= 1 << 20
+        assert all(getattr(e, "nbytes", 0) >= ENGINE_BYTES for e in cache._items.values())
+
+
+def test_templates_stay_at_their_caps(fresh_metrics, monkeypatch):
+    """The recording caches (sync templates' generated checks, vjp templates) keep at
+    most their caps while every step has a new shape (without the caps this loop leaves
+    14 and 24 entries). (Backward-walk templates are kept per target type and a scalar
+    loss has one.)"""
+    from lazyarray.compiler.graph import template_code
+    from lazyarray.compiler.transforms import vjp_templates
+    caps = {template_code: ("_MAX_CODE", "_CODE"), vjp_templates: ("_MAX_TEMPLATES", "_TEMPLATES")}
+    for module, (cap, _) in caps.items():
+        monkeypatch.setattr(module, cap, 3)
+    for n in range(2, 14):
+        w = la.asarray(np.ones((n,), np.float32))
+        for _ in range(3):            # a loop at one line: templates made and used
+            with la.GradientTape() as tape:
+                tape.watch(w)
+                loss = la.sum(la.tanh(w * 2.0))
+            g, = tape.gradient(loss, [w])
+            assert g.shape == (n,)
+            g.numpy()
+    for module, (_, table) in caps.items():
+        assert len(getattr(module, table)) <= 3, (module.__name__, len(getattr(module, table)))
