@@ -59,6 +59,34 @@ def markdown_interleaved(table: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def load_first_steps(path: str) -> dict:
+    """workload -> {framework: (first call's seconds, compiles)} where a benchmark recorded
+    them (bench_models)."""
+    with open(path) as f:
+        data = json.load(f)
+    table: dict = collections.defaultdict(dict)
+    for b in data["benchmarks"]:
+        info = b["extra_info"]
+        if "first_step_s" in info and "framework" in info:
+            table[b["group"]][info["framework"]] = (info["first_step_s"], info.get("compiles"))
+    return table
+
+
+def markdown_first_steps(table: dict) -> str:
+    """The first call of each framework (compile included) and its compiles."""
+    if not table:
+        return ""
+    frameworks = sorted({fw for row in table.values() for fw in row},
+                        key=lambda f: (not f.startswith("lazyarray"), f))
+    head = "| workload | " + " | ".join(frameworks) + " |"
+    lines = ["\nFirst call, compile included (seconds; compiles in brackets):\n", head,
+             "|" + "---|" * (head.count("|") - 1)]
+    for name, row in table.items():
+        cells = [f"{row[f][0]:.2f} s ({row[f][1]})" if f in row else "—" for f in frameworks]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(table: dict) -> str:
     frameworks = sorted({fw for row in table.values() for fw in row},
                         key=lambda f: (f != "lazyarray", f))
@@ -137,7 +165,7 @@ def main(argv: list) -> None:
     table = load(src)
     base = os.path.splitext(src)[0]
     text = machine(src) + (markdown(table) if table else "") + \
-        markdown_interleaved(load_interleaved(src))
+        markdown_interleaved(load_interleaved(src)) + markdown_first_steps(load_first_steps(src))
     with open(base + ".md", "w") as f:
         f.write(text)
     print(text)

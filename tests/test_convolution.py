@@ -250,3 +250,28 @@ def test_expand_convolution_of_the_backward_pass():
         expanded = expand_convolution(module)
         np.testing.assert_allclose(_run(expanded, args), _run(module, args), rtol=1e-12,
                                    atol=1e-12)
+
+
+def _function(llvm: str, prefix: str) -> str:
+    start = llvm.index(f"define void @{prefix}")
+    return llvm[start:llvm.index("\n}\n", start)]
+
+
+@pytest.mark.parametrize("kw", [dict(padding=1), dict(padding=1, stride=2),
+                                dict(padding=2, dilation=2)])
+def test_im2col_reads_one_input_element_per_patch_element(kw):
+    """The patch matrix's kernel (im2col: a concatenate of one strided slice per window
+    tap) reads one input element per element it writes, at the start of its tap, not all
+    nine taps and a select chain; and it loops over the patches' own dimensions, so
+    a tap's run along one input row is the inner loop. Results stay the interpreter's."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 3, 16, 16)).astype(np.float32)
+    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    y = la.nn.functional.conv2d(la.asarray(x), la.asarray(w), **kw)
+    kernel = _function(la.debug.ir([y], stage="llvm"), "loop_0")
+    reads = kernel.count("masked.gather") + kernel.count(" = load ")
+    assert 1 <= reads <= 2, kernel               # (a vector and a scalar remainder)
+    assert "d5." in kernel                       # the (G, C, taps, N, H, W) loop nest
+    want = la.nn.functional.conv2d(la.asarray(x, device="interpreter"),
+                                   la.asarray(w, device="interpreter"), **kw)
+    np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)

@@ -305,3 +305,32 @@ def test_threads_sharing_one_program_get_their_own_results() -> None:
     finally:
         sys.setswitchinterval(old)
     assert not errors, errors[:3]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("batch,m,n,k,trans_b", [(8, 16, 16, 8, True), (3, 5, 7, 4, False),
+                                                 (2, 64, 48, 32, True), (1, 3, 3, 2, False)])
+def test_batched_products_run_in_the_native_program(threads, batch, m, n, k, trans_b) -> None:
+    """A batched product (attention's q @ k.T and p @ v: batch dimensions leading, the
+    right operand read transposed or not) is a task of the program's native job, not a
+    reason to run the program step by step; the results are the interpreter's and
+    NumPy's, with the batch split over the threads or each element in tiles."""
+    rhs = (2, batch, n, k) if trans_b else (2, batch, k, n)
+    module = Module("bmm", [
+        I("parameter", (), (2, batch, m, k), F32, {"number": 0}),
+        I("parameter", (), rhs, F32, {"number": 1}),
+        I("dot_general", (0, 1), (2, batch, m, n), F32,
+          {"lhs_contracting": (3,), "rhs_contracting": (3 if trans_b else 2,),
+           "lhs_batch": (0, 1), "rhs_batch": (0, 1)}),
+        I("exponential", (2,), (2, batch, m, n), F32, {}),
+    ], [3])
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, batch, m, k)).astype(np.float32) * 0.3
+    b = rng.standard_normal(rhs).astype(np.float32) * 0.3
+    exe = _compile(module, threads)
+    got = exe.run([a, b])[0]
+    _program(exe)
+    want = InterpreterDevice().compile(module).run([a, b])[0]
+    bt = np.swapaxes(b, -1, -2) if trans_b else b
+    np.testing.assert_allclose(got, np.exp(a.astype(np.float64) @ bt), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -210,11 +210,12 @@ class CPUCodegen:
 
     def _loop_function(self, kern: Kernel, shape: tuple, outputs: list) -> None:
         name, args, e, ptr_of, start, end, _ = self._begin(kern, self._reads(kern), outputs)
+        shape, sources = self._loop_space(kern, shape, outputs)
 
         def element(index: list) -> None:
             # every value before any store: an output may share its pointer with an input
             # it overwrites in place (compiler/planning/buffer_assignment.py)
-            values = [e.at(pos, index) for pos in outputs]
+            values = [e.at(pos, index) for pos in sources]
             for pos, value in zip(outputs, values):
                 e.store(ptr_of[pos], shape, value, index)
 
@@ -225,6 +226,22 @@ class CPUCodegen:
         e.b.ret_void()
         self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
                                    extent=extent(shape), work=_inner_work(shape)))
+
+    def _loop_space(self, kern: Kernel, shape: tuple, outputs: list) -> tuple:
+        """(loop shape, the value each output stores). A kernel whose one output is a
+        reshape of a value it computes loops over that value's shape instead: the same
+        elements in the same row-major order (so the same stores), without the reshape's
+        division of each index, and with the value's own innermost dimension innermost
+        (im2col's patch matrix: runs of one input row, which vectorize)."""
+        if len(outputs) != 1:
+            return shape, outputs
+        ins = self.ins[outputs[0]]
+        if ins.op != "reshape" or ins.operands[0] not in kern.members:
+            return shape, outputs
+        inner = self.ins[ins.operands[0]].shape
+        if len(inner) <= len(shape) or not inner:
+            return shape, outputs
+        return inner, [ins.operands[0]]
 
     def _transposes(self, kern: Kernel) -> bool:
         """Whether the kernel reads some operand across its last dimension."""

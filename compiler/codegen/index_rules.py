@@ -118,6 +118,9 @@ def pad(e, ins: Any, index: list):
 
 
 def concatenate(e, ins: Any, index: list):
+    taps = _window_taps(e, ins)
+    if taps is not None:
+        return _one_tap(e, ins, index, *taps)
     dim = ins.attrs["dimension"]
     b = e.b
     result = None
@@ -136,6 +139,56 @@ def concatenate(e, ins: Any, index: list):
             result = e.select(_bool(e, use), v, result)
         offset += n
     return result
+
+
+def _window_taps(e, ins: Any) -> Any:
+    """(source, each operand's start indices, strides, inserted) when every operand of a
+    concatenate is one element wide along its dimension and is a fused strided slice of
+    one and the same `source` (directly, or through a reshape that inserts the size-1
+    dimension: `inserted`), as the window taps of convolution's im2col are. Such a
+    concatenate reads one source element per output element, at a start chosen by the
+    position along the dimension: one load instead of one per operand and a select chain."""
+    dim = ins.attrs["dimension"]
+    if len(ins.operands) < 2:
+        return None
+    found = []
+    for pos in ins.operands:
+        op = e.module.instructions[pos]
+        if pos in e.buffers or op.shape[dim] != 1:
+            return None
+        inserted = op.op == "reshape"
+        if inserted:
+            (pos,) = op.operands
+            if pos in e.buffers or tuple(_shape(e, pos)) != op.shape[:dim] + op.shape[dim + 1:]:
+                return None
+            op = e.module.instructions[pos]
+        if op.op != "slice":
+            return None
+        found.append((op.operands[0], tuple(op.attrs["start_indices"]),
+                      tuple(op.attrs["strides"]), inserted))
+    first = found[0]
+    if any(f[0] != first[0] or f[2] != first[2] or f[3] != first[3] for f in found):
+        return None
+    return first[0], [f[1] for f in found], first[2], first[3]
+
+
+def _one_tap(e, ins: Any, index: list, source: int, starts: list, strides: tuple,
+             inserted: bool):
+    dim = ins.attrs["dimension"]
+    b = e.b
+    which = index[dim]                  # the operand: each is one element wide
+    inner = list(index[:dim]) + list(index[dim + 1:]) if inserted else \
+        list(index[:dim]) + [const(0)] + list(index[dim + 1:])
+    idx = []
+    for j, (i, st) in enumerate(zip(inner, strides)):
+        start = const(starts[0][j])
+        for k in range(1, len(starts)):
+            if starts[k][j] != starts[0][j]:
+                start = b.select(b.icmp_unsigned("==", which, const(k)), const(starts[k][j]),
+                                 start)
+        v = b.mul(i, const(st), flags=("nsw",)) if st != 1 else i
+        idx.append(b.add(v, start, flags=("nsw",)))
+    return e.at(source, idx)
 
 
 def _starts(e, ins: Any, first: int, sizes: tuple, shape: tuple) -> list:

@@ -4,8 +4,8 @@ Rules:
 
 - `convolution(x, w)` -> im2col plus one matrix product:
   pad(x) (edge padding and lhs dilation in one pad) -> one strided slice per window tap ->
-  concatenate into patches (N, C, taps, *Y) -> transpose/reshape to (G, N*Y, C/G*taps) ->
-  dot_general with w reshaped to (G, O/G, C/G*taps) -> back to (N, O, *Y). Fusion turns
+  concatenate into patches (N, C, taps, *Y) -> transpose/reshape to (G, C/G*taps, N*Y) ->
+  dot_general of w reshaped to (G, O/G, C/G*taps) with them -> back to (N, O, *Y). Fusion turns
   the pad/slice/concatenate chain into one kernel that writes the patch matrix; the
   product goes to the library (BLAS, cuBLAS).
 - `reduce_window(x)` with windows that tile x (stride == window, no padding) ->

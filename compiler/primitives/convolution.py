@@ -151,26 +151,29 @@ def _taps(x, kernel, out_spatial, a):
 
 
 def im2col(x, kernel, out_spatial, a):
-    """The patch matrix of x, one per group: (G, N * prod(Y), C/G * prod(K)), rows in
-    (n, *y) order, columns in (c, *k) order (the weight's own layout)."""
+    """The patch matrix of x, one per group: (G, C/G * prod(K), N * prod(Y)), rows in
+    (c, *k) order (the weight's own layout), columns in (n, *y) order. Each row is one
+    tap of one channel over the whole batch, so the kernel that writes it copies runs of
+    the input's rows (contiguous for stride 1) instead of gathering one element per tap,
+    and the product is weight (Og, Cg*T) @ patches: no transposed operand."""
     n, c = x.shape[:2]
     g = a["feature_group_count"]
     t = int(np.prod(kernel, dtype=np.int64))
     y = int(np.prod(out_spatial, dtype=np.int64))
     split = A.reshape(_taps(x, kernel, out_spatial, a), (n, g, c // g, t) + tuple(out_spatial))
     ys = tuple(range(4, 4 + len(kernel)))
-    rows = A.transpose(split, (1, 0) + ys + (2, 3))                    # (G, N, *Y, Cg, T)
-    return A.reshape(rows, (g, n * y, (c // g) * t))
+    cols = A.transpose(split, (1, 2, 3, 0) + ys)                       # (G, Cg, T, N, *Y)
+    return A.reshape(cols, (g, (c // g) * t, n * y))
 
 
-def grouped_rows(z, groups):
-    """(N, O, *Y) -> (G, N * prod(Y), O/G), rows in (n, *y) order."""
+def grouped_cols(z, groups):
+    """(N, O, *Y) -> (G, O/G, N * prod(Y)), columns in (n, *y) order."""
     n, o = z.shape[:2]
     sp = tuple(z.shape[2:])
     y = int(np.prod(sp, dtype=np.int64))
     split = A.reshape(z, (n, groups, o // groups) + sp)
-    moved = A.transpose(split, (1, 0) + tuple(range(3, 3 + len(sp))) + (2,))
-    return A.reshape(moved, (groups, n * y, o // groups))
+    moved = A.transpose(split, (1, 2, 0) + tuple(range(3, 3 + len(sp))))
+    return A.reshape(moved, (groups, o // groups, n * y))
 
 
 def group_dot(lhs, rhs, lhs_contracting: int, rhs_contracting: int):
@@ -219,9 +222,9 @@ def _rhs_cotangent(g, lhs, rhs, a):
     gW[o, c, k] = sum over n, y of g[n, o, y] * patches[n, c, k, y]. (As a convolution
     it would have a window as large as the output: one tap per output element.)"""
     groups = a["feature_group_count"]
-    patches = im2col(lhs, tuple(rhs.shape[2:]), tuple(g.shape[2:]), a)   # (G, NY, Cg*T)
-    rows = grouped_rows(g, groups)                                       # (G, NY, Og)
-    prod = group_dot(rows, patches, 1, 1)                                # (G, Og, Cg*T)
+    patches = im2col(lhs, tuple(rhs.shape[2:]), tuple(g.shape[2:]), a)   # (G, Cg*T, NY)
+    cols = grouped_cols(g, groups)                                       # (G, Og, NY)
+    prod = group_dot(cols, patches, 2, 2)                                # (G, Og, Cg*T)
     return A.reshape(prod, rhs.shape)
 
 
@@ -243,12 +246,12 @@ def _expand(x, w, **a):
     n, o = out_shape[:2]
     out_spatial = tuple(out_shape[2:])
     g = a["feature_group_count"]
-    patches = im2col(x, tuple(w.shape[2:]), out_spatial, a)            # (G, N*Y, Cg*T)
-    rhs = A.reshape(w, (g, o // g, patches.shape[2]))                  # (G, Og, Cg*T)
-    prod = group_dot(patches, rhs, 2, 2)                               # (G, N*Y, Og)
+    patches = im2col(x, tuple(w.shape[2:]), out_spatial, a)            # (G, Cg*T, N*Y)
+    lhs = A.reshape(w, (g, o // g, patches.shape[1]))                  # (G, Og, Cg*T)
+    prod = group_dot(lhs, patches, 2, 1)                               # (G, Og, N*Y)
     nsp = len(out_spatial)
-    back = A.reshape(prod, (g, n) + out_spatial + (o // g,))           # (G, N, *Y, Og)
-    moved = A.transpose(back, (1, 0, 2 + nsp) + tuple(range(2, 2 + nsp)))  # (N, G, Og, *Y)
+    back = A.reshape(prod, (g, o // g, n) + out_spatial)               # (G, Og, N, *Y)
+    moved = A.transpose(back, (2, 0, 1) + tuple(range(3, 3 + nsp)))    # (N, G, Og, *Y)
     return A.reshape(moved, out_shape)
 
 
