@@ -334,3 +334,12 @@ def test_batched_products_run_in_the_native_program(threads, batch, m, n, k, tra
     bt = np.swapaxes(b, -1, -2) if trans_b else b
     np.testing.assert_allclose(got, np.exp(a.astype(np.float64) @ bt), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_memory_given_back_while_python_shuts_down(monkeypatch):
+    """A handed-out output freed during the interpreter's shutdown gives its memory back
+    after the module's globals (`sys`) are gone: no AttributeError printed at exit."""
+    from lazyarray.devices.cpu import host_memory
+    mem = np.empty(host_memory.MIN_BYTES, np.uint8)
+    monkeypatch.setattr(host_memory, "sys", None)        # as module teardown leaves it
+    host_memory.HOST_MEMORY._give_back(mem)

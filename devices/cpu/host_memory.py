@@ -180,11 +180,13 @@ class HostMemory:
                 stack.append(mem)
                 self._bytes += mem.nbytes
 
-    def _give_back(self, mem: np.ndarray) -> None:
+    def _give_back(self, mem: np.ndarray, _refs: Any = sys.getrefcount) -> None:
+        # (`_refs` bound at definition: a weak reference's callback can run during the
+        # interpreter's shutdown, after this module's globals, `sys` among them, are gone)
         if not self._baseline:
-            self._seen.append(sys.getrefcount(mem))
+            self._seen.append(_refs(mem))
             return
-        if sys.getrefcount(mem) > self._baseline:
+        if _refs(mem) > self._baseline:
             return                   # another view still reads it: let NumPy free it later
         self._keep(mem)
 
