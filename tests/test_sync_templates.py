@@ -465,7 +465,8 @@ def test_a_node_kept_out_of_pending_stops_a_donating_hit(counted_captures) -> No
 def test_an_interrupt_during_a_donating_hit_keeps_the_new_values(counted_captures) -> None:
     """As for a captured sync (tests/test_failures.py): a hit that donates runs to its
     end when interrupted; the interrupt is raised once the new values are in place."""
-    with la.config.override(device="cpu", donate=True):
+    # (step_sync off: the update stays pending until the la.sync() below is interrupted)
+    with la.config.override(device="cpu", donate=True, step_sync=False):
         p = la.asarray(np.ones(1 << 16, np.float32))
         opt = la.optim.SGD([p], lr=0.5)
         real_run = runtime._run

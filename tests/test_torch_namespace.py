@@ -613,7 +613,7 @@ NOT_VALUE_COMPARABLE = {
     "save": "test_save_load_round_trip", "load": "test_save_load_round_trip",
     "compile": "test_compile_and_cuda_answers", "cuda": "test_compile_and_cuda_answers",
     "backends": "test_compile_and_cuda_answers",
-    "set_num_threads": "test_unsupported_names_raise_saying_why",
+    "set_num_threads": "test_num_threads", "get_num_threads": "test_num_threads",
     "nn": "the nn cases and test_torch_namespace_programs.py",
     "optim": "test_torch_namespace_programs.py (SGD, Adam, AdamW, schedulers)",
     "utils": "test_data_loader", "autograd": "the autograd cases",
@@ -718,9 +718,21 @@ def test_compile_and_cuda_answers():
     lt.cuda.synchronize()
 
 
+def test_num_threads():
+    """torch.set_num_threads sizes the CPU pool of the programs run after it."""
+    before = lazyarray.config.num_threads
+    try:
+        lt.set_num_threads(1)
+        assert lt.get_num_threads() == 1 == lazyarray.config.num_threads
+        x = lt.arange(1 << 16, dtype=lt.float32)
+        assert float((x * 2).sum()) == float(np.arange(1 << 16, dtype=np.float64).sum() * 2)
+        with pytest.raises(ValueError, match="positive int"):
+            lt.set_num_threads(0)
+    finally:
+        lazyarray.config.num_threads = before
+
+
 def test_unsupported_names_raise_saying_why():
-    with pytest.raises(NotImplementedError, match="LAZYARRAY_THREADS"):
-        lt.set_num_threads(2)
     with pytest.raises(NotImplementedError, match="default float"):
         lt.set_default_dtype(lt.float64)
     with pytest.raises(TypeError, match="generator"):

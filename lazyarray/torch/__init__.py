@@ -596,8 +596,17 @@ def compile(model: Any = None, **kwargs: Any) -> Any:
 
 
 def set_num_threads(n: _builtin_int) -> None:
-    raise NotImplementedError("set_num_threads: lazyarray's CPU pool is sized once per "
-                              "process (LAZYARRAY_THREADS); it cannot change at run time")
+    """The CPU pool's threads for the programs run from now on (la.config.num_threads,
+    LAZYARRAY_NUM_THREADS), as torch.set_num_threads sets intra-op threads."""
+    if not isinstance(n, _builtin_int) or isinstance(n, builtins.bool) or n < 1:
+        raise ValueError(f"set_num_threads: expected a positive int, got {n!r}")
+    _la.config.num_threads = n
+
+
+def get_num_threads() -> _builtin_int:
+    """The CPU pool's threads (all cores while la.config.num_threads is 0)."""
+    import os
+    return _la.config.num_threads or os.cpu_count() or 1
 
 
 class _Cuda:
