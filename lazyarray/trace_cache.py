@@ -1,0 +1,246 @@
+"""Reusing the traced sub-computations of `fori_loop`/`while_loop`/`scan`/`cond`.
+
+Tracing a loop body costs far more than running a short loop (the example decoder: about
+1.9 ms of tracing against 0.6 ms of 32 compiled steps), so a call that would trace the
+same thing again takes the modules of the earlier trace instead. "The same thing" is a
+key computed without calling the function: its code objects, and what it can read --
+closure cells, defaults and the globals its code names, followed through nested
+functions, partials, bound methods, tuples, lists and dicts. Python scalars and small
+NumPy arrays enter the key by value (so a changed one re-traces); a tensor enters by
+shape, dtype and device only and becomes an operand with its *current* value on every
+call (JAX's closure conversion). Anything the key cannot describe (an object of a user
+class, a module outside the library's own and NumPy's, a big array) is a doubt, and a
+doubt traces as before. So does a trace whose captured values are not all reachable
+from the key (a random draw: it reads the generator's state), or whose key changed
+while it was traced (a body with side effects on what it closes over).
+
+The captured values are recomputed per call by a small "captured" module whose
+parameters are the key's tensors, the caller's own extra operands (a loop's lower
+bound, a scan's xs) and fixed leaves made during the trace (Python scalars used as
+runtime scalars, iotas): inlining it gives the closed-over tensors' current nodes, and
+anything the body computed from them outside the loop is computed again from those.
+"""
+from __future__ import annotations
+
+import functools
+import types
+from collections import OrderedDict
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from . import config
+from .compiler.hlo.computation import build_computation, inline
+from .tensor import Tensor
+from .ops import autocast as _autocast
+
+_LIBRARIES = ("lazyarray", "numpy", "math", "builtins", "ops", "compiler", "devices",
+              "functools", "operator", "itertools", "cmath")
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_FIXED_LEAVES = ("scalar", "iota")   # leaves a trace makes from Python values alone
+_MAX_ITEMS = 20000                   # a key bigger than this is a doubt (cost bound)
+_SMALL_ARRAY = 4096                  # bytes of a NumPy array keyed by value
+_CAPACITY = 256
+_CACHE: "OrderedDict[Any, Entry]" = OrderedDict()
+
+
+class Doubt(Exception):
+    """The key cannot describe what the function may read: trace."""
+
+
+def _library(module_name: Optional[str]) -> bool:
+    return bool(module_name) and module_name.split(".")[0] in _LIBRARIES
+
+
+def _names(code: types.CodeType) -> list:
+    """The global names `code` and the code objects nested in it may read."""
+    out = list(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out += _names(c)
+    return out
+
+
+class _Walk:
+    def __init__(self) -> None:
+        self.tensors: list = []
+        self.items = 0
+        self.active: set = set()
+
+    def fp(self, x: Any) -> Any:
+        self.items += 1
+        if self.items > _MAX_ITEMS:
+            raise Doubt("too much to key")
+        t = type(x)
+        if isinstance(x, Tensor):
+            self.tensors.append(x)
+            return ("T", x.shape, x.dtype.name, id(x._state))
+        if t in _SCALARS:
+            return (t.__name__, repr(x) if t in (float, complex) else x)
+        if isinstance(x, np.generic):
+            return ("np", x.dtype.str, x.tobytes())
+        if isinstance(x, np.ndarray):
+            if x.nbytes > _SMALL_ARRAY or x.dtype.hasobject:
+                raise Doubt("a large or object array")
+            return ("nd", x.dtype.str, x.shape, x.tobytes())
+        if t in (tuple, list):
+            return (t.__name__, tuple(self.fp(v) for v in x))
+        if t is dict:
+            return ("dict", tuple((self.fp(k), self.fp(v)) for k, v in x.items()))
+        if isinstance(x, types.ModuleType):
+            if not _library(x.__name__):
+                raise Doubt(f"module {x.__name__}")
+            return ("mod", x.__name__)
+        if t is types.FunctionType:
+            return self._function(x)
+        if t is functools.partial:
+            return ("partial", self.fp(x.func), self.fp(x.args), self.fp(x.keywords))
+        if t is types.MethodType:
+            return ("method", self.fp(x.__func__), self.fp(x.__self__))
+        if isinstance(x, (types.BuiltinFunctionType, np.ufunc, type)):
+            owner = getattr(x, "__self__", None)
+            if owner is not None and not isinstance(owner, types.ModuleType) \
+                    and not isinstance(x, type):
+                raise Doubt("a builtin bound to an object")
+            if isinstance(x, type) and not _library(x.__module__):
+                raise Doubt(f"class {x.__qualname__}")
+            return ("builtin", id(x))
+        if _library(getattr(t, "__module__", None)) and isinstance(x, Callable) \
+                and not hasattr(x, "__dict__"):
+            return ("libobj", id(x))      # a library callable without state of its own
+        raise Doubt(f"a {t.__name__}")
+
+    def _function(self, f: types.FunctionType) -> Any:
+        if _library(f.__module__):
+            return ("libfn", id(f))          # the library's own functions: pure of state
+        if id(f) in self.active:
+            return ("recursive", f.__code__)
+        self.active.add(id(f))
+        try:
+            cells = tuple(self._cell(c) for c in (f.__closure__ or ()))
+            glob = f.__globals__
+            names = tuple((n, self.fp(glob[n])) for n in dict.fromkeys(_names(f.__code__))
+                          if n in glob)
+            return ("fn", f.__code__, cells, self.fp(f.__defaults__),
+                    self.fp(f.__kwdefaults__), names)
+        finally:
+            self.active.discard(id(f))
+
+    def _cell(self, c: Any) -> Any:
+        try:
+            v = c.cell_contents
+        except ValueError:
+            return ("empty",)
+        return self.fp(v)
+
+
+def fingerprint(things: Any) -> tuple:
+    """(key, tensors): the key of what `things` (functions, static values) may read, the
+    tensors in it in a fixed order. Raises Doubt."""
+    w = _Walk()
+    key = w.fp(things)
+    try:
+        settings = tuple(sorted(config._values.items()))
+        hash(settings)
+    except TypeError:
+        raise Doubt("unhashable settings") from None
+    return (key, settings, _autocast.current()), w.tensors
+
+
+class Entry:
+    __slots__ = ("mods", "pre", "specs", "extra")
+
+    def __init__(self, mods: Any, pre: Any, specs: list, extra: Any) -> None:
+        self.mods, self.pre, self.specs, self.extra = mods, pre, specs, extra
+
+
+class Site:
+    """One call of a control-flow op: its key (None on a doubt) and the values that vary
+    per call (the key's tensors, the caller's extra operand nodes)."""
+
+    def __init__(self, op: str, things: Any, state: Any, types_: Sequence[Any],
+                 ext: Sequence[Any] = ()) -> None:
+        self.ext = list(ext)
+        self.extra: Any = None          # what the caller keeps with the modules
+        self.things = (op, things)
+        self.head = (op, id(state), tuple((tuple(n.shape), n.dtype.name)
+                                          for n in list(types_) + self.ext))
+        try:
+            fp, self.tensors = fingerprint(self.things)
+            self.key: Any = (self.head, fp)
+        except Doubt:
+            self.key, self.tensors = None, []
+
+    def lookup(self) -> Optional[Entry]:
+        if self.key is None:
+            return None
+        try:
+            e = _CACHE.get(self.key)
+        except TypeError:          # an unhashable value in the key
+            self.key = None
+            return None
+        if e is not None:
+            _CACHE.move_to_end(self.key)
+        return e
+
+    def captures(self, e: Entry) -> list:
+        """The captured nodes of this call: the entry's module over current values."""
+        args = [self.ext[v] if k == "e" else self.tensors[v]._node if k == "t" else v
+                for k, v in e.specs]
+        return inline(e.pre, args)
+
+    def store(self, mods: Any, cap: Sequence[Any]) -> None:
+        """Keep a fresh trace's modules for the next call with this key, unless the key
+        changed while tracing or a captured value is not reachable from it."""
+        if self.key is None:
+            return
+        try:
+            fp, _ = fingerprint(self.things)
+            if (self.head, fp) != self.key:
+                return
+            specs, leaves = _plan(cap, self.tensors, self.ext)
+            pre = build_computation("captured", leaves, list(cap))
+        except (Doubt, TypeError, ValueError):
+            return
+        _CACHE[self.key] = Entry(mods, pre, specs, self.extra)
+        while len(_CACHE) > _CAPACITY:
+            _CACHE.popitem(last=False)
+
+
+def _plan(cap: Sequence[Any], tensors: list, ext: list) -> tuple:
+    """(specs, leaf nodes): where each leaf of the captured values comes from on a later
+    call -- ("t", k) the key's k-th tensor, ("e", k) the caller's k-th extra operand,
+    ("n", node) a fixed leaf made while tracing. Raises Doubt for anything else."""
+    where = {}
+    for k, n in enumerate(ext):
+        where.setdefault(id(n), ("e", k))
+    for k, t in enumerate(tensors):
+        where.setdefault(id(t._node), ("t", k))
+    specs, leaves, seen = [], [], set()
+    stack = list(cap)
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        spec = where.get(id(n))
+        if spec is None:
+            if n.op == "constant" and n.buffer is None:
+                continue                       # kept inside the module
+            if n.buffer is not None or (not n.operands and n.op not in _FIXED_LEAVES):
+                raise Doubt(f"a captured {n.op} not reachable from the key")
+            if n.operands:
+                stack.extend(n.operands)
+                continue
+            spec = ("n", n)
+        specs.append(spec)
+        leaves.append(n)
+    return specs, leaves
+
+
+def clear() -> None:
+    """Forget every kept trace (tests)."""
+    _CACHE.clear()
+
+
+__all__ = ["Doubt", "Entry", "Site", "clear", "fingerprint"]
