@@ -23,6 +23,7 @@ anything the body computed from them outside the loop is computed again from tho
 from __future__ import annotations
 
 import functools
+import sys
 import types
 from collections import OrderedDict
 from typing import Any, Callable, Optional, Sequence
@@ -30,6 +31,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import config
+from .backward import is_grad_enabled
 from .compiler.hlo.computation import build_computation, inline
 from .tensor import Tensor
 from .ops import autocast as _autocast
@@ -41,6 +43,9 @@ _FIXED_LEAVES = ("scalar", "iota")   # leaves a trace makes from Python values a
 _MAX_ITEMS = 20000                   # a key bigger than this is a doubt (cost bound)
 _SMALL_ARRAY = 4096                  # bytes of a NumPy array keyed by value
 _CAPACITY = 256
+_CLASS_PLUMBING = ("__dict__", "__weakref__", "__module__", "__doc__", "__qualname__",
+                   "__annotations__", "__dataclass_fields__", "__dataclass_params__",
+                   "__match_args__", "__hash__", "__orig_bases__", "__parameters__")
 _CACHE: "OrderedDict[Any, Entry]" = OrderedDict()
 
 
@@ -48,8 +53,21 @@ class Doubt(Exception):
     """The key cannot describe what the function may read: trace."""
 
 
+# the standard library's modules hold no values a trace reads, except these (a value
+# drawn or read from them while tracing would be frozen by reuse)
+_STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) - {
+    "random", "time", "datetime", "os", "secrets", "uuid", "sys", "threading", "builtins",
+    "__main__", "io", "gc", "signal", "socket", "subprocess", "tempfile", "pathlib"}
+
+
 def _library(module_name: Optional[str]) -> bool:
     return bool(module_name) and module_name.split(".")[0] in _LIBRARIES
+
+
+def _trusted_module(module_name: str) -> bool:
+    """A module whose attributes a traced function may read without keying them: the
+    library's own, NumPy, the standard library but for its sources of varying values."""
+    return _library(module_name) or module_name.split(".")[0] in _STDLIB
 
 
 def _names(code: types.CodeType) -> list:
@@ -66,6 +84,7 @@ class _Walk:
         self.tensors: list = []
         self.items = 0
         self.active: set = set()
+        self.path: list = []
 
     def fp(self, x: Any) -> Any:
         self.items += 1
@@ -74,7 +93,7 @@ class _Walk:
         t = type(x)
         if isinstance(x, Tensor):
             self.tensors.append(x)
-            return ("T", x.shape, x.dtype.name, id(x._state))
+            return ("T", x.shape, x.dtype.name, id(x._state), x.requires_grad)
         if t in _SCALARS:
             return (t.__name__, repr(x) if t in (float, complex) else x)
         if isinstance(x, np.generic):
@@ -83,12 +102,16 @@ class _Walk:
             if x.nbytes > _SMALL_ARRAY or x.dtype.hasobject:
                 raise Doubt("a large or object array")
             return ("nd", x.dtype.str, x.shape, x.tobytes())
-        if t in (tuple, list):
-            return (t.__name__, tuple(self.fp(v) for v in x))
-        if t is dict:
-            return ("dict", tuple((self.fp(k), self.fp(v)) for k, v in x.items()))
+        if isinstance(x, (tuple, list, dict)):
+            return self._container(x, t)
+        if t in (set, frozenset):
+            before = len(self.tensors)
+            items = frozenset(self.fp(v) for v in x)
+            if len(self.tensors) != before:
+                raise Doubt("tensors in a set (no order to pass them in)")
+            return (t.__name__, items)
         if isinstance(x, types.ModuleType):
-            if not _library(x.__name__):
+            if not _trusted_module(x.__name__):
                 raise Doubt(f"module {x.__name__}")
             return ("mod", x.__name__)
         if t is types.FunctionType:
@@ -103,12 +126,54 @@ class _Walk:
                     and not isinstance(x, type):
                 raise Doubt("a builtin bound to an object")
             if isinstance(x, type) and not _library(x.__module__):
-                raise Doubt(f"class {x.__qualname__}")
+                return ("cls", self._class(x))
             return ("builtin", id(x))
         if _library(getattr(t, "__module__", None)) and isinstance(x, Callable) \
                 and not hasattr(x, "__dict__"):
             return ("libobj", id(x))      # a library callable without state of its own
+        if type(getattr(x, "__dict__", None)) is dict and not hasattr(t, "__slots__"):
+            return self._object(x)
         raise Doubt(f"a {t.__name__}")
+
+    def _container(self, x: Any, t: type) -> Any:
+        """A tuple, list or dict (or a subclass: a namedtuple, an OrderedDict), by items."""
+        items = tuple((self.fp(k), self.fp(v)) for k, v in x.items()) \
+            if isinstance(x, dict) else tuple(self.fp(v) for v in x)
+        if t in (tuple, list, dict):
+            return (t.__name__, items)
+        extra = self.fp(vars(x)) if type(getattr(x, "__dict__", None)) is dict else None
+        return ("sub", self._class(t), items, extra)
+
+    def _object(self, x: Any) -> Any:
+        """An instance (a model, a config): its attributes, and what its class and the
+        user classes above it hold (their methods' code and globals, class values)."""
+        if id(x) in self.active:
+            return ("cycle", self.path.index(id(x)))
+        self.active.add(id(x))
+        self.path.append(id(x))
+        try:
+            return ("obj", self._class(type(x)), self.fp(vars(x)))
+        finally:
+            self.path.pop()
+            self.active.discard(id(x))
+
+    def _class(self, cls: type) -> Any:
+        out = []
+        for c in cls.__mro__:
+            if _library(c.__module__):
+                out.append(("libclass", id(c)))
+                continue
+            items = []
+            for k, v in vars(c).items():
+                if k in _CLASS_PLUMBING:
+                    continue
+                if isinstance(v, (staticmethod, classmethod)):
+                    v = v.__func__
+                elif isinstance(v, property):
+                    v = (v.fget, v.fset, v.fdel)
+                items.append((k, self.fp(v)))
+            out.append(("class", id(c), tuple(items)))
+        return tuple(out)
 
     def _function(self, f: types.FunctionType) -> Any:
         if _library(f.__module__):
@@ -144,7 +209,7 @@ def fingerprint(things: Any) -> tuple:
         hash(settings)
     except TypeError:
         raise Doubt("unhashable settings") from None
-    return (key, settings, _autocast.current()), w.tensors
+    return (key, settings, _autocast.current(), is_grad_enabled()), w.tensors
 
 
 class Entry:

@@ -132,17 +132,48 @@ def test_other_bounds_reuse_the_trace(traces):
 
 
 class _Scale:
+    factor = 1.0
+
+    def __init__(self, s, w):
+        self.s, self.w = s, w
+
+    def __call__(self, v):
+        return v * self.s * self.factor + self.w
+
+
+class _Slotted:
+    __slots__ = ("s",)
+
     def __init__(self, s):
         self.s = s
 
 
+def test_objects_are_keyed_by_their_attributes_and_class(traces):
+    obj = _Scale(2.0, la.asarray(1.0))
+    body = lambda i, v: obj(v)         # noqa: E731
+    assert la.fori_loop(0, 2, body, la.asarray(1.0)).item() == 7.0
+    n = traces[0]
+    obj.w = la.asarray(0.0)            # a tensor attribute: the trace reused, the new value
+    assert la.fori_loop(0, 2, body, la.asarray(1.0)).item() == 4.0
+    assert traces[0] == n
+    obj.s = 3.0                        # a Python attribute: traced again
+    assert la.fori_loop(0, 2, body, la.asarray(1.0)).item() == 9.0
+    assert traces[0] > n
+    n = traces[0]
+    _Scale.factor = 2.0                # a class attribute: traced again
+    try:
+        assert la.fori_loop(0, 2, body, la.asarray(1.0)).item() == 36.0
+    finally:
+        _Scale.factor = 1.0
+    assert traces[0] > n
+
+
 def test_what_the_key_cannot_describe_traces_every_time(traces):
-    obj = _Scale(2.0)
-    body = lambda i, v: v * obj.s      # noqa: E731  (an object of a user class)
+    obj = _Slotted(2.0)
+    body = lambda i, v: v * obj.s      # noqa: E731  (an object with __slots__)
     assert la.fori_loop(0, 2, body, la.asarray(1.0)).item() == 4.0
     n = traces[0]
-    obj.s = 3.0
-    assert la.fori_loop(0, 2, body, la.asarray(1.0)).item() == 9.0
+    assert la.fori_loop(0, 2, body, la.asarray(1.0)).item() == 4.0
     assert traces[0] > n
     # a random draw reads the generator's state: each call draws again, as before
     noisy = lambda i, v: v + la.random.uniform((3,))    # noqa: E731
