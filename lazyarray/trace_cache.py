@@ -122,9 +122,9 @@ class _Walk:
             return ("method", self.fp(x.__func__), self.fp(x.__self__))
         if isinstance(x, (types.BuiltinFunctionType, np.ufunc, type)):
             owner = getattr(x, "__self__", None)
-            if owner is not None and not isinstance(owner, types.ModuleType) \
-                    and not isinstance(x, type):
-                raise Doubt("a builtin bound to an object")
+            if owner is not None and not isinstance(x, type) and not (
+                    isinstance(owner, types.ModuleType) and _trusted_module(owner.__name__)):
+                raise Doubt("a builtin bound to an object or an untrusted module")
             if isinstance(x, type) and not _library(x.__module__):
                 return ("cls", self._class(x))
             return ("builtin", id(x))
@@ -180,12 +180,14 @@ class _Walk:
             return ("libfn", id(f))          # the library's own functions: pure of state
         if id(f) in self.active:
             return ("recursive", f.__code__)
+        names = _names(f.__code__)
+        if "random" in names:      # np.random.*, random.*: a draw reuse would freeze
+            raise Doubt("reads a random module")
         self.active.add(id(f))
         try:
             cells = tuple(self._cell(c) for c in (f.__closure__ or ()))
             glob = f.__globals__
-            names = tuple((n, self.fp(glob[n])) for n in dict.fromkeys(_names(f.__code__))
-                          if n in glob)
+            names = tuple((n, self.fp(glob[n])) for n in dict.fromkeys(names) if n in glob)
             return ("fn", f.__code__, cells, self.fp(f.__defaults__),
                     self.fp(f.__kwdefaults__), names)
         finally:

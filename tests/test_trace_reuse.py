@@ -4,6 +4,8 @@ the second call does not trace; the result equals a fresh trace's, the interpret
 NumPy's; a closed-over tensor that changed (rebound or updated in place) gives the new
 result; a changed closed-over Python scalar or operand shape traces again; what the key
 cannot describe (a user object, a random draw) traces every time."""
+import time
+
 import numpy as np
 import pytest
 
@@ -175,6 +177,13 @@ def test_what_the_key_cannot_describe_traces_every_time(traces):
     n = traces[0]
     assert la.fori_loop(0, 2, body, la.asarray(1.0)).item() == 4.0
     assert traces[0] > n
+    # a draw from NumPy's generator or a clock read while tracing: each call traces again
+    for read in (lambda: np.random.uniform(), time.perf_counter):
+        body = lambda i, v: v + read()     # noqa: E731
+        n = traces[0]
+        la.fori_loop(0, 1, body, la.asarray(1.0)).item()
+        la.fori_loop(0, 1, body, la.asarray(1.0)).item()
+        assert traces[0] == n + 4
     # a random draw reads the generator's state: each call draws again, as before
     noisy = lambda i, v: v + la.random.uniform((3,))    # noqa: E731
     a = la.fori_loop(0, 1, noisy, la.zeros(3)).numpy()
