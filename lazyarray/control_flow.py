@@ -36,6 +36,11 @@ drawn inside a traced function are drawn once, when it is traced (pass keys thro
 state to vary them, as in JAX).
 
 Loop state may be a tensor or a (nested) tuple, list or dict of tensors (a pytree).
+
+A second call with the same function (same code, and the same Python values in what it
+closes over), the same operand types and the same static arguments does not trace
+again: it takes the first trace's sub-computations, passing the closed-over tensors'
+current values (lazyarray/trace_cache.py; anything the key cannot describe traces).
 """
 from __future__ import annotations
 

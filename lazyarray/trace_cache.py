@@ -127,10 +127,13 @@ class _Walk:
                 raise Doubt("a builtin bound to an object or an untrusted module")
             if isinstance(x, type) and not _library(x.__module__):
                 return ("cls", self._class(x))
-            return ("builtin", id(x))
+            return ("builtin", x)        # the object itself: kept alive, so its id stays its own
         if _library(getattr(t, "__module__", None)) and isinstance(x, Callable) \
                 and not hasattr(x, "__dict__"):
-            return ("libobj", id(x))      # a library callable without state of its own
+            try:
+                return ("libobj", hash(x), x)   # a library callable without state of its own
+            except TypeError:
+                raise Doubt(f"an unhashable {t.__name__}") from None
         if type(getattr(x, "__dict__", None)) is dict and not hasattr(t, "__slots__"):
             return self._object(x)
         raise Doubt(f"a {t.__name__}")
@@ -161,7 +164,7 @@ class _Walk:
         out = []
         for c in cls.__mro__:
             if _library(c.__module__):
-                out.append(("libclass", id(c)))
+                out.append(("libclass", c))
                 continue
             items = []
             for k, v in vars(c).items():
@@ -172,12 +175,10 @@ class _Walk:
                 elif isinstance(v, property):
                     v = (v.fget, v.fset, v.fdel)
                 items.append((k, self.fp(v)))
-            out.append(("class", id(c), tuple(items)))
+            out.append(("class", c, tuple(items)))
         return tuple(out)
 
     def _function(self, f: types.FunctionType) -> Any:
-        if _library(f.__module__):
-            return ("libfn", id(f))          # the library's own functions: pure of state
         if id(f) in self.active:
             return ("recursive", f.__code__)
         names = _names(f.__code__)
@@ -186,6 +187,8 @@ class _Walk:
         self.active.add(id(f))
         try:
             cells = tuple(self._cell(c) for c in (f.__closure__ or ()))
+            if _library(f.__module__):    # the library's globals hold no traced values,
+                return ("libfn", f, cells)  # but its closures may (la.vmap(user_fn))
             glob = f.__globals__
             names = tuple((n, self.fp(glob[n])) for n in dict.fromkeys(names) if n in glob)
             return ("fn", f.__code__, cells, self.fp(f.__defaults__),

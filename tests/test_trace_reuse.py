@@ -190,3 +190,16 @@ def test_what_the_key_cannot_describe_traces_every_time(traces):
     n = traces[0]
     b = la.fori_loop(0, 1, noisy, la.zeros(3)).numpy()
     assert traces[0] > n and not np.array_equal(a, b)
+
+
+def test_a_library_closure_is_keyed_by_what_it_closes_over(traces):
+    s = 2.0
+    user = lambda v: v * s                 # noqa: E731
+
+    def wrapper(v):                        # as a library's closure over a user function
+        return user(v)
+    wrapper.__module__ = "lazyarray.wrapping"
+    body = lambda i, v: wrapper(v)         # noqa: E731
+    np.testing.assert_allclose(la.fori_loop(0, 1, body, la.ones(2)).numpy(), [2.0, 2.0])
+    s = 3.0
+    np.testing.assert_allclose(la.fori_loop(0, 1, body, la.ones(2)).numpy(), [3.0, 3.0])
