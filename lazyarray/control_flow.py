@@ -36,6 +36,11 @@ drawn inside a traced function are drawn once, when it is traced (pass keys thro
 state to vary them, as in JAX).
 
 Loop state may be a tensor or a (nested) tuple, list or dict of tensors (a pytree).
+
+A second call with the same function (same code, and the same Python values in what it
+closes over), the same operand types and the same static arguments does not trace
+again: it takes the first trace's sub-computations, passing the closed-over tensors'
+current values (lazyarray/trace_cache.py; anything the key cannot describe traces).
 """
 from __future__ import annotations
 
@@ -49,6 +54,7 @@ from .compiler.primitive import apply
 from .pytree import tree_flatten
 from .tensor import Tensor
 from . import unrolled      # the fallback (config.compiled_control_flow = False)
+from .trace_cache import Site
 
 
 def _as_tensor(x: Any, state: Any = None) -> Tensor:
@@ -155,9 +161,24 @@ def _pred_node(op: str, c: Any, state: Any) -> Node:
 # ---- while_loop ---------------------------------------------------------------------------------
 
 def _while(op: str, state: Any, init: list, cond_fn: Callable, body_fn: Callable,
-           scan: Any = None) -> list:
+           scan: Any = None, site: Optional[Site] = None) -> list:
     """The gte nodes of an HLO while over `init` (nodes): cond_fn(tensors) -> a predicate,
-    body_fn(tensors) -> result nodes matching `init`."""
+    body_fn(tensors) -> result nodes matching `init`. With a `site` whose key was traced
+    before, that trace's modules are taken and nothing is traced (trace_cache.py)."""
+    entry = site.lookup() if site is not None else None
+    if entry is not None:
+        (cond_m, body_m), cap = entry.mods, site.captures(entry)
+    else:
+        cond_m, body_m, cap = _trace_while(op, state, init, cond_fn, body_fn)
+        if site is not None:
+            site.store((cond_m, body_m), cap)
+    w = apply("while", *init, *cap, cond=cond_m, body=body_m, scan=scan)
+    return [apply("get_tuple_element", w, index=k) for k in range(len(init))]
+
+
+def _trace_while(op: str, state: Any, init: list, cond_fn: Callable, body_fn: Callable
+                 ) -> tuple:
+    """(cond module, body module, captured nodes) of cond_fn and body_fn traced."""
     ph_c, pred = _trace(op, "cond_fun", state, init, lambda ts: _pred_node(op, cond_fn(ts), state))
     try:
         ph_b, new = _trace(op, "body_fun", state, init, body_fn)
@@ -174,8 +195,7 @@ def _while(op: str, state: Any, init: list, cond_fn: Callable, body_fn: Callable
     finally:
         _forget(state, ph_c, [pred])
         _forget(state, ph_b, list(new))
-    w = apply("while", *init, *cap, cond=cond_m, body=body_m, scan=scan)
-    return [apply("get_tuple_element", w, index=k) for k in range(len(init))]
+    return cond_m, body_m, cap
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
@@ -189,7 +209,8 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any) -> Any:
     def body(ts: list) -> list:
         return _result_leaves("while_loop", "body_fun's result and its input state", body_fun(rebuild(ts)), init, state)
 
-    outs = _while("while_loop", state, init, lambda ts: cond_fun(rebuild(ts)), body)
+    site = Site("while_loop", (cond_fun, body_fun, init_val), state, init)
+    outs = _while("while_loop", state, init, lambda ts: cond_fun(rebuild(ts)), body, site=site)
     return rebuild([Tensor._wrap(n, state) for n in outs])
 
 
@@ -209,7 +230,7 @@ def _bound_node(op: str, v: Any, state: Any) -> Node:
 
 
 def _counted(op: str, state: Any, lower: Node, trips: Node, carry: list,
-             step: Callable[[Tensor, list], list], scan_layout: tuple) -> list:
+             step: Callable[[Tensor, list], list], scan_layout: tuple, site: Site) -> list:
     """A while over (i, n, *carry) for i in 0..n-1 (n = `trips`, a node): step(index
     tensor lower + i, carry tensors) -> new carry nodes. Returns the final carry nodes."""
     zero = kept_constant(0, D.int32)
@@ -224,7 +245,7 @@ def _counted(op: str, state: Any, lower: Node, trips: Node, carry: list,
         new = step(index, ts[2:])
         return [(i + 1)._node, ts[1]._node] + list(new)
 
-    outs = _while(op, state, init, cond, body, scan=scan_layout)
+    outs = _while(op, state, init, cond, body, scan=scan_layout, site=site)
     return outs[2:]
 
 
@@ -242,7 +263,8 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any) -> Any:
     def step(i: Tensor, ts: list) -> list:
         return _result_leaves("fori_loop", "body_fun's result and its input state", body_fun(i, rebuild(ts)), carry, state)
 
-    outs = _counted("fori_loop", state, lo, trips, carry, step, ("fori", len(carry), 0))
+    site = Site("fori_loop", (body_fun, init_val), state, carry, [lo])
+    outs = _counted("fori_loop", state, lo, trips, carry, step, ("fori", len(carry), 0), site)
     return rebuild([Tensor._wrap(n, state) for n in outs])
 
 
@@ -258,7 +280,13 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
     n = unrolled.scan_length(x_leaves, length)
     leaves, rebuild = _leaf_tensors("scan", init, state)
     carry = [t._node for t in leaves]
-    y_types, y_rebuild = _probe_ys(state, f, rebuild, carry, x_leaves, x_rebuild)
+    site = Site("scan", (f, init, xs, n, bool(reverse)), state, carry, [x._node for x in x_leaves])
+    entry = site.lookup()
+    if entry is not None:
+        y_types, y_rebuild = entry.extra
+    else:
+        y_types, y_rebuild = _probe_ys(state, f, rebuild, carry, x_leaves, x_rebuild)
+        site.extra = (y_types, y_rebuild)
     ys0 = [apply("broadcast_in_dim", kept_constant(0, t.dtype), shape=(n,) + t.shape,
                  broadcast_dimensions=()) for t in y_types]
     nc = len(carry)
@@ -277,7 +305,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
 
     trips = scalar_leaf(n, D.int32) if n not in (0, 1, -1) else kept_constant(n, D.int32)
     outs = _counted("scan", state, kept_constant(0, D.int32), trips, carry + ys0, step,
-                    ("scan", nc, len(ys0)))
+                    ("scan", nc, len(ys0)), site)
     final = rebuild([Tensor._wrap(o, state) for o in outs[:nc]])
     if not y_types:
         return final, None
@@ -329,6 +357,23 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
     state = index._state
     leaves, rebuild = _leaf_tensors("cond", list(operands), state) if operands else ([], None)
     args = [t._node for t in leaves]
+    site = Site("cond", (tuple(branches), operands), state, args)
+    entry = site.lookup()
+    if entry is not None:
+        mods, caps = entry.mods, site.captures(entry)
+        n_out, out_rebuild = entry.extra
+    else:
+        mods, caps, n_out, out_rebuild = _trace_branches(state, branches, args, rebuild)
+        site.extra = (n_out, out_rebuild)
+        site.store(mods, caps)
+    idx = index._node if index.dtype is D.int32 else apply("convert", index._node, dtype=D.int32)
+    c = apply("conditional", idx, *args, *caps, branches=mods)
+    return out_rebuild([Tensor._wrap(apply("get_tuple_element", c, index=k), state)
+                        for k in range(n_out)])
+
+
+def _trace_branches(state: Any, branches: list, args: list, rebuild: Any) -> tuple:
+    """(branch modules, captured nodes, number of outputs, how to rebuild them)."""
     traced = []
     for k, b in enumerate(branches):
         ph, out = _trace("cond", f"branch {k}", state, args,
@@ -350,10 +395,7 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
     finally:
         for ph, out in traced:
             _forget(state, ph, _nodes_of(out))
-    idx = index._node if index.dtype is D.int32 else apply("convert", index._node, dtype=D.int32)
-    c = apply("conditional", idx, *args, *caps, branches=mods)
-    return out_rebuild([Tensor._wrap(apply("get_tuple_element", c, index=k), state)
-                        for k in range(len(first))])
+    return mods, caps, len(first), out_rebuild
 
 
 def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> Any:

@@ -1,0 +1,205 @@
+"""A repeated fori_loop/while_loop/scan/cond with the same function, operand types and
+static values takes the earlier trace's sub-computations (lazyarray/trace_cache.py):
+the second call does not trace; the result equals a fresh trace's, the interpreter's and
+NumPy's; a closed-over tensor that changed (rebound or updated in place) gives the new
+result; a changed closed-over Python scalar or operand shape traces again; what the key
+cannot describe (a user object, a random draw) traces every time."""
+import time
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray import control_flow, trace_cache
+
+
+@pytest.fixture
+def traces(monkeypatch):
+    """The number of functions traced so far (a list holding one count)."""
+    trace_cache.clear()
+    count = [0]
+    real = control_flow._trace
+
+    def counting(*args, **kwargs):
+        count[0] += 1
+        return real(*args, **kwargs)
+    monkeypatch.setattr(control_flow, "_trace", counting)
+    return count
+
+
+W0, W1 = np.array([0.5, -1.0, 2.0]), np.array([3.0, 0.25, -0.5])
+X = np.array([1.0, 2.0, -1.5])
+
+
+def _fori(x, w, s):
+    return la.fori_loop(0, 3, lambda i, v: v * s + w * i, x)
+
+
+def _fori_np(x, w, s):
+    for i in range(3):
+        x = x * s + w * i
+    return x
+
+
+def _while(x, w, s):
+    return la.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * s + w), (0, x))[1]
+
+
+def _while_np(x, w, s):
+    for _ in range(3):
+        x = x * s + w
+    return x
+
+
+def _scan(x, w, s):
+    xs = la.stack([x, x * 2.0])
+    return la.scan(lambda c, r: (c * s + r * w, c.sum()), x, xs)[0]
+
+
+def _scan_np(x, w, s):
+    c = x
+    for r in (x, x * 2.0):
+        c = c * s + r * w
+    return c
+
+
+def _cond(x, w, s):
+    return la.cond(x.sum() > 0, lambda v: v * s + w, lambda v: v - w, x)
+
+
+def _cond_np(x, w, s):
+    return x * s + w if x.sum() > 0 else x - w
+
+
+CASES = [(_fori, _fori_np, 2), (_while, _while_np, 2), (_scan, _scan_np, 2),
+         (_cond, _cond_np, 2)]        # (lazyarray form, NumPy form, functions traced)
+
+
+def _run(form, x, w, s, device=None):
+    return form(la.asarray(x, device=device), la.asarray(w, device=device), s).numpy()
+
+
+@pytest.mark.parametrize("form,want,traced", CASES, ids=lambda c: getattr(c, "__name__", ""))
+def test_the_second_call_reuses_the_trace_with_the_same_values(traces, form, want, traced):
+    first = _run(form, X, W0, 0.5)
+    assert traces[0] >= traced
+    n = traces[0]
+    again = _run(form, X, W0, 0.5)
+    assert traces[0] == n                                  # nothing traced
+    np.testing.assert_allclose(again, want(X, W0, 0.5), rtol=1e-12)
+    np.testing.assert_array_equal(again, first)
+    trace_cache.clear()
+    np.testing.assert_array_equal(_run(form, X, W0, 0.5), again)          # a fresh trace
+    np.testing.assert_allclose(_run(form, X, W0, 0.5, "interpreter"), again, rtol=1e-12)
+
+
+@pytest.mark.parametrize("form,want,traced", CASES, ids=lambda c: getattr(c, "__name__", ""))
+def test_changed_closures_give_the_new_result(traces, form, want, traced):
+    _run(form, X, W0, 0.5)
+    n = traces[0]
+    # a different closed-over tensor of the same type: reused trace, the new value
+    np.testing.assert_allclose(_run(form, X, W1, 0.5), want(X, W1, 0.5), rtol=1e-12)
+    assert traces[0] == n
+    # a different closed-over Python scalar: traced again, the new value
+    np.testing.assert_allclose(_run(form, X, W1, -2.0), want(X, W1, -2.0), rtol=1e-12)
+    assert traces[0] > n
+    n = traces[0]
+    # a different shape: traced again
+    x4, w4 = np.arange(4.0) + 1, np.ones(4)
+    np.testing.assert_allclose(_run(form, x4, w4, -2.0), want(x4, w4, -2.0), rtol=1e-12)
+    assert traces[0] > n
+
+
+def test_a_closed_over_tensor_updated_in_place_is_read_anew(traces):
+    w = la.asarray(W0.copy())
+    body = lambda i, v: v + w          # noqa: E731  (the same function object each call)
+    got = la.fori_loop(0, 2, body, la.asarray(X)).numpy()
+    np.testing.assert_allclose(got, X + 2 * W0)
+    n = traces[0]
+    w += 1.0                            # the same tensor object, a new value
+    got = la.fori_loop(0, 2, body, la.asarray(X)).numpy()
+    assert traces[0] == n
+    np.testing.assert_allclose(got, X + 2 * (W0 + 1.0))
+    w = la.asarray(W1)                  # the cell rebound to another tensor
+    np.testing.assert_allclose(la.fori_loop(0, 2, body, la.asarray(X)).numpy(), X + 2 * W1)
+    assert traces[0] == n
+
+
+def test_other_bounds_reuse_the_trace(traces):
+    body = lambda i, v: v * 2.0 + i    # noqa: E731
+    la.fori_loop(0, 3, body, la.asarray(1.0)).numpy()
+    n = traces[0]
+    assert la.fori_loop(1, 4, body, la.asarray(1.0)).item() == ((1 * 2 + 1) * 2 + 2) * 2 + 3
+    assert traces[0] == n
+
+
+class _Scale:
+    factor = 1.0
+
+    def __init__(self, s, w):
+        self.s, self.w = s, w
+
+    def __call__(self, v):
+        return v * self.s * self.factor + self.w
+
+
+class _Slotted:
+    __slots__ = ("s",)
+
+    def __init__(self, s):
+        self.s = s
+
+
+def test_objects_are_keyed_by_their_attributes_and_class(traces):
+    obj = _Scale(2.0, la.asarray(1.0))
+    body = lambda i, v: obj(v)         # noqa: E731
+    assert la.fori_loop(0, 2, body, la.asarray(1.0)).item() == 7.0
+    n = traces[0]
+    obj.w = la.asarray(0.0)            # a tensor attribute: the trace reused, the new value
+    assert la.fori_loop(0, 2, body, la.asarray(1.0)).item() == 4.0
+    assert traces[0] == n
+    obj.s = 3.0                        # a Python attribute: traced again
+    assert la.fori_loop(0, 2, body, la.asarray(1.0)).item() == 9.0
+    assert traces[0] > n
+    n = traces[0]
+    _Scale.factor = 2.0                # a class attribute: traced again
+    try:
+        assert la.fori_loop(0, 2, body, la.asarray(1.0)).item() == 36.0
+    finally:
+        _Scale.factor = 1.0
+    assert traces[0] > n
+
+
+def test_what_the_key_cannot_describe_traces_every_time(traces):
+    obj = _Slotted(2.0)
+    body = lambda i, v: v * obj.s      # noqa: E731  (an object with __slots__)
+    assert la.fori_loop(0, 2, body, la.asarray(1.0)).item() == 4.0
+    n = traces[0]
+    assert la.fori_loop(0, 2, body, la.asarray(1.0)).item() == 4.0
+    assert traces[0] > n
+    # a draw from NumPy's generator or a clock read while tracing: each call traces again
+    for read in (lambda: np.random.uniform(), time.perf_counter):
+        body = lambda i, v: v + read()     # noqa: E731
+        n = traces[0]
+        la.fori_loop(0, 1, body, la.asarray(1.0)).item()
+        la.fori_loop(0, 1, body, la.asarray(1.0)).item()
+        assert traces[0] == n + 4
+    # a random draw reads the generator's state: each call draws again, as before
+    noisy = lambda i, v: v + la.random.uniform((3,))    # noqa: E731
+    a = la.fori_loop(0, 1, noisy, la.zeros(3)).numpy()
+    n = traces[0]
+    b = la.fori_loop(0, 1, noisy, la.zeros(3)).numpy()
+    assert traces[0] > n and not np.array_equal(a, b)
+
+
+def test_a_library_closure_is_keyed_by_what_it_closes_over(traces):
+    s = 2.0
+    user = lambda v: v * s                 # noqa: E731
+
+    def wrapper(v):                        # as a library's closure over a user function
+        return user(v)
+    wrapper.__module__ = "lazyarray.wrapping"
+    body = lambda i, v: wrapper(v)         # noqa: E731
+    np.testing.assert_allclose(la.fori_loop(0, 1, body, la.ones(2)).numpy(), [2.0, 2.0])
+    s = 3.0
+    np.testing.assert_allclose(la.fori_loop(0, 1, body, la.ones(2)).numpy(), [3.0, 3.0])
