@@ -167,7 +167,7 @@ def test_float32_sums_are_exact_where_numpys_pairwise_sum_is(make, want, device)
     in-cache tier accumulate in float64 (the loads stay float32). (The interpreter, being
     NumPy, would hold the large cases' ones in memory: compiled devices only for them.)"""
     if device == "interpreter" and "ones" in make.__code__.co_names:
-        pytest.skip("NumPy itself: the 2**28 ones would be 1 GiB in memory")
+        pytest.skip(reason="NumPy itself: the 2**28 ones would be 1 GiB in memory")
     got = make()
     assert got.dtype == la.float32
     assert float(got.numpy()) == want

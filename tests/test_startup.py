@@ -203,7 +203,7 @@ def test_a_first_product_builds_only_the_tile_function_it_uses(tmp_path):
     module were ~1 s of LLVM at a first training step)."""
     out = json.loads(_python(BUILT, LAZYARRAY_CACHE_DIR=str(tmp_path)))
     if not out["native"]:
-        pytest.skip("NumPy's BLAS is not the ILP64 OpenBLAS: products take NumPy's path")
+        pytest.skip(reason="NumPy's BLAS is not the ILP64 OpenBLAS: products take NumPy's path")
     gemm = [b for b in out["built"] if b[0] == "gemm_tiles"]
     from lazyarray.devices.cpu.native_gemm import IR
     assert gemm == [["gemm_tiles", IR.GEMM_KIND_BLAS, 4]]

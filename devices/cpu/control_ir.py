@@ -37,6 +37,8 @@ import types
 
 import llvmlite.ir as ir
 
+from .pool_ir import Callee
+
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
 I32 = ir.IntType(32)
@@ -70,19 +72,6 @@ def _ptr(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
     return b.inttoptr(v, PTR)
 
 
-class _Callee:
-    """A function pointer called with an explicit type (as pool_ir's)."""
-
-    def __init__(self, value: ir.Value, ftype: ir.FunctionType) -> None:
-        self.value, self.type, self.function_type = value, value.type, ftype
-
-    def get_reference(self) -> str:
-        return self.value.get_reference()
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-
 RUN_TYPE = ir.FunctionType(VOID, [PTR, PTR, I64])
 HANDLER_TYPE = ir.FunctionType(VOID, [I32])
 
@@ -109,7 +98,7 @@ def _on_signal(mod: ir.Module) -> None:
     b.store_atomic(_c(1), flag, "seq_cst", 8)
     old = b.load_atomic(chain, "seq_cst", 8, typ=I64)
     with b.if_then(b.icmp_unsigned(">", old, _c(1))):
-        b.call(_Callee(_ptr(b, old), HANDLER_TYPE), [f.args[0]])
+        b.call(Callee(_ptr(b, old), HANDLER_TYPE), [f.args[0]])
     b.ret_void()
 
 
@@ -155,7 +144,7 @@ class _Exec:
         b = self.b
         state = _load(b, self.ctx, CTX_STATE)
         shared = b.and_(b.icmp_unsigned("!=", w[1], _c(0)), b.icmp_unsigned("!=", state, _c(0)))
-        run = _Callee(_ptr(b, _load(b, self.ctx, CTX_RUN)), RUN_TYPE)
+        run = Callee(_ptr(b, _load(b, self.ctx, CTX_RUN)), RUN_TYPE)
         b.call(run, [_ptr(b, b.select(shared, state, _c(0))), _ptr(b, w[0]),
                      b.zext(shared, I64)])
         b.branch(next_)

@@ -184,7 +184,7 @@ class PoolIR:
         b.position_at_end(c_body)
         start = b.load(_word(b, ranges, b.mul(c, _c(2))), typ=I64)
         end = b.load(_word(b, ranges, b.add(b.mul(c, _c(2)), _c(1))), typ=I64)
-        b.call(_Callee(tramp, TRAMP_TYPE), [kernel, argv, start, end, partials, strides, c, table])
+        b.call(Callee(tramp, TRAMP_TYPE), [kernel, argv, start, end, partials, strides, c, table])
         b.atomic_rmw("add", done, _c(1), SEQ)
         b.branch(c_head)
 
@@ -383,12 +383,12 @@ def trampoline_ir(triple: str, nargs: int, npartials: int, ncounts: int = 0) -> 
         args.append(b.inttoptr(b.add(base, b.mul(chunk, stride)), PTR))
     args += [entry((argv, nargs + k)) for k in range(ncounts)]
     ktype = ir.FunctionType(VOID, [PTR] * nargs + [I64, I64] + [PTR] * npartials + [I64] * ncounts)
-    b.call(_Callee(kernel, ktype), args)
+    b.call(Callee(kernel, ktype), args)
     b.ret_void()
     return str(mod)
 
 
-class _Callee:
+class Callee:
     """An opaque function pointer called with an explicit function type (llvmlite reads
     the type of a call from its callee, which an opaque `ptr` does not carry)."""
 
@@ -448,7 +448,7 @@ def _gemm_tiles(mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
     d = [b.load(_word(b, desc, k), typ=I64) for k in range(GEMM_WORDS)]
     gemm_type = ir.FunctionType(VOID, [I32, I32, I32, I64, I64, I64, ftype, PTR, I64, PTR, I64,
                                        ftype, PTR, I64])
-    gemm = _Callee(b.inttoptr(d[GEMM_FN], PTR), gemm_type)
+    gemm = Callee(b.inttoptr(d[GEMM_FN], PTR), gemm_type)
     no_trans = lambda v: b.icmp_unsigned("==", v, _c(CBLAS_NO_TRANS))
 
     def tile(t: ir.Value, _: list) -> list:
