@@ -244,15 +244,20 @@ def _pieces(x: Node, axis: int, bounds: Sequence[int]) -> tuple:
     return tuple(slice_axis(x, axis, a, max(a, b)) for a, b in zip(edges, edges[1:]))
 
 
+def _split_axis(name: str, x: Any, axis: int) -> tuple:
+    """(node, normalized axis, its length) for the split family; a 0-d input has none."""
+    x = as_node(x)
+    if x.ndim == 0:
+        raise ValueError(f"{name}: a 0-d tensor has no axis to {name}")
+    axis = normalize_axis(name, axis, x.ndim)
+    return x, axis, x.shape[axis]
+
+
 def split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple:
     """NumPy's split: an int cuts `axis` into that many equal parts (it must divide the
     length), a sequence gives the indices to cut at. PyTorch's split (by part sizes) is
     `Tensor.split` and `lazyarray.torch.split`."""
-    x = as_node(x)
-    if x.ndim == 0:
-        raise ValueError("split: a 0-d tensor has no axis to split")
-    axis = normalize_axis("split", axis, x.ndim)
-    n = x.shape[axis]
+    x, axis, n = _split_axis("split", x, axis)
     if checks.is_int(indices_or_sections):
         k = int(indices_or_sections)
         if k <= 0 or n % k:
@@ -267,11 +272,7 @@ def split(x: Any, indices_or_sections: Any, axis: int = 0) -> tuple:
 def split_sizes(x: Any, split_size_or_sections: Any, axis: int = 0) -> tuple:
     """PyTorch's split: an int is the size of each part (the last may be smaller), a
     sequence the size of every part (they must add up to the length of `axis`)."""
-    x = as_node(x)
-    if x.ndim == 0:
-        raise ValueError("split: a 0-d tensor has no dim to split")
-    axis = normalize_axis("split", axis, x.ndim)
-    n = x.shape[axis]
+    x, axis, n = _split_axis("split", x, axis)
     if checks.is_int(split_size_or_sections):
         size = int(split_size_or_sections)
         if size <= 0 and not (size == 0 and n == 0):
@@ -289,13 +290,9 @@ def split_sizes(x: Any, split_size_or_sections: Any, axis: int = 0) -> tuple:
 def chunk(x: Any, chunks: int, axis: int = 0) -> tuple:
     """PyTorch's chunk: parts of ceil(n / chunks) along `axis` (fewer parts when that size
     already covers the length)."""
-    x = as_node(x)
     if not checks.is_int(chunks) or int(chunks) <= 0:
         raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
-    if x.ndim == 0:
-        raise ValueError("chunk: a 0-d tensor has no dim to chunk")
-    axis = normalize_axis("chunk", axis, x.ndim)
-    n = x.shape[axis]
+    x, axis, n = _split_axis("chunk", x, axis)
     return split_sizes(x, max(1, -(-n // int(chunks))) if n else 0, axis)
 
 

@@ -317,35 +317,33 @@ def allclose(input: Any, other: Any, rtol: _builtin_float = 1e-05, atol: _builti
     return _builtin_bool(_la.all(isclose(input, other, rtol, atol, equal_nan)).item())
 
 
+def _product(name: str, x: Any, y: Any, fits: Any, needs: str) -> Tensor:
+    """matmul of two tensors whose shapes `fits` accepts (PyTorch's fixed-rank products do
+    not broadcast), else a ValueError saying what `name` needs."""
+    a, b = _t(x), _t(y)
+    if not fits(a.shape, b.shape):
+        raise ValueError(f"{name}: needs {needs}, got {tuple(a.shape)} and {tuple(b.shape)}")
+    return _la.matmul(a, b)
+
+
 def bmm(input: Any, mat2: Any) -> Tensor:
     """Batched matrix product of (b, n, m) and (b, m, p): no broadcasting (PyTorch's)."""
-    a, b = _t(input), _t(mat2)
-    if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
-        raise ValueError(f"bmm: needs (b, n, m) and (b, m, p), got {tuple(a.shape)} and "
-                         f"{tuple(b.shape)} (matmul broadcasts)")
-    return _la.matmul(a, b)
+    return _product("bmm", input, mat2, lambda a, b: len(a) == len(b) == 3 and a[0] == b[0]
+                    and a[2] == b[1], "(b, n, m) and (b, m, p) (matmul broadcasts)")
 
 
 def mm(input: Any, mat2: Any) -> Tensor:
-    a, b = _t(input), _t(mat2)
-    if a.ndim != 2 or b.ndim != 2:
-        raise ValueError(f"mm: needs two matrices, got {tuple(a.shape)} and {tuple(b.shape)}")
-    return _la.matmul(a, b)
+    return _product("mm", input, mat2, lambda a, b: len(a) == len(b) == 2, "two matrices")
 
 
 def mv(input: Any, vec: Any) -> Tensor:
-    a, v = _t(input), _t(vec)
-    if a.ndim != 2 or v.ndim != 1:
-        raise ValueError(f"mv: needs a matrix and a vector, got {tuple(a.shape)} and "
-                         f"{tuple(v.shape)}")
-    return _la.matmul(a, v)
+    return _product("mv", input, vec, lambda a, b: len(a) == 2 and len(b) == 1,
+                    "a matrix and a vector")
 
 
 def dot(input: Any, other: Any) -> Tensor:
-    a, b = _t(input), _t(other)
-    if a.ndim != 1 or b.ndim != 1:
-        raise ValueError(f"dot: needs two 1-D tensors, got {tuple(a.shape)} and {tuple(b.shape)}")
-    return _la.matmul(a, b)
+    return _product("dot", input, other, lambda a, b: len(a) == len(b) == 1,
+                    "two 1-D tensors")
 
 
 def addmm(input: Any, mat1: Any, mat2: Any, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
