@@ -192,6 +192,31 @@ def test_bins_and_claims() -> None:
     assert alloc.empty_cache() == 1024 and alloc.reserved == 2 * 1024
 
 
+def test_an_owners_freed_blocks_wait_for_it() -> None:
+    """A graph-replaying executable's pool: its freed blocks go to no one else (another
+    program's results took them between two training steps, and the graph's claim
+    failed), they serve its own requests first, and release or empty_cache end that."""
+    from lazyarray.devices.cuda.cuda_memory import CachingAllocator
+    cu = _driver()
+    alloc = CachingAllocator(lambda: cu, cuda_driver.check(cu.cuStreamCreate(1), "stream"))
+    mine = alloc.alloc(1000, owner=7)
+    alloc.free(mine)
+    other = alloc.alloc(1000)
+    assert other != mine and not alloc.claim(mine, 1000) and not alloc.claim(mine, 1000, 8)
+    assert alloc.alloc(1000, owner=7) == mine           # its own pool first
+    alloc.free(mine)
+    assert alloc.claim(mine, 1000, 7)
+    alloc.free(other)
+    assert alloc.claim(other, 1000, 7)                  # a free shared block joins the pool
+    alloc.free(mine)
+    alloc.free(other)
+    alloc.release(7)                                    # back to everyone
+    assert {alloc.alloc(1000), alloc.alloc(1000)} == {mine, other}
+    kept = alloc.alloc(1000, owner=9)
+    alloc.free(kept)
+    assert alloc.empty_cache() == 1024 and not alloc.claim(kept, 1000, 9)
+
+
 def test_a_staging_block_is_not_reused_while_its_copy_is_queued(fake) -> None:
     cu = _driver()
     block = fake.staging.take(4096)
@@ -446,41 +471,75 @@ def test_op_table_on_the_cuda_runtime(fake, op_matrix, batch) -> None:
 
 # ---- CUDA graphs in training: captured once per layout, then replayed every step ------
 
-def _graph_counts(fake, style: str, steps: int = 20) -> list:
-    """Per step of a training loop (Adam, a fresh batch each step, `style` "tape" or
-    "backward"): 'c' captured, 'r' replayed, 'f' launched kernel by kernel."""
+_OPTIMIZERS = {"adam": lambda ps: la.optim.Adam(ps, lr=1e-3),
+               "sgd_momentum": lambda ps: la.optim.SGD(ps, lr=1e-2, momentum=0.9)}
+
+
+def _training_run(fake, style: str, optimizer: str, graphs: bool, steps: int = 20,
+                  validate: str = "") -> tuple:
+    """A training loop (Linear layers with biases, BatchNorm, Dropout; a fresh batch each
+    step; `style` "tape" or "backward"), with `validate` a forward on a held batch under
+    no_grad after each step, another program between two training steps ("eval": in
+    eval mode; "train": in training mode, so BatchNorm's statistics and the dropout key
+    advance in it too). Per step: 'c' captured, 'r' replayed, 'f' launched kernel by
+    kernel; the losses read; the parameters and buffers at the end."""
+    la.random.seed(0)
     rng = np.random.default_rng(0)
-    net = la.nn.Sequential(la.nn.Linear(16, 32), la.nn.ReLU(), la.nn.Linear(32, 4))
-    opt = la.optim.Adam(net.parameters(), lr=1e-3)
-    counters, before, out = fake.counters, None, []
-    for _ in range(steps):
-        x = la.asarray(rng.standard_normal((8, 16)).astype(np.float32))
-        y = la.asarray(rng.integers(0, 4, 8))
-        if style == "tape":
-            with la.GradientTape() as tape:
+    with la.config.override(cuda_graphs=graphs):
+        net = la.nn.Sequential(la.nn.Linear(16, 32), la.nn.BatchNorm1d(32), la.nn.ReLU(),
+                               la.nn.Dropout(0.25), la.nn.Linear(32, 4))
+        opt = _OPTIMIZERS[optimizer](net.parameters())
+        held = la.asarray(rng.standard_normal((8, 16)).astype(np.float32))
+        counters, before, per_step, losses = fake.counters, None, [], []
+        for _ in range(steps):
+            x = la.asarray(rng.standard_normal((8, 16)).astype(np.float32))
+            y = la.asarray(rng.integers(0, 4, 8))
+            if style == "tape":
+                with la.GradientTape() as tape:
+                    loss = la.nn.functional.cross_entropy(net(x), y)
+                opt.apply_gradients(tape.gradient(loss, net.parameters()))
+            else:
                 loss = la.nn.functional.cross_entropy(net(x), y)
-            opt.apply_gradients(tape.gradient(loss, net.parameters()))
-        else:
-            loss = la.nn.functional.cross_entropy(net(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        loss.item()
-        now = (counters["graph_captures"], counters["graph_replays"], counters["graph_fallbacks"])
-        if before is not None:
-            out.append("".join(k * (b - a) for k, a, b in zip("crf", before, now)))
-        before = now
-    return out
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            losses.append(loss.item())
+            if validate:
+                net.train(validate == "train")
+                with la.no_grad():
+                    losses.append(net(held).sum().item())
+                net.train()
+            now = (counters["graph_captures"], counters["graph_replays"],
+                   counters["graph_fallbacks"])
+            if before is not None:
+                per_step.append("".join(k * (b - a) for k, a, b in zip("crf", before, now)))
+            before = now
+        state = [t.numpy() for t in net.parameters() + net.buffers()]
+    return per_step, losses, state
 
 
+@pytest.mark.parametrize("optimizer", sorted(_OPTIMIZERS))
 @pytest.mark.parametrize("style", ["tape", "backward"])
-def test_training_steps_replay_their_cuda_graph(fake, style):
-    """Adam's update writes each state (weight, m, v: three buffers of one shape) over its
-    own old buffer, so a step's pointers repeat: after a few steps every step replays a
-    graph, with at most two captures (a bias updated inside its gradient's reduction
-    alternates between two buffers). Before, the states rotated among the three buffers
-    and the layouts repeated only every 6 steps: 6 captures, replays from step 14."""
-    with la.config.override(cuda_graphs=True):
-        per_step = _graph_counts(fake, style)
-    assert "".join(per_step).count("c") <= 2, per_step
-    assert per_step[-12:] == ["r"] * 12, per_step
+@pytest.mark.parametrize("validate", ["", "eval", "train"])
+def test_training_steps_replay_their_cuda_graph(fake, style, optimizer, validate):
+    """20 steps: at most two captures per program (a bias updated inside its gradient's
+    reduction, BatchNorm's running statistics and the dropout key are new buffers each
+    step, so a step's pointers alternate between two layouts: a graph for each), every
+    step after the last capture a replay (10 at least), and the values those of the same
+    run launched kernel by kernel. With a forward in training mode between steps, the
+    two programs took each other's freed blocks, and a run after a replay placed its
+    results by the run before that replay: before, 13-15 captures and no run of replays
+    to the end in 14 of 16 loops (4 processes x 4 loops), now 4 captures (2 per program)
+    and replays from step 7-9."""
+    per_step, losses, state = _training_run(fake, style, optimizer, True, validate=validate)
+    programs = 2 if validate else 1
+    captured = [i for i, step in enumerate(per_step) if "c" in step]
+    assert len("".join(per_step)) == programs * len(per_step), per_step
+    assert "".join(per_step).count("c") <= 2 * programs, per_step
+    assert captured and captured[-1] < len(per_step) - 10, per_step
+    assert per_step[captured[-1] + 1:] == ["r" * programs] * (len(per_step) - 1 - captured[-1])
+    _, plain_losses, plain_state = _training_run(fake, style, optimizer, False,
+                                                 validate=validate)
+    assert losses == plain_losses
+    for got, want in zip(state, plain_state):
+        np.testing.assert_array_equal(got, want)

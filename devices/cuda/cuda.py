@@ -25,7 +25,9 @@ Import this module only where `available()` may be asked: it imports cuda-python
 from __future__ import annotations
 
 import ctypes
+import itertools
 import time
+import weakref
 from collections import deque
 from typing import Any, Callable, Optional
 
@@ -50,6 +52,7 @@ from .cuda_solver import run_library_call
 from .cusolver_calls import CALLS as SOLVER_CALLS
 from ..device import Device
 
+_POOLS = itertools.count(1)    # owners of allocator pools: one per graph-replaying executable
 SCALAR_SLOT = 8          # bytes per runtime scalar in the parameter block (aligned)
 
 
@@ -355,6 +358,10 @@ class CudaExecutable:
         self.kernels_per_run = 0
         self.aliases = {int(o): int(x) for o, x in program.aliases}   # output -> donated param
         self._layouts: deque = deque(maxlen=2)        # where the last runs' results went
+        # the private pool of the blocks a run writes, from its second graph-path run on
+        # (a program run once keeps nothing back): see _run_graph
+        self._pool: Optional[int] = None
+        self._pool_after_run = False
 
     def _load_subs(self, step: Step, host: Optional[dict]) -> list:
         progs = step.sub_programs()
@@ -403,9 +410,10 @@ class CudaExecutable:
 
     def _buffer(self, ptr: Optional[int], shape: tuple, dtype: np.dtype) -> CudaBuffer:
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        if ptr is not None and self.device.allocator.claim(ptr, nbytes):
-            return CudaBuffer(self.device, ptr, nbytes, tuple(shape), np.dtype(dtype))
-        return self.device.new_buffer(shape, dtype)
+        alloc = self.device.allocator
+        if ptr is None or not alloc.claim(ptr, nbytes, self._pool):
+            ptr = alloc.alloc(nbytes, self._pool)
+        return CudaBuffer(self.device, ptr, nbytes, tuple(shape), np.dtype(dtype))
 
     def _bind_parameters(self, args: list, values: dict) -> None:
         """Buffers as they are; scalars into the parameter block, one async copy."""
@@ -482,11 +490,13 @@ class CudaExecutable:
         """Replay the graph kept for where the inputs are, capture one, or launch the
         kernels one by one (see cuda_graphs.py)."""
         cu, dev = self.device.cu, self.device
+        self._own_pool()
         key = tuple(sorted((pos, b.ptr) for pos, b in values.items()))   # inputs (and in-place outputs)
         entry = self.graphs.lookup(key)
         if entry is not None:
             scratch = self._claim(entry[1], values)
             if scratch is not None:
+                self._layouts.append({k: ptr for k, ptr, _ in entry[1]})
                 dev.counters["graph_replays"] += 1
                 self.kernels_per_run = len(self.steps)
                 check(cu.cuGraphLaunch(entry[0], dev.stream), "cuGraphLaunch")
@@ -512,12 +522,25 @@ class CudaExecutable:
         self.kernels_per_run = len(self.steps)
         check(cu.cuGraphLaunch(graph, dev.stream), "cuGraphLaunch")
 
+    def _own_pool(self) -> None:
+        """From this program's second run on, the blocks it writes (results, temporaries)
+        come from and go back to its own pool in the allocator, so that no other program's
+        buffers take them between two runs: with a shared cache, an evaluation step or a
+        metric between training steps took the blocks the training graph had written into,
+        and its claim failed (20 steps with a forward in between: 12 captures, replays
+        from step 14). The pool ends with the executable."""
+        if self._pool is None and self._pool_after_run:
+            alloc = self.device.allocator
+            self._pool = next(_POOLS)
+            weakref.finalize(self, alloc.release, self._pool)
+        self._pool_after_run = True
+
     def _claim(self, layout: list, values: dict) -> Optional[dict]:
         """Take the blocks a graph wrote into; the scratch buffers, or None (and nothing
         taken) when one of them is held by a live buffer."""
         alloc, taken = self.device.allocator, []
         for _, ptr, nbytes in layout:
-            if not alloc.claim(ptr, nbytes):
+            if not alloc.claim(ptr, nbytes, self._pool):
                 for p in taken:
                     alloc.free(p)
                 return None

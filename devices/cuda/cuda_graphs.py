@@ -5,11 +5,18 @@ may be replayed only when every pointer is the same again. The key of a run is w
 inputs are (the parameters', the constants' and the scalar block's pointers); a graph
 kept under that key also records where its outputs and temporaries were, and a replay
 first claims exactly those blocks from the allocator (they are free when the results of
-the run before last are gone, as in a training loop: parameters and their updates trade
-buffers every other step). A key seen `CAPTURE_AFTER` times without a usable graph is
-captured (a layout seen once may never come back: capturing it would be wasted); a run
-whose graph cannot be used launches its kernels one by one. A few graphs are kept per
-executable (`MAX_GRAPHS`, the oldest dropped first).
+the run before last are gone, as in a training loop: a state updated outside an
+elementwise loop, such as a bias inside its gradient's reduction, BatchNorm's running
+statistics or the dropout key, trades buffers with its update every other step, so a
+step's layouts alternate and a graph is kept for each). From its second run on, the
+blocks an executable writes come from and return to its own pool in the allocator
+(cuda_memory.py), so that another program run between two steps (an evaluation forward)
+cannot hold them when the graph wants them back; and every run, replayed or not,
+records where its results went, so that a run that is not replayed places its results
+where the run before last put them. A key seen `CAPTURE_AFTER` times without a usable
+graph is captured (a layout seen once may never come back: capturing it would be
+wasted); a run whose graph cannot be used launches its kernels one by one. A few graphs
+are kept per executable (`MAX_GRAPHS`, the oldest dropped first).
 """
 from __future__ import annotations
 

@@ -4,7 +4,14 @@ The allocator keeps freed blocks in size bins and hands them out again, so a tra
 loop's buffers are reused across syncs without a driver call (PyTorch's caching
 allocator does the same). A bin hands out its lowest address first, so a loop that frees
 and allocates the same sizes each step gets the same addresses back every other step
-(what lets a CUDA graph replay); `claim` takes one given free block (a graph's layout). Everything the device does is ordered on one stream, so a
+(what lets a CUDA graph replay); `claim` takes one given free block (a graph's layout).
+A block may belong to an owner (a CUDA executable that replays graphs: its private pool,
+as PyTorch gives each graph one): freed, it waits for that owner only, so other programs'
+buffers (an evaluation step between training steps) never take the blocks a graph wrote
+into, and the owner's next run finds them where its graph expects them. Freed owned
+blocks are cached memory like the rest: `empty_cache()` returns them to the driver too
+(a graph that wanted one is then recaptured), and `release(owner)` hands an owner's
+blocks back to everyone. Everything the device does is ordered on one stream, so a
 block freed while queued work may still read it can be handed out at once: whatever
 uses it next is queued after that work. On an out-of-memory answer the allocator waits
 for the stream, returns every cached block to the driver and tries again;
@@ -46,6 +53,9 @@ class CachingAllocator:
         self._driver, self._stream = driver, stream
         self._free: dict = {}          # bin size -> [pointers]
         self._size_of: dict = {}       # pointer -> bin size (every block we hold)
+        self._owner_of: dict = {}      # pointer -> owner, for blocks in a private pool
+        self._owned_free: dict = {}    # owner -> bin size -> [pointers] (its freed blocks)
+        self._ended: list = []         # owners released, their pools not yet dissolved
         self._lock = fork_locks.lock()
         self.allocated = 0             # bytes in live buffers
         self.reserved = 0              # bytes taken from the driver (live + cached)
@@ -53,20 +63,29 @@ class CachingAllocator:
         self.cache_hits = 0
         self.releases = 0              # times the cache was returned to the driver
 
-    def alloc(self, nbytes: int) -> int:
+    def alloc(self, nbytes: int, owner: Optional[int] = None) -> int:
+        """A block for `nbytes`; with `owner`, from its private pool first, and the block
+        joins that pool."""
         size = bin_size(nbytes)
         with self._lock:
-            blocks = self._free.get(size)
-            if blocks:
-                self.cache_hits += 1
-                self.allocated += size
-                return heapq.heappop(blocks)
+            if self._ended:
+                self._dissolve()
+            for blocks in (self._owned_free.get(owner, {}).get(size), self._free.get(size)):
+                if blocks:
+                    ptr = heapq.heappop(blocks)
+                    self.cache_hits += 1
+                    self.allocated += size
+                    if owner is not None:
+                        self._owner_of[ptr] = owner
+                    return ptr
         ptr = self._driver_alloc(size, nbytes)
         with self._lock:
             self._size_of[ptr] = size
             self.allocated += size
             self.reserved += size
             self.driver_allocs += 1
+            if owner is not None:
+                self._owner_of[ptr] = owner
         return ptr
 
     def _driver_alloc(self, size: int, wanted: int) -> int:
@@ -83,12 +102,17 @@ class CachingAllocator:
         check((err,), "cuMemAlloc")
         return int(ptr)
 
-    def claim(self, ptr: int, nbytes: int) -> bool:
-        """Take the cached block at `ptr` for a request of `nbytes`; False when it is not
-        free (a live buffer holds it) or of another bin."""
+    def claim(self, ptr: int, nbytes: int, owner: Optional[int] = None) -> bool:
+        """Take the cached block at `ptr` for a request of `nbytes` (with `owner`, into its
+        pool); False when it is not free (a live buffer holds it), of another bin, or in
+        another owner's pool."""
         size = bin_size(nbytes)
         with self._lock:
-            blocks = self._free.get(size)
+            held = self._owner_of.get(ptr)
+            if held is not None and held != owner:
+                return False
+            pool = self._owned_free.get(held, {}) if held is not None else self._free
+            blocks = pool.get(size)
             if not blocks or self._size_of.get(ptr) != size:
                 return False
             try:
@@ -97,22 +121,48 @@ class CachingAllocator:
                 return False
             heapq.heapify(blocks)
             self.allocated += size
+            if owner is not None:
+                self._owner_of[ptr] = owner
             return True
 
     def free(self, ptr: int) -> None:
-        """Give a block back to the cache (stream-ordered reuse; see module doc)."""
+        """Give a block back to the cache, or to its owner's pool (stream-ordered reuse;
+        see module doc)."""
         with self._lock:
             size = self._size_of.get(ptr)
             if size is None:
                 return
-            heapq.heappush(self._free.setdefault(size, []), ptr)
+            owner = self._owner_of.get(ptr)
+            pool = self._free if owner is None else self._owned_free.setdefault(owner, {})
+            heapq.heappush(pool.setdefault(size, []), ptr)
             self.allocated -= size
+
+    def release(self, owner: int) -> None:
+        """End `owner`'s pool: its free blocks go back to the cache, its live ones will
+        when freed. Done at the next allocation: this runs from a finalizer, which the
+        garbage collector may call inside any locked section of this thread."""
+        self._ended.append(owner)
+
+    def _dissolve(self) -> None:
+        ended = set()
+        while self._ended:                 # (pop: a release landing meanwhile is kept)
+            owner = self._ended.pop()
+            ended.add(owner)
+            for size, blocks in self._owned_free.pop(owner, {}).items():
+                for ptr in blocks:
+                    heapq.heappush(self._free.setdefault(size, []), ptr)
+        for ptr in [p for p, o in self._owner_of.items() if o in ended]:
+            del self._owner_of[ptr]
 
     def empty_cache(self) -> int:
         """Return every cached (unused) block to the driver; the bytes released."""
         with self._lock:
-            blocks = [(p, s) for s, ps in self._free.items() for p in ps]
+            pools = [self._free, *self._owned_free.values()]
+            blocks = [(p, s) for pool in pools for s, ps in pool.items() for p in ps]
             self._free = {}
+            self._owned_free = {}
+            for ptr, _ in blocks:
+                self._owner_of.pop(ptr, None)
         if not blocks:
             return 0
         cu = self._driver()
