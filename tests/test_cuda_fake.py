@@ -476,13 +476,14 @@ _OPTIMIZERS = {"adam": lambda ps: la.optim.Adam(ps, lr=1e-3),
 
 
 def _training_run(fake, style: str, optimizer: str, graphs: bool, steps: int = 20,
-                  validate: str = "") -> tuple:
+                  validate: str = "", keep: bool = False) -> tuple:
     """A training loop (Linear layers with biases, BatchNorm, Dropout; a fresh batch each
     step; `style` "tape" or "backward"), with `validate` a forward on a held batch under
     no_grad after each step, another program between two training steps ("eval": in
     eval mode; "train": in training mode, so BatchNorm's statistics and the dropout key
     advance in it too). Per step: 'c' captured, 'r' replayed, 'f' launched kernel by
-    kernel; the losses read; the parameters and buffers at the end."""
+    kernel; the losses read; the parameters and buffers at the end; where they were
+    after each step. With `keep` the loss tensors are kept, as in `losses.append(loss)`."""
     la.random.seed(0)
     rng = np.random.default_rng(0)
     with la.config.override(cuda_graphs=graphs):
@@ -490,7 +491,7 @@ def _training_run(fake, style: str, optimizer: str, graphs: bool, steps: int = 2
                                la.nn.Dropout(0.25), la.nn.Linear(32, 4))
         opt = _OPTIMIZERS[optimizer](net.parameters())
         held = la.asarray(rng.standard_normal((8, 16)).astype(np.float32))
-        counters, before, per_step, losses = fake.counters, None, [], []
+        counters, before, per_step, losses, kept, where = fake.counters, None, [], [], [], []
         for _ in range(steps):
             x = la.asarray(rng.standard_normal((8, 16)).astype(np.float32))
             y = la.asarray(rng.integers(0, 4, 8))
@@ -504,6 +505,8 @@ def _training_run(fake, style: str, optimizer: str, graphs: bool, steps: int = 2
                 loss.backward()
                 opt.step()
             losses.append(loss.item())
+            kept += [loss] if keep else []
+            where.append(tuple(t._node.buffer.ptr for t in net.parameters() + net.buffers()))
             if validate:
                 net.train(validate == "train")
                 with la.no_grad():
@@ -515,7 +518,7 @@ def _training_run(fake, style: str, optimizer: str, graphs: bool, steps: int = 2
                 per_step.append("".join(k * (b - a) for k, a, b in zip("crf", before, now)))
             before = now
         state = [t.numpy() for t in net.parameters() + net.buffers()]
-    return per_step, losses, state
+    return per_step, losses, state, where
 
 
 @pytest.mark.parametrize("optimizer", sorted(_OPTIMIZERS))
@@ -531,15 +534,27 @@ def test_training_steps_replay_their_cuda_graph(fake, style, optimizer, validate
     results by the run before that replay: before, 13-15 captures and no run of replays
     to the end in 14 of 16 loops (4 processes x 4 loops), now 4 captures (2 per program)
     and replays from step 7-9."""
-    per_step, losses, state = _training_run(fake, style, optimizer, True, validate=validate)
+    per_step, losses, state, _ = _training_run(fake, style, optimizer, True, validate=validate)
     programs = 2 if validate else 1
     captured = [i for i, step in enumerate(per_step) if "c" in step]
     assert len("".join(per_step)) == programs * len(per_step), per_step
     assert "".join(per_step).count("c") <= 2 * programs, per_step
     assert captured and captured[-1] < len(per_step) - 10, per_step
     assert per_step[captured[-1] + 1:] == ["r" * programs] * (len(per_step) - 1 - captured[-1])
-    _, plain_losses, plain_state = _training_run(fake, style, optimizer, False,
+    _, plain_losses, plain_state, _ = _training_run(fake, style, optimizer, False,
                                                  validate=validate)
     assert losses == plain_losses
     for got, want in zip(state, plain_state):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("style", ["tape", "backward"])
+def test_states_keep_alternating_when_the_losses_are_kept(fake, style):
+    """A loop that keeps its loss tensors: the block a loss was to get back is held, and
+    the loss took the block the next result was to get, so a bias and its momentum moved
+    to a new block every step (and the next step's pointers with them). The blocks a run
+    wants back are now claimed before any result takes a new one: every parameter and
+    buffer alternates between two blocks. (Such a loop still does not replay: the
+    graph's own loss block stays held.)"""
+    *_, where = _training_run(fake, style, "sgd_momentum", True, keep=True)
+    assert all(where[i] == where[i - 2] for i in range(len(where) - 10, len(where))), where

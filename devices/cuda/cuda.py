@@ -398,21 +398,31 @@ class CudaExecutable:
     def _allocate(self, values: dict, prefer: Optional[dict] = None) -> dict:
         """Every buffer of the run before any launch (a graph sees them all), each where
         `prefer` (key -> pointer) puts it when that block is free; the scratch buffers
-        are returned."""
+        are returned. The preferred blocks are claimed first: a result whose block the
+        caller still holds (a loss kept in a list) then takes a new block, not the one
+        another result was to get back (which moved that result, and the pointers of
+        the next run, from step to step)."""
         prefer = prefer or {}
-        for step in self.steps:
-            for pos in _written(step):
-                if not isinstance(pos, str) and pos not in values:
-                    v = self.values[pos]
-                    values[pos] = self._buffer(prefer.get(pos), v.shape, v.dtype.np)
-        return {key: self._buffer(prefer.get(key), (nbytes,), np.dtype(np.uint8))
-                for key, nbytes in self.program.scratch.items()}
+        wanted = [(pos, self.values[pos].shape, self.values[pos].dtype.np)
+                  for step in self.steps for pos in _written(step)
+                  if not isinstance(pos, str) and pos not in values]
+        wanted += [(key, (nbytes,), np.dtype(np.uint8))
+                   for key, nbytes in self.program.scratch.items()]
+        alloc, got = self.device.allocator, {}
+        for key, shape, dtype in wanted:
+            ptr, nbytes = prefer.get(key), _nbytes(shape, dtype)
+            if ptr is not None and key not in got and alloc.claim(ptr, nbytes, self._pool):
+                got[key] = CudaBuffer(self.device, ptr, nbytes, tuple(shape), np.dtype(dtype))
+        for key, shape, dtype in wanted:
+            if key not in got:
+                got[key] = self._buffer(shape, dtype)
+        values.update((k, b) for k, b in got.items() if not isinstance(k, str))
+        return {k: b for k, b in got.items() if isinstance(k, str)}
 
-    def _buffer(self, ptr: Optional[int], shape: tuple, dtype: np.dtype) -> CudaBuffer:
-        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-        alloc = self.device.allocator
-        if ptr is None or not alloc.claim(ptr, nbytes, self._pool):
-            ptr = alloc.alloc(nbytes, self._pool)
+    def _buffer(self, shape: tuple, dtype: np.dtype) -> CudaBuffer:
+        """A new buffer, from this executable's pool when it has one."""
+        nbytes = _nbytes(shape, dtype)
+        ptr = self.device.allocator.alloc(nbytes, self._pool)
         return CudaBuffer(self.device, ptr, nbytes, tuple(shape), np.dtype(dtype))
 
     def _bind_parameters(self, args: list, values: dict) -> None:
@@ -662,6 +672,10 @@ _RUN = {LaunchStep: CudaExecutable._launch, LibraryStep: CudaExecutable._library
 # primitive -> fn(device, ins, out, operands) -> bool: calls the device makes itself on
 # its stream, before the stanza's device calls and the host reference (False: cannot)
 NATIVE_CALLS = {"fft": run_fft}
+
+
+def _nbytes(shape: tuple, dtype: np.dtype) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
 
 
 def _written(step: Step) -> list:
