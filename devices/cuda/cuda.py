@@ -361,7 +361,10 @@ class CudaExecutable:
         # the private pool of the blocks a run writes, from its second graph-path run on
         # (a program run once keeps nothing back): see _run_graph
         self._pool: Optional[int] = None
+        self._copies: Optional[int] = None
         self._pool_after_run = False
+        self._results = set(self.outputs) - set(self.aliases)   # (not updated in place)
+        self._kept: set = set()        # results a graph copies out (see _note_kept)
 
     def _load_subs(self, step: Step, host: Optional[dict]) -> list:
         progs = step.sub_programs()
@@ -411,18 +414,23 @@ class CudaExecutable:
         alloc, got = self.device.allocator, {}
         for key, shape, dtype in wanted:
             ptr, nbytes = prefer.get(key), _nbytes(shape, dtype)
-            if ptr is not None and key not in got and alloc.claim(ptr, nbytes, self._pool):
+            if ptr is None or key in got or key in self._kept:
+                continue
+            if alloc.claim(ptr, nbytes, self._pool):
                 got[key] = CudaBuffer(self.device, ptr, nbytes, tuple(shape), np.dtype(dtype))
+            elif key in self._results and self._held(ptr, values):
+                self._kept.add(key)     # the caller holds the result of the run before last
         for key, shape, dtype in wanted:
-            if key not in got:
-                got[key] = self._buffer(shape, dtype)
+            if key not in got:      # a kept result outlives the run: not in the run's pool
+                got[key] = self._buffer(shape, dtype, self._copies if key in self._kept
+                                        else self._pool)
         values.update((k, b) for k, b in got.items() if not isinstance(k, str))
         return {k: b for k, b in got.items() if isinstance(k, str)}
 
-    def _buffer(self, shape: tuple, dtype: np.dtype) -> CudaBuffer:
-        """A new buffer, from this executable's pool when it has one."""
+    def _buffer(self, shape: tuple, dtype: np.dtype, pool: Optional[int]) -> CudaBuffer:
+        """A new buffer, from the allocator's `pool` (None: the shared cache)."""
         nbytes = _nbytes(shape, dtype)
-        ptr = self.device.allocator.alloc(nbytes, self._pool)
+        ptr = self.device.allocator.alloc(nbytes, pool)
         return CudaBuffer(self.device, ptr, nbytes, tuple(shape), np.dtype(dtype))
 
     def _bind_parameters(self, args: list, values: dict) -> None:
@@ -510,8 +518,10 @@ class CudaExecutable:
                 dev.counters["graph_replays"] += 1
                 self.kernels_per_run = len(self.steps)
                 check(cu.cuGraphLaunch(entry[0], dev.stream), "cuGraphLaunch")
+                self._copy_out(entry[2], values)
                 return
             self.graphs.replays -= 1           # its blocks are taken: not a replay
+            self._note_kept(entry[1])
         # where the run before last put its results: when a training step's parameters
         # and their updates trade buffers, the layouts then repeat every other step
         scratch = self._allocate(values, self._layouts[0] if len(self._layouts) == 2 else None)
@@ -525,24 +535,57 @@ class CudaExecutable:
         if graph is None:
             return                             # not capturable: already run one by one
         inputs = {pos for pos, _ in key} | {o for o, p in self.aliases.items() if values[o] is values[p]}
-        layout = [(pos, b.ptr, b.nbytes) for pos, b in values.items() if pos not in inputs]
+        own = {pos: values[pos] for pos in self._kept if pos not in inputs}
+        layout = [(pos, b.ptr, b.nbytes) for pos, b in values.items()
+                  if pos not in inputs and pos not in own]
         layout += [(k, b.ptr, b.nbytes) for k, b in scratch.items()]
-        self.graphs.add(key, (graph, layout))
+        self.graphs.add(key, (graph, layout, own))
         dev.counters["graph_captures"] += 1
         self.kernels_per_run = len(self.steps)
         check(cu.cuGraphLaunch(graph, dev.stream), "cuGraphLaunch")
+        self._copy_out(own, values)
+
+    def _note_kept(self, layout: list) -> None:
+        """The results of this program whose blocks in `layout` the caller still holds (a
+        loss kept in a list, a sync without `.item()`): a graph writes them into blocks it
+        keeps from now on and copies them out after its launch, a copy per result, where
+        before such a loop never replayed."""
+        alloc = self.device.allocator
+        for k, ptr, nbytes in layout:
+            if k in self._results and k not in self._kept:
+                if alloc.claim(ptr, nbytes, self._pool):
+                    alloc.free(ptr)            # free: not held
+                elif self._held(ptr, {}):
+                    self._kept.add(k)
+
+    def _held(self, ptr: int, values: dict) -> bool:
+        """Whether a block of this executable's pool that could not be claimed is held by
+        a live result (not another pool's block, not an input of this run)."""
+        return self._pool is not None and self.device.allocator.owner(ptr) == self._pool \
+            and all(b.ptr != ptr for b in values.values())
+
+    def _copy_out(self, own: dict, values: dict) -> None:
+        """Each result a graph wrote into a block of its own, copied into a new buffer
+        from a pool of their own (a kept copy taken from the run's pool held a block the
+        other graph of a pair writes into; taken from the shared cache, the block the
+        next batch was to come back to)."""
+        for pos, block in own.items():
+            values[pos] = self._buffer(block.shape, block.dtype, self._copies)
+            self.device.copy(block, values[pos])
 
     def _own_pool(self) -> None:
         """From this program's second run on, the blocks it writes (results, temporaries)
         come from and go back to its own pool in the allocator, so that no other program's
         buffers take them between two runs: with a shared cache, an evaluation step or a
         metric between training steps took the blocks the training graph had written into,
-        and its claim failed (20 steps with a forward in between: 12 captures, replays
-        from step 14). The pool ends with the executable."""
+        and its claim failed (20 steps with a forward in between: 13-15 captures, no run
+        of replays to the end). Results a graph copies out come from a second pool (see
+        _copy_out). Both pools end with the executable."""
         if self._pool is None and self._pool_after_run:
             alloc = self.device.allocator
-            self._pool = next(_POOLS)
-            weakref.finalize(self, alloc.release, self._pool)
+            self._pool, self._copies = next(_POOLS), next(_POOLS)
+            for pool in (self._pool, self._copies):
+                weakref.finalize(self, alloc.release, pool)
         self._pool_after_run = True
 
     def _claim(self, layout: list, values: dict) -> Optional[dict]:

@@ -13,10 +13,12 @@ blocks an executable writes come from and return to its own pool in the allocato
 (cuda_memory.py), so that another program run between two steps (an evaluation forward)
 cannot hold them when the graph wants them back; and every run, replayed or not,
 records where its results went, so that a run that is not replayed places its results
-where the run before last put them. A key seen `CAPTURE_AFTER` times without a usable
-graph is captured (a layout seen once may never come back: capturing it would be
-wasted); a run whose graph cannot be used launches its kernels one by one. A few graphs
-are kept per executable (`MAX_GRAPHS`, the oldest dropped first).
+where the run before last put them. A result whose block the caller still holds when
+its graph wants it back (a loss kept in a list) is from then on written into a block the
+graph keeps and copied out after each launch. A key seen `CAPTURE_AFTER` times without
+a usable graph is captured (a layout seen once may never come back: capturing it would
+be wasted); a run whose graph cannot be used launches its kernels one by one. A few
+graphs are kept per executable (`MAX_GRAPHS`, the oldest dropped first).
 """
 from __future__ import annotations
 

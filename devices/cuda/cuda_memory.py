@@ -8,7 +8,9 @@ and allocates the same sizes each step gets the same addresses back every other 
 A block may belong to an owner (a CUDA executable that replays graphs: its private pool,
 as PyTorch gives each graph one): freed, it waits for that owner only, so other programs'
 buffers (an evaluation step between training steps) never take the blocks a graph wrote
-into, and the owner's next run finds them where its graph expects them. Freed owned
+into, and the owner's next run finds them where its graph expects them; an owner takes
+none of the shared cache's free blocks either (only one it claims by address), so the
+results a caller keeps do not eat the blocks its fresh inputs come back to. Freed owned
 blocks are cached memory like the rest: `empty_cache()` returns them to the driver too
 (a graph that wanted one is then recaptured), and `release(owner)` hands an owner's
 blocks back to everyone. Everything the device does is ordered on one stream, so a
@@ -64,20 +66,20 @@ class CachingAllocator:
         self.releases = 0              # times the cache was returned to the driver
 
     def alloc(self, nbytes: int, owner: Optional[int] = None) -> int:
-        """A block for `nbytes`; with `owner`, from its private pool first, and the block
-        joins that pool."""
+        """A block for `nbytes`; with `owner`, from its pool (else a new one that joins it).
+        """
         size = bin_size(nbytes)
         with self._lock:
             if self._ended:
                 self._dissolve()
-            for blocks in (self._owned_free.get(owner, {}).get(size), self._free.get(size)):
-                if blocks:
-                    ptr = heapq.heappop(blocks)
-                    self.cache_hits += 1
-                    self.allocated += size
-                    if owner is not None:
-                        self._owner_of[ptr] = owner
-                    return ptr
+            # an owner takes only its own blocks: kept results then grow its pool, not
+            # eat the shared blocks that a fresh batch comes back to every other step
+            pool = self._free if owner is None else self._owned_free.get(owner, {})
+            blocks = pool.get(size)
+            if blocks:
+                self.cache_hits += 1
+                self.allocated += size
+                return heapq.heappop(blocks)
         ptr = self._driver_alloc(size, nbytes)
         with self._lock:
             self._size_of[ptr] = size
@@ -124,6 +126,10 @@ class CachingAllocator:
             if owner is not None:
                 self._owner_of[ptr] = owner
             return True
+
+    def owner(self, ptr: int) -> Optional[int]:
+        """The pool the block at `ptr` belongs to (None: the shared cache)."""
+        return self._owner_of.get(ptr)
 
     def free(self, ptr: int) -> None:
         """Give a block back to the cache, or to its owner's pool (stream-ordered reuse;
