@@ -195,8 +195,8 @@ def test_bins_and_claims() -> None:
 def test_an_owners_freed_blocks_wait_for_it() -> None:
     """A graph-replaying executable's pool: its freed blocks go to no one else (another
     program's results took them between two training steps, and the graph's claim
-    failed), it takes none of the shared cache's unless claimed by address, and release
-    or empty_cache end that."""
+    failed), it takes a shared block only when asked to, and release or empty_cache end
+    that."""
     from lazyarray.devices.cuda.cuda_memory import CachingAllocator
     cu = _driver()
     alloc = CachingAllocator(lambda: cu, cuda_driver.check(cu.cuStreamCreate(1), "stream"))
@@ -208,9 +208,11 @@ def test_an_owners_freed_blocks_wait_for_it() -> None:
     alloc.free(mine)
     assert alloc.claim(mine, 1000, 7)
     alloc.free(other)
-    fresh = alloc.alloc(1000, owner=7)                  # not the shared cache's block
+    fresh = alloc.alloc(1000, owner=7, shared=False)    # not the shared cache's block
     assert fresh not in (mine, other)
-    assert alloc.claim(other, 1000, 7)                  # a free shared block joins the pool
+    assert alloc.alloc(1000, owner=7) == other          # a shared block joins the pool
+    alloc.free(other)
+    assert alloc.claim(other, 1000, 7)                  # (its pool's now)
     for p in (mine, other, fresh):
         alloc.free(p)
     alloc.release(7)                                    # back to everyone

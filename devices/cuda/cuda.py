@@ -428,9 +428,11 @@ class CudaExecutable:
         return {k: b for k, b in got.items() if isinstance(k, str)}
 
     def _buffer(self, shape: tuple, dtype: np.dtype, pool: Optional[int]) -> CudaBuffer:
-        """A new buffer, from the allocator's `pool` (None: the shared cache)."""
+        """A new buffer, from the allocator's `pool` (None: the shared cache). Kept
+        results take none of the shared cache's blocks: they would eat the blocks that a
+        fresh batch comes back to every other step, and move its pointer."""
         nbytes = _nbytes(shape, dtype)
-        ptr = self.device.allocator.alloc(nbytes, pool)
+        ptr = self.device.allocator.alloc(nbytes, pool, shared=pool != self._copies)
         return CudaBuffer(self.device, ptr, nbytes, tuple(shape), np.dtype(dtype))
 
     def _bind_parameters(self, args: list, values: dict) -> None:

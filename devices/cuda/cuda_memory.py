@@ -8,16 +8,16 @@ and allocates the same sizes each step gets the same addresses back every other 
 A block may belong to an owner (a CUDA executable that replays graphs: its private pool,
 as PyTorch gives each graph one): freed, it waits for that owner only, so other programs'
 buffers (an evaluation step between training steps) never take the blocks a graph wrote
-into, and the owner's next run finds them where its graph expects them; an owner takes
-none of the shared cache's free blocks either (only one it claims by address), so the
-results a caller keeps do not eat the blocks its fresh inputs come back to. Freed owned
-blocks are cached memory like the rest: `empty_cache()` returns them to the driver too
-(a graph that wanted one is then recaptured), and `release(owner)` hands an owner's
-blocks back to everyone. Everything the device does is ordered on one stream, so a
-block freed while queued work may still read it can be handed out at once: whatever
-uses it next is queued after that work. On an out-of-memory answer the allocator waits
-for the stream, returns every cached block to the driver and tries again;
-`empty_cache()` returns them on request. `allocated` is what live buffers hold,
+into, and the owner's next run finds them where its graph expects them. An owner takes
+from the shared cache when its pool has no block of the size, unless told not to (the
+pool of results a caller keeps: they would eat the blocks that fresh inputs come back
+to). Freed owned blocks are cached memory like the rest: `empty_cache()` returns them
+to the driver too (a graph that wanted one is then recaptured), and `release(owner)`
+hands an owner's blocks back to everyone. Everything the device does is ordered on one
+stream, so a block freed while queued work may still read it can be handed out at once:
+whatever uses it next is queued after that work. On an out-of-memory answer the
+allocator waits for the stream, returns every cached block to the driver and tries
+again; `empty_cache()` returns them on request. `allocated` is what live buffers hold,
 `reserved` that plus the cache.
 
 Pinned host memory (page-locked: the GPU copies it asynchronously) stages transfers;
@@ -65,21 +65,24 @@ class CachingAllocator:
         self.cache_hits = 0
         self.releases = 0              # times the cache was returned to the driver
 
-    def alloc(self, nbytes: int, owner: Optional[int] = None) -> int:
-        """A block for `nbytes`; with `owner`, from its pool (else a new one that joins it).
-        """
+    def alloc(self, nbytes: int, owner: Optional[int] = None, shared: bool = True) -> int:
+        """A block for `nbytes`; with `owner`, from its pool first, then (when `shared`)
+        from the shared cache, else a new one; the block joins the owner's pool."""
         size = bin_size(nbytes)
         with self._lock:
             if self._ended:
                 self._dissolve()
-            # an owner takes only its own blocks: kept results then grow its pool, not
-            # eat the shared blocks that a fresh batch comes back to every other step
-            pool = self._free if owner is None else self._owned_free.get(owner, {})
-            blocks = pool.get(size)
-            if blocks:
-                self.cache_hits += 1
-                self.allocated += size
-                return heapq.heappop(blocks)
+            pools = [self._owned_free.get(owner, {})] if owner is not None else []
+            pools += [self._free] if shared or owner is None else []
+            for pool in pools:
+                blocks = pool.get(size)
+                if blocks:
+                    ptr = heapq.heappop(blocks)
+                    self.cache_hits += 1
+                    self.allocated += size
+                    if owner is not None:
+                        self._owner_of[ptr] = owner
+                    return ptr
         ptr = self._driver_alloc(size, nbytes)
         with self._lock:
             self._size_of[ptr] = size
