@@ -1,0 +1,202 @@
+"""Ops know themselves: what the stack knows about a primitive lives in its stanza
+(compiler/primitives/, the fields of compiler/primitive.py's Primitive), not in tables keyed
+by primitive names or in `ins.op == "name"` switches spread over the other files.
+
+Read with `ast`, never run. Two kinds of finding, outside compiler/primitives/ and
+compiler/primitive.py:
+
+- a *table*: a module- or class-level dict, set, frozenset, tuple or list literal whose
+  strings are mostly (>= 60%, at least two) primitive names;
+- a *switch*: a comparison (`==`, `!=`, `in`, `not in`) of an op name (`<x>.op`, or a
+  variable `op`, `name`, `opcode`) with a primitive's name or a literal collection of them.
+
+Comparisons with the structural ops alone (parameter, constant, tuple, get_tuple_element)
+are allowed. Every other finding must be in KNOWN below, with the reason it stays; a new
+one fails (put the fact in the stanza instead), and so does an entry that no longer
+matches anything (delete it: the list only shrinks).
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+from lazyarray.compiler.primitive import PRIMITIVES
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+LAYERS = ("compiler", "devices", "ops", "lazyarray")
+STANZAS = ("compiler/primitives/", "compiler/primitive.py")
+STRUCTURAL = frozenset(("parameter", "constant", "tuple", "get_tuple_element"))
+OP_VARIABLES = frozenset(("op", "name", "opcode"))
+
+# (file name, table name or the comparison's source) -> why it stays
+KNOWN: dict = {
+    # ---- tables ----
+    ("complex_values.py", "_MATH"): "per-target math: complex lowerings by math name",
+    ("gpu_math.py", "LIBDEVICE"): "per-target math: CUDA libdevice names by math name",
+    ("gpu_math.py", "INTRINSIC"): "per-target math: CUDA intrinsics by math name",
+    ("gpu_math.py", "COMPOSITE"): "per-target math: CUDA compositions",
+    ("math_table.py", "COMPOSITES"): "per-target math: compositions every target shares",
+    ("math_table.py", "CPUMath.intrinsics"): "per-target math: CPU intrinsics by math name",
+    ("math_table.py", "CPUMath.calls"): "per-target math: CPU libm calls by math name",
+    ("poly_math.py", "FLOAT32"): "per-target math: CPU float32 inline code by math name",
+    ("index_rules.py", "RULES"): "index rules by op",
+    ("lane_reduce.py", "CHEAP"): "cheapness by op",
+    ("lane_reduce.py", "MOVES"): "element-reusing moves by op",
+    ("lane_reduce.py", "LEAVES"): "leaves by op",
+    ("algebraic_simplifier.py", "RULES"): "simplifier rewrites by op",
+    ("kernel_cost.py", "_FREE"): "flops by op",
+    ("driver.py", "_MOVES"): "the summary line's index moves",
+    ("cusolver_calls.py", "CALLS"): "the CUDA target's library calls, registered per target",
+    ("elementwise.py", "_WITH_CONSTANT"): "recording: logical ops with a constant operand",
+    # ---- switches ----
+    ("gpu_math.py", "name == 'is_finite'"): "per-target math",
+    ("gpu_math.py", "name == 'logistic'"): "per-target math",
+    ("gpu_math.py", "name in LIBDEVICE"): "per-target math",
+    ("gpu_math.py", "name in INTRINSIC"): "per-target math",
+    ("gpu_math.py", "name in COMPOSITE"): "per-target math",
+    ("control_steps.py", "ins.op == 'while'"): "control flow",
+    ("cpu_kernels.py", "ins.op != 'reshape'"): "codegen",
+    ("cpu_kernels.py", "ins.op == 'transpose'"): "codegen",
+    ("index_rules.py", "op.op == 'reshape'"): "index rules",
+    ("index_rules.py", "op.op != 'slice'"): "index rules",
+    ("row_division.py", "i.op != 'divide'"): "codegen",
+    ("row_division.py", "divisor.op == 'broadcast_in_dim'"): "codegen",
+    ("algebraic_simplifier.py", "src.op == 'convert'"): "simplifier",
+    ("algebraic_simplifier.py", "src.op == 'reshape'"): "simplifier",
+    ("algebraic_simplifier.py", "src.op == 'transpose'"): "simplifier",
+    ("algebraic_simplifier.py", "src.op == 'broadcast_in_dim'"): "simplifier",
+    ("algebraic_simplifier.py", "src.op != 'transpose'"): "simplifier",
+    ("algebraic_simplifier.py", "ins.op == 'broadcast_in_dim'"): "simplifier",
+    ("constant_folding.py", "ins.op == 'broadcast_in_dim'"): "constant folding",
+    ("rewrite.py", "ins.op in ('broadcast_in_dim', 'reshape')"): "rewrite",
+    ("fusion.py", "ins.op == 'reshape'"): "fusion",
+    ("fusion.py", "ins.op == 'broadcast_in_dim'"): "fusion",
+    ("fusion.py", "user.op == 'broadcast_in_dim'"): "fusion",
+    ("kernel_cost.py", "ins.op == 'dot_general'"): "flops",
+    ("kernel_cost.py", "ins.op not in _FREE"): "flops",
+    ("driver.py", "op in _MOVES"): "the summary line's index moves",
+    ("driver.py", "op not in _MOVES"): "the summary line's index moves",
+    ("row_fusion.py", "i.op == 'reshape'"): "fusion",
+    ("row_fusion.py", "i.op == 'broadcast_in_dim'"): "fusion",
+    ("row_fusion.py", "i.op == 'pad'"): "fusion",
+    ("nccl_communicator.py", "ins.op == 'all_reduce'"): "collectives",
+    ("nccl_communicator.py", "ins.op == 'broadcast'"): "collectives",
+    ("nccl_communicator.py", "ins.op == 'all_gather'"): "collectives",
+    ("elementwise.py", "bound.op == 'broadcast_in_dim'"): "recording",
+    ("lane_reduce.py", "op in LEAVES"): "leaves",
+    ("lane_reduce.py", "op in CHEAP"): "cheapness",
+    ("lane_reduce.py", "op not in MOVES"): "moves",
+}
+
+
+def _strings(node: ast.AST) -> list:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [s for e in node.elts for s in _strings(e)]
+    if isinstance(node, ast.Dict):
+        return [s for k in node.keys if k is not None for s in _strings(k)]
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) in (
+            "frozenset", "set", "tuple") and node.args:
+        return _strings(node.args[0])
+    return []
+
+
+def _is_table(value: ast.AST, names: frozenset) -> bool:
+    found = _strings(value)
+    prims = [s for s in found if s in names]
+    return len(prims) >= 2 and len(prims) >= 0.6 * len(found) and \
+        not set(prims) <= STRUCTURAL
+
+
+def _assigned(body: list, prefix: str = ""):
+    """(name, value) of the assignments at this level (a class's body gives Class.name)."""
+    for st in body:
+        if isinstance(st, ast.ClassDef):
+            yield from _assigned(st.body, prefix + st.name + ".")
+        targets = st.targets if isinstance(st, ast.Assign) else \
+            [st.target] if isinstance(st, ast.AnnAssign) and st.value is not None else []
+        for t in targets:
+            if isinstance(t, ast.Name) and t.id != "__all__":
+                yield prefix + t.id, st.value
+
+
+def _names_op(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "op") or \
+        (isinstance(node, ast.Name) and node.id in OP_VARIABLES)
+
+
+def _is_switch(cmp: ast.Compare, names: frozenset, tables: set) -> bool:
+    sides = [cmp.left, *cmp.comparators]
+    if not any(_names_op(s) for s in sides):
+        return False
+    for s in sides:
+        prims = {x for x in _strings(s) if x in names}
+        if prims and not prims <= STRUCTURAL:
+            return True
+        if isinstance(s, ast.Name) and s.id in tables:
+            return True
+    return False
+
+
+def findings(source: str, names: frozenset) -> set:
+    """('table', name) and ('switch', source text) of one module."""
+    tree = ast.parse(source)
+    tables = {n for n, v in _assigned(tree.body) if _is_table(v, names)}
+    out = {("table", n) for n in tables}
+    local = {n.split(".")[-1] for n in tables}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and _is_switch(node, names, local):
+            out.add(("switch", ast.unparse(node)))
+    return out
+
+
+def inventory() -> dict:
+    """(file name, table name or comparison) -> 'table' or 'switch', over the four layers
+    less the stanzas."""
+    names = frozenset(PRIMITIVES)
+    out = {}
+    for layer in LAYERS:
+        for path in sorted((ROOT / layer).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel.startswith(STANZAS) or "/tests/" in rel:
+                continue
+            for kind, what in findings(path.read_text(), names):
+                out[(path.name, what)] = kind
+    return out
+
+
+def test_no_new_op_name_tables_or_switches():
+    found = inventory()
+    new = sorted(k for k in found if k not in KNOWN)
+    assert not new, (
+        "op knowledge outside the stanzas (put it in the primitive's stanza, a field of "
+        "compiler/primitive.py's Primitive, and read the field): " + "; ".join(
+            f"{f}: {found[(f, w)]} {w}" for f, w in new))
+
+
+def test_the_known_list_has_no_stale_entries():
+    found = inventory()
+    stale = sorted(k for k in KNOWN if k not in found)
+    assert not stale, f"no longer found, delete from KNOWN: {stale}"
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("T = {'add': 1, 'multiply': 2}\n", {("table", "T")}),
+    ("T = frozenset(('add', 'negate', 'foo'))\n", {("table", "T")}),
+    ("class M:\n    calls = {'tanh': 'tanh', 'erf': 'erf'}\n", {("table", "M.calls")}),
+    ("T = ('parameter', 'constant')\n", set()),                  # structural only
+    ("T = ('add', 'sum', 'mean', 'std', 'var')\n", set()),         # mostly other names
+    ("__all__ = ['add', 'multiply']\n", set()),
+    ("def f(ins):\n    return ins.op == 'add'\n", {("switch", "ins.op == 'add'")}),
+    ("def f(op):\n    return op in ('add', 'parameter')\n",
+     {("switch", "op in ('add', 'parameter')")}),
+    ("def f(ins):\n    return ins.op == 'parameter'\n", set()),
+    ("def f(mode):\n    return mode == 'add'\n", set()),            # not an op name
+    ("S = {'add', 'negate'}\ndef f(ins):\n    return ins.op in S\n",
+     {("table", "S"), ("switch", "ins.op in S")}),
+])
+def test_the_scanner(source, expected):
+    assert findings(source, frozenset(PRIMITIVES)) == expected
