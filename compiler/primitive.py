@@ -103,6 +103,13 @@ class Primitive:
                                          # the node and its operands (never their values,
                                          # identity or producers): compiler/transforms/vjp_templates.py
                                          # may then copy the graph it built before
+    cheap: bool = False                  # its element code is one or a few instructions (an
+                                         # index move: the same element, or one reused): a
+                                         # lane-split reduction copies it per lane
+                                         # (compiler/codegen/lane_reduce.py)
+    flops: Any = None                    # (instruction, operand instructions) -> the
+                                         # operations it performs (a profile's GFLOP/s);
+                                         # `primitive` fills it in by kind where not given
     vjp_partial: bool = False            # the vjp takes `wanted` (a bool per operand: does the
                                          # walk need its cotangent?) and may give None for the
                                          # others (a relu's constant 0, a first layer's input)
@@ -143,8 +150,27 @@ def primitive(name: str, kind: str, infer: Callable, reference: Callable, **kw: 
         infer = _bounded(name, infer)
     p = Primitive(name, kind, infer, reference, **kw)
     p.costly = p.costly or p.math is not None
+    if p.flops is None:
+        p.flops = _FLOPS_BY_KIND.get(kind, no_flops)
     PRIMITIVES[name] = p
     return p
+
+
+def no_flops(ins: Any, operands: tuple) -> int:
+    """An op that moves, converts or chooses values: no arithmetic."""
+    return 0
+
+
+def _flops_per_element(ins: Any, operands: tuple) -> int:
+    return num_elements(ins.shape)
+
+
+def _flops_per_element_reduced(ins: Any, operands: tuple) -> int:
+    return num_elements(operands[0].shape)
+
+
+# one operation per result element; a reduction's, one per element it combines
+_FLOPS_BY_KIND = {ELEMENTWISE: _flops_per_element, REDUCTION: _flops_per_element_reduced}
 
 
 def get(name: str) -> Primitive:

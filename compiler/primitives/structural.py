@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ..codegen import index_rules as IR
 from ..graph import builders as A
 from ..transforms import batching as B
 from ..hlo import dtypes as D
@@ -212,6 +213,7 @@ def _broadcast_batch(node, size, operands, batched):
 
 
 broadcast_in_dim = primitive("broadcast_in_dim", INDEXING, _broadcast_infer, _broadcast_ref,
+                             emit=IR.broadcast_in_dim, cheap=True,
                              attrs=("shape", "broadcast_dimensions"),
                              doc="Operand dimension i becomes output dimension "
                                  "broadcast_dimensions[i]; the others are repeated.",
@@ -227,7 +229,8 @@ def _reshape_infer(operands, shape):
 
 
 reshape = primitive("reshape", INDEXING, _reshape_infer,
-                    lambda x, shape: x.reshape(shape).copy(), attrs=("shape",),
+                    lambda x, shape: x.reshape(shape).copy(), emit=IR.reshape, cheap=True,
+                    attrs=("shape",),
                     doc="Row-major reshape.", vjp=_reshape_vjp, vjp_by_type=True,
                     batch=lambda node, size, ops, _: B.same_op(node, ops, shape=(size,) + node.shape))
 
@@ -240,6 +243,7 @@ def _transpose_infer(operands, permutation):
 
 transpose = primitive("transpose", INDEXING, _transpose_infer,
                       lambda x, permutation: np.transpose(x, permutation).copy(),
+                      emit=IR.transpose,
                       attrs=("permutation",),
                       doc="out.shape[i] = x.shape[permutation[i]].", vjp=_transpose_vjp,
                       vjp_by_type=True,
@@ -273,6 +277,7 @@ def _slice_batch(node, size, operands, batched):
 
 
 slice_ = primitive("slice", INDEXING, _slice_infer, _slice_ref,
+                   emit=IR.slice_,
                    attrs=("start_indices", "limit_indices", "strides"), vjp=_slice_vjp,
                    batch=_slice_batch)
 
@@ -305,6 +310,7 @@ def _dynamic_slice_batch(node, size, operands, batched):
 
 
 dynamic_slice = primitive("dynamic_slice", INDEXING, _dynamic_slice_infer, _dynamic_slice_ref,
+                          emit=IR.dynamic_slice,
                           attrs=("slice_sizes",),
                           doc="Starts are clamped so that the slice stays in bounds.",
                           vjp=_dynamic_slice_vjp, batch=_dynamic_slice_batch)
@@ -336,6 +342,7 @@ def _dus_batch(node, size, operands, batched):
 
 
 dynamic_update_slice = primitive("dynamic_update_slice", INDEXING, _dus_infer, _dus_ref,
+                                 emit=IR.dynamic_update_slice,
                                  doc="Starts are clamped so that the update stays in bounds.",
                                  vjp=_dus_vjp, batch=_dus_batch)
 
@@ -358,6 +365,7 @@ def _concat_infer(operands, dimension):
 
 concatenate = primitive("concatenate", INDEXING, _concat_infer,
                         lambda *xs, dimension: np.concatenate(xs, axis=dimension),
+                        emit=IR.concatenate,
                         attrs=("dimension",), vjp=_concat_vjp,
                         batch=lambda node, size, ops, batched: B.same_op(
                             node, B.lift_all(size, ops, batched),
@@ -406,6 +414,7 @@ def _pad_batch(node, size, operands, batched):
 
 
 pad = primitive("pad", INDEXING, _pad_infer, _pad_ref,
+                emit=IR.pad,
                 attrs=("edge_padding_low", "edge_padding_high", "interior_padding"),
                 doc="pad(x, value): negative edge padding crops.", vjp=_pad_vjp,
                 batch=_pad_batch)
@@ -420,6 +429,7 @@ def _reverse_infer(operands, dimensions):
 
 reverse = primitive("reverse", INDEXING, _reverse_infer,
                     lambda x, dimensions: np.flip(x, tuple(dimensions)).copy(),
+                    emit=IR.reverse,
                     attrs=("dimensions",), vjp=_reverse_vjp,
                     batch=lambda node, size, ops, _: B.same_op(
                         node, ops, dimensions=B.shifted(node.attrs["dimensions"])))
@@ -440,7 +450,8 @@ def _gather_ref(x, idx, axis):
     return np.take(x, np.clip(idx, 0, x.shape[axis] - 1), axis=axis)
 
 
-gather = primitive("gather", INDEXING, _gather_infer, _gather_ref, attrs=("axis",),
+gather = primitive("gather", INDEXING, _gather_infer, _gather_ref, emit=IR.gather,
+                   attrs=("axis",),
                    doc="np.take(x, indices, axis) with indices clamped into range.",
                    vjp=_gather_vjp, batch=B.first_operand_only(
                        lambda node, size, ops, _: B.same_op(node, ops, axis=node.attrs["axis"] + 1)))
