@@ -110,6 +110,9 @@ class Primitive:
     flops: Any = None                    # (instruction, operand instructions) -> the
                                          # operations it performs (a profile's GFLOP/s);
                                          # `primitive` fills it in by kind where not given
+    simplify: Any = None                 # (rewrite Builder, instruction) -> the position of
+                                         # a simpler equal value, or None: its algebraic
+                                         # identities (compiler/passes/algebraic_simplifier.py)
     vjp_partial: bool = False            # the vjp takes `wanted` (a bool per operand: does the
                                          # walk need its cotangent?) and may give None for the
                                          # others (a relu's constant 0, a first layer's input)

@@ -18,6 +18,7 @@ import numpy as np
 from ..graph import builders as A
 from ..transforms import batching as B
 from ..hlo import dtypes as D
+from ..passes import algebraic_simplifier as S
 from ..primitive import (ELEMENTWISE, NOT_DIFFERENTIABLE, any_dtype, any_or_complex, apply,
                          elementwise_infer, fail, float_only, inexact, int_or_bool,
                          integer_only, no_flops, numeric, numeric_or_complex, primitive,
@@ -446,7 +447,7 @@ def _convert_vjp(g, out, x, dtype):
 # ---- unary --------------------------------------------------------------------------
 
 neg = unary("negate", numeric_or_complex, _same_dtype_ref(np.negative), lambda e, x: e.neg(x),
-            vjp=_neg_vjp, vjp_by_type=True, cheap=True)
+            vjp=_neg_vjp, vjp_by_type=True, cheap=True, simplify=S.involution)
 abs_ = primitive("abs", ELEMENTWISE, _abs_infer, _abs_ref, emit=lambda e, x: e.abs(x),
                  doc="|x|; the modulus (a real value) of a complex x.", vjp=_abs_vjp,
                  batch=B.elementwise, cheap=True)
@@ -456,7 +457,7 @@ sign = primitive("sign", ELEMENTWISE, elementwise_infer("sign", numeric_or_compl
                  vjp=_sign_vjp, holomorphic=False, batch=B.elementwise, arity=1, cheap=True)
 not_ = unary("not", int_or_bool, _not, lambda e, x: e.not_(x),
              doc="Logical not for bool, bitwise not for integers.", vjp=NOT_DIFFERENTIABLE,
-             cheap=True)
+             cheap=True, simplify=S.involution)
 
 exp = float_unary("exponential", np.exp, vjp=_exp_vjp, complex_too=True, vjp_by_type=True)
 expm1 = float_unary("exponential_minus_one", _expm1, vjp=_expm1_vjp, complex_too=True)
@@ -490,15 +491,18 @@ is_finite = unary("is_finite", float_only, lambda x: np.isfinite(x),
 
 add = binary("add", any_or_complex, lambda a, b: (np.logical_or(a, b) if a.dtype == np.bool_
                                              else _same_dtype_ref(np.add)(a, b)),
-             lambda e, a, b: e.add(a, b), vjp=_add_vjp, vjp_by_type=True, cheap=True)
+             lambda e, a, b: e.add(a, b), vjp=_add_vjp, vjp_by_type=True, cheap=True,
+             simplify=S.add_zero)
 subtract = binary("subtract", numeric_or_complex, _same_dtype_ref(np.subtract),
-                  lambda e, a, b: e.sub(a, b), vjp=_subtract_vjp, vjp_by_type=True, cheap=True)
+                  lambda e, a, b: e.sub(a, b), vjp=_subtract_vjp, vjp_by_type=True, cheap=True,
+                  simplify=S.subtract_zero)
 multiply = binary("multiply", any_or_complex, lambda a, b: (np.logical_and(a, b) if a.dtype == np.bool_
                                                        else _same_dtype_ref(np.multiply)(a, b)),
-                  lambda e, a, b: e.mul(a, b), vjp=_multiply_vjp, vjp_by_type=True, cheap=True)
+                  lambda e, a, b: e.mul(a, b), vjp=_multiply_vjp, vjp_by_type=True, cheap=True,
+                  simplify=S.multiply_one_or_zero)
 divide = binary("divide", numeric_or_complex, _divide, lambda e, a, b: e.div(a, b),
                 doc="Floats: IEEE division. Integers: truncation toward zero; x / 0 = 0.",
-                vjp=_divide_vjp, vjp_by_type=True, cheap=True)
+                vjp=_divide_vjp, vjp_by_type=True, cheap=True, simplify=S.right_identity_one)
 remainder = binary("remainder", numeric, _remainder, lambda e, a, b: e.rem(a, b),
                    doc="C fmod: the result has the sign of the dividend; x % 0 = 0 for integers.",
                    vjp=_remainder_vjp)
@@ -516,7 +520,7 @@ floor_mod = binary("floor_mod", numeric, _floored(np.remainder),
                        "the divisor's sign); integers: x % 0 = 0.",
                    vjp=_floor_mod_vjp, vjp_by_type=True)
 power = binary("power", numeric_or_complex, _power, lambda e, a, b: e.pow(a, b), math_name="power",
-               vjp=_power_vjp)
+               vjp=_power_vjp, simplify=S.right_identity_one)
 def _extremum(direction: str, integer_emit: Callable) -> Callable:
     """NumPy's float maximum / minimum, bit for bit: NaN-propagating (the first NaN), and
     between equal values (+0.0 and -0.0) the second operand, or for float16 the first
@@ -535,12 +539,12 @@ maximum = binary("maximum", any_dtype, _same_dtype_ref(np.maximum),
                  _extremum("GT", lambda e, a, b: e.max(a, b)),
                  doc="NaN-propagating, as NumPy's maximum; of +0.0 and -0.0 the second "
                      "(float16: the first), as NumPy.", vjp=_minmax_vjp, vjp_partial=True,
-                 vjp_by_type=True, cheap=True)
+                 vjp_by_type=True, cheap=True, simplify=S.idempotent)
 minimum = binary("minimum", any_dtype, _same_dtype_ref(np.minimum),
                  _extremum("LT", lambda e, a, b: e.min(a, b)),
                  doc="NaN-propagating, as NumPy's minimum; of +0.0 and -0.0 the second "
                      "(float16: the first), as NumPy.", vjp=_minmax_vjp, vjp_partial=True,
-                 vjp_by_type=True, cheap=True)
+                 vjp_by_type=True, cheap=True, simplify=S.idempotent)
 atan2 = binary("atan2", float_only, _float_ref(np.arctan2), lambda e, a, b: e.math("atan2", a, b),
                math_name="atan2", vjp=_atan2_vjp)
 hypot = binary("hypot", float_only, _float_ref(np.hypot), lambda e, a, b: e.math("hypot", a, b),
@@ -565,9 +569,9 @@ nextafter = binary("nextafter", float_only, _nextafter_ref, lambda e, a, b: e.ne
                        "NaN if either is.",
                    vjp=_nextafter_vjp, vjp_by_type=True)
 and_ = binary("and", int_or_bool, _same_dtype_ref(np.bitwise_and), lambda e, a, b: e.and_(a, b),
-              vjp=NOT_DIFFERENTIABLE, cheap=True)
+              vjp=NOT_DIFFERENTIABLE, cheap=True, simplify=S.idempotent)
 or_ = binary("or", int_or_bool, _same_dtype_ref(np.bitwise_or), lambda e, a, b: e.or_(a, b),
-             vjp=NOT_DIFFERENTIABLE, cheap=True)
+             vjp=NOT_DIFFERENTIABLE, cheap=True, simplify=S.idempotent)
 xor = binary("xor", int_or_bool, _same_dtype_ref(np.bitwise_xor), lambda e, a, b: e.xor(a, b),
              vjp=NOT_DIFFERENTIABLE, cheap=True)
 shift_left = binary("shift_left", integer_only, _shift("left"), lambda e, a, b: e.shl(a, b),
@@ -611,7 +615,8 @@ def _select_infer(operands):
 _select_infer.dtypes = D.EVERY
 select = primitive("select", ELEMENTWISE, _select_infer, lambda p, a, b: np.where(p, a, b),
                    emit=lambda e, p, a, b: e.select(p, a, b), vjp=_select_vjp,
-                   vjp_by_type=True, batch=B.elementwise, cheap=True, flops=no_flops)
+                   vjp_by_type=True, batch=B.elementwise, cheap=True, flops=no_flops,
+                   simplify=S.select_known)
 
 
 def _clamp_infer(operands):
@@ -654,7 +659,7 @@ convert = primitive("convert", ELEMENTWISE, _convert_infer, _convert_ref, attrs=
                     emit=lambda e, x, dtype: e.convert(x, D.to_dtype(dtype)),
                     doc="Float to integer truncates toward zero, saturates, and maps NaN to 0.",
                     vjp=_convert_vjp, vjp_by_type=True, batch=B.elementwise, cheap=True,
-                    flops=no_flops)
+                    flops=no_flops, simplify=S.convert_twice)
 
 
 def _bitcast_infer(operands, dtype):

@@ -7,6 +7,7 @@ import numpy as np
 from ..graph import builders as A
 from ..transforms import batching as B
 from ..hlo import dtypes as D
+from ..passes import algebraic_simplifier as S
 from ..hlo.shapes import num_elements
 from ..primitive import LIBRARY, LibraryCall, TypedArray, apply, fail, primitive, widen_half
 
@@ -135,4 +136,4 @@ dot_general = primitive("dot_general", LIBRARY, _dot_infer, _dot_ref,
                         doc="out = batch dims, then lhs free dims, then rhs free dims.",
                         vjp=_dot_vjp, vjp_partial=True, vjp_by_type=True,
                         library=LibraryCall("gemm", _gemm_args),
-                        batch=_dot_batch, flops=_dot_flops)
+                        batch=_dot_batch, flops=_dot_flops, simplify=S.dot_transposed_operand)

@@ -13,6 +13,7 @@ from ..codegen import index_rules as IR
 from ..graph import builders as A
 from ..transforms import batching as B
 from ..hlo import dtypes as D
+from ..passes import algebraic_simplifier as S
 from ..primitive import (INDEXING, LEAF, NOT_DIFFERENTIABLE, OPAQUE, LibraryCall, Loop, apply,
                          fail, primitive)
 
@@ -217,7 +218,8 @@ broadcast_in_dim = primitive("broadcast_in_dim", INDEXING, _broadcast_infer, _br
                              attrs=("shape", "broadcast_dimensions"),
                              doc="Operand dimension i becomes output dimension "
                                  "broadcast_dimensions[i]; the others are repeated.",
-                             vjp=_broadcast_vjp, vjp_by_type=True, batch=_broadcast_batch)
+                             vjp=_broadcast_vjp, vjp_by_type=True, batch=_broadcast_batch,
+                             simplify=S.broadcast_twice)
 
 
 def _reshape_infer(operands, shape):
@@ -232,6 +234,7 @@ reshape = primitive("reshape", INDEXING, _reshape_infer,
                     lambda x, shape: x.reshape(shape).copy(), emit=IR.reshape, cheap=True,
                     attrs=("shape",),
                     doc="Row-major reshape.", vjp=_reshape_vjp, vjp_by_type=True,
+                    simplify=S.reshape_twice,
                     batch=lambda node, size, ops, _: B.same_op(node, ops, shape=(size,) + node.shape))
 
 
@@ -246,7 +249,7 @@ transpose = primitive("transpose", INDEXING, _transpose_infer,
                       emit=IR.transpose,
                       attrs=("permutation",),
                       doc="out.shape[i] = x.shape[permutation[i]].", vjp=_transpose_vjp,
-                      vjp_by_type=True,
+                      vjp_by_type=True, simplify=S.transpose_twice,
                       batch=lambda node, size, ops, _: B.same_op(
                           node, ops, permutation=(0,) + B.shifted(node.attrs["permutation"])))
 
@@ -279,7 +282,7 @@ def _slice_batch(node, size, operands, batched):
 slice_ = primitive("slice", INDEXING, _slice_infer, _slice_ref,
                    emit=IR.slice_,
                    attrs=("start_indices", "limit_indices", "strides"), vjp=_slice_vjp,
-                   batch=_slice_batch)
+                   batch=_slice_batch, simplify=S.slice_whole)
 
 
 def _clamped_starts(shape, sizes, starts):
@@ -366,7 +369,7 @@ def _concat_infer(operands, dimension):
 concatenate = primitive("concatenate", INDEXING, _concat_infer,
                         lambda *xs, dimension: np.concatenate(xs, axis=dimension),
                         emit=IR.concatenate,
-                        attrs=("dimension",), vjp=_concat_vjp,
+                        attrs=("dimension",), vjp=_concat_vjp, simplify=S.concatenate_one,
                         batch=lambda node, size, ops, batched: B.same_op(
                             node, B.lift_all(size, ops, batched),
                             dimension=node.attrs["dimension"] + 1))
@@ -417,7 +420,7 @@ pad = primitive("pad", INDEXING, _pad_infer, _pad_ref,
                 emit=IR.pad,
                 attrs=("edge_padding_low", "edge_padding_high", "interior_padding"),
                 doc="pad(x, value): negative edge padding crops.", vjp=_pad_vjp,
-                batch=_pad_batch)
+                batch=_pad_batch, simplify=S.pad_nothing)
 
 
 def _reverse_infer(operands, dimensions):
@@ -430,7 +433,7 @@ def _reverse_infer(operands, dimensions):
 reverse = primitive("reverse", INDEXING, _reverse_infer,
                     lambda x, dimensions: np.flip(x, tuple(dimensions)).copy(),
                     emit=IR.reverse,
-                    attrs=("dimensions",), vjp=_reverse_vjp,
+                    attrs=("dimensions",), vjp=_reverse_vjp, simplify=S.reverse_nothing,
                     batch=lambda node, size, ops, _: B.same_op(
                         node, ops, dimensions=B.shifted(node.attrs["dimensions"])))
 
