@@ -8,6 +8,7 @@ graphs too) and its elemental code. Nothing else in the project switches on op n
 from __future__ import annotations
 
 import functools
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -64,6 +65,36 @@ class Loop:
     body: Callable
 
 
+@dataclass(frozen=True)
+class MathCode:
+    """How a math primitive becomes code on each target, read by compiler/codegen's
+    math_table.py (the CPU), gpu_math.py (CUDA) and complex_values.py (complex operands).
+    An entry is "llvm.<name>", an LLVM intrinsic (the target adds the type suffix); a plain
+    name, a library function (the CPU's libm, "f" added for float32; on CUDA libdevice's
+    __nv_<name>, "f" added for float32); or "<module>.<function>", code of
+    compiler/codegen/<module>.py composed from other instructions, imported when first
+    used (`code`), so that recording never loads LLVM. None: the target has no code for
+    it, and asking raises in Python, naming the op, before anything reaches LLVM."""
+    cpu: Optional[str] = None            # float32 (unless cpu_float32), float64; half
+                                         # floats are computed in float32
+    cpu_float32: Optional[str] = None    # inline float32 code (vectorizable, unlike libm)
+    cuda: Optional[str] = None
+    complex: Optional[str] = None        # (emitter, z) -> Value, for complex z
+
+    @staticmethod
+    @functools.lru_cache(maxsize=None)
+    def code(entry: str) -> Callable:
+        """The function a "<module>.<function>" entry names."""
+        module, name = entry.rsplit(".", 1)
+        return getattr(importlib.import_module(f"{__package__}.codegen.{module}"), name)
+
+    @staticmethod
+    def kind(entry: str) -> str:
+        """"intrinsic", "code" or "library": what an entry is."""
+        return "intrinsic" if entry.startswith("llvm.") else "code" if "." in entry \
+            else "library"
+
+
 @dataclass(eq=False)
 class Primitive:
     name: str
@@ -76,9 +107,11 @@ class Primitive:
                                          # primitive's: (instruction, operand
                                          # instructions) -> [Loop], or None
                                          # where its library call serves (`library`)
-    math: Optional[str] = None           # name in the per-target math table
+    math: Optional[str] = None           # the name a math op's emit asks the target for
     costly: bool = False                 # fusion computes it once, never per consumer
                                          # (compiler/planning/fusion.py); set for every `math` op
+    math_code: Optional[MathCode] = None  # its code on each target (with `math`, or
+                                         # a target's own code for an op, as remainder's)
     doc: str = ""
     reduced_axes: Any = None             # reductions: (attrs) -> the axes they combine
     reducer: Any = None                  # reductions: (attrs) -> how they combine

@@ -33,23 +33,10 @@ OP_VARIABLES = frozenset(("op", "name", "opcode"))
 # (file name, table name or the comparison's source) -> why it stays
 KNOWN: dict = {
     # ---- tables ----
-    ("complex_values.py", "_MATH"): "per-target math: complex lowerings by math name",
-    ("gpu_math.py", "LIBDEVICE"): "per-target math: CUDA libdevice names by math name",
-    ("gpu_math.py", "INTRINSIC"): "per-target math: CUDA intrinsics by math name",
-    ("gpu_math.py", "COMPOSITE"): "per-target math: CUDA compositions",
-    ("math_table.py", "COMPOSITES"): "per-target math: compositions every target shares",
-    ("math_table.py", "CPUMath.intrinsics"): "per-target math: CPU intrinsics by math name",
-    ("math_table.py", "CPUMath.calls"): "per-target math: CPU libm calls by math name",
-    ("poly_math.py", "FLOAT32"): "per-target math: CPU float32 inline code by math name",
     ("driver.py", "_MOVES"): "the summary line's index moves",
     ("cusolver_calls.py", "CALLS"): "the CUDA target's library calls, registered per target",
     ("elementwise.py", "_WITH_CONSTANT"): "recording: logical ops with a constant operand",
     # ---- switches ----
-    ("gpu_math.py", "name == 'is_finite'"): "per-target math",
-    ("gpu_math.py", "name == 'logistic'"): "per-target math",
-    ("gpu_math.py", "name in LIBDEVICE"): "per-target math",
-    ("gpu_math.py", "name in INTRINSIC"): "per-target math",
-    ("gpu_math.py", "name in COMPOSITE"): "per-target math",
     ("control_steps.py", "ins.op == 'while'"): "control flow",
     ("cpu_kernels.py", "ins.op != 'reshape'"): "codegen",
     ("cpu_kernels.py", "ins.op == 'transpose'"): "codegen",
@@ -213,3 +200,23 @@ def test_flops_come_from_the_stanza(op, operand_shapes, shape, attrs, expected):
     from lazyarray.compiler.planning.kernel_cost import flops
     module = _one_op(op, operand_shapes, shape, attrs)
     assert flops(module, len(module.instructions) - 1) == expected
+
+
+_CODED = sorted(n for n, p in PRIMITIVES.items() if p.math_code is not None)
+
+
+@pytest.mark.parametrize("name", _CODED)
+def test_every_math_code_entry_resolves(name):
+    """Each entry of a stanza's MathCode is an intrinsic, a library name, or code that
+    imports (a typo would otherwise surface only when that op first compiles); every
+    math op has code on the CPU and on CUDA."""
+    from lazyarray.compiler.primitive import MathCode
+    code = PRIMITIVES[name].math_code
+    for field in ("cpu", "cpu_float32", "cuda", "complex"):
+        entry = getattr(code, field)
+        if entry is not None and MathCode.kind(entry) == "code":
+            assert callable(MathCode.code(entry)), (name, field, entry)
+    if code.cpu_float32 is not None or code.complex is not None:
+        assert MathCode.kind(code.cpu_float32 or code.complex) == "code"
+    if PRIMITIVES[name].math is not None:
+        assert code.cpu is not None and code.cuda is not None, name

@@ -472,10 +472,10 @@ class ElementalEmitter:
     def rem(self, a: Value, b: Value) -> Value:
         bb, d = self.b, a.dtype
         if d.is_float:
-            if "fmod" in self.math_table.supported():
+            if self.math_table.lowers("remainder"):
                 # the GPU: NVPTX expands frem as x - trunc(x/y)*y (fmod(inf, inf) gave inf,
                 # and large quotients lose the result); libdevice's fmod is exact
-                return self.math("fmod", a, b)
+                return self.math("remainder", a, b)
             return Value(bb.frem(a.ir, b.ir), d)
         safe, zero, minus = self._safe_divisor(a, b)
         r = bb.srem(a.ir, safe) if d.kind == "int" else bb.urem(a.ir, safe)
