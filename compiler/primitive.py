@@ -140,6 +140,13 @@ class Primitive:
                                          # index move: the same element, or one reused): a
                                          # lane-split reduction copies it per lane
                                          # (compiler/codegen/lane_reduce.py)
+    repeats: bool = False                # an index move whose every element is an element
+                                         # of its one operand, some repeated (a broadcast):
+                                         # a broadcast constant stays a splat, an expanding
+                                         # one recomputes its operand per element
+    linear: bool = False                 # an index move whose element i (row-major) is its
+                                         # operand's element i (a reshape): computable at
+                                         # a linear index
     flops: Any = None                    # (instruction, operand instructions) -> the
                                          # operations it performs (a profile's GFLOP/s);
                                          # `primitive` fills it in by kind where not given

@@ -33,33 +33,35 @@ OP_VARIABLES = frozenset(("op", "name", "opcode"))
 # (file name, table name or the comparison's source) -> why it stays
 KNOWN: dict = {
     # ---- tables ----
-    ("driver.py", "_MOVES"): "the summary line's index moves",
-    ("cusolver_calls.py", "CALLS"): "the CUDA target's library calls, registered per target",
-    ("elementwise.py", "_WITH_CONSTANT"): "recording: logical ops with a constant operand",
-    # ---- switches ----
-    ("control_steps.py", "ins.op == 'while'"): "control flow",
-    ("cpu_kernels.py", "ins.op != 'reshape'"): "codegen",
-    ("cpu_kernels.py", "ins.op == 'transpose'"): "codegen",
-    ("index_rules.py", "op.op == 'reshape'"): "index rules",
-    ("index_rules.py", "op.op != 'slice'"): "index rules",
-    ("row_division.py", "i.op != 'divide'"): "codegen",
-    ("row_division.py", "divisor.op == 'broadcast_in_dim'"): "codegen",
-    ("algebraic_simplifier.py", "src.op != 'transpose'"): "simplifier",
-    ("algebraic_simplifier.py", "ins.op == 'broadcast_in_dim'"): "simplifier",
-    ("constant_folding.py", "ins.op == 'broadcast_in_dim'"): "constant folding",
-    ("rewrite.py", "ins.op in ('broadcast_in_dim', 'reshape')"): "rewrite",
-    ("fusion.py", "ins.op == 'reshape'"): "fusion",
-    ("fusion.py", "ins.op == 'broadcast_in_dim'"): "fusion",
-    ("fusion.py", "user.op == 'broadcast_in_dim'"): "fusion",
-    ("driver.py", "op in _MOVES"): "the summary line's index moves",
-    ("driver.py", "op not in _MOVES"): "the summary line's index moves",
-    ("row_fusion.py", "i.op == 'reshape'"): "fusion",
-    ("row_fusion.py", "i.op == 'broadcast_in_dim'"): "fusion",
-    ("row_fusion.py", "i.op == 'pad'"): "fusion",
-    ("nccl_communicator.py", "ins.op == 'all_reduce'"): "collectives",
-    ("nccl_communicator.py", "ins.op == 'broadcast'"): "collectives",
-    ("nccl_communicator.py", "ins.op == 'all_gather'"): "collectives",
-    ("elementwise.py", "bound.op == 'broadcast_in_dim'"): "recording",
+    ("cusolver_calls.py", "CALLS"):
+        "the CUDA target's own calls for the decompositions, registered per target: a stanza "
+        "(compiler/) may not import a device",
+    ("elementwise.py", "_WITH_CONSTANT"):
+        "ops/ recording: a logical op of a bool value and a constant truth value, by "
+        "Boolean algebra (front-end folding, not a fact of the compiler's op)",
+    # ---- switches: pattern matches that read the matched op's own attributes ----
+    ("control_steps.py", "ins.op == 'while'"):
+        "while or conditional: the two control ops' steps differ in kind (structural)",
+    ("cpu_kernels.py", "ins.op == 'transpose'"):
+        "reads the transpose's permutation (a kernel reading across its last dimension)",
+    ("index_rules.py", "op.op == 'reshape'"):
+        "im2col's window taps: a concatenate of strided slices, each maybe reshaped",
+    ("index_rules.py", "op.op != 'slice'"):
+        "im2col's window taps: reads the slices' starts and strides",
+    ("row_division.py", "i.op != 'divide'"):
+        "the rewrite itself: a divide by a row value becomes a reciprocal multiply",
+    ("algebraic_simplifier.py", "src.op != 'transpose'"):
+        "dot_general(transpose(x)): reads the transpose's permutation",
+    ("row_fusion.py", "i.op == 'broadcast_in_dim'"):
+        "reads the broadcast's dimensions (a row value broadcast along the row)",
+    ("row_fusion.py", "i.op == 'pad'"):
+        "reads the pad's edges (a row padded along the row)",
+    ("nccl_communicator.py", "ins.op == 'all_reduce'"):
+        "devices/: the NCCL call of each collective (the CUDA runtime's own dispatch)",
+    ("nccl_communicator.py", "ins.op == 'broadcast'"):
+        "devices/: the NCCL call of each collective (the CUDA runtime's own dispatch)",
+    ("nccl_communicator.py", "ins.op == 'all_gather'"):
+        "devices/: the NCCL call of each collective (the CUDA runtime's own dispatch)",
 }
 
 

@@ -150,7 +150,7 @@ def _same_ends(x: D.DType, a: D.DType, dtype: D.DType) -> bool:
 def _scalar_splat(b: Builder, pos: int) -> Optional[int]:
     """The rank-0 operand of a broadcast_in_dim, if `pos` is one."""
     ins = b[pos]
-    if ins.op == "broadcast_in_dim" and b[ins.operands[0]].shape == ():
+    if PRIMITIVES[ins.op].repeats and b[ins.operands[0]].shape == ():
         return ins.operands[0]
     return None
 

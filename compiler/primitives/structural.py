@@ -214,7 +214,7 @@ def _broadcast_batch(node, size, operands, batched):
 
 
 broadcast_in_dim = primitive("broadcast_in_dim", INDEXING, _broadcast_infer, _broadcast_ref,
-                             emit=IR.broadcast_in_dim, cheap=True,
+                             emit=IR.broadcast_in_dim, cheap=True, repeats=True,
                              attrs=("shape", "broadcast_dimensions"),
                              doc="Operand dimension i becomes output dimension "
                                  "broadcast_dimensions[i]; the others are repeated.",
@@ -231,7 +231,7 @@ def _reshape_infer(operands, shape):
 
 
 reshape = primitive("reshape", INDEXING, _reshape_infer,
-                    lambda x, shape: x.reshape(shape).copy(), emit=IR.reshape, cheap=True,
+                    lambda x, shape: x.reshape(shape).copy(), emit=IR.reshape, cheap=True, linear=True,
                     attrs=("shape",),
                     doc="Row-major reshape.", vjp=_reshape_vjp, vjp_by_type=True,
                     simplify=S.reshape_twice,
