@@ -231,7 +231,8 @@ def _reshape_infer(operands, shape):
 
 
 reshape = primitive("reshape", INDEXING, _reshape_infer,
-                    lambda x, shape: x.reshape(shape).copy(), emit=IR.reshape, cheap=True, linear=True,
+                    lambda x, shape: x.reshape(shape).copy(), emit=IR.reshape, cheap=True,
+                    linear=True,
                     attrs=("shape",),
                     doc="Row-major reshape.", vjp=_reshape_vjp, vjp_by_type=True,
                     simplify=S.reshape_twice,
