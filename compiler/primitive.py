@@ -3,7 +3,10 @@
 Each primitive is defined once, in a stanza under `compiler/primitives/`, with everything
 the stack needs: its shape and dtype rule, its NumPy reference (the interpreter and the
 test oracle), its vector-Jacobian product (built from primitives, so gradients are lazy
-graphs too) and its elemental code. Nothing else in the project switches on op names.
+graphs too), its elemental code, its code on each target, its cost and the properties the
+passes ask about. The rest of the stack reads these fields rather than switching on op
+names; tests/test_op_knowledge.py lists the few pattern matches that still name an op, and
+fails on a new one.
 """
 from __future__ import annotations
 
