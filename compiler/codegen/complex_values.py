@@ -7,6 +7,8 @@ algorithm against overflow; sqrt through |z| by halves; log through hypot and at
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import llvmlite.ir as ir
 
 from ..hlo import dtypes as D
@@ -209,9 +211,10 @@ def expm1(e, z: Value) -> Value:
     return make(e, *_exp_special(e, re, im, out, m1, _k(-1.0, re)), z.dtype)
 
 
-def _hyperbolic(e, z: Value, first: str, second: str, zero_rule: tuple) -> Value:
-    """sinh: (sinh x cos y, cosh x sin y); cosh: (cosh x cos y, sinh x sin y); the special
-    values where a 0 times an inf or NaN gave NaN."""
+def _hyperbolic(e, z: Value, first: str, second: str, zero_rule: Callable,
+                even: bool) -> Value:
+    """sinh: (sinh x cos y, cosh x sin y); cosh (`even`): (cosh x cos y, sinh x sin y); the
+    special values where a 0 times an inf or NaN gave NaN."""
     re, im = parts(e, z)
     out = (e.mul(e.math(first, re), e.math("cosine", im)),
            e.mul(e.math(second, re), e.math("sine", im)))
@@ -221,17 +224,18 @@ def _hyperbolic(e, z: Value, first: str, second: str, zero_rule: tuple) -> Value
                            _pick(e, _is_nan(e, out[1]), e.mul(im, _copysign(e, _k(1.0, re), re)),
                                  out[1]))),
         (e.b.and_(_eq(e, re, 0.0), bad_im), zero_rule(re)),
-        (e.b.and_(_is_inf(e, re), bad_im), (e.abs(re) if first == "cosh" else re,
+        (e.b.and_(_is_inf(e, re), bad_im), (e.abs(re) if even else re,
                                              _k(float("nan"), re))),
     ]), z.dtype)
 
 
 def sinh(e, z: Value) -> Value:
-    return _hyperbolic(e, z, "sinh", "cosh", lambda re: (re, _k(float("nan"), re)))
+    return _hyperbolic(e, z, "sinh", "cosh", lambda re: (re, _k(float("nan"), re)), False)
 
 
 def cosh(e, z: Value) -> Value:
-    return _hyperbolic(e, z, "cosh", "sinh", lambda re: (_k(float("nan"), re), _k(0.0, re)))
+    return _hyperbolic(e, z, "cosh", "sinh", lambda re: (_k(float("nan"), re), _k(0.0, re)),
+                       True)
 
 
 def tanh(e, z: Value) -> Value:
