@@ -143,6 +143,10 @@ class Primitive:
                                          # index move: the same element, or one reused): a
                                          # lane-split reduction copies it per lane
                                          # (compiler/codegen/lane_reduce.py)
+    memo_infer: bool = False             # its rule reads nothing but the operands' shapes
+                                         # and dtypes and the (hashable) attributes, and
+                                         # costs more than a lookup: `apply` remembers its
+                                         # results
     repeats: bool = False                # an index move whose every element is an element
                                          # of its one operand, some repeated (a broadcast):
                                          # a broadcast constant stays a splat, an expanding
@@ -198,6 +202,8 @@ def primitive(name: str, kind: str, infer: Callable, reference: Callable, **kw: 
     p.costly = p.costly or p.math is not None
     if p.flops is None:
         p.flops = _FLOPS_BY_KIND.get(kind, no_flops)
+    if p.memo_infer:
+        _MEMO_INFER.add(name)
     PRIMITIVES[name] = p
     return p
 
@@ -234,13 +240,13 @@ def apply(name: str, *operands: Node, **attrs: Any) -> Node:
     return Node(name, operands, shape, dtype, attrs)
 
 
-# Primitives whose rule reads nothing but the operands' shapes and dtypes and the (hashable)
-# attributes, and costs more than a lookup: their results are remembered, so that a
-# training step re-recording the same broadcasts, reductions and products each step does
-# not re-check them. A rule that raises is never remembered (bad input raises each time).
-_MEMO_INFER = frozenset(("broadcast_in_dim", "reshape", "transpose", "reduce", "dot_general",
-                         "convert"))
+# The results of the rules of primitives whose stanza says `memo_infer` are remembered, so
+# that a training step re-recording the same broadcasts, reductions and products each step
+# does not re-check them. A rule that raises is never remembered (bad input raises each
+# time).
 _INFERRED: dict = {}      # (name, attrs, operand shapes and dtypes) -> (shape, dtype)
+_MEMO_INFER: set = set()  # the names of those primitives (`primitive` keeps it: a set test
+                          # is the cheapest check on the path every recorded op takes)
 
 
 def _memo_infer(name: str, operands: tuple, attrs: dict) -> tuple:
