@@ -20,6 +20,7 @@ import numpy as np
 from . import profile_hooks
 from .codegen.interrupts import InterruptsDeferred  # noqa: F401  (devices defer SIGINT through here)
 from .hlo.module import Module
+from .primitive import INDEXING, LEAF, PRIMITIVES
 from .program import (CONTROL_STEPS, LaunchStep, LibraryStep, LoopStep, PartialStep,
                       Program, describe_value)
 
@@ -305,9 +306,10 @@ def _plan_texts(plan: ExecutionPlan) -> dict:
             "dot": graphviz.plan_dot(plan)}
 
 
-# ops that only move or repeat values: counted, not listed, in a kernel's summary line
-_MOVES = frozenset(("broadcast_in_dim", "reshape", "slice", "transpose", "constant", "iota",
-                    "parameter", "concatenate", "pad", "reverse"))
+def _moves(op: str) -> bool:
+    """Whether `op` only moves, repeats or holds values (an index move or a leaf): counted,
+    not listed, in a kernel's summary line."""
+    return PRIMITIVES[op].kind in (INDEXING, LEAF)
 
 
 def kernel_summary(plan: ExecutionPlan) -> str:
@@ -322,8 +324,8 @@ def kernel_summary(plan: ExecutionPlan) -> str:
         for p in k.members:
             counts[ins[p].op] = counts.get(ins[p].op, 0) + 1
         ops = ", ".join(op if n == 1 else f"{op} x{n}" for op, n in counts.items()
-                        if op not in _MOVES)
-        moves = sum(n for op, n in counts.items() if op in _MOVES)
+                        if not _moves(op))
+        moves = sum(n for op, n in counts.items() if _moves(op))
         names = lambda ps: ", ".join(instruction_name(plan.module, p) for p in ps) or "nothing"
         lines.append(f"//   {k.name} ({k.kind}): {ops or 'no arithmetic'}"
                      f"{f' (+{moves} index moves)' if moves else ''}; reads {names(k.inputs)};"
