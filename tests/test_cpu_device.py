@@ -238,8 +238,16 @@ def _matmul_module(lhs: tuple, rhs: tuple, dims: dict) -> Module:
     ], [2])
 
 
+@pytest.mark.parametrize("general", [False, True], ids=["program", "step by step"])
 @pytest.mark.parametrize("batched", [False, True], ids=["2d", "batched"])
-def test_blocked_matmul_over_threads_matches_one_call(batched: bool) -> None:
+def test_products_split_over_the_native_pool_match_one_call(batched: bool, general: bool,
+                                                             monkeypatch) -> None:
+    """A product runs as tiles on the native pool, in a native program and step by step
+    (the general path runs the same task): a batched one a tile per product (4 on 3
+    threads), a 2-D one in a tile per thread."""
+    from lazyarray.devices.cpu import native_gemm, native_pool, native_program
+    if not native_gemm.available():
+        pytest.skip(reason="NumPy's BLAS is not its ILP64 OpenBLAS")
     rng = np.random.default_rng(3)
     if batched:
         a, b = rng.standard_normal((4, 96, 80), np.float32), rng.standard_normal((4, 80, 70), np.float32)
@@ -247,27 +255,18 @@ def test_blocked_matmul_over_threads_matches_one_call(batched: bool) -> None:
     else:
         a, b = rng.standard_normal((300, 200), np.float32), rng.standard_normal((200, 150), np.float32)
         dims = {"lhs_contracting": (1,), "rhs_contracting": (0,), "lhs_batch": (), "rhs_batch": ()}
-    from lazyarray.devices.cpu import cpu, native_gemm, native_pool
     calls = []
-    # a product runs as tiles on the native pool where NumPy's OpenBLAS is found (a
-    # batched one a tile per product: 4 on 3 threads), else as blocks on the Python pool
-    native = native_gemm.available()
-    owner, attr = (native_pool.NativePool, "run") if native else (cpu.ThreadPool, "run")
-    real = getattr(owner, attr)
+    real = native_pool.NativePool.run
 
-    def counting(self, *args):
-        calls.append(args[0].chunks if native else len(args[1]))
-        return real(self, *args)
-    old_flops = cpu.SPLIT_FLOPS
-    cpu.SPLIT_FLOPS = 1
-    setattr(owner, attr, counting)
-    try:
-        got = _device(3).compile(_matmul_module(a.shape, b.shape, dims)).run([a, b])[0]
-    finally:
-        setattr(owner, attr, real)
-        cpu.SPLIT_FLOPS = old_flops
-    assert calls and calls[0] == (4 if batched and native else 3), \
-        "the product was not split over the pool"
+    def counting(self, job):
+        calls.append(job.chunks)
+        return real(self, job)
+    monkeypatch.setattr(native_gemm, "SPLIT_WORK", 1)
+    monkeypatch.setattr(native_pool.NativePool, "run", counting)
+    if general:
+        monkeypatch.setattr(native_program, "eligible", lambda exe: False)
+    got = _device(3).compile(_matmul_module(a.shape, b.shape, dims)).run([a, b])[0]
+    assert calls and calls[0] == (4 if batched else 3), "the product was not split over the pool"
     np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-4, atol=1e-4)
 
 

@@ -336,6 +336,48 @@ def test_batched_products_run_in_the_native_program(threads, batch, m, n, k, tra
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("lhs,rhs,dims", [
+    # x @ W.T on (B, T, C): one (B*T, C) matrix, W read transposed
+    ((2, 16, 32), (96, 32), ((2,), (1,), (), ())),
+    # a weight gradient g.T @ x contracting batch and sequence: both (B*T, .) matrices
+    ((2, 16, 96), (2, 16, 32), ((0, 1), (0, 1), (), ())),
+    # heads split out of the width, batch dimensions leading: (B, H, T, D) @ (B, H, D, T)
+    ((2, 3, 8, 4), (2, 3, 4, 8), ((3,), (2,), (0, 1), (0, 1))),
+    # a batch dimension in the middle of the lhs: rows ld = 2 * 32 apart
+    ((16, 2, 32), (2, 32, 8), ((2,), (1,), (1,), (0,))),
+    # the lhs's free dimensions around its contracted one: its rows do not merge into
+    # one stride (not covered: the general path copies it)
+    ((4, 3, 8), (3, 5), ((1,), (0,), (), ())),
+])
+def test_products_of_operands_read_in_place_run_in_the_native_program(threads, lhs, rhs,
+                                                                       dims) -> None:
+    """dot_general whose operands read as (batch of) matrices without a copy (their
+    dimensions merged, transposed or not) is a task of the native job; the results are
+    the interpreter's. One that does not read so keeps the program on the general path."""
+    lc, rc, lb, rb = dims
+    attrs = {"lhs_contracting": lc, "rhs_contracting": rc, "lhs_batch": lb, "rhs_batch": rb}
+    out = tuple(lhs[d] for d in lb) + tuple(lhs[d] for d in range(len(lhs)) if d not in lc + lb) \
+        + tuple(rhs[d] for d in range(len(rhs)) if d not in rc + rb)
+    module = Module("mm3", [
+        I("parameter", (), lhs, F32, {"number": 0}),
+        I("parameter", (), rhs, F32, {"number": 1}),
+        I("dot_general", (0, 1), out, F32, attrs),
+        I("exponential", (2,), out, F32, {}),
+    ], [3])
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(lhs).astype(np.float32) * 0.2
+    b = rng.standard_normal(rhs).astype(np.float32) * 0.2
+    exe = _compile(module, threads)
+    got = exe.run([a, b])[0]
+    want = InterpreterDevice().compile(module).run([a, b])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    if lc == (1,) and not lb:
+        assert exe._fast[1] is None
+    else:
+        _program(exe)
+
+
 def test_memory_given_back_while_python_shuts_down(monkeypatch):
     """A handed-out output freed during the interpreter's shutdown gives its memory back
     after the module's globals (`sys`) are gone: no AttributeError printed at exit."""

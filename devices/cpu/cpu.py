@@ -38,7 +38,6 @@ from .object_code import ENGINE_BYTES, LoadedCode
 from .thread_pool import BLAS_THREADS, ThreadPool, blas_single_threaded, default_threads, split
 
 SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
-SPLIT_FLOPS = 1 << 22         # below this many multiply-adds a GEMM runs on one thread
 CHUNKS_PER_THREAD = 4
 
 # The settings the CPU device reads, with its defaults when made without lazyarray's
@@ -579,7 +578,7 @@ def control_executables(step: Step, device: "CPUDevice") -> list:
 def gemm_call(step: LibraryStep, v: ValueInfo, operands: list, out: np.ndarray,
               pool: ThreadPool) -> None:
     """dot_general through BLAS, with the layout the compiler worked out."""
-    matmul_into(out, operands[0], operands[1], step.args, pool)
+    matmul_into(out, operands[0], operands[1], step.args, pool.threads)
 
 
 def host_call(step: LibraryStep, v: ValueInfo, operands: list, out: np.ndarray,
@@ -668,49 +667,23 @@ def _partial_row_bytes(root: dict) -> int:
 
 
 def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, layout: dict,
-                pool: Optional[ThreadPool] = None) -> None:
+                threads: int = 1) -> None:
     """out = the product as (batch, m, k) @ (batch, k, n) (`layout`, from dot_general's
-    stanza); NumPy's matmul writes straight into the planned buffer, split by rows of the
-    result over `pool` when large (see `blocked_matmul`)."""
+    stanza): float32/float64 as the tiles a native program runs for it, on the native pool
+    (native_gemm.run_product); other dtypes through NumPy's matmul, written straight
+    into the planned buffer."""
     if not out.size:
         return
-    # transposed operands are strided views BLAS reads as they are (no copy)
+    if native_gemm.run_product(layout, lhs, rhs, out, threads):
+        return
+    # transposed operands are strided views (reshaped without a copy where they allow)
     a, c = np.transpose(lhs, layout["lhs_perm"]), np.transpose(rhs, layout["rhs_perm"])
     b, m, k, n = layout["batch"], layout["m"], layout["k"], layout["n"]
-    half = out.dtype in (np.float16, D.bfloat16.np)
-    if a.shape == (m, k) and c.shape == (k, n) and out.shape == (m, n) and not half:     # a plain matrix product
-        blocked_matmul(a, c, out, pool)
-        return
     a, c = a.reshape(b, m, k), c.reshape(b, k, n)
     target = out.reshape(b, m, n)
-    if half:
+    if out.dtype in (np.float16, D.bfloat16.np):
         # an overflow to inf is the result (a GradScaler step looks for it), not a warning
         with np.errstate(over="ignore", invalid="ignore"):
             target[...] = np.matmul(a.astype(np.float32), c.astype(np.float32)).astype(out.dtype)
     else:
-        blocked_matmul(a, c, target, pool)
-
-
-def blocked_matmul(a: np.ndarray, c: np.ndarray, out: np.ndarray,
-                   pool: Optional[ThreadPool]) -> None:
-    """out = a @ c (2-D, or 3-D batched), the rows of `out` (or its batches) split over
-    the pool, each block one single-threaded BLAS call (NumPy releases the GIL in it)."""
-    m, n, k = a.shape[-2], c.shape[-1], a.shape[-1]
-    batch = a.shape[0] if a.ndim == 3 else 1
-    threads = pool.threads if pool is not None else 1
-    if a.ndim == 2 and native_gemm.own_kernel(a, c, out) and native_gemm.matmul(a, c, out, threads):
-        return          # (as a native program computes it, however small)
-    if threads <= 1 or batch * m * n * k < SPLIT_FLOPS or (batch < threads and m < 2 * threads):
-        np.matmul(a, c, out=out)
-        return
-    if a.ndim == 2 and native_gemm.matmul(a, c, out, threads):   # tiles on the native pool
-        return
-    if batch >= threads:
-        def block(_: int, s: int, e: int) -> None:
-            np.matmul(a[s:e], c[s:e], out=out[s:e])
-        pool.run(block, split(batch, threads))
-        return
-
-    def rows(_: int, s: int, e: int) -> None:
-        np.matmul(a[..., s:e, :], c, out=out[..., s:e, :])
-    pool.run(rows, split(m, threads))
+        np.matmul(a, c, out=target)
