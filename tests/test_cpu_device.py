@@ -270,8 +270,47 @@ def test_products_split_over_the_native_pool_match_one_call(batched: bool, gener
     np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("case", ["fft rows", "int64 batched product"])
+def test_host_work_splits_over_the_native_pool(case: str, monkeypatch) -> None:
+    """A large host call (an FFT's rows) and an integer product (NumPy's matmul, not BLAS
+    tiles) split over the native pool's threads (`run_python`), every chunk on the pool,
+    with the reference's results."""
+    from lazyarray.devices.cpu import native_pool
+    rng = np.random.default_rng(4)
+    if case == "fft rows":
+        x = rng.standard_normal((512, 512)).astype(np.float64)
+        module = Module("rfft", [
+            I("parameter", (), x.shape, D.float64, {"number": 0}),
+            I("fft", (0,), (512, 257), D.complex128, {"fft_type": "RFFT", "fft_length": (512,)}),
+        ], [1])
+        args, want = [x], np.fft.rfft(x, axis=-1)
+    else:
+        a, b = rng.integers(-5, 5, (4, 96, 80)), rng.integers(-5, 5, (4, 80, 70))
+        dims = {"lhs_contracting": (2,), "rhs_contracting": (1,), "lhs_batch": (0,), "rhs_batch": (0,)}
+        module = Module("mm", [
+            I("parameter", (), a.shape, D.int64, {"number": 0}),
+            I("parameter", (), b.shape, D.int64, {"number": 1}),
+            I("dot_general", (0, 1), (4, 96, 70), D.int64, dims),
+        ], [2])
+        args, want = [a, b], np.matmul(a, b)
+        from lazyarray.devices.cpu import cpu
+        monkeypatch.setattr(cpu, "SPLIT_FLOPS", 1)
+    threads_seen: set = set()
+    real = native_pool.NativePool.run_python
+
+    def spying(self, fn, ranges):
+        def chunk(k, s, e):
+            threads_seen.add(threading.get_ident())
+            fn(k, s, e)
+        return real(self, chunk, ranges)
+    monkeypatch.setattr(native_pool.NativePool, "run_python", spying)
+    got = _device(2).compile(module).run(args)[0]
+    assert threads_seen, "the host work did not go through the native pool"
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-9)
+
+
 def test_blas_runs_single_threaded_inside_a_program_and_is_restored() -> None:
-    from lazyarray.devices.cpu.thread_pool import BLAS_THREADS, blas_single_threaded
+    from lazyarray.devices.cpu.blas_threads import BLAS_THREADS, blas_single_threaded
     libs = BLAS_THREADS.libs()
     if not libs:
         pytest.skip(reason="threadpoolctl found no BLAS library to control")

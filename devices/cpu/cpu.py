@@ -35,7 +35,8 @@ from ..device import HostDevice
 from ..dump_files import write_dump
 from .host_memory import HOST_MEMORY, claim_memory
 from .object_code import ENGINE_BYTES, LoadedCode
-from .thread_pool import BLAS_THREADS, ThreadPool, blas_single_threaded, default_threads, split
+from .blas_threads import BLAS_THREADS, blas_single_threaded
+from .native_pool import NativePool, default_threads, split
 
 SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
 CHUNKS_PER_THREAD = 4
@@ -62,7 +63,6 @@ class CPUDevice(HostDevice):
         by default from `settings`)."""
         self._settings = settings or default_settings
         self.run_settings = run_settings or self._run_settings
-        self._pools: dict = {}
         # the runtime's own native code is cached where this device caches programs
         runtime_objects.CACHE[0] = self._runtime_code_cache
 
@@ -85,12 +85,10 @@ class CPUDevice(HostDevice):
         s.update(self._settings())
         return s
 
-    def pool(self, settings: Optional[dict] = None) -> ThreadPool:
-        n = int((settings or self.settings())["num_threads"] or 0)
-        pool = self._pools.get(n)
-        if pool is None:
-            pool = self._pools[n] = ThreadPool(n)
-        return pool
+    def pool(self, settings: Optional[dict] = None) -> NativePool:
+        """The process's native pool of the settings' thread count (every kernel, product
+        and split host call of a run goes through it)."""
+        return native_pool.get_pool(int((settings or self.settings())["num_threads"] or 0))
 
     def disk_cache(self) -> Optional[DiskCache]:
         where = self.settings()["cache_dir"] or default_dir()
@@ -209,7 +207,7 @@ class CPUExecutable:
         self._lock = fork_locks.lock()
         self._plan: Optional[tuple] = None           # see _binding_plan
         self._given: Optional[set] = None            # positions of parameters and constants
-        self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)
+        self._run_pool: NativePool = device.pool()   # set again at each run (settings may change)
         self._range_cache: dict = {}                 # (id(step), threads) -> chunk ranges
         self._uses_blas = any(calls_blas(s) for s in self.steps)
         self._plain = not self._uses_blas and not self._lapack   # (see run)
@@ -576,13 +574,13 @@ def control_executables(step: Step, device: "CPUDevice") -> list:
 
 
 def gemm_call(step: LibraryStep, v: ValueInfo, operands: list, out: np.ndarray,
-              pool: ThreadPool) -> None:
+              pool: NativePool) -> None:
     """dot_general through BLAS, with the layout the compiler worked out."""
-    matmul_into(out, operands[0], operands[1], step.args, pool.threads)
+    matmul_into(out, operands[0], operands[1], step.args, pool)
 
 
 def host_call(step: LibraryStep, v: ValueInfo, operands: list, out: np.ndarray,
-              pool: ThreadPool) -> None:
+              pool: NativePool) -> None:
     """The primitive's NumPy reference (from its stanza), written into the planned buffer:
     by the stanza's `into` where it has one (straight into `out`, a large batch split
     over the pool: NumPy's loops release the GIL), else computed and copied."""
@@ -596,7 +594,7 @@ def host_call(step: LibraryStep, v: ValueInfo, operands: list, out: np.ndarray,
 
 
 def _host_into(call: Any, v: ValueInfo, operands: list, out: np.ndarray,
-               pool: ThreadPool) -> None:
+               pool: NativePool) -> None:
     rows = out.shape[0] if out.ndim else 0
     split_ok = call.batch_axis0 is not None and rows > 1 and call.batch_axis0(*operands, **v.attrs)
     if pool.threads <= 1 or not split_ok or out.nbytes < HOST_SPLIT_BYTES:
@@ -606,7 +604,7 @@ def _host_into(call: Any, v: ValueInfo, operands: list, out: np.ndarray,
     def block(_: int, s: int, e: int) -> None:
         with np.errstate(all="ignore"):
             call.into(out[s:e], *[o[s:e] for o in operands], **v.attrs)
-    pool.run(block, split(rows, min(rows, pool.threads)))
+    pool.run_python(block, split(rows, min(rows, pool.threads)))
 
 
 HOST_SPLIT_BYTES = 1 << 20     # a host call's result this large is split over the pool
@@ -667,13 +665,14 @@ def _partial_row_bytes(root: dict) -> int:
 
 
 def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, layout: dict,
-                threads: int = 1) -> None:
+                pool: Optional[NativePool] = None) -> None:
     """out = the product as (batch, m, k) @ (batch, k, n) (`layout`, from dot_general's
     stanza): float32/float64 as the tiles a native program runs for it, on the native pool
     (native_gemm.run_product); other dtypes through NumPy's matmul, written straight
-    into the planned buffer."""
+    into the planned buffer (a large one split by batches or rows over the pool)."""
     if not out.size:
         return
+    threads = pool.threads if pool is not None else 1
     if native_gemm.run_product(layout, lhs, rhs, out, threads):
         return
     # transposed operands are strided views (reshaped without a copy where they allow)
@@ -685,5 +684,14 @@ def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, layout: dict,
         # an overflow to inf is the result (a GradScaler step looks for it), not a warning
         with np.errstate(over="ignore", invalid="ignore"):
             target[...] = np.matmul(a.astype(np.float32), c.astype(np.float32)).astype(out.dtype)
-    else:
+    elif threads <= 1 or b * m * n * k < SPLIT_FLOPS or (b < threads and m < 2 * threads):
         np.matmul(a, c, out=target)
+    elif b >= threads:
+        pool.run_python(lambda _, s, e: np.matmul(a[s:e], c[s:e], out=target[s:e]),
+                        split(b, threads))
+    else:
+        pool.run_python(lambda _, s, e: np.matmul(a[:, s:e], c, out=target[:, s:e]),
+                        split(m, threads))
+
+
+SPLIT_FLOPS = 1 << 22    # an integer or complex product this large is split over the pool

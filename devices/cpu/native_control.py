@@ -39,7 +39,7 @@ from . import control_ir
 from .native_pool import address, code as pool_code
 from .object_code import LoadedCode
 from .runtime_objects import runtime_object
-from .thread_pool import BLAS_THREADS
+from .blas_threads import BLAS_THREADS
 
 CTL = control_ir.LAYOUT
 _EXEC = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)   # (releases the GIL)

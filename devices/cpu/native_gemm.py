@@ -29,7 +29,7 @@ from ...compiler import fork_locks
 from . import native_pool, pool_ir
 from .object_code import LoadedCode
 from .runtime_objects import runtime_object
-from .thread_pool import BLAS_THREADS, blas_single_threaded
+from .blas_threads import BLAS_THREADS, blas_single_threaded
 
 _SYMBOLS = {np.dtype(np.float32): "scipy_cblas_sgemm64_", np.dtype(np.float64): "scipy_cblas_dgemm64_"}
 _LOCK = fork_locks.lock()

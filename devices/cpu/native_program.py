@@ -40,8 +40,7 @@ from ...compiler.hlo import dtypes as D
 from ...compiler.program import CONTROL_STEPS, LibraryStep, LoopStep, PartialStep, Step
 from . import native_control, native_gemm, product_groups, step_barriers
 from .host_memory import HOST_MEMORY, MIN_BYTES, claim_memory
-from .native_pool import Job, address, code, get_pool
-from .thread_pool import split
+from .native_pool import Job, address, code, get_pool, split
 
 
 def eligible(exe: Any) -> bool:
