@@ -378,6 +378,54 @@ def test_products_of_operands_read_in_place_run_in_the_native_program(threads, l
         _program(exe)
 
 
+def _sort_between_kernels() -> Module:
+    """exp(x) sorted along its rows (a host step: NumPy's reference), then a sum."""
+    return Module("sorted", [
+        I("parameter", (), (64, 33), F32, {"number": 0}),
+        I("exponential", (0,), (64, 33), F32, {}),
+        I("sort", (1,), (64, 33), F32, {"dimension": 1, "descending": False}),
+        I("multiply", (2, 0), (64, 33), F32, {}),
+    ], [3, 2])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_host_step_runs_between_the_jobs_of_the_native_program(threads) -> None:
+    """A host step (a sort) no longer sends the program down the general path: the
+    native program runs it between two jobs, over the buffers its table names; the
+    results are the interpreter's, run after run."""
+    module = _sort_between_kernels()
+    exe = _compile(module, threads)
+    ref = InterpreterDevice().compile(module)
+    rng = np.random.default_rng(threads)
+    for _ in range(3):
+        x = rng.standard_normal((64, 33)).astype(np.float32)
+        got, want = exe.run([x]), ref.run([x])
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    kinds = [type(job).__name__ for job, _, _ in _program(exe).segments]
+    assert "HostStep" in kinds and "Job" in kinds, kinds
+
+
+def test_a_failing_host_step_raises_and_the_next_run_is_right(monkeypatch) -> None:
+    from lazyarray.devices.cpu import host_calls
+    module = _sort_between_kernels()
+    exe = _compile(module, 2)
+    x = np.random.default_rng(3).standard_normal((64, 33)).astype(np.float32)
+    want = InterpreterDevice().compile(module).run([x])
+    exe.run([x])
+    real = host_calls.host_call
+
+    def failing(*args):
+        raise KeyboardInterrupt       # as an interrupt arriving inside the call would
+    monkeypatch.setattr(host_calls, "host_call", failing)
+    with pytest.raises(KeyboardInterrupt):
+        exe.run([x])
+    monkeypatch.setattr(host_calls, "host_call", real)
+    for g, w in zip(exe.run([x]), want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    _program(exe)
+
+
 def test_memory_given_back_while_python_shuts_down(monkeypatch):
     """A handed-out output freed during the interpreter's shutdown gives its memory back
     after the module's globals (`sys`) are gone: no AttributeError printed at exit."""

@@ -3,9 +3,10 @@
 `CPUDevice.compile(module)` looks the module up in the disk cache; on a miss it asks the
 compiler (`lazyarray.compiler.compile(module, "cpu", donated)`) for a Program, which the
 cache stores. Either way the Program's object code is loaded (devices/cpu/object_code.py)
-and wrapped in a `CPUExecutable`, which runs its steps over NumPy buffers: generated
-kernels (their chunks split over the native worker pool when large), BLAS matrix products through NumPy's
-matmul, and the few opaque ops through their references.
+and wrapped in a `CPUExecutable`, which runs it as one NativeProgram where it can
+(native_program.py) and otherwise its steps one by one over NumPy buffers: generated
+kernels and matrix products as jobs of the native worker pool, the few opaque ops through
+their NumPy references (host_calls.py). Every thread a run uses is the native pool's.
 
 Settings come from whoever makes the device (lazyarray passes its config): devices do
 not import lazyarray.
@@ -33,6 +34,7 @@ from ..compile_cache import (VERSION, DiskCache, compiler_fingerprint, default_d
 from . import lapack, native_control, native_gemm, native_pool, native_program, runtime_objects
 from ..device import HostDevice
 from ..dump_files import write_dump
+from .host_calls import host_call
 from .host_memory import HOST_MEMORY, claim_memory
 from .object_code import ENGINE_BYTES, LoadedCode
 from .blas_threads import BLAS_THREADS, blas_single_threaded
@@ -577,37 +579,6 @@ def gemm_call(step: LibraryStep, v: ValueInfo, operands: list, out: np.ndarray,
               pool: NativePool) -> None:
     """dot_general through BLAS, with the layout the compiler worked out."""
     matmul_into(out, operands[0], operands[1], step.args, pool)
-
-
-def host_call(step: LibraryStep, v: ValueInfo, operands: list, out: np.ndarray,
-              pool: NativePool) -> None:
-    """The primitive's NumPy reference (from its stanza), written into the planned buffer:
-    by the stanza's `into` where it has one (straight into `out`, a large batch split
-    over the pool: NumPy's loops release the GIL), else computed and copied."""
-    call = PRIMITIVES[v.op].library
-    with np.errstate(all="ignore"):
-        if call is not None and call.into is not None:
-            _host_into(call, v, operands, out, pool)
-            return
-        result = PRIMITIVES[v.op].reference(*operands, **v.attrs)
-    out[...] = np.asarray(result).astype(out.dtype, copy=False).reshape(out.shape)
-
-
-def _host_into(call: Any, v: ValueInfo, operands: list, out: np.ndarray,
-               pool: NativePool) -> None:
-    rows = out.shape[0] if out.ndim else 0
-    split_ok = call.batch_axis0 is not None and rows > 1 and call.batch_axis0(*operands, **v.attrs)
-    if pool.threads <= 1 or not split_ok or out.nbytes < HOST_SPLIT_BYTES:
-        call.into(out, *operands, **v.attrs)
-        return
-
-    def block(_: int, s: int, e: int) -> None:
-        with np.errstate(all="ignore"):
-            call.into(out[s:e], *[o[s:e] for o in operands], **v.attrs)
-    pool.run_python(block, split(rows, min(rows, pool.threads)))
-
-
-HOST_SPLIT_BYTES = 1 << 20     # a host call's result this large is split over the pool
 
 
 # what the CPU runs for each library call a stanza can name (compiler/primitive.py)
