@@ -101,19 +101,21 @@ def gpu_target(capability: tuple, multiprocessors: int, threads_per_multiprocess
 
 # ---- the two targets -------------------------------------------------------------------
 
-def host_object(ir_text: str, name: str, optimize: bool = True, slp: bool = True) -> bytes:
+def host_object(ir_text: str, name: str, optimize: bool = True, slp: bool = True,
+                library: bool = False) -> bytes:
     """Object code for the host from LLVM IR a runtime generated for its own native
     functions (devices/cpu/pool_ir.py: the worker pool, kernel trampolines, GEMM tiles),
     built with the options kernels are built with. `optimize=False` parses and emits only
     (a trampoline is a few loads and one call: the IR passes were half of its ~9 ms);
-    `slp=False` skips the SLP vectorizer (code that is vector code already)."""
+    `slp=False` skips the SLP vectorizer (code that is vector code already); `library`:
+    for a shared library (CPU_LIBRARY's code model), not the JIT."""
     from .codegen import llvm_target
     if optimize:
         mod = llvm_target.optimize(ir_text, name, slp=slp)
     else:
         mod = llvm_target.parse(ir_text, name)
     try:
-        return llvm_target.emit_object(mod)
+        return (llvm_target.emit_library_object if library else llvm_target.emit_object)(mod)
     finally:
         llvm_target.release(mod)
 
