@@ -5,8 +5,8 @@ from the arithmetic, beside the peers in the same run.
     python bench/report.py bench/results/host.json
 
 - dispatch: one parallel kernel (2 chunks of a tiny loop) through the native pool on 1,
-  2 and all threads, beside the Python thread pool it replaced (a ThreadPoolExecutor
-  handing chunks to ctypes calls);
+  2 and all threads, and two chunks of Python work through the same pool
+  (`run_python`: a host call's NumPy rows are split so);
 - tiny sync: `float((x*2+1).sum())` over 4,096 floats, cached (recording, capture, cache
   lookup, run, result): lazyarray beside NumPy, PyTorch eager and a jax.jit call;
 - scalar chain: 10 elementwise ops with Python scalars, then the sum, the same way;
@@ -107,25 +107,22 @@ def _dispatch_kernel():
     return LoadedCode(llvm_target.emit_object(llvm_target.optimize(str(mod), "d")))
 
 
-@pytest.mark.parametrize("pool", ["lazyarray", "python pool (before)"])
+@pytest.mark.parametrize("pool", ["lazyarray", "python chunks"])
 @pytest.mark.parametrize("threads", list(THREADS))
 def test_dispatch_one_parallel_kernel(benchmark, threads: str, pool: str) -> None:
-    import ctypes
     from lazyarray.devices.cpu import native_pool
-    from lazyarray.devices.cpu.thread_pool import ThreadPool
     code = _dispatch_kernel()
     out = np.zeros(2, np.int64)
     n = THREADS[threads]
-    if pool == "lazyarray":            # the native pool
-        p = native_pool.get_pool(n)
+    p = native_pool.get_pool(n)
+    if pool == "lazyarray":            # a kernel of generated code
         job = native_pool.Job([(code.address("touch"), [0], [], [], [(0, 1), (1, 2)])], 1)
         job.table[0] = out.ctypes.data
         run = lambda: p.run(job)
-    else:
-        p = ThreadPool(n)
-        fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(code.address("touch"))
-        addr = out.ctypes.data
-        run = lambda: p.run(lambda k, s, e: fn(addr, s, e), [(0, 1), (1, 2)])
+    else:                              # each chunk a call back into Python
+        def touch(k, s, e):
+            out[s] = s
+        run = lambda: p.run_python(touch, [(0, 1), (1, 2)])
     run()
     benchmark.group = f"dispatch one kernel, {threads}"
     benchmark.extra_info.update(framework=pool)

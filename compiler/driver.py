@@ -20,6 +20,7 @@ import numpy as np
 from . import profile_hooks
 from .codegen.interrupts import InterruptsDeferred  # noqa: F401  (devices defer SIGINT through here)
 from .hlo.module import Module
+from .primitive import INDEXING, LEAF, PRIMITIVES
 from .program import (CONTROL_STEPS, LaunchStep, LibraryStep, LoopStep, PartialStep,
                       Program, describe_value)
 
@@ -100,19 +101,21 @@ def gpu_target(capability: tuple, multiprocessors: int, threads_per_multiprocess
 
 # ---- the two targets -------------------------------------------------------------------
 
-def host_object(ir_text: str, name: str, optimize: bool = True, slp: bool = True) -> bytes:
+def host_object(ir_text: str, name: str, optimize: bool = True, slp: bool = True,
+                library: bool = False) -> bytes:
     """Object code for the host from LLVM IR a runtime generated for its own native
     functions (devices/cpu/pool_ir.py: the worker pool, kernel trampolines, GEMM tiles),
     built with the options kernels are built with. `optimize=False` parses and emits only
     (a trampoline is a few loads and one call: the IR passes were half of its ~9 ms);
-    `slp=False` skips the SLP vectorizer (code that is vector code already)."""
+    `slp=False` skips the SLP vectorizer (code that is vector code already); `library`:
+    for a shared library (CPU_LIBRARY's code model), not the JIT."""
     from .codegen import llvm_target
     if optimize:
         mod = llvm_target.optimize(ir_text, name, slp=slp)
     else:
         mod = llvm_target.parse(ir_text, name)
     try:
-        return llvm_target.emit_object(mod)
+        return (llvm_target.emit_library_object if library else llvm_target.emit_object)(mod)
     finally:
         llvm_target.release(mod)
 
@@ -305,9 +308,10 @@ def _plan_texts(plan: ExecutionPlan) -> dict:
             "dot": graphviz.plan_dot(plan)}
 
 
-# ops that only move or repeat values: counted, not listed, in a kernel's summary line
-_MOVES = frozenset(("broadcast_in_dim", "reshape", "slice", "transpose", "constant", "iota",
-                    "parameter", "concatenate", "pad", "reverse"))
+def _moves(op: str) -> bool:
+    """Whether `op` only moves, repeats or holds values (an index move or a leaf): counted,
+    not listed, in a kernel's summary line."""
+    return PRIMITIVES[op].kind in (INDEXING, LEAF)
 
 
 def kernel_summary(plan: ExecutionPlan) -> str:
@@ -322,8 +326,8 @@ def kernel_summary(plan: ExecutionPlan) -> str:
         for p in k.members:
             counts[ins[p].op] = counts.get(ins[p].op, 0) + 1
         ops = ", ".join(op if n == 1 else f"{op} x{n}" for op, n in counts.items()
-                        if op not in _MOVES)
-        moves = sum(n for op, n in counts.items() if op in _MOVES)
+                        if not _moves(op))
+        moves = sum(n for op, n in counts.items() if _moves(op))
         names = lambda ps: ", ".join(instruction_name(plan.module, p) for p in ps) or "nothing"
         lines.append(f"//   {k.name} ({k.kind}): {ops or 'no arithmetic'}"
                      f"{f' (+{moves} index moves)' if moves else ''}; reads {names(k.inputs)};"

@@ -4,9 +4,8 @@ A fork copies the memory of every thread but runs only the forking one in the ch
 lock that another thread held at that moment (a sync, a program's run, the memory pool)
 stays held in the child for ever, and the child's first sync hangs. Every lock of the
 project is made here; after a fork each is reinitialized (unlocked) in the child, which
-has no other thread that could be inside what it guards. (The native worker pool and the
-Python thread pools forget their parent's threads on their own: devices/cpu/native_pool.py,
-devices/cpu/thread_pool.py.)
+has no other thread that could be inside what it guards. (The native worker pool forgets
+its parent's threads on its own: devices/cpu/native_pool.py.)
 """
 from __future__ import annotations
 

@@ -3,11 +3,15 @@
 Each primitive is defined once, in a stanza under `compiler/primitives/`, with everything
 the stack needs: its shape and dtype rule, its NumPy reference (the interpreter and the
 test oracle), its vector-Jacobian product (built from primitives, so gradients are lazy
-graphs too) and its elemental code. Nothing else in the project switches on op names.
+graphs too), its elemental code, its code on each target, its cost and the properties the
+passes ask about. The rest of the stack reads these fields rather than switching on op
+names; tests/test_op_knowledge.py lists the few pattern matches that still name an op, and
+fails on a new one.
 """
 from __future__ import annotations
 
 import functools
+import importlib
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -64,6 +68,36 @@ class Loop:
     body: Callable
 
 
+@dataclass(frozen=True)
+class MathCode:
+    """How a math primitive becomes code on each target, read by compiler/codegen's
+    math_table.py (the CPU), gpu_math.py (CUDA) and complex_values.py (complex operands).
+    An entry is "llvm.<name>", an LLVM intrinsic (the target adds the type suffix); a plain
+    name, a library function (the CPU's libm, "f" added for float32; on CUDA libdevice's
+    __nv_<name>, "f" added for float32); or "<module>.<function>", code of
+    compiler/codegen/<module>.py composed from other instructions, imported when first
+    used (`code`), so that recording never loads LLVM. None: the target has no code for
+    it, and asking raises in Python, naming the op, before anything reaches LLVM."""
+    cpu: Optional[str] = None            # float32 (unless cpu_float32), float64; half
+                                         # floats are computed in float32
+    cpu_float32: Optional[str] = None    # inline float32 code (vectorizable, unlike libm)
+    cuda: Optional[str] = None
+    complex: Optional[str] = None        # (emitter, z) -> Value, for complex z
+
+    @staticmethod
+    @functools.lru_cache(maxsize=None)
+    def code(entry: str) -> Callable:
+        """The function a "<module>.<function>" entry names."""
+        module, name = entry.rsplit(".", 1)
+        return getattr(importlib.import_module(f"{__package__}.codegen.{module}"), name)
+
+    @staticmethod
+    def kind(entry: str) -> str:
+        """"intrinsic", "code" or "library": what an entry is."""
+        return "intrinsic" if entry.startswith("llvm.") else "code" if "." in entry \
+            else "library"
+
+
 @dataclass(eq=False)
 class Primitive:
     name: str
@@ -76,9 +110,11 @@ class Primitive:
                                          # primitive's: (instruction, operand
                                          # instructions) -> [Loop], or None
                                          # where its library call serves (`library`)
-    math: Optional[str] = None           # name in the per-target math table
+    math: Optional[str] = None           # the name a math op's emit asks the target for
     costly: bool = False                 # fusion computes it once, never per consumer
                                          # (compiler/planning/fusion.py); set for every `math` op
+    math_code: Optional[MathCode] = None  # its code on each target (with `math`, or
+                                         # a target's own code for an op, as remainder's)
     doc: str = ""
     reduced_axes: Any = None             # reductions: (attrs) -> the axes they combine
     reducer: Any = None                  # reductions: (attrs) -> how they combine
@@ -103,6 +139,27 @@ class Primitive:
                                          # the node and its operands (never their values,
                                          # identity or producers): compiler/transforms/vjp_templates.py
                                          # may then copy the graph it built before
+    cheap: bool = False                  # its element code is one or a few instructions (an
+                                         # index move: the same element, or one reused): a
+                                         # lane-split reduction copies it per lane
+                                         # (compiler/codegen/lane_reduce.py)
+    memo_infer: bool = False             # its rule reads nothing but the operands' shapes
+                                         # and dtypes and the (hashable) attributes, and
+                                         # costs more than a lookup: `apply` remembers its
+                                         # results
+    repeats: bool = False                # an index move whose every element is an element
+                                         # of its one operand, some repeated (a broadcast):
+                                         # a broadcast constant stays a splat, an expanding
+                                         # one recomputes its operand per element
+    linear: bool = False                 # an index move whose element i (row-major) is its
+                                         # operand's element i (a reshape): computable at
+                                         # a linear index
+    flops: Any = None                    # (instruction, operand instructions) -> the
+                                         # operations it performs (a profile's GFLOP/s);
+                                         # `primitive` fills it in by kind where not given
+    simplify: Any = None                 # (rewrite Builder, instruction) -> the position of
+                                         # a simpler equal value, or None: its algebraic
+                                         # identities (compiler/passes/algebraic_simplifier.py)
     vjp_partial: bool = False            # the vjp takes `wanted` (a bool per operand: does the
                                          # walk need its cotangent?) and may give None for the
                                          # others (a relu's constant 0, a first layer's input)
@@ -143,8 +200,29 @@ def primitive(name: str, kind: str, infer: Callable, reference: Callable, **kw: 
         infer = _bounded(name, infer)
     p = Primitive(name, kind, infer, reference, **kw)
     p.costly = p.costly or p.math is not None
+    if p.flops is None:
+        p.flops = _FLOPS_BY_KIND.get(kind, no_flops)
+    if p.memo_infer:
+        _MEMO_INFER.add(name)
     PRIMITIVES[name] = p
     return p
+
+
+def no_flops(ins: Any, operands: tuple) -> int:
+    """An op that moves, converts or chooses values: no arithmetic."""
+    return 0
+
+
+def _flops_per_element(ins: Any, operands: tuple) -> int:
+    return num_elements(ins.shape)
+
+
+def _flops_per_element_reduced(ins: Any, operands: tuple) -> int:
+    return num_elements(operands[0].shape)
+
+
+# one operation per result element; a reduction's, one per element it combines
+_FLOPS_BY_KIND = {ELEMENTWISE: _flops_per_element, REDUCTION: _flops_per_element_reduced}
 
 
 def get(name: str) -> Primitive:
@@ -162,13 +240,13 @@ def apply(name: str, *operands: Node, **attrs: Any) -> Node:
     return Node(name, operands, shape, dtype, attrs)
 
 
-# Primitives whose rule reads nothing but the operands' shapes and dtypes and the (hashable)
-# attributes, and costs more than a lookup: their results are remembered, so that a
-# training step re-recording the same broadcasts, reductions and products each step does
-# not re-check them. A rule that raises is never remembered (bad input raises each time).
-_MEMO_INFER = frozenset(("broadcast_in_dim", "reshape", "transpose", "reduce", "dot_general",
-                         "convert"))
+# The results of the rules of primitives whose stanza says `memo_infer` are remembered, so
+# that a training step re-recording the same broadcasts, reductions and products each step
+# does not re-check them. A rule that raises is never remembered (bad input raises each
+# time).
 _INFERRED: dict = {}      # (name, attrs, operand shapes and dtypes) -> (shape, dtype)
+_MEMO_INFER: set = set()  # the names of those primitives (`primitive` keeps it: a set test
+                          # is the cheapest check on the path every recorded op takes)
 
 
 def _memo_infer(name: str, operands: tuple, attrs: dict) -> tuple:

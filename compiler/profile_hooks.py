@@ -13,8 +13,9 @@ seconds):
                                                on `threads` threads
     trips(count)                               the loop reported last by `kernel` ran
                                                `count` iterations
-    chunk(kernel, chunk, t0, t1)               one chunk of a kernel split over the Python
-                                               pool, reported by the thread that ran it
+    chunk(kernel, chunk, t0, t1)               one chunk of Python work (a host call's
+                                               rows) split over the CPU's native pool,
+                                               reported by the thread that ran it
     gpu_kernel(program, kernel, kind, ms)      a GPU kernel timed by events on the stream
     backward(node, cotangents)                 nodes a vjp rule made for `node` (autodiff)
     copied(node, copy)                         `copy` is `node`'s op again (autodiff.stop)
@@ -46,15 +47,16 @@ def span(category: str, name: str, **args: Any) -> Iterator[None]:
 
 
 class TimedPool:
-    """A thread pool whose chunks report their time and thread to the profile (the CPU
-    device runs a program on one while a profile records)."""
+    """The CPU's native pool, its chunks of Python work (`run_python`) reporting their time
+    and thread to the profile (the CPU device runs a program on one while a profile
+    records; native jobs run as they are, timed per step)."""
 
     def __init__(self, pool: Any, rec: Any) -> None:
         self._pool, self._rec = pool, rec
         self.threads = pool.threads
         self.kernel = ""
 
-    def run(self, fn: Any, ranges: list) -> None:
+    def run_python(self, fn: Any, ranges: list) -> None:
         rec, kernel, clock = self._rec, self.kernel, time.perf_counter
 
         def timed(k: int, s: int, e: int) -> None:
@@ -63,7 +65,7 @@ class TimedPool:
                 fn(k, s, e)
             finally:
                 rec.chunk(kernel, k, t0, clock())
-        self._pool.run(timed, ranges)
+        self._pool.run_python(timed, ranges)
 
     def __getattr__(self, name: str) -> Any:      # anything else the pool offers
         return getattr(self._pool, name)

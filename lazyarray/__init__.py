@@ -51,7 +51,7 @@ def __dir__() -> list:
 
 
 __version__ = "0.1.0"
-__array_api_version__ = "2024.12"
+__array_api_version__ = "2025.12"
 __all__ = [n for n in _api_dict if not n.startswith("_")] + ["Tensor", "Size", "debug",
                                                             "config", "random", "nn", "optim",
                                                             "vmap", "amp", "autocast",

@@ -6,6 +6,8 @@ import builtins
 import math
 from typing import Any
 
+import numpy as _np
+
 from . import ops
 from .ops import nn as _ops_nn
 from .compiler.hlo import dtypes as _D
@@ -86,6 +88,22 @@ def result_type(*xs):
     return out
 
 
+def broadcast_shapes(*shapes: Any) -> tuple:
+    """The shape arrays of `shapes` broadcast to (array API 2025.12, NumPy's
+    `broadcast_shapes`); ValueError when they cannot be."""
+    checked = []
+    for s in shapes:
+        if not isinstance(s, (tuple, list)) or not builtins.all(
+                isinstance(d, (builtins.int, _np.integer)) and not isinstance(d, builtins.bool)
+                and d >= 0 for d in s):
+            raise TypeError(f"broadcast_shapes: each shape must be a tuple of non-negative "
+                            f"ints, got {s!r}")
+        checked.append(tuple(builtins.int(d) for d in s))
+    if not checked:
+        return ()
+    return ops.promotion.broadcast_shapes("broadcast_shapes", *checked)
+
+
 def can_cast(from_, to) -> bool:
     a = from_.dtype if hasattr(from_, "_node") else _D.to_dtype(from_)
     b = _D.to_dtype(to)
@@ -107,7 +125,7 @@ def isdtype(dtype, kind) -> bool:
 
 
 class _NamespaceInfo:
-    """What `__array_namespace_info__()` reports (array API 2024.12 inspection)."""
+    """What `__array_namespace_info__()` reports (array API inspection, 2023.12 on)."""
 
     def capabilities(self) -> dict:
         # boolean indexing and nonzero work, as graph breaks (errors in strict mode)

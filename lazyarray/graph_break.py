@@ -32,6 +32,8 @@ _HINTS = {
                              "which stay in the graph",
     "boolean mask assignment": "give a value that broadcasts over each selected row, so "
                                "that the assignment is a select",
+    "length bucket slice": "keep the padded length (la.pad_to_bucket with a mask) and slice "
+                           "where the value is read, or leave la.config.length_buckets off",
 }
 
 

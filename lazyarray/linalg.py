@@ -20,6 +20,11 @@ class EighResult(NamedTuple):
     eigenvectors: Tensor
 
 
+class EigResult(NamedTuple):
+    eigenvalues: Tensor
+    eigenvectors: Tensor
+
+
 class SVDResult(NamedTuple):
     U: Tensor
     S: Tensor
@@ -61,6 +66,7 @@ for _name in _lin.LINALG:
 for _name in _dec.DECOMPOSITIONS:
     globals()[_name] = lift(getattr(_dec, _name))
 
+eig = _named(EigResult, _dec.eig)
 eigh = _named(EighResult, _dec.eigh)
 svd = _named(SVDResult, _dec.svd)
 qr = _named(QRResult, _dec.qr)

@@ -2,8 +2,8 @@
 memory copy bandwidth and float32 GEMM throughput, each measured once per process, when
 first asked for (a fraction of a second), and cached.
 
-Copy: NumPy copies of a 64 MiB array, split over the CPU device's thread count (NumPy
-releases the GIL while it copies), best of several; bytes counted read + written. GEMM:
+Copy: NumPy copies of a 64 MiB array, split over the CPU's native pool (the threads the
+device's runs use; NumPy releases the GIL while it copies), best of several; bytes counted read + written. GEMM:
 a 1024x1024 float32 matrix product with BLAS at its own thread count, best of several.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .devices.cpu.thread_pool import ThreadPool, split
+from .devices.cpu.native_pool import get_pool, split
 
 COPY_BYTES = 64 << 20
 GEMM_N = 1024
@@ -41,13 +41,12 @@ def copy_bandwidth(threads: int = 0) -> float:
     """GB/s of a large host copy over `threads` threads (0: one per core)."""
     src = np.ones(COPY_BYTES // 4, np.float32)
     dst = np.empty_like(src)
-    pool = ThreadPool(threads)
+    pool = get_pool(threads)
     ranges = split(src.size, pool.threads)
 
     def copy() -> None:
-        pool.run(lambda _k, s, e: np.copyto(dst[s:e], src[s:e]), ranges)
+        pool.run_python(lambda _k, s, e: np.copyto(dst[s:e], src[s:e]), ranges)
     seconds = _best(copy)
-    pool.close()
     return 2 * src.nbytes / seconds / 1e9
 
 

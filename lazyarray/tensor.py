@@ -330,7 +330,7 @@ class Tensor:
         """The lazyarray namespace; `api_version` may name any revision of the array API
         up to the one lazyarray declares (each later one extends the earlier)."""
         namespace = sys.modules[__package__]
-        known = ("2021.12", "2022.12", "2023.12", namespace.__array_api_version__)
+        known = ("2021.12", "2022.12", "2023.12", "2024.12", namespace.__array_api_version__)
         if api_version is not None and api_version not in known:
             raise ValueError(f"__array_namespace__: api_version {api_version!r} is not one "
                              f"lazyarray implements; valid: None, {', '.join(known)}")

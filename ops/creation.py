@@ -117,7 +117,8 @@ def triu(x: Any, k: int = 0) -> Node:
     return where(_tri_mask(x, k, False), x, scalar(0, x.dtype))
 
 
-def meshgrid(*xs: Node, indexing: str = "xy") -> list:
+def meshgrid(*xs: Node, indexing: str = "xy") -> tuple:
+    """Coordinate arrays from 1-D ones, as a tuple (array API 2025.12; NumPy 2)."""
     if indexing not in ("xy", "ij"):
         raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
     xs = [as_node(x) for x in xs]
@@ -130,7 +131,7 @@ def meshgrid(*xs: Node, indexing: str = "xy") -> list:
         if indexing == "xy" and len(xs) >= 2 and i < 2:
             d = 1 - i
         out.append(apply("broadcast_in_dim", x, shape=tuple(shape), broadcast_dimensions=(d,)))
-    return out
+    return tuple(out)
 
 
 __all__ = ["full", "zeros", "ones", "empty", "zeros_like", "ones_like", "full_like",

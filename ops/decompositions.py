@@ -126,6 +126,28 @@ def eigvalsh(x: Any, UPLO: str = "L") -> Node:
     return _back_real(apply("eigh", _uplo("eigvalsh", a, UPLO), vectors=False), dtype)
 
 
+def _complex_input(op: str, x: Any) -> Node:
+    (a,), dtype = _floating(op, x)
+    _matrix(op, a)
+    if not dtype.is_complex:
+        a = convert(a, D.complex128 if a.dtype is D.float64 else D.complex64)
+    return a
+
+
+def eig(x: Any) -> tuple:
+    """(eigenvalues, eigenvectors as unit columns) of general square matrices, always
+    complex (as the array API and torch.linalg.eig; NumPy returns real arrays when every
+    eigenvalue is real). Unordered, as LAPACK gives them."""
+    a = _complex_input("eig", x)
+    w, v = P.unpack_eig(apply("eig", a, vectors=True))
+    return A.reshape(w, a.shape[:-1]), v
+
+
+def eigvals(x: Any) -> Node:
+    """The eigenvalues of general square matrices (complex; see eig)."""
+    return apply("eig", _complex_input("eigvals", x), vectors=False)
+
+
 def svd(x: Any, full_matrices: bool = True) -> tuple:
     """(U, S, Vh) with x = U diag(S) Vh, S descending (the array API's default is
     full_matrices=True, as NumPy's)."""
@@ -247,6 +269,6 @@ def singular_norm(x: Node, ord: Any, keepdims: bool) -> Node:
     return _back_real(out, dtype)
 
 
-DECOMPOSITIONS = ("cholesky", "det", "eigh", "eigvalsh", "inv", "lstsq", "matrix_rank",
+DECOMPOSITIONS = ("cholesky", "det", "eig", "eigh", "eigvals", "eigvalsh", "inv", "lstsq", "matrix_rank",
                   "pinv", "qr", "slogdet", "solve", "solve_triangular", "svd", "svdvals")
 __all__: list = []     # none of these is a top-level name: they live in lazyarray.linalg

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..compiler.hlo import dtypes as D
 from ..compiler.graph.node import Node, kept_constant, new_node
-from ..compiler.primitive import apply, same_dtype_fast
+from ..compiler.primitive import PRIMITIVES, apply, same_dtype_fast
 from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
                         kept_spread, operands, scalar, spread_scalar, typed_spread,
                         weak_operand, weak_scalar_like)
@@ -954,7 +954,7 @@ def _negative_zero(v: Any) -> bool:
 def _shared(bound: Node) -> bool:
     """Whether a bound from `_fast_bound` is a shared node (a constant or its broadcast),
     not a runtime scalar made for this call."""
-    if bound.op == "broadcast_in_dim":
+    if PRIMITIVES[bound.op].repeats:
         bound = bound.operands[0]
     return bound.op == "constant"
 

@@ -92,10 +92,20 @@ def matrix_transpose(x: Any) -> Node:
     return apply("transpose", x, permutation=tuple(range(n - 2)) + (n - 1, n - 2))
 
 
-def expand_dims(x: Any, axis: int = 0) -> Node:
+def expand_dims(x: Any, axis: Any = 0) -> Node:
+    """New axes of size 1 at `axis` (an int, or a tuple of positions in the result, as
+    array API 2025.12 and NumPy take them)."""
     x = as_node(x)
-    axis = normalize_axis("expand_dims", axis, x.ndim + 1)
-    return apply("reshape", x, shape=x.shape[:axis] + (1,) + x.shape[axis:])
+    if not isinstance(axis, (tuple, list)):
+        axis = normalize_axis("expand_dims", axis, x.ndim + 1)
+        return apply("reshape", x, shape=x.shape[:axis] + (1,) + x.shape[axis:])
+    rank = x.ndim + len(axis)
+    new = [normalize_axis("expand_dims", a, rank) for a in axis]
+    if len(set(new)) != len(new):
+        raise ValueError(f"expand_dims: axis {tuple(axis)} names a position twice (for a "
+                         f"result of rank {rank})")
+    dims = iter(x.shape)
+    return apply("reshape", x, shape=tuple(1 if i in new else next(dims) for i in range(rank)))
 
 
 def squeeze(x: Any, axis: Any = None) -> Node:
@@ -115,10 +125,11 @@ def broadcast_to(x: Any, shape: Sequence[int]) -> Node:
     return _broadcast_to(as_node(x), checks.shape("broadcast_to", shape))
 
 
-def broadcast_arrays(*xs: Any) -> list:
+def broadcast_arrays(*xs: Any) -> tuple:
+    """The arrays broadcast to one shape, as a tuple (array API 2025.12; NumPy 2)."""
     nodes = [as_node(x) for x in xs]
     shape = broadcast_shapes("broadcast_arrays", *[n.shape for n in nodes])
-    return [_broadcast_to(n, shape) for n in nodes]
+    return tuple(_broadcast_to(n, shape) for n in nodes)
 
 
 def _same_dtype(op: str, xs: Sequence[Any]) -> list:

@@ -39,7 +39,7 @@ def argmin(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
     return _arg("argmin", x, axis, keepdims)
 
 
-def _compare(a: Node, b: Node, direction: str) -> Node:
+def compare(a: Node, b: Node, direction: str) -> Node:
     return apply("compare", a, b, direction=direction)
 
 
@@ -47,20 +47,20 @@ def _precedes(a: Node, v: Node, side: str) -> Node:
     """Whether sorted element a goes before the value v: a < v (left) or a <= v (right),
     in the order sort uses (NaN after every number)."""
     if side == "left":
-        before = _compare(a, v, "LT")
+        before = compare(a, v, "LT")
         if a.dtype.is_float:
-            v_nan, a_nan = _compare(v, v, "NE"), _compare(a, a, "NE")
+            v_nan, a_nan = compare(v, v, "NE"), compare(a, a, "NE")
             before = apply("or", before, apply("and", v_nan, apply("not", a_nan)))
         return before
-    before = _compare(a, v, "LE")
+    before = compare(a, v, "LE")
     if a.dtype.is_float:
-        before = apply("or", before, _compare(v, v, "NE"))
+        before = apply("or", before, compare(v, v, "NE"))
     return before
 
 
 # up to this many sorted elements a compare-and-count (one fused kernel over
 # len(x2) * len(x1) elements) beats a binary search's chain of gathers
-_COUNT_LIMIT = 64
+COUNT_LIMIT = 64
 
 
 def searchsorted(x1: Any, x2: Any, side: str = "left", sorter: Any = None) -> Node:
@@ -81,9 +81,9 @@ def searchsorted(x1: Any, x2: Any, side: str = "left", sorter: Any = None) -> No
     n = a.shape[0]
     if n == 0:
         return broadcast_to(scalar(0, D.DEFAULT_INDEX), v.shape)
-    if n <= _COUNT_LIMIT:
+    if n <= COUNT_LIMIT:
         return _count_before(a, v, side)
-    return _binary_search(a, v, side)
+    return binary_search(a, v, side)
 
 
 def _count_before(a: Node, v: Node, side: str) -> Node:
@@ -94,7 +94,7 @@ def _count_before(a: Node, v: Node, side: str) -> Node:
     return apply("reduce", count, axes=(v.ndim - 1,), kind="sum")
 
 
-def _binary_search(a: Node, v: Node, side: str) -> Node:
+def binary_search(a: Node, v: Node, side: str) -> Node:
     """lo/hi bisection, n.bit_length() steps, each halving every value's range; a value
     whose range is already empty keeps it."""
     n = a.shape[0]
@@ -107,7 +107,7 @@ def _binary_search(a: Node, v: Node, side: str) -> Node:
     for _ in range(n.bit_length()):
         mid = apply("divide", apply("add", lo, hi), const(2))
         go_right = _precedes(apply("gather", a, mid, axis=0), v, side)
-        active = _compare(lo, hi, "LT")
+        active = compare(lo, hi, "LT")
         lo = apply("select", apply("and", active, go_right), apply("add", mid, const(1)), lo)
         hi = apply("select", apply("and", active, apply("not", go_right)), mid, hi)
     return lo
@@ -119,7 +119,7 @@ def count_nonzero(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
     axes = normalize_axes("count_nonzero", axis, x.ndim)
     zero = broadcast_to(scalar(0, x.dtype) if x.dtype is not D.bool_ else scalar(False, x.dtype),
                         x.shape)
-    ones = apply("convert", _compare(x, zero, "NE"), dtype=D.DEFAULT_INDEX)
+    ones = apply("convert", compare(x, zero, "NE"), dtype=D.DEFAULT_INDEX)
     out = apply("reduce", ones, axes=axes, kind="sum")
     if keepdims:
         out = apply("reshape", out, shape=tuple(1 if i in axes else n for i, n in enumerate(x.shape)))
@@ -144,7 +144,7 @@ def nonzero_static(x: Any, size: int, fill_value: int = 0) -> tuple:
     flat = reshape(x, (total,))
     zero = broadcast_to(scalar(False, D.bool_) if x.dtype is D.bool_ else scalar(0, x.dtype),
                         (total,))
-    keep = _compare(flat, zero, "NE")
+    keep = compare(flat, zero, "NE")
     rank = apply("cumulative", apply("convert", keep, dtype=D.int64), axis=0, kind="sum",
                  reverse=False)
     rank = apply("subtract", rank, broadcast_to(scalar(1, D.int64), (total,)))
@@ -153,7 +153,7 @@ def nonzero_static(x: Any, size: int, fill_value: int = 0) -> tuple:
     positions = apply("iota", shape=(total,), dtype=D.int64, dimension=0)
     empty = broadcast_to(scalar(-1, D.int64), (size,))
     found = apply("scatter", empty, target, positions, axis=0, mode="set")
-    missing = _compare(found, broadcast_to(scalar(0, D.int64), (size,)), "LT")
+    missing = compare(found, broadcast_to(scalar(0, D.int64), (size,)), "LT")
     fill = broadcast_to(scalar(int(fill_value), D.int64), (size,))
     if total == 0:
         return tuple(fill for _ in x.shape)

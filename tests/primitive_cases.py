@@ -278,6 +278,8 @@ def _decomposition_cases() -> list:
         Case("slogdet_batched", "slogdet", (_op((2, 3, 3), T, wc),)),
         Case("eigh_vectors", "eigh", (_op((2, 3, 3), T, spd),), {"vectors": True}),
         Case("eigh_values", "eigh", (_op((3, 3), T, spd),), {"vectors": False}),
+        Case("eig_vectors", "eig", (_op((2, 3, 3), T, wc),), {"vectors": True}),
+        Case("eig_values", "eig", (_op((3, 3), T, wc),), {"vectors": False}),
         Case("svd_tall", "svd", (_op((2, 4, 3), T, wc),), {"full_matrices": False, "compute_uv": True}),
         Case("svd_wide_values", "svd", (_op((3, 5), T, wc),), {"full_matrices": False, "compute_uv": False}),
         Case("svd_full_square", "svd", (_op((3, 3), T, wc),), {"full_matrices": True, "compute_uv": True}),

@@ -166,13 +166,32 @@ def test_large_loops_split_over_threads_give_the_same_result(tmp_path):
     def f(a):
         return la.tanh(a * 1.5) + a.T.sum(axis=0, keepdims=True).T * 0.01
     lib = la.aot.compile(f, [x], out_dir=str(tmp_path))
-    assert "la_parallel(" in open(tmp_path / "f.c").read()
+    source = open(tmp_path / "f.c").read()
+    assert "la_parallel(" in source and "lzp_run(" in source     # the native pool's runner
     loaded = lib.load()
     one = loaded(x)[0]
+    want = f(la.asarray(x)).numpy()     # (before counting threads: it may start the pool's)
+    threads = _threads()
     loaded.set_threads(3)
     three = loaded(x)[0]
+    if threads is not None:       # set_threads(3) started the pool's two workers
+        assert _threads() == threads + 2
     np.testing.assert_array_equal(one, three)
-    np.testing.assert_allclose(three, f(la.asarray(x)).numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(three, want, rtol=1e-5, atol=1e-5)
+    loaded.set_threads(2)
+    np.testing.assert_array_equal(loaded(x)[0], one)
+    loaded.set_threads(1)         # ... and set_threads(1) stopped them
+    if threads is not None:
+        assert _threads() == threads
+    np.testing.assert_array_equal(loaded(x)[0], one)
+
+
+def _threads():
+    """The threads of this process (Linux), or None."""
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return None
 
 
 def _loops(a, w):

@@ -1,4 +1,4 @@
-"""The Python array API 2024.12 namespace (the version lazyarray declares): every name
+"""The Python array API 2025.12 namespace (the version lazyarray declares): every name
 exists, the smaller functions (dtype functions, creation helpers, manipulation, utility)
 agree with NumPy, and so does each addition of 2024.12 (new functions, Python scalars in
 binary functions, integer array indexing, complex mean, the `max dimensions` capability)."""
@@ -9,7 +9,7 @@ import pytest
 
 import lazyarray as la
 
-# the standard's names (2024.12), by section
+# the standard's names (2025.12), by section
 STANDARD = {
     "constants": "e inf nan newaxis pi",
     "creation": "arange asarray empty empty_like eye from_dlpack full full_like linspace "
@@ -27,10 +27,10 @@ STANDARD = {
     "indexing": "take take_along_axis",
     "inspection": "__array_namespace_info__",
     "linear algebra": "matmul matrix_transpose tensordot vecdot",
-    "manipulation": "broadcast_arrays broadcast_to concat expand_dims flip moveaxis "
+    "manipulation": "broadcast_arrays broadcast_shapes broadcast_to concat expand_dims flip moveaxis "
                     "permute_dims repeat reshape roll squeeze stack tile unstack",
     "searching": "argmax argmin count_nonzero nonzero searchsorted where",
-    "set": "unique_all unique_counts unique_inverse unique_values",
+    "set": "isin unique_all unique_counts unique_inverse unique_values",
     "sorting": "argsort sort",
     "statistical": "cumulative_prod cumulative_sum max mean min prod std sum var",
     "utility": "all any diff",
@@ -54,10 +54,10 @@ def test_inspection_lists_the_standard_dtypes_only():
 
 
 def test_version_and_namespace():
-    assert la.__array_api_version__ == "2024.12"
+    assert la.__array_api_version__ == "2025.12"
     x = la.asarray([1.0])
     assert x.__array_namespace__() is la
-    for version in ("2022.12", "2023.12", "2024.12"):
+    for version in ("2022.12", "2023.12", "2024.12", "2025.12"):
         assert x.__array_namespace__(api_version=version) is la
     with pytest.raises(ValueError, match="api_version"):
         x.__array_namespace__(api_version="2099.12")
@@ -378,3 +378,59 @@ def test_eye_takes_any_diagonal_offset(n, m, k, device):
     """A diagonal off the matrix is empty, whatever the Python int (the array API suite
     draws k = 2**63)."""
     np.testing.assert_array_equal(la.eye(n, m, k=k).numpy(), np.eye(n, m, k=k, dtype=np.float32))
+
+
+# ---- 2025.12 additions, each against NumPy itself -----------------------------------------
+
+@pytest.mark.parametrize("axis", [(0, 2), (-1, 0), (1,), (0, 1, 2, 3), 1, -1])
+def test_expand_dims_takes_a_tuple_of_positions(axis, device):
+    x = np.arange(6.0).reshape(2, 3)
+    got = la.expand_dims(la.asarray(x, device=device), axis=axis)
+    want = np.expand_dims(x, axis)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("axis", [(0, 0), (0, -4), (4,)])
+def test_expand_dims_refuses_repeated_or_out_of_range_positions(axis):
+    with pytest.raises((ValueError, IndexError), match="expand_dims"):
+        la.expand_dims(la.ones((2, 3)), axis=axis)
+
+
+def test_meshgrid_and_broadcast_arrays_return_tuples():
+    a, b = la.asarray(np.arange(3.0)), la.asarray(np.arange(2.0))
+    assert type(la.meshgrid(a, b)) is tuple
+    assert type(la.broadcast_arrays(a, la.ones((2, 1)))) is tuple
+
+
+@pytest.mark.parametrize("shapes", [((2, 1), (3,)), (), ((0, 1), (1, 5)), ((4,),),
+                                    ((1, 2, 1), (3, 1, 4), (1,))])
+def test_broadcast_shapes_matches_numpy(shapes):
+    assert la.broadcast_shapes(*shapes) == np.broadcast_shapes(*shapes)
+
+
+def test_broadcast_shapes_refuses_what_numpy_refuses():
+    with pytest.raises(ValueError, match=r"broadcast_shapes: shapes \(2,\), \(3,\) cannot"):
+        la.broadcast_shapes((2,), (3,))
+    with pytest.raises(TypeError, match="tuple of non-negative ints"):
+        la.broadcast_shapes((2, -1))
+
+
+# 3 and 64 elements: compared with each; 65 and 300: sorted and binary-searched
+@pytest.mark.parametrize("n", [0, 3, 64, 65, 300])
+@pytest.mark.parametrize("dtype", [np.int8, np.uint64, np.float32, np.bool_])
+@pytest.mark.parametrize("invert", [False, True])
+def test_isin_matches_numpy(n, dtype, invert, device):
+    rng = np.random.default_rng(n)
+    x = rng.integers(0, 40, (5, 7)).astype(dtype)
+    y = rng.integers(0, 40, n).astype(dtype)
+    if dtype == np.float32 and n:
+        x[0, 0] = y[0] = np.nan                     # NaN is in nothing
+    got = la.isin(la.asarray(x, device=device), la.asarray(y, device=device), invert=invert)
+    assert got.dtype == la.bool
+    np.testing.assert_array_equal(got.numpy(), np.isin(x, y, invert=invert))
+
+
+def test_isin_takes_python_scalars():
+    np.testing.assert_array_equal(la.isin(la.asarray([1, 2, 3]), 2).numpy(), [False, True, False])
+    assert bool(la.isin(2.0, la.asarray([1, 2])))

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import lazyarray as la
+from lazyarray.graph_break import GraphBreakError
 
 
 class _Encoder:
@@ -155,3 +156,13 @@ def test_recompile_reason_for_a_changed_length_suggests_the_setting():
     reasons = [r for _, r in la.debug.metrics().recompiles]
     assert any("axis 1" in r and "la.config.length_buckets = True" in r for r in reasons), \
         reasons
+
+
+def test_strict_mode_names_what_to_do_about_the_bucket_slice():
+    """The slice back to the true length is a graph break; strict mode refuses it with a
+    hint of its own (not the generic one)."""
+    model = _EncoderModule()
+    la.sync()
+    with la.no_grad(), la.config.override(length_buckets=True, strict=True):
+        with pytest.raises(GraphBreakError, match="length bucket slice.*pad_to_bucket"):
+            model(la.asarray(np.ones((2, 5), np.int64)))

@@ -238,8 +238,16 @@ def _matmul_module(lhs: tuple, rhs: tuple, dims: dict) -> Module:
     ], [2])
 
 
+@pytest.mark.parametrize("general", [False, True], ids=["program", "step by step"])
 @pytest.mark.parametrize("batched", [False, True], ids=["2d", "batched"])
-def test_blocked_matmul_over_threads_matches_one_call(batched: bool) -> None:
+def test_products_split_over_the_native_pool_match_one_call(batched: bool, general: bool,
+                                                             monkeypatch) -> None:
+    """A product runs as tiles on the native pool, in a native program and step by step
+    (the general path runs the same task): a batched one a tile per product (4 on 3
+    threads), a 2-D one in a tile per thread."""
+    from lazyarray.devices.cpu import native_gemm, native_pool, native_program
+    if not native_gemm.available():
+        pytest.skip(reason="NumPy's BLAS is not its ILP64 OpenBLAS")
     rng = np.random.default_rng(3)
     if batched:
         a, b = rng.standard_normal((4, 96, 80), np.float32), rng.standard_normal((4, 80, 70), np.float32)
@@ -247,32 +255,79 @@ def test_blocked_matmul_over_threads_matches_one_call(batched: bool) -> None:
     else:
         a, b = rng.standard_normal((300, 200), np.float32), rng.standard_normal((200, 150), np.float32)
         dims = {"lhs_contracting": (1,), "rhs_contracting": (0,), "lhs_batch": (), "rhs_batch": ()}
-    from lazyarray.devices.cpu import cpu, native_gemm, native_pool
     calls = []
-    # a product runs as tiles on the native pool where NumPy's OpenBLAS is found (a
-    # batched one a tile per product: 4 on 3 threads), else as blocks on the Python pool
-    native = native_gemm.available()
-    owner, attr = (native_pool.NativePool, "run") if native else (cpu.ThreadPool, "run")
-    real = getattr(owner, attr)
+    real = native_pool.NativePool.run
 
-    def counting(self, *args):
-        calls.append(args[0].chunks if native else len(args[1]))
-        return real(self, *args)
-    old_flops = cpu.SPLIT_FLOPS
-    cpu.SPLIT_FLOPS = 1
-    setattr(owner, attr, counting)
-    try:
-        got = _device(3).compile(_matmul_module(a.shape, b.shape, dims)).run([a, b])[0]
-    finally:
-        setattr(owner, attr, real)
-        cpu.SPLIT_FLOPS = old_flops
-    assert calls and calls[0] == (4 if batched and native else 3), \
-        "the product was not split over the pool"
+    def counting(self, job):
+        calls.append(job.chunks)
+        return real(self, job)
+    monkeypatch.setattr(native_gemm, "SPLIT_WORK", 1)
+    monkeypatch.setattr(native_pool.NativePool, "run", counting)
+    if general:
+        monkeypatch.setattr(native_program, "eligible", lambda exe: False)
+    got = _device(3).compile(_matmul_module(a.shape, b.shape, dims)).run([a, b])[0]
+    assert calls and calls[0] == (4 if batched else 3), "the product was not split over the pool"
     np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-4, atol=1e-4)
 
 
+def test_an_integer_product_splits_over_the_native_pool(monkeypatch) -> None:
+    """An integer product (NumPy's matmul, not BLAS tiles) splits by batches over the
+    native pool's threads (`run_python`), with NumPy's result."""
+    from lazyarray.devices.cpu import cpu, native_pool
+    rng = np.random.default_rng(4)
+    a, b = rng.integers(-5, 5, (4, 96, 80)), rng.integers(-5, 5, (4, 80, 70))
+    dims = {"lhs_contracting": (2,), "rhs_contracting": (1,), "lhs_batch": (0,), "rhs_batch": (0,)}
+    module = Module("mm", [
+        I("parameter", (), a.shape, D.int64, {"number": 0}),
+        I("parameter", (), b.shape, D.int64, {"number": 1}),
+        I("dot_general", (0, 1), (4, 96, 70), D.int64, dims),
+    ], [2])
+    monkeypatch.setattr(cpu, "SPLIT_FLOPS", 1)
+    chunks: list = []
+    real = native_pool.NativePool.run_python
+
+    def spying(self, fn, ranges):
+        chunks.extend(ranges)
+        return real(self, fn, ranges)
+    monkeypatch.setattr(native_pool.NativePool, "run_python", spying)
+    got = _device(2).compile(module).run([a, b])[0]
+    assert chunks == [(0, 2), (2, 4)], "the product was not split over the pool"
+    np.testing.assert_array_equal(got, np.matmul(a, b))
+
+
+@pytest.mark.parametrize("general", [False, True], ids=["native program", "step by step"])
+def test_a_large_host_call_splits_its_rows_over_the_native_pool(general: bool, monkeypatch) -> None:
+    """An FFT's rows (a host call: NumPy's reference) run on the pool's threads in two
+    chunks, as a task of the native program or step by step, with NumPy's result."""
+    from lazyarray.compiler.primitive import PRIMITIVES
+    from lazyarray.devices.cpu import native_program
+    if general:
+        monkeypatch.setattr(native_program, "eligible", lambda exe: False)
+    x = np.random.default_rng(4).standard_normal((512, 512))
+    module = Module("rfft", [
+        I("parameter", (), x.shape, D.float64, {"number": 0}),
+        I("fft", (0,), (512, 257), D.complex128, {"fft_type": "RFFT", "fft_length": (512,)}),
+    ], [1])
+    call = PRIMITIVES["fft"].library
+    real = call.into
+    seen: list = []
+
+    def into(out, *args, **kw):
+        seen.append((out.shape[0], threading.get_ident()))
+        real(out, *args, **kw)
+    object.__setattr__(call, "into", into)     # (a frozen stanza: restored below)
+    try:
+        exe = _device(2).compile(module)
+        got = exe.run([x])[0]
+    finally:
+        object.__setattr__(call, "into", real)
+    assert sorted(n for n, _ in seen) == [256, 256], seen
+    assert (exe._fast[1] is None) == general
+    np.testing.assert_allclose(got, np.fft.rfft(x, axis=-1), rtol=1e-12, atol=1e-9)
+
+
 def test_blas_runs_single_threaded_inside_a_program_and_is_restored() -> None:
-    from lazyarray.devices.cpu.thread_pool import BLAS_THREADS, blas_single_threaded
+    from lazyarray.devices.cpu.blas_threads import BLAS_THREADS, blas_single_threaded
     libs = BLAS_THREADS.libs()
     if not libs:
         pytest.skip(reason="threadpoolctl found no BLAS library to control")

@@ -97,10 +97,10 @@ def test_a_program_of_our_own_products_leaves_blas_threads_alone(monkeypatch) ->
     """A program whose products are all our own code (dots, direct) calls no BLAS, so its
     run does not set BLAS's thread count to one and back (~3 us a sync); one with a BLAS
     tile does, and both match NumPy."""
-    from lazyarray.devices.cpu import thread_pool
+    from lazyarray.devices.cpu import blas_threads
     entered = []
-    real = thread_pool.BLAS_THREADS.enter
-    monkeypatch.setattr(thread_pool.BLAS_THREADS, "enter", lambda: (entered.append(1), real())[1])
+    real = blas_threads.BLAS_THREADS.enter
+    monkeypatch.setattr(blas_threads.BLAS_THREADS, "enter", lambda: (entered.append(1), real())[1])
     rng = np.random.default_rng(11)
     f32 = lambda *shape: rng.standard_normal(shape, dtype=np.float32)
     h, w3, g, w2 = f32(256, 64), f32(10, 64), f32(256, 10), f32(10, 96)

@@ -114,7 +114,8 @@ COMPLEX_CASES = [c for c in CASES if c.prim not in ("tuple",)
 # results with complex eigen- or singular vectors, each fixed only up to a phase: a loss
 # that sees the phase has no gradient (PyTorch and JAX refuse it too); their check
 # differentiates |result|^2, which no phase changes
-PHASE_FREE = {"eigh": lambda a: a["vectors"], "svd": lambda a: a["compute_uv"]}
+PHASE_FREE = {"eigh": lambda a: a["vectors"], "eig": lambda a: a["vectors"],
+              "svd": lambda a: a["compute_uv"]}
 
 
 @pytest.mark.parametrize("case", COMPLEX_CASES, ids=lambda c: c.id)

@@ -169,7 +169,7 @@ def test_array_namespace_is_lazyarray(device):
     t = la.asarray([1.0, 2.0])
     xp = t.__array_namespace__()
     assert xp is la
-    assert la.__array_api_version__ == "2024.12"
+    assert la.__array_api_version__ == "2025.12"
 
 
 def test_generic_array_api_code_runs(device):

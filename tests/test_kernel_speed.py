@@ -1,5 +1,5 @@
 """The code-shape choices made for speed: interleaved reduction loops, exp's scaling step,
-and the thread pool's contiguous blocks of chunks (correctness only, never timing)."""
+and Python work split over the native pool (correctness only, never timing)."""
 from __future__ import annotations
 
 import threading
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lazyarray.compiler.codegen import llvm_target, loops
-from lazyarray.devices.cpu.thread_pool import ThreadPool, _Blocks, split
+from lazyarray.devices.cpu.native_pool import NativePool, split
 
 
 def _sum_loop_ir() -> str:
@@ -54,24 +54,54 @@ def test_exp_scaling_exact_into_the_subnormals(x):
     assert ulp.max(initial=0) <= 2
 
 
-def test_blocks_deal_contiguous_runs_then_steal_from_the_largest_end():
-    q = _Blocks(8, 2)
-    assert [q.take(0) for _ in range(4)] == [0, 1, 2, 3]
-    assert q.take(0) == 7            # its own block is done: the other's last chunk
-    assert [q.take(1) for _ in range(3)] == [4, 5, 6]
-    assert q.take(1) is None and q.take(0) is None
-
-
-@pytest.mark.parametrize("threads,extent,parts", [(2, 100, 8), (3, 10, 10), (2, 5, 2), (4, 7, 3)])
-def test_pool_runs_every_chunk_once(threads, extent, parts):
-    pool = ThreadPool(threads)
+@pytest.mark.parametrize("threads,extent,parts", [(2, 100, 8), (3, 10, 10), (2, 5, 2), (4, 7, 3),
+                                                  (1, 9, 3)])
+def test_python_chunks_on_the_native_pool_run_every_chunk_once(threads, extent, parts):
+    pool = NativePool(threads)
     seen: list = []
     lock = threading.Lock()
 
     def fn(k, s, e):
         with lock:
-            seen.append((k, s, e))
+            seen.append((k, s, e, threading.get_ident()))
     ranges = split(extent, parts)
-    pool.run(fn, ranges)
-    pool.close()
-    assert sorted(seen) == [(k, s, e) for k, (s, e) in enumerate(ranges)]
+    try:
+        pool.run_python(fn, ranges)
+    finally:
+        pool.close()
+    assert sorted(c[:3] for c in seen) == [(k, s, e) for k, (s, e) in enumerate(ranges)]
+
+
+def test_python_chunks_run_on_the_pools_threads_at_once():
+    """Two chunks that each wait for the other to start: they can only both finish when
+    they run on two threads at the same time (NumPy's loops let the GIL go so); also in
+    the run that starts the pool's worker (it joins the job already published)."""
+    pool = NativePool(2)
+    started = [threading.Event(), threading.Event()]
+    met = []
+
+    def fn(k, s, e):
+        started[k].set()
+        met.append(started[1 - k].wait(timeout=10))
+    try:
+        pool.run_python(fn, [(0, 1), (1, 2)])
+    finally:
+        pool.close()
+    assert met == [True, True]
+
+
+def test_an_error_in_a_python_chunk_is_raised_and_no_chunk_starts_after_it():
+    pool = NativePool(2)
+    ran: list = []
+
+    def fn(k, s, e):
+        ran.append(k)
+        if k == 0:
+            raise KeyboardInterrupt        # as an interrupt arriving in a chunk would
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pool.run_python(fn, split(64, 64))
+        pool.run_python(lambda k, s, e: ran.append(-1), split(4, 2))   # usable after
+    finally:
+        pool.close()
+    assert ran.count(-1) == 2 and len(ran) < 64 + 2

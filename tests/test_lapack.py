@@ -187,7 +187,7 @@ def test_routines_are_scipy_cython_lapack_entry_points() -> None:
 
 def test_blas_is_held_to_one_thread_while_a_lapack_program_runs_then_restored() -> None:
     from lazyarray.devices.cpu.cpu import calls_blas
-    from lazyarray.devices.cpu.thread_pool import BLAS_THREADS, blas_single_threaded
+    from lazyarray.devices.cpu.blas_threads import BLAS_THREADS, blas_single_threaded
     assert lapack.available()                  # SciPy's OpenBLAS loaded and looked up
     controls = BLAS_THREADS.controls()
     before = [get() for get, _ in controls]

@@ -161,6 +161,8 @@ GRADIENTS = {
     "eigh_values": (lambda a: L.eigh(a).eigenvalues, [_S]),
     "eigh_vectors": (lambda a: L.eigh(a).eigenvectors ** 2, [_S]),
     "eigh_upper": (lambda a: L.eigh(a, UPLO="U").eigenvectors ** 2, [_S]),
+    "eigvals": (lambda a: la.abs(L.eigvals(a)) ** 2 + la.real(L.eigvals(a)), [_A]),
+    "eig_vectors": (lambda a: la.abs(L.eig(a).eigenvectors) ** 2, [_A]),
     "svdvals": (L.svdvals, [_TALL]),
     "svd_u_tall": (lambda a: L.svd(a, full_matrices=False).U ** 2, [_TALL]),
     "svd_vh_tall": (lambda a: L.svd(a, full_matrices=False).Vh ** 2, [_TALL]),
@@ -314,6 +316,30 @@ def test_complex_matches_numpy_linalg(name, dtype, device):
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol * 10)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
+def test_eig_matches_numpy_and_is_always_complex(dtype, device):
+    """eig/eigvals of general matrices: complex results (the array API, torch.linalg.eig),
+    the same eigenvalues as NumPy's, and A V = V diag(w) with unit columns."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((2, 4, 4))
+    a = (a + 1j * rng.standard_normal(a.shape) if np.dtype(dtype).kind == "c" else a).astype(dtype)
+    w, v = L.eig(la.asarray(a, device=device))
+    w, v = w.numpy(), v.numpy()
+    want = np.result_type(dtype, np.complex64)
+    assert w.dtype == want and v.dtype == want
+    tol = 1e-4 if want == np.complex64 else 1e-10
+    np.testing.assert_allclose(a @ v, v * w[..., None, :], atol=tol * 10)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=-2), 1, atol=tol)
+    key = lambda z: np.sort_complex(np.round(z, 3))     # noqa: E731
+    np.testing.assert_allclose(key(L.eigvals(la.asarray(a, device=device)).numpy()),
+                               key(np.linalg.eigvals(a)), atol=tol * 10)
+
+
+def test_eig_refuses_what_numpy_refuses():
+    with pytest.raises(ValueError, match=r"eig: needs square matrices, got shape \(2, 3\)"):
+        L.eig(la.ones((2, 3)))
+
+
 def _abs2(x):
     return la.abs(x) ** 2
 
@@ -332,6 +358,8 @@ COMPLEX_GRADIENTS = {
                                [_CA, np.swapaxes(_CB, -1, -2)]),
     "eigvalsh": (L.eigvalsh, [_CS]),
     "eigh_vectors": (lambda a: _abs2(L.eigh(a).eigenvectors), [_CS]),
+    "eigvals": (L.eigvals, [_CA]),
+    "eig_vectors": (lambda a: _abs2(L.eig(a).eigenvectors), [_CA]),
     "svdvals": (L.svdvals, [_CT]),
     "svd_u_tall": (lambda a: _abs2(L.svd(a, full_matrices=False).U), [_CT]),
     "svd_vh_wide": (lambda a: _abs2(L.svd(a, full_matrices=False).Vh), [_CW]),

@@ -25,7 +25,7 @@ from lazyarray.devices.cpu.cpu import CPUDevice
 from lazyarray.devices.interpreter import InterpreterDevice
 from lazyarray.devices.cpu.native_program import NativeProgram
 from lazyarray.devices.cpu.object_code import LoadedCode
-from lazyarray.devices.cpu.thread_pool import split
+from lazyarray.devices.cpu.native_pool import split
 
 I64 = ir.IntType(64)
 PTR = ir.PointerType()

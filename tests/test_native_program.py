@@ -336,6 +336,96 @@ def test_batched_products_run_in_the_native_program(threads, batch, m, n, k, tra
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("lhs,rhs,dims", [
+    # x @ W.T on (B, T, C): one (B*T, C) matrix, W read transposed
+    ((2, 16, 32), (96, 32), ((2,), (1,), (), ())),
+    # a weight gradient g.T @ x contracting batch and sequence: both (B*T, .) matrices
+    ((2, 16, 96), (2, 16, 32), ((0, 1), (0, 1), (), ())),
+    # heads split out of the width, batch dimensions leading: (B, H, T, D) @ (B, H, D, T)
+    ((2, 3, 8, 4), (2, 3, 4, 8), ((3,), (2,), (0, 1), (0, 1))),
+    # a batch dimension in the middle of the lhs: rows ld = 2 * 32 apart
+    ((16, 2, 32), (2, 32, 8), ((2,), (1,), (1,), (0,))),
+    # the lhs's free dimensions around its contracted one: its rows do not merge into
+    # one stride (not covered: the general path copies it)
+    ((4, 3, 8), (3, 5), ((1,), (0,), (), ())),
+])
+def test_products_of_operands_read_in_place_run_in_the_native_program(threads, lhs, rhs,
+                                                                       dims) -> None:
+    """dot_general whose operands read as (batch of) matrices without a copy (their
+    dimensions merged, transposed or not) is a task of the native job; the results are
+    the interpreter's. One that does not read so keeps the program on the general path."""
+    lc, rc, lb, rb = dims
+    attrs = {"lhs_contracting": lc, "rhs_contracting": rc, "lhs_batch": lb, "rhs_batch": rb}
+    out = tuple(lhs[d] for d in lb) + tuple(lhs[d] for d in range(len(lhs)) if d not in lc + lb) \
+        + tuple(rhs[d] for d in range(len(rhs)) if d not in rc + rb)
+    module = Module("mm3", [
+        I("parameter", (), lhs, F32, {"number": 0}),
+        I("parameter", (), rhs, F32, {"number": 1}),
+        I("dot_general", (0, 1), out, F32, attrs),
+        I("exponential", (2,), out, F32, {}),
+    ], [3])
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(lhs).astype(np.float32) * 0.2
+    b = rng.standard_normal(rhs).astype(np.float32) * 0.2
+    exe = _compile(module, threads)
+    got = exe.run([a, b])[0]
+    want = InterpreterDevice().compile(module).run([a, b])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    if lc == (1,) and not lb:
+        assert exe._fast[1] is None
+    else:
+        _program(exe)
+
+
+def _sort_between_kernels() -> Module:
+    """exp(x) sorted along its rows (a host step: NumPy's reference), then a sum."""
+    return Module("sorted", [
+        I("parameter", (), (64, 33), F32, {"number": 0}),
+        I("exponential", (0,), (64, 33), F32, {}),
+        I("sort", (1,), (64, 33), F32, {"dimension": 1, "descending": False}),
+        I("multiply", (2, 0), (64, 33), F32, {}),
+    ], [3, 2])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_host_step_runs_between_the_jobs_of_the_native_program(threads) -> None:
+    """A host step (a sort) no longer sends the program down the general path: the
+    native program runs it between two jobs, over the buffers its table names; the
+    results are the interpreter's, run after run."""
+    module = _sort_between_kernels()
+    exe = _compile(module, threads)
+    ref = InterpreterDevice().compile(module)
+    rng = np.random.default_rng(threads)
+    for _ in range(3):
+        x = rng.standard_normal((64, 33)).astype(np.float32)
+        got, want = exe.run([x]), ref.run([x])
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    kinds = [type(job).__name__ for job, _, _ in _program(exe).segments]
+    assert "HostStep" in kinds and "Job" in kinds, kinds
+
+
+def test_a_failing_host_step_raises_and_the_next_run_is_right(monkeypatch) -> None:
+    from lazyarray.devices.cpu import host_calls
+    module = _sort_between_kernels()
+    exe = _compile(module, 2)
+    x = np.random.default_rng(3).standard_normal((64, 33)).astype(np.float32)
+    want = InterpreterDevice().compile(module).run([x])
+    exe.run([x])
+    real = host_calls.host_call
+
+    def failing(*args):
+        raise KeyboardInterrupt       # as an interrupt arriving inside the call would
+    monkeypatch.setattr(host_calls, "host_call", failing)
+    with pytest.raises(KeyboardInterrupt):
+        exe.run([x])
+    monkeypatch.setattr(host_calls, "host_call", real)
+    for g, w in zip(exe.run([x]), want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    _program(exe)
+
+
 def test_memory_given_back_while_python_shuts_down(monkeypatch):
     """A handed-out output freed during the interpreter's shutdown gives its memory back
     after the module's globals (`sys`) are gone: no AttributeError printed at exit."""

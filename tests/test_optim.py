@@ -34,9 +34,10 @@ def ref_sgd(p, grads, lrs, momentum=0.0, dampening=0.0, wd=0.0, nesterov=False, 
     return out
 
 
-def ref_adam(p, grads, lrs, b1=0.9, b2=0.999, eps=1e-8, wd=0.0, decoupled=False):
+def ref_adam(p, grads, lrs, b1=0.9, b2=0.999, eps=1e-8, wd=0.0, decoupled=False, amsgrad=False):
     p = p.astype(np.float64)
     m, v, out = np.zeros_like(p), np.zeros_like(p), []
+    v_max = np.zeros_like(p)
     for t, (g, lr) in enumerate(zip(grads, lrs), start=1):
         g = g.astype(np.float64)
         if decoupled:
@@ -45,7 +46,8 @@ def ref_adam(p, grads, lrs, b1=0.9, b2=0.999, eps=1e-8, wd=0.0, decoupled=False)
             g = g + wd * p
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
-        mhat, vhat = m / (1 - b1 ** t), v / (1 - b2 ** t)
+        v_max = np.maximum(v_max, v)
+        mhat, vhat = m / (1 - b1 ** t), (v_max if amsgrad else v) / (1 - b2 ** t)
         p = p - lr * mhat / (np.sqrt(vhat) + eps)
         out.append(p)
     return out
@@ -64,6 +66,10 @@ CASES = [
     ("adam_l2", la.optim.Adam, {"betas": (0.8, 0.99), "weight_decay": 0.05}, ref_adam,
      {"b1": 0.8, "b2": 0.99, "wd": 0.05}),
     ("adamw", la.optim.AdamW, {"weight_decay": 0.1}, ref_adam, {"wd": 0.1, "decoupled": True}),
+    ("adam_amsgrad", la.optim.Adam, {"amsgrad": True, "betas": (0.5, 0.6)}, ref_adam,
+     {"amsgrad": True, "b1": 0.5, "b2": 0.6}),
+    ("adamw_amsgrad", la.optim.AdamW, {"amsgrad": True, "weight_decay": 0.1}, ref_adam,
+     {"amsgrad": True, "wd": 0.1, "decoupled": True}),
 ]
 
 

@@ -17,6 +17,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.primitive import PRIMITIVES
 from lazyarray.compiler.codegen import gpu_math, nvptx, ptxas
 from lazyarray.compiler.passes.pipeline import compile_plan
 from lazyarray.compiler.graph.trace import capture
@@ -212,7 +213,7 @@ def test_every_gpu_math_function_assembles(ty: ir.Type) -> None:
     for name in gpu_math.FLOAT_NAMES:
         fn, b = nvptx.new_kernel(mod, f"m_{name}", 1)
         x = b.load(b.gep(fn.args[0], [nvptx.c64(0)], source_etype=ty), typ=ty)
-        y = gpu_math.lower(b, name, [x, x] if name in ("power", "atan2", "fmod", "hypot") else [x])
+        y = gpu_math.lower(b, name, [x] * PRIMITIVES[name].arity)
         if y.type == nvptx.I1:
             y = b.uitofp(y, ty)
         b.store(y, b.gep(fn.args[0], [nvptx.c64(1)], source_etype=ty))

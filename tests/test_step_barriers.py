@@ -107,3 +107,47 @@ def test_a_training_step_with_unbarred_steps_matches_the_interpreter(
         assert f[-1] == 0                 # the last task of a job never goes on
     from lazyarray import runtime
     runtime.clear_caches()                # (a later test's spy sees its programs made)
+
+
+def test_a_kernel_of_several_steps_writes_its_value_in_each() -> None:
+    # a scatter: step 0 copies its operand into 10, step 1 (the same kernel) writes the
+    # updates into 10; step 2 reads 10 and must wait for step 1, not only for step 0
+    steps = [_loop(10, 0), _loop(10, 1), _loop(11, 10)]
+    for s in steps[:2]:
+        s.kernel = "scatter_7"
+    steps[2].kernel = "reduce_8"
+    exe = _exe(steps, {10: 0, 11: 1})
+    assert _free(exe) == []
+    assert step_barriers.writers(exe, native_program._used)[10] == {id(s) for s in steps[:2]}
+
+
+def _tied_embedding(w, tokens):
+    """A tied embedding's gradient (a scatter-add of the lookup plus the head's product)
+    and its squared norm (a reduction reading the scatter's result): the pattern of a GPT
+    step's gradient clipping."""
+    with la.GradientTape() as tape:
+        tape.watch(w)
+        h = la.nn.functional.embedding(tokens, w)
+        loss = la.tanh(h @ w.T).sum()
+    (g,) = tape.gradient(loss, [w])
+    return (g * g).sum().numpy(), (w - g * (g * g).sum()).numpy()
+
+
+@pytest.mark.skipif(not native_gemm.available(), reason="NumPy's BLAS is not its ILP64 OpenBLAS")
+def test_a_reduction_after_a_scatter_waits_for_it_run_after_run(monkeypatch) -> None:
+    """Repeated runs on 2 threads against the interpreter: a reduction free to run beside
+    the scatter's update step read its result half written (run to run differences)."""
+    made = made_programs(monkeypatch)
+    rng = np.random.default_rng(5)
+    w = la.asarray(rng.standard_normal((1024, 64)).astype(np.float32) * 0.1)
+    tokens = la.asarray(rng.integers(0, 1024, (8, 64)))
+    with la.config.override(device="interpreter"):
+        want = _tied_embedding(w, tokens)
+    with la.config.override(device="cpu", num_threads=2):
+        for _ in range(30):
+            got = _tied_embedding(w, tokens)
+            np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+    assert made, "the step did not run as a native program"
+    from lazyarray import runtime
+    runtime.clear_caches()

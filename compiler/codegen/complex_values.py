@@ -7,9 +7,12 @@ algorithm against overflow; sqrt through |z| by halves; log through hypot and at
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import llvmlite.ir as ir
 
 from ..hlo import dtypes as D
+from ..primitive import PRIMITIVES, MathCode
 from .llvm_types import Value, compute_type
 
 
@@ -124,11 +127,17 @@ def identity(kind: str, dtype: D.DType) -> Value:
 
 
 def math(e, name: str, z: Value) -> Value:
-    rule = _MATH.get(name)
-    if rule is None:
+    """Math op `name` of a complex z: the function its stanza's `math_code.complex` names."""
+    code = PRIMITIVES[name].math_code if name in PRIMITIVES else None
+    if code is None or code.complex is None:
         raise ValueError(f"{name}: not defined for complex {z.dtype.name} (complex math: "
-                         f"{', '.join(sorted(_MATH))})")
-    return rule(e, z)
+                         f"{', '.join(_with_complex_code())})")
+    return MathCode.code(code.complex)(e, z)
+
+
+def _with_complex_code() -> list:
+    return sorted(n for n, p in PRIMITIVES.items()
+                  if p.math_code is not None and p.math_code.complex is not None)
 
 
 _PI = 3.141592653589793
@@ -173,7 +182,7 @@ def _fix(e, out: tuple, rules: list) -> tuple:
 
 # ---- exp, expm1, the hyperbolic functions --------------------------------------------
 
-def _exp(e, z: Value) -> Value:
+def exp(e, z: Value) -> Value:
     re, im = parts(e, z)
     m = e.math("exponential", re)
     out = (e.mul(m, e.math("cosine", im)), e.mul(m, e.math("sine", im)))
@@ -191,7 +200,7 @@ def _exp_special(e, re, im, out, m, low):
     ])
 
 
-def _expm1(e, z: Value) -> Value:
+def expm1(e, z: Value) -> Value:
     """NumPy's formula: expm1(x) cos y - 2 sin^2(y/2) + i exp(x) sin y (no cancellation
     near 0)."""
     re, im = parts(e, z)
@@ -202,9 +211,10 @@ def _expm1(e, z: Value) -> Value:
     return make(e, *_exp_special(e, re, im, out, m1, _k(-1.0, re)), z.dtype)
 
 
-def _hyperbolic(e, z: Value, first: str, second: str, zero_rule: tuple) -> Value:
-    """sinh: (sinh x cos y, cosh x sin y); cosh: (cosh x cos y, sinh x sin y); the special
-    values where a 0 times an inf or NaN gave NaN."""
+def _hyperbolic(e, z: Value, first: str, second: str, zero_rule: Callable,
+                even: bool) -> Value:
+    """sinh: (sinh x cos y, cosh x sin y); cosh (`even`): (cosh x cos y, sinh x sin y); the
+    special values where a 0 times an inf or NaN gave NaN."""
     re, im = parts(e, z)
     out = (e.mul(e.math(first, re), e.math("cosine", im)),
            e.mul(e.math(second, re), e.math("sine", im)))
@@ -214,20 +224,21 @@ def _hyperbolic(e, z: Value, first: str, second: str, zero_rule: tuple) -> Value
                            _pick(e, _is_nan(e, out[1]), e.mul(im, _copysign(e, _k(1.0, re), re)),
                                  out[1]))),
         (e.b.and_(_eq(e, re, 0.0), bad_im), zero_rule(re)),
-        (e.b.and_(_is_inf(e, re), bad_im), (e.abs(re) if first == "cosh" else re,
+        (e.b.and_(_is_inf(e, re), bad_im), (e.abs(re) if even else re,
                                              _k(float("nan"), re))),
     ]), z.dtype)
 
 
-def _sinh(e, z: Value) -> Value:
-    return _hyperbolic(e, z, "sinh", "cosh", lambda re: (re, _k(float("nan"), re)))
+def sinh(e, z: Value) -> Value:
+    return _hyperbolic(e, z, "sinh", "cosh", lambda re: (re, _k(float("nan"), re)), False)
 
 
-def _cosh(e, z: Value) -> Value:
-    return _hyperbolic(e, z, "cosh", "sinh", lambda re: (_k(float("nan"), re), _k(0.0, re)))
+def cosh(e, z: Value) -> Value:
+    return _hyperbolic(e, z, "cosh", "sinh", lambda re: (_k(float("nan"), re), _k(0.0, re)),
+                       True)
 
 
-def _tanh(e, z: Value) -> Value:
+def tanh(e, z: Value) -> Value:
     """tanh(a + bi) = (sinh 2a + i sin 2b) / (cosh 2a + cos 2b); for |a| > 20 (where cosh
     overflows first) sign(a) + 2 sin 2b exp(-2|a|) i."""
     re, im = parts(e, z)
@@ -250,12 +261,12 @@ def _tanh(e, z: Value) -> Value:
 
 # ---- log, log1p, sqrt, sin, cos -------------------------------------------------------
 
-def _log(e, z: Value) -> Value:
+def log(e, z: Value) -> Value:
     re, im = parts(e, z)
     return make(e, e.math("log", abs_(e, z)), e.math("atan2", im, re), z.dtype)
 
 
-def _log1p(e, z: Value) -> Value:
+def log1p(e, z: Value) -> Value:
     """log(1 + z) as NumPy computes it: log|1 + z| + i atan2(y, 1 + x); for |z| < 1/2 the
     modulus through log1p(x (2 + x) + y^2) / 2, which keeps the digits of a small z."""
     re, im = parts(e, z)
@@ -267,7 +278,7 @@ def _log1p(e, z: Value) -> Value:
     return make(e, _pick(e, small, near, far), e.math("atan2", im, one_x), z.dtype)
 
 
-def _sqrt(e, z: Value) -> Value:
+def sqrt(e, z: Value) -> Value:
     """t = sqrt((|z| + |re|) / 2); re >= 0: (t, im / 2t), else (|im| / 2t, copysign(t, im))."""
     re, im = parts(e, z)
     bb = e.b
@@ -287,14 +298,14 @@ def _sqrt(e, z: Value) -> Value:
                 z.dtype)
 
 
-def _sin(e, z: Value) -> Value:
+def sin(e, z: Value) -> Value:
     """sin z = -i sinh(i z): sinh's special values carry over (C99 defines them so)."""
-    return _times_minus_i(e, _sinh(e, _times_i(e, z)))
+    return _times_minus_i(e, sinh(e, _times_i(e, z)))
 
 
-def _cos(e, z: Value) -> Value:
+def cos(e, z: Value) -> Value:
     """cos z = cosh(i z)."""
-    return _cosh(e, _times_i(e, z))
+    return cosh(e, _times_i(e, z))
 
 
 # ---- inverse trigonometric and hyperbolic functions ------------------------------------
@@ -308,14 +319,14 @@ def _roots(e, z: Value, shift: float) -> tuple:
     re, im = parts(e, z)
     one = _k(1.0, re)
     if shift > 0:
-        a = _sqrt(e, make(e, e.sub(one, re), e.neg(im), z.dtype))
+        a = sqrt(e, make(e, e.sub(one, re), e.neg(im), z.dtype))
     else:
-        a = _sqrt(e, make(e, e.sub(re, one), im, z.dtype))
-    b = _sqrt(e, make(e, e.add(one, re), im, z.dtype))
+        a = sqrt(e, make(e, e.sub(re, one), im, z.dtype))
+    b = sqrt(e, make(e, e.add(one, re), im, z.dtype))
     return parts(e, a), parts(e, b)
 
 
-def _acos(e, z: Value) -> Value:
+def acos(e, z: Value) -> Value:
     """acos z = 2 atan2(re a, re b) + i asinh(im(conj(b) a)), a = sqrt(1 - z), b = sqrt(1 + z)."""
     re, im = parts(e, z)
     (ar, ai), (br, bi) = _roots(e, z, 1.0)
@@ -344,7 +355,7 @@ def _acos_special(e, re, im) -> list:
     ]
 
 
-def _acosh(e, z: Value) -> Value:
+def acosh(e, z: Value) -> Value:
     """acosh z = asinh(re(conj(a) b)) + 2i atan2(im a, re b), a = sqrt(z - 1), b = sqrt(z + 1);
     its special values are acos's turned a quarter: acosh z = +-i acos z."""
     re, im = parts(e, z)
@@ -357,7 +368,7 @@ def _acosh(e, z: Value) -> Value:
     return make(e, *_fix(e, out, rules), z.dtype)
 
 
-def _asin(e, z: Value) -> Value:
+def asin(e, z: Value) -> Value:
     """asin z = atan2(x, re(a b)) + i asinh(im(conj(a) b)), a = sqrt(1 - z), b = sqrt(1 + z)."""
     re, im = parts(e, z)
     (ar, ai), (br, bi) = _roots(e, z, 1.0)
@@ -379,12 +390,12 @@ def _times_minus_i(e, z: Value) -> Value:
     return make(e, im, e.neg(re), z.dtype)
 
 
-def _asinh(e, z: Value) -> Value:
+def asinh(e, z: Value) -> Value:
     """asinh z = -i asin(i z)."""
-    return _times_minus_i(e, _asin(e, _times_i(e, z)))
+    return _times_minus_i(e, asin(e, _times_i(e, z)))
 
 
-def _atanh(e, z: Value) -> Value:
+def atanh(e, z: Value) -> Value:
     """atanh z = log1p(4x / ((1 - x)^2 + y^2)) / 4 + i atan2(2y, (1 - x)(1 + x) - y^2) / 2;
     for |z| > 2^26 (where the squares would lose or overflow) 1/z + i sign(y) pi/2."""
     re, im = parts(e, z)
@@ -406,12 +417,12 @@ def _atanh(e, z: Value) -> Value:
     ]), z.dtype)
 
 
-def _atan(e, z: Value) -> Value:
+def atan(e, z: Value) -> Value:
     """atan z = -i atanh(i z)."""
-    return _times_minus_i(e, _atanh(e, _times_i(e, z)))
+    return _times_minus_i(e, atanh(e, _times_i(e, z)))
 
 
-def _sign(e, z: Value) -> Value:
+def sign(e, z: Value) -> Value:
     """z / |z|, and 0 for 0 (NumPy 2's sign of a complex number); with an infinite part,
     the direction of its infinity (sign(inf + 1i) = 1)."""
     re, im = parts(e, z)
@@ -428,7 +439,7 @@ def _sign(e, z: Value) -> Value:
 
 def power(e, a: Value, b: Value) -> Value:
     """a ** b = exp(b log a), with 0 ** b = 0 for re(b) > 0 and anything ** 0 = 1."""
-    out = _exp(e, mul(e, b, _log(e, a)))
+    out = exp(e, mul(e, b, log(e, a)))
     ar, ai = parts(e, a)
     br, bi = parts(e, b)
     zero = ir.Constant(ar.ir.type, 0.0)
@@ -439,8 +450,3 @@ def power(e, a: Value, b: Value) -> Value:
     out_ir = e.b.select(a_zero, nought, out.ir)
     return Value(e.b.select(b_zero, one, out_ir), a.dtype)
 
-
-_MATH = {"exponential": _exp, "log": _log, "sqrt": _sqrt, "sine": _sin, "cosine": _cos,
-         "sinh": _sinh, "cosh": _cosh, "tanh": _tanh, "exponential_minus_one": _expm1,
-         "log_plus_one": _log1p, "acos": _acos, "acosh": _acosh, "asin": _asin,
-         "asinh": _asinh, "atan": _atan, "atanh": _atanh, "sign": _sign}

@@ -236,7 +236,7 @@ class CPUCodegen:
         if len(outputs) != 1:
             return shape, outputs
         ins = self.ins[outputs[0]]
-        if ins.op != "reshape" or ins.operands[0] not in kern.members:
+        if not PRIMITIVES[ins.op].linear or ins.operands[0] not in kern.members:
             return shape, outputs
         inner = self.ins[ins.operands[0]].shape
         if len(inner) <= len(shape) or not inner:

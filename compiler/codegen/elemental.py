@@ -2,8 +2,9 @@
 
 This is the one place that knows how each primitive computes an element (XLA's elemental
 IR emitter): elementwise ops through their stanza's `emit` rule against the methods below,
-index-moving ops through `index_rules`, reductions as a loop at the index. Targets wrap it
-in loops (cpu_kernels.py) and give it their math table; nothing here is CPU-specific.
+index-moving ops through their stanza's index rule (`index_rules`), reductions as a loop
+at the index. Targets wrap it in loops (cpu_kernels.py) and give it their math table;
+nothing here is CPU-specific.
 
 An index is a list of i64 LLVM values, one per dimension. Values carry their dtype; half
 floats are computed in float32 and rounded after every op, as the references do.
@@ -17,10 +18,9 @@ import numpy as np
 
 from ..hlo import dtypes as D
 from ..hlo.module import Module
-from ..primitive import ELEMENTWISE, INDEXING, PRIMITIVES
+from ..primitive import ELEMENTWISE, PRIMITIVES
 from ..primitives.reduction import identity, reducer_of
 from . import complex_values as cx
-from . import index_rules
 from .llvm_types import (F16, F32, HALF, I1, I16, I32, I64, Value, compute_type, constant,
                          storage_type)
 from .loops import const, counted_loop
@@ -109,9 +109,8 @@ class ElementalEmitter:
         if prim.kind == ELEMENTWISE:
             args = [self.at(o, index) for o in ins.operands]
             return self.round(prim.emit(self, *args, **ins.attrs))
-        if prim.kind == INDEXING:
-            return index_rules.RULES[ins.op](self, ins, index)
-        if callable(prim.emit):       # the index form: emit(e, instruction, index)
+        if callable(prim.emit):       # the index form (index moves, iota, reductions):
+                                      # emit(e, instruction, index)
             return prim.emit(self, ins, index)
         raise ValueError(f"{ins.op}: cannot be computed element by element "
                          f"({prim.kind} op); it must run as its own step and be read from memory")
@@ -473,10 +472,10 @@ class ElementalEmitter:
     def rem(self, a: Value, b: Value) -> Value:
         bb, d = self.b, a.dtype
         if d.is_float:
-            if "fmod" in self.math_table.supported():
+            if self.math_table.lowers("remainder"):
                 # the GPU: NVPTX expands frem as x - trunc(x/y)*y (fmod(inf, inf) gave inf,
                 # and large quotients lose the result); libdevice's fmod is exact
-                return self.math("fmod", a, b)
+                return self.math("remainder", a, b)
             return Value(bb.frem(a.ir, b.ir), d)
         safe, zero, minus = self._safe_divisor(a, b)
         r = bb.srem(a.ir, safe) if d.kind == "int" else bb.urem(a.ir, safe)

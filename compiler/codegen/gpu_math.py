@@ -2,14 +2,14 @@
 
 LLVM's NVPTX back end cannot lower `llvm.exp`, `llvm.log`, `llvm.sin`, `llvm.pow` and
 most other math intrinsics: it aborts the whole process (not a Python exception). So the
-GPU never uses them. Each math name maps to one of:
+GPU never uses them. Each math op's stanza names one of (`MathCode.cuda`):
 
 - an LLVM intrinsic that NVPTX does lower to one PTX instruction (`sqrt.rn`, `cvt.rmi`...);
 - a function of NVIDIA's libdevice (`__nv_expf`...), linked in from `libdevice.10.bc` of
   the CUDA install (or of the `nvidia-cuda-nvcc` wheel) after the kernels are emitted;
-- a short composite of those (logistic, is_finite).
+- a short composite of those (`logistic`, `is_finite` below).
 
-A name with no entry, or a libdevice function when no libdevice file is found, raises
+An op with no entry, or a libdevice function when no libdevice file is found, raises
 `NotImplementedError` naming the op here, in Python, before any IR reaches LLVM.
 `INTRINSICS_OK` lists the intrinsics known to lower; `check_intrinsics` refuses any other
 declaration in a module about to be compiled, as a last guard.
@@ -35,24 +35,8 @@ from typing import Any, Optional
 import llvmlite.ir as ir
 
 from ..hlo import dtypes as D
+from ..primitive import PRIMITIVES, MathCode
 from .math_table import MathTable
-
-# math name -> libdevice base name (float32 adds "f": __nv_expf; float64 uses the base)
-LIBDEVICE = {
-    "exponential": "exp", "exponential_minus_one": "expm1", "log": "log",
-    "log_plus_one": "log1p", "rsqrt": "rsqrt", "tanh": "tanh", "sine": "sin",
-    "cosine": "cos", "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan",
-    "sinh": "sinh", "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
-    "erf": "erf", "power": "pow", "atan2": "atan2", "fmod": "fmod", "hypot": "hypot",
-}
-
-# math name -> LLVM intrinsic that NVPTX lowers to a single instruction
-INTRINSIC = {
-    "sqrt": "llvm.sqrt", "floor": "llvm.floor", "ceil": "llvm.ceil",
-    "round_nearest_even": "llvm.rint", "truncate": "llvm.trunc",
-}
-
-COMPOSITE = ("logistic", "is_finite")
 
 # Intrinsic families (name without the type suffix) that the NVPTX back end lowers for
 # every integer and float type the emitters use. Checked by tests/test_ptx.py, one
@@ -67,20 +51,32 @@ INTRINSICS_OK = (
     "llvm.nvvm",
 )
 
-FLOAT_NAMES = tuple(LIBDEVICE) + tuple(INTRINSIC) + COMPOSITE
+
+def _entry(name: str) -> Optional[str]:
+    """What op `name`'s stanza says for CUDA (`MathCode.cuda`), or None."""
+    prim = PRIMITIVES.get(name)
+    code = prim.math_code if prim is not None else None
+    return code.cuda if code is not None else None
+
+
+# the math ops a GPU lowers, from their stanzas
+FLOAT_NAMES = tuple(sorted(n for n in PRIMITIVES if _entry(n) is not None))
 
 
 def supported(name: str) -> bool:
-    return name in LIBDEVICE or name in INTRINSIC or name in COMPOSITE
+    return _entry(name) is not None
 
 
 def check(name: str, op: Optional[str] = None) -> None:
     """Raise NotImplementedError (in Python, before LLVM) if `name` cannot run on a GPU."""
-    if not supported(name):
+    entry = _entry(name)
+    if entry is None:
         raise NotImplementedError(
             f"{op or name}: no CUDA lowering for math function {name!r}; the GPU math table "
-            f"(compiler/codegen/gpu_math.py) has {', '.join(sorted(FLOAT_NAMES))}")
-    if name in LIBDEVICE or name == "logistic":
+            f"(the stanzas' MathCode.cuda) has {', '.join(FLOAT_NAMES)}")
+    kind = MathCode.kind(entry)
+    if kind == "library" or (kind == "code" and getattr(MathCode.code(entry), "needs_libdevice",
+                                                         False)):
         if libdevice_path() is None:
             raise NotImplementedError(
                 f"{op or name}: math function {name!r} needs NVIDIA's libdevice, and no "
@@ -111,13 +107,13 @@ def lower(builder: ir.IRBuilder, name: str, args: list, op: Optional[str] = None
     if not isinstance(ty, (ir.FloatType, ir.DoubleType)):
         raise NotImplementedError(f"{op or name}: GPU math on {ty} values; widen half "
                                   f"types to float first")
-    if name in INTRINSIC:
-        return builder.call(_intrinsic(builder.module, INTRINSIC[name], ty, len(args)), args)
-    if name == "is_finite":
-        return _is_finite(builder, args[0])
-    if name == "logistic":
-        return _logistic(builder, args[0])
-    return builder.call(_libdevice_fn(builder.module, LIBDEVICE[name], ty, len(args)), args)
+    entry = _entry(name)
+    kind = MathCode.kind(entry)
+    if kind == "intrinsic":
+        return builder.call(_intrinsic(builder.module, entry, ty, len(args)), args)
+    if kind == "code":
+        return MathCode.code(entry)(builder, *args)
+    return builder.call(_libdevice_fn(builder.module, entry, ty, len(args)), args)
 
 
 class GPUMath(MathTable):
@@ -125,6 +121,7 @@ class GPUMath(MathTable):
     nothing outside this file decides what reaches the NVPTX back end."""
 
     target = "cuda"
+    field = "cuda"
 
     def emit(self, e, name: str, args: list, dtype: D.DType) -> ir.Value:
         return lower(e.b, name, args, op=name)
@@ -156,13 +153,13 @@ def _libdevice_fn(module: ir.Module, base: str, ty: ir.Type, nargs: int) -> ir.F
     return ir.Function(module, ir.FunctionType(ty, [ty] * nargs), name)
 
 
-def _is_finite(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+def is_finite(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     # |x| < inf is false for inf and (ordered compare) for NaN
     fabs = _intrinsic(builder.module, "llvm.fabs", x.type, 1)
     return builder.fcmp_ordered("<", builder.call(fabs, [x]), ir.Constant(x.type, float("inf")))
 
 
-def _logistic(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+def logistic(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """1/(1+e^-x) for x >= 0 and e^x/(1+e^x) below: exp never overflows."""
     ty = x.type
     one = ir.Constant(ty, 1.0)
@@ -172,6 +169,9 @@ def _logistic(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
     denom = builder.fadd(one, e)
     positive = builder.fcmp_ordered(">=", x, ir.Constant(ty, 0.0))
     return builder.select(positive, builder.fdiv(one, denom), builder.fdiv(e, denom))
+
+
+logistic.needs_libdevice = True      # its exp is libdevice's
 
 
 def check_intrinsics(module: Any, where: str = "kernel") -> None:

@@ -1,10 +1,11 @@
 """Index-moving ops inside the elemental emitter: which operand element an output element
 is, as index arithmetic (no data moves; the consumer reads through the map).
 
-Each rule is (emitter, instruction, output index) -> Value. Where an op chooses between
-operands (pad, concatenate, dynamic_update_slice) every candidate index is clamped into
-its operand, all candidates are computed and one is selected: loads stay in bounds and
-the loop stays branch-free, so it still vectorizes.
+Each rule is (emitter, instruction, output index) -> Value: the `emit` of its op's stanza
+(compiler/primitives/structural.py), in the elemental emitter's index form. Where an op
+chooses between operands (pad, concatenate, dynamic_update_slice) every candidate index is
+clamped into its operand, all candidates are computed and one is selected: loads stay in
+bounds and the loop stays branch-free, so it still vectorizes.
 """
 from __future__ import annotations
 
@@ -239,10 +240,3 @@ def gather(e, ins: Any, index: list):
 def _bool(e, v: ir.Value) -> Value:
     return Value(v, D.bool_)
 
-
-RULES = {
-    "broadcast_in_dim": broadcast_in_dim, "reshape": reshape, "transpose": transpose,
-    "slice": slice_, "reverse": reverse, "pad": pad, "concatenate": concatenate,
-    "dynamic_slice": dynamic_slice, "dynamic_update_slice": dynamic_update_slice,
-    "gather": gather,
-}

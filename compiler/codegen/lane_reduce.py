@@ -10,13 +10,14 @@ SLP vectorizer (still on at that tier) packs into vector registers. The order of
 sum changes as the vectorized tier's does (reassociation is allowed for reductions).
 
 Lanes are a vector register's worth of the accumulator's type (at most 16), for the float
-and integer kinds over cheap element code (see CHEAP); complex and bool reductions, and
+and integer kinds over cheap element code (see MAX_BODY); complex and bool reductions, and
 costly element code, keep one accumulator.
 """
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from ..primitive import INDEXING, LEAF, PRIMITIVES
 from . import llvm_target
 from .llvm_types import Value
 from .loops import const, counted_loop
@@ -27,35 +28,29 @@ from .register_reduce import Accumulator, unflatten
 VECTORS = 1
 MAX_LANES = 16
 
-# The element code the lanes copy: ops of one or a few instructions, at most MAX_BODY of
-# them. A body with a transcendental function or an index computation is bound by its own
-# work rather than by the add's latency, and copying it costs compile time (a sum of
-# tanh(exp(x)) took 3x longer to compile with lanes).
-CHEAP = frozenset({"add", "subtract", "multiply", "divide", "negate", "abs", "maximum",
-                   "minimum", "clamp", "select", "compare", "convert", "and", "or", "xor",
-                   "not", "sign", "floor", "ceil", "truncate", "round_nearest_even", "sqrt",
-                   "is_finite"})
-LEAVES = frozenset({"parameter", "constant", "iota"})
-MOVES = frozenset({"broadcast_in_dim", "reshape"})     # (the same element, or one reused)
+# The element code the lanes copy: ops of one or a few instructions (their stanzas say
+# `cheap`), at most MAX_BODY of them besides index moves. A body with a transcendental
+# function or an index computation is bound by its own work rather than by the add's
+# latency, and copying it costs compile time (a sum of tanh(exp(x)) took 3x longer to
+# compile with lanes).
 MAX_BODY = 16
 
 
 def cheap_body(instructions: list, members: set, srcs: list) -> bool:
     """Whether the values reduced (`srcs`, computed from the kernel's `members`) are cheap
-    element code (see CHEAP)."""
+    element code (see MAX_BODY)."""
     seen, todo, count = set(), list(srcs), 0
     while todo:
         p = todo.pop()
         if p in seen:
             continue
         seen.add(p)
-        op = instructions[p].op
-        if p not in members or op in LEAVES:
+        prim = PRIMITIVES[instructions[p].op]
+        if p not in members or prim.kind == LEAF:
             continue                  # read from memory, or a leaf
-        if op in CHEAP:
-            count += 1
-        elif op not in MOVES:
+        if not prim.cheap:
             return False
+        count += prim.kind != INDEXING
         todo.extend(instructions[p].operands)
     return count <= MAX_BODY
 

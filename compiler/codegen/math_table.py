@@ -1,19 +1,21 @@
 """Per-target math: how each transcendental or rounding function becomes code.
 
-The elemental emitter asks the target's table (`table.emit(e, name, args, dtype)`); a
-target overrides only what it lowers differently. The CPU uses LLVM intrinsics where the
-x86/AArch64 back ends lower them, libm calls for the rest, and a few small compositions.
+The elemental emitter asks the target's table (`table.emit(e, name, args, dtype)`), which
+does what the op's stanza says for that target (`Primitive.math_code`); a target overrides
+only what it lowers differently. The CPU uses LLVM intrinsics where the x86/AArch64 back
+ends lower them, libm calls for the rest, a few small compositions (below) and inline
+float32 code (poly_math.py).
 An op a target cannot lower raises ValueError naming it, in Python, before LLVM sees it
 (the NVPTX back end aborts the process on an intrinsic it cannot lower).
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Optional
 
 import llvmlite.ir as ir
 
 from ..hlo import dtypes as D
-from . import poly_math
+from ..primitive import PRIMITIVES, MathCode
 from .llvm_types import F32
 
 
@@ -22,29 +24,41 @@ def _suffix(ty: ir.Type) -> str:
 
 
 class MathTable:
-    """Base table: compositions every target shares; subclasses fill `intrinsics`/`calls`."""
+    """A target's math: what each math op's stanza says for it (`Primitive.math_code`, the
+    entry named `field`), with the intrinsic and library-call forms every LLVM target
+    shares. A subclass names its field and overrides what it lowers differently."""
 
     target = "generic"
-    intrinsics: dict = {}       # op name -> LLVM intrinsic prefix ("llvm.exp")
-    calls: dict = {}            # op name -> C function name (float variant gets an "f")
-    float32_code: dict = {}     # op name -> inline code for float32 (poly_math)
+    field = None                # the MathCode entry this target reads ("cpu", "cuda")
+    float32_field = None        # the entry of inline float32 code, preferred where given
+
+    def entry(self, name: str, field: str = "") -> Optional[str]:
+        """The stanza's entry for this target (or its `field`), or None."""
+        prim = PRIMITIVES.get(name)
+        code = prim.math_code if prim is not None else None
+        field = field or self.field
+        return getattr(code, field) if code is not None and field else None
 
     def emit(self, e, name: str, args: list, dtype: D.DType) -> ir.Value:
-        fast = self.float32_code.get(name)
+        fast = self.entry(name, self.float32_field) if self.float32_field else None
         if fast is not None and args and args[0].type == F32:
-            return fast(self, e, *args)
-        composite = COMPOSITES.get(name)
-        if composite is not None and name not in self.intrinsics and name not in self.calls:
-            return composite(self, e, args, dtype)
-        if name in self.intrinsics:
-            return self.intrinsic(e, self.intrinsics[name], args)
-        if name in self.calls:
-            return self.libcall(e, self.calls[name], args)
-        raise ValueError(f"{name}: no {self.target} lowering for {dtype.name}; "
-                         f"this target lowers {', '.join(sorted(self.supported()))}")
+            return MathCode.code(fast)(self, e, *args)
+        found = self.entry(name)
+        if found is None:
+            raise ValueError(f"{name}: no {self.target} lowering for {dtype.name}; "
+                             f"this target lowers {', '.join(sorted(self.supported()))}")
+        kind = MathCode.kind(found)
+        if kind == "code":
+            return MathCode.code(found)(self, e, args, dtype)
+        if kind == "intrinsic":
+            return self.intrinsic(e, found, args)
+        return self.libcall(e, found, args)
+
+    def lowers(self, name: str) -> bool:
+        return self.entry(name) is not None
 
     def supported(self) -> set:
-        return set(self.intrinsics) | set(self.calls) | set(COMPOSITES)
+        return {n for n in PRIMITIVES if self.entry(n) is not None}
 
     def intrinsic(self, e, prefix: str, args: list) -> ir.Value:
         ty = args[0].type
@@ -62,14 +76,14 @@ class MathTable:
         return e.b.call(fn, args)
 
 
-# ---- compositions from other math: the same on every target -------------------------
+# ---- compositions from other math, which stanzas name ---------------------------------
 
-def _rsqrt(table: MathTable, e, args: list, dtype: D.DType) -> ir.Value:
+def rsqrt(table: MathTable, e, args: list, dtype: D.DType) -> ir.Value:
     (x,) = args
     return e.b.fdiv(ir.Constant(x.type, 1.0), table.emit(e, "sqrt", [x], dtype))
 
 
-def _logistic(table: MathTable, e, args: list, dtype: D.DType) -> ir.Value:
+def logistic(table: MathTable, e, args: list, dtype: D.DType) -> ir.Value:
     # 1 / (1 + exp(-x)): exp overflows to inf for very negative x, giving exactly 0
     (x,) = args
     one = ir.Constant(x.type, 1.0)
@@ -77,20 +91,13 @@ def _logistic(table: MathTable, e, args: list, dtype: D.DType) -> ir.Value:
     return e.b.fdiv(one, e.b.fadd(one, ex))
 
 
-def _is_finite(table: MathTable, e, args: list, dtype: D.DType) -> ir.Value:
+def is_finite(table: MathTable, e, args: list, dtype: D.DType) -> ir.Value:
     (x,) = args
     ax = table.intrinsic(e, "llvm.fabs", [x])
     return e.b.fcmp_ordered("<", ax, ir.Constant(x.type, float("inf")))
 
 
-COMPOSITES: dict[str, Callable] = {
-    "rsqrt": _rsqrt,
-    "logistic": _logistic,
-    "is_finite": _is_finite,
-}
-
-
-def _hypot_f32(table: MathTable, e, x: ir.Value, y: ir.Value) -> ir.Value:
+def hypot_f32(table: MathTable, e, x: ir.Value, y: ir.Value) -> ir.Value:
     """sqrt(x^2 + y^2) in double, rounded once: glibc's hypotf, so NumPy's float32 hypot
     bit for bit (a double holds the squares of every float exactly enough, and never
     overflows), and vectorizable; +inf where either is infinite, a NaN beside it too."""
@@ -106,19 +113,8 @@ def _hypot_f32(table: MathTable, e, x: ir.Value, y: ir.Value) -> ir.Value:
 
 class CPUMath(MathTable):
     target = "cpu"
-    # vectorizable; libm would be one call per element
-    float32_code = {**poly_math.FLOAT32, "hypot": _hypot_f32}
-    intrinsics = {
-        "exponential": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt",
-        "sine": "llvm.sin", "cosine": "llvm.cos", "floor": "llvm.floor", "ceil": "llvm.ceil",
-        "round_nearest_even": "llvm.roundeven", "truncate": "llvm.trunc", "power": "llvm.pow",
-    }
-    calls = {
-        "exponential_minus_one": "expm1", "log_plus_one": "log1p", "tanh": "tanh",
-        "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh",
-        "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "erf": "erf",
-        "atan2": "atan2", "hypot": "hypot",      # float64: libm's, as NumPy's
-    }
+    field = "cpu"
+    float32_field = "cpu_float32"     # vectorizable; libm would be one call per element
 
 
 CPU_MATH = CPUMath()

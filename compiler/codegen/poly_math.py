@@ -3,8 +3,8 @@
 LLVM lowers `llvm.exp` on x86 to one libm call per element (a vector of 16 becomes 16
 calls); these versions are plain arithmetic and selects that the loop vectorizer widens.
 Accuracy: a few ulp over the whole float32 range (Cephes-style minimax polynomials after
-range reduction), checked against NumPy by the codegen tests. A target may use them from
-its math table (`CPUMath` does for float32).
+range reduction), checked against NumPy by the codegen tests. The CPU uses them for float32
+where an op's stanza names one (`MathCode.cpu_float32`).
 """
 from __future__ import annotations
 
@@ -169,7 +169,3 @@ def log_f32(table, e, x: ir.Value) -> ir.Value:
     out = b.select(b.fcmp_ordered("==", x, _c(0.0)), _c(float("-inf")), out)
     # x < 0 or NaN: NaN
     return b.select(b.fcmp_unordered("<", x, _c(0.0)), _c(float("nan")), out)
-
-
-FLOAT32 = {"exponential": exp_f32, "tanh": tanh_f32, "logistic": logistic_f32, "erf": erf_f32,
-           "log": log_f32}

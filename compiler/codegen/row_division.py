@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from ..primitive import PRIMITIVES
 from .llvm_target import has_feature
 from .llvm_types import F32, Value
 
@@ -40,7 +41,7 @@ def row_divisions(module, members: set, wide: set) -> dict:
         if i.op != "divide" or not i.dtype.is_float or i.dtype.is_complex:
             continue
         divisor = ins[i.operands[1]]
-        if i.operands[1] in wide and divisor.op == "broadcast_in_dim":
+        if i.operands[1] in wide and PRIMITIVES[divisor.op].repeats:
             out[m] = divisor.operands[0]
     return out
 

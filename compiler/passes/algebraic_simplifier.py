@@ -30,6 +30,8 @@ element is that value):
   library reads the transposed operand in place (BLAS's transpose flag) instead of a
   kernel copying it first.
 
+Each op's stanza names its rule (`Primitive.simplify`); the functions are here.
+
 `x + 0 -> x` may turn a -0.0 result into -0.0 where IEEE gives +0.0; the values compare
 equal, and XLA makes the same trade.
 """
@@ -39,6 +41,7 @@ from typing import Callable, Optional
 
 from ..hlo import dtypes as D
 from ..hlo.module import Instruction, Module
+from ..primitive import PRIMITIVES
 from .rewrite import Builder, rebuild, splat
 
 _MANTISSA = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
@@ -67,7 +70,7 @@ def _is(b: Builder, pos: int, value) -> bool:
     return v is not None and bool(v == value)
 
 
-def _add(b: Builder, ins: Instruction) -> Optional[int]:
+def add_zero(b: Builder, ins: Instruction) -> Optional[int]:
     x, y = ins.operands
     if _is(b, y, 0):
         return x
@@ -76,12 +79,12 @@ def _add(b: Builder, ins: Instruction) -> Optional[int]:
     return None
 
 
-def _subtract(b: Builder, ins: Instruction) -> Optional[int]:
+def subtract_zero(b: Builder, ins: Instruction) -> Optional[int]:
     x, y = ins.operands
     return x if _is(b, y, 0) else None
 
 
-def _multiply(b: Builder, ins: Instruction) -> Optional[int]:
+def multiply_one_or_zero(b: Builder, ins: Instruction) -> Optional[int]:
     x, y = ins.operands
     if _is(b, y, 1):
         return x
@@ -95,22 +98,22 @@ def _multiply(b: Builder, ins: Instruction) -> Optional[int]:
     return None
 
 
-def _right_identity_one(b: Builder, ins: Instruction) -> Optional[int]:
+def right_identity_one(b: Builder, ins: Instruction) -> Optional[int]:
     x, y = ins.operands
     return x if _is(b, y, 1) else None
 
 
-def _involution(b: Builder, ins: Instruction) -> Optional[int]:
+def involution(b: Builder, ins: Instruction) -> Optional[int]:
     inner = b[ins.operands[0]]
     return inner.operands[0] if inner.op == ins.op else None
 
 
-def _idempotent(b: Builder, ins: Instruction) -> Optional[int]:
+def idempotent(b: Builder, ins: Instruction) -> Optional[int]:
     x, y = ins.operands
     return x if x == y else None
 
 
-def _select(b: Builder, ins: Instruction) -> Optional[int]:
+def select_known(b: Builder, ins: Instruction) -> Optional[int]:
     p, x, y = ins.operands
     if x == y:
         return x
@@ -120,12 +123,12 @@ def _select(b: Builder, ins: Instruction) -> Optional[int]:
     return x if bool(v) else y
 
 
-def _convert(b: Builder, ins: Instruction) -> Optional[int]:
+def convert_twice(b: Builder, ins: Instruction) -> Optional[int]:
     (x,) = ins.operands
     src = b[x]
     if src.dtype is ins.dtype:
         return x
-    if src.op == "convert":
+    if src.op == ins.op:                  # convert(convert(x))
         origin = src.operands[0]
         if lossless(b[origin].dtype, src.dtype) and _same_ends(b[origin].dtype, src.dtype,
                                                               ins.dtype):
@@ -147,7 +150,7 @@ def _same_ends(x: D.DType, a: D.DType, dtype: D.DType) -> bool:
 def _scalar_splat(b: Builder, pos: int) -> Optional[int]:
     """The rank-0 operand of a broadcast_in_dim, if `pos` is one."""
     ins = b[pos]
-    if ins.op == "broadcast_in_dim" and b[ins.operands[0]].shape == ():
+    if PRIMITIVES[ins.op].repeats and b[ins.operands[0]].shape == ():
         return ins.operands[0]
     return None
 
@@ -157,24 +160,24 @@ def _broadcast_scalar(b: Builder, scalar: int, ins: Instruction) -> int:
                   {"shape": ins.shape, "broadcast_dimensions": ()})
 
 
-def _reshape(b: Builder, ins: Instruction) -> Optional[int]:
+def reshape_twice(b: Builder, ins: Instruction) -> Optional[int]:
     (x,) = ins.operands
     src = b[x]
     if src.shape == ins.shape:
         return x
-    if src.op == "reshape":
+    if src.op == ins.op:                  # reshape(reshape(x))
         return b.emit("reshape", src.operands, ins.shape, ins.dtype, ins.attrs)
     scalar = _scalar_splat(b, x)
     return None if scalar is None else _broadcast_scalar(b, scalar, ins)
 
 
-def _transpose(b: Builder, ins: Instruction) -> Optional[int]:
+def transpose_twice(b: Builder, ins: Instruction) -> Optional[int]:
     (x,) = ins.operands
     perm = tuple(ins.attrs["permutation"])
     if perm == tuple(range(len(perm))):
         return x
     src = b[x]
-    if src.op == "transpose":
+    if src.op == ins.op:                  # transpose(transpose(x))
         inner = tuple(src.attrs["permutation"])
         composed = tuple(inner[q] for q in perm)
         if composed == tuple(range(len(composed))):
@@ -184,13 +187,13 @@ def _transpose(b: Builder, ins: Instruction) -> Optional[int]:
     return None if scalar is None else _broadcast_scalar(b, scalar, ins)
 
 
-def _broadcast(b: Builder, ins: Instruction) -> Optional[int]:
+def broadcast_twice(b: Builder, ins: Instruction) -> Optional[int]:
     (x,) = ins.operands
     src = b[x]
     dims = tuple(ins.attrs["broadcast_dimensions"])
     if src.shape == ins.shape and dims == tuple(range(len(dims))):
         return x
-    if src.op == "broadcast_in_dim":
+    if src.op == ins.op:                  # broadcast_in_dim(broadcast_in_dim(x))
         inner = tuple(src.attrs["broadcast_dimensions"])
         composed = tuple(dims[d] for d in inner)
         return b.emit("broadcast_in_dim", src.operands, ins.shape, ins.dtype,
@@ -198,7 +201,7 @@ def _broadcast(b: Builder, ins: Instruction) -> Optional[int]:
     return None
 
 
-def _slice(b: Builder, ins: Instruction) -> Optional[int]:
+def slice_whole(b: Builder, ins: Instruction) -> Optional[int]:
     (x,) = ins.operands
     a = ins.attrs
     whole = (all(s == 0 for s in a["start_indices"]) and tuple(a["limit_indices"]) == b[x].shape
@@ -206,18 +209,18 @@ def _slice(b: Builder, ins: Instruction) -> Optional[int]:
     return x if whole else None
 
 
-def _pad(b: Builder, ins: Instruction) -> Optional[int]:
+def pad_nothing(b: Builder, ins: Instruction) -> Optional[int]:
     a = ins.attrs
     pads = tuple(a["edge_padding_low"]) + tuple(a["edge_padding_high"]) + tuple(a["interior_padding"])
     return ins.operands[0] if all(p == 0 for p in pads) else None
 
 
-def _reverse(b: Builder, ins: Instruction) -> Optional[int]:
+def reverse_nothing(b: Builder, ins: Instruction) -> Optional[int]:
     (x,) = ins.operands
     return x if all(b[x].shape[d] <= 1 for d in ins.attrs["dimensions"]) else None
 
 
-def _concatenate(b: Builder, ins: Instruction) -> Optional[int]:
+def concatenate_one(b: Builder, ins: Instruction) -> Optional[int]:
     """`concatenate(x) -> x`; `concatenate(x, empty...) -> x` (operands of extent 0 along
     the dimension add nothing; all empty: the first, which has the result's shape)."""
     if len(ins.operands) == 1:
@@ -229,7 +232,7 @@ def _concatenate(b: Builder, ins: Instruction) -> Optional[int]:
     return full[0] if len(full) == 1 else None
 
 
-def _reduce(b: Builder, ins: Instruction) -> Optional[int]:
+def reduce_no_axes(b: Builder, ins: Instruction) -> Optional[int]:
     return ins.operands[0] if len(ins.attrs["axes"]) == 0 else None
 
 
@@ -252,7 +255,7 @@ def _fold_transpose(b: Builder, pos: int, contracting: tuple, batch: tuple) -> O
     return src.operands[0], c2, b2
 
 
-def _dot_general(b: Builder, ins: Instruction) -> Optional[int]:
+def dot_transposed_operand(b: Builder, ins: Instruction) -> Optional[int]:
     a = ins.attrs
     lhs, rhs = ins.operands
     sides = [(lhs, tuple(a["lhs_contracting"]), tuple(a["lhs_batch"])),
@@ -268,21 +271,9 @@ def _dot_general(b: Builder, ins: Instruction) -> Optional[int]:
                    "rhs_batch": rb})
 
 
-RULES: dict = {
-    "dot_general": _dot_general,
-    "add": _add, "subtract": _subtract, "multiply": _multiply,
-    "divide": _right_identity_one, "power": _right_identity_one,
-    "negate": _involution, "not": _involution,
-    "maximum": _idempotent, "minimum": _idempotent, "and": _idempotent, "or": _idempotent,
-    "select": _select, "convert": _convert,
-    "reshape": _reshape, "transpose": _transpose, "broadcast_in_dim": _broadcast,
-    "slice": _slice, "pad": _pad, "reverse": _reverse, "concatenate": _concatenate,
-    "reduce": _reduce,
-}
-
 
 def _rule(b: Builder, ins: Instruction) -> Optional[int]:
-    fn: Optional[Callable] = RULES.get(ins.op)
+    fn: Optional[Callable] = PRIMITIVES[ins.op].simplify      # the op's stanza names its rule
     return fn(b, ins) if fn is not None else None
 
 

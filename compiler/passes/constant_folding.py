@@ -43,7 +43,7 @@ def _scalar_of_splat(b: Builder, pos: int) -> Optional[int]:
     ins = b[pos]
     if ins.op == "constant" and ins.shape == ():
         return pos
-    if (ins.op == "broadcast_in_dim" and b[ins.operands[0]].op == "constant"
+    if (PRIMITIVES[ins.op].repeats and b[ins.operands[0]].op == "constant"
             and b[ins.operands[0]].shape == ()):
         return ins.operands[0]
     return None
@@ -54,7 +54,7 @@ def _fold_all_constant(b: Builder, ins: Instruction) -> Optional[int]:
         return None
     if num_elements(ins.shape) > MAX_ELEMENTS:
         return None
-    if ins.op == "broadcast_in_dim" and b[ins.operands[0]].shape == () and ins.shape != ():
+    if PRIMITIVES[ins.op].repeats and b[ins.operands[0]].shape == () and ins.shape != ():
         return None
     out = _evaluate(ins, [_value(b[o]) for o in ins.operands])
     return None if out is None else b.constant(out, ins.dtype)

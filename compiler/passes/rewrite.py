@@ -14,6 +14,7 @@ import numpy as np
 
 from ..hlo.literal import Literal
 from ..hlo.module import Instruction, Module
+from ..primitive import PRIMITIVES
 from ..planning.provenance import set_origins
 
 Rule = Callable[["Builder", Instruction], Optional[int]]
@@ -82,7 +83,7 @@ def splat(b: Builder, pos: int) -> Optional[np.generic]:
     """The one value every element of `pos` holds, when it is a constant (possibly
     broadcast or reshaped); None otherwise or when empty."""
     ins = b[pos]
-    while ins.op in ("broadcast_in_dim", "reshape"):
+    while PRIMITIVES[ins.op].repeats or PRIMITIVES[ins.op].linear:
         ins = b[ins.operands[0]]
     if ins.op != "constant":
         return None

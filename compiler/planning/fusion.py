@@ -199,7 +199,8 @@ class _Planner:
             return f"{what} with {len(live_users)} users: computed once, not per consumer"
         for u in live_users:
             user = self.ins[u]
-            if user.op == "broadcast_in_dim" and num_elements(user.shape) > num_elements(self.ins[p].shape):
+            if PRIMITIVES[user.op].repeats and \
+                    num_elements(user.shape) > num_elements(self.ins[p].shape):
                 return f"{what} feeding an expanding broadcast: computed once"
         return None
 
@@ -411,7 +412,7 @@ class _Merger:
                 continue
             depends.add(m)
             ins = self.ins[m]
-            if ins.op == "broadcast_in_dim":
+            if PRIMITIVES[ins.op].repeats:
                 return "not fused: producer is a reduction feeding a broadcast"
             if not _epilogue_op(ins) or num_elements(ins.shape) != count:
                 return (f"not fused: producer is a reduction feeding {ins.op} "
@@ -553,7 +554,7 @@ class _Merger:
 def _epilogue_op(ins: Instruction) -> bool:
     """Computable at the linear output index of a reduction: elementwise ops and reshapes
     (a row-major reshape keeps every element's linear index)."""
-    return prim_kind(ins) == ELEMENTWISE or ins.op == "reshape"
+    return prim_kind(ins) == ELEMENTWISE or PRIMITIVES[ins.op].linear
 
 
 def epilogue_of(ins: list, members: set) -> list:

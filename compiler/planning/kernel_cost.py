@@ -17,7 +17,6 @@ from .. import primitive as P
 from .plan import ExecutionPlan
 from .provenance import sources_of
 
-_FREE = frozenset(("convert", "bitcast_convert", "select"))
 _NOT_OPS = frozenset(("parameter", "constant", "tuple"))    # not listed as a kernel's ops
 
 
@@ -30,18 +29,11 @@ def nbytes(ins: Any) -> int:
 
 
 def flops(module: Any, pos: int) -> int:
-    """Floating-point (or integer) operations instruction `pos` performs."""
+    """Floating-point (or integer) operations instruction `pos` performs: its stanza's
+    `flops` (compiler/primitive.py)."""
     ins = module.instructions[pos]
-    kind = P.PRIMITIVES[ins.op].kind
-    if ins.op == "dot_general":
-        lhs = module.instructions[ins.operands[0]]
-        k = _numel(tuple(lhs.shape[d] for d in ins.attrs["lhs_contracting"]))
-        return 2 * _numel(ins.shape) * k
-    if kind == P.ELEMENTWISE and ins.op not in _FREE:
-        return _numel(ins.shape)
-    if kind == P.REDUCTION:
-        return _numel(module.instructions[ins.operands[0]].shape)
-    return 0
+    operands = tuple(module.instructions[o] for o in ins.operands)
+    return P.PRIMITIVES[ins.op].flops(ins, operands)
 
 
 def kernel_info(plan: ExecutionPlan) -> dict:

@@ -140,7 +140,8 @@ def row_schedule(module: Module, members: set, space: tuple) -> tuple:
                 row_values.append((m, level[m]))
             else:
                 return None, f"{i.op} mixes row values and rows"
-        elif i.op == "reshape" and dep_ops[0] not in wide and num_elements(i.shape) == rows:
+        elif PRIMITIVES[i.op].linear and dep_ops[0] not in wide and \
+                num_elements(i.shape) == rows:
             row_values.append((m, level[m]))
         elif i.op == "broadcast_in_dim" and dep_ops[0] not in wide and \
                 _row_broadcast(module, i, space):

@@ -6,7 +6,7 @@ for its target: devices/cuda/cusolver_calls.py `CALLS`).
 A decomposition with several factors returns them packed in one array (one library call,
 one buffer); the layout is part of the stanza and `unpack_*` below read it back:
 
-- eigh:  (..., n + 1, n): row 0 the eigenvalues (ascending), rows 1.. the eigenvectors
+- eig, eigh: (..., n + 1, n): row 0 the eigenvalues (ascending), rows 1.. the eigenvectors
   (column j belongs to eigenvalue j);
 - svd:   (..., m + 1 + n, w): rows :m hold U, row m the singular values (descending),
   rows m+1.. hold V (= Vh^H); w = k = min(m, n), or max(m, n) with full_matrices (each
@@ -252,6 +252,68 @@ eigh = primitive("eigh", LIBRARY, _eigh_infer, _eigh_ref, attrs=("vectors",),
                  doc="Eigen-decomposition of Hermitian matrices from their lower triangle; "
                      "packed as [w; V] (vectors) or w alone.",
                  vjp=_eigh_vjp, library=_lapack(lapack_calls.eigh), holomorphic=False, batch=B.elementwise)
+
+# ---- eig --------------------------------------------------------------------------------
+# general (non-Hermitian) matrices, complex only: ops/ converts real input first, so the
+# cotangent's real part reaches a real input through that convert
+
+
+def _eig_infer(operands, vectors):
+    dtype = _check_dtype("eig", operands)
+    if not dtype.is_complex:
+        fail("eig", operands, "needs complex64 or complex128 (a real matrix is converted first)",
+             TypeError)
+    shape = _matrices("eig", operands)
+    n = shape[-1]
+    return (shape[:-2] + (n + 1, n) if vectors else shape[:-1]), dtype
+
+
+def _eig_ref(a, vectors):
+    if not vectors:
+        return _run("eigvals", np.linalg.eigvals, a).astype(a.dtype)
+    w, v = _run("eig", np.linalg.eig, a)
+    return np.concatenate([w[..., None, :], v], axis=-2).astype(a.dtype)
+
+
+def unpack_eig(out):
+    """(eigenvalues as (..., 1, n), eigenvectors as columns) from [w; V]."""
+    n = out.shape[-1]
+    return M.rows_of(out, 0, 1), M.rows_of(out, 1, n + 1)
+
+
+def _eig_vjp(g, out, a, vectors):
+    """From A V = V diag(w) with unit columns: dV = V C, C_ki = (V^-1 dA V)_ki / (w_i - w_k)
+    off the diagonal, Re C_ii fixed by the unit norm (the phase is free: a loss that depends
+    on it has no gradient). Hence
+    gA = V^-H (diag(gw) + conj(E) * (W - V^H V diag(Re diag W))) V^H, W = V^H gV,
+    E_ki = 1 / (w_i - w_k) off the diagonal, 0 on it."""
+    n = a.shape[-1]
+    shape = a.shape
+    if vectors:
+        w, v = unpack_eig(out)
+        gw, gv = unpack_eig(g)
+    else:
+        w, v = unpack_eig(apply("eig", a, vectors=True))
+        gw, gv = A.reshape(g, g.shape[:-1] + (1, n)), None
+    batch = tuple(range(a.ndim - 2))
+    w_col = A.broadcast(A.reshape(w, w.shape[:-2] + (n,)), shape, batch + (a.ndim - 1,))
+    eye = M.eye_mask(shape)
+    inner = M.diag_embed(A.reshape(gw, shape[:-1]))
+    vh = M.mH(v)
+    if gv is not None:
+        gap = A.select(eye, A.full(1, shape, a.dtype), A.sub(w_col, M.mT(w_col)))
+        e = A.select(eye, A.full(0, shape, a.dtype), A.div(A.full(1, shape, a.dtype), gap))
+        big_w = M.matmul(vh, gv)
+        re_diag = A.convert(M.real_part(M.diagonal(big_w)), a.dtype)
+        fixed = A.sub(big_w, M.matmul(M.matmul(vh, v), M.diag_embed(re_diag)))
+        inner = A.add(inner, A.mul(M.conj(e), fixed))
+    return (apply("solve", vh, M.matmul(inner, vh)),)
+
+
+eig = primitive("eig", LIBRARY, _eig_infer, _eig_ref, attrs=("vectors",),
+                doc="Eigen-decomposition of general complex matrices (LAPACK geev through "
+                    "NumPy); packed as [w; V] (vectors, unit columns) or w alone.",
+                vjp=_eig_vjp, library=LibraryCall("host"), holomorphic=False, batch=B.elementwise)
 
 # ---- svd --------------------------------------------------------------------------------
 

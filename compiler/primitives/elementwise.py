@@ -18,10 +18,11 @@ import numpy as np
 from ..graph import builders as A
 from ..transforms import batching as B
 from ..hlo import dtypes as D
-from ..primitive import (ELEMENTWISE, NOT_DIFFERENTIABLE, any_dtype, any_or_complex, apply,
-                         elementwise_infer, fail, float_only, inexact, int_or_bool,
-                         integer_only, numeric, numeric_or_complex, primitive, widen_half,
-                         _same_shapes)
+from ..passes import algebraic_simplifier as S
+from ..primitive import (ELEMENTWISE, NOT_DIFFERENTIABLE, MathCode, any_dtype, any_or_complex,
+                         apply, elementwise_infer, fail, float_only, inexact, int_or_bool,
+                         integer_only, no_flops, numeric, numeric_or_complex, primitive,
+                         widen_half, _same_shapes)
 
 _HALF = (D.float16, D.bfloat16)
 
@@ -445,61 +446,98 @@ def _convert_vjp(g, out, x, dtype):
 # ---- unary --------------------------------------------------------------------------
 
 neg = unary("negate", numeric_or_complex, _same_dtype_ref(np.negative), lambda e, x: e.neg(x),
-            vjp=_neg_vjp, vjp_by_type=True)
+            vjp=_neg_vjp, vjp_by_type=True, cheap=True, simplify=S.involution)
 abs_ = primitive("abs", ELEMENTWISE, _abs_infer, _abs_ref, emit=lambda e, x: e.abs(x),
                  doc="|x|; the modulus (a real value) of a complex x.", vjp=_abs_vjp,
-                 batch=B.elementwise)
+                 batch=B.elementwise, cheap=True)
 sign = primitive("sign", ELEMENTWISE, elementwise_infer("sign", numeric_or_complex), _sign,
                  emit=lambda e, x: e.math("sign", x) if x.dtype.is_complex else e.sign(x),
                  doc="-1, 0, 1 (NaN for NaN); z / |z| (0 for 0) for a complex z, as NumPy 2.",
-                 vjp=_sign_vjp, holomorphic=False, batch=B.elementwise, arity=1)
+                 vjp=_sign_vjp, holomorphic=False, batch=B.elementwise, arity=1, cheap=True,
+                 math_code=MathCode(complex="complex_values.sign"))
 not_ = unary("not", int_or_bool, _not, lambda e, x: e.not_(x),
-             doc="Logical not for bool, bitwise not for integers.", vjp=NOT_DIFFERENTIABLE)
+             doc="Logical not for bool, bitwise not for integers.", vjp=NOT_DIFFERENTIABLE,
+             cheap=True, simplify=S.involution)
 
-exp = float_unary("exponential", np.exp, vjp=_exp_vjp, complex_too=True, vjp_by_type=True)
-expm1 = float_unary("exponential_minus_one", _expm1, vjp=_expm1_vjp, complex_too=True)
-log = float_unary("log", np.log, vjp=_log_vjp, complex_too=True, vjp_by_type=True)
-log1p = float_unary("log_plus_one", np.log1p, vjp=_log1p_vjp, complex_too=True)
-sqrt = float_unary("sqrt", np.sqrt, vjp=_sqrt_vjp, complex_too=True)
-rsqrt = float_unary("rsqrt", lambda x: 1 / np.sqrt(x), vjp=_rsqrt_vjp)
-tanh = float_unary("tanh", np.tanh, vjp=_tanh_vjp, complex_too=True)
-logistic = float_unary("logistic", _logistic, vjp=_logistic_vjp)
-sin = float_unary("sine", np.sin, vjp=_sin_vjp, complex_too=True)
-cos = float_unary("cosine", np.cos, vjp=_cos_vjp, complex_too=True)
-tan = float_unary("tan", np.tan, vjp=_tan_vjp)
-asin = float_unary("asin", np.arcsin, vjp=_asin_vjp, complex_too=True)
-acos = float_unary("acos", np.arccos, vjp=_acos_vjp, complex_too=True)
-atan = float_unary("atan", np.arctan, vjp=_atan_vjp, complex_too=True)
-sinh = float_unary("sinh", np.sinh, vjp=_sinh_vjp, complex_too=True)
-cosh = float_unary("cosh", np.cosh, vjp=_cosh_vjp, complex_too=True)
-asinh = float_unary("asinh", np.arcsinh, vjp=_asinh_vjp, complex_too=True)
-acosh = float_unary("acosh", np.arccosh, vjp=_acosh_vjp, complex_too=True)
-atanh = float_unary("atanh", np.arctanh, vjp=_atanh_vjp, complex_too=True)
-erf = float_unary("erf", _erf, vjp=_erf_vjp)
-floor = float_unary("floor", np.floor, vjp=_zero_vjp)
-ceil = float_unary("ceil", np.ceil, vjp=_zero_vjp)
-round_ = float_unary("round_nearest_even", np.round, vjp=_zero_vjp)
-trunc = float_unary("truncate", np.trunc, vjp=_zero_vjp)
+exp = float_unary("exponential", np.exp, vjp=_exp_vjp, complex_too=True, vjp_by_type=True,
+                  math_code=MathCode(cpu="llvm.exp", cpu_float32="poly_math.exp_f32", cuda="exp",
+                                     complex="complex_values.exp"))
+expm1 = float_unary("exponential_minus_one", _expm1, vjp=_expm1_vjp, complex_too=True,
+                    math_code=MathCode(cpu="expm1", cuda="expm1", complex="complex_values.expm1"))
+log = float_unary("log", np.log, vjp=_log_vjp, complex_too=True, vjp_by_type=True,
+                  math_code=MathCode(cpu="llvm.log", cpu_float32="poly_math.log_f32", cuda="log",
+                                     complex="complex_values.log"))
+log1p = float_unary("log_plus_one", np.log1p, vjp=_log1p_vjp, complex_too=True,
+                    math_code=MathCode(cpu="log1p", cuda="log1p", complex="complex_values.log1p"))
+sqrt = float_unary("sqrt", np.sqrt, vjp=_sqrt_vjp, complex_too=True, cheap=True,
+                   math_code=MathCode(cpu="llvm.sqrt", cuda="llvm.sqrt",
+                                      complex="complex_values.sqrt"))
+rsqrt = float_unary("rsqrt", lambda x: 1 / np.sqrt(x), vjp=_rsqrt_vjp,
+                    math_code=MathCode(cpu="math_table.rsqrt", cuda="rsqrt"))
+tanh = float_unary("tanh", np.tanh, vjp=_tanh_vjp, complex_too=True,
+                   math_code=MathCode(cpu="tanh", cpu_float32="poly_math.tanh_f32", cuda="tanh",
+                                      complex="complex_values.tanh"))
+logistic = float_unary("logistic", _logistic, vjp=_logistic_vjp,
+                       math_code=MathCode(cpu="math_table.logistic",
+                                          cpu_float32="poly_math.logistic_f32",
+                                          cuda="gpu_math.logistic"))
+sin = float_unary("sine", np.sin, vjp=_sin_vjp, complex_too=True,
+                  math_code=MathCode(cpu="llvm.sin", cuda="sin", complex="complex_values.sin"))
+cos = float_unary("cosine", np.cos, vjp=_cos_vjp, complex_too=True,
+                  math_code=MathCode(cpu="llvm.cos", cuda="cos", complex="complex_values.cos"))
+tan = float_unary("tan", np.tan, vjp=_tan_vjp,
+                  math_code=MathCode(cpu="tan", cuda="tan"))
+asin = float_unary("asin", np.arcsin, vjp=_asin_vjp, complex_too=True,
+                   math_code=MathCode(cpu="asin", cuda="asin", complex="complex_values.asin"))
+acos = float_unary("acos", np.arccos, vjp=_acos_vjp, complex_too=True,
+                   math_code=MathCode(cpu="acos", cuda="acos", complex="complex_values.acos"))
+atan = float_unary("atan", np.arctan, vjp=_atan_vjp, complex_too=True,
+                   math_code=MathCode(cpu="atan", cuda="atan", complex="complex_values.atan"))
+sinh = float_unary("sinh", np.sinh, vjp=_sinh_vjp, complex_too=True,
+                   math_code=MathCode(cpu="sinh", cuda="sinh", complex="complex_values.sinh"))
+cosh = float_unary("cosh", np.cosh, vjp=_cosh_vjp, complex_too=True,
+                   math_code=MathCode(cpu="cosh", cuda="cosh", complex="complex_values.cosh"))
+asinh = float_unary("asinh", np.arcsinh, vjp=_asinh_vjp, complex_too=True,
+                    math_code=MathCode(cpu="asinh", cuda="asinh", complex="complex_values.asinh"))
+acosh = float_unary("acosh", np.arccosh, vjp=_acosh_vjp, complex_too=True,
+                    math_code=MathCode(cpu="acosh", cuda="acosh", complex="complex_values.acosh"))
+atanh = float_unary("atanh", np.arctanh, vjp=_atanh_vjp, complex_too=True,
+                    math_code=MathCode(cpu="atanh", cuda="atanh", complex="complex_values.atanh"))
+erf = float_unary("erf", _erf, vjp=_erf_vjp,
+                  math_code=MathCode(cpu="erf", cpu_float32="poly_math.erf_f32", cuda="erf"))
+floor = float_unary("floor", np.floor, vjp=_zero_vjp, cheap=True,
+                    math_code=MathCode(cpu="llvm.floor", cuda="llvm.floor"))
+ceil = float_unary("ceil", np.ceil, vjp=_zero_vjp, cheap=True,
+                   math_code=MathCode(cpu="llvm.ceil", cuda="llvm.ceil"))
+round_ = float_unary("round_nearest_even", np.round, vjp=_zero_vjp, cheap=True,
+                     math_code=MathCode(cpu="llvm.roundeven", cuda="llvm.rint"))
+trunc = float_unary("truncate", np.trunc, vjp=_zero_vjp, cheap=True,
+                    math_code=MathCode(cpu="llvm.trunc", cuda="llvm.trunc"))
 is_finite = unary("is_finite", float_only, lambda x: np.isfinite(x),
                   lambda e, x: e.math("is_finite", x), math_name="is_finite",
-                  out_dtype=D.bool_, vjp=NOT_DIFFERENTIABLE)
+                  out_dtype=D.bool_, vjp=NOT_DIFFERENTIABLE, cheap=True,
+                  math_code=MathCode(cpu="math_table.is_finite", cuda="gpu_math.is_finite"))
 
 # ---- binary -------------------------------------------------------------------------
 
 add = binary("add", any_or_complex, lambda a, b: (np.logical_or(a, b) if a.dtype == np.bool_
                                              else _same_dtype_ref(np.add)(a, b)),
-             lambda e, a, b: e.add(a, b), vjp=_add_vjp, vjp_by_type=True)
+             lambda e, a, b: e.add(a, b), vjp=_add_vjp, vjp_by_type=True, cheap=True,
+             simplify=S.add_zero)
 subtract = binary("subtract", numeric_or_complex, _same_dtype_ref(np.subtract),
-                  lambda e, a, b: e.sub(a, b), vjp=_subtract_vjp, vjp_by_type=True)
+                  lambda e, a, b: e.sub(a, b), vjp=_subtract_vjp, vjp_by_type=True, cheap=True,
+                  simplify=S.subtract_zero)
 multiply = binary("multiply", any_or_complex, lambda a, b: (np.logical_and(a, b) if a.dtype == np.bool_
                                                        else _same_dtype_ref(np.multiply)(a, b)),
-                  lambda e, a, b: e.mul(a, b), vjp=_multiply_vjp, vjp_by_type=True)
+                  lambda e, a, b: e.mul(a, b), vjp=_multiply_vjp, vjp_by_type=True, cheap=True,
+                  simplify=S.multiply_one_or_zero)
 divide = binary("divide", numeric_or_complex, _divide, lambda e, a, b: e.div(a, b),
                 doc="Floats: IEEE division. Integers: truncation toward zero; x / 0 = 0.",
-                vjp=_divide_vjp, vjp_by_type=True)
+                vjp=_divide_vjp, vjp_by_type=True, cheap=True, simplify=S.right_identity_one)
 remainder = binary("remainder", numeric, _remainder, lambda e, a, b: e.rem(a, b),
                    doc="C fmod: the result has the sign of the dividend; x % 0 = 0 for integers.",
-                   vjp=_remainder_vjp)
+                   vjp=_remainder_vjp,
+                   math_code=MathCode(cuda="fmod"))
 # Python's // and % (NumPy's floor_divide and remainder): one node each, their code in the
 # elemental emitter (`floor_div`, `floor_mod`: rem/div with a sign fix, NumPy's divmod for
 # floats), emitted directly rather than expanded into HLO (see there why)
@@ -514,7 +552,8 @@ floor_mod = binary("floor_mod", numeric, _floored(np.remainder),
                        "the divisor's sign); integers: x % 0 = 0.",
                    vjp=_floor_mod_vjp, vjp_by_type=True)
 power = binary("power", numeric_or_complex, _power, lambda e, a, b: e.pow(a, b), math_name="power",
-               vjp=_power_vjp)
+               vjp=_power_vjp, simplify=S.right_identity_one,
+               math_code=MathCode(cpu="llvm.pow", cuda="pow"))
 def _extremum(direction: str, integer_emit: Callable) -> Callable:
     """NumPy's float maximum / minimum, bit for bit: NaN-propagating (the first NaN), and
     between equal values (+0.0 and -0.0) the second operand, or for float16 the first
@@ -533,18 +572,20 @@ maximum = binary("maximum", any_dtype, _same_dtype_ref(np.maximum),
                  _extremum("GT", lambda e, a, b: e.max(a, b)),
                  doc="NaN-propagating, as NumPy's maximum; of +0.0 and -0.0 the second "
                      "(float16: the first), as NumPy.", vjp=_minmax_vjp, vjp_partial=True,
-                 vjp_by_type=True)
+                 vjp_by_type=True, cheap=True, simplify=S.idempotent)
 minimum = binary("minimum", any_dtype, _same_dtype_ref(np.minimum),
                  _extremum("LT", lambda e, a, b: e.min(a, b)),
                  doc="NaN-propagating, as NumPy's minimum; of +0.0 and -0.0 the second "
                      "(float16: the first), as NumPy.", vjp=_minmax_vjp, vjp_partial=True,
-                 vjp_by_type=True)
+                 vjp_by_type=True, cheap=True, simplify=S.idempotent)
 atan2 = binary("atan2", float_only, _float_ref(np.arctan2), lambda e, a, b: e.math("atan2", a, b),
-               math_name="atan2", vjp=_atan2_vjp)
+               math_name="atan2", vjp=_atan2_vjp,
+               math_code=MathCode(cpu="atan2", cuda="atan2"))
 hypot = binary("hypot", float_only, _float_ref(np.hypot), lambda e, a, b: e.math("hypot", a, b),
                math_name="hypot", doc="sqrt(a^2 + b^2) without overflow; +inf where either is "
                                       "infinite (a NaN beside it too), as NumPy.",
-               vjp=_hypot_vjp, vjp_by_type=True)
+               vjp=_hypot_vjp, vjp_by_type=True,
+               math_code=MathCode(cpu="hypot", cpu_float32="math_table.hypot_f32", cuda="hypot"))
 logaddexp = binary("logaddexp", float_only, _float_ref(np.logaddexp),
                    lambda e, a, b: e.logaddexp(a, b, base2=False), costly=True,
                    doc="log(e^a + e^b), NumPy's npy_logaddexp (a + log 2 where a == b).",
@@ -563,11 +604,11 @@ nextafter = binary("nextafter", float_only, _nextafter_ref, lambda e, a, b: e.ne
                        "NaN if either is.",
                    vjp=_nextafter_vjp, vjp_by_type=True)
 and_ = binary("and", int_or_bool, _same_dtype_ref(np.bitwise_and), lambda e, a, b: e.and_(a, b),
-              vjp=NOT_DIFFERENTIABLE)
+              vjp=NOT_DIFFERENTIABLE, cheap=True, simplify=S.idempotent)
 or_ = binary("or", int_or_bool, _same_dtype_ref(np.bitwise_or), lambda e, a, b: e.or_(a, b),
-             vjp=NOT_DIFFERENTIABLE)
+             vjp=NOT_DIFFERENTIABLE, cheap=True, simplify=S.idempotent)
 xor = binary("xor", int_or_bool, _same_dtype_ref(np.bitwise_xor), lambda e, a, b: e.xor(a, b),
-             vjp=NOT_DIFFERENTIABLE)
+             vjp=NOT_DIFFERENTIABLE, cheap=True)
 shift_left = binary("shift_left", integer_only, _shift("left"), lambda e, a, b: e.shl(a, b),
                     doc="Shifting by the bit width or more gives 0.", vjp=NOT_DIFFERENTIABLE)
 shift_right_arithmetic = binary("shift_right_arithmetic", integer_only, _shift("arithmetic"),
@@ -595,7 +636,7 @@ _compare_infer.dtypes = D.EVERY
 compare = primitive("compare", ELEMENTWISE, _compare_infer,
                     lambda a, b, direction: COMPARISONS[direction](a, b),
                     attrs=("direction",), emit=lambda e, a, b, direction: e.compare(direction, a, b),
-                    vjp=NOT_DIFFERENTIABLE, batch=B.elementwise)
+                    vjp=NOT_DIFFERENTIABLE, batch=B.elementwise, cheap=True)
 
 
 def _select_infer(operands):
@@ -609,7 +650,8 @@ def _select_infer(operands):
 _select_infer.dtypes = D.EVERY
 select = primitive("select", ELEMENTWISE, _select_infer, lambda p, a, b: np.where(p, a, b),
                    emit=lambda e, p, a, b: e.select(p, a, b), vjp=_select_vjp,
-                   vjp_by_type=True, batch=B.elementwise)
+                   vjp_by_type=True, batch=B.elementwise, cheap=True, flops=no_flops,
+                   simplify=S.select_known)
 
 
 def _clamp_infer(operands):
@@ -622,7 +664,7 @@ clamp = primitive("clamp", ELEMENTWISE, _clamp_infer, _clamp_ref,
                   doc="clamp(lo, x, hi): max(x, lo) then min(., hi), operands of equal shape; "
                       "x where it equals a bound (a signed zero too); NaN if any is; hi "
                       "where lo > hi (NumPy's clip, torch.clamp).",
-                  vjp=_clamp_vjp, vjp_by_type=True, batch=B.elementwise)
+                  vjp=_clamp_vjp, vjp_by_type=True, batch=B.elementwise, cheap=True)
 
 # ---- conversions --------------------------------------------------------------------
 
@@ -651,7 +693,8 @@ _convert_infer.dtypes = D.EVERY
 convert = primitive("convert", ELEMENTWISE, _convert_infer, _convert_ref, attrs=("dtype",),
                     emit=lambda e, x, dtype: e.convert(x, D.to_dtype(dtype)),
                     doc="Float to integer truncates toward zero, saturates, and maps NaN to 0.",
-                    vjp=_convert_vjp, vjp_by_type=True, batch=B.elementwise)
+                    vjp=_convert_vjp, vjp_by_type=True, batch=B.elementwise, cheap=True,
+                    flops=no_flops, simplify=S.convert_twice, memo_infer=True)
 
 
 def _bitcast_infer(operands, dtype):
@@ -668,4 +711,4 @@ _bitcast_infer.dtypes = D.NUMERIC
 bitcast_convert = primitive("bitcast_convert", ELEMENTWISE, _bitcast_infer,
                             lambda x, dtype: x.view(D.to_dtype(dtype).np), attrs=("dtype",),
                             emit=lambda e, x, dtype: e.bitcast(x, D.to_dtype(dtype)),
-                            vjp=NOT_DIFFERENTIABLE, batch=B.elementwise)
+                            vjp=NOT_DIFFERENTIABLE, batch=B.elementwise, flops=no_flops)

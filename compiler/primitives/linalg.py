@@ -7,6 +7,8 @@ import numpy as np
 from ..graph import builders as A
 from ..transforms import batching as B
 from ..hlo import dtypes as D
+from ..passes import algebraic_simplifier as S
+from ..hlo.shapes import num_elements
 from ..primitive import LIBRARY, LibraryCall, TypedArray, apply, fail, primitive, widen_half
 
 
@@ -63,6 +65,12 @@ def canonical_operands(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rh
     a = np.transpose(lhs, g["lhs_perm"]).reshape(g["batch"], g["m"], g["k"])
     c = np.transpose(rhs, g["rhs_perm"]).reshape(g["batch"], g["k"], g["n"])
     return a, c
+
+
+def _dot_flops(ins, operands) -> int:
+    """2*M*N*K: a multiply and an add for each of the K products of each output element."""
+    k = num_elements(tuple(operands[0].shape[d] for d in ins.attrs["lhs_contracting"]))
+    return 2 * num_elements(ins.shape) * k
 
 
 def _dot_ref(lhs, rhs, lhs_contracting, rhs_contracting, lhs_batch, rhs_batch):
@@ -128,4 +136,5 @@ dot_general = primitive("dot_general", LIBRARY, _dot_infer, _dot_ref,
                         doc="out = batch dims, then lhs free dims, then rhs free dims.",
                         vjp=_dot_vjp, vjp_partial=True, vjp_by_type=True,
                         library=LibraryCall("gemm", _gemm_args),
-                        batch=_dot_batch)
+                        batch=_dot_batch, flops=_dot_flops, simplify=S.dot_transposed_operand,
+                        memo_infer=True)

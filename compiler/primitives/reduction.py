@@ -8,6 +8,7 @@ from ..transforms import autodiff
 from ..graph import builders as A
 from ..transforms import batching as B
 from ..hlo import dtypes as D
+from ..passes import algebraic_simplifier as S
 from dataclasses import dataclass
 from typing import Optional
 
@@ -192,7 +193,8 @@ reduce = primitive("reduce", REDUCTION, _reduce_infer, _reduce_ref, attrs=("axes
                    batch=lambda node, size, ops, _: B.same_op(node, ops,
                                                              axes=B.shifted(node.attrs["axes"])),
                    reduced_axes=lambda attrs: tuple(attrs["axes"]),
-                   reducer=lambda attrs: Reducer(attrs["kind"]))
+                   reducer=lambda attrs: Reducer(attrs["kind"]), simplify=S.reduce_no_axes,
+                   memo_infer=True)
 
 
 def _arg_infer(op):

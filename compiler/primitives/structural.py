@@ -9,9 +9,11 @@ import math
 
 import numpy as np
 
+from ..codegen import index_rules as IR
 from ..graph import builders as A
 from ..transforms import batching as B
 from ..hlo import dtypes as D
+from ..passes import algebraic_simplifier as S
 from ..primitive import (INDEXING, LEAF, NOT_DIFFERENTIABLE, OPAQUE, LibraryCall, Loop, apply,
                          fail, primitive)
 
@@ -212,10 +214,13 @@ def _broadcast_batch(node, size, operands, batched):
 
 
 broadcast_in_dim = primitive("broadcast_in_dim", INDEXING, _broadcast_infer, _broadcast_ref,
+                             emit=IR.broadcast_in_dim, cheap=True, repeats=True,
+                             memo_infer=True,
                              attrs=("shape", "broadcast_dimensions"),
                              doc="Operand dimension i becomes output dimension "
                                  "broadcast_dimensions[i]; the others are repeated.",
-                             vjp=_broadcast_vjp, vjp_by_type=True, batch=_broadcast_batch)
+                             vjp=_broadcast_vjp, vjp_by_type=True, batch=_broadcast_batch,
+                             simplify=S.broadcast_twice)
 
 
 def _reshape_infer(operands, shape):
@@ -227,8 +232,11 @@ def _reshape_infer(operands, shape):
 
 
 reshape = primitive("reshape", INDEXING, _reshape_infer,
-                    lambda x, shape: x.reshape(shape).copy(), attrs=("shape",),
+                    lambda x, shape: x.reshape(shape).copy(), emit=IR.reshape, cheap=True,
+                    linear=True, memo_infer=True,
+                    attrs=("shape",),
                     doc="Row-major reshape.", vjp=_reshape_vjp, vjp_by_type=True,
+                    simplify=S.reshape_twice,
                     batch=lambda node, size, ops, _: B.same_op(node, ops, shape=(size,) + node.shape))
 
 
@@ -240,9 +248,10 @@ def _transpose_infer(operands, permutation):
 
 transpose = primitive("transpose", INDEXING, _transpose_infer,
                       lambda x, permutation: np.transpose(x, permutation).copy(),
+                      emit=IR.transpose, memo_infer=True,
                       attrs=("permutation",),
                       doc="out.shape[i] = x.shape[permutation[i]].", vjp=_transpose_vjp,
-                      vjp_by_type=True,
+                      vjp_by_type=True, simplify=S.transpose_twice,
                       batch=lambda node, size, ops, _: B.same_op(
                           node, ops, permutation=(0,) + B.shifted(node.attrs["permutation"])))
 
@@ -273,8 +282,9 @@ def _slice_batch(node, size, operands, batched):
 
 
 slice_ = primitive("slice", INDEXING, _slice_infer, _slice_ref,
+                   emit=IR.slice_,
                    attrs=("start_indices", "limit_indices", "strides"), vjp=_slice_vjp,
-                   batch=_slice_batch)
+                   batch=_slice_batch, simplify=S.slice_whole)
 
 
 def _clamped_starts(shape, sizes, starts):
@@ -305,6 +315,7 @@ def _dynamic_slice_batch(node, size, operands, batched):
 
 
 dynamic_slice = primitive("dynamic_slice", INDEXING, _dynamic_slice_infer, _dynamic_slice_ref,
+                          emit=IR.dynamic_slice,
                           attrs=("slice_sizes",),
                           doc="Starts are clamped so that the slice stays in bounds.",
                           vjp=_dynamic_slice_vjp, batch=_dynamic_slice_batch)
@@ -336,6 +347,7 @@ def _dus_batch(node, size, operands, batched):
 
 
 dynamic_update_slice = primitive("dynamic_update_slice", INDEXING, _dus_infer, _dus_ref,
+                                 emit=IR.dynamic_update_slice,
                                  doc="Starts are clamped so that the update stays in bounds.",
                                  vjp=_dus_vjp, batch=_dus_batch)
 
@@ -358,7 +370,8 @@ def _concat_infer(operands, dimension):
 
 concatenate = primitive("concatenate", INDEXING, _concat_infer,
                         lambda *xs, dimension: np.concatenate(xs, axis=dimension),
-                        attrs=("dimension",), vjp=_concat_vjp,
+                        emit=IR.concatenate,
+                        attrs=("dimension",), vjp=_concat_vjp, simplify=S.concatenate_one,
                         batch=lambda node, size, ops, batched: B.same_op(
                             node, B.lift_all(size, ops, batched),
                             dimension=node.attrs["dimension"] + 1))
@@ -406,9 +419,10 @@ def _pad_batch(node, size, operands, batched):
 
 
 pad = primitive("pad", INDEXING, _pad_infer, _pad_ref,
+                emit=IR.pad,
                 attrs=("edge_padding_low", "edge_padding_high", "interior_padding"),
                 doc="pad(x, value): negative edge padding crops.", vjp=_pad_vjp,
-                batch=_pad_batch)
+                batch=_pad_batch, simplify=S.pad_nothing)
 
 
 def _reverse_infer(operands, dimensions):
@@ -420,7 +434,8 @@ def _reverse_infer(operands, dimensions):
 
 reverse = primitive("reverse", INDEXING, _reverse_infer,
                     lambda x, dimensions: np.flip(x, tuple(dimensions)).copy(),
-                    attrs=("dimensions",), vjp=_reverse_vjp,
+                    emit=IR.reverse,
+                    attrs=("dimensions",), vjp=_reverse_vjp, simplify=S.reverse_nothing,
                     batch=lambda node, size, ops, _: B.same_op(
                         node, ops, dimensions=B.shifted(node.attrs["dimensions"])))
 
@@ -440,7 +455,8 @@ def _gather_ref(x, idx, axis):
     return np.take(x, np.clip(idx, 0, x.shape[axis] - 1), axis=axis)
 
 
-gather = primitive("gather", INDEXING, _gather_infer, _gather_ref, attrs=("axis",),
+gather = primitive("gather", INDEXING, _gather_infer, _gather_ref, emit=IR.gather,
+                   attrs=("axis",),
                    doc="np.take(x, indices, axis) with indices clamped into range.",
                    vjp=_gather_vjp, batch=B.first_operand_only(
                        lambda node, size, ops, _: B.same_op(node, ops, axis=node.attrs["axis"] + 1)))

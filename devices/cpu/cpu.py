@@ -3,9 +3,10 @@
 `CPUDevice.compile(module)` looks the module up in the disk cache; on a miss it asks the
 compiler (`lazyarray.compiler.compile(module, "cpu", donated)`) for a Program, which the
 cache stores. Either way the Program's object code is loaded (devices/cpu/object_code.py)
-and wrapped in a `CPUExecutable`, which runs its steps over NumPy buffers: generated
-kernels (their chunks split over the native worker pool when large), BLAS matrix products through NumPy's
-matmul, and the few opaque ops through their references.
+and wrapped in a `CPUExecutable`, which runs it as one NativeProgram where it can
+(native_program.py) and otherwise its steps one by one over NumPy buffers: generated
+kernels and matrix products as jobs of the native worker pool, the few opaque ops through
+their NumPy references (host_calls.py). Every thread a run uses is the native pool's.
 
 Settings come from whoever makes the device (lazyarray passes its config): devices do
 not import lazyarray.
@@ -33,12 +34,13 @@ from ..compile_cache import (VERSION, DiskCache, compiler_fingerprint, default_d
 from . import lapack, native_control, native_gemm, native_pool, native_program, runtime_objects
 from ..device import HostDevice
 from ..dump_files import write_dump
+from .host_calls import host_call
 from .host_memory import HOST_MEMORY, claim_memory
 from .object_code import ENGINE_BYTES, LoadedCode
-from .thread_pool import BLAS_THREADS, ThreadPool, blas_single_threaded, default_threads, split
+from .blas_threads import BLAS_THREADS, blas_single_threaded
+from .native_pool import NativePool, default_threads, split
 
 SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
-SPLIT_FLOPS = 1 << 22         # below this many multiply-adds a GEMM runs on one thread
 CHUNKS_PER_THREAD = 4
 
 # The settings the CPU device reads, with its defaults when made without lazyarray's
@@ -63,7 +65,6 @@ class CPUDevice(HostDevice):
         by default from `settings`)."""
         self._settings = settings or default_settings
         self.run_settings = run_settings or self._run_settings
-        self._pools: dict = {}
         # the runtime's own native code is cached where this device caches programs
         runtime_objects.CACHE[0] = self._runtime_code_cache
 
@@ -86,12 +87,10 @@ class CPUDevice(HostDevice):
         s.update(self._settings())
         return s
 
-    def pool(self, settings: Optional[dict] = None) -> ThreadPool:
-        n = int((settings or self.settings())["num_threads"] or 0)
-        pool = self._pools.get(n)
-        if pool is None:
-            pool = self._pools[n] = ThreadPool(n)
-        return pool
+    def pool(self, settings: Optional[dict] = None) -> NativePool:
+        """The process's native pool of the settings' thread count (every kernel, product
+        and split host call of a run goes through it)."""
+        return native_pool.get_pool(int((settings or self.settings())["num_threads"] or 0))
 
     def disk_cache(self) -> Optional[DiskCache]:
         where = self.settings()["cache_dir"] or default_dir()
@@ -210,7 +209,7 @@ class CPUExecutable:
         self._lock = fork_locks.lock()
         self._plan: Optional[tuple] = None           # see _binding_plan
         self._given: Optional[set] = None            # positions of parameters and constants
-        self._run_pool: ThreadPool = device.pool()   # set again at each run (settings may change)
+        self._run_pool: NativePool = device.pool()   # set again at each run (settings may change)
         self._range_cache: dict = {}                 # (id(step), threads) -> chunk ranges
         self._uses_blas = any(calls_blas(s) for s in self.steps)
         self._plain = not self._uses_blas and not self._lapack   # (see run)
@@ -577,40 +576,9 @@ def control_executables(step: Step, device: "CPUDevice") -> list:
 
 
 def gemm_call(step: LibraryStep, v: ValueInfo, operands: list, out: np.ndarray,
-              pool: ThreadPool) -> None:
+              pool: NativePool) -> None:
     """dot_general through BLAS, with the layout the compiler worked out."""
     matmul_into(out, operands[0], operands[1], step.args, pool)
-
-
-def host_call(step: LibraryStep, v: ValueInfo, operands: list, out: np.ndarray,
-              pool: ThreadPool) -> None:
-    """The primitive's NumPy reference (from its stanza), written into the planned buffer:
-    by the stanza's `into` where it has one (straight into `out`, a large batch split
-    over the pool: NumPy's loops release the GIL), else computed and copied."""
-    call = PRIMITIVES[v.op].library
-    with np.errstate(all="ignore"):
-        if call is not None and call.into is not None:
-            _host_into(call, v, operands, out, pool)
-            return
-        result = PRIMITIVES[v.op].reference(*operands, **v.attrs)
-    out[...] = np.asarray(result).astype(out.dtype, copy=False).reshape(out.shape)
-
-
-def _host_into(call: Any, v: ValueInfo, operands: list, out: np.ndarray,
-               pool: ThreadPool) -> None:
-    rows = out.shape[0] if out.ndim else 0
-    split_ok = call.batch_axis0 is not None and rows > 1 and call.batch_axis0(*operands, **v.attrs)
-    if pool.threads <= 1 or not split_ok or out.nbytes < HOST_SPLIT_BYTES:
-        call.into(out, *operands, **v.attrs)
-        return
-
-    def block(_: int, s: int, e: int) -> None:
-        with np.errstate(all="ignore"):
-            call.into(out[s:e], *[o[s:e] for o in operands], **v.attrs)
-    pool.run(block, split(rows, min(rows, pool.threads)))
-
-
-HOST_SPLIT_BYTES = 1 << 20     # a host call's result this large is split over the pool
 
 
 # what the CPU runs for each library call a stanza can name (compiler/primitive.py)
@@ -668,49 +636,33 @@ def _partial_row_bytes(root: dict) -> int:
 
 
 def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, layout: dict,
-                pool: Optional[ThreadPool] = None) -> None:
+                pool: Optional[NativePool] = None) -> None:
     """out = the product as (batch, m, k) @ (batch, k, n) (`layout`, from dot_general's
-    stanza); NumPy's matmul writes straight into the planned buffer, split by rows of the
-    result over `pool` when large (see `blocked_matmul`)."""
+    stanza): float32/float64 as the tiles a native program runs for it, on the native pool
+    (native_gemm.run_product); other dtypes through NumPy's matmul, written straight
+    into the planned buffer (a large one split by batches or rows over the pool)."""
     if not out.size:
         return
-    # transposed operands are strided views BLAS reads as they are (no copy)
+    threads = pool.threads if pool is not None else 1
+    if native_gemm.run_product(layout, lhs, rhs, out, threads):
+        return
+    # transposed operands are strided views (reshaped without a copy where they allow)
     a, c = np.transpose(lhs, layout["lhs_perm"]), np.transpose(rhs, layout["rhs_perm"])
     b, m, k, n = layout["batch"], layout["m"], layout["k"], layout["n"]
-    half = out.dtype in (np.float16, D.bfloat16.np)
-    if a.shape == (m, k) and c.shape == (k, n) and out.shape == (m, n) and not half:     # a plain matrix product
-        blocked_matmul(a, c, out, pool)
-        return
     a, c = a.reshape(b, m, k), c.reshape(b, k, n)
     target = out.reshape(b, m, n)
-    if half:
+    if out.dtype in (np.float16, D.bfloat16.np):
         # an overflow to inf is the result (a GradScaler step looks for it), not a warning
         with np.errstate(over="ignore", invalid="ignore"):
             target[...] = np.matmul(a.astype(np.float32), c.astype(np.float32)).astype(out.dtype)
+    elif threads <= 1 or b * m * n * k < SPLIT_FLOPS or (b < threads and m < 2 * threads):
+        np.matmul(a, c, out=target)
+    elif b >= threads:
+        pool.run_python(lambda _, s, e: np.matmul(a[s:e], c[s:e], out=target[s:e]),
+                        split(b, threads))
     else:
-        blocked_matmul(a, c, target, pool)
+        pool.run_python(lambda _, s, e: np.matmul(a[:, s:e], c, out=target[:, s:e]),
+                        split(m, threads))
 
 
-def blocked_matmul(a: np.ndarray, c: np.ndarray, out: np.ndarray,
-                   pool: Optional[ThreadPool]) -> None:
-    """out = a @ c (2-D, or 3-D batched), the rows of `out` (or its batches) split over
-    the pool, each block one single-threaded BLAS call (NumPy releases the GIL in it)."""
-    m, n, k = a.shape[-2], c.shape[-1], a.shape[-1]
-    batch = a.shape[0] if a.ndim == 3 else 1
-    threads = pool.threads if pool is not None else 1
-    if a.ndim == 2 and native_gemm.own_kernel(a, c, out) and native_gemm.matmul(a, c, out, threads):
-        return          # (as a native program computes it, however small)
-    if threads <= 1 or batch * m * n * k < SPLIT_FLOPS or (batch < threads and m < 2 * threads):
-        np.matmul(a, c, out=out)
-        return
-    if a.ndim == 2 and native_gemm.matmul(a, c, out, threads):   # tiles on the native pool
-        return
-    if batch >= threads:
-        def block(_: int, s: int, e: int) -> None:
-            np.matmul(a[s:e], c[s:e], out=out[s:e])
-        pool.run(block, split(batch, threads))
-        return
-
-    def rows(_: int, s: int, e: int) -> None:
-        np.matmul(a[..., s:e, :], c, out=out[..., s:e, :])
-    pool.run(rows, split(m, threads))
+SPLIT_FLOPS = 1 << 22    # an integer or complex product this large is split over the pool

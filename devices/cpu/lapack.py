@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from .thread_pool import BLAS_THREADS
+from .blas_threads import BLAS_THREADS
 
 _get_name = ctypes.pythonapi.PyCapsule_GetName
 _get_name.restype = ctypes.c_char_p
@@ -32,7 +32,7 @@ def _capsules() -> Optional[dict]:
     except ImportError:
         return None
     # SciPy's OpenBLAS is now loaded: the BLAS threads held to one while a program runs
-    # (thread_pool.py) must include it
+    # (blas_threads.py) must include it
     BLAS_THREADS.forget()
     return dict(cython_lapack.__pyx_capi__)
 

@@ -34,12 +34,12 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ...compiler.driver import InterruptsDeferred
-from ...compiler.program import PartialStep, Step, WhileStep
+from ...compiler.program import LibraryStep, PartialStep, Step, WhileStep
 from . import control_ir
 from .native_pool import address, code as pool_code
 from .object_code import LoadedCode
 from .runtime_objects import runtime_object
-from .thread_pool import BLAS_THREADS
+from .blas_threads import BLAS_THREADS
 
 CTL = control_ir.LAYOUT
 _EXEC = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)   # (releases the GIL)
@@ -193,7 +193,14 @@ def _bindable(exe: Any) -> bool:
         ok = exe._range_cache["eligible"] = eligible(exe)
     return ok and len(set(exe.outputs)) == len(exe.outputs) and not exe._aliases \
         and not exe._donated_slots \
-        and all(not isinstance(s, PartialStep) or s.finish for s in exe.steps)
+        and all(not isinstance(s, PartialStep) or s.finish for s in exe.steps) \
+        and not any(map(_host, exe.steps))
+
+
+def _host(step: Step) -> bool:
+    """A host step: a NativeProgram runs it from Python between two jobs, which the
+    control runner (all native) cannot."""
+    return isinstance(step, LibraryStep) and step.call == "host"
 
 
 # ---- sub-programs bound to memory of their own ---------------------------------------
@@ -205,7 +212,7 @@ class Bound:
 
     def __init__(self, exe: Any, threads: int) -> None:
         NativeProgram, eligible = PROGRAM
-        if not eligible(exe):
+        if not eligible(exe) or any(map(_host, exe.steps)):
             raise NotNative(f"{exe.name}: a step the native program does not run")
         prog = self.prog = NativeProgram(exe, threads)
         if any(copies for _, _, copies in prog.segments):

@@ -29,7 +29,7 @@ from ...compiler import fork_locks
 from . import native_pool, pool_ir
 from .object_code import LoadedCode
 from .runtime_objects import runtime_object
-from .thread_pool import BLAS_THREADS, blas_single_threaded
+from .blas_threads import BLAS_THREADS, blas_single_threaded
 
 _SYMBOLS = {np.dtype(np.float32): "scipy_cblas_sgemm64_", np.dtype(np.float64): "scipy_cblas_dgemm64_"}
 _LOCK = fork_locks.lock()
@@ -116,54 +116,152 @@ A_WEIGHT = 1.5
 TRANS_A_WEIGHT = 2 * A_WEIGHT
 
 
-def _operand(x: np.ndarray) -> Optional[tuple]:
-    """(array, transpose flag, leading dimension) as CBLAS reads a row-major operand."""
-    if x.flags.c_contiguous:
-        return x, IR.CBLAS_NO_TRANS, max(1, x.shape[1])
-    if x.flags.f_contiguous:                     # a transposed C-contiguous array
-        return x, IR.CBLAS_TRANS, max(1, x.shape[0])
+def matrix(rows: int, cols: int, row_stride: int, col_stride: int) -> Optional[tuple]:
+    """(CBLAS transpose flag, leading dimension) of a rows x cols matrix whose elements lie
+    `row_stride` and `col_stride` elements apart (a stride of a dimension of size 1 is
+    never used), or None where BLAS cannot read it in place."""
+    if cols == 1 or col_stride == 1:
+        ld = row_stride if rows > 1 else cols
+        if ld >= max(1, cols):
+            return IR.CBLAS_NO_TRANS, ld
+    if rows == 1 or row_stride == 1:
+        ld = col_stride if cols > 1 else rows
+        if ld >= max(1, rows):
+            return IR.CBLAS_TRANS, ld
     return None
 
 
+def _operand(x: np.ndarray) -> Optional[tuple]:
+    """(array, CBLAS transpose flag, leading dimension) of a 2-D operand read in place."""
+    if x.ndim != 2 or any(s % x.itemsize for s in x.strides):
+        return None
+    flag = matrix(*x.shape, *(s // x.itemsize for s in x.strides))
+    return None if flag is None else (x,) + flag
+
+
+def canonical(dims: list, sizes: tuple) -> Optional[tuple]:
+    """The element strides of an operand read as `sizes` (batch, rows, cols): `dims` are
+    its (size, stride) dimensions in the order the product reads them (the stored ones
+    permuted); each group of them whose sizes multiply to one of `sizes` must lie at one
+    stride (a reshape that needs no copy). None where they do not."""
+    dims = [d for d in dims if d[0] != 1]
+    out = []
+    for size in sizes:
+        group, n = [], 1
+        while n < size and dims:
+            group.append(dims.pop(0))
+            n *= group[-1][0]
+        if n != size:
+            return None
+        if any(s0 != s1 * n1 for (_, s0), (n1, s1) in zip(group, group[1:])):
+            return None
+        out.append(group[-1][1] if group else 0)
+    return tuple(out) if not dims else None
+
+
+def _stored_dims(shape: tuple, perm: list) -> list:
+    """(size, element stride) of a C-contiguous operand's dimensions, in `perm`'s order."""
+    strides, step = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        strides[d], step = step, step * shape[d]
+    return [(shape[p], strides[p]) for p in perm]
+
+
+def _read(dims: list, batch: int, rows: int, cols: int) -> Optional[tuple]:
+    """(CBLAS flag, leading dimension, batch stride) of an operand read as `batch`
+    rows x cols matrices in place, or None."""
+    strides = canonical(dims, (batch, rows, cols))
+    if strides is None:
+        return None
+    flag = matrix(rows, cols, strides[1], strides[2])
+    return None if flag is None else flag + (strides[0] if batch > 1 else 0,)
+
+
 def matmul(a: np.ndarray, c: np.ndarray, out: np.ndarray, threads: int) -> bool:
-    """out = a @ c for 2-D float32/float64 operands over `threads` threads of the native
-    pool; False (nothing done) when this path does not apply."""
+    """out = a @ c for float32/float64 operands, 2-D or a batch of matrices (3-D, of one
+    batch size), each read in place (a view: transposed, a slice of rows) over `threads`
+    threads of the native pool; False (nothing done) when this path does not apply."""
     dt = out.dtype
-    if dt not in _SYMBOLS or a.dtype != dt or c.dtype != dt or a.ndim != 2 or c.ndim != 2 \
+    if dt not in _SYMBOLS or a.dtype != dt or c.dtype != dt or not 2 <= a.ndim == c.ndim <= 3 \
             or not out.flags.c_contiguous or not available():
         return False
-    pa, pc = _operand(a), _operand(c)
-    if pa is None or pc is None:
+    m, k = a.shape[-2:]
+    n = c.shape[-1]
+    batch = a.shape[0] if a.ndim == 3 else 1
+    if c.shape[:-2] != a.shape[:-2] or c.shape[-2] != k or out.shape != a.shape[:-2] + (m, n) \
+            or not (m and n and k and batch):
         return False
-    m, k = a.shape
-    n = c.shape[1]
-    if work(m, n, k) < SPLIT_WORK:    # one tile, on this thread: no worker to wake
+    sa, sc = ([(d, s // x.itemsize) for d, s in zip(x.shape, x.strides)] for x in (a, c))
+    pa, pc = _read(sa, batch, m, k), _read(sc, batch, k, n)
+    if pa is None or pc is None or any(s % x.itemsize for x in (a, c) for s in x.strides):
+        return False
+    if batch * work(m, n, k) < SPLIT_WORK:    # one tile, on this thread: no worker to wake
         threads = 1
-    job, desc = _job(dt, m, n, k, pa[1:], pc[1:], threads)
+    _run(_job(dt, m, n, k, pa, pc, threads, batch), a, c, out, threads)
+    return True
+
+
+def run_product(layout: dict, lhs: np.ndarray, rhs: np.ndarray, out: np.ndarray,
+                threads: int) -> bool:
+    """A dot_general step of the general path: `program_task`'s tiles (those a native
+    program runs for it, so both paths sum alike) over C-contiguous operands, on
+    `threads` threads; False (nothing done) where `program_task` does not apply."""
+    dt = out.dtype
+    if not (lhs.flags.c_contiguous and rhs.flags.c_contiguous and out.flags.c_contiguous) \
+            or lhs.dtype != dt or rhs.dtype != dt:
+        return False
+    jobs = _thread_jobs()
+    key = ("step", dt, lhs.shape, rhs.shape, out.shape, tuple(layout["lhs_perm"]),
+           tuple(layout["rhs_perm"]), threads)
+    hit = jobs.get(key)
+    if hit is None:
+        made = program_task(layout, lhs.shape, rhs.shape, out.shape, dt, threads)
+        if made is None:
+            return False
+        fn, desc, ranges = made
+        hit = _remember(jobs, key, (native_pool.Job([(fn, [0, 1, 2, 3], [], [], ranges)], 4), desc))
+    _run(hit, lhs, rhs, out, threads)
+    return True
+
+
+def _run(hit: tuple, a: np.ndarray, c: np.ndarray, out: np.ndarray, threads: int) -> None:
+    job, desc = hit
     job.table[:] = (native_pool.address(a), native_pool.address(c), native_pool.address(out),
                     native_pool.address(desc))
     with blas_single_threaded():
         native_pool.get_pool(threads).run(job)
-    return True
 
 
 _JOBS = threading.local()      # per Python thread: a job's table is written at each call
 
 
-def _job(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: int) -> tuple:
-    """The pool job and the descriptor of one product's shape (built once per shape:
-    building them costs more than the call of a small product)."""
+def _job(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: int,
+         batch: int) -> tuple:
+    """The pool job and the descriptor of one product's shape and layout (built once:
+    building them costs more than the call of a small product); pa/pc: (CBLAS flag,
+    leading dimension, batch stride) of A and B."""
+    jobs = _thread_jobs()
+    key = (dt, m, n, k, pa, pc, threads, batch)
+    hit = jobs.get(key)
+    if hit is None:
+        strides = (pa[2], pc[2], m * n) if batch > 1 else (0, 0, 0)
+        fn, desc, ranges = task(dt, m, n, k, pa[:2], pc[:2], threads, batch, strides)
+        job = native_pool.Job([(fn, [0, 1, 2, 3], [], [], ranges)], 4)
+        hit = _remember(jobs, key, (job, desc))
+    return hit
+
+
+def _thread_jobs() -> dict:
     jobs = getattr(_JOBS, "jobs", None)
     if jobs is None:
         jobs = _JOBS.jobs = {}
-    key = (dt, m, n, k, pa, pc, threads)
-    hit = jobs.get(key)
-    if hit is None:
-        if len(jobs) > 256:            # a program of many shapes: keep the cache bounded
-            jobs.clear()
-        fn, desc, ranges = task(dt, m, n, k, pa, pc, threads)
-        job = native_pool.Job([(fn, [0, 1, 2, 3], [], [], ranges)], 4)
-        hit = jobs[key] = (job, desc)
+    return jobs
+
+
+def _remember(jobs: dict, key: tuple, hit: tuple) -> tuple:
+    if len(jobs) > 256:            # a program of many shapes: keep the cache bounded
+        jobs.clear()
+    jobs[key] = hit
     return hit
 
 
@@ -189,20 +287,6 @@ def task(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: in
 def calls_blas(fn: int) -> bool:
     """Whether the tile function at address `fn` (from `task`) calls BLAS."""
     return fn in _BLAS_FUNCTIONS
-
-
-def own_kernel(a: np.ndarray, c: np.ndarray, out: np.ndarray) -> bool:
-    """Whether out = a @ c (2-D) is computed by code of ours ("direct", "dots"), not BLAS,
-    when `matmul` takes it: the general path then calls `matmul` for it however small, so
-    that a program's products sum alike on both paths (a profiled step, which runs the
-    general path, equals a plain one bit for bit)."""
-    dt = out.dtype
-    if dt not in _SYMBOLS or a.dtype != dt or c.dtype != dt or a.ndim != 2 or c.ndim != 2:
-        return False
-    pa, pc = _operand(a), _operand(c)
-    if pa is None or pc is None:
-        return False
-    return kind(dt, a.shape[0], c.shape[1], a.shape[1], pa[1], pc[1]) != "blas"
 
 
 def kind(dt: np.dtype, m: int, n: int, k: int, trans_a: int, trans_b: int) -> str:
@@ -250,24 +334,22 @@ def direct(m: int, n: int, k: int, trans_b: int) -> bool:
 
 def program_task(layout: dict, lhs: tuple, rhs: tuple, out: tuple, dt: np.dtype,
                  threads: int) -> Optional[tuple]:
-    """`task` for a dot_general step of a whole-program job (devices/cpu/native_program.py):
-    lhs/rhs/out are the stored (C-contiguous) shapes, `layout` the stanza's gemm layout.
-    A batched product is covered when its batch dimensions lead both operands in order
-    (each product's operands then lie one after another). None when the product is not
-    one this path covers (then the program runs its steps one by one, the product
-    through `matmul`)."""
+    """`task` for a dot_general step (devices/cpu/native_program.py, and the general
+    path's `run_product`): lhs/rhs/out are the stored (C-contiguous) shapes, `layout` the
+    stanza's gemm layout, (batch, m, k) @ (batch, k, n). Covered whenever each operand
+    reads as that in place: its dimensions, permuted, merge into batch, rows and columns
+    (x @ W.T with x of (B, T, C) is one (B*T, C) matrix; attention's q @ k.T a batch
+    of matrices, k's transposed). None when the product is not one this path covers."""
     m, n, k, batch = layout["m"], layout["n"], layout["k"], layout["batch"]
-    nb = len(lhs) - 2
     if dt not in _SYMBOLS or not available() or not (m and n and k and batch) \
-            or len(rhs) != nb + 2 or tuple(out) != tuple(lhs[:nb]) + (m, n) \
-            or math.prod(lhs[:nb]) != batch or tuple(rhs[:nb]) != tuple(lhs[:nb]):
+            or math.prod(out) != batch * m * n:
         return None
-    pa = _flag(layout["lhs_perm"], lhs, nb)
-    pc = _flag(layout["rhs_perm"], rhs, nb)
+    pa = _read(_stored_dims(tuple(lhs), layout["lhs_perm"]), batch, m, k)
+    pc = _read(_stored_dims(tuple(rhs), layout["rhs_perm"]), batch, k, n)
     if pa is None or pc is None:
         return None
-    strides = (math.prod(lhs[nb:]), math.prod(rhs[nb:]), m * n) if batch > 1 else (0, 0, 0)
-    return task(dt, m, n, k, pa, pc, threads if batch * work(m, n, k) >= SPLIT_WORK else 1,
+    strides = (pa[2], pc[2], m * n) if batch > 1 else (0, 0, 0)
+    return task(dt, m, n, k, pa[:2], pc[:2], threads if batch * work(m, n, k) >= SPLIT_WORK else 1,
                 batch, strides)
 
 
@@ -287,16 +369,3 @@ def work(m: int, n: int, k: int) -> int:
     """A product's estimated cost in multiply-add units: its arithmetic plus the memory
     traffic of C and of packing A and B."""
     return m * n * k + C_WEIGHT * m * n + PACK_WEIGHT * k * (m + n)
-
-
-def _flag(perm: list, shape: tuple, nb: int = 0) -> Optional[tuple]:
-    """(CBLAS transpose flag, leading dimension) of a stored row-major operand whose `nb`
-    leading (batch) dimensions stay in place, read through `perm`."""
-    if len(shape) != nb + 2 or list(perm[:nb]) != list(range(nb)):
-        return None
-    ld = max(1, shape[nb + 1])
-    if list(perm[nb:]) == [nb, nb + 1]:
-        return IR.CBLAS_NO_TRANS, ld
-    if list(perm[nb:]) == [nb + 1, nb]:
-        return IR.CBLAS_TRANS, ld
-    return None

@@ -21,15 +21,20 @@ or after it, never while a worker still writes.
   its own at its next parallel run.
 - Two Python threads never share a pool at once: the second runs its job on its own
   thread (still natively) instead of waiting.
+- Python work splits over the same threads (`NativePool.run_python`: a host call's NumPy
+  reference by rows): each chunk is a call from native code back into Python, which
+  takes the GIL and lets it go inside NumPy's loops, so the chunks' loops run at once.
+  The process has one pool of threads for everything it runs.
 """
 from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import os
 import sys
 import weakref
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -38,7 +43,6 @@ from ...compiler import fork_locks
 from . import pool_ir
 from .object_code import LoadedCode
 from .runtime_objects import runtime_object
-from .thread_pool import default_threads
 
 SPIN_ROUNDS = 2000      # `pause` rounds a worker spins before sleeping: ~50-150 us, longer
                         # than the Python between two kernels of one sync, short enough not
@@ -49,6 +53,23 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 _PTHREAD_SYMBOLS = ("pthread_mutex_lock", "pthread_mutex_unlock", "pthread_cond_wait",
                     "pthread_cond_broadcast", "sched_yield")
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+_PY_CHUNK = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64)   # a kernel of no buffers
+
+
+@functools.lru_cache(maxsize=None)
+def default_threads() -> int:
+    """The cores this process may run on (read once: a run asks at every sync)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:          # not every platform has affinity masks
+        return max(1, os.cpu_count() or 1)
+
+
+def split(extent: int, parts: int) -> list:
+    """[start, end) ranges covering [0, extent) in `parts` nearly equal pieces."""
+    parts = max(1, min(parts, extent))
+    bounds = [extent * k // parts for k in range(parts + 1)]
+    return [(bounds[k], bounds[k + 1]) for k in range(parts)]
 
 
 class _Code:
@@ -216,6 +237,33 @@ class NativePool:
             c.run(self.state.ctypes.data, job.address, 1)
         finally:
             self._busy.release()
+
+    def run_python(self, fn: Callable[[int, int, int], None], ranges: list) -> None:
+        """fn(chunk, start, end) for every range, on this pool's threads; returns when all
+        are done. Each chunk is a call back into Python from the pool's native code (it
+        takes the GIL: worth it where fn spends its time in code that lets it go, as
+        NumPy's loops do). The first exception a chunk raises (an interrupt on the
+        calling thread included) is raised here once no chunk runs; none starts after
+        it."""
+        if len(ranges) == 1 or self.threads <= 1:
+            for k, (s, e) in enumerate(ranges):
+                fn(k, s, e)
+            return
+        failed: list = []
+        chunk_of = {s: k for k, (s, _) in enumerate(ranges)}
+
+        def chunk(s: int, e: int) -> None:
+            if failed:
+                return
+            try:
+                fn(chunk_of[s], s, e)
+            except BaseException as err:     # (ctypes would print it and go on)
+                failed.append(err)
+        callback = _PY_CHUNK(chunk)          # alive until the run returns
+        address = ctypes.cast(callback, ctypes.c_void_p).value
+        self.run(Job([(address, [], [], [], ranges)], 0))
+        if failed:
+            raise failed[0]
 
     def _forget(self) -> None:
         """In a forked child: the parent's workers do not exist here, and the mutex and

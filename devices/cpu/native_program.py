@@ -20,10 +20,14 @@ once per executable and thread count:
   outputs are made as their arrays, and a program that is one job of one chunk a task
   (the split gives a small kernel one chunk) is one direct native call on this thread.
 
-It serves programs of generated kernels and plain 2-D matrix products (a product is a
-task of the same job: tiles of C, each a single-threaded BLAS gemm, see
-devices/cpu/native_gemm.py); another library step (a batched product, a sort) sends the run
-down the general path. Donated parameters are handled as the general path does: a
+It serves programs of generated kernels, matrix products (a product is a task of the
+same job: tiles of C, each a single-threaded BLAS gemm or our own code, see
+devices/cpu/native_gemm.py; batched ones and operands read in place as matrices too),
+and host steps (NumPy's references: a sort, an FFT), which it runs from Python between
+two jobs over the buffers its table names (devices/cpu/host_calls.py). A product whose
+operands need a copy, a host step inside a loop or branch run natively, a profile or
+`debug` >= 2 send the run down the general path (CPUExecutable's steps one by one).
+Donated parameters are handled as the general path does: a
 parameter's slot is the caller's memory when it can be claimed, else fresh memory for
 each value planned there, an in-place output starting as a copy of its parameter.
 """
@@ -38,17 +42,22 @@ import numpy as np
 
 from ...compiler.hlo import dtypes as D
 from ...compiler.program import CONTROL_STEPS, LibraryStep, LoopStep, PartialStep, Step
-from . import native_control, native_gemm, product_groups, step_barriers
+from . import host_calls, native_control, native_gemm, product_groups, step_barriers
 from .host_memory import HOST_MEMORY, MIN_BYTES, claim_memory
-from .native_pool import Job, address, code, get_pool
-from .thread_pool import split
+from .native_pool import Job, address, code, get_pool, split
 
 
 def eligible(exe: Any) -> bool:
-    """Whether `exe` (a CPUExecutable) can run as a NativeProgram."""
+    """Whether `exe` (a CPUExecutable) can run as a NativeProgram (host steps only where
+    no control step makes the whole program one call of the control runner)."""
     steps = exe.steps
     return bool(steps) and all(_native_step(exe, s) for s in steps) \
-        and not (set(exe.outputs) & ({p for p, _ in exe.params} | set(exe._const_arrays)))
+        and not (set(exe.outputs) & ({p for p, _ in exe.params} | set(exe._const_arrays))) \
+        and not (any(map(_host, steps)) and any(isinstance(s, CONTROL_STEPS) for s in steps))
+
+
+def _host(step: Step) -> bool:
+    return isinstance(step, LibraryStep) and step.call == "host"
 
 
 def _native_step(exe: Any, step: Step) -> bool:
@@ -56,6 +65,8 @@ def _native_step(exe: Any, step: Step) -> bool:
         return native_control.eligible_step(exe, step)
     if isinstance(step, (LoopStep, PartialStep)):
         return exe._code is not None
+    if isinstance(step, LibraryStep) and step.call == "host":
+        return True                          # run between two jobs (host_calls.HostStep)
     return isinstance(step, LibraryStep) and step.call == "gemm" \
         and _gemm_task(exe, step, 1) is not None
 
@@ -73,7 +84,8 @@ def _gemm_task(exe: Any, step: LibraryStep, threads: int) -> Optional[tuple]:
 
 def _gemm_work(exe: Any, step: Step) -> Optional[int]:
     """A native product step's estimated work (native_gemm.work), else None."""
-    if not isinstance(step, LibraryStep) or _gemm_task(exe, step, 1) is None:
+    if not isinstance(step, LibraryStep) or step.call != "gemm" \
+            or _gemm_task(exe, step, 1) is None:
         return None
     a = step.args
     return a["batch"] * native_gemm.work(a["m"], a["n"], a["k"])
@@ -94,7 +106,7 @@ def _parallel_jobs(exe: Any, plan: Any, threads: int) -> dict:
     job: list = []
     wide = False
     for step in plan.order:
-        if isinstance(step, CONTROL_STEPS):     # between jobs, never in one
+        if isinstance(step, CONTROL_STEPS) or _host(step):     # between jobs, never in one
             out.update(dict.fromkeys(job, wide))
             job, wide = [], False
             continue
@@ -178,8 +190,8 @@ class NativeProgram:
             fixed.append((where[p], arr))
         self._descriptors: list = []      # the gemm tasks' descriptors, kept alive
         # whether a task calls BLAS (a product of ours alone, dots or direct, does not:
-        # the run then leaves BLAS's thread count alone, two calls of ~1.5 us each)
-        self.calls_blas = False
+        # the run then leaves BLAS's thread count alone, two calls of ~1.5 us each): set
+        # with the plan below
         self._partials: list = []         # every _Reduction, its partial array kept alive
         # parameter slots: (the donor's argument number or None, its value, [(index,
         # value, dtype, shape, bytes)] per value planned in the slot)
@@ -188,6 +200,7 @@ class NativeProgram:
         # independent products side by side (product_groups.py): the steps' order, and
         # the values whose memory that order cannot share with their slot's
         self.plan = product_groups.plan(exe, threads, _used, lambda s: _gemm_work(exe, s))
+        self.calls_blas = any(host_calls.calls_lapack(s) for s in exe.steps if _host(s))
         self._plan_slots(exe, where, fixed)
         self._aliases = list(exe._aliases)
         # (output, the parameter it overwrites in place) for each alias
@@ -209,7 +222,8 @@ class NativeProgram:
         self._small_outputs = self._plan_small_outputs()
         # a single job whose tasks have one chunk each: called here, no pool asked
         only = self.segments[0] if len(self.segments) == 1 else None
-        direct = only is not None and not only[0].parallel and not only[2]
+        direct = only is not None and isinstance(only[0], Job) and not only[0].parallel \
+            and not only[2]
         self._direct = only[0].address if direct else None
         self._direct_fills = only[1] if direct else []
         self._call = code().run
@@ -320,6 +334,15 @@ class NativeProgram:
                     lambda p: exe.values[p].nbytes)
                 self.calls_blas = self.calls_blas or control.calls_blas
                 segments.append((control, [], []))
+                continue
+            if _host(step):          # NumPy's reference, on this thread, between jobs
+                if tasks:
+                    segments.append((Job(tasks, self._count, self.table,
+                                         _go_on(tasks, go_on, free)), fills, []))
+                    tasks, fills, go_on, free = [], [], [], []
+                segments.append((host_calls.HostStep(exe.values, step,
+                                                     [where[p] for p in _used(step)],
+                                                     self.table), [], []))
                 continue
             if isinstance(step, LibraryStep):    # a matrix product: tiles of C
                 fn, desc, ranges = _gemm_task(exe, step, self.plan.tiles.get(id(step), threads))
@@ -518,6 +541,9 @@ class NativeProgram:
             self._call(None, direct, 0)
             return
         for job, fills, copies in self.segments:
+            if type(job) is _HOST_STEP:
+                job.run(self.pool)
+                continue
             for red in fills:
                 red.part.fill(red.ident)
             self.pool.run(job)
@@ -616,6 +642,7 @@ class _Input:
 
 
 _NDARRAY = np.ndarray
+_HOST_STEP = host_calls.HostStep
 _ndarray = np.ndarray     # (shape, dtype, memory): a view of raw memory in one call
 _empty = np.empty
 _ZERO = ctypes.c_int64(0)

@@ -274,7 +274,10 @@ class PoolIR:
         ticket = _word(b, state, STATE_TICKET)
         shutdown = _word(b, state, STATE_SHUTDOWN)
         seen = b.alloca(I64, name="seen")
-        b.store(b.lshr(_atomic_load(b, ticket), _c(GEN_SHIFT)), seen)
+        # generation 0: the pool's state is new when its workers start, so a job already
+        # published (the run that started them) is news; one already closed is refused
+        # by the join's compare-and-swap (the run's first job was left to its caller)
+        b.store(_c(0), seen)
         wait = f.append_basic_block("wait")
         b.branch(wait)
 

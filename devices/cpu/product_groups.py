@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from . import native_gemm
+from .step_barriers import writers
 
 # A pair of products each on its own thread is worth it while the larger one takes at
 # most this much more than an even share of both: a split costs ~5-8% in repeated
@@ -43,7 +44,7 @@ def plan(exe: Any, threads: int, used: Callable[[dict], list],
     """`used(step)`: the values a step reads or writes; `gemm_work(step)`: a product
     step's estimated work when it is a native 2-D product, else None."""
     steps = list(exe.steps)
-    first = _first_use(steps, used)
+    written = writers(exe, used)
     given = {p for p, _ in exe.params} | set(exe._const_arrays)
     fixed = _fixed_values(exe)
     order: list = []
@@ -51,7 +52,7 @@ def plan(exe: Any, threads: int, used: Callable[[dict], list],
     own: set = set()
     for step in steps:
         work = gemm_work(step)
-        placed = work is not None and _join(exe, step, order, groups, threads, first, given,
+        placed = work is not None and _join(exe, step, order, groups, threads, written, given,
                                             fixed, used, gemm_work, own)
         if not placed:
             order.append(step)
@@ -73,7 +74,7 @@ LOOK_BACK = 8       # how many earlier groups a product may join, and how many s
 REACH = 64          # may move over at most (planning stays linear in the steps)
 
 
-def _join(exe: Any, step: dict, order: list, groups: list, threads: int, first: dict,
+def _join(exe: Any, step: dict, order: list, groups: list, threads: int, written: dict,
           given: set, fixed: set, used: Callable, gemm_work: Callable, own: set) -> bool:
     """Place `step` beside the products of an earlier group when it may move there:
     the latest group where each product then runs whole on a thread, else the latest
@@ -85,7 +86,7 @@ def _join(exe: Any, step: dict, order: list, groups: list, threads: int, first: 
         start = _index(order, group[0])
         if len(order) - start > REACH:
             break                  # (earlier groups are farther still)
-        mine = _movable(exe, step, order[start:], first, given, fixed, used)
+        mine = _movable(exe, step, order[start:], written, given, fixed, used)
         if mine is None:
             continue
         if _whole(group + [step], threads, gemm_work):
@@ -115,17 +116,6 @@ def _index(order: list, step: dict) -> int:
     raise ValueError("step not in the order")
 
 
-def _first_use(steps: list, used: Callable[[dict], list]) -> dict:
-    """value -> index of the first step that reads or writes it: for a value computed in
-    the program, the step that computes it."""
-    first: dict = {}
-    for k, step in enumerate(steps):
-        for p in used(step):
-            if p is not None and p not in first:
-                first[p] = k
-    return first
-
-
 def _fixed_values(exe: Any) -> set:
     """Values whose memory is not the program's to move: outputs, values in a parameter's
     slot (donated memory), the two sides of an in-place output."""
@@ -136,18 +126,19 @@ def _fixed_values(exe: Any) -> set:
     return fixed
 
 
-def _movable(exe: Any, step: dict, between: list, first: dict, given: set, fixed: set,
+def _movable(exe: Any, step: dict, between: list, written: dict, given: set, fixed: set,
              used: Callable[[dict], list]) -> Optional[set]:
     """The values to give memory of their own when `step` (a product) can run before or
-    beside the steps `between`, else None: none of them computes one of its operands,
-    and none touches the memory its result goes to (else that result takes memory of
-    its own, when it may: not an output, not donated memory)."""
+    beside the steps `between`, else None: none of them writes one of its operands
+    (`written`: step_barriers.writers), and none touches the memory its result goes to
+    (else that result takes memory of its own, when it may: not an output, not donated
+    memory)."""
     out = step.pos
     if out in fixed:
         return None
     late = {id(s) for s in between}
     for o in step.operands:
-        if o not in given and first.get(o) is not None and id(exe.steps[first[o]]) in late:
+        if o not in given and late & written.get(o, set()):
             return None          # an operand is computed in between
     slot = exe.slot_of.get(out)
     if slot is None:

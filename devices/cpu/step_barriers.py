@@ -12,6 +12,12 @@ A step may follow without a barrier when it touches no memory written by any tas
 the last barrier, and writes no memory those tasks read. Memory is compared by buffer
 slot (values planned in one slot may share its memory, in-place outputs that of their
 parameter), so a value reusing a dead value's memory counts as touching it.
+
+A value is written by every step of the plan kernel that computes it, not by its first
+step alone: a scatter is two steps of one kernel (its operand copied into the result,
+then the updates written into it), so the step after the updates must wait for them
+(a reduction over a GPT's embedding gradient read it while the scatter still wrote:
+losses differed from run to run in the last digits).
 """
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ def free_steps(exe: Any, order: list, go_on: set, own: set,
     product_groups.py): no step is chained into the start of such a group, whose pair
     was checked only against itself. `own`: the values given memory of their own."""
     memory = _memory_key(exe, own)
-    producer = _producers(exe, used)
+    producer = writers(exe, used)
     free: set = set()
     open_used: set = set()         # memory read or written by the tasks since the barrier
     open_written: set = set()
@@ -58,27 +64,32 @@ def _memory_key(exe: Any, own: set) -> Callable[[int], Hashable]:
     return key
 
 
-def _producers(exe: Any, used: Callable[[dict], list]) -> dict:
-    """value -> id of the step that computes it: the first step that uses a value that is
-    neither a parameter nor a constant."""
+def writers(exe: Any, used: Callable[[dict], list]) -> dict:
+    """value -> ids of the steps that write it: each step of the plan kernel whose step
+    first uses the value (a value neither a parameter nor a constant is computed by the
+    first step that touches it, and a kernel of several steps writes its values in any
+    of them)."""
     given = {p for p, _ in exe.params} | set(exe._const_arrays)
+    kernels: dict = {}
+    for step in exe.steps:
+        kernels.setdefault(step.kernel, set()).add(id(step))
     out: dict = {}
     for step in exe.steps:
         for p in used(step):
             if p is not None and p not in given and p not in out:
-                out[p] = id(step)
+                out[p] = kernels[step.kernel] if step.kernel else {id(step)}
     return out
 
 
 def _access(step: dict, used: Callable[[dict], list], producer: dict,
             memory: Callable[[int], Hashable]) -> tuple:
-    """(memory the step reads or writes, memory it writes)."""
+    """(memory the step reads or writes, memory it writes); `producer`: `writers`."""
     touched, written = set(), set()
     for p in used(step):
         if p is None:
             continue
         key = memory(p)
         touched.add(key)
-        if producer.get(p) == id(step):
+        if id(step) in producer.get(p, ()):
             written.add(key)
     return touched, written

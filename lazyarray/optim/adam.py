@@ -1,9 +1,10 @@
-"""Adam and AdamW, following PyTorch's update formulas (no amsgrad)."""
+"""Adam and AdamW, following PyTorch's update formulas (with its AMSGrad variant)."""
 from __future__ import annotations
 
 import math
 from typing import Any, Iterable
 
+from .. import ops
 from ..compiler.transforms.graph_templates import remembered
 from ..compiler.graph.node import Node, new_node, scalar_leaf
 from .optimizer import LearningRate, Optimizer
@@ -13,21 +14,22 @@ from .same_type import recorder
 class Adam(Optimizer):
     """m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
     p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
-    `weight_decay` adds wd * p to g (L2, as torch.optim.Adam)."""
+    `weight_decay` adds wd * p to g (L2, as torch.optim.Adam); `amsgrad` divides by the
+    running maximum of v instead of v (kept as the state `max_exp_avg_sq`)."""
 
     state_names = ("exp_avg", "exp_avg_sq")
     decoupled = False
 
     def __init__(self, params: Iterable[Any], lr: LearningRate = 1e-3,
                  betas: tuple = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
-                 maximize: bool = False) -> None:
+                 amsgrad: bool = False, *, maximize: bool = False) -> None:
         # this step's scalars per (group, dtype) and their broadcasts per (group, shape,
         # dtype), each with the last step's (see `_scalars`)
         self._made: dict = {}
         self._spread: dict = {}
         self._renewed: dict = {}
         super().__init__(params, lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                         maximize=maximize)
+                         amsgrad=bool(amsgrad), maximize=maximize)
 
     def check_group(self, group: dict) -> None:
         (b1, b2), eps, wd = group["betas"], group["eps"], group["weight_decay"]
@@ -35,6 +37,9 @@ class Adam(Optimizer):
             raise ValueError(f"{type(self).__name__}: betas must be in [0, 1), eps and "
                              f"weight_decay non-negative; got betas={group['betas']}, "
                              f"eps={eps}, weight_decay={wd}")
+
+    def state_names_for(self, group: dict) -> tuple:
+        return self.state_names + (("max_exp_avg_sq",) if group["amsgrad"] else ())
 
     def update(self, param: Node, grad: Node, state: dict, lr: float) -> tuple:
         group = self.group
@@ -45,6 +50,9 @@ class Adam(Optimizer):
             decay = self.scalar("weight_decay", wd, param)
         else:
             decay = None
+        if group["amsgrad"]:
+            return _amsgrad(param, grad, state, self._scalars(param, lr), decay,
+                            bool(group["maximize"]), self.decoupled)
         new, m, v = _adam_nodes(param, grad, state["exp_avg"], state["exp_avg_sq"],
                                 *self._scalars(param, lr), decay, bool(group["maximize"]),
                                 self.decoupled)
@@ -68,7 +76,7 @@ class Adam(Optimizer):
                 continue
             seen.add((gi, dtype))
             group = groups[gi]
-            if group["weight_decay"]:
+            if group["weight_decay"] or group["amsgrad"]:
                 return None
             self._gi, self.group = gi, group
             leaves.extend(self._step_leaves(dtype, lrs[gi]))
@@ -168,6 +176,24 @@ def _adam_nodes(param: Node, grad: Node, m0: Node, v0: Node, b1: Node, omb1: Nod
     return new, m, v
 
 
+def _amsgrad(param: Node, grad: Node, state: dict, scalars: tuple, decay: Any, maximize: bool,
+             decoupled: bool) -> tuple:
+    """(new parameter, state) of an AMSGrad step: as `_adam_nodes`, but the denominator
+    reads max(v_max, v) (PyTorch's `max_exp_avg_sq`). Recorded as written each step."""
+    b1, omb1, b2, omb2, inv_bc2, eps, step = scalars
+    g = ops.negative(grad) if maximize else grad
+    if decay is not None and decoupled:
+        param = ops.multiply(param, decay)
+    elif decay is not None:
+        g = ops.add(g, ops.multiply(param, decay))
+    m = ops.add(ops.multiply(state["exp_avg"], b1), ops.multiply(g, omb1))
+    v = ops.add(ops.multiply(state["exp_avg_sq"], b2), ops.multiply(ops.square(g), omb2))
+    v_max = ops.maximum(state["max_exp_avg_sq"], v)
+    denom = ops.add(ops.multiply(ops.sqrt(v_max), inv_bc2), eps)
+    new = ops.subtract(param, ops.multiply(ops.divide(m, denom), step))
+    return new, {"exp_avg": m, "exp_avg_sq": v, "max_exp_avg_sq": v_max}
+
+
 class AdamW(Adam):
     """Adam with decoupled weight decay: p *= 1 - lr * wd before the Adam step."""
 
@@ -175,5 +201,5 @@ class AdamW(Adam):
 
     def __init__(self, params: Iterable[Any], lr: LearningRate = 1e-3,
                  betas: tuple = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
-                 maximize: bool = False) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, maximize)
+                 amsgrad: bool = False, *, maximize: bool = False) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
