@@ -128,6 +128,17 @@ def test_a_scalar_returned_as_an_output_is_its_own_buffer(fake) -> None:
     assert [float(k.numpy()[0]) for k in kept] == [1.5, 2.5, 3.5]
 
 
+def test_equal_results_merged_by_cse_are_separate_buffers(fake) -> None:
+    """Two `zeros(n)` (an optimizer's two states) are one value of the program; each
+    tensor still gets a buffer of its own, so both can be donated at the first step as at
+    every later one (a shared buffer made the first step's donation set, hence its
+    program, differ from the second's: a recompile)."""
+    a, b = la.zeros(32), la.zeros(32)
+    la.sync()
+    assert a._node.buffer.ptr != b._node.buffer.ptr
+    assert (a.numpy() == 0).all() and (b.numpy() == 0).all()
+
+
 # ---- the allocator -------------------------------------------------------------------
 
 def _step(x: la.Tensor) -> la.Tensor:

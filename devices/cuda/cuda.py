@@ -365,6 +365,11 @@ class CudaExecutable:
         self._pool_after_run = False
         self._results = set(self.outputs) - set(self.aliases)   # (not updated in place)
         self._kept: set = set()        # results a graph copies out (see _note_kept)
+        # a value the program returns more than once (two tensors whose graphs are equal,
+        # merged by CSE: two `zeros(n)` states): each later tensor gets its own copy, so no
+        # buffer is shared by two tensors (a shared one could never be donated, and the
+        # next step's donation set, hence its program, would differ)
+        self._repeated = [i for i, o in enumerate(self.outputs) if o in self.outputs[:i]]
 
     def _load_subs(self, step: Step, host: Optional[dict]) -> list:
         progs = step.sub_programs()
@@ -396,7 +401,12 @@ class CudaExecutable:
             self._run_graph(values)
         else:
             self._steps(values, self._allocate(values))
-        return [self._result(o, values) for o in self.outputs]
+        results = [self._result(o, values) for o in self.outputs]
+        for i in self._repeated:
+            own = self.device.new_buffer(results[i].shape, results[i].dtype)
+            self.device.copy(results[i], own)
+            results[i] = own
+        return results
 
     def _allocate(self, values: dict, prefer: Optional[dict] = None) -> dict:
         """Every buffer of the run before any launch (a graph sees them all), each where
