@@ -299,13 +299,31 @@ def _plan(cap: Sequence[Any], tensors: list, ext: list) -> tuple:
                 continue                       # kept inside the module
             if n.buffer is not None or (not n.operands and n.op not in _FIXED_LEAVES):
                 raise Doubt(f"a captured {n.op} not reachable from the key")
-            if n.operands:
+            if n.operands and not _constant_only(n):
                 stack.extend(n.operands)
                 continue
             spec = ("n", n)
         specs.append(spec)
         leaves.append(n)
     return specs, leaves
+
+
+def _constant_only(n: Any) -> bool:
+    """Whether `n` is computed from kept constants alone (a shared broadcast of 0.0, made
+    once for every graph by ops/promotion.py). Such a node is passed as itself on a
+    later call: recomputed from its constant it would be a new node where the first
+    call's graph had the shared one (also read outside the loop there), and the graph,
+    one node longer, would compile again."""
+    stack, seen = [n], set()
+    while stack:
+        m = stack.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        if m.buffer is not None or (not m.operands and m.op != "constant"):
+            return False
+        stack.extend(m.operands)
+    return True
 
 
 def clear() -> None:

@@ -133,6 +133,29 @@ def test_other_bounds_reuse_the_trace(traces):
     assert traces[0] == n
 
 
+def test_a_shared_constant_read_inside_and_outside_compiles_once(traces):
+    """A body reading a kept constant's shared broadcast (`maximum(v, 0.0)` of a (2, 3)
+    value) that the code outside the loop reads too: the second call's graph is the first
+    call's (the same node passed again, not a new broadcast of 0.0), so it compiles once.
+    The decoding benchmark's fori_loop compiled twice (a graph one node longer)."""
+    x = la.asarray(np.arange(6.0).reshape(2, 3) - 2.5)
+
+    def run():
+        v = la.maximum(x, 0.0) - 1.0
+        return la.fori_loop(0, 3, lambda i, v: la.maximum(v, 0.0) * 0.5 + i, v).numpy()
+
+    first = run()
+    n, before = traces[0], la.debug.metrics().cache_misses
+    again = run()
+    assert traces[0] == n
+    assert la.debug.metrics().cache_misses == before
+    want = np.maximum(np.arange(6.0).reshape(2, 3) - 2.5, 0.0) - 1.0
+    for i in range(3):
+        want = np.maximum(want, 0.0) * 0.5 + i
+    np.testing.assert_allclose(again, want, rtol=1e-12)
+    np.testing.assert_array_equal(again, first)
+
+
 class _Scale:
     factor = 1.0
 
