@@ -85,6 +85,7 @@ class _Walk:
         self.items = 0
         self.active: set = set()
         self.path: list = []
+        self.classes: dict = {}      # class -> its key: each instance of it would walk it again
 
     def fp(self, x: Any) -> Any:
         self.items += 1
@@ -128,7 +129,7 @@ class _Walk:
             if isinstance(x, type) and not _library(x.__module__):
                 return ("cls", self._class(x))
             return ("builtin", x)        # the object itself: kept alive, so its id stays its own
-        if _library(getattr(t, "__module__", None)) and isinstance(x, Callable) \
+        if _library(getattr(t, "__module__", None)) and callable(x) \
                 and not hasattr(x, "__dict__"):
             try:
                 return ("libobj", hash(x), x)   # a library callable without state of its own
@@ -161,6 +162,12 @@ class _Walk:
             self.active.discard(id(x))
 
     def _class(self, cls: type) -> Any:
+        key = self.classes.get(cls)
+        if key is None:
+            key = self.classes[cls] = self._class_key(cls)
+        return key
+
+    def _class_key(self, cls: type) -> Any:
         out = []
         for c in cls.__mro__:
             if _library(c.__module__):
