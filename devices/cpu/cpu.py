@@ -677,6 +677,11 @@ def matmul_into(out: np.ndarray, lhs: np.ndarray, rhs: np.ndarray, layout: dict,
     # transposed operands are strided views BLAS reads as they are (no copy)
     a, c = np.transpose(lhs, layout["lhs_perm"]), np.transpose(rhs, layout["rhs_perm"])
     b, m, k, n = layout["batch"], layout["m"], layout["k"], layout["n"]
+    folded, _, _ = native_gemm.fold_rows(layout, lhs.shape, rhs.shape, out.shape)
+    if len(folded) < lhs.ndim and out.flags.c_contiguous:
+        # (..., m, k) @ (k, n) as the 2-D product a native program runs (views: the
+        # result is written where it was planned)
+        a, out = a.reshape(m, k), out.reshape(m, n)
     half = out.dtype in (np.float16, D.bfloat16.np)
     if a.shape == (m, k) and c.shape == (k, n) and out.shape == (m, n) and not half:     # a plain matrix product
         blocked_matmul(a, c, out, pool)

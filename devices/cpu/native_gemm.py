@@ -257,18 +257,32 @@ def program_task(layout: dict, lhs: tuple, rhs: tuple, out: tuple, dt: np.dtype,
     one this path covers (then the program runs its steps one by one, the product
     through `matmul`)."""
     m, n, k, batch = layout["m"], layout["n"], layout["k"], layout["batch"]
+    lhs, out, lhs_perm = fold_rows(layout, lhs, rhs, out)
     nb = len(lhs) - 2
     if dt not in _SYMBOLS or not available() or not (m and n and k and batch) \
             or len(rhs) != nb + 2 or tuple(out) != tuple(lhs[:nb]) + (m, n) \
             or math.prod(lhs[:nb]) != batch or tuple(rhs[:nb]) != tuple(lhs[:nb]):
         return None
-    pa = _flag(layout["lhs_perm"], lhs, nb)
+    pa = _flag(lhs_perm, lhs, nb)
     pc = _flag(layout["rhs_perm"], rhs, nb)
     if pa is None or pc is None:
         return None
     strides = (math.prod(lhs[nb:]), math.prod(rhs[nb:]), m * n) if batch > 1 else (0, 0, 0)
     return task(dt, m, n, k, pa, pc, threads if batch * work(m, n, k) >= SPLIT_WORK else 1,
                 batch, strides)
+
+
+def fold_rows(layout: dict, lhs: tuple, rhs: tuple, out: tuple) -> tuple:
+    """(lhs, out, lhs_perm) with the leading dimensions of a (..., m, k) @ (k, n) product
+    (a linear layer on a (batch, tokens, width) input: no batch dimension in the product)
+    folded into m rows: the rows lie one after another, so it is the 2-D product of
+    (m, k) and (k, n). Other products as they are."""
+    perm = list(layout["lhs_perm"])
+    if layout["batch"] != 1 or len(rhs) != 2 or len(lhs) <= 2 or perm != list(range(len(lhs))) \
+            or lhs[-1] != layout["k"] or math.prod(lhs[:-1]) != layout["m"] \
+            or tuple(out[-1:]) != (layout["n"],) or math.prod(out[:-1]) != layout["m"]:
+        return lhs, out, perm
+    return (layout["m"], layout["k"]), (layout["m"], layout["n"]), [0, 1]
 
 
 # Inside a whole-program job a split costs no dispatch (the job is parallel already; the
