@@ -255,6 +255,7 @@ def _stop_recorded(refs: list) -> None:
     gradients, a computed one forgets its graph (its sync kept it, as for any graph that
     reaches a tensor requiring grad, for a later backward() of another thread's step)."""
     noted, refs[:] = list(refs), []
+    refs.ids = set()
     for ref in noted:
         t = ref()
         if t is None:

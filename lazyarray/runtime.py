@@ -291,19 +291,28 @@ NO_GRAD: dict = {}
 
 
 class Recorded(list):
-    """Weak references to the tensors one thread recorded in a `no_grad()` block."""
+    """Weak references to the tensors one thread recorded in a `no_grad()` block; `ids`:
+    the ids of those reference objects (each alive in the list, so its id is its own).
+    A tensor's plain weak reference is one object: the one in `pending` is among them."""
 
     compact_at = 4096
     plain = False        # noted since a plain `set_grad_enabled(False)` (lazyarray/backward.py)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set = set()
 
 
 def note_no_grad(tensor: Any) -> None:
     """Note a tensor recorded now, if this thread is in a `no_grad()` block."""
     noted = NO_GRAD.get(threading.get_ident())
     if noted is not None:
-        noted.append(weakref.ref(tensor))
+        ref = weakref.ref(tensor)
+        noted.append(ref)
+        noted.ids.add(id(ref))
         if len(noted) > noted.compact_at:      # a long inference loop inside one block
             noted[:] = [r for r in noted if r() is not None]
+            noted.ids = {id(r) for r in noted}
             noted.compact_at = max(4096, 2 * len(noted))
 
 
@@ -420,13 +429,27 @@ def _sync_locked(state: DeviceState, site: Optional[str]) -> list:
         # listed twice is taken once)
         state.pending = []
         nodes, seen = [], set()          # the live, uncomputed nodes, each once
+        # inside no_grad() blocks (and no tape): whether every value to compute was
+        # recorded in one (a tensor noted there; a `.numpy()`'s pin of such a tensor)
+        noted = [rec.ids for rec in NO_GRAD.values()] if NO_GRAD and not TAPE_DEPTH[0] \
+            else None
+        quiet, pins = set(), []
         for r in refs:
             t = r()
             if t is not None:
                 n = t._node
-                if n.buffer is None and n not in seen:
-                    seen.add(n)
-                    nodes.append(n)
+                if n.buffer is None:
+                    if n not in seen:
+                        seen.add(n)
+                        nodes.append(n)
+                    if noted is None:
+                        continue
+                    if type(t) is _Pin:
+                        pins.append(n)
+                    elif any(id(r) in ids for ids in noted):
+                        quiet.add(n)
+                    else:
+                        noted = None     # one recorded with gradients on: keep as before
         state.recorded = 0
         if not nodes:
             return []
@@ -441,6 +464,14 @@ def _sync_locked(state: DeviceState, site: Optional[str]) -> list:
             _compute(state, nodes, bool(donate), site)
         except Exception as error:
             return _isolate(state, nodes, error)
+        if noted is not None and all(n in quiet for n in pins):
+            # every value computed was recorded inside no_grad(): no backward() can walk
+            # back through them, so they forget their graphs now rather than when the block
+            # ends (a Python loop decoding under no_grad kept every step's graph alive: a
+            # GPT's 64 steps, 35,000 nodes, and the collector's full passes over them)
+            for n in nodes:
+                if n.buffer is not None:
+                    n.release()
     except BaseException:
         # interrupted: nothing was lost (inputs intact, see _compute), so the tensors
         # not computed stay pending for a later sync (the computed and the dead ones

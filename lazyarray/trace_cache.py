@@ -85,6 +85,7 @@ class _Walk:
         self.items = 0
         self.active: set = set()
         self.path: list = []
+        self.classes: dict = {}      # class -> its key: each instance of it would walk it again
 
     def fp(self, x: Any) -> Any:
         self.items += 1
@@ -128,7 +129,7 @@ class _Walk:
             if isinstance(x, type) and not _library(x.__module__):
                 return ("cls", self._class(x))
             return ("builtin", x)        # the object itself: kept alive, so its id stays its own
-        if _library(getattr(t, "__module__", None)) and isinstance(x, Callable) \
+        if _library(getattr(t, "__module__", None)) and callable(x) \
                 and not hasattr(x, "__dict__"):
             try:
                 return ("libobj", hash(x), x)   # a library callable without state of its own
@@ -161,6 +162,12 @@ class _Walk:
             self.active.discard(id(x))
 
     def _class(self, cls: type) -> Any:
+        key = self.classes.get(cls)
+        if key is None:
+            key = self.classes[cls] = self._class_key(cls)
+        return key
+
+    def _class_key(self, cls: type) -> Any:
         out = []
         for c in cls.__mro__:
             if _library(c.__module__):
@@ -299,13 +306,31 @@ def _plan(cap: Sequence[Any], tensors: list, ext: list) -> tuple:
                 continue                       # kept inside the module
             if n.buffer is not None or (not n.operands and n.op not in _FIXED_LEAVES):
                 raise Doubt(f"a captured {n.op} not reachable from the key")
-            if n.operands:
+            if n.operands and not _constant_only(n):
                 stack.extend(n.operands)
                 continue
             spec = ("n", n)
         specs.append(spec)
         leaves.append(n)
     return specs, leaves
+
+
+def _constant_only(n: Any) -> bool:
+    """Whether `n` is computed from kept constants alone (a shared broadcast of 0.0, made
+    once for every graph by ops/promotion.py). Such a node is passed as itself on a
+    later call: recomputed from its constant it would be a new node where the first
+    call's graph had the shared one (also read outside the loop there), and the graph,
+    one node longer, would compile again."""
+    stack, seen = [n], set()
+    while stack:
+        m = stack.pop()
+        if id(m) in seen:
+            continue
+        seen.add(id(m))
+        if m.buffer is not None or (not m.operands and m.op != "constant"):
+            return False
+        stack.extend(m.operands)
+    return True
 
 
 def clear() -> None:

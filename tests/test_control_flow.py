@@ -462,3 +462,32 @@ def test_gradients_of_vmapped_loops_and_branches_match_finite_differences():
         check_direction(lambda a: f(a, la.asarray(w)), [x])
         np.testing.assert_allclose(g, la.grad(f)(la.asarray(x), la.asarray(w)).numpy(),
                                    rtol=1e-10)
+
+
+def _while_operands(t):
+    w = t._node.operands[0]            # get_tuple_element(while)
+    assert w.op == "while"
+    return w.operands
+
+
+@pytest.mark.parametrize("where", ["cpu", "interpreter"])
+def test_a_weight_read_transposed_by_products_is_passed_as_stored(where):
+    """x @ W.T in a loop body: W itself is the loop's operand and the transpose stays
+    inside (the product reads W as stored), not a transposed copy made at every call;
+    a transpose also read elementwise is still passed as the copy. Same results."""
+    rng = np.random.default_rng(5)
+    wn, xn = rng.standard_normal((6, 4)), rng.standard_normal((1, 4))
+    w, x = la.asarray(wn, device=where), la.asarray(xn, device=where)
+    wt = w.T
+    out = la.fori_loop(0, 3, lambda i, v: la.tanh(v @ wt)[:, :4] + 0.5, x)
+    ops = [n.op for n in _while_operands(out)]
+    assert w._node in _while_operands(out) and "transpose" not in ops
+    mixed = la.fori_loop(0, 3, lambda i, v: la.tanh(v @ wt)[:, :4] + (v.T * wt).sum(axis=1)[None],
+                         x)
+    assert "transpose" in [n.op for n in _while_operands(mixed)]
+    want, want_mixed = xn, xn
+    for _ in range(3):
+        want = np.tanh(want @ wn.T)[:, :4] + 0.5
+        want_mixed = np.tanh(want_mixed @ wn.T)[:, :4] + (want_mixed.T * wn.T).sum(axis=1)[None]
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(mixed.numpy(), want_mixed, rtol=1e-12)

@@ -25,7 +25,7 @@ def test_row_dots_match_numpy(dtype, threads: int) -> None:
     pool = NP.NativePool(threads)
     shapes = [(m, n, k) for n in range(1, native_gemm.DOTS_N[dt] + 1)
               for m, k in ((1, 32), (7, 33), (256, 512), (13, 45))]
-    shapes += [(1000, 5, 40), (3, 2, 1027)]
+    shapes += [(1000, 5, 40), (3, 2, 1027), (1, 300, 64), (1, 97, 1027)]   # one row: any width
     try:
         for m, n, k in shapes:
             x = rng.standard_normal((m, k)).astype(dtype)
@@ -55,6 +55,9 @@ def test_row_dots_take_only_the_layouts_they_do_better() -> None:
     assert native_gemm.kind(f32, 256, 10, 512, yes, yes) == "blas"    # A read down columns
     assert native_gemm.kind(f32, 256, 10, 512, no, no) == "blas"      # B not transposed
     assert native_gemm.kind(f32, 256, 12, 512, no, yes) == "blas"     # too wide
+    assert native_gemm.kind(f32, 1, 768, 256, no, yes) == "dots"      # ... but one row (GEMV)
+    assert native_gemm.kind(f64, 1, 1024, 256, no, yes) == "dots"
+    assert native_gemm.kind(f32, 2, 768, 256, no, yes) == "blas"
     assert native_gemm.kind(f64, 256, 9, 512, no, yes) == "blas"      # (sums past registers)
     assert native_gemm.kind(f32, 256, 10, 16, no, yes) == "blas"      # too short
     assert native_gemm.kind(f32, 256, 512, 10, no, no) == "direct"

@@ -103,7 +103,14 @@ def _in_a_stepwise_program(x, w):
     return la.fori_loop(0, 4, lambda i, v: v @ w + 1.0, s)
 
 
-CASES = [_in_a_stepwise_program, _counted, _data_dependent, _zero_trips, _swapping_state,
+def _linear_on_tokens(x, w):
+    """A linear layer on a (batch, tokens, width) state, as a decoding step's (1, 1, 4):
+    its product (..., m, k) @ (k, n) runs as the 2-D product of its rows."""
+    return la.fori_loop(0, 5, lambda i, v: la.tanh(v @ w) + 0.25,
+                        la.reshape(x, (2, 2, 4))[:1, :1])
+
+
+CASES = [_in_a_stepwise_program, _counted, _linear_on_tokens, _data_dependent, _zero_trips, _swapping_state,
          _reductions_and_batched_products, _cond_in_loop, _loop_in_loop, _switch, _large_state]
 
 

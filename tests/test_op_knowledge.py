@@ -48,6 +48,9 @@ KNOWN: dict = {
         "im2col's window taps: a concatenate of strided slices, each maybe reshaped",
     ("index_rules.py", "op.op != 'slice'"):
         "im2col's window taps: reads the slices' starts and strides",
+    ("control_flow.py", "n.op == 'transpose'"):
+        "a loop's captured W.T that only products read: W is the operand, the transpose "
+        "stays inside where products read it through their transpose flag",
     ("row_division.py", "i.op != 'divide'"):
         "the rewrite itself: a divide by a row value becomes a reciprocal multiply",
     ("algebraic_simplifier.py", "src.op != 'transpose'"):

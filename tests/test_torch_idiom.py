@@ -107,6 +107,35 @@ def test_no_grad_and_detach_stop_gradients(device):
     np.testing.assert_allclose(w.grad.numpy(), [1.0, 4.0])
 
 
+def test_values_computed_under_no_grad_forget_their_graph_at_their_sync(device):
+    """A loop under no_grad() (decoding from a model whose weights require grad) keeps no
+    step's graph once the step is computed; a sync that also computes a value recorded
+    with gradients on keeps the graphs, and its backward() is right."""
+    w = la.asarray([1.0, 2.0], requires_grad=True)
+    with la.no_grad():
+        state = la.asarray([0.5, 0.25])
+        for step in range(3):
+            state = la.tanh(state * w + step)
+            state.numpy()
+            assert state._node.operands == ()          # computed, its graph let go
+        np.testing.assert_allclose(state.numpy(), _tanh_steps([0.5, 0.25], [1.0, 2.0], 3))
+        with la.enable_grad():
+            loss = (w * w).sum()                        # recorded with gradients on
+        frozen = w * 3
+        frozen.numpy()                                  # one sync computes both
+        assert loss._node.operands != ()
+    loss.backward()
+    np.testing.assert_allclose(w.grad.numpy(), [2.0, 4.0])
+    np.testing.assert_allclose(frozen.numpy(), [3.0, 6.0])
+
+
+def _tanh_steps(s, w, n):
+    s, w = np.asarray(s), np.asarray(w)
+    for step in range(n):
+        s = np.tanh(s * w + step)
+    return s
+
+
 def test_manual_update_under_no_grad_in_place(device):
     w = la.asarray([1.0, -1.0], requires_grad=True)
     for _ in range(3):

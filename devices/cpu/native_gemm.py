@@ -293,7 +293,7 @@ def kind(dt: np.dtype, m: int, n: int, k: int, trans_a: int, trans_b: int) -> st
     """Which code computes the tiles of C = A B: "direct", "dots" or "blas"."""
     if direct(m, n, k, trans_b):
         return "direct"
-    return "dots" if dots(dt, n, k, trans_a, trans_b) else "blas"
+    return "dots" if dots(dt, m, n, k, trans_a, trans_b) else "blas"
 
 
 # C = A B by dot products of rows (pool_ir's `_RowDots`): A read along its rows, B
@@ -304,12 +304,19 @@ def kind(dt: np.dtype, m: int, n: int, k: int, trans_a: int, trans_b: int) -> st
 # 9, 11 and 12 columns slower than BLAS (their sums no longer fit the registers).
 DOTS_N = {np.dtype(np.float32): 11, np.dtype(np.float64): 8}   # C at most this wide
 DOTS_K = 32             # an inner dimension at least this long
+# ... or C this few rows wide however wide, W read once per row of C: a decoding step's
+# x @ W.T (one token: a matrix-vector product), where BLAS's gemm packs all of W at every
+# call. Measured on one core (Zen 4, float32, thread CPU time of `matmul`, BLAS -> dots,
+# NumPy's sgemv beside): 1x256 @ (768x256).T 49.8 -> 13.6 us (9.0), (1024x256).T 61.1 ->
+# 16.1 (11.5), 1x1024 @ (256x1024).T 62.3 -> 16.9 (10.5), 1x64 @ (64x64).T 6.2 -> 5.5 (1.0:
+# most of it this call's own overhead, which a native program's task does not pay).
+DOTS_M = 1
 
 
-def dots(dt: np.dtype, n: int, k: int, trans_a: int, trans_b: int) -> bool:
-    """Whether C = A B is computed as dot products of rows (see DOTS_N)."""
-    return trans_a == IR.CBLAS_NO_TRANS and trans_b == IR.CBLAS_TRANS \
-        and n <= DOTS_N.get(dt, 0) and k >= DOTS_K
+def dots(dt: np.dtype, m: int, n: int, k: int, trans_a: int, trans_b: int) -> bool:
+    """Whether C = A B is computed as dot products of rows (see DOTS_N, DOTS_M)."""
+    return trans_a == IR.CBLAS_NO_TRANS and trans_b == IR.CBLAS_TRANS and dt in DOTS_N \
+        and (n <= DOTS_N[dt] or m <= DOTS_M) and k >= DOTS_K
 
 
 # Products computed by our own code (pool_ir's `_SmallGemm`: C in registers, no packing,

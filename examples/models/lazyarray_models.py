@@ -160,6 +160,11 @@ def _greedy(model: GPT, prompt: Any, new_tokens: int) -> list:
 def greedy_generate_loop(model: GPT, prompt: Any, new_tokens: int) -> list:
     """The same decoding with the token loop as one `la.fori_loop` (one HLO while): the
     prompt in one call, then every new token inside one compiled loop."""
+    with la.no_grad():
+        return _greedy_loop(model, prompt, new_tokens)
+
+
+def _greedy_loop(model: GPT, prompt: Any, new_tokens: int) -> list:
     B, P = prompt.shape
     caches = model.empty_cache(B)
     logits, caches = model.decode(prompt, la.asarray(np.int64(0)), caches)
