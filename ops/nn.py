@@ -16,6 +16,7 @@ from typing import Any, Optional
 from ..compiler.hlo import dtypes as D
 from ..compiler.graph.node import Node, new_node
 from ..compiler.primitive import apply
+from ..compiler.transforms.autodiff import stop
 from .elementwise import (abs, add, divide, equal, erf, exp, greater_equal, less, log, log1p,
                           logical_and, maximum, multiply, negative, rsqrt, sigmoid, subtract,
                           tanh, where)
@@ -169,9 +170,21 @@ def batch_stats(x: Operand) -> tuple:
     if x.ndim < 2:
         raise ValueError(f"batch_norm: needs (N, C, ...) input, got {shape_str(x.shape)}")
     axes = (0,) + tuple(range(2, x.ndim))
-    mu = mean(x, axis=axes)
-    centered = subtract(x, _per_channel(mu, x))
-    return mu, mean(multiply(centered, centered), axis=axes)
+    if 0 in x.shape:
+        mu = mean(x, axis=axes)
+        centered = subtract(x, _per_channel(mu, x))
+        return mu, mean(multiply(centered, centered), axis=axes)
+    # One pass over shifted data, as layer_norm: var = E[(x-s)^2] - E[x-s]^2 for any
+    # per-channel shift s; s = the channel's first element keeps the two-pass precision in
+    # practice. s is held constant for gradients (the statistics do not depend on it), so
+    # the backward pass has no reduction that waits for another: two passes in all.
+    first = apply("slice", x, start_indices=(0,) * x.ndim,
+                  limit_indices=(1, x.shape[1]) + (1,) * (x.ndim - 2), strides=(1,) * x.ndim)
+    shift = stop(reshape(first, (x.shape[1],)))
+    d = subtract(x, _per_channel(shift, x))
+    m1 = mean(d, axis=axes)
+    m2 = mean(multiply(d, d), axis=axes)
+    return add(m1, shift), maximum(subtract(m2, multiply(m1, m1)), 0.0)
 
 
 # ---- layers as functions -----------------------------------------------------------

@@ -205,6 +205,29 @@ def test_batch_norm_train_and_eval(device, cls, shape):
         bn(la.asarray(rand(8, 4)))
 
 
+def test_batch_norm_training_reads_its_input_in_two_reduction_passes():
+    """The batch statistics are one pass (mean and variance of shifted data side by side)
+    and their gradient has no reduction that waits for another: a training step's
+    BatchNorm is one reduction forward and one backward (four before: the variance
+    waited for the mean, and so did its gradient)."""
+    bn = la.nn.BatchNorm2d(4)
+    x = la.asarray(rand(8, 4, 6, 6)).requires_grad_(True)
+    la.sync()
+    with la.profiler.profile() as prof:
+        y = bn(x)
+        (y * y).sum().backward()
+        la.sync()
+    assert sorted(r.kind for r in prof.key_averages()).count("reduction") == 2
+
+
+def test_batch_stats_keep_their_precision_far_from_zero(device):
+    x = (rand(16, 3, 7, 7) + np.array([1e3, -2e3, 0.5]).reshape(1, 3, 1, 1)).astype(np.float32)
+    mu, var = F.batch_stats(la.asarray(x, device=device))
+    wide = x.astype(np.float64)
+    np.testing.assert_allclose(mu.numpy(), wide.mean((0, 2, 3)), rtol=1e-6)
+    np.testing.assert_allclose(var.numpy(), wide.var((0, 2, 3)), rtol=2e-3)
+
+
 def test_embedding_and_dropout_layers(device):
     emb = la.nn.Embedding(10, 4)
     idx = np.array([[1, 2, 9], [0, 0, 3]])

@@ -202,6 +202,8 @@ def _flip_kernel(rhs, groups):
 
 
 def _lhs_cotangent(g, lhs, rhs, a):
+    if any(s > 1 for s in a["window_strides"]):
+        return _col2im_cotangent(g, lhs, rhs, a)
     nsp = lhs.ndim - 2
     low, high = [], []
     for i in range(nsp):
@@ -215,6 +217,49 @@ def _lhs_cotangent(g, lhs, rhs, a):
                  padding_high=tuple(high), lhs_dilation=tuple(a["window_strides"]),
                  rhs_dilation=tuple(a["rhs_dilation"]),
                  feature_group_count=a["feature_group_count"])
+
+
+def _col2im_cotangent(g, lhs, rhs, a):
+    """The input gradient of a strided convolution as one matrix product and col2im:
+    cols = rhs^T @ g (one row per channel and tap, one column per output), then each tap's
+    rows are spread back onto the padded input grid (a pad with `stride - 1` holes) and
+    the taps summed (pads and adds: one fused kernel). As a convolution it would run over
+    g dilated by the stride: for stride 2, three quarters of its patch matrix and of its
+    product are zeros."""
+    groups = a["feature_group_count"]
+    n, c = lhs.shape[:2]
+    o, cg = rhs.shape[:2]
+    kernel, out_sp = tuple(rhs.shape[2:]), tuple(g.shape[2:])
+    nsp, taps = len(kernel), int(np.prod(kernel, dtype=np.int64))
+    w = A.reshape(rhs, (groups, o // groups, cg * taps))                 # (G, Og, Cg*T)
+    cols = group_dot(w, grouped_cols(g, groups), 1, 1)                   # (G, Cg*T, NY)
+    split = A.reshape(cols, (groups, cg, taps, n) + out_sp)
+    moved = A.reshape(A.transpose(split, (3, 0, 1, 2) + tuple(range(4, 4 + nsp))),
+                      (n, c, taps) + out_sp)                             # (N, C, T, *Y)
+    grid = tuple(dilated(lhs.shape[2 + i], a["lhs_dilation"][i]) + a["padding_low"][i]
+                 + a["padding_high"][i] for i in range(nsp))            # the padded input
+    zero = A.const(0, g.dtype)
+    total = None
+    for j, k in enumerate(itertools.product(*[range(size) for size in kernel])):
+        tap = A.reshape(apply("slice", moved, start_indices=(0, 0, j) + (0,) * nsp,
+                              limit_indices=(n, c, j + 1) + out_sp, strides=(1,) * (nsp + 3)),
+                        (n, c) + out_sp)
+        low = tuple(ki * d for ki, d in zip(k, a["rhs_dilation"]))
+        high = tuple(size - lo - dilated(y, s) for size, lo, y, s in
+                     zip(grid, low, out_sp, a["window_strides"]))
+        placed = apply("pad", tap, zero, edge_padding_low=(0, 0) + low,
+                       edge_padding_high=(0, 0) + high,
+                       interior_padding=(0, 0) + tuple(s - 1 for s in a["window_strides"]))
+        total = placed if total is None else A.add(total, placed)
+    # back from the padded, dilated grid to the input: undo the padding, then the holes
+    unpadded = apply("pad", total, zero, edge_padding_low=(0, 0) + tuple(-p for p in a["padding_low"]),
+                     edge_padding_high=(0, 0) + tuple(-p for p in a["padding_high"]),
+                     interior_padding=(0,) * (nsp + 2))
+    ld = tuple(a["lhs_dilation"])
+    if all(d == 1 for d in ld):
+        return unpadded
+    return apply("slice", unpadded, start_indices=(0,) * (nsp + 2),
+                 limit_indices=unpadded.shape, strides=(1, 1) + ld)
 
 
 def _rhs_cotangent(g, lhs, rhs, a):
