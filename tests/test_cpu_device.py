@@ -191,6 +191,17 @@ def test_output_memory_is_recycled_only_when_no_view_remains() -> None:
     assert pool.take(1 << 20).ctypes.data == address, "dropped output memory was not reused"
 
 
+def test_memory_given_back_at_interpreter_shutdown_is_dropped(monkeypatch) -> None:
+    """At shutdown a weak reference's callback can give memory back after the module's
+    globals became None: it is dropped, no TypeError ("Exception ignored" at exit)."""
+    from lazyarray.devices.cpu import host_memory
+    pool = host_memory.HostMemory()
+    monkeypatch.setattr(host_memory, "KEEP_PER_SIZE", None)
+    monkeypatch.setattr(host_memory, "KEEP_BYTES", None)
+    pool.release(np.empty(host_memory.MIN_BYTES, np.uint8))
+    assert pool._bytes == 0
+
+
 @pytest.mark.parametrize("lc,rc", [(1, 0), (0, 0), (1, 1), (0, 1)])
 def test_dot_general_2d_transposes(lc: int, rc: int) -> None:
     rng = np.random.default_rng(5)

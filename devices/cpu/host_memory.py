@@ -174,9 +174,14 @@ class HostMemory:
             self._keep(mem)
 
     def _keep(self, mem: np.ndarray) -> None:
+        # (a weak reference's callback at the interpreter's shutdown finds this module's
+        # globals set to None: then nothing is kept)
+        per_size, limit = KEEP_PER_SIZE, KEEP_BYTES
+        if per_size is None or limit is None:
+            return
         with self._lock:
             stack = self._free.setdefault(mem.nbytes, [])
-            if len(stack) < KEEP_PER_SIZE and self._bytes + mem.nbytes <= KEEP_BYTES:
+            if len(stack) < per_size and self._bytes + mem.nbytes <= limit:
                 stack.append(mem)
                 self._bytes += mem.nbytes
 
