@@ -29,6 +29,11 @@ element is that value):
   product: batch dimensions lead in order, one free and one contracting dimension. The
   library reads the transposed operand in place (BLAS's transpose flag) instead of a
   kernel copying it first.
+- `transpose(dot_general(x, y)) -> dot_general(y, x)` when the permutation keeps the
+  batch dimensions and swaps the two groups of free dimensions (the product's result is
+  batch, lhs free, rhs free) and the transpose is the product's only user: the library
+  writes the result in the wanted layout instead of a kernel transposing it after (the
+  value gradient of attention, P^T g, is recorded as (g^T P)^T)
 
 `x + 0 -> x` may turn a -0.0 result into -0.0 where IEEE gives +0.0; the values compare
 equal, and XLA makes the same trade.
@@ -168,12 +173,14 @@ def _reshape(b: Builder, ins: Instruction) -> Optional[int]:
     return None if scalar is None else _broadcast_scalar(b, scalar, ins)
 
 
-def _transpose(b: Builder, ins: Instruction) -> Optional[int]:
+def _transpose(b: Builder, ins: Instruction, only_user: bool = False) -> Optional[int]:
     (x,) = ins.operands
     perm = tuple(ins.attrs["permutation"])
     if perm == tuple(range(len(perm))):
         return x
     src = b[x]
+    if only_user and src.op == "dot_general":
+        return _swapped_dot(b, src, perm)
     if src.op == "transpose":
         inner = tuple(src.attrs["permutation"])
         composed = tuple(inner[q] for q in perm)
@@ -182,6 +189,23 @@ def _transpose(b: Builder, ins: Instruction) -> Optional[int]:
         return b.emit("transpose", src.operands, ins.shape, ins.dtype, {"permutation": composed})
     scalar = _scalar_splat(b, x)
     return None if scalar is None else _broadcast_scalar(b, scalar, ins)
+
+
+def _swapped_dot(b: Builder, dot: Instruction, perm: tuple) -> Optional[int]:
+    """dot_general(rhs, lhs) when `perm` of dot_general(lhs, rhs) is batch, rhs free,
+    lhs free (each group in order); else None."""
+    a = dot.attrs
+    lhs, rhs = dot.operands
+    nb = len(a["lhs_batch"])
+    nl = b[lhs].ndim - nb - len(a["lhs_contracting"])
+    nr = b[rhs].ndim - nb - len(a["rhs_contracting"])
+    swap = tuple(range(nb)) + tuple(range(nb + nl, nb + nl + nr)) + tuple(range(nb, nb + nl))
+    if nl == 0 or nr == 0 or perm != swap:
+        return None
+    shape = tuple(dot.shape[d] for d in perm)
+    return b.emit("dot_general", (rhs, lhs), shape, dot.dtype,
+                  {"lhs_contracting": a["rhs_contracting"], "rhs_contracting": a["lhs_contracting"],
+                   "lhs_batch": a["rhs_batch"], "rhs_batch": a["lhs_batch"]})
 
 
 def _broadcast(b: Builder, ins: Instruction) -> Optional[int]:
@@ -288,4 +312,18 @@ def _rule(b: Builder, ins: Instruction) -> Optional[int]:
 
 def simplify(module: Module) -> Module:
     """One sweep of every rule; the pipeline repeats it until nothing changes."""
-    return rebuild(module, _rule, "algebraic_simplifier")
+    old = module.instructions
+    users = [0] * len(old)
+    for ins in old:
+        for o in ins.operands:
+            users[o] += 1
+    for o in module.outputs:
+        users[o] += 1
+    at = iter(range(len(old)))          # rebuild visits the instructions in order
+
+    def rule(b: Builder, ins: Instruction) -> Optional[int]:
+        i = next(at)
+        if ins.op == "transpose":       # the one rule that needs to know the users
+            return _transpose(b, ins, users[old[i].operands[0]] == 1)
+        return _rule(b, ins)
+    return rebuild(module, rule, "algebraic_simplifier")
