@@ -274,7 +274,7 @@ def _slice_batch(node, size, operands, batched):
 
 slice_ = primitive("slice", INDEXING, _slice_infer, _slice_ref,
                    attrs=("start_indices", "limit_indices", "strides"), vjp=_slice_vjp,
-                   batch=_slice_batch)
+                   vjp_by_type=True, batch=_slice_batch)
 
 
 def _clamped_starts(shape, sizes, starts):
@@ -307,7 +307,8 @@ def _dynamic_slice_batch(node, size, operands, batched):
 dynamic_slice = primitive("dynamic_slice", INDEXING, _dynamic_slice_infer, _dynamic_slice_ref,
                           attrs=("slice_sizes",),
                           doc="Starts are clamped so that the slice stays in bounds.",
-                          vjp=_dynamic_slice_vjp, batch=_dynamic_slice_batch)
+                          vjp=_dynamic_slice_vjp, vjp_by_type=True,
+                          batch=_dynamic_slice_batch)
 
 
 def _dus_infer(operands):
@@ -442,7 +443,7 @@ def _gather_ref(x, idx, axis):
 
 gather = primitive("gather", INDEXING, _gather_infer, _gather_ref, attrs=("axis",),
                    doc="np.take(x, indices, axis) with indices clamped into range.",
-                   vjp=_gather_vjp, batch=B.first_operand_only(
+                   vjp=_gather_vjp, vjp_by_type=True, batch=B.first_operand_only(
                        lambda node, size, ops, _: B.same_op(node, ops, axis=node.attrs["axis"] + 1)))
 
 
