@@ -253,22 +253,28 @@ def program_task(layout: dict, lhs: tuple, rhs: tuple, out: tuple, dt: np.dtype,
     """`task` for a dot_general step of a whole-program job (devices/cpu/native_program.py):
     lhs/rhs/out are the stored (C-contiguous) shapes, `layout` the stanza's gemm layout.
     A batched product is covered when its batch dimensions lead both operands in order
-    (each product's operands then lie one after another). None when the product is not
-    one this path covers (then the program runs its steps one by one, the product
-    through `matmul`)."""
+    (each product's operands then lie one after another); the free and contracting
+    dimensions may be several each (a linear layer's (B, T, C) input) when each group is
+    contiguous in storage, so that the operand is a row-major matrix or its transpose.
+    None when the product is not one this path covers (then the program runs its steps
+    one by one, the product through `matmul`)."""
     m, n, k, batch = layout["m"], layout["n"], layout["k"], layout["batch"]
-    nb = len(lhs) - 2
-    if dt not in _SYMBOLS or not available() or not (m and n and k and batch) \
-            or len(rhs) != nb + 2 or tuple(out) != tuple(lhs[:nb]) + (m, n) \
-            or math.prod(lhs[:nb]) != batch or tuple(rhs[:nb]) != tuple(lhs[:nb]):
+    if dt not in _SYMBOLS or not available() or not (m and n and k and batch):
         return None
-    pa = _flag(layout["lhs_perm"], lhs, nb)
-    pc = _flag(layout["rhs_perm"], rhs, nb)
-    if pa is None or pc is None:
-        return None
-    strides = (math.prod(lhs[nb:]), math.prod(rhs[nb:]), m * n) if batch > 1 else (0, 0, 0)
-    return task(dt, m, n, k, pa, pc, threads if batch * work(m, n, k) >= SPLIT_WORK else 1,
-                batch, strides)
+    for nb in range(min(len(lhs), len(rhs), len(out)) + 1):
+        if math.prod(lhs[:nb]) != batch:
+            continue
+        if tuple(rhs[:nb]) != tuple(lhs[:nb]) or tuple(out[:nb]) != tuple(lhs[:nb]) \
+                or math.prod(out[nb:]) != m * n:
+            continue
+        pa = _flag(layout["lhs_perm"], lhs, nb, m)
+        pc = _flag(layout["rhs_perm"], rhs, nb, k)
+        if pa is None or pc is None:
+            continue
+        strides = (m * k, k * n, m * n) if batch > 1 else (0, 0, 0)
+        return task(dt, m, n, k, pa, pc, threads if batch * work(m, n, k) >= SPLIT_WORK else 1,
+                    batch, strides)
+    return None
 
 
 # Inside a whole-program job a split costs no dispatch (the job is parallel already; the
@@ -289,14 +295,20 @@ def work(m: int, n: int, k: int) -> int:
     return m * n * k + C_WEIGHT * m * n + PACK_WEIGHT * k * (m + n)
 
 
-def _flag(perm: list, shape: tuple, nb: int = 0) -> Optional[tuple]:
+def _flag(perm: list, shape: tuple, nb: int, rows: int) -> Optional[tuple]:
     """(CBLAS transpose flag, leading dimension) of a stored row-major operand whose `nb`
-    leading (batch) dimensions stay in place, read through `perm`."""
-    if len(shape) != nb + 2 or list(perm[:nb]) != list(range(nb)):
+    leading (batch) dimensions stay in place, read through `perm` as a matrix of `rows`
+    rows (its canonical dimensions after the batch: the row group, then the column
+    group): stored in that order it is the matrix itself, stored column group first its
+    transpose. None when the groups interleave in storage."""
+    ndim = len(shape)
+    if list(perm[:nb]) != list(range(nb)) or ndim <= nb:
         return None
-    ld = max(1, shape[nb + 1])
-    if list(perm[nb:]) == [nb, nb + 1]:
-        return IR.CBLAS_NO_TRANS, ld
-    if list(perm[nb:]) == [nb + 1, nb]:
-        return IR.CBLAS_TRANS, ld
+    rest = list(perm[nb:])
+    size = math.prod(shape[nb:])
+    if rest == list(range(nb, ndim)):
+        return IR.CBLAS_NO_TRANS, max(1, size // max(1, rows))
+    for j in range(nb + 1, ndim):
+        if rest == list(range(j, ndim)) + list(range(nb, j)) and math.prod(shape[j:]) == rows:
+            return IR.CBLAS_TRANS, max(1, rows)
     return None
