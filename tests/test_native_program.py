@@ -389,3 +389,10 @@ def test_memory_given_back_while_python_shuts_down(monkeypatch):
     mem = np.empty(host_memory.MIN_BYTES, np.uint8)
     monkeypatch.setattr(host_memory, "sys", None)        # as module teardown leaves it
     host_memory.HOST_MEMORY._give_back(mem)
+    # the bounds of what is kept too (a bench process exiting with a model's outputs
+    # alive printed "'<' not supported between 'int' and 'NoneType'" for each)
+    monkeypatch.setattr(host_memory, "KEEP_PER_SIZE", None)
+    monkeypatch.setattr(host_memory, "KEEP_BYTES", None)
+    kept = host_memory.HOST_MEMORY._bytes
+    host_memory.HOST_MEMORY._keep(np.empty(host_memory.MIN_BYTES, np.uint8))
+    assert host_memory.HOST_MEMORY._bytes - kept in (0, host_memory.MIN_BYTES)

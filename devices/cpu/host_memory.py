@@ -173,10 +173,13 @@ class HostMemory:
         if mem.nbytes >= MIN_BYTES:
             self._keep(mem)
 
-    def _keep(self, mem: np.ndarray) -> None:
+    def _keep(self, mem: np.ndarray, _per_size: int = KEEP_PER_SIZE,
+              _most: int = KEEP_BYTES) -> None:
+        # (the bounds bound at definition, as `_give_back`'s `_refs`: it runs during the
+        # interpreter's shutdown too, when the module's globals are None)
         with self._lock:
             stack = self._free.setdefault(mem.nbytes, [])
-            if len(stack) < KEEP_PER_SIZE and self._bytes + mem.nbytes <= KEEP_BYTES:
+            if len(stack) < _per_size and self._bytes + mem.nbytes <= _most:
                 stack.append(mem)
                 self._bytes += mem.nbytes
 
