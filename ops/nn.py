@@ -82,10 +82,13 @@ def softplus(x: Operand) -> Node:
 # ---- softmax family ----------------------------------------------------------------
 
 def _shifted(op: str, x: Operand, axis: int) -> tuple:
-    """x minus its max along axis (so exp never overflows), and the axis."""
+    """x minus its max along axis (so exp never overflows), and the axis. No gradient
+    flows through the max: the results do not depend on the shift, so its gradient is
+    zero in exact arithmetic, and computing it costs a backward pass two more row
+    reductions (the max's ties and the rounding left of a sum that is zero) per row."""
     x = _float32(op, x)
     axis = normalize_axis(op, axis, x.ndim)
-    top = _max(x, axis=axis, keepdims=True)
+    top = stop(_max(x, axis=axis, keepdims=True))
     return subtract(x, top), axis
 
 
@@ -103,7 +106,7 @@ def log_softmax(x: Operand, axis: int = -1) -> Node:
 def logsumexp(x: Operand, axis: int = -1, keepdims: bool = False) -> Node:
     x = _float32("logsumexp", x)
     axis = normalize_axis("logsumexp", axis, x.ndim)
-    top = _max(x, axis=axis, keepdims=True)
+    top = stop(_max(x, axis=axis, keepdims=True))     # (no gradient: see _shifted)
     out = add(log(_sum(exp(subtract(x, top)), axis=axis, keepdims=True)), top)
     return out if keepdims else reshape(out, x.shape[:axis] + x.shape[axis + 1:])
 

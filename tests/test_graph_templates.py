@@ -11,7 +11,7 @@ import lazyarray as la
 import lazyarray.nn.functional as F
 from lazyarray.compiler.graph import builders as A
 from lazyarray.compiler.hlo import dtypes as D
-from lazyarray.compiler.transforms import graph_templates
+from lazyarray.compiler.transforms import autodiff, graph_templates
 from lazyarray.compiler.graph.node import Node, kept_constant
 from lazyarray.compiler.primitive import apply
 
@@ -151,3 +151,23 @@ def test_graphs_that_cannot_be_copied_make_no_template():
     assert same_graph(alias(x, y), A.mul(x, y))
 
 
+
+
+def test_a_copy_of_a_stopped_node_is_stopped():
+    """A composite that stops the gradient of a node it makes (softmax's shift by the row
+    max) stops it in every copy too: the gradient through a copy is the composite's own."""
+    @graph_templates.remembered()
+    def shifted(x):
+        return A.sub(x, autodiff.stop(A.mul(x, x)))      # d/dx = 1, not 1 - 2x
+
+    rng = np.random.default_rng(0)
+    x = la.asarray(rng.standard_normal(5).astype(np.float32))
+    grads = []
+    for _ in range(3):                          # builds, then copies
+        with la.GradientTape() as tape:
+            tape.watch(x)
+            y = la.Tensor._wrap(shifted(x._node), x._state).sum()
+        grads.append(tape.gradient(y, x).numpy())
+    assert any(shifted.templates.values())
+    for g in grads:
+        np.testing.assert_array_equal(g, np.ones(5, np.float32))

@@ -61,6 +61,34 @@ def test_softmax_and_log_softmax_are_stable(device):
           np.log(np.exp(x - x.max(1, keepdims=True)).sum(1)) + x.max(1), 1e-4)
 
 
+@pytest.mark.parametrize("fn,reductions", [("softmax", 3), ("log_softmax", 3),
+                                           ("logsumexp", 2)])
+def test_softmax_gradient_does_not_go_through_the_max(fn, reductions):
+    """The row max the input is shifted by carries no gradient (the result does not depend
+    on it): the gradient program reduces each row for the max, the sum and (softmax,
+    log_softmax) the backward's sum, with no comparison against the max (its ties) and no
+    sum of what is zero."""
+    x = rand(6, 9) * 3
+    w = rand(6, 9) if fn != "logsumexp" else rand(6)
+    t = la.asarray(x)
+    with la.GradientTape() as tape:
+        tape.watch(t)
+        loss = (getattr(F, fn)(t, axis=-1) * la.asarray(w)).sum()
+    grad = tape.gradient(loss, t)
+    hlo = la.debug.ir(grad, "optimized_hlo")
+    body = [ln for ln in hlo.splitlines() if ln.startswith("  %")]
+    assert not [ln for ln in body if " compare(" in ln]
+    assert len([ln for ln in body if " reduce(" in ln]) == reductions
+    p = np_softmax(x)
+    if fn == "softmax":
+        want = p * (w - (w * p).sum(1, keepdims=True))
+    elif fn == "log_softmax":
+        want = w - p * w.sum(1, keepdims=True)
+    else:
+        want = p * w[:, None]
+    close(grad.numpy(), want, 1e-5)
+
+
 def test_activations(device):
     x = rand(50)
     t = la.asarray(x)

@@ -53,6 +53,9 @@ KNOWN: dict = {
         "stays inside where products read it through their transpose flag",
     ("row_division.py", "i.op != 'divide'"):
         "the rewrite itself: a divide by a row value becomes a reciprocal multiply",
+    ("algebraic_simplifier.py", "src.op == 'dot_general'"):
+        "transpose(dot_general) -> dot_general with the operands swapped: reads the "
+        "product's dimension numbers",
     ("algebraic_simplifier.py", "src.op != 'transpose'"):
         "dot_general(transpose(x)): reads the transpose's permutation",
     ("row_fusion.py", "i.op == 'broadcast_in_dim'"):

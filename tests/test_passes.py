@@ -147,6 +147,23 @@ CASES = [
      "%t = f32[3,2,4] transpose(%w), permutation={1,0,2}\n"
      "%d = f32[2,3,5] dot_general(%t, %x), lhs_contracting={2}, rhs_contracting={1}, "
      "lhs_batch={1}, rhs_batch={0}", "f32[2,3,5]:%d"),
+    ("transpose(dot_general(g, p)) -> dot_general(p, g): the product writes the layout",
+     "%g = f32[2,3,4] parameter(), number=0\n%p = f32[2,3,5] parameter(), number=1\n"
+     "%d = f32[2,4,5] dot_general(%g, %p), lhs_contracting={1}, rhs_contracting={1}, "
+     "lhs_batch={0}, rhs_batch={0}\n"
+     "%t = f32[2,5,4] transpose(%d), permutation={0,2,1}", "f32[2,5,4]:%t",
+     "%g = f32[2,3,4] parameter(), number=0\n%p = f32[2,3,5] parameter(), number=1\n"
+     "%d = f32[2,5,4] dot_general(%p, %g), lhs_contracting={1}, rhs_contracting={1}, "
+     "lhs_batch={0}, rhs_batch={0}", "f32[2,5,4]:%d"),
+    ("transpose(dot_general) stays when the product has another user",
+     "%g = f32[3,4] parameter(), number=0\n%p = f32[3,5] parameter(), number=1\n"
+     "%d = f32[4,5] dot_general(%g, %p), lhs_contracting={0}, rhs_contracting={0}, "
+     "lhs_batch={}, rhs_batch={}\n%t = f32[5,4] transpose(%d), permutation={1,0}",
+     "f32[5,4], f32[4,5]:%t, %d",
+     "%g = f32[3,4] parameter(), number=0\n%p = f32[3,5] parameter(), number=1\n"
+     "%d = f32[4,5] dot_general(%g, %p), lhs_contracting={0}, rhs_contracting={0}, "
+     "lhs_batch={}, rhs_batch={}\n%t = f32[5,4] transpose(%d), permutation={1,0}",
+     "f32[5,4], f32[4,5]:%t, %d"),
     ("dce: dead code goes, parameters stay",
      f"{X}\n%y = f32[4,8] parameter(), number=1\n%a = f32[4,8] exponential(%y)\n"
      "%b = f32[4,8] sine(%x)", "f32[4,8]:%b",

@@ -161,6 +161,12 @@ def _cases():
              "rhs_batch": (0,)})]
     for kind in ("sum", "max", "min", "prod"):
         out.append(("reduce", (x,), {"axes": (1,), "kind": kind}))
+    i64 = D.int64
+    out += [("rsqrt", (x,), {}), ("erf", (x,), {}),
+            ("slice", (x,), {"start_indices": (1, 0), "limit_indices": (3, 4),
+                             "strides": (1, 2)}),
+            ("dynamic_slice", (x, leaf((), i64), leaf((), i64)), {"slice_sizes": (2, 3)}),
+            ("gather", (x, leaf((5,), i64)), {"axis": 1})]
     return out
 
 

@@ -29,6 +29,11 @@ element is that value):
   product: batch dimensions lead in order, one free and one contracting dimension. The
   library reads the transposed operand in place (BLAS's transpose flag) instead of a
   kernel copying it first.
+- `transpose(dot_general(x, y)) -> dot_general(y, x)` when the permutation keeps the
+  batch dimensions and swaps the two groups of free dimensions (the product's result is
+  batch, lhs free, rhs free) and the transpose is the product's only user: the library
+  writes the result in the wanted layout instead of a kernel transposing it after (the
+  value gradient of attention, P^T g, is recorded as (g^T P)^T)
 
 Each op's stanza names its rule (`Primitive.simplify`); the functions are here.
 
@@ -171,12 +176,14 @@ def reshape_twice(b: Builder, ins: Instruction) -> Optional[int]:
     return None if scalar is None else _broadcast_scalar(b, scalar, ins)
 
 
-def transpose_twice(b: Builder, ins: Instruction) -> Optional[int]:
+def transpose_rule(b: Builder, ins: Instruction) -> Optional[int]:
     (x,) = ins.operands
     perm = tuple(ins.attrs["permutation"])
     if perm == tuple(range(len(perm))):
         return x
     src = b[x]
+    if b.sole_user and src.op == "dot_general":
+        return _swapped_dot(b, src, perm)
     if src.op == ins.op:                  # transpose(transpose(x))
         inner = tuple(src.attrs["permutation"])
         composed = tuple(inner[q] for q in perm)
@@ -185,6 +192,23 @@ def transpose_twice(b: Builder, ins: Instruction) -> Optional[int]:
         return b.emit("transpose", src.operands, ins.shape, ins.dtype, {"permutation": composed})
     scalar = _scalar_splat(b, x)
     return None if scalar is None else _broadcast_scalar(b, scalar, ins)
+
+
+def _swapped_dot(b: Builder, dot: Instruction, perm: tuple) -> Optional[int]:
+    """dot_general(rhs, lhs) when `perm` of dot_general(lhs, rhs) is batch, rhs free,
+    lhs free (each group in order); else None."""
+    a = dot.attrs
+    lhs, rhs = dot.operands
+    nb = len(a["lhs_batch"])
+    nl = b[lhs].ndim - nb - len(a["lhs_contracting"])
+    nr = b[rhs].ndim - nb - len(a["rhs_contracting"])
+    swap = tuple(range(nb)) + tuple(range(nb + nl, nb + nl + nr)) + tuple(range(nb, nb + nl))
+    if nl == 0 or nr == 0 or perm != swap:
+        return None
+    shape = tuple(dot.shape[d] for d in perm)
+    return b.emit("dot_general", (rhs, lhs), shape, dot.dtype,
+                  {"lhs_contracting": a["rhs_contracting"], "rhs_contracting": a["lhs_contracting"],
+                   "lhs_batch": a["rhs_batch"], "rhs_batch": a["lhs_batch"]})
 
 
 def broadcast_twice(b: Builder, ins: Instruction) -> Optional[int]:
@@ -279,4 +303,19 @@ def _rule(b: Builder, ins: Instruction) -> Optional[int]:
 
 def simplify(module: Module) -> Module:
     """One sweep of every rule; the pipeline repeats it until nothing changes."""
-    return rebuild(module, _rule, "algebraic_simplifier")
+    old = module.instructions
+    users = [0] * len(old)
+    for ins in old:
+        for o in ins.operands:
+            users[o] += 1
+    for o in module.outputs:
+        users[o] += 1
+    at = iter(range(len(old)))          # rebuild visits the instructions in order
+
+    def rule(b: Builder, ins: Instruction) -> Optional[int]:
+        # whether this instruction is its first operand's only user (a rule that rewrites
+        # that operand, as transpose(dot_general), may then drop it)
+        operands = old[next(at)].operands
+        b.sole_user = bool(operands) and users[operands[0]] == 1
+        return _rule(b, ins)
+    return rebuild(module, rule, "algebraic_simplifier")

@@ -21,6 +21,8 @@ Rule = Callable[["Builder", Instruction], Optional[int]]
 
 
 class Builder:
+    sole_user = False       # set by a pass that counts users (see algebraic_simplifier)
+
     def __init__(self) -> None:
         self.instructions: list = []
 

@@ -472,7 +472,7 @@ log1p = float_unary("log_plus_one", np.log1p, vjp=_log1p_vjp, complex_too=True,
 sqrt = float_unary("sqrt", np.sqrt, vjp=_sqrt_vjp, complex_too=True, cheap=True,
                    math_code=MathCode(cpu="llvm.sqrt", cuda="llvm.sqrt",
                                       complex="complex_values.sqrt"))
-rsqrt = float_unary("rsqrt", lambda x: 1 / np.sqrt(x), vjp=_rsqrt_vjp,
+rsqrt = float_unary("rsqrt", lambda x: 1 / np.sqrt(x), vjp=_rsqrt_vjp, vjp_by_type=True,
                     math_code=MathCode(cpu="math_table.rsqrt", cuda="rsqrt"))
 tanh = float_unary("tanh", np.tanh, vjp=_tanh_vjp, complex_too=True,
                    math_code=MathCode(cpu="tanh", cpu_float32="poly_math.tanh_f32", cuda="tanh",
@@ -503,7 +503,7 @@ acosh = float_unary("acosh", np.arccosh, vjp=_acosh_vjp, complex_too=True,
                     math_code=MathCode(cpu="acosh", cuda="acosh", complex="complex_values.acosh"))
 atanh = float_unary("atanh", np.arctanh, vjp=_atanh_vjp, complex_too=True,
                     math_code=MathCode(cpu="atanh", cuda="atanh", complex="complex_values.atanh"))
-erf = float_unary("erf", _erf, vjp=_erf_vjp,
+erf = float_unary("erf", _erf, vjp=_erf_vjp, vjp_by_type=True,
                   math_code=MathCode(cpu="erf", cpu_float32="poly_math.erf_f32", cuda="erf"))
 floor = float_unary("floor", np.floor, vjp=_zero_vjp, cheap=True,
                     math_code=MathCode(cpu="llvm.floor", cuda="llvm.floor"))

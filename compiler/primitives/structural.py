@@ -251,7 +251,7 @@ transpose = primitive("transpose", INDEXING, _transpose_infer,
                       emit=IR.transpose, memo_infer=True,
                       attrs=("permutation",),
                       doc="out.shape[i] = x.shape[permutation[i]].", vjp=_transpose_vjp,
-                      vjp_by_type=True, simplify=S.transpose_twice,
+                      vjp_by_type=True, simplify=S.transpose_rule,
                       batch=lambda node, size, ops, _: B.same_op(
                           node, ops, permutation=(0,) + B.shifted(node.attrs["permutation"])))
 
@@ -284,7 +284,7 @@ def _slice_batch(node, size, operands, batched):
 slice_ = primitive("slice", INDEXING, _slice_infer, _slice_ref,
                    emit=IR.slice_,
                    attrs=("start_indices", "limit_indices", "strides"), vjp=_slice_vjp,
-                   batch=_slice_batch, simplify=S.slice_whole)
+                   vjp_by_type=True, batch=_slice_batch, simplify=S.slice_whole)
 
 
 def _clamped_starts(shape, sizes, starts):
@@ -318,7 +318,8 @@ dynamic_slice = primitive("dynamic_slice", INDEXING, _dynamic_slice_infer, _dyna
                           emit=IR.dynamic_slice,
                           attrs=("slice_sizes",),
                           doc="Starts are clamped so that the slice stays in bounds.",
-                          vjp=_dynamic_slice_vjp, batch=_dynamic_slice_batch)
+                          vjp=_dynamic_slice_vjp, vjp_by_type=True,
+                          batch=_dynamic_slice_batch)
 
 
 def _dus_infer(operands):
@@ -458,7 +459,7 @@ def _gather_ref(x, idx, axis):
 gather = primitive("gather", INDEXING, _gather_infer, _gather_ref, emit=IR.gather,
                    attrs=("axis",),
                    doc="np.take(x, indices, axis) with indices clamped into range.",
-                   vjp=_gather_vjp, batch=B.first_operand_only(
+                   vjp=_gather_vjp, vjp_by_type=True, batch=B.first_operand_only(
                        lambda node, size, ops, _: B.same_op(node, ops, axis=node.attrs["axis"] + 1)))
 
 

@@ -44,6 +44,18 @@ def stop(node: Node) -> Node:
     return _stopped_copy(node)
 
 
+def is_stopped(node: Node) -> bool:
+    """Whether `node` was made by `stop` (a copy of a graph that holds it must be too:
+    compiler/transforms/graph_templates.py)."""
+    return node in _STOPPED
+
+
+def mark_stopped(node: Node) -> Node:
+    """Mark a node made as a copy of a stopped one: the walk does not go through it."""
+    _STOPPED.add(node)
+    return node
+
+
 def _stopped_copy(node: Node) -> Node:
     copy = Node(node.op, node.operands, node.shape, node.dtype, node.attrs, value=node.value)
     _STOPPED.add(copy)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 from ..graph.graph_walk import CONSTANT, FRESH, built_nodes, compiled, replay_lines
 from ..graph.node import Node, kept_ids
+from .autodiff import is_stopped, mark_stopped
 
 ENABLED = [True]            # tests turn it off to compare with the function itself
 _MAX_PER_FUNCTION = 256     # keys that change at every call: stay bounded
@@ -81,7 +82,7 @@ class Template:
     returned one node, not a tuple). `copy`: the steps as straight-line code over the
     call's arguments (compiler/graph/graph_walk.py `replay_lines`), made at the first copy."""
 
-    __slots__ = ("constants", "steps", "outputs", "single", "nargs", "copy")
+    __slots__ = ("constants", "steps", "outputs", "single", "nargs", "copy", "stopped")
 
     @classmethod
     def make(cls, out: Any, args: tuple) -> "Optional[Template]":
@@ -99,12 +100,15 @@ class Template:
         for k, c in enumerate(constants):
             index[id(c)] = len(args) + k
         first = len(args) + len(constants)
-        steps = []
+        steps, stopped = [], []
         for n in nodes:
             index[id(n)] = first + len(steps)
+            if is_stopped(n):               # (softmax's shift by its max: no gradient)
+                stopped.append(first + len(steps))
             steps.append((n.op, tuple([index[id(o)] for o in n.operands]), n.shape, n.dtype,
                           n.attrs, n.value))
         self = cls()
+        self.stopped = tuple(stopped)
         self.constants, self.steps = tuple(constants), tuple(steps)
         self.outputs, self.single = tuple(index[id(o)] for o in outs), single
         self.nargs = len(args)
@@ -124,6 +128,8 @@ class Template:
             names[f"v{self.nargs + k}"] = c      # shared constants: read by identity
         lines = [f"def copy({', '.join(f'v{i}' for i in range(self.nargs))}):"]
         lines += replay_lines(self.steps, self.nargs + len(self.constants), names)
+        names["_stop"] = mark_stopped           # a copy of a stopped node is stopped too
+        lines += [f"    _stop(v{j})" for j in self.stopped]
         outs = ", ".join(f"v{r}" for r in self.outputs)
         lines.append(f"    return {outs}" if self.single else f"    return ({outs},)")
         return compiled(lines, names, "copy", "composite template")
