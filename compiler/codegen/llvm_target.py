@@ -12,6 +12,7 @@ from typing import Any
 import llvmlite.binding as llvm
 
 from .interrupts import InterruptsDeferred, Section
+from .pass_pipeline import run_default_pipeline
 
 OPT_LEVEL = 2          # -O2: vectorizes loops; -O3 costs compile time for little here
 
@@ -97,12 +98,9 @@ def optimize(ir_text: str, name: str, slp: bool = True) -> Any:
         # are bound by memory bandwidth anyway; vectorization is what matters
         pto.loop_unrolling = False
         pto.loop_interleaving = False
-        # a pass builder and pipeline per module, though llvmlite 0.50 keeps ~31 KiB of
-        # each for good (its PassBuilder's instrumentation callbacks are never freed):
-        # one shared builder collects every run's callbacks instead (measured +47 KiB a
-        # run), and a pipeline runs once (a second run aborts)
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(mod, pb)
+        # a pipeline per module (one runs once: a second run aborts), freed after it
+        # (pass_pipeline.py: llvmlite 0.50 would keep 41-82 KiB of each for good)
+        run_default_pipeline(mod, tm, pto)
     return mod
 
 
