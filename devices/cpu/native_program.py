@@ -215,6 +215,9 @@ class NativeProgram:
         self._copied_into = {red.pos for _, _, copies in self.segments for red in copies}
         for index, arr in fixed:
             self.table[index] = address(arr)
+        # what the table's addresses point into, held here rather than through the
+        # executable (a weak reference): the code, sub-programs, constants and buffers
+        self._owned = (exe._code, exe._subs, exe._lapack, [arr for _, arr in fixed])
         self._small_outputs = self._plan_small_outputs()
         # a single job whose tasks have one chunk each: called here, no pool asked
         only = self.segments[0] if len(self.segments) == 1 else None
