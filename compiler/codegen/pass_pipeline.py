@@ -7,8 +7,9 @@ whole built -O2 pipeline behind at every compile: 41 KiB for a small kernel's mo
 KiB for a vectorized one (RSS over 370 compiles of distinct kernels), hundreds of MB over
 a few thousand distinct shapes (issue 33, item 17). Here the pipeline is freed through
 llvmlite's own disposer. What llvmlite still keeps of a compile is the instrumentation
-callbacks object it allocates with each pass builder and no builder owns (~1.3 KiB);
-sharing one builder instead would keep every run's callbacks, pointing at freed memory.
+callbacks object it allocates with each pass builder and no builder owns (1.06 KiB a
+builder, and 0.1 KiB of callbacks a run registers in it; RSS over 3,000 calls); sharing one
+builder instead would keep every run's callbacks, pointing at freed memory.
 Callers hold their LLVM lock.
 """
 from __future__ import annotations
