@@ -160,3 +160,35 @@ def test_compiling_distinct_shapes_keeps_the_process_bounded(tmp_path):
     per = (after - before) / compiles / 1024
     assert per < KIB_PER_COMPILE, (f"{per:.1f} KiB kept per compile over {compiles} "
                                    f"compiles ({before >> 20} -> {after >> 20} MiB)")
+
+
+_IR = """
+define void @k(ptr %p) {attrs} {{
+  %v = load float, ptr %p
+  %w = fadd float %v, 1.0
+  store float %w, ptr %p
+  ret void
+}}
+"""
+
+
+def test_a_module_of_optnone_kernels_builds_no_pass_pipeline(monkeypatch):
+    """Small shapes' kernels are `optnone` (llvm_target.opt_tier 0): their module gets no
+    pass builder (llvmlite keeps ~1.1 KiB of each) and the same object code it would get
+    with one; a module with an optimized function still gets the pipeline."""
+    from lazyarray.compiler.codegen import llvm_target, pass_pipeline
+    built = []
+    real = pass_pipeline.llvm.create_pass_builder
+    monkeypatch.setattr(pass_pipeline.llvm, "create_pass_builder",
+                        lambda *a: built.append(1) or real(*a))
+
+    def obj(ir: str, optimize: bool) -> bytes:
+        mod = (llvm_target.optimize if optimize else llvm_target.parse)(ir, "m")
+        try:
+            return llvm_target.emit_object(mod)
+        finally:
+            llvm_target.release(mod)
+    small = _IR.format(attrs="noinline optnone")
+    assert obj(small, True) == obj(small, False) and built == []
+    obj(_IR.format(attrs="nounwind"), True)
+    assert built == [1]
