@@ -140,9 +140,10 @@ RSS_PROGRAM = textwrap.dedent("""
 # Measured (llvmlite 0.50, glibc, 300 shapes after 60, 2 runs each): 54 KiB a compile
 # before (41 of it the -O2 pipeline llvmlite never freed, compiler/codegen/pass_pipeline.py;
 # the rest dropped programs waiting for the cyclic collector), 44 with the collector's
-# part fixed alone, 18.8 with the pipeline's alone, 3.3 with both (what llvmlite still
-# keeps of each pass builder, ~1.3 KiB, and the bounded Python caches filling). The bound
-# sits well above the last and far below the others.
+# part fixed alone, 18.8 with the pipeline's alone, 3.3 with both, 1.9 once small
+# kernels' modules skip the pass builder (llvm_target._all_optnone: llvmlite keeps ~1.1
+# KiB of each; what is left is the bounded Python caches filling). The bound sits well
+# above the last and far below the others.
 KIB_PER_COMPILE = 12
 
 
