@@ -193,3 +193,25 @@ def test_a_module_of_optnone_kernels_builds_no_pass_pipeline(monkeypatch):
     assert obj(small, True) == obj(small, False) and built == []
     obj(_IR.format(attrs="nounwind"), True)
     assert built == [1]
+
+
+def test_recycled_host_memory_keeps_sizes_in_use_not_every_size_seen(monkeypatch):
+    """Output memory of sizes never asked for again (a process going through shape after
+    shape) is kept up to PROBATION_BYTES, the oldest dropped first; a size asked for again
+    after its memory came back (a loop's) is recycled as before, and stays recycled
+    while new sizes go through."""
+    from lazyarray.devices.cpu import host_memory
+    monkeypatch.setattr(host_memory, "PROBATION_BYTES", 4 << 20, raising=False)
+    pool = host_memory.HostMemory()
+
+    def held() -> int:
+        return sum(m.nbytes for stack in pool._free.values() for m in stack)
+    loop = 1 << 20
+    mem = pool.take(loop)
+    pool.release(mem)                                   # a loop's first step
+    for k in range(64):
+        pool.release(pool.take(loop + (k + 1) * 16384))   # 64 sizes of 1-2 MB, once each
+        again = pool.take(loop)                         # the loop's next step
+        assert again.ctypes.data == mem.ctypes.data, "a size in use was not recycled"
+        pool.release(again)
+    assert held() <= (4 << 20) + loop, f"{held() >> 20} MiB kept"
