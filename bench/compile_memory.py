@@ -9,9 +9,12 @@ steps the resident set (pages of /proc/self/statm, after a collection) is printe
 times and at the end, with the programs compiled, KiB kept per compile, and the
 executable cache's count and bytes. With the default cap (512 programs) the cache fills
 first: ~60-70 KiB a program (its MCJIT engine and code) until it holds 512, then only
-what a compile leaves: ~3 KiB (the bounded Python caches filling, and ~1.1 KiB llvmlite
-keeps of each pass builder). Measured, 3,000 shapes: 124.0 -> 289.2 MiB before the fixes
-of issue 33 item 17 (still rising ~21 MiB per 500 shapes), 121.2 -> 162.5 MiB after.
+what a compile leaves. Measured (issue 33, item 17), 3,000 shapes: 124.0 -> 289.2 MiB
+before (still rising ~21 MiB per 500 shapes), 121.3 -> 157.7 MiB after (+3.2 MiB over the
+last 2,500: the bounded Python caches filling; small kernels build no pass builder).
+With --size 40000 --cache-max 64, 900 shapes: 137.7 -> 352.4 MiB before, 131.7 -> 170.3
+after (2,400: 181.3, growth slowing from 6 to 2 MiB per 400 shapes; ~1.1 KiB a compile
+of it is what llvmlite keeps of each pass builder).
 A fresh cache directory is used (the disk cache would otherwise answer repeated runs).
 Not a test: tests/test_memory_bounds.py holds the bound.
 """
