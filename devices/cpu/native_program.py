@@ -163,6 +163,7 @@ class _Reduction:
 class NativeProgram:
     @property
     def exe(self) -> Any:
+        """The executable this program runs (None once it is gone)."""
         return self._exe()
 
     def __init__(self, exe: Any, threads: int) -> None:
