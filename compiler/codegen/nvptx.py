@@ -44,6 +44,7 @@ import llvmlite.binding as llvm
 import llvmlite.ir as ir
 
 from .interrupts import Section
+from .pass_pipeline import run_default_pipeline, run_passes
 from . import gpu_math, gpu_simt, gpu_vector
 from .gpu_archs import PTX_VERSION, arch_of  # noqa: F401  (arch_of: re-exported)
 from .gpu_target import GpuTarget, parse_target
@@ -163,8 +164,7 @@ def to_ptx(mod: ir.Module, arch: str = DEFAULT_ARCH) -> tuple:
         llmod.triple = TRIPLE
         llmod.data_layout = str(tm.target_data)
         pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(llmod, pb)
+        run_default_pipeline(llmod, tm, pto)      # and frees it (pass_pipeline.py)
         return tm.emit_assembly(llmod), str(llmod)
 
 
@@ -199,8 +199,7 @@ def _libdevice_subset(needed: set) -> Any:
                 g.linkage = "internal"
         mpm = llvm.create_new_module_pass_manager()
         mpm.add_global_dead_code_eliminate_pass()
-        mpm.run(lib, llvm.create_pass_builder(target_machine(DEFAULT_ARCH),
-                                              llvm.create_pipeline_tuning_options()))
+        run_passes(lib, mpm, target_machine(DEFAULT_ARCH))
         code = lib.as_bitcode()
         _SUBSET[:] = [names, code]
     return llvm.parse_bitcode(code)

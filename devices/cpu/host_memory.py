@@ -20,6 +20,7 @@ do not speed up reading memory already mapped: a streaming kernel misses the TLB
 """
 from __future__ import annotations
 
+import collections
 import sys
 import weakref
 from typing import TYPE_CHECKING, Any, Optional
@@ -33,6 +34,14 @@ if TYPE_CHECKING:
 
 KEEP_PER_SIZE = 2
 KEEP_BYTES = 1 << 30
+# Memory of a size never asked for again after it came back (a process going through
+# shape after shape) is kept on probation: one block per size, PROBATION_BYTES in all, the
+# oldest freed first. A size asked for again after some of its memory came back is a
+# size in use (a loop's) and is kept under KEEP_BYTES from then on. Without it, distinct
+# shapes filled the pool with sizes never used again (RSS +165 KiB a compile for 160 KB
+# outputs, toward 1 GiB; issue 33, item 17), and a full pool then kept nothing new.
+PROBATION_BYTES = 32 << 20
+RECURRING_SIZES = 4096       # sizes remembered as given back (bounded: cleared past it)
 MIN_BYTES = 1 << 16          # small arrays come from malloc's own free lists
 SMALL_NOTES = 4096           # small outputs noted as claimable (see HostMemory.track)
 
@@ -41,6 +50,12 @@ class HostMemory:
     def __init__(self) -> None:
         self._free: dict = {}
         self._bytes = 0
+        # size -> bytes kept on probation (oldest first), their total, the sizes whose
+        # memory came back at least once, and the sizes asked for again after that
+        self._probation: "collections.OrderedDict" = collections.OrderedDict()
+        self._probation_bytes = 0
+        self._returned: set = set()
+        self._recurring: set = set()
         self._lock = fork_locks.lock()
         self._baseline = 0
         # id(array handed out) -> (a weak reference to it, its memory); a weak reference's
@@ -68,11 +83,23 @@ class HostMemory:
         """Raw memory of exactly `nbytes` (uint8), recycled when possible."""
         if nbytes >= MIN_BYTES:
             with self._lock:
+                if nbytes in self._returned:
+                    self._recur(nbytes)
                 stack = self._free.get(nbytes)
                 if stack:
                     self._bytes -= nbytes
                     return stack.pop()
         return np.empty(max(nbytes, 1), np.uint8)
+
+    def _recur(self, nbytes: int) -> None:
+        """`nbytes` is asked for again after its memory came back: a size in use, whose
+        memory on probation (if any) now counts as kept."""
+        if len(self._recurring) >= RECURRING_SIZES:
+            self._recurring.clear()
+        self._recurring.add(nbytes)
+        held = self._probation.pop(nbytes, 0)
+        self._probation_bytes -= held
+        self._bytes += held
 
     def _probe_claim(self) -> int:
         """The reference count `claim` sees for memory viewed only by the tracked array."""
@@ -179,11 +206,30 @@ class HostMemory:
         per_size, limit = KEEP_PER_SIZE, KEEP_BYTES
         if per_size is None or limit is None:
             return
+        nbytes = mem.nbytes
         with self._lock:
-            stack = self._free.setdefault(mem.nbytes, [])
-            if len(stack) < per_size and self._bytes + mem.nbytes <= limit:
+            if nbytes not in self._recurring:
+                self._on_probation(mem)
+                return
+            stack = self._free.setdefault(nbytes, [])
+            if len(stack) < per_size and self._bytes + nbytes <= limit:
                 stack.append(mem)
-                self._bytes += mem.nbytes
+                self._bytes += nbytes
+
+    def _on_probation(self, mem: np.ndarray) -> None:
+        nbytes = mem.nbytes
+        if len(self._returned) >= RECURRING_SIZES:
+            self._returned = set(self._probation)      # (what is on probation stays known)
+        self._returned.add(nbytes)
+        if nbytes in self._probation or self._free.get(nbytes) or nbytes > PROBATION_BYTES:
+            return                  # (kept already: one block a size on probation)
+        self._free[nbytes] = [mem]
+        self._probation[nbytes] = nbytes
+        self._probation_bytes += nbytes
+        while self._probation_bytes > PROBATION_BYTES:
+            old, held = self._probation.popitem(last=False)
+            self._probation_bytes -= held
+            del self._free[old]
 
     def _give_back(self, mem: np.ndarray, _refs: Any = sys.getrefcount) -> None:
         # (`_refs` bound at definition: a weak reference's callback can run during the

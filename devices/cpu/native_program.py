@@ -173,8 +173,18 @@ class _Reduction:
 
 
 class NativeProgram:
+    @property
+    def exe(self) -> Any:
+        """The executable this program runs (None once it is gone)."""
+        return self._exe()
+
     def __init__(self, exe: Any, threads: int) -> None:
-        self.exe = exe
+        # the executable keeps this program (its _range_cache): a weak reference back, so
+        # that a program the runtime's cache drops is freed at once, its LLVM engine with
+        # it, not at the next full collection (issue 33, item 17: ~80 dropped programs,
+        # ~5 MB, waited for one under an 8-program cap)
+        self._exe = weakref.ref(exe)
+        self.outputs = list(exe.outputs)
         self.pool = get_pool(threads)
         values = exe.values
         where: dict = {}                  # value position -> buffer index
@@ -219,6 +229,9 @@ class NativeProgram:
         self._copied_into = {red.pos for _, _, copies in self.segments for red in copies}
         for index, arr in fixed:
             self.table[index] = address(arr)
+        # what the table's addresses point into, held here rather than through the
+        # executable (a weak reference): the code, sub-programs, constants and buffers
+        self._owned = (exe._code, exe._subs, exe._lapack, [arr for _, arr in fixed])
         self._small_outputs = self._plan_small_outputs()
         # a single job whose tasks have one chunk each: called here, no pool asked
         only = self.segments[0] if len(self.segments) == 1 else None
@@ -409,7 +422,7 @@ class NativeProgram:
                     or _nbytes(views[0][1], views[0][2]) < size:
                 return None
             outs.append((views[0][0], (index, views[0][1], views[0][2])))
-        if [p for p, _ in outs] != list(self.exe.outputs) or any(c for _, _, c in self.segments):
+        if [p for p, _ in outs] != self.outputs or any(c for _, _, c in self.segments):
             return None
         return [o for _, o in outs]
 
@@ -467,7 +480,7 @@ class NativeProgram:
             for mem in taken:
                 HOST_MEMORY.release(mem)
         del keep                          # (the converted inputs lived through the run)
-        return [_handed_out(fresh[p]) for p in self.exe.outputs]
+        return [_handed_out(fresh[p]) for p in self.outputs]
 
     def _bind_inputs(self, args: list) -> list:
         """Point the table at this run's inputs. An array given last run is skipped (its
@@ -609,9 +622,9 @@ class NativeProgram:
             for mem in taken:
                 HOST_MEMORY.release(mem)
         if not again:
-            return [_handed_out(fresh[p]) for p in self.exe.outputs]
+            return [_handed_out(fresh[p]) for p in self.outputs]
         out = []
-        for p in self.exe.outputs:
+        for p in self.outputs:
             given = again.get(p)
             out.append(_handed_out(fresh[p]) if given is None else given)
         return out
