@@ -257,6 +257,10 @@ add(OpCase("sort", _sort, dtypes=ALL, shapes=SORT_SHAPES, kwargs=SORT_KW, domain
     OpCase("searchsorted", _searchsorted, fn=_la_searchsorted, dtypes=NUMERIC,
            shapes=[((5,), (3,)), ((5,), ()), ((0,), (2,)), ((4,), (2, 3))],
            kwargs=[{}, {"side": "right"}], domains=("shift", "shift"), requires="sort"),
+    # ("shift": small integers, so values repeat; 80 elements in x2: sorted and searched)
+    OpCase("isin", np.isin, dtypes=NUMERIC,
+           shapes=[((4, 3), (5,)), ((6,), ()), ((3,), (0,)), ((2, 5), (80,))],
+           kwargs=[{}, {"invert": True}], domains=("shift", "shift"), requires="sort"),
     _reduction("count_nonzero", np.count_nonzero, ALL, domain="shift"),
     OpCase("nonzero_static", _nonzero_static, dtypes=(D.float32, D.int8, D.bool_),
            shapes=[((2, 3),), ((5,),), ((0,),), ((),)], domains=("shift",),
