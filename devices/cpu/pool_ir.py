@@ -55,7 +55,7 @@ GEN_SHIFT = 20
 CLOSED = 1 << 19
 JOINED_MASK = CLOSED - 1
 
-TRAMPOLINE = "lzp_tramp"          # each trampoline is its own module
+TRAMPOLINE = "lzp_tramp"          # one trampoline alone in its module
 SEQ = "seq_cst"
 TRAMP_TYPE = ir.FunctionType(VOID, [PTR, PTR, I64, I64, PTR, PTR, I64, PTR])
 
@@ -363,14 +363,35 @@ def _memset(mod: ir.Module) -> ir.Function:
 
 
 def trampoline_ir(triple: str, nargs: int, npartials: int, ncounts: int = 0) -> str:
-    """A module with one trampoline: calls a kernel of the CPU codegen's signature with
-    the `nargs` buffers named by argv (indices into the buffer table), `npartials`
-    partial pointers, each `table[partials[k]] + chunk * strides[k]` (stride 0: all
-    chunks share one partial), then `ncounts` integers: the table entries named by argv
-    after the buffers (a partial reduction's finish takes the chunk count so)."""
-    name = TRAMPOLINE
-    mod = ir.Module(name=f"{name}_{nargs}_{npartials}_{ncounts}")
+    """A module with one trampoline (`TRAMPOLINE`): calls a kernel of the CPU codegen's
+    signature with the `nargs` buffers named by argv (indices into the buffer table),
+    `npartials` partial pointers, each `table[partials[k]] + chunk * strides[k]` (stride
+    0: all chunks share one partial), then `ncounts` integers: the table entries named by
+    argv after the buffers (a partial reduction's finish takes the chunk count so)."""
+    mod = ir.Module(name=f"{TRAMPOLINE}_{nargs}_{npartials}_{ncounts}")
     mod.triple = triple
+    _trampoline(mod, TRAMPOLINE, nargs, npartials, ncounts)
+    return str(mod)
+
+
+def trampoline_name(key: tuple) -> str:
+    """The name of the trampoline of `key` = (nargs, npartials, ncounts) in a module of
+    several (`trampolines_ir`)."""
+    return "{}_{}_{}_{}".format(TRAMPOLINE, *key)
+
+
+def trampolines_ir(triple: str, keys: list) -> str:
+    """One module with a trampoline for each (nargs, npartials, ncounts) of `keys`, named
+    by `trampoline_name`: the trampolines a program's jobs need, built together (LLVM's
+    cost per module, not per function, was most of a trampoline's ~4 ms)."""
+    mod = ir.Module(name=f"{TRAMPOLINE}s")
+    mod.triple = triple
+    for key in keys:
+        _trampoline(mod, trampoline_name(key), *key)
+    return str(mod)
+
+
+def _trampoline(mod: ir.Module, name: str, nargs: int, npartials: int, ncounts: int) -> None:
     f = ir.Function(mod, TRAMP_TYPE, name)
     kernel, argv, start, end, partials, strides, chunk, table = f.args
     b = ir.IRBuilder(f.append_basic_block("entry"))
@@ -385,7 +406,6 @@ def trampoline_ir(triple: str, nargs: int, npartials: int, ncounts: int = 0) -> 
     ktype = ir.FunctionType(VOID, [PTR] * nargs + [I64, I64] + [PTR] * npartials + [I64] * ncounts)
     b.call(Callee(kernel, ktype), args)
     b.ret_void()
-    return str(mod)
 
 
 class Callee:
