@@ -148,3 +148,20 @@ def test_batched_products_run_in_the_native_program_and_match_numpy(
         x, w = la.asarray(a), la.asarray(b)
         got = (x @ (la.matrix_transpose(w) if tb else w)) * 2 + 1
         np.testing.assert_allclose(got.numpy(), want, **_tol(dtype, k))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,n,k", [(4, 64, 0), (200, 128, 0), (7, 40, 64), (7, 40, 65),
+                                   (10, 256, 130)])
+def test_direct_products_over_their_inner_chunks_match_numpy(m: int, n: int, k: int,
+                                                             dtype) -> None:
+    """Our direct code walks the inner dimension in chunks of SMALL_K_CHUNK, the first
+    starting C from zero: no inner dimension still clears C (one chunk), and one, two or
+    three chunks add up to NumPy's product."""
+    assert native_gemm.kind(np.dtype(dtype), m, n, k, IR.CBLAS_NO_TRANS,
+                            IR.CBLAS_NO_TRANS) == "direct"
+    _, _, a, b = _operands(m, n, k, False, False, dtype, k)
+    out = np.full((m, n), np.nan, dtype)
+    assert native_gemm.matmul(a, b, out, 1)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64),
+                               **_tol(dtype, max(k, 1)))

@@ -575,3 +575,39 @@ def test_one_chunk_tasks_that_go_on_share_the_threads() -> None:
     assert (x == 25).all() and (y == 25).all()
     with pytest.raises(ValueError, match="go on"):
         NP.Job(tasks, 2, go_on=[1])
+
+
+def test_a_programs_new_trampolines_are_built_together(monkeypatch) -> None:
+    """Jobs made before any of them runs (a new program's) get their trampolines from one
+    object built when the first job's address is read, not one object per signature; each
+    job then runs its kernels as before."""
+    c = NP.code()
+    built: list = []
+    real = NP.runtime_object
+    monkeypatch.setattr(NP, "runtime_object", lambda *a: built.append(a) or real(*a))
+    saved = dict(c._tramps)
+    c._tramps.clear()                # as in a new process: no trampoline built yet
+    try:
+        n = 64
+        out, src, dst, x = (np.zeros(n, np.int64), np.arange(n, dtype=np.int64),
+                            np.zeros(n, np.int64), np.arange(n, dtype=np.int64))
+        count, part = np.asarray([n], np.int64), np.zeros(1, np.int64)
+        jobs = [NP.Job([(KERNELS.address("inc"), [0], [], [], split(n, 4))], 1),
+                NP.Job([(KERNELS.address("rev"), [0, 1, 2], [], [], split(n, 4))], 3),
+                NP.Job([(KERNELS.address("chunk_sum"), [0], [1], [0], [(0, n)])], 2)]
+        assert built == []           # nothing built while jobs are made
+        jobs[0].table[:] = (out.ctypes.data,)
+        jobs[1].table[:] = (src.ctypes.data, dst.ctypes.data, count.ctypes.data)
+        jobs[2].table[:] = (x.ctypes.data, part.ctypes.data)
+        pool = NP.NativePool(2)
+        try:
+            for job in jobs:
+                pool.run(job)
+        finally:
+            pool.close()
+        assert built == [("trampolines", 1, 0, 0, 1, 1, 0, 3, 0, 0)]   # one object, sorted
+        np.testing.assert_array_equal(out, np.ones(n, np.int64))
+        np.testing.assert_array_equal(dst, src[::-1])
+        assert part[0] == x.sum()
+    finally:
+        c._tramps.update(saved)

@@ -85,16 +85,27 @@ class _Code:
         self._lock = fork_locks.lock()
 
     def trampoline(self, nargs: int, npartials: int, ncounts: int = 0) -> int:
-        key = (nargs, npartials, ncounts)
-        addr = self._tramps.get(key)
-        if addr is None:
+        return self.trampolines([(nargs, npartials, ncounts)])[0]
+
+    def trampolines(self, keys: Sequence[tuple]) -> list:
+        """The addresses of the trampolines of `keys` ((nargs, npartials, ncounts) each);
+        those not built yet are built together, in one object: a new program's jobs
+        (`resolve_pending`) then pay LLVM's cost per module once, not per signature."""
+        missing = [k for k in dict.fromkeys(keys) if k not in self._tramps]
+        if missing:
             with self._lock:
-                addr = self._tramps.get(key)
-                if addr is None:
-                    code = LoadedCode(runtime_object("trampoline", *key))
+                # sorted: the same set is the same disk cache entry in the next process
+                missing = sorted(k for k in missing if k not in self._tramps)
+                if len(missing) == 1:
+                    code = LoadedCode(runtime_object("trampoline", *missing[0]))
+                    self._tramps[missing[0]] = code.address(IR.TRAMPOLINE)
+                elif missing:
+                    code = LoadedCode(runtime_object("trampolines", *sum(missing, ())))
+                    for k in missing:
+                        self._tramps[k] = code.address(pool_ir.trampoline_name(k))
+                if missing:
                     self._loaded.append(code)
-                    addr = self._tramps[key] = code.address(IR.TRAMPOLINE)
-        return addr
+        return [self._tramps[k] for k in keys]
 
 
 _CODE: Optional[_Code] = None
@@ -149,7 +160,6 @@ class Job:
         at least `buffers` entries to share with other jobs. `go_on`: the tasks with no
         barrier after them (the next task does not read what they write; the next
         barrier waits for them too), never the last."""
-        c = code()
         n = len(tasks)
         self.header = np.zeros(4, np.int64)
         self.table = np.zeros(max(1, buffers), np.int64) if table is None else table
@@ -158,13 +168,17 @@ class Job:
         self._keep: list = []            # the arrays the task words point into
         self.parallel = False
         self.chunks = 0                  # over all tasks
+        self._pending: list = []         # (task, trampoline key) with no trampoline yet
         for t, (fn, args, partials, strides, ranges, *counts) in enumerate(tasks):
             counts = list(counts[0]) if counts else []
             words = [np.asarray(list(v) or [0], np.int64)
                      for v in (list(args) + counts, partials, strides)]
             rng = np.asarray(ranges, np.int64).reshape(-1)
             row = self._tasks[t * IR.TASK_WORDS:(t + 1) * IR.TASK_WORDS]
-            row[IR.TASK_TRAMP] = c.trampoline(len(args), len(partials), len(counts))
+            # the trampoline's address is filled in when the job's address is first
+            # read (`address`): by then a new program has made all its jobs, whose
+            # trampolines are then built in one object
+            self._pending.append((t, (len(args), len(partials), len(counts))))
             row[IR.TASK_FN] = fn
             row[IR.TASK_ARGV] = words[0].ctypes.data
             row[IR.TASK_PARTIALS] = words[1].ctypes.data
@@ -182,7 +196,33 @@ class Job:
             self.parallel = True        # its chunks and the next task's run side by side
         self.header[:] = (n, self._tasks.ctypes.data, self.counters.ctypes.data,
                           self.table.ctypes.data)
-        self.address = self.header.ctypes.data
+        self._address = self.header.ctypes.data
+        _PENDING.add(self)
+
+    @property
+    def address(self) -> int:
+        """The job's address for the native runner; every task's trampoline is built
+        (with those of every other job still waiting for theirs) before it is given."""
+        if self._pending:
+            resolve_pending()
+        return self._address
+
+
+_PENDING: "weakref.WeakSet[Job]" = weakref.WeakSet()    # jobs with trampolines to fill in
+_PENDING_LOCK = fork_locks.lock()
+
+
+def resolve_pending() -> None:
+    """Fill in the trampolines of every job made since the last call, built together."""
+    with _PENDING_LOCK:
+        jobs = [j for j in list(_PENDING) if j._pending]
+        keys = [key for j in jobs for _, key in j._pending]
+        addresses = iter(code().trampolines(keys))
+        for j in jobs:
+            for t, _ in j._pending:
+                j._tasks[t * IR.TASK_WORDS + IR.TASK_TRAMP] = next(addresses)
+            j._pending = []
+            _PENDING.discard(j)
 
 
 # ---- pools -----------------------------------------------------------------------------

@@ -55,7 +55,7 @@ GEN_SHIFT = 20
 CLOSED = 1 << 19
 JOINED_MASK = CLOSED - 1
 
-TRAMPOLINE = "lzp_tramp"          # each trampoline is its own module
+TRAMPOLINE = "lzp_tramp"          # one trampoline alone in its module
 SEQ = "seq_cst"
 TRAMP_TYPE = ir.FunctionType(VOID, [PTR, PTR, I64, I64, PTR, PTR, I64, PTR])
 
@@ -366,14 +366,35 @@ def _memset(mod: ir.Module) -> ir.Function:
 
 
 def trampoline_ir(triple: str, nargs: int, npartials: int, ncounts: int = 0) -> str:
-    """A module with one trampoline: calls a kernel of the CPU codegen's signature with
-    the `nargs` buffers named by argv (indices into the buffer table), `npartials`
-    partial pointers, each `table[partials[k]] + chunk * strides[k]` (stride 0: all
-    chunks share one partial), then `ncounts` integers: the table entries named by argv
-    after the buffers (a partial reduction's finish takes the chunk count so)."""
-    name = TRAMPOLINE
-    mod = ir.Module(name=f"{name}_{nargs}_{npartials}_{ncounts}")
+    """A module with one trampoline (`TRAMPOLINE`): calls a kernel of the CPU codegen's
+    signature with the `nargs` buffers named by argv (indices into the buffer table),
+    `npartials` partial pointers, each `table[partials[k]] + chunk * strides[k]` (stride
+    0: all chunks share one partial), then `ncounts` integers: the table entries named by
+    argv after the buffers (a partial reduction's finish takes the chunk count so)."""
+    mod = ir.Module(name=f"{TRAMPOLINE}_{nargs}_{npartials}_{ncounts}")
     mod.triple = triple
+    _trampoline(mod, TRAMPOLINE, nargs, npartials, ncounts)
+    return str(mod)
+
+
+def trampoline_name(key: tuple) -> str:
+    """The name of the trampoline of `key` = (nargs, npartials, ncounts) in a module of
+    several (`trampolines_ir`)."""
+    return "{}_{}_{}_{}".format(TRAMPOLINE, *key)
+
+
+def trampolines_ir(triple: str, keys: list) -> str:
+    """One module with a trampoline for each (nargs, npartials, ncounts) of `keys`, named
+    by `trampoline_name`: the trampolines a program's jobs need, built together (LLVM's
+    cost per module, not per function, was most of a trampoline's ~4 ms)."""
+    mod = ir.Module(name=f"{TRAMPOLINE}s")
+    mod.triple = triple
+    for key in keys:
+        _trampoline(mod, trampoline_name(key), *key)
+    return str(mod)
+
+
+def _trampoline(mod: ir.Module, name: str, nargs: int, npartials: int, ncounts: int) -> None:
     f = ir.Function(mod, TRAMP_TYPE, name)
     kernel, argv, start, end, partials, strides, chunk, table = f.args
     b = ir.IRBuilder(f.append_basic_block("entry"))
@@ -388,7 +409,6 @@ def trampoline_ir(triple: str, nargs: int, npartials: int, ncounts: int = 0) -> 
     ktype = ir.FunctionType(VOID, [PTR] * nargs + [I64, I64] + [PTR] * npartials + [I64] * ncounts)
     b.call(Callee(kernel, ktype), args)
     b.ret_void()
-    return str(mod)
 
 
 class Callee:
@@ -553,8 +573,13 @@ class _SmallGemm:
         # at 512 floats), and a second block of rows read all of B again from afar; a
         # chunk's rows stay in L2 for the next block. The first chunk starts C from zero,
         # the others add to it (a short inner dimension is one chunk: C is not read).
-        def chunk(k0: ir.Value, first: bool) -> None:
+        # One loop over the chunks, `first` decided at run time in each block: the blocks'
+        # code once, not once per kind of chunk (half the IR: LLVM's build of this
+        # function at a first product was 0.3-0.6 s); a product with no inner dimension
+        # still has its one chunk, which clears C.
+        def chunk(k0: ir.Value, _: list) -> list:
             k1 = _min(b, b.add(k0, _c(SMALL_K_CHUNK)), self.d[GEMM_K])
+            first = b.icmp_unsigned("==", k0, _c(0))
             for rs, re, rows in self._stages(r0, r1, SMALL_ROWS):
                 def row_block(i: ir.Value, _: list, rows: int = rows) -> list:
                     wide = _small_vectors(rows) * lanes
@@ -565,19 +590,15 @@ class _SmallGemm:
                         counted_loop(b, cs, ce, [], col_block, name="j", step=_c(cols))
                     return []
                 counted_loop(b, rs, re, [], row_block, name="r", step=_c(rows))
-
-        def later(k0: ir.Value, _: list) -> list:
-            chunk(k0, False)
             return []
 
-        chunk(_c(0), True)      # (a product with no inner dimension clears C)
-        counted_loop(b, _c(SMALL_K_CHUNK), self.d[GEMM_K], [], later, name="kc",
-                     step=_c(SMALL_K_CHUNK))
+        chunks_end = b.select(b.icmp_signed(">", self.d[GEMM_K], _c(0)), self.d[GEMM_K], _c(1))
+        counted_loop(b, _c(0), chunks_end, [], chunk, name="kc", step=_c(SMALL_K_CHUNK))
 
     def _block(self, i: ir.Value, j: ir.Value, rows: int, cols: int, k0: ir.Value,
-               k1: ir.Value, first: bool) -> None:
+               k1: ir.Value, first: ir.Value) -> None:
         """C[i:i+rows, j:j+cols] (+)= A[i:i+rows, k0:k1] @ B[k0:k1, j:j+cols], in
-        registers (C read first unless this is the `first` chunk)."""
+        registers (C read first unless `first`, an i1: the first chunk)."""
         b, d = self.b, self.d
         width = min(cols, self.lanes)
         vt = self.vtype if width > 1 else self.ftype
@@ -587,8 +608,7 @@ class _SmallGemm:
         b_cols = [b.add(j, _c(v * width)) for v in range(nvec)]
         c_at = [self._at(self.c, b.add(b.mul(b.add(i, _c(r)), d[GEMM_LDC]), col))
                 for r in range(rows) for col in b_cols]
-        init = [zero] * len(c_at) if first else [b.load(at, typ=vt, align=self.size)
-                                                 for at in c_at]
+        init = self._start(first, zero, c_at, vt)
 
         def step(k: ir.Value, acc: list) -> list:
             brow = b.mul(k, d[GEMM_LDB])
@@ -606,6 +626,26 @@ class _SmallGemm:
         acc = counted_loop(b, k0, k1, init, step, name="k", interleave=False)
         for v, at in zip(acc, c_at):
             b.store(v, at, align=self.size)
+
+    def _start(self, first: ir.Value, zero: ir.Constant, c_at: list, vt: ir.Type) -> list:
+        """A block's sums before its chunk: zero in the first chunk, else C as the chunks
+        before left it (read only then: a branch per block, not a select per value)."""
+        b = self.b
+        pre = b.block
+        read = b.function.append_basic_block("c.read")
+        join = b.function.append_basic_block("c.start")
+        b.cbranch(first, join, read)
+        b.position_at_end(read)
+        loaded = [b.load(at, typ=vt, align=self.size) for at in c_at]
+        b.branch(join)
+        b.position_at_end(join)
+        out = []
+        for v in loaded:
+            p = b.phi(vt)
+            p.add_incoming(zero, pre)
+            p.add_incoming(v, read)
+            out.append(p)
+        return out
 
     def _at(self, base: ir.Value, index: ir.Value) -> ir.Value:
         return self.b.gep(base, [index], source_etype=self.ftype)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Optional
 
+from ...compiler import profile_hooks
 from ...compiler.driver import CPU, host_object, target_id
 from ..compile_cache import entry_key
 from ..runtime_builds import record
@@ -25,19 +26,29 @@ def runtime_code(name: str, *shape: int) -> bytes:
     """Object code of one of the CPU runtime's own native functions, generated with the
     builder and for the target kernels use (pool_ir.py): "pool" (the worker pool's job
     runner and worker loop), "trampoline" (nargs, npartials, ncounts: calls a kernel with
-    its arguments from a buffer table), "gemm_tiles" (matrix products in tiles, each a
-    CBLAS call), "control" (the runner of loops and branches, control_ir.py)."""
+    its arguments from a buffer table), "trampolines" (several: nargs, npartials, ncounts
+    of each in turn, named by pool_ir.trampoline_name), "gemm_tiles" (matrix products in
+    tiles, each a CBLAS call), "control" (the runner of loops and branches, control_ir.py)."""
     triple = target_id(CPU)[0]
     make = {"pool": lambda: pool_ir.PoolIR(triple).text(),
             "control": lambda: control_ir.control_ir(triple),
             "trampoline": lambda: pool_ir.trampoline_ir(triple, *shape),
+            "trampolines": lambda: pool_ir.trampolines_ir(triple, _triples(shape)),
             "gemm_tiles": lambda: pool_ir.gemm_tiles_ir(triple, *shape)}
-    # a trampoline is parsed and emitted, not optimized (paid per kernel signature); the
+    # trampolines are parsed and emitted, not optimized (paid per kernel signature); the
     # GEMM tiles are vector code already: the SLP vectorizer finds nothing in them (the
     # assembly is the same without it, checked for every kind) and took 25-50% of their
     # IR passes' time
-    return host_object(make[name](), "lazyarray_" + name, optimize=name != "trampoline",
+    return host_object(make[name](), "lazyarray_" + name,
+                       optimize=name not in ("trampoline", "trampolines"),
                        slp=name != "gemm_tiles")
+
+
+def _triples(shape: tuple) -> list:
+    if len(shape) % 3:
+        raise ValueError(f"lazyarray: trampolines take (nargs, npartials, ncounts) triples, "
+                         f"got {len(shape)} numbers")
+    return [tuple(shape[k:k + 3]) for k in range(0, len(shape), 3)]
 
 
 def runtime_object(name: str, *shape: int) -> bytes:
@@ -46,7 +57,8 @@ def runtime_object(name: str, *shape: int) -> bytes:
     t0 = time.perf_counter()
     built = True
     try:
-        obj, built = _object(name, shape)
+        with profile_hooks.span("runtime", name):     # a profile shows it (no-op otherwise)
+            obj, built = _object(name, shape)
     finally:
         record(built, time.perf_counter() - t0)
     return obj
