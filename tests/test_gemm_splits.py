@@ -151,13 +151,13 @@ def test_batched_products_run_in_the_native_program_and_match_numpy(
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("m,n,k", [(4, 64, 0), (200, 128, 0), (7, 40, 64), (7, 40, 65),
-                                   (10, 256, 130)])
+@pytest.mark.parametrize("m,n,k", [(7, 40, 64), (7, 40, 65), (10, 256, 130)])
 def test_direct_products_over_their_inner_chunks_match_numpy(m: int, n: int, k: int,
                                                              dtype) -> None:
     """Our direct code walks the inner dimension in chunks of SMALL_K_CHUNK, the first
-    starting C from zero: no inner dimension still clears C (one chunk), and one, two or
-    three chunks add up to NumPy's product."""
+    starting C from zero: one, two or three chunks add up to NumPy's product. (An empty
+    inner dimension never reaches it: `matmul` declines it and NumPy's zeros are the
+    result, test_empty_inner_dimension_gives_zeros.)"""
     assert native_gemm.kind(np.dtype(dtype), m, n, k, IR.CBLAS_NO_TRANS,
                             IR.CBLAS_NO_TRANS) == "direct"
     _, _, a, b = _operands(m, n, k, False, False, dtype, k)
@@ -165,3 +165,15 @@ def test_direct_products_over_their_inner_chunks_match_numpy(m: int, n: int, k: 
     assert native_gemm.matmul(a, b, out, 1)
     np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64),
                                **_tol(dtype, max(k, 1)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m,n", [(4, 64), (200, 128)])
+def test_empty_inner_dimension_gives_zeros(m: int, n: int, dtype) -> None:
+    """An empty inner dimension: the native path declines it (nothing written) and the
+    product is NumPy's zeros, as the interpreter's."""
+    a, b = np.ones((m, 0), dtype), np.ones((0, n), dtype)
+    assert not native_gemm.matmul(a, b, np.full((m, n), np.nan, dtype), 1)
+    for device in ("cpu", "interpreter"):
+        got = (la.asarray(a, device=device) @ la.asarray(b, device=device)).numpy()
+        np.testing.assert_array_equal(got, np.zeros((m, n), dtype))
