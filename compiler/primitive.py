@@ -157,6 +157,11 @@ class Primitive:
     flops: Any = None                    # (instruction, operand instructions) -> the
                                          # operations it performs (a profile's GFLOP/s);
                                          # `primitive` fills it in by kind where not given
+    pieces: Any = None                   # (instruction, operand instructions) -> the
+                                         # positions along its last dimension where it
+                                         # starts reading another operand: a loop split
+                                         # there reads each plainly (concatenate;
+                                         # compiler/codegen/cpu_kernels.py innermost_cuts)
     simplify: Any = None                 # (rewrite Builder, instruction) -> the position of
                                          # a simpler equal value, or None: its algebraic
                                          # identities (compiler/passes/algebraic_simplifier.py)

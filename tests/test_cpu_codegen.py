@@ -203,3 +203,55 @@ def test_float_extremum_reductions_propagate_nan_from_any_position(dtype, kind) 
         m = Module("ext", [I("parameter", (), big.shape, dtype, {"number": 0}),
                            I("reduce", (0,), (), dtype, {"axes": (0,), "kind": kind})], [1])
         assert np.isnan(_DEVICE.compile(m).run([big])[0]), f"NaN at {at} lost"
+
+
+def _concat_module(widths: tuple, rows: int, tail: str, dtype: D.DType = D.float32) -> Module:
+    """parameters (rows, w) for each width, concatenated along the last dimension, then
+    `tail`: "scale" (times a parameter row, elementwise), "colsum" (summed over rows, the
+    bias gradient of a fused qkv projection) or "both" (two outputs of one kernel)."""
+    from lazyarray.compiler.hlo.module import Instruction as I
+    ins = [I("parameter", (), (rows, w), dtype, {"number": k}) for k, w in enumerate(widths)]
+    n = sum(widths)
+    cat = len(ins)
+    ins.append(I("concatenate", tuple(range(cat)), (rows, n), dtype, {"dimension": 1}))
+    outs = []
+    if tail in ("scale", "both"):
+        ins.append(I("parameter", (), (n,), dtype, {"number": len(widths)}))
+        ins.append(I("broadcast_in_dim", (len(ins) - 1,), (rows, n), dtype,
+                     {"shape": (rows, n), "broadcast_dimensions": (1,)}))
+        ins.append(I("multiply", (cat, len(ins) - 1), (rows, n), dtype, {}))
+        outs.append(len(ins) - 1)
+    if tail in ("colsum", "both"):
+        ins.append(I("reduce", (cat,), (n,), dtype, {"axes": (0,), "kind": "sum"}))
+        outs.append(len(ins) - 1)
+    return Module("concat", ins, outs)
+
+
+@pytest.mark.parametrize("widths,rows,tail", [
+    ((256, 256, 256), 96, "colsum"), ((256, 256, 256), 96, "scale"), ((64, 40, 72), 33, "both"),
+    ((8, 0, 24, 9), 70, "both"), ((3, 5, 64), 40, "scale"), ((17,) * 9, 20, "both"),
+    ((40, 24), 1, "scale"), ((100, 100), 2, "colsum")])
+def test_concatenate_along_the_loops_innermost_dimension_matches_interpreter(
+        widths: tuple, rows: int, tail: str) -> None:
+    """The innermost loop split at the operands' boundaries (cpu_kernels.innermost_cuts)
+    gives the interpreter's values bit for bit, for pieces narrower than a vector, empty
+    operands, more operands than the split takes, and a single row (no split there)."""
+    for dtype in (D.float32, D.int32):
+        m = _concat_module(widths, rows, tail, dtype)
+        rng = np.random.default_rng(len(widths) + rows)
+        # small integers: every float32 sum is exact, so any order of summing is bit-equal
+        args = [rng.integers(-100, 100, m.instructions[p].shape).astype(dtype.np)
+                for p in m.parameters]
+        want = InterpreterDevice().compile(m).run(args)
+        got = _DEVICE.compile(m).run(args)
+        for g, w in zip(got, want):
+            assert np.array_equal(np.asarray(g), np.asarray(w)), f"{widths} {tail} {dtype}"
+
+
+def test_concatenate_along_the_innermost_dimension_vectorizes() -> None:
+    """A concatenate along the last dimension read by the innermost loop: each operand's
+    piece is a plain loop of vector loads, not a clamp-and-select chain per element (the
+    select chain made the qkv projection's bias gradient 4x slower, 2.4 -> 0.6 ms)."""
+    text = _DEVICE.stage(_concat_module((256, 256, 256), 96, "scale"), "llvm")
+    assert "<8 x float>" in text or "<16 x float>" in text, "the pieces did not vectorize"
+    assert " select " not in text.split("define", 1)[1], "a per-element select remains"

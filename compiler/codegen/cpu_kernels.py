@@ -222,7 +222,7 @@ class CPUCodegen:
         if self._transposes(kern) and _tileable(shape):
             tiled_nest(e, shape, start, end, element)
         else:
-            nest(e, shape, start, end, element)
+            nest(e, shape, start, end, element, innermost_cuts(self.ins, kern.members, shape))
         e.b.ret_void()
         self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
                                    extent=extent(shape), work=_inner_work(shape)))
@@ -495,7 +495,7 @@ class CPUCodegen:
                     old = e.load(ptr, out_shape, acc, out_index)
                     v = e.at(src, index)
                     e.store(ptr, out_shape, e.combine(kind, old, Value(v.ir, acc)), out_index)
-            nest(e, shape, start, end, element)
+            nest(e, shape, start, end, element, innermost_cuts(self.ins, kern.members, shape))
         e.b.ret_void()
         self.steps.append(PartialStep(
             kernel=kern.name, fn=name, args=args,
@@ -620,17 +620,37 @@ def extent(shape: tuple) -> int:
     return shape[outer_dim(shape)] if shape else 1
 
 
-def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body: Any) -> None:
-    """for index in shape (the outer dimension in [start, end)): body(index)."""
+def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body: Any,
+         cuts: tuple = ()) -> None:
+    """for index in shape (the outer dimension in [start, end)): body(index). `cuts`
+    split the innermost dimension (when it is not the outer one) into pieces, one loop
+    each, whose compile-time range the emitter knows (`index_rules.innermost_cuts`)."""
     if not shape:
         body([])
         return
     outer = outer_dim(shape)
+    last = len(shape) - 1
+    if cuts and last != outer and shape[last] != 1:
+        bounds = (0,) + tuple(cuts) + (shape[last],)
+
+        def pieces(index: list) -> None:
+            for lo, hi in zip(bounds, bounds[1:]):
+                def step(i: ir.Value, carried: list) -> list:
+                    e.ranges[id(i)] = (lo, hi)
+                    e.push_scope()
+                    body(index + [i])
+                    e.pop_scope()
+                    del e.ranges[id(i)]
+                    return []
+                counted_loop(e.b, const(lo), const(hi), [], step, name=f"d{last}")
 
     def level(d: int, index: list) -> None:
         if d != outer and shape[d] == 1:   # no loop: a constant index keeps memo keys equal
             inner = index + [const(0)]
             body(inner) if d + 1 == len(shape) else level(d + 1, inner)
+            return
+        if d == last and cuts and d != outer:
+            pieces(index)
             return
         lo, hi = (start, end) if d == outer else (const(0), const(shape[d]))
 
@@ -646,6 +666,21 @@ def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body
         counted_loop(e.b, lo, hi, [], step, name=f"d{d}")
 
     level(0, [])
+
+
+def innermost_cuts(instructions: list, members: list, shape: tuple) -> tuple:
+    """Where a loop over `shape` splits its innermost dimension: the `pieces` of each
+    member as long as that dimension along its own last one (a concatenate's operand
+    boundaries). A cut that no read of the loop's own index meets costs only the split."""
+    cuts: set = set()
+    for pos in members:
+        ins = instructions[pos]
+        pieces = PRIMITIVES[ins.op].pieces
+        if pieces is None or not shape or not ins.shape or ins.shape[-1] != shape[-1]:
+            continue
+        cuts.update(c for c in pieces(ins, [instructions[o] for o in ins.operands])
+                    if 0 < c < shape[-1])
+    return tuple(sorted(cuts))
 
 
 TILE = 32

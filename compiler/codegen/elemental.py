@@ -55,6 +55,9 @@ class ElementalEmitter:
         # (fusion guarantees a row value is only read for its own row; row_fusion.py)
         self.row_values: dict = {}
         self._linear: dict = {}     # (block, shape, index) -> offset (see `linear`)
+        # id(loop variable) -> the [lo, hi) it runs over, where known at compile time (a
+        # piece of an innermost loop split at a concatenate's boundaries; index_rules)
+        self.ranges: dict = {}
 
     # ---- scopes: a value may be reused only where it dominates ----------------------
 

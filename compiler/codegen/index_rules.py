@@ -124,12 +124,19 @@ def concatenate(e, ins: Any, index: list):
         return _one_tap(e, ins, index, *taps)
     dim = ins.attrs["dimension"]
     b = e.b
+    known = e.ranges.get(id(index[dim]))
     result = None
     offset = 0
     for o in ins.operands:
         n = _shape(e, o)[dim]
         if n == 0:
             continue
+        if known is not None and offset <= known[0] and known[1] <= offset + n:
+            # the loop's piece lies inside this operand (`innermost_cuts`): a plain
+            # read, no clamp and no select, so the piece vectorizes
+            idx = list(index)
+            idx[dim] = b.sub(index[dim], const(offset)) if offset else index[dim]
+            return e.at(o, idx)
         idx = list(index)
         idx[dim] = e.clamp_index(b.sub(index[dim], const(offset)), 0, n - 1)
         v = e.at(o, idx)
@@ -140,6 +147,25 @@ def concatenate(e, ins: Any, index: list):
             result = e.select(_bool(e, use), v, result)
         offset += n
     return result
+
+
+MAX_PIECES = 8      # more operands than this: one select chain beats that much code
+MIN_PIECE = 8       # narrower operands (convolution's window taps): no vector to gain
+
+
+def concatenate_pieces(ins: Any, operands: list) -> tuple:
+    """The positions along a concatenate's last dimension where its next operand starts,
+    when it joins along that dimension: a loop split there reads each operand plainly in
+    its own piece (`concatenate`, which checks the piece's range itself)."""
+    dim = ins.attrs["dimension"]
+    if dim != len(ins.shape) - 1 or len(operands) > MAX_PIECES or any(
+            o.shape[dim] < MIN_PIECE for o in operands):
+        return ()
+    out, offset = [], 0
+    for o in operands[:-1]:
+        offset += o.shape[dim]
+        out.append(offset)
+    return tuple(out)
 
 
 def _window_taps(e, ins: Any) -> Any:

@@ -371,7 +371,7 @@ def _concat_infer(operands, dimension):
 
 concatenate = primitive("concatenate", INDEXING, _concat_infer,
                         lambda *xs, dimension: np.concatenate(xs, axis=dimension),
-                        emit=IR.concatenate,
+                        emit=IR.concatenate, pieces=IR.concatenate_pieces,
                         attrs=("dimension",), vjp=_concat_vjp, simplify=S.concatenate_one,
                         batch=lambda node, size, ops, batched: B.same_op(
                             node, B.lift_all(size, ops, batched),
