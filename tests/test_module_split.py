@@ -86,3 +86,34 @@ def test_one_core_compiles_serially(monkeypatch):
     monkeypatch.setattr(llvm_target, "optimize_apart",
                         lambda *a: pytest.fail("a second thread on one core"))
     llvm_target.release(driver._optimize_program(m, m.name))
+
+
+def test_pipeline_runs_outside_llvmlites_lock():
+    """llvmlite holds one lock around every call into LLVM; the pipeline's run (most of
+    a compile) must not take it, or the second thread's half waits for the first's."""
+    import threading
+
+    import llvmlite.binding as llvm
+
+    from lazyarray.compiler.codegen import pass_pipeline
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with llvm.ffi.lib._lock:
+            held.set()
+            release.wait(30)
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(30)
+    try:
+        run = pass_pipeline._unlocked("LLVMPY_RunNewModulePassManager")
+        done = []
+        caller = threading.Thread(target=lambda: done.append(
+            pass_pipeline._unlocked("LLVMPY_GetVersionInfo")()))
+        caller.start()
+        caller.join(30)
+        assert done, "an unlocked call waited for llvmlite's lock"
+        assert run is not llvm.ffi.lib.LLVMPY_RunNewModulePassManager
+    finally:
+        release.set()
+        holder.join()
