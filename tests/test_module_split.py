@@ -1,14 +1,20 @@
 """A large CPU program's LLVM module is optimized as two halves at once, on two threads
-(compiler/codegen/module_split.py, driver._optimize_program): the halves hold every
-function once, in order, with the globals they name; the linked module gives the same
-object code as the serial compile."""
+(compiler/codegen/module_split.py, driver._compile_cpu): the halves hold every function
+once, in order, with the globals they name; linked into one module they give the serial
+object code; emitted apart, the program's code is a bundle of both objects
+(codegen/object_bundle.py) that the CPU device loads and runs, also from the disk cache."""
 from __future__ import annotations
 
 import llvmlite.ir as ir
+import numpy as np
 import pytest
 
 from lazyarray.compiler import driver
-from lazyarray.compiler.codegen import llvm_target, module_split
+from lazyarray.compiler.codegen import llvm_target, module_split, object_bundle
+from lazyarray.compiler.hlo import dtypes as D
+from lazyarray.compiler.hlo.module import Instruction, Module
+from lazyarray.devices.cpu.cpu import CPUDevice
+from lazyarray.devices.cpu.object_code import LoadedCode
 
 F64 = ir.DoubleType()
 I64 = ir.IntType(64)
@@ -66,11 +72,10 @@ def test_module_not_cut_when_a_global_is_shared_or_it_is_small(m):
     assert module_split.halves(m) is None
 
 
-def test_program_optimized_in_halves_gives_the_serial_object_code(monkeypatch):
+def test_program_optimized_in_halves_gives_the_serial_object_code():
     m = _program(60)
-    monkeypatch.setattr(driver, "_cores", lambda: 2)
     serial = llvm_target.optimize(str(m), m.name)
-    halves = driver._optimize_program(m, m.name)
+    halves = driver._optimize_program(m, m.name, module_split.halves(m))
     try:
         assert [f.name for f in halves.functions if not f.is_declaration] == \
             [f"loop_{k}" for k in range(60)]
@@ -80,12 +85,42 @@ def test_program_optimized_in_halves_gives_the_serial_object_code(monkeypatch):
         llvm_target.release(halves)
 
 
-def test_one_core_compiles_serially(monkeypatch):
-    m = _program(60)
-    monkeypatch.setattr(driver, "_cores", lambda: 1)
-    monkeypatch.setattr(llvm_target, "optimize_apart",
-                        lambda *a: pytest.fail("a second thread on one core"))
-    llvm_target.release(driver._optimize_program(m, m.name))
+def _two_kernels() -> Module:
+    """Two outputs of different shapes: two loop kernels."""
+    return Module("two", [Instruction("parameter", (), (8,), D.float32, {"number": 0}),
+                          Instruction("parameter", (), (5, 3), D.float32, {"number": 1}),
+                          Instruction("exponential", (0,), (8,), D.float32, {}),
+                          Instruction("sine", (1,), (5, 3), D.float32, {})], [2, 3])
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_program_compiled_in_halves_runs_from_a_bundle_of_two_objects(tmp_path, monkeypatch,
+                                                                      cores):
+    monkeypatch.setattr(module_split, "MIN_SPLIT_CHARS", 0)   # cut even this program
+    monkeypatch.setattr(driver, "_cores", lambda: cores)
+    x = np.linspace(-2, 2, 8, dtype=np.float32)
+    y = np.linspace(-3, 3, 15, dtype=np.float32).reshape(5, 3)
+    for attempt in ("compiled", "from the disk cache"):
+        dev = CPUDevice(lambda: {"cache_dir": str(tmp_path)})
+        exe = dev.compile(_two_kernels())
+        assert exe.from_disk_cache == (attempt != "compiled")
+        assert len(exe._code.engines) == (2 if cores == 2 else 1)
+        ex, sy = exe.run([x, y])
+        np.testing.assert_allclose(ex, np.exp(x), rtol=1e-6)
+        np.testing.assert_allclose(sy, np.sin(y), rtol=1e-6, atol=1e-7)
+
+
+def test_bundle_unpacks_to_its_objects_and_a_cut_one_is_refused():
+    objects = [b"\x7fELF-one", b"\x7fELF-second"]
+    code = object_bundle.pack(objects)
+    assert object_bundle.unpack(code) == objects
+    assert object_bundle.pack(objects[:1]) == objects[0]
+    assert object_bundle.unpack(objects[0]) == objects[:1]
+    for cut in (len(code) - 1, 20, 10):
+        with pytest.raises(ValueError, match="cut short|objects say"):
+            object_bundle.unpack(code[:cut])
+        with pytest.raises(ValueError):
+            LoadedCode(code[:cut])
 
 
 def test_pipeline_runs_outside_llvmlites_lock():
@@ -106,10 +141,10 @@ def test_pipeline_runs_outside_llvmlites_lock():
     holder.start()
     held.wait(30)
     try:
-        run = pass_pipeline._unlocked("LLVMPY_RunNewModulePassManager")
+        run = pass_pipeline.unlocked("LLVMPY_RunNewModulePassManager")
         done = []
         caller = threading.Thread(target=lambda: done.append(
-            pass_pipeline._unlocked("LLVMPY_GetVersionInfo")()))
+            pass_pipeline.unlocked("LLVMPY_GetVersionInfo")()))
         caller.start()
         caller.join(30)
         assert done, "an unlocked call waited for llvmlite's lock"

@@ -6,13 +6,14 @@ disk cache). Object code is what the disk cache stores; the CPU device loads it
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 from typing import Any
 
 import llvmlite.binding as llvm
 
 from .interrupts import InterruptsDeferred, Section
-from .pass_pipeline import run_default_pipeline
+from .pass_pipeline import run_default_pipeline, unlocked
 
 OPT_LEVEL = 2          # -O2: vectorizes loops; -O3 costs compile time for little here
 
@@ -98,10 +99,11 @@ def optimize(ir_text: str, name: str, slp: bool = True) -> Any:
     return mod
 
 
-def optimize_apart(ir_text: str, name: str) -> bytes:
+def optimize_apart(ir_text: str, name: str, emit: bool = False) -> bytes:
     """`optimize` in an LLVM context and with a target machine of its own (0.2 ms to
     make), without the lock: nothing shared is touched, so another thread may optimize
-    meanwhile. Returns the optimized module's bitcode, for `link_bitcode`."""
+    meanwhile. Returns the optimized module's bitcode, for `link_bitcode`, or with
+    `emit` its object code."""
     context = llvm.create_context()
     try:
         tm = _new_target_machine()
@@ -112,7 +114,7 @@ def optimize_apart(ir_text: str, name: str) -> bytes:
             mod.data_layout = str(tm.target_data)
             mod.verify()
             _run_pipeline(mod, tm, True)
-            return mod.as_bitcode()
+            return _emit_unlocked(tm, mod) if emit else mod.as_bitcode()
         finally:
             mod.close()
     finally:
@@ -161,7 +163,22 @@ def release(mod: Any) -> None:
 
 def emit_object(mod: Any) -> bytes:
     with _LOCK:
-        return target_machine().emit_object(mod)
+        return _emit_unlocked(target_machine(), mod)
+
+
+def _emit_unlocked(tm: Any, mod: Any) -> bytes:
+    """`tm.emit_object(mod)` with the code generation outside llvmlite's own lock
+    (pass_pipeline.py `unlocked`), so that a thread emitting a module of another LLVM
+    context runs meanwhile."""
+    with llvm.ffi.OutputString() as err:
+        buf = unlocked("LLVMPY_TargetMachineEmitToMemory")(tm, mod, 1, err)
+        if not buf:
+            raise RuntimeError(str(err))
+    try:
+        return ctypes.string_at(llvm.ffi.lib.LLVMPY_GetBufferStart(buf),
+                                llvm.ffi.lib.LLVMPY_GetBufferSize(buf))
+    finally:
+        llvm.ffi.lib.LLVMPY_DisposeMemoryBuffer(buf)
 
 
 @functools.lru_cache(maxsize=None)

@@ -29,7 +29,7 @@ def run_default_pipeline(mod: Any, tm: Any, pto: Any) -> None:
     try:
         mpm = pb.getModulePassManager()
         try:
-            _unlocked("LLVMPY_RunNewModulePassManager")(mpm, mod, pb)
+            unlocked("LLVMPY_RunNewModulePassManager")(mpm, mod, pb)
         finally:
             free_module_pass_manager(mpm)
     finally:
@@ -62,7 +62,7 @@ def free_module_pass_manager(mpm: Any) -> None:
         mpm.close()
 
 
-def _unlocked(name: str) -> Any:
+def unlocked(name: str) -> Any:
     """llvmlite's C function `name` without llvmlite's lock around it (its wrapper's
     ctypes function, which releases the GIL), where the wrapper has one."""
     fn = getattr(llvm.ffi.lib, name)
