@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import os
+import threading
 from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
@@ -86,6 +88,13 @@ def llvm_lock() -> Any:
     return llvm_target._LOCK
 
 
+def host_objects(code: bytes) -> list:
+    """The object files of a CPU Program's code: one, or a bundle's (a program compiled
+    in two halves at once, codegen/object_bundle.py). ValueError for a bundle cut short."""
+    from .codegen.object_bundle import unpack
+    return unpack(code)
+
+
 def gpu_arch(capability: tuple) -> str:
     """The NVPTX architecture for a GPU of compute capability (major, minor)."""
     from .codegen.gpu_archs import arch_of
@@ -123,7 +132,7 @@ def host_object(ir_text: str, name: str, optimize: bool = True, slp: bool = True
 def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
                  progress: Any = None, library: bool = False,
                  separate_buffers: bool = False) -> Program:
-    from .codegen import cpu_kernels, llvm_target
+    from .codegen import cpu_kernels, llvm_target, module_split
     from .codegen.control_steps import control_step
     from .passes.pipeline import compile_plan
     plan = compile_plan(module, verify=verify, donate_inputs=donated)
@@ -143,18 +152,23 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         return sub
     control = functools.partial(control_step, plan, compile_sub=compile_sub)
     with span("codegen", "cpu_kernels"):
-        ir_text, steps = cpu_kernels.generate(
+        ir_module, steps = cpu_kernels.generate_module(
             plan, module.name, progress=progress, control=control, lapack=not library,
             prefix=f"{_c_ident(module.name)}__" if library else "")
     functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
     if progress is not None:
         progress("optimizing", functions, functions)
-    with span("codegen", "llvm_optimize"):
-        llmod = llvm_target.optimize(ir_text, module.name)
-    if progress is not None:
-        progress("emitting", functions, functions)
-    with span("codegen", "emit_object"):
-        code = (llvm_target.emit_library_object if library else llvm_target.emit_object)(llmod)
+    parts = module_split.halves(ir_module) if _cores() >= 2 else None
+    if parts is not None and not library and not dumps:
+        # each half optimized and emitted on its own thread: an object each
+        llmod, code = _build_in_halves(parts, module.name, span, progress, functions)
+    else:
+        with span("codegen", "llvm_optimize"):
+            llmod = _optimize_program(ir_module, module.name, parts)
+        if progress is not None:
+            progress("emitting", functions, functions)
+        with span("codegen", "emit_object"):
+            code = (llvm_target.emit_library_object if library else llvm_target.emit_object)(llmod)
     program = _program(plan, CPU_LIBRARY if library else CPU, code, steps, donated)
     if dumps:
         program.dumps = _plan_texts(plan)
@@ -162,6 +176,77 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         program.dumps.update(sub_dumps)
     llvm_target.release(llmod)
     return program
+
+
+def _optimize_program(ir_module: Any, name: str, parts: Any = None) -> Any:
+    """The optimized LLVM module of a CPU program. Where it was cut in two halves
+    (`parts`, codegen/module_split.py: two cores or more, a large program), they are
+    optimized at the same time, the second on a thread of its own in a context of its
+    own, then linked into the first: the IR passes take about half the time. Object
+    code is then emitted from the one module."""
+    from .codegen import llvm_target
+    if parts is None:
+        return llvm_target.optimize(str(ir_module), name)
+    with _second_half(parts[1], name, emit=False) as result:
+        llmod = llvm_target.optimize(parts[0], name)
+    if isinstance(result[0], BaseException):
+        llvm_target.release(llmod)
+        raise result[0]
+    llvm_target.link_bitcode(llmod, result[0])
+    return llmod
+
+
+def _build_in_halves(parts: tuple, name: str, span: Any, progress: Any,
+                     functions: int) -> tuple:
+    """(the first half's optimized module, the bundle of both halves' objects): each
+    half optimized and emitted at the same time, the second on a thread of its own
+    (codegen/object_bundle.py; the device loads both into one engine)."""
+    from .codegen import llvm_target, object_bundle
+    with _second_half(parts[1], name, emit=True) as result:
+        with span("codegen", "llvm_optimize"):
+            llmod = llvm_target.optimize(parts[0], name)
+        if progress is not None:
+            progress("emitting", functions, functions)
+        try:
+            with span("codegen", "emit_object"):
+                first = llvm_target.emit_object(llmod)
+        except BaseException:
+            llvm_target.release(llmod)
+            raise
+    if isinstance(result[0], BaseException):
+        llvm_target.release(llmod)
+        raise result[0]
+    return llmod, object_bundle.pack([first, result[0]])
+
+
+@contextlib.contextmanager
+def _second_half(text: str, name: str, emit: bool) -> Iterator[list]:
+    """The block runs while a thread optimizes `text` in an LLVM context of its own
+    (llvm_target.optimize_apart); when it ends, the list yielded holds the thread's
+    bitcode (object code with `emit`) or the exception it raised."""
+    from .codegen import llvm_target
+    result: list = []
+
+    def second() -> None:
+        try:
+            result.append(llvm_target.optimize_apart(text, name, emit=emit))
+        except BaseException as e:     # raised again on the compiling thread
+            result.append(e)
+    worker = threading.Thread(target=second, name="lazyarray-llvm", daemon=True)
+    worker.start()
+    try:
+        yield result
+    finally:
+        worker.join()
+
+
+@functools.lru_cache(maxsize=None)
+def _cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:                # not on Linux
+        return os.cpu_count() or 1
 
 
 def _c_ident(name: str) -> str:

@@ -867,8 +867,15 @@ def generate(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
     become generated calls of LAPACK (steps the JIT's device fills with SciPy's
     addresses), else library steps. `prefix`: of every function's name (the objects of a
     library's sub-programs are linked together)."""
+    llmod, steps = generate_module(plan, name, math, progress, control, lapack, prefix)
+    return str(llmod), steps
+
+
+def generate_module(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
+                    progress: Any = None, control: Any = None, lapack: bool = True,
+                    prefix: str = "") -> tuple:
+    """`generate`, with the llvmlite IR module in place of its text."""
     gen = CPUCodegen(plan, name, math, progress, lapack)
     gen.control = control
     gen.prefix = prefix
-    llmod, steps = gen.run()
-    return str(llmod), steps
+    return gen.run()

@@ -6,13 +6,14 @@ disk cache). Object code is what the disk cache stores; the CPU device loads it
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 from typing import Any
 
 import llvmlite.binding as llvm
 
 from .interrupts import InterruptsDeferred, Section
-from .pass_pipeline import run_default_pipeline
+from .pass_pipeline import run_default_pipeline, unlocked
 
 OPT_LEVEL = 2          # -O2: vectorizes loops; -O3 costs compile time for little here
 
@@ -64,7 +65,11 @@ def llvm_version() -> str:
 
 @functools.lru_cache(maxsize=None)
 def target_machine() -> Any:
-    """The compiler's target machine."""
+    """The compiler's target machine (used under the lock)."""
+    return _new_target_machine()
+
+
+def _new_target_machine() -> Any:
     triple, cpu, features = host()
     target = llvm.Target.from_triple(triple)
     return target.create_target_machine(cpu=cpu, features=features, opt=OPT_LEVEL,
@@ -88,11 +93,44 @@ def parse(ir_text: str, name: str) -> Any:
 def optimize(ir_text: str, name: str, slp: bool = True) -> Any:
     """Parse and optimize LLVM IR text; return the optimized llvmlite module. `slp`:
     whether the SLP vectorizer runs (code written with vectors gains nothing from it)."""
-    tm = target_machine()
     mod = parse(ir_text, name)
     with _LOCK:
-        if _all_optnone(mod):
-            return mod
+        _run_pipeline(mod, target_machine(), slp)
+    return mod
+
+
+def optimize_apart(ir_text: str, name: str, emit: bool = False) -> bytes:
+    """`optimize` in an LLVM context and with a target machine of its own (0.2 ms to
+    make), without the lock: nothing shared is touched, so another thread may optimize
+    meanwhile. Returns the optimized module's bitcode, for `link_bitcode`, or with
+    `emit` its object code."""
+    context = llvm.create_context()
+    try:
+        tm = _new_target_machine()
+        mod = llvm.parse_assembly(ir_text, context=context)
+        try:
+            mod.name = name
+            mod.triple = tm.triple
+            mod.data_layout = str(tm.target_data)
+            mod.verify()
+            _run_pipeline(mod, tm, True)
+            return _emit_unlocked(tm, mod) if emit else mod.as_bitcode()
+        finally:
+            mod.close()
+    finally:
+        context.close()
+
+
+def link_bitcode(mod: Any, bitcode: bytes) -> None:
+    """Link the module `bitcode` holds (from `optimize_apart`) into `mod`."""
+    with _LOCK:
+        other = llvm.parse_bitcode(bitcode)
+        mod.link_in(other)      # `other` is destroyed by the link
+
+
+def _run_pipeline(mod: Any, tm: Any, slp: bool) -> None:
+    """The IR passes on `mod` (unless all its functions are `optnone`)."""
+    if not _all_optnone(mod):
         pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
         pto.loop_vectorization = True
         pto.slp_vectorization = slp
@@ -103,7 +141,6 @@ def optimize(ir_text: str, name: str, slp: bool = True) -> Any:
         # a pipeline per module (one runs once: a second run aborts), freed after it
         # (pass_pipeline.py: llvmlite 0.50 would keep 41-82 KiB of each for good)
         run_default_pipeline(mod, tm, pto)
-    return mod
 
 
 def _all_optnone(mod: Any) -> bool:
@@ -126,7 +163,22 @@ def release(mod: Any) -> None:
 
 def emit_object(mod: Any) -> bytes:
     with _LOCK:
-        return target_machine().emit_object(mod)
+        return _emit_unlocked(target_machine(), mod)
+
+
+def _emit_unlocked(tm: Any, mod: Any) -> bytes:
+    """`tm.emit_object(mod)` with the code generation outside llvmlite's own lock
+    (pass_pipeline.py `unlocked`), so that a thread emitting a module of another LLVM
+    context runs meanwhile."""
+    with llvm.ffi.OutputString() as err:
+        buf = unlocked("LLVMPY_TargetMachineEmitToMemory")(tm, mod, 1, err)
+        if not buf:
+            raise RuntimeError(str(err))
+    try:
+        return ctypes.string_at(llvm.ffi.lib.LLVMPY_GetBufferStart(buf),
+                                llvm.ffi.lib.LLVMPY_GetBufferSize(buf))
+    finally:
+        llvm.ffi.lib.LLVMPY_DisposeMemoryBuffer(buf)
 
 
 @functools.lru_cache(maxsize=None)

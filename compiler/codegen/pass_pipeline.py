@@ -10,7 +10,10 @@ llvmlite's own disposer. What llvmlite still keeps of a compile is the instrumen
 callbacks object it allocates with each pass builder and no builder owns (1.06 KiB a
 builder, and 0.1 KiB of callbacks a run registers in it; RSS over 3,000 calls); sharing one
 builder instead would keep every run's callbacks, pointing at freed memory.
-Callers hold their LLVM lock.
+Callers hold their LLVM lock. The pipeline runs outside llvmlite's own lock (one lock
+around every call into LLVM, held for the whole run), so that two threads optimizing
+modules of different LLVM contexts run at the same time (compiler/driver.py
+`_optimize_program`); LLVM allows that, one thread per context.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ def run_default_pipeline(mod: Any, tm: Any, pto: Any) -> None:
     try:
         mpm = pb.getModulePassManager()
         try:
-            mpm.run(mod, pb)
+            unlocked("LLVMPY_RunNewModulePassManager")(mpm, mod, pb)
         finally:
             free_module_pass_manager(mpm)
     finally:
@@ -57,6 +60,13 @@ def free_module_pass_manager(mpm: Any) -> None:
         mpm.detach()
     else:
         mpm.close()
+
+
+def unlocked(name: str) -> Any:
+    """llvmlite's C function `name` without llvmlite's lock around it (its wrapper's
+    ctypes function, which releases the GIL), where the wrapper has one."""
+    fn = getattr(llvm.ffi.lib, name)
+    return getattr(fn, "_cfn", fn)
 
 
 def _frees_nothing(cls: type) -> bool:

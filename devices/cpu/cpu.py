@@ -220,7 +220,7 @@ class CPUExecutable:
         # what keeping this executable costs (the runtime's cache bounds the total)
         self.nbytes = len(program.code) + sum(a.nbytes for a in self._const_arrays.values())
         if self._code is not None:       # its LLVM engine: what the cache's MB cap bounds
-            self.nbytes += ENGINE_BYTES
+            self.nbytes += ENGINE_BYTES * len(self._code.engines)
 
     def _function(self, name: str, nargs: int, npartials: int, counts: int = 0) -> Any:
         """fn(buffers..., start, end, partials..., counts...) (compiler/codegen/cpu_kernels.py)."""

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import llvmlite.binding as llvm
 
-from ...compiler.driver import CPU, llvm_lock, target_id
+from ...compiler.driver import CPU, host_objects, llvm_lock, target_id
 
 
 # half-float conversions LLVM lowers to calls where the CPU lacks an instruction (no F16C;
@@ -77,29 +77,24 @@ ENGINE_BYTES = 56 << 10
 
 
 class LoadedCode:
-    """Object code in its own MCJIT engine (which owns and frees its target machine).
+    """Object code in its own MCJIT engine (which owns and frees its target machine); a
+    bundle (compiler/codegen/object_bundle.py: a program compiled in two halves at
+    once) an engine per object, its symbols looked up in each in turn (the halves call
+    nothing of each other; one engine given both objects ran code that crashed).
     Raises ValueError, before LLVM reads any of it, for code that is not whole."""
 
     def __init__(self, obj: bytes) -> None:
-        why = malformed(obj)
-        if why is not None:
-            raise ValueError(f"object code refused: {why}")
+        objects = host_objects(obj)
+        for o in objects:
+            why = malformed(o)
+            if why is not None:
+                raise ValueError(f"object code refused: {why}")
         _initialized()
-        # the host's triple, CPU and features, asked of LLVM once per process (the
-        # features query was ~2 ms per load, and a first run loads several objects)
-        triple, cpu, features = target_id(CPU)[:3]
-        with llvm_lock():
-            tm = llvm.Target.from_triple(triple).create_target_machine(
-                cpu=cpu, features=features, reloc="pic", codemodel="jitdefault")
-            empty = llvm.parse_assembly("")
-            empty.triple = tm.triple
-            self.engine = llvm.create_mcjit_compiler(empty, tm)
-            self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
-            self.engine.finalize_object()
+        self.engines = [_engine(o) for o in objects]
 
     def address(self, name: str) -> int:
         with llvm_lock():
-            addr = self.engine.get_function_address(name)
+            addr = next(filter(None, (e.get_function_address(name) for e in self.engines)), 0)
         if not addr:
             raise ValueError(f"compiled code has no function {name!r}")
         return addr
@@ -107,7 +102,24 @@ class LoadedCode:
     def global_address(self, name: str) -> int:
         """The address of a global variable of the code (a table the device fills)."""
         with llvm_lock():
-            addr = self.engine.get_global_value_address(name)
+            addr = next(filter(None, (e.get_global_value_address(name)
+                                      for e in self.engines)), 0)
         if not addr:
             raise ValueError(f"compiled code has no global {name!r}")
         return addr
+
+
+def _engine(obj: bytes) -> Any:
+    """An MCJIT engine with `obj` loaded and finalized."""
+    # the host's triple, CPU and features, asked of LLVM once per process (the
+    # features query was ~2 ms per load, and a first run loads several objects)
+    triple, cpu, features = target_id(CPU)[:3]
+    with llvm_lock():
+        tm = llvm.Target.from_triple(triple).create_target_machine(
+            cpu=cpu, features=features, reloc="pic", codemodel="jitdefault")
+        empty = llvm.parse_assembly("")
+        empty.triple = tm.triple
+        engine = llvm.create_mcjit_compiler(empty, tm)
+        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        engine.finalize_object()
+    return engine
