@@ -29,12 +29,6 @@ _kthvalue, _median = lift(ops.sorting.kthvalue), lift(ops.sorting.median_low)
 _mode = lift(ops.sorting.mode)
 
 
-def _dim(name: str, pos: Any, dim: Any, default: Any = None) -> Any:
-    if pos is not _UNSET and dim is not _UNSET:
-        raise TypeError(f"{name}: got the dim both positionally and as dim=")
-    return pos if pos is not _UNSET else dim if dim is not _UNSET else default
-
-
 def _extreme(name: str) -> Any:
     """`x.max()`: the value; `x.max(1)`, `x.max(dim=1)`, `x.max(1, True)`: the pair
     (values, indices) (PyTorch); `x.max(axis=1)`: the values (NumPy); `x.max(other)`: the
