@@ -42,6 +42,7 @@ from .cuda_driver import check
 from .cuda_graphs import GraphCache
 
 PORT_BYTES = 4096           # operands up to this size are copied in, larger ones keyed
+ENABLED = True              # False: every loop host-driven (bench/bench_cuda_loops.py's A/B)
 MIN_DRIVER = 12040          # cuGraphConditionalHandleCreate and WHILE nodes: CUDA 12.3; 12.4
 _API = ("cuDriverGetVersion", "cuGraphCreate", "cuGraphAddChildGraphNode",
         "cuGraphConditionalHandleCreate", "cuGraphAddNode", "CUgraphNodeParams")
@@ -50,6 +51,8 @@ _API = ("cuDriverGetVersion", "cuGraphCreate", "cuGraphAddChildGraphNode",
 def missing(cu: Any) -> Optional[str]:
     """None when the driver runs conditional graph nodes; else why loops run from the
     host."""
+    if not ENABLED:
+        return "loop graphs are turned off (cuda_loops.ENABLED, for A/B measurements)"
     absent = [name for name in _API if not hasattr(cu, name)]
     if absent:
         return f"cuda-python lacks {', '.join(absent)} (conditional nodes need 12.4+)"
