@@ -43,7 +43,7 @@ from .cuda_graphs import GraphCache
 
 PORT_BYTES = 4096           # operands up to this size are copied in, larger ones keyed
 ENABLED = True              # False: every loop host-driven (bench/bench_cuda_loops.py's A/B)
-MIN_DRIVER = 12040          # cuGraphConditionalHandleCreate and WHILE nodes: CUDA 12.3; 12.4
+MIN_DRIVER = 12040          # conditional nodes came with 12.3; asked of 12.4+ (the issue's floor)
 _API = ("cuDriverGetVersion", "cuGraphCreate", "cuGraphAddChildGraphNode",
         "cuGraphConditionalHandleCreate", "cuGraphAddNode", "CUgraphNodeParams")
 
@@ -84,9 +84,6 @@ class LoopGraph:
     def __init__(self, exec_graph: Any, ports: dict, final: list, held: list) -> None:
         self.exec_graph, self.ports, self.final, self.held = exec_graph, ports, final, held
 
-    def __getitem__(self, k: int) -> Any:      # GraphCache destroys entry[0]
-        return (self.exec_graph,)[k]
-
 
 class LoopGraphs:
     """The loop graphs of one executable's control steps (see the module doc)."""
@@ -116,9 +113,6 @@ class LoopGraphs:
         check(dev.cu.cuGraphLaunch(entry.exec_graph, dev.stream), "cuGraphLaunch")
         dev.counters["loop_graph_launches"] = dev.counters.get("loop_graph_launches", 0) + 1
         return entry.final
-
-    def clear(self) -> None:
-        self.cache.clear()
 
 
 class BuildError(RuntimeError):

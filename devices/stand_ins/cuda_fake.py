@@ -77,7 +77,7 @@ class CUstreamCaptureMode(enum.IntEnum):
 
 
 class CUgraphNodeType(enum.IntEnum):
-    CU_GRAPH_NODE_TYPE_GRAPH = 5
+    CU_GRAPH_NODE_TYPE_GRAPH = 4
     CU_GRAPH_NODE_TYPE_CONDITIONAL = 13
 
 
