@@ -695,6 +695,8 @@ class CudaExecutable:
         except cuda_loops.BuildError as e:  # (nothing queued yet): from the host from now on
             self._in_graph[id(step)] = False
             dev.loop_graph_failures.append(str(e))
+            if int(dev.settings()["debug"]) >= 1:
+                print(f"[lazyarray] {e}; the step is driven from the host")
             return False
         for p, k in step.outputs:          # never a buffer of the graph's: a copy
             dev.copy(final[k], self._out(p, values))

@@ -106,6 +106,10 @@ class LoopGraphs:
             entry = _build(exe, step, operands, ports)
             self.cache.add(key, entry)
             dev.counters["graph_captures"] += 1
+            if int(dev.settings()["debug"]) >= 1:
+                print(f"[lazyarray] cuda {step.kind} step {step.kernel!r}: one graph with "
+                      f"conditional nodes, {len(entry.held)} buffers of its own, "
+                      f"{len(entry.ports)} operands copied in")
         else:
             dev.counters["graph_replays"] += 1
         for k, port in entry.ports.items():
