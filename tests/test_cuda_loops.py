@@ -149,6 +149,23 @@ def test_a_loop_runs_as_one_graph_launch_with_no_read_back_per_iteration(form) -
         assert _loop_launches() == loops       # (its sub-programs replay graphs of their own)
 
 
+def test_a_simple_loop_is_two_graph_nodes_and_its_while_node() -> None:
+    """The copies in, the condition and its set kernel: one child-graph node; the body, its
+    copies and its set kernel: one node in the WHILE node's body (fewer nodes to schedule
+    per iteration)."""
+    from conftest import drop_leftover_pending
+    drop_leftover_pending()
+    children, nodes = _calls("cuGraphAddChildGraphNode"), _calls("cuGraphAddNode")
+    with la.config.override(device="fakecuda", cache_dir="off"):
+        got = la.fori_loop(0, 4, lambda i, v: v * 3.0 - 1.0, la.asarray(X[:7])).numpy()
+    assert (_calls("cuGraphAddChildGraphNode") - children, _calls("cuGraphAddNode") - nodes) \
+        == (2, 1)
+    want = X[:7]
+    for _ in range(4):
+        want = want * 3.0 - 1.0
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
 def test_a_new_weight_buffer_builds_a_graph_and_small_operands_do_not(form) -> None:
     """Operands up to PORT_BYTES (a trip count) are copied into the graph; a larger one is
     read in place, so a new buffer of it is a new graph."""

@@ -12,8 +12,9 @@ The graph of a while step is a chain of nodes:
 and of a conditional step: the index's set kernel (`lzg_set_branch`: handle k = (clamped
 index == k)), then one IF node per branch, whose body runs the branch on the operands and
 copies its results into the graph's output buffers. The set kernels are
-conditional_kernels.py's. A run of ordinary steps (kernel launches, cuBLAS calls) is
-captured from the stream into a graph of its own and added as a child-graph node; a
+conditional_kernels.py's. The stream work between two conditional nodes (kernel
+launches, cuBLAS calls, copies, a set kernel) is captured from the stream into a graph of
+its own and added as one child-graph node (a simple loop body is one node); a
 control step inside a sub-program (a nested loop, a branch in a loop) adds its own
 conditional nodes inside the body graph, recursively. Every buffer the graph touches is
 allocated when it is built and held by it (as a replayed graph's are, cuda_graphs.py).
@@ -145,6 +146,7 @@ def _built(exe: Any, step: Any, operands: list, ports: set) -> LoopGraph:
         for k, buf in port_buffers.items():
             given[k] = buf
         final = APPEND[type(step)](b, exe, step, given)
+        b.flush()
         exec_graph = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
     finally:
         check(cu.cuGraphDestroy(graph), "cuGraphDestroy")
@@ -153,11 +155,15 @@ def _built(exe: Any, step: Any, operands: list, ports: set) -> LoopGraph:
 
 
 class Builder:
-    """Nodes appended to one graph in a chain (each depends on the one before)."""
+    """Nodes appended to one graph in a chain (each depends on the one before). Stream
+    work is gathered and captured as one child-graph node at the next conditional node
+    or at the end (`flush`): a loop body of kernels, copies and its set kernel is one
+    node, so each iteration schedules two nodes, not one per piece."""
 
     def __init__(self, device: Any, graph: Any, held: list) -> None:
         self.device, self.graph, self.held = device, graph, held
         self.last: Any = None
+        self.pending: list = []          # functions queueing work on the stream
 
     def new(self, shape: tuple, dtype: Any) -> Any:
         """A buffer the graph holds for its lifetime."""
@@ -169,12 +175,20 @@ class Builder:
         return ([self.last], 1) if self.last is not None else ([], 0)
 
     def capture(self, enqueue: Callable[[], None]) -> None:
-        """What `enqueue` queues on the stream, as one child-graph node."""
+        """What `enqueue` queues on the stream, in the next child-graph node."""
+        self.pending.append(enqueue)
+
+    def flush(self) -> None:
+        """The work gathered so far, captured as one child-graph node."""
+        if not self.pending:
+            return
+        work, self.pending = self.pending, []
         cu, dev = self.device.cu, self.device
         mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         check(cu.cuStreamBeginCapture(dev.stream, mode), "cuStreamBeginCapture")
         try:
-            enqueue()
+            for enqueue in work:
+                enqueue()
         except BaseException:
             cu.cuStreamEndCapture(dev.stream)
             raise
@@ -202,7 +216,9 @@ class Builder:
         self.capture(lambda: self.device.launch_single(fn, [table.ptr, value.ptr]))
 
     def conditional(self, handle: Any, kind: Any, size: int) -> list:
-        """A conditional node after the last node; Builders of its body graphs."""
+        """A conditional node after the last node; Builders of its body graphs (each
+        to be flushed when its work is all there)."""
+        self.flush()
         cu = self.device.cu
         params = cu.CUgraphNodeParams()
         params.type = cu.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
@@ -304,6 +320,7 @@ def _append_while(b: Builder, exe: Any, step: WhileStep, operands: list) -> list
     out = inner.run(body, state)
     inner.copy_into([(out[i], state[k]) for i, k in enumerate(step.varying)])
     inner.set_handles(ck.SET_WHILE, table, out[-1])
+    inner.flush()
     return state
 
 
@@ -321,6 +338,7 @@ def _append_conditional(b: Builder, exe: Any, step: ConditionalStep, operands: l
         (inner,) = b.conditional(handle, cu.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_IF, 1)
         out = inner.run(sub, operands[1:])
         inner.copy_into(list(zip(out, final)))
+        inner.flush()
     return final
 
 
