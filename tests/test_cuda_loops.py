@@ -15,6 +15,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray.devices.cuda import conditional_kernels, cuda_loops
+from lazyarray.devices.cuda.libraries import available
 from lazyarray.devices.stand_ins import cuda_fake
 
 VERSIONS = {"graph": 12080, "host": 12020}
@@ -30,9 +31,14 @@ def _collatz(n):
     return la.while_loop(lambda s: s[0] != 1, body, (n, la.zeros_like(n)))[1]
 
 
+_WEIGHTS: dict = {}
+
+
 def _decode(n):
-    """A decoder-like loop: a product with a captured weight (cuBLAS), a nonlinearity."""
-    w = la.asarray(W)
+    """A decoder-like loop: a product with a captured weight (cuBLAS), a nonlinearity; the
+    weight is uploaded once per device, as a model's parameters are (the graph reads it
+    in place)."""
+    w = _WEIGHTS.setdefault(la.config.device, la.asarray(W))
     return la.fori_loop(0, n, lambda i, h: la.tanh(w @ h) + 0.01 * i, la.asarray(X))
 
 
@@ -110,10 +116,12 @@ def test_both_forms_give_the_same_bits_and_the_cpu_and_interpreter_values(case, 
     from conftest import drop_leftover_pending
     drop_leftover_pending()
     fn = CASES[case]
-    for n in TRIPS[case]:        # the first layout builds a graph, the later ones replay it
+    for n in TRIPS[case]:
         got = {}
         for form, version in VERSIONS.items():
             monkeypatch.setattr(cuda_fake.FAKE_DRIVER, "version", version)
+            if form == "graph":      # (a layout of a weight read in place: built when seen again)
+                _run(fn, n, "fakecuda")
             launches = _loop_launches()
             got[form] = _run(fn, n, "fakecuda")
             assert (_loop_launches() > launches) == (form == "graph")
@@ -134,6 +142,7 @@ def test_a_loop_runs_as_one_graph_launch_with_no_read_back_per_iteration(form) -
             return la.fori_loop(0, la.asarray(np.int32(n)),
                                 lambda i, h: la.tanh(w @ h) + 0.01 * i, la.asarray(X)).numpy()
         decode(3)
+        decode(3)                # built now: the weight's layout came back
         built = _counter("loop_graphs_built")
         events, streams = _calls("cuEventSynchronize"), _calls("cuStreamSynchronize")
         launches, loops = _calls("cuGraphLaunch"), _loop_launches()
@@ -168,7 +177,8 @@ def test_a_simple_loop_is_two_graph_nodes_and_its_while_node() -> None:
 
 def test_a_new_weight_buffer_builds_a_graph_and_small_operands_do_not(form) -> None:
     """Operands up to PORT_BYTES (a trip count) are copied into the graph; a larger one is
-    read in place, so a new buffer of it is a new graph."""
+    read in place, so a new buffer of it is a new graph, built when its layout comes back
+    (the first run of a layout is host-driven)."""
     if form == "host":
         pytest.skip("graphs only")
     with la.config.override(device="fakecuda", cache_dir="off"):
@@ -178,6 +188,8 @@ def test_a_new_weight_buffer_builds_a_graph_and_small_operands_do_not(form) -> N
         for n in (2, 3, 4):
             f(w1, la.asarray(np.int32(n))).numpy()
         assert _counter("loop_graphs_built") == built + 1
+        f(w2, la.asarray(np.int32(2))).numpy()
+        assert _counter("loop_graphs_built") == built + 1     # seen once: host-driven
         got = f(w2, la.asarray(np.int32(3))).numpy()
         assert _counter("loop_graphs_built") == built + 2
     want = X
@@ -225,8 +237,7 @@ def test_a_graph_the_driver_refuses_leaves_the_loop_to_the_host(form, monkeypatc
     assert "cuGraphAddNode" in dev.loop_graph_failures[-1]
 
 
-CUDA = pytest.mark.skipif("not __import__('lazyarray.devices.cuda.libraries', fromlist=['x']).available(False)",
-                          reason="no CUDA GPU")
+CUDA = pytest.mark.skipif(not available(False), reason="no CUDA GPU")
 
 
 @CUDA
@@ -242,7 +253,8 @@ def test_on_a_gpu_loops_match_the_cpu_and_use_conditional_nodes_where_the_driver
             np.testing.assert_allclose(g, c, rtol=1e-12, atol=1e-14)
     if dev.loop_graphs_missing() is None:
         assert dev.loop_graph_failures == []
-        assert dev.counters.get("loop_graph_launches", 0) - launches == len(TRIPS[case])
+        # (the first run of a layout reading the weight in place is host-driven)
+        assert dev.counters.get("loop_graph_launches", 0) - launches >= len(TRIPS[case]) - 1
 
 
 def test_the_driver_support_check_names_what_is_missing(monkeypatch) -> None:

@@ -698,6 +698,8 @@ class CudaExecutable:
             if int(dev.settings()["debug"]) >= 1:
                 print(f"[lazyarray] {e}; the step is driven from the host")
             return False
+        if final is None:
+            return False
         for p, k in step.outputs:          # never a buffer of the graph's: a copy
             dev.copy(final[k], self._out(p, values))
         self.kernels_per_run += 1

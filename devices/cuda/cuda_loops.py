@@ -21,10 +21,12 @@ allocated when it is built and held by it (as a replayed graph's are, cuda_graph
 
 The device copies a run's varying state and its small operands (a trip count, a branch
 index: up to PORT_BYTES) into the graph's input buffers ("ports") and the final state out
-of it, on the stream around one `cuGraphLaunch`; the graph is kept per step under the
-pointers of the larger operands it reads in place (a loop's weights), as replayed graphs
-are (GraphCache), and built at the first run of a layout: a host-driven loop pays a read
-back per iteration, so a loop graph pays for itself within a run.
+of it, on the stream around one `cuGraphLaunch`. A step whose operands are all copied in
+has one graph, built at its first run (a host-driven loop pays a read back per
+iteration: the graph pays for itself within a run). A step that reads larger operands in
+place (a loop's weights) keeps a graph per layout of their pointers, as replayed graphs
+are kept (GraphCache), built when a layout comes back (CAPTURE_AFTER): a scan over fresh
+inputs at every run stays host-driven rather than building a graph per run.
 
 Where the driver lacks conditional nodes (`missing`), the device drives the loop from
 the host (cuda.py `_while`: the condition read back asynchronously, one iteration ahead);
@@ -94,9 +96,10 @@ class LoopGraphs:
         self.cache = GraphCache(lambda g: check(device.cu.cuGraphExecDestroy(g.exec_graph),
                                                 "cuGraphExecDestroy"))
 
-    def run(self, exe: Any, step: Any, values: dict) -> list:
-        """Launch the step's graph (built at the first run of this layout); returns the
-        buffers holding its results by tuple index (valid in stream order)."""
+    def run(self, exe: Any, step: Any, values: dict) -> Optional[list]:
+        """Launch the step's graph; returns the buffers holding its results by tuple
+        index (valid in stream order), or None when this run is left to the host (the
+        first of a layout of operands read in place; see the module doc)."""
         dev = self.device
         operands = [values[o] for o in step.operands]
         ports = {k for k, b in enumerate(operands) if b.nbytes <= PORT_BYTES}
@@ -104,6 +107,8 @@ class LoopGraphs:
         key = (id(step),) + tuple(b.ptr for k, b in enumerate(operands) if k not in ports)
         entry = self.cache.lookup(key)
         if entry is None:
+            if len(key) > 1 and not self.cache.wants_capture(key):
+                return None            # a layout seen once may never come back
             entry = _build(exe, step, operands, ports)
             self.cache.add(key, entry)
             dev.counters["graph_captures"] += 1
