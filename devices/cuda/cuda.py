@@ -13,6 +13,9 @@ compiler/codegen/nvptx.py.
   PTX for the driver to compile) and launches each fused kernel with its launch step's
   grid and block; a run whose buffers are the same as in earlier runs is captured as a
   CUDA graph and replayed in one launch (cuda_graphs.py);
+- a while or conditional step runs as one CUDA graph with conditional nodes where the
+  driver has them (12.4+: cuda_loops.py, no host round trip per iteration), else from
+  the host with its condition read back one iteration ahead;
 - collectives on NCCL, queued on the stream, where `la.distributed` runs on it
   (nccl_communicator.py); else through host memory on MPI;
 - dot_general through cuBLAS (cuda_blas.py), fft through cuFFT (cuda_fft.py); the few ops with no GPU code yet (sort,
@@ -373,8 +376,9 @@ class CudaExecutable:
         self.constants = {p: device.put(v.constant()) for p, v in vals.items()
                           if v.op == "constant"}
         self.graphable = all(isinstance(s, LaunchStep) or self._on_cublas(s) for s in self.steps)
-        # a while/conditional step's sub-programs, loaded with this one; the loop runs
-        # from the host (a condition is read back each iteration), so no graph holds it
+        # a while/conditional step's sub-programs, loaded with this one; the step runs as
+        # a graph of its own with conditional nodes (_as_graph) or from the host, so the
+        # program's own graph never holds it
         self.subs = {id(s): self._load_subs(s, host) for s in self.steps
                      if isinstance(s, CONTROL_STEPS)}
         self.graphs = GraphCache(lambda g: check(cu.cuGraphExecDestroy(g[0]), "cuGraphExecDestroy"))
