@@ -321,3 +321,33 @@ def test_the_set_kernels_ptx_calls_the_device_runtime_and_assembles(arch) -> Non
     if ptxas.find_ptxas() is None:
         pytest.skip(reason="ptxas not found (no CUDA toolkit)")
     ptxas.assemble(text, arch, "conditional")
+
+
+def test_the_stand_in_applies_a_handle_default_at_each_launch() -> None:
+    """CU_GRAPH_COND_ASSIGN_DEFAULT (flags 1): the default is the handle's value at the
+    start of every launch, whatever a kernel set before."""
+    cu = cuda_fake.FAKE_DRIVER
+    stream = cu.cuStreamCreate(1)[1]
+    ptr = cu.cuMemAlloc(256)[1]
+    graph = cu.cuGraphCreate(0)[1]
+    h = cu.cuGraphConditionalHandleCreate(graph, None, 1, 1)[1]
+    params = cu.CUgraphNodeParams()
+    params.type = cu.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
+    params.conditional.handle, params.conditional.size = int(h), 1
+    params.conditional.type = cu.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_IF
+    assert int(cu.cuGraphAddNode(graph, [], 0, params)[0]) == 0
+    cu.cuStreamBeginCapture(stream, 1)
+    cu.cuMemsetD8Async(ptr, 7, 256, stream)
+    body = cu.cuStreamEndCapture(stream)[1]
+    cu.cuGraphAddChildGraphNode(params.conditional.phGraph_out[0], [], 0, body)
+    exe = cu.cuGraphInstantiate(graph, 0)[1]
+    out = np.zeros(256, np.uint8)
+    for _ in range(2):
+        cu.cuMemsetD8Async(ptr, 0, 256, stream)
+        cu.set_conditional(int(h), 0)             # overridden by the default at launch
+        cu.cuGraphLaunch(exe, stream)
+        cu.cuMemcpyDtoHAsync(out.ctypes.data, ptr, 256, stream)
+        assert int(cu.cuStreamSynchronize(stream)[0]) == 0
+        assert (out == 7).all()
+    cu.cuGraphExecDestroy(exe)
+    cu.cuMemFree(ptr)

@@ -550,8 +550,12 @@ class FakeDriver:
     def cuGraphLaunch(self, graph: Graph, stream: Stream) -> tuple:
         self._count("cuGraphLaunch")
         defaults = [h for h in graph.handles if h.flags & 1]      # CU_GRAPH_COND_ASSIGN_DEFAULT
+
+        def assign() -> None:
+            for h in defaults:
+                h.value = h.default
         if defaults:
-            self._enqueue(stream, "graph", lambda: [setattr(h, "value", h.default) for h in defaults])
+            self._enqueue(stream, "graph", assign)
         for op in graph.ops:
             self._enqueue(stream, "graph", op)
         return (CUresult.CUDA_SUCCESS,)
