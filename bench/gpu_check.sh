@@ -11,7 +11,7 @@
 # 2. runs the test suite on "cuda", then on "cpu,cuda", then on "cuda" again in an order
 #    drawn from a random seed (--shuffle-seed; the seed is in the summary);
 # 3. runs bench/bench_cuda.py beside PyTorch eager and torch.compile (its loop case: a
-#    1000-iteration la.fori_loop, condition read back asynchronously, beside a PyTorch
+#    1000-iteration la.fori_loop, a WHILE graph node on 12.4+ drivers, beside a PyTorch
 #    Python loop; the suite runs tests/test_control_flow.py's loops on "cuda" too);
 # 4. the loop case ("loops"): tests/test_cuda_loops.py and tests/test_control_flow.py on
 #    "cuda" (loops and branches as conditional nodes of one CUDA graph where the driver is
