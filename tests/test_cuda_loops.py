@@ -53,6 +53,14 @@ def _swap(n):
     return la.fori_loop(0, n, lambda i, s: (s[1], s[0] + 1.0), (a, b))
 
 
+def _flag_swap(n):
+    """The condition reads a state value the body passes from another (a pred whose
+    buffer the state copies overwrite): the handle must be set from it before them."""
+    t = la.asarray(np.bool_(True))
+    return la.while_loop(lambda s: s[1], lambda s: (s[0] + 1, s[2], s[0] < n),
+                         (la.zeros_like(n), t, t))
+
+
 def _cond(n):
     x = la.asarray(X[:5])
     return la.cond(n > 2, lambda v: la.exp(v) * 2.0, lambda v: v - 3.0, x)
@@ -70,8 +78,10 @@ def _cond_in_loop(n):
 
 
 CASES = {"while": _collatz, "fori_loop": _decode, "nested": _nested, "swap": _swap,
+         "flag_swap": _flag_swap,
          "cond": _cond, "switch": _switch, "cond_in_loop": _cond_in_loop}
 TRIPS = {"while": [27, 1, 6], "fori_loop": [5, 0, 9], "nested": [4, 0, 3], "swap": [3, 0, 4],
+         "flag_swap": [4, 0, 1],
          "cond": [5, 0, 3], "switch": [2, 3, 9, -4], "cond_in_loop": [5, 0, 2]}
 
 

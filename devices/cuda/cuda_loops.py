@@ -7,7 +7,7 @@ The graph of a while step is a chain of nodes:
     the condition's kernels on S -> pred;  lzg_set_while(table, pred)    (handle = pred)
     WHILE node (runs its body graph while the handle is nonzero):
         the body's kernels on S -> new values, new pred   (body_then_cond: one program)
-        copy the new values into S;  lzg_set_while(table, new pred)
+        lzg_set_while(table, new pred);  copy the new values into S
 
 and of a conditional step: the index's set kernel (`lzg_set_branch`: handle k = (clamped
 index == k)), then one IF node per branch, whose body runs the branch on the operands and
@@ -323,8 +323,10 @@ def _append_while(b: Builder, exe: Any, step: WhileStep, operands: list) -> list
     b.set_handles(ck.SET_WHILE, table, pred)
     (inner,) = b.conditional(handle, cu.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_WHILE, 1)
     out = inner.run(body, state)
-    inner.copy_into([(out[i], state[k]) for i, k in enumerate(step.varying)])
+    # the handle first: the new pred may sit in a state buffer the copies overwrite (a
+    # state value passed from another); the node tests the handle after its body anyway
     inner.set_handles(ck.SET_WHILE, table, out[-1])
+    inner.copy_into([(out[i], state[k]) for i, k in enumerate(step.varying)])
     inner.flush()
     return state
 
