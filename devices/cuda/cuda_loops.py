@@ -150,6 +150,7 @@ def _built(exe: Any, step: Any, operands: list, ports: set) -> LoopGraph:
         port_buffers = {k: b.new(operands[k].shape, operands[k].dtype) for k in sorted(ports)}
         for k, buf in port_buffers.items():
             given[k] = buf
+        b.overwritable = {id(buf) for buf in port_buffers.values()}
         final = APPEND[type(step)](b, exe, step, given)
         b.flush()
         exec_graph = check(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
@@ -169,6 +170,9 @@ class Builder:
         self.device, self.graph, self.held = device, graph, held
         self.last: Any = None
         self.pending: list = []          # functions queueing work on the stream
+        # buffers nothing reads after the step (the top level's ports, refilled at each
+        # run): a loop's state may live in them instead of in a copy
+        self.overwritable: set = set()
 
     def new(self, shape: tuple, dtype: Any) -> Any:
         """A buffer the graph holds for its lifetime."""
@@ -315,7 +319,8 @@ def _append_while(b: Builder, exe: Any, step: WhileStep, operands: list) -> list
     cond, body = exe.subs[id(step)]
     state = list(operands)
     for k in step.varying:            # the loop's own state: the operands stay as given
-        state[k] = b.new(operands[k].shape, operands[k].dtype)
+        if id(operands[k]) not in b.overwritable:
+            state[k] = b.new(operands[k].shape, operands[k].dtype)
     b.copy_into([(operands[k], state[k]) for k in step.varying])
     (pred,) = b.run(cond, state)
     handle = b.handle()
