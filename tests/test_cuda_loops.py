@@ -4,8 +4,8 @@ and the host-driven form kept for drivers without them, both on the driver stand
 by our set-conditional kernels built for the host from the same IR as their PTX).
 
 Each case runs on the stand-in configured as a CUDA 12.8 driver ("graph") and as a CUDA
-12.2 driver ("host"); results must equal the CPU device's exactly and the reference
-interpreter's to rounding. The PTX of the set-conditional kernels goes through ptxas
+12.2 driver ("host"); the two forms must give equal bits, and the CPU device's and the
+reference interpreter's values to rounding. The PTX of the set-conditional kernels goes through ptxas
 where it is found.
 """
 from __future__ import annotations
@@ -219,11 +219,14 @@ def test_a_loop_whose_body_changes_nothing_is_an_error_in_both_forms(form) -> No
 def test_graphs_off_and_a_profile_drive_the_loop_from_the_host(form) -> None:
     if form == "host":
         pytest.skip("graphs only")
-    nodes = _calls("cuGraphAddNode")
+    launches = _loop_launches()
     with la.config.override(cuda_graphs=False):
-        (got,) = _run(_decode, 4, "fakecuda")
-    assert _calls("cuGraphAddNode") == nodes
-    np.testing.assert_allclose(got, _run(_decode, 4, "cpu")[0], rtol=1e-12)
+        got = _run(_swap, 4, "fakecuda")
+    with la.profiler.profile():
+        profiled = _run(_swap, 5, "fakecuda")
+    assert _loop_launches() == launches
+    for g, c in zip(got + profiled, _run(_swap, 4, "cpu") + _run(_swap, 5, "cpu")):
+        np.testing.assert_array_equal(g, c)
 
 
 def test_a_graph_the_driver_refuses_leaves_the_loop_to_the_host(form, monkeypatch) -> None:
