@@ -142,7 +142,8 @@ if os.path.exists(bench):
 else:
     lines.append("no bench results: see bench.log")
 loops = os.path.join(out, "bench_cuda_loops.json")
-lines += ["", "## Loops (bench/bench_cuda_loops.py: graph = conditional nodes, host = read-ahead)", ""]
+lines += ["", "## Loops (bench/bench_cuda_loops.py: lazyarray = conditional graph nodes, "
+          "host-driven = read-ahead)", ""]
 lines.append(report.markdown(report.load(loops)) if os.path.exists(loops)
              else "no loop bench results: see bench_loops.log")
 cpu = os.path.join(out, "bench_cpu.json")

@@ -5,8 +5,8 @@ by our set-conditional kernels built for the host from the same IR as their PTX)
 
 Each case runs on the stand-in configured as a CUDA 12.8 driver ("graph") and as a CUDA
 12.2 driver ("host"); the two forms must give equal bits, and the CPU device's and the
-reference interpreter's values to rounding. The PTX of the set-conditional kernels goes through ptxas
-where it is found.
+reference interpreter's values to rounding. The PTX of the set-conditional kernels goes
+through ptxas where it is found.
 """
 from __future__ import annotations
 
@@ -193,7 +193,8 @@ def test_a_new_weight_buffer_builds_a_graph_and_small_operands_do_not(form) -> N
         pytest.skip("graphs only")
     with la.config.override(device="fakecuda", cache_dir="off"):
         w1, w2 = la.asarray(W), la.asarray(W * 0.5)
-        f = lambda w, n: la.fori_loop(0, n, lambda i, h: la.tanh(w @ h), la.asarray(X))  # noqa: E731
+        def f(w, n):
+            return la.fori_loop(0, n, lambda i, h: la.tanh(w @ h), la.asarray(X))
         built = _counter("loop_graphs_built")
         for n in (2, 3, 4):
             f(w1, la.asarray(np.int32(n))).numpy()
@@ -235,7 +236,8 @@ def test_a_graph_the_driver_refuses_leaves_the_loop_to_the_host(form, monkeypatc
     if form == "host":
         pytest.skip("graphs only")
     cu = cuda_fake.FAKE_DRIVER
-    monkeypatch.setattr(cu, "cuGraphAddNode", lambda *a: (cuda_fake.CUresult.CUDA_ERROR_INVALID_VALUE, None))
+    refused = (cuda_fake.CUresult.CUDA_ERROR_INVALID_VALUE, None)
+    monkeypatch.setattr(cu, "cuGraphAddNode", lambda *a: refused)
     from lazyarray import runtime
     dev = runtime.get_device("fakecuda").device
     failures = len(dev.loop_graph_failures)
