@@ -108,6 +108,16 @@ def gpu_target(capability: tuple, multiprocessors: int, threads_per_multiprocess
     return target_string(gpu_arch(capability), multiprocessors, threads_per_multiprocessor)
 
 
+def runtime_ptx(mod: Any, arch: str) -> str:
+    """PTX for `arch` from an llvmlite module a runtime generated for kernels of its own
+    (devices/cuda/conditional_kernels.py: the kernel that sets a CUDA graph's conditional
+    handle), checked and optimized as the compiler's kernels are."""
+    from .codegen import nvptx
+    mod.triple = nvptx.TRIPLE
+    mod.data_layout = nvptx.DATA_LAYOUT
+    return nvptx.to_ptx(mod, arch)[0]
+
+
 # ---- the two targets -------------------------------------------------------------------
 
 def host_object(ir_text: str, name: str, optimize: bool = True, slp: bool = True,

@@ -298,16 +298,19 @@ def test_the_cuda_device_runs_control_steps_on_the_fake_driver():
 
 
 @pytest.mark.parametrize("trips", [0, 1, 7])
-def test_a_cuda_loop_reads_its_condition_asynchronously_one_iteration_ahead(trips):
-    """On the CUDA device (the driver stand-in runs the same plan) a loop's condition is
+def test_a_cuda_loop_reads_its_condition_asynchronously_one_iteration_ahead(trips, monkeypatch):
+    """On the CUDA device of a driver without conditional graph nodes (the driver
+    stand-in configured as CUDA 12.2 runs the same plan) a loop's condition is
     read back behind an event while the next iteration is already queued: no stream-wide
     wait per iteration, one event wait each, the state untouched by the iteration
     computed past the end; results equal NumPy's for 0, 1 and several iterations, and a
-    body holding a loop of its own keeps the plain host-driven loop."""
+    body holding a loop of its own keeps the plain host-driven loop (the conditional-node
+    form: tests/test_cuda_loops.py)."""
     from conftest import drop_leftover_pending
     from lazyarray.devices.stand_ins import cuda_fake
     drop_leftover_pending()
     driver = cuda_fake.FAKE_DRIVER
+    monkeypatch.setattr(driver, "version", 12020)
     with la.config.override(device="fakecuda", cache_dir="off"):
         x = la.asarray(np.array([1.0, 2.0]))
         n = la.asarray(np.int32(trips))

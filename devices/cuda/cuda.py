@@ -13,6 +13,9 @@ compiler/codegen/nvptx.py.
   PTX for the driver to compile) and launches each fused kernel with its launch step's
   grid and block; a run whose buffers are the same as in earlier runs is captured as a
   CUDA graph and replayed in one launch (cuda_graphs.py);
+- a while or conditional step runs as one CUDA graph with conditional nodes where the
+  driver has them (12.4+: cuda_loops.py, no host round trip per iteration), else from
+  the host with its condition read back one iteration ahead;
 - collectives on NCCL, queued on the stream, where `la.distributed` runs on it
   (nccl_communicator.py); else through host memory on MPI;
 - dot_general through cuBLAS (cuda_blas.py), fft through cuFFT (cuda_fft.py); the few ops with no GPU code yet (sort,
@@ -40,7 +43,7 @@ from ...compiler.hlo.module import Module
 from ...compiler.program import (CONTROL_STEPS, ConditionalStep, LaunchStep, LibraryStep,
                                  Program, Step, WhileStep, branch_index, run_while,
                                  sub_program)
-from . import gpu_timer
+from . import cuda_loops, gpu_timer
 from ..dump_files import write_dump
 from .cuda_blas import OP_N, OP_T, gemm, gemm_arguments, matrix_layout  # noqa: F401  (re-exported)
 from .cuda_driver import check
@@ -117,6 +120,8 @@ class CudaDevice(Device):
         self.staging = PinnedStaging(lambda: cu)
         self._lock = fork_locks.lock()
         self._cublas: Any = None
+        self._conditional_module: Any = None
+        self.loop_graph_failures: list = []    # why a loop's graph could not be built
         # cumulative counters (lazyarray's metrics read them through `stats`)
         self.counters = {"transfer_seconds": 0.0, "bytes_to_device": 0, "bytes_from_device": 0,
                          "graph_captures": 0, "graph_replays": 0, "graph_fallbacks": 0}
@@ -211,6 +216,27 @@ class CudaDevice(Device):
 
     def cache_key(self) -> tuple:
         return (self.platform, self.target)
+
+    def loop_graphs_missing(self) -> Optional[str]:
+        """None when loops run as conditional nodes of a CUDA graph here; else why they
+        are driven from the host (cuda_loops.py; asked at each loop's run, so a stand-in
+        configured as an older driver takes effect at once)."""
+        return cuda_loops.missing(self.cu)
+
+    def conditional_function(self, entry: str) -> Any:
+        """A kernel of conditional_kernels.py, its module loaded at the first use."""
+        if self._conditional_module is None:
+            self.activate()
+            image = self.libs.conditional_image(self.arch)
+            self._conditional_module = check(self.cu.cuModuleLoadData(image), "cuModuleLoadData")
+        return check(self.cu.cuModuleGetFunction(self._conditional_module, entry.encode()),
+                     f"cuModuleGetFunction({entry})")
+
+    def launch_single(self, fn: Any, pointers: list) -> None:
+        """A kernel of one thread on the stream (a set-conditional kernel)."""
+        packed = PackedArgs(pointers)
+        check(self.cu.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, self.stream, packed.address, 0),
+              "cuLaunchKernel(set conditional)")
 
     def cublas(self) -> Optional[Any]:
         """(library, handle) bound to this device's stream, or None without cuBLAS."""
@@ -350,11 +376,16 @@ class CudaExecutable:
         self.constants = {p: device.put(v.constant()) for p, v in vals.items()
                           if v.op == "constant"}
         self.graphable = all(isinstance(s, LaunchStep) or self._on_cublas(s) for s in self.steps)
-        # a while/conditional step's sub-programs, loaded with this one; the loop runs
-        # from the host (a condition is read back each iteration), so no graph holds it
+        # a while/conditional step's sub-programs, loaded with this one; the step runs as
+        # a graph of its own with conditional nodes (_as_graph) or from the host, so the
+        # program's own graph never holds it
         self.subs = {id(s): self._load_subs(s, host) for s in self.steps
                      if isinstance(s, CONTROL_STEPS)}
         self.graphs = GraphCache(lambda g: check(cu.cuGraphExecDestroy(g[0]), "cuGraphExecDestroy"))
+        # control steps whose sub-programs a CUDA graph can hold (cuda_loops.py)
+        self.loop_graphs = cuda_loops.LoopGraphs(device)
+        self._in_graph = {id(s): cuda_loops.graphable(self, s) for s in self.steps
+                          if isinstance(s, CONTROL_STEPS)}
         self.kernels_per_run = 0
         self.aliases = {int(o): int(x) for o, x in program.aliases}   # output -> donated param
         self._layouts: deque = deque(maxlen=2)        # where the last runs' results went
@@ -654,11 +685,37 @@ class CudaExecutable:
         self.kernels_per_run += 1
         # the launch copied the arguments: `packed` may go now
 
+    def _as_graph(self, step: Step, values: dict) -> bool:
+        """The one place a control step's form is chosen: one CUDA graph with conditional
+        nodes (cuda_loops.py) where the driver has them and the step's sub-programs fit
+        in a graph, not while a profile times each kernel nor with graphs turned off;
+        False: the caller drives it from the host."""
+        dev = self.device
+        if not self._in_graph[id(step)] or profile_hooks.ACTIVE \
+                or not dev.settings()["cuda_graphs"] or dev.loop_graphs_missing() is not None:
+            return False
+        try:
+            final = self.loop_graphs.run(self, step, values)
+        except cuda_loops.BuildError as e:  # (nothing queued yet): from the host from now on
+            self._in_graph[id(step)] = False
+            dev.loop_graph_failures.append(str(e))
+            if int(dev.settings()["debug"]) >= 1:
+                print(f"[lazyarray] {e}; the step is driven from the host")
+            return False
+        if final is None:
+            return False
+        for p, k in step.outputs:          # never a buffer of the graph's: a copy
+            dev.copy(final[k], self._out(p, values))
+        self.kernels_per_run += 1
+        return True
+
     def _while(self, step: WhileStep, values: dict, scratch: dict) -> None:
-        """A while: its sub-programs run from here on device buffers; the condition is
+        """A while: one CUDA graph with a WHILE node where the driver has them
+        (_as_graph); else its sub-programs run from here on device buffers, the condition
         read back to the host (one iteration ahead where the body allows), as XLA's GPU
-        backend drives a `while`
-        (compiler/codegen/control_steps.py)."""
+        backend drives a `while` (compiler/codegen/control_steps.py)."""
+        if self._as_graph(step, values):
+            return
         cond, body = self.subs[id(step)]
         dev, runs = self.device, [0]
         run = lambda exe: lambda st: self._run_sub(exe, st, runs)   # noqa: E731
@@ -672,7 +729,10 @@ class CudaExecutable:
         self._control_outputs(step, state, values, runs[0])
 
     def _conditional(self, step: ConditionalStep, values: dict, scratch: dict) -> None:
-        """A conditional: the branch index is read back to the host."""
+        """A conditional: IF nodes of a CUDA graph (_as_graph), else the branch index is
+        read back to the host."""
+        if self._as_graph(step, values):
+            return
         operands = [values[o] for o in step.operands]
         runs = [0]
         k = branch_index(step, self.device.get(operands[0]))

@@ -42,6 +42,10 @@ class Libraries(Protocol):
     def host_kernels(self, module: Any, donated: frozenset, program: Any) -> Optional[dict]:
         """Host code for the program's kernels where the driver runs them on the host."""
 
+    def conditional_image(self, arch: str) -> bytes:
+        """What cuModuleLoadData gets for the kernels that set a CUDA graph's conditional
+        handles (conditional_kernels.py), made loadable on this driver."""
+
 
 class Nvidia:
     """NVIDIA's own libraries, on a GPU."""
@@ -83,6 +87,12 @@ class Nvidia:
 
     def host_kernels(self, module: Any, donated: frozenset, program: Any) -> Optional[dict]:
         return None              # a GPU runs the program's own kernels
+
+    def conditional_image(self, arch: str) -> bytes:
+        # the PTX itself: the driver compiles it (two tiny kernels) and resolves its
+        # cudaGraphSetConditional at load, as for nvcc's output (conditional_kernels.py)
+        from .conditional_kernels import ptx
+        return ptx(arch).encode() + b"\0"
 
 
 NVIDIA = Nvidia()

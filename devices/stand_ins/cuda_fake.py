@@ -14,7 +14,13 @@ What it checks as a driver would, and more strictly:
 - a launch checks its grid, block and shared-memory sizes against the hardware limits,
   and reads its arguments at the call, as the driver copies them;
 - stream capture records the work instead of running it; a synchronize during capture
-  is refused (as on a GPU); a graph replays what was captured.
+  is refused (as on a GPU); a graph replays what was captured;
+- graphs built node by node (CUDA 12.4+): child-graph nodes and conditional nodes (IF,
+  WHILE) with their body graphs, a node's dependency must be the node added before it
+  (the runtime builds chains); a conditional handle is set by the kernel upstream of its
+  node (`set_conditional`, what `cudaGraphSetConditional` does on a GPU) and read when
+  the node runs. `version` is the driver version reported (set it below 12040 to be a
+  driver without conditional nodes: the runtime then drives loops from the host).
 
 Kernels cannot run from PTX on a CPU: whoever loads a module registers host callables
 for its entry points first (`register_host_kernels`), built by the CPU target from the
@@ -70,6 +76,31 @@ class CUstreamCaptureMode(enum.IntEnum):
     CU_STREAM_CAPTURE_MODE_RELAXED = 2
 
 
+class CUgraphNodeType(enum.IntEnum):
+    CU_GRAPH_NODE_TYPE_GRAPH = 4
+    CU_GRAPH_NODE_TYPE_CONDITIONAL = 13
+
+
+class CUgraphConditionalNodeType(enum.IntEnum):
+    CU_GRAPH_COND_TYPE_IF = 0
+    CU_GRAPH_COND_TYPE_WHILE = 1
+
+
+class _ConditionalParams:
+    """CUDA_CONDITIONAL_NODE_PARAMS: `phGraph_out` is filled by cuGraphAddNode."""
+
+    def __init__(self) -> None:
+        self.handle, self.type, self.size, self.ctx, self.phGraph_out = None, 0, 0, None, None
+
+
+class CUgraphNodeParams:
+    """The tagged union of cuGraphAddNode (only its conditional member here)."""
+
+    def __init__(self) -> None:
+        self.type = 0
+        self.conditional = _ConditionalParams()
+
+
 class FakeError(Exception):
     """A driver error inside deferred work: raised at the synchronize that runs it."""
 
@@ -105,9 +136,63 @@ class Event(Handle):
 
 
 class Graph(Handle):
+    """Captured work (callables) and nodes added to it (_Child, _Conditional), in order;
+    `nodes`: the handles of the nodes added with the node API, for dependency checks."""
+
     def __init__(self, ops: list) -> None:
         super().__init__()
         self.ops = list(ops)
+        self.nodes: list = []
+        self.handles: list = []          # conditional handles made for this graph
+
+
+class ConditionalHandle(Handle):
+    def __init__(self, graph: Graph, default: int, flags: int) -> None:
+        super().__init__()
+        self.graph, self.default, self.flags = graph, int(default), int(flags)
+        self.value = int(default)
+        self.used = False
+
+
+class _Child:
+    """A child-graph node: a copy of the child's work at the time it was added."""
+
+    def __init__(self, child: Graph) -> None:
+        self.ops = list(child.ops)
+
+
+class _Conditional:
+    """A conditional node: its handle, kind and body graphs (filled after it is added)."""
+
+    def __init__(self, handle: ConditionalHandle, kind: int, bodies: list) -> None:
+        self.handle, self.kind, self.bodies = handle, kind, bodies
+
+
+def _freeze(ops: list) -> list:
+    """A graph's work as callables, as instantiation fixes it: child graphs inlined,
+    conditional nodes as calls that test their handle when they run."""
+    out: list = []
+    for op in ops:
+        if isinstance(op, _Child):
+            out += _freeze(op.ops)
+        elif isinstance(op, _Conditional):
+            out.append(_conditional_work(op.handle, op.kind, [_freeze(g.ops) for g in op.bodies]))
+        else:
+            out.append(op)
+    return out
+
+
+def _conditional_work(handle: ConditionalHandle, kind: int, bodies: list) -> Callable[[], None]:
+    def run() -> None:
+        if kind == CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_WHILE:
+            while handle.value:
+                for w in bodies[0]:
+                    w()
+            return
+        chosen = bodies[0] if handle.value else (bodies[1] if len(bodies) > 1 else [])
+        for w in chosen:
+            w()
+    return run
 
 
 class Function(Handle):
@@ -132,6 +217,9 @@ class FakeDriver:
     CUresult = CUresult
     CUdevice_attribute = CUdevice_attribute
     CUstreamCaptureMode = CUstreamCaptureMode
+    CUgraphNodeType = CUgraphNodeType
+    CUgraphConditionalNodeType = CUgraphConditionalNodeType
+    CUgraphNodeParams = CUgraphNodeParams
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -144,6 +232,8 @@ class FakeDriver:
         self.multiprocessors = 132         # an H100 SXM's size, as its attributes say
         self.threads_per_multiprocessor = 2048
         self.calls: dict = {}            # driver call name -> count (tests read it)
+        self.version = 12080             # cuDriverGetVersion: 12.8, with conditional nodes
+        self._conditionals: dict = {}    # handle value -> ConditionalHandle
 
     def _count(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
@@ -152,6 +242,9 @@ class FakeDriver:
 
     def cuInit(self, flags: int) -> tuple:
         return (CUresult.CUDA_SUCCESS,)
+
+    def cuDriverGetVersion(self) -> tuple:
+        return (CUresult.CUDA_SUCCESS, self.version)
 
     def cuGetErrorString(self, err: Any) -> tuple:
         return (CUresult.CUDA_SUCCESS, CUresult(int(err)).name.encode())
@@ -447,19 +540,113 @@ class FakeDriver:
         return (CUresult.CUDA_SUCCESS, graph)
 
     def cuGraphInstantiate(self, graph: Graph, flags: int) -> tuple:
-        return (CUresult.CUDA_SUCCESS, Graph(graph.ops))
+        for h in graph.handles:
+            if not h.used:      # (the driver's CUDA_GRAPH_INSTANTIATE_CONDITIONAL_HANDLE_UNUSED)
+                return (CUresult.CUDA_ERROR_INVALID_VALUE, None)
+        exe = Graph(_freeze(graph.ops))
+        exe.handles = list(_all_handles(graph))
+        return (CUresult.CUDA_SUCCESS, exe)
 
     def cuGraphLaunch(self, graph: Graph, stream: Stream) -> tuple:
         self._count("cuGraphLaunch")
+        defaults = [h for h in graph.handles if h.flags & 1]      # CU_GRAPH_COND_ASSIGN_DEFAULT
+
+        def assign() -> None:
+            for h in defaults:
+                h.value = h.default
+        if defaults:
+            self._enqueue(stream, "graph", assign)
         for op in graph.ops:
             self._enqueue(stream, "graph", op)
         return (CUresult.CUDA_SUCCESS,)
 
+    # ---- graphs built node by node, conditional nodes (CUDA 12.4+) ------------------
+
+    def _needs(self, name: str) -> Optional[tuple]:
+        """An error result when this driver version lacks conditional nodes."""
+        self._count(name)
+        if self.version < 12040:
+            return (CUresult.CUDA_ERROR_NOT_FOUND, None)     # (the symbol is absent)
+        return None
+
+    def cuGraphCreate(self, flags: int) -> tuple:
+        return (CUresult.CUDA_SUCCESS, Graph([]))
+
+    def _add(self, graph: Graph, deps: Any, count: int, op: Any) -> tuple:
+        """Append node `op` to `graph`; its dependencies must be the last node added (or
+        none, for the first): the runtime builds chains, and a graph with the order of its
+        list differing from its edges would replay here in the wrong order."""
+        deps = list(deps or [])[:int(count)]
+        want = graph.nodes[-1:] if graph.nodes else []
+        if [id(d) for d in deps] != [id(d) for d in want] or \
+                (not graph.nodes and graph.ops):
+            return (CUresult.CUDA_ERROR_INVALID_VALUE, None)
+        node = Handle()
+        graph.nodes.append(node)
+        graph.ops.append(op)
+        return (CUresult.CUDA_SUCCESS, node)
+
+    def cuGraphAddChildGraphNode(self, graph: Graph, deps: Any, count: int, child: Graph) -> tuple:
+        self._count("cuGraphAddChildGraphNode")
+        if any(isinstance(op, _Conditional) for op in child.ops):
+            return (CUresult.CUDA_ERROR_INVALID_VALUE, None)   # not allowed in a child node
+        return self._add(graph, deps, count, _Child(child))
+
+    def cuGraphConditionalHandleCreate(self, graph: Graph, ctx: Any, default: int,
+                                       flags: int) -> tuple:
+        missing = self._needs("cuGraphConditionalHandleCreate")
+        if missing:
+            return missing
+        h = ConditionalHandle(graph, default, flags)
+        graph.handles.append(h)
+        self._conditionals[int(h)] = h
+        return (CUresult.CUDA_SUCCESS, h)
+
+    def cuGraphAddNode(self, graph: Graph, deps: Any, *rest: Any) -> tuple:
+        """(graph, deps, count, params), or CUDA 13's (graph, deps, edge data, count,
+        params); only conditional nodes here."""
+        missing = self._needs("cuGraphAddNode")
+        if missing:
+            return missing
+        count, params = rest[-2], rest[-1]
+        c = params.conditional
+        h = self._conditionals.get(int(c.handle)) if c.handle is not None else None
+        if params.type != CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL or h is None or \
+                h.graph is not graph or h.used or not 1 <= c.size <= (1 if c.type else 2):
+            return (CUresult.CUDA_ERROR_INVALID_VALUE, None)
+        h.used = True
+        bodies = [Graph([]) for _ in range(c.size)]
+        result = self._add(graph, deps, count, _Conditional(h, c.type, bodies))
+        if int(result[0]) == 0:
+            c.phGraph_out = bodies
+        return result
+
+    def set_conditional(self, handle: int, value: int) -> None:
+        """`cudaGraphSetConditional(handle, value)` as a kernel calls it (the stand-in of
+        the device runtime's function: devices/stand_ins/cuda_conditional_host.py)."""
+        h = self._conditionals.get(int(handle))
+        if h is None:
+            raise FakeError(CUresult.CUDA_ERROR_INVALID_HANDLE,
+                            f"cudaGraphSetConditional: {handle:#x} is no conditional handle")
+        h.value = int(value) & 0xFFFFFFFF
+
     def cuGraphExecDestroy(self, graph: Graph) -> tuple:
+        for h in graph.handles:          # (a kernel setting it now is an error)
+            self._conditionals.pop(int(h), None)
         return (CUresult.CUDA_SUCCESS,)
 
     def cuGraphDestroy(self, graph: Graph) -> tuple:
         return (CUresult.CUDA_SUCCESS,)
+
+
+def _all_handles(graph: Graph) -> list:
+    """The conditional handles of a graph and of its conditional nodes' bodies."""
+    out = list(graph.handles)
+    for op in graph.ops:
+        if isinstance(op, _Conditional):
+            for body in op.bodies:
+                out += _all_handles(body)
+    return out
 
 
 FAKE_DRIVER = FakeDriver()

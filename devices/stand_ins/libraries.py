@@ -46,5 +46,14 @@ class StandIns:
         from .cuda_host_kernels import host_kernels
         return host_kernels(module, donated, program)
 
+    def conditional_image(self, arch: str) -> bytes:
+        """The kernels' PTX, registered with their host build (cuda_conditional_host.py)."""
+        from ..cuda.conditional_kernels import ptx
+        from .cuda_conditional_host import host_kernels
+        from .cuda_fake import FAKE_DRIVER
+        image = ptx(arch).encode() + b"\0"
+        FAKE_DRIVER.register_host_kernels(image, host_kernels())
+        return image
+
 
 STAND_INS = StandIns()
