@@ -44,6 +44,7 @@ from ...compiler.program import (CONTROL_STEPS, ConditionalStep, LaunchStep, Lib
                                  Program, Step, WhileStep, branch_index, run_while,
                                  sub_program)
 from . import cuda_loops, gpu_timer
+from .step_writes import written as _written
 from ..dump_files import write_dump
 from .cuda_blas import OP_N, OP_T, gemm, gemm_arguments, matrix_layout  # noqa: F401  (re-exported)
 from .cuda_driver import check
@@ -791,17 +792,3 @@ NATIVE_CALLS = {"fft": run_fft}
 
 def _nbytes(shape: tuple, dtype: np.dtype) -> int:
     return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-
-
-def _written(step: Step) -> list:
-    """The module values a step writes (buffers to allocate before the run)."""
-    return _WRITES[type(step)](step)
-
-
-def _control_writes(step: Step) -> list:
-    return [p for p, _ in step.outputs]
-
-
-# step class -> the values it writes
-_WRITES = {LaunchStep: lambda s: s.args, LibraryStep: lambda s: [s.pos],
-           WhileStep: _control_writes, ConditionalStep: _control_writes}

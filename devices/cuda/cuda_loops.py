@@ -43,6 +43,7 @@ from ...compiler.program import CONTROL_STEPS, ConditionalStep, LaunchStep, Whil
 from . import conditional_kernels as ck
 from .cuda_driver import check
 from .cuda_graphs import GraphCache
+from .step_writes import written as _written
 
 PORT_BYTES = 4096           # operands up to this size are copied in, larger ones keyed
 ENABLED = True              # False: every loop host-driven (bench/bench_cuda_loops.py's A/B)
@@ -260,7 +261,6 @@ class Builder:
             else:
                 values[out] = self._new_value(exe, out)
                 copies.append((given, values[out]))
-        from .cuda import _written
         for step in exe.steps:
             for pos in _written(step):
                 if not isinstance(pos, str) and pos not in values:
