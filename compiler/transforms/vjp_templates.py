@@ -16,12 +16,13 @@ from typing import Any, Optional
 
 from ..graph.graph_walk import BY_REF, built_nodes
 from ..graph.node import Node
+from ..graph.template import Cache
 
 _MAX_NODES = 32          # a vjp that builds more (or reaches past its inputs) is not kept
-_MAX_TEMPLATES = 4096    # types that change at every step: stay bounded
 
-# key -> (steps, outputs) or None (this vjp cannot be kept); see `_make`
-_TEMPLATES: dict = {}
+# key -> (steps, outputs) or None (this vjp cannot be kept); see `_make`. Bounded: types
+# that change at every step
+_TEMPLATES = Cache(4096)
 
 
 def key_of(node: Node, wanted: tuple) -> Optional[tuple]:
@@ -57,9 +58,7 @@ def remember(key: tuple, g: Node, node: Node, outs: Any) -> None:
     inputs = (g, node, *node.operands)
     if len({id(n) for n in inputs}) < len(inputs):
         return              # aliased inputs: a template made here could not tell them apart
-    if len(_TEMPLATES) >= _MAX_TEMPLATES:
-        _TEMPLATES.clear()
-    _TEMPLATES[key] = _make(g, node, outs)
+    _TEMPLATES.put(key, _make(g, node, outs))
 
 
 def _make(g: Node, node: Node, outs: Any) -> Optional[tuple]:
