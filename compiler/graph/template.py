@@ -173,10 +173,11 @@ class Steps:
     (op, operand refs, shape, dtype, attrs, value), a ref indexing [placeholders...,
     constants..., steps' results...]; `outputs` index the same list (None for none)."""
 
-    __slots__ = ("nargs", "constants", "steps", "outputs")
+    __slots__ = ("nargs", "constants", "steps", "outputs", "fn")
 
     def __init__(self, nargs: int, constants: tuple, steps: tuple, outputs: tuple) -> None:
         self.nargs, self.constants, self.steps, self.outputs = nargs, constants, steps, outputs
+        self.fn: Optional[Callable] = None      # `copier`'s function, made at the first copy
 
     @property
     def first(self) -> int:
