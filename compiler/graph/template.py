@@ -173,10 +173,12 @@ class Steps:
     (op, operand refs, shape, dtype, attrs, value), a ref indexing [placeholders...,
     constants..., steps' results...]; `outputs` index the same list (None for none)."""
 
-    __slots__ = ("nargs", "constants", "steps", "outputs", "fn")
+    __slots__ = ("nargs", "constants", "steps", "outputs", "marked", "fn")
 
-    def __init__(self, nargs: int, constants: tuple, steps: tuple, outputs: tuple) -> None:
+    def __init__(self, nargs: int, constants: tuple, steps: tuple, outputs: tuple,
+                 marked: tuple = ()) -> None:
         self.nargs, self.constants, self.steps, self.outputs = nargs, constants, steps, outputs
+        self.marked = marked                    # refs of steps whose node was marked
         self.fn: Optional[Callable] = None      # `copier`'s function, made at the first copy
 
     @property
@@ -186,13 +188,14 @@ class Steps:
 
 
 def record(outs: Iterable[Optional[Node]], inputs: list,
-           leaf: Callable[[Node], Optional[str]], limit: Optional[int] = None
-           ) -> Optional[Steps]:
+           leaf: Callable[[Node], Optional[str]], limit: Optional[int] = None,
+           marked: Optional[Callable[[Node], bool]] = None) -> Optional[Steps]:
     """The steps that made `outs` from `inputs` (the placeholders: nodes, or None where
     a placeholder is not a node), or None when they cannot be recorded: one node in two
     placeholders (its refs would be ambiguous), a leaf that `leaf(n)` refuses (it says
     CONSTANT, FRESH or None), a node the recording did not make (holding a buffer or a
-    value, or recorded at a user's line), or more than `limit` nodes."""
+    value, or recorded at a user's line), or more than `limit` nodes. `marked(n)`: whether
+    a node carries a mark kept outside it (stop_gradient's), which a copy must repeat."""
     outs = tuple(outs)
     index: dict = {}
     for k, a in enumerate(inputs):
@@ -208,13 +211,15 @@ def record(outs: Iterable[Optional[Node]], inputs: list,
     for k, c in enumerate(constants):
         index[id(c)] = nargs + k
     first = nargs + len(constants)
-    steps = []
+    steps, marks = [], []
     for n in nodes:
         index[id(n)] = first + len(steps)
+        if marked is not None and marked(n):
+            marks.append(first + len(steps))
         steps.append((n.op, tuple([index[id(o)] for o in n.operands]), n.shape, n.dtype,
                       n.attrs, n.value))
     outputs = tuple(None if o is None else index[id(o)] for o in outs)
-    return Steps(nargs, tuple(constants), tuple(steps), outputs)
+    return Steps(nargs, tuple(constants), tuple(steps), outputs, tuple(marks))
 
 
 def _made_here(n: Node) -> bool:
@@ -409,13 +414,17 @@ class Code:
         return fn
 
 
-def copier(s: Steps, what: str, form: str = "list", after: Iterable[str] = ()) -> Callable:
+def copier(s: Steps, what: str, form: str = "list",
+           mark: Optional[Callable[[Node], Any]] = None) -> Callable:
     """`copy(v0, v1, ...)`: the placeholders in, the outputs out (`form`: "list",
-    "tuple", or "one" node), made by the steps; `after`: lines run before the return."""
+    "tuple", or "one" node), made by the steps; `mark(node)` repeats the mark of each
+    marked step on its copy."""
     code = Code(f"copy({', '.join(f'v{i}' for i in range(s.nargs))})")
     code.replay(s)
-    for line in after:
-        code.add(line)
+    if s.marked:
+        code.names["_mark"] = mark
+        for j in s.marked:
+            code.add(f"_mark(v{j})")
     outs = code.refs(s.outputs)
     code.add({"list": f"return [{outs}]", "tuple": f"return ({outs},)",
               "one": f"return {outs}"}[form])
