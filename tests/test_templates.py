@@ -188,10 +188,13 @@ def test_recorded_steps_copy_the_graph(case, build, kind, made):
     if steps is None:
         return
     copy = copier(steps, "test template")
-    for _ in range(2):
+    for _ in range(2):                  # the generated copy and the loop over the steps
         a, b = P(), P()
+        want = build(a, b)
         got, = copy(a, b)
-        assert same_graph(got, build(a, b), fresh_leaves=True)
+        assert same_graph(got, want, fresh_leaves=True)
+        got, = steps.run([a, b])
+        assert same_graph(got, want, fresh_leaves=True)
 
 
 def test_record_refuses_aliased_placeholders_and_too_many_nodes():

@@ -54,7 +54,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
-from .node import Node, is_kept
+from .node import Node, is_kept, new_node
 
 # kinds of a pattern's leaf positions (see the module docstring)
 VALUE, SCALAR, LITERAL, SHARED, TYPED, STOP = "value", "scalar", "literal", "shared", "typed", "stop"
@@ -90,20 +90,20 @@ class Pattern:
     operands (each node is found in a slot of a user checked before it); `leaves`:
     (position, kind, shape, dtype, extra, argument number or None), extra being (the
     shared node or None, the literal's content) for a LITERAL and the node for a SHARED;
-    `alike`: the positions that must hold distinct nodes; `nargs`: VALUE and SCALAR
-    leaves, numbered by position."""
+    `nargs`: VALUE and SCALAR leaves, numbered by position; `alike` (worked out when
+    first asked: a template made and never used costs no more): the positions that must
+    hold distinct nodes."""
 
-    __slots__ = ("ops", "leaves", "outputs", "size", "nargs", "alike", "leaf_if_buffer",
-                 "stops")
+    __slots__ = ("ops", "leaves", "outputs", "size", "nargs", "leaf_if_buffer", "stops",
+                 "_alike")
 
     def __init__(self, order: list, positions: dict, outputs: tuple,
                  kind: Callable[[Node], Optional[str]], leaf_if_buffer: bool = False,
                  stops: bool = False) -> None:
-        ops, leaves, kinds = [], [], []
+        ops, leaves = [], []
         number = 0
         for i, n in enumerate(order):
             k = kind(n)
-            kinds.append(k)
             if k is None:
                 # the node's own shape and attributes (never changed once a node is made):
                 # checks compare by identity first, and a loop's nodes mostly share them
@@ -124,25 +124,31 @@ class Pattern:
         self.ops, self.leaves = tuple(ops), tuple(leaves)
         self.outputs, self.size, self.nargs = tuple(outputs), len(order), number
         self.leaf_if_buffer, self.stops = leaf_if_buffer, stops
-        self.alike = _may_coincide(order, positions, kinds)
+        self._alike: Optional[tuple] = None
 
     def positions_of(self, kind: str) -> tuple:
         return tuple(i for i, k, *_ in self.leaves if k is kind)
 
+    @property
+    def alike(self) -> tuple:
+        if self._alike is None:
+            self._alike = _may_coincide(self)
+        return self._alike
 
-def _signature(n: Node, kind: Optional[str]) -> tuple:
+
+def _signature(kind: str, shape: tuple, dtype: Any, extra: Any) -> tuple:
     """What the check of a leaf position of `kind` compares: two positions whose
     signatures differ cannot accept one node."""
     if kind is VALUE:
-        return ("P", n.shape, n.dtype)
+        return ("P", shape, dtype)
     if kind is SCALAR:
-        return ("S", n.dtype)
+        return ("S", dtype)
     if kind is LITERAL:
-        return ("C", n.dtype, getattr(n.value, "_key", n.value))
-    return ("L", n.shape, n.dtype)       # by type (a shared constant passes a typed check)
+        return ("C", dtype, extra[1])
+    return ("L", shape, dtype)           # by type (a shared constant passes a typed check)
 
 
-def _may_coincide(order: list, positions: dict, kinds: list) -> tuple:
+def _may_coincide(p: Pattern) -> tuple:
     """The positions where one node could stand in two positions of a graph the pattern
     accepts: only if the two positions' subgraphs are alike all the way down (the node
     passes both positions' checks, and so do its operands at both positions' operand
@@ -150,20 +156,25 @@ def _may_coincide(order: list, positions: dict, kinds: list) -> tuple:
     (hash-consing, leaves up); the check makes sure the nodes at the positions sharing a
     number are distinct (nodes at positions of different numbers cannot be one node, so
     all of them at once: one set), and is skipped when every number is its own."""
+    leaves: list = [None] * p.size
+    for i, kind, shape, dtype, extra, _ in p.leaves:
+        leaves[i] = _signature(kind, shape, dtype, extra)
+    ops: list = [None] * p.size
+    for op in p.ops:
+        ops[op[0]] = op
     ids: dict = {}
-    canon = []
+    canon: list = []
     try:
-        for n, kind in zip(order, kinds):
-            if kind is None:   # (attributes as a set of items: equal dicts, equal signatures)
-                sig: tuple = (n.op, n.shape, n.dtype, frozenset(n.attrs.items()),
-                              tuple([canon[positions[o]] for o in n.operands]))
-            else:
-                sig = _signature(n, kind)
+        for sig, op in zip(leaves, ops):
+            if sig is None:   # (attributes as a set of items: equal dicts, equal signatures)
+                _, name, shape, dtype, attrs, slots = op
+                sig = (name, shape, dtype, frozenset(attrs.items()),
+                       tuple([canon[q] for q in slots]))
             canon.append(ids.setdefault(sig, len(ids)))
     except TypeError:              # an unhashable attribute: assume the worst
-        return tuple(range(len(order)))
+        return tuple(range(p.size))
     count = collections.Counter(canon)
-    return tuple(p for p, c in enumerate(canon) if count[c] > 1)
+    return tuple(q for q, c in enumerate(canon) if count[c] > 1)
 
 
 # ---- steps: the nodes a recording built, made again -----------------------------------
@@ -173,18 +184,28 @@ class Steps:
     (op, operand refs, shape, dtype, attrs, value), a ref indexing [placeholders...,
     constants..., steps' results...]; `outputs` index the same list (None for none)."""
 
-    __slots__ = ("nargs", "constants", "steps", "outputs", "marked", "fn")
+    __slots__ = ("nargs", "constants", "steps", "outputs", "marked")
 
     def __init__(self, nargs: int, constants: tuple, steps: tuple, outputs: tuple,
                  marked: tuple = ()) -> None:
         self.nargs, self.constants, self.steps, self.outputs = nargs, constants, steps, outputs
         self.marked = marked                    # refs of steps whose node was marked
-        self.fn: Optional[Callable] = None      # `copier`'s function, made at the first copy
 
     @property
     def first(self) -> int:
         """The ref of the first step's result."""
         return self.nargs + len(self.constants)
+
+    def run(self, inputs: list) -> list:
+        """The outputs, made by a loop over the steps: for templates of a few nodes (a
+        vjp's), where making code (`copier`, about 150 us) would cost more than its
+        copies save. The same nodes as `copier`'s function makes (marks aside)."""
+        vals = list(inputs)
+        vals.extend(self.constants)
+        append = vals.append
+        for op, refs, shape, dtype, attrs, value in self.steps:
+            append(new_node(op, tuple([vals[r] for r in refs]), shape, dtype, attrs, value))
+        return [None if r is None else vals[r] for r in self.outputs]
 
 
 def record(outs: Iterable[Optional[Node]], inputs: list,

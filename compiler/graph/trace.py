@@ -379,15 +379,20 @@ class Template:
     was donated, and the inner nodes that depend on a donated leaf. `check`: the
     pattern's check, one function per structure."""
 
-    __slots__ = ("alike", "donated", "leaves", "inner", "inner_uses", "check")
+    __slots__ = ("pattern", "donated", "leaves", "inner", "inner_uses", "check")
 
     def __init__(self, cap: Capture) -> None:
-        p = Pattern(cap.order, cap.positions, cap.outputs, _kind, leaf_if_buffer=True)
-        self.alike = p.alike
+        p = self.pattern = Pattern(cap.order, cap.positions, cap.outputs, _kind,
+                                   leaf_if_buffer=True)
         self.donated = cap.donated
         self._plan_donation(p, {cap.positions[n] for n in cap.donated_nodes}, cap.outputs)
         check = _CODE.get(cap.key)
         self.check = check if check is not None else _CODE.put(cap.key, _check(p))
+
+    @property
+    def alike(self) -> tuple:
+        """The positions whose nodes must be distinct (compiler/graph/template.py)."""
+        return self.pattern.alike
 
     def _plan_donation(self, p: Pattern, donated: set, outputs: tuple) -> None:
         """`leaves`: (position, uses, donated?) per buffer leaf; `inner`: the positions of

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ..graph.node import Node
-from ..graph.template import CONSTANT, Cache, Steps, copier, record
+from ..graph.template import CONSTANT, Cache, Steps, record
 
 _MAX_NODES = 32          # a vjp that builds more (or reaches past its inputs) is not kept
 
@@ -42,11 +42,9 @@ def lookup(key: tuple) -> Any:
 
 
 def instantiate(template: Steps, g: Node, node: Node) -> list:
-    """The vjp's cotangents, built by copying `template` over (g, node, *operands)."""
-    fn = template.fn
-    if fn is None:
-        fn = template.fn = copier(template, "vjp template")
-    return fn(g, node, *node.operands)
+    """The vjp's cotangents, built by copying `template` over (g, node, *operands) (a
+    loop: a vjp's few nodes do not pay for code of their own)."""
+    return template.run([g, node, *node.operands])
 
 
 def remember(key: tuple, g: Node, node: Node, outs: Any) -> None:
