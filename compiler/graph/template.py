@@ -38,11 +38,24 @@ recording would have made the same thing of it:
 
 A sync's donation is checked on top of this, by reference counts (trace.py).
 
+The four users, each an instance of the rule:
+
+    user       key                         pattern leaves        steps over         holds
+    sync       the capture's key, by site  VALUE SCALAR LITERAL  --                 --
+    walk       target's op and type,       TYPED SHARED STOP     forward graph and  shared
+               number of sources                                 seed               constants
+    vjp        op, types, attributes,      --                    g, node, operands  constants
+               cotangents wanted
+    composite  argument types, statics,    --                    the arguments      shared
+               context                                           (scalars, iotas    constants
+                                                                 made afresh)
+
 One code generator (`Code`): a pattern's check and a copy of steps are written out as
 straight-line Python, made once per template. Each node is then a few attribute reads
 compared with constants and its operands unpacked into locals, each copied node nine
 stores: a training step does this for most of its nodes at every step, and a loop over
-entries costs several times as much.
+entries costs several times as much. A vjp's few nodes are copied by a loop instead
+(`Steps.run`): making code costs more than its copies would save.
 
 A template holds no node of a user's graph: types, attributes, positions, and the
 constants the key fixes.
@@ -57,7 +70,8 @@ import numpy as np
 from .node import Node, is_kept, new_node
 
 # kinds of a pattern's leaf positions (see the module docstring)
-VALUE, SCALAR, LITERAL, SHARED, TYPED, STOP = "value", "scalar", "literal", "shared", "typed", "stop"
+VALUE, SCALAR, LITERAL = "value", "scalar", "literal"
+SHARED, TYPED, STOP = "shared", "typed", "stop"
 # what a `leaf` rule says of a leaf the steps reach: held by identity, or made afresh
 CONSTANT, FRESH = "constant", "fresh"
 
