@@ -20,7 +20,7 @@ import functools
 from typing import Any, Callable, Optional
 
 from ..graph.node import Node, kept_ids
-from ..graph.template import CONSTANT, FRESH, copier, record
+from ..graph.template import CONSTANT, FRESH, Cache, copier, record
 from .autodiff import is_stopped, mark_stopped
 
 ENABLED = [True]            # tests turn it off to compare with the function itself
@@ -37,7 +37,7 @@ def remembered(context: Callable[[], Any] = lambda: None,
     fixes them (cheaper to make when the caller knows more, e.g. that every node argument
     has one shape and dtype), or None for a call that is not to be copied."""
     def wrap(fn: Callable) -> Callable:
-        templates: dict = {}
+        templates = Cache(_MAX_PER_FUNCTION)
 
         @functools.wraps(fn)
         def call(*args: Any) -> Any:
@@ -51,9 +51,7 @@ def remembered(context: Callable[[], Any] = lambda: None,
                 return template.build(args)
             out = fn(*args)
             if template is False:
-                if len(templates) >= _MAX_PER_FUNCTION:
-                    templates.clear()
-                templates[k] = Template.make(out, args)
+                templates.put(k, Template.make(out, args))
             return out
         call.templates = templates
         return call
