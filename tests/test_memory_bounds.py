@@ -90,11 +90,11 @@ def test_templates_stay_at_their_caps(fresh_metrics, monkeypatch):
     most their caps while every step has a new shape (without the caps this loop leaves
     14 and 24 entries). (Backward-walk templates are kept per target type and a scalar
     loss has one.)"""
-    from lazyarray.compiler.graph import template_code
+    from lazyarray.compiler.graph import trace
     from lazyarray.compiler.transforms import vjp_templates
-    caps = {template_code: ("_MAX_CODE", "_CODE"), vjp_templates: ("_MAX_TEMPLATES", "_TEMPLATES")}
-    for module, (cap, _) in caps.items():
-        monkeypatch.setattr(module, cap, 3)
+    caches = {"sync checks": trace._CODE, "vjp templates": vjp_templates._TEMPLATES}
+    for cache in caches.values():
+        monkeypatch.setattr(cache, "cap", 3)
     for n in range(2, 14):
         w = la.asarray(np.ones((n,), np.float32))
         for _ in range(3):            # a loop at one line: templates made and used
@@ -104,8 +104,8 @@ def test_templates_stay_at_their_caps(fresh_metrics, monkeypatch):
             g, = tape.gradient(loss, [w])
             assert g.shape == (n,)
             g.numpy()
-    for module, (_, table) in caps.items():
-        assert len(getattr(module, table)) <= 3, (module.__name__, len(getattr(module, table)))
+    for name, cache in caches.items():
+        assert len(cache) <= 3, (name, len(cache))
 
 
 # A fresh process compiles SHAPES distinct shapes (one program each) after WARM others,

@@ -164,41 +164,51 @@ def _prime_then(first, second, sources_of):
     _same(_grads(second, sources_of), _walked(second, sources_of))
 
 
-def test_other_attributes_shapes_and_constants_are_walked():
-    x, y = leaf((4, 4)), leaf((4, 4))
-
-    def reduce_axis(axis):
-        return lambda: A.reduce_sum(A.reduce_sum(A.mul(x, y), (axis,)), (0,))
-    _prime_then(reduce_axis(0), reduce_axis(1), lambda t: [x, y])
-
-    def relu_at(value):
-        return lambda: A.reduce_sum(apply("maximum", A.mul(x, y), A.full(value, (4, 4), D.float32)),
-                                    (0, 1))
-    _prime_then(relu_at(0), relu_at(1), lambda t: [x, y])
+X4, Y4, X3, Y3, X0, X5, Y5 = (leaf(s) for s in [(4, 4), (4, 4), (3,), (3,), (), (5,), (5,)])
+_HELD: list = []        # stopped nodes stay alive (the walk's set of them is weak)
 
 
-def test_other_sharing_is_walked():
-    """x * y and x * x have the same types but not the same graph."""
-    x, y = leaf((3,)), leaf((3,))
-    _prime_then(lambda: A.reduce_sum(A.mul(x, y), (0,)),
-                lambda: A.reduce_sum(A.mul(x, x), (0,)), lambda t: [x, y])
-    _prime_then(lambda: A.reduce_sum(A.mul(x, x), (0,)),
-                lambda: A.reduce_sum(A.mul(x, y), (0,)), lambda t: [x, y])
+def _reduce_axis(axis):
+    return lambda: A.reduce_sum(A.reduce_sum(A.mul(X4, Y4), (axis,)), (0,))
 
 
-def test_other_kept_constant_operand_is_walked():
-    """multiply(x, 2) then multiply(x, 3), the constants 0-d operands the vjp reads."""
-    x = leaf(())
-
-    def times(value):
-        return lambda: A.mul(A.mul(x, kept_constant(value, D.float32)), x)
-    _prime_then(times(2.0), times(3.0), lambda t: [x])
+def _relu_at(value):
+    return lambda: A.reduce_sum(apply("maximum", A.mul(X4, Y4), A.full(value, (4, 4), D.float32)),
+                                (0, 1))
 
 
-def test_sharing_the_sources_do_not_show_is_walked():
-    x, y = leaf((3,)), leaf((3,))
-    _prime_then(lambda: A.reduce_sum(A.mul(x, y), (0,)),
-                lambda: A.reduce_sum(A.mul(x, x), (0,)), lambda t: [x])
+def _sum_of_product(a, b):
+    return lambda: A.reduce_sum(A.mul(a, b), (0,))
+
+
+def _times(value):
+    """multiply(x, value) * x, the kept constant a 0-d operand the vjp reads."""
+    return lambda: A.mul(A.mul(X0, kept_constant(value, D.float32)), X0)
+
+
+def _stopped():
+    s = autodiff.stop(A.mul(X5, Y5))
+    _HELD.append(s)
+    return A.reduce_sum(A.mul(s, X5), (0,))
+
+
+# (case, the graph a template is made from, another graph of the same types, sources)
+WALKED = [
+    ("another reduced axis", _reduce_axis(0), _reduce_axis(1), [X4, Y4]),
+    ("another constant", _relu_at(0), _relu_at(1), [X4, Y4]),
+    ("x * x after x * y", _sum_of_product(X3, Y3), _sum_of_product(X3, X3), [X3, Y3]),
+    ("x * y after x * x", _sum_of_product(X3, X3), _sum_of_product(X3, Y3), [X3, Y3]),
+    ("another kept constant operand", _times(2.0), _times(3.0), [X0]),
+    ("a sharing the sources do not show", _sum_of_product(X3, Y3), _sum_of_product(X3, X3),
+     [X3]),
+    ("unstopped after stopped", _stopped,
+     lambda: A.reduce_sum(A.mul(A.mul(X5, Y5), X5), (0,)), [X5, Y5]),
+]
+
+
+@pytest.mark.parametrize("case,first,second,sources", WALKED, ids=[c[0] for c in WALKED])
+def test_other_graphs_are_walked(case, first, second, sources):
+    _prime_then(first, second, lambda t: sources)
 
 
 def test_other_seeds_are_walked():
@@ -216,18 +226,6 @@ def test_other_seeds_are_walked():
     _grads(build, lambda t: [x, y])
     _same(_grads(build, lambda t: [x, y], lambda t: s),
           _walked(build, lambda t: [x, y], lambda t: s))
-
-
-def test_stopped_then_unstopped_is_walked():
-    x, y = leaf((5,)), leaf((5,))
-    held = []
-
-    def stopped():
-        s = autodiff.stop(A.mul(x, y))
-        held.append(s)
-        return A.reduce_sum(A.mul(s, x), (0,))
-    _prime_then(stopped, lambda: A.reduce_sum(A.mul(A.mul(x, y), x), (0,)),
-                lambda t: [x, y])
 
 
 def test_swapped_sources_and_newly_stopped_nodes_are_walked():

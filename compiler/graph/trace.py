@@ -21,7 +21,6 @@ raises when read.
 """
 from __future__ import annotations
 
-import collections
 import sys
 import weakref
 from typing import Any
@@ -29,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from ..hlo.module import Instruction, Module
-from .node import Node, is_kept
-from .template_code import check_for
+from .node import Node
+from .template import LITERAL, SCALAR, VALUE, Cache, Code, Pattern
 
 
 class DonatedBuffer:
@@ -328,13 +327,13 @@ _MID_BASELINE = _measure_mid_baseline()
 # ---- templates: a repeated graph matched against the last capture ---------------------
 #
 # A loop syncs graphs of one structure over and over. A `Template` holds a capture's
-# structure position by position; `bind` checks new root nodes against it, from the roots
-# down (each node's operands are found in the slots of a user checked before it), and
-# gives the runtime arguments. It checks all that the key holds (op, shape, dtype,
-# attributes, kept constants, which nodes are leaves, which operands are the same node),
-# so a graph it accepts has the key of the capture it was made from; anything else (a
-# node computed since, another scalar kind, a donated leaf) makes it answer None, and the
-# caller captures as usual.
+# structure as a pattern (compiler/graph/template.py: the one template mechanism, its
+# validity rule and its code generator); `bind` checks new root nodes against it, from
+# the roots down, and gives the runtime arguments. The pattern checks all that the key
+# holds (op, shape, dtype, attributes, kept constants, which nodes are leaves, which
+# operands are the same node), so a graph it accepts has the key of the capture it was
+# made from; anything else (a node computed since, another scalar kind, a donated leaf)
+# makes it answer None, and the caller captures as usual.
 #
 # Donation (a training step: the optimizer offers its old parameters and state). A
 # capture's key names the leaves it donates, and the runtime drops the donation when
@@ -348,95 +347,68 @@ _MID_BASELINE = _measure_mid_baseline()
 # equals its own: one sum in C instead of a loop. The baselines are measured through
 # `bind` itself on throw-away graphs (`_measure_bind_baselines`), as capture's are.
 
-class Template:
-    """A capture's structure by kind of node: the op nodes from the last position down
-    (each one's operands are checked, and found, in its slots), then the leaves: buffers,
-    runtime scalars and kept constants, each with its position (and parameter number);
-    for the donation checks, each buffer leaf's uses and whether it was donated, and the
-    inner nodes that depend on a donated leaf."""
+_CODE = Cache(256)        # capture key -> the generated check (one per structure)
 
-    __slots__ = ("walk", "pick", "shared", "alike", "buffers", "scalars", "constants",
-                 "outputs", "size", "nargs", "donated", "leaves", "inner", "inner_uses", "check")
+
+def _kind(n: Node) -> "str | None":
+    """What a sync's capture makes of a node: a buffer, a runtime scalar or a kept
+    constant is a leaf (a template position of that kind), anything else an op."""
+    if n.buffer is not None:
+        return VALUE
+    if not n.operands:
+        if n.op == "scalar":
+            return SCALAR
+        if n.op == "constant":
+            return LITERAL
+    return None
+
+
+def _check(p: Pattern) -> Any:
+    """`check(roots)` -> (the nodes by position, the arguments), or None: the pattern's
+    check as code (compiler/graph/template.py `Code.match`)."""
+    code = Code("check(roots)")
+    args = code.match(p, "roots", dead=DonatedBuffer)
+    code.add(f"order = ({''.join(f'v{i}, ' for i in range(p.size))})")
+    code.add(f"return order, [{', '.join(args)}]")
+    return code.build("check", "sync template")
+
+
+class Template:
+    """A capture's structure as a pattern (buffers and runtime scalars its arguments, kept
+    constants by value); for the donation checks, each buffer leaf's uses and whether it
+    was donated, and the inner nodes that depend on a donated leaf. `check`: the
+    pattern's check, one function per structure."""
+
+    __slots__ = ("pattern", "donated", "leaves", "inner", "inner_uses", "check")
 
     def __init__(self, cap: Capture) -> None:
-        pos = cap.positions
-        ops, buffers, scalars, constants = [], [], [], []
-        number = 0
-        for i, n in enumerate(cap.order):
-            if n.buffer is not None:
-                buffers.append((i, n.shape, n.dtype, number))
-                number += 1
-            elif n.op == "scalar" and not n.operands:
-                scalars.append((i, n.dtype, number))
-                number += 1
-            elif n.op == "constant" and not n.operands:
-                value = n.value
-                # a kept constant is one node everywhere: found by identity first
-                constants.append((i, n if is_kept(n) else None, n.dtype,
-                                  getattr(value, "_key", value)))
-            else:
-                # the node's own shape and attributes (never changed once a node is
-                # made): the check compares by identity first, and a loop's nodes mostly
-                # share these objects from step to step
-                ops.append((i, n.op, n.shape, n.dtype, n.attrs,
-                            tuple([pos[o] for o in n.operands])))
-        self.alike = _may_coincide(cap.order, pos)
+        p = self.pattern = Pattern(cap.order, cap.positions, cap.outputs, _kind,
+                                   leaf_if_buffer=True)
         self.donated = cap.donated
-        self._plan_donation(ops, buffers, {pos[n] for n in cap.donated_nodes}, cap.outputs)
-        self._plan_walk(ops, cap.outputs, len(cap.order))
-        self.buffers = tuple(buffers)
-        self.scalars, self.constants = tuple(scalars), tuple(constants)
-        self.outputs = cap.outputs
-        self.size = len(cap.order)
-        self.nargs = number
-        # the walk and the leaf checks as straight-line code (compiler/graph/template_code.py)
-        self.check = check_for(cap.key, self, DonatedBuffer)
+        self._plan_donation(p, {cap.positions[n] for n in cap.donated_nodes}, cap.outputs)
+        check = _CODE.get(cap.key)
+        self.check = check if check is not None else _CODE.put(cap.key, _check(p))
 
-    def _plan_walk(self, ops: list, outputs: tuple, size: int) -> None:
-        """The walk the check makes, worked out on the template: a flat list starts with
-        the roots, and each op node, users before their operands (`ops` in order,
-        reversed), appends its operands. An op node is read at the index where its first
-        user (in that walk) put it: `walk` holds (index, its fields, operand count);
-        `pick` each position's index in the flat list; `shared` the pairs of indices that
-        must hold one node (a node named in several operand slots). Which slot reaches a
-        node first depends on the template alone, so this checks what a walk filling the
-        order slot by slot would: the same fields, and the same node in each slot."""
-        first: dict = {}
-        shared = []
-        for j, p in enumerate(outputs):
-            if p in first:
-                shared.append((first[p], j))
-            else:
-                first[p] = j
-        walk = []
-        count = len(outputs)
-        for i, op, shape, dtype, attrs, slots in reversed(ops):
-            walk.append((first[i], (op, shape, dtype, attrs), len(slots)))
-            for p in slots:
-                if p in first:
-                    shared.append((first[p], count))
-                else:
-                    first[p] = count
-                count += 1
-        self.walk = tuple(walk)
-        self.pick = tuple([first[p] for p in range(size)])
-        self.shared = tuple(shared)
+    @property
+    def alike(self) -> tuple:
+        """The positions whose nodes must be distinct (compiler/graph/template.py)."""
+        return self.pattern.alike
 
-    def _plan_donation(self, ops: list, buffers: list, donated: set, outputs: tuple) -> None:
+    def _plan_donation(self, p: Pattern, donated: set, outputs: tuple) -> None:
         """`leaves`: (position, uses, donated?) per buffer leaf; `inner`: the positions of
         the op nodes that depend on a donated leaf and are not outputs (as
-        `donation_safe` finds them), `inner_uses` their uses summed. `ops` in order."""
+        `donation_safe` finds them), `inner_uses` their uses summed."""
         uses: dict = {}
         dependent = set(donated)
         inner = []
-        for i, _, _, _, _, slots in ops:
-            for p in slots:
-                uses[p] = uses.get(p, 0) + 1
+        for i, _, _, _, _, slots in reversed(p.ops):       # operands before users
+            for q in slots:
+                uses[q] = uses.get(q, 0) + 1
             if dependent.intersection(slots):
                 dependent.add(i)
                 if i not in outputs:
                     inner.append(i)
-        self.leaves = tuple((i, uses.get(i, 0), i in donated) for i, _, _, _ in buffers)
+        self.leaves = tuple((i, uses.get(i, 0), i in donated) for i in p.positions_of(VALUE))
         self.inner = tuple(inner)
         self.inner_uses = sum(uses.get(i, 0) for i in inner)
 
@@ -492,34 +464,6 @@ class Template:
 
 
 _ref = weakref.ref
-
-
-def _may_coincide(order: list, positions: dict) -> tuple:
-    """The positions where one node could stand in two positions of a graph `bind`
-    accepts: only if the two positions' subgraphs are alike all the way down (the node
-    passes both positions' checks, and so do its operands at both positions' operand
-    slots, down to the leaves). Positions are numbered by what the checks compare
-    (hash-consing, leaves up); `bind` checks that the nodes at the positions sharing a
-    number are distinct (nodes at positions of different numbers cannot be one node, so
-    all of them at once: one set), and skips the check when every number is its own."""
-    ids: dict = {}
-    canon = []
-    try:
-        for n in order:
-            if n.buffer is not None:
-                sig: tuple = ("P", n.shape, n.dtype)
-            elif n.op == "scalar" and not n.operands:
-                sig = ("S", n.dtype)
-            elif n.op == "constant" and not n.operands:
-                sig = ("C", n.dtype, getattr(n.value, "_key", n.value))
-            else:   # (attributes as a set of items: equal dicts, equal signatures)
-                sig = (n.op, n.shape, n.dtype, frozenset(n.attrs.items()),
-                       tuple([canon[positions[o]] for o in n.operands]))
-            canon.append(ids.setdefault(sig, len(ids)))
-    except TypeError:              # an unhashable attribute: assume the worst
-        return tuple(range(len(order)))
-    count = collections.Counter(canon)
-    return tuple(p for p, c in enumerate(canon) if count[c] > 1)
 
 
 class Bound:

@@ -2,9 +2,11 @@
 made of a dozen primitives) builds the same graph, call after call, when its arguments
 have the same types — if the graph is a function of those types, of its other (static)
 arguments and of a context (autocast), and of nothing else. `remembered(fn)` keeps the
-nodes the first call built as a template over the node arguments and copies it at the
-next call with the same key: one `Node` per node, none of the front ends' checks (which
-could not fail for those types: they passed the first time).
+nodes the first call built as a template over the node arguments (compiler/graph/
+template.py: steps over the arguments; the key their types, the static arguments and the
+context) and copies it at the next call with the same key: one `Node` per node, none of
+the front ends' checks (which could not fail for those types: they passed the first
+time).
 
 Leaves the function made are copied as they were: the rules' shared constants
 (`kept_constant`) by identity, runtime scalars afresh with the same value (their value is
@@ -17,8 +19,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional
 
-from ..graph.graph_walk import CONSTANT, FRESH, built_nodes, compiled, replay_lines
 from ..graph.node import Node, kept_ids
+from ..graph.template import CONSTANT, FRESH, Cache, copier, record
 from .autodiff import is_stopped, mark_stopped
 
 ENABLED = [True]            # tests turn it off to compare with the function itself
@@ -35,7 +37,7 @@ def remembered(context: Callable[[], Any] = lambda: None,
     fixes them (cheaper to make when the caller knows more, e.g. that every node argument
     has one shape and dtype), or None for a call that is not to be copied."""
     def wrap(fn: Callable) -> Callable:
-        templates: dict = {}
+        templates = Cache(_MAX_PER_FUNCTION)
 
         @functools.wraps(fn)
         def call(*args: Any) -> Any:
@@ -49,9 +51,7 @@ def remembered(context: Callable[[], Any] = lambda: None,
                 return template.build(args)
             out = fn(*args)
             if template is False:
-                if len(templates) >= _MAX_PER_FUNCTION:
-                    templates.clear()
-                templates[k] = Template.make(out, args)
+                templates.put(k, Template.make(out, args))
             return out
         call.templates = templates
         return call
@@ -76,13 +76,12 @@ def _key(args: tuple, context: Any) -> Optional[tuple]:
 
 
 class Template:
-    """Steps (op, operand refs, shape, dtype, attrs, value), a ref indexing [the call's
-    arguments..., shared constants..., steps' results...] (an argument that is not a
-    node is never referred to); `outputs` index the same list (`single`: the function
-    returned one node, not a tuple). `copy`: the steps as straight-line code over the
-    call's arguments (compiler/graph/graph_walk.py `replay_lines`), made at the first copy."""
+    """The nodes the function built, recorded as steps over its arguments (an argument
+    that is not a node is never referred to; compiler/graph/template.py), stopped nodes
+    marked; `single`: the function returned one node, not a tuple. `copy`: the steps as
+    straight-line code over the call's arguments, made at the first copy."""
 
-    __slots__ = ("constants", "steps", "outputs", "single", "nargs", "copy", "stopped")
+    __slots__ = ("recorded", "single", "copy")
 
     @classmethod
     def make(cls, out: Any, args: tuple) -> "Optional[Template]":
@@ -90,58 +89,33 @@ class Template:
         outs = (out,) if single else out
         if type(outs) is not tuple or not outs or not all(type(o) is Node for o in outs):
             return None
-        index = {id(a): k for k, a in enumerate(args) if type(a) is Node}
-        if len(index) < sum(type(a) is Node for a in args):
-            return None                     # aliased arguments: refs would be ambiguous
-        found = _built(outs, index, kept_ids())
-        if found is None:
+        kept = kept_ids()
+        # (aliased arguments: refs would be ambiguous, no template)
+        recorded = record(outs, list(args), lambda n: _leaf(n, kept), marked=is_stopped)
+        if recorded is None:
             return None
-        nodes, constants = found
-        for k, c in enumerate(constants):
-            index[id(c)] = len(args) + k
-        first = len(args) + len(constants)
-        steps, stopped = [], []
-        for n in nodes:
-            index[id(n)] = first + len(steps)
-            if is_stopped(n):               # (softmax's shift by its max: no gradient)
-                stopped.append(first + len(steps))
-            steps.append((n.op, tuple([index[id(o)] for o in n.operands]), n.shape, n.dtype,
-                          n.attrs, n.value))
         self = cls()
-        self.stopped = tuple(stopped)
-        self.constants, self.steps = tuple(constants), tuple(steps)
-        self.outputs, self.single = tuple(index[id(o)] for o in outs), single
-        self.nargs = len(args)
+        self.recorded, self.single = recorded, single
         self.copy = None
         return self
+
+    @property
+    def steps(self) -> tuple:
+        """(op, operand refs, shape, dtype, attrs, value) per node the copy makes."""
+        return self.recorded.steps
 
     def build(self, args: tuple) -> Any:
         """The function's result for `args` (of the key's types), copied."""
         if self.copy is None:
-            self.copy = self._generate()
+            # a copy of a stopped node is stopped too (softmax's shift by its max)
+            self.copy = copier(self.recorded, "composite template",
+                               "one" if self.single else "tuple", mark_stopped)
         return self.copy(*args)
-
-    def _generate(self) -> Any:
-        """def copy(v0, v1, ...): the call's arguments in, its result out."""
-        names: dict = {}
-        for k, c in enumerate(self.constants):
-            names[f"v{self.nargs + k}"] = c      # shared constants: read by identity
-        lines = [f"def copy({', '.join(f'v{i}' for i in range(self.nargs))}):"]
-        lines += replay_lines(self.steps, self.nargs + len(self.constants), names)
-        names["_stop"] = mark_stopped           # a copy of a stopped node is stopped too
-        lines += [f"    _stop(v{j})" for j in self.stopped]
-        outs = ", ".join(f"v{r}" for r in self.outputs)
-        lines.append(f"    return {outs}" if self.single else f"    return ({outs},)")
-        return compiled(lines, names, "copy", "composite template")
-
-
-def _built(outs: tuple, inputs: dict, kept: set) -> Optional[tuple]:
-    """(the nodes the function made, operands before users; the shared constants they
-    read), or None when they reach a node that is none of these nor an argument."""
-    return built_nodes(outs, inputs, lambda n: _leaf(n, kept), _copyable)
 
 
 def _leaf(n: Node, kept: set) -> Optional[str]:
+    """The leaves a composite may make besides its arguments: the rules' shared constants
+    (held), runtime scalars and operand-less ops (made afresh: the key fixes them)."""
     if n.buffer is not None or n.site is not None:
         return None                         # a value, or a node of the user's graph
     if id(n) in kept:
@@ -149,7 +123,3 @@ def _leaf(n: Node, kept: set) -> Optional[str]:
     if (n.op == "scalar") != (n.value is not None):
         return None                         # a literal of its own: not copied
     return FRESH                            # a runtime scalar, an iota: made afresh
-
-
-def _copyable(n: Node) -> bool:
-    return n.buffer is None and n.site is None and n.value is None

@@ -2,26 +2,26 @@
 every step, so the walk (compiler/transforms/autodiff.py) meets the same nodes — same primitive,
 attributes, types and needed cotangents — step after step. For a primitive whose vjp reads
 nothing but those (`Primitive.vjp_by_type`), the nodes its vjp built the first time are
-kept as a template over its inputs (g, the node, its operands) and copied at the next
-meeting: a few `Node` constructions instead of the vjp's rules, shape inference and
-helpers. The copy is the same graph the vjp would build (tests/test_vjp_fast.py checks it
-for every such primitive).
+kept as a template (compiler/graph/template.py: steps over the placeholders g, the node
+and its operands; its key their types, the attributes and the cotangents wanted) and
+copied at the next meeting: a few `Node` constructions instead of the vjp's rules, shape
+inference and helpers. The copy is the same graph the vjp would build
+(tests/test_vjp_fast.py checks it for every such primitive).
 
-A template holds no node of a user's graph, only the shared 0-d constants of the rules
-(`kept_constant`), so it keeps no value alive.
+A template holds no node of a user's graph, only the constants its rules made (mostly
+the shared 0-d ones of `kept_constant`), so it keeps no value alive.
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from ..graph.graph_walk import BY_REF, built_nodes
 from ..graph.node import Node
+from ..graph.template import CONSTANT, Cache, Steps, record
 
 _MAX_NODES = 32          # a vjp that builds more (or reaches past its inputs) is not kept
-_MAX_TEMPLATES = 4096    # types that change at every step: stay bounded
 
-# key -> (steps, outputs) or None (this vjp cannot be kept); see `_make`
-_TEMPLATES: dict = {}
+# key -> Steps, or None (this vjp cannot be kept); bounded: types that change at every step
+_TEMPLATES = Cache(4096)
 
 
 def key_of(node: Node, wanted: tuple) -> Optional[tuple]:
@@ -37,59 +37,25 @@ def key_of(node: Node, wanted: tuple) -> Optional[tuple]:
 
 
 def lookup(key: tuple) -> Any:
-    """The template for `key`: a pair, None (known not to be kept), or False (not seen)."""
+    """The template for `key`: Steps, None (known not to be kept), or False (not seen)."""
     return _TEMPLATES.get(key, False)
 
 
-def instantiate(template: tuple, g: Node, node: Node) -> list:
-    """The vjp's cotangents, built by copying `template` over (g, node, *operands)."""
-    steps, outputs = template
-    vals = [g, node, *node.operands]
-    append = vals.append
-    for op, refs, shape, dtype, attrs in steps:
-        append(Node(op, tuple([vals[r] if type(r) is int else r for r in refs]),
-                    shape, dtype, attrs))
-    return [None if i is None else vals[i] for i in outputs]
+def instantiate(template: Steps, g: Node, node: Node) -> list:
+    """The vjp's cotangents, built by copying `template` over (g, node, *operands) (a
+    loop: a vjp's few nodes do not pay for code of their own)."""
+    return template.run([g, node, *node.operands])
 
 
 def remember(key: tuple, g: Node, node: Node, outs: Any) -> None:
-    """Keep the template of `outs` (what the vjp of `node` built over g) under `key`."""
+    """Keep the template of `outs` (what the vjp of `node` built over g) under `key`:
+    steps over [g, node, *operands], the rules' constants held by identity."""
     inputs = (g, node, *node.operands)
     if len({id(n) for n in inputs}) < len(inputs):
         return              # aliased inputs: a template made here could not tell them apart
-    if len(_TEMPLATES) >= _MAX_TEMPLATES:
-        _TEMPLATES.clear()
-    _TEMPLATES[key] = _make(g, node, outs)
+    _TEMPLATES.put(key, record(outs, list(inputs), _constant, _MAX_NODES))
 
 
-def _make(g: Node, node: Node, outs: Any) -> Optional[tuple]:
-    """(steps, outputs): steps are (op, operand refs, shape, dtype, attrs) in an order
-    where operands come first, a ref being an index into [g, node, *operands, *steps'
-    results] or a shared constant node; outputs index the same list (None for None).
-    None when the outputs reach a node that is none of these."""
-    index = {id(g): 0, id(node): 1}
-    for i, o in enumerate(node.operands):
-        index.setdefault(id(o), 2 + i)
-    steps: list = []
-    order = _built(outs, index)
-    if order is None:
-        return None
-    for n in order:
-        refs = []
-        for o in n.operands:
-            r = index.get(id(o))
-            refs.append(o if r is None else r)
-        index[id(n)] = 2 + len(node.operands) + len(steps)
-        steps.append((n.op, tuple(refs), n.shape, n.dtype, n.attrs))
-    outputs = [None if c is None else index[id(c)] for c in outs]
-    return tuple(steps), outputs
-
-
-def _built(outs: Any, inputs: dict) -> Optional[list]:
-    """The nodes the vjp made (operands before users), or None when it reached a node
-    that is neither an input nor a shared constant, or made too many."""
-    found = built_nodes([c for c in outs if c is not None], inputs,
-                        lambda n: BY_REF if n.op == "constant" and n.buffer is None else None,
-                        lambda n: n.buffer is None and n.value is None and n.sig is None,
-                        _MAX_NODES)
-    return None if found is None else found[0]
+def _constant(n: Node) -> Optional[str]:
+    """The leaves a vjp's rules may make besides its inputs: literals (held)."""
+    return CONSTANT if n.op == "constant" and n.buffer is None else None

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Union
 
 import numpy as np
 
+from ..compiler.graph.template import Cache
 from ..compiler.transforms.graph_templates import Template
 from ..compiler.graph.node import Node, scalar_leaf
 from .. import runtime
@@ -116,7 +117,8 @@ class Optimizer:
         self.params: list = []
         self.state: list = []
         self.steps = 0
-        self._step_templates: dict = {}     # step key -> Template, or False (see below)
+        # step key -> Template, or False (see below)
+        self._step_templates = Cache(_MAX_STEP_TEMPLATES)
         for g in groups:
             self.add_param_group(g)
 
@@ -334,14 +336,12 @@ class Optimizer:
         templates = self._step_templates
         if key in templates:
             return
-        if len(templates) >= _MAX_STEP_TEMPLATES:
-            templates.clear()
         template = None
         if len(targets) == len(expected) and all(a is b for a, b in zip(targets, expected)):
             template = Template.make(tuple(nodes), args)
         if template is not None and any(op == "scalar" for op, *_ in template.steps):
             template = None                 # a scalar made afresh with the first value
-        templates[key] = template or False
+        templates.put(key, template or False)
         STEP_STATS["made"] += template is not None
 
     def _state_nodes(self, index: int, tensors: dict) -> dict:
