@@ -31,7 +31,8 @@ from ...compiler.program import (CONTROL_STEPS, ConditionalStep, LibraryStep, Lo
 from ..compile_progress import Progress
 from ..compile_cache import (VERSION, DiskCache, compiler_fingerprint, default_dir,  # noqa: F401
                              entry_key, load_cached)
-from . import lapack, native_control, native_gemm, native_pool, native_program, runtime_objects
+from . import (lapack, native_control, native_gemm, native_pool, native_program, run_plan,
+               runtime_objects)
 from ..device import HostDevice
 from ..dump_files import write_dump
 from .host_calls import host_call
@@ -40,8 +41,7 @@ from .object_code import ENGINE_BYTES, LoadedCode
 from .blas_threads import BLAS_THREADS, blas_single_threaded
 from .native_pool import NativePool, default_threads, split
 
-SPLIT_ELEMENTS = 1 << 15      # below this much work a kernel runs on one thread
-CHUNKS_PER_THREAD = 4
+from .run_plan import CHUNKS_PER_THREAD, SPLIT_ELEMENTS  # noqa: F401  (the split's policy)
 
 # The settings the CPU device reads, with its defaults when made without lazyarray's
 # config (lazyarray passes its flags of the same names: lazyarray/devices_registry.py)
@@ -415,13 +415,7 @@ class CPUExecutable:
         return cached
 
     def _split(self, step: Step, threads: int) -> list:
-        extent = int(step.extent)
-        small = extent * max(1, int(step.work)) < SPLIT_ELEMENTS
-        if threads <= 1 or small or extent < 2 or step.serial:
-            return [(0, extent)]
-        # a few chunks per thread, taken from a queue: balance when a core is busy
-        per_thread = CHUNKS_PER_THREAD if extent * int(step.work) >= 64 * SPLIT_ELEMENTS else 1
-        return split(extent, threads * per_thread)
+        return run_plan.step_ranges(step, threads)
 
     def _threads_of(self, step: Step) -> int:
         """Threads a step's chunks run on (for a profile: the native pool runs them in

@@ -1,17 +1,17 @@
-"""A whole CPU program in as few native calls as it allows: the fast path of a cached run.
+"""A whole CPU program in as few native calls as it allows: the in-process executor.
 
-`CPUExecutable.run` binds every value to a NumPy array and dispatches step by step; for a
-tiny program that bookkeeping is most of the time a sync takes. A `NativeProgram` plans it
-once per executable and thread count:
+A `NativeProgram` binds the program's plan (devices/cpu/run_plan.py: pure data, the same
+plan a C library's driver is written from) to memory and code, once per executable and
+thread count:
 
-- every buffer (each parameter, constant, buffer slot and partial array) gets an index
-  in one address table shared by the native jobs; a run writes only the parameters' and
-  the fresh outputs' addresses into it;
-- the steps become the tasks of one job of the native pool (one native call, barriers
-  between tasks): a partial reduction is two tasks, its chunks and then its finish
-  (combining the chunks' partials and running the epilogue, generated code too); only
-  a reduction without a finish phase (argmax's) ends a job, its result copied out in
-  NumPy before the next job;
+- every entry of the plan's address table gets its memory: constants, partial arrays,
+  product descriptors and small temporaries for good; a run writes only the parameters'
+  and the fresh outputs' addresses into it;
+- each of the plan's jobs becomes one job of the native pool (one native call, barriers
+  between tasks), its kernels' symbols resolved in the loaded object code; a partial
+  reduction is two tasks, its chunks and then its finish (combining the chunks' partials
+  and running the epilogue, generated code too); only a reduction without a finish phase
+  (argmax's) ends a job, its result copied out in NumPy before the next job;
 - small temporaries keep their memory between runs (the executable runs one call at a
   time, under its lock); large ones come from and go back to the recycled host memory;
   outputs are fresh arrays, handed to the caller read-only as the general path does.
@@ -23,10 +23,13 @@ once per executable and thread count:
 It serves programs of generated kernels, matrix products (a product is a task of the
 same job: tiles of C, each a single-threaded BLAS gemm or our own code, see
 devices/cpu/native_gemm.py; batched ones and operands read in place as matrices too),
-and host steps (NumPy's references: a sort, an FFT), which it runs from Python between
-two jobs over the buffers its table names (devices/cpu/host_calls.py). A product whose
-operands need a copy, a host step inside a loop or branch run natively, a profile or
-`debug` >= 2 send the run down the general path (CPUExecutable's steps one by one).
+host steps (NumPy's references: a sort, an FFT), which it runs from Python between
+two jobs over the buffers its table names (devices/cpu/host_calls.py), and loops and
+branches (native_control.py). What it does not run goes down the step-by-step path
+(`CPUExecutable._run`): a product whose operands need a copy or whose dtypes differ
+(integer and complex products: NumPy's matmul), a host step in a program with a loop or
+branch, an output that is a parameter or a constant, a profile or `debug` >= 2 (each
+step timed on its own).
 Donated parameters are handled as the general path does: a
 parameter's slot is the caller's memory when it can be claimed, else fresh memory for
 each value planned there, an in-place output starting as a copy of its parameter.
@@ -42,9 +45,10 @@ import numpy as np
 
 from ...compiler.hlo import dtypes as D
 from ...compiler.program import CONTROL_STEPS, LibraryStep, LoopStep, PartialStep, Step
-from . import host_calls, native_control, native_gemm, product_groups, step_barriers
+from . import host_calls, native_control, native_gemm, run_plan
 from .host_memory import HOST_MEMORY, MIN_BYTES, claim_memory
-from .native_pool import Job, address, code, get_pool, split
+from .native_pool import Job, address, code, get_pool
+from .run_plan import host as _host
 
 
 def eligible(exe: Any) -> bool:
@@ -56,10 +60,6 @@ def eligible(exe: Any) -> bool:
         and not (any(map(_host, steps)) and any(isinstance(s, CONTROL_STEPS) for s in steps))
 
 
-def _host(step: Step) -> bool:
-    return isinstance(step, LibraryStep) and step.call == "host"
-
-
 def _native_step(exe: Any, step: Step) -> bool:
     if isinstance(step, CONTROL_STEPS):      # its sub-programs natively too
         return native_control.eligible_step(exe, step)
@@ -68,96 +68,7 @@ def _native_step(exe: Any, step: Step) -> bool:
     if isinstance(step, LibraryStep) and step.call == "host":
         return True                          # run between two jobs (host_calls.HostStep)
     return isinstance(step, LibraryStep) and step.call == "gemm" \
-        and _gemm_task(exe, step, 1) is not None
-
-
-def _gemm_task(exe: Any, step: LibraryStep, threads: int) -> Optional[tuple]:
-    """native_gemm.program_task for a library step, when its operands and result share
-    one float dtype."""
-    lhs, rhs = (exe.values[o] for o in step.operands)
-    out = exe.values[step.pos]
-    if not lhs.dtype == rhs.dtype == out.dtype:
-        return None
-    return native_gemm.program_task(step.args, lhs.shape, rhs.shape, out.shape,
-                                    out.dtype.np, threads)
-
-
-def _gemm_work(exe: Any, step: Step) -> Optional[int]:
-    """A native product step's estimated work (native_gemm.work), else None."""
-    if not isinstance(step, LibraryStep) or step.call != "gemm" \
-            or _gemm_task(exe, step, 1) is None:
-        return None
-    a = step.args
-    return a["batch"] * native_gemm.work(a["m"], a["n"], a["k"])
-
-
-# Inside a job that runs on every thread anyway, a loop kept whole for being small (below
-# cpu.SPLIT_ELEMENTS: a split would cost a dispatch) leaves the other threads waiting at its
-# barrier: there it is split as soon as each thread gets this much (a softmax over a
-# 256x10 batch's logits, 38 us of CPU whole, ran on one thread of the MLP step's job).
-# Each chunk computes whole rows of the outer dimension: the results are the same.
-JOB_SPLIT_ELEMENTS = 1 << 10
-
-
-def _parallel_jobs(exe: Any, plan: Any, threads: int) -> dict:
-    """id(step) -> whether the job it runs in wakes the workers anyway (a step of that job
-    is split over threads). A partial step without a finish phase ends a job."""
-    out: dict = {}
-    job: list = []
-    wide = False
-    for step in plan.order:
-        if isinstance(step, CONTROL_STEPS) or _host(step):     # between jobs, never in one
-            out.update(dict.fromkeys(job, wide))
-            job, wide = [], False
-            continue
-        job.append(id(step))
-        if threads > 1:
-            if isinstance(step, LibraryStep):
-                wide = wide or (plan.tiles.get(id(step), threads) > 1
-                                and len(_gemm_task(exe, step, threads)[2]) > 1)
-            else:
-                wide = wide or len(exe._split(step, threads)) > 1
-        if isinstance(step, PartialStep) and not step.finish:
-            out.update(dict.fromkeys(job, wide))
-            job, wide = [], False
-    out.update(dict.fromkeys(job, wide))
-    return out
-
-
-def _split_in_job(step: Step, ranges: list, threads: int) -> list:
-    """A one-chunk loop's ranges in a parallel job: one chunk per thread when each has
-    JOB_SPLIT_ELEMENTS of work."""
-    extent = int(step.extent)
-    if len(ranges) > 1 or step.serial or \
-            extent * max(1, int(step.work)) < JOB_SPLIT_ELEMENTS * threads:
-        return ranges
-    return split(extent, threads)
-
-
-def _roots(step: Step) -> list:
-    """A partial step's reduced values (none for another step)."""
-    return step.roots if isinstance(step, PartialStep) else []
-
-
-def _go_on(tasks: list, paired: list, free: list) -> list:
-    """The tasks of a job followed by no barrier: products side by side, and steps free
-    of the next (step_barriers.py) when the job runs on several threads anyway (a job of
-    one-chunk tasks runs on the calling thread, waking no worker: dropping a barrier
-    there would wake them)."""
-    if free and any(len(t[4]) > 1 for t in tasks):
-        return sorted(set(paired) | {t for t in free if t < len(tasks) - 1})
-    return paired
-
-
-def _used(step: Step) -> list:
-    """The values a step reads or writes through its buffer arguments."""
-    if isinstance(step, LibraryStep):
-        return list(step.operands) + [step.pos]
-    if isinstance(step, CONTROL_STEPS):
-        return list(step.operands) + [p for p, _ in step.outputs]
-    if isinstance(step, PartialStep):
-        return list(step.args) + list(step.finish_args or ()) + [r["pos"] for r in step.roots]
-    return list(step.args)
+        and run_plan.gemm_task(exe, step, 1) is not None
 
 
 class _Reduction:
@@ -186,40 +97,36 @@ class NativeProgram:
         self._exe = weakref.ref(exe)
         self.outputs = list(exe.outputs)
         self.pool = get_pool(threads)
+        # the plan (run_plan.py), and the order of the steps it came from (products side
+        # by side, product_groups.py)
+        spec, self.plan = run_plan.plan_for(exe, threads)
+        self.spec = spec
         values = exe.values
-        where: dict = {}                  # value position -> buffer index
-        self._inputs: list = []           # _Input per parameter
-        for p, number in exe.params:
-            v = values[p]
-            where[p] = len(where)
-            self._inputs.append(_Input(number, where[p], v.dtype.np, v.shape))
-        self._by_value = {p: param for (p, _), param in zip(exe.params, self._inputs)}
-        fixed: list = []                  # (index, array) whose address never changes
-        for p, arr in exe._const_arrays.items():
-            where[p] = len(where)
-            fixed.append((where[p], arr))
+        self._inputs = [_Input(i.number, i.index, values[i.pos].dtype.np, values[i.pos].shape)
+                        for i in spec.inputs]          # _Input per parameter
+        self._by_value = {i.pos: param for i, param in zip(spec.inputs, self._inputs)}
+        # (index, array) whose address never changes
+        fixed = [(c.index, exe._const_arrays[c.pos]) for c in spec.constants]
         self._descriptors: list = []      # the gemm tasks' descriptors, kept alive
         # whether a task calls BLAS (a product of ours alone, dots or direct, does not:
         # the run then leaves BLAS's thread count alone, two calls of ~1.5 us each): set
-        # with the plan below
-        self._partials: list = []         # every _Reduction, its partial array kept alive
+        # with the segments below
+        self.calls_blas = any(host_calls.calls_lapack(s) for s in exe.steps if _host(s))
         # parameter slots: (the donor's argument number or None, its value, [(index,
         # value, dtype, shape, bytes)] per value planned in the slot)
         self._donated: list = []
         self._outputs = set(exe.outputs)
-        # independent products side by side (product_groups.py): the steps' order, and
-        # the values whose memory that order cannot share with their slot's
-        self.plan = product_groups.plan(exe, threads, _used, lambda s: _gemm_work(exe, s))
-        self.calls_blas = any(host_calls.calls_lapack(s) for s in exe.steps if _host(s))
-        self._plan_slots(exe, where, fixed)
+        self._bind_slots(exe, spec, fixed)
         self._aliases = list(exe._aliases)
         # (output, the parameter it overwrites in place) for each alias
         self._alias_inputs = [(o, self._by_value[x]) for o, x in self._aliases]
         self._claim = claim_memory
-        extra = sum(len(_roots(s)) + 1 for s in exe.steps)   # partials, chunk counts
-        self.table = np.zeros(len(where) + extra + 1, np.int64)
-        self._count = len(where)
-        self.segments = self._plan_steps(exe, threads, where, fixed)
+        self.table = np.zeros(max(1, spec.size), np.int64)
+        for index, value in spec.counts:
+            self.table[index] = value
+        self._partials = [self._reduction(exe, part) for part in spec.partials]
+        fixed += [(part.index, red.part) for part, red in zip(spec.partials, self._partials)]
+        self.segments = self._bind_segments(exe, spec, threads, fixed)
         # a program with loops or branches: all its segments one call of the control
         # runner (devices/cpu/native_control.py)
         self._block = None
@@ -244,36 +151,19 @@ class NativeProgram:
         self._direct_job = ctypes.c_void_p(self._direct) if direct else None
         self._kept_outputs = self._plan_kept_outputs() if direct else None
 
-    # ---- planning ----------------------------------------------------------------------
+    # ---- binding the plan ----------------------------------------------------------------
 
-    def _plan_slots(self, exe: Any, where: dict, fixed: list) -> None:
+    def _bind_slots(self, exe: Any, spec: run_plan.ProgramPlan, fixed: list) -> None:
         """Slot memory: kept between runs (temporaries, the large ones within
         `KEPT_PROGRAM_BYTES` and the process's `KEPT_SCRATCH_BYTES`), or taken each run
         (slots holding an output, the other large temporaries)."""
         outputs = set(exe.outputs)
-        by_slot: dict = {}
-        sizes = dict(enumerate(exe.slot_bytes))
-        own = self.plan.own
-        for p, slot in exe.slot_of.items():
-            if p not in where and p not in own:
-                by_slot.setdefault(slot, []).append(p)
-        for step in exe.steps:       # values with no slot get their own scratch memory
-            for p in _used(step):
-                if p is not None and p not in where and (p not in exe.slot_of or p in own):
-                    by_slot[("own", p)] = [p]
-                    sizes[("own", p)] = exe.values[p].nbytes
         self.views: dict = {}             # value -> array over kept memory
         self._fresh: list = []            # (index, bytes, [(value, dtype, shape)], output?)
         kept = 0                          # bytes of large temporaries kept
         room = KEPT_SCRATCH_BYTES - KEPT_SCRATCH.total   # what the process may still keep
-        for slot, members in by_slot.items():
-            if slot in exe._param_slots:
-                self._param_slot(exe, slot, members, where)
-                continue
-            index = len(where)
-            for p in members:
-                where[p] = index
-            size = sizes[slot]
+        for slot in spec.slots:
+            index, size, members = slot.index, slot.nbytes, slot.members
             has_output = any(p in outputs for p in members)
             large = size >= MIN_BYTES
             if large and not has_output and kept + size <= min(room, KEPT_PROGRAM_BYTES):
@@ -288,17 +178,18 @@ class NativeProgram:
                 self.views[p] = mem[:v.nbytes].view(v.dtype.np).reshape(v.shape)
         if kept:
             KEPT_SCRATCH.add(self, kept)
+        for param_slot in spec.param_slots:
+            self._param_slot(exe, param_slot)
 
-    def _param_slot(self, exe: Any, slot: int, members: list, where: dict) -> None:
-        """A parameter's slot: each value planned there gets its own buffer index, all
+    def _param_slot(self, exe: Any, param_slot: run_plan.ParamSlot) -> None:
+        """A parameter's slot: each value planned there has its own table entry, all
         set at each run to the donated parameter's memory when it can be claimed, else
         each to fresh memory of its own (as the general path's `_bind`)."""
         entries = []
-        for p in members:
-            where[p] = len(where)
+        for index, p in param_slot.entries:
             v = exe.values[p]
-            entries.append((where[p], p, v.dtype.np, v.shape, v.nbytes))
-        donor = exe._donated_slots.get(slot)
+            entries.append((index, p, v.dtype.np, v.shape, v.nbytes))
+        donor = exe._donated_slots.get(param_slot.slot)
         if donor is None:
             self._donated.append((None, None, entries, None))
             return
@@ -310,107 +201,61 @@ class NativeProgram:
         self._donated.append((donor[1], given, entries, same[0] if len(same) == 1 else None))
 
     @staticmethod
-    def _fresh_slot(exe: Any, index: int, size: int, members: list, has_output: bool) -> tuple:
+    def _fresh_slot(exe: Any, index: int, size: int, members: tuple, has_output: bool) -> tuple:
         """(buffer index, bytes, views to make, output?) of a slot whose memory is new at
         each run. Outputs are views of raw memory as the general path makes them (a
         donation later tells that memory from a caller's own array by that)."""
         outputs = set(exe.outputs)
-        targets = {r["pos"] for s in exe.steps for r in _roots(s)}
+        targets = {r["pos"] for s in exe.steps for r in run_plan.roots(s)}
         views = [(p, exe.values[p].dtype.np, exe.values[p].shape) for p in members
                  if p in outputs or p in targets]
         return index, size, views, has_output
 
-    def _buffer(self, fixed: list, arr: np.ndarray) -> int:
-        index = self._count
-        self._count += 1
-        fixed.append((index, arr))
-        return index
-
-    def _plan_steps(self, exe: Any, threads: int, where: dict, fixed: list) -> list:
-        """Jobs of the native pool, each with the partial arrays to reset before it and
-        the reductions to copy out after it (a partial step without a finish phase)."""
-        segments, tasks, fills, go_on, free = [], [], [], [], []
-        # steps that share no memory with the tasks since the last barrier follow with
-        # none (step_barriers.py); products side by side are the plan's own
-        unbarred = step_barriers.free_steps(exe, self.plan.order, self.plan.go_on,
-                                            self.plan.own, _used)
-        wide = _parallel_jobs(exe, self.plan, threads)
-        for step in self.plan.order:
-            if isinstance(step, CONTROL_STEPS):      # ops of the control runner
-                if tasks:
-                    segments.append((Job(tasks, self._count, self.table,
-                                         _go_on(tasks, go_on, free)), fills, []))
-                    tasks, fills, go_on, free = [], [], [], []
-                base = address(self.table)
+    def _bind_segments(self, exe: Any, spec: run_plan.ProgramPlan, threads: int,
+                       fixed: list) -> list:
+        """(job, partials to reset before it, reductions to copy out after it) per
+        segment of the plan: a pool Job, a host step or a control step."""
+        where = _entries(spec)
+        base = address(self.table)
+        reds = self._partials
+        segments: list = []
+        for seg in spec.segments:
+            kind = type(seg)
+            if kind is run_plan.JobPlan:
+                tasks = [self._task(exe, t, fixed) for t in seg.tasks]
+                segments.append((Job(tasks, spec.size, self.table, seg.go_on),
+                                 [reds[n] for n in seg.fills], [reds[n] for n in seg.copies]))
+            elif kind is run_plan.CallPlan:      # NumPy's reference, on this thread
+                segments.append((host_calls.HostStep(exe.values, exe.steps[seg.step],
+                                                     list(seg.buffers), self.table), [], []))
+            else:                                # ops of the control runner
+                step = exe.steps[seg.step]
                 control = native_control.ControlStep(
                     step, exe._subs[id(step)], threads, lambda p: base + 8 * where[p],
                     lambda p: exe.values[p].nbytes)
                 self.calls_blas = self.calls_blas or control.calls_blas
                 segments.append((control, [], []))
-                continue
-            if _host(step):          # NumPy's reference, on this thread, between jobs
-                if tasks:
-                    segments.append((Job(tasks, self._count, self.table,
-                                         _go_on(tasks, go_on, free)), fills, []))
-                    tasks, fills, go_on, free = [], [], [], []
-                segments.append((host_calls.HostStep(exe.values, step,
-                                                     [where[p] for p in _used(step)],
-                                                     self.table), [], []))
-                continue
-            if isinstance(step, LibraryStep):    # a matrix product: tiles of C
-                fn, desc, ranges = _gemm_task(exe, step, self.plan.tiles.get(id(step), threads))
-                self._descriptors.append(desc)   # the table holds its address only
-                self.calls_blas = self.calls_blas or native_gemm.calls_blas(fn)
-                args = [where[p] for p in _used(step)] + [self._buffer(fixed, desc)]
-                tasks.append((fn, args, [], [], ranges))
-                if id(step) in self.plan.go_on:  # the next product runs beside it
-                    go_on.append(len(tasks) - 1)
-                elif id(step) in unbarred:
-                    free.append(len(tasks) - 1)
-                continue
-            ranges = exe._split(step, threads)
-            if isinstance(step, LoopStep) and wide[id(step)]:
-                ranges = _split_in_job(step, ranges, threads)
-            args = [where[p] for p in step.args]
-            fn = exe._code.address(step.fn)
-            if isinstance(step, LoopStep):
-                tasks.append((fn, args, [], [], ranges))
-                if id(step) in unbarred:
-                    free.append(len(tasks) - 1)
-                continue
-            chunks = len(ranges) if step.per_chunk else 1
-            reductions = [self._reduction(exe, r, chunks) for r in step.roots]
-            parts = [self._buffer(fixed, red.part) for red in reductions]
-            self._partials.extend(reductions)   # the table holds their addresses only
-            strides = [red.part.strides[0] if chunks > 1 else 0 for red in reductions]
-            tasks.append((fn, args, parts, strides, ranges))
-            if not step.partials_stored:     # (each chunk stores its row whole)
-                fills.extend(reductions)
-            if step.finish:             # combine and epilogue natively, in the same job
-                count = self._count
-                self._count += 1
-                self.table[count] = chunks
-                tasks.append((exe._code.address(step.finish),
-                              [where[p] for p in step.finish_args], parts, [0] * len(parts),
-                              [(0, step.finish_extent)], [count]))
-                if id(step) in unbarred:          # (after its finish)
-                    free.append(len(tasks) - 1)
-                continue
-            segments.append((Job(tasks, self._count, self.table, _go_on(tasks, go_on, free)),
-                             fills, [red for red in reductions if red.pos is not None]))
-            tasks, fills, go_on, free = [], [], [], []
-        if tasks:
-            segments.append((Job(tasks, self._count, self.table, _go_on(tasks, go_on, free)),
-                            fills, []))
         return segments
 
+    def _task(self, exe: Any, task: run_plan.Task, fixed: list) -> tuple:
+        """A plan's task as a pool Job's: the kernel's address, or a product's tile
+        function with its descriptor (kept alive here: the table holds its address)."""
+        if task.product is not None:
+            step, tiles = task.product
+            fn, desc, ranges = run_plan.gemm_task(exe, exe.steps[step], tiles)
+            self._descriptors.append(desc)
+            self.calls_blas = self.calls_blas or native_gemm.calls_blas(fn)
+            fixed.append((task.args[-1], desc))
+            return fn, task.args, (), (), ranges
+        row = (exe._code.address(task.fn), task.args, task.partials, task.strides, task.ranges)
+        return row + (task.counts,) if task.counts else row
+
     @staticmethod
-    def _reduction(exe: Any, root: dict, chunks: int) -> _Reduction:
-        acc = D.from_name(root["acc"])
-        part = np.full((chunks,) + tuple(root["shape"]), root["init"], acc.np)
-        pos = root["pos"]
-        target = exe.values[pos].dtype.np if pos is not None else None
-        return _Reduction(part, root["init"], root["kind"], chunks, pos, target)
+    def _reduction(exe: Any, part: run_plan.Partial) -> _Reduction:
+        acc = D.from_name(part.acc)
+        arr = np.full((part.chunks,) + tuple(part.shape), part.init, acc.np)
+        target = exe.values[part.pos].dtype.np if part.pos is not None else None
+        return _Reduction(arr, part.init, part.kind, part.chunks, part.pos, target)
 
     def _plan_small_outputs(self) -> Optional[list]:
         """(buffer index, dtype, shape) per output when every slot a run takes fresh
@@ -728,6 +573,17 @@ def _handed_out(arr: np.ndarray) -> np.ndarray:
 
 
 _UINT8 = np.dtype(np.uint8)
+
+
+def _entries(spec: run_plan.ProgramPlan) -> dict:
+    """value -> its table entry in the plan."""
+    where = {i.pos: i.index for i in spec.inputs}
+    where.update((c.pos, c.index) for c in spec.constants)
+    for slot in spec.slots:
+        where.update(dict.fromkeys(slot.members, slot.index))
+    for param_slot in spec.param_slots:
+        where.update((p, index) for index, p in param_slot.entries)
+    return where
 
 
 native_control.PROGRAM[:] = [NativeProgram, eligible]
