@@ -197,7 +197,9 @@ def test_each_executor_has_one_handler_per_step_class():
     kinds = lambda table: {cls.kind for cls in table}      # noqa: E731
     assert kinds(cpu._RUN) == set(STEP_TYPES) - {"launch"}
     assert kinds(cuda._RUN) == {"launch", "library", "while", "conditional"}
-    assert kinds(aot._STEP_LINES) == set(STEP_TYPES) - {"launch"}   # loops become C loops
+    # a C library is written from the run plan: one writer per kind of segment
+    from lazyarray.devices.cpu import run_plan
+    assert set(aot._SEGMENT_LINES) == {run_plan.JobPlan, run_plan.CallPlan, run_plan.ControlPlan}
 
 
 def type_switches(source: str) -> list:

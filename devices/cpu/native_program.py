@@ -215,7 +215,7 @@ class NativeProgram:
                        fixed: list) -> list:
         """(job, partials to reset before it, reductions to copy out after it) per
         segment of the plan: a pool Job, a host step or a control step."""
-        where = _entries(spec)
+        where = spec.entries()
         base = address(self.table)
         reds = self._partials
         segments: list = []
@@ -573,17 +573,6 @@ def _handed_out(arr: np.ndarray) -> np.ndarray:
 
 
 _UINT8 = np.dtype(np.uint8)
-
-
-def _entries(spec: run_plan.ProgramPlan) -> dict:
-    """value -> its table entry in the plan."""
-    where = {i.pos: i.index for i in spec.inputs}
-    where.update((c.pos, c.index) for c in spec.constants)
-    for slot in spec.slots:
-        where.update(dict.fromkeys(slot.members, slot.index))
-    for param_slot in spec.param_slots:
-        where.update((p, index) for index, p in param_slot.entries)
-    return where
 
 
 native_control.PROGRAM[:] = [NativeProgram, eligible]

@@ -150,6 +150,16 @@ class ProgramPlan:
     counts: tuple         # (table entry, integer it holds)
     segments: tuple
 
+    def entries(self) -> dict:
+        """value -> its table entry."""
+        where = {i.pos: i.index for i in self.inputs}
+        where.update((c.pos, c.index) for c in self.constants)
+        for slot in self.slots:
+            where.update(dict.fromkeys(slot.members, slot.index))
+        for param_slot in self.param_slots:
+            where.update((p, index) for index, p in param_slot.entries)
+        return where
+
     def to_data(self) -> dict:
         """The plan as plain JSON-able data (`from_data` gives it back)."""
         return _data(self)
