@@ -284,7 +284,7 @@ def test_products_split_over_the_native_pool_match_one_call(batched: bool, gener
 def test_an_integer_product_splits_over_the_native_pool(monkeypatch) -> None:
     """An integer product (NumPy's matmul, not BLAS tiles) splits by batches over the
     native pool's threads (`run_python`), with NumPy's result."""
-    from lazyarray.devices.cpu import cpu, native_pool
+    from lazyarray.devices.cpu import library_calls, native_pool
     rng = np.random.default_rng(4)
     a, b = rng.integers(-5, 5, (4, 96, 80)), rng.integers(-5, 5, (4, 80, 70))
     dims = {"lhs_contracting": (2,), "rhs_contracting": (1,), "lhs_batch": (0,), "rhs_batch": (0,)}
@@ -293,7 +293,7 @@ def test_an_integer_product_splits_over_the_native_pool(monkeypatch) -> None:
         I("parameter", (), b.shape, D.int64, {"number": 1}),
         I("dot_general", (0, 1), (4, 96, 70), D.int64, dims),
     ], [2])
-    monkeypatch.setattr(cpu, "SPLIT_FLOPS", 1)
+    monkeypatch.setattr(library_calls, "SPLIT_FLOPS", 1)
     chunks: list = []
     real = native_pool.NativePool.run_python
 

@@ -17,7 +17,7 @@ import lazyarray as la
 from lazyarray import runtime
 from lazyarray.compiler import program as program_module
 from lazyarray.devices.cpu import cpu as cpu_module
-from lazyarray.devices.cpu import native_control
+from lazyarray.devices.cpu import native_control, native_program
 
 
 @pytest.fixture
@@ -33,8 +33,9 @@ def python_loops(monkeypatch):
     def branch_index(*a, **k):
         count["branch"] += 1
         return real_branch(*a, **k)
-    monkeypatch.setattr(cpu_module, "run_while", run_while)
-    monkeypatch.setattr(cpu_module, "branch_index", branch_index)
+    for module in (cpu_module, native_program):    # (the step path's, the plan's)
+        monkeypatch.setattr(module, "run_while", run_while)
+        monkeypatch.setattr(module, "branch_index", branch_index)
     return count
 
 

@@ -44,31 +44,37 @@ from typing import Any, Optional
 import numpy as np
 
 from ...compiler.hlo import dtypes as D
-from ...compiler.program import CONTROL_STEPS, LibraryStep, LoopStep, PartialStep, Step
+from ...compiler.program import (CONTROL_STEPS, LibraryStep, Step, WhileStep, branch_index,
+                                 run_while)
 from . import host_calls, native_control, native_gemm, run_plan
+from .host_calls import _array_at as array_at
 from .host_memory import HOST_MEMORY, MIN_BYTES, claim_memory
+from .library_calls import LIBRARY_CALLS
 from .native_pool import Job, address, code, get_pool
 from .run_plan import host as _host
 
 
 def eligible(exe: Any) -> bool:
-    """Whether `exe` (a CPUExecutable) can run as a NativeProgram (host steps only where
-    no control step makes the whole program one call of the control runner)."""
+    """Whether `exe` (a CPUExecutable) runs as a NativeProgram: every program does (its
+    plan covers every kind of step)."""
+    return True
+
+
+def all_native(exe: Any) -> bool:
+    """Whether every step of `exe` runs in native code, so that the control runner can run
+    it as a sub-program (native_control.py): no host step, no product from NumPy, no
+    loop or branch driven from Python, no output that is a parameter or a constant."""
     steps = exe.steps
-    return bool(steps) and all(_native_step(exe, s) for s in steps) \
-        and not (set(exe.outputs) & ({p for p, _ in exe.params} | set(exe._const_arrays))) \
-        and not (any(map(_host, steps)) and any(isinstance(s, CONTROL_STEPS) for s in steps))
+    return all(_native_step(exe, s) for s in steps) and not any(map(_host, steps)) \
+        and not (set(exe.outputs) & ({p for p, _ in exe.params} | set(exe._const_arrays)))
 
 
 def _native_step(exe: Any, step: Step) -> bool:
     if isinstance(step, CONTROL_STEPS):      # its sub-programs natively too
         return native_control.eligible_step(exe, step)
-    if isinstance(step, (LoopStep, PartialStep)):
-        return exe._code is not None
-    if isinstance(step, LibraryStep) and step.call == "host":
-        return True                          # run between two jobs (host_calls.HostStep)
-    return isinstance(step, LibraryStep) and step.call == "gemm" \
-        and run_plan.gemm_task(exe, step, 1) is not None
+    if isinstance(step, LibraryStep):
+        return step.call == "gemm" and run_plan.gemm_task(exe, step, 1) is not None
+    return exe._code is not None
 
 
 class _Reduction:
@@ -130,8 +136,16 @@ class NativeProgram:
         # a program with loops or branches: all its segments one call of the control
         # runner (devices/cpu/native_control.py)
         self._block = None
-        if any(isinstance(job, native_control.ControlStep) for job, _, _ in self.segments):
+        controls = [job for job, _, _ in self.segments if type(job) is _CONTROL]
+        if controls and all(type(job) in (Job, _CONTROL) for job, _, _ in self.segments):
             self._block = native_control.Block(*native_control.program_ops(self))
+        # ... else each its own call of the runner, between the host steps
+        self._control_blocks = {id(c): native_control.Block(c.ops, [c]) for c in controls} \
+            if controls and self._block is None else {}
+        # outputs that are a parameter or a constant: a copy is handed out
+        self._given = {i.pos: i.number for i in spec.inputs if i.pos in self._outputs}
+        self._given.update((c.pos, None) for c in spec.constants if c.pos in self._outputs)
+        self._constants = dict(exe._const_arrays)
         # values a run copies a result into from NumPy (argmax's): their arrays are needed
         self._copied_into = {red.pos for _, _, copies in self.segments for red in copies}
         for index, arr in fixed:
@@ -225,17 +239,38 @@ class NativeProgram:
                 tasks = [self._task(exe, t, fixed) for t in seg.tasks]
                 segments.append((Job(tasks, spec.size, self.table, seg.go_on),
                                  [reds[n] for n in seg.fills], [reds[n] for n in seg.copies]))
-            elif kind is run_plan.CallPlan:      # NumPy's reference, on this thread
-                segments.append((host_calls.HostStep(exe.values, exe.steps[seg.step],
-                                                     list(seg.buffers), self.table), [], []))
-            else:                                # ops of the control runner
-                step = exe.steps[seg.step]
-                control = native_control.ControlStep(
-                    step, exe._subs[id(step)], threads, lambda p: base + 8 * where[p],
-                    lambda p: exe.values[p].nbytes)
-                self.calls_blas = self.calls_blas or control.calls_blas
-                segments.append((control, [], []))
+            elif kind is run_plan.CallPlan:      # from Python, on this thread
+                segments.append((self._call(exe, seg), [], []))
+            else:
+                segments.append((self._control(exe, seg, threads, base, where), [], []))
         return segments
+
+    def _call(self, exe: Any, seg: run_plan.CallPlan) -> Any:
+        """A library step between two jobs: a host call (NumPy's reference), or a product
+        the native tiles do not cover (NumPy's matmul, library_calls.py)."""
+        step = exe.steps[seg.step]
+        if run_plan.host(step):
+            return host_calls.HostStep(exe.values, step, list(seg.buffers), self.table)
+        self.calls_blas = True
+        return _LibraryCall(exe.values, step, list(seg.buffers), self.table)
+
+    def _control(self, exe: Any, seg: run_plan.ControlPlan, threads: int, base: int,
+                 where: dict) -> Any:
+        """A loop or branch: ops of the control runner, or, where its sub-programs cannot
+        run natively (native_control.py says why), driven from Python over them."""
+        step = exe.steps[seg.step]
+        subs = exe._subs[id(step)]
+        if native_control.eligible_step(exe, step):
+            try:
+                control = native_control.ControlStep(
+                    step, subs, threads, lambda p: base + 8 * where[p],
+                    lambda p: exe.values[p].nbytes)
+            except native_control.NotNative:
+                pass
+            else:
+                self.calls_blas = self.calls_blas or control.calls_blas
+                return control
+        return _PythonControl(exe.values, step, subs, where, self.table)
 
     def _task(self, exe: Any, task: run_plan.Task, fixed: list) -> tuple:
         """A plan's task as a pool Job's: the kernel's address, or a product's tile
@@ -325,7 +360,23 @@ class NativeProgram:
             for mem in taken:
                 HOST_MEMORY.release(mem)
         del keep                          # (the converted inputs lived through the run)
+        if self._given:
+            return [self._result(p, fresh, args) for p in self.outputs]
         return [_handed_out(fresh[p]) for p in self.outputs]
+
+    def _result(self, p: int, fresh: dict, args: list) -> np.ndarray:
+        """Output p as handed out; a parameter's or a constant's as a read-only copy."""
+        if p not in self._given:
+            return _handed_out(fresh[p])
+        number = self._given[p]
+        if number is None:
+            arr = np.array(self._constants[p], copy=True)
+        else:
+            param = self._by_value[p]
+            arr = np.array(np.asarray(args[number], dtype=param.dtype).reshape(param.shape),
+                           copy=True)
+        arr.setflags(write=False)
+        return arr
 
     def _bind_inputs(self, args: list) -> list:
         """Point the table at this run's inputs. An array given last run is skipped (its
@@ -399,8 +450,12 @@ class NativeProgram:
             self._call(None, direct, 0)
             return
         for job, fills, copies in self.segments:
-            if type(job) is _HOST_STEP:
-                job.run(self.pool)
+            kind = type(job)
+            if kind is not Job:
+                if kind is _CONTROL:
+                    native_control.run(self._control_blocks[id(job)], self.pool)
+                else:                     # a host step, a product from NumPy, a loop from Python
+                    job.run(self.pool)
                 continue
             for red in fills:
                 red.part.fill(red.ident)
@@ -466,13 +521,59 @@ class NativeProgram:
         finally:
             for mem in taken:
                 HOST_MEMORY.release(mem)
-        if not again:
+        if not again and not self._given:
             return [_handed_out(fresh[p]) for p in self.outputs]
         out = []
         for p in self.outputs:
             given = again.get(p)
-            out.append(_handed_out(fresh[p]) if given is None else given)
+            out.append(self._result(p, fresh, args) if given is None else given)
         return out
+
+
+class _LibraryCall:
+    """A library step run from Python between two jobs (library_calls.py: a product the
+    native tiles do not cover) over the buffers at `indices` of the program's table."""
+
+    def __init__(self, values: dict, step: LibraryStep, indices: list, table: np.ndarray) -> None:
+        self.step, self.value, self.indices, self.table = step, values[step.pos], indices, table
+        self.operand_values = [values[o] for o in step.operands]
+
+    def run(self, pool: Any) -> None:
+        at = self.table.item
+        operands = [array_at(at(i), v) for i, v in zip(self.indices, self.operand_values)]
+        LIBRARY_CALLS[self.step.call](self.step, self.value, operands,
+                                      array_at(at(self.indices[-1]), self.value), pool)
+
+
+class _PythonControl:
+    """A while or conditional step whose sub-programs cannot run natively (a host call or
+    argmax's copy inside, donated state; native_control.py): the loop or the branch's
+    choice from Python (compiler/program.py's run_while, branch_index), each sub-program
+    a loaded executable run on arrays over the program's memory."""
+
+    def __init__(self, values: dict, step: Step, subs: list, where: dict, table: np.ndarray
+                 ) -> None:
+        self.step, self.subs, self.table = step, subs, table
+        self.operands = [(where[o], values[o]) for o in step.operands]
+        self.outputs = [(where[p], values[p], k) for p, k in step.outputs]
+        self.trips = 0                    # iterations of the last run (a profile shows them)
+
+    def run(self, pool: Any) -> None:
+        at = self.table.item
+        operands = [array_at(at(i), v) for i, v in self.operands]
+        if isinstance(self.step, WhileStep):
+            cond, body = self.subs
+            self.trips = 0
+
+            def run_body(state: list) -> list:
+                self.trips += 1
+                return body.run(state)
+            state = run_while(self.step, operands, cond.run,
+                              run_body if body is not None else None, bool)
+        else:
+            state = self.subs[branch_index(self.step, operands[0])].run(operands[1:])
+        for index, v, k in self.outputs:
+            np.copyto(array_at(at(index), v), state[k])
 
 
 def _nothing() -> None:
@@ -500,7 +601,7 @@ class _Input:
 
 
 _NDARRAY = np.ndarray
-_HOST_STEP = host_calls.HostStep
+_CONTROL = native_control.ControlStep
 _ndarray = np.ndarray     # (shape, dtype, memory): a view of raw memory in one call
 _empty = np.empty
 _ZERO = ctypes.c_int64(0)
@@ -575,4 +676,4 @@ def _handed_out(arr: np.ndarray) -> np.ndarray:
 _UINT8 = np.dtype(np.uint8)
 
 
-native_control.PROGRAM[:] = [NativeProgram, eligible]
+native_control.PROGRAM[:] = [NativeProgram, all_native]

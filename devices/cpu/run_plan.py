@@ -21,7 +21,8 @@ besides (a product's descriptor, a reduction's partial arrays, a chunk count).
 Segments run in order: a `JobPlan` is one job of the pool (tasks with a barrier after
 each but those in `go_on`; `fills`: partial arrays reset to their start value before it;
 `copies`: reductions without a finish phase, argmax's, copied out after it), a
-`CallPlan` a library step run outside any job (a host call's NumPy reference; in a C
+`CallPlan` a library step run outside any job (a host call's NumPy reference, a product
+the native tiles do not cover: NumPy's matmul; in a C
 library a product through BLAS), a `ControlPlan` a while or conditional step with the
 plans of its sub-programs.
 
@@ -240,6 +241,17 @@ def used(step: Step) -> list:
     return list(step.args)
 
 
+def outside(exe: Any, step: Step, products_in_jobs: bool = True) -> bool:
+    """Whether a step runs outside the pool's jobs: a loop or branch, a host call, a
+    product the native tiles do not cover (integer, complex, operands needing a copy)
+    or, in a C library, any product (BLAS)."""
+    if isinstance(step, CONTROL_STEPS):
+        return True
+    if not isinstance(step, LibraryStep):
+        return False
+    return not (products_in_jobs and step.call == "gemm" and gemm_task(exe, step, 1) is not None)
+
+
 def roots(step: Step) -> list:
     """A partial step's reduced values (none for another step)."""
     return step.roots if isinstance(step, PartialStep) else []
@@ -264,14 +276,15 @@ def gemm_work(exe: Any, step: Step) -> Optional[int]:
     return a["batch"] * native_gemm.work(a["m"], a["n"], a["k"])
 
 
-def parallel_jobs(exe: Any, order_plan: Any, threads: int) -> dict:
+def parallel_jobs(exe: Any, order_plan: Any, threads: int, products_in_jobs: bool = True
+                  ) -> dict:
     """id(step) -> whether the job it runs in wakes the workers anyway (a step of that job
     is split over threads). A partial step without a finish phase ends a job."""
     out: dict = {}
     job: list = []
     wide = False
     for step in order_plan.order:
-        if isinstance(step, CONTROL_STEPS) or host(step):     # between jobs, never in one
+        if outside(exe, step, products_in_jobs):     # between jobs, never in one
             out.update(dict.fromkeys(job, wide))
             job, wide = [], False
             continue
@@ -385,12 +398,10 @@ class _Planner:
         # steps that share no memory with the tasks since the last barrier follow with
         # none (step_barriers.py); products side by side are the order's own
         unbarred = step_barriers.free_steps(exe, order.order, order.go_on, order.own, used)
-        wide = parallel_jobs(exe, order, threads)
+        wide = parallel_jobs(exe, order, threads, self.products_in_jobs)
         for step in order.order:
             k = self.number[id(step)]
-            outside = isinstance(step, CONTROL_STEPS) or host(step) \
-                or (product(step) and not self.products_in_jobs)
-            if outside:
+            if outside(exe, step, self.products_in_jobs):
                 job.flush(segments)
                 if isinstance(step, CONTROL_STEPS):
                     subs = tuple(None if sub is None else plan(sub, threads, self.products_in_jobs)
