@@ -14,38 +14,43 @@ thread count:
   (argmax's) ends a job, its result copied out in NumPy before the next job;
 - small temporaries keep their memory between runs (the executable runs one call at a
   time, under its lock); large ones come from and go back to the recycled host memory;
-  outputs are fresh arrays, handed to the caller read-only as the general path does.
+  outputs are fresh arrays, handed to the caller read-only (their memory recycled when
+  the caller drops them).
 - a cached tiny program costs little Python: an input array given again is not checked
   again (a weak reference to it), a Python scalar's holder keeps its address, small
   outputs are made as their arrays, and a program that is one job of one chunk a task
   (the split gives a small kernel one chunk) is one direct native call on this thread.
 
-It serves programs of generated kernels, matrix products (a product is a task of the
+It runs every program: generated kernels, matrix products (a product is a task of the
 same job: tiles of C, each a single-threaded BLAS gemm or our own code, see
 devices/cpu/native_gemm.py; batched ones and operands read in place as matrices too),
-host steps (NumPy's references: a sort, an FFT), which it runs from Python between
-two jobs over the buffers its table names (devices/cpu/host_calls.py), and loops and
-branches (native_control.py). What it does not run goes down the step-by-step path
-(`CPUExecutable._run`): a product whose operands need a copy or whose dtypes differ
-(integer and complex products: NumPy's matmul), a host step in a program with a loop or
-branch, an output that is a parameter or a constant, a profile or `debug` >= 2 (each
-step timed on its own).
-Donated parameters are handled as the general path does: a
-parameter's slot is the caller's memory when it can be claimed, else fresh memory for
-each value planned there, an in-place output starting as a copy of its parameter.
+loops and branches (one call each of the control runner, native_control.py; the whole
+program one call when nothing else runs from Python), and, from Python between two jobs
+over the buffers its table names: host steps (NumPy's references: a sort, an FFT,
+host_calls.py), products the tiles do not cover (integer, complex, half-float, operands
+needing a copy: NumPy's matmul, library_calls.py), loops and branches whose
+sub-programs cannot run natively (a host call or argmax's copy inside, donated state:
+each sub-program a loaded executable of its own). An output that is a parameter or a
+constant is handed out as a copy. A profile or `debug` >= 2 runs a stepwise plan (each
+step a segment of its own, timed).
+Donated parameters: a parameter's slot is the caller's memory when it can be claimed,
+else fresh memory for each value planned there, an in-place output starting as a copy of
+its parameter.
 """
 from __future__ import annotations
 
 import ctypes
 import itertools
+import time
 import weakref
 from typing import Any, Optional
 
 import numpy as np
 
+from ...compiler import profile_hooks
 from ...compiler.hlo import dtypes as D
-from ...compiler.program import (CONTROL_STEPS, LibraryStep, Step, WhileStep, branch_index,
-                                 run_while)
+from ...compiler.program import (CONTROL_STEPS, LibraryStep, LoopStep, PartialStep, Step,
+                                 WhileStep, branch_index, run_while)
 from . import host_calls, native_control, native_gemm, run_plan
 from .host_calls import _array_at as array_at
 from .host_memory import HOST_MEMORY, MIN_BYTES, claim_memory
@@ -95,17 +100,21 @@ class NativeProgram:
         """The executable this program runs (None once it is gone)."""
         return self._exe()
 
-    def __init__(self, exe: Any, threads: int) -> None:
+    def __init__(self, exe: Any, threads: int, stepwise: bool = False) -> None:
+        """`stepwise`: each step a segment of its own, timed (a profile, debug >= 2)."""
         # the executable keeps this program (its _range_cache): a weak reference back, so
         # that a program the runtime's cache drops is freed at once, its LLVM engine with
         # it, not at the next full collection (issue 33, item 17: ~80 dropped programs,
         # ~5 MB, waited for one under an 8-program cap)
         self._exe = weakref.ref(exe)
+        self.name = exe.name
+        self.stepwise = stepwise
+        self.debug = False                # (stepwise) print each step's time
         self.outputs = list(exe.outputs)
         self.pool = get_pool(threads)
         # the plan (run_plan.py), and the order of the steps it came from (products side
         # by side, product_groups.py)
-        spec, self.plan = run_plan.plan_for(exe, threads)
+        spec, self.plan = run_plan.plan_for(exe, threads, stepwise)
         self.spec = spec
         values = exe.values
         self._inputs = [_Input(i.number, i.index, values[i.pos].dtype.np, values[i.pos].shape)
@@ -133,6 +142,13 @@ class NativeProgram:
         self._partials = [self._reduction(exe, part) for part in spec.partials]
         fixed += [(part.index, red.part) for part, red in zip(spec.partials, self._partials)]
         self.segments = self._bind_segments(exe, spec, threads, fixed)
+        # (stepwise) the step of each segment and the threads it runs on, for its timing
+        self._timed = [_timing(exe, seg, self.pool.threads) for seg in spec.segments] \
+            if stepwise else None
+        # (stepwise) step number -> its segment; value -> its table entry (`run_step`)
+        self._segment_of = {seg.steps[0] if type(seg) is run_plan.JobPlan else seg.step: k
+                            for k, seg in enumerate(spec.segments)} if stepwise else None
+        self._where = spec.entries()
         # a program with loops or branches: all its segments one call of the control
         # runner (devices/cpu/native_control.py)
         self._block = None
@@ -157,7 +173,7 @@ class NativeProgram:
         # a single job whose tasks have one chunk each: called here, no pool asked
         only = self.segments[0] if len(self.segments) == 1 else None
         direct = only is not None and isinstance(only[0], Job) and not only[0].parallel \
-            and not only[2]
+            and not only[2] and not stepwise
         self._direct = only[0].address if direct else None
         self._direct_fills = only[1] if direct else []
         self._call = code().run
@@ -198,7 +214,7 @@ class NativeProgram:
     def _param_slot(self, exe: Any, param_slot: run_plan.ParamSlot) -> None:
         """A parameter's slot: each value planned there has its own table entry, all
         set at each run to the donated parameter's memory when it can be claimed, else
-        each to fresh memory of its own (as the general path's `_bind`)."""
+        each to fresh memory of its own."""
         entries = []
         for index, p in param_slot.entries:
             v = exe.values[p]
@@ -217,8 +233,8 @@ class NativeProgram:
     @staticmethod
     def _fresh_slot(exe: Any, index: int, size: int, members: tuple, has_output: bool) -> tuple:
         """(buffer index, bytes, views to make, output?) of a slot whose memory is new at
-        each run. Outputs are views of raw memory as the general path makes them (a
-        donation later tells that memory from a caller's own array by that)."""
+        each run. Outputs are views of raw memory (a donation later tells that memory
+        from a caller's own array by that)."""
         outputs = set(exe.outputs)
         targets = {r["pos"] for s in exe.steps for r in run_plan.roots(s)}
         views = [(p, exe.values[p].dtype.np, exe.values[p].shape) for p in members
@@ -228,49 +244,44 @@ class NativeProgram:
     def _bind_segments(self, exe: Any, spec: run_plan.ProgramPlan, threads: int,
                        fixed: list) -> list:
         """(job, partials to reset before it, reductions to copy out after it) per
-        segment of the plan: a pool Job, a host step or a control step."""
-        where = spec.entries()
-        base = address(self.table)
-        reds = self._partials
-        segments: list = []
-        for seg in spec.segments:
-            kind = type(seg)
-            if kind is run_plan.JobPlan:
-                tasks = [self._task(exe, t, fixed) for t in seg.tasks]
-                segments.append((Job(tasks, spec.size, self.table, seg.go_on),
-                                 [reds[n] for n in seg.fills], [reds[n] for n in seg.copies]))
-            elif kind is run_plan.CallPlan:      # from Python, on this thread
-                segments.append((self._call(exe, seg), [], []))
-            else:
-                segments.append((self._control(exe, seg, threads, base, where), [], []))
-        return segments
+        segment of the plan, each bound by its kind's binder (`_BIND`)."""
+        at = _Binding(spec, threads, fixed, address(self.table), spec.entries())
+        return [_BIND[type(seg)](self, exe, seg, at) for seg in spec.segments]
 
-    def _call(self, exe: Any, seg: run_plan.CallPlan) -> Any:
-        """A library step between two jobs: a host call (NumPy's reference), or a product
-        the native tiles do not cover (NumPy's matmul, library_calls.py)."""
+    def _job(self, exe: Any, seg: run_plan.JobPlan, at: "_Binding") -> tuple:
+        """A pool Job: the plan's tasks with their kernels' addresses."""
+        reds = self._partials
+        tasks = [self._task(exe, t, at.fixed) for t in seg.tasks]
+        return (Job(tasks, at.spec.size, self.table, seg.go_on),
+                [reds[n] for n in seg.fills], [reds[n] for n in seg.copies])
+
+    def _call(self, exe: Any, seg: run_plan.CallPlan, at: "_Binding") -> tuple:
+        """A library step between two jobs, from Python on this thread: a host call
+        (NumPy's reference), or a product the native tiles do not cover (NumPy's
+        matmul, library_calls.py)."""
         step = exe.steps[seg.step]
         if run_plan.host(step):
-            return host_calls.HostStep(exe.values, step, list(seg.buffers), self.table)
+            return host_calls.HostStep(exe.values, step, list(seg.buffers), self.table), [], []
         self.calls_blas = True
-        return _LibraryCall(exe.values, step, list(seg.buffers), self.table)
+        return _LibraryCall(exe.values, step, list(seg.buffers), self.table), [], []
 
-    def _control(self, exe: Any, seg: run_plan.ControlPlan, threads: int, base: int,
-                 where: dict) -> Any:
+    def _control(self, exe: Any, seg: run_plan.ControlPlan, at: "_Binding") -> tuple:
         """A loop or branch: ops of the control runner, or, where its sub-programs cannot
         run natively (native_control.py says why), driven from Python over them."""
         step = exe.steps[seg.step]
         subs = exe._subs[id(step)]
-        if native_control.eligible_step(exe, step):
+        # (stepwise: from Python, so that a profile times the sub-programs' steps too)
+        if not self.stepwise and native_control.eligible_step(exe, step):
             try:
                 control = native_control.ControlStep(
-                    step, subs, threads, lambda p: base + 8 * where[p],
+                    step, subs, at.threads, lambda p: at.base + 8 * at.where[p],
                     lambda p: exe.values[p].nbytes)
             except native_control.NotNative:
                 pass
             else:
                 self.calls_blas = self.calls_blas or control.calls_blas
-                return control
-        return _PythonControl(exe.values, step, subs, where, self.table)
+                return control, [], []
+        return _PythonControl(exe.values, step, subs, at.where, self.table), [], []
 
     def _task(self, exe: Any, task: run_plan.Task, fixed: list) -> tuple:
         """A plan's task as a pool Job's: the kernel's address, or a product's tile
@@ -440,6 +451,9 @@ class NativeProgram:
                 fresh[p] = _ndarray(shape, dtype, mem)
 
     def _run_jobs(self, fresh: dict) -> None:
+        if self._timed is not None:
+            self._run_timed(fresh)
+            return
         if self._block is not None:
             native_control.run(self._block, self.pool)
             return
@@ -462,6 +476,60 @@ class NativeProgram:
             self.pool.run(job)
             for red in copies:
                 _copy_out(red, fresh[red.pos] if red.pos in fresh else self.views[red.pos])
+
+    def run_step(self, number: int, arrays: dict) -> None:
+        """(a stepwise program) Kernel step `number` alone over `arrays` (position ->
+        C-contiguous array; a value it touches that is missing there gets scratch memory
+        of its own): the CUDA stand-in runs a GPU kernel's host twin so. The table is as
+        it was afterwards."""
+        exe = self.exe
+        step = exe.steps[number]
+        job, fills, copies = self.segments[self._segment_of[number]]
+        saved = self.table.copy()
+        try:
+            for p in run_plan.used(step):
+                if p is None:
+                    continue
+                arr = arrays.get(p)
+                if arr is None:
+                    v = exe.values[p]
+                    arr = arrays[p] = np.empty(v.shape, v.dtype.np)
+                self.table[self._where[p]] = address(arr)
+            for red in fills:
+                red.part.fill(red.ident)
+            self.pool.run(job)
+            for red in copies:
+                _copy_out(red, arrays[red.pos])
+        finally:
+            self.table[:] = saved
+
+    def _run_timed(self, fresh: dict) -> None:
+        """Each segment (one step: a stepwise plan) on its own, timed: a profile's
+        kernels, their Python chunks on the pool attributed to them (TimedPool), and
+        debug >= 2's line per step."""
+        prof = profile_hooks.ACTIVE
+        pool = profile_hooks.TimedPool(self.pool, prof) if prof else self.pool
+        clock = time.perf_counter
+        for (job, fills, copies), (step, threads) in zip(self.segments, self._timed):
+            t0 = clock()
+            if prof:
+                pool.kernel = step.kernel
+            if type(job) is Job:
+                for red in fills:
+                    red.part.fill(red.ident)
+                pool.run(job)
+                for red in copies:
+                    _copy_out(red, fresh[red.pos] if red.pos in fresh else self.views[red.pos])
+            else:
+                job.run(pool)
+            t1 = clock()
+            if prof:
+                prof.kernel(self.name, step.kernel, step.kind, t0, t1, threads)
+                if isinstance(step, WhileStep):
+                    prof.trips(job.trips)
+            if self.debug:
+                print(f"[lazyarray]   {self.name} {step.kernel} ({step.kind}): "
+                      f"{(t1 - t0) * 1e3:.3f} ms")
 
     def _run_donating(self, args: list) -> list:
         """A run with donated parameters or in-place outputs: their slots first.
@@ -530,6 +598,20 @@ class NativeProgram:
         return out
 
 
+class _Binding:
+    """What binding a plan's segments shares: the plan, the thread count, the (entry,
+    array) pairs whose addresses the table takes, the table's address, value -> entry."""
+
+    def __init__(self, spec: run_plan.ProgramPlan, threads: int, fixed: list, base: int,
+                 where: dict) -> None:
+        self.spec, self.threads, self.fixed, self.base, self.where = spec, threads, fixed, base, where
+
+
+# plan segment class -> the NativeProgram method binding it
+_BIND = {run_plan.JobPlan: NativeProgram._job, run_plan.CallPlan: NativeProgram._call,
+         run_plan.ControlPlan: NativeProgram._control}
+
+
 class _LibraryCall:
     """A library step run from Python between two jobs (library_calls.py: a product the
     native tiles do not cover) over the buffers at `indices` of the program's table."""
@@ -574,6 +656,16 @@ class _PythonControl:
             state = self.subs[branch_index(self.step, operands[0])].run(operands[1:])
         for index, v, k in self.outputs:
             np.copyto(array_at(at(index), v), state[k])
+
+
+def _timing(exe: Any, seg: Any, threads: int) -> tuple:
+    """(the step of a stepwise plan's segment, the threads its chunks run on)."""
+    if type(seg) is not run_plan.JobPlan:
+        return exe.steps[seg.step], 1
+    step = exe.steps[seg.steps[0]]
+    if not isinstance(step, (LoopStep, PartialStep)):
+        return step, 1
+    return step, min(len(seg.tasks[0].ranges), threads)
 
 
 def _nothing() -> None:
@@ -663,7 +755,7 @@ def _handed_out_small(arr: np.ndarray) -> np.ndarray:
 
 
 def _handed_out(arr: np.ndarray) -> np.ndarray:
-    """An output as the general path hands it out: a read-only view whose memory comes
+    """An output as it is handed out: a read-only view whose memory comes
     back to the recycled host memory when the caller drops it."""
     arr = arr.view()
     base = arr.base

@@ -125,6 +125,7 @@ class JobPlan:
     go_on: tuple          # tasks followed by no barrier
     fills: tuple          # plan.partials numbers reset before the job
     copies: tuple         # plan.partials numbers copied into their value after it
+    steps: tuple = ()     # the numbers of the steps it runs, in order
 
 
 @dataclass(frozen=True)
@@ -314,32 +315,38 @@ def _go_on(tasks: list, paired: list, free: list) -> tuple:
 
 # ---- planning ------------------------------------------------------------------------------
 
-def plan(exe: Any, threads: int, products_in_jobs: bool = True) -> ProgramPlan:
+def plan(exe: Any, threads: int, products_in_jobs: bool = True, stepwise: bool = False
+         ) -> ProgramPlan:
     """The plan of `exe`'s steps for `threads` threads. `products_in_jobs`: matrix
-    products are tasks of the jobs (the native tiles); else each is a CallPlan."""
-    return _Planner(exe, threads, products_in_jobs).plan()
+    products are tasks of the jobs (the native tiles); else each is a CallPlan.
+    `stepwise`: each step a segment of its own, in the program's order (a profile times
+    each): no products side by side, no barrier dropped."""
+    return _Planner(exe, threads, products_in_jobs, stepwise).plan()
 
 
-def plan_for(exe: Any, threads: int) -> tuple:
-    """(`plan(exe, threads)`, the order of its steps (product_groups.Plan: what the
-    plan's products side by side came from)), made once per executable and thread count."""
-    key = ("plan", threads)
+def plan_for(exe: Any, threads: int, stepwise: bool = False) -> tuple:
+    """(`plan(exe, threads, stepwise=stepwise)`, the order of its steps
+    (product_groups.Plan: what the plan's products side by side came from)), made once
+    per executable, thread count and kind."""
+    key = ("plan", threads, stepwise)
     found = exe._range_cache.get(key)
     if found is None:
-        planner = _Planner(exe, threads, True)
+        planner = _Planner(exe, threads, True, stepwise)
         found = exe._range_cache[key] = (planner.plan(), planner.order)
     return found
 
 
 class _Planner:
-    def __init__(self, exe: Any, threads: int, products_in_jobs: bool) -> None:
+    def __init__(self, exe: Any, threads: int, products_in_jobs: bool, stepwise: bool) -> None:
         self.exe, self.threads, self.products_in_jobs = exe, threads, products_in_jobs
+        self.stepwise = stepwise
         self.where: dict = {}             # value -> table entry
         self.size = 0
         self.partials: list = []
         self.counts: list = []
         self.number = {id(s): k for k, s in enumerate(exe.steps)}
-        work = (lambda s: gemm_work(exe, s)) if products_in_jobs else (lambda s: None)
+        grouped = products_in_jobs and not stepwise
+        work = (lambda s: gemm_work(exe, s)) if grouped else (lambda s: None)
         self.order = product_groups.plan(exe, threads, used, work)
 
     def entry(self) -> int:
@@ -397,10 +404,14 @@ class _Planner:
         job = _Job()
         # steps that share no memory with the tasks since the last barrier follow with
         # none (step_barriers.py); products side by side are the order's own
-        unbarred = step_barriers.free_steps(exe, order.order, order.go_on, order.own, used)
-        wide = parallel_jobs(exe, order, threads, self.products_in_jobs)
+        unbarred, wide = set(), {}
+        if not self.stepwise:
+            unbarred = step_barriers.free_steps(exe, order.order, order.go_on, order.own, used)
+            wide = parallel_jobs(exe, order, threads, self.products_in_jobs)
         for step in order.order:
             k = self.number[id(step)]
+            if self.stepwise:
+                job.flush(segments)
             if outside(exe, step, self.products_in_jobs):
                 job.flush(segments)
                 if isinstance(step, CONTROL_STEPS):
@@ -410,6 +421,7 @@ class _Planner:
                 else:
                     segments.append(CallPlan(k, tuple(where[p] for p in used(step))))
                 continue
+            job.steps.append(k)
             if isinstance(step, LibraryStep):    # a matrix product: tiles of C
                 tiles = order.tiles.get(id(step), threads)
                 ranges = gemm_task(exe, step, tiles)[2]
@@ -421,7 +433,7 @@ class _Planner:
                     job.free.append(len(job.tasks) - 1)
                 continue
             ranges = step_ranges(step, threads)
-            if isinstance(step, LoopStep) and wide[id(step)]:
+            if isinstance(step, LoopStep) and wide.get(id(step)):
                 ranges = split_in_job(step, ranges, threads)
             args = tuple(where[p] for p in step.args)
             if isinstance(step, LoopStep):
@@ -472,11 +484,12 @@ class _Job:
         self.copies: list = []
         self.go_on: list = []
         self.free: list = []
+        self.steps: list = []
 
     def flush(self, segments: list) -> None:
         if self.tasks:
             segments.append(JobPlan(tuple(self.tasks), _go_on(self.tasks, self.go_on, self.free),
-                                    tuple(self.fills), tuple(self.copies)))
+                                    tuple(self.fills), tuple(self.copies), tuple(self.steps)))
         self.__init__()
 
 
