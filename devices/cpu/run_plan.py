@@ -22,9 +22,10 @@ Segments run in order: a `JobPlan` is one job of the pool (tasks with a barrier 
 each but those in `go_on`; `fills`: partial arrays reset to their start value before it;
 `copies`: reductions without a finish phase, argmax's, copied out after it), a
 `CallPlan` a library step run outside any job (a host call's NumPy reference, a product
-the native tiles do not cover: NumPy's matmul; in a C
-library a product through BLAS), a `ControlPlan` a while or conditional step with the
-plans of its sub-programs.
+the native tiles do not cover: NumPy's matmul; in a C library every product: BLAS), a
+`ControlPlan` a while or conditional step with the plans of its sub-programs. A
+stepwise plan (`stepwise=True`: a profile, debug >= 2) makes each step a segment of its
+own, so that each is timed.
 
 `exe` needs only the loaded program's pure fields (steps, values, params, outputs,
 slot_of, slot_bytes, `_aliases`, `_param_slots`, `_const_arrays`, `_subs`): a
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 
