@@ -416,7 +416,7 @@ class _Planner:
             if outside(exe, step, self.products_in_jobs):
                 job.flush(segments)
                 if isinstance(step, CONTROL_STEPS):
-                    subs = tuple(None if sub is None else plan(sub, threads, self.products_in_jobs)
+                    subs = tuple(None if sub is None else self._sub_plan(sub)
                                  for sub in exe._subs[id(step)])
                     segments.append(ControlPlan(k, subs))
                 else:
@@ -446,6 +446,13 @@ class _Planner:
             self._partial_step(step, args, ranges, job, unbarred, segments)
         job.flush(segments)
         return tuple(segments)
+
+    def _sub_plan(self, sub: Any) -> ProgramPlan:
+        """A loop's or branch's sub-program's plan (in-process: the one its own native
+        program binds, made once)."""
+        if self.products_in_jobs:
+            return plan_for(sub, self.threads)[0]
+        return plan(sub, self.threads, False)
 
     def _partial_step(self, step: PartialStep, args: tuple, ranges: list, job: "_Job",
                       unbarred: set, segments: list) -> None:
