@@ -15,8 +15,8 @@ def made_programs(monkeypatch: pytest.MonkeyPatch) -> list:
     made: list = []
     real = native_program.NativeProgram.__init__
 
-    def spy(self, exe, threads):
-        real(self, exe, threads)
+    def spy(self, exe, threads, *rest):
+        real(self, exe, threads, *rest)
         made.append(self)
     monkeypatch.setattr(native_program.NativeProgram, "__init__", spy)
     return made

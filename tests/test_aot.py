@@ -167,7 +167,7 @@ def test_large_loops_split_over_threads_give_the_same_result(tmp_path):
         return la.tanh(a * 1.5) + a.T.sum(axis=0, keepdims=True).T * 0.01
     lib = la.aot.compile(f, [x], out_dir=str(tmp_path))
     source = open(tmp_path / "f.c").read()
-    assert "la_parallel(" in source and "lzp_run(" in source     # the native pool's runner
+    assert "la_job(" in source and "lzp_run(" in source     # the native pool's runner
     loaded = lib.load()
     one = loaded(x)[0]
     want = f(la.asarray(x)).numpy()     # (before counting threads: it may start the pool's)
@@ -247,3 +247,26 @@ def test_loops_and_branches_run_in_c(tmp_path):
     assert int(np.frombuffer(raw[16:20], np.int32)[0]) == int(want[1]) > 0
     np.testing.assert_allclose(np.frombuffer(raw[20:], np.float32), want[2], rtol=1e-6)
     np.testing.assert_allclose(lib.load()(a, w)[0], want[0], rtol=1e-5)     # and via ctypes
+
+
+@needs_cc
+def test_the_library_runs_the_run_plan(tmp_path):
+    """The C driver is written from the plan an in-process run binds (run_plan.py): one
+    la_job per job of the plan, its task table naming the plan's kernels in order."""
+    import re
+
+    from lazyarray.compiler.driver import CPU_LIBRARY, compile as compile_program
+    from lazyarray.devices.cpu import run_plan
+    _blas_or_skip()
+    predict, x, bias = _model()
+    la.aot.compile(predict, [x, bias], name="predict", out_dir=str(tmp_path))
+    module, _ = la.aot.trace(predict, [x, bias], "predict")
+    plan = run_plan.plan(run_plan.ProgramView(compile_program(module, CPU_LIBRARY)), 1,
+                         products_in_jobs=False)
+    source = (tmp_path / "predict.c").read_text()
+    jobs = [s for s in plan.segments if isinstance(s, run_plan.JobPlan)]
+    assert source.count("la_job(la_job") == len(jobs) > 1
+    assert any(isinstance(s, run_plan.CallPlan) for s in plan.segments)    # BLAS products
+    tables = re.findall(r"static const la_task (la_job\d+)\[\d+\] = (.*);", source)
+    assert [re.findall(r"\(void \*\)(\w+), la_job", rows) for _, rows in tables] == \
+        [[t.fn for t in job.tasks] for job in jobs]

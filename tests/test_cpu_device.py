@@ -15,8 +15,8 @@ from lazyarray.compiler.hlo.module import Module
 from lazyarray.devices.cpu.cpu import CPUDevice
 
 
-def _device(threads: int) -> CPUDevice:
-    return CPUDevice(lambda: {"cache_dir": "off", "num_threads": threads})
+def _device(threads: int, debug: int = 0) -> CPUDevice:
+    return CPUDevice(lambda: {"cache_dir": "off", "num_threads": threads, "debug": debug})
 
 
 def _sum_module(shape: tuple, axes: tuple, dtype: D.DType) -> Module:
@@ -249,14 +249,14 @@ def _matmul_module(lhs: tuple, rhs: tuple, dims: dict) -> Module:
     ], [2])
 
 
-@pytest.mark.parametrize("general", [False, True], ids=["program", "step by step"])
+@pytest.mark.parametrize("stepwise", [False, True], ids=["program", "step by step"])
 @pytest.mark.parametrize("batched", [False, True], ids=["2d", "batched"])
-def test_products_split_over_the_native_pool_match_one_call(batched: bool, general: bool,
+def test_products_split_over_the_native_pool_match_one_call(batched: bool, stepwise: bool,
                                                              monkeypatch) -> None:
     """A product runs as tiles on the native pool, in a native program and step by step
-    (the general path runs the same task): a batched one a tile per product (4 on 3
+    (a stepwise plan, debug >= 2: the same task): a batched one a tile per product (4 on 3
     threads), a 2-D one in a tile per thread."""
-    from lazyarray.devices.cpu import native_gemm, native_pool, native_program
+    from lazyarray.devices.cpu import native_gemm, native_pool
     if not native_gemm.available():
         pytest.skip(reason="NumPy's BLAS is not its ILP64 OpenBLAS")
     rng = np.random.default_rng(3)
@@ -274,9 +274,7 @@ def test_products_split_over_the_native_pool_match_one_call(batched: bool, gener
         return real(self, job)
     monkeypatch.setattr(native_gemm, "SPLIT_WORK", 1)
     monkeypatch.setattr(native_pool.NativePool, "run", counting)
-    if general:
-        monkeypatch.setattr(native_program, "eligible", lambda exe: False)
-    got = _device(3).compile(_matmul_module(a.shape, b.shape, dims)).run([a, b])[0]
+    got = _device(3, 2 * stepwise).compile(_matmul_module(a.shape, b.shape, dims)).run([a, b])[0]
     assert calls and calls[0] == (4 if batched else 3), "the product was not split over the pool"
     np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-4, atol=1e-4)
 
@@ -284,7 +282,7 @@ def test_products_split_over_the_native_pool_match_one_call(batched: bool, gener
 def test_an_integer_product_splits_over_the_native_pool(monkeypatch) -> None:
     """An integer product (NumPy's matmul, not BLAS tiles) splits by batches over the
     native pool's threads (`run_python`), with NumPy's result."""
-    from lazyarray.devices.cpu import cpu, native_pool
+    from lazyarray.devices.cpu import library_calls, native_pool
     rng = np.random.default_rng(4)
     a, b = rng.integers(-5, 5, (4, 96, 80)), rng.integers(-5, 5, (4, 80, 70))
     dims = {"lhs_contracting": (2,), "rhs_contracting": (1,), "lhs_batch": (0,), "rhs_batch": (0,)}
@@ -293,7 +291,7 @@ def test_an_integer_product_splits_over_the_native_pool(monkeypatch) -> None:
         I("parameter", (), b.shape, D.int64, {"number": 1}),
         I("dot_general", (0, 1), (4, 96, 70), D.int64, dims),
     ], [2])
-    monkeypatch.setattr(cpu, "SPLIT_FLOPS", 1)
+    monkeypatch.setattr(library_calls, "SPLIT_FLOPS", 1)
     chunks: list = []
     real = native_pool.NativePool.run_python
 
@@ -306,14 +304,12 @@ def test_an_integer_product_splits_over_the_native_pool(monkeypatch) -> None:
     np.testing.assert_array_equal(got, np.matmul(a, b))
 
 
-@pytest.mark.parametrize("general", [False, True], ids=["native program", "step by step"])
-def test_a_large_host_call_splits_its_rows_over_the_native_pool(general: bool, monkeypatch) -> None:
+@pytest.mark.parametrize("stepwise", [False, True], ids=["native program", "step by step"])
+def test_a_large_host_call_splits_its_rows_over_the_native_pool(stepwise: bool) -> None:
     """An FFT's rows (a host call: NumPy's reference) run on the pool's threads in two
-    chunks, as a task of the native program or step by step, with NumPy's result."""
+    chunks, as a task of the native program or step by step (debug >= 2), with NumPy's
+    result."""
     from lazyarray.compiler.primitive import PRIMITIVES
-    from lazyarray.devices.cpu import native_program
-    if general:
-        monkeypatch.setattr(native_program, "eligible", lambda exe: False)
     x = np.random.default_rng(4).standard_normal((512, 512))
     module = Module("rfft", [
         I("parameter", (), x.shape, D.float64, {"number": 0}),
@@ -328,12 +324,12 @@ def test_a_large_host_call_splits_its_rows_over_the_native_pool(general: bool, m
         real(out, *args, **kw)
     object.__setattr__(call, "into", into)     # (a frozen stanza: restored below)
     try:
-        exe = _device(2).compile(module)
+        exe = _device(2, 2 * stepwise).compile(module)
         got = exe.run([x])[0]
     finally:
         object.__setattr__(call, "into", real)
     assert sorted(n for n, _ in seen) == [256, 256], seen
-    assert (exe._fast[1] is None) == general
+    assert exe._fast[1].stepwise == stepwise
     np.testing.assert_allclose(got, np.fft.rfft(x, axis=-1), rtol=1e-12, atol=1e-9)
 
 

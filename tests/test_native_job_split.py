@@ -1,5 +1,5 @@
 """A loop kept whole for being small is split over the threads inside a native job that
-runs on every thread anyway (devices/cpu/native_program.py, JOB_SPLIT_ELEMENTS), and only
+runs on every thread anyway (devices/cpu/run_plan.py, JOB_SPLIT_ELEMENTS), and only
 there: a program of small kernels alone stays one call on the calling thread. Results
 equal the interpreter's and NumPy's (each chunk computes whole rows)."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray.compiler.program import LoopStep
-from lazyarray.devices.cpu import native_program
+from lazyarray.devices.cpu import native_program, run_plan
 from lazyarray.devices.cpu import native_pool as NP
 
 from native_training import made_programs
@@ -59,9 +59,9 @@ def test_a_small_row_kernel_beside_a_split_one_is_split_too(rows, cols, monkeypa
     assert kept_whole, "the softmax's kernels should be small enough to be kept whole"
     assert len(loops) > len(kept_whole)          # (the large kernel is split: a parallel job)
     for st, n in kept_whole:
-        big_enough = int(st.extent) * max(1, int(st.work)) >= 2 * native_program.JOB_SPLIT_ELEMENTS
+        big_enough = int(st.extent) * max(1, int(st.work)) >= 2 * run_plan.JOB_SPLIT_ELEMENTS
         assert n == (2 if big_enough else 1), (st.fn, st.extent, st.work, n)
-    assert any(n == 2 for _, n in kept_whole) == (rows * cols >= 2 * native_program.JOB_SPLIT_ELEMENTS)
+    assert any(n == 2 for _, n in kept_whole) == (rows * cols >= 2 * run_plan.JOB_SPLIT_ELEMENTS)
     from lazyarray import runtime
     runtime.clear_caches()
 
@@ -93,14 +93,14 @@ def test_only_a_job_split_anyway_splits_its_small_loops() -> None:
     chunks = {id(big): 2, id(cut): 2, id(small): 1}
     exe = types.SimpleNamespace(_split=lambda step, threads: [(0, 1)] * chunks[id(step)])
     plan = types.SimpleNamespace(order=[big, cut, small], tiles={})
-    wide = native_program._parallel_jobs(exe, plan, 2)
+    wide = run_plan.parallel_jobs(exe, plan, 2)
     assert [wide[id(s)] for s in plan.order] == [True, True, False]
     plan = types.SimpleNamespace(order=[big, small, cut], tiles={})
-    wide = native_program._parallel_jobs(exe, plan, 2)
+    wide = run_plan.parallel_jobs(exe, plan, 2)
     assert [wide[id(s)] for s in plan.order] == [True, True, True]
-    assert not any(native_program._parallel_jobs(exe, plan, 1).values())
-    assert native_program._split_in_job(small, [(0, 256)], 2) == [(0, 128), (128, 256)]
-    assert native_program._split_in_job(dataclasses.replace(small, serial=True), [(0, 256)],
+    assert not any(run_plan.parallel_jobs(exe, plan, 1).values())
+    assert run_plan.split_in_job(small, [(0, 256)], 2) == [(0, 128), (128, 256)]
+    assert run_plan.split_in_job(dataclasses.replace(small, serial=True), [(0, 256)],
                                         2) == [(0, 256)]
-    assert native_program._split_in_job(dataclasses.replace(small, work=1), [(0, 256)],
+    assert run_plan.split_in_job(dataclasses.replace(small, work=1), [(0, 256)],
                                         2) == [(0, 256)]

@@ -16,8 +16,7 @@ import pytest
 import lazyarray as la
 from lazyarray import runtime
 from lazyarray.compiler import program as program_module
-from lazyarray.devices.cpu import cpu as cpu_module
-from lazyarray.devices.cpu import native_control
+from lazyarray.devices.cpu import native_control, native_program
 
 
 @pytest.fixture
@@ -33,8 +32,8 @@ def python_loops(monkeypatch):
     def branch_index(*a, **k):
         count["branch"] += 1
         return real_branch(*a, **k)
-    monkeypatch.setattr(cpu_module, "run_while", run_while)
-    monkeypatch.setattr(cpu_module, "branch_index", branch_index)
+    monkeypatch.setattr(native_program, "run_while", run_while)
+    monkeypatch.setattr(native_program, "branch_index", branch_index)
     return count
 
 
@@ -97,8 +96,8 @@ def _large_state(x, w):
 
 
 def _in_a_stepwise_program(x, w):
-    """The program around the loop has a sort (a host call): it runs step by step, the
-    loop still as one native call of its own (native_control.Standalone)."""
+    """The program around the loop has a sort (a host call): run between the jobs, the
+    loop still as one native call of its own."""
     s = la.reshape(la.sort(la.reshape(x, (16,))), (4, 4))
     return la.fori_loop(0, 4, lambda i, v: v @ w + 1.0, s)
 

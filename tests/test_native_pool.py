@@ -463,7 +463,7 @@ def test_a_program_keeps_its_gemm_descriptors_alive() -> None:
 
 def _train_mlp(steps: int, general: bool) -> tuple:
     """Losses and parameters of a few Adam steps of a small MLP; `general`: under a
-    profile, which runs programs step by step (the general path) instead of natively."""
+    profile, which runs programs step by step (a stepwise plan, each step timed)."""
     import contextlib
 
     import lazyarray as la
@@ -489,18 +489,22 @@ def _train_mlp(steps: int, general: bool) -> tuple:
 def test_a_training_step_runs_natively_and_matches_the_general_path(monkeypatch) -> None:
     """Products, in-place parameter updates (donated buffers) and the Adam state all in
     one native job: the same losses and parameters as step by step."""
-    donated = []
+    from lazyarray.compiler import profile_hooks
+    donated, stepwise = [], []
     real = NativeProgram.run
 
     def counting(self, args):
         donated.append(sum(1 for d, *_ in self._donated if d is not None))
+        stepwise.append((self.stepwise, bool(profile_hooks.ACTIVE)))
         return real(self, args)
     monkeypatch.setattr(NativeProgram, "run", counting)
     native = _train_mlp(4, general=False)
     assert max(donated) >= 6, "the training step did not run natively with donated buffers"
-    donated.clear()
+    assert not any(s for s, _ in stepwise)
+    stepwise.clear()
     general = _train_mlp(4, general=True)
-    assert not any(donated)              # the training program ran step by step
+    profiled = [s for s, active in stepwise if active]
+    assert profiled and all(profiled)    # the training program ran step by step
     np.testing.assert_allclose(native[0], general[0], rtol=1e-5)
     for a, b in zip(native[1], general[1]):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -361,7 +361,7 @@ def test_products_of_operands_read_in_place_run_in_the_native_program(threads, l
                                                                        dims) -> None:
     """dot_general whose operands read as (batch of) matrices without a copy (their
     dimensions merged, transposed or not) is a task of the native job; the results are
-    the interpreter's. One that does not read so keeps the program on the general path."""
+    the interpreter's. One that does not read so runs from NumPy between two jobs."""
     lc, rc, lb, rb = dims
     attrs = {"lhs_contracting": lc, "rhs_contracting": rc, "lhs_batch": lb, "rhs_batch": rb}
     out = tuple(lhs[d] for d in lb) + tuple(lhs[d] for d in range(len(lhs)) if d not in lc + lb) \
@@ -379,10 +379,11 @@ def test_products_of_operands_read_in_place_run_in_the_native_program(threads, l
     got = exe.run([a, b])[0]
     want = InterpreterDevice().compile(module).run([a, b])[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    if lc == (1,) and not lb:
-        assert exe._fast[1] is None
+    kinds = [type(job).__name__ for job, _, _ in _program(exe).segments]
+    if lc == (1,) and not lb:     # not read in place: NumPy's matmul between two jobs
+        assert "_LibraryCall" in kinds, kinds
     else:
-        _program(exe)
+        assert "_LibraryCall" not in kinds, kinds
 
 
 def _sort_between_kernels() -> Module:
@@ -442,3 +443,31 @@ def test_memory_given_back_while_python_shuts_down(monkeypatch):
     host_memory.HOST_MEMORY._give_back(mem)
     # (the bounds of what is kept, None by then too: test_cpu_device.py
     # test_memory_given_back_at_interpreter_shutdown_is_dropped)
+
+
+@pytest.mark.parametrize("with_kernel", [True, False], ids=["a kernel beside", "no step"])
+def test_outputs_that_are_a_parameter_or_a_constant_are_copies(with_kernel: bool) -> None:
+    """A program whose outputs include a parameter and a constant (or are only those: no
+    step at all) runs as a native program like any other; those outputs are read-only
+    copies, so changing the given array afterwards changes no result."""
+    c = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ins = [I("parameter", (), (2, 3), F32, {"number": 0}),
+           I("constant", (), (2, 3), F32, {"value": Literal(c)})]
+    outs = [0, 1]
+    if with_kernel:
+        ins.append(I("exponential", (0,), (2, 3), F32, {}))
+        outs.append(2)
+    module = Module("given", ins, outs)
+    exe = _compile(module)
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    for _ in range(2):
+        got = exe.run([x])
+        want = InterpreterDevice().compile(module).run([x])
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+            assert not g.flags.writeable
+        assert not np.shares_memory(got[0], x)
+    _program(exe)
+    before = x.copy()
+    x += 1.0
+    np.testing.assert_array_equal(got[0], before)

@@ -11,7 +11,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray.compiler.program import LibraryStep, LoopStep
-from lazyarray.devices.cpu import native_gemm, native_program, product_groups
+from lazyarray.devices.cpu import native_gemm, product_groups, run_plan
 from lazyarray.devices.cpu import native_pool as NP
 
 from native_training import made_programs, train_mlp
@@ -38,7 +38,7 @@ def _loop(*args: int) -> LoopStep:
 
 
 def _plan(exe, threads: int = 2) -> product_groups.Plan:
-    return product_groups.plan(exe, threads, native_program._used,
+    return product_groups.plan(exe, threads, run_plan.used,
                                lambda s: WORK.get(id(s)) if isinstance(s, LibraryStep) else None)
 
 

@@ -418,14 +418,14 @@ def test_user_spans_have_their_own_track(tmp_path):
 def test_after_the_profile_programs_return_to_the_fast_path(monkeypatch):
     """A profile runs programs step by step (timed); once it ends they take the native
     whole-program path again (the choice made while profiling is not kept)."""
-    from lazyarray.devices.cpu import cpu
+    from lazyarray.devices.cpu import native_program
     slow = []
-    plain_run = cpu.CPUExecutable._run
+    plain_run = native_program.NativeProgram._run_timed
 
-    def counted(self, args, temps):
+    def counted(self, fresh):
         slow.append(self.name)
-        return plain_run(self, args, temps)
-    monkeypatch.setattr(cpu.CPUExecutable, "_run", counted)
+        return plain_run(self, fresh)
+    monkeypatch.setattr(native_program.NativeProgram, "_run_timed", counted)
     x = _data(64, 64)
 
     def step() -> np.ndarray:

@@ -191,13 +191,14 @@ def test_one_reduction_plan_for_both_targets(what, layout, roots, late):
 # ---- executors: one handler per step class -------------------------------------------------
 
 def test_each_executor_has_one_handler_per_step_class():
-    from lazyarray.compiler.program import STEP_TYPES
-    from lazyarray.devices.cpu import aot, cpu
+    from lazyarray.devices.cpu import aot, native_program, run_plan
     from lazyarray.devices.cuda import cuda
     kinds = lambda table: {cls.kind for cls in table}      # noqa: E731
-    assert kinds(cpu._RUN) == set(STEP_TYPES) - {"launch"}
     assert kinds(cuda._RUN) == {"launch", "library", "while", "conditional"}
-    assert kinds(aot._STEP_LINES) == set(STEP_TYPES) - {"launch"}   # loops become C loops
+    # the CPU plans its steps (run_plan.py: a segment kind per step class) and runs the
+    # plan in-process or as a C library: one binder, one writer per kind of segment
+    segments = {run_plan.JobPlan, run_plan.CallPlan, run_plan.ControlPlan}
+    assert set(native_program._BIND) == set(aot._SEGMENT_LINES) == segments
 
 
 def type_switches(source: str) -> list:

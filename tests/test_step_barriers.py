@@ -12,7 +12,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray.compiler.program import LibraryStep, LoopStep
-from lazyarray.devices.cpu import native_gemm, native_program, step_barriers
+from lazyarray.devices.cpu import native_gemm, run_plan, step_barriers
 from lazyarray.devices.cpu import native_pool as NP
 
 from native_training import made_programs, train_mlp
@@ -32,7 +32,7 @@ def _loop(*args: int) -> LoopStep:
 
 def _free(exe, go_on: set = frozenset(), own: set = frozenset()) -> list:
     """Index of each step (in program order) followed by no barrier."""
-    ids = step_barriers.free_steps(exe, exe.steps, set(go_on), set(own), native_program._used)
+    ids = step_barriers.free_steps(exe, exe.steps, set(go_on), set(own), run_plan.used)
     return [k for k, s in enumerate(exe.steps) if id(s) in ids]
 
 
@@ -118,7 +118,7 @@ def test_a_kernel_of_several_steps_writes_its_value_in_each() -> None:
     steps[2].kernel = "reduce_8"
     exe = _exe(steps, {10: 0, 11: 1})
     assert _free(exe) == []
-    assert step_barriers.writers(exe, native_program._used)[10] == {id(s) for s in steps[:2]}
+    assert step_barriers.writers(exe, run_plan.used)[10] == {id(s) for s in steps[:2]}
 
 
 def _tied_embedding(w, tokens):

@@ -3,24 +3,24 @@ and a C header, with no Python at run time.
 
 `build_library(module, name, out_dir, inputs)` compiles the module through the compile
 entry point for the "cpu-library" target (the CPU device's passes, fusion, buffer plan
-and generated kernels, as object code for a shared library), writes a C driver that runs
-the Program's steps as the CPU device would (the kernels in order over one arena of buffers, reductions through
-their partial arrays, matrix products through BLAS), and links both with the system C
-compiler. The library exports
+and generated kernels, as object code for a shared library), writes a C driver from the
+program's plan (devices/cpu/run_plan.py: the one plan an in-process run binds too: the
+address table, the jobs of tasks with their barriers, reductions through their partial
+arrays), and links both with the system C compiler. The library exports
 
     int NAME_run(const void *const *inputs, void *const *outputs);   /* 0: done */
     int NAME(const float *x0, ..., float *y0, ...);                   /* the same, typed */
 
-Parameter k of the module is input k. Kernels run on the caller's thread, or, after
-`NAME_set_threads(n)`, large loop steps are split over n threads: the native worker
-pool's own code (devices/cpu/pool_ir.py: the job runner and worker loop the in-process
-runtime runs, linked in as object code), n - 1 workers started by `set_threads` and
-stopped by it or when the library is unloaded.
-Matrix products call a BLAS named at build time (`find_blas`): NumPy's bundled OpenBLAS
-(scipy_openblas) or the system's. Loops and branches (la.fori_loop, while_loop, scan,
-cond) become C loops and switches over their sub-programs, each a static function of the
-same source. An op whose CPU step is a NumPy reference (sort,
-argsort, half-float cumulatives) has no C form: `AOTError` names it.
+Parameter k of the module is input k. Each job of the plan runs on the native worker
+pool's own code (devices/cpu/pool_ir.py: the job runner, worker loop and kernel
+trampolines the in-process runtime runs, linked in as object code): on the caller's
+thread, or, after `NAME_set_threads(n)`, with large loops split over n threads as
+in-process (n - 1 workers started by `set_threads` and stopped by it or when the
+library is unloaded). Matrix products call a BLAS named at build time (`find_blas`):
+NumPy's bundled OpenBLAS (scipy_openblas) or the system's. Loops and branches
+(la.fori_loop, while_loop, scan, cond) become C loops and switches over their sub-plans,
+each a static function of the same source. An op whose CPU step is a NumPy reference
+(sort, argsort, half-float cumulatives) has no C form: `AOTError` names it.
 """
 from __future__ import annotations
 
@@ -39,9 +39,8 @@ from ...compiler.hlo import dtypes as D
 from ...compiler.driver import (CPU, CPU_LIBRARY, compile as compile_program, host_object,
                                target_id)
 from ...compiler.hlo.module import Module
-from ...compiler.program import (ConditionalStep, LibraryStep, LoopStep, PartialStep,
-                                  Program, Step, WhileStep, sub_program)
-from . import pool_ir
+from ...compiler.program import ConditionalStep, LibraryStep, Program, WhileStep, sub_program
+from . import pool_ir, run_plan
 
 
 class AOTError(ValueError):
@@ -114,31 +113,37 @@ def _size(shape: Sequence[int]) -> int:
 
 
 class _Driver:
-    """Writes the C source that runs one Program's steps."""
+    """Writes the C source that runs one Program: its plan (run_plan.py, the plan an
+    in-process run binds too) as C. The plan's address table is a local array `t` of
+    each (sub-)program's function, its entries set from the inputs and the arena; each
+    job a static table of tasks (kernel and trampoline symbols, the entries they read)
+    run by the native pool's code (`la_job` -> `lzp_run`); matrix products calls of BLAS
+    between jobs; loops and branches C loops and switches over their sub-plans' functions."""
 
-    def __init__(self, name: str, program: Program, blas: Optional[Blas],
-                 parent: Optional["_Driver"] = None) -> None:
-        self.name, self.program, self.blas = name, program, blas
+    def __init__(self, name: str, view: run_plan.ProgramView, blas: Optional[Blas],
+                 parent: Optional["_Driver"] = None,
+                 plan: Optional[run_plan.ProgramPlan] = None) -> None:
+        self.name, self.view, self.blas = name, view, blas
+        self.program = view.program
+        # one thread's plan: a C library chooses its thread count at run time, so a
+        # loop's range is split then (its task's `split`), partials have one row
+        self.plan = plan or run_plan.plan(view, 1, products_in_jobs=False)
+        self.values = view.values
+        self.where = self.plan.entries()
         # a loop's or branch's sub-program is a C function of its own (`_sub`) in the
         # same source: it shares its parent's declarations, its constants are named apart
         self.tag = "la"
-        self.values = program.value_table()
-        self.slot_of = {int(p): int(s) for p, s in program.slots}
-        self.slot_bytes = list(program.slot_bytes)
         self.arena = 0
-        self.offsets: dict = {}       # slot or ("own", pos) -> arena offset
-        self.statics: list = []       # C text of constant arrays
-        self.params = {int(p): int(n) for p, n in program.params}
-        self.param_slots = {self.slot_of[p] for p in self.params if p in self.slot_of}
+        self.statics: list = []       # C text of constant arrays and task tables
         self.kernels: dict = {}       # function name -> declaration
-        self.wrappers: list = []      # C functions running one loop step over a range
+        self.tramps: set = set()      # trampoline keys (nargs, npartials, ncounts)
         self.functions: list = []     # C functions of the sub-programs
         self.objects: list = []       # the sub-programs' object code
-        self.inits: list = []         # C lines that run first (constants into the arena)
+        self.jobs = 0                 # task tables written (their names)
         if parent is not None:
-            self.kernels, self.wrappers, self.statics = parent.kernels, parent.wrappers, \
-                parent.statics
+            self.kernels, self.statics, self.tramps = parent.kernels, parent.statics, parent.tramps
             self.functions, self.objects = parent.functions, parent.objects
+            self.jobs = parent.jobs
 
     def reserve(self, nbytes: int) -> int:
         off = self.arena
@@ -147,29 +152,23 @@ class _Driver:
 
     def ptr(self, pos: int) -> str:
         """C expression of the address of a value's buffer."""
-        if pos in self.params:
-            return f"((char *)inputs[{self.params[pos]}])"
-        ins = self.values[pos]
-        if ins.op == "constant":
-            if ("const", pos) not in self.offsets:
-                self.offsets[("const", pos)] = True
-                self._constant(pos)
-                if pos in self.slot_of:     # a buffer a kernel may write (a loop's operand)
-                    self.offsets[("const_at", pos)] = off = self.reserve(ins.nbytes)
-                    self.inits.append(f"memcpy(arena + {off}, {self.tag}_c{pos}, {ins.nbytes});")
-            at = self.offsets.get(("const_at", pos))
-            return f"((char *){self.tag}_c{pos})" if at is None else f"(arena + {at})"
-        slot = self.slot_of.get(pos)
-        key = slot if slot is not None and slot not in self.param_slots else ("own", pos)
-        if key not in self.offsets:
-            size = self.slot_bytes[slot] if key == slot else ins.nbytes
-            self.offsets[key] = self.reserve(size)
-        return f"(arena + {self.offsets[key]})"
+        index = self.where.get(pos)
+        if index is not None:
+            return self.entry(index)
+        self._constant(pos)           # (a constant no step reads as a buffer: an output)
+        return f"((char *){self.tag}_c{pos})"
+
+    @staticmethod
+    def entry(index: int) -> str:
+        return f"((char *)(intptr_t)t[{index}])"
 
     def _constant(self, pos: int) -> None:
+        name = f"{self.tag}_c{pos}"
+        if any(s.startswith(f"static const unsigned char {name}[") for s in self.statics):
+            return
         raw = self.values[pos].constant().tobytes() or b"\0"
         body = ",".join(str(b) for b in raw)
-        self.statics.append(f"static const unsigned char {self.tag}_c{pos}[{len(raw)}] "
+        self.statics.append(f"static const unsigned char {name}[{len(raw)}] "
                             f"__attribute__((aligned({ALIGN}))) = {{{body}}};")
 
     def declare(self, fn: str, nptrs: int, npartials: int, counts: int = 0) -> None:
@@ -177,58 +176,91 @@ class _Driver:
         args += ["int64_t"] * counts
         self.kernels[fn] = f"extern void {fn}({', '.join(args)});"
 
-    # ---- steps --------------------------------------------------------------------
+    # ---- the table ------------------------------------------------------------------
 
-    def step(self, s: Step) -> list:
-        """The C lines that run step `s` (a table from step class to its writer)."""
-        write = _STEP_LINES.get(type(s))
-        if write is None:
-            raise AOTError(f"aot: a {s.kind} step has no C form")
-        return write(self, s)
-
-    def _loop(self, s: LoopStep) -> list:
-        ptrs = [self.ptr(p) for p in s.args]
-        self.declare(s.fn, len(ptrs), 0)
-        extent = int(s.extent)
-        if s.serial or extent < 2 or extent * max(1, int(s.work)) < SPLIT_ELEMENTS:
-            return [f"{s.fn}({', '.join(ptrs + ['0', str(extent)])});"]
-        # large: chunks of the range on the library's threads (la_parallel)
-        wrapper = f"la_step{len(self.wrappers)}"
-        self.wrappers.append(
-            f"static void {wrapper}(char *arena, const void *const *inputs, int64_t start, "
-            f"int64_t end) {{ (void)arena; (void)inputs; "
-            f"{s.fn}({', '.join(ptrs + ['start', 'end'])}); }}")
-        return [f"la_parallel({wrapper}, arena, inputs, {extent});"]
-
-    def _partial(self, s: PartialStep) -> list:
-        ptrs = [self.ptr(p) for p in s.args]
-        lines, parts = [], []
-        for r in s.roots:
-            acc = D.from_name(r["acc"])
-            count = _size(r["shape"])
-            off = self.reserve(count * acc.itemsize)
-            one = np.asarray(r["init"]).astype(acc.np).tobytes()
-            pattern = ",".join(str(b) for b in one)
-            lines.append(f"{{ static const unsigned char init[{len(one)}] = {{{pattern}}}; "
-                         f"la_fill(arena + {off}, init, {len(one)}, {count}); }}")
-            parts.append((off, r, acc, count))
-        self.declare(s.fn, len(ptrs), len(parts))
-        call = ptrs + ["0", str(int(s.extent))] + [f"(arena + {off})" for off, *_ in parts]
-        lines.append(f"{s.fn}({', '.join(call)});")
-        if s.finish:     # the kernel's second phase combines the (one) chunk's partials
-            fargs = [self.ptr(p) for p in s.finish_args]
-            self.declare(s.finish, len(fargs), len(parts), counts=1)
-            lines.append(f"{s.finish}({', '.join(fargs)}, 0, {int(s.finish_extent)}, "
-                         + ", ".join(f"(arena + {off})" for off, *_ in parts) + ", 1);")
-            return lines
-        for off, r, acc, count in parts:
-            if r["pos"] is None:        # working state (argmax's best values)
+    def table(self) -> list:
+        """The lines that set each entry of the plan's address table."""
+        plan = self.plan
+        lines = [f"int64_t t[{max(1, plan.size)}];", "(void)t;"]
+        at = lambda index, expr: lines.append(f"t[{index}] = (int64_t)(intptr_t)({expr});")
+        for i in plan.inputs:
+            at(i.index, f"inputs[{i.number}]")
+        for c in plan.constants:         # a buffer a kernel may write (a loop's operand)
+            self._copied_constant(c.pos, c.index, lines)
+        for slot in plan.slots:
+            p = slot.members[0]
+            if len(slot.members) == 1 and self.values[p].op == "constant":
+                self._copied_constant(p, slot.index, lines)
                 continue
-            out = self.values[r["pos"]].dtype
-            lines.append(_convert(f"(arena + {off})", acc, self.ptr(r["pos"]), out, count))
+            at(slot.index, f"arena + {self.reserve(slot.nbytes)}")
+        for param_slot in plan.param_slots:  # (a library donates nothing: each its own)
+            for index, p in param_slot.entries:
+                at(index, f"arena + {self.reserve(self.values[p].nbytes)}")
+        for part in plan.partials:
+            at(part.index, f"arena + {self.reserve(part.chunks * part.row_bytes)}")
+        lines += [f"t[{index}] = {value};" for index, value in plan.counts]
         return lines
 
-    def _library(self, s: LibraryStep) -> list:
+    def _copied_constant(self, pos: int, index: int, lines: list) -> None:
+        self._constant(pos)
+        off, n = self.reserve(self.values[pos].nbytes), self.values[pos].nbytes
+        lines += [f"memcpy(arena + {off}, {self.tag}_c{pos}, {n});",
+                  f"t[{index}] = (int64_t)(intptr_t)(arena + {off});"]
+
+    # ---- segments -------------------------------------------------------------------
+
+    def segments(self) -> list:
+        """The C lines of the plan's segments, each by its writer (a table by type)."""
+        lines = []
+        for seg in self.plan.segments:
+            lines += _SEGMENT_LINES[type(seg)](self, seg)
+        return lines
+
+    def _job(self, job: run_plan.JobPlan) -> list:
+        """Partials reset, one job of the pool over a static task table, reductions
+        without a finish copied out."""
+        lines = []
+        for n in job.fills:
+            part = self.plan.partials[n]
+            acc = D.from_name(part.acc)
+            one = np.asarray(part.init).astype(acc.np).tobytes()
+            count = part.chunks * _size(part.shape)
+            lines.append(f"{{ static const unsigned char init[{len(one)}] = "
+                         f"{{{','.join(str(b) for b in one)}}}; "
+                         f"la_fill({self.entry(part.index)}, init, {len(one)}, {count}); }}")
+        name = f"la_job{self.jobs}"
+        self.jobs += 1
+        rows = [self._task(f"{name}_{k}", task, k in job.go_on) for k, task in enumerate(job.tasks)]
+        self.statics.append(f"static const la_task {name}[{len(rows)}] = {{{', '.join(rows)}}};")
+        lines.append(f"la_job({name}, {len(rows)}, t);")
+        for n in job.copies:
+            part = self.plan.partials[n]
+            out = self.values[part.pos].dtype
+            lines.append(_convert(self.entry(part.index), D.from_name(part.acc),
+                                  self.ptr(part.pos), out, _size(part.shape)))
+        return lines
+
+    def _task(self, name: str, task: run_plan.Task, go_on: bool) -> str:
+        """One task's row of a job's table (its index arrays written as statics)."""
+        self.declare(task.fn, len(task.args), len(task.partials), len(task.counts))
+        key = (len(task.args), len(task.partials), len(task.counts))
+        self.tramps.add(key)
+        arrays = {}
+        for part, values in (("argv", task.args + task.counts), ("parts", task.partials),
+                             ("strides", task.strides),
+                             ("ranges", sum(task.ranges, ()) if task.split is None else ())):
+            arrays[part] = f"{name}_{part}"
+            body = ", ".join(map(str, values)) or "0"
+            self.statics.append(f"static const int64_t {name}_{part}[] = {{{body}}};")
+        extent, work = task.split or (0, 0)
+        ranges = "0" if task.split is not None else arrays["ranges"]
+        return (f"{{(void *){pool_ir.trampoline_name(key)}, (void *){task.fn}, {arrays['argv']}, "
+                f"{arrays['parts']}, {arrays['strides']}, {ranges}, {len(task.ranges)}, "
+                f"{extent}, {work}, {int(go_on)}}}")
+
+    def _call(self, call: run_plan.CallPlan) -> list:
+        """A library step outside the jobs: a matrix product through BLAS."""
+        s = self.view.steps[call.step]
         ins = self.values[s.pos]
         if s.call != "gemm":
             raise AOTError(f"aot: {ins.op} ({ins.dtype.short}{list(ins.shape)}) runs as a NumPy "
@@ -240,7 +272,6 @@ class _Driver:
         if self.blas is None:
             raise AOTError("aot: the function has a matrix product but no BLAS was found")
         return self._gemm(ins, s)
-
     def _gemm(self, ins: Any, s: dict) -> list:
         lhs, rhs = (self.values[o] for o in s.operands)
         a = ins.attrs
@@ -287,42 +318,49 @@ class _Driver:
                      f"perm, {x.dtype.itemsize}); }}")
         return f"(arena + {off})", False
 
-    # ---- loops and branches: their sub-programs as C functions --------------------
+    # ---- loops and branches: their sub-plans as C functions --------------------------
 
-    def _sub(self, data: dict) -> tuple:
+    def _control(self, control: run_plan.ControlPlan) -> list:
+        step = self.view.steps[control.step]
+        subs = [None if v is None else (v, p)
+                for v, p in zip(self.view._subs[id(step)], control.subs)]
+        if isinstance(step, WhileStep):
+            return self._while(step, subs)
+        return self._conditional(step, subs)
+
+    def _sub(self, sub: tuple) -> tuple:
         """(C function name, arena offset of its temporaries, its driver) of a control
-        step's sub-program: `static int f(inputs, outputs, arena)` runs its steps."""
-        program = sub_program(data)
+        step's sub-program: `static int f(inputs, outputs, arena)` runs its plan."""
+        view, plan = sub
         fname = f"la_sub{len(self.functions)}"
         self.functions.append("")                  # (its place: nested ones come after)
         at = len(self.functions) - 1
-        child = _Driver(fname, program, self.blas, parent=self)
+        child = _Driver(fname, view, self.blas, parent=self, plan=plan)
         child.tag = f"la_s{at}"
-        if program.code:
-            self.objects.append(program.code)
-        lines = []
-        for s in program.steps:
-            lines.extend("    " + line for line in child.step(s))
-        for k, pos in enumerate(program.outputs):
+        if view.program.code:
+            self.objects.append(view.program.code)
+        lines = child.table() + child.segments()
+        for k, pos in enumerate(view.outputs):
             nbytes = child.values[pos].nbytes
             if nbytes:
-                lines.append(f"    memcpy(outputs[{k}], {child.ptr(pos)}, {nbytes});")
+                lines.append(f"memcpy(outputs[{k}], {child.ptr(pos)}, {nbytes});")
+        self.jobs = child.jobs
         self.functions[at] = "\n".join(
             [f"static int {fname}(const void *const *inputs, void *const *outputs, char *arena) {{",
-             "    (void)inputs; (void)arena;", *("    " + i for i in child.inits), *lines,
+             "    (void)inputs; (void)arena;", *("    " + line for line in lines),
              "    return 0;", "}", ""])
         return fname, self.reserve(child.arena), child
 
-    def _while(self, s: WhileStep) -> list:
+    def _while(self, s: WhileStep, subs: list) -> list:
         """The loop in C: the state double-buffered in the arena (the body reads the
         current buffers and writes the next, then they swap), as the CPU device runs it."""
         if s.body is None:
             raise AOTError("aot: a while loop whose body changes none of its state")
-        fc, oc, _ = self._sub(s.cond)
-        fb, ob, body = self._sub(s.body)
+        fc, oc, _ = self._sub(subs[0])
+        fb, ob, body = self._sub(subs[1])
         vary, ops = s.varying, s.operands
-        nbytes = [body.values[body.program.outputs[j]].nbytes for j in range(len(vary))]
-        lines = ["{", f"    char *cur[{max(1, len(vary))}], *nxt[{max(1, len(vary))}], *t;",
+        nbytes = [body.values[body.view.outputs[j]].nbytes for j in range(len(vary))]
+        lines = ["{", f"    char *cur[{max(1, len(vary))}], *nxt[{max(1, len(vary))}], *sw;",
                  "    unsigned char go = 0;"]
         for j, k in enumerate(vary):
             a, b = self.reserve(nbytes[j]), self.reserve(nbytes[j])
@@ -337,7 +375,7 @@ class _Driver:
         outs = ", ".join([f"nxt[{j}]" for j in range(len(vary))] + ["&go"])
         lines += [f"        void *out[{len(vary) + 1}] = {{{outs}}};",
                   f"        {fb}(in, out, arena + {ob});"]
-        lines += [f"        t = cur[{j}]; cur[{j}] = nxt[{j}]; nxt[{j}] = t;"
+        lines += [f"        sw = cur[{j}]; cur[{j}] = nxt[{j}]; nxt[{j}] = sw;"
                   for j in range(len(vary))]
         lines.append("    }")
         for p, k in s.outputs:
@@ -345,16 +383,16 @@ class _Driver:
             lines.append(f"    memcpy({self.ptr(p)}, {src}, {self.values[p].nbytes});")
         return lines + ["}"]
 
-    def _conditional(self, s: ConditionalStep) -> list:
+    def _conditional(self, s: ConditionalStep, subs: list) -> list:
         """The branch the index names (clamped), on the operands, into the outputs."""
-        subs = [self._sub(b) for b in s.branches]
+        subs = [self._sub(b) for b in subs]
         first = subs[0][2]
-        outs = [None] * len(first.program.outputs)
+        outs = [None] * len(first.view.outputs)
         for p, j in s.outputs:
             outs[j] = self.ptr(p)
         for j, o in enumerate(outs):       # results nothing reads: scratch
             if o is None:
-                outs[j] = f"(arena + {self.reserve(first.values[first.program.outputs[j]].nbytes)})"
+                outs[j] = f"(arena + {self.reserve(first.values[first.view.outputs[j]].nbytes)})"
         args = [self.ptr(o) for o in s.operands[1:]] or ["0"]
         last = len(subs) - 1
         lines = ["{", f"    int32_t k = *(const int32_t *){self.ptr(s.operands[0])};",
@@ -366,34 +404,35 @@ class _Driver:
                   for k, (f, off, _) in enumerate(subs)]
         return lines + ["    }", "}"]
 
+
     # ---- the whole source ---------------------------------------------------------
 
     def source(self, inputs: list, outputs: list) -> str:
-        body = []
-        for s in self.program.steps:
-            body.extend("    " + line for line in self.step(s))
-        copies = []
-        for k, pos in enumerate(self.program.outputs):
+        body = self.table() + self.segments()
+        for k, pos in enumerate(self.view.outputs):
             nbytes = self.values[pos].nbytes
             if nbytes:
-                copies.append(f"    memcpy(outputs[{k}], {self.ptr(pos)}, {nbytes});")
+                body.append(f"memcpy(outputs[{k}], {self.ptr(pos)}, {nbytes});")
         blas = ""
         if self.blas is not None:
             it = self.blas.int_type
             for fn, t in ((self.blas.sgemm, "float"), (self.blas.dgemm, "double")):
                 blas += (f"extern void {fn}(int, int, int, {it}, {it}, {it}, {t}, const {t} *, "
                          f"{it}, const {t} *, {it}, {t}, {t} *, {it});\n")
+        tramps = [f"extern void {pool_ir.trampoline_name(k)}(void *, const int64_t *, int64_t, "
+                  "int64_t, void *, const int64_t *, int64_t, const int64_t *);"
+                  for k in sorted(self.tramps)]
         typed_in = [f"const {C_TYPES[d]} *x{k}" for k, (_, d) in enumerate(inputs)]
         typed_out = [f"{C_TYPES[d]} *y{k}" for k, (_, d) in enumerate(outputs)]
         ins_list = ", ".join(f"x{k}" for k in range(len(inputs))) or "0"
         outs_list = ", ".join(f"y{k}" for k in range(len(outputs))) or "0"
         n = self.name
         return "\n".join([
-            f"/* {n}: generated by lazyarray.aot; runs the compiled module's steps. */",
+            f"/* {n}: generated by lazyarray.aot; runs the compiled module's plan. */",
             "#include <stdint.h>", "#include <stdlib.h>", "#include <string.h>",
-            "#include <pthread.h>",
-            f'#include "{n}.h"', "", _HELPERS, parallel_source(), blas, *self.kernels.values(), "",
-            *self.wrappers, "", *self.statics, "",
+            "#include <pthread.h>", "#include <sched.h>",
+            f'#include "{n}.h"', "", _HELPERS, parallel_source(), blas, *self.kernels.values(),
+            *tramps, "", *self.statics, "",
             *(f"static int la_sub{k}(const void *const *, void *const *, char *);"
               for k in range(len(self.functions))), "", *self.functions,
             f"size_t {n}_temp_bytes(void) {{ return {self.arena}; }}", "",
@@ -403,7 +442,7 @@ class _Driver:
             f"    char *arena = (char *)aligned_alloc({ALIGN}, {max(self.arena, ALIGN)});",
             "    if (!arena) return -1;",
             "    (void)inputs;",
-            *("    " + i for i in self.inits), *body, *copies,
+            *("    " + line for line in body),
             "    free(arena);", "    return 0;", "}", "",
             f"int {n}({', '.join(typed_in + typed_out) or 'void'}) {{",
             f"    const void *ins[] = {{{ins_list}}};",
@@ -411,11 +450,9 @@ class _Driver:
             f"    return {n}_run(ins, outs);", "}", ""])
 
 
-# step class -> the _Driver method writing its C lines (control flow has no C form: the
-# compiler refuses it for this target)
-_STEP_LINES = {LoopStep: _Driver._loop, PartialStep: _Driver._partial,
-               LibraryStep: _Driver._library, WhileStep: _Driver._while,
-               ConditionalStep: _Driver._conditional}
+# plan segment class -> the _Driver method writing its C lines
+_SEGMENT_LINES = {run_plan.JobPlan: _Driver._job, run_plan.CallPlan: _Driver._call,
+                  run_plan.ControlPlan: _Driver._control}
 
 
 def _convert(src: str, acc: D.DType, dst: str, out: D.DType, count: int) -> str:
@@ -435,18 +472,19 @@ def _convert(src: str, acc: D.DType, dst: str, out: D.DType, count: int) -> str:
             f"({C_TYPES[out]}){value};")
 
 
-SPLIT_ELEMENTS = 1 << 16     # a loop step this large is split over the threads
-
 def parallel_source() -> str:
-    """The C side of the native pool (`la_parallel`, `la_set_threads`): a large step is a
-    one-task job of the pool's job runner (`lzp_run`), its chunks taken by the caller and
-    the workers (`lzp_worker`), with the word layout the pool's code reads (pool_ir.LAYOUT)."""
+    """The C side of the native pool (`la_job`, `la_set_threads`): each job of the plan is
+    a job of the pool's job runner (`lzp_run`), its chunks taken by the caller and the
+    workers (`lzp_worker`), with the word layout the pool's code reads (pool_ir.LAYOUT);
+    a loop's range is split for the thread count as in-process (run_plan.split_ranges)."""
     L = pool_ir.LAYOUT
     return _PARALLEL % dict(
         state_words=L.STATE_WORDS, mutex=L.STATE_MUTEX, cond=L.STATE_COND, spin=L.STATE_SPIN,
         shutdown=L.STATE_SHUTDOWN, task_words=L.TASK_WORDS, tramp=L.TASK_TRAMP, fn=L.TASK_FN,
         argv=L.TASK_ARGV, ranges=L.TASK_RANGES, chunks=L.TASK_CHUNKS,
-        partials=L.TASK_PARTIALS, strides=L.TASK_STRIDES, spin_rounds=SPIN_ROUNDS)
+        partials=L.TASK_PARTIALS, strides=L.TASK_STRIDES, go_on=L.TASK_GO_ON,
+        spin_rounds=SPIN_ROUNDS, split=run_plan.SPLIT_ELEMENTS,
+        per_thread=run_plan.CHUNKS_PER_THREAD)
 
 
 SPIN_ROUNDS = 2000          # as the in-process pool's workers (native_pool.SPIN_ROUNDS)
@@ -456,13 +494,11 @@ _PARALLEL = r"""
 extern void lzp_run(int64_t *state, int64_t *job, int64_t use_workers);
 extern void *lzp_worker(void *state);
 
-static int la_threads = 1;      /* NAME_set_threads: 1 runs every step on the caller's thread */
+static int la_threads = 1;      /* NAME_set_threads: 1 runs every job on the caller's thread */
 static int64_t la_state[%(state_words)d] __attribute__((aligned(64)));
 static pthread_t la_workers[255];
 static int la_started = 0;      /* workers running */
 static int la_busy = 0;         /* a run uses the workers (another runs alone meanwhile) */
-
-typedef void (*la_step_fn)(char *, const void *const *, int64_t, int64_t);
 
 static void la_stop(void) {
     if (!la_started) return;
@@ -494,29 +530,57 @@ static void la_set_threads(int threads) {
     __atomic_store_n(&la_busy, 0, __ATOMIC_RELEASE);
 }
 
-/* the pool's trampoline for a step: table[0] the arena, table[1] the inputs */
-static void la_tramp(void *kernel, const int64_t *argv, int64_t s, int64_t e, void *partials,
-                     const int64_t *strides, int64_t chunk, const int64_t *table) {
-    (void)argv; (void)partials; (void)strides; (void)chunk;
-    ((la_step_fn)kernel)((char *)(intptr_t)table[0], (const void *const *)(intptr_t)table[1], s, e);
+/* a task of the plan: its trampoline and kernel, the table entries it reads (argv,
+   partials), its chunk ranges, or (ranges 0) a loop's extent and work, split per run */
+typedef struct {
+    void *tramp, *fn;
+    const int64_t *argv, *partials, *strides, *ranges;
+    int64_t chunks, extent, work, go_on;
+} la_task;
+
+/* run_plan.split_ranges: the chunks of a loop's range on `threads` threads */
+static int64_t la_chunks(int64_t extent, int64_t work, int threads) {
+    if (threads <= 1 || extent < 2 || extent * (work > 1 ? work : 1) < %(split)d) return 1;
+    int64_t parts = (int64_t)threads * (extent * work >= 64 * (int64_t)%(split)d ? %(per_thread)d : 1);
+    return parts < extent ? parts : extent;
 }
 
-/* fn over [0, extent) in la_threads chunks: one task of a job of the pool */
-static void la_parallel(la_step_fn fn, char *arena, const void *const *inputs, int64_t extent) {
-    int n = la_threads < extent ? la_threads : (int)extent;
-    if (n <= 1) { fn(arena, inputs, 0, extent); return; }
-    if (n > 256) n = 256;
-    int64_t ranges[2 * 256], counters[2] = {0, 0}, none = 0, task[%(task_words)d] = {0};
-    for (int k = 0; k < n; k++) { ranges[2 * k] = extent * k / n; ranges[2 * k + 1] = extent * (k + 1) / n; }
-    int64_t table[2] = {(int64_t)(intptr_t)arena, (int64_t)(intptr_t)inputs};
-    task[%(tramp)d] = (int64_t)(intptr_t)la_tramp;
-    task[%(fn)d] = (int64_t)(intptr_t)fn;
-    task[%(argv)d] = task[%(partials)d] = task[%(strides)d] = (int64_t)(intptr_t)&none;
-    task[%(ranges)d] = (int64_t)(intptr_t)ranges;
-    task[%(chunks)d] = n;
-    int64_t job[4] = {1, (int64_t)(intptr_t)task, (int64_t)(intptr_t)counters, (int64_t)(intptr_t)table};
+/* one job of the pool: the tasks in order, a barrier after each not marked go_on */
+static void la_job(const la_task *tasks, int n, int64_t *table) {
+    int threads = la_threads, parallel = 0;
+    int64_t total = 0;
+    for (int k = 0; k < n; k++)
+        total += tasks[k].ranges ? 0 : la_chunks(tasks[k].extent, tasks[k].work, threads);
+    int64_t words[n * %(task_words)d], counters[2 * n], ranges[2 * total + 2], at = 0;
+    memset(words, 0, sizeof words);
+    memset(counters, 0, sizeof counters);
+    for (int k = 0; k < n; k++) {
+        const la_task *task = &tasks[k];
+        int64_t *w = words + k * %(task_words)d, chunks = task->chunks;
+        const int64_t *r = task->ranges;
+        if (!r) {
+            chunks = la_chunks(task->extent, task->work, threads);
+            for (int64_t c = 0; c < chunks; c++) {
+                ranges[at + 2 * c] = task->extent * c / chunks;
+                ranges[at + 2 * c + 1] = task->extent * (c + 1) / chunks;
+            }
+            r = ranges + at;
+            at += 2 * chunks;
+        }
+        w[%(tramp)d] = (int64_t)(intptr_t)task->tramp;
+        w[%(fn)d] = (int64_t)(intptr_t)task->fn;
+        w[%(argv)d] = (int64_t)(intptr_t)task->argv;
+        w[%(partials)d] = (int64_t)(intptr_t)task->partials;
+        w[%(strides)d] = (int64_t)(intptr_t)task->strides;
+        w[%(ranges)d] = (int64_t)(intptr_t)r;
+        w[%(chunks)d] = chunks;
+        w[%(go_on)d] = task->go_on;
+        parallel |= chunks > 1 || task->go_on;
+    }
+    int64_t job[4] = {n, (int64_t)(intptr_t)words, (int64_t)(intptr_t)counters,
+                      (int64_t)(intptr_t)table};
     /* one run at a time uses the workers; another runs its job alone, as in-process */
-    int shared = !__atomic_exchange_n(&la_busy, 1, __ATOMIC_ACQUIRE);
+    int shared = parallel && !__atomic_exchange_n(&la_busy, 1, __ATOMIC_ACQUIRE);
     if (shared && !la_started) { __atomic_store_n(&la_busy, 0, __ATOMIC_RELEASE); shared = 0; }
     lzp_run(shared ? la_state : 0, job, shared);
     if (shared) __atomic_store_n(&la_busy, 0, __ATOMIC_RELEASE);
@@ -667,6 +731,13 @@ def pool_object() -> bytes:
     return host_object(pool_ir.PoolIR(target_id(CPU)[0]).text(), "lazyarray_pool", library=True)
 
 
+def trampolines_object(keys: list) -> bytes:
+    """The pool's trampolines for `keys` ((nargs, npartials, ncounts) each, named by
+    pool_ir.trampoline_name) as object code for a shared library."""
+    ir_text = pool_ir.trampolines_ir(target_id(CPU)[0], keys)
+    return host_object(ir_text, "lazyarray_trampolines", optimize=False, library=True)
+
+
 def build_library(module: Module, name: str, out_dir: str, inputs: list,
                   blas: Optional[str] = None, cc: Optional[str] = None) -> Library:
     """Compile `module` (parameter k = input k, of type inputs[k] = (shape, dtype)) into
@@ -685,13 +756,14 @@ def build_library(module: Module, name: str, out_dir: str, inputs: list,
                      for s in _all_steps(program))
     found = find_blas(blas) if needs_blas else None
     outputs = [(values[p].shape, values[p].dtype) for p in program.outputs]
-    driver = _Driver(name, program, found)
+    driver = _Driver(name, run_plan.ProgramView(program), found)
     source = driver.source(inputs, outputs)   # AOTError: no C form
     obj = program.code
     os.makedirs(out_dir, exist_ok=True)
     paths = {k: os.path.join(out_dir, f) for k, f in (
         ("c", f"{name}.c"), ("h", f"{name}.h"), ("o", f"{name}_kernels.o"),
-        ("map", f"{name}.map"), ("so", f"lib{name}.so"), ("pool", f"{name}_pool.o"))}
+        ("map", f"{name}.map"), ("so", f"lib{name}.so"), ("pool", f"{name}_pool.o"),
+        ("tramps", f"{name}_trampolines.o"))}
     with open(paths["c"], "w") as f:
         f.write(source)
     with open(paths["h"], "w") as f:
@@ -701,6 +773,8 @@ def build_library(module: Module, name: str, out_dir: str, inputs: list,
             f.write(obj)
     with open(paths["pool"], "wb") as f:    # the native pool's job runner and workers
         f.write(pool_object())
+    with open(paths["tramps"], "wb") as f:  # ... and the trampolines its tasks call
+        f.write(trampolines_object(sorted(driver.tramps)))
     subs = []                           # the loops' and branches' sub-programs' code
     for k, code in enumerate(driver.objects):
         subs.append(os.path.join(out_dir, f"{name}_sub{k}.o"))
@@ -711,7 +785,7 @@ def build_library(module: Module, name: str, out_dir: str, inputs: list,
                 "local: *; };\n")
     cmd = [compiler, "-O2", "-std=c11", "-shared", "-fPIC", "-o", paths["so"], paths["c"]]
     cmd += [paths["o"]] if obj else []          # no object when every step is a library call
-    cmd += subs + [paths["pool"]]
+    cmd += subs + [paths["pool"], paths["tramps"]]
     cmd += [f"-Wl,--version-script={paths['map']}", "-Wl,-Bsymbolic"]
     if found is not None:
         cmd += [found.path, f"-Wl,-rpath,{os.path.dirname(found.path)}"]

@@ -21,7 +21,7 @@ The operands are never written (the loop's buffers are its own), so an interrupt
 checked before each iteration; the runner stops and the KeyboardInterrupt is raised when
 it returns -- leaves every tensor as it was. A step whose sub-programs a NativeProgram
 cannot run (a host call, an argmax copied out in NumPy, a sort) or whose body changes no
-state stays on the Python-driven path (`CPUExecutable._control`).
+state is driven from Python instead (native_program.py's `_PythonControl`).
 """
 from __future__ import annotations
 
@@ -39,7 +39,6 @@ from . import control_ir
 from .native_pool import address, code as pool_code
 from .object_code import LoadedCode
 from .runtime_objects import runtime_object
-from .blas_threads import BLAS_THREADS
 
 CTL = control_ir.LAYOUT
 _EXEC = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)   # (releases the GIL)
@@ -343,34 +342,3 @@ class ControlStep:
         mem = np.zeros(max(1, size), np.uint8)
         self.keep.append(mem)
         return address(mem)
-
-
-# ---- a control step run on its own (the general path's) ---------------------------------
-
-class Standalone:
-    """A control step of a program that runs step by step: its operands' and outputs'
-    addresses go into a small table of its own at each run."""
-
-    def __init__(self, step: Step, subs: list, threads: int, nbytes: Callable[[int], int]
-                 ) -> None:
-        positions = list(step.operands) + [p for p, _ in step.outputs]
-        self.index = {p: k for k, p in enumerate(dict.fromkeys(positions))}
-        self.table = np.zeros(len(self.index), np.int64)
-        base = address(self.table)
-        self.control = ControlStep(step, subs, threads,
-                                   lambda p: base + 8 * self.index[p], nbytes)
-        self.block = Block(self.control.ops, [self.control])
-
-    def run(self, arrays: dict, pool: Any) -> None:
-        """arrays: position -> contiguous array of each operand and output."""
-        table = self.table
-        for p, k in self.index.items():
-            table[k] = address(arrays[p])
-        if self.control.calls_blas:
-            BLAS_THREADS.enter()
-            try:
-                run(self.block, pool)
-            finally:
-                BLAS_THREADS.exit()
-        else:
-            run(self.block, pool)

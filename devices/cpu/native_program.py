@@ -1,163 +1,85 @@
-"""A whole CPU program in as few native calls as it allows: the fast path of a cached run.
+"""A whole CPU program in as few native calls as it allows: the in-process executor.
 
-`CPUExecutable.run` binds every value to a NumPy array and dispatches step by step; for a
-tiny program that bookkeeping is most of the time a sync takes. A `NativeProgram` plans it
-once per executable and thread count:
+A `NativeProgram` binds the program's plan (devices/cpu/run_plan.py: pure data, the same
+plan a C library's driver is written from) to memory and code, once per executable and
+thread count:
 
-- every buffer (each parameter, constant, buffer slot and partial array) gets an index
-  in one address table shared by the native jobs; a run writes only the parameters' and
-  the fresh outputs' addresses into it;
-- the steps become the tasks of one job of the native pool (one native call, barriers
-  between tasks): a partial reduction is two tasks, its chunks and then its finish
-  (combining the chunks' partials and running the epilogue, generated code too); only
-  a reduction without a finish phase (argmax's) ends a job, its result copied out in
-  NumPy before the next job;
+- every entry of the plan's address table gets its memory: constants, partial arrays,
+  product descriptors and small temporaries for good; a run writes only the parameters'
+  and the fresh outputs' addresses into it;
+- each of the plan's jobs becomes one job of the native pool (one native call, barriers
+  between tasks), its kernels' symbols resolved in the loaded object code; a partial
+  reduction is two tasks, its chunks and then its finish (combining the chunks' partials
+  and running the epilogue, generated code too); only a reduction without a finish phase
+  (argmax's) ends a job, its result copied out in NumPy before the next job;
 - small temporaries keep their memory between runs (the executable runs one call at a
   time, under its lock); large ones come from and go back to the recycled host memory;
-  outputs are fresh arrays, handed to the caller read-only as the general path does.
+  outputs are fresh arrays, handed to the caller read-only (their memory recycled when
+  the caller drops them).
 - a cached tiny program costs little Python: an input array given again is not checked
   again (a weak reference to it), a Python scalar's holder keeps its address, small
   outputs are made as their arrays, and a program that is one job of one chunk a task
   (the split gives a small kernel one chunk) is one direct native call on this thread.
 
-It serves programs of generated kernels, matrix products (a product is a task of the
+It runs every program: generated kernels, matrix products (a product is a task of the
 same job: tiles of C, each a single-threaded BLAS gemm or our own code, see
 devices/cpu/native_gemm.py; batched ones and operands read in place as matrices too),
-and host steps (NumPy's references: a sort, an FFT), which it runs from Python between
-two jobs over the buffers its table names (devices/cpu/host_calls.py). A product whose
-operands need a copy, a host step inside a loop or branch run natively, a profile or
-`debug` >= 2 send the run down the general path (CPUExecutable's steps one by one).
-Donated parameters are handled as the general path does: a
-parameter's slot is the caller's memory when it can be claimed, else fresh memory for
-each value planned there, an in-place output starting as a copy of its parameter.
+loops and branches (one call each of the control runner, native_control.py; the whole
+program one call when nothing else runs from Python), and, from Python between two jobs
+over the buffers its table names: host steps (NumPy's references: a sort, an FFT,
+host_calls.py), products the tiles do not cover (integer, complex, half-float, operands
+needing a copy: NumPy's matmul, library_calls.py), loops and branches whose
+sub-programs cannot run natively (a host call or argmax's copy inside, donated state:
+each sub-program a loaded executable of its own). An output that is a parameter or a
+constant is handed out as a copy. A profile or `debug` >= 2 runs a stepwise plan (each
+step a segment of its own, timed).
+Donated parameters: a parameter's slot is the caller's memory when it can be claimed,
+else fresh memory for each value planned there, an in-place output starting as a copy of
+its parameter.
 """
 from __future__ import annotations
 
 import ctypes
 import itertools
+import time
 import weakref
 from typing import Any, Optional
 
 import numpy as np
 
+from ...compiler import profile_hooks
 from ...compiler.hlo import dtypes as D
-from ...compiler.program import CONTROL_STEPS, LibraryStep, LoopStep, PartialStep, Step
-from . import host_calls, native_control, native_gemm, product_groups, step_barriers
+from ...compiler.program import (CONTROL_STEPS, LibraryStep, LoopStep, PartialStep, Step,
+                                 WhileStep, branch_index, run_while)
+from . import host_calls, native_control, native_gemm, run_plan
+from .host_calls import _array_at as array_at
 from .host_memory import HOST_MEMORY, MIN_BYTES, claim_memory
-from .native_pool import Job, address, code, get_pool, split
+from .library_calls import LIBRARY_CALLS
+from .native_pool import Job, address, code, get_pool
+from .run_plan import host as _host
 
 
 def eligible(exe: Any) -> bool:
-    """Whether `exe` (a CPUExecutable) can run as a NativeProgram (host steps only where
-    no control step makes the whole program one call of the control runner)."""
+    """Whether `exe` (a CPUExecutable) runs as a NativeProgram: every program does (its
+    plan covers every kind of step)."""
+    return True
+
+
+def all_native(exe: Any) -> bool:
+    """Whether every step of `exe` runs in native code, so that the control runner can run
+    it as a sub-program (native_control.py): no host step, no product from NumPy, no
+    loop or branch driven from Python, no output that is a parameter or a constant."""
     steps = exe.steps
-    return bool(steps) and all(_native_step(exe, s) for s in steps) \
-        and not (set(exe.outputs) & ({p for p, _ in exe.params} | set(exe._const_arrays))) \
-        and not (any(map(_host, steps)) and any(isinstance(s, CONTROL_STEPS) for s in steps))
-
-
-def _host(step: Step) -> bool:
-    return isinstance(step, LibraryStep) and step.call == "host"
+    return all(_native_step(exe, s) for s in steps) and not any(map(_host, steps)) \
+        and not (set(exe.outputs) & ({p for p, _ in exe.params} | set(exe._const_arrays)))
 
 
 def _native_step(exe: Any, step: Step) -> bool:
     if isinstance(step, CONTROL_STEPS):      # its sub-programs natively too
         return native_control.eligible_step(exe, step)
-    if isinstance(step, (LoopStep, PartialStep)):
-        return exe._code is not None
-    if isinstance(step, LibraryStep) and step.call == "host":
-        return True                          # run between two jobs (host_calls.HostStep)
-    return isinstance(step, LibraryStep) and step.call == "gemm" \
-        and _gemm_task(exe, step, 1) is not None
-
-
-def _gemm_task(exe: Any, step: LibraryStep, threads: int) -> Optional[tuple]:
-    """native_gemm.program_task for a library step, when its operands and result share
-    one float dtype."""
-    lhs, rhs = (exe.values[o] for o in step.operands)
-    out = exe.values[step.pos]
-    if not lhs.dtype == rhs.dtype == out.dtype:
-        return None
-    return native_gemm.program_task(step.args, lhs.shape, rhs.shape, out.shape,
-                                    out.dtype.np, threads)
-
-
-def _gemm_work(exe: Any, step: Step) -> Optional[int]:
-    """A native product step's estimated work (native_gemm.work), else None."""
-    if not isinstance(step, LibraryStep) or step.call != "gemm" \
-            or _gemm_task(exe, step, 1) is None:
-        return None
-    a = step.args
-    return a["batch"] * native_gemm.work(a["m"], a["n"], a["k"])
-
-
-# Inside a job that runs on every thread anyway, a loop kept whole for being small (below
-# cpu.SPLIT_ELEMENTS: a split would cost a dispatch) leaves the other threads waiting at its
-# barrier: there it is split as soon as each thread gets this much (a softmax over a
-# 256x10 batch's logits, 38 us of CPU whole, ran on one thread of the MLP step's job).
-# Each chunk computes whole rows of the outer dimension: the results are the same.
-JOB_SPLIT_ELEMENTS = 1 << 10
-
-
-def _parallel_jobs(exe: Any, plan: Any, threads: int) -> dict:
-    """id(step) -> whether the job it runs in wakes the workers anyway (a step of that job
-    is split over threads). A partial step without a finish phase ends a job."""
-    out: dict = {}
-    job: list = []
-    wide = False
-    for step in plan.order:
-        if isinstance(step, CONTROL_STEPS) or _host(step):     # between jobs, never in one
-            out.update(dict.fromkeys(job, wide))
-            job, wide = [], False
-            continue
-        job.append(id(step))
-        if threads > 1:
-            if isinstance(step, LibraryStep):
-                wide = wide or (plan.tiles.get(id(step), threads) > 1
-                                and len(_gemm_task(exe, step, threads)[2]) > 1)
-            else:
-                wide = wide or len(exe._split(step, threads)) > 1
-        if isinstance(step, PartialStep) and not step.finish:
-            out.update(dict.fromkeys(job, wide))
-            job, wide = [], False
-    out.update(dict.fromkeys(job, wide))
-    return out
-
-
-def _split_in_job(step: Step, ranges: list, threads: int) -> list:
-    """A one-chunk loop's ranges in a parallel job: one chunk per thread when each has
-    JOB_SPLIT_ELEMENTS of work."""
-    extent = int(step.extent)
-    if len(ranges) > 1 or step.serial or \
-            extent * max(1, int(step.work)) < JOB_SPLIT_ELEMENTS * threads:
-        return ranges
-    return split(extent, threads)
-
-
-def _roots(step: Step) -> list:
-    """A partial step's reduced values (none for another step)."""
-    return step.roots if isinstance(step, PartialStep) else []
-
-
-def _go_on(tasks: list, paired: list, free: list) -> list:
-    """The tasks of a job followed by no barrier: products side by side, and steps free
-    of the next (step_barriers.py) when the job runs on several threads anyway (a job of
-    one-chunk tasks runs on the calling thread, waking no worker: dropping a barrier
-    there would wake them)."""
-    if free and any(len(t[4]) > 1 for t in tasks):
-        return sorted(set(paired) | {t for t in free if t < len(tasks) - 1})
-    return paired
-
-
-def _used(step: Step) -> list:
-    """The values a step reads or writes through its buffer arguments."""
     if isinstance(step, LibraryStep):
-        return list(step.operands) + [step.pos]
-    if isinstance(step, CONTROL_STEPS):
-        return list(step.operands) + [p for p, _ in step.outputs]
-    if isinstance(step, PartialStep):
-        return list(step.args) + list(step.finish_args or ()) + [r["pos"] for r in step.roots]
-    return list(step.args)
+        return step.call == "gemm" and run_plan.gemm_task(exe, step, 1) is not None
+    return exe._code is not None
 
 
 class _Reduction:
@@ -178,53 +100,68 @@ class NativeProgram:
         """The executable this program runs (None once it is gone)."""
         return self._exe()
 
-    def __init__(self, exe: Any, threads: int) -> None:
+    def __init__(self, exe: Any, threads: int, stepwise: bool = False) -> None:
+        """`stepwise`: each step a segment of its own, timed (a profile, debug >= 2)."""
         # the executable keeps this program (its _range_cache): a weak reference back, so
         # that a program the runtime's cache drops is freed at once, its LLVM engine with
         # it, not at the next full collection (issue 33, item 17: ~80 dropped programs,
         # ~5 MB, waited for one under an 8-program cap)
         self._exe = weakref.ref(exe)
+        self.name = exe.name
+        self.stepwise = stepwise
+        self.debug = False                # (stepwise) print each step's time
         self.outputs = list(exe.outputs)
         self.pool = get_pool(threads)
+        # the plan (run_plan.py), and the order of the steps it came from (products side
+        # by side, product_groups.py)
+        spec, self.plan = run_plan.plan_for(exe, threads, stepwise)
+        self.spec = spec
         values = exe.values
-        where: dict = {}                  # value position -> buffer index
-        self._inputs: list = []           # _Input per parameter
-        for p, number in exe.params:
-            v = values[p]
-            where[p] = len(where)
-            self._inputs.append(_Input(number, where[p], v.dtype.np, v.shape))
-        self._by_value = {p: param for (p, _), param in zip(exe.params, self._inputs)}
-        fixed: list = []                  # (index, array) whose address never changes
-        for p, arr in exe._const_arrays.items():
-            where[p] = len(where)
-            fixed.append((where[p], arr))
+        self._inputs = [_Input(i.number, i.index, values[i.pos].dtype.np, values[i.pos].shape)
+                        for i in spec.inputs]          # _Input per parameter
+        self._by_value = {i.pos: param for i, param in zip(spec.inputs, self._inputs)}
+        # (index, array) whose address never changes
+        fixed = [(c.index, exe._const_arrays[c.pos]) for c in spec.constants]
         self._descriptors: list = []      # the gemm tasks' descriptors, kept alive
         # whether a task calls BLAS (a product of ours alone, dots or direct, does not:
         # the run then leaves BLAS's thread count alone, two calls of ~1.5 us each): set
-        # with the plan below
-        self._partials: list = []         # every _Reduction, its partial array kept alive
+        # with the segments below
+        self.calls_blas = any(host_calls.calls_lapack(s) for s in exe.steps if _host(s))
         # parameter slots: (the donor's argument number or None, its value, [(index,
         # value, dtype, shape, bytes)] per value planned in the slot)
         self._donated: list = []
         self._outputs = set(exe.outputs)
-        # independent products side by side (product_groups.py): the steps' order, and
-        # the values whose memory that order cannot share with their slot's
-        self.plan = product_groups.plan(exe, threads, _used, lambda s: _gemm_work(exe, s))
-        self.calls_blas = any(host_calls.calls_lapack(s) for s in exe.steps if _host(s))
-        self._plan_slots(exe, where, fixed)
+        self._bind_slots(exe, spec, fixed)
         self._aliases = list(exe._aliases)
         # (output, the parameter it overwrites in place) for each alias
         self._alias_inputs = [(o, self._by_value[x]) for o, x in self._aliases]
         self._claim = claim_memory
-        extra = sum(len(_roots(s)) + 1 for s in exe.steps)   # partials, chunk counts
-        self.table = np.zeros(len(where) + extra + 1, np.int64)
-        self._count = len(where)
-        self.segments = self._plan_steps(exe, threads, where, fixed)
+        self.table = np.zeros(max(1, spec.size), np.int64)
+        for index, value in spec.counts:
+            self.table[index] = value
+        self._partials = [self._reduction(exe, part) for part in spec.partials]
+        fixed += [(part.index, red.part) for part, red in zip(spec.partials, self._partials)]
+        self.segments = self._bind_segments(exe, spec, threads, fixed)
+        # (stepwise) the step of each segment and the threads it runs on, for its timing
+        self._timed = [_timing(exe, seg, self.pool.threads) for seg in spec.segments] \
+            if stepwise else None
+        # (stepwise) step number -> its segment; value -> its table entry (`run_step`)
+        self._segment_of = {seg.steps[0] if type(seg) is run_plan.JobPlan else seg.step: k
+                            for k, seg in enumerate(spec.segments)} if stepwise else None
+        self._where = spec.entries()
         # a program with loops or branches: all its segments one call of the control
         # runner (devices/cpu/native_control.py)
         self._block = None
-        if any(isinstance(job, native_control.ControlStep) for job, _, _ in self.segments):
+        controls = [job for job, _, _ in self.segments if type(job) is _CONTROL]
+        if controls and all(type(job) in (Job, _CONTROL) for job, _, _ in self.segments):
             self._block = native_control.Block(*native_control.program_ops(self))
+        # ... else each its own call of the runner, between the host steps
+        self._control_blocks = {id(c): native_control.Block(c.ops, [c]) for c in controls} \
+            if controls and self._block is None else {}
+        # outputs that are a parameter or a constant: a copy is handed out
+        self._given = {i.pos: i.number for i in spec.inputs if i.pos in self._outputs}
+        self._given.update((c.pos, None) for c in spec.constants if c.pos in self._outputs)
+        self._constants = dict(exe._const_arrays)
         # values a run copies a result into from NumPy (argmax's): their arrays are needed
         self._copied_into = {red.pos for _, _, copies in self.segments for red in copies}
         for index, arr in fixed:
@@ -236,7 +173,7 @@ class NativeProgram:
         # a single job whose tasks have one chunk each: called here, no pool asked
         only = self.segments[0] if len(self.segments) == 1 else None
         direct = only is not None and isinstance(only[0], Job) and not only[0].parallel \
-            and not only[2]
+            and not only[2] and not stepwise
         self._direct = only[0].address if direct else None
         self._direct_fills = only[1] if direct else []
         self._call = code().run
@@ -244,36 +181,19 @@ class NativeProgram:
         self._direct_job = ctypes.c_void_p(self._direct) if direct else None
         self._kept_outputs = self._plan_kept_outputs() if direct else None
 
-    # ---- planning ----------------------------------------------------------------------
+    # ---- binding the plan ----------------------------------------------------------------
 
-    def _plan_slots(self, exe: Any, where: dict, fixed: list) -> None:
+    def _bind_slots(self, exe: Any, spec: run_plan.ProgramPlan, fixed: list) -> None:
         """Slot memory: kept between runs (temporaries, the large ones within
         `KEPT_PROGRAM_BYTES` and the process's `KEPT_SCRATCH_BYTES`), or taken each run
         (slots holding an output, the other large temporaries)."""
         outputs = set(exe.outputs)
-        by_slot: dict = {}
-        sizes = dict(enumerate(exe.slot_bytes))
-        own = self.plan.own
-        for p, slot in exe.slot_of.items():
-            if p not in where and p not in own:
-                by_slot.setdefault(slot, []).append(p)
-        for step in exe.steps:       # values with no slot get their own scratch memory
-            for p in _used(step):
-                if p is not None and p not in where and (p not in exe.slot_of or p in own):
-                    by_slot[("own", p)] = [p]
-                    sizes[("own", p)] = exe.values[p].nbytes
         self.views: dict = {}             # value -> array over kept memory
         self._fresh: list = []            # (index, bytes, [(value, dtype, shape)], output?)
         kept = 0                          # bytes of large temporaries kept
         room = KEPT_SCRATCH_BYTES - KEPT_SCRATCH.total   # what the process may still keep
-        for slot, members in by_slot.items():
-            if slot in exe._param_slots:
-                self._param_slot(exe, slot, members, where)
-                continue
-            index = len(where)
-            for p in members:
-                where[p] = index
-            size = sizes[slot]
+        for slot in spec.slots:
+            index, size, members = slot.index, slot.nbytes, slot.members
             has_output = any(p in outputs for p in members)
             large = size >= MIN_BYTES
             if large and not has_output and kept + size <= min(room, KEPT_PROGRAM_BYTES):
@@ -288,17 +208,18 @@ class NativeProgram:
                 self.views[p] = mem[:v.nbytes].view(v.dtype.np).reshape(v.shape)
         if kept:
             KEPT_SCRATCH.add(self, kept)
+        for param_slot in spec.param_slots:
+            self._param_slot(exe, param_slot)
 
-    def _param_slot(self, exe: Any, slot: int, members: list, where: dict) -> None:
-        """A parameter's slot: each value planned there gets its own buffer index, all
+    def _param_slot(self, exe: Any, param_slot: run_plan.ParamSlot) -> None:
+        """A parameter's slot: each value planned there has its own table entry, all
         set at each run to the donated parameter's memory when it can be claimed, else
-        each to fresh memory of its own (as the general path's `_bind`)."""
+        each to fresh memory of its own."""
         entries = []
-        for p in members:
-            where[p] = len(where)
+        for index, p in param_slot.entries:
             v = exe.values[p]
-            entries.append((where[p], p, v.dtype.np, v.shape, v.nbytes))
-        donor = exe._donated_slots.get(slot)
+            entries.append((index, p, v.dtype.np, v.shape, v.nbytes))
+        donor = exe._donated_slots.get(param_slot.slot)
         if donor is None:
             self._donated.append((None, None, entries, None))
             return
@@ -310,107 +231,77 @@ class NativeProgram:
         self._donated.append((donor[1], given, entries, same[0] if len(same) == 1 else None))
 
     @staticmethod
-    def _fresh_slot(exe: Any, index: int, size: int, members: list, has_output: bool) -> tuple:
+    def _fresh_slot(exe: Any, index: int, size: int, members: tuple, has_output: bool) -> tuple:
         """(buffer index, bytes, views to make, output?) of a slot whose memory is new at
-        each run. Outputs are views of raw memory as the general path makes them (a
-        donation later tells that memory from a caller's own array by that)."""
+        each run. Outputs are views of raw memory (a donation later tells that memory
+        from a caller's own array by that)."""
         outputs = set(exe.outputs)
-        targets = {r["pos"] for s in exe.steps for r in _roots(s)}
+        targets = {r["pos"] for s in exe.steps for r in run_plan.roots(s)}
         views = [(p, exe.values[p].dtype.np, exe.values[p].shape) for p in members
                  if p in outputs or p in targets]
         return index, size, views, has_output
 
-    def _buffer(self, fixed: list, arr: np.ndarray) -> int:
-        index = self._count
-        self._count += 1
-        fixed.append((index, arr))
-        return index
+    def _bind_segments(self, exe: Any, spec: run_plan.ProgramPlan, threads: int,
+                       fixed: list) -> list:
+        """(job, partials to reset before it, reductions to copy out after it) per
+        segment of the plan, each bound by its kind's binder (`_BIND`)."""
+        at = _Binding(spec, threads, fixed, address(self.table), spec.entries())
+        return [_BIND[type(seg)](self, exe, seg, at) for seg in spec.segments]
 
-    def _plan_steps(self, exe: Any, threads: int, where: dict, fixed: list) -> list:
-        """Jobs of the native pool, each with the partial arrays to reset before it and
-        the reductions to copy out after it (a partial step without a finish phase)."""
-        segments, tasks, fills, go_on, free = [], [], [], [], []
-        # steps that share no memory with the tasks since the last barrier follow with
-        # none (step_barriers.py); products side by side are the plan's own
-        unbarred = step_barriers.free_steps(exe, self.plan.order, self.plan.go_on,
-                                            self.plan.own, _used)
-        wide = _parallel_jobs(exe, self.plan, threads)
-        for step in self.plan.order:
-            if isinstance(step, CONTROL_STEPS):      # ops of the control runner
-                if tasks:
-                    segments.append((Job(tasks, self._count, self.table,
-                                         _go_on(tasks, go_on, free)), fills, []))
-                    tasks, fills, go_on, free = [], [], [], []
-                base = address(self.table)
+    def _job(self, exe: Any, seg: run_plan.JobPlan, at: "_Binding") -> tuple:
+        """A pool Job: the plan's tasks with their kernels' addresses."""
+        reds = self._partials
+        tasks = [self._task(exe, t, at.fixed) for t in seg.tasks]
+        return (Job(tasks, at.spec.size, self.table, seg.go_on),
+                [reds[n] for n in seg.fills], [reds[n] for n in seg.copies])
+
+    def _call(self, exe: Any, seg: run_plan.CallPlan, at: "_Binding") -> tuple:
+        """A library step between two jobs, from Python on this thread: a host call
+        (NumPy's reference), or a product the native tiles do not cover (NumPy's
+        matmul, library_calls.py)."""
+        step = exe.steps[seg.step]
+        if run_plan.host(step):
+            return host_calls.HostStep(exe.values, step, list(seg.buffers), self.table), [], []
+        self.calls_blas = True
+        return _LibraryCall(exe.values, step, list(seg.buffers), self.table), [], []
+
+    def _control(self, exe: Any, seg: run_plan.ControlPlan, at: "_Binding") -> tuple:
+        """A loop or branch: ops of the control runner, or, where its sub-programs cannot
+        run natively (native_control.py says why), driven from Python over them."""
+        step = exe.steps[seg.step]
+        subs = exe._subs[id(step)]
+        # (stepwise: from Python, so that a profile times the sub-programs' steps too)
+        if not self.stepwise and native_control.eligible_step(exe, step):
+            try:
                 control = native_control.ControlStep(
-                    step, exe._subs[id(step)], threads, lambda p: base + 8 * where[p],
+                    step, subs, at.threads, lambda p: at.base + 8 * at.where[p],
                     lambda p: exe.values[p].nbytes)
+            except native_control.NotNative:
+                pass
+            else:
                 self.calls_blas = self.calls_blas or control.calls_blas
-                segments.append((control, [], []))
-                continue
-            if _host(step):          # NumPy's reference, on this thread, between jobs
-                if tasks:
-                    segments.append((Job(tasks, self._count, self.table,
-                                         _go_on(tasks, go_on, free)), fills, []))
-                    tasks, fills, go_on, free = [], [], [], []
-                segments.append((host_calls.HostStep(exe.values, step,
-                                                     [where[p] for p in _used(step)],
-                                                     self.table), [], []))
-                continue
-            if isinstance(step, LibraryStep):    # a matrix product: tiles of C
-                fn, desc, ranges = _gemm_task(exe, step, self.plan.tiles.get(id(step), threads))
-                self._descriptors.append(desc)   # the table holds its address only
-                self.calls_blas = self.calls_blas or native_gemm.calls_blas(fn)
-                args = [where[p] for p in _used(step)] + [self._buffer(fixed, desc)]
-                tasks.append((fn, args, [], [], ranges))
-                if id(step) in self.plan.go_on:  # the next product runs beside it
-                    go_on.append(len(tasks) - 1)
-                elif id(step) in unbarred:
-                    free.append(len(tasks) - 1)
-                continue
-            ranges = exe._split(step, threads)
-            if isinstance(step, LoopStep) and wide[id(step)]:
-                ranges = _split_in_job(step, ranges, threads)
-            args = [where[p] for p in step.args]
-            fn = exe._code.address(step.fn)
-            if isinstance(step, LoopStep):
-                tasks.append((fn, args, [], [], ranges))
-                if id(step) in unbarred:
-                    free.append(len(tasks) - 1)
-                continue
-            chunks = len(ranges) if step.per_chunk else 1
-            reductions = [self._reduction(exe, r, chunks) for r in step.roots]
-            parts = [self._buffer(fixed, red.part) for red in reductions]
-            self._partials.extend(reductions)   # the table holds their addresses only
-            strides = [red.part.strides[0] if chunks > 1 else 0 for red in reductions]
-            tasks.append((fn, args, parts, strides, ranges))
-            if not step.partials_stored:     # (each chunk stores its row whole)
-                fills.extend(reductions)
-            if step.finish:             # combine and epilogue natively, in the same job
-                count = self._count
-                self._count += 1
-                self.table[count] = chunks
-                tasks.append((exe._code.address(step.finish),
-                              [where[p] for p in step.finish_args], parts, [0] * len(parts),
-                              [(0, step.finish_extent)], [count]))
-                if id(step) in unbarred:          # (after its finish)
-                    free.append(len(tasks) - 1)
-                continue
-            segments.append((Job(tasks, self._count, self.table, _go_on(tasks, go_on, free)),
-                             fills, [red for red in reductions if red.pos is not None]))
-            tasks, fills, go_on, free = [], [], [], []
-        if tasks:
-            segments.append((Job(tasks, self._count, self.table, _go_on(tasks, go_on, free)),
-                            fills, []))
-        return segments
+                return control, [], []
+        return _PythonControl(exe.values, step, subs, at.where, self.table), [], []
+
+    def _task(self, exe: Any, task: run_plan.Task, fixed: list) -> tuple:
+        """A plan's task as a pool Job's: the kernel's address, or a product's tile
+        function with its descriptor (kept alive here: the table holds its address)."""
+        if task.product is not None:
+            step, tiles = task.product
+            fn, desc, ranges = run_plan.gemm_task(exe, exe.steps[step], tiles)
+            self._descriptors.append(desc)
+            self.calls_blas = self.calls_blas or native_gemm.calls_blas(fn)
+            fixed.append((task.args[-1], desc))
+            return fn, task.args, (), (), ranges
+        row = (exe._code.address(task.fn), task.args, task.partials, task.strides, task.ranges)
+        return row + (task.counts,) if task.counts else row
 
     @staticmethod
-    def _reduction(exe: Any, root: dict, chunks: int) -> _Reduction:
-        acc = D.from_name(root["acc"])
-        part = np.full((chunks,) + tuple(root["shape"]), root["init"], acc.np)
-        pos = root["pos"]
-        target = exe.values[pos].dtype.np if pos is not None else None
-        return _Reduction(part, root["init"], root["kind"], chunks, pos, target)
+    def _reduction(exe: Any, part: run_plan.Partial) -> _Reduction:
+        acc = D.from_name(part.acc)
+        arr = np.full((part.chunks,) + tuple(part.shape), part.init, acc.np)
+        target = exe.values[part.pos].dtype.np if part.pos is not None else None
+        return _Reduction(arr, part.init, part.kind, part.chunks, part.pos, target)
 
     def _plan_small_outputs(self) -> Optional[list]:
         """(buffer index, dtype, shape) per output when every slot a run takes fresh
@@ -480,7 +371,23 @@ class NativeProgram:
             for mem in taken:
                 HOST_MEMORY.release(mem)
         del keep                          # (the converted inputs lived through the run)
+        if self._given:
+            return [self._result(p, fresh, args) for p in self.outputs]
         return [_handed_out(fresh[p]) for p in self.outputs]
+
+    def _result(self, p: int, fresh: dict, args: list) -> np.ndarray:
+        """Output p as handed out; a parameter's or a constant's as a read-only copy."""
+        if p not in self._given:
+            return _handed_out(fresh[p])
+        number = self._given[p]
+        if number is None:
+            arr = np.array(self._constants[p], copy=True)
+        else:
+            param = self._by_value[p]
+            arr = np.array(np.asarray(args[number], dtype=param.dtype).reshape(param.shape),
+                           copy=True)
+        arr.setflags(write=False)
+        return arr
 
     def _bind_inputs(self, args: list) -> list:
         """Point the table at this run's inputs. An array given last run is skipped (its
@@ -544,6 +451,9 @@ class NativeProgram:
                 fresh[p] = _ndarray(shape, dtype, mem)
 
     def _run_jobs(self, fresh: dict) -> None:
+        if self._timed is not None:
+            self._run_timed(fresh)
+            return
         if self._block is not None:
             native_control.run(self._block, self.pool)
             return
@@ -554,14 +464,72 @@ class NativeProgram:
             self._call(None, direct, 0)
             return
         for job, fills, copies in self.segments:
-            if type(job) is _HOST_STEP:
-                job.run(self.pool)
+            kind = type(job)
+            if kind is not Job:
+                if kind is _CONTROL:
+                    native_control.run(self._control_blocks[id(job)], self.pool)
+                else:                     # a host step, a product from NumPy, a loop from Python
+                    job.run(self.pool)
                 continue
             for red in fills:
                 red.part.fill(red.ident)
             self.pool.run(job)
             for red in copies:
                 _copy_out(red, fresh[red.pos] if red.pos in fresh else self.views[red.pos])
+
+    def run_step(self, number: int, arrays: dict) -> None:
+        """(a stepwise program) Kernel step `number` alone over `arrays` (position ->
+        C-contiguous array; a value it touches that is missing there gets scratch memory
+        of its own): the CUDA stand-in runs a GPU kernel's host twin so. The table is as
+        it was afterwards."""
+        exe = self.exe
+        step = exe.steps[number]
+        job, fills, copies = self.segments[self._segment_of[number]]
+        saved = self.table.copy()
+        try:
+            for p in run_plan.used(step):
+                if p is None:
+                    continue
+                arr = arrays.get(p)
+                if arr is None:
+                    v = exe.values[p]
+                    arr = arrays[p] = np.empty(v.shape, v.dtype.np)
+                self.table[self._where[p]] = address(arr)
+            for red in fills:
+                red.part.fill(red.ident)
+            self.pool.run(job)
+            for red in copies:
+                _copy_out(red, arrays[red.pos])
+        finally:
+            self.table[:] = saved
+
+    def _run_timed(self, fresh: dict) -> None:
+        """Each segment (one step: a stepwise plan) on its own, timed: a profile's
+        kernels, their Python chunks on the pool attributed to them (TimedPool), and
+        debug >= 2's line per step."""
+        prof = profile_hooks.ACTIVE
+        pool = profile_hooks.TimedPool(self.pool, prof) if prof else self.pool
+        clock = time.perf_counter
+        for (job, fills, copies), (step, threads) in zip(self.segments, self._timed):
+            t0 = clock()
+            if prof:
+                pool.kernel = step.kernel
+            if type(job) is Job:
+                for red in fills:
+                    red.part.fill(red.ident)
+                pool.run(job)
+                for red in copies:
+                    _copy_out(red, fresh[red.pos] if red.pos in fresh else self.views[red.pos])
+            else:
+                job.run(pool)
+            t1 = clock()
+            if prof:
+                prof.kernel(self.name, step.kernel, step.kind, t0, t1, threads)
+                if isinstance(step, WhileStep):
+                    prof.trips(job.trips)
+            if self.debug:
+                print(f"[lazyarray]   {self.name} {step.kernel} ({step.kind}): "
+                      f"{(t1 - t0) * 1e3:.3f} ms")
 
     def _run_donating(self, args: list) -> list:
         """A run with donated parameters or in-place outputs: their slots first.
@@ -621,13 +589,83 @@ class NativeProgram:
         finally:
             for mem in taken:
                 HOST_MEMORY.release(mem)
-        if not again:
+        if not again and not self._given:
             return [_handed_out(fresh[p]) for p in self.outputs]
         out = []
         for p in self.outputs:
             given = again.get(p)
-            out.append(_handed_out(fresh[p]) if given is None else given)
+            out.append(self._result(p, fresh, args) if given is None else given)
         return out
+
+
+class _Binding:
+    """What binding a plan's segments shares: the plan, the thread count, the (entry,
+    array) pairs whose addresses the table takes, the table's address, value -> entry."""
+
+    def __init__(self, spec: run_plan.ProgramPlan, threads: int, fixed: list, base: int,
+                 where: dict) -> None:
+        self.spec, self.threads, self.fixed, self.base, self.where = spec, threads, fixed, base, where
+
+
+# plan segment class -> the NativeProgram method binding it
+_BIND = {run_plan.JobPlan: NativeProgram._job, run_plan.CallPlan: NativeProgram._call,
+         run_plan.ControlPlan: NativeProgram._control}
+
+
+class _LibraryCall:
+    """A library step run from Python between two jobs (library_calls.py: a product the
+    native tiles do not cover) over the buffers at `indices` of the program's table."""
+
+    def __init__(self, values: dict, step: LibraryStep, indices: list, table: np.ndarray) -> None:
+        self.step, self.value, self.indices, self.table = step, values[step.pos], indices, table
+        self.operand_values = [values[o] for o in step.operands]
+
+    def run(self, pool: Any) -> None:
+        at = self.table.item
+        operands = [array_at(at(i), v) for i, v in zip(self.indices, self.operand_values)]
+        LIBRARY_CALLS[self.step.call](self.step, self.value, operands,
+                                      array_at(at(self.indices[-1]), self.value), pool)
+
+
+class _PythonControl:
+    """A while or conditional step whose sub-programs cannot run natively (a host call or
+    argmax's copy inside, donated state; native_control.py): the loop or the branch's
+    choice from Python (compiler/program.py's run_while, branch_index), each sub-program
+    a loaded executable run on arrays over the program's memory."""
+
+    def __init__(self, values: dict, step: Step, subs: list, where: dict, table: np.ndarray
+                 ) -> None:
+        self.step, self.subs, self.table = step, subs, table
+        self.operands = [(where[o], values[o]) for o in step.operands]
+        self.outputs = [(where[p], values[p], k) for p, k in step.outputs]
+        self.trips = 0                    # iterations of the last run (a profile shows them)
+
+    def run(self, pool: Any) -> None:
+        at = self.table.item
+        operands = [array_at(at(i), v) for i, v in self.operands]
+        if isinstance(self.step, WhileStep):
+            cond, body = self.subs
+            self.trips = 0
+
+            def run_body(state: list) -> list:
+                self.trips += 1
+                return body.run(state)
+            state = run_while(self.step, operands, cond.run,
+                              run_body if body is not None else None, bool)
+        else:
+            state = self.subs[branch_index(self.step, operands[0])].run(operands[1:])
+        for index, v, k in self.outputs:
+            np.copyto(array_at(at(index), v), state[k])
+
+
+def _timing(exe: Any, seg: Any, threads: int) -> tuple:
+    """(the step of a stepwise plan's segment, the threads its chunks run on)."""
+    if type(seg) is not run_plan.JobPlan:
+        return exe.steps[seg.step], 1
+    step = exe.steps[seg.steps[0]]
+    if not isinstance(step, (LoopStep, PartialStep)):
+        return step, 1
+    return step, min(len(seg.tasks[0].ranges), threads)
 
 
 def _nothing() -> None:
@@ -655,7 +693,7 @@ class _Input:
 
 
 _NDARRAY = np.ndarray
-_HOST_STEP = host_calls.HostStep
+_CONTROL = native_control.ControlStep
 _ndarray = np.ndarray     # (shape, dtype, memory): a view of raw memory in one call
 _empty = np.empty
 _ZERO = ctypes.c_int64(0)
@@ -717,7 +755,7 @@ def _handed_out_small(arr: np.ndarray) -> np.ndarray:
 
 
 def _handed_out(arr: np.ndarray) -> np.ndarray:
-    """An output as the general path hands it out: a read-only view whose memory comes
+    """An output as it is handed out: a read-only view whose memory comes
     back to the recycled host memory when the caller drops it."""
     arr = arr.view()
     base = arr.base
@@ -730,4 +768,4 @@ def _handed_out(arr: np.ndarray) -> np.ndarray:
 _UINT8 = np.dtype(np.uint8)
 
 
-native_control.PROGRAM[:] = [NativeProgram, eligible]
+native_control.PROGRAM[:] = [NativeProgram, all_native]

@@ -95,7 +95,7 @@ def _runner(exe: Any, steps: list, params: list) -> Callable:
         for step in steps:
             if not isinstance(step, (LoopStep, PartialStep)):
                 raise ValueError(f"fake cuda: a {step.kind} step inside a GPU kernel")
-            (exe._partial if isinstance(step, PartialStep) else exe._loop)(step, arrays)
+            exe.run_step(step, arrays)
     return run
 
 
