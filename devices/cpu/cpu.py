@@ -505,6 +505,9 @@ class CPUExecutable:
             return
         cond, body = self._subs[id(step)]
         operands = [self._scratch(arrays, o) for o in step.operands]
+        if body is not None:     # a body that writes its state in place: never over the
+            for _, k in body._donated_slots.values():    # operands (a user's tensors)
+                operands[k] = operands[k].copy()
         self._trips = 0
 
         def run_body(state: list) -> list:
