@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 # a cache hit must not pay for the compiler's import (~100 ms of a process's start).
 
 CPU = "cpu"
+# a loop body's kernels run once per iteration: their optimization tier is chosen as if
+# each ran this many times per call (a decoding loop's 64-wide kernels ran unoptimized)
+LOOP_BODY_RUNS = 1024
 CPU_LIBRARY = "cpu-library"   # the host's code for a shared library (ahead of time: PIC,
                               # small code model), not for the JIT
 
@@ -51,7 +54,9 @@ def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(),
     devices/stand_ins/cuda_host_kernels.py). `carried` (CPU): a loop body's state,
     {parameter number: index of the output that is its next value}: those parameters
     are donated, each slot held by its own output only (buffer_assignment.py), so the
-    loop updates that state in one buffer (devices/cpu/native_control.py)."""
+    loop updates that state in one buffer (devices/cpu/native_control.py); the module is
+    a loop body (`{}`: one that donates nothing), whose kernels, run at every iteration,
+    are optimized as LOOP_BODY_RUNS times their work."""
     with _collector_paused():
         if target in (CPU, CPU_LIBRARY):
             return _compile_cpu(module, frozenset(donated), verify, dumps, progress,
@@ -153,7 +158,7 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
             made[0] += 1
         # a loop's state updated in place where the native runner runs it (the AOT
         # library's C loop and the GPU stand-in's host kernels keep two buffers)
-        in_place = None if library or separate_buffers else carried
+        in_place = {} if carried is not None and (library or separate_buffers) else carried
         sub = compile(m, CPU_LIBRARY if library else CPU, dumps=dumps,
                       separate_buffers=separate_buffers, carried=in_place)
         _keep_sub_dumps(sub_dumps, m.name, sub)
@@ -162,7 +167,8 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     with span("codegen", "cpu_kernels"):
         ir_module, steps = cpu_kernels.generate_module(
             plan, module.name, progress=progress, control=control, lapack=not library,
-            prefix=f"{_c_ident(module.name)}__" if library else "")
+            prefix=f"{_c_ident(module.name)}__" if library else "",
+            repeat=LOOP_BODY_RUNS if carried is not None else 1)
     functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
     if progress is not None:
         progress("optimizing", functions, functions)

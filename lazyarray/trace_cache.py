@@ -33,7 +33,7 @@ import numpy as np
 from . import config
 from .backward import is_grad_enabled
 from .compiler.hlo.computation import build_computation, inline
-from .tensor import Tensor
+from .tensor import TRAINABLE, Tensor
 from .ops import autocast as _autocast
 
 _LIBRARIES = ("lazyarray", "numpy", "math", "builtins", "ops", "compiler", "devices",
@@ -94,7 +94,9 @@ class _Walk:
         t = type(x)
         if isinstance(x, Tensor):
             self.tensors.append(x)
-            return ("T", x.shape, x.dtype.name, id(x._state), x.requires_grad)
+            # (no tensor requires grad: then none is derived from one, and the walk back
+            # over each tensor's graph that requires_grad makes is skipped)
+            return ("T", x.shape, x.dtype.name, id(x._state), bool(TRAINABLE) and x.requires_grad)
         if t in _SCALARS:
             return (t.__name__, repr(x) if t in (float, complex) else x)
         if isinstance(x, np.generic):
@@ -316,18 +318,22 @@ def _plan(cap: Sequence[Any], tensors: list, ext: list) -> tuple:
 
 
 def _constant_only(n: Any) -> bool:
-    """Whether `n` is computed from kept constants alone (a shared broadcast of 0.0, made
-    once for every graph by ops/promotion.py). Such a node is passed as itself on a
-    later call: recomputed from its constant it would be a new node where the first
-    call's graph had the shared one (also read outside the loop there), and the graph,
-    one node longer, would compile again."""
+    """Whether `n` is computed from kept constants and fixed leaves alone (a shared
+    broadcast of 0.0, made once for every graph by ops/promotion.py; a Python scalar of
+    the body broadcast to a shape). Such a node is passed as itself on a later call:
+    recomputed from its constant it would be a new node where the first call's graph
+    had the shared one (also read outside the loop there), and the graph, one node
+    longer, would compile again; and a fixed leaf is passed as itself anyway, so what is
+    computed from it alone is the same value (the example decoder's 20 broadcasts of
+    its scalars were recomputed at every call)."""
     stack, seen = [n], set()
     while stack:
         m = stack.pop()
         if id(m) in seen:
             continue
         seen.add(id(m))
-        if m.buffer is not None or (not m.operands and m.op != "constant"):
+        if m.buffer is not None or (not m.operands and m.op != "constant"
+                                    and m.op not in _FIXED_LEAVES):
             return False
         stack.extend(m.operands)
     return True

@@ -88,6 +88,7 @@ class CPUCodegen:
         self._made: dict = {}       # kernel key -> (kernel, its positions, its steps)
         self.shared = 0             # kernels that call an earlier kernel's function
         self.control: Any = None    # kernel -> its control step (control_steps.py), or None
+        self.repeat = 1             # runs of each kernel per call (see generate_module)
 
     # ---- the plan, kernel by kernel ---------------------------------------------------
 
@@ -114,11 +115,12 @@ class CPUCodegen:
 
     def _choose_opt_levels(self) -> None:
         """Each function's optimization follows its size (llvm_target.opt_tier): the
-        largest work of the steps that call it."""
+        largest work of the steps that call it, times the runs per call (a loop body's
+        small kernels, run at every iteration, are optimized)."""
         work: dict = {}
         for s in self.steps:
             if isinstance(s, (LoopStep, PartialStep)):
-                n = int(s.extent) * max(1, int(s.work))
+                n = int(s.extent) * max(1, int(s.work)) * self.repeat
                 work[s.fn] = max(work.get(s.fn, 0), n)
         for name, n in work.items():
             tier = llvm_target.opt_tier(n)
@@ -908,9 +910,12 @@ def generate(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
 
 def generate_module(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
                     progress: Any = None, control: Any = None, lapack: bool = True,
-                    prefix: str = "") -> tuple:
-    """`generate`, with the llvmlite IR module in place of its text."""
+                    prefix: str = "", repeat: int = 1) -> tuple:
+    """`generate`, with the llvmlite IR module in place of its text. `repeat`: how many
+    times each kernel is expected to run per call (a loop body's: once an iteration),
+    which raises its optimization tier with its work."""
     gen = CPUCodegen(plan, name, math, progress, lapack)
     gen.control = control
     gen.prefix = prefix
+    gen.repeat = repeat
     return gen.run()

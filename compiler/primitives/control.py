@@ -41,12 +41,23 @@ def _types(values: Any) -> list:
 
 
 def _param_types(module: Module) -> list:
-    ps = module.parameters
-    return [(module.instructions[p].shape, module.instructions[p].dtype) for p in ps]
+    return module.signature()[0]
 
 
 def _output_types(module: Module) -> list:
-    return [(module.instructions[o].shape, module.instructions[o].dtype) for o in module.outputs]
+    return module.signature()[1]
+
+
+_TUPLE_TYPES: dict = {}
+
+
+def _interned(t: tuple) -> tuple:
+    """One object per tuple of shapes or dtypes: a sync's template (compiler/graph/
+    template_code.py) compares a node's dtype by identity, and a loop's while node, made
+    anew at each call, must match its first one for the cached sync to skip capture."""
+    if len(_TUPLE_TYPES) > 4096:
+        _TUPLE_TYPES.clear()
+    return _TUPLE_TYPES.setdefault(t, t)
 
 
 def _fmt(types: list) -> str:
@@ -81,7 +92,7 @@ def _while_infer(operands: tuple, cond: Any, body: Any, scan: Any = None) -> tup
         fail("while", operands, f"the body must return the state's types "
                                 f"{_fmt(_types(operands))}, it returns "
                                 f"{_fmt(_output_types(body))}", TypeError)
-    return tuple(o.shape for o in operands), tuple(o.dtype for o in operands)
+    return _interned(tuple(o.shape for o in operands)), _interned(tuple(o.dtype for o in operands))
 
 
 def _while_reference(*state: np.ndarray, cond: Module, body: Module, scan: Any = None) -> tuple:
@@ -123,7 +134,7 @@ def _conditional_infer(operands: tuple, branches: Any) -> tuple:
         if _output_types(b) != first:
             fail("conditional", operands, f"branch {k} returns {_fmt(_output_types(b))} but "
                                           f"branch 0 returns {_fmt(first)}", TypeError)
-    return tuple(s for s, _ in first), tuple(d for _, d in first)
+    return _interned(tuple(s for s, _ in first)), _interned(tuple(d for _, d in first))
 
 
 def _conditional_reference(index: np.ndarray, *args: np.ndarray, branches: tuple) -> tuple:
