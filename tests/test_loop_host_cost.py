@@ -69,3 +69,39 @@ def test_a_loop_body_s_small_kernels_are_optimized():
     assert _unoptimized(body.dumps["llvm"]) == 0
     program = compile(capture([_loop(x, w)._node]).module(), "cpu", dumps=True)
     assert _unoptimized(program.dumps["sub.body.llvm"]) <= 1
+
+
+def _attention_loop(x, k):
+    """A decoding step's attention in a loop: products batched over 4 heads of one row
+    each (q @ k.T, p @ v), far too small to split over threads."""
+    def body(i, q):
+        s = la.softmax(q @ la.matrix_transpose(k), axis=-1)
+        return la.tanh(s @ k) + q
+    return la.fori_loop(0, 6, body, x)
+
+
+def test_a_loop_body_too_small_to_split_runs_on_the_calling_thread():
+    """Its small batched products (a tile per head) do not make its job parallel: every
+    job of the body runs on the thread that runs the loop, no worker woken, no barrier
+    met per task at every iteration. Results match the interpreter on 2 threads."""
+    from lazyarray.compiler.program import WhileStep
+    from lazyarray.devices.cpu import native_control, native_program
+    from lazyarray.devices.cpu.cpu import CPUDevice, CPUExecutable
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 1, 16)).astype(np.float32)
+    k = rng.standard_normal((4, 64, 16)).astype(np.float32)
+    with la.config.override(num_threads=2):
+        got = _attention_loop(la.asarray(x), la.asarray(k)).numpy()
+    want = _attention_loop(la.asarray(x, device="interpreter"),
+                           la.asarray(k, device="interpreter")).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    out = _attention_loop(la.asarray(x), la.asarray(k))
+    exe = CPUExecutable(compile(capture([out._node]).module(), "cpu"),
+                        CPUDevice(lambda: {"cache_dir": "off", "num_threads": 2}))
+    (step,) = [s for s in exe.steps if isinstance(s, WhileStep)]
+    body = exe._subs[id(step)][1]
+    prog = native_program.NativeProgram(body, 2)
+    assert not any(native_program._parallel_jobs(body, prog.plan, 2).values())
+    ops, _ = native_control.program_ops(prog)
+    jobs = [op for op in ops if op[0] == native_control.CTL.OP_JOB]
+    assert jobs and all(op[2] == 0 for op in jobs)

@@ -64,6 +64,14 @@ class _Runner:
         self.handler = self._code.address(CTL.ON_SIGNAL)
         self.flag = self._code.global_address(CTL.FLAG)
         self.chain = self._code.global_address(CTL.CHAIN)
+        self._pool_run: tuple = (None, 0)
+
+    def pool_run(self) -> int:
+        """The address of the native pool's `lzp_run` (looked up once per pool code)."""
+        run = pool_code().run
+        if self._pool_run[0] is not run:
+            self._pool_run = (run, ctypes.cast(run, ctypes.c_void_p).value)
+        return self._pool_run[1]
 
 
 _RUNNER: Optional[_Runner] = None
@@ -100,7 +108,7 @@ def run(block: Block, pool: Any) -> None:
     set up is undone (inside the block the interrupt is deferred: it cannot cut that)."""
     r = runner()
     ctx = np.zeros(CTL.CTX_WORDS, np.int64)
-    ctx[CTL.CTX_RUN] = ctypes.cast(pool_code().run, ctypes.c_void_p).value
+    ctx[CTL.CTX_RUN] = r.pool_run()
     main = threading.current_thread() is threading.main_thread()
     with InterruptsDeferred():
         watched = ctx[CTL.CTX_INTERRUPTED] = _WATCH.enter(r) if main else 0
@@ -264,7 +272,12 @@ class Bound:
 
 def program_ops(prog: Any) -> tuple:
     """(ops, kept arrays) that run a NativeProgram's segments: each job after its
-    partials' reset; a control step's own ops."""
+    partials' reset; a control step's own ops. A program none of whose steps is worth
+    splitting over threads runs each job on the calling thread: a job counts as parallel
+    as soon as a task has several chunks or runs beside the next (a small batch's tiles,
+    products side by side), and a decoding loop's body then woke the workers and met
+    them at a barrier per task, at every iteration (2 threads: 1.4 ms where 1 took 0.75)."""
+    serial = not _worth_threads(prog)
     ops: list = []
     keep: list = []
     for job, fills, _ in prog.segments:
@@ -276,9 +289,18 @@ def program_ops(prog: Any) -> tuple:
             start = np.full_like(red.part, red.ident)
             keep.append(start)
             ops.append((CTL.OP_FILL, address(red.part), address(start), red.part.nbytes))
-        ops.append((CTL.OP_JOB, job.address, int(job.parallel)))
+        ops.append((CTL.OP_JOB, job.address, int(job.parallel and not serial)))
         keep.append(job)
     return ops, keep
+
+
+def _worth_threads(prog: Any) -> bool:
+    """Whether some step of the NativeProgram splits over its threads (a loop kernel in
+    several chunks, a product from native_gemm.SPLIT_WORK on)."""
+    from . import native_program      # (it imports this module)
+    exe, threads = prog.exe, prog.pool.threads
+    return threads > 1 and exe is not None and \
+        any(native_program._parallel_jobs(exe, prog.plan, threads).values())
 
 
 # ---- control steps ---------------------------------------------------------------------

@@ -113,8 +113,11 @@ def _parallel_jobs(exe: Any, plan: Any, threads: int) -> dict:
         job.append(id(step))
         if threads > 1:
             if isinstance(step, LibraryStep):
+                # split over threads only from SPLIT_WORK on (native_gemm.program_task):
+                # a small batch's one tile per matrix runs on one thread (attention's
+                # products in a decoding loop made its every iteration wake the workers)
                 wide = wide or (plan.tiles.get(id(step), threads) > 1
-                                and len(_gemm_task(exe, step, threads)[2]) > 1)
+                                and _gemm_work(exe, step) >= native_gemm.SPLIT_WORK)
             else:
                 wide = wide or len(exe._split(step, threads)) > 1
         if isinstance(step, PartialStep) and not step.finish:
