@@ -79,6 +79,12 @@ def _names(code: types.CodeType) -> list:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def _code_names(code: types.CodeType) -> tuple:
+    """`_names` once each (a code object never changes: found once, not at every call)."""
+    return tuple(dict.fromkeys(_names(code)))
+
+
 class _Walk:
     def __init__(self) -> None:
         self.tensors: list = []
@@ -92,13 +98,11 @@ class _Walk:
         if self.items > _MAX_ITEMS:
             raise Doubt("too much to key")
         t = type(x)
+        fast = _BY_TYPE.get(t)         # the common exact types first (a key walks ~60-1000)
+        if fast is not None:
+            return fast(self, x, t)
         if isinstance(x, Tensor):
-            self.tensors.append(x)
-            # (no tensor requires grad: then none is derived from one, and the walk back
-            # over each tensor's graph that requires_grad makes is skipped)
-            return ("T", x.shape, x.dtype.name, id(x._state), bool(TRAINABLE) and x.requires_grad)
-        if t in _SCALARS:
-            return (t.__name__, repr(x) if t in (float, complex) else x)
+            return _tensor_key(self, x, t)
         if isinstance(x, np.generic):
             return ("np", x.dtype.str, x.tobytes())
         if isinstance(x, np.ndarray):
@@ -190,7 +194,7 @@ class _Walk:
     def _function(self, f: types.FunctionType) -> Any:
         if id(f) in self.active:
             return ("recursive", f.__code__)
-        names = _names(f.__code__)
+        names = _code_names(f.__code__)
         if "random" in names:      # np.random.*, random.*: a draw reuse would freeze
             raise Doubt("reads a random module")
         self.active.add(id(f))
@@ -199,7 +203,7 @@ class _Walk:
             if _library(f.__module__):    # the library's globals hold no traced values,
                 return ("libfn", f, cells)  # but its closures may (la.vmap(user_fn))
             glob = f.__globals__
-            names = tuple((n, self.fp(glob[n])) for n in dict.fromkeys(names) if n in glob)
+            names = tuple((n, self.fp(glob[n])) for n in names if n in glob)
             return ("fn", f.__code__, cells, self.fp(f.__defaults__),
                     self.fp(f.__kwdefaults__), names)
         finally:
@@ -211,6 +215,24 @@ class _Walk:
         except ValueError:
             return ("empty",)
         return self.fp(v)
+
+
+def _scalar_key(w: _Walk, x: Any, t: type) -> Any:
+    return (t.__name__, repr(x) if t in (float, complex) else x)
+
+
+def _tensor_key(w: _Walk, x: Any, t: type) -> Any:
+    w.tensors.append(x)
+    # (no tensor requires grad: then none is derived from one, and the walk back over
+    # each tensor's graph that requires_grad makes is skipped)
+    return ("T", x.shape, x.dtype.name, id(x._state), bool(TRAINABLE) and x.requires_grad)
+
+
+# exact type -> its key, as `_Walk.fp` makes it (the same keys, fewer checks)
+_BY_TYPE: dict = {t: _scalar_key for t in _SCALARS}
+_BY_TYPE.update({Tensor: _tensor_key, tuple: _Walk._container, list: _Walk._container,
+                 dict: _Walk._container,
+                 types.FunctionType: lambda w, x, t: w._function(x)})
 
 
 def fingerprint(things: Any) -> tuple:
