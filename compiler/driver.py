@@ -318,7 +318,9 @@ def _compile_nvptx(module: Module, arch: str, donated: frozenset, verify: bool,
         if isinstance(s, nvptx.LaunchSpec):
             steps.append(_launch_step(s))
         elif is_control(plan, s):   # a while/conditional: sub-programs for this GPU
-            steps.append(control_step(plan, s, compile_sub=lambda m, carried=None: compile(m, arch)))
+            # (a GPU body keeps two buffers per state value: `carried` is the CPU's)
+            steps.append(control_step(plan, s,
+                                      compile_sub=lambda m, carried=None: compile(m, arch)))
         else:           # a LIBRARY or OPAQUE kernel: its stanza's library call
             steps += [library_step(plan.module, s.name, pos) for pos in s.outputs]
     program = _program(plan, arch, gpu.ptx.encode(), steps, donated)

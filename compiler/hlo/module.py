@@ -44,8 +44,9 @@ class Module:
         once: a module never changes, and a loop's body is asked at every call)."""
         ps = self.__dict__.get("_parameters")
         if ps is None:
-            ps = [i for i, ins in enumerate(self.instructions) if ins.op == "parameter"]
-            ps = self._parameters = tuple(sorted(ps, key=lambda i: self.instructions[i].attrs["number"]))
+            at = self.instructions
+            ps = [i for i, ins in enumerate(at) if ins.op == "parameter"]
+            ps = self._parameters = tuple(sorted(ps, key=lambda i: at[i].attrs["number"]))
         return list(ps)
 
     def signature(self) -> tuple:
