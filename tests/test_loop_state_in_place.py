@@ -243,3 +243,27 @@ def test_a_donated_cache_is_updated_in_place_by_a_program():
     want[5] = row[0]
     np.testing.assert_array_equal(out, want)
     np.testing.assert_array_equal(given, want)       # written in place: the caller's buffer
+
+
+def test_states_passed_on_by_the_body_are_never_written():
+    """Python-driven (a sort in the body): state 0 takes state 1's old value, whose
+    initial value is the weights the body also reads: a state passed on as another's
+    is an output of the body and never donated, so the user's arrays stay as they were
+    while state 1, computed anew, is."""
+    x = np.arange(WIDTH, dtype=np.float32)
+    w = np.linspace(1.0, 2.0, WIDTH).astype(np.float32)
+
+    def run(device):
+        xs, ws = la.asarray(x, device=device), la.asarray(w, device=device)
+
+        def body(i, s):
+            a, b = s
+            return b, la.sort(a) * 0.5 + ws      # a's new value: b as it was
+        out = la.fori_loop(0, 5, body, (xs, ws))
+        return [t.numpy() for t in out], xs, ws
+    got, xs, ws = run("cpu")
+    want, _, _ = run("interpreter")
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    np.testing.assert_array_equal(xs.numpy(), x)
+    np.testing.assert_array_equal(ws.numpy(), w)
