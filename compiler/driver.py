@@ -34,12 +34,15 @@ if TYPE_CHECKING:
 # a cache hit must not pay for the compiler's import (~100 ms of a process's start).
 
 CPU = "cpu"
+# a loop body's kernels run once per iteration: their optimization tier is chosen as if
+# each ran this many times per call (a decoding loop's 64-wide kernels ran unoptimized)
+LOOP_BODY_RUNS = 1024
 CPU_LIBRARY = "cpu-library"   # the host's code for a shared library (ahead of time: PIC,
                               # small code model), not for the JIT
 
 def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(), *,
             verify: bool = False, dumps: bool = False, progress: Any = None,
-            separate_buffers: bool = False) -> Program:
+            separate_buffers: bool = False, carried: Any = None) -> Program:
     """Compile `module` for `target`. `donated`: parameter numbers whose buffers the
     caller gives up, so outputs and temporaries may be written into them once they are
     dead. `verify`: run the verifier after every pass. `dumps`: fill `Program.dumps`
@@ -48,12 +51,17 @@ def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(),
     compiler is (kernels generated, then optimizing and emitting). `separate_buffers`
     (CPU): every value in a buffer of its own but for in-place pairs, as the GPU runtime
     allocates them (the host code that stands in for a GPU program's kernels,
-    devices/stand_ins/cuda_host_kernels.py)."""
+    devices/stand_ins/cuda_host_kernels.py). `carried` (CPU): a loop body's state,
+    {parameter number: index of the output that is its next value}: those parameters
+    are donated, each slot held by its own output only (buffer_assignment.py), so the
+    loop updates that state in one buffer (devices/cpu/native_control.py); the module is
+    a loop body (`{}`: one that donates nothing), whose kernels, run at every iteration,
+    are optimized as LOOP_BODY_RUNS times their work."""
     with _collector_paused():
         if target in (CPU, CPU_LIBRARY):
             return _compile_cpu(module, frozenset(donated), verify, dumps, progress,
                                 library=target == CPU_LIBRARY,
-                                separate_buffers=separate_buffers)
+                                separate_buffers=separate_buffers, carried=carried)
         return _compile_nvptx(module, target, frozenset(donated), verify, dumps)
 
 
@@ -141,30 +149,36 @@ def host_object(ir_text: str, name: str, optimize: bool = True, slp: bool = True
 
 def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
                  progress: Any = None, library: bool = False,
-                 separate_buffers: bool = False) -> Program:
+                 separate_buffers: bool = False, carried: Any = None) -> Program:
     from .codegen import cpu_kernels, llvm_target, module_split
     from .codegen.control_steps import control_step
     from .passes.pipeline import compile_plan
-    plan = compile_plan(module, verify=verify, donate_inputs=donated)
+    if carried:
+        donated = frozenset(carried)
+    plan = compile_plan(module, verify=verify, donate_inputs=dict(carried) if carried else donated)
     if separate_buffers:
         plan = _separate_buffers(plan)
     span = profile_hooks.span         # a profile times each stage (no-op otherwise)
     sub_dumps: dict = {}
     made = [0]
 
-    def compile_sub(m: Module) -> Program:
+    def compile_sub(m: Module, carried: Any = None) -> Program:
         if library:     # a library links every sub-program's object: names of their own
             m = Module(f"{module.name}_{made[0]}{m.name}", m.instructions, m.outputs)
             made[0] += 1
+        # a loop's state updated in place where the native runner runs it (the AOT
+        # library's C loop and the GPU stand-in's host kernels keep two buffers)
+        in_place = {} if carried is not None and (library or separate_buffers) else carried
         sub = compile(m, CPU_LIBRARY if library else CPU, dumps=dumps,
-                      separate_buffers=separate_buffers)
+                      separate_buffers=separate_buffers, carried=in_place)
         _keep_sub_dumps(sub_dumps, m.name, sub)
         return sub
     control = functools.partial(control_step, plan, compile_sub=compile_sub)
     with span("codegen", "cpu_kernels"):
         ir_module, steps = cpu_kernels.generate_module(
             plan, module.name, progress=progress, control=control, lapack=not library,
-            prefix=f"{_c_ident(module.name)}__" if library else "")
+            prefix=f"{_c_ident(module.name)}__" if library else "",
+            repeat=LOOP_BODY_RUNS if carried is not None else 1)
     functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
     if progress is not None:
         progress("optimizing", functions, functions)
@@ -314,7 +328,9 @@ def _compile_nvptx(module: Module, arch: str, donated: frozenset, verify: bool,
         if isinstance(s, nvptx.LaunchSpec):
             steps.append(_launch_step(s))
         elif is_control(plan, s):   # a while/conditional: sub-programs for this GPU
-            steps.append(control_step(plan, s, compile_sub=lambda m: compile(m, arch)))
+            # (a GPU body keeps two buffers per state value: `carried` is the CPU's)
+            steps.append(control_step(plan, s,
+                                      compile_sub=lambda m, carried=None: compile(m, arch)))
         else:           # a LIBRARY or OPAQUE kernel: its stanza's library call
             steps += [library_step(plan.module, s.name, pos) for pos in s.outputs]
     program = _program(plan, arch, gpu.ptx.encode(), steps, donated)

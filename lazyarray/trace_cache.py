@@ -33,7 +33,7 @@ import numpy as np
 from . import config
 from .backward import is_grad_enabled
 from .compiler.hlo.computation import build_computation, inline
-from .tensor import Tensor
+from .tensor import TRAINABLE, Tensor
 from .ops import autocast as _autocast
 
 _LIBRARIES = ("lazyarray", "numpy", "math", "builtins", "ops", "compiler", "devices",
@@ -79,6 +79,12 @@ def _names(code: types.CodeType) -> list:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
+def _code_names(code: types.CodeType) -> tuple:
+    """`_names` once each (a code object never changes: found once, not at every call)."""
+    return tuple(dict.fromkeys(_names(code)))
+
+
 class _Walk:
     def __init__(self) -> None:
         self.tensors: list = []
@@ -92,11 +98,11 @@ class _Walk:
         if self.items > _MAX_ITEMS:
             raise Doubt("too much to key")
         t = type(x)
+        fast = _BY_TYPE.get(t)         # the common exact types first (a key walks ~60-1000)
+        if fast is not None:
+            return fast(self, x, t)
         if isinstance(x, Tensor):
-            self.tensors.append(x)
-            return ("T", x.shape, x.dtype.name, id(x._state), x.requires_grad)
-        if t in _SCALARS:
-            return (t.__name__, repr(x) if t in (float, complex) else x)
+            return _tensor_key(self, x, t)
         if isinstance(x, np.generic):
             return ("np", x.dtype.str, x.tobytes())
         if isinstance(x, np.ndarray):
@@ -188,7 +194,7 @@ class _Walk:
     def _function(self, f: types.FunctionType) -> Any:
         if id(f) in self.active:
             return ("recursive", f.__code__)
-        names = _names(f.__code__)
+        names = _code_names(f.__code__)
         if "random" in names:      # np.random.*, random.*: a draw reuse would freeze
             raise Doubt("reads a random module")
         self.active.add(id(f))
@@ -197,7 +203,7 @@ class _Walk:
             if _library(f.__module__):    # the library's globals hold no traced values,
                 return ("libfn", f, cells)  # but its closures may (la.vmap(user_fn))
             glob = f.__globals__
-            names = tuple((n, self.fp(glob[n])) for n in dict.fromkeys(names) if n in glob)
+            names = tuple((n, self.fp(glob[n])) for n in names if n in glob)
             return ("fn", f.__code__, cells, self.fp(f.__defaults__),
                     self.fp(f.__kwdefaults__), names)
         finally:
@@ -209,6 +215,24 @@ class _Walk:
         except ValueError:
             return ("empty",)
         return self.fp(v)
+
+
+def _scalar_key(w: _Walk, x: Any, t: type) -> Any:
+    return (t.__name__, repr(x) if t in (float, complex) else x)
+
+
+def _tensor_key(w: _Walk, x: Any, t: type) -> Any:
+    w.tensors.append(x)
+    # (no tensor requires grad: then none is derived from one, and the walk back over
+    # each tensor's graph that requires_grad makes is skipped)
+    return ("T", x.shape, x.dtype.name, id(x._state), bool(TRAINABLE) and x.requires_grad)
+
+
+# exact type -> its key, as `_Walk.fp` makes it (the same keys, fewer checks)
+_BY_TYPE: dict = {t: _scalar_key for t in _SCALARS}
+_BY_TYPE.update({Tensor: _tensor_key, tuple: _Walk._container, list: _Walk._container,
+                 dict: _Walk._container,
+                 types.FunctionType: lambda w, x, t: w._function(x)})
 
 
 def fingerprint(things: Any) -> tuple:
@@ -316,18 +340,22 @@ def _plan(cap: Sequence[Any], tensors: list, ext: list) -> tuple:
 
 
 def _constant_only(n: Any) -> bool:
-    """Whether `n` is computed from kept constants alone (a shared broadcast of 0.0, made
-    once for every graph by ops/promotion.py). Such a node is passed as itself on a
-    later call: recomputed from its constant it would be a new node where the first
-    call's graph had the shared one (also read outside the loop there), and the graph,
-    one node longer, would compile again."""
+    """Whether `n` is computed from kept constants and fixed leaves alone (a shared
+    broadcast of 0.0, made once for every graph by ops/promotion.py; a Python scalar of
+    the body broadcast to a shape). Such a node is passed as itself on a later call:
+    recomputed from its constant it would be a new node where the first call's graph
+    had the shared one (also read outside the loop there), and the graph, one node
+    longer, would compile again; and a fixed leaf is passed as itself anyway, so what is
+    computed from it alone is the same value (the example decoder's 20 broadcasts of
+    its scalars were recomputed at every call)."""
     stack, seen = [n], set()
     while stack:
         m = stack.pop()
         if id(m) in seen:
             continue
         seen.add(id(m))
-        if m.buffer is not None or (not m.operands and m.op != "constant"):
+        if m.buffer is not None or (not m.operands and m.op != "constant"
+                                    and m.op not in _FIXED_LEAVES):
             return False
         stack.extend(m.operands)
     return True

@@ -26,6 +26,7 @@ def test_row_dots_match_numpy(dtype, threads: int) -> None:
     shapes = [(m, n, k) for n in range(1, native_gemm.DOTS_N[dt] + 1)
               for m, k in ((1, 32), (7, 33), (256, 512), (13, 45))]
     shapes += [(1000, 5, 40), (3, 2, 1027), (1, 300, 64), (1, 97, 1027)]   # one row: any width
+    shapes += [(1, 64, 16), (1, 33, 9)]                  # one row: a short inner dimension
     try:
         for m, n, k in shapes:
             x = rng.standard_normal((m, k)).astype(dtype)
@@ -61,6 +62,11 @@ def test_row_dots_take_only_the_layouts_they_do_better() -> None:
     assert native_gemm.kind(f64, 256, 9, 512, no, yes) == "blas"      # (sums past registers)
     assert native_gemm.kind(f32, 256, 10, 16, no, yes) == "blas"      # too short
     assert native_gemm.kind(f32, 256, 512, 10, no, no) == "direct"
+    # one row: attention's per-head products in a decoding step
+    assert native_gemm.kind(f32, 1, 64, 16, no, yes) == "dots"       # q @ k.T
+    assert native_gemm.kind(f32, 1, 16, 64, no, no) == "direct"      # p @ v
+    assert native_gemm.kind(f32, 1, 64, 4, no, yes) == "blas"        # (too short)
+    assert native_gemm.kind(f32, 2, 64, 16, no, yes) == "blas"       # (two rows)
 
 
 def test_a_linear_layer_with_few_outputs_matches_the_interpreter() -> None:

@@ -151,7 +151,8 @@ def test_batched_products_run_in_the_native_program_and_match_numpy(
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("m,n,k", [(7, 40, 64), (7, 40, 65), (10, 256, 130)])
+@pytest.mark.parametrize("m,n,k", [(7, 40, 64), (7, 40, 65), (10, 256, 130),
+                                   (1, 16, 64), (1, 9, 70)])     # (one row: narrow C too)
 def test_direct_products_over_their_inner_chunks_match_numpy(m: int, n: int, k: int,
                                                              dtype) -> None:
     """Our direct code walks the inner dimension in chunks of SMALL_K_CHUNK, the first

@@ -11,7 +11,10 @@ Steps (plain JSON-able dicts, like every step; compiler/program.py):
   state and reads its pred[] back; while it holds it runs `body`, which computes the
   varying state values (in the order of "varying") and then the condition on the new
   state (its last output: one program per iteration); the other state values (weights
-  and other captured values) are passed on untouched, never copied.
+  and other captured values) are passed on untouched, never copied. On the CPU the body
+  is compiled with its varying state donated (`carried_state`): each state value's
+  buffer may take its own new value, in place where the body allows it (the device
+  keeps one buffer for that state, two swapped for the others).
 - "conditional": {"operands": [index position, operand positions...], "outputs": as
   above, "branches": [program, ...]}: the device reads the index, clamps it to the
   branches and runs that one on the operands.
@@ -69,14 +72,23 @@ def control_step(plan: ExecutionPlan, kern: Kernel, compile_sub: Callable[[Modul
         body = ins.attrs["body"]
         vary = varying(body)
         cond = ins.attrs["cond"]
+        each = body_then_cond(body, cond, vary) if vary else None
         return WhileStep(
             kernel=kern.name, operands=list(ins.operands), outputs=outputs, varying=vary,
             cond=_program_data(compile_sub(_renamed(cond, "cond"))),
-            body=_program_data(compile_sub(body_then_cond(body, cond, vary))) if vary else None)
+            body=_program_data(compile_sub(each, carried=carried_state(vary))) if vary else None)
     return ConditionalStep(
         kernel=kern.name, operands=list(ins.operands), outputs=outputs,
         branches=[_program_data(compile_sub(_renamed(b, f"branch{k}")))
                   for k, b in enumerate(ins.attrs["branches"])])
+
+
+def carried_state(vary: list) -> dict:
+    """The body's loop state as `compile`'s `carried`: {state index (its parameter
+    number): index of the output that is its new value}. The loop owns the state's
+    buffers (it copies the initial values in at entry), so the body may write the new
+    value over the old one where buffer assignment finds that safe."""
+    return {k: j for j, k in enumerate(vary)}
 
 
 def body_then_cond(body: Module, cond: Module, vary: list) -> Module:

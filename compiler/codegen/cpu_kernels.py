@@ -42,7 +42,7 @@ from ..program import LibraryStep, LoopStep, PartialStep
 from .elemental import ElementalEmitter
 from .control_steps import is_control
 from .library_calls import library_step, opaque_loops
-from . import lane_reduce, lapack_kernels
+from . import index_rules, lane_reduce, lapack_kernels
 from . import llvm_target
 from .kernel_key import kernel_key, translate
 from .llvm_types import HALF, I64, PTR, Value, storage_type
@@ -88,6 +88,7 @@ class CPUCodegen:
         self._made: dict = {}       # kernel key -> (kernel, its positions, its steps)
         self.shared = 0             # kernels that call an earlier kernel's function
         self.control: Any = None    # kernel -> its control step (control_steps.py), or None
+        self.repeat = 1             # runs of each kernel per call (see generate_module)
 
     # ---- the plan, kernel by kernel ---------------------------------------------------
 
@@ -114,11 +115,12 @@ class CPUCodegen:
 
     def _choose_opt_levels(self) -> None:
         """Each function's optimization follows its size (llvm_target.opt_tier): the
-        largest work of the steps that call it."""
+        largest work of the steps that call it, times the runs per call (a loop body's
+        small kernels, run at every iteration, are optimized)."""
         work: dict = {}
         for s in self.steps:
             if isinstance(s, (LoopStep, PartialStep)):
-                n = int(s.extent) * max(1, int(s.work))
+                n = int(s.extent) * max(1, int(s.work)) * self.repeat
                 work[s.fn] = max(work.get(s.fn, 0), n)
         for name, n in work.items():
             tier = llvm_target.opt_tier(n)
@@ -210,6 +212,10 @@ class CPUCodegen:
 
     def _loop_function(self, kern: Kernel, shape: tuple, outputs: list) -> None:
         name, args, e, ptr_of, start, end, _ = self._begin(kern, self._reads(kern), outputs)
+        if self._updated_in_place(kern, outputs):
+            self._update_region(kern, name, args, e, ptr_of[outputs[0]], start, end,
+                                self.ins[outputs[0]])
+            return
         shape, sources = self._loop_space(kern, shape, outputs)
 
         def element(index: list) -> None:
@@ -226,6 +232,37 @@ class CPUCodegen:
         e.b.ret_void()
         self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
                                    extent=extent(shape), work=_inner_work(shape)))
+
+    def _updated_in_place(self, kern: Kernel, outputs: list) -> bool:
+        """Whether the kernel is one dynamic_update_slice writing over its own operand (a
+        buffer it shares with it: buffer_assignment.py's in-place pairs, a KV cache
+        carried by a loop): then everything outside the update already holds its value."""
+        if len(outputs) != 1:
+            return False
+        ins = self.ins[outputs[0]]
+        if ins.op != "dynamic_update_slice" or 0 in self.ins[ins.operands[1]].shape:
+            return False
+        x = ins.operands[0]
+        slot_of = self.plan.buffers.slot_of
+        return x not in kern.members and x in slot_of and slot_of[x] == slot_of.get(outputs[0])
+
+    def _update_region(self, kern: Kernel, name: str, args: list, e: ElementalEmitter,
+                       out: ir.Value, start: ir.Value, end: ir.Value, dus: Any) -> None:
+        """An in-place dynamic_update_slice: a loop over the update alone, each element
+        stored at its place in the operand's buffer (XLA's in-place dynamic-update-slice
+        emitter): the work is the update's size, not the buffer's."""
+        ushape = self.ins[dus.operands[1]].shape
+        starts = index_rules.update_starts(e, dus)      # once, before the loops
+
+        def element(index: list) -> None:
+            value = e.at(dus.operands[1], index)
+            e.store(out, dus.shape, value,
+                    [e.b.add(i, s, flags=("nsw",)) for i, s in zip(index, starts)])
+
+        nest(e, ushape, start, end, element)
+        e.b.ret_void()
+        self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
+                                   extent=extent(ushape), work=_inner_work(ushape)))
 
     def _loop_space(self, kern: Kernel, shape: tuple, outputs: list) -> tuple:
         """(loop shape, the value each output stores). A kernel whose one output is a
@@ -873,9 +910,12 @@ def generate(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
 
 def generate_module(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
                     progress: Any = None, control: Any = None, lapack: bool = True,
-                    prefix: str = "") -> tuple:
-    """`generate`, with the llvmlite IR module in place of its text."""
+                    prefix: str = "", repeat: int = 1) -> tuple:
+    """`generate`, with the llvmlite IR module in place of its text. `repeat`: how many
+    times each kernel is expected to run per call (a loop body's: once an iteration),
+    which raises its optimization tier with its work."""
     gen = CPUCodegen(plan, name, math, progress, lapack)
     gen.control = control
     gen.prefix = prefix
+    gen.repeat = repeat
     return gen.run()

@@ -233,6 +233,11 @@ def dynamic_slice(e, ins: Any, index: list):
     return e.at(x, [e.b.add(i, s) for i, s in zip(index, starts)])
 
 
+def update_starts(e, ins: Any) -> list:
+    """A dynamic_update_slice's start indices, clamped so the update fits the operand."""
+    return _starts(e, ins, 2, _shape(e, ins.operands[1]), ins.shape)
+
+
 def dynamic_update_slice(e, ins: Any, index: list):
     x, upd = ins.operands[:2]
     ushape = _shape(e, upd)

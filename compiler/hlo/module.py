@@ -40,9 +40,25 @@ class Module:
 
     @property
     def parameters(self) -> list:
-        """Positions of the parameter instructions, ordered by parameter number."""
-        ps = [i for i, ins in enumerate(self.instructions) if ins.op == "parameter"]
-        return sorted(ps, key=lambda i: self.instructions[i].attrs["number"])
+        """Positions of the parameter instructions, ordered by parameter number (found
+        once: a module never changes, and a loop's body is asked at every call)."""
+        ps = self.__dict__.get("_parameters")
+        if ps is None:
+            at = self.instructions
+            ps = [i for i, ins in enumerate(at) if ins.op == "parameter"]
+            ps = self._parameters = tuple(sorted(ps, key=lambda i: at[i].attrs["number"]))
+        return list(ps)
+
+    def signature(self) -> tuple:
+        """((shape, dtype) of each parameter by number, of each output): what a
+        control-flow op checks its operands against at every call (found once)."""
+        sig = self.__dict__.get("_signature")
+        if sig is None:
+            at = self.instructions
+            sig = self._signature = (
+                [(at[p].shape, at[p].dtype) for p in self.parameters],
+                [(at[o].shape, at[o].dtype) for o in self.outputs])
+        return sig
 
     def sub_computations(self) -> list:
         """(position, attribute name, module) of every sub-computation the instructions

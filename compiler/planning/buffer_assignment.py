@@ -22,7 +22,9 @@ allocates. Rules:
   same shape and dtype, the parameter is no module output, every output of the kernel
   has that shape (one loop over it), and every member that uses the parameter,
   directly or through other members, is ELEMENTWISE (no transpose, slice, broadcast,
-  reverse, gather, pad, concatenate or reduction moves the index it is read at). Then
+  reverse, gather, pad, concatenate or reduction moves the index it is read at), or is a
+  `dynamic_update_slice` of it (its operand: read at the output's own index; the update
+  and the starts must not depend on the parameter). Then
   every element of the parameter is read only by the loop iteration that writes that
   same element of the output, and code generation computes all of an iteration's
   outputs before storing any (compiler/codegen/cpu_kernels.py, nvptx.py), so each
@@ -33,6 +35,9 @@ allocates. Rules:
   the parameter it is nearest to by ops (the state it is the new value of: Adam's w',
   m' and v' each take their own old buffer, not one another's), so that a training
   loop's buffers stay put from step to step (a CUDA graph then replays every step).
+  A kernel that is one `dynamic_update_slice` over its own operand in place (a KV cache
+  write) is then generated as a loop over the update alone (cpu_kernels.py): the rest of
+  the buffer already holds its value, so nothing else is read or written.
 
 `peak_bytes` is the largest total size of the slots live at any kernel step (a value is
 live from the step that writes it to the last step that reads it; inputs from the start,
@@ -61,6 +66,7 @@ class _Slots:
         self.kinds: list = []
         self.free_temp: set = set()
         self.free_param: set = set()
+        self.reserved: set = set()    # carried parameters' slots: for their own outputs
 
     def new(self, size: int, kind: str) -> int:
         self.sizes.append(size)
@@ -68,7 +74,8 @@ class _Slots:
         return len(self.sizes) - 1
 
     def take_temporary(self, size: int) -> int:
-        fits = [s for s in self.free_temp | self.free_param if self.sizes[s] >= size]
+        fits = [s for s in self.free_temp | (self.free_param - self.reserved)
+                if self.sizes[s] >= size]
         if fits:
             slot = min(fits, key=lambda s: (self.sizes[s], s))
         else:
@@ -81,8 +88,9 @@ class _Slots:
         self.free_param.discard(slot)
         return slot
 
-    def take_output(self, size: int) -> int:
-        exact = sorted(s for s in self.free_param if self.sizes[s] == size)
+    def take_output(self, size: int, may_take: Any = None) -> int:
+        exact = sorted(s for s in self.free_param if self.sizes[s] == size
+                       and (may_take is None or may_take(s)))
         if exact:
             self.free_param.discard(exact[0])
             return exact[0]
@@ -92,7 +100,9 @@ class _Slots:
 def assign_buffers(module: Module, kernels: list, donate_inputs: Any = False) -> BufferPlan:
     """Slots for the values of `kernels` (in execution order); see the module docstring."""
     ins = module.instructions
-    donated = _donated_positions(module, donate_inputs)
+    owner = _owners(module, donate_inputs)    # carried parameter -> the output it becomes
+    donated = set(owner) if isinstance(donate_inputs, dict) else \
+        _donated_positions(module, donate_inputs)
     end = len(kernels)
     outputs = set(module.outputs)
     last_use: dict = {}
@@ -112,6 +122,7 @@ def assign_buffers(module: Module, kernels: list, donate_inputs: Any = False) ->
             slot_of[p] = slots.new(value_bytes(module, p), kind)
             start[p] = -1
             dying.setdefault(last_use.get(p, -1) + 1, []).append(p)
+    slots.reserved = {slot_of[p] for p in owner}
 
     aliases: dict = {}            # output -> the donated parameter whose slot it took in place
     handed_over: set = set()      # those parameters: their slot now belongs to the output
@@ -119,15 +130,17 @@ def assign_buffers(module: Module, kernels: list, donate_inputs: Any = False) ->
         for p in dying.pop(k, ()):
             if p not in handed_over:
                 _release(slot_of[p], p in donated, slots)
-        in_place = _in_place_pairs(module, kern, donated - outputs, last_use, k)
+        in_place = _in_place_pairs(module, kern, donated - outputs, last_use, k, owner)
         handed_over.update(in_place.values())
         aliases.update(in_place)
         for p in kern.outputs:
             size = value_bytes(module, p)
             if p in in_place:
                 slot_of[p] = slot_of[in_place[p]]
+            elif p in outputs:
+                slot_of[p] = slots.take_output(size, _may_take(owner, slot_of, p))
             else:
-                slot_of[p] = slots.take_output(size) if p in outputs else slots.take_temporary(size)
+                slot_of[p] = slots.take_temporary(size)
             start[p] = k
             last_use.setdefault(p, k)       # written but never read: dead after its kernel
             dying.setdefault(last_use[p] + 1, []).append(p)
@@ -137,8 +150,33 @@ def assign_buffers(module: Module, kernels: list, donate_inputs: Any = False) ->
                       aliases)
 
 
-def _in_place_pairs(module: Module, kern: Any, donated: set, last_use: dict, k: int) -> dict:
+def _owners(module: Module, donate_inputs: Any) -> dict:
+    """{parameter position: output position} of a carried state (`donate_inputs` a dict),
+    leaving out a state whose output is a parameter or the output of another state too
+    (after simplification two states may be one value): those are not donated."""
+    if not isinstance(donate_inputs, dict):
+        return {}
+    outs = module.outputs
+    params = set(module.parameters)
+    owner = {p: outs[donate_inputs[module.instructions[p].attrs["number"]]]
+             for p in module.parameters
+             if module.instructions[p].attrs["number"] in donate_inputs}
+    return {p: o for p, o in owner.items() if o not in params and outs.count(o) == 1}
+
+
+def _may_take(owner: dict, slot_of: dict, out: int) -> Any:
+    """Which free parameter slots output `out` may take: any (None) unless parameters
+    are carried state, then only its own state's."""
+    if not owner:
+        return None
+    mine = {slot_of[p] for p, o in owner.items() if o == out}
+    return mine.__contains__
+
+
+def _in_place_pairs(module: Module, kern: Any, donated: set, last_use: dict, k: int,
+                    owner: Any = None) -> dict:
     """output -> donated parameter it may overwrite in place (see the module docstring)."""
+    owner = owner or {}
     if kern.kind != LOOP or not kern.outputs:
         return {}
     ins = module.instructions
@@ -148,6 +186,8 @@ def _in_place_pairs(module: Module, kern: Any, donated: set, last_use: dict, k: 
     candidates = [x for x in sorted(kern.inputs)
                   if x in donated and last_use.get(x) == k and ins[x].shape == shape
                   and _read_at_own_index(module, kern, x)]
+    if owner:       # carried state: each parameter only into its own output
+        candidates = [x for x in candidates if owner.get(x) in kern.outputs]
     pairs: dict = {}
     free = list(kern.outputs)
     # each output first takes the input it is the new value of (the nearest by ops: an
@@ -157,12 +197,13 @@ def _in_place_pairs(module: Module, kern: Any, donated: set, last_use: dict, k: 
     distance = _distances(module, kern, candidates)
     near = sorted((d, o, x) for (x, o), d in distance.items())
     for _, o, x in near:
-        if o in free and x in candidates and ins[o].dtype == ins[x].dtype:
+        if o in free and x in candidates and ins[o].dtype == ins[x].dtype \
+                and owner.get(x, o) == o:
             pairs[o] = x
             free.remove(o)
             candidates.remove(x)
     for x in candidates:
-        match = [o for o in free if ins[o].dtype == ins[x].dtype]
+        match = [o for o in free if ins[o].dtype == ins[x].dtype and owner.get(x, o) == o]
         if match:
             pairs[match[0]] = x
             free.remove(match[0])
@@ -192,10 +233,17 @@ def _read_at_own_index(module: Module, kern: Any, x: int) -> bool:
     ins = module.instructions
     tainted = {x}
     for p in kern.members:          # operands come before their users
-        if not any(o in tainted for o in ins[p].operands):
+        ops = ins[p].operands
+        if not any(o in tainted for o in ops):
             continue
+        if ins[p].shape != ins[x].shape:
+            return False
         prim = PRIMITIVES.get(ins[p].op)
-        if prim is None or prim.kind != ELEMENTWISE or ins[p].shape != ins[x].shape:
+        # a dynamic_update_slice reads its operand at the output's own index; its update
+        # (read at a shifted index) and starts must not depend on x
+        dus = ins[p].op == "dynamic_update_slice" and ops[0] in tainted \
+            and not any(o in tainted for o in ops[1:])
+        if not dus and (prim is None or prim.kind != ELEMENTWISE):
             return False
         tainted.add(p)
     return True

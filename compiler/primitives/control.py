@@ -41,22 +41,34 @@ def _types(values: Any) -> list:
 
 
 def _param_types(module: Module) -> list:
-    ps = module.parameters
-    return [(module.instructions[p].shape, module.instructions[p].dtype) for p in ps]
+    return module.signature()[0]
 
 
 def _output_types(module: Module) -> list:
-    return [(module.instructions[o].shape, module.instructions[o].dtype) for o in module.outputs]
+    return module.signature()[1]
+
+
+_TUPLE_TYPES: dict = {}
+
+
+def _interned(t: tuple) -> tuple:
+    """One object per tuple of shapes or dtypes: a sync's template (compiler/graph/
+    template_code.py) compares a node's dtype by identity, and a loop's while node, made
+    anew at each call, must match its first one for the cached sync to skip capture."""
+    if len(_TUPLE_TYPES) > 4096:
+        _TUPLE_TYPES.clear()
+    return _TUPLE_TYPES.setdefault(t, t)
 
 
 def _fmt(types: list) -> str:
     return "(" + ", ".join(f"{d.short}[{','.join(map(str, s))}]" for s, d in types) + ")"
 
 
-def _check_params(op: str, operands: tuple, what: str, module: Any) -> None:
+def _check_params(op: str, operands: tuple, what: str, module: Any, types: Any = None) -> None:
+    """`types`: the operands' (shape, dtype)s, when the caller has them already."""
     if not isinstance(module, Module):
         fail(op, operands, f"{what} must be a module, got {type(module).__name__}", TypeError)
-    if _param_types(module) != _types(operands):
+    if _param_types(module) != (types if types is not None else _types(operands)):
         fail(op, operands, f"{what} takes {_fmt(_param_types(module))}, not the operands' types")
 
 
@@ -72,16 +84,17 @@ def _batch(rule: str) -> Any:
 # ---- while ---------------------------------------------------------------------------------
 
 def _while_infer(operands: tuple, cond: Any, body: Any, scan: Any = None) -> tuple:
-    _check_params("while", operands, "the condition", cond)
-    _check_params("while", operands, "the body", body)
+    types = _types(operands)            # (once: a loop's state and captures, at every call)
+    _check_params("while", operands, "the condition", cond, types)
+    _check_params("while", operands, "the body", body, types)
     if _output_types(cond) != [((), bool_)]:
         fail("while", operands, f"the condition must return one pred[], it returns "
                                 f"{_fmt(_output_types(cond))}", TypeError)
-    if _output_types(body) != _types(operands):
+    if _output_types(body) != types:
         fail("while", operands, f"the body must return the state's types "
                                 f"{_fmt(_types(operands))}, it returns "
                                 f"{_fmt(_output_types(body))}", TypeError)
-    return tuple(o.shape for o in operands), tuple(o.dtype for o in operands)
+    return _interned(tuple(o.shape for o in operands)), _interned(tuple(o.dtype for o in operands))
 
 
 def _while_reference(*state: np.ndarray, cond: Module, body: Module, scan: Any = None) -> tuple:
@@ -116,14 +129,15 @@ def _conditional_infer(operands: tuple, branches: Any) -> tuple:
         fail("conditional", operands, "the branch index must be an s32[] scalar", TypeError)
     if not isinstance(branches, tuple) or not branches:
         fail("conditional", operands, "branches must be a non-empty tuple of modules", TypeError)
+    types = _types(args)
     for k, b in enumerate(branches):
-        _check_params("conditional", args, f"branch {k}", b)
+        _check_params("conditional", args, f"branch {k}", b, types)
     first = _output_types(branches[0])
     for k, b in enumerate(branches[1:], 1):
         if _output_types(b) != first:
             fail("conditional", operands, f"branch {k} returns {_fmt(_output_types(b))} but "
                                           f"branch 0 returns {_fmt(first)}", TypeError)
-    return tuple(s for s, _ in first), tuple(d for _, d in first)
+    return _interned(tuple(s for s, _ in first)), _interned(tuple(d for _, d in first))
 
 
 def _conditional_reference(index: np.ndarray, *args: np.ndarray, branches: tuple) -> tuple:

@@ -8,16 +8,22 @@ NativeProgram of its own (devices/native_program.py) and *bound* here: its fresh
 with the step. A control step is then a list of the runner's ops over the buffer table
 of the program it is a step of (`word(p)`: the address of the table entry of value p):
 
-- a loop copies its varying state into buffer A of each state value, then runs the
-  condition and, while it holds, the body, which reads the state from the current
-  buffers and writes the new state into the others (double-buffered: the body reads
-  the old state while it writes the new); after each iteration the two swap (two table
-  words, nothing copied). The state it only reads (weights, captured values) is read
-  where it is, never copied. The final state is copied into the step's outputs.
-- a conditional reads its index in native code and runs only that branch, whose results
-  it copies into the step's outputs.
+- a loop copies its varying state into a buffer of its own per state value (once, at
+  entry), then runs the condition and, while it holds, the body. The body is compiled
+  with that state donated (compiler/codegen/control_steps.carried_state), so a value it
+  updates in place -- a KV cache written by `dynamic_update_slice`, an elementwise
+  step, a new value computed once the old one is dead -- is written over the old one in
+  that one buffer, and nothing else happens per iteration. A value the body still
+  reads after writing the new one (at other indices: a flip, a shift) is
+  double-buffered: the body reads the current buffer and writes the other, and after
+  each iteration the two swap (two table words, nothing copied). The state it only
+  reads (weights, captured values) is read where it is, never copied. The final state
+  is copied into the step's outputs.
+- a conditional reads its index in native code and runs only that branch, which writes
+  its results straight into the step's outputs (nothing copied).
 
-The operands are never written (the loop's buffers are its own), so an interrupt --
+The operands are never written (the loop's buffers are its own: the user's tensors are
+copied at entry, never donated to the body), so an interrupt --
 checked before each iteration; the runner stops and the KeyboardInterrupt is raised when
 it returns -- leaves every tensor as it was. A step whose sub-programs a NativeProgram
 cannot run (a host call, an argmax copied out in NumPy, a sort) or whose body changes no
@@ -35,7 +41,7 @@ import numpy as np
 
 from ...compiler.driver import InterruptsDeferred
 from ...compiler.program import LibraryStep, PartialStep, Step, WhileStep
-from . import control_ir
+from . import control_ir, run_plan
 from .native_pool import address, code as pool_code
 from .object_code import LoadedCode
 from .runtime_objects import runtime_object
@@ -57,6 +63,14 @@ class _Runner:
         self.handler = self._code.address(CTL.ON_SIGNAL)
         self.flag = self._code.global_address(CTL.FLAG)
         self.chain = self._code.global_address(CTL.CHAIN)
+        self._pool_run: tuple = (None, 0)
+
+    def pool_run(self) -> int:
+        """The address of the native pool's `lzp_run` (looked up once per pool code)."""
+        run = pool_code().run
+        if self._pool_run[0] is not run:
+            self._pool_run = (run, ctypes.cast(run, ctypes.c_void_p).value)
+        return self._pool_run[1]
 
 
 _RUNNER: Optional[_Runner] = None
@@ -93,7 +107,7 @@ def run(block: Block, pool: Any) -> None:
     set up is undone (inside the block the interrupt is deferred: it cannot cut that)."""
     r = runner()
     ctx = np.zeros(CTL.CTX_WORDS, np.int64)
-    ctx[CTL.CTX_RUN] = ctypes.cast(pool_code().run, ctypes.c_void_p).value
+    ctx[CTL.CTX_RUN] = r.pool_run()
     main = threading.current_thread() is threading.main_thread()
     with InterruptsDeferred():
         watched = ctx[CTL.CTX_INTERRUPTED] = _WATCH.enter(r) if main else 0
@@ -190,8 +204,7 @@ def _bindable(exe: Any) -> bool:
     ok = exe._range_cache.get("eligible")
     if ok is None:
         ok = exe._range_cache["eligible"] = eligible(exe)
-    return ok and len(set(exe.outputs)) == len(exe.outputs) and not exe._aliases \
-        and not exe._donated_slots \
+    return ok and len(set(exe.outputs)) == len(exe.outputs) \
         and all(not isinstance(s, PartialStep) or s.finish for s in exe.steps) \
         and not any(map(_host, exe.steps))
 
@@ -216,24 +229,35 @@ class Bound:
         prog = self.prog = NativeProgram(exe, threads)
         if any(copies for _, _, copies in prog.segments):
             raise NotNative(f"{exe.name}: a reduction copied out in NumPy (argmax's)")
-        if prog._aliases or any(number is not None for number, *_ in prog._donated):
-            raise NotNative(f"{exe.name}: donated parameters")
         if len(set(exe.outputs)) != len(exe.outputs):
             raise NotNative(f"{exe.name}: an output returned twice")
         table = prog.table
+        word = lambda index: address(table) + 8 * index
         self.memory: list = []
         index_of: dict = {}
         for index, size, views, _ in prog._fresh:
             table[index] = self._own(size)
             index_of.update((p, (index, size)) for p, _, _ in views)
-        for _, _, entries, _ in prog._donated:       # values planned in a parameter's slot
+        # a loop body's donated parameter (its carried state, control_steps.carried_state):
+        # the table words of the values planned in its slot, which the loop points at the
+        # state's current buffer; `in_slot[p]`: the parameter whose slot holds value p
+        self.carried: dict = {}
+        self.carried_bytes: dict = {}   # the largest value planned in that slot
+        in_slot: dict = {}
+        for number, _, entries, _ in prog._donated:
+            if number is not None:
+                self.carried[number] = [word(index) for index, *_ in entries]
+                self.carried_bytes[number] = max(nbytes for *_, nbytes in entries)
             for index, p, _, _, nbytes in entries:
-                table[index] = self._own(nbytes)
+                if number is None:          # (a slot the parameter never gives up)
+                    table[index] = self._own(nbytes)
+                else:
+                    in_slot[p] = number
                 index_of.setdefault(p, (index, nbytes))
-        word = lambda index: address(table) + 8 * index
         self.param = {inp.number: word(inp.index) for inp in prog._inputs}
         self.output = [word(index_of[p][0]) for p in exe.outputs]
         self.output_memory = [int(table[index_of[p][0]]) for p in exe.outputs]
+        self.in_slot = [in_slot.get(p) for p in exe.outputs]
         self.slot_bytes = [index_of[p][1] for p in exe.outputs]
         self.nbytes = [exe.values[p].nbytes for p in exe.outputs]
         self.ops, self.keep = program_ops(prog)
@@ -247,7 +271,12 @@ class Bound:
 
 def program_ops(prog: Any) -> tuple:
     """(ops, kept arrays) that run a NativeProgram's segments: each job after its
-    partials' reset; a control step's own ops."""
+    partials' reset; a control step's own ops. A program none of whose steps is worth
+    splitting over threads runs each job on the calling thread: a job counts as parallel
+    as soon as a task has several chunks or runs beside the next (a small batch's tiles,
+    products side by side), and a decoding loop's body then woke the workers and met
+    them at a barrier per task, at every iteration (2 threads: 1.4 ms where 1 took 0.75)."""
+    serial = not _worth_threads(prog)
     ops: list = []
     keep: list = []
     for job, fills, _ in prog.segments:
@@ -259,9 +288,17 @@ def program_ops(prog: Any) -> tuple:
             start = np.full_like(red.part, red.ident)
             keep.append(start)
             ops.append((CTL.OP_FILL, address(red.part), address(start), red.part.nbytes))
-        ops.append((CTL.OP_JOB, job.address, int(job.parallel)))
+        ops.append((CTL.OP_JOB, job.address, int(job.parallel and not serial)))
         keep.append(job)
     return ops, keep
+
+
+def _worth_threads(prog: Any) -> bool:
+    """Whether some step of the NativeProgram splits over its threads (a loop kernel in
+    several chunks, a product from native_gemm.SPLIT_WORK on)."""
+    exe, threads = prog.exe, prog.pool.threads
+    return threads > 1 and exe is not None and \
+        any(run_plan.parallel_jobs(exe, prog.plan, threads).values())
 
 
 # ---- control steps ---------------------------------------------------------------------
@@ -302,13 +339,31 @@ class ControlStep:
         cur = {k: address(words) + 16 * j for j, k in enumerate(vary)}
         nxt = {k: cur[k] + 8 for k in vary}
         start, each, swaps = [], [], []
+        self.in_place = 0               # state values updated in one buffer
+        self.double: list = []          # the others: state indices double-buffered
         for j, k in enumerate(vary):
-            a = self._memory(body.slot_bytes[j])
-            start += [(CTL.OP_SET, cur[k], a), (CTL.OP_SET, nxt[k], body.output_memory[j]),
+            slot = body.in_slot[j]
+            if slot is not None and slot != k:
+                raise NotNative(f"{body_exe.name}: state {k}'s new value in state {slot}'s buffer")
+            # the state's own buffer, its initial value copied in once (the operands are
+            # never written: an interrupt leaves every tensor as it was)
+            size = max(body.slot_bytes[j], body.carried_bytes.get(k, 0))
+            start += [(CTL.OP_SET, cur[k], self._memory(size)),
                       (CTL.OP_COPY, cur[k], word(operands[k]), body.nbytes[j])]
+            # the values the body plans in the parameter's slot follow its buffer
+            follow = [(CTL.OP_WORD, w, cur[k], 0) for w in body.carried.get(k, ())]
             if k in body.param:
-                each.append((CTL.OP_WORD, body.param[k], cur[k], 0))
-            each.append((CTL.OP_WORD, body.output[j], nxt[k], 0))
+                follow.append((CTL.OP_WORD, body.param[k], cur[k], 0))
+            if slot == k:
+                # updated in place (the new value written over the old: a KV cache's
+                # update, an elementwise step): one buffer, nothing to swap
+                start += follow
+                self.in_place += 1
+                continue
+            # double-buffered: the body reads the old value while it writes the new
+            self.double.append(k)
+            start.append((CTL.OP_SET, nxt[k], body.output_memory[j]))
+            each += follow + [(CTL.OP_WORD, body.output[j], nxt[k], 0)]
             swaps.append((CTL.OP_SWAP, cur[k], nxt[k]))
         for k, o in enumerate(operands):
             src = cur.get(k, word(o))
@@ -331,8 +386,16 @@ class ControlStep:
         for br in branches:
             ops = [(CTL.OP_WORD, br.param[k], word(o), 0) for k, o in enumerate(args)
                    if k in br.param]
-            ops += br.ops
-            ops += [(CTL.OP_COPY, word(p), br.output[k], br.nbytes[k]) for p, k in step.outputs]
+            # each result written straight into the step's output (an output's slot holds
+            # it alone); a result returned twice is copied into its second output
+            copies, direct = [], set()
+            for p, k in step.outputs:
+                if k in direct or br.in_slot[k] is not None or br.slot_bytes[k] != br.nbytes[k]:
+                    copies.append((CTL.OP_COPY, word(p), br.output[k], br.nbytes[k]))
+                else:
+                    direct.add(k)
+                    ops.append((CTL.OP_WORD, br.output[k], word(p), 0))
+            ops += br.ops + copies
             blocks.append(self._block(ops, br.keep))
         table = np.asarray([b.address for b in blocks], np.int64)
         self.keep.append(table)

@@ -311,12 +311,20 @@ DOTS_K = 32             # an inner dimension at least this long
 # 16.1 (11.5), 1x1024 @ (256x1024).T 62.3 -> 16.9 (10.5), 1x64 @ (64x64).T 6.2 -> 5.5 (1.0:
 # most of it this call's own overhead, which a native program's task does not pay).
 DOTS_M = 1
+# One row of C takes a shorter inner dimension too, and so does `direct` a narrower C
+# (ROW_K, ROW_N): a decoding step's attention, per head q @ k.T (1x16 @ 16x64, k read
+# transposed) and p @ v (1x64 @ 64x16), where BLAS's packing and its buffer's lock were
+# most of each call. Measured in a loop of both products over 4 heads (one core, thread
+# CPU time per iteration, medians): 1.46 -> 0.55-0.70 us.
+ROW_K = 8
+ROW_N = 8
 
 
 def dots(dt: np.dtype, m: int, n: int, k: int, trans_a: int, trans_b: int) -> bool:
-    """Whether C = A B is computed as dot products of rows (see DOTS_N, DOTS_M)."""
+    """Whether C = A B is computed as dot products of rows (see DOTS_N, DOTS_M, ROW_K)."""
     return trans_a == IR.CBLAS_NO_TRANS and trans_b == IR.CBLAS_TRANS and dt in DOTS_N \
-        and (n <= DOTS_N[dt] or m <= DOTS_M) and k >= DOTS_K
+        and (n <= DOTS_N[dt] or m <= DOTS_M) \
+        and (k >= DOTS_K or (m <= DOTS_M and k >= ROW_K))
 
 
 # Products computed by our own code (pool_ir's `_SmallGemm`: C in registers, no packing,
@@ -335,8 +343,8 @@ DIRECT_WORK = 1 << 22   # and at most this many multiply-adds
 
 def direct(m: int, n: int, k: int, trans_b: int) -> bool:
     """Whether C = A B of this shape is computed directly (see DIRECT_K)."""
-    return trans_b == IR.CBLAS_NO_TRANS and n >= DIRECT_N and (k <= DIRECT_K or m <= DIRECT_M) \
-        and m * n * k <= DIRECT_WORK
+    return trans_b == IR.CBLAS_NO_TRANS and (n >= DIRECT_N or (m <= DOTS_M and n >= ROW_N)) \
+        and (k <= DIRECT_K or m <= DIRECT_M) and m * n * k <= DIRECT_WORK
 
 
 def program_task(layout: dict, lhs: tuple, rhs: tuple, out: tuple, dt: np.dtype,

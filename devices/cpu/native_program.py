@@ -646,6 +646,9 @@ class _PythonControl:
         if isinstance(self.step, WhileStep):
             cond, body = self.subs
             self.trips = 0
+            if body is not None:  # a body that writes its state in place: never over the
+                for _, k in body._donated_slots.values():    # operands (a user's tensors)
+                    operands[k] = operands[k].copy()
 
             def run_body(state: list) -> list:
                 self.trips += 1

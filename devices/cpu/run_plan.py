@@ -293,8 +293,11 @@ def parallel_jobs(exe: Any, order_plan: Any, threads: int, products_in_jobs: boo
         job.append(id(step))
         if threads > 1:
             if isinstance(step, LibraryStep):
+                # split over threads only from SPLIT_WORK on (native_gemm.program_task):
+                # a small batch's one tile per matrix runs on one thread (attention's
+                # products in a decoding loop made its every iteration wake the workers)
                 wide = wide or (order_plan.tiles.get(id(step), threads) > 1
-                                and len(gemm_task(exe, step, threads)[2]) > 1)
+                                and gemm_work(exe, step) >= native_gemm.SPLIT_WORK)
             else:
                 wide = wide or len(step_ranges(step, threads)) > 1
         if isinstance(step, PartialStep) and not step.finish:
