@@ -86,7 +86,7 @@ def test_a_loop_body_too_small_to_split_runs_on_the_calling_thread():
     job of the body runs on the thread that runs the loop, no worker woken, no barrier
     met per task at every iteration. Results match the interpreter on 2 threads."""
     from lazyarray.compiler.program import WhileStep
-    from lazyarray.devices.cpu import native_control, native_program
+    from lazyarray.devices.cpu import native_control, native_program, run_plan
     from lazyarray.devices.cpu.cpu import CPUDevice, CPUExecutable
     rng = np.random.default_rng(4)
     x = rng.standard_normal((4, 1, 16)).astype(np.float32)
@@ -102,7 +102,7 @@ def test_a_loop_body_too_small_to_split_runs_on_the_calling_thread():
     (step,) = [s for s in exe.steps if isinstance(s, WhileStep)]
     body = exe._subs[id(step)][1]
     prog = native_program.NativeProgram(body, 2)
-    assert not any(native_program._parallel_jobs(body, prog.plan, 2).values())
+    assert not any(run_plan.parallel_jobs(body, prog.plan, 2).values())
     ops, _ = native_control.program_ops(prog)
     jobs = [op for op in ops if op[0] == native_control.CTL.OP_JOB]
     assert jobs and all(op[2] == 0 for op in jobs)
