@@ -50,6 +50,7 @@ from .loops import const, counted_loop, no_vectorize
 from .register_reduce import Accumulator, flat_inits, unflatten
 from . import row_division
 from . import stream_stores
+from . import update_blocks
 from .row_division import row_divisions
 from .math_table import CPU_MATH, MathTable
 from ..hlo.shapes import num_elements
@@ -222,7 +223,7 @@ class CPUCodegen:
         if self._transposes(kern) and _tileable(shape):
             tiled_nest(e, shape, start, end, element)
         else:
-            nest(e, shape, start, end, element, innermost_cuts(self.ins, kern.members, shape))
+            nest_updates(e, self.ins, kern.members, shape, start, end, element)
         e.b.ret_void()
         self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
                                    extent=extent(shape), work=_inner_work(shape)))
@@ -495,7 +496,7 @@ class CPUCodegen:
                     old = e.load(ptr, out_shape, acc, out_index)
                     v = e.at(src, index)
                     e.store(ptr, out_shape, e.combine(kind, old, Value(v.ir, acc)), out_index)
-            nest(e, shape, start, end, element, innermost_cuts(self.ins, kern.members, shape))
+            nest_updates(e, self.ins, kern.members, shape, start, end, element)
         e.b.ret_void()
         self.steps.append(PartialStep(
             kernel=kern.name, fn=name, args=args,
@@ -621,16 +622,19 @@ def extent(shape: tuple) -> int:
 
 
 def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body: Any,
-         cuts: tuple = ()) -> None:
+         cuts: tuple = (), inner: Any = None) -> None:
     """for index in shape (the outer dimension in [start, end)): body(index). `cuts`
     split the innermost dimension (when it is not the outer one) into pieces, one loop
-    each, whose compile-time range the emitter knows (`index_rules.innermost_cuts`)."""
+    each, whose compile-time range the emitter knows (`index_rules.innermost_cuts`);
+    `inner(index)`, if given, runs the innermost dimension instead (update_blocks)."""
     if not shape:
         body([])
         return
     outer = outer_dim(shape)
     last = len(shape) - 1
-    if cuts and last != outer and shape[last] != 1:
+    split = last != outer and shape[last] != 1
+    pieces = inner if split else None
+    if pieces is None and cuts and split:
         bounds = (0,) + tuple(cuts) + (shape[last],)
 
         def pieces(index: list) -> None:
@@ -649,7 +653,7 @@ def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body
             inner = index + [const(0)]
             body(inner) if d + 1 == len(shape) else level(d + 1, inner)
             return
-        if d == last and cuts and d != outer:
+        if d == last and pieces is not None:
             pieces(index)
             return
         lo, hi = (start, end) if d == outer else (const(0), const(shape[d]))
@@ -666,6 +670,30 @@ def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body
         counted_loop(e.b, lo, hi, [], step, name=f"d{d}")
 
     level(0, [])
+
+
+def nest_updates(e: ElementalEmitter, instructions: list, members: list, shape: tuple,
+                 start: ir.Value, end: ir.Value, body: Any) -> None:
+    """`nest` split at `members`' innermost cuts; where their dynamic_update_slices have
+    run-time starts that may fall on blocks (update_blocks.plan), a test at the kernel's
+    entry runs the last dimension block by block when they do, the plain nest if not."""
+    cuts = innermost_cuts(instructions, members, shape)
+    blocks = None if cuts else update_blocks.plan(instructions, members, shape)
+    if blocks is None or outer_dim(shape) == len(shape) - 1:
+        nest(e, shape, start, end, body, cuts)
+        return
+    z, updates = blocks
+    ok = update_blocks.aligned(e, instructions, z, updates)
+    with e.b.if_else(ok) as (in_blocks, plain):
+        with in_blocks:
+            e.push_scope()
+            inner = update_blocks.blocks_inner(e, instructions, z, updates, shape[-1], body)
+            nest(e, shape, start, end, body, inner=inner)
+            e.pop_scope()
+        with plain:
+            e.push_scope()
+            nest(e, shape, start, end, body)
+            e.pop_scope()
 
 
 def innermost_cuts(instructions: list, members: list, shape: tuple) -> tuple:

@@ -58,6 +58,9 @@ class ElementalEmitter:
         # id(loop variable) -> the [lo, hi) it runs over, where known at compile time (a
         # piece of an innermost loop split at a concatenate's boundaries; index_rules)
         self.ranges: dict = {}
+        # id(loop variable) -> (its block's first index, {id(dynamic_update_slice): i1
+        # whether its update covers the block}) (update_blocks)
+        self.blocks: dict = {}
 
     # ---- scopes: a value may be reused only where it dominates ----------------------
 

@@ -240,6 +240,13 @@ def dynamic_update_slice(e, ins: Any, index: list):
     if 0 in ushape:
         return old
     b = e.b
+    block = e.blocks.get(id(index[-1]))
+    if block is not None and id(ins) in block[1]:
+        # the loop runs the last dimension in blocks this update covers whole or not at
+        # all (update_blocks): a plain read at the offset in the block, in bounds either way
+        base, covers = block[0], block[1][id(ins)]
+        new = e.at(upd, list(index[:-1]) + [b.sub(index[-1], base)])
+        return e.select(_bool(e, covers), new, old)
     starts = _starts(e, ins, 2, ushape, ins.shape)
     inside = ir.Constant(I1, 1)
     idx = []
