@@ -110,3 +110,56 @@ def test_updates_on_blocks_read_with_vector_loads(monkeypatch) -> None:
     with_blocks = vector_loads()
     monkeypatch.setattr(update_blocks, "MIN_BLOCK", 10 ** 6)
     assert with_blocks >= vector_loads() + 3
+
+
+def _heads_module(batch: int, heads: int, seq: int, dim: int) -> Module:
+    """Three (batch, heads, seq, dim) head gradients merged to (batch, seq, heads * dim)
+    (transpose, reshape) and placed at run-time starts into zeros (batch, seq, 3 * width),
+    summed; outputs the sum and its sum over (batch, seq): attention's qkv gradient."""
+    f = D.float32
+    width = heads * dim
+    shape = (batch, seq, 3 * width)
+    ins = [I("parameter", (), (batch, heads, seq, dim), f, {"number": k}) for k in range(3)]
+    for k in range(3):
+        ins.append(I("parameter", (), (), D.int64, {"number": 3 + k}))
+    ins.append(I("constant", (), (), D.int64, {"value": _literal(0, D.int64)}))
+    z0 = len(ins) - 1
+    ins.append(I("constant", (), (), f, {"value": _literal(0, f)}))
+    ins.append(I("broadcast_in_dim", (len(ins) - 1,), shape, f,
+                 {"shape": shape, "broadcast_dimensions": ()}))
+    zeros, total = len(ins) - 1, None
+    for k in range(3):
+        ins.append(I("transpose", (k,), (batch, seq, heads, dim), f,
+                     {"permutation": (0, 2, 1, 3)}))
+        ins.append(I("reshape", (len(ins) - 1,), (batch, seq, width), f,
+                     {"shape": (batch, seq, width)}))
+        ins.append(I("dynamic_update_slice", (zeros, len(ins) - 1, z0, z0, 3 + k), shape, f, {}))
+        if total is not None:
+            ins.append(I("add", (total, len(ins) - 1), shape, f, {}))
+        total = len(ins) - 1
+    ins.append(I("reduce", (total,), (3 * width,), f, {"axes": (0, 1), "kind": "sum"}))
+    return Module("heads", ins, [total, len(ins) - 1])
+
+
+@pytest.mark.parametrize("starts", [(0, 64, 128), (128, 0, 64), (64, 64, 0), (5, 64, 128)])
+def test_merged_heads_placed_at_run_time_starts_match_the_interpreter(starts) -> None:
+    """The blocks run as rows of one head's width (update_blocks.refinement): the head
+    merge's reshape reads (row, offset) without dividing."""
+    m = _heads_module(2, 4, 16, 16)
+    got, want = _run_both(m, starts, 7)
+    for g, w in zip(got, want):
+        assert np.array_equal(np.asarray(g), np.asarray(w)), f"at {starts}"
+
+
+def test_merged_heads_in_blocks_read_with_vector_loads(monkeypatch) -> None:
+    """Rows of a head's width: each head gradient is read with vector loads (one per
+    head gradient at least); without the rows its reshape divides each index, and the
+    loads are gathers. (Large enough for LLVM's loop vectorizer: llvm_target.opt_tier.)"""
+    m = _heads_module(4, 2, 64, 32)
+
+    def vector_loads() -> int:
+        text = _DEVICE.stage(m, "llvm")
+        return text.count("load <8 x float>") + text.count("load <16 x float>")
+    with_rows = vector_loads()
+    monkeypatch.setattr(update_blocks, "refinement", lambda *a: 1)
+    assert with_rows >= vector_loads() + 3

@@ -687,7 +687,8 @@ def nest_updates(e: ElementalEmitter, instructions: list, members: list, shape: 
     with e.b.if_else(ok) as (in_blocks, plain):
         with in_blocks:
             e.push_scope()
-            inner = update_blocks.blocks_inner(e, instructions, z, updates, shape[-1], body)
+            m = update_blocks.refinement(instructions, members, z)
+            inner = update_blocks.blocks_inner(e, instructions, z, updates, shape[-1], body, m)
             nest(e, shape, start, end, body, inner=inner)
             e.pop_scope()
         with plain:

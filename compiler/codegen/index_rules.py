@@ -90,6 +90,11 @@ def _split_offset(e, dims: tuple, lin) -> list:
         if k == big[0]:
             out[k] = lin
             break
+        known = e.offsets.get(id(lin))
+        if known is not None and known[1] == dims[k]:
+            # lin = q * m + r with r < m (a loop run as rows of m): no division
+            lin, out[k] = known[0], known[2]
+            continue
         out[k] = e.b.urem(lin, const(dims[k]))
         lin = e.b.udiv(lin, const(dims[k]))
     return out
@@ -271,8 +276,8 @@ def dynamic_update_slice(e, ins: Any, index: list):
     if block is not None and id(ins) in block[1]:
         # the loop runs the last dimension in blocks this update covers whole or not at
         # all (update_blocks): a plain read at the offset in the block, in bounds either way
-        base, covers = block[0], block[1][id(ins)]
-        new = e.at(upd, list(index[:-1]) + [b.sub(index[-1], base)])
+        rel, covers = block[0], block[1][id(ins)]
+        new = e.at(upd, list(index[:-1]) + [rel])
         return e.select(_bool(e, covers), new, old)
     starts = _starts(e, ins, 2, ushape, ins.shape)
     inside = ir.Constant(I1, 1)
