@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazyarray.compiler.codegen import update_blocks
+from lazyarray.compiler.codegen import inner_rows, update_blocks
 from lazyarray.compiler.hlo import dtypes as D
 from lazyarray.compiler.hlo.module import Instruction as I, Module
 from lazyarray.devices.cpu.cpu import CPUDevice
@@ -143,7 +143,7 @@ def _heads_module(batch: int, heads: int, seq: int, dim: int) -> Module:
 
 @pytest.mark.parametrize("starts", [(0, 64, 128), (128, 0, 64), (64, 64, 0), (5, 64, 128)])
 def test_merged_heads_placed_at_run_time_starts_match_the_interpreter(starts) -> None:
-    """The blocks run as rows of one head's width (update_blocks.refinement): the head
+    """The blocks run as rows of one head's width (inner_rows.row_width): the head
     merge's reshape reads (row, offset) without dividing."""
     m = _heads_module(2, 4, 16, 16)
     got, want = _run_both(m, starts, 7)
@@ -161,5 +161,5 @@ def test_merged_heads_in_blocks_read_with_vector_loads(monkeypatch) -> None:
         text = _DEVICE.stage(m, "llvm")
         return text.count("load <8 x float>") + text.count("load <16 x float>")
     with_rows = vector_loads()
-    monkeypatch.setattr(update_blocks, "refinement", lambda *a: 1)
+    monkeypatch.setattr(inner_rows, "row_width", lambda *a: 1)
     assert with_rows >= vector_loads() + 3

@@ -50,7 +50,7 @@ from .loops import const, counted_loop, no_vectorize
 from .register_reduce import Accumulator, flat_inits, unflatten
 from . import row_division
 from . import stream_stores
-from . import update_blocks
+from . import inner_rows, update_blocks
 from .row_division import row_divisions
 from .math_table import CPU_MATH, MathTable
 from ..hlo.shapes import num_elements
@@ -622,11 +622,13 @@ def extent(shape: tuple) -> int:
 
 
 def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body: Any,
-         cuts: tuple = (), inner: Any = None) -> None:
+         cuts: tuple = (), inner: Any = None, rows: Any = None) -> None:
     """for index in shape (the outer dimension in [start, end)): body(index). `cuts`
     split the innermost dimension (when it is not the outer one) into pieces, one loop
     each, whose compile-time range the emitter knows (`index_rules.innermost_cuts`);
-    `inner(index)`, if given, runs the innermost dimension instead (update_blocks)."""
+    `inner(index)`, if given, runs the innermost dimension instead (update_blocks);
+    `rows(length)` -> m runs a piece (or the whole innermost dimension) of that length
+    as rows of m (inner_rows)."""
     if not shape:
         body([])
         return
@@ -634,19 +636,19 @@ def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body
     last = len(shape) - 1
     split = last != outer and shape[last] != 1
     pieces = inner if split else None
-    if pieces is None and cuts and split:
+    if pieces is None and split and (cuts or rows is not None):
         bounds = (0,) + tuple(cuts) + (shape[last],)
 
         def pieces(index: list) -> None:
             for lo, hi in zip(bounds, bounds[1:]):
-                def step(i: ir.Value, carried: list) -> list:
+                def step(i: ir.Value) -> None:
                     e.ranges[id(i)] = (lo, hi)
                     e.push_scope()
                     body(index + [i])
                     e.pop_scope()
                     del e.ranges[id(i)]
-                    return []
-                counted_loop(e.b, const(lo), const(hi), [], step, name=f"d{last}")
+                m = rows(hi - lo) if rows is not None else 1
+                inner_rows.rows_loop(e, lo, hi - lo, m, step, name=f"d{last}")
 
     def level(d: int, index: list) -> None:
         if d != outer and shape[d] == 1:   # no loop: a constant index keeps memo keys equal
@@ -679,16 +681,19 @@ def nest_updates(e: ElementalEmitter, instructions: list, members: list, shape: 
     entry runs the last dimension block by block when they do, the plain nest if not."""
     cuts = innermost_cuts(instructions, members, shape)
     blocks = None if cuts else update_blocks.plan(instructions, members, shape)
+
+    def rows(length: int) -> int:
+        return inner_rows.row_width(instructions, members, length)
     if blocks is None or outer_dim(shape) == len(shape) - 1:
-        nest(e, shape, start, end, body, cuts)
+        nest(e, shape, start, end, body, cuts, rows=rows)
         return
     z, updates = blocks
     ok = update_blocks.aligned(e, instructions, z, updates)
     with e.b.if_else(ok) as (in_blocks, plain):
         with in_blocks:
             e.push_scope()
-            m = update_blocks.refinement(instructions, members, z)
-            inner = update_blocks.blocks_inner(e, instructions, z, updates, shape[-1], body, m)
+            inner = update_blocks.blocks_inner(e, instructions, z, updates, shape[-1], body,
+                                               rows(z))
             nest(e, shape, start, end, body, inner=inner)
             e.pop_scope()
         with plain:

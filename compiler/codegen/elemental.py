@@ -61,8 +61,8 @@ class ElementalEmitter:
         # id(loop variable) -> (its offset in its block, {id(dynamic_update_slice): i1
         # whether its update covers the block}) (update_blocks)
         self.blocks: dict = {}
-        # id(index value) -> (q, m, r): the value is q * m + r with 0 <= r < m (a loop
-        # run as rows of m; index_rules._split_offset reads q and r instead of dividing)
+        # id(index value) -> (value, q, m, r): it is q * m + r with 0 <= r < m (a loop
+        # run as rows of m; inner_rows.py)
         self.offsets: dict = {}
 
     # ---- scopes: a value may be reused only where it dominates ----------------------

@@ -14,6 +14,7 @@ from typing import Any
 import llvmlite.ir as ir
 
 from ..hlo import dtypes as D
+from . import inner_rows
 from .llvm_types import I1, Value
 from .loops import const
 
@@ -90,7 +91,7 @@ def _split_offset(e, dims: tuple, lin) -> list:
         if k == big[0]:
             out[k] = lin
             break
-        known = e.offsets.get(id(lin))
+        known = inner_rows.known(e, lin)
         if known is not None and known[1] == dims[k]:
             # lin = q * m + r with r < m (a loop run as rows of m): no division
             lin, out[k] = known[0], known[2]
@@ -167,7 +168,7 @@ def concatenate(e, ins: Any, index: list):
             # the loop's piece lies inside this operand (`innermost_cuts`): a plain
             # read, no clamp and no select, so the piece vectorizes
             idx = list(index)
-            idx[dim] = b.sub(index[dim], const(offset)) if offset else index[dim]
+            idx[dim] = inner_rows.shifted(e, index[dim], offset) if offset else index[dim]
             return e.at(o, idx)
         idx = list(index)
         idx[dim] = e.clamp_index(b.sub(index[dim], const(offset)), 0, n - 1)

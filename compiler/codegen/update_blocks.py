@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 
 import llvmlite.ir as ir
 
-from ..primitive import PRIMITIVES
+from . import inner_rows
 from .loops import const, counted_loop
 
 MIN_BLOCK = 8       # shorter blocks: no vector to gain
@@ -65,27 +65,10 @@ def aligned(e, instructions: list, z: int, updates: tuple) -> ir.Value:
     return ok
 
 
-def refinement(instructions: list, members: list, z: int) -> int:
-    """m: the block's loop runs as z / m rows of m when a reshape among `members` splits
-    a dimension as long as z into (..., m) (the head merge (B, T, H, D) -> (B, T, H * D)
-    read through the update): its index is then q * m + r, and the reshape reads
-    (q, r) without dividing (`index_rules.same_element`), contiguous in r. 1: none."""
-    best = 1
-    for pos in members:
-        ins = instructions[pos]
-        if not PRIMITIVES[ins.op].linear or not ins.shape or ins.shape[-1] != z:
-            continue
-        src = instructions[ins.operands[0]].shape
-        m = src[-1] if src else 1
-        if MIN_BLOCK <= m < z and z % m == 0:
-            best = max(best, m)
-    return best
-
-
 def blocks_inner(e, instructions: list, z: int, updates: tuple, n: int, body: Callable,
                  m: int = 1) -> Callable:
     """The innermost level of a loop nest over a last dimension of n, as n / z blocks
-    (each z / m rows of m): index -> None, for `cpu_kernels.nest`'s `inner`. Valid only
+    (each z / m rows of m: inner_rows.row_width): index -> None, for `cpu_kernels.nest`'s `inner`. Valid only
     where `aligned` holds."""
     def inner(index: list) -> None:
         b = e.b
@@ -104,12 +87,12 @@ def blocks_inner(e, instructions: list, z: int, updates: tuple, n: int, body: Ca
                     j = b.add(base, rel, flags=("nsw", "nuw"))
                     e.blocks[id(j)] = (rel, inside)
                     if m > 1:
-                        e.offsets[id(rel)] = (q, m, r)
+                        inner_rows.know(e, rel, q, m, r)
                     e.push_scope()
                     body(index + [j])
                     e.pop_scope()
                     del e.blocks[id(j)]
-                    e.offsets.pop(id(rel), None)
+                    inner_rows.forget(e, rel)
                     return []
                 counted_loop(b, const(0), const(m if m > 1 else z), [], step,
                              name=f"d{len(index)}")
