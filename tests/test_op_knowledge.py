@@ -58,6 +58,15 @@ KNOWN: dict = {
         "product's dimension numbers",
     ("algebraic_simplifier.py", "src.op != 'transpose'"):
         "dot_general(transpose(x)): reads the transpose's permutation",
+    ("disjoint_sums.py", "ins.op == 'pad'"):
+        "a sum of placements among zeros -> concatenate: reads the pad's edges",
+    ("disjoint_sums.py", "ins.op == 'dynamic_update_slice'"):
+        "a sum of placements among zeros -> concatenate: reads the update's starts",
+    ("disjoint_sums.py", "ins.op == 'concatenate'"):
+        "a sum of placements among zeros -> concatenate: reads the operands' offsets",
+    ("update_blocks.py", "ins.op != 'dynamic_update_slice'"):
+        "updates with run-time starts read block by block: reads the update's shape and "
+        "starts",
     ("row_fusion.py", "i.op == 'broadcast_in_dim'"):
         "reads the broadcast's dimensions (a row value broadcast along the row)",
     ("row_fusion.py", "i.op == 'pad'"):

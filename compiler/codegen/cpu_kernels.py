@@ -50,6 +50,7 @@ from .loops import const, counted_loop, no_vectorize
 from .register_reduce import Accumulator, flat_inits, unflatten
 from . import row_division
 from . import stream_stores
+from . import inner_rows, update_blocks
 from .row_division import row_divisions
 from .math_table import CPU_MATH, MathTable
 from ..hlo.shapes import num_elements
@@ -228,7 +229,7 @@ class CPUCodegen:
         if self._transposes(kern) and _tileable(shape):
             tiled_nest(e, shape, start, end, element)
         else:
-            nest(e, shape, start, end, element, innermost_cuts(self.ins, kern.members, shape))
+            nest_updates(e, self.ins, kern.members, shape, start, end, element)
         e.b.ret_void()
         self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
                                    extent=extent(shape), work=_inner_work(shape)))
@@ -532,7 +533,7 @@ class CPUCodegen:
                     old = e.load(ptr, out_shape, acc, out_index)
                     v = e.at(src, index)
                     e.store(ptr, out_shape, e.combine(kind, old, Value(v.ir, acc)), out_index)
-            nest(e, shape, start, end, element, innermost_cuts(self.ins, kern.members, shape))
+            nest_updates(e, self.ins, kern.members, shape, start, end, element)
         e.b.ret_void()
         self.steps.append(PartialStep(
             kernel=kern.name, fn=name, args=args,
@@ -658,35 +659,40 @@ def extent(shape: tuple) -> int:
 
 
 def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body: Any,
-         cuts: tuple = ()) -> None:
+         cuts: tuple = (), inner: Any = None, rows: Any = None) -> None:
     """for index in shape (the outer dimension in [start, end)): body(index). `cuts`
     split the innermost dimension (when it is not the outer one) into pieces, one loop
-    each, whose compile-time range the emitter knows (`index_rules.innermost_cuts`)."""
+    each, whose compile-time range the emitter knows (`index_rules.innermost_cuts`);
+    `inner(index)`, if given, runs the innermost dimension instead (update_blocks);
+    `rows(length)` -> m runs a piece (or the whole innermost dimension) of that length
+    as rows of m (inner_rows)."""
     if not shape:
         body([])
         return
     outer = outer_dim(shape)
     last = len(shape) - 1
-    if cuts and last != outer and shape[last] != 1:
+    split = last != outer and shape[last] != 1
+    pieces = inner if split else None
+    if pieces is None and split and (cuts or rows is not None):
         bounds = (0,) + tuple(cuts) + (shape[last],)
 
         def pieces(index: list) -> None:
             for lo, hi in zip(bounds, bounds[1:]):
-                def step(i: ir.Value, carried: list) -> list:
+                def step(i: ir.Value) -> None:
                     e.ranges[id(i)] = (lo, hi)
                     e.push_scope()
                     body(index + [i])
                     e.pop_scope()
                     del e.ranges[id(i)]
-                    return []
-                counted_loop(e.b, const(lo), const(hi), [], step, name=f"d{last}")
+                m = rows(hi - lo) if rows is not None else 1
+                inner_rows.rows_loop(e, lo, hi - lo, m, step, name=f"d{last}")
 
     def level(d: int, index: list) -> None:
         if d != outer and shape[d] == 1:   # no loop: a constant index keeps memo keys equal
             inner = index + [const(0)]
             body(inner) if d + 1 == len(shape) else level(d + 1, inner)
             return
-        if d == last and cuts and d != outer:
+        if d == last and pieces is not None:
             pieces(index)
             return
         lo, hi = (start, end) if d == outer else (const(0), const(shape[d]))
@@ -703,6 +709,34 @@ def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body
         counted_loop(e.b, lo, hi, [], step, name=f"d{d}")
 
     level(0, [])
+
+
+def nest_updates(e: ElementalEmitter, instructions: list, members: list, shape: tuple,
+                 start: ir.Value, end: ir.Value, body: Any) -> None:
+    """`nest` split at `members`' innermost cuts; where their dynamic_update_slices have
+    run-time starts that may fall on blocks (update_blocks.plan), a test at the kernel's
+    entry runs the last dimension block by block when they do, the plain nest if not."""
+    cuts = innermost_cuts(instructions, members, shape)
+    blocks = None if cuts else update_blocks.plan(instructions, members, shape)
+
+    def rows(length: int) -> int:
+        return inner_rows.row_width(instructions, members, length)
+    if blocks is None or outer_dim(shape) == len(shape) - 1:
+        nest(e, shape, start, end, body, cuts, rows=rows)
+        return
+    z, updates = blocks
+    ok = update_blocks.aligned(e, instructions, z, updates)
+    with e.b.if_else(ok) as (in_blocks, plain):
+        with in_blocks:
+            e.push_scope()
+            inner = update_blocks.blocks_inner(e, instructions, z, updates, shape[-1], body,
+                                               rows(z))
+            nest(e, shape, start, end, body, inner=inner)
+            e.pop_scope()
+        with plain:
+            e.push_scope()
+            nest(e, shape, start, end, body)
+            e.pop_scope()
 
 
 def innermost_cuts(instructions: list, members: list, shape: tuple) -> tuple:

@@ -58,6 +58,12 @@ class ElementalEmitter:
         # id(loop variable) -> the [lo, hi) it runs over, where known at compile time (a
         # piece of an innermost loop split at a concatenate's boundaries; index_rules)
         self.ranges: dict = {}
+        # id(loop variable) -> (its offset in its block, {id(dynamic_update_slice): i1
+        # whether its update covers the block}) (update_blocks)
+        self.blocks: dict = {}
+        # id(index value) -> (value, q, m, r): it is q * m + r with 0 <= r < m (a loop
+        # run as rows of m; inner_rows.py)
+        self.offsets: dict = {}
 
     # ---- scopes: a value may be reused only where it dominates ----------------------
 

@@ -14,6 +14,7 @@ from typing import Any
 import llvmlite.ir as ir
 
 from ..hlo import dtypes as D
+from . import inner_rows
 from .llvm_types import I1, Value
 from .loops import const
 
@@ -32,40 +33,72 @@ def broadcast_in_dim(e, ins: Any, index: list):
 
 def reshape(e, ins: Any, index: list):
     (x,) = ins.operands
-    xshape, shape = _shape(e, x), ins.shape
-    if [n for n in xshape if n != 1] == [n for n in shape if n != 1]:
-        # only size-1 dimensions come or go: the other indices pass through unchanged
-        kept = iter([i for i, n in zip(index, shape) if n != 1])
-        return e.at(x, [const(0) if n == 1 else next(kept) for n in xshape])
-    # a shared trailing part of the two shapes maps straight through (cheap, vectorizes)
-    k = 0
-    while k < min(len(xshape), len(shape)) and xshape[-1 - k] == shape[-1 - k]:
-        k += 1
-    head_out, head_in = shape[:len(shape) - k], xshape[:len(xshape) - k]
-    tail = list(index[len(shape) - k:])
-    lin = e.linear(head_out, index[:len(shape) - k])
-    head: list = []
-    for n in reversed(head_in):
-        head.append(e.b.urem(lin, const(n)) if n != 1 else const(0))
-        lin = e.b.udiv(lin, const(n)) if n != 1 else lin
-    return e.at(x, list(reversed(head)) + tail)
+    return e.at(x, same_element(e, _shape(e, x), ins.shape, index))
 
 
 def same_element(e, shape: tuple, from_shape: tuple, index: list) -> list:
     """The index into `shape` of the element at `index` of `from_shape` (same row-major
-    position; the shapes have equal sizes). A reduction kernel writes each epilogue output
-    (a keepdims reshape, a 0-d result) at the reduced shape's index through this."""
+    position; the shapes have equal sizes): a reshape's operand index, and where a
+    reduction kernel writes each epilogue output (a keepdims reshape, a 0-d result).
+
+    The shapes split into the shortest runs of dimensions with equal sizes (`_groups`):
+    (8, 128, 256) -> (8, 128, 4, 64) is 8 | 128 | 256 -> (4, 64). Each run maps on its
+    own: equal runs pass their indices through; a run of one dimension is the other
+    run's row-major offset (multiply-adds, no division: a head split's reads stay
+    contiguous, so the loop vectorizes); only a run that splits one offset into several
+    dimensions divides, and only its own index."""
     if tuple(shape) == tuple(from_shape):
         return list(index)
-    if [n for n in shape if n != 1] == [n for n in from_shape if n != 1]:
-        kept = iter([i for i, n in zip(index, from_shape) if n != 1])
-        return [const(0) if n == 1 else next(kept) for n in shape]
-    lin = e.linear(tuple(from_shape), index)
-    out: list = []
-    for n in reversed(shape):
-        out.append(e.b.urem(lin, const(n)) if n != 1 else const(0))
-        lin = e.b.udiv(lin, const(n)) if n != 1 else lin
-    return list(reversed(out))
+    groups = _groups(tuple(shape), tuple(from_shape))
+    if groups is None:
+        return _split_offset(e, tuple(shape), e.linear(tuple(from_shape), index))
+    out: list = [const(0)] * len(shape)
+    for (a0, a1), (b0, b1) in groups:
+        dims, src = tuple(shape[a0:a1]), tuple(from_shape[b0:b1])
+        if dims == src:
+            out[a0:a1] = index[b0:b1]
+        else:
+            out[a0:a1] = _split_offset(e, dims, e.linear(src, index[b0:b1]))
+    return out
+
+
+def _groups(a: tuple, b: tuple) -> Any:
+    """[((a_lo, a_hi), (b_lo, b_hi))]: the shortest runs of a's and b's dimensions with
+    equal sizes, in order (size-1 dimensions left over at the end join no run: their
+    index is 0); None when a shape has a zero-size dimension."""
+    if 0 in a or 0 in b:
+        return None
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        i0, j0 = i, j
+        pa, pb = a[i], b[j]
+        i, j = i + 1, j + 1
+        while pa != pb:
+            if pa < pb:
+                pa, i = pa * a[i], i + 1
+            else:
+                pb, j = pb * b[j], j + 1
+        out.append(((i0, i), (j0, j)))
+    return out
+
+
+def _split_offset(e, dims: tuple, lin) -> list:
+    """The row-major index into `dims` of offset `lin` (< their size): the outermost
+    dimension longer than 1 takes the quotient whole (no remainder needed)."""
+    big = [k for k, n in enumerate(dims) if n != 1]
+    out: list = [const(0)] * len(dims)
+    for k in reversed(big):
+        if k == big[0]:
+            out[k] = lin
+            break
+        known = inner_rows.known(e, lin)
+        if known is not None and known[1] == dims[k]:
+            # lin = q * m + r with r < m (a loop run as rows of m): no division
+            lin, out[k] = known[0], known[2]
+            continue
+        out[k] = e.b.urem(lin, const(dims[k]))
+        lin = e.b.udiv(lin, const(dims[k]))
+    return out
 
 
 def transpose(e, ins: Any, index: list):
@@ -135,7 +168,7 @@ def concatenate(e, ins: Any, index: list):
             # the loop's piece lies inside this operand (`innermost_cuts`): a plain
             # read, no clamp and no select, so the piece vectorizes
             idx = list(index)
-            idx[dim] = b.sub(index[dim], const(offset)) if offset else index[dim]
+            idx[dim] = inner_rows.shifted(e, index[dim], offset) if offset else index[dim]
             return e.at(o, idx)
         idx = list(index)
         idx[dim] = e.clamp_index(b.sub(index[dim], const(offset)), 0, n - 1)
@@ -245,6 +278,13 @@ def dynamic_update_slice(e, ins: Any, index: list):
     if 0 in ushape:
         return old
     b = e.b
+    block = e.blocks.get(id(index[-1]))
+    if block is not None and id(ins) in block[1]:
+        # the loop runs the last dimension in blocks this update covers whole or not at
+        # all (update_blocks): a plain read at the offset in the block, in bounds either way
+        rel, covers = block[0], block[1][id(ins)]
+        new = e.at(upd, list(index[:-1]) + [rel])
+        return e.select(_bool(e, covers), new, old)
     starts = _starts(e, ins, 2, ushape, ins.shape)
     inside = ir.Constant(I1, 1)
     idx = []

@@ -4,6 +4,9 @@ Rules ("0", "1", "true" mean a constant, possibly broadcast or reshaped, whose e
 element is that value):
 
 - `x + 0 -> x`, `0 + x -> x`, `x - 0 -> x`
+- `x + y -> concatenate(...)` when x and y are zero outside disjoint runs of one
+  dimension (pads of zeros, updates of zeros at constant starts, concatenates with
+  zero parts: the gradient of a split; disjoint_sums.py)
 - `x * 1 -> x`, `1 * x -> x`, `x / 1 -> x`, `x ** 1 -> x`
 - `x * 0 -> 0`, `0 * x -> 0` for integers and bool only (for floats NaN * 0 and inf * 0
   are NaN, so the rule would change results)
@@ -47,6 +50,7 @@ from typing import Callable, Optional
 from ..hlo import dtypes as D
 from ..hlo.module import Instruction, Module
 from ..primitive import PRIMITIVES
+from .disjoint_sums import disjoint_sum
 from .rewrite import Builder, rebuild, splat
 
 _MANTISSA = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
@@ -81,7 +85,7 @@ def add_zero(b: Builder, ins: Instruction) -> Optional[int]:
         return x
     if _is(b, x, 0):
         return y
-    return None
+    return disjoint_sum(b, ins)
 
 
 def subtract_zero(b: Builder, ins: Instruction) -> Optional[int]:
