@@ -67,6 +67,12 @@ KNOWN: dict = {
     ("update_blocks.py", "ins.op != 'dynamic_update_slice'"):
         "updates with run-time starts read block by block: reads the update's shape and "
         "starts",
+    ("buffer_assignment.py", "ins[p].op == 'dynamic_update_slice'"):
+        "an update written over its own operand in place (a loop's KV cache): reads which "
+        "operand is read at the output's own index and the update's extent",
+    ("cpu_kernels.py", "ins.op != 'dynamic_update_slice'"):
+        "the in-place update kernel: a loop over the update alone at its starts (reads the "
+        "update's shape and start operands)",
     ("row_fusion.py", "i.op == 'broadcast_in_dim'"):
         "reads the broadcast's dimensions (a row value broadcast along the row)",
     ("row_fusion.py", "i.op == 'pad'"):
