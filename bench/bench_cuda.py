@@ -197,7 +197,9 @@ def test_seed_example_item(benchmark, framework, log2n):
     _timed(benchmark, step, f"seed example 2^{log2n} with .item()", framework, 2 * n * 4)
 
 
-# ---- a loop (issue 30): the condition read back asynchronously, one iteration ahead ----------
+# ---- a loop (issue 30): one CUDA graph with a WHILE node where the driver has them (12.4+),
+# else the condition read back asynchronously, one iteration ahead (bench_cuda_loops.py
+# sets the two forms side by side) -------------------------------------------------------
 
 LOOP_ITERATIONS = 1000
 
@@ -205,7 +207,8 @@ LOOP_ITERATIONS = 1000
 @pytest.mark.parametrize("framework", ["lazyarray", "torch"])
 def test_loop_of_a_tiny_body(benchmark, framework):
     """1000 iterations of `s * 0.5 + 1` over 4096 floats: one la.fori_loop (an HLO while:
-    each body queued before the previous condition reaches the host) beside a PyTorch
+    a graph's WHILE node, or each body queued before the previous condition reaches the
+    host on an older driver) beside a PyTorch
     Python loop; the result is read once. Checked against NumPy."""
     x = np.linspace(0.0, 1.0, 4096, dtype=np.float32)
     want = x.copy()

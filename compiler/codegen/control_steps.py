@@ -22,10 +22,11 @@ Steps (plain JSON-able dicts, like every step; compiler/program.py):
 A program is {"meta": Program.to_cache()'s dict, "code": base64 of its code}; a device
 rebuilds it with `compiler.program.sub_program`. The CPU runs the step in native code
 (devices/cpu/native_control.py: the sub-programs' jobs under a control runner, no Python
-per iteration) and an AOT library as C loops and branches (devices/cpu/aot.py); where
-those do not apply (a sub-program with a host call, a profile timing each kernel, the
-CUDA device) `run_while` / `branch_index` drive it from the host (XLA's GPU backend
-drives a `while` the same way).
+per iteration) and an AOT library as C loops and branches (devices/cpu/aot.py); the
+CUDA device as one CUDA graph with WHILE/IF conditional nodes where the driver has them
+(devices/cuda/cuda_loops.py). Where those do not apply (a sub-program with a host call, a
+profile timing each kernel, an older CUDA driver) `run_while` / `branch_index` drive it
+from the host (XLA's GPU backend drives a `while` the same way).
 """
 from __future__ import annotations
 
