@@ -53,7 +53,7 @@ _TUPLE_TYPES: dict = {}
 
 def _interned(t: tuple) -> tuple:
     """One object per tuple of shapes or dtypes: a sync's template (compiler/graph/
-    template_code.py) compares a node's dtype by identity, and a loop's while node, made
+    template.py) compares a node's dtype by identity, and a loop's while node, made
     anew at each call, must match its first one for the cached sync to skip capture."""
     if len(_TUPLE_TYPES) > 4096:
         _TUPLE_TYPES.clear()
