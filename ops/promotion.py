@@ -204,6 +204,7 @@ def spread_scalar(value: Any, dtype: DType, shape: tuple) -> Node:
     s.value = value
     s.sig = None
     s.site = None
+    s.type = None
     if not shape:
         return s
     b = _new(Node)
@@ -216,6 +217,7 @@ def spread_scalar(value: Any, dtype: DType, shape: tuple) -> Node:
     b.value = None
     b.sig = None
     b.site = None
+    b.type = None
     return b
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Optional
 
-from .node import Node
+from .node import Node, node_type
 
 CONSTANT, FRESH, BY_REF = "constant", "fresh", "by reference"
 
@@ -61,7 +61,8 @@ def replay_lines(steps: Iterable[tuple], first: int, names: dict) -> list:
 
     Written out rather than looped over: a copy of a training step's backward pass makes
     most of the step's nodes, and straight-line code spends on each node only its nine
-    stores (`new_node` inline: no call, no unpacking of a step, locals instead of a list).
+    stores (`new_node` inline: no call, no unpacking of a step, locals instead of a list;
+    the interned type too, made once here).
     A copy shares the template's shape, dtype and attrs objects (nodes never change
     them), so a sync comparing them finds them by identity."""
     names["_new"], names["_Node"] = object.__new__, Node
@@ -69,13 +70,17 @@ def replay_lines(steps: Iterable[tuple], first: int, names: dict) -> list:
     for k, (op, refs, shape, dtype, attrs, value) in enumerate(steps):
         j = first + k
         names[f"s{j}"], names[f"d{j}"], names[f"a{j}"] = shape, dtype, attrs
+        try:
+            names[f"t{j}"] = node_type(shape, dtype)
+        except TypeError:                 # an unhashable shape: interned when asked
+            names[f"t{j}"] = None
         if value is not None:
             names[f"c{j}"] = value
         operands = "".join(f"v{r}, " for r in refs)
         lines.append(f"    n = _new(_Node); n.op = {op!r}; n.operands = ({operands}); "
                      f"n.shape = s{j}; n.dtype = d{j}; n.attrs = a{j}; n.buffer = None; "
                      f"n.value = {'None' if value is None else f'c{j}'}; n.sig = None; "
-                     f"n.site = None; v{j} = n")
+                     f"n.site = None; n.type = t{j}; v{j} = n")
     return lines
 
 
