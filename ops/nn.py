@@ -17,6 +17,7 @@ from ..compiler.hlo import dtypes as D
 from ..compiler.graph.node import Node, new_node
 from ..compiler.primitive import apply
 from ..compiler.transforms.autodiff import stop
+from ..compiler.transforms.graph_templates import remembered
 from .elementwise import (abs, add, divide, equal, erf, exp, greater_equal, less, log, log1p,
                           logical_and, maximum, multiply, negative, rsqrt, sigmoid, subtract,
                           tanh, where)
@@ -63,6 +64,11 @@ def silu(x: Operand) -> Node:
 
 def gelu(x: Operand, approximate: str = "none") -> Node:
     """x * Phi(x): the erf form ('none'), or the tanh approximation ('tanh')."""
+    return _gelu(x, approximate)
+
+
+@remembered()
+def _gelu(x: Operand, approximate: str) -> Node:
     x = _float("gelu", x)
     if approximate == "none":
         return multiply(multiply(x, 0.5), add(erf(multiply(x, 1 / math.sqrt(2))), 1))
@@ -116,10 +122,18 @@ def logsumexp(x: Operand, axis: int = -1, keepdims: bool = False) -> Node:
 def layer_norm(x: Operand, normalized_shape: Any, weight: Optional[Node] = None,
                bias: Optional[Node] = None, eps: float = 1e-5) -> Node:
     """Normalize over the trailing dimensions `normalized_shape` (biased variance)."""
-    x = _float32("layer_norm", x)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
-    normalized_shape = tuple(normalized_shape)
+    return _layer_norm(x, tuple(normalized_shape), weight, bias, eps)
+
+
+# the graphs of the composites a model records at every step (every token of a decoding
+# loop) are functions of their arguments' types and static values: copied from the first
+# call's (compiler/transforms/graph_templates.py), none of their front ends' work redone
+@remembered(context=autocast.current)
+def _layer_norm(x: Operand, normalized_shape: tuple, weight: Optional[Node],
+                bias: Optional[Node], eps: float) -> Node:
+    x = _float32("layer_norm", x)
     k = len(normalized_shape)
     if k == 0 or x.shape[x.ndim - k:] != normalized_shape:
         raise ValueError(f"layer_norm: normalized_shape {normalized_shape} must be the trailing "
@@ -197,6 +211,11 @@ def linear(x: Operand, weight: Node, bias: Optional[Node] = None) -> Node:
     fast = linear_direct(x, weight, bias)
     if fast is not None:
         return fast
+    return _linear(x, weight, bias)
+
+
+@remembered(context=autocast.current)
+def _linear(x: Operand, weight: Node, bias: Optional[Node]) -> Node:
     x = as_node(x)
     if weight.ndim != 2 or x.shape[-1:] != weight.shape[1:]:
         raise ValueError(f"linear: input {shape_str(x.shape)} does not match weight "
@@ -426,6 +445,12 @@ def scaled_dot_product_attention(q: Operand, k: Operand, v: Operand, mask: Optio
 
     `mask`: bool (True = attend) or float (added to the scores), broadcastable to (..., L, S).
     """
+    return _attention(q, k, v, mask, is_causal, scale)
+
+
+@remembered(context=autocast.current)
+def _attention(q: Operand, k: Operand, v: Operand, mask: Optional[Node], is_causal: bool,
+               scale: Optional[float]) -> Node:
     q, k, v = _float("attention", q), _float("attention", k), _float("attention", v)
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"scaled_dot_product_attention: q {shape_str(q.shape)}, k "
