@@ -143,7 +143,7 @@ def _plain(v: Any) -> bool:
 
 def _flat_operands(args: tuple) -> Any:
     """(device, operands) when every argument is a tensor (at least one, all on one
-    device) or a plain value (a Python scalar, None, a str, a tuple of ints): what
+    device) or a plain value (a Python scalar, None, a str, a tuple of ints and tensors): what
     `_unwrap` would give, without its general walk. None otherwise (data to lift, nested
     lists, mixed devices: the general path)."""
     state = None
@@ -158,6 +158,20 @@ def _flat_operands(args: tuple) -> Any:
             nodes.append(a._node)
         elif kind in _SCALARS or a is None or _plain(a):    # _plain: a shape, a str
             nodes.append(a)
+        elif kind is tuple:                 # start indices (0, 0, pos, 0): ints and tensors
+            items = []
+            for e in a:
+                if type(e) is Tensor:
+                    if state is None:
+                        state = e._state
+                    elif e._state is not state:
+                        return None
+                    items.append(e._node)
+                elif type(e) is int:
+                    items.append(e)
+                else:
+                    return None
+            nodes.append(tuple(items))
         else:
             return None
     return None if state is None else (state, nodes)

@@ -324,6 +324,50 @@ def test_shapes_and_axes_as_tuples_take_the_lifted_fast_path() -> None:
             la.reshape(x, (3.0, 4))
 
 
+@pytest.mark.parametrize("axes,error", [
+    ((1, 2), None), ((-1, 0), None), ((2, -3), None), ((1, 1), None), ((-2, 1), None),
+    ((0, 3), IndexError), ((-4, 0), IndexError), ((True, 0), TypeError)], ids=str)
+def test_transpose_of_two_axes_records_the_permutation(axes, error) -> None:
+    """`t.transpose(a, b)` with plain ints swaps them directly: the graph and the values of
+    `permute_dims` with the swapped permutation (the same tensor for a == b); an axis out
+    of range, or a bool, raises naming the op, as the general way does."""
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    x = la.asarray(a)
+    if error is not None:
+        with pytest.raises((error, ValueError), match="transpose"):
+            x.transpose(*axes)
+        return
+    perm = list(range(3))
+    i, j = axes[0] % 3, axes[1] % 3
+    perm[i], perm[j] = perm[j], perm[i]
+    got = x.transpose(*axes)
+    if perm == [0, 1, 2]:
+        assert got._node is x._node
+    else:
+        assert _structure(got._node) == _structure(la.permute_dims(x, tuple(perm))._node)
+    np.testing.assert_array_equal(got.numpy(), np.swapaxes(a, *axes))
+
+
+def test_start_indices_with_tensors_take_the_lifted_fast_path() -> None:
+    """`la.dynamic_update_slice(cache, k, (0, pos))` with `pos` a tensor: the tuple of ints
+    and tensors goes to the op as nodes, as the general way gives them (a list takes it);
+    a tensor of another device in it still raises."""
+    from lazyarray.lift import _flat_operands
+    cache, k = la.zeros((4, 3)), la.ones((1, 3))
+    pos = la.asarray(np.int64(2))
+    fast = la.dynamic_update_slice(cache, k, (pos, 0))
+    general = la.dynamic_update_slice(cache, k, [pos, 0])
+    assert _flat_operands((cache, k, (pos, 0))) is not None
+    assert _flat_operands((cache, k, [pos, 0])) is None
+    assert _structure(fast._node) == _structure(general._node)
+    want = np.zeros((4, 3), np.float32)
+    want[2] = 1
+    np.testing.assert_array_equal(fast.numpy(), want)
+    other = la.asarray(np.int64(1), device="interpreter")
+    with pytest.raises(ValueError, match="different devices"):
+        la.dynamic_update_slice(cache, k, (other, 0))
+
+
 # ---- NumPy scalars: one rule for the operators and the functions -------------------------
 
 import ml_dtypes  # noqa: E402
