@@ -259,17 +259,18 @@ def apply(name: str, *operands: Node, **attrs: Any) -> Node:
             key = (name, ta, *attrs.items()) if attrs else (name, ta)
         else:
             key = (name, len(operands), *map(type_of, operands), *attrs.items())
-        t = _INFERRED.get(key)
+        found = _INFERRED.get(key)
     except (AttributeError, TypeError):     # an operand that is not a node, an unhashable
         return _applied(name, operands, attrs)   # attribute (a list), a loop's bodies
-    if t is None:
-        t = _infer_memo(key, name, operands, attrs)
+    if found is None:
+        found = _infer_memo(key, name, operands, attrs)
+    t, shared = found
     n = _new(Node)
     n.op = name
     n.operands = operands
     n.shape = t.shape
     n.dtype = t.dtype
-    n.attrs = attrs
+    n.attrs = attrs if shared is None else shared
     n.buffer = None
     n.value = None
     n.sig = None
@@ -279,9 +280,13 @@ def apply(name: str, *operands: Node, **attrs: Any) -> Node:
 
 
 _new = object.__new__
-# (name, operand types, attribute items) -> the result's NodeType; the operand count is in
-# the key where it is not fixed by the form of the key (1 or 2 operands)
+# (name, operand types, attribute items) -> (the result's NodeType, the attributes' dict
+# every node of that key shares, or None); the operand count is in the key where it is not
+# fixed by the form of the key (1 or 2 operands). Shared attributes (nodes never change
+# theirs), like the result's shape object, let a sync's template check find them by
+# identity (compiler/graph/template_code.py).
 _INFERRED: dict = {}
+_NO_ATTRS: dict = {}
 
 
 def _applied(name: str, operands: tuple, attrs: dict) -> Node:
@@ -290,17 +295,33 @@ def _applied(name: str, operands: tuple, attrs: dict) -> Node:
     return Node(name, operands, shape, dtype, attrs)
 
 
-def _infer_memo(key: tuple, name: str, operands: tuple, attrs: dict) -> NodeType:
+def _infer_memo(key: tuple, name: str, operands: tuple, attrs: dict) -> tuple:
     """The rule's result for a key not yet remembered, remembered (unless the stanza says
     its rule reads more than the types and attributes: a loop's bodies)."""
     prim = PRIMITIVES[name]
     shape, dtype = prim.infer(operands, **attrs)
-    t = node_type(shape, dtype)
+    found = (node_type(shape, dtype), _shareable(attrs))
     if prim.memo_infer:
         if len(_INFERRED) >= 8192:           # shapes that change at every call: bounded
             _INFERRED.clear()
-        _INFERRED[key] = t
-    return t
+        _INFERRED[key] = found
+    return found
+
+
+_SHAREABLE = (int, str, bool, D.DType, type(None))
+
+
+def _shareable(attrs: dict) -> Optional[dict]:
+    """`attrs` as the dict every node of its key may share: when its values are ints,
+    strings, dtypes or tuples of ints, whose equal values are equal in every respect a
+    reader asks about. None otherwise (a float: 0.0 and -0.0 are equal keys; an object):
+    each node keeps its own."""
+    if not attrs:
+        return _NO_ATTRS
+    for v in attrs.values():
+        if not (type(v) in _SHAREABLE or (type(v) is tuple and all(type(e) is int for e in v))):
+            return None
+    return attrs
 
 
 # ---- shape and dtype rules shared by many stanzas ------------------------------------

@@ -65,6 +65,20 @@ def test_apply_remembers_what_the_rule_says(op, types, attrs):
         assert (n.shape, n.dtype) == want
         assert _fields(n)["attrs"] == attrs and n.op == op
     assert first.type is again.type is node_type(*want)   # the second, the memo's
+    assert first.attrs is again.attrs                      # one dict, shared (never changed)
+
+
+def test_float_attributes_are_never_shared():
+    """0.0 and -0.0 are one key: a node keeps its own float attributes."""
+    a = Node("parameter", (), (3,), D.float32, {})
+    rule = PRIMITIVES["add"]
+    try:
+        PRIMITIVES["add"] = type(rule)(**{**rule.__dict__, "infer": lambda ops, **kw: (
+            ops[0].shape, ops[0].dtype)})
+        first, again = apply("add", a, a, tag=0.0), apply("add", a, a, tag=-0.0)
+    finally:
+        PRIMITIVES["add"] = rule
+    assert repr(first.attrs["tag"]) == "0.0" and repr(again.attrs["tag"]) == "-0.0"
 
 
 def test_apply_raises_every_time_for_bad_operands():
