@@ -257,6 +257,16 @@ def apply(name: str, *operands: Node, **attrs: Any) -> Node:
             if ta is None:
                 ta = a.type = node_type(a.shape, a.dtype)
             key = (name, ta, *attrs.items()) if attrs else (name, ta)
+        elif len(operands) == 3:
+            a, b, c = operands
+            ta, tb, tc = a.type, b.type, c.type
+            if ta is None:
+                ta = a.type = node_type(a.shape, a.dtype)
+            if tb is None:
+                tb = b.type = node_type(b.shape, b.dtype)
+            if tc is None:
+                tc = c.type = node_type(c.shape, c.dtype)
+            key = (name, 3, ta, tb, tc, *attrs.items()) if attrs else (name, 3, ta, tb, tc)
         else:
             key = (name, len(operands), *map(type_of, operands), *attrs.items())
         found = _INFERRED.get(key)
@@ -287,6 +297,53 @@ _new = object.__new__
 # identity (compiler/graph/template_code.py).
 _INFERRED: dict = {}
 _NO_ATTRS: dict = {}
+
+
+# the memo's own lookup, for a front end on the hottest recording path that makes the key
+# itself, (name, operand types..., attribute items...) as `apply` makes it: a hit is the
+# rule's result for those types; a miss (a type not yet interned is None: never a key)
+# goes through `apply`, which asks the rule and remembers
+remembered = _INFERRED.get
+
+
+def made(name: str, operands: tuple, found: tuple) -> Node:
+    """The node of `name` over `operands` from a memo entry `found` (`remembered`)."""
+    t, shared = found
+    n = _new(Node)
+    n.op = name
+    n.operands = operands
+    n.shape = t.shape
+    n.dtype = t.dtype
+    n.attrs = shared
+    n.buffer = None
+    n.value = None
+    n.sig = None
+    n.site = None
+    n.type = t
+    return n
+
+
+def entry_of(node: Node) -> Optional[tuple]:
+    """The memo entry `made` takes for a node `apply` made (its type and its attributes),
+    for a front end that keeps it under its own key; None when its attributes are its
+    own (not shareable)."""
+    return (node.type, node.attrs) if _shareable(node.attrs) is node.attrs or \
+        not node.attrs else None
+
+
+def beside(name: str, x: Node, s: Node, a: Node, b: Node, item: Any, attrs: dict) -> Node:
+    """`apply(name, a, b, **attrs)` for a node `x` and a node `s` made beside it, of x's
+    type (a Python scalar spread to x's shape as its dtype), a and b being the two in
+    either order; `item`: the one attribute (key, value) or None, as the memo's key has
+    it. The memo's entry for (x's type, x's type) when there is one: no interning of s."""
+    t = x.type
+    if t is not None:
+        found = _INFERRED.get((name, t, t) if item is None else (name, t, t, item))
+        if found is not None:
+            return made(name, (a, b), found)
+    if s.type is None:
+        s.type = type_of(x)
+    return apply(name, a, b, **attrs)
 
 
 def _applied(name: str, operands: tuple, attrs: dict) -> Node:

@@ -14,7 +14,7 @@ import numpy as np
 from typing import Any, Optional
 
 from ..compiler.hlo import dtypes as D
-from ..compiler.graph.node import Node, new_node
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from ..compiler.transforms.autodiff import stop
 from ..compiler.transforms.graph_templates import remembered
@@ -240,23 +240,12 @@ def linear_direct(x: Any, weight: Any, bias: Any) -> Optional[Node]:
     if bias is not None and (type(bias) is not Node or bias.dtype is not dtype
                              or bias.shape != weight.shape[:1]):
         return None
-    n, (m, k) = x.shape[0], weight.shape
-    nm = (n, m)
-    wt = new_node("transpose", (weight,), (k, m), dtype, _TRANSPOSED)
-    out = new_node("dot_general", (x, wt), nm, dtype, _ROWS_BY_COLUMNS)
+    out = apply("dot_general", x, apply("transpose", weight, permutation=(1, 0)),
+                lhs_contracting=(1,), rhs_contracting=(0,), lhs_batch=(), rhs_batch=())
     if bias is None:
         return out
-    wide = new_node("broadcast_in_dim", (bias,), nm, dtype,
-                    {"shape": nm, "broadcast_dimensions": (1,)})
-    return new_node("add", (out, wide), nm, dtype, _NO_ATTRS)
-
-
-# the attributes of `linear_direct`'s nodes that never change: one dict each, shared (a
-# node's attributes are never changed), so a sync's check finds them by identity
-_TRANSPOSED = {"permutation": (1, 0)}
-_ROWS_BY_COLUMNS = {"lhs_contracting": (1,), "rhs_contracting": (0,), "lhs_batch": (),
-                    "rhs_batch": ()}
-_NO_ATTRS: dict = {}
+    return apply("add", out, apply("broadcast_in_dim", bias, shape=out.shape,
+                                   broadcast_dimensions=(1,)))
 
 
 def embedding(indices: Operand, weight: Node) -> Node:

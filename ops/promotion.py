@@ -157,8 +157,7 @@ def weak_scalar_like(value: Any, node: Node) -> Any:
     shape = node.shape
     if not shape:
         return s
-    return new_node("broadcast_in_dim", (s,), shape, dtype,
-                {"shape": shape, "broadcast_dimensions": ()})
+    return apply("broadcast_in_dim", s, shape=shape, broadcast_dimensions=())
 
 
 def weak_operand(value: Any, node: Node) -> Any:
@@ -183,17 +182,19 @@ def weak_operand(value: Any, node: Node) -> Any:
     shape = node.shape
     if value in KEPT_SET and (kind is not float or value != 0.0 or _copysign(1.0, value) > 0.0):
         return kept_spread(kind, value, dtype, shape)
-    return spread_scalar(value, dtype, shape)
+    return spread_scalar(value, dtype, shape, node.type)
 
 
 _KEPT_SPREADS: dict = {}    # (kind, value, dtype, shape) -> a kept constant spread to shape
 
 
-def spread_scalar(value: Any, dtype: DType, shape: tuple) -> Node:
+def spread_scalar(value: Any, dtype: DType, shape: tuple, t: Any = None) -> Node:
     """A runtime scalar `value` of `dtype` broadcast to `shape` (the bare scalar when
     `shape` is ()): `new_node("scalar", ...)` and `new_node("broadcast_in_dim", ...)`, the
     two nodes of every scalar beside a tensor, made in one call (their slots set as
-    `new_node` sets them; tests/test_recording_fronts.py compares the two)."""
+    `new_node` sets them; tests/test_recording_fronts.py compares the two). `t`: the
+    interned type of (shape, dtype) when the caller has it (a tensor's beside which the
+    scalar is spread), or None (interned when first asked)."""
     s = _new(Node)
     s.op = "scalar"
     s.operands = ()
@@ -206,6 +207,7 @@ def spread_scalar(value: Any, dtype: DType, shape: tuple) -> Node:
     s.site = None
     s.type = None
     if not shape:
+        s.type = t
         return s
     b = _new(Node)
     b.op = "broadcast_in_dim"
@@ -217,7 +219,7 @@ def spread_scalar(value: Any, dtype: DType, shape: tuple) -> Node:
     b.value = None
     b.sig = None
     b.site = None
-    b.type = None
+    b.type = t
     return b
 
 
@@ -235,8 +237,7 @@ def kept_spread(kind: type, value: Any, dtype: DType, shape: tuple) -> Node:
     if n is None:
         n = _kept(value, kind, dtype)
         if shape:
-            n = new_node("broadcast_in_dim", (n,), shape, dtype,
-                         {"shape": shape, "broadcast_dimensions": ()})
+            n = apply("broadcast_in_dim", n, shape=shape, broadcast_dimensions=())
         if len(_KEPT_SPREADS) >= 1024:
             _KEPT_SPREADS.clear()
         _KEPT_SPREADS[key] = n
