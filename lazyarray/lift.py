@@ -22,6 +22,7 @@ from .compiler.primitive import apply as _apply, beside as _beside, made as _mad
 from .compiler.primitive import remembered as _remembered
 from . import runtime
 from .ops import elementwise as _elementwise
+from .ops import promotion as _promotion
 from .ops.promotion import KEPT_SET as _KEPT_SET, typed_scalar as _typed_scalar
 from .ops.promotion import int_fits as _int_fits
 from .ops.promotion import spread_scalar as _spread_scalar, typed_spread as _typed_spread
@@ -41,8 +42,7 @@ _BOOL = D.bool_
 _I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1     # the default int's range
 
 
-def _converted(x: Node, dtype: Any) -> Node:
-    return _apply("convert", x, dtype=dtype)
+_converted = _promotion.converted
 
 # NumPy scalar type -> (its dtype, the Python type of its value), for the scalars an
 # elementwise op takes as a 0-d runtime scalar of their own dtype (see `numpy_operand`);
@@ -620,7 +620,10 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
                         return _wrap(_apply(prim, xn, yn, **kw), a._state, depth)
                     if exact_ints and dtype in _INT_OR_BOOL:   # `i / j`: both the default float
                         xn, yn = _converted(xn, _DEFAULT_FLOAT), _converted(yn, _DEFAULT_FLOAT)
-                        return _wrap(_apply(prim, xn, yn, **kw), a._state, depth)
+                        found = _remembered((prim, xn.type, yn.type) if item is None else
+                                            (prim, xn.type, yn.type, item))
+                        return _wrap(_made(prim, (xn, yn), found) if found is not None else
+                                     _apply(prim, xn, yn, **kw), a._state, depth)
         else:
             found = _NP_SCALARS.get(kind)
             if found is not None and found[0] is a._node.dtype:

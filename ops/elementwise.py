@@ -9,7 +9,8 @@ import numpy as np
 from ..compiler.hlo import dtypes as D
 from ..compiler.graph.node import Node, kept_constant
 from ..compiler.primitive import PRIMITIVES, apply, beside, made, remembered, same_dtype_fast
-from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
+from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert,
+                        converted, int_fits,
                         kept_spread, operands, scalar, spread_scalar, typed_spread,
                         weak_operand, weak_scalar_like)
 
@@ -207,7 +208,7 @@ def _spread(x: Node, shape: tuple) -> Node:
 
 def _converted(x: Node, dtype: D.DType) -> Node:
     """`convert(x, dtype)` for x of another dtype (convert's rule takes every pair)."""
-    return apply("convert", x, dtype=dtype)
+    return converted(x, dtype)
 
 
 

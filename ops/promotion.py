@@ -15,7 +15,7 @@ from ..compiler.hlo import dtypes as D
 from ..compiler.hlo.dtypes import DType
 from ..compiler.hlo.literal import Literal
 from ..compiler.graph.node import Node, constant_leaf, kept_constant, new_node, scalar_leaf
-from ..compiler.primitive import apply
+from ..compiler.primitive import apply, made, remembered
 
 PY_SCALARS = (bool, int, float)
 
@@ -63,7 +63,14 @@ def constant(array: Any, dtype: DType) -> Node:
 def convert(x: Node, dtype: DType) -> Node:
     if x.dtype is dtype:
         return x
-    return apply("convert", x, dtype=dtype)
+    return converted(x, dtype)
+
+
+def converted(x: Node, dtype: DType) -> Node:
+    """x (of another dtype) as `dtype`: the memo's entry for it, looked up here (the key
+    `apply` makes), `apply` on a miss (convert's rule takes every pair of dtypes)."""
+    found = remembered(("convert", x.type, ("dtype", dtype)))
+    return made("convert", (x,), found) if found is not None else apply("convert", x, dtype=dtype)
 
 
 def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
