@@ -598,6 +598,12 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
             if dtype in fast and (dtype is not _BOOL or kind is bool):
                 s = _weak_operand(b, xn)
                 if s is not None:
+                    t = xn.type                  # (`scalar_node` written out)
+                    if t is not None:
+                        found = _remembered((prim, t, t) if item is None else (prim, t, t, item))
+                        if found is not None:
+                            return _wrap(_made(prim, (s, xn) if swap else (xn, s), found),
+                                         a._state, depth)
                     return scalar_node(xn, s, a._state)
             elif dtype is _BOOL and kind is int and to_int and _I64_MIN <= b <= _I64_MAX:
                 xn = _converted(xn, _DEFAULT_INT)     # `m * 2`, `2 << m`: m as the default int
