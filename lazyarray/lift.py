@@ -637,7 +637,8 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
                 xn = a._node
                 dtype = xn.dtype
                 if dtype in fast:
-                    return scalar_node(xn, _typed_spread(found[1](b), dtype, xn.shape), a._state)
+                    return scalar_node(xn, _typed_spread(found[1](b), dtype, xn.shape, xn.type),
+                                       a._state)
                 if exact_ints and found[1] is int:
                     # `i / np.int32(2)` as `i / 2`: the int, exact in the default float,
                     # divides as the same value converted along with i would

@@ -251,13 +251,14 @@ def kept_spread(kind: type, value: Any, dtype: DType, shape: tuple) -> Node:
     return n
 
 
-def typed_spread(value: Any, dtype: DType, shape: tuple) -> Node:
+def typed_spread(value: Any, dtype: DType, shape: tuple, t: Any = None) -> Node:
     """`typed_scalar(value, dtype)` broadcast to `shape`, as an operand of a node being
-    made: a kept constant's broadcast is the shared one (`kept_spread`)."""
+    made: a kept constant's broadcast is the shared one (`kept_spread`). `t`: the
+    interned type of (shape, dtype), if the caller has it (see `spread_scalar`)."""
     if value in KEPT_SET and (type(value) is not float or value != 0.0 or
                               _copysign(1.0, value) > 0.0):
         return kept_spread(type(value), value, dtype, shape)
-    return spread_scalar(value, dtype, shape)
+    return spread_scalar(value, dtype, shape, t)
 
 
 def typed_scalar(value: Any, dtype: DType) -> Node:
