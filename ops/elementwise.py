@@ -7,7 +7,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..compiler.hlo import dtypes as D
-from ..compiler.graph.node import Node, kept_constant
+from ..compiler.graph.node import Node, kept_constant, type_of
 from ..compiler.primitive import PRIMITIVES, apply, beside, made, remembered, same_dtype_fast
 from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert,
                         converted, int_fits,
@@ -132,7 +132,7 @@ _I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1     # the default int's range
 
 
 def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
-              result: Any = None) -> Callable:
+              result: Any = None, broadcasts: bool = False) -> Callable:
     """`fn(a, b)` recording `prim(a, b)` directly when it needs no promotion, broadcast or
     check that could fail: two nodes of one dtype in `fast` and one shape, or a node of
     such a dtype and a Python scalar that takes it (weakly typed); the result has `result`
@@ -140,7 +140,10 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
     through `operands` and `apply`, which raises for bad input. Most recorded ops end
     here, so it is written for speed: the node comes from `apply`'s memo, keyed on the
     operands' interned types (a hit: the rule accepted them before), looked up here with
-    no call; a miss goes through `apply`, which asks the rule."""
+    no call; a miss goes through `apply`, which asks the rule. `broadcasts`: `general`
+    gives two nodes of one dtype and of shapes that broadcast together what `operands`
+    gives them (each broadcast to the common shape) and `prim` of those: the broadcasts
+    are remembered per pair of types (`_WIDENED`) and made directly next time."""
     kw = {} if attrs is None else dict(attrs)
     item = None if attrs is None else tuple(attrs.items())[0]   # (compare's direction)
 
@@ -162,6 +165,13 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
                             return apply(prim, a, _spread(b, shape), **kw)
                         if not shape:
                             return apply(prim, _spread(a, b.shape), b, **kw)
+                        if broadcasts:           # x / x.sum(-1, keepdims=True), x + bias
+                            plan = _WIDENED.get((a.type, b.type))
+                            if plan is None:
+                                plan = _widening(a, b)
+                            if plan is not False:
+                                return apply(prim, _widened(a, plan[0]), _widened(b, plan[1]),
+                                             **kw)
                 elif kind is bool or kind is int and dtype is not _BOOL or \
                         kind is float and dtype in _INEXACT:    # what the dtype takes weakly
                     s = weak_operand(b, a)     # (a's type: its dtype, spread to its shape)
@@ -199,6 +209,33 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
     # `direct_method`): they record the same nodes as `fn`, one call less per op
     fn.direct = (prim, fast, attrs, result)
     return fn
+
+
+# (type of a, type of b) -> the broadcast attributes of each (None: a, or b, already of
+# the common shape), or False: shapes that do not broadcast (the general way raises)
+_WIDENED: dict = {}
+
+
+def _widening(a: Node, b: Node) -> Any:
+    """What `operands` does to two nodes of one dtype and different shapes: each broadcast
+    to their common shape (`broadcast_to`), as attributes; False when they do not
+    broadcast (not remembered: the general way raises naming the op)."""
+    try:
+        shape = broadcast_shapes("", a.shape, b.shape)
+    except ValueError:
+        return False
+    plan = tuple(None if x.shape == shape else
+                 {"shape": shape, "broadcast_dimensions": tuple(range(len(shape) - len(x.shape),
+                                                                      len(shape)))}
+                 for x in (a, b))
+    if len(_WIDENED) >= 4096:
+        _WIDENED.clear()
+    _WIDENED[(type_of(a), type_of(b))] = plan
+    return plan
+
+
+def _widened(x: Node, attrs: Any) -> Node:
+    return x if attrs is None else apply("broadcast_in_dim", x, **attrs)
 
 
 def _spread(x: Node, shape: tuple) -> Node:
@@ -251,7 +288,7 @@ def _binary(prim: str, name: str, numeric: bool = True):
         if numeric:
             _check_numeric(name, a)
         return _made(prim, fast, a, b)
-    fn = _recorder(prim, fast, general)
+    fn = _recorder(prim, fast, general, broadcasts=True)
     fn.__name__ = name
     return fn
 
@@ -360,7 +397,7 @@ def _divide(a: Operand, b: Operand) -> Node:
     return _made("divide", _DIVIDE_FAST, a, b)
 
 
-divide = _recorder("divide", _DIVIDE_FAST, _divide)
+divide = _recorder("divide", _DIVIDE_FAST, _divide, broadcasts=True)
 divide.__name__ = "divide"
 divide.__doc__ = "True division: integers divide as the default float."
 # the operators take `i / 2` the short way `_divide` does (lazyarray/lift.py direct_method)
@@ -392,7 +429,7 @@ def _compare(direction: str, name: str):
     def general(a: Operand, b: Operand) -> Node:
         a, b = _scalar_operands(name, a, b)
         return _made("compare", fast, a, b, {"direction": direction}, D.bool_)
-    fn = _recorder("compare", fast, general, {"direction": direction}, D.bool_)
+    fn = _recorder("compare", fast, general, {"direction": direction}, D.bool_, broadcasts=True)
     fn.__name__ = name
     return fn
 

@@ -1258,3 +1258,32 @@ def test_ops_take_their_direct_paths_for_nodes(monkeypatch) -> None:
                  lambda: ops.imag(u), lambda: ops.log2(i), lambda: ops.pow(i, 0.5),
                  lambda: ops.pow(m, 2)):
         make()
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((4,), (2, 4)),
+                                    ((1,), (5,)), ((3, 1), (1, 3))], ids=str)
+@pytest.mark.parametrize("name", ["add", "subtract", "multiply", "maximum", "pow", "divide",
+                                  "less", "equal"])
+def test_remembered_broadcasts_record_the_general_graph(name, shapes, monkeypatch) -> None:
+    """Two tensors of one dtype and shapes that broadcast: the broadcasts remembered per
+    pair of types (ops/elementwise.py `_WIDENED`) make the graph `operands` makes; a pair
+    that does not broadcast still raises naming the op."""
+    E = sys.modules["lazyarray.ops.elementwise"]
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(0.5, 2.0, s).astype(np.float32) for s in shapes)
+    x, y = la.asarray(a), la.asarray(b)
+    fn = getattr(la, name)
+    E._WIDENED.clear()
+    first, again = fn(x, y), fn(x, y)                 # remembered, then replayed
+    assert E._WIDENED
+    monkeypatch.setattr(E, "_widening", lambda a, b: False)
+    E._WIDENED.clear()
+    general = fn(x, y)                                # the general way
+    assert _structure(first._node) == _structure(general._node)
+    assert _structure(again._node) == _structure(general._node)
+    np.testing.assert_allclose(again.numpy(), getattr(np, "power" if name == "pow" else name)(a, b),
+                               rtol=1e-6)
+    monkeypatch.undo()
+    for _ in range(2):
+        with pytest.raises(ValueError, match=name):
+            fn(la.ones((6,)), la.ones((7,)))
