@@ -19,7 +19,7 @@ import numpy as np
 
 from .hlo import dtypes as D
 from .hlo.dtypes import DType
-from .graph.node import Node
+from .graph.node import Node, NodeType, node_type, type_of
 from .hlo.shapes import num_elements
 
 # kinds, which fusion reads
@@ -143,10 +143,10 @@ class Primitive:
                                          # index move: the same element, or one reused): a
                                          # lane-split reduction copies it per lane
                                          # (compiler/codegen/lane_reduce.py)
-    memo_infer: bool = False             # its rule reads nothing but the operands' shapes
-                                         # and dtypes and the (hashable) attributes, and
-                                         # costs more than a lookup: `apply` remembers its
-                                         # results
+    memo_infer: bool = True              # its rule reads nothing but the operands' shapes
+                                         # and dtypes and the attributes: `apply`
+                                         # remembers its results (False: a loop's rule,
+                                         # which reads its bodies)
     repeats: bool = False                # an index move whose every element is an element
                                          # of its one operand, some repeated (a broadcast):
                                          # a broadcast constant stays a splat, an expanding
@@ -207,8 +207,6 @@ def primitive(name: str, kind: str, infer: Callable, reference: Callable, **kw: 
     p.costly = p.costly or p.math is not None
     if p.flops is None:
         p.flops = _FLOPS_BY_KIND.get(kind, no_flops)
-    if p.memo_infer:
-        _MEMO_INFER.add(name)
     PRIMITIVES[name] = p
     return p
 
@@ -238,36 +236,149 @@ def get(name: str) -> Primitive:
 
 
 def apply(name: str, *operands: Node, **attrs: Any) -> Node:
-    """Record one primitive applied to nodes: infer its type, make its node."""
-    if name in _MEMO_INFER:
-        return Node(name, operands, *_memo_infer(name, operands, attrs), attrs)
+    """Record one primitive applied to nodes: its result type from the stanza's rule, its
+    node made. The one fast path of recording: the rule's result is remembered, keyed on
+    the name, the operands' interned types (compiler/graph/node.py `NodeType`: object
+    identities, hashed at once) and the attributes, so that an op recorded again (every
+    step of a training loop, every token of a decoding loop) costs one dict hit. A rule
+    that raises is never remembered (bad input raises each time)."""
+    try:
+        if len(operands) == 2:
+            a, b = operands
+            ta, tb = a.type, b.type
+            if ta is None:
+                ta = a.type = node_type(a.shape, a.dtype)
+            if tb is None:
+                tb = b.type = node_type(b.shape, b.dtype)
+            key = (name, ta, tb, *attrs.items()) if attrs else (name, ta, tb)
+        elif len(operands) == 1:
+            a = operands[0]
+            ta = a.type
+            if ta is None:
+                ta = a.type = node_type(a.shape, a.dtype)
+            key = (name, ta, *attrs.items()) if attrs else (name, ta)
+        elif len(operands) == 3:
+            a, b, c = operands
+            ta, tb, tc = a.type, b.type, c.type
+            if ta is None:
+                ta = a.type = node_type(a.shape, a.dtype)
+            if tb is None:
+                tb = b.type = node_type(b.shape, b.dtype)
+            if tc is None:
+                tc = c.type = node_type(c.shape, c.dtype)
+            key = (name, 3, ta, tb, tc, *attrs.items()) if attrs else (name, 3, ta, tb, tc)
+        else:
+            key = (name, len(operands), *map(type_of, operands), *attrs.items())
+        found = _INFERRED.get(key)
+    except (AttributeError, TypeError):     # an operand that is not a node, an unhashable
+        return _applied(name, operands, attrs)   # attribute (a list), a loop's bodies
+    if found is None:
+        found = _infer_memo(key, name, operands, attrs)
+    t, shared = found
+    n = _new(Node)
+    n.op = name
+    n.operands = operands
+    n.shape = t.shape
+    n.dtype = t.dtype
+    n.attrs = attrs if shared is None else shared
+    n.buffer = None
+    n.value = None
+    n.sig = None
+    n.site = None
+    n.type = t
+    return n
+
+
+_new = object.__new__
+# (name, operand types, attribute items) -> (the result's NodeType, the attributes' dict
+# every node of that key shares, or None); the operand count is in the key where it is not
+# fixed by the form of the key (1 or 2 operands). Shared attributes (nodes never change
+# theirs), like the result's shape object, let a sync's template check find them by
+# identity (compiler/graph/template_code.py).
+_INFERRED: dict = {}
+_NO_ATTRS: dict = {}
+
+
+# the memo's own lookup, for a front end on the hottest recording path that makes the key
+# itself, (name, operand types..., attribute items...) as `apply` makes it: a hit is the
+# rule's result for those types; a miss (a type not yet interned is None: never a key)
+# goes through `apply`, which asks the rule and remembers
+remembered = _INFERRED.get
+
+
+def made(name: str, operands: tuple, found: tuple) -> Node:
+    """The node of `name` over `operands` from a memo entry `found` (`remembered`)."""
+    t, shared = found
+    n = _new(Node)
+    n.op = name
+    n.operands = operands
+    n.shape = t.shape
+    n.dtype = t.dtype
+    n.attrs = shared
+    n.buffer = None
+    n.value = None
+    n.sig = None
+    n.site = None
+    n.type = t
+    return n
+
+
+def entry_of(node: Node) -> Optional[tuple]:
+    """The memo entry `made` takes for a node `apply` made (its type and its attributes),
+    for a front end that keeps it under its own key; None when its attributes are its
+    own (not shareable)."""
+    return (node.type, node.attrs) if _shareable(node.attrs) is node.attrs or \
+        not node.attrs else None
+
+
+def beside(name: str, x: Node, s: Node, a: Node, b: Node, item: Any, attrs: dict) -> Node:
+    """`apply(name, a, b, **attrs)` for a node `x` and a node `s` made beside it, of x's
+    type (a Python scalar spread to x's shape as its dtype), a and b being the two in
+    either order; `item`: the one attribute (key, value) or None, as the memo's key has
+    it. The memo's entry for (x's type, x's type) when there is one: no interning of s."""
+    t = x.type
+    if t is not None:
+        found = _INFERRED.get((name, t, t) if item is None else (name, t, t, item))
+        if found is not None:
+            return made(name, (a, b), found)
+    if s.type is None:
+        s.type = type_of(x)
+    return apply(name, a, b, **attrs)
+
+
+def _applied(name: str, operands: tuple, attrs: dict) -> Node:
+    """`apply` without the memo: the stanza's rule asked every time."""
     shape, dtype = PRIMITIVES[name].infer(operands, **attrs)
     return Node(name, operands, shape, dtype, attrs)
 
 
-# The results of the rules of primitives whose stanza says `memo_infer` are remembered, so
-# that a training step re-recording the same broadcasts, reductions and products each step
-# does not re-check them. A rule that raises is never remembered (bad input raises each
-# time).
-_INFERRED: dict = {}      # (name, attrs, operand shapes and dtypes) -> (shape, dtype)
-_MEMO_INFER: set = set()  # the names of those primitives (`primitive` keeps it: a set test
-                          # is the cheapest check on the path every recorded op takes)
-
-
-def _memo_infer(name: str, operands: tuple, attrs: dict) -> tuple:
-    key = (name, *attrs.items())
-    for o in operands:
-        key += (o.shape, o.dtype)
-    try:
-        found = _INFERRED.get(key)
-    except TypeError:                       # an unhashable attribute (a list): not kept
-        return PRIMITIVES[name].infer(operands, **attrs)
-    if found is None:
-        found = PRIMITIVES[name].infer(operands, **attrs)
-        if len(_INFERRED) > 8192:           # shapes that change at every call: stay bounded
+def _infer_memo(key: tuple, name: str, operands: tuple, attrs: dict) -> tuple:
+    """The rule's result for a key not yet remembered, remembered (unless the stanza says
+    its rule reads more than the types and attributes: a loop's bodies)."""
+    prim = PRIMITIVES[name]
+    shape, dtype = prim.infer(operands, **attrs)
+    found = (node_type(shape, dtype), _shareable(attrs))
+    if prim.memo_infer:
+        if len(_INFERRED) >= 8192:           # shapes that change at every call: bounded
             _INFERRED.clear()
         _INFERRED[key] = found
     return found
+
+
+_SHAREABLE = (int, str, bool, D.DType, type(None))
+
+
+def _shareable(attrs: dict) -> Optional[dict]:
+    """`attrs` as the dict every node of its key may share: when its values are ints,
+    strings, dtypes or tuples of ints, whose equal values are equal in every respect a
+    reader asks about. None otherwise (a float: 0.0 and -0.0 are equal keys; an object):
+    each node keeps its own."""
+    if not attrs:
+        return _NO_ATTRS
+    for v in attrs.values():
+        if not (type(v) in _SHAREABLE or (type(v) is tuple and all(type(e) is int for e in v))):
+            return None
+    return attrs
 
 
 # ---- shape and dtype rules shared by many stanzas ------------------------------------

@@ -17,9 +17,12 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from .compiler.hlo import dtypes as D
-from .compiler.graph.node import Node, new_node
+from .compiler.graph.node import Node
+from .compiler.primitive import apply as _apply, beside as _beside, made as _made
+from .compiler.primitive import remembered as _remembered
 from . import runtime
 from .ops import elementwise as _elementwise
+from .ops import promotion as _promotion
 from .ops.promotion import KEPT_SET as _KEPT_SET, typed_scalar as _typed_scalar
 from .ops.promotion import int_fits as _int_fits
 from .ops.promotion import spread_scalar as _spread_scalar, typed_spread as _typed_spread
@@ -37,7 +40,9 @@ _F32_EXACT = _elementwise.F32_EXACT
 _DEFAULT_INT = D.DEFAULT_INT
 _BOOL = D.bool_
 _I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1     # the default int's range
-_new_node = new_node
+
+
+_converted = _promotion.converted
 
 # NumPy scalar type -> (its dtype, the Python type of its value), for the scalars an
 # elementwise op takes as a 0-d runtime scalar of their own dtype (see `numpy_operand`);
@@ -143,7 +148,7 @@ def _plain(v: Any) -> bool:
 
 def _flat_operands(args: tuple) -> Any:
     """(device, operands) when every argument is a tensor (at least one, all on one
-    device) or a plain value (a Python scalar, None, a str, a tuple of ints): what
+    device) or a plain value (a Python scalar, None, a str, a tuple of ints and tensors): what
     `_unwrap` would give, without its general walk. None otherwise (data to lift, nested
     lists, mixed devices: the general path)."""
     state = None
@@ -158,6 +163,20 @@ def _flat_operands(args: tuple) -> Any:
             nodes.append(a._node)
         elif kind in _SCALARS or a is None or _plain(a):    # _plain: a shape, a str
             nodes.append(a)
+        elif kind is tuple:                 # start indices (0, 0, pos, 0): ints and tensors
+            items = []
+            for e in a:
+                if type(e) is Tensor:
+                    if state is None:
+                        state = e._state
+                    elif e._state is not state:
+                        return None
+                    items.append(e._node)
+                elif type(e) is int:
+                    items.append(e)
+                else:
+                    return None
+            nodes.append(tuple(items))
         else:
             return None
     return None if state is None else (state, nodes)
@@ -517,7 +536,9 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
     the method that calls `fn`. `swap`: the reflected operator (the scalar is the first
     operand). `depth`: where `_wrap` starts its walk for the user's frame (2: this is the
     operator itself; 3: a lifted function calls it, `_direct_public`)."""
-    prim, fast, attrs, result = fn.direct
+    prim, fast, attrs, _ = fn.direct
+    kw = {} if attrs is None else dict(attrs)
+    item = None if attrs is None else tuple(attrs.items())[0]   # (compare's direction)
     floats = fast & _INEXACT
     to_float = D.DEFAULT_FLOAT in fast
     # a bool tensor beside a Python int: both the default int (`weak_scalar_dtype`), the
@@ -525,17 +546,26 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
     to_int = D.DEFAULT_INT in fast
     exact_ints = getattr(fn, "exact_ints", False)
 
+    def scalar_node(xn: Node, s: Node, state: Any) -> Tensor:
+        """`prim` of node xn and the scalar s spread beside it (xn's type), wrapped: the
+        memo's entry for (xn's type, xn's type), looked up here (`beside` written out)."""
+        t = xn.type
+        if t is not None:
+            found = _remembered((prim, t, t) if item is None else (prim, t, t, item))
+            if found is not None:
+                return _wrap(_made(prim, (s, xn) if swap else (xn, s), found), state, depth + 1)
+        return _wrap(_beside(prim, xn, s, s, xn, item, kw) if swap else
+                     _beside(prim, xn, s, xn, s, item, kw), state, depth + 1)
+
     def exact_int(a: Node, other: int) -> Node:
         """`i / 2`: i as the default float, the int weak beside it (what `fn` records for
         an int the default float and i's dtype both hold exactly)."""
-        shape = a.shape
-        a = _new_node("convert", (a,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
+        a = _converted(a, _DEFAULT_FLOAT)
         if other in _KEPT_SET:
             s = _weak_operand(other, a)
         else:            # what `_weak_operand` makes of it, written out
-            s = _spread_scalar(other, _DEFAULT_FLOAT, shape)
-        return _new_node(prim, (s, a) if swap else (a, s), shape, result or _DEFAULT_FLOAT,
-                         {} if attrs is None else dict(attrs))
+            s = _spread_scalar(other, _DEFAULT_FLOAT, a.shape)
+        return _beside(prim, a, s, s, a, item, kw) if swap else _beside(prim, a, s, a, s, item, kw)
 
     def op_method(a: Tensor, b: Any) -> Tensor:
         kind = type(b)
@@ -549,31 +579,35 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
             if dtype not in floats and dtype in _INT_OR_BOOL and to_float:
                 # an integer tensor beside a float: both the default float, the tensor converted
                 dtype = D.DEFAULT_FLOAT
-                xn = _new_node("convert", (xn,), xn.shape, dtype, {"dtype": dtype})
+                xn = _converted(xn, dtype)
             if dtype in floats:
-                shape = xn.shape
                 if b in _KEPT_SET:       # 0.0, -0.0, 1.0, -1.0: a constant
                     s = _weak_operand(b, xn)
                 else:                        # what `_weak_operand` makes of it, written out
-                    s = _spread_scalar(b, dtype, shape)
-                return _wrap(_new_node(prim, (s, xn) if swap else (xn, s), shape, result or dtype,
-                                       {} if attrs is None else dict(attrs)), a._state, depth)
+                    t = xn.type
+                    s = _spread_scalar(b, dtype, xn.shape, t)
+                    if t is not None:        # (`scalar_node` written out: the hottest form)
+                        found = _remembered((prim, t, t) if item is None else (prim, t, t, item))
+                        if found is not None:
+                            return _wrap(_made(prim, (s, xn) if swap else (xn, s), found),
+                                         a._state, depth)
+                return scalar_node(xn, s, a._state)
         elif kind is int or kind is bool:    # x + 1, 3 * x: as `fn` takes it
             xn = a._node
             dtype = xn.dtype
             if dtype in fast and (dtype is not _BOOL or kind is bool):
                 s = _weak_operand(b, xn)
                 if s is not None:
-                    return _wrap(_new_node(prim, (s, xn) if swap else (xn, s), xn.shape,
-                                           result or dtype, {} if attrs is None else dict(attrs)),
-                                 a._state, depth)
+                    t = xn.type                  # (`scalar_node` written out)
+                    if t is not None:
+                        found = _remembered((prim, t, t) if item is None else (prim, t, t, item))
+                        if found is not None:
+                            return _wrap(_made(prim, (s, xn) if swap else (xn, s), found),
+                                         a._state, depth)
+                    return scalar_node(xn, s, a._state)
             elif dtype is _BOOL and kind is int and to_int and _I64_MIN <= b <= _I64_MAX:
-                shape = xn.shape                  # `m * 2`, `2 << m`: m as the default int
-                xn = _new_node("convert", (xn,), shape, _DEFAULT_INT, {"dtype": _DEFAULT_INT})
-                s = _weak_operand(b, xn)
-                return _wrap(_new_node(prim, (s, xn) if swap else (xn, s), shape,
-                                       result or _DEFAULT_INT, {} if attrs is None else dict(attrs)),
-                             a._state, depth)
+                xn = _converted(xn, _DEFAULT_INT)     # `m * 2`, `2 << m`: m as the default int
+                return scalar_node(xn, _weak_operand(b, xn), a._state)
             if exact_ints and dtype in _INT_OR_BOOL and \
                     -_F32_EXACT <= b <= _F32_EXACT and _int_fits(b, dtype):
                 return _wrap(exact_int(xn, b), a._state, depth)
@@ -581,16 +615,21 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
             if not swap:
                 xn, yn = a._node, b._node
                 dtype = xn.dtype
+                if dtype in fast and b._state is a._state:
+                    # the memo's entry for the two types: the rule accepted them before
+                    found = _remembered((prim, xn.type, yn.type) if item is None else
+                                        (prim, xn.type, yn.type, item))
+                    if found is not None:
+                        return _wrap(_made(prim, (xn, yn), found), a._state, depth)
                 if yn.dtype is dtype and yn.shape == xn.shape and b._state is a._state:
                     if dtype in fast:
-                        return _wrap(_new_node(prim, (xn, yn), xn.shape, result or dtype,
-                                               {} if attrs is None else dict(attrs)), a._state, depth)
+                        return _wrap(_apply(prim, xn, yn, **kw), a._state, depth)
                     if exact_ints and dtype in _INT_OR_BOOL:   # `i / j`: both the default float
-                        shape = xn.shape
-                        xn = _new_node("convert", (xn,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
-                        yn = _new_node("convert", (yn,), shape, _DEFAULT_FLOAT, {"dtype": _DEFAULT_FLOAT})
-                        return _wrap(_new_node(prim, (xn, yn), shape, result or _DEFAULT_FLOAT,
-                                               {} if attrs is None else dict(attrs)), a._state, depth)
+                        xn, yn = _converted(xn, _DEFAULT_FLOAT), _converted(yn, _DEFAULT_FLOAT)
+                        found = _remembered((prim, xn.type, yn.type) if item is None else
+                                            (prim, xn.type, yn.type, item))
+                        return _wrap(_made(prim, (xn, yn), found) if found is not None else
+                                     _apply(prim, xn, yn, **kw), a._state, depth)
         else:
             found = _NP_SCALARS.get(kind)
             if found is not None and found[0] is a._node.dtype:
@@ -598,11 +637,8 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
                 xn = a._node
                 dtype = xn.dtype
                 if dtype in fast:
-                    shape = xn.shape
-                    s = _typed_spread(found[1](b), dtype, shape)
-                    return _wrap(_new_node(prim, (s, xn) if swap else (xn, s), shape,
-                                           result or dtype, {} if attrs is None else dict(attrs)),
-                                 a._state, depth)
+                    return scalar_node(xn, _typed_spread(found[1](b), dtype, xn.shape, xn.type),
+                                       a._state)
                 if exact_ints and found[1] is int:
                     # `i / np.int32(2)` as `i / 2`: the int, exact in the default float,
                     # divides as the same value converted along with i would

@@ -7,9 +7,10 @@ from typing import Any, Callable
 import numpy as np
 
 from ..compiler.hlo import dtypes as D
-from ..compiler.graph.node import Node, kept_constant, new_node
-from ..compiler.primitive import PRIMITIVES, apply, same_dtype_fast
-from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert, int_fits,
+from ..compiler.graph.node import Node, kept_constant, type_of
+from ..compiler.primitive import PRIMITIVES, apply, beside, made, remembered, same_dtype_fast
+from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert,
+                        converted, int_fits,
                         kept_spread, operands, scalar, spread_scalar, typed_spread,
                         weak_operand, weak_scalar_like)
 
@@ -35,11 +36,11 @@ def _unary_float(prim: str):
     def fn(x: Operand) -> Node:
         if type(x) is Node:
             dtype = x.dtype
-            if dtype in fast:                        # the common case, recorded directly
-                return new_node(prim, (x,), x.shape, dtype, {})
+            if dtype in fast:                        # the common case: the memo's entry
+                found = remembered((prim, x.type))
+                return made(prim, (x,), found) if found is not None else apply(prim, x)
             if dtype in _INT_OR_BOOL and to_float:   # `exp(i)`: i as the default float
-                x = _converted(x, D.DEFAULT_FLOAT)
-                return new_node(prim, (x,), x.shape, x.dtype, {})
+                return apply(prim, _converted(x, D.DEFAULT_FLOAT))
         (x,) = _float_operands(prim, x)
         return apply(prim, x)
     to_float = D.DEFAULT_FLOAT in fast
@@ -93,10 +94,10 @@ def _log_times(x: Operand, c: float) -> Node:
             x = _converted(x, D.DEFAULT_FLOAT)
             dtype = D.DEFAULT_FLOAT
         if dtype in _LOG_TIMES_FAST:
-            shape = x.shape
-            y = new_node("log", (x,), shape, dtype, {})
-            s = spread_scalar(c, dtype, shape)
-            return new_node("multiply", (y, s), shape, dtype, {})
+            found = remembered(("log", x.type))
+            y = made("log", (x,), found) if found is not None else apply("log", x)
+            s = spread_scalar(c, dtype, y.shape, y.type)
+            return beside("multiply", y, s, y, s, None, {})
     return multiply(log(x), c)
 
 
@@ -108,8 +109,9 @@ def _rounding(prim: str, name: str):
     fast = same_dtype_fast(prim)
 
     def fn(x: Operand) -> Node:
-        if type(x) is Node and x.dtype in fast:      # a float tensor, recorded directly
-            return new_node(prim, (x,), x.shape, x.dtype, {})
+        if type(x) is Node and x.dtype in fast:      # a float tensor: the memo's entry
+            found = remembered((prim, x.type))
+            return made(prim, (x,), found) if found is not None else apply(prim, x)
         (x,) = operands(name, x)
         _check_numeric(name, x)
         return apply(prim, x) if x.dtype.is_float else x
@@ -130,38 +132,51 @@ _I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1     # the default int's range
 
 
 def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
-              result: Any = None) -> Callable:
+              result: Any = None, broadcasts: bool = False) -> Callable:
     """`fn(a, b)` recording `prim(a, b)` directly when it needs no promotion, broadcast or
     check that could fail: two nodes of one dtype in `fast` and one shape, or a node of
     such a dtype and a Python scalar that takes it (weakly typed); the result has `result`
     dtype, or the operands' when None. Anything else goes to `general(a, b)`, the way
     through `operands` and `apply`, which raises for bad input. Most recorded ops end
-    here, so it is written for speed: no promotion, no broadcast rule, no `apply`, no
-    call but the scalar's."""
+    here, so it is written for speed: the node comes from `apply`'s memo, keyed on the
+    operands' interned types (a hit: the rule accepted them before), looked up here with
+    no call; a miss goes through `apply`, which asks the rule. `broadcasts`: `general`
+    gives two nodes of one dtype and of shapes that broadcast together what `operands`
+    gives them (each broadcast to the common shape) and `prim` of those: the broadcasts
+    are remembered per pair of types (`_WIDENED`) and made directly next time."""
+    kw = {} if attrs is None else dict(attrs)
+    item = None if attrs is None else tuple(attrs.items())[0]   # (compare's direction)
+
     def fn(a: Operand, b: Operand) -> Node:
         if type(a) is Node:
             dtype = a.dtype
             if dtype in fast:
                 kind = type(b)
                 if kind is Node:
+                    found = remembered((prim, a.type, b.type) if item is None else
+                                       (prim, a.type, b.type, item))
+                    if found is not None:
+                        return made(prim, (a, b), found)
                     if b.dtype is dtype:
                         shape = a.shape
                         if b.shape == shape:
-                            return new_node(prim, (a, b), shape, result or dtype,
-                                        {} if attrs is None else dict(attrs))
+                            return apply(prim, a, b, **kw)
                         if not b.shape:      # x * a 0-d tensor (a NumPy scalar, a loss scale)
-                            return new_node(prim, (a, _spread(b, shape)), shape, result or dtype,
-                                        {} if attrs is None else dict(attrs))
+                            return apply(prim, a, _spread(b, shape), **kw)
                         if not shape:
-                            shape = b.shape
-                            return new_node(prim, (_spread(a, shape), b), shape, result or dtype,
-                                        {} if attrs is None else dict(attrs))
+                            return apply(prim, _spread(a, b.shape), b, **kw)
+                        if broadcasts:           # x / x.sum(-1, keepdims=True), x + bias
+                            plan = _WIDENED.get((a.type, b.type))
+                            if plan is None:
+                                plan = _widening(a, b)
+                            if plan is not False:
+                                return apply(prim, _widened(a, plan[0]), _widened(b, plan[1]),
+                                             **kw)
                 elif kind is bool or kind is int and dtype is not _BOOL or \
                         kind is float and dtype in _INEXACT:    # what the dtype takes weakly
-                    s = weak_operand(b, a)
+                    s = weak_operand(b, a)     # (a's type: its dtype, spread to its shape)
                     if s is not None:
-                        return new_node(prim, (a, s), a.shape, result or dtype,
-                                    {} if attrs is None else dict(attrs))
+                        return beside(prim, a, s, a, s, item, kw)
         elif type(b) is Node and b.dtype in fast:
             kind = type(a)
             dtype = b.dtype
@@ -169,29 +184,24 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
                     kind is float and dtype in _INEXACT:
                 s = weak_operand(a, b)
                 if s is not None:
-                    return new_node(prim, (s, b), b.shape, result or b.dtype,
-                                {} if attrs is None else dict(attrs))
+                    return beside(prim, b, s, s, b, item, kw)
         # an integer or bool tensor beside a Python float (`i * 2.5`): both the default
         # float, the tensor converted (what `_scalar_operands` makes)
         if type(b) is float and type(a) is Node and a.dtype in _INT_OR_BOOL and to_float:
             x = _converted(a, D.DEFAULT_FLOAT)
-            return new_node(prim, (x, weak_operand(b, x)), x.shape, result or x.dtype,
-                        {} if attrs is None else dict(attrs))
+            return apply(prim, x, weak_operand(b, x), **kw)
         if type(a) is float and type(b) is Node and b.dtype in _INT_OR_BOOL and to_float:
             x = _converted(b, D.DEFAULT_FLOAT)
-            return new_node(prim, (weak_operand(a, x), x), x.shape, result or x.dtype,
-                        {} if attrs is None else dict(attrs))
+            return apply(prim, weak_operand(a, x), x, **kw)
         # a bool tensor beside a Python int (`m * 2`, `m & 3`): both the default int, the
         # tensor converted (what `_scalar_operands` and `operands` make)
         if to_int:
             if type(b) is int and type(a) is Node and a.dtype is _BOOL and _I64_MIN <= b <= _I64_MAX:
                 x = _converted(a, D.DEFAULT_INT)
-                return new_node(prim, (x, weak_operand(b, x)), x.shape, result or x.dtype,
-                            {} if attrs is None else dict(attrs))
+                return apply(prim, x, weak_operand(b, x), **kw)
             if type(a) is int and type(b) is Node and b.dtype is _BOOL and _I64_MIN <= a <= _I64_MAX:
                 x = _converted(b, D.DEFAULT_INT)
-                return new_node(prim, (weak_operand(a, x), x), x.shape, result or x.dtype,
-                            {} if attrs is None else dict(attrs))
+                return apply(prim, weak_operand(a, x), x, **kw)
         return general(a, b)
     to_float = D.DEFAULT_FLOAT in fast
     to_int = D.DEFAULT_INT in fast
@@ -201,16 +211,41 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
     return fn
 
 
+# (type of a, type of b) -> the broadcast attributes of each (None: a, or b, already of
+# the common shape), or False: shapes that do not broadcast (the general way raises)
+_WIDENED: dict = {}
+
+
+def _widening(a: Node, b: Node) -> Any:
+    """What `operands` does to two nodes of one dtype and different shapes: each broadcast
+    to their common shape (`broadcast_to`), as attributes; False when they do not
+    broadcast (not remembered: the general way raises naming the op)."""
+    try:
+        shape = broadcast_shapes("", a.shape, b.shape)
+    except ValueError:
+        return False
+    plan = tuple(None if x.shape == shape else
+                 {"shape": shape, "broadcast_dimensions": tuple(range(len(shape) - len(x.shape),
+                                                                      len(shape)))}
+                 for x in (a, b))
+    if len(_WIDENED) >= 4096:
+        _WIDENED.clear()
+    _WIDENED[(type_of(a), type_of(b))] = plan
+    return plan
+
+
+def _widened(x: Node, attrs: Any) -> Node:
+    return x if attrs is None else apply("broadcast_in_dim", x, **attrs)
+
+
 def _spread(x: Node, shape: tuple) -> Node:
     """A 0-d node broadcast to `shape` (what `broadcast_to` records for it)."""
-    return new_node("broadcast_in_dim", (x,), shape, x.dtype,
-                {"shape": shape, "broadcast_dimensions": ()})
+    return apply("broadcast_in_dim", x, shape=shape, broadcast_dimensions=())
 
 
 def _converted(x: Node, dtype: D.DType) -> Node:
-    """`convert(x, dtype)` for x of another dtype (convert's rule takes every pair), its
-    node made at once."""
-    return new_node("convert", (x,), x.shape, dtype, {"dtype": dtype})
+    """`convert(x, dtype)` for x of another dtype (convert's rule takes every pair)."""
+    return converted(x, dtype)
 
 
 
@@ -241,7 +276,7 @@ def _made(prim: str, fast: frozenset, a: Node, b: Node, attrs: Any = None,
     shape (a bias broadcast, an integer tensor converted): the node directly when the
     dtype is in `fast`, `apply` (whose rule raises) otherwise."""
     if a.dtype in fast:
-        return new_node(prim, (a, b), a.shape, result or a.dtype, {} if attrs is None else dict(attrs))
+        return apply(prim, a, b, **(attrs or {}))
     return apply(prim, a, b, **(attrs or {}))
 
 
@@ -253,7 +288,7 @@ def _binary(prim: str, name: str, numeric: bool = True):
         if numeric:
             _check_numeric(name, a)
         return _made(prim, fast, a, b)
-    fn = _recorder(prim, fast, general)
+    fn = _recorder(prim, fast, general, broadcasts=True)
     fn.__name__ = name
     return fn
 
@@ -283,11 +318,13 @@ def pow(a: Operand, b: Operand) -> Node:
                 # the default int), written out for the common kinds
                 if dtype in _INT_OR_BOOL and (kind is float or _I64_MIN <= b <= _I64_MAX):
                     x = _converted(a, D.DEFAULT_FLOAT if kind is float else D.DEFAULT_INT)
-                    return new_node("power", (x, weak_operand(b, x)), x.shape, x.dtype, {})
+                    return apply("power", x, weak_operand(b, x))
                 return _power(a, b)
             if b == 2:                       # x ** 2, the common case
                 if dtype in _SQUARE_FAST:
-                    return new_node("multiply", (a, a), a.shape, dtype, {})
+                    found = remembered(("multiply", a.type, a.type))
+                    return made("multiply", (a, a), found) if found is not None else \
+                        apply("multiply", a, a)
                 return square(a)
             if b == 3:
                 return multiply(square(a), a)
@@ -298,7 +335,7 @@ def pow(a: Operand, b: Operand) -> Node:
             return _power(a, b)
     elif type(a) is float and type(b) is Node and b.dtype in _INT_OR_BOOL:
         x = _converted(b, D.DEFAULT_FLOAT)   # `2.5 ** i`: `_power`'s nodes, written out
-        return new_node("power", (weak_operand(a, x), x), x.shape, x.dtype, {})
+        return apply("power", weak_operand(a, x), x)
     if isinstance(a, Node) and type(b) is int and b < 0 and a.dtype.is_int:
         _negative_power(a.dtype, b)
     return _power(a, b)
@@ -338,14 +375,14 @@ def _exact_float(prim: str, a: Operand, b: Operand) -> Any:
             else:
                 return None
         x = _converted(a, D.DEFAULT_FLOAT)
-        return new_node(prim, (x, _converted(b, D.DEFAULT_FLOAT)), x.shape, x.dtype, {})
+        return apply(prim, x, _converted(b, D.DEFAULT_FLOAT))
     node, value = (a, b) if type(a) is Node else (b, a)
     if type(node) is Node and (type(value) is int or type(value) is bool) and \
             -F32_EXACT <= value <= F32_EXACT and node.dtype in _INT_OR_BOOL and \
             int_fits(value, node.dtype):
         x = _converted(node, D.DEFAULT_FLOAT)
         s = weak_operand(value, x)
-        return new_node(prim, (x, s) if node is a else (s, x), x.shape, x.dtype, {})
+        return beside(prim, x, s, x, s, None, {}) if node is a else beside(prim, x, s, s, x, None, {})
     return None
 
 
@@ -360,7 +397,7 @@ def _divide(a: Operand, b: Operand) -> Node:
     return _made("divide", _DIVIDE_FAST, a, b)
 
 
-divide = _recorder("divide", _DIVIDE_FAST, _divide)
+divide = _recorder("divide", _DIVIDE_FAST, _divide, broadcasts=True)
 divide.__name__ = "divide"
 divide.__doc__ = "True division: integers divide as the default float."
 # the operators take `i / 2` the short way `_divide` does (lazyarray/lift.py direct_method)
@@ -392,7 +429,7 @@ def _compare(direction: str, name: str):
     def general(a: Operand, b: Operand) -> Node:
         a, b = _scalar_operands(name, a, b)
         return _made("compare", fast, a, b, {"direction": direction}, D.bool_)
-    fn = _recorder("compare", fast, general, {"direction": direction}, D.bool_)
+    fn = _recorder("compare", fast, general, {"direction": direction}, D.bool_, broadcasts=True)
     fn.__name__ = name
     return fn
 
@@ -413,7 +450,9 @@ def where(condition: Operand, x: Operand, y: Operand) -> Node:
             kind = type(y)         # shape or a Python scalar
             if kind is Node:
                 if x.shape == shape and y.shape == shape and x.dtype is y.dtype:
-                    return new_node("select", (c, x, y), shape, x.dtype, {})
+                    found = remembered(("select", 3, c.type, x.type, y.type))
+                    return made("select", (c, x, y), found) if found is not None else \
+                        apply("select", c, x, y)
             elif (kind is float or kind is int or kind is bool) and x.shape == shape:
                 out = _select_scalar(c, x, y, False)
                 if out is not None:
@@ -451,14 +490,13 @@ def _select_scalar(c: Node, node: Node, value: Any, swap: bool) -> Any:
         node = _converted(node, D.DEFAULT_FLOAT)
         if value not in KEPT_SET:         # what `weak_operand` makes of it
             s = spread_scalar(value, D.DEFAULT_FLOAT, node.shape)
-            return new_node("select", (c, s, node) if swap else (c, node, s), node.shape,
-                            D.DEFAULT_FLOAT, {})
+            return apply("select", c, s, node) if swap else apply("select", c, node, s)
     elif kind is int and dtype is _BOOL and _I64_MIN <= value <= _I64_MAX:  # (c, m, 0)
         node = _converted(node, D.DEFAULT_INT)
     s = weak_operand(value, node)
     if s is None:
         return None
-    return new_node("select", (c, s, node) if swap else (c, node, s), node.shape, node.dtype, {})
+    return apply("select", c, s, node) if swap else apply("select", c, node, s)
 
 
 # the dtype a Python scalar standing alone takes (`D.scalar_dtype`), by its type
@@ -476,8 +514,7 @@ def _where_scalars(c: Node, x: Operand, y: Operand) -> Any:
     if kind is int and not (_I64_MIN <= x <= _I64_MAX and _I64_MIN <= y <= _I64_MAX):
         return None                     # past int64: the general way raises
     shape = c.shape
-    return new_node("select", (c, typed_spread(x, dtype, shape), typed_spread(y, dtype, shape)),
-                    shape, dtype, {})
+    return apply("select", c, typed_spread(x, dtype, shape), typed_spread(y, dtype, shape))
 
 
 _NEGATE_FAST = same_dtype_fast("negate", exclude=(D.bool_,))
@@ -488,7 +525,8 @@ _ISINF_FAST = _ABS_FAST & frozenset(D.FLOATS)     # compare takes every dtype
 
 def negative(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _NEGATE_FAST:      # recorded directly
-        return new_node("negate", (x,), x.shape, x.dtype, {})
+        found = remembered(("negate", x.type))
+        return made("negate", (x,), found) if found is not None else apply("negate", x)
     (x,) = operands("negative", x)
     _check_numeric("negative", x)
     return apply("negate", x)
@@ -502,7 +540,8 @@ def positive(x: Operand) -> Node:
 
 def abs(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _ABS_FAST:         # recorded directly
-        return new_node("abs", (x,), x.shape, x.dtype, {})
+        found = remembered(("abs", x.type))
+        return made("abs", (x,), found) if found is not None else apply("abs", x)
     (x,) = operands("abs", x)
     _check_numeric("abs", x)
     return x if x.dtype.kind == "uint" else apply("abs", x)
@@ -510,7 +549,8 @@ def abs(x: Operand) -> Node:
 
 def sign(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _SIGN_FAST:        # recorded directly
-        return new_node("sign", (x,), x.shape, x.dtype, {})
+        found = remembered(("sign", x.type))
+        return made("sign", (x,), found) if found is not None else apply("sign", x)
     (x,) = operands("sign", x)
     _check_numeric("sign", x)
     return apply("sign", x)
@@ -518,7 +558,8 @@ def sign(x: Operand) -> Node:
 
 def square(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _SQUARE_FAST:      # recorded directly
-        return new_node("multiply", (x, x), x.shape, x.dtype, {})
+        found = remembered(("multiply", x.type, x.type))
+        return made("multiply", (x, x), found) if found is not None else apply("multiply", x, x)
     (x,) = operands("square", x)
     _check_numeric("square", x)
     return apply("multiply", x, x)
@@ -595,7 +636,7 @@ def _none_true(m: Node) -> Node:
 
 
 def _negated(m: Node) -> Node:
-    return new_node("not", (m,), m.shape, _BOOL, {})
+    return apply("not", m)
 
 
 # a logical op of a bool node m and a constant truth value: (m op True, m op False), by
@@ -613,7 +654,7 @@ def _truth(x: Operand) -> Operand:
     if kind is Node:
         if x.dtype is _BOOL:
             return x
-        return new_node("convert", (x,), x.shape, _BOOL, {"dtype": _BOOL})
+        return apply("convert", x, dtype=_BOOL)
     if kind is float or kind is bool or kind is int and _I64_MIN <= x <= _I64_MAX:
         return bool(x)
     return x
@@ -631,7 +672,7 @@ logical_xor = _logical("xor", "logical_xor")
 
 def logical_not(x: Operand) -> Node:
     if type(x) is Node:                  # recorded directly: not of the truth value
-        return new_node("not", (_truth(x),), x.shape, _BOOL, {})
+        return apply("not", _truth(x))
     return apply("not", as_bool(x))
 
 
@@ -690,7 +731,7 @@ _NOT_FAST = same_dtype_fast("not")
 
 def bitwise_invert(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _NOT_FAST:         # recorded directly
-        return new_node("not", (x,), x.shape, x.dtype, {})
+        return apply("not", x)
     (x,) = operands("bitwise_invert", x)
     if x.dtype.is_float:
         raise TypeError(f"bitwise_invert: needs integer or bool operands, got {x.dtype.name}")
@@ -704,10 +745,9 @@ def isnan(x: Operand) -> Node:
 
 def isinf(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _ISINF_FAST:      # |x| == inf, its nodes written out
-        shape, dtype = x.shape, x.dtype
-        s = spread_scalar(math.inf, dtype, shape)
-        return new_node("compare", (new_node("abs", (x,), shape, dtype, {}), s), shape, _BOOL,
-                        {"direction": "EQ"})
+        y = apply("abs", x)
+        s = spread_scalar(math.inf, x.dtype, x.shape)
+        return beside("compare", y, s, y, s, ("direction", "EQ"), {"direction": "EQ"})
     x = as_node(x)
     return equal(abs(x), math.inf) if x.dtype.is_float else _all_false(x)
 
@@ -725,7 +765,7 @@ def signbit(x: Operand) -> Node:
     if type(x) is Node:
         ints = _BITS.get(x.dtype)
         if ints is not None:            # a real float: its bits, as a signed int, < 0
-            return less(new_node("bitcast_convert", (x,), x.shape, ints, {"dtype": ints}), 0)
+            return less(apply("bitcast_convert", x, dtype=ints), 0)
     x = as_node(x)
     if not x.dtype.is_float:
         return less(x, 0)
@@ -798,8 +838,7 @@ def _spread_kept(c: Node, shape: tuple) -> Node:
     if n is None:
         if len(_KEPT_SPREAD) >= 512:
             _KEPT_SPREAD.clear()
-        n = _KEPT_SPREAD[key] = new_node("broadcast_in_dim", (c,), shape, c.dtype,
-                                          {"shape": shape, "broadcast_dimensions": ()})
+        n = _KEPT_SPREAD[key] = apply("broadcast_in_dim", c, shape=shape, broadcast_dimensions=())
     return n
 
 
@@ -892,8 +931,8 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
             if dtype in _FLOATS:
                 if min not in KEPT_SET and max not in KEPT_SET:
                     # clip(x, -1.5, 2.5): two runtime scalars, as `_fast_bound` makes them
-                    return new_node("clamp", (spread_scalar(min, dtype, shape), x,
-                                              spread_scalar(max, dtype, shape)), shape, dtype, {})
+                    return apply("clamp", spread_scalar(min, dtype, shape, x.type), x,
+                                 spread_scalar(max, dtype, shape, x.type))
             else:
                 # clip(i, -1.5, 2.5): each bound as x's dtype (a float truncated and
                 # saturated: `_float_as_int`), as `_fast_bound` makes it
@@ -905,7 +944,7 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
                         spread_scalar(lo, dtype, shape)
                     hi = kept_spread(int, hi, dtype, shape) if hi in KEPT_SET else \
                         spread_scalar(hi, dtype, shape)
-                    return new_node("clamp", (lo, x, hi), shape, dtype, {})
+                    return apply("clamp", lo, x, hi)
         if (min is None or type(min) in _BOUND_KINDS and min in KEPT_SET and
                 not _negative_zero(min)) and \
                 (max is None or type(max) in _BOUND_KINDS and max in KEPT_SET and
@@ -914,7 +953,7 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
             key = (type(min), min, type(max), max, dtype, x.shape)
             pair = _SHARED_BOUNDS.get(key)
             if pair is not None:
-                return new_node("clamp", (pair[0], x, pair[1]), x.shape, dtype, {})
+                return apply("clamp", pair[0], x, pair[1])
         else:
             key = None
         lo = _fast_bound(min, x, 0)
@@ -925,7 +964,7 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
                     if len(_SHARED_BOUNDS) >= 1024:
                         _SHARED_BOUNDS.clear()
                     _SHARED_BOUNDS[key] = (lo, hi)
-                return new_node("clamp", (lo, x, hi), x.shape, x.dtype, {})
+                return apply("clamp", lo, x, hi)
     x = as_node(x)
     _check_numeric("clip", x)
     if min is None and max is None:

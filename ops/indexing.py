@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..compiler.hlo import dtypes as D
-from ..compiler.graph.node import Node, scalar_leaf
+from ..compiler.graph.node import Node, is_kept, scalar_leaf, type_of
 from ..compiler.primitive import apply
 from .promotion import (as_node, broadcast_shapes, broadcast_to, constant,
                         convert, normalize_axis, scalar, shape_str)
@@ -283,12 +283,19 @@ def _linear_index(op: str, arrays: list, sizes: list, lift: LiftArray) -> Node:
 
 def getitem(x: Node, key: Any, lift: Optional[LiftArray] = None) -> Node:
     """x[key] with NumPy semantics; `lift` makes a node from a NumPy index array."""
+    plain = _plain_key(x, key)
+    if plain is not None:
+        plan = _PLANS.get(plain)
+        if plan is not None:
+            return _replay(x, plan)
     lift = lift or _default_lift
     entries = parse_key("getitem", x.shape, key)
     has_adv = any(e.kind == "array" for e in entries)
     y, kept = _basic("getitem", x, entries, has_adv)
     adv = [(d, e) for d, e in enumerate(kept) if e.kind == "array"]
     if not adv:
+        if plain is not None:
+            _remember(plain, x, y)
         return y
     dims = [d for d, _ in adv]
     arrays = []
@@ -310,6 +317,67 @@ def getitem(x: Node, key: Any, lift: Optional[LiftArray] = None) -> Node:
         y = apply("reshape", y, shape=y.shape[:first] + (merged,) + y.shape[first + len(dims):])
     index = _linear_index("getitem", arrays, sizes, lift)
     return apply("gather", y, index, axis=first)
+
+
+# ---- basic keys, remembered ---------------------------------------------------------------
+# A key of ints, slices (of ints or None), None and ... over a node of a given type always
+# records the same chain of `_basic`'s nodes (reverse, dynamic_slice, slice, reshape), the
+# runtime starts' values fixed by the key: the chain is remembered, keyed on the node's
+# interned type and the key, and replayed through `apply` (`qkv[..., :C]`, `x[:, -1]`,
+# `t[:, None]` at every token of a decoding loop). Keys that raise are never remembered.
+
+_PLANS: dict = {}       # (x's NodeType, key as a tuple) -> the steps from x to x[key]
+
+
+def _plain_key(x: Node, key: Any) -> Any:
+    """(x's type, the key as a hashable tuple) for a key of ints, slices of ints or None,
+    None and Ellipsis; None for any other key (arrays, tensors, bools: the general way)."""
+    items = key if type(key) is tuple else (key,)
+    out = [type_of(x)]
+    for k in items:
+        kind = type(k)
+        if kind is int or k is None or k is Ellipsis:
+            out.append(k)
+        elif kind is slice:
+            start, stop, step = k.start, k.stop, k.step
+            if not ((start is None or type(start) is int) and (stop is None or type(stop) is int)
+                    and (step is None or type(step) is int)):
+                return None
+            out.append((start, stop, step))     # (a tuple: an int key is never one)
+        else:
+            return None
+    return tuple(out)
+
+
+def _remember(plain: tuple, x: Node, y: Node) -> None:
+    """The steps `_basic` took from x to y: (op, extra operands, attrs) in order; an extra
+    operand is a kept constant (shared) or a runtime scalar's (value, dtype)."""
+    steps = []
+    n = y
+    while n is not x:
+        extra = []
+        for o in n.operands[1:]:
+            if is_kept(o):
+                extra.append(o)
+            elif o.op == "scalar" and o.buffer is None:
+                extra.append((o.value, o.dtype))     # a runtime scalar: made anew each time
+            else:
+                return                      # not a chain of `_basic`'s: not remembered
+        steps.append((n.op, tuple(extra), n.attrs))
+        n = n.operands[0]
+    if len(_PLANS) >= 4096:
+        _PLANS.clear()
+    _PLANS[plain] = tuple(reversed(steps))
+
+
+def _replay(x: Node, plan: tuple) -> Node:
+    for op, extra, attrs in plan:
+        if extra:
+            x = apply(op, x, *[o if type(o) is Node else scalar_leaf(*o) for o in extra],
+                      **attrs)
+        else:
+            x = apply(op, x, **attrs)
+    return x
 
 
 def _split_by_ellipsis(key: Any) -> bool:

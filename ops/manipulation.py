@@ -77,6 +77,14 @@ def transpose(x: Any, axis0: Any = None, axis1: Any = None) -> Node:
     if axis0 is None:                 # x.T: a permutation by construction, no checks
         n = x.ndim
         return x if n < 2 else apply("transpose", x, permutation=tuple(range(n - 1, -1, -1)))
+    n = len(x.shape)
+    if type(axis0) is int and type(axis1) is int and -n <= axis0 < n and -n <= axis1 < n:
+        a, b = axis0 % n, axis1 % n        # `t.transpose(1, 2)`: valid plain ints, the
+        if a == b:                         # swap made here (no check that could fail)
+            return x
+        perm = list(range(n))
+        perm[a], perm[b] = b, a
+        return apply("transpose", x, permutation=tuple(perm))
     perm = list(range(x.ndim))
     a, b = normalize_axis("transpose", axis0, x.ndim), normalize_axis("transpose", axis1, x.ndim)
     perm[a], perm[b] = perm[b], perm[a]

@@ -14,9 +14,10 @@ import numpy as np
 from typing import Any, Optional
 
 from ..compiler.hlo import dtypes as D
-from ..compiler.graph.node import Node, new_node
+from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
 from ..compiler.transforms.autodiff import stop
+from ..compiler.transforms.graph_templates import remembered
 from .elementwise import (abs, add, divide, equal, erf, exp, greater_equal, less, log, log1p,
                           logical_and, maximum, multiply, negative, rsqrt, sigmoid, subtract,
                           tanh, where)
@@ -63,6 +64,11 @@ def silu(x: Operand) -> Node:
 
 def gelu(x: Operand, approximate: str = "none") -> Node:
     """x * Phi(x): the erf form ('none'), or the tanh approximation ('tanh')."""
+    return _gelu(x, approximate)
+
+
+@remembered()
+def _gelu(x: Operand, approximate: str) -> Node:
     x = _float("gelu", x)
     if approximate == "none":
         return multiply(multiply(x, 0.5), add(erf(multiply(x, 1 / math.sqrt(2))), 1))
@@ -116,10 +122,18 @@ def logsumexp(x: Operand, axis: int = -1, keepdims: bool = False) -> Node:
 def layer_norm(x: Operand, normalized_shape: Any, weight: Optional[Node] = None,
                bias: Optional[Node] = None, eps: float = 1e-5) -> Node:
     """Normalize over the trailing dimensions `normalized_shape` (biased variance)."""
-    x = _float32("layer_norm", x)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
-    normalized_shape = tuple(normalized_shape)
+    return _layer_norm(x, tuple(normalized_shape), weight, bias, eps)
+
+
+# the graphs of the composites a model records at every step (every token of a decoding
+# loop) are functions of their arguments' types and static values: copied from the first
+# call's (compiler/transforms/graph_templates.py), none of their front ends' work redone
+@remembered(context=autocast.current)
+def _layer_norm(x: Operand, normalized_shape: tuple, weight: Optional[Node],
+                bias: Optional[Node], eps: float) -> Node:
+    x = _float32("layer_norm", x)
     k = len(normalized_shape)
     if k == 0 or x.shape[x.ndim - k:] != normalized_shape:
         raise ValueError(f"layer_norm: normalized_shape {normalized_shape} must be the trailing "
@@ -197,6 +211,11 @@ def linear(x: Operand, weight: Node, bias: Optional[Node] = None) -> Node:
     fast = linear_direct(x, weight, bias)
     if fast is not None:
         return fast
+    return _linear(x, weight, bias)
+
+
+@remembered(context=autocast.current)
+def _linear(x: Operand, weight: Node, bias: Optional[Node]) -> Node:
     x = as_node(x)
     if weight.ndim != 2 or x.shape[-1:] != weight.shape[1:]:
         raise ValueError(f"linear: input {shape_str(x.shape)} does not match weight "
@@ -221,23 +240,12 @@ def linear_direct(x: Any, weight: Any, bias: Any) -> Optional[Node]:
     if bias is not None and (type(bias) is not Node or bias.dtype is not dtype
                              or bias.shape != weight.shape[:1]):
         return None
-    n, (m, k) = x.shape[0], weight.shape
-    nm = (n, m)
-    wt = new_node("transpose", (weight,), (k, m), dtype, _TRANSPOSED)
-    out = new_node("dot_general", (x, wt), nm, dtype, _ROWS_BY_COLUMNS)
+    out = apply("dot_general", x, apply("transpose", weight, permutation=(1, 0)),
+                lhs_contracting=(1,), rhs_contracting=(0,), lhs_batch=(), rhs_batch=())
     if bias is None:
         return out
-    wide = new_node("broadcast_in_dim", (bias,), nm, dtype,
-                    {"shape": nm, "broadcast_dimensions": (1,)})
-    return new_node("add", (out, wide), nm, dtype, _NO_ATTRS)
-
-
-# the attributes of `linear_direct`'s nodes that never change: one dict each, shared (a
-# node's attributes are never changed), so a sync's check finds them by identity
-_TRANSPOSED = {"permutation": (1, 0)}
-_ROWS_BY_COLUMNS = {"lhs_contracting": (1,), "rhs_contracting": (0,), "lhs_batch": (),
-                    "rhs_batch": ()}
-_NO_ATTRS: dict = {}
+    return apply("add", out, apply("broadcast_in_dim", bias, shape=out.shape,
+                                   broadcast_dimensions=(1,)))
 
 
 def embedding(indices: Operand, weight: Node) -> Node:
@@ -426,6 +434,12 @@ def scaled_dot_product_attention(q: Operand, k: Operand, v: Operand, mask: Optio
 
     `mask`: bool (True = attend) or float (added to the scores), broadcastable to (..., L, S).
     """
+    return _attention(q, k, v, mask, is_causal, scale)
+
+
+@remembered(context=autocast.current)
+def _attention(q: Operand, k: Operand, v: Operand, mask: Optional[Node], is_causal: bool,
+               scale: Optional[float]) -> Node:
     q, k, v = _float("attention", q), _float("attention", k), _float("attention", v)
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"scaled_dot_product_attention: q {shape_str(q.shape)}, k "

@@ -15,7 +15,7 @@ from ..compiler.hlo import dtypes as D
 from ..compiler.hlo.dtypes import DType
 from ..compiler.hlo.literal import Literal
 from ..compiler.graph.node import Node, constant_leaf, kept_constant, new_node, scalar_leaf
-from ..compiler.primitive import apply
+from ..compiler.primitive import apply, made, remembered
 
 PY_SCALARS = (bool, int, float)
 
@@ -63,7 +63,14 @@ def constant(array: Any, dtype: DType) -> Node:
 def convert(x: Node, dtype: DType) -> Node:
     if x.dtype is dtype:
         return x
-    return apply("convert", x, dtype=dtype)
+    return converted(x, dtype)
+
+
+def converted(x: Node, dtype: DType) -> Node:
+    """x (of another dtype) as `dtype`: the memo's entry for it, looked up here (the key
+    `apply` makes), `apply` on a miss (convert's rule takes every pair of dtypes)."""
+    found = remembered(("convert", x.type, ("dtype", dtype)))
+    return made("convert", (x,), found) if found is not None else apply("convert", x, dtype=dtype)
 
 
 def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
@@ -157,8 +164,7 @@ def weak_scalar_like(value: Any, node: Node) -> Any:
     shape = node.shape
     if not shape:
         return s
-    return new_node("broadcast_in_dim", (s,), shape, dtype,
-                {"shape": shape, "broadcast_dimensions": ()})
+    return apply("broadcast_in_dim", s, shape=shape, broadcast_dimensions=())
 
 
 def weak_operand(value: Any, node: Node) -> Any:
@@ -183,17 +189,19 @@ def weak_operand(value: Any, node: Node) -> Any:
     shape = node.shape
     if value in KEPT_SET and (kind is not float or value != 0.0 or _copysign(1.0, value) > 0.0):
         return kept_spread(kind, value, dtype, shape)
-    return spread_scalar(value, dtype, shape)
+    return spread_scalar(value, dtype, shape, node.type)
 
 
 _KEPT_SPREADS: dict = {}    # (kind, value, dtype, shape) -> a kept constant spread to shape
 
 
-def spread_scalar(value: Any, dtype: DType, shape: tuple) -> Node:
+def spread_scalar(value: Any, dtype: DType, shape: tuple, t: Any = None) -> Node:
     """A runtime scalar `value` of `dtype` broadcast to `shape` (the bare scalar when
     `shape` is ()): `new_node("scalar", ...)` and `new_node("broadcast_in_dim", ...)`, the
     two nodes of every scalar beside a tensor, made in one call (their slots set as
-    `new_node` sets them; tests/test_recording_fronts.py compares the two)."""
+    `new_node` sets them; tests/test_recording_fronts.py compares the two). `t`: the
+    interned type of (shape, dtype) when the caller has it (a tensor's beside which the
+    scalar is spread), or None (interned when first asked)."""
     s = _new(Node)
     s.op = "scalar"
     s.operands = ()
@@ -204,7 +212,9 @@ def spread_scalar(value: Any, dtype: DType, shape: tuple) -> Node:
     s.value = value
     s.sig = None
     s.site = None
+    s.type = None
     if not shape:
+        s.type = t
         return s
     b = _new(Node)
     b.op = "broadcast_in_dim"
@@ -216,6 +226,7 @@ def spread_scalar(value: Any, dtype: DType, shape: tuple) -> Node:
     b.value = None
     b.sig = None
     b.site = None
+    b.type = t
     return b
 
 
@@ -233,21 +244,21 @@ def kept_spread(kind: type, value: Any, dtype: DType, shape: tuple) -> Node:
     if n is None:
         n = _kept(value, kind, dtype)
         if shape:
-            n = new_node("broadcast_in_dim", (n,), shape, dtype,
-                         {"shape": shape, "broadcast_dimensions": ()})
+            n = apply("broadcast_in_dim", n, shape=shape, broadcast_dimensions=())
         if len(_KEPT_SPREADS) >= 1024:
             _KEPT_SPREADS.clear()
         _KEPT_SPREADS[key] = n
     return n
 
 
-def typed_spread(value: Any, dtype: DType, shape: tuple) -> Node:
+def typed_spread(value: Any, dtype: DType, shape: tuple, t: Any = None) -> Node:
     """`typed_scalar(value, dtype)` broadcast to `shape`, as an operand of a node being
-    made: a kept constant's broadcast is the shared one (`kept_spread`)."""
+    made: a kept constant's broadcast is the shared one (`kept_spread`). `t`: the
+    interned type of (shape, dtype), if the caller has it (see `spread_scalar`)."""
     if value in KEPT_SET and (type(value) is not float or value != 0.0 or
                               _copysign(1.0, value) > 0.0):
         return kept_spread(type(value), value, dtype, shape)
-    return spread_scalar(value, dtype, shape)
+    return spread_scalar(value, dtype, shape, t)
 
 
 def typed_scalar(value: Any, dtype: DType) -> Node:

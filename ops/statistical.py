@@ -5,8 +5,9 @@ from typing import Any, Optional
 
 from ..compiler.hlo import dtypes as D
 from ..compiler.graph.node import Node
-from ..compiler.primitive import apply
-from .promotion import as_node, broadcast_to, convert, normalize_axes, normalize_axis, scalar
+from ..compiler.primitive import apply, entry_of, made
+from .promotion import (as_node, broadcast_to, convert, normalize_axes, normalize_axis, scalar,
+                        spread_scalar)
 from .elementwise import abs as _abs, divide, subtract, sqrt, square
 from . import autocast
 
@@ -74,7 +75,7 @@ def _plan(name: str, x: Node, axis: Any, keepdims: Any) -> Any:
         shape = x.shape
         out = tuple(n for i, n in enumerate(shape) if i not in axes)
         kept = tuple(1 if i in axes else n for i, n in enumerate(shape)) if keepdims else None
-        plan = (axes, out, kept, _count(x, axes))
+        plan = (axes, out, kept, _count(x, axes), {})
         if len(_PLANS) > 4096:          # shapes that change at every call: stay bounded
             _PLANS.clear()
         _PLANS[key] = plan
@@ -82,10 +83,20 @@ def _plan(name: str, x: Node, axis: Any, keepdims: Any) -> Any:
 
 
 def _planned(kind: str, x: Node, plan: tuple) -> Node:
-    """The reduce node of `plan` (and its keepdims reshape): what `_reduce` records."""
-    axes, out, kept, _ = plan
-    node = Node("reduce", (x,), out, x.dtype, {"axes": axes, "kind": kind})
-    return node if kept is None else Node("reshape", (node,), kept, x.dtype, {"shape": kept})
+    """The reduce node of `plan` (and its keepdims reshape): what `_reduce` records, made
+    by `apply`; the memo's entries for them kept in the plan per (kind, x's type), so
+    that the next call makes them with no key to build (`made`)."""
+    axes, _, kept, _, entries = plan
+    entry = entries.get((kind, x.type))
+    if entry is not None:
+        node = made("reduce", (x,), entry[0])
+        return node if kept is None else made("reshape", (node,), entry[1])
+    node = apply("reduce", x, axes=axes, kind=kind)
+    out = node if kept is None else apply("reshape", node, shape=kept)
+    first, second = entry_of(node), entry_of(out)
+    if first is not None and second is not None:
+        entries[(kind, x.type)] = (first, second)
+    return out
 
 
 def sum(x: Any, axis: Any = None, keepdims: bool = False, dtype: Any = None) -> Node:
@@ -158,12 +169,8 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Node:
             if n < 2:
                 return divide(total, float(n)) if n != 1 else total
             # divide(total, float(n)) written out: a float beside a float tensor, weak
-            dtype, shape = x.dtype, total.shape
-            s = Node("scalar", (), (), dtype, {}, None, float(n))
-            if shape:
-                s = Node("broadcast_in_dim", (s,), shape, dtype,
-                         {"shape": shape, "broadcast_dimensions": ()})
-            return Node("divide", (total, s), shape, dtype, {})
+            return apply("divide", total, spread_scalar(float(n), x.dtype, total.shape,
+                                                        total.type))
     x = autocast.widen(as_node(x))      # under autocast: computed and returned in float32
     if x.dtype in _LOW_PRECISION:
         return _rounded_back(mean(convert(x, D.float32), axis, keepdims), x.dtype)

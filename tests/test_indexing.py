@@ -379,3 +379,26 @@ def test_index_tensors_whose_values_are_known_are_range_checked_as_numpy_does():
     np.testing.assert_array_equal(y.numpy(), np.zeros(3))
     np.testing.assert_array_equal(la.take(x, la.asarray([0, -1])).numpy(), [0.0, 4.0])
     np.testing.assert_array_equal(x[la.asarray([1]) + 10].numpy(), [4.0])
+
+
+@pytest.mark.parametrize("key", [k for k in KEYS if not isinstance(k, (list, np.ndarray, range))
+                                 and not (isinstance(k, tuple) and any(
+                                     isinstance(e, (list, np.ndarray, range, bool)) for e in k))
+                                 and not isinstance(k, bool)],
+                         ids=lambda k: repr(k).replace(" ", ""))
+def test_a_remembered_basic_key_records_what_the_general_way_records(key):
+    """A basic key over a node of one type is replayed from the steps remembered at its
+    first use (ops/indexing.py `_PLANS`): the same graph as the general way, runtime
+    starts made afresh with the key's values."""
+    from graph_compare import same_graph
+    from lazyarray.ops import indexing as ix
+    x = la.asarray(A)._node
+    ix._PLANS.clear()
+    general = ix.getitem(x, key)                      # the general way, remembered
+    plain = ix._plain_key(x, key)
+    assert plain is not None and plain in ix._PLANS
+    again = ix.getitem(x, key)                        # replayed
+    assert same_graph(again, general, fresh_leaves=True)
+    assert again is x or again is not general
+    np.testing.assert_array_equal(la.Tensor._wrap(again, la.asarray(A)._state).numpy(),
+                                  A[key])

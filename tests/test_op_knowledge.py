@@ -243,3 +243,60 @@ def test_every_math_code_entry_resolves(name):
         assert MathCode.kind(code.cpu_float32 or code.complex) == "code"
     if PRIMITIVES[name].math is not None:
         assert code.cpu is not None and code.cuda is not None, name
+
+
+# ---- compute nodes built by hand, outside `apply` --------------------------------------
+#
+# A compute node made with `new_node(...)` or `Node(...)` in ops/ or lazyarray/ has its
+# shape and dtype written out by its caller, beside its primitive's rule; `apply` (one
+# memoized fast path, keyed on the operands' interned types) makes it from the rule. The
+# one left: the broadcast of a Python scalar beside a tensor (ops/promotion.py
+# `spread_scalar`, `x * 0.5`), of the tensor's own shape and dtype by construction, its
+# slots set inline. The count only shrinks: a new one fails, and so does a count left
+# higher than what is found (lower it).
+
+HAND_BUILT = 1
+_LEAF_OPS = frozenset(("scalar", "parameter", "constant"))
+_MAKERS = frozenset(("new_node", "_new_node", "Node"))
+
+
+def _hand_built(source: str) -> int:
+    """Calls `new_node(op, ...)`/`Node(op, ...)` and slot stores `n.op = "op"` (a node's
+    slots set inline) of a compute op (not a leaf)."""
+    count = 0
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Attribute) and node.targets[0].attr == "op" \
+                and isinstance(node.value, ast.Constant) and node.value.value not in _LEAF_OPS:
+            count += 1
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) \
+            else None
+        first = node.args[0]
+        if name in _MAKERS and not (isinstance(first, ast.Constant) and first.value in _LEAF_OPS):
+            count += 1
+    return count
+
+
+def test_hand_built_compute_nodes_only_get_fewer():
+    found = {path.relative_to(ROOT).as_posix(): n
+             for layer in ("ops", "lazyarray") for path in sorted((ROOT / layer).rglob("*.py"))
+             if (n := _hand_built(path.read_text()))}
+    total = sum(found.values())
+    assert total <= HAND_BUILT, f"{total} compute nodes built by hand (was {HAND_BUILT}): " \
+        f"make the new ones with `apply`: {found}"
+    assert total == HAND_BUILT, f"only {total} left: lower HAND_BUILT to {total}"
+
+
+@pytest.mark.parametrize("source,expected", [
+    ("new_node('add', (a, b), s, d, {})", 1),
+    ("Node('scalar', (), (), d, {}, None, 1.0)", 0),      # a leaf
+    ("new_node(prim, (a,), s, d, {})", 1),
+    ("apply('add', a, b)", 0),
+    ("b = _new(Node)\nb.op = 'broadcast_in_dim'\n", 1),
+    ("s = _new(Node)\ns.op = 'scalar'\n", 0),
+])
+def test_the_hand_built_scanner(source, expected):
+    assert _hand_built(source) == expected

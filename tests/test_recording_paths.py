@@ -324,6 +324,50 @@ def test_shapes_and_axes_as_tuples_take_the_lifted_fast_path() -> None:
             la.reshape(x, (3.0, 4))
 
 
+@pytest.mark.parametrize("axes,error", [
+    ((1, 2), None), ((-1, 0), None), ((2, -3), None), ((1, 1), None), ((-2, 1), None),
+    ((0, 3), IndexError), ((-4, 0), IndexError), ((True, 0), TypeError)], ids=str)
+def test_transpose_of_two_axes_records_the_permutation(axes, error) -> None:
+    """`t.transpose(a, b)` with plain ints swaps them directly: the graph and the values of
+    `permute_dims` with the swapped permutation (the same tensor for a == b); an axis out
+    of range, or a bool, raises naming the op, as the general way does."""
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    x = la.asarray(a)
+    if error is not None:
+        with pytest.raises((error, ValueError), match="transpose"):
+            x.transpose(*axes)
+        return
+    perm = list(range(3))
+    i, j = axes[0] % 3, axes[1] % 3
+    perm[i], perm[j] = perm[j], perm[i]
+    got = x.transpose(*axes)
+    if perm == [0, 1, 2]:
+        assert got._node is x._node
+    else:
+        assert _structure(got._node) == _structure(la.permute_dims(x, tuple(perm))._node)
+    np.testing.assert_array_equal(got.numpy(), np.swapaxes(a, *axes))
+
+
+def test_start_indices_with_tensors_take_the_lifted_fast_path() -> None:
+    """`la.dynamic_update_slice(cache, k, (0, pos))` with `pos` a tensor: the tuple of ints
+    and tensors goes to the op as nodes, as the general way gives them (a list takes it);
+    a tensor of another device in it still raises."""
+    from lazyarray.lift import _flat_operands
+    cache, k = la.zeros((4, 3)), la.ones((1, 3))
+    pos = la.asarray(np.int64(2))
+    fast = la.dynamic_update_slice(cache, k, (pos, 0))
+    general = la.dynamic_update_slice(cache, k, [pos, 0])
+    assert _flat_operands((cache, k, (pos, 0))) is not None
+    assert _flat_operands((cache, k, [pos, 0])) is None
+    assert _structure(fast._node) == _structure(general._node)
+    want = np.zeros((4, 3), np.float32)
+    want[2] = 1
+    np.testing.assert_array_equal(fast.numpy(), want)
+    other = la.asarray(np.int64(1), device="interpreter")
+    with pytest.raises(ValueError, match="different devices"):
+        la.dynamic_update_slice(cache, k, (other, 0))
+
+
 # ---- NumPy scalars: one rule for the operators and the functions -------------------------
 
 import ml_dtypes  # noqa: E402
@@ -1015,7 +1059,8 @@ def _forms_over(f, i, u, m, c, h) -> dict:
     return forms
 
 
-_GENERAL_OPS = ("operands", "apply", "_scalar_operands", "_float_operands", "broadcast_to",
+# (`apply` is not among them: the memoized primitive path is the direct forms' own)
+_GENERAL_OPS = ("operands", "_scalar_operands", "_float_operands", "broadcast_to",
                 "convert", "as_node", "as_bool", "scalar", "_made")
 _GENERAL_LIFT = ("find_state", "_unwrap", "node_of", "_flat_operands")
 
@@ -1031,7 +1076,7 @@ def _tensors_for_forms(n: int = 8) -> tuple:
 
 def test_sweep_forms_take_their_direct_paths(monkeypatch) -> None:
     """Each form records with no call of the general helpers of ops/elementwise.py
-    (promotion, `apply`) or of `lift`'s general way: the direct path is taken."""
+    (promotion) or of `lift`'s general way: the direct path is taken."""
     L, E = sys.modules["lazyarray.lift"], sys.modules["lazyarray.ops.elementwise"]
     tensors = [la.asarray(a) for a in _tensors_for_forms()]
     forms = _forms_over(*tensors)
@@ -1213,3 +1258,32 @@ def test_ops_take_their_direct_paths_for_nodes(monkeypatch) -> None:
                  lambda: ops.imag(u), lambda: ops.log2(i), lambda: ops.pow(i, 0.5),
                  lambda: ops.pow(m, 2)):
         make()
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((4,), (2, 4)),
+                                    ((1,), (5,)), ((3, 1), (1, 3))], ids=str)
+@pytest.mark.parametrize("name", ["add", "subtract", "multiply", "maximum", "pow", "divide",
+                                  "less", "equal"])
+def test_remembered_broadcasts_record_the_general_graph(name, shapes, monkeypatch) -> None:
+    """Two tensors of one dtype and shapes that broadcast: the broadcasts remembered per
+    pair of types (ops/elementwise.py `_WIDENED`) make the graph `operands` makes; a pair
+    that does not broadcast still raises naming the op."""
+    E = sys.modules["lazyarray.ops.elementwise"]
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(0.5, 2.0, s).astype(np.float32) for s in shapes)
+    x, y = la.asarray(a), la.asarray(b)
+    fn = getattr(la, name)
+    E._WIDENED.clear()
+    first, again = fn(x, y), fn(x, y)                 # remembered, then replayed
+    assert E._WIDENED
+    monkeypatch.setattr(E, "_widening", lambda a, b: False)
+    E._WIDENED.clear()
+    general = fn(x, y)                                # the general way
+    assert _structure(first._node) == _structure(general._node)
+    assert _structure(again._node) == _structure(general._node)
+    np.testing.assert_allclose(again.numpy(), getattr(np, "power" if name == "pow" else name)(a, b),
+                               rtol=1e-6)
+    monkeypatch.undo()
+    for _ in range(2):
+        with pytest.raises(ValueError, match=name):
+            fn(la.ones((6,)), la.ones((7,)))

@@ -22,9 +22,49 @@ from ..hlo.dtypes import DType
 from ..hlo.literal import Literal
 
 
+class NodeType:
+    """A node's (shape, dtype), interned (`node_type`): equal types are one object, so a
+    memo keyed on the types of an op's operands (compiler/primitive.py `apply`) hashes
+    and compares object identities, never shape tuples."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: Any, dtype: Any) -> None:
+        self.shape = shape
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"<NodeType {getattr(self.dtype, 'short', self.dtype)}{list(self.shape)}>"
+
+
+_TYPES: dict = {}      # (shape, dtype) -> its NodeType
+
+
+def node_type(shape: Any, dtype: Any) -> NodeType:
+    """The one NodeType of (shape, dtype). Bounded: shapes that change at every call (a
+    growing sequence) clear the table past 65,536 types; a type made before stays valid
+    (its contents never change), a memo keyed on it merely misses."""
+    key = (shape, dtype)
+    t = _TYPES.get(key)
+    if t is None:
+        if len(_TYPES) >= 65536:
+            _TYPES.clear()
+        t = _TYPES[key] = NodeType(shape, dtype)
+    return t
+
+
+def type_of(node: "Node") -> NodeType:
+    """`node`'s interned type, interned at its first use as an operand (a node made by
+    hand or read from a template has none yet)."""
+    t = node.type
+    if t is None:
+        t = node.type = node_type(node.shape, node.dtype)
+    return t
+
+
 class Node:
     __slots__ = ("op", "operands", "shape", "dtype", "attrs", "buffer", "value", "sig",
-                 "site", "__weakref__")
+                 "site", "type", "__weakref__")
 
     def __init__(self, op: str, operands: tuple, shape: tuple, dtype: DType,
                  attrs: dict, buffer: Any = None, value: Any = None) -> None:
@@ -37,6 +77,7 @@ class Node:
         self.value = value
         self.sig = None     # structural signature, filled when first put in a module
         self.site = None    # (file, line) where the user recorded it, for error messages
+        self.type = None    # its interned NodeType, made when first asked (`type_of`)
 
     @property
     def ndim(self) -> int:
@@ -72,6 +113,7 @@ def new_node(op: str, operands: tuple, shape: tuple, dtype: DType, attrs: dict,
     n.value = value
     n.sig = None
     n.site = None
+    n.type = None
     return n
 
 

@@ -67,7 +67,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
-from .node import Node, is_kept, new_node
+from .node import Node, is_kept, new_node, node_type
 
 # kinds of a pattern's leaf positions (see the module docstring)
 VALUE, SCALAR, LITERAL = "value", "scalar", "literal"
@@ -427,13 +427,17 @@ class Code:
         for k, (op, refs, shape, dtype, attrs, value) in enumerate(s.steps):
             j = first + k
             names[f"s{j}"], names[f"d{j}"], names[f"a{j}"] = shape, dtype, attrs
+            try:                          # the interned type, made once here
+                names[f"t{j}"] = node_type(shape, dtype)
+            except TypeError:             # an unhashable shape: interned when asked
+                names[f"t{j}"] = None
             if value is not None:
                 names[f"c{j}"] = value
             operands = "".join(f"v{r}, " for r in refs)
             self.add(f"n = _new(_Node); n.op = {op!r}; n.operands = ({operands}); "
                      f"n.shape = s{j}; n.dtype = d{j}; n.attrs = a{j}; n.buffer = None; "
                      f"n.value = {'None' if value is None else f'c{j}'}; n.sig = None; "
-                     f"n.site = None; v{j} = n")
+                     f"n.site = None; n.type = t{j}; v{j} = n")
 
     def refs(self, refs: Iterable[Optional[int]]) -> str:
         """'v3, None, v9' for the outputs `refs`."""

@@ -118,7 +118,7 @@ def _while_vjp(g: Any, out: Any, *operands: Any, cond: Module, body: Module,
 while_ = primitive("while", CONTROL, _while_infer, _while_reference, attrs=("cond", "body", "scan"),
                    doc="Repeat the body over the state while the condition holds; the "
                        "final state (a tuple).",
-                   vjp=_while_vjp, batch=_batch("while_batch"))
+                   vjp=_while_vjp, batch=_batch("while_batch"), memo_infer=False)
 
 
 # ---- conditional ---------------------------------------------------------------------------
@@ -155,7 +155,8 @@ conditional = primitive("conditional", CONTROL, _conditional_infer, _conditional
                         attrs=("branches",),
                         doc="Run the branch the index names (clamped) on the operands; its "
                             "results (a tuple).",
-                        vjp=_conditional_vjp, batch=_batch("conditional_batch"))
+                        vjp=_conditional_vjp, batch=_batch("conditional_batch"),
+                        memo_infer=False)
 
 
 # ---- get_tuple_element ---------------------------------------------------------------------

@@ -694,7 +694,7 @@ convert = primitive("convert", ELEMENTWISE, _convert_infer, _convert_ref, attrs=
                     emit=lambda e, x, dtype: e.convert(x, D.to_dtype(dtype)),
                     doc="Float to integer truncates toward zero, saturates, and maps NaN to 0.",
                     vjp=_convert_vjp, vjp_by_type=True, batch=B.elementwise, cheap=True,
-                    flops=no_flops, simplify=S.convert_twice, memo_infer=True)
+                    flops=no_flops, simplify=S.convert_twice)
 
 
 def _bitcast_infer(operands, dtype):

@@ -136,5 +136,4 @@ dot_general = primitive("dot_general", LIBRARY, _dot_infer, _dot_ref,
                         doc="out = batch dims, then lhs free dims, then rhs free dims.",
                         vjp=_dot_vjp, vjp_partial=True, vjp_by_type=True,
                         library=LibraryCall("gemm", _gemm_args),
-                        batch=_dot_batch, flops=_dot_flops, simplify=S.dot_transposed_operand,
-                        memo_infer=True)
+                        batch=_dot_batch, flops=_dot_flops, simplify=S.dot_transposed_operand)

@@ -193,8 +193,7 @@ reduce = primitive("reduce", REDUCTION, _reduce_infer, _reduce_ref, attrs=("axes
                    batch=lambda node, size, ops, _: B.same_op(node, ops,
                                                              axes=B.shifted(node.attrs["axes"])),
                    reduced_axes=lambda attrs: tuple(attrs["axes"]),
-                   reducer=lambda attrs: Reducer(attrs["kind"]), simplify=S.reduce_no_axes,
-                   memo_infer=True)
+                   reducer=lambda attrs: Reducer(attrs["kind"]), simplify=S.reduce_no_axes)
 
 
 def _arg_infer(op):

@@ -215,7 +215,6 @@ def _broadcast_batch(node, size, operands, batched):
 
 broadcast_in_dim = primitive("broadcast_in_dim", INDEXING, _broadcast_infer, _broadcast_ref,
                              emit=IR.broadcast_in_dim, cheap=True, repeats=True,
-                             memo_infer=True,
                              attrs=("shape", "broadcast_dimensions"),
                              doc="Operand dimension i becomes output dimension "
                                  "broadcast_dimensions[i]; the others are repeated.",
@@ -233,7 +232,7 @@ def _reshape_infer(operands, shape):
 
 reshape = primitive("reshape", INDEXING, _reshape_infer,
                     lambda x, shape: x.reshape(shape).copy(), emit=IR.reshape, cheap=True,
-                    linear=True, memo_infer=True,
+                    linear=True,
                     attrs=("shape",),
                     doc="Row-major reshape.", vjp=_reshape_vjp, vjp_by_type=True,
                     simplify=S.reshape_twice,
@@ -248,7 +247,7 @@ def _transpose_infer(operands, permutation):
 
 transpose = primitive("transpose", INDEXING, _transpose_infer,
                       lambda x, permutation: np.transpose(x, permutation).copy(),
-                      emit=IR.transpose, memo_infer=True,
+                      emit=IR.transpose,
                       attrs=("permutation",),
                       doc="out.shape[i] = x.shape[permutation[i]].", vjp=_transpose_vjp,
                       vjp_by_type=True, simplify=S.transpose_rule,

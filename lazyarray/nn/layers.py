@@ -13,7 +13,8 @@ from . import functional as F
 from . import init
 from .module import Module, Parameter
 from ..compiler.hlo import dtypes as _D
-from ..compiler.graph.node import kept_constant, new_node
+from ..compiler.graph.node import kept_constant
+from ..compiler.primitive import apply
 from ..ops.nn import linear_direct
 
 
@@ -66,17 +67,14 @@ class ReLU(Module):
             if node.dtype in _RELU_DIRECT and node.shape:
                 # F.relu's nodes, maximum(x, broadcast(0)), made directly (a float tensor:
                 # nothing to promote or check)
-                dtype, shape = node.dtype, node.shape
-                zero = new_node("broadcast_in_dim", (_RELU_DIRECT[dtype],), shape, dtype,
-                                {"shape": shape, "broadcast_dimensions": ()})
-                return Tensor._wrap(new_node("maximum", (node, zero), shape, dtype, _NO_ATTRS),
-                                    x._state)
+                zero = apply("broadcast_in_dim", _RELU_DIRECT[node.dtype], shape=node.shape,
+                             broadcast_dimensions=())
+                return Tensor._wrap(apply("maximum", node, zero), x._state)
         return F.relu(x)
 
 
 # the float dtypes ReLU records directly, each with its shared 0 (`kept_constant`)
 _RELU_DIRECT = {d: kept_constant(0, d) for d in (_D.float16, _D.bfloat16, _D.float32, _D.float64)}
-_NO_ATTRS: dict = {}
 
 
 class GELU(Module):

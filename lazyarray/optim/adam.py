@@ -6,7 +6,8 @@ from typing import Any, Iterable
 
 from .. import ops
 from ..compiler.transforms.graph_templates import remembered
-from ..compiler.graph.node import Node, new_node, scalar_leaf
+from ..compiler.graph.node import Node, scalar_leaf
+from ..compiler.primitive import apply
 from .optimizer import LearningRate, Optimizer
 from .same_type import recorder
 
@@ -105,17 +106,14 @@ class Adam(Optimizer):
                 # made from the last step's scalars: only those that changed are new
                 wides = list(entry[1])
                 for i in renewed[2]:
-                    wides[i] = new_node("broadcast_in_dim", (leaves[i],), shape, dtype,
-                                        wides[i].attrs)
+                    wides[i] = apply("broadcast_in_dim", leaves[i], **wides[i].attrs)
                 wides = tuple(wides)
             else:
                 wides = tuple([w if w.operands[0] is leaf and w.buffer is None else
-                               new_node("broadcast_in_dim", (leaf,), shape, dtype, w.attrs)
+                               apply("broadcast_in_dim", leaf, **w.attrs)
                                for leaf, w in zip(leaves, entry[1])])
         else:
-            # broadcast_in_dim of a 0-d value to a valid shape: its type needs no rule
-            attrs = {"shape": shape, "broadcast_dimensions": ()}
-            wides = tuple([new_node("broadcast_in_dim", (leaf,), shape, dtype, attrs)
+            wides = tuple([apply("broadcast_in_dim", leaf, shape=shape, broadcast_dimensions=())
                            for leaf in leaves])
         self._spread[key] = (leaves, wides)
         return wides

@@ -17,6 +17,7 @@ import numpy as np
 from ..compiler.graph.template import Cache
 from ..compiler.transforms.graph_templates import Template
 from ..compiler.graph.node import Node, scalar_leaf
+from ..compiler.primitive import apply
 from .. import runtime
 from ..tensor import Tensor
 
@@ -75,9 +76,7 @@ class Hypers:
             return node
         out = self._again_wide((role, dtype, shape), node)
         if out is None:
-            # broadcast_in_dim of a 0-d value to a valid shape: its type needs no rule
-            out = Node("broadcast_in_dim", (node,), shape, dtype,
-                       {"shape": shape, "broadcast_dimensions": ()})
+            out = apply("broadcast_in_dim", node, shape=shape, broadcast_dimensions=())
         self.spread[(role, dtype, shape)] = out
         return out
 

@@ -14,10 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import ops
-from ..compiler.graph.node import Node, new_node
-
-# the attrs of every node made here: none, one dict shared (nodes never change their attrs)
-_NONE: dict = {}
+from ..compiler.graph.node import Node
+from ..compiler.primitive import apply
 
 
 class SameType:
@@ -31,25 +29,25 @@ class SameType:
         self.dtype = dtype
 
     def add(self, a: Node, b: Node) -> Node:
-        return new_node("add", (a, b), self.shape, self.dtype, _NONE)
+        return apply("add", a, b)
 
     def subtract(self, a: Node, b: Node) -> Node:
-        return new_node("subtract", (a, b), self.shape, self.dtype, _NONE)
+        return apply("subtract", a, b)
 
     def multiply(self, a: Node, b: Node) -> Node:
-        return new_node("multiply", (a, b), self.shape, self.dtype, _NONE)
+        return apply("multiply", a, b)
 
     def divide(self, a: Node, b: Node) -> Node:
-        return new_node("divide", (a, b), self.shape, self.dtype, _NONE)
+        return apply("divide", a, b)
 
     def negative(self, a: Node) -> Node:
-        return new_node("negate", (a,), self.shape, self.dtype, _NONE)
+        return apply("negate", a)
 
     def square(self, a: Node) -> Node:
-        return new_node("multiply", (a, a), self.shape, self.dtype, _NONE)
+        return apply("multiply", a, a)
 
     def sqrt(self, a: Node) -> Node:
-        return new_node("sqrt", (a,), self.shape, self.dtype, _NONE)
+        return apply("sqrt", a)
 
 
 def recorder(param: Node, *others: Node) -> Any:
