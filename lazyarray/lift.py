@@ -489,11 +489,54 @@ def _lift(fn: Callable) -> Callable:
         state = runtime.get_device(device) if device is not None else None
         state = find_state(args, state)
         state = find_state(kwargs.values(), state) or runtime.get_device(None)
+        if static:
+            args, kwargs = _static_ints(static, args, kwargs)
         args = tuple(_unwrap(a, state, elementwise) for a in args)
         kwargs = rename({k: _unwrap(v, state, elementwise) for k, v in kwargs.items()})
         return wrap(fn(*args, **kwargs), state)
+    static = _static_parameters(fn)
     public.__wrapped_op__ = fn
     return public
+
+
+# parameters that name axes, counts or offsets: a NumPy integer there is the int it holds
+# (`x.sum(np.int64(1))`, `la.transpose(x, (np.int64(1), 0))` as NumPy takes them), never
+# an operand lifted into a tensor
+_STATIC_NAMES = frozenset(("axis", "axes", "axis0", "axis1", "axis2", "dim", "dims",
+                           "source", "destination", "start_dim", "end_dim", "k", "offset",
+                           "shift", "shifts"))
+
+
+def _static_parameters(fn: Callable) -> tuple:
+    """(positions, names) of `fn`'s parameters in _STATIC_NAMES; () when it has none."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return ()
+    names = {p.name for p in params if p.name in _STATIC_NAMES}
+    if not names:
+        return ()
+    positional = {k for k, p in enumerate(params) if p.name in names and
+                  p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    star = next((k for k, p in enumerate(params) if p.kind is p.VAR_POSITIONAL
+                 and p.name in names), None)
+    return positional, names, star
+
+
+def _as_int(v: Any) -> Any:
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, (tuple, list)) and any(isinstance(e, np.integer) for e in v):
+        return tuple(int(e) if isinstance(e, np.integer) else e for e in v)
+    return v
+
+
+def _static_ints(static: tuple, args: tuple, kwargs: dict) -> tuple:
+    positional, names, star = static
+    args = tuple(_as_int(a) if k in positional or (star is not None and k >= star) else a
+                 for k, a in enumerate(args))
+    kwargs = {k: _as_int(v) if k in names else v for k, v in kwargs.items()}
+    return args, kwargs
 
 
 def unary_method(fn: Callable) -> Callable:

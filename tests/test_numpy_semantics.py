@@ -171,3 +171,33 @@ def test_float32_sums_are_exact_where_numpys_pairwise_sum_is(make, want, device)
     got = make()
     assert got.dtype == la.float32
     assert float(got.numpy()) == want
+
+
+# a NumPy integer where an op takes an axis, a count or an offset is the int it holds, as
+# NumPy takes it (an axis from np.argmax, a shape entry): never lifted into a tensor
+NUMPY_INT_AXES = [
+    ("sum axis", lambda m, x: m.sum(x, axis=np.int64(1))),
+    ("sum positional", lambda m, x: m.sum(x, np.int32(2))),
+    ("mean tuple", lambda m, x: m.mean(x, axis=(np.int64(0), np.int64(2)))),
+    ("permute_dims", lambda m, x: (m.permute_dims if m is la else np.transpose)(
+        x, (np.int64(1), 0, 2))),
+    ("moveaxis", lambda m, x: m.moveaxis(x, np.int64(0), -1)),
+    ("roll", lambda m, x: m.roll(x, np.int64(1), axis=np.int64(2))),
+    ("concat", lambda m, x: (m.concat if m is la else np.concatenate)(
+        [x, x], axis=np.int64(1))),
+    ("argmax", lambda m, x: m.argmax(x, axis=np.int64(-1))),
+    ("cumsum", lambda m, x: m.cumsum(x, axis=np.int64(1))),
+]
+
+
+@pytest.mark.parametrize("name,f", NUMPY_INT_AXES, ids=[n for n, _ in NUMPY_INT_AXES])
+def test_numpy_integer_axes_are_ints(name, f):
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    np.testing.assert_array_equal(f(la, la.asarray(x)).numpy(), f(np, x))
+
+
+def test_a_tensor_method_takes_numpy_integer_dims():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = la.asarray(x)
+    np.testing.assert_array_equal(t.transpose(np.int64(1), 2).numpy(), x.swapaxes(1, 2))
+    np.testing.assert_array_equal(t.sum(np.int64(1)).numpy(), x.sum(1))
