@@ -287,10 +287,12 @@ def test_im2col_reads_one_input_element_per_patch_element(kw):
     """The patch matrix's kernel (im2col: a concatenate of one strided slice per window
     tap) reads one input element per element it writes, at the start of its tap, not all
     nine taps and a select chain; and it loops over the patches' own dimensions, so
-    a tap's run along one input row is the inner loop. Results stay the interpreter's."""
+    a tap's run along one input row is the inner loop. Results stay the interpreter's.
+    (Grouped: the CPU computes ungrouped float convolutions by its own loop, no im2col.)"""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4, 3, 16, 16)).astype(np.float32)
-    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    w = rng.standard_normal((6, 1, 3, 3)).astype(np.float32)
+    kw = dict(kw, groups=3)
     y = la.nn.functional.conv2d(la.asarray(x), la.asarray(w), **kw)
     kernel = _function(la.debug.ir([y], stage="llvm"), "loop_0")
     reads = kernel.count("masked.gather") + kernel.count(" = load ")

@@ -23,8 +23,12 @@ from typing import Optional
 
 from ..hlo.module import Instruction, Module
 from ..graph.node import Node
-from ..primitive import PRIMITIVES
+from ..graph import builders as A
+from ..hlo import dtypes as D
+from ..primitive import PRIMITIVES, apply
 from .rewrite import Builder, rebuild
+
+DIRECT_DTYPES = (D.float32, D.float64)
 
 
 def expand_convolution(module: Module) -> Module:
@@ -65,3 +69,47 @@ def _splice(b: Builder, root: Node, known: dict) -> int:
             known[id(node)] = b.emit(node.op, tuple(known[id(o)] for o in node.operands),
                                      node.shape, node.dtype, dict(node.attrs))
     return known[id(root)]
+
+
+# ---- the CPU's direct convolutions ------------------------------------------------------
+
+def direct_convolutions(module: Module) -> Module:
+    """`convolution(x, w)` -> `direct_convolution(pad(x), w)` wherever the CPU's own loop
+    covers it (`direct_covers`): the padding (and any producer of x's elementwise ops)
+    is one fused loop, the convolution reads it in place; no patch matrix, no transpose
+    of the result. Run for the CPU before the pipeline (the others keep im2col)."""
+    ins = module.instructions
+    if not any(i.op == "convolution" and direct_covers(i, *(ins[o] for o in i.operands))
+               for i in ins):
+        return module
+    return rebuild(module, _direct_rule, "direct_convolutions")
+
+
+def direct_covers(ins: Instruction, x: Instruction, w: Instruction) -> bool:
+    """Two spatial dimensions, one group, no lhs dilation, float32/float64, nothing empty."""
+    a = ins.attrs
+    return len(ins.shape) == 4 and a["feature_group_count"] == 1 \
+        and all(d == 1 for d in a["lhs_dilation"]) and ins.dtype in DIRECT_DTYPES \
+        and 0 not in ins.shape and 0 not in x.shape and 0 not in w.shape
+
+
+def _direct_rule(b: Builder, ins: Instruction) -> Optional[int]:
+    if ins.op != "convolution" or not direct_covers(ins, *(b[o] for o in ins.operands)):
+        return None
+    x, w = (_placeholder(b[o]) for o in ins.operands)
+    out = direct_node(x, w, ins.shape, **ins.attrs)
+    return _splice(b, out, {id(x): ins.operands[0], id(w): ins.operands[1]})
+
+
+def direct_node(x: Node, w: Node, out_shape: tuple, window_strides, padding_low, padding_high,
+                rhs_dilation, **_unused) -> Node:
+    """pad(x) then direct_convolution: the right edge padded far enough for the vector
+    reads of the last outputs at a stride (`Wo * sx + (KW - 1) * dx` columns)."""
+    ho, wo = out_shape[2:]
+    sx, dx = window_strides[1], rhs_dilation[1]
+    need = wo * sx + (w.shape[3] - 1) * dx - x.shape[3] - padding_low[1]
+    high = (padding_high[0], max(padding_high[1], need))
+    xp = apply("pad", x, A.const(0, x.dtype), edge_padding_low=(0, 0) + tuple(padding_low),
+               edge_padding_high=(0, 0) + high, interior_padding=(0,) * 4)
+    return apply("direct_convolution", xp, w, window_strides=tuple(window_strides),
+                 rhs_dilation=tuple(rhs_dilation), out_size=(ho, wo))

@@ -1,0 +1,131 @@
+"""The loop body of `direct_convolution` (compiler/primitives/conv_direct.py): a 2-D
+convolution computed in place from its NCHW input, with no patch matrix.
+
+One body call computes a block of the output held in vector registers: OB output
+channels times `slots` vectors of V consecutive outputs along a row (XB vectors of one
+row, RY rows). For each input channel and window tap it loads one input vector per slot
+(V inputs `stride` apart: a contiguous load, shuffled when the stride is above 1) and one
+weight per output channel (broadcast), and adds their products to every accumulator:
+OB + slots loads for OB * slots fused multiply-adds. The input is read where it lies;
+the output is written once.
+
+Blocks at the edges are moved back inside (the last channel block starts at O - OB, the
+last row block at Ho - RY, the last vector of a row at Wo - V): they compute a few
+outputs twice, with the same value, instead of needing masked code.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from .loops import counted_loop, const
+from .llvm_types import storage_type
+
+I32 = ir.IntType(32)
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """How the output is cut into register blocks (see the module docstring)."""
+    ob: int          # output channels per block
+    v: int           # outputs per vector
+    xb: int          # vectors per row in a block
+    ry: int          # rows per block
+    n_ob: int        # blocks along channels, rows and row vectors
+    n_ry: int
+    n_xb: int
+
+    @property
+    def space(self) -> tuple:
+        return (self.n_ob, self.n_ry, self.n_xb)
+
+
+def blocking(o: int, ho: int, wo: int, itemsize: int, vector_bytes: int,
+             registers: int) -> Blocking:
+    """The register blocks of an (O, Ho, Wo) output for vectors of `vector_bytes` and
+    `registers` vector registers (a few are left for the loads and broadcasts)."""
+    lanes = max(1, vector_bytes // itemsize)
+    v = lanes if wo >= lanes else 1 << (wo.bit_length() - 1)
+    vectors = -(-wo // v)
+    xb = min(vectors, 4)
+    ry = max(1, min(ho, 4 // xb))
+    budget = registers * 3 // 4
+    most = max(1, min(o, budget // (xb * ry)))
+    ob = max(d for d in range(1, most + 1) if o % d == 0)
+    if 2 * ob <= most:           # no divisor near the budget: overlap the last block
+        ob = most
+    return Blocking(ob, v, xb, ry, -(-o // ob), -(-ho // ry), -(-vectors // xb))
+
+
+def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
+         strides: tuple, dilation: tuple, blk: Blocking) -> None:
+    """Compute the output block at `index` = (n, channel block, row block, vector block)."""
+    b = e.b
+    (n_, c_, hp, wp), (o_, _, kh, kw), (_, _, ho, wo) = shapes
+    sy, sx = strides
+    dy, dx = dilation
+    ft = storage_type(dtype)
+    vt = ir.VectorType(ft, blk.v)
+    align = dtype.itemsize
+    n, ob, ry, xb = index
+
+    def first(i: ir.Value, size: int, total: int) -> ir.Value:
+        """The block's first position, moved back inside the extent."""
+        at = b.mul(i, const(size), flags=("nsw",))
+        last = const(total - size)
+        return b.select(b.icmp_signed("<", at, last), at, last)
+
+    o0 = first(ob, blk.ob, o_)
+    y0 = first(ry, blk.ry, ho)
+    xs = []
+    for j in range(blk.xb):     # each vector of the block: its first output along the row
+        at = b.mul(b.add(b.mul(xb, const(blk.xb)), const(j)), const(blk.v))
+        last = const(wo - blk.v)
+        xs.append(b.select(b.icmp_signed("<", at, last), at, last))
+    slots = [(r, x) for r in range(blk.ry) for x in xs]
+    zero = ir.Constant(vt, [ir.Constant(ft, 0.0)] * blk.v)
+    fma = f"llvm.fma.v{blk.v}f{8 * dtype.itemsize}"
+    splat = ir.Constant(ir.VectorType(I32, blk.v), [ir.Constant(I32, 0)] * blk.v)
+    pick = ir.Constant(ir.VectorType(I32, blk.v), [ir.Constant(I32, k * sx) for k in range(blk.v)])
+    wide = ir.VectorType(ft, blk.v * sx)
+
+    def load_row(base: ir.Value, x: ir.Value) -> ir.Value:
+        ptr = b.gep(base, [x], inbounds=True, source_etype=ft)
+        if sx == 1:
+            return b.load(ptr, typ=vt, align=align)
+        raw = b.load(ptr, typ=wide, align=align)
+        return b.shuffle_vector(raw, ir.Constant(wide, ir.Undefined), pick)
+
+    def channel(c: ir.Value, accs: list) -> list:
+        plane = b.mul(b.add(b.mul(n, const(c_)), c), const(hp * wp), flags=("nsw",))
+        accs = list(accs)
+        for ky in range(kh):
+            rows = [b.add(plane, b.mul(b.add(b.mul(b.add(y0, const(r)), const(sy)),
+                                              const(ky * dy)), const(wp)))
+                    for r in range(blk.ry)]
+            for kx in range(kw):
+                vals = [load_row(operands[0], b.add(rows[r], b.add(b.mul(x, const(sx)),
+                                                                    const(kx * dx))))
+                        for r, x in slots]
+                for k in range(blk.ob):
+                    w_at = b.add(b.mul(b.add(b.mul(b.add(o0, const(k)), const(c_)), c),
+                                       const(kh * kw)), const(ky * kw + kx))
+                    w = b.load(b.gep(operands[1], [w_at], inbounds=True, source_etype=ft), typ=ft)
+                    wv = b.shuffle_vector(b.insert_element(ir.Constant(vt, ir.Undefined), w,
+                                                           ir.Constant(I32, 0)),
+                                          ir.Constant(vt, ir.Undefined), splat)
+                    for s, val in enumerate(vals):
+                        i = k * len(slots) + s
+                        accs[i] = e.call_intrinsic(fma, vt, [wv, val, accs[i]])
+        return accs
+
+    accs = counted_loop(b, const(0), const(c_), [zero] * (blk.ob * len(slots)), channel,
+                        name="c", interleave=False)
+    for k in range(blk.ob):
+        o = b.add(o0, const(k))
+        for s, (r, x) in enumerate(slots):
+            row = b.mul(b.add(b.mul(b.add(b.mul(n, const(o_)), o), const(ho)),
+                              b.add(y0, const(r))), const(wo))
+            ptr = b.gep(out, [b.add(row, x)], inbounds=True, source_etype=ft)
+            b.store(accs[k * len(slots) + s], ptr, align=align)

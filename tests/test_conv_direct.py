@@ -1,0 +1,105 @@
+"""The CPU's direct convolution (compiler/primitives/conv_direct.py): 2-D convolutions
+computed by our own register-blocked loop instead of im2col and a product. Every shape
+below is checked against the interpreter (the NumPy reference) and against PyTorch; the
+sizes hit the blocks' edges (channels, rows and row vectors that do not divide into
+blocks), strides, dilations, padding, 1x1 and wide rows; gradients against finite
+differences in float64."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray.compiler.codegen import conv_direct
+from lazyarray.compiler.primitive import apply
+from lazyarray.lift import lift
+from lazyarray.ops import convolution as C
+
+import gradcheck
+
+conv2d = lift(C.conv2d)
+
+# (N, C, H, W), (O, KH, KW), conv2d keywords
+SHAPES = [
+    ((2, 3, 8, 8), (4, 3, 3), dict(padding=1)),
+    ((1, 5, 9, 11), (7, 3, 3), dict(stride=2, padding=1)),
+    ((2, 4, 10, 13), (6, 3, 3), dict(padding=2, dilation=2)),
+    ((2, 16, 32, 32), (16, 3, 3), dict(padding=1)),
+    ((1, 16, 32, 32), (32, 3, 3), dict(stride=2, padding=1)),
+    ((2, 8, 7, 7), (10, 1, 1), dict()),
+    ((2, 3, 5, 17), (5, 5, 5), dict(stride=3, padding=2)),
+    ((1, 2, 3, 70), (13, 3, 2), dict(stride=(1, 2), padding=(0, 1))),   # several x blocks
+    ((1, 3, 1, 1), (2, 1, 1), dict()),                                  # one output
+    ((3, 2, 6, 5), (1, 2, 3), dict(padding=(1, 0), dilation=(2, 1))),
+    ((1, 33, 4, 9), (33, 3, 3), dict(padding="same")),
+]
+
+
+def _inputs(xs, ws, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal((ws[0], xs[1]) + tuple(ws[1:])).astype(dtype)
+    return x, w
+
+
+def _plan_ops(y) -> str:
+    return la.debug.ir([y], stage="optimized_hlo")
+
+
+@pytest.mark.parametrize("xs,ws,kw", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_direct_convolution_matches_reference_and_torch(xs, ws, kw, dtype):
+    x, w = _inputs(xs, ws, dtype)
+    y = conv2d(la.asarray(x), la.asarray(w), **kw)
+    assert "direct_convolution" in _plan_ops(y)         # the CPU's own loop ran it
+    want = conv2d(la.asarray(x, device="interpreter"), la.asarray(w, device="interpreter"), **kw)
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    scale = np.sqrt(np.prod(w.shape[1:]))                # sums of C * KH * KW terms
+    np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=tol, atol=tol * scale)
+    torch = pytest.importorskip("torch")
+    t = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), **kw).numpy()
+    np.testing.assert_allclose(y.numpy(), t, rtol=tol, atol=tol * scale)
+
+
+@pytest.mark.parametrize("xs,ws,kw", [SHAPES[i] for i in (0, 1, 2, 6, 9)], ids=str)
+def test_direct_convolution_gradient(xs, ws, kw):
+    x, w = _inputs(xs, ws, np.float64, seed=3)
+    gradcheck.check_direction(lambda a, b: conv2d(a, b, **kw), [x, w])
+
+
+def test_grouped_and_dilated_input_convolutions_keep_im2col():
+    """What the loop does not cover (groups, lhs dilation) goes to im2col and a product,
+    as on other targets."""
+    x, w = _inputs((1, 4, 6, 6), (4, 3, 3), np.float32)
+    grouped = conv2d(la.asarray(x), la.asarray(w[:, :2]), groups=2, padding=1)
+    dilated = lift(lambda a, b: apply("convolution", a, b, window_strides=(1, 1),
+                                      padding_low=(1, 1), padding_high=(1, 1),
+                                      lhs_dilation=(2, 1), rhs_dilation=(1, 1),
+                                      feature_group_count=1))(la.asarray(x), la.asarray(w))
+    for y in (grouped, dilated):
+        text = _plan_ops(y)
+        assert "direct_convolution" not in text and "dot_general" in text
+
+
+@pytest.mark.parametrize("o,ho,wo", [(16, 32, 32), (7, 5, 3), (1, 1, 1), (64, 8, 8),
+                                     (33, 3, 70), (5, 2, 17)])
+@pytest.mark.parametrize("itemsize,vector_bytes,registers", [(4, 64, 32), (4, 32, 16),
+                                                             (8, 32, 16)])
+def test_blocks_cover_the_output(o, ho, wo, itemsize, vector_bytes, registers):
+    """Every output lies in some block, no block leaves the output (blocks at the edges
+    are moved back inside), and the accumulators fit the registers."""
+    blk = conv_direct.blocking(o, ho, wo, itemsize, vector_bytes, registers)
+    assert blk.ob * blk.ry * blk.xb <= registers
+    assert blk.ob <= o and blk.ry <= ho and blk.v <= wo and blk.v * itemsize <= vector_bytes
+    seen = np.zeros((o, ho, wo), bool)
+    vectors = -(-wo // blk.v)
+    for b in range(blk.n_ob):
+        o0 = min(b * blk.ob, o - blk.ob)
+        for r in range(blk.n_ry):
+            y0 = min(r * blk.ry, ho - blk.ry)
+            for xb in range(blk.n_xb):
+                for j in range(blk.xb):
+                    x0 = min((xb * blk.xb + j) * blk.v, wo - blk.v)
+                    assert (xb * blk.xb + j) < vectors or x0 == wo - blk.v
+                    seen[o0:o0 + blk.ob, y0:y0 + blk.ry, x0:x0 + blk.v] = True
+    assert seen.all()
