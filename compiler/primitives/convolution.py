@@ -263,14 +263,9 @@ def _col2im_cotangent(g, lhs, rhs, a):
 
 
 def _rhs_cotangent(g, lhs, rhs, a):
-    """The weight gradient as im2col and one (batched over groups) matrix product:
-    gW[o, c, k] = sum over n, y of g[n, o, y] * patches[n, c, k, y]. (As a convolution
-    it would have a window as large as the output: one tap per output element.)"""
-    groups = a["feature_group_count"]
-    patches = im2col(lhs, tuple(rhs.shape[2:]), tuple(g.shape[2:]), a)   # (G, Cg*T, NY)
-    cols = grouped_cols(g, groups)                                       # (G, Og, NY)
-    prod = group_dot(cols, patches, 2, 2)                                # (G, Og, Cg*T)
-    return A.reshape(prod, rhs.shape)
+    """The weight gradient: one `convolution_filter_grad` (the CPU computes it by its own
+    loop; its expansion elsewhere is im2col and a product)."""
+    return apply("convolution_filter_grad", lhs, g, kernel_size=tuple(rhs.shape[2:]), **a)
 
 
 def _conv_vjp(g, out, lhs, rhs, **attrs):
@@ -279,6 +274,86 @@ def _conv_vjp(g, out, lhs, rhs, **attrs):
     if 0 in out.shape or 0 in lhs.shape:
         return A.zeros_like(lhs), A.zeros_like(rhs)
     return _lhs_cotangent(g, lhs, rhs, attrs), _rhs_cotangent(g, lhs, rhs, attrs)
+
+
+# ---- the weight gradient, one primitive ------------------------------------------------
+
+class _Shaped:
+    """A weight's shape and dtype, for the convolution's shape rule (no data)."""
+    def __init__(self, shape: tuple, dtype) -> None:
+        self.shape, self.dtype, self.ndim = shape, dtype, len(shape)
+
+
+def _filter_grad_infer(operands, kernel_size, **a):
+    """lhs (N, C, *S), g (N, O, *Y) -> (O, C/G, *kernel_size), Y the convolution's output."""
+    lhs, g = operands
+    if lhs.dtype is not g.dtype or not lhs.dtype.is_float or lhs.dtype.is_complex:
+        fail("convolution_filter_grad", operands, "operands must share a real float dtype",
+             TypeError)
+    nsp = lhs.ndim - 2
+    if g.ndim != lhs.ndim or len(kernel_size) != nsp or g.shape[0] != lhs.shape[0]:
+        fail("convolution_filter_grad", operands, "expects lhs (N, C, *S), g (N, O, *Y) and "
+                                                  "one kernel size per spatial dimension")
+    w = _Shaped((g.shape[1], lhs.shape[1] // max(1, a["feature_group_count"]))
+                + tuple(kernel_size), lhs.dtype)
+    out, _ = _conv_infer((lhs, w), **a)
+    if tuple(out) != tuple(g.shape):
+        fail("convolution_filter_grad", operands, f"g must have the convolution's output "
+                                                  f"shape {tuple(out)}")
+    return tuple(w.shape), lhs.dtype
+
+
+_filter_grad_infer.dtypes = D.FLOATS
+
+
+def _filter_grad_ref(lhs, g, kernel_size, window_strides, padding_low, padding_high,
+                     lhs_dilation, rhs_dilation, feature_group_count):
+    nsp = lhs.ndim - 2
+    x = dilate_and_pad(lhs.astype(np.float64), 2, lhs_dilation, padding_low, padding_high)
+    groups = feature_group_count
+    n, c = lhs.shape[:2]
+    o = g.shape[1]
+    out = np.zeros((o, c // groups) + tuple(kernel_size))
+    gg = g.astype(np.float64).reshape((n, groups, o // groups) + g.shape[2:])
+    ys = g.shape[2:]
+    for k in itertools.product(*[range(size) for size in kernel_size]):
+        idx = tuple(slice(ki * d, ki * d + (y - 1) * s + 1, s) for ki, d, y, s in
+                    zip(k, rhs_dilation, ys, window_strides))
+        tap = x[(slice(None), slice(None)) + idx].reshape((n, groups, c // groups) + ys)
+        sp = string.ascii_letters[:nsp]
+        part = np.einsum(f"NGC{sp},NGO{sp}->GOC", tap, gg)
+        out[(slice(None), slice(None)) + tuple(k)] = part.reshape(o, c // groups)
+    return out.astype(lhs.dtype)
+
+
+def _filter_grad_vjp(ct, out, lhs, g, kernel_size, **a):
+    """Bilinear in lhs and g: <ct, gW> = <g, conv(lhs, ct)>."""
+    return _lhs_cotangent(g, lhs, ct, a), apply("convolution", lhs, ct, **a)
+
+
+def _filter_grad_expand(lhs, g, kernel_size, **a):
+    """im2col and one (batched over groups) matrix product:
+    gW[o, c, k] = sum over n, y of g[n, o, y] * patches[n, c, k, y]. (As a convolution
+    it would have a window as large as the output: one tap per output element.)"""
+    groups = a["feature_group_count"]
+    o, cg = g.shape[1], lhs.shape[1] // groups
+    patches = im2col(lhs, tuple(kernel_size), tuple(g.shape[2:]), a)     # (G, Cg*T, NY)
+    cols = grouped_cols(g, groups)                                       # (G, Og, NY)
+    prod = group_dot(cols, patches, 2, 2)                                # (G, Og, Cg*T)
+    return A.reshape(prod, (o, cg) + tuple(kernel_size))
+
+
+def _filter_grad_flops(ins, operands):
+    return 2 * int(np.prod(operands[1].shape, dtype=np.int64)) * \
+        int(np.prod(ins.shape[1:], dtype=np.int64))
+
+
+convolution_filter_grad = primitive(
+    "convolution_filter_grad", LIBRARY, _filter_grad_infer, _filter_grad_ref,
+    attrs=("kernel_size",) + CONV_ATTRS, vjp=_filter_grad_vjp, expand=_filter_grad_expand,
+    flops=_filter_grad_flops, batch=B.loop_over_batch,
+    doc="The weight gradient of convolution: lhs (N, C, *S) and the output's cotangent "
+        "g (N, O, *Y) -> (O, C/G, *kernel_size).")
 
 
 # ---- the expansion: what code generation sees instead ----------------------------------
