@@ -61,6 +61,36 @@ def test_direct_convolution_matches_reference_and_torch(xs, ws, kw, dtype):
     np.testing.assert_allclose(y.numpy(), t, rtol=tol, atol=tol * scale)
 
 
+def _gradients(x, w, kw, device=None):
+    xl, wl = la.asarray(x, device=device), la.asarray(w, device=device)
+    with la.GradientTape() as tape:
+        tape.watch(xl)
+        tape.watch(wl)
+        y = conv2d(xl, wl, **kw)
+        loss = (y * y).sum()
+    return y, tape.gradient(loss, [xl, wl])
+
+
+@pytest.mark.parametrize("xs,ws,kw", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_direct_gradients_match_reference_and_torch(xs, ws, kw, dtype):
+    """The weight gradient (direct_filter_grad) and the input gradient (a convolution
+    itself: direct where its stride is 1) against the interpreter and PyTorch."""
+    x, w = _inputs(xs, ws, dtype, seed=2)
+    y, (gx, gw) = _gradients(x, w, kw)
+    assert "direct_filter_grad" in _plan_ops(gw)
+    _, want = _gradients(x, w, kw, device="interpreter")
+    torch = pytest.importorskip("torch")
+    xt, wt = (torch.from_numpy(a).requires_grad_() for a in (x, w))
+    yt = torch.nn.functional.conv2d(xt, wt, **kw)
+    (yt * yt).sum().backward()
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for got, ref, t in ((gx, want[0], xt.grad), (gw, want[1], wt.grad)):
+        for other in (ref.numpy(), t.numpy()):
+            scale = np.abs(other).max()
+            np.testing.assert_allclose(got.numpy(), other, rtol=tol, atol=tol * scale)
+
+
 @pytest.mark.parametrize("xs,ws,kw", [SHAPES[i] for i in (0, 1, 2, 6, 9)], ids=str)
 def test_direct_convolution_gradient(xs, ws, kw):
     x, w = _inputs(xs, ws, np.float64, seed=3)
@@ -103,3 +133,22 @@ def test_blocks_cover_the_output(o, ho, wo, itemsize, vector_bytes, registers):
                     assert (xb * blk.xb + j) < vectors or x0 == wo - blk.v
                     seen[o0:o0 + blk.ob, y0:y0 + blk.ry, x0:x0 + blk.v] = True
     assert seen.all()
+
+
+@pytest.mark.parametrize("o,kernel,wo", [(16, (3, 3), 32), (7, (3, 3), 5), (1, (1, 1), 1),
+                                         (64, (1, 1), 8), (5, (7, 7), 70), (3, (5, 5), 17)])
+@pytest.mark.parametrize("itemsize,vector_bytes,registers", [(4, 64, 32), (4, 32, 16),
+                                                             (8, 32, 16)])
+def test_filter_blocks_cover_every_tap(o, kernel, wo, itemsize, vector_bytes, registers):
+    """The weight gradient's tap groups cover each tap once; accumulators and output-
+    gradient vectors fit the registers; channel blocks cover every output channel."""
+    blk = conv_direct.filter_blocking(o, kernel, wo, itemsize, vector_bytes, registers)
+    taps = [t for group in blk.taps for t in group]
+    assert sorted(taps) == [(a, b) for a in range(kernel[0]) for b in range(kernel[1])]
+    assert all(blk.ob * (len(group) + 1) <= registers for group in blk.taps)
+    assert blk.v <= wo and blk.v * itemsize <= vector_bytes
+    covered = set()
+    for b in range(blk.n_ob):
+        o0 = min(b * blk.ob, o - blk.ob)
+        covered.update(range(o0, o0 + blk.ob))
+    assert covered == set(range(o))

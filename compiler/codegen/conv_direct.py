@@ -129,3 +129,110 @@ def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
                               b.add(y0, const(r))), const(wo))
             ptr = b.gep(out, [b.add(row, x)], inbounds=True, source_etype=ft)
             b.store(accs[k * len(slots) + s], ptr, align=align)
+
+
+# ---- the weight gradient ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FilterBlocking:
+    """The weight gradient's blocks: OB output channels times a group of window taps per
+    body call (one per input channel), each a vector accumulator summed over the batch,
+    the rows and the row vectors, then across its lanes."""
+    ob: int
+    taps: tuple      # groups of (ky, kx): one Loop each
+    v: int           # outputs per vector along a row
+    n_ob: int
+
+
+def filter_blocking(o: int, kernel: tuple, wo: int, itemsize: int, vector_bytes: int,
+                    registers: int) -> FilterBlocking:
+    lanes = max(1, vector_bytes // itemsize)
+    v = lanes if wo >= lanes else 1 << (wo.bit_length() - 1)
+    taps = [(ky, kx) for ky in range(kernel[0]) for kx in range(kernel[1])]
+    budget = registers * 3 // 4           # accumulators and the output-gradient vectors
+    per = max(1, min(len(taps), budget - 1))
+    groups = tuple(tuple(taps[i:i + per]) for i in range(0, len(taps), per))
+    most = max(1, min(o, budget // (len(groups[0]) + 1)))
+    ob = max(d for d in range(1, most + 1) if o % d == 0)
+    if 2 * ob <= most:
+        ob = most
+    return FilterBlocking(ob, groups, v, -(-o // ob))
+
+
+def _hsum(b, v: ir.Value, lanes: int) -> ir.Value:
+    """The sum of a vector's lanes, as a tree of halves."""
+    while lanes > 1:
+        half = lanes // 2
+        lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half),
+                                                [ir.Constant(I32, k) for k in range(half)]))
+        hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half),
+                                                [ir.Constant(I32, half + k) for k in range(half)]))
+        v, lanes = b.fadd(lo, hi), half
+    return b.extract_element(v, ir.Constant(I32, 0))
+
+
+def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
+                strides: tuple, dilation: tuple, blk: FilterBlocking, taps: tuple) -> None:
+    """gW[o, c, ky, kx] for the block's channels and `taps`, at `index` = (channel block,
+    input channel): sums over n, y and the row's vectors of g[n, o, y, x] * xp[...]."""
+    b = e.b
+    (n_, c_, hp, wp), (_, o_, ho, wo), (_, _, kh, kw) = shapes
+    sy, sx = strides
+    dy, dx = dilation
+    ft = storage_type(dtype)
+    vt = ir.VectorType(ft, blk.v)
+    align = dtype.itemsize
+    ob, c = index
+    at = b.mul(ob, const(blk.ob), flags=("nsw",))
+    o0 = b.select(b.icmp_signed("<", at, const(o_ - blk.ob)), at, const(o_ - blk.ob))
+    zero = ir.Constant(vt, [ir.Constant(ft, 0.0)] * blk.v)
+    fma = f"llvm.fma.v{blk.v}f{8 * dtype.itemsize}"
+    pick = ir.Constant(ir.VectorType(I32, blk.v), [ir.Constant(I32, k * sx) for k in range(blk.v)])
+    wide = ir.VectorType(ft, blk.v * sx)
+    vectors = []                # (first output, lanes counted already by the vector before)
+    for j in range(-(-wo // blk.v)):
+        x0 = min(j * blk.v, wo - blk.v)
+        vectors.append((x0, j * blk.v - x0))
+
+    def row(y: ir.Value, n: ir.Value, accs: list) -> list:
+        accs = list(accs)
+        g_row = b.mul(b.add(b.mul(b.add(b.mul(n, const(o_)), o0), const(ho)), y), const(wo))
+        x_plane = b.mul(b.add(b.mul(n, const(c_)), c), const(hp * wp), flags=("nsw",))
+        for x0, seen in vectors:
+            gs = []
+            for k in range(blk.ob):
+                at = b.add(g_row, const(k * ho * wo + x0))
+                gv = b.load(b.gep(operands[1], [at], inbounds=True, source_etype=ft), typ=vt,
+                            align=align)
+                if seen:        # lanes the vector before summed already: zero here
+                    keep = ir.Constant(ir.VectorType(ir.IntType(1), blk.v),
+                                       [ir.Constant(ir.IntType(1), int(l >= seen))
+                                        for l in range(blk.v)])
+                    gv = b.select(keep, gv, zero)
+                gs.append(gv)
+            for t, (ky, kx) in enumerate(taps):
+                yy = b.add(b.mul(y, const(sy)), const(ky * dy))
+                at = b.add(b.add(x_plane, b.mul(yy, const(wp))), const(x0 * sx + kx * dx))
+                ptr = b.gep(operands[0], [at], inbounds=True, source_etype=ft)
+                if sx == 1:
+                    xv = b.load(ptr, typ=vt, align=align)
+                else:
+                    xv = b.shuffle_vector(b.load(ptr, typ=wide, align=align),
+                                          ir.Constant(wide, ir.Undefined), pick)
+                for k in range(blk.ob):
+                    i = k * len(taps) + t
+                    accs[i] = e.call_intrinsic(fma, vt, [gs[k], xv, accs[i]])
+        return accs
+
+    def image(n: ir.Value, accs: list) -> list:
+        return counted_loop(b, const(0), const(ho), accs, lambda y, a: row(y, n, a),
+                            name="y", interleave=False)
+
+    accs = counted_loop(b, const(0), const(n_), [zero] * (blk.ob * len(taps)), image,
+                        name="n", interleave=False)
+    for k in range(blk.ob):
+        for t, (ky, kx) in enumerate(taps):
+            at = b.add(b.mul(b.add(b.mul(b.add(o0, const(k)), const(c_)), c), const(kh * kw)),
+                       const(ky * kw + kx))
+            b.store(_hsum(b, accs[k * len(taps) + t], blk.v),
+                    b.gep(out, [at], inbounds=True, source_etype=ft), align=align)
