@@ -152,3 +152,52 @@ def test_filter_blocks_cover_every_tap(o, kernel, wo, itemsize, vector_bytes, re
         o0 = min(b * blk.ob, o - blk.ob)
         covered.update(range(o0, o0 + blk.ob))
     assert covered == set(range(o))
+
+
+# (x shape, w shape, convolution attributes): strided convolutions whose input gradient
+# is one stride-1 convolution per phase (compiler/primitives/convolution.py)
+PHASES = [
+    ((2, 3, 9, 8), (4, 3, 3, 3), dict(window_strides=(2, 2), padding_low=(1, 1),
+                                      padding_high=(1, 1), rhs_dilation=(1, 1), groups=1)),
+    ((1, 2, 7, 7), (3, 2, 1, 1), dict(window_strides=(2, 2), padding_low=(0, 0),
+                                      padding_high=(0, 0), rhs_dilation=(1, 1), groups=1)),
+    ((1, 2, 11, 10), (2, 2, 3, 2), dict(window_strides=(3, 2), padding_low=(2, 0),
+                                        padding_high=(1, 1), rhs_dilation=(2, 3), groups=1)),
+    ((2, 4, 8, 9), (6, 2, 3, 3), dict(window_strides=(2, 1), padding_low=(1, -1),
+                                      padding_high=(0, 1), rhs_dilation=(1, 1), groups=2)),
+    ((1, 1, 12, 5), (1, 1, 4, 5), dict(window_strides=(4, 1), padding_low=(0, 2),
+                                       padding_high=(3, 2), rhs_dilation=(1, 1), groups=1)),
+    ((1, 2, 13), (3, 2, 3), dict(window_strides=(3,), padding_low=(1,), padding_high=(2,),
+                                 rhs_dilation=(2,), groups=1)),
+]
+
+
+def _strided(attrs):
+    nsp = len(attrs["window_strides"])
+    return lift(lambda a, b: apply(
+        "convolution", a, b, window_strides=attrs["window_strides"],
+        padding_low=attrs["padding_low"], padding_high=attrs["padding_high"],
+        lhs_dilation=(1,) * nsp, rhs_dilation=attrs["rhs_dilation"],
+        feature_group_count=attrs["groups"]))
+
+
+@pytest.mark.parametrize("xs,ws,attrs", PHASES, ids=str)
+def test_strided_input_gradient_by_phases(xs, ws, attrs):
+    """Against finite differences (float64) and the interpreter's gradient; the strided
+    gradient holds no convolution over a dilated gradient."""
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
+    fn = _strided(attrs)
+    gradcheck.check_direction(fn, [x, w])
+    xl = la.asarray(x)
+    with la.GradientTape() as tape:
+        tape.watch(xl)
+        loss = la.sum(fn(xl, la.asarray(w)) ** 2)
+    gx = tape.gradient(loss, xl)
+    xi = la.asarray(x, device="interpreter")
+    with la.GradientTape() as tape:
+        tape.watch(xi)
+        loss = la.sum(fn(xi, la.asarray(w, device="interpreter")) ** 2)
+    np.testing.assert_allclose(gx.numpy(), tape.gradient(loss, xi).numpy(), rtol=1e-10,
+                               atol=1e-10)
+    assert "lhs_dilation={2" not in la.debug.ir([gx], stage="hlo")

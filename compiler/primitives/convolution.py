@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import string
+from typing import Optional
 
 import numpy as np
 
@@ -203,6 +204,8 @@ def _flip_kernel(rhs, groups):
 
 def _lhs_cotangent(g, lhs, rhs, a):
     if any(s > 1 for s in a["window_strides"]):
+        if all(d == 1 for d in a["lhs_dilation"]):
+            return _phase_cotangent(g, lhs, rhs, a)
         return _col2im_cotangent(g, lhs, rhs, a)
     nsp = lhs.ndim - 2
     low, high = [], []
@@ -217,6 +220,60 @@ def _lhs_cotangent(g, lhs, rhs, a):
                  padding_high=tuple(high), lhs_dilation=tuple(a["window_strides"]),
                  rhs_dilation=tuple(a["rhs_dilation"]),
                  feature_group_count=a["feature_group_count"])
+
+
+def _phase_taps(k: int, s: int, d: int, r: int, size: int, y: int, lo: int) -> Optional[tuple]:
+    """Along one dimension, the input gradient's positions p = s * q + r of the padded
+    input (`size` long) as a stride-1 convolution of g (`y` long): (first tap, tap step,
+    taps, dilation, padding low, padding high, positions), or None when no tap reaches
+    them. Tap t reaches p when t * d = r (mod s), from g[q - (t * d - r) / s]."""
+    taps = [t for t in range(k) if (t * d) % s == r]
+    count = -(-(size - r) // s) if size > r else 0
+    if not taps or not count:
+        return None
+    step = taps[1] - taps[0] if len(taps) > 1 else 1
+    dil = step * d // s if len(taps) > 1 else 1
+    low = (taps[0] * d - r) // s + (len(taps) - 1) * dil
+    return taps[0], step, len(taps), dil, low, count - y - low + (len(taps) - 1) * dil, count
+
+
+def _phase_cotangent(g, lhs, rhs, a):
+    """The input gradient of a strided convolution, one stride-1 convolution per phase:
+    the padded input's positions p = s * q + r (per dimension) receive g through the taps
+    t with t * d = r (mod s) only, a smaller kernel (reversed, channels swapped) read at
+    every q. Each phase is a plain convolution (the CPU's direct loop; elsewhere im2col
+    and a product over no holes); the phases interleave into the input's grid (pads
+    with holes, one add each: they never overlap), then the padding is cut off."""
+    groups, nsp = a["feature_group_count"], lhs.ndim - 2
+    n, c = lhs.shape[:2]
+    kernel, strides, dil = tuple(rhs.shape[2:]), a["window_strides"], a["rhs_dilation"]
+    grid = tuple(lhs.shape[2 + i] + a["padding_low"][i] + a["padding_high"][i] for i in range(nsp))
+    zero = A.const(0, g.dtype)
+    total = None
+    for phase in itertools.product(*[range(st) for st in strides]):
+        dims = [_phase_taps(kernel[i], strides[i], dil[i], phase[i], grid[i], g.shape[2 + i],
+                            a["padding_low"][i]) for i in range(nsp)]
+        if any(d is None for d in dims):
+            continue
+        sub = apply("slice", rhs, start_indices=(0, 0) + tuple(d[0] for d in dims),
+                    limit_indices=tuple(rhs.shape[:2]) + tuple(d[0] + (d[2] - 1) * d[1] + 1
+                                                              for d in dims),
+                    strides=(1, 1) + tuple(d[1] for d in dims))
+        part = apply("convolution", g, _flip_kernel(sub, groups), window_strides=(1,) * nsp,
+                     padding_low=tuple(d[4] for d in dims),
+                     padding_high=tuple(d[5] for d in dims), lhs_dilation=(1,) * nsp,
+                     rhs_dilation=tuple(d[3] for d in dims), feature_group_count=groups)
+        placed = apply("pad", part, zero, edge_padding_low=(0, 0) + tuple(phase),
+                       edge_padding_high=(0, 0) + tuple(
+                           size - r - (d[6] - 1) * st - 1
+                           for size, r, d, st in zip(grid, phase, dims, strides)),
+                       interior_padding=(0, 0) + tuple(st - 1 for st in strides))
+        total = placed if total is None else A.add(total, placed)
+    if total is None:
+        return A.zeros_like(lhs)
+    return apply("pad", total, zero, edge_padding_low=(0, 0) + tuple(-p for p in a["padding_low"]),
+                 edge_padding_high=(0, 0) + tuple(-p for p in a["padding_high"]),
+                 interior_padding=(0,) * (nsp + 2))
 
 
 def _col2im_cotangent(g, lhs, rhs, a):
