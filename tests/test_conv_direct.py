@@ -32,6 +32,10 @@ SHAPES = [
     ((1, 3, 1, 1), (2, 1, 1), dict()),                                  # one output
     ((3, 2, 6, 5), (1, 2, 3), dict(padding=(1, 0), dilation=(2, 1))),
     ((1, 33, 4, 9), (33, 3, 3), dict(padding="same")),
+    ((2, 8, 8, 8), (64, 3, 3), dict(padding=1)),                       # 2 rows a vector
+    ((1, 3, 9, 4), (5, 3, 3), dict(padding=1)),                         # 4 rows a vector
+    ((1, 4, 16, 16), (6, 3, 3), dict(stride=2, padding=1)),             # 8 outputs, strided
+    ((1, 2, 5, 8), (3, 3, 3), dict(padding=(0, 1), dilation=(2, 1))),  # odd rows: overlap
 ]
 
 
@@ -112,26 +116,28 @@ def test_grouped_and_dilated_input_convolutions_keep_im2col():
 
 
 @pytest.mark.parametrize("o,ho,wo", [(16, 32, 32), (7, 5, 3), (1, 1, 1), (64, 8, 8),
-                                     (33, 3, 70), (5, 2, 17)])
+                                     (33, 3, 70), (5, 2, 17), (8, 9, 4), (3, 1, 8), (4, 7, 2)])
 @pytest.mark.parametrize("itemsize,vector_bytes,registers", [(4, 64, 32), (4, 32, 16),
                                                              (8, 32, 16)])
 def test_blocks_cover_the_output(o, ho, wo, itemsize, vector_bytes, registers):
     """Every output lies in some block, no block leaves the output (blocks at the edges
     are moved back inside), and the accumulators fit the registers."""
     blk = conv_direct.blocking(o, ho, wo, itemsize, vector_bytes, registers)
+    rows, width = blk.ry * blk.pv, blk.v // blk.pv      # a block's rows; a row's outputs
     assert blk.ob * blk.ry * blk.xb <= registers
-    assert blk.ob <= o and blk.ry <= ho and blk.v <= wo and blk.v * itemsize <= vector_bytes
+    assert blk.ob <= o and rows <= ho and width <= wo and blk.v * itemsize <= vector_bytes
+    assert blk.pv == 1 or width == wo                    # whole rows in a vector
     seen = np.zeros((o, ho, wo), bool)
-    vectors = -(-wo // blk.v)
+    vectors = -(-wo // width)
     for b in range(blk.n_ob):
         o0 = min(b * blk.ob, o - blk.ob)
         for r in range(blk.n_ry):
-            y0 = min(r * blk.ry, ho - blk.ry)
+            y0 = min(r * rows, ho - rows)
             for xb in range(blk.n_xb):
                 for j in range(blk.xb):
-                    x0 = min((xb * blk.xb + j) * blk.v, wo - blk.v)
-                    assert (xb * blk.xb + j) < vectors or x0 == wo - blk.v
-                    seen[o0:o0 + blk.ob, y0:y0 + blk.ry, x0:x0 + blk.v] = True
+                    x0 = min((xb * blk.xb + j) * width, wo - width)
+                    assert (xb * blk.xb + j) < vectors or x0 == wo - width
+                    seen[o0:o0 + blk.ob, y0:y0 + rows, x0:x0 + width] = True
     assert seen.all()
 
 
@@ -142,11 +148,12 @@ def test_blocks_cover_the_output(o, ho, wo, itemsize, vector_bytes, registers):
 def test_filter_blocks_cover_every_tap(o, kernel, wo, itemsize, vector_bytes, registers):
     """The weight gradient's tap groups cover each tap once; accumulators and output-
     gradient vectors fit the registers; channel blocks cover every output channel."""
-    blk = conv_direct.filter_blocking(o, kernel, wo, itemsize, vector_bytes, registers)
+    blk = conv_direct.filter_blocking(o, kernel, 8, wo, itemsize, vector_bytes, registers)
     taps = [t for group in blk.taps for t in group]
     assert sorted(taps) == [(a, b) for a in range(kernel[0]) for b in range(kernel[1])]
     assert all(blk.ob * (len(group) + 1) <= registers for group in blk.taps)
-    assert blk.v <= wo and blk.v * itemsize <= vector_bytes
+    assert blk.v // blk.pv <= wo and blk.v * itemsize <= vector_bytes
+    assert blk.pv == 1 or (blk.v // blk.pv == wo and 8 % blk.pv == 0)
     covered = set()
     for b in range(blk.n_ob):
         o0 = min(b * blk.ob, o - blk.ob)

@@ -31,10 +31,12 @@ class Blocking:
     ob: int          # output channels per block
     v: int           # outputs per vector
     xb: int          # vectors per row in a block
-    ry: int          # rows per block
+    ry: int          # rows (row groups, with pv > 1) per block
     n_ob: int        # blocks along channels, rows and row vectors
     n_ry: int
     n_xb: int
+    pv: int = 1      # whole rows per vector (rows narrower than a vector: 8 outputs in
+                     # 16 lanes would leave half of every multiply-add unused)
 
     @property
     def space(self) -> tuple:
@@ -46,16 +48,17 @@ def blocking(o: int, ho: int, wo: int, itemsize: int, vector_bytes: int,
     """The register blocks of an (O, Ho, Wo) output for vectors of `vector_bytes` and
     `registers` vector registers (a few are left for the loads and broadcasts)."""
     lanes = max(1, vector_bytes // itemsize)
-    v = lanes if wo >= lanes else 1 << (wo.bit_length() - 1)
-    vectors = -(-wo // v)
+    pv = lanes // wo if wo < lanes and lanes % wo == 0 and ho >= lanes // wo else 1
+    v = lanes if wo >= lanes or pv > 1 else 1 << (wo.bit_length() - 1)
+    vectors = 1 if pv > 1 else -(-wo // v)
     xb = min(vectors, 4)
-    ry = max(1, min(ho, 4 // xb))
+    ry = max(1, min(ho // pv, 4 // xb))
     budget = registers * 3 // 4
     most = max(1, min(o, budget // (xb * ry)))
     ob = max(d for d in range(1, most + 1) if o % d == 0)
     if 2 * ob <= most:           # no divisor near the budget: overlap the last block
         ob = most
-    return Blocking(ob, v, xb, ry, -(-o // ob), -(-ho // ry), -(-vectors // xb))
+    return Blocking(ob, v, xb, ry, -(-o // ob), -(-ho // (ry * pv)), -(-vectors // xb), pv)
 
 
 def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
@@ -76,26 +79,39 @@ def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
         last = const(total - size)
         return b.select(b.icmp_signed("<", at, last), at, last)
 
+    pv = blk.pv
     o0 = first(ob, blk.ob, o_)
-    y0 = first(ry, blk.ry, ho)
+    y0 = first(ry, blk.ry * pv, ho)
     xs = []
     for j in range(blk.xb):     # each vector of the block: its first output along the row
         at = b.mul(b.add(b.mul(xb, const(blk.xb)), const(j)), const(blk.v))
-        last = const(wo - blk.v)
+        last = const(wo - blk.v if pv == 1 else 0)
         xs.append(b.select(b.icmp_signed("<", at, last), at, last))
-    slots = [(r, x) for r in range(blk.ry) for x in xs]
+    slots = [(r * pv, x) for r in range(blk.ry) for x in xs]    # (first row, first output)
     zero = ir.Constant(vt, [ir.Constant(ft, 0.0)] * blk.v)
     fma = f"llvm.fma.v{blk.v}f{8 * dtype.itemsize}"
     splat = ir.Constant(ir.VectorType(I32, blk.v), [ir.Constant(I32, 0)] * blk.v)
-    pick = ir.Constant(ir.VectorType(I32, blk.v), [ir.Constant(I32, k * sx) for k in range(blk.v)])
-    wide = ir.VectorType(ft, blk.v * sx)
+    part = blk.v // pv          # outputs of one row in a vector
+    pt = ir.VectorType(ft, part)
+    pick = ir.Constant(ir.VectorType(I32, part), [ir.Constant(I32, k * sx) for k in range(part)])
+    wide = ir.VectorType(ft, part * sx)
 
     def load_row(base: ir.Value, x: ir.Value) -> ir.Value:
+        """`part` inputs sx apart from offset x."""
         ptr = b.gep(base, [x], inbounds=True, source_etype=ft)
         if sx == 1:
-            return b.load(ptr, typ=vt, align=align)
+            return b.load(ptr, typ=pt, align=align)
         raw = b.load(ptr, typ=wide, align=align)
         return b.shuffle_vector(raw, ir.Constant(wide, ir.Undefined), pick)
+
+    def joined(parts: list) -> ir.Value:
+        """Vectors of the rows of a slot, one after the other in one vector."""
+        while len(parts) > 1:
+            width = parts[0].type.count
+            mask = ir.Constant(ir.VectorType(I32, 2 * width),
+                               [ir.Constant(I32, k) for k in range(2 * width)])
+            parts = [b.shuffle_vector(parts[i], parts[i + 1], mask) for i in range(0, len(parts), 2)]
+        return parts[0]
 
     def channel(c: ir.Value, accs: list) -> list:
         plane = b.mul(b.add(b.mul(n, const(c_)), c), const(hp * wp), flags=("nsw",))
@@ -103,10 +119,10 @@ def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
         for ky in range(kh):
             rows = [b.add(plane, b.mul(b.add(b.mul(b.add(y0, const(r)), const(sy)),
                                               const(ky * dy)), const(wp)))
-                    for r in range(blk.ry)]
+                    for r in range(blk.ry * pv)]
             for kx in range(kw):
-                vals = [load_row(operands[0], b.add(rows[r], b.add(b.mul(x, const(sx)),
-                                                                    const(kx * dx))))
+                vals = [joined([load_row(operands[0], b.add(rows[r + p], b.add(
+                            b.mul(x, const(sx)), const(kx * dx)))) for p in range(pv)])
                         for r, x in slots]
                 for k in range(blk.ob):
                     w_at = b.add(b.mul(b.add(b.mul(b.add(o0, const(k)), const(c_)), c),
@@ -142,12 +158,14 @@ class FilterBlocking:
     taps: tuple      # groups of (ky, kx): one Loop each
     v: int           # outputs per vector along a row
     n_ob: int
+    pv: int = 1      # whole rows per vector (narrow rows, see Blocking)
 
 
-def filter_blocking(o: int, kernel: tuple, wo: int, itemsize: int, vector_bytes: int,
-                    registers: int) -> FilterBlocking:
+def filter_blocking(o: int, kernel: tuple, ho: int, wo: int, itemsize: int,
+                    vector_bytes: int, registers: int) -> FilterBlocking:
     lanes = max(1, vector_bytes // itemsize)
-    v = lanes if wo >= lanes else 1 << (wo.bit_length() - 1)
+    pv = lanes // wo if wo < lanes and lanes % wo == 0 and ho % (lanes // wo) == 0 else 1
+    v = lanes if wo >= lanes or pv > 1 else 1 << (wo.bit_length() - 1)
     taps = [(ky, kx) for ky in range(kernel[0]) for kx in range(kernel[1])]
     budget = registers * 3 // 4           # accumulators and the output-gradient vectors
     per = max(1, min(len(taps), budget - 1))
@@ -156,7 +174,7 @@ def filter_blocking(o: int, kernel: tuple, wo: int, itemsize: int, vector_bytes:
     ob = max(d for d in range(1, most + 1) if o % d == 0)
     if 2 * ob <= most:
         ob = most
-    return FilterBlocking(ob, groups, v, -(-o // ob))
+    return FilterBlocking(ob, groups, v, -(-o // ob), pv)
 
 
 def _hsum(b, v: ir.Value, lanes: int) -> ir.Value:
@@ -187,15 +205,35 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
     o0 = b.select(b.icmp_signed("<", at, const(o_ - blk.ob)), at, const(o_ - blk.ob))
     zero = ir.Constant(vt, [ir.Constant(ft, 0.0)] * blk.v)
     fma = f"llvm.fma.v{blk.v}f{8 * dtype.itemsize}"
-    pick = ir.Constant(ir.VectorType(I32, blk.v), [ir.Constant(I32, k * sx) for k in range(blk.v)])
-    wide = ir.VectorType(ft, blk.v * sx)
+    pv = blk.pv
+    part = blk.v // pv          # outputs of one row in a vector
+    pt = ir.VectorType(ft, part)
+    pick = ir.Constant(ir.VectorType(I32, part), [ir.Constant(I32, k * sx) for k in range(part)])
+    wide = ir.VectorType(ft, part * sx)
     vectors = []                # (first output, lanes counted already by the vector before)
-    for j in range(-(-wo // blk.v)):
-        x0 = min(j * blk.v, wo - blk.v)
-        vectors.append((x0, j * blk.v - x0))
+    for j in range(-(-wo // part)):
+        x0 = min(j * part, wo - part)
+        vectors.append((x0, j * part - x0))
 
-    def row(y: ir.Value, n: ir.Value, accs: list) -> list:
+    def joined(parts: list) -> ir.Value:
+        while len(parts) > 1:
+            width = parts[0].type.count
+            mask = ir.Constant(ir.VectorType(I32, 2 * width),
+                               [ir.Constant(I32, k) for k in range(2 * width)])
+            parts = [b.shuffle_vector(parts[i], parts[i + 1], mask) for i in range(0, len(parts), 2)]
+        return parts[0]
+
+    def load_x(at: ir.Value) -> ir.Value:
+        ptr = b.gep(operands[0], [at], inbounds=True, source_etype=ft)
+        if sx == 1:
+            return b.load(ptr, typ=pt, align=align)
+        return b.shuffle_vector(b.load(ptr, typ=wide, align=align),
+                                ir.Constant(wide, ir.Undefined), pick)
+
+    def row(yg: ir.Value, n: ir.Value, accs: list) -> list:
+        """Row group yg: rows yg * pv ... (yg + 1) * pv - 1, whole when pv > 1."""
         accs = list(accs)
+        y = b.mul(yg, const(pv)) if pv > 1 else yg
         g_row = b.mul(b.add(b.mul(b.add(b.mul(n, const(o_)), o0), const(ho)), y), const(wo))
         x_plane = b.mul(b.add(b.mul(n, const(c_)), c), const(hp * wp), flags=("nsw",))
         for x0, seen in vectors:
@@ -211,21 +249,19 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
                     gv = b.select(keep, gv, zero)
                 gs.append(gv)
             for t, (ky, kx) in enumerate(taps):
-                yy = b.add(b.mul(y, const(sy)), const(ky * dy))
-                at = b.add(b.add(x_plane, b.mul(yy, const(wp))), const(x0 * sx + kx * dx))
-                ptr = b.gep(operands[0], [at], inbounds=True, source_etype=ft)
-                if sx == 1:
-                    xv = b.load(ptr, typ=vt, align=align)
-                else:
-                    xv = b.shuffle_vector(b.load(ptr, typ=wide, align=align),
-                                          ir.Constant(wide, ir.Undefined), pick)
+                parts = []
+                for p in range(pv):
+                    yy = b.add(b.mul(b.add(y, const(p)), const(sy)), const(ky * dy))
+                    parts.append(load_x(b.add(b.add(x_plane, b.mul(yy, const(wp))),
+                                              const(x0 * sx + kx * dx))))
+                xv = joined(parts)
                 for k in range(blk.ob):
                     i = k * len(taps) + t
                     accs[i] = e.call_intrinsic(fma, vt, [gs[k], xv, accs[i]])
         return accs
 
     def image(n: ir.Value, accs: list) -> list:
-        return counted_loop(b, const(0), const(ho), accs, lambda y, a: row(y, n, a),
+        return counted_loop(b, const(0), const(ho // pv), accs, lambda y, a: row(y, n, a),
                             name="y", interleave=False)
 
     accs = counted_loop(b, const(0), const(n_), [zero] * (blk.ob * len(taps)), image,

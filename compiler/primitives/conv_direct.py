@@ -168,7 +168,7 @@ def _filter_loops(ins, operands):
     from ..codegen import conv_direct, llvm_target
     xp, g = operands
     wide = llvm_target.has_feature("avx512f")
-    blk = conv_direct.filter_blocking(g.shape[1], tuple(ins.attrs["kernel_size"]), g.shape[3],
+    blk = conv_direct.filter_blocking(g.shape[1], tuple(ins.attrs["kernel_size"]), *g.shape[2:],
                                       ins.dtype.itemsize, 64 if wide else 32, 32 if wide else 16)
     shapes = (xp.shape, g.shape, ins.shape)
     a = ins.attrs
