@@ -136,7 +136,8 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     from .codegen.control_steps import control_step
     from .passes.expand_convolution import direct_convolutions
     from .passes.pipeline import compile_plan
-    module = direct_convolutions(module)    # the CPU's own convolution loops (no im2col)
+    if not separate_buffers:    # (a GPU stand-in's host mirror of a GPU plan keeps its kernels)
+        module = direct_convolutions(module)    # the CPU's own convolution loops (no im2col)
     plan = compile_plan(module, verify=verify, donate_inputs=donated)
     if separate_buffers:
         plan = _separate_buffers(plan)
