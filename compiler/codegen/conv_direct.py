@@ -190,7 +190,8 @@ def _hsum(b, v: ir.Value, lanes: int) -> ir.Value:
 
 
 def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
-                strides: tuple, dilation: tuple, blk: FilterBlocking, taps: tuple) -> None:
+                strides: tuple, dilation: tuple, blk: FilterBlocking, taps: tuple,
+                registers: int = 32) -> None:
     """gW[o, c, ky, kx] for the block's channels and `taps`, at `index` = (channel block,
     input channel): sums over n, y and the row's vectors of g[n, o, y, x] * xp[...]."""
     b = e.b
@@ -230,38 +231,48 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
         return b.shuffle_vector(b.load(ptr, typ=wide, align=align),
                                 ir.Constant(wide, ir.Undefined), pick)
 
+    # rows of g per iteration when whole rows are not packed: two, where they divide and
+    # fit the registers, so that an input vector serves both rows' taps it meets
+    per = 2 if pv == 1 and ho % 2 == 0 and blk.ob * (len(taps) + 2) < registers else 1
+
     def row(yg: ir.Value, n: ir.Value, accs: list) -> list:
-        """Row group yg: rows yg * pv ... (yg + 1) * pv - 1, whole when pv > 1."""
+        """Row group yg: rows yg * pv ... (yg + 1) * pv - 1, whole when pv > 1; or rows
+        yg * per ... (yg + 1) * per - 1, one vector a row."""
         accs = list(accs)
-        y = b.mul(yg, const(pv)) if pv > 1 else yg
+        y = b.mul(yg, const(pv * per)) if pv * per > 1 else yg
         g_row = b.mul(b.add(b.mul(b.add(b.mul(n, const(o_)), o0), const(ho)), y), const(wo))
         x_plane = b.mul(b.add(b.mul(n, const(c_)), c), const(hp * wp), flags=("nsw",))
+        x_top = b.add(x_plane, b.mul(y, const(sy * wp)))
         for x0, seen in vectors:
-            gs = []
-            for k in range(blk.ob):
-                at = b.add(g_row, const(k * ho * wo + x0))
-                gv = b.load(b.gep(operands[1], [at], inbounds=True, source_etype=ft), typ=vt,
-                            align=align)
-                if seen:        # lanes the vector before summed already: zero here
-                    keep = ir.Constant(ir.VectorType(ir.IntType(1), blk.v),
-                                       [ir.Constant(ir.IntType(1), int(l >= seen))
-                                        for l in range(blk.v)])
-                    gv = b.select(keep, gv, zero)
-                gs.append(gv)
-            for t, (ky, kx) in enumerate(taps):
-                parts = []
-                for p in range(pv):
-                    yy = b.add(b.mul(b.add(y, const(p)), const(sy)), const(ky * dy))
-                    parts.append(load_x(b.add(b.add(x_plane, b.mul(yy, const(wp))),
-                                              const(x0 * sx + kx * dx))))
-                xv = joined(parts)
+            gs = []             # gs[r][k]: row r of the group, channel k of the block
+            for r in range(per):
+                gs.append([])
                 for k in range(blk.ob):
-                    i = k * len(taps) + t
-                    accs[i] = e.call_intrinsic(fma, vt, [gs[k], xv, accs[i]])
+                    at = b.add(g_row, const(k * ho * wo + r * wo + x0))
+                    gv = b.load(b.gep(operands[1], [at], inbounds=True, source_etype=ft),
+                                typ=vt, align=align)
+                    if seen:    # lanes the vector before summed already: zero here
+                        keep = ir.Constant(ir.VectorType(ir.IntType(1), blk.v),
+                                           [ir.Constant(ir.IntType(1), int(l >= seen))
+                                            for l in range(blk.v)])
+                        gv = b.select(keep, gv, zero)
+                    gs[r].append(gv)
+            loaded: dict = {}   # input rows (offsets from the group's first) read once
+            for r in range(per):
+                for t, (ky, kx) in enumerate(taps):
+                    rows = tuple((r + p) * sy + ky * dy for p in range(pv))
+                    if (rows, kx) not in loaded:
+                        loaded[rows, kx] = joined([load_x(b.add(x_top, const(
+                            q * wp + x0 * sx + kx * dx))) for q in rows])
+                    xv = loaded[rows, kx]
+                    for k in range(blk.ob):
+                        i = k * len(taps) + t
+                        accs[i] = e.call_intrinsic(fma, vt, [gs[r][k], xv, accs[i]])
         return accs
 
     def image(n: ir.Value, accs: list) -> list:
-        return counted_loop(b, const(0), const(ho // pv), accs, lambda y, a: row(y, n, a),
+        return counted_loop(b, const(0), const(ho // (pv * per)), accs,
+                            lambda y, a: row(y, n, a),
                             name="y", interleave=False)
 
     accs = counted_loop(b, const(0), const(n_), [zero] * (blk.ob * len(taps)), image,

@@ -177,7 +177,7 @@ def _filter_loops(ins, operands):
         def body(e, out, ptrs, index, taps=taps):
             conv_direct.filter_body(e, out, ptrs, index, shapes, ins.dtype,
                                     tuple(a["window_strides"]), tuple(a["rhs_dilation"]), blk,
-                                    taps)
+                                    taps, 32 if wide else 16)
         work = blk.ob * len(taps) * g.shape[0] * g.shape[2] * g.shape[3]
         loops.append(Loop((blk.n_ob, xp.shape[1]), (), body, work=work))
     return loops
