@@ -222,19 +222,24 @@ def _lhs_cotangent(g, lhs, rhs, a):
                  feature_group_count=a["feature_group_count"])
 
 
-def _phase_taps(k: int, s: int, d: int, r: int, size: int, y: int, lo: int) -> Optional[tuple]:
-    """Along one dimension, the input gradient's positions p = s * q + r of the padded
-    input (`size` long) as a stride-1 convolution of g (`y` long): (first tap, tap step,
-    taps, dilation, padding low, padding high, positions), or None when no tap reaches
-    them. Tap t reaches p when t * d = r (mod s), from g[q - (t * d - r) / s]."""
+def _phase_taps(k: int, s: int, d: int, r: int, size: int, y: int, lo: int,
+                n: int) -> Optional[tuple]:
+    """Along one dimension, the input gradient at the positions p = s * q + r of the
+    padded input (`size` long, the input at [lo, lo + n)) that hold an input element, as a
+    stride-1 convolution of g (`y` long): (first tap, tap step, taps, dilation, padding
+    low, padding high, positions, first input index), or None when no tap reaches them.
+    Tap t reaches p when t * d = r (mod s), from g[q - (t * d - r) / s]."""
     taps = [t for t in range(k) if (t * d) % s == r]
-    count = -(-(size - r) // s) if size > r else 0
-    if not taps or not count:
+    first, end = max(lo, 0), min(lo + n, size)          # padded positions of the input
+    q0, q1 = -(-(first - r) // s), -(-(end - r) // s)   # its q of this phase: [q0, q1)
+    if not taps or q1 <= q0:
         return None
     step = taps[1] - taps[0] if len(taps) > 1 else 1
     dil = step * d // s if len(taps) > 1 else 1
-    low = (taps[0] * d - r) // s + (len(taps) - 1) * dil
-    return taps[0], step, len(taps), dil, low, count - y - low + (len(taps) - 1) * dil, count
+    reach = (len(taps) - 1) * dil
+    low = (taps[0] * d - r) // s + reach - q0
+    high = (q1 - q0) - y - low + reach
+    return taps[0], step, len(taps), dil, low, high, q1 - q0, s * q0 + r - lo
 
 
 def _phase_cotangent(g, lhs, rhs, a):
@@ -242,17 +247,18 @@ def _phase_cotangent(g, lhs, rhs, a):
     the padded input's positions p = s * q + r (per dimension) receive g through the taps
     t with t * d = r (mod s) only, a smaller kernel (reversed, channels swapped) read at
     every q. Each phase is a plain convolution (the CPU's direct loop; elsewhere im2col
-    and a product over no holes); the phases interleave into the input's grid (pads
-    with holes, one add each: they never overlap), then the padding is cut off."""
+    and a product over no holes) over the input's own positions only (not the padding:
+    its rows are as long as g's, not one longer), and the phases interleave into the
+    input (pads with holes, one add each: they never overlap)."""
     groups, nsp = a["feature_group_count"], lhs.ndim - 2
-    n, c = lhs.shape[:2]
     kernel, strides, dil = tuple(rhs.shape[2:]), a["window_strides"], a["rhs_dilation"]
-    grid = tuple(lhs.shape[2 + i] + a["padding_low"][i] + a["padding_high"][i] for i in range(nsp))
+    sizes = tuple(lhs.shape[2:])
+    grid = tuple(sizes[i] + a["padding_low"][i] + a["padding_high"][i] for i in range(nsp))
     zero = A.const(0, g.dtype)
     total = None
     for phase in itertools.product(*[range(st) for st in strides]):
         dims = [_phase_taps(kernel[i], strides[i], dil[i], phase[i], grid[i], g.shape[2 + i],
-                            a["padding_low"][i]) for i in range(nsp)]
+                            a["padding_low"][i], sizes[i]) for i in range(nsp)]
         if any(d is None for d in dims):
             continue
         sub = apply("slice", rhs, start_indices=(0, 0) + tuple(d[0] for d in dims),
@@ -263,17 +269,13 @@ def _phase_cotangent(g, lhs, rhs, a):
                      padding_low=tuple(d[4] for d in dims),
                      padding_high=tuple(d[5] for d in dims), lhs_dilation=(1,) * nsp,
                      rhs_dilation=tuple(d[3] for d in dims), feature_group_count=groups)
-        placed = apply("pad", part, zero, edge_padding_low=(0, 0) + tuple(phase),
+        placed = apply("pad", part, zero, edge_padding_low=(0, 0) + tuple(d[7] for d in dims),
                        edge_padding_high=(0, 0) + tuple(
-                           size - r - (d[6] - 1) * st - 1
-                           for size, r, d, st in zip(grid, phase, dims, strides)),
+                           size - d[7] - (d[6] - 1) * st - 1
+                           for size, d, st in zip(sizes, dims, strides)),
                        interior_padding=(0, 0) + tuple(st - 1 for st in strides))
         total = placed if total is None else A.add(total, placed)
-    if total is None:
-        return A.zeros_like(lhs)
-    return apply("pad", total, zero, edge_padding_low=(0, 0) + tuple(-p for p in a["padding_low"]),
-                 edge_padding_high=(0, 0) + tuple(-p for p in a["padding_high"]),
-                 interior_padding=(0,) * (nsp + 2))
+    return A.zeros_like(lhs) if total is None else total
 
 
 def _col2im_cotangent(g, lhs, rhs, a):
