@@ -61,6 +61,18 @@ def blocking(o: int, ho: int, wo: int, itemsize: int, vector_bytes: int,
     return Blocking(ob, v, xb, ry, -(-o // ob), -(-ho // (ry * pv)), -(-vectors // xb), pv)
 
 
+def _joined(b, parts: list) -> ir.Value:
+    """Vectors of consecutive rows (a power of two of them), one after the other in one
+    vector."""
+    while len(parts) > 1:
+        width = parts[0].type.count
+        mask = ir.Constant(ir.VectorType(I32, 2 * width),
+                           [ir.Constant(I32, k) for k in range(2 * width)])
+        parts = [b.shuffle_vector(parts[i], parts[i + 1], mask)
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
 def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
          strides: tuple, dilation: tuple, blk: Blocking) -> None:
     """Compute the output block at `index` = (n, channel block, row block, vector block)."""
@@ -104,15 +116,6 @@ def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
         raw = b.load(ptr, typ=wide, align=align)
         return b.shuffle_vector(raw, ir.Constant(wide, ir.Undefined), pick)
 
-    def joined(parts: list) -> ir.Value:
-        """Vectors of the rows of a slot, one after the other in one vector."""
-        while len(parts) > 1:
-            width = parts[0].type.count
-            mask = ir.Constant(ir.VectorType(I32, 2 * width),
-                               [ir.Constant(I32, k) for k in range(2 * width)])
-            parts = [b.shuffle_vector(parts[i], parts[i + 1], mask) for i in range(0, len(parts), 2)]
-        return parts[0]
-
     def channel(c: ir.Value, accs: list) -> list:
         plane = b.mul(b.add(b.mul(n, const(c_)), c), const(hp * wp), flags=("nsw",))
         accs = list(accs)
@@ -121,7 +124,7 @@ def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
                                               const(ky * dy)), const(wp)))
                     for r in range(blk.ry * pv)]
             for kx in range(kw):
-                vals = [joined([load_row(operands[0], b.add(rows[r + p], b.add(
+                vals = [_joined(b, [load_row(operands[0], b.add(rows[r + p], b.add(
                             b.mul(x, const(sx)), const(kx * dx)))) for p in range(pv)])
                         for r, x in slots]
                 for k in range(blk.ob):
@@ -216,14 +219,6 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
         x0 = min(j * part, wo - part)
         vectors.append((x0, j * part - x0))
 
-    def joined(parts: list) -> ir.Value:
-        while len(parts) > 1:
-            width = parts[0].type.count
-            mask = ir.Constant(ir.VectorType(I32, 2 * width),
-                               [ir.Constant(I32, k) for k in range(2 * width)])
-            parts = [b.shuffle_vector(parts[i], parts[i + 1], mask) for i in range(0, len(parts), 2)]
-        return parts[0]
-
     def load_x(at: ir.Value) -> ir.Value:
         ptr = b.gep(operands[0], [at], inbounds=True, source_etype=ft)
         if sx == 1:
@@ -262,7 +257,7 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
                 for t, (ky, kx) in enumerate(taps):
                     rows = tuple((r + p) * sy + ky * dy for p in range(pv))
                     if (rows, kx) not in loaded:
-                        loaded[rows, kx] = joined([load_x(b.add(x_top, const(
+                        loaded[rows, kx] = _joined(b, [load_x(b.add(x_top, const(
                             q * wp + x0 * sx + kx * dx))) for q in rows])
                     xv = loaded[rows, kx]
                     for k in range(blk.ob):

@@ -284,7 +284,8 @@ class CPUCodegen:
         nest(e, loop.space, start, end, lambda index: loop.body(e, ptr_of[pos], pointers, index))
         e.b.ret_void()
         self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
-                                   extent=extent(loop.space), work=_inner_work(loop.space) * loop.work,
+                                   extent=extent(loop.space),
+                                   work=_inner_work(loop.space) * loop.work,
                                    serial=outer_dim(loop.space) in loop.ordered))
 
     # ---- reductions -------------------------------------------------------------------
