@@ -152,9 +152,12 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
                  separate_buffers: bool = False, carried: Any = None) -> Program:
     from .codegen import cpu_kernels, llvm_target, module_split
     from .codegen.control_steps import control_step
+    from .passes.expand_convolution import direct_convolutions
     from .passes.pipeline import compile_plan
     if carried:
         donated = frozenset(carried)
+    if not separate_buffers:    # (a GPU stand-in's host mirror of a GPU plan keeps its kernels)
+        module = direct_convolutions(module)    # the CPU's own convolution loops (no im2col)
     plan = compile_plan(module, verify=verify, donate_inputs=dict(carried) if carried else donated)
     if separate_buffers:
         plan = _separate_buffers(plan)

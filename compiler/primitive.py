@@ -62,10 +62,13 @@ class Loop:
     only wraps loops around it): `body(e, out, operands, index)` runs at each `index` of
     `space`, with `e` the elemental emitter, `out` the result's pointer and `operands` the
     operands' pointers. Iterations follow row-major order along the `ordered` axes; the
-    other axes are independent (split over threads, or one GPU thread each)."""
+    other axes are independent (split over threads, or one GPU thread each). `work`: the
+    cost of one body call in elements (a body computing a block of values: its size), so
+    that a CPU splits the loop over threads as it would a loop over those elements."""
     space: tuple
     ordered: tuple
     body: Callable
+    work: int = 1
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ class CPUCodegen:
         for count, kern in enumerate(self.plan.kernels):
             if self.progress is not None:
                 self.progress("generating", count, len(self.plan.kernels))
-            if kern.kind in _SHAREABLE:
+            if kern.kind in _SHAREABLE or self._loops_only(kern):
                 key, order = kernel_key(self.plan, kern)
                 seen = self._made.get(key)
                 shared = seen and translate(seen[2], seen[0], seen[1], kern, order)
@@ -113,6 +113,13 @@ class CPUCodegen:
                 self._kernel(kern)
         self._choose_opt_levels()
         return self.llmod, self.steps
+
+    def _loops_only(self, kern: Kernel) -> bool:
+        """An OPAQUE kernel computed by its stanza's loops alone (a convolution's direct
+        loop, a scatter): its function follows from its key like a fused loop's, so
+        equal ones (a network's repeated layers) share it."""
+        return kern.kind == OPAQUE and not is_control(self.plan, kern) and all(
+            opaque_loops(self.module, pos) is not None for pos in kern.outputs)
 
     def _choose_opt_levels(self) -> None:
         """Each function's optimization follows its size (llvm_target.opt_tier): the
@@ -315,7 +322,8 @@ class CPUCodegen:
         nest(e, loop.space, start, end, lambda index: loop.body(e, ptr_of[pos], pointers, index))
         e.b.ret_void()
         self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
-                                   extent=extent(loop.space), work=_inner_work(loop.space),
+                                   extent=extent(loop.space),
+                                   work=_inner_work(loop.space) * loop.work,
                                    serial=outer_dim(loop.space) in loop.ordered))
 
     # ---- reductions -------------------------------------------------------------------

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import string
+from typing import Optional
 
 import numpy as np
 
@@ -203,6 +204,8 @@ def _flip_kernel(rhs, groups):
 
 def _lhs_cotangent(g, lhs, rhs, a):
     if any(s > 1 for s in a["window_strides"]):
+        if all(d == 1 for d in a["lhs_dilation"]):
+            return _phase_cotangent(g, lhs, rhs, a)
         return _col2im_cotangent(g, lhs, rhs, a)
     nsp = lhs.ndim - 2
     low, high = [], []
@@ -217,6 +220,62 @@ def _lhs_cotangent(g, lhs, rhs, a):
                  padding_high=tuple(high), lhs_dilation=tuple(a["window_strides"]),
                  rhs_dilation=tuple(a["rhs_dilation"]),
                  feature_group_count=a["feature_group_count"])
+
+
+def _phase_taps(k: int, s: int, d: int, r: int, size: int, y: int, lo: int,
+                n: int) -> Optional[tuple]:
+    """Along one dimension, the input gradient at the positions p = s * q + r of the
+    padded input (`size` long, the input at [lo, lo + n)) that hold an input element, as a
+    stride-1 convolution of g (`y` long): (first tap, tap step, taps, dilation, padding
+    low, padding high, positions, first input index), or None when no tap reaches them.
+    Tap t reaches p when t * d = r (mod s), from g[q - (t * d - r) / s]."""
+    taps = [t for t in range(k) if (t * d) % s == r]
+    first, end = max(lo, 0), min(lo + n, size)          # padded positions of the input
+    q0, q1 = -(-(first - r) // s), -(-(end - r) // s)   # its q of this phase: [q0, q1)
+    if not taps or q1 <= q0:
+        return None
+    step = taps[1] - taps[0] if len(taps) > 1 else 1
+    dil = step * d // s if len(taps) > 1 else 1
+    reach = (len(taps) - 1) * dil
+    low = (taps[0] * d - r) // s + reach - q0
+    high = (q1 - q0) - y - low + reach
+    return taps[0], step, len(taps), dil, low, high, q1 - q0, s * q0 + r - lo
+
+
+def _phase_cotangent(g, lhs, rhs, a):
+    """The input gradient of a strided convolution, one stride-1 convolution per phase:
+    the padded input's positions p = s * q + r (per dimension) receive g through the taps
+    t with t * d = r (mod s) only, a smaller kernel (reversed, channels swapped) read at
+    every q. Each phase is a plain convolution (the CPU's direct loop; elsewhere im2col
+    and a product over no holes) over the input's own positions only (not the padding:
+    its rows are as long as g's, not one longer), and the phases interleave into the
+    input (pads with holes, one add each: they never overlap)."""
+    groups, nsp = a["feature_group_count"], lhs.ndim - 2
+    kernel, strides, dil = tuple(rhs.shape[2:]), a["window_strides"], a["rhs_dilation"]
+    sizes = tuple(lhs.shape[2:])
+    grid = tuple(sizes[i] + a["padding_low"][i] + a["padding_high"][i] for i in range(nsp))
+    zero = A.const(0, g.dtype)
+    total = None
+    for phase in itertools.product(*[range(st) for st in strides]):
+        dims = [_phase_taps(kernel[i], strides[i], dil[i], phase[i], grid[i], g.shape[2 + i],
+                            a["padding_low"][i], sizes[i]) for i in range(nsp)]
+        if any(d is None for d in dims):
+            continue
+        sub = apply("slice", rhs, start_indices=(0, 0) + tuple(d[0] for d in dims),
+                    limit_indices=tuple(rhs.shape[:2]) + tuple(d[0] + (d[2] - 1) * d[1] + 1
+                                                              for d in dims),
+                    strides=(1, 1) + tuple(d[1] for d in dims))
+        part = apply("convolution", g, _flip_kernel(sub, groups), window_strides=(1,) * nsp,
+                     padding_low=tuple(d[4] for d in dims),
+                     padding_high=tuple(d[5] for d in dims), lhs_dilation=(1,) * nsp,
+                     rhs_dilation=tuple(d[3] for d in dims), feature_group_count=groups)
+        placed = apply("pad", part, zero, edge_padding_low=(0, 0) + tuple(d[7] for d in dims),
+                       edge_padding_high=(0, 0) + tuple(
+                           size - d[7] - (d[6] - 1) * st - 1
+                           for size, d, st in zip(sizes, dims, strides)),
+                       interior_padding=(0, 0) + tuple(st - 1 for st in strides))
+        total = placed if total is None else A.add(total, placed)
+    return A.zeros_like(lhs) if total is None else total
 
 
 def _col2im_cotangent(g, lhs, rhs, a):
@@ -263,14 +322,9 @@ def _col2im_cotangent(g, lhs, rhs, a):
 
 
 def _rhs_cotangent(g, lhs, rhs, a):
-    """The weight gradient as im2col and one (batched over groups) matrix product:
-    gW[o, c, k] = sum over n, y of g[n, o, y] * patches[n, c, k, y]. (As a convolution
-    it would have a window as large as the output: one tap per output element.)"""
-    groups = a["feature_group_count"]
-    patches = im2col(lhs, tuple(rhs.shape[2:]), tuple(g.shape[2:]), a)   # (G, Cg*T, NY)
-    cols = grouped_cols(g, groups)                                       # (G, Og, NY)
-    prod = group_dot(cols, patches, 2, 2)                                # (G, Og, Cg*T)
-    return A.reshape(prod, rhs.shape)
+    """The weight gradient: one `convolution_filter_grad` (the CPU computes it by its own
+    loop; its expansion elsewhere is im2col and a product)."""
+    return apply("convolution_filter_grad", lhs, g, kernel_size=tuple(rhs.shape[2:]), **a)
 
 
 def _conv_vjp(g, out, lhs, rhs, **attrs):
@@ -279,6 +333,86 @@ def _conv_vjp(g, out, lhs, rhs, **attrs):
     if 0 in out.shape or 0 in lhs.shape:
         return A.zeros_like(lhs), A.zeros_like(rhs)
     return _lhs_cotangent(g, lhs, rhs, attrs), _rhs_cotangent(g, lhs, rhs, attrs)
+
+
+# ---- the weight gradient, one primitive ------------------------------------------------
+
+class _Shaped:
+    """A weight's shape and dtype, for the convolution's shape rule (no data)."""
+    def __init__(self, shape: tuple, dtype) -> None:
+        self.shape, self.dtype, self.ndim = shape, dtype, len(shape)
+
+
+def _filter_grad_infer(operands, kernel_size, **a):
+    """lhs (N, C, *S), g (N, O, *Y) -> (O, C/G, *kernel_size), Y the convolution's output."""
+    lhs, g = operands
+    if lhs.dtype is not g.dtype or not lhs.dtype.is_float or lhs.dtype.is_complex:
+        fail("convolution_filter_grad", operands, "operands must share a real float dtype",
+             TypeError)
+    nsp = lhs.ndim - 2
+    if g.ndim != lhs.ndim or len(kernel_size) != nsp or g.shape[0] != lhs.shape[0]:
+        fail("convolution_filter_grad", operands, "expects lhs (N, C, *S), g (N, O, *Y) and "
+                                                  "one kernel size per spatial dimension")
+    w = _Shaped((g.shape[1], lhs.shape[1] // max(1, a["feature_group_count"]))
+                + tuple(kernel_size), lhs.dtype)
+    out, _ = _conv_infer((lhs, w), **a)
+    if tuple(out) != tuple(g.shape):
+        fail("convolution_filter_grad", operands, f"g must have the convolution's output "
+                                                  f"shape {tuple(out)}")
+    return tuple(w.shape), lhs.dtype
+
+
+_filter_grad_infer.dtypes = D.FLOATS
+
+
+def _filter_grad_ref(lhs, g, kernel_size, window_strides, padding_low, padding_high,
+                     lhs_dilation, rhs_dilation, feature_group_count):
+    nsp = lhs.ndim - 2
+    x = dilate_and_pad(lhs.astype(np.float64), 2, lhs_dilation, padding_low, padding_high)
+    groups = feature_group_count
+    n, c = lhs.shape[:2]
+    o = g.shape[1]
+    out = np.zeros((o, c // groups) + tuple(kernel_size))
+    gg = g.astype(np.float64).reshape((n, groups, o // groups) + g.shape[2:])
+    ys = g.shape[2:]
+    for k in itertools.product(*[range(size) for size in kernel_size]):
+        idx = tuple(slice(ki * d, ki * d + (y - 1) * s + 1, s) for ki, d, y, s in
+                    zip(k, rhs_dilation, ys, window_strides))
+        tap = x[(slice(None), slice(None)) + idx].reshape((n, groups, c // groups) + ys)
+        sp = string.ascii_letters[:nsp]
+        part = np.einsum(f"NGC{sp},NGO{sp}->GOC", tap, gg)
+        out[(slice(None), slice(None)) + tuple(k)] = part.reshape(o, c // groups)
+    return out.astype(lhs.dtype)
+
+
+def _filter_grad_vjp(ct, out, lhs, g, kernel_size, **a):
+    """Bilinear in lhs and g: <ct, gW> = <g, conv(lhs, ct)>."""
+    return _lhs_cotangent(g, lhs, ct, a), apply("convolution", lhs, ct, **a)
+
+
+def _filter_grad_expand(lhs, g, kernel_size, **a):
+    """im2col and one (batched over groups) matrix product:
+    gW[o, c, k] = sum over n, y of g[n, o, y] * patches[n, c, k, y]. (As a convolution
+    it would have a window as large as the output: one tap per output element.)"""
+    groups = a["feature_group_count"]
+    o, cg = g.shape[1], lhs.shape[1] // groups
+    patches = im2col(lhs, tuple(kernel_size), tuple(g.shape[2:]), a)     # (G, Cg*T, NY)
+    cols = grouped_cols(g, groups)                                       # (G, Og, NY)
+    prod = group_dot(cols, patches, 2, 2)                                # (G, Og, Cg*T)
+    return A.reshape(prod, (o, cg) + tuple(kernel_size))
+
+
+def _filter_grad_flops(ins, operands):
+    return 2 * int(np.prod(operands[1].shape, dtype=np.int64)) * \
+        int(np.prod(ins.shape[1:], dtype=np.int64))
+
+
+convolution_filter_grad = primitive(
+    "convolution_filter_grad", LIBRARY, _filter_grad_infer, _filter_grad_ref,
+    attrs=("kernel_size",) + CONV_ATTRS, vjp=_filter_grad_vjp, expand=_filter_grad_expand,
+    flops=_filter_grad_flops, batch=B.loop_over_batch,
+    doc="The weight gradient of convolution: lhs (N, C, *S) and the output's cotangent "
+        "g (N, O, *Y) -> (O, C/G, *kernel_size).")
 
 
 # ---- the expansion: what code generation sees instead ----------------------------------

@@ -1,0 +1,280 @@
+"""The loop body of `direct_convolution` (compiler/primitives/conv_direct.py): a 2-D
+convolution computed in place from its NCHW input, with no patch matrix.
+
+One body call computes a block of the output held in vector registers: OB output
+channels times `slots` vectors of V consecutive outputs along a row (XB vectors of one
+row, RY rows). For each input channel and window tap it loads one input vector per slot
+(V inputs `stride` apart: a contiguous load, shuffled when the stride is above 1) and one
+weight per output channel (broadcast), and adds their products to every accumulator:
+OB + slots loads for OB * slots fused multiply-adds. The input is read where it lies;
+the output is written once.
+
+Blocks at the edges are moved back inside (the last channel block starts at O - OB, the
+last row block at Ho - RY, the last vector of a row at Wo - V): they compute a few
+outputs twice, with the same value, instead of needing masked code.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from .loops import counted_loop, const
+from .llvm_types import storage_type
+
+I32 = ir.IntType(32)
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """How the output is cut into register blocks (see the module docstring)."""
+    ob: int          # output channels per block
+    v: int           # outputs per vector
+    xb: int          # vectors per row in a block
+    ry: int          # rows (row groups, with pv > 1) per block
+    n_ob: int        # blocks along channels, rows and row vectors
+    n_ry: int
+    n_xb: int
+    pv: int = 1      # whole rows per vector (rows narrower than a vector: 8 outputs in
+                     # 16 lanes would leave half of every multiply-add unused)
+
+    @property
+    def space(self) -> tuple:
+        return (self.n_ob, self.n_ry, self.n_xb)
+
+
+def blocking(o: int, ho: int, wo: int, itemsize: int, vector_bytes: int,
+             registers: int) -> Blocking:
+    """The register blocks of an (O, Ho, Wo) output for vectors of `vector_bytes` and
+    `registers` vector registers (a few are left for the loads and broadcasts)."""
+    lanes = max(1, vector_bytes // itemsize)
+    pv = lanes // wo if wo < lanes and lanes % wo == 0 and ho >= lanes // wo else 1
+    v = lanes if wo >= lanes or pv > 1 else 1 << (wo.bit_length() - 1)
+    vectors = 1 if pv > 1 else -(-wo // v)
+    xb = min(vectors, 4)
+    ry = max(1, min(ho // pv, 4 // xb))
+    budget = registers * 3 // 4
+    most = max(1, min(o, budget // (xb * ry)))
+    ob = max(d for d in range(1, most + 1) if o % d == 0)
+    if 2 * ob <= most:           # no divisor near the budget: overlap the last block
+        ob = most
+    return Blocking(ob, v, xb, ry, -(-o // ob), -(-ho // (ry * pv)), -(-vectors // xb), pv)
+
+
+def _joined(b, parts: list) -> ir.Value:
+    """Vectors of consecutive rows (a power of two of them), one after the other in one
+    vector."""
+    while len(parts) > 1:
+        width = parts[0].type.count
+        mask = ir.Constant(ir.VectorType(I32, 2 * width),
+                           [ir.Constant(I32, k) for k in range(2 * width)])
+        parts = [b.shuffle_vector(parts[i], parts[i + 1], mask)
+                 for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
+         strides: tuple, dilation: tuple, blk: Blocking) -> None:
+    """Compute the output block at `index` = (n, channel block, row block, vector block)."""
+    b = e.b
+    (n_, c_, hp, wp), (o_, _, kh, kw), (_, _, ho, wo) = shapes
+    sy, sx = strides
+    dy, dx = dilation
+    ft = storage_type(dtype)
+    vt = ir.VectorType(ft, blk.v)
+    align = dtype.itemsize
+    n, ob, ry, xb = index
+
+    def first(i: ir.Value, size: int, total: int) -> ir.Value:
+        """The block's first position, moved back inside the extent."""
+        at = b.mul(i, const(size), flags=("nsw",))
+        last = const(total - size)
+        return b.select(b.icmp_signed("<", at, last), at, last)
+
+    pv = blk.pv
+    o0 = first(ob, blk.ob, o_)
+    y0 = first(ry, blk.ry * pv, ho)
+    xs = []
+    for j in range(blk.xb):     # each vector of the block: its first output along the row
+        at = b.mul(b.add(b.mul(xb, const(blk.xb)), const(j)), const(blk.v))
+        last = const(wo - blk.v if pv == 1 else 0)
+        xs.append(b.select(b.icmp_signed("<", at, last), at, last))
+    slots = [(r * pv, x) for r in range(blk.ry) for x in xs]    # (first row, first output)
+    zero = ir.Constant(vt, [ir.Constant(ft, 0.0)] * blk.v)
+    fma = f"llvm.fma.v{blk.v}f{8 * dtype.itemsize}"
+    splat = ir.Constant(ir.VectorType(I32, blk.v), [ir.Constant(I32, 0)] * blk.v)
+    part = blk.v // pv          # outputs of one row in a vector
+    pt = ir.VectorType(ft, part)
+    pick = ir.Constant(ir.VectorType(I32, part), [ir.Constant(I32, k * sx) for k in range(part)])
+    wide = ir.VectorType(ft, part * sx)
+
+    def load_row(base: ir.Value, x: ir.Value) -> ir.Value:
+        """`part` inputs sx apart from offset x."""
+        ptr = b.gep(base, [x], inbounds=True, source_etype=ft)
+        if sx == 1:
+            return b.load(ptr, typ=pt, align=align)
+        raw = b.load(ptr, typ=wide, align=align)
+        return b.shuffle_vector(raw, ir.Constant(wide, ir.Undefined), pick)
+
+    def channel(c: ir.Value, accs: list) -> list:
+        plane = b.mul(b.add(b.mul(n, const(c_)), c), const(hp * wp), flags=("nsw",))
+        accs = list(accs)
+        for ky in range(kh):
+            rows = [b.add(plane, b.mul(b.add(b.mul(b.add(y0, const(r)), const(sy)),
+                                              const(ky * dy)), const(wp)))
+                    for r in range(blk.ry * pv)]
+            for kx in range(kw):
+                vals = [_joined(b, [load_row(operands[0], b.add(rows[r + p], b.add(
+                            b.mul(x, const(sx)), const(kx * dx)))) for p in range(pv)])
+                        for r, x in slots]
+                for k in range(blk.ob):
+                    w_at = b.add(b.mul(b.add(b.mul(b.add(o0, const(k)), const(c_)), c),
+                                       const(kh * kw)), const(ky * kw + kx))
+                    w = b.load(b.gep(operands[1], [w_at], inbounds=True, source_etype=ft), typ=ft)
+                    wv = b.shuffle_vector(b.insert_element(ir.Constant(vt, ir.Undefined), w,
+                                                           ir.Constant(I32, 0)),
+                                          ir.Constant(vt, ir.Undefined), splat)
+                    for s, val in enumerate(vals):
+                        i = k * len(slots) + s
+                        accs[i] = e.call_intrinsic(fma, vt, [wv, val, accs[i]])
+        return accs
+
+    accs = counted_loop(b, const(0), const(c_), [zero] * (blk.ob * len(slots)), channel,
+                        name="c", interleave=False)
+    for k in range(blk.ob):
+        o = b.add(o0, const(k))
+        for s, (r, x) in enumerate(slots):
+            row = b.mul(b.add(b.mul(b.add(b.mul(n, const(o_)), o), const(ho)),
+                              b.add(y0, const(r))), const(wo))
+            ptr = b.gep(out, [b.add(row, x)], inbounds=True, source_etype=ft)
+            b.store(accs[k * len(slots) + s], ptr, align=align)
+
+
+# ---- the weight gradient ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FilterBlocking:
+    """The weight gradient's blocks: OB output channels times a group of window taps per
+    body call (one per input channel), each a vector accumulator summed over the batch,
+    the rows and the row vectors, then across its lanes."""
+    ob: int
+    taps: tuple      # groups of (ky, kx): one Loop each
+    v: int           # outputs per vector along a row
+    n_ob: int
+    pv: int = 1      # whole rows per vector (narrow rows, see Blocking)
+
+
+def filter_blocking(o: int, kernel: tuple, ho: int, wo: int, itemsize: int,
+                    vector_bytes: int, registers: int) -> FilterBlocking:
+    lanes = max(1, vector_bytes // itemsize)
+    pv = lanes // wo if wo < lanes and lanes % wo == 0 and ho % (lanes // wo) == 0 else 1
+    v = lanes if wo >= lanes or pv > 1 else 1 << (wo.bit_length() - 1)
+    taps = [(ky, kx) for ky in range(kernel[0]) for kx in range(kernel[1])]
+    budget = registers * 3 // 4           # accumulators and the output-gradient vectors
+    per = max(1, min(len(taps), budget - 1))
+    groups = tuple(tuple(taps[i:i + per]) for i in range(0, len(taps), per))
+    most = max(1, min(o, budget // (len(groups[0]) + 1)))
+    ob = max(d for d in range(1, most + 1) if o % d == 0)
+    if 2 * ob <= most:
+        ob = most
+    return FilterBlocking(ob, groups, v, -(-o // ob), pv)
+
+
+def _hsum(b, v: ir.Value, lanes: int) -> ir.Value:
+    """The sum of a vector's lanes, as a tree of halves."""
+    while lanes > 1:
+        half = lanes // 2
+        lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half),
+                                                [ir.Constant(I32, k) for k in range(half)]))
+        hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half),
+                                                [ir.Constant(I32, half + k) for k in range(half)]))
+        v, lanes = b.fadd(lo, hi), half
+    return b.extract_element(v, ir.Constant(I32, 0))
+
+
+def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
+                strides: tuple, dilation: tuple, blk: FilterBlocking, taps: tuple,
+                registers: int = 32) -> None:
+    """gW[o, c, ky, kx] for the block's channels and `taps`, at `index` = (channel block,
+    input channel): sums over n, y and the row's vectors of g[n, o, y, x] * xp[...]."""
+    b = e.b
+    (n_, c_, hp, wp), (_, o_, ho, wo), (_, _, kh, kw) = shapes
+    sy, sx = strides
+    dy, dx = dilation
+    ft = storage_type(dtype)
+    vt = ir.VectorType(ft, blk.v)
+    align = dtype.itemsize
+    ob, c = index
+    at = b.mul(ob, const(blk.ob), flags=("nsw",))
+    o0 = b.select(b.icmp_signed("<", at, const(o_ - blk.ob)), at, const(o_ - blk.ob))
+    zero = ir.Constant(vt, [ir.Constant(ft, 0.0)] * blk.v)
+    fma = f"llvm.fma.v{blk.v}f{8 * dtype.itemsize}"
+    pv = blk.pv
+    part = blk.v // pv          # outputs of one row in a vector
+    pt = ir.VectorType(ft, part)
+    pick = ir.Constant(ir.VectorType(I32, part), [ir.Constant(I32, k * sx) for k in range(part)])
+    wide = ir.VectorType(ft, part * sx)
+    vectors = []                # (first output, lanes counted already by the vector before)
+    for j in range(-(-wo // part)):
+        x0 = min(j * part, wo - part)
+        vectors.append((x0, j * part - x0))
+
+    def load_x(at: ir.Value) -> ir.Value:
+        ptr = b.gep(operands[0], [at], inbounds=True, source_etype=ft)
+        if sx == 1:
+            return b.load(ptr, typ=pt, align=align)
+        return b.shuffle_vector(b.load(ptr, typ=wide, align=align),
+                                ir.Constant(wide, ir.Undefined), pick)
+
+    # rows of g per iteration when whole rows are not packed: two, where they divide and
+    # fit the registers, so that an input vector serves both rows' taps it meets
+    per = 2 if pv == 1 and ho % 2 == 0 and blk.ob * (len(taps) + 2) < registers else 1
+
+    def row(yg: ir.Value, n: ir.Value, accs: list) -> list:
+        """Row group yg: rows yg * pv ... (yg + 1) * pv - 1, whole when pv > 1; or rows
+        yg * per ... (yg + 1) * per - 1, one vector a row."""
+        accs = list(accs)
+        y = b.mul(yg, const(pv * per)) if pv * per > 1 else yg
+        g_row = b.mul(b.add(b.mul(b.add(b.mul(n, const(o_)), o0), const(ho)), y), const(wo))
+        x_plane = b.mul(b.add(b.mul(n, const(c_)), c), const(hp * wp), flags=("nsw",))
+        x_top = b.add(x_plane, b.mul(y, const(sy * wp)))
+        for x0, seen in vectors:
+            gs = []             # gs[r][k]: row r of the group, channel k of the block
+            for r in range(per):
+                gs.append([])
+                for k in range(blk.ob):
+                    at = b.add(g_row, const(k * ho * wo + r * wo + x0))
+                    gv = b.load(b.gep(operands[1], [at], inbounds=True, source_etype=ft),
+                                typ=vt, align=align)
+                    if seen:    # lanes the vector before summed already: zero here
+                        keep = ir.Constant(ir.VectorType(ir.IntType(1), blk.v),
+                                           [ir.Constant(ir.IntType(1), int(l >= seen))
+                                            for l in range(blk.v)])
+                        gv = b.select(keep, gv, zero)
+                    gs[r].append(gv)
+            loaded: dict = {}   # input rows (offsets from the group's first) read once
+            for r in range(per):
+                for t, (ky, kx) in enumerate(taps):
+                    rows = tuple((r + p) * sy + ky * dy for p in range(pv))
+                    if (rows, kx) not in loaded:
+                        loaded[rows, kx] = _joined(b, [load_x(b.add(x_top, const(
+                            q * wp + x0 * sx + kx * dx))) for q in rows])
+                    xv = loaded[rows, kx]
+                    for k in range(blk.ob):
+                        i = k * len(taps) + t
+                        accs[i] = e.call_intrinsic(fma, vt, [gs[r][k], xv, accs[i]])
+        return accs
+
+    def image(n: ir.Value, accs: list) -> list:
+        return counted_loop(b, const(0), const(ho // (pv * per)), accs,
+                            lambda y, a: row(y, n, a),
+                            name="y", interleave=False)
+
+    accs = counted_loop(b, const(0), const(n_), [zero] * (blk.ob * len(taps)), image,
+                        name="n", interleave=False)
+    for k in range(blk.ob):
+        for t, (ky, kx) in enumerate(taps):
+            at = b.add(b.mul(b.add(b.mul(b.add(o0, const(k)), const(c_)), c), const(kh * kw)),
+                       const(ky * kw + kx))
+            b.store(_hsum(b, accs[k * len(taps) + t], blk.v),
+                    b.gep(out, [at], inbounds=True, source_etype=ft), align=align)

@@ -1,0 +1,194 @@
+"""direct_convolution: a 2-D convolution of an input already padded, computed by our own
+loop (compiler/codegen/conv_direct.py) where it lies in NCHW, with no patch matrix.
+
+    xp (N, C, Hp, Wp), w (O, C, KH, KW) -> out (N, O, Ho, Wo)
+    out[n, o, y, x] = sum over c, ky, kx of
+                      xp[n, c, y * sy + ky * dy, x * sx + kx * dx] * w[o, c, ky, kx]
+
+Attributes: window_strides (sy, sx), rhs_dilation (dy, dx), out_size (Ho, Wo). The input
+must hold `Wo * sx + (KW - 1) * dx` columns at least (a vector of outputs at stride sx
+reads sx * V inputs: the pass that makes this op pads the input that far).
+
+The CPU's pass `direct_convolutions` (compiler/passes/expand_convolution.py) rewrites a
+`convolution` it covers (two spatial dimensions, one group, no lhs dilation, float32 or
+float64) into pad + this op; other targets keep im2col and their library's product.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..hlo import dtypes as D
+from ..transforms import batching as B
+from ..graph import builders as A
+from ..primitive import OPAQUE, Loop, apply, fail, primitive
+from .convolution import _conv_vjp, _filter_grad_vjp, conv_output_size
+
+ATTRS = ("window_strides", "rhs_dilation", "out_size")
+DTYPES = (D.float32, D.float64)
+
+
+def _infer(operands, window_strides, rhs_dilation, out_size):
+    xp, w = operands
+    if xp.dtype is not w.dtype or xp.dtype not in DTYPES:
+        fail("direct_convolution", operands, "operands must share a dtype, float32 or float64",
+             TypeError)
+    if xp.ndim != 4 or w.ndim != 4 or xp.shape[1] != w.shape[1]:
+        fail("direct_convolution", operands, "expects xp (N, C, H, W) and w (O, C, KH, KW)")
+    if len(window_strides) != 2 or len(rhs_dilation) != 2 or len(out_size) != 2 \
+            or min(tuple(window_strides) + tuple(rhs_dilation)) < 1 or min(out_size) < 1:
+        fail("direct_convolution", operands, "window_strides, rhs_dilation (>= 1) and "
+                                             "out_size (>= 1) need 2 entries each")
+    (sy, sx), (dy, dx), (ho, wo) = window_strides, rhs_dilation, out_size
+    hp, wp = xp.shape[2:]
+    kh, kw = w.shape[2:]
+    if (ho - 1) * sy + (kh - 1) * dy + 1 > hp or wo * sx + (kw - 1) * dx > wp:
+        fail("direct_convolution", operands, f"out_size {tuple(out_size)} reads past the "
+                                             f"input (it needs Wo * sx + (KW - 1) * dx columns)")
+    return (xp.shape[0], w.shape[0], ho, wo), xp.dtype
+
+
+_infer.dtypes = DTYPES
+
+
+def _reference(xp, w, window_strides, rhs_dilation, out_size):
+    (sy, sx), (dy, dx), (ho, wo) = window_strides, rhs_dilation, out_size
+    x, k = xp.astype(np.float64), w.astype(np.float64)
+    out = np.zeros((xp.shape[0], w.shape[0], ho, wo))
+    for ky in range(w.shape[2]):
+        for kx in range(w.shape[3]):
+            y0, x0 = ky * dy, kx * dx
+            win = x[:, :, y0:y0 + (ho - 1) * sy + 1:sy, x0:x0 + (wo - 1) * sx + 1:sx]
+            out += np.einsum("nchw,oc->nohw", win, k[:, :, ky, kx])
+    return out.astype(xp.dtype)
+
+
+def _vjp(g, out, xp, w, window_strides, rhs_dilation, out_size):
+    """The convolution's own rules, over the natural output of the padded input (the
+    outputs past out_size read nothing back: their cotangent is zero)."""
+    attrs = dict(window_strides=tuple(window_strides), padding_low=(0, 0),
+                 padding_high=(0, 0), lhs_dilation=(1, 1), rhs_dilation=tuple(rhs_dilation),
+                 feature_group_count=1)
+    full = tuple(conv_output_size(n, k, s, 0, 0, 1, d) for n, k, s, d in
+                 zip(xp.shape[2:], w.shape[2:], window_strides, rhs_dilation))
+    if full != tuple(out_size):
+        g = apply("pad", g, A.const(0, g.dtype), edge_padding_low=(0,) * 4,
+                  edge_padding_high=(0, 0) + tuple(f - o for f, o in zip(full, out_size)),
+                  interior_padding=(0,) * 4)
+    return _conv_vjp(g, g, xp, w, **attrs)
+
+
+def _loops(ins, operands):
+    from ..codegen import conv_direct, llvm_target
+    xp, w = operands
+    wide = llvm_target.has_feature("avx512f")
+    blk = conv_direct.blocking(w.shape[0], *ins.shape[2:], ins.dtype.itemsize,
+                               64 if wide else 32, 32 if wide else 16)
+    shapes = (xp.shape, w.shape, ins.shape)
+    a = ins.attrs
+
+    def body(e, out, ptrs, index):
+        conv_direct.body(e, out, ptrs, index, shapes, ins.dtype, tuple(a["window_strides"]),
+                         tuple(a["rhs_dilation"]), blk)
+
+    per_block = blk.ob * blk.ry * blk.xb * blk.v * w.shape[1] * w.shape[2] * w.shape[3]
+    return [Loop((xp.shape[0],) + blk.space, (), body, work=per_block)]
+
+
+def _flops(ins, operands):
+    n, o, ho, wo = ins.shape
+    _, c, kh, kw = operands[1].shape
+    return 2 * n * o * ho * wo * c * kh * kw
+
+
+direct_convolution = primitive(
+    "direct_convolution", OPAQUE, _infer, _reference, attrs=ATTRS, vjp=_vjp, emit=_loops,
+    flops=_flops, batch=B.loop_over_batch,
+    doc="2-D convolution of a padded NCHW input by our own loop (no patch matrix): "
+        "xp (N, C, Hp, Wp), w (O, C, KH, KW) -> (N, O, Ho, Wo).")
+
+
+# ---- the weight gradient ------------------------------------------------------------------
+
+FILTER_ATTRS = ("window_strides", "rhs_dilation", "kernel_size")
+
+
+def _filter_infer(operands, window_strides, rhs_dilation, kernel_size):
+    xp, g = operands
+    if xp.dtype is not g.dtype or xp.dtype not in DTYPES:
+        fail("direct_filter_grad", operands, "operands must share a dtype, float32 or float64",
+             TypeError)
+    if xp.ndim != 4 or g.ndim != 4 or xp.shape[0] != g.shape[0] or len(kernel_size) != 2 \
+            or min(kernel_size) < 1:
+        fail("direct_filter_grad", operands, "expects xp (N, C, H, W), g (N, O, Ho, Wo) and "
+                                             "kernel_size (KH, KW)")
+    (sy, sx), (dy, dx), (kh, kw) = window_strides, rhs_dilation, kernel_size
+    ho, wo = g.shape[2:]
+    if (ho - 1) * sy + (kh - 1) * dy + 1 > xp.shape[2] or wo * sx + (kw - 1) * dx > xp.shape[3]:
+        fail("direct_filter_grad", operands, "g's rows and columns read past the input (it "
+                                             "needs Wo * sx + (KW - 1) * dx columns)")
+    return (g.shape[1], xp.shape[1], kh, kw), xp.dtype
+
+
+_filter_infer.dtypes = DTYPES
+
+
+def _filter_reference(xp, g, window_strides, rhs_dilation, kernel_size):
+    (sy, sx), (dy, dx) = window_strides, rhs_dilation
+    ho, wo = g.shape[2:]
+    x, gg = xp.astype(np.float64), g.astype(np.float64)
+    out = np.zeros((g.shape[1], xp.shape[1]) + tuple(kernel_size))
+    for ky in range(kernel_size[0]):
+        for kx in range(kernel_size[1]):
+            y0, x0 = ky * dy, kx * dx
+            win = x[:, :, y0:y0 + (ho - 1) * sy + 1:sy, x0:x0 + (wo - 1) * sx + 1:sx]
+            out[:, :, ky, kx] = np.einsum("nchw,nohw->oc", win, gg)
+    return out.astype(xp.dtype)
+
+
+def _filter_vjp(ct, out, xp, g, window_strides, rhs_dilation, kernel_size):
+    """convolution_filter_grad's rules over the padded input, g zero past its columns."""
+    attrs = dict(window_strides=tuple(window_strides), padding_low=(0, 0),
+                 padding_high=(0, 0), lhs_dilation=(1, 1), rhs_dilation=tuple(rhs_dilation),
+                 feature_group_count=1)
+    full = tuple(conv_output_size(n, k, s, 0, 0, 1, d) for n, k, s, d in
+                 zip(xp.shape[2:], kernel_size, window_strides, rhs_dilation))
+    gf = g
+    if full != tuple(g.shape[2:]):
+        gf = apply("pad", g, A.const(0, g.dtype), edge_padding_low=(0,) * 4,
+                   edge_padding_high=(0, 0) + tuple(f - o for f, o in zip(full, g.shape[2:])),
+                   interior_padding=(0,) * 4)
+    dx_, dg = _filter_grad_vjp(ct, out, xp, gf, tuple(kernel_size), **attrs)
+    if gf is not g:
+        dg = apply("slice", dg, start_indices=(0,) * 4, limit_indices=tuple(g.shape),
+                   strides=(1,) * 4)
+    return dx_, dg
+
+
+def _filter_loops(ins, operands):
+    from ..codegen import conv_direct, llvm_target
+    xp, g = operands
+    wide = llvm_target.has_feature("avx512f")
+    blk = conv_direct.filter_blocking(g.shape[1], tuple(ins.attrs["kernel_size"]), *g.shape[2:],
+                                      ins.dtype.itemsize, 64 if wide else 32, 32 if wide else 16)
+    shapes = (xp.shape, g.shape, ins.shape)
+    a = ins.attrs
+    loops = []
+    for taps in blk.taps:
+        def body(e, out, ptrs, index, taps=taps):
+            conv_direct.filter_body(e, out, ptrs, index, shapes, ins.dtype,
+                                    tuple(a["window_strides"]), tuple(a["rhs_dilation"]), blk,
+                                    taps, 32 if wide else 16)
+        work = blk.ob * len(taps) * g.shape[0] * g.shape[2] * g.shape[3]
+        loops.append(Loop((blk.n_ob, xp.shape[1]), (), body, work=work))
+    return loops
+
+
+def _filter_flops(ins, operands):
+    return 2 * int(np.prod(operands[1].shape)) * int(np.prod(ins.shape[1:]))
+
+
+direct_filter_grad = primitive(
+    "direct_filter_grad", OPAQUE, _filter_infer, _filter_reference, attrs=FILTER_ATTRS,
+    vjp=_filter_vjp, emit=_filter_loops, flops=_filter_flops, batch=B.loop_over_batch,
+    doc="The weight gradient of a 2-D convolution of a padded NCHW input by our own loop: "
+        "xp (N, C, Hp, Wp), g (N, O, Ho, Wo) -> (O, C, KH, KW).")

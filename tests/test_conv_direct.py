@@ -1,0 +1,231 @@
+"""The CPU's direct convolution (compiler/primitives/conv_direct.py): 2-D convolutions
+computed by our own register-blocked loop instead of im2col and a product. Every shape
+below is checked against the interpreter (the NumPy reference) and against PyTorch; the
+sizes hit the blocks' edges (channels, rows and row vectors that do not divide into
+blocks), strides, dilations, padding, 1x1 and wide rows; gradients against finite
+differences in float64."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray.compiler.codegen import conv_direct
+from lazyarray.compiler.primitive import apply
+from lazyarray.lift import lift
+from lazyarray.ops import convolution as C
+
+import gradcheck
+
+conv2d = lift(C.conv2d)
+
+# (N, C, H, W), (O, KH, KW), conv2d keywords
+SHAPES = [
+    ((2, 3, 8, 8), (4, 3, 3), dict(padding=1)),
+    ((1, 5, 9, 11), (7, 3, 3), dict(stride=2, padding=1)),
+    ((2, 4, 10, 13), (6, 3, 3), dict(padding=2, dilation=2)),
+    ((2, 16, 32, 32), (16, 3, 3), dict(padding=1)),
+    ((1, 16, 32, 32), (32, 3, 3), dict(stride=2, padding=1)),
+    ((2, 8, 7, 7), (10, 1, 1), dict()),
+    ((2, 3, 5, 17), (5, 5, 5), dict(stride=3, padding=2)),
+    ((1, 2, 3, 70), (13, 3, 2), dict(stride=(1, 2), padding=(0, 1))),   # several x blocks
+    ((1, 3, 1, 1), (2, 1, 1), dict()),                                  # one output
+    ((3, 2, 6, 5), (1, 2, 3), dict(padding=(1, 0), dilation=(2, 1))),
+    ((1, 33, 4, 9), (33, 3, 3), dict(padding="same")),
+    ((2, 8, 8, 8), (64, 3, 3), dict(padding=1)),                       # 2 rows a vector
+    ((1, 3, 9, 4), (5, 3, 3), dict(padding=1)),                         # 4 rows a vector
+    ((1, 4, 16, 16), (6, 3, 3), dict(stride=2, padding=1)),             # 8 outputs, strided
+    ((1, 2, 5, 8), (3, 3, 3), dict(padding=(0, 1), dilation=(2, 1))),  # odd rows: overlap
+]
+
+
+def _inputs(xs, ws, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal((ws[0], xs[1]) + tuple(ws[1:])).astype(dtype)
+    return x, w
+
+
+def _plan_ops(y) -> str:
+    return la.debug.ir([y], stage="optimized_hlo")
+
+
+@pytest.mark.parametrize("xs,ws,kw", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_direct_convolution_matches_reference_and_torch(xs, ws, kw, dtype):
+    x, w = _inputs(xs, ws, dtype)
+    y = conv2d(la.asarray(x), la.asarray(w), **kw)
+    assert "direct_convolution" in _plan_ops(y)         # the CPU's own loop ran it
+    want = conv2d(la.asarray(x, device="interpreter"), la.asarray(w, device="interpreter"), **kw)
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    scale = np.sqrt(np.prod(w.shape[1:]))                # sums of C * KH * KW terms
+    np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=tol, atol=tol * scale)
+    torch = pytest.importorskip("torch")
+    t = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), **kw).numpy()
+    np.testing.assert_allclose(y.numpy(), t, rtol=tol, atol=tol * scale)
+
+
+def _gradients(x, w, kw, device=None):
+    xl, wl = la.asarray(x, device=device), la.asarray(w, device=device)
+    with la.GradientTape() as tape:
+        tape.watch(xl)
+        tape.watch(wl)
+        y = conv2d(xl, wl, **kw)
+        loss = (y * y).sum()
+    return y, tape.gradient(loss, [xl, wl])
+
+
+@pytest.mark.parametrize("xs,ws,kw", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_direct_gradients_match_reference_and_torch(xs, ws, kw, dtype):
+    """The weight gradient (direct_filter_grad) and the input gradient (a convolution
+    itself: direct where its stride is 1) against the interpreter and PyTorch."""
+    x, w = _inputs(xs, ws, dtype, seed=2)
+    y, (gx, gw) = _gradients(x, w, kw)
+    assert "direct_filter_grad" in _plan_ops(gw)
+    _, want = _gradients(x, w, kw, device="interpreter")
+    torch = pytest.importorskip("torch")
+    xt, wt = (torch.from_numpy(a).requires_grad_() for a in (x, w))
+    yt = torch.nn.functional.conv2d(xt, wt, **kw)
+    (yt * yt).sum().backward()
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for got, ref, t in ((gx, want[0], xt.grad), (gw, want[1], wt.grad)):
+        for other in (ref.numpy(), t.numpy()):
+            scale = np.abs(other).max()
+            np.testing.assert_allclose(got.numpy(), other, rtol=tol, atol=tol * scale)
+
+
+@pytest.mark.parametrize("xs,ws,kw", [SHAPES[i] for i in (0, 1, 2, 6, 9)], ids=str)
+def test_direct_convolution_gradient(xs, ws, kw):
+    x, w = _inputs(xs, ws, np.float64, seed=3)
+    gradcheck.check_direction(lambda a, b: conv2d(a, b, **kw), [x, w])
+
+
+def test_grouped_and_dilated_input_convolutions_keep_im2col():
+    """What the loop does not cover (groups, lhs dilation) goes to im2col and a product,
+    as on other targets."""
+    x, w = _inputs((1, 4, 6, 6), (4, 3, 3), np.float32)
+    grouped = conv2d(la.asarray(x), la.asarray(w[:, :2]), groups=2, padding=1)
+    dilated = lift(lambda a, b: apply("convolution", a, b, window_strides=(1, 1),
+                                      padding_low=(1, 1), padding_high=(1, 1),
+                                      lhs_dilation=(2, 1), rhs_dilation=(1, 1),
+                                      feature_group_count=1))(la.asarray(x), la.asarray(w))
+    for y in (grouped, dilated):
+        text = _plan_ops(y)
+        assert "direct_convolution" not in text and "dot_general" in text
+
+
+@pytest.mark.parametrize("o,ho,wo", [(16, 32, 32), (7, 5, 3), (1, 1, 1), (64, 8, 8),
+                                     (33, 3, 70), (5, 2, 17), (8, 9, 4), (3, 1, 8), (4, 7, 2)])
+@pytest.mark.parametrize("itemsize,vector_bytes,registers", [(4, 64, 32), (4, 32, 16),
+                                                             (8, 32, 16)])
+def test_blocks_cover_the_output(o, ho, wo, itemsize, vector_bytes, registers):
+    """Every output lies in some block, no block leaves the output (blocks at the edges
+    are moved back inside), and the accumulators fit the registers."""
+    blk = conv_direct.blocking(o, ho, wo, itemsize, vector_bytes, registers)
+    rows, width = blk.ry * blk.pv, blk.v // blk.pv      # a block's rows; a row's outputs
+    assert blk.ob * blk.ry * blk.xb <= registers
+    assert blk.ob <= o and rows <= ho and width <= wo and blk.v * itemsize <= vector_bytes
+    assert blk.pv == 1 or width == wo                    # whole rows in a vector
+    seen = np.zeros((o, ho, wo), bool)
+    vectors = -(-wo // width)
+    for b in range(blk.n_ob):
+        o0 = min(b * blk.ob, o - blk.ob)
+        for r in range(blk.n_ry):
+            y0 = min(r * rows, ho - rows)
+            for xb in range(blk.n_xb):
+                for j in range(blk.xb):
+                    x0 = min((xb * blk.xb + j) * width, wo - width)
+                    assert (xb * blk.xb + j) < vectors or x0 == wo - width
+                    seen[o0:o0 + blk.ob, y0:y0 + rows, x0:x0 + width] = True
+    assert seen.all()
+
+
+@pytest.mark.parametrize("o,kernel,wo", [(16, (3, 3), 32), (7, (3, 3), 5), (1, (1, 1), 1),
+                                         (64, (1, 1), 8), (5, (7, 7), 70), (3, (5, 5), 17)])
+@pytest.mark.parametrize("itemsize,vector_bytes,registers", [(4, 64, 32), (4, 32, 16),
+                                                             (8, 32, 16)])
+def test_filter_blocks_cover_every_tap(o, kernel, wo, itemsize, vector_bytes, registers):
+    """The weight gradient's tap groups cover each tap once; accumulators and output-
+    gradient vectors fit the registers; channel blocks cover every output channel."""
+    blk = conv_direct.filter_blocking(o, kernel, 8, wo, itemsize, vector_bytes, registers)
+    taps = [t for group in blk.taps for t in group]
+    assert sorted(taps) == [(a, b) for a in range(kernel[0]) for b in range(kernel[1])]
+    assert all(blk.ob * (len(group) + 1) <= registers for group in blk.taps)
+    assert blk.v // blk.pv <= wo and blk.v * itemsize <= vector_bytes
+    assert blk.pv == 1 or (blk.v // blk.pv == wo and 8 % blk.pv == 0)
+    covered = set()
+    for b in range(blk.n_ob):
+        o0 = min(b * blk.ob, o - blk.ob)
+        covered.update(range(o0, o0 + blk.ob))
+    assert covered == set(range(o))
+
+
+# (x shape, w shape, convolution attributes): strided convolutions whose input gradient
+# is one stride-1 convolution per phase (compiler/primitives/convolution.py)
+PHASES = [
+    ((2, 3, 9, 8), (4, 3, 3, 3), dict(window_strides=(2, 2), padding_low=(1, 1),
+                                      padding_high=(1, 1), rhs_dilation=(1, 1), groups=1)),
+    ((1, 2, 7, 7), (3, 2, 1, 1), dict(window_strides=(2, 2), padding_low=(0, 0),
+                                      padding_high=(0, 0), rhs_dilation=(1, 1), groups=1)),
+    ((1, 2, 11, 10), (2, 2, 3, 2), dict(window_strides=(3, 2), padding_low=(2, 0),
+                                        padding_high=(1, 1), rhs_dilation=(2, 3), groups=1)),
+    ((2, 4, 8, 9), (6, 2, 3, 3), dict(window_strides=(2, 1), padding_low=(1, -1),
+                                      padding_high=(0, 1), rhs_dilation=(1, 1), groups=2)),
+    ((1, 1, 12, 5), (1, 1, 4, 5), dict(window_strides=(4, 1), padding_low=(0, 2),
+                                       padding_high=(3, 2), rhs_dilation=(1, 1), groups=1)),
+    ((1, 2, 13), (3, 2, 3), dict(window_strides=(3,), padding_low=(1,), padding_high=(2,),
+                                 rhs_dilation=(2,), groups=1)),
+]
+
+
+def _strided(attrs):
+    nsp = len(attrs["window_strides"])
+    return lift(lambda a, b: apply(
+        "convolution", a, b, window_strides=attrs["window_strides"],
+        padding_low=attrs["padding_low"], padding_high=attrs["padding_high"],
+        lhs_dilation=(1,) * nsp, rhs_dilation=attrs["rhs_dilation"],
+        feature_group_count=attrs["groups"]))
+
+
+@pytest.mark.parametrize("xs,ws,attrs", PHASES, ids=str)
+def test_strided_input_gradient_by_phases(xs, ws, attrs):
+    """Against finite differences (float64) and the interpreter's gradient; the strided
+    gradient holds no convolution over a dilated gradient."""
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
+    fn = _strided(attrs)
+    gradcheck.check_direction(fn, [x, w])
+    xl = la.asarray(x)
+    with la.GradientTape() as tape:
+        tape.watch(xl)
+        loss = la.sum(fn(xl, la.asarray(w)) ** 2)
+    gx = tape.gradient(loss, xl)
+    xi = la.asarray(x, device="interpreter")
+    with la.GradientTape() as tape:
+        tape.watch(xi)
+        loss = la.sum(fn(xi, la.asarray(w, device="interpreter")) ** 2)
+    np.testing.assert_allclose(gx.numpy(), tape.gradient(loss, xi).numpy(), rtol=1e-10,
+                               atol=1e-10)
+    assert "lhs_dilation={2" not in la.debug.ir([gx], stage="hlo")
+
+
+def test_avx2_blocking_computes_the_same(monkeypatch):
+    """The loops' blocks for 8-lane vectors and 16 registers (a CPU without AVX-512), on
+    this CPU: forward and gradients against the interpreter."""
+    from lazyarray.compiler.codegen import llvm_target
+    real = llvm_target.has_feature
+    monkeypatch.setattr(llvm_target, "has_feature", lambda name: False if name == "avx512f"
+                        else real(name))
+    monkeypatch.setattr(la.config, "cache_dir", "off")
+    la.runtime.clear_caches()
+    try:
+        for xs, ws, kw in (SHAPES[3], SHAPES[12], SHAPES[6]):
+            x, w = _inputs(xs, ws, np.float32, seed=5)
+            y, (gx, gw) = _gradients(x, w, kw)
+            want_y, want = _gradients(x, w, kw, device="interpreter")
+            for got, ref in ((y, want_y), (gx, want[0]), (gw, want[1])):
+                scale = np.abs(ref.numpy()).max()
+                np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5 * scale)
+    finally:
+        la.runtime.clear_caches()       # no program built for the pretend CPU stays cached
