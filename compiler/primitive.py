@@ -124,6 +124,10 @@ class Primitive:
                                          # (primitives/reduction.py Reducer)
     expand: Any = None                   # (*operand nodes, **attrs) -> a graph of other
                                          # primitives that replaces it before fusion
+    cpu_lowering: Any = None             # (instruction, *operand nodes) -> the CPU's own
+                                         # graph for it (or None where that does not cover
+                                         # it), spliced in before `expand`; registered by
+                                         # the module of the ops it lowers to (`lower_on_cpu`)
     library: Optional[LibraryCall] = None  # LIBRARY / OPAQUE: the call a device makes
                                            # where no code is generated for it
     batch: Any = None                    # vmap: a rule (compiler/transforms/batching.py) or
@@ -212,6 +216,13 @@ def primitive(name: str, kind: str, infer: Callable, reference: Callable, **kw: 
         p.flops = _FLOPS_BY_KIND.get(kind, no_flops)
     PRIMITIVES[name] = p
     return p
+
+
+def lower_on_cpu(name: str, fn: Callable) -> None:
+    """Register `fn` as primitive `name`'s CPU lowering (its field `cpu_lowering`): set by
+    the module that defines the ops it lowers to, as a platform registers its lowering of
+    an op (the stanza of `name` cannot import them: they are built over it)."""
+    PRIMITIVES[name].cpu_lowering = fn
 
 
 def no_flops(ins: Any, operands: tuple) -> int:

@@ -15,12 +15,15 @@ float64) into pad + this op; other targets keep im2col and their library's produ
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..hlo import dtypes as D
 from ..transforms import batching as B
 from ..graph import builders as A
-from ..primitive import OPAQUE, Loop, apply, fail, primitive
+from ..graph.node import Node
+from ..primitive import OPAQUE, Loop, apply, fail, lower_on_cpu, primitive
 from .convolution import _conv_vjp, _filter_grad_vjp, conv_output_size
 
 ATTRS = ("window_strides", "rhs_dilation", "out_size")
@@ -192,3 +195,59 @@ direct_filter_grad = primitive(
     vjp=_filter_vjp, emit=_filter_loops, flops=_filter_flops, batch=B.loop_over_batch,
     doc="The weight gradient of a 2-D convolution of a padded NCHW input by our own loop: "
         "xp (N, C, Hp, Wp), g (N, O, Ho, Wo) -> (O, C, KH, KW).")
+
+
+# ---- the CPU lowering of convolution and its weight gradient (driver: direct_convolutions)
+
+DIRECT_DTYPES = (D.float32, D.float64)
+
+
+def direct_covers(ins: Any, *operands: Any) -> bool:
+    """A convolution or its weight gradient with two spatial dimensions, one group, no lhs
+    dilation, float32/float64 operands, nothing empty."""
+    a = ins.attrs
+    return len(ins.shape) == 4 and a["feature_group_count"] == 1 \
+        and all(d == 1 for d in a["lhs_dilation"]) and ins.dtype in DIRECT_DTYPES \
+        and 0 not in ins.shape and all(0 not in o.shape for o in operands)
+
+
+def _lower_convolution(ins: Any, x: Any, w: Any) -> Any:
+    if not direct_covers(ins, x, w):
+        return None
+    return direct_node(x, w, ins.shape[2:], tuple(w.shape[2:]), **ins.attrs)
+
+
+def _lower_filter_grad(ins: Any, x: Any, g: Any) -> Any:
+    if not direct_covers(ins, x, g):
+        return None
+    return direct_filter_node(x, g, **ins.attrs)
+
+
+def padded(x: Node, out_spatial: tuple, kernel: tuple, window_strides, padding_low,
+           padding_high, rhs_dilation) -> Node:
+    """x padded for the direct loops: its own padding, and the right edge far enough for
+    the vector reads of the last outputs at a stride (`Wo * sx + (KW - 1) * dx` columns)."""
+    wo, sx, dx = out_spatial[1], window_strides[1], rhs_dilation[1]
+    need = wo * sx + (kernel[1] - 1) * dx - x.shape[3] - padding_low[1]
+    high = (padding_high[0], max(padding_high[1], need))
+    return apply("pad", x, A.const(0, x.dtype), edge_padding_low=(0, 0) + tuple(padding_low),
+                 edge_padding_high=(0, 0) + high, interior_padding=(0,) * 4)
+
+
+def direct_node(x: Node, w: Node, out_spatial: tuple, kernel: tuple, window_strides,
+                padding_low, padding_high, rhs_dilation, **_unused) -> Node:
+    xp = padded(x, out_spatial, kernel, window_strides, padding_low, padding_high, rhs_dilation)
+    return apply("direct_convolution", xp, w, window_strides=tuple(window_strides),
+                 rhs_dilation=tuple(rhs_dilation), out_size=tuple(out_spatial))
+
+
+def direct_filter_node(x: Node, g: Node, kernel_size, window_strides, padding_low,
+                       padding_high, rhs_dilation, **_unused) -> Node:
+    xp = padded(x, tuple(g.shape[2:]), tuple(kernel_size), window_strides, padding_low,
+                padding_high, rhs_dilation)
+    return apply("direct_filter_grad", xp, g, window_strides=tuple(window_strides),
+                 rhs_dilation=tuple(rhs_dilation), kernel_size=tuple(kernel_size))
+
+
+lower_on_cpu("convolution", _lower_convolution)
+lower_on_cpu("convolution_filter_grad", _lower_filter_grad)
