@@ -73,3 +73,39 @@ def test_a_new_process_loads_the_runtime_code_from_the_cache(tmp_path):
                                     str(float(64 * 64 * 64)))
     assert int(misses1) > 0 and int(hits1) == 0
     assert int(hits2) == int(misses1) and int(misses2) == 0
+
+
+def test_a_prefetched_object_is_built_once_on_its_own_thread(cache_at, monkeypatch):
+    """`prefetch` builds on a thread of its own (apart from the LLVM lock) the object code a
+    serial build gives; the `runtime_object` call that needs it waits for that build
+    rather than building again."""
+    import threading
+    from lazyarray.devices.cpu import pool_ir
+    threads = []
+    plain = R.runtime_code
+
+    def counting(name, *shape, **how):
+        threads.append((threading.current_thread().name, how.get("apart", False)))
+        return plain(name, *shape, **how)
+    monkeypatch.setattr(R, "runtime_code", counting)
+    shape = (pool_ir.GEMM_KIND_DIRECT, 4)
+    R.prefetch("gemm_tiles", *shape)
+    R.prefetch("gemm_tiles", *shape)              # already under way: not a second thread
+    obj = R.runtime_object("gemm_tiles", *shape)
+    assert threads == [("lazyarray-runtime-build", True)]
+    assert obj == plain("gemm_tiles", *shape)     # byte-identical to a build on this thread
+    assert R.STATS == {"hits": 0, "misses": 1}
+    assert R.runtime_object("gemm_tiles", *shape) == obj and R.STATS["hits"] == 1
+
+
+def test_a_failed_prefetch_raises_where_the_object_is_needed(cache_at, monkeypatch):
+    plain = R.runtime_code
+
+    def failing(name, *shape, **how):
+        raise RuntimeError("no LLVM today")
+    monkeypatch.setattr(R, "runtime_code", failing)
+    R.prefetch("trampoline", 4, 0, 0)
+    with pytest.raises(RuntimeError, match="no LLVM today"):
+        R.runtime_object("trampoline", 4, 0, 0)
+    monkeypatch.setattr(R, "runtime_code", plain)  # the next need builds it anew
+    assert R.runtime_object("trampoline", 4, 0, 0) == plain("trampoline", 4, 0, 0)

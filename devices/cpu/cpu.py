@@ -120,7 +120,8 @@ class CPUDevice(HostDevice):
             progress = Progress(module.name)
             try:
                 program = compile_program(module, CPU, donated, verify=bool(s["verify"]),
-                                          dumps=bool(s["dump"]), progress=progress)
+                                          dumps=bool(s["dump"]), progress=progress,
+                                          planned=native_gemm.prefetch)
             finally:
                 progress.close()
             if cache is not None:

@@ -6,7 +6,10 @@ compiled as before (`runtime_code`: IR from pool_ir.py, object code from the com
 `host_object`)."""
 from __future__ import annotations
 
+import os
+import threading
 import time
+from concurrent.futures import Future
 from typing import Any, Callable, Optional
 
 from ...compiler import profile_hooks
@@ -22,13 +25,14 @@ CACHE: list = [None]
 STATS = {"hits": 0, "misses": 0}
 
 
-def runtime_code(name: str, *shape: int) -> bytes:
+def runtime_code(name: str, *shape: int, apart: bool = False) -> bytes:
     """Object code of one of the CPU runtime's own native functions, generated with the
     builder and for the target kernels use (pool_ir.py): "pool" (the worker pool's job
     runner and worker loop), "trampoline" (nargs, npartials, ncounts: calls a kernel with
     its arguments from a buffer table), "trampolines" (several: nargs, npartials, ncounts
     of each in turn, named by pool_ir.trampoline_name), "gemm_tiles" (matrix products in
-    tiles, each a CBLAS call), "control" (the runner of loops and branches, control_ir.py)."""
+    tiles, each a CBLAS call), "control" (the runner of loops and branches, control_ir.py).
+    `apart`: built without the LLVM lock (driver.host_object), on a `prefetch` thread."""
     triple = target_id(CPU)[0]
     make = {"pool": lambda: pool_ir.PoolIR(triple).text(),
             "control": lambda: control_ir.control_ir(triple),
@@ -41,7 +45,7 @@ def runtime_code(name: str, *shape: int) -> bytes:
     # IR passes' time
     return host_object(make[name](), "lazyarray_" + name,
                        optimize=name not in ("trampoline", "trampolines"),
-                       slp=name != "gemm_tiles")
+                       slp=name != "gemm_tiles", apart=apart)
 
 
 def _triples(shape: tuple) -> list:
@@ -53,29 +57,58 @@ def _triples(shape: tuple) -> list:
 
 def runtime_object(name: str, *shape: int) -> bytes:
     """Object code of `runtime_code(name, *shape)`, from the disk cache when it holds it
-    (counted in runtime_builds either way)."""
+    (counted in runtime_builds either way), or from the `prefetch` thread building it
+    (waited for: the wait is what runtime_builds counts)."""
     t0 = time.perf_counter()
     built = True
     try:
         with profile_hooks.span("runtime", name):     # a profile shows it (no-op otherwise)
-            obj, built = _object(name, shape)
+            pending = _PENDING.pop((name, shape), None)
+            obj, built = _object(name, shape) if pending is None else pending.result()
     finally:
         record(built, time.perf_counter() - t0)
     return obj
 
 
-def _object(name: str, shape: tuple) -> tuple:
+# (name, shape) -> the Future of a `prefetch` thread's (object code, whether LLVM built it)
+_PENDING: dict = {}
+# a child made by fork() has none of its parent's threads: what they were building is
+# built again where needed
+os.register_at_fork(after_in_child=_PENDING.clear)
+
+
+def prefetch(name: str, *shape: int) -> None:
+    """Start building (or loading) `runtime_object(name, *shape)` on a thread of its own,
+    for the `runtime_object` call that will need it: a program's GEMM tile functions
+    (0.1-0.2 s of LLVM each) are built while its own code is compiled, each kind on its
+    own thread, not one after the other inside the first run. Built apart from the LLVM
+    lock (`runtime_code`'s `apart`), so the compiling thread never waits for it."""
+    key = (name, shape)
+    if key in _PENDING:
+        return
+    future: Future = Future()
+    _PENDING[key] = future
+
+    def build() -> None:
+        try:
+            future.set_result(_object(name, shape, apart=True))
+        except BaseException as e:      # raised again where the object is needed
+            future.set_exception(e)
+    threading.Thread(target=build, name="lazyarray-runtime-build", daemon=True).start()
+
+
+def _object(name: str, shape: tuple, apart: bool = False) -> tuple:
     """(object code, whether LLVM built it)."""
     where: Optional[Callable[[], tuple]] = CACHE[0]
     cache, context = where() if where is not None else (None, ())
     if cache is None:
-        return runtime_code(name, *shape), True
+        return runtime_code(name, *shape, apart=apart), True
     key = entry_key(f"runtime {name} {list(shape)}", *context)
     hit: Any = cache.load(key)
     if hit is not None and hit[0].get("runtime") == name and malformed(hit[1]) is None:
         STATS["hits"] += 1
         return hit[1], False
     STATS["misses"] += 1
-    obj = runtime_code(name, *shape)
+    obj = runtime_code(name, *shape, apart=apart)
     cache.store(key, {"runtime": name}, obj)
     return obj, True
