@@ -34,11 +34,29 @@ def test_runtime_code_is_compiled_once_then_loaded(cache_at):
     assert R.STATS["misses"] == 2
 
 
-def test_a_damaged_entry_is_a_miss_and_is_rewritten(cache_at):
+def _truncate(path):
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+
+
+def _flip_last_byte(path):              # inside the object code
+    with open(path, "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 0xFF]))
+
+
+def _garbage(path):
+    with open(path, "wb") as f:
+        f.write(b"\x7fELF not a cache entry")
+
+
+@pytest.mark.parametrize("damage", [_truncate, _flip_last_byte, _garbage])
+def test_a_damaged_entry_is_a_miss_and_is_rewritten(cache_at, damage):
     good = R.runtime_object("trampoline", 3, 0, 0)
     (entry,) = glob.glob(os.path.join(cache_at, "*", "*.bin"))
-    with open(entry, "r+b") as f:
-        f.truncate(os.path.getsize(entry) // 2)
+    damage(entry)
     assert R.runtime_object("trampoline", 3, 0, 0) == good
     assert R.STATS == {"hits": 0, "misses": 2}
     assert R.runtime_object("trampoline", 3, 0, 0) == good
@@ -109,3 +127,35 @@ def test_a_failed_prefetch_raises_where_the_object_is_needed(cache_at, monkeypat
         R.runtime_object("trampoline", 4, 0, 0)
     monkeypatch.setattr(R, "runtime_code", plain)  # the next need builds it anew
     assert R.runtime_object("trampoline", 4, 0, 0) == plain("trampoline", 4, 0, 0)
+
+
+def test_the_device_keys_runtime_code_by_code_version_and_cpu():
+    """What the CPU device pins a runtime object to: lazyarray's version, the compiler's and
+    devices' sources, the triple, CPU name and features, LLVM's version."""
+    from lazyarray.compiler.driver import CPU, target_id
+    from lazyarray.devices.compile_cache import VERSION, compiler_fingerprint
+    la.asarray([1.0])                       # the CPU device exists
+    _, context = R.CACHE[0]()
+    assert context == (VERSION, compiler_fingerprint()) + target_id(CPU)
+
+
+@pytest.mark.parametrize("changed", ["lazyarray version", "compiler sources", "cpu name",
+                                     "cpu features", "llvm version"])
+def test_an_entry_of_other_code_or_another_cpu_is_not_reused(tmp_path, monkeypatch, changed):
+    """An entry written by other code (a new version, edited sources) or for another CPU
+    (a feature set the host lacks) is never loaded: a miss, built for this one."""
+    directory = str(tmp_path / "cache")
+    here = ["0.1.0", "fingerprint", "x86_64-unknown-linux-gnu", "znver4", "+avx2,+fma", "20.1"]
+    index = {"lazyarray version": 0, "compiler sources": 1, "cpu name": 3,
+             "cpu features": 4, "llvm version": 5}[changed]
+    other = list(here)
+    other[index] = other[index] + ",other"
+    monkeypatch.setattr(R, "STATS", {"hits": 0, "misses": 0})
+    monkeypatch.setattr(R, "CACHE", [lambda: (DiskCache(directory), tuple(other))])
+    R.runtime_object("trampoline", 7, 0, 0)
+    monkeypatch.setattr(R, "CACHE", [lambda: (DiskCache(directory), tuple(here))])
+    R.runtime_object("trampoline", 7, 0, 0)
+    assert R.STATS == {"hits": 0, "misses": 2}
+    assert len(glob.glob(os.path.join(directory, "*", "*.bin"))) == 2
+    R.runtime_object("trampoline", 7, 0, 0)
+    assert R.STATS == {"hits": 1, "misses": 2}
