@@ -159,3 +159,16 @@ def test_an_entry_of_other_code_or_another_cpu_is_not_reused(tmp_path, monkeypat
     assert len(glob.glob(os.path.join(directory, "*", "*.bin"))) == 2
     R.runtime_object("trampoline", 7, 0, 0)
     assert R.STATS == {"hits": 1, "misses": 2}
+
+
+def test_prebuild_puts_the_generic_objects_in_the_cache(cache_at, monkeypatch):
+    """`prebuild` (what a first process on a machine, or an install step, would run) leaves
+    every generic runtime object in the disk cache; a second call builds none, and a
+    later need loads them. (Two small objects stand in for the eight generic ones.)"""
+    assert ("gemm_tiles", (R.pool_ir.GEMM_KIND_DIRECT, 4)) in R.generic_objects()
+    monkeypatch.setattr(R, "generic_objects", lambda: [("trampoline", (2, 1, 0)), ("pool", ())])
+    assert R.prebuild() == 2
+    assert R.prebuild() == 0
+    assert R.STATS == {"hits": 2, "misses": 2}
+    assert R.runtime_object("pool") == runtime_code("pool")
+    assert R.STATS["hits"] == 3

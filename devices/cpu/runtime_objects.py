@@ -97,6 +97,26 @@ def prefetch(name: str, *shape: int) -> None:
     threading.Thread(target=build, name="lazyarray-runtime-build", daemon=True).start()
 
 
+def generic_objects() -> list:
+    """(name, shape) of the runtime objects no program decides: the worker pool, the
+    control runner and the six GEMM tile functions (three kinds, float32 and float64).
+    Built once per machine and code version, like a library's prebuilt kernels, they are
+    what `prebuild` puts in the disk cache; kernel trampolines follow a program's
+    kernels' signatures and are built with it."""
+    kinds = (pool_ir.GEMM_KIND_BLAS, pool_ir.GEMM_KIND_DIRECT, pool_ir.GEMM_KIND_DOTS)
+    return [("pool", ()), ("control", ())] + [("gemm_tiles", (kind, size))
+                                              for size in (4, 8) for kind in kinds]
+
+
+def prebuild() -> int:
+    """Build (or load) every `generic_objects` into the disk cache, a thread each; returns
+    how many LLVM built. A new process then starts with them loaded from the cache."""
+    wanted = [(name, shape) for name, shape in generic_objects() if (name, shape) not in _PENDING]
+    for name, shape in wanted:
+        prefetch(name, *shape)
+    return sum(_PENDING.pop((name, shape)).result()[1] for name, shape in wanted)
+
+
 def _object(name: str, shape: tuple, apart: bool = False) -> tuple:
     """(object code, whether LLVM built it)."""
     where: Optional[Callable[[], tuple]] = CACHE[0]
