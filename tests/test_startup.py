@@ -232,8 +232,8 @@ print(json.dumps({"built": built, "native": native_gemm.available()}))
 
 def test_a_programs_tile_functions_are_built_while_it_compiles(tmp_path):
     """With an empty cache, a program with a short-inner-dimension product (`direct`) and a
-    narrow x @ W.T (`dots`) has both tile functions built on threads of their own as soon
-    as its steps are planned (driver.compile's `planned`), each once, not one after the
+    narrow x @ W.T (`dots`) has both tile functions (and, the first program, the worker
+    pool) built on threads of their own as soon as its steps are planned (driver.compile's `planned`), each once, not one after the
     other inside its first run; the results are NumPy's."""
     out = json.loads(_python(PREFETCHED, LAZYARRAY_CACHE_DIR=str(tmp_path)))
     if not out["native"]:
@@ -242,3 +242,5 @@ def test_a_programs_tile_functions_are_built_while_it_compiles(tmp_path):
     gemm = sorted(b for b in out["built"] if b[0] == "gemm_tiles")
     assert gemm == [["gemm_tiles", IR.GEMM_KIND_DIRECT, 4, "lazyarray-runtime-build"],
                     ["gemm_tiles", IR.GEMM_KIND_DOTS, 4, "lazyarray-runtime-build"]]
+    # the process's first program: the worker pool's code too
+    assert [b for b in out["built"] if b[0] == "pool"] == [["pool", "lazyarray-runtime-build"]]

@@ -121,7 +121,7 @@ class CPUDevice(HostDevice):
             try:
                 program = compile_program(module, CPU, donated, verify=bool(s["verify"]),
                                           dumps=bool(s["dump"]), progress=progress,
-                                          planned=native_gemm.prefetch)
+                                          planned=_prefetch_runtime)
             finally:
                 progress.close()
             if cache is not None:
@@ -160,6 +160,14 @@ class CPUDevice(HostDevice):
         if stage == "ptx":
             return compile_program(module, PTX_TARGET, dumps=True).dumps["ptx"]
         return compile_program(module, CPU, dumps=True).dumps[stage]
+
+
+def _prefetch_runtime(module: Module, steps: list) -> None:
+    """A program's steps are planned: the runtime code its first run will need and this
+    process lacks (the worker pool, its products' GEMM tile functions) is built on
+    threads of their own while LLVM compiles the program (driver.compile's `planned`)."""
+    native_pool.prefetch()
+    native_gemm.prefetch(module, steps)
 
 
 PTX_TARGET = "sm_80"     # la.debug.ir(cpu tensor, "ptx"): the data-center GPUs' common class

@@ -42,7 +42,7 @@ import numpy as np
 from ...compiler import fork_locks
 from . import pool_ir
 from .object_code import LoadedCode
-from .runtime_objects import runtime_object
+from .runtime_objects import prefetch as runtime_prefetch, runtime_object
 
 SPIN_ROUNDS = 2000      # `pause` rounds a worker spins before sleeping: ~50-150 us, longer
                         # than the Python between two kernels of one sync, short enough not
@@ -110,6 +110,13 @@ class _Code:
 
 _CODE: Optional[_Code] = None
 _CODE_LOCK = fork_locks.lock()
+
+
+def prefetch() -> None:
+    """Start building the pool's code on a thread of its own (runtime_objects.prefetch)
+    when this process has not loaded it yet: a first program's compile runs meanwhile."""
+    if _CODE is None:
+        runtime_prefetch("pool")
 
 
 def code() -> _Code:
