@@ -120,12 +120,13 @@ def host_object(ir_text: str, name: str, optimize: bool = True, slp: bool = True
     built with the options kernels are built with. `optimize=False` parses and emits only
     (a trampoline is a few loads and one call: the IR passes were half of its ~9 ms);
     `slp=False` skips the SLP vectorizer (code that is vector code already); `library`:
-    for a shared library (CPU_LIBRARY's code model), not the JIT. `apart` (optimized JIT
-    code only): in an LLVM context of its own, without the LLVM lock, so that a thread
-    builds it while the compiling thread goes on (the same object code)."""
+    for a shared library (CPU_LIBRARY's code model), not the JIT. `apart` (JIT code
+    only): in an LLVM context of its own, without the LLVM lock, so that a thread builds
+    it while the compiling thread goes on (the same object code)."""
     from .codegen import llvm_target
-    if apart and optimize and not library:
-        return llvm_target.optimize_apart(ir_text, name, emit=True, slp=slp)
+    if apart and not library:
+        return llvm_target.optimize_apart(ir_text, name, emit=True, slp=slp) if optimize \
+            else llvm_target.emit_apart(ir_text, name)
     if optimize:
         mod = llvm_target.optimize(ir_text, name, slp=slp)
     else:

@@ -223,9 +223,12 @@ R.runtime_code = counting
 rng = np.random.default_rng(0)
 a, b = rng.random((256, 10), np.float32), rng.random((10, 512), np.float32)
 c, w = rng.random((64, 512), np.float32), rng.random((10, 512), np.float32)
+big = rng.random((16384, 16), np.float32)
 x, y = la.asarray(a) @ la.asarray(b), la.asarray(c) @ la.asarray(w).T
+z = la.tanh(la.asarray(big) * 3.0).sum(axis=0) + 1.0     # partial reduction and finish
 la.sync()
 assert np.allclose(x.numpy(), a @ b, rtol=1e-5) and np.allclose(y.numpy(), c @ w.T, rtol=1e-5)
+assert np.allclose(z.numpy(), np.tanh(big * 3.0).sum(axis=0) + 1, rtol=1e-5)
 print(json.dumps({"built": built, "native": native_gemm.available()}))
 """
 
@@ -233,7 +236,8 @@ print(json.dumps({"built": built, "native": native_gemm.available()}))
 def test_a_programs_tile_functions_are_built_while_it_compiles(tmp_path):
     """With an empty cache, a program with a short-inner-dimension product (`direct`) and a
     narrow x @ W.T (`dots`) has both tile functions (and, the first program, the worker
-    pool) built on threads of their own as soon as its steps are planned (driver.compile's `planned`), each once, not one after the
+    pool; and its tasks' trampolines) built on threads of their own as soon as its steps
+    are planned (driver.compile's `planned`), each once, not one after the
     other inside its first run; the results are NumPy's."""
     out = json.loads(_python(PREFETCHED, LAZYARRAY_CACHE_DIR=str(tmp_path)))
     if not out["native"]:
@@ -244,3 +248,8 @@ def test_a_programs_tile_functions_are_built_while_it_compiles(tmp_path):
                     ["gemm_tiles", IR.GEMM_KIND_DOTS, 4, "lazyarray-runtime-build"]]
     # the process's first program: the worker pool's code too
     assert [b for b in out["built"] if b[0] == "pool"] == [["pool", "lazyarray-runtime-build"]]
+    # its tasks' trampolines, predicted from its steps (native_pool.trampoline_keys): one
+    # object built beside the compile, none left for the run to build
+    tramps = [b for b in out["built"] if b[0].startswith("trampoline")]
+    assert len(tramps) == 1 and tramps[0][0] == "trampolines" \
+        and tramps[0][-1] == "lazyarray-runtime-build"

@@ -99,6 +99,25 @@ def optimize(ir_text: str, name: str, slp: bool = True) -> Any:
     return mod
 
 
+def emit_apart(ir_text: str, name: str) -> bytes:
+    """`parse` and object code, with no IR passes, in an LLVM context and with a target
+    machine of its own, without the lock (see `optimize_apart`)."""
+    context = llvm.create_context()
+    try:
+        tm = _new_target_machine()
+        mod = llvm.parse_assembly(ir_text, context=context)
+        try:
+            mod.name = name
+            mod.triple = tm.triple
+            mod.data_layout = str(tm.target_data)
+            mod.verify()
+            return _emit_unlocked(tm, mod)
+        finally:
+            mod.close()
+    finally:
+        context.close()
+
+
 def optimize_apart(ir_text: str, name: str, emit: bool = False, slp: bool = True) -> bytes:
     """`optimize` in an LLVM context and with a target machine of its own (0.2 ms to
     make), without the lock: nothing shared is touched, so another thread may optimize

@@ -164,9 +164,11 @@ class CPUDevice(HostDevice):
 
 def _prefetch_runtime(module: Module, steps: list) -> None:
     """A program's steps are planned: the runtime code its first run will need and this
-    process lacks (the worker pool, its products' GEMM tile functions) is built on
+    process lacks (the worker pool, its tasks' trampolines, its products' GEMM tile
+    functions) is built on
     threads of their own while LLVM compiles the program (driver.compile's `planned`)."""
     native_pool.prefetch()
+    native_pool.prefetch_trampolines(native_pool.trampoline_keys(steps))
     native_gemm.prefetch(module, steps)
 
 
