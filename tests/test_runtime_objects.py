@@ -172,3 +172,16 @@ def test_prebuild_puts_the_generic_objects_in_the_cache(cache_at, monkeypatch):
     assert R.STATS == {"hits": 2, "misses": 2}
     assert R.runtime_object("pool") == runtime_code("pool")
     assert R.STATS["hits"] == 3
+
+
+def test_without_a_thread_to_prefetch_on_the_object_is_built_where_needed(cache_at,
+                                                                          monkeypatch):
+    import threading
+
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    R.prefetch("trampoline", 8, 0, 0)
+    assert ("trampoline", (8, 0, 0)) not in R._PENDING
+    assert R.runtime_object("trampoline", 8, 0, 0) == runtime_code("trampoline", 8, 0, 0)
+    assert R.STATS == {"hits": 0, "misses": 1}

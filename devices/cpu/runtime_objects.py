@@ -94,7 +94,10 @@ def prefetch(name: str, *shape: int) -> None:
             future.set_result(_object(name, shape, apart=True))
         except BaseException as e:      # raised again where the object is needed
             future.set_exception(e)
-    threading.Thread(target=build, name="lazyarray-runtime-build", daemon=True).start()
+    try:
+        threading.Thread(target=build, name="lazyarray-runtime-build", daemon=True).start()
+    except RuntimeError:        # no thread to be had: built where it is needed, as before
+        _PENDING.pop(key, None)
 
 
 def generic_objects() -> list:
