@@ -185,3 +185,21 @@ def test_without_a_thread_to_prefetch_on_the_object_is_built_where_needed(cache_
     assert ("trampoline", (8, 0, 0)) not in R._PENDING
     assert R.runtime_object("trampoline", 8, 0, 0) == runtime_code("trampoline", 8, 0, 0)
     assert R.STATS == {"hits": 0, "misses": 1}
+
+
+_EXITS_AT_ONCE = """
+import lazyarray as la
+from lazyarray.devices.cpu import runtime_objects as R
+la.asarray([1.0])
+R.prefetch("gemm_tiles", R.pool_ir.GEMM_KIND_DIRECT, 4)
+"""
+
+
+def test_a_prefetch_under_way_at_exit_is_finished_and_stored(tmp_path):
+    """A process that exits while a prefetch thread is inside LLVM waits for it (no crash
+    tearing LLVM down under it), and its object reaches the cache."""
+    env = dict(os.environ, LAZYARRAY_CACHE_DIR=str(tmp_path / "c"))
+    out = subprocess.run([sys.executable, "-c", _EXITS_AT_ONCE], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert len(glob.glob(str(tmp_path / "c" / "*" / "*.bin"))) == 1

@@ -6,6 +6,7 @@ compiled as before (`runtime_code`: IR from pool_ir.py, object code from the com
 `host_object`)."""
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
@@ -75,6 +76,21 @@ _PENDING: dict = {}
 # a child made by fork() has none of its parent's threads: what they were building is
 # built again where needed
 os.register_at_fork(after_in_child=_PENDING.clear)
+
+
+def _finish_pending() -> None:
+    """At exit, wait for the prefetch threads still building: a daemon thread left inside
+    LLVM while the process tears LLVM down could crash it, and its object would be lost
+    to the cache."""
+    for future in list(_PENDING.values()):
+        try:
+            future.exception(timeout=EXIT_WAIT_S)
+        except Exception:       # (a timeout: exit anyway)
+            pass
+
+
+EXIT_WAIT_S = 30.0
+atexit.register(_finish_pending)
 
 
 def prefetch(name: str, *shape: int) -> None:
