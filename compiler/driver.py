@@ -42,7 +42,8 @@ CPU_LIBRARY = "cpu-library"   # the host's code for a shared library (ahead of t
 
 def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(), *,
             verify: bool = False, dumps: bool = False, progress: Any = None,
-            separate_buffers: bool = False, carried: Any = None) -> Program:
+            separate_buffers: bool = False, carried: Any = None, planned: Any = None
+            ) -> Program:
     """Compile `module` for `target`. `donated`: parameter numbers whose buffers the
     caller gives up, so outputs and temporaries may be written into them once they are
     dead. `verify`: run the verifier after every pass. `dumps`: fill `Program.dumps`
@@ -56,12 +57,16 @@ def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(),
     are donated, each slot held by its own output only (buffer_assignment.py), so the
     loop updates that state in one buffer (devices/cpu/native_control.py); the module is
     a loop body (`{}`: one that donates nothing), whose kernels, run at every iteration,
-    are optimized as LOOP_BODY_RUNS times their work."""
+    are optimized as LOOP_BODY_RUNS times their work. `planned(module, steps)` (CPU),
+    when given, hears the optimized module and the program's steps as soon as they are
+    planned, before LLVM builds their code: the CPU device starts building the runtime
+    code the steps will call (GEMM tile functions) meanwhile."""
     with _collector_paused():
         if target in (CPU, CPU_LIBRARY):
             return _compile_cpu(module, frozenset(donated), verify, dumps, progress,
                                 library=target == CPU_LIBRARY,
-                                separate_buffers=separate_buffers, carried=carried)
+                                separate_buffers=separate_buffers, carried=carried,
+                                planned=planned)
         return _compile_nvptx(module, target, frozenset(donated), verify, dumps)
 
 
@@ -129,14 +134,19 @@ def runtime_ptx(mod: Any, arch: str) -> str:
 # ---- the two targets -------------------------------------------------------------------
 
 def host_object(ir_text: str, name: str, optimize: bool = True, slp: bool = True,
-                library: bool = False) -> bytes:
+                library: bool = False, apart: bool = False) -> bytes:
     """Object code for the host from LLVM IR a runtime generated for its own native
     functions (devices/cpu/pool_ir.py: the worker pool, kernel trampolines, GEMM tiles),
     built with the options kernels are built with. `optimize=False` parses and emits only
     (a trampoline is a few loads and one call: the IR passes were half of its ~9 ms);
     `slp=False` skips the SLP vectorizer (code that is vector code already); `library`:
-    for a shared library (CPU_LIBRARY's code model), not the JIT."""
+    for a shared library (CPU_LIBRARY's code model), not the JIT. `apart` (JIT code
+    only): in an LLVM context of its own, without the LLVM lock, so that a thread builds
+    it while the compiling thread goes on (the same object code)."""
     from .codegen import llvm_target
+    if apart and not library:
+        return llvm_target.optimize_apart(ir_text, name, emit=True, slp=slp) if optimize \
+            else llvm_target.emit_apart(ir_text, name)
     if optimize:
         mod = llvm_target.optimize(ir_text, name, slp=slp)
     else:
@@ -149,7 +159,8 @@ def host_object(ir_text: str, name: str, optimize: bool = True, slp: bool = True
 
 def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
                  progress: Any = None, library: bool = False,
-                 separate_buffers: bool = False, carried: Any = None) -> Program:
+                 separate_buffers: bool = False, carried: Any = None, planned: Any = None
+                 ) -> Program:
     from .codegen import cpu_kernels, llvm_target, module_split
     from .codegen.control_steps import control_step
     from .passes.expand_convolution import direct_convolutions
@@ -173,7 +184,7 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         # library's C loop and the GPU stand-in's host kernels keep two buffers)
         in_place = {} if carried is not None and (library or separate_buffers) else carried
         sub = compile(m, CPU_LIBRARY if library else CPU, dumps=dumps,
-                      separate_buffers=separate_buffers, carried=in_place)
+                      separate_buffers=separate_buffers, carried=in_place, planned=planned)
         _keep_sub_dumps(sub_dumps, m.name, sub)
         return sub
     control = functools.partial(control_step, plan, compile_sub=compile_sub)
@@ -182,6 +193,8 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
             plan, module.name, progress=progress, control=control, lapack=not library,
             prefix=f"{_c_ident(module.name)}__" if library else "",
             repeat=LOOP_BODY_RUNS if carried is not None else 1)
+    if planned is not None:
+        planned(plan.module, steps)
     functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
     if progress is not None:
         progress("optimizing", functions, functions)

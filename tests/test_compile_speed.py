@@ -134,3 +134,45 @@ def test_shared_reduction_functions_write_their_own_outputs():
             x = x * 0.5 + np.sin(x) * i
         return (x * x).sum()
     np.testing.assert_allclose([s1.item(), s2.item()], [g(a), g(b)], rtol=1e-12)
+
+
+_COLUMN_SUMS = """HloModule cols
+
+ENTRY main {
+  %p.0 = f32[ROWS,COLS] parameter(), number=0
+  %c.1 = f32[] constant(3.0)
+  %b.2 = f32[ROWS,COLS] broadcast_in_dim(f32[] %c.1), shape={ROWS,COLS}, broadcast_dimensions={}
+  %multiply.3 = f32[ROWS,COLS] multiply(f32[ROWS,COLS] %p.0, f32[ROWS,COLS] %b.2)
+  %reduce.4 = f32[COLS] reduce(f32[ROWS,COLS] %multiply.3), axes={0}, kind=sum
+  %tanh.5 = f32[COLS] tanh(f32[COLS] %reduce.4)
+  ROOT %tuple.6 = (f32[COLS]) tuple(%tanh.5)
+}
+"""
+
+
+def _attributes(llvm_text: str) -> dict:
+    """function name -> the text of its attribute groups, from optimized LLVM IR."""
+    groups = dict(re.findall(r"^attributes (#\d+) = \{(.*)\}$", llvm_text, re.M))
+    return {m.group(1): " ".join(groups.get(g, "") for g in re.findall(r"#\d+", m.group(2)))
+            for m in re.finditer(r'^define [^@]*@"?([\w.]+)"?\(.*\)(.*)\{$', llvm_text, re.M)}
+
+
+@pytest.mark.parametrize("rows,n,tier", [(16384, 16, 0), (1024, 1024, 1), (256, 8192, 2)])
+def test_a_partial_reductions_finish_is_optimized_for_its_own_size(rows, n, tier):
+    """A column reduction's chunks run over the whole input, its finish (partials combined,
+    epilogue) over the outputs only: the finish's optimization follows its outputs
+    (16 channels: not optimized), not the input's size, and the result is unchanged."""
+    from lazyarray.compiler import driver
+    from lazyarray.compiler.hlo.parser import parse_module
+    from lazyarray.compiler.program import PartialStep
+    program = driver.compile(parse_module(_COLUMN_SUMS.replace("ROWS", str(rows)).replace("COLS", str(n))), dumps=True)
+    (step,) = [s for s in program.steps if isinstance(s, PartialStep)]
+    attrs = _attributes(program.dumps["llvm"])
+    assert step.finish is not None
+    assert "optnone" not in attrs[step.fn]          # rows x n elements: optimized
+    assert ("optnone" in attrs[step.finish]) == (tier == 0)
+    assert ("llvm.loop.vectorize.enable" in program.dumps["llvm"]) == (tier == 1)
+    x = (np.random.default_rng(n).random((rows, n)) / rows).astype(np.float32)
+    got = la.tanh((la.asarray(x) * 3.0).sum(axis=0)).numpy()
+    np.testing.assert_allclose(got, np.tanh((x.astype(np.float64) * 3.0).sum(axis=0)),
+                               rtol=1e-5)

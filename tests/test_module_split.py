@@ -67,6 +67,20 @@ def test_halves_hold_every_function_once_in_order_with_its_globals():
         assert inside == ((True, False) if f'@"loop_{k}"' in first else (False, True))
 
 
+def test_halves_are_cut_by_llvms_cost_an_optnone_function_costing_less():
+    """Unoptimized (`optnone`) kernels cost LLVM a fraction of an optimized one's time per
+    character of IR: with the first half of the functions optnone, the first half of
+    the module takes more functions, so both threads get about the same work."""
+    m = _program(60)
+    for k in range(30):
+        m.get_global(f"loop_{k}").attributes.add("optnone")
+        m.get_global(f"loop_{k}").attributes.add("noinline")
+    first, _ = module_split.halves(m)
+    # 30 optnone at OPTNONE_COST each, then optimized ones up to half of the total cost
+    want = 30 + round((30 - 30 * module_split.OPTNONE_COST) / 2)
+    assert abs(len(_defined(first)) - want) <= 1
+
+
 @pytest.mark.parametrize("m", [_program(60, shared_global=True), _program(3), _program(1)])
 def test_module_not_cut_when_a_global_is_shared_or_it_is_small(m):
     assert module_split.halves(m) is None

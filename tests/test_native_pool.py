@@ -615,3 +615,29 @@ def test_a_programs_new_trampolines_are_built_together(monkeypatch) -> None:
         assert part[0] == x.sum()
     finally:
         c._tramps.update(saved)
+
+
+def test_prefetched_trampolines_are_taken_and_the_rest_built(monkeypatch):
+    """Trampolines predicted for a program (native_pool.prefetch_trampolines) are built in
+    one object on a thread of their own and loaded when a job first needs one of them; a
+    key not predicted is built then as before, and one predicted but never needed costs
+    only its build."""
+    from lazyarray.devices.cpu import native_pool as P, runtime_objects as R
+    code = P.code()
+    built = []
+    plain = R.runtime_code
+
+    def counting(name, *shape, **how):
+        built.append((name, shape))
+        return plain(name, *shape, **how)
+    monkeypatch.setattr(R, "runtime_code", counting)
+    monkeypatch.setattr(R, "CACHE", [lambda: (None, ())])     # built, never read back
+    predicted = [(29, 3, 1), (30, 0, 0)]           # signatures no other test uses
+    P.prefetch_trampolines(predicted + [(29, 3, 1)])
+    P.prefetch_trampolines(predicted)              # on the way already: nothing more
+    first, other = code.trampolines([(29, 3, 1), (31, 0, 0)])
+    assert first and other and first != other
+    assert code.trampoline(30, 0, 0) not in (0, first, other)   # from the same object
+    assert P._PREFETCHED == []
+    assert [b[0] for b in built] == ["trampolines", "trampoline"]
+    assert built[0][1] == (29, 3, 1, 30, 0, 0) and built[1][1] == (31, 0, 0)

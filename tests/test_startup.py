@@ -186,9 +186,9 @@ import lazyarray as la
 from lazyarray.devices.cpu import native_gemm, runtime_objects as R
 built = []
 plain = R.runtime_code
-def counting(name, *shape):
+def counting(name, *shape, **how):
     built.append([name, *shape])
-    return plain(name, *shape)
+    return plain(name, *shape, **how)
 R.runtime_code = counting
 a = np.arange(64 * 64, dtype=np.float32).reshape(64, 64) / 4096
 value = (la.asarray(a) @ la.asarray(a)).numpy()
@@ -207,3 +207,49 @@ def test_a_first_product_builds_only_the_tile_function_it_uses(tmp_path):
     gemm = [b for b in out["built"] if b[0] == "gemm_tiles"]
     from lazyarray.devices.cpu.native_gemm import IR
     assert gemm == [["gemm_tiles", IR.GEMM_KIND_BLAS, 4]]
+
+
+PREFETCHED = """
+import json, threading
+import numpy as np
+import lazyarray as la
+from lazyarray.devices.cpu import native_gemm, runtime_objects as R
+built = []
+plain = R.runtime_code
+def counting(name, *shape, **how):
+    built.append([name, *shape, threading.current_thread().name])
+    return plain(name, *shape, **how)
+R.runtime_code = counting
+rng = np.random.default_rng(0)
+a, b = rng.random((256, 10), np.float32), rng.random((10, 512), np.float32)
+c, w = rng.random((64, 512), np.float32), rng.random((10, 512), np.float32)
+big = rng.random((16384, 16), np.float32)
+x, y = la.asarray(a) @ la.asarray(b), la.asarray(c) @ la.asarray(w).T
+z = la.tanh(la.asarray(big) * 3.0).sum(axis=0) + 1.0     # partial reduction and finish
+la.sync()
+assert np.allclose(x.numpy(), a @ b, rtol=1e-5) and np.allclose(y.numpy(), c @ w.T, rtol=1e-5)
+assert np.allclose(z.numpy(), np.tanh(big * 3.0).sum(axis=0) + 1, rtol=1e-5)
+print(json.dumps({"built": built, "native": native_gemm.available()}))
+"""
+
+
+def test_a_programs_tile_functions_are_built_while_it_compiles(tmp_path):
+    """With an empty cache, a program with a short-inner-dimension product (`direct`) and a
+    narrow x @ W.T (`dots`) has both tile functions (and, the first program, the worker
+    pool; and its tasks' trampolines) built on threads of their own as soon as its steps
+    are planned (driver.compile's `planned`), each once, not one after the
+    other inside its first run; the results are NumPy's."""
+    out = json.loads(_python(PREFETCHED, LAZYARRAY_CACHE_DIR=str(tmp_path)))
+    if not out["native"]:
+        pytest.skip(reason="NumPy's BLAS is not the ILP64 OpenBLAS: products take NumPy's path")
+    from lazyarray.devices.cpu.native_gemm import IR
+    gemm = sorted(b for b in out["built"] if b[0] == "gemm_tiles")
+    assert gemm == [["gemm_tiles", IR.GEMM_KIND_DIRECT, 4, "lazyarray-runtime-build"],
+                    ["gemm_tiles", IR.GEMM_KIND_DOTS, 4, "lazyarray-runtime-build"]]
+    # the process's first program: the worker pool's code too
+    assert [b for b in out["built"] if b[0] == "pool"] == [["pool", "lazyarray-runtime-build"]]
+    # its tasks' trampolines, predicted from its steps (native_pool.trampoline_keys): one
+    # object built beside the compile, none left for the run to build
+    tramps = [b for b in out["built"] if b[0].startswith("trampoline")]
+    assert len(tramps) == 1 and tramps[0][0] == "trampolines" \
+        and tramps[0][-1] == "lazyarray-runtime-build"

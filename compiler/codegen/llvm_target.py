@@ -99,11 +99,9 @@ def optimize(ir_text: str, name: str, slp: bool = True) -> Any:
     return mod
 
 
-def optimize_apart(ir_text: str, name: str, emit: bool = False) -> bytes:
-    """`optimize` in an LLVM context and with a target machine of its own (0.2 ms to
-    make), without the lock: nothing shared is touched, so another thread may optimize
-    meanwhile. Returns the optimized module's bitcode, for `link_bitcode`, or with
-    `emit` its object code."""
+def emit_apart(ir_text: str, name: str) -> bytes:
+    """`parse` and object code, with no IR passes, in an LLVM context and with a target
+    machine of its own, without the lock (see `optimize_apart`)."""
     context = llvm.create_context()
     try:
         tm = _new_target_machine()
@@ -113,7 +111,28 @@ def optimize_apart(ir_text: str, name: str, emit: bool = False) -> bytes:
             mod.triple = tm.triple
             mod.data_layout = str(tm.target_data)
             mod.verify()
-            _run_pipeline(mod, tm, True)
+            return _emit_unlocked(tm, mod)
+        finally:
+            mod.close()
+    finally:
+        context.close()
+
+
+def optimize_apart(ir_text: str, name: str, emit: bool = False, slp: bool = True) -> bytes:
+    """`optimize` in an LLVM context and with a target machine of its own (0.2 ms to
+    make), without the lock: nothing shared is touched, so another thread may optimize
+    meanwhile. Returns the optimized module's bitcode, for `link_bitcode`, or with
+    `emit` its object code. `slp` as for `optimize`."""
+    context = llvm.create_context()
+    try:
+        tm = _new_target_machine()
+        mod = llvm.parse_assembly(ir_text, context=context)
+        try:
+            mod.name = name
+            mod.triple = tm.triple
+            mod.data_layout = str(tm.target_data)
+            mod.verify()
+            _run_pipeline(mod, tm, slp)
             return _emit_unlocked(tm, mod) if emit else mod.as_bitcode()
         finally:
             mod.close()

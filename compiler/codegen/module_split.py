@@ -16,6 +16,9 @@ import llvmlite.ir as ir
 # below this much IR the second thread and the bitcode round trip cost more than they
 # save (a small program's optimization is a few milliseconds)
 MIN_SPLIT_CHARS = 64 * 1024
+# LLVM's cost of an `optnone` function (a small kernel: no IR passes, fast instruction
+# selection) per character of IR, against an optimized one's: halves are cut by cost
+OPTNONE_COST = 0.1
 
 
 def halves(llmod: ir.Module) -> Optional[tuple]:
@@ -26,10 +29,11 @@ def halves(llmod: ir.Module) -> Optional[tuple]:
     if len(defined) < 2:
         return None
     texts = {g.name: str(g) for g in defined}
-    total = sum(map(len, texts.values()))
-    if total < MIN_SPLIT_CHARS:
+    if sum(map(len, texts.values())) < MIN_SPLIT_CHARS:
         return None
-    first = _first_half(defined, texts, total)
+    costs = {g.name: len(texts[g.name]) * (OPTNONE_COST if "optnone" in g.attributes else 1)
+             for g in defined}
+    first = _first_half(defined, costs, sum(costs.values()))
     parts: tuple = ([], [])
     for g in llmod.globals.values():
         if isinstance(g, ir.Function):
@@ -47,14 +51,14 @@ def halves(llmod: ir.Module) -> Optional[tuple]:
     return tuple(_module_text(llmod, body) for body in parts)
 
 
-def _first_half(defined: list, texts: dict, total: int) -> set:
+def _first_half(defined: list, costs: dict, total: float) -> set:
     """Names of the leading functions that make up about half of `total`."""
-    first, size = set(), 0
+    first, size = set(), 0.0
     for g in defined[:-1]:
-        if size + len(texts[g.name]) / 2 > total / 2:
+        if size + costs[g.name] / 2 > total / 2:
             break
         first.add(g.name)
-        size += len(texts[g.name])
+        size += costs[g.name]
     return first or {defined[0].name}
 
 

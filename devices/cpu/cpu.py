@@ -114,7 +114,8 @@ class CPUDevice(HostDevice):
             progress = Progress(module.name)
             try:
                 program = compile_program(module, CPU, donated, verify=bool(s["verify"]),
-                                          dumps=bool(s["dump"]), progress=progress)
+                                          dumps=bool(s["dump"]), progress=progress,
+                                          planned=_prefetch_runtime)
             finally:
                 progress.close()
             if cache is not None:
@@ -153,6 +154,16 @@ class CPUDevice(HostDevice):
         if stage == "ptx":
             return compile_program(module, PTX_TARGET, dumps=True).dumps["ptx"]
         return compile_program(module, CPU, dumps=True).dumps[stage]
+
+
+def _prefetch_runtime(module: Module, steps: list) -> None:
+    """A program's steps are planned: the runtime code its first run will need and this
+    process lacks (the worker pool, its tasks' trampolines, its products' GEMM tile
+    functions) is built on
+    threads of their own while LLVM compiles the program (driver.compile's `planned`)."""
+    native_pool.prefetch()
+    native_pool.prefetch_trampolines(native_pool.trampoline_keys(steps))
+    native_gemm.prefetch(module, steps)
 
 
 PTX_TARGET = "sm_80"     # la.debug.ir(cpu tensor, "ptx"): the data-center GPUs' common class

@@ -26,9 +26,11 @@ from typing import Optional
 import numpy as np
 
 from ...compiler import fork_locks
+from ...compiler.hlo.module import Module
+from ...compiler.program import LibraryStep
 from . import native_pool, pool_ir
 from .object_code import LoadedCode
-from .runtime_objects import runtime_object
+from .runtime_objects import prefetch as runtime_prefetch, runtime_object
 from .blas_threads import BLAS_THREADS, blas_single_threaded
 
 _SYMBOLS = {np.dtype(np.float32): "scipy_cblas_sgemm64_", np.dtype(np.float64): "scipy_cblas_dgemm64_"}
@@ -53,6 +55,7 @@ def _gemm_addresses() -> Optional[dict]:
 
 _KINDS = {"blas": IR.GEMM_KIND_BLAS, "direct": IR.GEMM_KIND_DIRECT, "dots": IR.GEMM_KIND_DOTS}
 _BLAS_FUNCTIONS: set = set()     # the addresses of the "blas" tile functions built
+_BUILT: set = set()              # (dtype, kind) of the tile functions loaded
 
 
 @functools.lru_cache(maxsize=None)
@@ -63,6 +66,7 @@ def tile_function(dt: np.dtype, kind: str) -> int:
     code_kind, size = _KINDS[kind], np.dtype(dt).itemsize
     with _LOCK:
         code = LoadedCode(runtime_object("gemm_tiles", code_kind, size))
+        _BUILT.add((np.dtype(dt), kind))
     _KEEP.append(code)
     address = code.address(IR.GEMM_NAMES[code_kind, size])
     if kind == "blas":
@@ -359,13 +363,45 @@ def program_task(layout: dict, lhs: tuple, rhs: tuple, out: tuple, dt: np.dtype,
     if dt not in _SYMBOLS or not available() or not (m and n and k and batch) \
             or math.prod(out) != batch * m * n:
         return None
-    pa = _read(_stored_dims(tuple(lhs), layout["lhs_perm"]), batch, m, k)
-    pc = _read(_stored_dims(tuple(rhs), layout["rhs_perm"]), batch, k, n)
+    pa, pc = _operands(layout, lhs, rhs)
     if pa is None or pc is None:
         return None
     strides = (pa[2], pc[2], m * n) if batch > 1 else (0, 0, 0)
     return task(dt, m, n, k, pa[:2], pc[:2], threads if batch * work(m, n, k) >= SPLIT_WORK else 1,
                 batch, strides)
+
+
+def _operands(layout: dict, lhs: tuple, rhs: tuple) -> tuple:
+    """(A's, B's) (CBLAS flag, leading dimension, batch stride) read in place, or None."""
+    m, n, k, batch = layout["m"], layout["n"], layout["k"], layout["batch"]
+    return (_read(_stored_dims(tuple(lhs), layout["lhs_perm"]), batch, m, k),
+            _read(_stored_dims(tuple(rhs), layout["rhs_perm"]), batch, k, n))
+
+
+def prefetch(module: Module, steps: list) -> None:
+    """Start building the tile functions that the products among a program's `steps`
+    will call, each on a thread of its own (runtime_objects.prefetch), where none is
+    built yet. The CPU device calls this when the steps are planned (driver.compile's
+    `planned`), so the tiles are built while the program's own code is: they were built
+    one after the other inside its first run (0.3-0.5 s of a CNN's first step)."""
+    if not available():
+        return
+    ins, wanted = module.instructions, []
+    for s in steps:
+        if not isinstance(s, LibraryStep) or s.call != "gemm":
+            continue
+        (lhs, rhs), out = (ins[o] for o in s.operands), ins[s.pos]
+        m, n, k, batch = (s.args[x] for x in ("m", "n", "k", "batch"))
+        dt = out.dtype.np
+        if not lhs.dtype == rhs.dtype == out.dtype or dt not in _SYMBOLS \
+                or not (m and n and k and batch) or math.prod(out.shape) != batch * m * n:
+            continue
+        pa, pc = _operands(s.args, lhs.shape, rhs.shape)
+        if pa is not None and pc is not None:
+            wanted.append((dt, kind(dt, m, n, k, pa[0], pc[0])))
+    for dt, how in dict.fromkeys(wanted):
+        if (dt, how) not in _BUILT:
+            runtime_prefetch("gemm_tiles", _KINDS[how], dt.itemsize)
 
 
 # Inside a whole-program job a split costs no dispatch (the job is parallel already; the

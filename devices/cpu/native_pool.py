@@ -40,9 +40,10 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from ...compiler import fork_locks
+from ...compiler.program import LibraryStep, LoopStep, PartialStep
 from . import pool_ir
 from .object_code import LoadedCode
-from .runtime_objects import runtime_object
+from .runtime_objects import prefetch as runtime_prefetch, runtime_object
 
 SPIN_ROUNDS = 2000      # `pause` rounds a worker spins before sleeping: ~50-150 us, longer
                         # than the Python between two kernels of one sync, short enough not
@@ -94,6 +95,7 @@ class _Code:
         missing = [k for k in dict.fromkeys(keys) if k not in self._tramps]
         if missing:
             with self._lock:
+                self._take_prefetched(missing)
                 # sorted: the same set is the same disk cache entry in the next process
                 missing = sorted(k for k in missing if k not in self._tramps)
                 if len(missing) == 1:
@@ -107,9 +109,68 @@ class _Code:
                     self._loaded.append(code)
         return [self._tramps[k] for k in keys]
 
+    def _take_prefetched(self, missing: list) -> None:
+        """Load the prefetched trampolines (`prefetch_trampolines`) of any of `missing`."""
+        with _PREFETCHED_LOCK:
+            taken = [keys for keys in _PREFETCHED if any(k in keys for k in missing)]
+            for keys in taken:
+                _PREFETCHED.remove(keys)
+        for keys in taken:
+            code = LoadedCode(runtime_object("trampolines", *sum(keys, ())))
+            for k in keys:
+                self._tramps[k] = code.address(pool_ir.trampoline_name(k))
+            self._loaded.append(code)
+
 
 _CODE: Optional[_Code] = None
 _CODE_LOCK = fork_locks.lock()
+
+
+# sorted tuples of trampoline keys being built on prefetch threads, each one object
+_PREFETCHED: list = []
+_PREFETCHED_LOCK = fork_locks.lock()
+os.register_at_fork(after_in_child=_PREFETCHED.clear)
+
+
+def trampoline_keys(steps: list) -> list:
+    """The trampoline keys (nargs, npartials, ncounts) of a program's tasks, as the CPU
+    executable and native_program make them: a loop's, a partial reduction's and its
+    finish's (which takes the chunk count), a product's (its buffers and descriptor)."""
+    keys = []
+    for s in steps:
+        if isinstance(s, LoopStep):
+            keys.append((len(s.args), 0, 0))
+        elif isinstance(s, PartialStep):
+            keys.append((len(s.args), len(s.roots), 0))
+            if s.finish:
+                keys.append((len(s.finish_args), len(s.roots), 1))
+        elif isinstance(s, LibraryStep) and s.call == "gemm":
+            keys.append((len(s.operands) + 2, 0, 0))
+    return keys
+
+
+def prefetch_trampolines(keys: list) -> None:
+    """Start building, on a thread of its own, one object with the trampolines of `keys`
+    that are neither loaded nor on the way: a program's, predicted from its steps
+    (`trampoline_keys`) when they are planned, so its first run finds them built rather
+    than building them one job at a time (~0.1 s of a training step's first run). A key
+    predicted wrongly costs a trampoline built for nothing; one not predicted is built
+    when its job needs it, as before."""
+    have = _CODE._tramps if _CODE is not None else {}
+    with _PREFETCHED_LOCK:
+        wanted = sorted(k for k in set(keys) if k not in have
+                        and not any(k in p for p in _PREFETCHED))
+        if not wanted:
+            return
+        _PREFETCHED.append(tuple(wanted))
+    runtime_prefetch("trampolines", *sum(wanted, ()))
+
+
+def prefetch() -> None:
+    """Start building the pool's code on a thread of its own (runtime_objects.prefetch)
+    when this process has not loaded it yet: a first program's compile runs meanwhile."""
+    if _CODE is None:
+        runtime_prefetch("pool")
 
 
 def code() -> _Code:
