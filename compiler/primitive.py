@@ -19,7 +19,7 @@ import numpy as np
 
 from .hlo import dtypes as D
 from .hlo.dtypes import DType
-from .graph.node import Node, NodeType, node_type, type_of
+from .graph.node import Node, node_type, type_of
 from .hlo.shapes import num_elements
 
 # kinds, which fusion reads

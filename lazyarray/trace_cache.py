@@ -26,7 +26,7 @@ import functools
 import sys
 import types
 from collections import OrderedDict
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 

@@ -9,7 +9,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray.compiler.program import LoopStep
-from lazyarray.devices.cpu import native_program, run_plan
+from lazyarray.devices.cpu import run_plan
 from lazyarray.devices.cpu import native_pool as NP
 
 from native_training import made_programs

@@ -144,7 +144,7 @@ def capture(outputs: list, donate: Any = None) -> Capture:
     args: list = []
     leaves: list = []
     seen = positions.get
-    place, add_key, add_keys, add_arg = order.append, key.append, key.extend, args.append
+    place, add_keys, add_arg = order.append, key.extend, args.append
     for root in outputs:
         stack = [root]
         pop, push, extend = stack.pop, stack.append, stack.extend

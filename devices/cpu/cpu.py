@@ -28,7 +28,7 @@ from ...compiler.program import (CONTROL_STEPS, LibraryStep, LoopStep, PartialSt
 from ..compile_progress import Progress
 from ..compile_cache import (VERSION, DiskCache, compiler_fingerprint, default_dir,  # noqa: F401
                              entry_key, load_cached)
-from . import lapack, native_pool, native_program, run_plan, runtime_objects
+from . import lapack, native_gemm, native_pool, native_program, run_plan, runtime_objects
 from ..device import HostDevice
 from ..dump_files import write_dump
 from .library_calls import LIBRARY_CALLS, gemm_call, matmul_into  # noqa: F401 (their home)

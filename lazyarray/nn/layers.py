@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
