@@ -84,6 +84,21 @@ def test_mlp_cross_entropy_is_copied():
     _check_copied(_mlp, _params, hits=3)
 
 
+IMG, K1, K2 = leaf((2, 3, 9, 9)), leaf((4, 3, 3, 3)), leaf((5, 4, 3, 3))
+
+
+def _convnet():
+    # a stride-1 and a stride-2 convolution (the input gradient by phases) and a ReLU:
+    # convolution's vjp reads only types and attributes, so a CNN's backward is copied
+    from lazyarray.ops import convolution as conv, nn as onn
+    h = onn.relu(conv.conv2d(IMG, K1, padding=1))
+    return A.reduce_sum(conv.conv2d(h, K2, stride=2, padding=1), (0, 1, 2, 3))
+
+
+def test_a_convolution_network_is_copied():
+    _check_copied(_convnet, lambda t: [K1, K2, IMG], hits=2)
+
+
 def test_sources_absent_duplicated_integer_and_interior():
     other = leaf((2,))
     _check_copied(_mlp, lambda t: [W1, other, W1, LABELS, X])

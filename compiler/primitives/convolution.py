@@ -446,6 +446,6 @@ def _conv_batch(node, size, operands, batched):
 
 
 convolution = primitive("convolution", LIBRARY, _conv_infer, _conv_ref, attrs=CONV_ATTRS,
-                        vjp=_conv_vjp, expand=_expand, batch=_conv_batch,
+                        vjp=_conv_vjp, vjp_by_type=True, expand=_expand, batch=_conv_batch,
                         doc="N-d cross-correlation, lhs (N, C, *S), rhs (O, C/G, *K) -> "
                             "(N, O, *S'), with strides, padding, lhs/rhs dilation and groups.")
