@@ -308,7 +308,7 @@ _new = object.__new__
 # every node of that key shares, or None); the operand count is in the key where it is not
 # fixed by the form of the key (1 or 2 operands). Shared attributes (nodes never change
 # theirs), like the result's shape object, let a sync's template check find them by
-# identity (compiler/graph/template_code.py).
+# identity (compiler/graph/template.py).
 _INFERRED: dict = {}
 _NO_ATTRS: dict = {}
 

@@ -102,27 +102,15 @@ def optimize(ir_text: str, name: str, slp: bool = True) -> Any:
 def emit_apart(ir_text: str, name: str) -> bytes:
     """`parse` and object code, with no IR passes, in an LLVM context and with a target
     machine of its own, without the lock (see `optimize_apart`)."""
-    context = llvm.create_context()
-    try:
-        tm = _new_target_machine()
-        mod = llvm.parse_assembly(ir_text, context=context)
-        try:
-            mod.name = name
-            mod.triple = tm.triple
-            mod.data_layout = str(tm.target_data)
-            mod.verify()
-            return _emit_unlocked(tm, mod)
-        finally:
-            mod.close()
-    finally:
-        context.close()
+    return optimize_apart(ir_text, name, emit=True, passes=False)
 
 
-def optimize_apart(ir_text: str, name: str, emit: bool = False, slp: bool = True) -> bytes:
+def optimize_apart(ir_text: str, name: str, emit: bool = False, slp: bool = True,
+                   passes: bool = True) -> bytes:
     """`optimize` in an LLVM context and with a target machine of its own (0.2 ms to
     make), without the lock: nothing shared is touched, so another thread may optimize
     meanwhile. Returns the optimized module's bitcode, for `link_bitcode`, or with
-    `emit` its object code. `slp` as for `optimize`."""
+    `emit` its object code. `slp` as for `optimize`; `passes=False`: no IR passes."""
     context = llvm.create_context()
     try:
         tm = _new_target_machine()
@@ -132,7 +120,8 @@ def optimize_apart(ir_text: str, name: str, emit: bool = False, slp: bool = True
             mod.triple = tm.triple
             mod.data_layout = str(tm.target_data)
             mod.verify()
-            _run_pipeline(mod, tm, slp)
+            if passes:
+                _run_pipeline(mod, tm, slp)
             return _emit_unlocked(tm, mod) if emit else mod.as_bitcode()
         finally:
             mod.close()
