@@ -11,7 +11,7 @@ from ..compiler.graph.node import Node, kept_constant, type_of
 from ..compiler.primitive import PRIMITIVES, apply, beside, made, remembered, same_dtype_fast
 from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert,
                         converted, int_fits,
-                        kept_spread, operands, scalar, spread_scalar, typed_spread,
+                        kept_spread, operands, scalar, spread_node, spread_scalar, typed_spread,
                         weak_operand, weak_scalar_like)
 
 Operand = Any  # a Node or a Python scalar
@@ -240,7 +240,7 @@ def _widened(x: Node, attrs: Any) -> Node:
 
 def _spread(x: Node, shape: tuple) -> Node:
     """A 0-d node broadcast to `shape` (what `broadcast_to` records for it)."""
-    return apply("broadcast_in_dim", x, shape=shape, broadcast_dimensions=())
+    return spread_node(x, shape)
 
 
 def _converted(x: Node, dtype: D.DType) -> Node:
@@ -645,6 +645,9 @@ _WITH_CONSTANT = {"and": (_same, _none_true), "or": (_all_true, _same),
                   "xor": (_negated, _same)}
 
 
+_TO_BOOL = ("dtype", _BOOL)     # convert's attribute item, as `apply` keys its memo
+
+
 def _truth(x: Operand) -> Operand:
     """An operand of a logical op as its truth value: a bool node as it is; another node
     converted to bool (convert's rule: x != 0, NaN true, as NumPy's truth; one node where
@@ -654,7 +657,9 @@ def _truth(x: Operand) -> Operand:
     if kind is Node:
         if x.dtype is _BOOL:
             return x
-        return apply("convert", x, dtype=_BOOL)
+        found = remembered(("convert", x.type, _TO_BOOL))      # apply's memo, looked up here
+        return made("convert", (x,), found) if found is not None else \
+            apply("convert", x, dtype=_BOOL)
     if kind is float or kind is bool or kind is int and _I64_MIN <= x <= _I64_MAX:
         return bool(x)
     return x

@@ -157,14 +157,10 @@ def weak_scalar_like(value: Any, node: Node) -> Any:
             return None
     elif kind is not bool:
         return None
-    if value in KEPT_SET:
-        s = _kept(value, kind, dtype)
-    else:
-        s = new_node("scalar", (), (), dtype, {}, value)
-    shape = node.shape
-    if not shape:
-        return s
-    return apply("broadcast_in_dim", s, shape=shape, broadcast_dimensions=())
+    if value not in KEPT_SET:
+        return spread_scalar(value, dtype, node.shape, node.type)
+    s = _kept(value, kind, dtype)
+    return spread_node(s, node.shape, node.type) if node.shape else s
 
 
 def weak_operand(value: Any, node: Node) -> Any:
@@ -216,11 +212,18 @@ def spread_scalar(value: Any, dtype: DType, shape: tuple, t: Any = None) -> Node
     if not shape:
         s.type = t
         return s
+    return spread_node(s, shape, t)
+
+
+def spread_node(s: Node, shape: tuple, t: Any = None) -> Node:
+    """The 0-d node `s` broadcast to `shape`: the node `apply` makes for
+    `broadcast_in_dim(s, shape=shape, broadcast_dimensions=())`, its slots set inline (a
+    scalar beside a tensor is on the hottest recording path). `t` as for `spread_scalar`."""
     b = _new(Node)
     b.op = "broadcast_in_dim"
     b.operands = (s,)
     b.shape = shape
-    b.dtype = dtype
+    b.dtype = s.dtype
     b.attrs = {"shape": shape, "broadcast_dimensions": ()}
     b.buffer = None
     b.value = None
