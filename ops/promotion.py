@@ -14,8 +14,9 @@ import numpy as np
 from ..compiler.hlo import dtypes as D
 from ..compiler.hlo.dtypes import DType
 from ..compiler.hlo.literal import Literal
-from ..compiler.graph.node import Node, constant_leaf, kept_constant, new_node, scalar_leaf
-from ..compiler.primitive import apply, made, remembered
+from ..compiler.graph.node import (Node, constant_leaf, kept_constant, new_node, scalar_leaf,
+                                   type_of)
+from ..compiler.primitive import apply, entry_of, made, remembered
 
 PY_SCALARS = (bool, int, float)
 
@@ -160,7 +161,7 @@ def weak_scalar_like(value: Any, node: Node) -> Any:
     if value not in KEPT_SET:
         return spread_scalar(value, dtype, node.shape, node.type)
     s = _kept(value, kind, dtype)
-    return spread_node(s, node.shape, node.type) if node.shape else s
+    return spread_node(s, node.shape) if node.shape else s
 
 
 def weak_operand(value: Any, node: Node) -> Any:
@@ -212,18 +213,11 @@ def spread_scalar(value: Any, dtype: DType, shape: tuple, t: Any = None) -> Node
     if not shape:
         s.type = t
         return s
-    return spread_node(s, shape, t)
-
-
-def spread_node(s: Node, shape: tuple, t: Any = None) -> Node:
-    """The 0-d node `s` broadcast to `shape`: the node `apply` makes for
-    `broadcast_in_dim(s, shape=shape, broadcast_dimensions=())`, its slots set inline (a
-    scalar beside a tensor is on the hottest recording path). `t` as for `spread_scalar`."""
     b = _new(Node)
     b.op = "broadcast_in_dim"
     b.operands = (s,)
     b.shape = shape
-    b.dtype = s.dtype
+    b.dtype = dtype
     b.attrs = {"shape": shape, "broadcast_dimensions": ()}
     b.buffer = None
     b.value = None
@@ -231,6 +225,27 @@ def spread_node(s: Node, shape: tuple, t: Any = None) -> Node:
     b.site = None
     b.type = t
     return b
+
+
+# (the operand's interned type, shape) -> apply's memo entry of its broadcast to shape
+_SPREADS: dict = {}
+
+
+def spread_node(s: Node, shape: tuple) -> Node:
+    """The 0-d node `s` broadcast to `shape`: `apply("broadcast_in_dim", s, shape=shape,
+    broadcast_dimensions=())`, its memo entry kept here under a short key (the attribute
+    items of apply's own key cost more to build than the node)."""
+    key = (s.type or type_of(s), shape)
+    found = _SPREADS.get(key)
+    if found is not None:
+        return made("broadcast_in_dim", (s,), found)
+    n = apply("broadcast_in_dim", s, shape=shape, broadcast_dimensions=())
+    entry = entry_of(n)
+    if entry is not None:
+        if len(_SPREADS) >= 4096:
+            _SPREADS.clear()
+        _SPREADS[key] = entry
+    return n
 
 
 _new = object.__new__
