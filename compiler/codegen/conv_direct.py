@@ -73,6 +73,13 @@ def _joined(b, parts: list) -> ir.Value:
     return parts[0]
 
 
+def _first(b: ir.IRBuilder, i: ir.Value, size: int, total: int) -> ir.Value:
+    """Block i's first position (i * size), moved back inside the extent `total`."""
+    at = b.mul(i, const(size), flags=("nsw",))
+    last = const(total - size)
+    return b.select(b.icmp_signed("<", at, last), at, last)
+
+
 def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
          strides: tuple, dilation: tuple, blk: Blocking) -> None:
     """Compute the output block at `index` = (n, channel block, row block, vector block)."""
@@ -85,15 +92,9 @@ def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
     align = dtype.itemsize
     n, ob, ry, xb = index
 
-    def first(i: ir.Value, size: int, total: int) -> ir.Value:
-        """The block's first position, moved back inside the extent."""
-        at = b.mul(i, const(size), flags=("nsw",))
-        last = const(total - size)
-        return b.select(b.icmp_signed("<", at, last), at, last)
-
     pv = blk.pv
-    o0 = first(ob, blk.ob, o_)
-    y0 = first(ry, blk.ry * pv, ho)
+    o0 = _first(b, ob, blk.ob, o_)
+    y0 = _first(b, ry, blk.ry * pv, ho)
     xs = []
     for j in range(blk.xb):     # each vector of the block: its first output along the row
         at = b.mul(b.add(b.mul(xb, const(blk.xb)), const(j)), const(blk.v))
@@ -205,8 +206,7 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
     vt = ir.VectorType(ft, blk.v)
     align = dtype.itemsize
     ob, c = index
-    at = b.mul(ob, const(blk.ob), flags=("nsw",))
-    o0 = b.select(b.icmp_signed("<", at, const(o_ - blk.ob)), at, const(o_ - blk.ob))
+    o0 = _first(b, ob, blk.ob, o_)
     zero = ir.Constant(vt, [ir.Constant(ft, 0.0)] * blk.v)
     fma = f"llvm.fma.v{blk.v}f{8 * dtype.itemsize}"
     pv = blk.pv

@@ -71,15 +71,19 @@ def _array_at(address: int, v: ValueInfo) -> np.ndarray:
 
 
 class HostStep:
-    """A host step of a native program: its operands and result are the buffers at
-    `indices` of the program's address table (set for the run before it starts)."""
+    """A step a native program runs from Python between two of its jobs: `call` (a host
+    call, or library_calls.py's product for one the native tiles do not cover) over the
+    buffers at `indices` of the program's address table (set for the run before it
+    starts)."""
 
-    def __init__(self, values: dict, step: LibraryStep, indices: list, table: np.ndarray) -> None:
+    def __init__(self, values: dict, step: LibraryStep, indices: list, table: np.ndarray,
+                 call: Any = None) -> None:
         self.step, self.value, self.indices, self.table = step, values[step.pos], indices, table
         self.operand_values = [values[o] for o in step.operands]
+        self.call = call                  # None: `host_call` (looked up at each run)
 
     def run(self, pool: Any) -> None:
         at = self.table.item
         operands = [_array_at(at(i), v) for i, v in zip(self.indices, self.operand_values)]
-        host_call(self.step, self.value, operands, _array_at(at(self.indices[-1]), self.value),
-                  pool)
+        call = self.call or host_call
+        call(self.step, self.value, operands, _array_at(at(self.indices[-1]), self.value), pool)

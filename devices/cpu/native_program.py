@@ -263,7 +263,8 @@ class NativeProgram:
         if run_plan.host(step):
             return host_calls.HostStep(exe.values, step, list(seg.buffers), self.table), [], []
         self.calls_blas = True
-        return _LibraryCall(exe.values, step, list(seg.buffers), self.table), [], []
+        return _LibraryCall(exe.values, step, list(seg.buffers), self.table,
+                            LIBRARY_CALLS[step.call]), [], []
 
     def _control(self, exe: Any, seg: run_plan.ControlPlan, at: "_Binding") -> tuple:
         """A loop or branch: ops of the control runner, or, where its sub-programs cannot
@@ -612,19 +613,9 @@ _BIND = {run_plan.JobPlan: NativeProgram._job, run_plan.CallPlan: NativeProgram.
          run_plan.ControlPlan: NativeProgram._control}
 
 
-class _LibraryCall:
+class _LibraryCall(host_calls.HostStep):
     """A library step run from Python between two jobs (library_calls.py: a product the
-    native tiles do not cover) over the buffers at `indices` of the program's table."""
-
-    def __init__(self, values: dict, step: LibraryStep, indices: list, table: np.ndarray) -> None:
-        self.step, self.value, self.indices, self.table = step, values[step.pos], indices, table
-        self.operand_values = [values[o] for o in step.operands]
-
-    def run(self, pool: Any) -> None:
-        at = self.table.item
-        operands = [array_at(at(i), v) for i, v in zip(self.indices, self.operand_values)]
-        LIBRARY_CALLS[self.step.call](self.step, self.value, operands,
-                                      array_at(at(self.indices[-1]), self.value), pool)
+    native tiles do not cover): a host step calling the library's function."""
 
 
 class _PythonControl:
