@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..graph.node import node_type
 from ..hlo.module import Module
 from ..primitive import CONTROL, fail, primitive
 from ..hlo.dtypes import bool_, int32
@@ -48,16 +49,13 @@ def _output_types(module: Module) -> list:
     return module.signature()[1]
 
 
-_TUPLE_TYPES: dict = {}
-
-
-def _interned(t: tuple) -> tuple:
-    """One object per tuple of shapes or dtypes: a sync's template (compiler/graph/
-    template.py) compares a node's dtype by identity, and a loop's while node, made
-    anew at each call, must match its first one for the cached sync to skip capture."""
-    if len(_TUPLE_TYPES) > 4096:
-        _TUPLE_TYPES.clear()
-    return _TUPLE_TYPES.setdefault(t, t)
+def _interned(shapes: tuple, dtypes: tuple) -> tuple:
+    """(shapes, dtypes) of a control node as one object each (graph/node.py's interned
+    node type): a sync's template (compiler/graph/template.py) compares a node's dtype by
+    identity, and a loop's while node, made anew at each call, must match its first one
+    for the cached sync to skip capture."""
+    t = node_type(shapes, dtypes)
+    return t.shape, t.dtype
 
 
 def _fmt(types: list) -> str:
@@ -94,7 +92,7 @@ def _while_infer(operands: tuple, cond: Any, body: Any, scan: Any = None) -> tup
         fail("while", operands, f"the body must return the state's types "
                                 f"{_fmt(_types(operands))}, it returns "
                                 f"{_fmt(_output_types(body))}", TypeError)
-    return _interned(tuple(o.shape for o in operands)), _interned(tuple(o.dtype for o in operands))
+    return _interned(tuple(o.shape for o in operands), tuple(o.dtype for o in operands))
 
 
 def _while_reference(*state: np.ndarray, cond: Module, body: Module, scan: Any = None) -> tuple:
@@ -137,7 +135,7 @@ def _conditional_infer(operands: tuple, branches: Any) -> tuple:
         if _output_types(b) != first:
             fail("conditional", operands, f"branch {k} returns {_fmt(_output_types(b))} but "
                                           f"branch 0 returns {_fmt(first)}", TypeError)
-    return _interned(tuple(s for s, _ in first)), _interned(tuple(d for _, d in first))
+    return _interned(tuple(s for s, _ in first), tuple(d for _, d in first))
 
 
 def _conditional_reference(index: np.ndarray, *args: np.ndarray, branches: tuple) -> tuple:
