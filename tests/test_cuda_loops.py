@@ -550,14 +550,15 @@ def _dus_module():
     return module, number, [np.asarray(a, dtypes[k]) for k, a in enumerate(cap.args)], want
 
 
-def test_a_donated_cache_is_updated_in_place_on_cuda() -> None:
+@pytest.mark.parametrize("name", ["fakecuda", pytest.param("cuda", marks=CUDA)])
+def test_a_donated_cache_is_updated_in_place_on_cuda(name) -> None:
     """A program given a donated cache writes the new row into the caller's buffer, by a
     kernel over the row alone (one block, where the whole cache takes 64), the rest of the
-    buffer as it was. Values against NumPy."""
+    buffer as it was. Values against NumPy (on the stand-in and, where one is, a GPU)."""
     from lazyarray import runtime
     from lazyarray.compiler.program import LaunchStep
     module, number, args, want = _dus_module()
-    dev = runtime.get_device("fakecuda").device
+    dev = runtime.get_device(name).device
     with la.config.override(cache_dir="off"):
         exe = dev.compile(module, frozenset({number}))
     (launch,) = [s for s in exe.steps if isinstance(s, LaunchStep)]
@@ -613,3 +614,17 @@ def test_a_branch_writes_its_results_straight_into_the_conditionals_outputs(in_p
         copies.append(cu.ran.get("DtoD", 0) - before)
         np.testing.assert_array_equal(got[0], _run(_cond_in_loop, n, "cpu")[0])
     assert (copies[1] - copies[0]) / 8 == (1 if in_place_host == "graph" else 0)
+
+
+@CUDA
+@pytest.mark.parametrize("flip", [False, True])
+def test_on_a_gpu_the_state_in_place_gives_the_cpus_bits(flip) -> None:
+    """On a real GPU (bench/gpu_check.sh): the KV-cache loop with its state in place
+    gives the CPU's bits (every value exact: see _kv), with no loop graph refused."""
+    from lazyarray import runtime
+    dev = runtime.get_device("cuda").device
+    for n in (0, 5, ROWS + 3):
+        for g, c in zip(_run_kv(n, "cuda", flip), _run_kv(n, "cpu", flip)):
+            np.testing.assert_array_equal(g, c)
+    if dev.loop_graphs_missing() is None:
+        assert dev.loop_graph_failures == []
