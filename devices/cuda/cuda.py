@@ -393,7 +393,6 @@ class CudaExecutable:
         new value takes the old one's buffer (program.state_buffers): written over
         it for the plan's aliases, else once the old value is dead (`_bind_aliases`)."""
         self.state_outputs = {o: x for o, x in buffers.items() if o not in self.aliases}
-        self._results -= set(self.state_outputs)
 
     def _on_cublas(self, step: Step) -> bool:
         """A library step cuBLAS runs on the stream (capturable in a graph)."""
