@@ -7,11 +7,16 @@ The graph of a while step is a chain of nodes:
     the condition's kernels on S -> pred;  lzg_set_while(table, pred)    (handle = pred)
     WHILE node (runs its body graph while the handle is nonzero):
         the body's kernels on S -> new values, new pred   (body_then_cond: one program)
-        lzg_set_while(table, new pred);  copy the new values into S
+        lzg_set_while(table, new pred);  copy the new values kept apart into S
 
-and of a conditional step: the index's set kernel (`lzg_set_branch`: handle k = (clamped
-index == k)), then one IF node per branch, whose body runs the branch on the operands and
-copies its results into the graph's output buffers. The set kernels are
+The body is compiled with its state donated (control_steps.carried_state): a state whose
+new value the plan puts in the old one's buffer (program.state_buffers: written over it
+in place, a KV cache's row alone, or once the old one is dead) is computed in S itself,
+nothing copied; only a state the body reads after writing its new value has a second
+buffer, copied back into S (docs/cuda_loops.md). A conditional step: the index's set
+kernel (`lzg_set_branch`: handle k = (clamped index == k)), then one IF node per branch,
+whose body runs the branch on the operands, writing its results into the step's output
+buffers (those of the enclosing program, or the graph's own). The set kernels are
 conditional_kernels.py's. The stream work between two conditional nodes (kernel
 launches, cuBLAS calls, copies, a set kernel) is captured from the stream into a graph of
 its own and added as one child-graph node (a simple loop body is one node); a
