@@ -533,18 +533,20 @@ def test_the_initial_tensors_the_user_holds_are_never_written(in_place_host) -> 
 BIG = (256, 64)           # the cache: 64 blocks of 256 threads; its row: one block
 
 
-def _dus_module():
+def _dus_module(start: int = 5):
+    """(module, the cache's parameter number, arguments, NumPy's result) of writing a
+    computed row at `start` (clamped into the cache, as HLO clamps it)."""
     from lazyarray.compiler.graph.trace import capture
     rng = np.random.default_rng(2)
     row = rng.standard_normal((1, BIG[1])).astype(np.float32)
     cache = rng.standard_normal(BIG).astype(np.float32)
-    c, r, at = la.asarray(cache), la.asarray(row), la.asarray(np.int64(5))
+    c, r, at = la.asarray(cache), la.asarray(row), la.asarray(np.int64(start))
     cap = capture([la.dynamic_update_slice(c, r * 2.0, (at, 0))._node])
     module = cap.module()
     number = next(module.instructions[p].attrs["number"] for p in module.parameters
                   if module.instructions[p].shape == BIG)
     want = cache.copy()
-    want[5] = row[0] * 2.0
+    want[min(max(start, 0), BIG[0] - 1)] = row[0] * 2.0
     dtypes = {module.instructions[p].attrs["number"]: module.instructions[p].dtype.np
               for p in module.parameters}         # (2.0 a float32 scalar parameter)
     return module, number, [np.asarray(a, dtypes[k]) for k, a in enumerate(cap.args)], want
@@ -569,22 +571,25 @@ def test_a_donated_cache_is_updated_in_place_on_cuda(name) -> None:
     np.testing.assert_array_equal(dev.get(out), want)
 
 
-def test_the_in_place_update_kernel_writes_the_update_alone(monkeypatch) -> None:
+@pytest.mark.parametrize("start", [5, BIG[0] + 40, -3])
+def test_the_in_place_update_kernel_writes_the_update_alone(monkeypatch, start) -> None:
     """The GPU kernel's own code (built for the host, run thread by thread) given an
-    output buffer apart from the cache: it writes the new row and nothing else (a kernel
-    over the whole cache would have copied the cache there)."""
+    output buffer apart from the cache: it writes the new row, at its start clamped into
+    the cache, and nothing else (a kernel over the whole cache would have copied the
+    cache there)."""
     import functools
     from lazyarray.compiler.driver import compile_gpu_for_host
     from lazyarray.compiler.passes import pipeline
     from lazyarray.devices.stand_ins.cuda_simt import SimtExecutable
-    module, number, args, want = _dus_module()
+    module, number, args, want = _dus_module(start)
     monkeypatch.setattr(pipeline, "compile_plan", functools.partial(
         pipeline.compile_plan, donate_inputs=frozenset({number})))
     program = compile_gpu_for_host(module, "sm_90:2:512")
     assert program.aliases
     (out,) = SimtExecutable(program).run(args)      # (its buffers apart, zeroed)
+    row = min(max(start, 0), BIG[0] - 1)
     only_row = np.zeros(BIG, np.float32)
-    only_row[5] = want[5]
+    only_row[row] = want[row]
     np.testing.assert_array_equal(out, only_row)
 
 
