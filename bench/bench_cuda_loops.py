@@ -110,3 +110,51 @@ def test_tiny_body_loop(benchmark, framework):
         np.testing.assert_allclose(run(), want, rtol=1e-6)
         _label(benchmark, group, FRAMEWORK[framework])
         benchmark(run)
+
+
+KV_ROWS, KV_WIDTH, KV_STEPS = 4096, 1024, 64       # a 16 MB float32 cache, 64 rows written
+
+
+@pytest.mark.parametrize("framework", ["graph", "host", "torch"])
+def test_kv_cache_loop(benchmark, framework):
+    """A loop whose state holds a 16 MB cache written one row a step (a decoder's KV
+    cache): the body is compiled with its state donated, so the row alone is written and
+    the cache is never copied (the graph form; the host form's read-ahead copies states
+    up to host_loops.AHEAD_COPY_BYTES, a larger one is updated in place with a read back
+    per step). PyTorch writes the row in place (`cache[i] = h`)."""
+    h0 = np.linspace(-1.0, 1.0, KV_WIDTH, dtype=np.float32)
+    want = np.zeros((KV_ROWS, KV_WIDTH), np.float32)
+    h = h0.copy()
+    for i in range(KV_STEPS):
+        h = np.tanh(h * np.float32(0.5) + np.float32(0.1))
+        want[i] = h
+    group = f"KV cache {KV_ROWS}x{KV_WIDTH}, {KV_STEPS} rows written"
+    if framework == "torch":
+        torch = pytest.importorskip("torch")
+        if not torch.cuda.is_available():
+            pytest.skip("PyTorch has no CUDA here")
+
+        def step():
+            v = torch.from_numpy(h0).to("cuda")
+            cache = torch.zeros((KV_ROWS, KV_WIDTH), device="cuda")
+            for i in range(KV_STEPS):
+                v = torch.tanh(v * 0.5 + 0.1)
+                cache[i] = v
+            return cache[KV_STEPS - 1].cpu().numpy()
+        np.testing.assert_allclose(step(), want[KV_STEPS - 1], rtol=1e-5)
+        _label(benchmark, group, "torch")
+        benchmark(step)
+        return
+    with _form(framework):
+        ht = la.asarray(h0)
+
+        def body(i, s):
+            v = la.tanh(s[0] * 0.5 + 0.1)
+            return v, la.dynamic_update_slice(s[1], la.reshape(v, (1, KV_WIDTH)), (i, 0))
+
+        def run():
+            cache = la.zeros((KV_ROWS, KV_WIDTH), dtype=la.float32)
+            return la.fori_loop(0, KV_STEPS, body, (ht, cache))[1][KV_STEPS - 1].numpy()
+        np.testing.assert_allclose(run(), want[KV_STEPS - 1], rtol=1e-5)
+        _label(benchmark, group, FRAMEWORK[framework])
+        benchmark(run)

@@ -52,7 +52,7 @@ def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(),
     compiler is (kernels generated, then optimizing and emitting). `separate_buffers`
     (CPU): every value in a buffer of its own but for in-place pairs, as the GPU runtime
     allocates them (the host code that stands in for a GPU program's kernels,
-    devices/stand_ins/cuda_host_kernels.py). `carried` (CPU): a loop body's state,
+    devices/stand_ins/cuda_host_kernels.py). `carried` (CPU and GPU): a loop body's state,
     {parameter number: index of the output that is its next value}: those parameters
     are donated, each slot held by its own output only (buffer_assignment.py), so the
     loop updates that state in one buffer (devices/cpu/native_control.py); the module is
@@ -67,7 +67,7 @@ def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(),
                                 library=target == CPU_LIBRARY,
                                 separate_buffers=separate_buffers, carried=carried,
                                 planned=planned)
-        return _compile_nvptx(module, target, frozenset(donated), verify, dumps)
+        return _compile_nvptx(module, target, frozenset(donated), verify, dumps, carried)
 
 
 @contextlib.contextmanager
@@ -180,9 +180,9 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         if library:     # a library links every sub-program's object: names of their own
             m = Module(f"{module.name}_{made[0]}{m.name}", m.instructions, m.outputs)
             made[0] += 1
-        # a loop's state updated in place where the native runner runs it (the AOT
-        # library's C loop and the GPU stand-in's host kernels keep two buffers)
-        in_place = {} if carried is not None and (library or separate_buffers) else carried
+        # a loop's state updated in place where the native runner or a GPU runs it (the
+        # AOT library's C loop keeps two buffers)
+        in_place = {} if carried is not None and library else carried
         sub = compile(m, CPU_LIBRARY if library else CPU, dumps=dumps,
                       separate_buffers=separate_buffers, carried=in_place, planned=planned)
         _keep_sub_dumps(sub_dumps, m.name, sub)
@@ -328,14 +328,15 @@ def _separate_buffers(plan: ExecutionPlan) -> ExecutionPlan:
 
 
 def _compile_nvptx(module: Module, arch: str, donated: frozenset, verify: bool,
-                   dumps: bool) -> Program:
+                   dumps: bool, carried: Any = None) -> Program:
     from .codegen import nvptx
     from .codegen.control_steps import control_step, is_control
     from .codegen.library_calls import library_step
     from .passes.pipeline import compile_plan
     # donation: an elementwise update may write over its donated parameter in place (the
     # plan's aliases); the device gives such a pair one buffer
-    plan = compile_plan(module, verify=verify, donate_inputs=donated) if donated \
+    donate = dict(carried) if carried else donated     # (a loop body's state: as the CPU's)
+    plan = compile_plan(module, verify=verify, donate_inputs=donate) if donate \
         else compile_plan(module, verify=verify)
     with profile_hooks.span("codegen", "nvptx"):
         gpu = nvptx.emit_plan(plan, arch, module.name)
@@ -344,9 +345,8 @@ def _compile_nvptx(module: Module, arch: str, donated: frozenset, verify: bool,
         if isinstance(s, nvptx.LaunchSpec):
             steps.append(_launch_step(s))
         elif is_control(plan, s):   # a while/conditional: sub-programs for this GPU
-            # (a GPU body keeps two buffers per state value: `carried` is the CPU's)
-            steps.append(control_step(plan, s,
-                                      compile_sub=lambda m, carried=None: compile(m, arch)))
+            steps.append(control_step(plan, s, compile_sub=lambda m, carried=None: compile(
+                m, arch, carried=carried)))
         else:           # a LIBRARY or OPAQUE kernel: its stanza's library call
             steps += [library_step(plan.module, s.name, pos) for pos in s.outputs]
     program = _program(plan, arch, gpu.ptx.encode(), steps, donated)

@@ -273,6 +273,25 @@ def run_while(step: "WhileStep", state: list, run_cond: Any, run_body: Any, trut
     return state
 
 
+def state_buffers(body: "Program", vary: list) -> dict:
+    """{output position: parameter position} of each state value whose new value a loop
+    body compiled with its state carried (codegen/control_steps.carried_state, for the
+    CPU and CUDA alike) has planned in the old value's slot: written
+    over it in place (an alias of the plan: an elementwise update, a KV cache's
+    dynamic_update_slice) or once the old value is dead. Such a state keeps one buffer;
+    the others, whose old value the body still reads after the new one is written, two.
+    The CPU's native runner reads the same from its slot table; a device that gives each
+    value a buffer of its own (CUDA) hands the output its parameter's buffer by this."""
+    slot = {int(p): int(s) for p, s in body.slots}
+    param = {int(n): int(p) for p, n in body.params}
+    out = {}
+    for j, k in enumerate(vary):
+        o, x = int(body.outputs[j]), param.get(k)
+        if x is not None and o != x and slot.get(o) is not None and slot.get(o) == slot.get(x):
+            out[o] = x
+    return out
+
+
 def branch_index(step: "ConditionalStep", index: Any) -> int:
     """The branch a conditional takes for `index` (clamped, as HLO does)."""
     return min(max(int(index), 0), len(step.branches) - 1)

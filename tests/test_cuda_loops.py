@@ -366,3 +366,270 @@ def test_the_stand_in_applies_a_handle_default_at_each_launch() -> None:
         assert (out == 7).all()
     cu.cuGraphExecDestroy(exe)
     cu.cuMemFree(ptr)
+
+
+# ---- the loop state in place: the body compiled with its state donated --------------------
+# (compiler/codegen/control_steps.py carried_state, compiler/program.py state_buffers, as
+# for the CPU)
+
+ROWS, WIDTH = 16, 8
+
+
+def _kv(n, cache, x, flip: bool = False):
+    """A decoding loop's state, exact in float64 on every device (every value an integer
+    or a short dyadic fraction, so no sum depends on its order): x the token state, cache one row
+    written a step by dynamic_update_slice (past ROWS the start clamps to the last row)
+    and read whole by a product, as attention reads it; with `flip`, one more state the
+    body reads at other indices while writing it (two buffers)."""
+    def body(i, s):
+        x, cache = s[0], la.dynamic_update_slice(s[1], la.reshape(s[0], (1, WIDTH)), (i, 0))
+        read = la.reshape(la.ones((1, ROWS), dtype=la.float64) @ cache, (WIDTH,))
+        x = la.remainder(x * 3.0 + read, 1024.0)
+        if not flip:
+            return x, cache
+        return x + s[2][0], cache, la.flip(s[2], axis=0) * 0.5 + 1.0
+    state = (x, cache) + ((la.arange(WIDTH, dtype=la.float64, device=x.device),) if flip else ())
+    return la.fori_loop(0, n, body, state)
+
+
+def _kv_inputs():
+    cache = np.zeros((ROWS, WIDTH), np.float64)
+    cache[3] = 7.0
+    return cache, np.arange(WIDTH, dtype=np.float64) - 3.0
+
+
+def _run_kv(n: int, device: str, flip: bool = False) -> list:
+    cache, x = _kv_inputs()
+    with la.config.override(device=device, cache_dir="off"):
+        return _numpy(_kv(la.asarray(np.int32(n)), la.asarray(cache), la.asarray(x), flip))
+
+
+@pytest.fixture
+def in_place_host(form, monkeypatch):
+    """The host-driven form with the in-place states written in place (no read-ahead:
+    host_loops.AHEAD_COPY_BYTES below the cache), or the graph form."""
+    from lazyarray.devices.cuda import host_loops
+    if form == "host":
+        monkeypatch.setattr(host_loops, "AHEAD_COPY_BYTES", 0)
+    return form
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_state_in_place_gives_the_cpus_and_the_interpreters_bits(form, flip) -> None:
+    """Both forms, in place and (host form) read ahead with copies, at trip counts from
+    none to past the cache's rows: equal bits to the CPU device's and the interpreter's."""
+    from lazyarray.devices.cuda import host_loops
+    for n in (0, 1, 5, ROWS + 3):
+        want = _run_kv(n, "interpreter", flip)
+        ahead = [1 << 20] if form == "host" else []
+        for limit in [0] + ahead:
+            host_loops.AHEAD_COPY_BYTES, saved = limit, host_loops.AHEAD_COPY_BYTES
+            try:
+                got = _run_kv(n, "fakecuda", flip)
+            finally:
+                host_loops.AHEAD_COPY_BYTES = saved
+            for g, c, r in zip(got, _run_kv(n, "cpu", flip), want):
+                np.testing.assert_array_equal(g, c)
+                np.testing.assert_array_equal(g, r)
+
+
+def _moved(n: int, cache_bytes: int) -> tuple:
+    """(device-to-device copies, their bytes, blocks of cache_bytes or more taken from the
+    allocator: new or claimed back by a replayed graph) the stand-in ran for one run of
+    the KV loop with n iterations."""
+    from lazyarray import runtime
+    allocator = runtime.get_device("fakecuda").device.allocator
+    sizes: list = []
+    cu = cuda_fake.FAKE_DRIVER
+    copies, moved = cu.ran.get("DtoD", 0), cu.ran_bytes.get("DtoD", 0)
+    with pytest.MonkeyPatch.context() as mp:
+        for name, at in (("alloc", 0), ("claim", 1)):
+            take = getattr(allocator, name)
+            mp.setattr(allocator, name, lambda *a, take=take, at=at, **k:
+                       (sizes.append(a[at]), take(*a, **k))[1])
+        _run_kv(n, "fakecuda")
+    big = sum(1 for s in sizes if s >= cache_bytes)
+    return cu.ran.get("DtoD", 0) - copies, cu.ran_bytes.get("DtoD", 0) - moved, big
+
+
+def test_a_kv_cache_is_neither_copied_nor_allocated_per_iteration(in_place_host) -> None:
+    """What the stand-in ran for 4 and for 14 iterations: the same copies and the same
+    allocations of the cache's size (those of the entry and the exit). Graph form: no
+    device copy at all per iteration (the token state and the counter are updated in
+    place too). Before the bodies were compiled with their state donated, the graph
+    copied every state per iteration and the host form allocated a new cache per
+    iteration."""
+    nbytes = ROWS * WIDTH * 8
+    _run_kv(4, "fakecuda")                    # the graph built
+    few, many = _moved(4, nbytes), _moved(14, nbytes)
+    assert many[2] == few[2]                  # no cache-sized allocation per iteration
+    if in_place_host == "graph":
+        assert many[:2] == few[:2]            # no copy per iteration at all
+    else:
+        assert many[1] - few[1] < nbytes      # (the counter's copy for its read-back)
+
+
+def test_a_state_read_after_its_new_value_is_written_keeps_two_buffers() -> None:
+    """The flipped state: its new value is written while the old one is still read, so
+    its new value has a buffer of its own -- the same states as the CPU's native runner
+    keeps in one buffer (the decision is program.state_buffers' on the plan both
+    targets share); in the graph that state alone is copied back per iteration."""
+    from lazyarray.compiler import compile
+    from lazyarray.compiler.program import state_buffers
+    from lazyarray.compiler.graph.trace import capture
+    from lazyarray.compiler.program import WhileStep, sub_program
+    from lazyarray.devices.cpu import native_control
+    from lazyarray.devices.cpu.cpu import CPUDevice, CPUExecutable
+    cache, x = _kv_inputs()
+    out = _kv(la.asarray(np.int32(6)), la.asarray(cache), la.asarray(x), flip=True)
+    module = capture([t._node for t in out]).module()
+    kept = {}
+    for target in ("cpu", "sm_80"):
+        program = compile(module, target)
+        (step,) = [s for s in program.steps if isinstance(s, WhileStep)]
+        body = sub_program(step.body)
+        number = {int(p): int(n) for p, n in body.params}
+        kept[target] = sorted(number[x] for x in state_buffers(body, step.varying).values())
+        shapes = {k: tuple(body.values[str(p)]["shape"]) for p, k in number.items()}
+    assert kept["cpu"] == kept["sm_80"]
+    assert (ROWS, WIDTH) in [shapes[k] for k in kept["cpu"]]
+    flipped = [k for k in step.varying if k not in kept["cpu"]]
+    assert [shapes[k] for k in flipped] == [(WIDTH,)]
+    exe = CPUExecutable(compile(module, "cpu"),
+                        CPUDevice(lambda: {"cache_dir": "off", "num_threads": 1}))
+    (cpu_step,) = [s for s in exe.steps if isinstance(s, WhileStep)]
+    native = native_control.ControlStep(cpu_step, exe._subs[id(cpu_step)], 1,
+                                        lambda p: 8 * p + 8, lambda p: exe.values[p].nbytes)
+    assert native.double == flipped
+    cu = cuda_fake.FAKE_DRIVER
+    _run_kv(3, "fakecuda", flip=True)
+    moved = []
+    for n in (3, 9):
+        before = cu.ran_bytes.get("DtoD", 0)
+        _run_kv(n, "fakecuda", flip=True)
+        moved.append(cu.ran_bytes.get("DtoD", 0) - before)
+    assert moved[1] - moved[0] == 6 * WIDTH * 8        # the flipped state, per iteration
+
+
+def test_the_initial_tensors_the_user_holds_are_never_written(in_place_host) -> None:
+    """The loop's state is its own (copied in at entry): the tensors given as its initial
+    value keep their values however often the body wrote the state in place, and a
+    second run of the same program gives the same result."""
+    cache, x = _kv_inputs()
+    with la.config.override(device="fakecuda", cache_dir="off"):
+        cache_t, x_t = la.asarray(cache), la.asarray(x)
+        n = la.asarray(np.int32(5))
+        first = _numpy(_kv(n, cache_t, x_t))
+        np.testing.assert_array_equal(cache_t.numpy(), cache)
+        np.testing.assert_array_equal(x_t.numpy(), x)
+        again = _numpy(_kv(n, cache_t, x_t))
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(cache_t.numpy(), cache)
+
+
+# ---- a dynamic_update_slice in place on a donated buffer (top-level programs) ----------------
+
+BIG = (256, 64)           # the cache: 64 blocks of 256 threads; its row: one block
+
+
+def _dus_module(start: int = 5):
+    """(module, the cache's parameter number, arguments, NumPy's result) of writing a
+    computed row at `start` (clamped into the cache, as HLO clamps it)."""
+    from lazyarray.compiler.graph.trace import capture
+    rng = np.random.default_rng(2)
+    row = rng.standard_normal((1, BIG[1])).astype(np.float32)
+    cache = rng.standard_normal(BIG).astype(np.float32)
+    c, r, at = la.asarray(cache), la.asarray(row), la.asarray(np.int64(start))
+    cap = capture([la.dynamic_update_slice(c, r * 2.0, (at, 0))._node])
+    module = cap.module()
+    number = next(module.instructions[p].attrs["number"] for p in module.parameters
+                  if module.instructions[p].shape == BIG)
+    want = cache.copy()
+    want[min(max(start, 0), BIG[0] - 1)] = row[0] * 2.0
+    dtypes = {module.instructions[p].attrs["number"]: module.instructions[p].dtype.np
+              for p in module.parameters}         # (2.0 a float32 scalar parameter)
+    return module, number, [np.asarray(a, dtypes[k]) for k, a in enumerate(cap.args)], want
+
+
+@pytest.mark.parametrize("name", ["fakecuda", pytest.param("cuda", marks=CUDA)])
+def test_a_donated_cache_is_updated_in_place_on_cuda(name) -> None:
+    """A program given a donated cache writes the new row into the caller's buffer, by a
+    kernel over the row alone (one block, where the whole cache takes 64), the rest of the
+    buffer as it was. Values against NumPy (on the stand-in and, where one is, a GPU)."""
+    from lazyarray import runtime
+    from lazyarray.compiler.program import LaunchStep
+    module, number, args, want = _dus_module()
+    dev = runtime.get_device(name).device
+    with la.config.override(cache_dir="off"):
+        exe = dev.compile(module, frozenset({number}))
+    (launch,) = [s for s in exe.steps if isinstance(s, LaunchStep)]
+    assert launch.grid[0] == 1
+    buffers = [dev.put(a) for a in args]
+    (out,) = exe.run(buffers)
+    assert out.ptr == buffers[number].ptr          # in the caller's buffer
+    np.testing.assert_array_equal(dev.get(out), want)
+
+
+@pytest.mark.parametrize("start", [5, BIG[0] + 40, -3])
+def test_the_in_place_update_kernel_writes_the_update_alone(monkeypatch, start) -> None:
+    """The GPU kernel's own code (built for the host, run thread by thread) given an
+    output buffer apart from the cache: it writes the new row, at its start clamped into
+    the cache, and nothing else (a kernel over the whole cache would have copied the
+    cache there)."""
+    import functools
+    from lazyarray.compiler.driver import compile_gpu_for_host
+    from lazyarray.compiler.passes import pipeline
+    from lazyarray.devices.stand_ins.cuda_simt import SimtExecutable
+    module, number, args, want = _dus_module(start)
+    monkeypatch.setattr(pipeline, "compile_plan", functools.partial(
+        pipeline.compile_plan, donate_inputs=frozenset({number})))
+    program = compile_gpu_for_host(module, "sm_90:2:512")
+    assert program.aliases
+    (out,) = SimtExecutable(program).run(args)      # (its buffers apart, zeroed)
+    row = min(max(start, 0), BIG[0] - 1)
+    only_row = np.zeros(BIG, np.float32)
+    only_row[row] = want[row]
+    np.testing.assert_array_equal(out, only_row)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_the_in_place_update_kernels_ptx_assembles(arch) -> None:
+    from lazyarray.compiler import compile
+    from lazyarray.compiler.codegen import ptxas
+    module, number, _, _ = _dus_module()
+    program = compile(module, arch, donated=frozenset({number}))
+    if ptxas.find_ptxas() is None:
+        pytest.skip(reason="ptxas not found (no CUDA toolkit)")
+    ptxas.assemble(program.code.decode(), arch, "in_place_update")
+
+
+def test_a_branch_writes_its_results_straight_into_the_conditionals_outputs(in_place_host) -> None:
+    """A cond inside a loop: the branch taken writes the conditional's outputs (graph
+    form: the IF node's body writes them; host form: its results become them), as the
+    CPU's branch does, no copy after it. What remains per iteration in the graph is the
+    copy of the loop's state v back into its buffer (the body reads v while it writes
+    v's new value: two buffers); the host form swaps the two instead."""
+    cu = cuda_fake.FAKE_DRIVER
+    _run(_cond_in_loop, 2, "fakecuda")
+    copies = []
+    for n in (4, 12):
+        before = cu.ran.get("DtoD", 0)
+        got = _run(_cond_in_loop, n, "fakecuda")
+        copies.append(cu.ran.get("DtoD", 0) - before)
+        np.testing.assert_array_equal(got[0], _run(_cond_in_loop, n, "cpu")[0])
+    assert (copies[1] - copies[0]) / 8 == (1 if in_place_host == "graph" else 0)
+
+
+@CUDA
+@pytest.mark.parametrize("flip", [False, True])
+def test_on_a_gpu_the_state_in_place_gives_the_cpus_bits(flip) -> None:
+    """On a real GPU (bench/gpu_check.sh): the KV-cache loop with its state in place
+    gives the CPU's bits (every value exact: see _kv), with no loop graph refused."""
+    from lazyarray import runtime
+    dev = runtime.get_device("cuda").device
+    for n in (0, 5, ROWS + 3):
+        for g, c in zip(_run_kv(n, "cuda", flip), _run_kv(n, "cpu", flip)):
+            np.testing.assert_array_equal(g, c)
+    if dev.loop_graphs_missing() is None:
+        assert dev.loop_graph_failures == []

@@ -11,10 +11,12 @@ Steps (plain JSON-able dicts, like every step; compiler/program.py):
   state and reads its pred[] back; while it holds it runs `body`, which computes the
   varying state values (in the order of "varying") and then the condition on the new
   state (its last output: one program per iteration); the other state values (weights
-  and other captured values) are passed on untouched, never copied. On the CPU the body
-  is compiled with its varying state donated (`carried_state`): each state value's
-  buffer may take its own new value, in place where the body allows it (the device
-  keeps one buffer for that state, two swapped for the others).
+  and other captured values) are passed on untouched, never copied. The body is
+  compiled with its varying state donated (`carried_state`), for the CPU and CUDA
+  alike: each state value's buffer may take its own new value, in place where the
+  body allows it (the device keeps one buffer for that state, program.state_buffers, and
+  two for the others: swapped on the CPU, the new value copied over the old in a CUDA
+  graph).
 - "conditional": {"operands": [index position, operand positions...], "outputs": as
   above, "branches": [program, ...]}: the device reads the index, clamps it to the
   branches and runs that one on the operands.

@@ -45,7 +45,7 @@ import llvmlite.ir as ir
 
 from .interrupts import Section
 from .pass_pipeline import run_default_pipeline, run_passes
-from . import gpu_math, gpu_simt, gpu_vector
+from . import gpu_math, gpu_simt, gpu_update, gpu_vector
 from .gpu_archs import PTX_VERSION, arch_of  # noqa: F401  (arch_of: re-exported)
 from .gpu_target import GpuTarget, parse_target
 from .gpu_vector import VEC
@@ -816,6 +816,9 @@ def _store(em: Any, pos: int, index: list, value: Any = None) -> None:
 
 def _loop_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str,
                  gpu: GpuTarget = None) -> LaunchSpec:
+    dus = gpu_update.in_place_update(plan, kernel)      # a KV cache's row, in place
+    if dus is not None:
+        return gpu_update.update_kernel(mod, plan, kernel, name, gpu, dus)
     shape = plan.module.instructions[kernel.outputs[0]].shape
     params = _params(kernel)
 

@@ -41,9 +41,9 @@ from ...compiler import fork_locks, profile_hooks
 from ...compiler.driver import compile as compile_program, gpu_arch, gpu_target
 from ...compiler.hlo.module import Module
 from ...compiler.program import (CONTROL_STEPS, ConditionalStep, LaunchStep, LibraryStep,
-                                 Program, Step, WhileStep, branch_index, run_while,
+                                 Program, Step, WhileStep, branch_index, state_buffers,
                                  sub_program)
-from . import cuda_loops, gpu_timer
+from . import cuda_loops, gpu_timer, host_loops
 from .step_writes import written as _written
 from ..dump_files import write_dump
 from .cuda_blas import OP_N, OP_T, gemm, gemm_arguments, matrix_layout  # noqa: F401  (re-exported)
@@ -319,31 +319,6 @@ def _has_code(program: Program) -> bool:
 
 # ---- executables -------------------------------------------------------------------------
 
-def _speculable(body: Any) -> bool:
-    """Whether a loop's body may run one iteration ahead of its condition: it exists and
-    holds no loop of its own (kernels and library calls always end; a nested loop on a
-    state past the loop's end might not)."""
-    return body is not None and not any(isinstance(s, CONTROL_STEPS) for s in body.steps)
-
-
-def run_while_ahead(step: WhileStep, state: list, run_cond: Any, run_body: Any,
-                    read_later: Callable) -> list:
-    """A "while" step with its condition read back asynchronously: each iteration's body
-    is queued before the host knows whether it is needed, so the GPU computes it while
-    the previous condition travels to the host (no idle round trip per iteration).
-    A body past the loop's end is dropped: its results are fresh buffers, the state
-    stays as it was (one iteration of wasted work at the end)."""
-    vary = step.varying
-    pending = read_later(run_cond(state)[0])
-    while True:
-        ahead = run_body(state)
-        if not bool(pending()):
-            return state
-        for k, v in zip(vary, ahead):
-            state[k] = v
-        pending = read_later(ahead[-1])
-
-
 class CudaExecutable:
     """A loaded Program (its GPU module) and its steps, run over device buffers."""
 
@@ -396,6 +371,7 @@ class CudaExecutable:
         self._copies: Optional[int] = None
         self._pool_after_run = False
         self._results = set(self.outputs) - set(self.aliases)   # (not updated in place)
+        self.state_outputs: dict = {}     # a loop body's: output -> its state's parameter (carry)
         self._kept: set = set()        # results a graph copies out (see _note_kept)
         # a value the program returns more than once (two tensors whose graphs are equal,
         # merged by CSE: two `zeros(n)` states): each later tensor gets its own copy, so no
@@ -406,8 +382,17 @@ class CudaExecutable:
     def _load_subs(self, step: Step, host: Optional[dict]) -> list:
         progs = step.sub_programs()
         hosts = (host or {}).get("__control__", {}).get(step.kernel) or [None] * len(progs)
-        return [None if p is None else self.device.load(sub_program(p), h)
+        subs = [None if p is None else self.device.load(sub_program(p), h)
                 for p, h in zip(progs, hosts)]
+        if isinstance(step, WhileStep) and subs[1] is not None:
+            subs[1].carry(state_buffers(subs[1].program, step.varying))
+        return subs
+
+    def carry(self, buffers: dict) -> None:
+        """Made a loop body's: `buffers` {output: parameter} are the state values whose
+        new value takes the old one's buffer (program.state_buffers): written over
+        it for the plan's aliases, else once the old value is dead (`_bind_aliases`)."""
+        self.state_outputs = {o: x for o, x in buffers.items() if o not in self.aliases}
 
     def _on_cublas(self, step: Step) -> bool:
         """A library step cuBLAS runs on the stream (capturable in a graph)."""
@@ -419,12 +404,15 @@ class CudaExecutable:
 
     # ---- one run -------------------------------------------------------------------
 
-    def run(self, args: list) -> list:
+    def run(self, args: list, in_place: bool = True) -> list:
+        """The outputs on `args`. `in_place` False: an output updated in place (the
+        plan's aliases) is written into a copy of its parameter, never over it (a loop
+        body run one iteration ahead, whose work may be dropped)."""
         dev = self.device
         dev.activate()
         values: dict = dict(self.constants)
         self._bind_parameters(args, values)
-        self._bind_aliases(values)
+        self._bind_aliases(values, in_place)
         self.kernels_per_run = 0
         prof = profile_hooks.ACTIVE
         if prof:              # a profile records: events around each step, kernel by kernel
@@ -506,17 +494,21 @@ class CudaExecutable:
             dev.staging.give(block, dev.stream)
             dev.counters["bytes_to_device"] += self.param_block.nbytes
 
-    def _bind_aliases(self, values: dict) -> None:
+    def _bind_aliases(self, values: dict, in_place: bool = True) -> None:
         """An output updated in place lands in its donated parameter's buffer; where that
-        is not a buffer the caller gave up (a scalar in the parameter block), in its own
-        buffer holding a copy of the parameter first."""
+        is not a buffer the caller gave up (a scalar in the parameter block, or `in_place`
+        False), in its own buffer holding a copy of the parameter first."""
         for out, param in self.aliases.items():
             given = values[param]
-            if given._finalizer is not None:
+            if in_place and given._finalizer is not None:
                 values[out] = given
             else:
                 own = self._out(out, values)
                 self.device.copy(given, own)
+        for out, param in self.state_outputs.items():   # (else a buffer of its own)
+            given = values[param]
+            if in_place and given._finalizer is not None:
+                values[out] = given
 
     def _out(self, pos: int, values: dict) -> CudaBuffer:
         if pos not in values:
@@ -713,20 +705,15 @@ class CudaExecutable:
     def _while(self, step: WhileStep, values: dict, scratch: dict) -> None:
         """A while: one CUDA graph with a WHILE node where the driver has them
         (_as_graph); else its sub-programs run from here on device buffers, the condition
-        read back to the host (one iteration ahead where the body allows), as XLA's GPU
-        backend drives a `while` (compiler/codegen/control_steps.py)."""
+        read back to the host (host_loops.py), as XLA's GPU backend drives a `while`
+        (compiler/codegen/control_steps.py)."""
         if self._as_graph(step, values):
             return
         cond, body = self.subs[id(step)]
-        dev, runs = self.device, [0]
-        run = lambda exe: lambda st: self._run_sub(exe, st, runs)   # noqa: E731
-        operands = [values[o] for o in step.operands]
-        if _speculable(body):     # the condition read back asynchronously, a body ahead
-            state = run_while_ahead(step, operands, run(cond), run(body), dev.read_later)
-        else:
-            state = run_while(step, operands, run(cond),
-                              run(body) if body is not None else None,
-                              lambda pred: bool(dev.get(pred)))
+        runs = [0]
+        state = host_loops.drive_while(
+            self.device, step, [values[o] for o in step.operands], cond, body,
+            lambda exe, args, in_place: self._run_sub(exe, args, runs, in_place))
         self._control_outputs(step, state, values, runs[0])
 
     def _conditional(self, step: ConditionalStep, values: dict, scratch: dict) -> None:
@@ -736,13 +723,23 @@ class CudaExecutable:
             return
         operands = [values[o] for o in step.operands]
         runs = [0]
-        k = branch_index(step, self.device.get(operands[0]))
-        state = self._run_sub(self.subs[id(step)][k], operands[1:], runs)
-        self._control_outputs(step, state, values, runs[0])
+        branch = self.subs[id(step)][branch_index(step, self.device.get(operands[0]))]
+        results = self._run_sub(branch, operands[1:], runs)
+        # a result the branch computed becomes the step's output as it is (nothing
+        # copied, as the CPU's branch writes the outputs); an operand it passed on, or a
+        # constant of its own, is copied
+        held = {id(b) for b in operands} | {id(b) for b in branch.constants.values()}
+        for p, k in step.outputs:
+            if id(results[k]) in held:
+                self.device.copy(results[k], self._out(p, values))
+            else:
+                values[p] = results[k]
+                held.add(id(results[k]))        # (a second output of it: a copy)
+        self.kernels_per_run += runs[0]
 
     @staticmethod
-    def _run_sub(exe: Any, args: list, runs: list) -> list:
-        out = exe.run(args)
+    def _run_sub(exe: Any, args: list, runs: list, in_place: bool = True) -> list:
+        out = exe.run(args, in_place)
         runs[0] += exe.kernels_per_run
         return out
 

@@ -7,11 +7,16 @@ The graph of a while step is a chain of nodes:
     the condition's kernels on S -> pred;  lzg_set_while(table, pred)    (handle = pred)
     WHILE node (runs its body graph while the handle is nonzero):
         the body's kernels on S -> new values, new pred   (body_then_cond: one program)
-        lzg_set_while(table, new pred);  copy the new values into S
+        lzg_set_while(table, new pred);  copy the new values kept apart into S
 
-and of a conditional step: the index's set kernel (`lzg_set_branch`: handle k = (clamped
-index == k)), then one IF node per branch, whose body runs the branch on the operands and
-copies its results into the graph's output buffers. The set kernels are
+The body is compiled with its state donated (control_steps.carried_state): a state whose
+new value the plan puts in the old one's buffer (program.state_buffers: written over it
+in place, a KV cache's row alone, or once the old one is dead) is computed in S itself,
+nothing copied; only a state the body reads after writing its new value has a second
+buffer, copied back into S (docs/cuda_loops.md). A conditional step: the index's set
+kernel (`lzg_set_branch`: handle k = (clamped index == k)), then one IF node per branch,
+whose body runs the branch on the operands, writing its results into the step's output
+buffers (those of the enclosing program, or the graph's own). The set kernels are
 conditional_kernels.py's. The stream work between two conditional nodes (kernel
 launches, cuBLAS calls, copies, a set kernel) is captured from the stream into a graph of
 its own and added as one child-graph node (a simple loop body is one node); a
@@ -247,20 +252,32 @@ class Builder:
 
     # ---- programs -----------------------------------------------------------------
 
-    def run(self, exe: Any, args: list) -> list:
+    def run(self, exe: Any, args: list, into: Optional[list] = None) -> list:
         """Append a loaded program's steps run on `args` (device buffers, by parameter
-        number); returns the buffers of its outputs."""
+        number); returns the buffers of its outputs. `into` (a branch's): buffers by
+        output index that an output a step writes is written into straight, as the
+        CPU's branch writes the conditional's outputs (the others are copied there)."""
         values = dict(exe.constants)
         for pos, number in exe.param_of.items():
             values[pos] = args[number]
         copies = []
-        for out, param in exe.aliases.items():      # in place only in the graph's own
+        # a loop body's state whose new value takes the old one's buffer (the plan's
+        # aliases, written over it in place; its other state values: once the old one is
+        # dead; CudaExecutable.carry) -- only where the buffer is the graph's own
+        taken = [(o, x, True) for o, x in exe.aliases.items()]
+        taken += [(o, x, False) for o, x in exe.state_outputs.items()]
+        for out, param, alias in taken:
             given = values[param]
             if any(given is h for h in self.held):
                 values[out] = given
-            else:
+            elif alias:
                 values[out] = self._new_value(exe, out)
                 copies.append((given, values[out]))
+        written = {pos for step in exe.steps for pos in _written(step)}
+        for k, buf in enumerate(into or []):
+            out = exe.outputs[k]
+            if out in written and out not in values and exe.outputs.count(out) == 1:
+                values[out] = buf
         for step in exe.steps:
             for pos in _written(step):
                 if not isinstance(pos, str) and pos not in values:
@@ -286,9 +303,10 @@ class Builder:
                 self.capture(lambda r=list(run): exe._steps(values, scratch, r))
                 run = []
             if step is not None:
-                final = APPEND[type(step)](self, exe, step, [values[o] for o in step.operands])
-                self.capture(lambda s=step, f=final: [self.device.copy(f[k], values[p])
-                                                      for p, k in s.outputs])
+                into = {k: values[p] for p, k in step.outputs}
+                final = APPEND[type(step)](self, exe, step, [values[o] for o in step.operands],
+                                           into)
+                self.copy_into([(final[k], values[p]) for p, k in step.outputs])
 
     def copy_into(self, pairs: list) -> None:
         """Copy (source, destination) pairs as one node, as if all at once: a source that
@@ -313,8 +331,10 @@ class Builder:
 
 # ---- the control steps ---------------------------------------------------------------
 
-def _append_while(b: Builder, exe: Any, step: WhileStep, operands: list) -> list:
-    """The while's nodes (module doc); returns the buffers of its final state."""
+def _append_while(b: Builder, exe: Any, step: WhileStep, operands: list,
+                  into: Optional[dict] = None) -> list:
+    """The while's nodes (module doc); returns the buffers of its final state (copied
+    into the step's outputs once the loop ends, as on the CPU)."""
     cu = b.device.cu
     cond, body = exe.subs[id(step)]
     state = list(operands)
@@ -336,23 +356,29 @@ def _append_while(b: Builder, exe: Any, step: WhileStep, operands: list) -> list
     return state
 
 
-def _append_conditional(b: Builder, exe: Any, step: ConditionalStep, operands: list) -> list:
+def _append_conditional(b: Builder, exe: Any, step: ConditionalStep, operands: list,
+                        into: Optional[dict] = None) -> list:
     """One IF node per branch, the index's set kernel before them; returns the buffers of
-    the results (written by the branch taken)."""
+    the results (written by the branch taken): `into`'s {tuple index: buffer} (the
+    step's outputs in an enclosing program: the branch writes its results there, nothing
+    copied after it) or the graph's own."""
     cu = b.device.cu
     branches = exe.subs[id(step)]
     handles = [b.handle() for _ in branches]
     table = b.table(handles)
     b.set_handles(ck.SET_BRANCH, table, operands[0])
     first = branches[0]
-    final = [b._new_value(first, o) for o in first.outputs]
+    into = into or {}
+    final = [into[k] if k in into else b._new_value(first, o)
+             for k, o in enumerate(first.outputs)]
     for sub, handle in zip(branches, handles):
         (inner,) = b.conditional(handle, cu.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_IF, 1)
-        out = inner.run(sub, operands[1:])
+        out = inner.run(sub, operands[1:], final)
         inner.copy_into(list(zip(out, final)))
         inner.flush()
     return final
 
 
-# step class -> fn(builder, executable, step, operand buffers) -> result buffers
+# step class -> fn(builder, executable, step, operand buffers, {tuple index: output
+# buffer} or None) -> result buffers
 APPEND = {WhileStep: _append_while, ConditionalStep: _append_conditional}

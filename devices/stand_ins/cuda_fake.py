@@ -232,6 +232,10 @@ class FakeDriver:
         self.multiprocessors = 132         # an H100 SXM's size, as its attributes say
         self.threads_per_multiprocessor = 2048
         self.calls: dict = {}            # driver call name -> count (tests read it)
+        # work run on the device (not queued): kind ("DtoD", "launch", ...) -> count, and
+        # the bytes a copy or memset moved (tests read them: copies per loop iteration)
+        self.ran: dict = {}
+        self.ran_bytes: dict = {}
         self.version = 12080             # cuDriverGetVersion: 12.8, with conditional nodes
         self._conditionals: dict = {}    # handle value -> ConditionalHandle
 
@@ -345,9 +349,10 @@ class FakeDriver:
         if not self._is_pinned(src, nbytes):
             # from pageable memory the driver stages the bytes before returning
             data = ctypes.string_at(src, nbytes)
-            return self._enqueue(stream, "HtoD", lambda: self._write(dst, data, "HtoD"))
+            return self._enqueue(stream, "HtoD", lambda: self._write(dst, data, "HtoD"), nbytes)
         return self._enqueue(stream, "HtoD",
-                             lambda: self._write(dst, ctypes.string_at(src, nbytes), "HtoD"))
+                             lambda: self._write(dst, ctypes.string_at(src, nbytes), "HtoD"),
+                             nbytes)
 
     def _write(self, dst: int, data: bytes, what: str) -> None:
         self._check_device(dst, len(data), what)
@@ -360,7 +365,7 @@ class FakeDriver:
         def run() -> None:
             self._check_device(src, nbytes, "DtoH")
             ctypes.memmove(dst, src, nbytes)
-        return self._enqueue(stream, "DtoH", run)
+        return self._enqueue(stream, "DtoH", run, nbytes)
 
     def cuMemcpyDtoDAsync(self, dst: Any, src: Any, nbytes: int, stream: Stream) -> tuple:
         self._count("cuMemcpyDtoDAsync")
@@ -370,7 +375,7 @@ class FakeDriver:
             self._check_device(src, nbytes, "DtoD source")
             self._check_device(dst, nbytes, "DtoD destination")
             ctypes.memmove(dst, src, nbytes)
-        return self._enqueue(stream, "DtoD", run)
+        return self._enqueue(stream, "DtoD", run, nbytes)
 
     def cuMemsetD2D32Async(self, dst: Any, pitch: int, value: int, width: int, height: int,
                            stream: Stream) -> tuple:
@@ -393,17 +398,29 @@ class FakeDriver:
         def run() -> None:
             self._check_device(dst, nbytes, "memset")
             ctypes.memset(dst, int(value), nbytes)
-        return self._enqueue(stream, "memset", run)
+        return self._enqueue(stream, "memset", run, nbytes)
 
     # ---- streams, events ------------------------------------------------------------
 
-    def _enqueue(self, stream: Stream, what: str, work: Callable[[], None]) -> tuple:
+    def _enqueue(self, stream: Stream, what: str, work: Callable[[], None],
+                 nbytes: int = 0) -> tuple:
+        if what != "graph":         # (a graph's work is counted as its pieces run)
+            work = self._counted(what, nbytes, work)
         with self._lock:
             if stream.capture is not None:
                 stream.capture.append(work)
             else:
                 stream.queue.append(work)
         return (CUresult.CUDA_SUCCESS,)
+
+    def _counted(self, what: str, nbytes: int, work: Callable[[], None]) -> Callable[[], None]:
+        """`work`, counting in `ran` (and its bytes in `ran_bytes`) each time it runs:
+        inside a graph, once per replay and per iteration of a WHILE node."""
+        def run() -> None:
+            self.ran[what] = self.ran.get(what, 0) + 1
+            self.ran_bytes[what] = self.ran_bytes.get(what, 0) + nbytes
+            work()
+        return run
 
     def _flush(self, stream: Stream) -> tuple:
         with self._lock:
