@@ -7,7 +7,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..compiler.hlo import dtypes as D
-from ..compiler.graph.node import Node, kept_constant, node_type, type_of
+from ..compiler.graph.node import Node, kept_constant, type_of
 from ..compiler.primitive import PRIMITIVES, apply, beside, made, memo_of, same_dtype_fast
 from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert,
                         converted, int_fits,
@@ -401,10 +401,18 @@ def _exact_float(prim: str, a: Operand, b: Operand) -> Any:
             int_fits(value, node.dtype):
         x = _converted(node, D.DEFAULT_FLOAT)
         s = weak_operand(value, x)
-        memo = memo_of(prim)
+        memo = _FLOAT_MEMOS.get(prim) or _float_memo(prim)
         return beside(memo, prim, x, s, x, s, {}) if node is a else \
             beside(memo, prim, x, s, s, x, {})
     return None
+
+
+_FLOAT_MEMOS: dict = {}     # name -> the memo's table of a float op `_exact_float` records
+
+
+def _float_memo(prim: str) -> dict:
+    table = _FLOAT_MEMOS[prim] = memo_of(prim)
+    return table
 
 
 def _divide(a: Operand, b: Operand) -> Node:
@@ -498,13 +506,7 @@ def where(condition: Operand, x: Operand, y: Operand) -> Node:
     return apply("select", c, x, y)
 
 
-_SELECT = memo_of("select")
-
-
-def _selected(c: Node, a: Node, b: Node) -> Node:
-    """`apply("select", c, a, b)`: the memo's entry looked up here."""
-    found = _SELECT.get((c.type, a.type, b.type))
-    return made("select", (c, a, b), found) if found is not None else apply("select", c, a, b)
+_SELECT = memo_of("select")      # the memo's table of select, looked up by the fronts below
 
 
 def _select_scalar(c: Node, node: Node, value: Any, swap: bool) -> Any:
@@ -520,13 +522,18 @@ def _select_scalar(c: Node, node: Node, value: Any, swap: bool) -> Any:
         node = _converted(node, D.DEFAULT_FLOAT)
         if value not in KEPT_SET:         # what `weak_operand` makes of it
             s = spread_scalar(value, D.DEFAULT_FLOAT, node.shape, node.type)
-            return _selected(c, s, node) if swap else _selected(c, node, s)
+            a, b = (s, node) if swap else (node, s)
+            found = _SELECT.get((c.type, a.type, b.type))
+            return made("select", (c, a, b), found) if found is not None else \
+                apply("select", c, a, b)
     elif kind is int and dtype is _BOOL and _I64_MIN <= value <= _I64_MAX:  # (c, m, 0)
         node = _converted(node, D.DEFAULT_INT)
     s = weak_operand(value, node)
     if s is None:
         return None
-    return _selected(c, s, node) if swap else _selected(c, node, s)
+    a, b = (s, node) if swap else (node, s)
+    found = _SELECT.get((c.type, a.type, b.type))
+    return made("select", (c, a, b), found) if found is not None else apply("select", c, a, b)
 
 
 # the dtype a Python scalar standing alone takes (`D.scalar_dtype`), by its type
@@ -544,8 +551,9 @@ def _where_scalars(c: Node, x: Operand, y: Operand) -> Any:
     if kind is int and not (_I64_MIN <= x <= _I64_MAX and _I64_MIN <= y <= _I64_MAX):
         return None                     # past int64: the general way raises
     shape = c.shape
-    t = node_type(shape, dtype)
-    return _selected(c, typed_spread(x, dtype, shape, t), typed_spread(y, dtype, shape, t))
+    a, b = typed_spread(x, dtype, shape), typed_spread(y, dtype, shape)
+    found = _SELECT.get((c.type, a.type, b.type))
+    return made("select", (c, a, b), found) if found is not None else apply("select", c, a, b)
 
 
 _NEGATE_FAST = same_dtype_fast("negate", exclude=(D.bool_,))
