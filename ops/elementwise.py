@@ -252,17 +252,11 @@ def _widened(x: Node, attrs: Any) -> Node:
     return x if attrs is None else apply("broadcast_in_dim", x, **attrs)
 
 
-def _spread(x: Node, shape: tuple, t: Any = None) -> Node:
-    """A 0-d node broadcast to `shape` (what `broadcast_to` records for it); `t`: the
-    result's type, (shape, x.dtype) interned, when the caller has it."""
-    return spread_node(x, shape, t)
-
-
-def _converted(x: Node, dtype: D.DType) -> Node:
-    """`convert(x, dtype)` for x of another dtype (convert's rule takes every pair)."""
-    return converted(x, dtype)
-
-
+# a 0-d node broadcast to a shape (what `broadcast_to` records for it), and x of another
+# dtype converted (convert's rule takes every pair): the promotion module's own, named
+# here (a wrapper would cost a call at every op that takes them)
+_spread = spread_node
+_converted = converted
 
 
 def _scalar_operands(op: str, a: Operand, b: Operand) -> list:
