@@ -32,13 +32,18 @@ def _check_numeric(op: str, x: Node) -> None:
 
 def _unary_float(prim: str):
     fast = same_dtype_fast(prim)
+    assert fast, f"{prim}: a rule that keeps its operand's dtype"
 
     def fn(x: Operand) -> Node:
         if type(x) is Node:
+            # the common case: the memo's entry (a hit is a type the rule took: a dtype of
+            # `fast`, which is every dtype the rule takes)
+            found = memo.get(x.type)
+            if found is not None:
+                return made(prim, (x,), found)
             dtype = x.dtype
-            if dtype in fast:                        # the common case: the memo's entry
-                found = memo.get(x.type)
-                return made(prim, (x,), found) if found is not None else apply(prim, x)
+            if dtype in fast:
+                return apply(prim, x)
             if dtype in _INT_OR_BOOL and to_float:   # `exp(i)`: i as the default float
                 x = _converted(x, D.DEFAULT_FLOAT)
                 found = memo.get(x.type)
@@ -111,11 +116,16 @@ _LOG, _MULTIPLY = memo_of("log"), memo_of("multiply")     # the memo's tables of
 
 def _rounding(prim: str, name: str):
     fast = same_dtype_fast(prim)
+    assert fast, f"{prim}: a rule that keeps its operand's dtype"
 
     def fn(x: Operand) -> Node:
-        if type(x) is Node and x.dtype in fast:      # a float tensor: the memo's entry
+        if type(x) is Node:
+            # a float tensor: the memo's entry (a hit is a type the rule took: a float)
             found = memo.get(x.type)
-            return made(prim, (x,), found) if found is not None else apply(prim, x)
+            if found is not None:
+                return made(prim, (x,), found)
+            if x.dtype in fast:
+                return apply(prim, x)
         (x,) = operands(name, x)
         _check_numeric(name, x)
         return apply(prim, x) if x.dtype.is_float else x
@@ -387,8 +397,9 @@ def _exact_float(prim: str, a: Operand, b: Operand) -> Any:
                 a = _spread(a, b.shape)
             else:
                 return None
-        x = _converted(a, D.DEFAULT_FLOAT)
-        return apply(prim, x, _converted(b, D.DEFAULT_FLOAT))
+        x, y = _converted(a, D.DEFAULT_FLOAT), _converted(b, D.DEFAULT_FLOAT)
+        found = (_FLOAT_MEMOS.get(prim) or _float_memo(prim)).get(x.type.pair)   # one type
+        return made(prim, (x, y), found) if found is not None else apply(prim, x, y)
     node, value = (a, b) if type(a) is Node else (b, a)
     if type(node) is Node and (type(value) is int or type(value) is bool) and \
             -F32_EXACT <= value <= F32_EXACT and node.dtype in _INT_OR_BOOL and \
