@@ -104,8 +104,11 @@ def _log_times(x: Operand, c: float) -> Node:
         if dtype in _LOG_TIMES_FAST:
             found = _LOG.get(x.type)
             y = made("log", (x,), found) if found is not None else apply("log", x)
-            s = spread_scalar(c, dtype, y.shape, y.type)
-            return beside(_MULTIPLY, "multiply", y, s, y, s, {})
+            t = y.type
+            s = spread_scalar(c, dtype, y.shape, t)
+            found = _MULTIPLY.get(t.pair)      # (`beside` written out)
+            return made("multiply", (y, s), found) if found is not None else \
+                beside(_MULTIPLY, "multiply", y, s, y, s, {})
     return multiply(log(x), c)
 
 
@@ -195,37 +198,50 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
                 elif kind is bool or kind is int and dtype is not _BOOL or \
                         kind is float and dtype in _INEXACT:    # what the dtype takes weakly
                     s = weak_operand(b, a)     # (a's type: its dtype, spread to its shape)
-                    if s is not None:
-                        return beside(memo, prim, a, s, a, s, kw)
+                    if s is not None:      # the memo's entry (`beside` written out)
+                        t = a.type
+                        found = None if t is None else memo.get(t.pair)
+                        return made(prim, (a, s), found) if found is not None else \
+                            beside(memo, prim, a, s, a, s, kw)
         elif type(b) is Node and b.dtype in fast:
             kind = type(a)
             dtype = b.dtype
             if kind is bool or kind is int and dtype is not _BOOL or \
                     kind is float and dtype in _INEXACT:
                 s = weak_operand(a, b)
-                if s is not None:
-                    return beside(memo, prim, b, s, s, b, kw)
+                if s is not None:          # the memo's entry (`beside` written out)
+                    t = b.type
+                    found = None if t is None else memo.get(t.pair)
+                    return made(prim, (s, b), found) if found is not None else \
+                        beside(memo, prim, b, s, s, b, kw)
         # an integer or bool tensor beside a Python float (`i * 2.5`): both the default
-        # float, the tensor converted (what `_scalar_operands` makes)
-        if type(b) is float and type(a) is Node and a.dtype in _INT_OR_BOOL and to_float:
-            x = _converted(a, D.DEFAULT_FLOAT)
-            s = weak_operand(b, x)
-            return beside(memo, prim, x, s, x, s, kw)
-        if type(a) is float and type(b) is Node and b.dtype in _INT_OR_BOOL and to_float:
-            x = _converted(b, D.DEFAULT_FLOAT)
-            s = weak_operand(a, x)
-            return beside(memo, prim, x, s, s, x, kw)
-        # a bool tensor beside a Python int (`m * 2`, `m & 3`): both the default int, the
-        # tensor converted (what `_scalar_operands` and `operands` make)
-        if to_int:
-            if type(b) is int and type(a) is Node and a.dtype is _BOOL and _I64_MIN <= b <= _I64_MAX:
+        # float, the tensor converted (what `_scalar_operands` makes); a bool tensor beside
+        # a Python int (`m * 2`, `m & 3`): both the default int (what `_scalar_operands`
+        # and `operands` make). The product: the memo's entry (`beside` written out).
+        if type(a) is Node:
+            x = None
+            if type(b) is float:
+                if to_float and a.dtype in _INT_OR_BOOL:
+                    x = _converted(a, D.DEFAULT_FLOAT)
+            elif type(b) is int and to_int and a.dtype is _BOOL and _I64_MIN <= b <= _I64_MAX:
                 x = _converted(a, D.DEFAULT_INT)
+            if x is not None:
                 s = weak_operand(b, x)
-                return beside(memo, prim, x, s, x, s, kw)
-            if type(a) is int and type(b) is Node and b.dtype is _BOOL and _I64_MIN <= a <= _I64_MAX:
+                found = memo.get(x.type.pair)
+                return made(prim, (x, s), found) if found is not None else \
+                    beside(memo, prim, x, s, x, s, kw)
+        elif type(b) is Node:
+            x = None
+            if type(a) is float:
+                if to_float and b.dtype in _INT_OR_BOOL:
+                    x = _converted(b, D.DEFAULT_FLOAT)
+            elif type(a) is int and to_int and b.dtype is _BOOL and _I64_MIN <= a <= _I64_MAX:
                 x = _converted(b, D.DEFAULT_INT)
+            if x is not None:
                 s = weak_operand(a, x)
-                return beside(memo, prim, x, s, s, x, kw)
+                found = memo.get(x.type.pair)
+                return made(prim, (s, x), found) if found is not None else \
+                    beside(memo, prim, x, s, s, x, kw)
         return general(a, b)
     to_float = D.DEFAULT_FLOAT in fast
     to_int = D.DEFAULT_INT in fast
