@@ -682,8 +682,14 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
                 xn = a._node
                 dtype = xn.dtype
                 if dtype in fast:
-                    return scalar_node(xn, _typed_spread(found[1](b), dtype, xn.shape, xn.type),
-                                       a._state)
+                    t = xn.type
+                    s = _typed_spread(found[1](b), dtype, xn.shape, t)
+                    if t is not None:            # (`scalar_node` written out)
+                        hit = memo.get(t.pair)
+                        if hit is not None:
+                            return _wrap(_made(prim, (s, xn) if swap else (xn, s), hit),
+                                         a._state, depth)
+                    return scalar_node(xn, s, a._state)
                 if exact_ints and found[1] is int:
                     # `i / np.int32(2)` as `i / 2`: the int, exact in the default float,
                     # divides as the same value converted along with i would
