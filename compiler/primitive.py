@@ -281,7 +281,7 @@ def apply(name: str, *operands: Node, **attrs: Any) -> Node:
                 tb = b.type = node_type(b.shape, b.dtype)
             if tc is None:
                 tc = c.type = node_type(c.shape, c.dtype)
-            key = (ta, tb, tc)
+            key = (ta, tb.pair) if tb is tc else (ta, tb, tc)
         else:
             key = tuple(map(type_of, operands))
         found = None if table is None else table.get(key)
@@ -320,13 +320,18 @@ _size = 0               # entries in all the tables
 
 def types_key(operands: tuple) -> Any:
     """The key of `operands`' types in a table of the memo: one operand's type itself; two
-    of one type, that type's `pair`; otherwise the tuple of their types. (Front ends that
-    look a common form up themselves make the same key: `memo_of`.)"""
+    of one type, that type's `pair`; three whose last two are of one type (select's
+    values, clamp's operand and bounds), the first's type and that pair; otherwise the
+    tuple of their types. (Front ends that look a common form up themselves make the same
+    key: `memo_of`.)"""
     if len(operands) == 1:
         return type_of(operands[0])
     if len(operands) == 2:
         ta, tb = type_of(operands[0]), type_of(operands[1])
         return ta.pair if ta is tb else (ta, tb)
+    if len(operands) == 3:
+        ta, tb, tc = map(type_of, operands)
+        return (ta, tb.pair) if tb is tc else (ta, tb, tc)
     return tuple(map(type_of, operands))
 
 

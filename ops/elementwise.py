@@ -493,6 +493,14 @@ greater_equal = _compare("GE", "greater_equal")
 
 
 def where(condition: Operand, x: Operand, y: Operand) -> Node:
+    if type(condition) is Node and type(x) is Node and type(y) is Node:
+        # three nodes: the memo's entry first (a hit is what select's rule took: a bool
+        # condition and two values of one type, of its shape, what is checked below)
+        t = x.type
+        if t is y.type and t is not None:
+            found = _SELECT.get((condition.type, t.pair))
+            if found is not None:
+                return made("select", (condition, x, y), found)
     if type(condition) is Node and condition.dtype is _BOOL:
         c = condition
         shape = c.shape            # the common case, recorded directly: a bool condition
@@ -500,9 +508,7 @@ def where(condition: Operand, x: Operand, y: Operand) -> Node:
             kind = type(y)         # shape or a Python scalar
             if kind is Node:
                 if x.shape == shape and y.shape == shape and x.dtype is y.dtype:
-                    found = _SELECT.get((c.type, x.type, y.type))
-                    return made("select", (c, x, y), found) if found is not None else \
-                        apply("select", c, x, y)
+                    return apply("select", c, x, y)
             elif (kind is float or kind is int or kind is bool) and x.shape == shape:
                 out = _select_scalar(c, x, y, False)
                 if out is not None:
@@ -544,7 +550,7 @@ def _select_scalar(c: Node, node: Node, value: Any, swap: bool) -> Any:
         if value not in KEPT_SET:         # what `weak_operand` makes of it
             s = spread_scalar(value, D.DEFAULT_FLOAT, node.shape, node.type)
             a, b = (s, node) if swap else (node, s)
-            found = _SELECT.get((c.type, a.type, b.type))
+            found = _SELECT.get((c.type, node.type.pair))     # s of node's type
             return made("select", (c, a, b), found) if found is not None else \
                 apply("select", c, a, b)
     elif kind is int and dtype is _BOOL and _I64_MIN <= value <= _I64_MAX:  # (c, m, 0)
@@ -553,7 +559,8 @@ def _select_scalar(c: Node, node: Node, value: Any, swap: bool) -> Any:
     if s is None:
         return None
     a, b = (s, node) if swap else (node, s)
-    found = _SELECT.get((c.type, a.type, b.type))
+    t = node.type                      # s of node's type (when it has one)
+    found = None if t is None else _SELECT.get((c.type, t.pair))
     return made("select", (c, a, b), found) if found is not None else apply("select", c, a, b)
 
 
@@ -573,7 +580,8 @@ def _where_scalars(c: Node, x: Operand, y: Operand) -> Any:
         return None                     # past int64: the general way raises
     shape = c.shape
     a, b = typed_spread(x, dtype, shape), typed_spread(y, dtype, shape)
-    found = _SELECT.get((c.type, a.type, b.type))
+    t = a.type                         # (one type: both spread to c's shape as dtype)
+    found = _SELECT.get((c.type, t.pair)) if t is b.type and t is not None else None
     return made("select", (c, a, b), found) if found is not None else apply("select", c, a, b)
 
 
@@ -999,7 +1007,8 @@ _CLAMP = memo_of("clamp")
 
 def _clamped(lo: Node, x: Node, hi: Node) -> Node:
     """`apply("clamp", lo, x, hi)`: the memo's entry looked up here."""
-    found = _CLAMP.get((lo.type, x.type, hi.type))
+    t = x.type                         # (the memo's key of an operand and a bound of one type)
+    found = _CLAMP.get((lo.type, t.pair)) if t is hi.type and t is not None else None
     return made("clamp", (lo, x, hi), found) if found is not None else apply("clamp", lo, x, hi)
 
 
