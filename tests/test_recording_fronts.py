@@ -260,6 +260,44 @@ def test_the_fronts_tables_are_the_memos_own_and_survive_a_clear() -> None:
     np.testing.assert_array_equal((x * y).numpy(), np.ones(7))
 
 
+def _common_forms() -> list:
+    f = la.asarray(np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4))
+    g = la.asarray(np.ones((3, 4), np.float32))
+    i = la.asarray(np.arange(12, dtype=np.int32).reshape(3, 4))
+    m = f > 0
+    return [lambda: la.exp(f), lambda: f.exp(), lambda: la.exp(i), lambda: la.floor(f),
+            lambda: -f, lambda: abs(f), lambda: f * g, lambda: f * 2.5, lambda: 2.5 - f,
+            lambda: la.multiply(f, 2.5), lambda: la.subtract(2, f), lambda: f < 2,
+            lambda: la.less(2.5, f), lambda: i * 2.5, lambda: m * 2, lambda: i / 2,
+            lambda: i / i, lambda: f * np.float32(2), lambda: la.pow(f, np.float32(2)),
+            lambda: i >> np.int32(1), lambda: f ** 2, lambda: la.square(f),
+            lambda: la.where(m, f, g), lambda: la.where(m, f, 2.5), lambda: la.where(m, 0.0, i),
+            lambda: la.where(m, 1.0, 0.5), lambda: la.clip(f, -1.5, 2.5), lambda: la.clip(i, 0, 5),
+            lambda: f.astype(la.int32), lambda: la.signbit(f), lambda: la.logical_not(i),
+            lambda: la.logical_and(i, i), lambda: la.log2(i), lambda: la.isinf(f),
+            lambda: la.reciprocal(i), lambda: la.hypot(i, i)]
+
+
+def test_the_fronts_find_what_apply_remembered(monkeypatch) -> None:
+    """Recorded a second time, the common forms take every node from the memo by the
+    fronts' own lookups (their keys are `apply`'s: `types_key`): no call of `apply`."""
+    from lazyarray.ops import promotion
+    forms = _common_forms()
+    for form in forms:
+        form()
+    calls, apply = [], primitive.apply
+
+    def counted(name, *operands, **attrs):
+        calls.append(name)
+        return apply(name, *operands, **attrs)
+    for module, attr in ((primitive, "apply"), (E, "apply"), (promotion, "apply"),
+                         (sys.modules["lazyarray.lift"], "_apply")):
+        monkeypatch.setattr(module, attr, counted)
+    for k, form in enumerate(forms):
+        form()
+        assert not calls, (k, calls)
+
+
 def test_weak_operand_is_weak_scalar_like_but_for_shared_kept_broadcasts() -> None:
     from lazyarray.ops.promotion import weak_scalar_like
     for dtype in (D.float32, D.float16, D.int32, D.uint8, D.int64, D.bool_):
