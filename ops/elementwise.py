@@ -493,20 +493,19 @@ greater_equal = _compare("GE", "greater_equal")
 
 
 def where(condition: Operand, x: Operand, y: Operand) -> Node:
-    if type(condition) is Node and type(x) is Node and type(y) is Node:
-        # three nodes: the memo's entry first (a hit is what select's rule took: a bool
-        # condition and two values of one type, of its shape, what is checked below)
-        t = x.type
-        if t is y.type and t is not None:
-            found = _SELECT.get((condition.type, t.pair))
-            if found is not None:
-                return made("select", (condition, x, y), found)
     if type(condition) is Node and condition.dtype is _BOOL:
         c = condition
         shape = c.shape            # the common case, recorded directly: a bool condition
         if type(x) is Node:        # and a value of its shape, the other of that dtype and
             kind = type(y)         # shape or a Python scalar
             if kind is Node:
+                # the memo's entry first (a hit is what select's rule took: two values of
+                # one type, of the condition's shape, what is checked below)
+                t = x.type
+                if t is y.type and t is not None:
+                    found = _SELECT.get((c.type, t.pair))
+                    if found is not None:
+                        return made("select", (c, x, y), found)
                 if x.shape == shape and y.shape == shape and x.dtype is y.dtype:
                     return apply("select", c, x, y)
             elif (kind is float or kind is int or kind is bool) and x.shape == shape:
