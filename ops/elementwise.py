@@ -423,8 +423,9 @@ def _exact_float(prim: str, a: Operand, b: Operand) -> Any:
         x = _converted(node, D.DEFAULT_FLOAT)
         s = weak_operand(value, x)
         memo = _FLOAT_MEMOS.get(prim) or _float_memo(prim)
-        return beside(memo, prim, x, s, x, s, {}) if node is a else \
-            beside(memo, prim, x, s, s, x, {})
+        pair = (x, s) if node is a else (s, x)
+        found = memo.get(x.type.pair)          # (`beside` written out)
+        return made(prim, pair, found) if found is not None else apply(prim, *pair)
     return None
 
 
