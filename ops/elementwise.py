@@ -1023,12 +1023,13 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
         kmin, kmax = type(min), type(max)
         if kmin in _NUMBERS and kmax in _NUMBERS:
             shape = x.shape
+            lo = None
             if dtype in _FLOATS:
                 if min not in KEPT_SET and max not in KEPT_SET:
                     # clip(x, -1.5, 2.5): two runtime scalars, as `_fast_bound` makes them
                     t = x.type
-                    return _clamped(spread_scalar(min, dtype, shape, t), x,
-                                    spread_scalar(max, dtype, shape, t))
+                    lo = spread_scalar(min, dtype, shape, t)
+                    hi = spread_scalar(max, dtype, shape, t)
             else:
                 # clip(i, -1.5, 2.5): each bound as x's dtype (a float truncated and
                 # saturated: `_float_as_int`), as `_fast_bound` makes it
@@ -1040,7 +1041,14 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
                         spread_scalar(lo, dtype, shape, x.type)
                     hi = kept_spread(int, hi, dtype, shape) if hi in KEPT_SET else \
                         spread_scalar(hi, dtype, shape, x.type)
-                    return _clamped(lo, x, hi)
+                else:
+                    lo = None
+            if lo is not None:             # the bounds, of x's type: the memo's entry
+                t = x.type                 # (`_clamped` written out)
+                found = _CLAMP.get((lo.type, t.pair)) if t is hi.type and t is not None \
+                    else None
+                return made("clamp", (lo, x, hi), found) if found is not None else \
+                    apply("clamp", lo, x, hi)
         if (min is None or type(min) in _BOUND_KINDS and min in KEPT_SET and
                 not _negative_zero(min)) and \
                 (max is None or type(max) in _BOUND_KINDS and max in KEPT_SET and
@@ -1049,7 +1057,12 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
             key = (type(min), min, type(max), max, dtype, x.shape)
             pair = _SHARED_BOUNDS.get(key)
             if pair is not None:
-                return _clamped(pair[0], x, pair[1])
+                lo, hi = pair
+                t = x.type                 # (`_clamped` written out: the bounds are of x's type)
+                found = _CLAMP.get((lo.type, t.pair)) if t is hi.type and t is not None \
+                    else None
+                return made("clamp", (lo, x, hi), found) if found is not None else \
+                    apply("clamp", lo, x, hi)
         else:
             key = None
         lo = _fast_bound(min, x, 0)
