@@ -251,12 +251,14 @@ def get(name: str) -> Primitive:
 
 def apply(name: str, *operands: Node, **attrs: Any) -> Node:
     """Record one primitive applied to nodes: its result type from the stanza's rule, its
-    node made. The one fast path of recording: the rule's result is remembered, keyed on
-    the name, the operands' interned types (compiler/graph/node.py `NodeType`: object
-    identities, hashed at once) and the attributes, so that an op recorded again (every
-    step of a training loop, every token of a decoding loop) costs one dict hit. A rule
-    that raises is never remembered (bad input raises each time)."""
+    node made. The one fast path of recording: the rule's result is remembered in the
+    table of the name and attributes (`memo_of`), keyed on the operands' interned types
+    (compiler/graph/node.py `NodeType`: object identities, hashed at once; `types_key`),
+    so that an op recorded again (every step of a training loop, every token of a
+    decoding loop) costs two dict hits. A rule that raises is never remembered (bad input
+    raises each time)."""
     try:
+        table = _TABLES.get((name, *attrs.items()) if attrs else name)
         if len(operands) == 2:
             a, b = operands
             ta, tb = a.type, b.type
@@ -264,13 +266,12 @@ def apply(name: str, *operands: Node, **attrs: Any) -> Node:
                 ta = a.type = node_type(a.shape, a.dtype)
             if tb is None:
                 tb = b.type = node_type(b.shape, b.dtype)
-            key = (name, ta, tb, *attrs.items()) if attrs else (name, ta, tb)
+            key = ta.pair if ta is tb else (ta, tb)
         elif len(operands) == 1:
             a = operands[0]
-            ta = a.type
-            if ta is None:
-                ta = a.type = node_type(a.shape, a.dtype)
-            key = (name, ta, *attrs.items()) if attrs else (name, ta)
+            key = a.type
+            if key is None:
+                key = a.type = node_type(a.shape, a.dtype)
         elif len(operands) == 3:
             a, b, c = operands
             ta, tb, tc = a.type, b.type, c.type
@@ -280,10 +281,10 @@ def apply(name: str, *operands: Node, **attrs: Any) -> Node:
                 tb = b.type = node_type(b.shape, b.dtype)
             if tc is None:
                 tc = c.type = node_type(c.shape, c.dtype)
-            key = (name, 3, ta, tb, tc, *attrs.items()) if attrs else (name, 3, ta, tb, tc)
+            key = (ta, tb.pair) if tb is tc else (ta, tb, tc)
         else:
-            key = (name, len(operands), *map(type_of, operands), *attrs.items())
-        found = _INFERRED.get(key)
+            key = tuple(map(type_of, operands))
+        found = None if table is None else table.get(key)
     except (AttributeError, TypeError):     # an operand that is not a node, an unhashable
         return _applied(name, operands, attrs)   # attribute (a list), a loop's bodies
     if found is None:
@@ -304,24 +305,57 @@ def apply(name: str, *operands: Node, **attrs: Any) -> Node:
 
 
 _new = object.__new__
-# (name, operand types, attribute items) -> (the result's NodeType, the attributes' dict
-# every node of that key shares, or None); the operand count is in the key where it is not
-# fixed by the form of the key (1 or 2 operands). Shared attributes (nodes never change
-# theirs), like the result's shape object, let a sync's template check find them by
-# identity (compiler/graph/template.py).
-_INFERRED: dict = {}
+# The memo: op key -> its table, operand types -> (the result's NodeType, the attributes'
+# dict every node of that key shares, or None). An op key is the name, or (name, attribute
+# items...) for an op with attributes; the operand types are keyed as `types_key` says.
+# Shared attributes (nodes never change theirs), like the result's shape object, let a
+# sync's template check find them by identity (compiler/graph/template.py). Bounded
+# (`_MEMO_CAP` entries in all): shapes that change at every call clear it.
+_TABLES: dict = {}
+_PINNED: dict = {}      # the tables front ends hold (`memo_of`): cleared, never dropped
 _NO_ATTRS: dict = {}
+_MEMO_CAP = 8192
+_size = 0               # entries in all the tables
 
 
-# the memo's own lookup, for a front end on the hottest recording path that makes the key
-# itself, (name, operand types..., attribute items...) as `apply` makes it: a hit is the
-# rule's result for those types; a miss (a type not yet interned is None: never a key)
-# goes through `apply`, which asks the rule and remembers
-remembered = _INFERRED.get
+def types_key(operands: tuple) -> Any:
+    """The key of `operands`' types in a table of the memo: one operand's type itself; two
+    of one type, that type's `pair`; three whose last two are of one type (select's
+    values, clamp's operand and bounds), the first's type and that pair; otherwise the
+    tuple of their types. (Front ends that look a common form up themselves make the same
+    key: `memo_of`.)"""
+    if len(operands) == 1:
+        return type_of(operands[0])
+    if len(operands) == 2:
+        ta, tb = type_of(operands[0]), type_of(operands[1])
+        return ta.pair if ta is tb else (ta, tb)
+    if len(operands) == 3:
+        ta, tb, tc = map(type_of, operands)
+        return (ta, tb.pair) if tb is tc else (ta, tb, tc)
+    return tuple(map(type_of, operands))
+
+
+def memo_of(name: str, **attrs: Any) -> dict:
+    """The memo's table of primitive `name` with attributes `attrs`, for a front end on the
+    hottest recording path that looks its common forms up itself, by `types_key`
+    (`table.get(x.type)`, `table.get(t.pair)`): a hit is the rule's result for those
+    types, made with `made`; a miss (a type not yet interned is None: never a key) goes
+    through `apply`, which asks the rule and remembers it in this same table."""
+    key = (name, *attrs.items()) if attrs else name
+    table = _TABLES.get(key)
+    if table is None:
+        table = _TABLES[key] = {}
+    _PINNED[key] = table
+    return table
+
+
+def memo_size() -> int:
+    """How many results the memo holds (at most `_MEMO_CAP`)."""
+    return _size
 
 
 def made(name: str, operands: tuple, found: tuple) -> Node:
-    """The node of `name` over `operands` from a memo entry `found` (`remembered`)."""
+    """The node of `name` over `operands` from a memo entry `found` (`memo_of`)."""
     t, shared = found
     n = _new(Node)
     n.op = name
@@ -345,14 +379,14 @@ def entry_of(node: Node) -> Optional[tuple]:
         not node.attrs else None
 
 
-def beside(name: str, x: Node, s: Node, a: Node, b: Node, item: Any, attrs: dict) -> Node:
+def beside(table: dict, name: str, x: Node, s: Node, a: Node, b: Node, attrs: dict) -> Node:
     """`apply(name, a, b, **attrs)` for a node `x` and a node `s` made beside it, of x's
     type (a Python scalar spread to x's shape as its dtype), a and b being the two in
-    either order; `item`: the one attribute (key, value) or None, as the memo's key has
-    it. The memo's entry for (x's type, x's type) when there is one: no interning of s."""
+    either order; `table`: `memo_of(name, **attrs)`. The memo's entry for two operands of
+    x's type when there is one: no interning of s."""
     t = x.type
     if t is not None:
-        found = _INFERRED.get((name, t, t) if item is None else (name, t, t, item))
+        found = table.get(t.pair)
         if found is not None:
             return made(name, (a, b), found)
     if s.type is None:
@@ -366,17 +400,34 @@ def _applied(name: str, operands: tuple, attrs: dict) -> Node:
     return Node(name, operands, shape, dtype, attrs)
 
 
-def _infer_memo(key: tuple, name: str, operands: tuple, attrs: dict) -> tuple:
+def _infer_memo(key: Any, name: str, operands: tuple, attrs: dict) -> tuple:
     """The rule's result for a key not yet remembered, remembered (unless the stanza says
     its rule reads more than the types and attributes: a loop's bodies)."""
+    global _size
     prim = PRIMITIVES[name]
     shape, dtype = prim.infer(operands, **attrs)
     found = (node_type(shape, dtype), _shareable(attrs))
     if prim.memo_infer:
-        if len(_INFERRED) >= 8192:           # shapes that change at every call: bounded
-            _INFERRED.clear()
-        _INFERRED[key] = found
+        if _size >= _MEMO_CAP:               # shapes that change at every call: bounded
+            _clear_memo()
+        op = (name, *attrs.items()) if attrs else name
+        table = _TABLES.get(op)
+        if table is None:
+            table = _TABLES[op] = {}
+        table[key] = found
+        _size += 1
     return found
+
+
+def _clear_memo() -> None:
+    """Forget every result: the tables front ends hold emptied in place, the others
+    dropped (an op key with a shape among its attributes makes a table per shape)."""
+    global _size
+    for table in _PINNED.values():
+        table.clear()
+    _TABLES.clear()
+    _TABLES.update(_PINNED)
+    _size = 0
 
 
 _SHAREABLE = (int, str, bool, D.DType, type(None))

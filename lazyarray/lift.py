@@ -19,7 +19,7 @@ import numpy as np
 from .compiler.hlo import dtypes as D
 from .compiler.graph.node import Node
 from .compiler.primitive import apply as _apply, beside as _beside, made as _made
-from .compiler.primitive import remembered as _remembered
+from .compiler.primitive import memo_of as _memo_of
 from . import runtime
 from .ops import elementwise as _elementwise
 from .ops import promotion as _promotion
@@ -581,7 +581,7 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
     operator itself; 3: a lifted function calls it, `_direct_public`)."""
     prim, fast, attrs, _ = fn.direct
     kw = {} if attrs is None else dict(attrs)
-    item = None if attrs is None else tuple(attrs.items())[0]   # (compare's direction)
+    memo = _memo_of(prim, **kw)     # the memo's table of prim (and compare's direction)
     floats = fast & _INEXACT
     to_float = D.DEFAULT_FLOAT in fast
     # a bool tensor beside a Python int: both the default int (`weak_scalar_dtype`), the
@@ -591,14 +591,14 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
 
     def scalar_node(xn: Node, s: Node, state: Any) -> Tensor:
         """`prim` of node xn and the scalar s spread beside it (xn's type), wrapped: the
-        memo's entry for (xn's type, xn's type), looked up here (`beside` written out)."""
+        memo's entry for two operands of xn's type, looked up here (`beside` written out)."""
         t = xn.type
         if t is not None:
-            found = _remembered((prim, t, t) if item is None else (prim, t, t, item))
+            found = memo.get(t.pair)
             if found is not None:
                 return _wrap(_made(prim, (s, xn) if swap else (xn, s), found), state, depth + 1)
-        return _wrap(_beside(prim, xn, s, s, xn, item, kw) if swap else
-                     _beside(prim, xn, s, xn, s, item, kw), state, depth + 1)
+        return _wrap(_beside(memo, prim, xn, s, s, xn, kw) if swap else
+                     _beside(memo, prim, xn, s, xn, s, kw), state, depth + 1)
 
     def exact_int(a: Node, other: int) -> Node:
         """`i / 2`: i as the default float, the int weak beside it (what `fn` records for
@@ -607,8 +607,8 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
         if other in _KEPT_SET:
             s = _weak_operand(other, a)
         else:            # what `_weak_operand` makes of it, written out
-            s = _spread_scalar(other, _DEFAULT_FLOAT, a.shape)
-        return _beside(prim, a, s, s, a, item, kw) if swap else _beside(prim, a, s, a, s, item, kw)
+            s = _spread_scalar(other, _DEFAULT_FLOAT, a.shape, a.type)
+        return _beside(memo, prim, a, s, s, a, kw) if swap else _beside(memo, prim, a, s, a, s, kw)
 
     def op_method(a: Tensor, b: Any) -> Tensor:
         kind = type(b)
@@ -630,7 +630,7 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
                     t = xn.type
                     s = _spread_scalar(b, dtype, xn.shape, t)
                     if t is not None:        # (`scalar_node` written out: the hottest form)
-                        found = _remembered((prim, t, t) if item is None else (prim, t, t, item))
+                        found = memo.get(t.pair)
                         if found is not None:
                             return _wrap(_made(prim, (s, xn) if swap else (xn, s), found),
                                          a._state, depth)
@@ -643,7 +643,7 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
                 if s is not None:
                     t = xn.type                  # (`scalar_node` written out)
                     if t is not None:
-                        found = _remembered((prim, t, t) if item is None else (prim, t, t, item))
+                        found = memo.get(t.pair)
                         if found is not None:
                             return _wrap(_made(prim, (s, xn) if swap else (xn, s), found),
                                          a._state, depth)
@@ -659,18 +659,20 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
                 xn, yn = a._node, b._node
                 dtype = xn.dtype
                 if dtype in fast and b._state is a._state:
-                    # the memo's entry for the two types: the rule accepted them before
-                    found = _remembered((prim, xn.type, yn.type) if item is None else
-                                        (prim, xn.type, yn.type, item))
-                    if found is not None:
-                        return _wrap(_made(prim, (xn, yn), found), a._state, depth)
+                    # two of one type: the memo's entry (the rule accepted them before)
+                    t = xn.type
+                    if t is yn.type and t is not None:
+                        found = memo.get(t.pair)
+                        if found is not None:
+                            return _wrap(_made(prim, (xn, yn), found), a._state, depth)
                 if yn.dtype is dtype and yn.shape == xn.shape and b._state is a._state:
                     if dtype in fast:
                         return _wrap(_apply(prim, xn, yn, **kw), a._state, depth)
                     if exact_ints and dtype in _INT_OR_BOOL:   # `i / j`: both the default float
                         xn, yn = _converted(xn, _DEFAULT_FLOAT), _converted(yn, _DEFAULT_FLOAT)
-                        found = _remembered((prim, xn.type, yn.type) if item is None else
-                                            (prim, xn.type, yn.type, item))
+                        t = xn.type
+                        found = memo.get(t.pair if t is yn.type and t is not None else
+                                         (t, yn.type))
                         return _wrap(_made(prim, (xn, yn), found) if found is not None else
                                      _apply(prim, xn, yn, **kw), a._state, depth)
         else:
@@ -680,8 +682,14 @@ def direct_method(fn: Callable, general: Callable, swap: bool, depth: int = 2) -
                 xn = a._node
                 dtype = xn.dtype
                 if dtype in fast:
-                    return scalar_node(xn, _typed_spread(found[1](b), dtype, xn.shape, xn.type),
-                                       a._state)
+                    t = xn.type
+                    s = _typed_spread(found[1](b), dtype, xn.shape, t)
+                    if t is not None:            # (`scalar_node` written out)
+                        hit = memo.get(t.pair)
+                        if hit is not None:
+                            return _wrap(_made(prim, (s, xn) if swap else (xn, s), hit),
+                                         a._state, depth)
+                    return scalar_node(xn, s, a._state)
                 if exact_ints and found[1] is int:
                     # `i / np.int32(2)` as `i / 2`: the int, exact in the default float,
                     # divides as the same value converted along with i would

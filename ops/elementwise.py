@@ -8,7 +8,7 @@ import numpy as np
 
 from ..compiler.hlo import dtypes as D
 from ..compiler.graph.node import Node, kept_constant, type_of
-from ..compiler.primitive import PRIMITIVES, apply, beside, made, remembered, same_dtype_fast
+from ..compiler.primitive import PRIMITIVES, apply, beside, made, memo_of, same_dtype_fast
 from .promotion import (KEPT_SET, PY_SCALARS, as_node, broadcast_shapes, broadcast_to, convert,
                         converted, int_fits,
                         kept_spread, operands, scalar, spread_node, spread_scalar, typed_spread,
@@ -32,18 +32,26 @@ def _check_numeric(op: str, x: Node) -> None:
 
 def _unary_float(prim: str):
     fast = same_dtype_fast(prim)
+    assert fast, f"{prim}: a rule that keeps its operand's dtype"
 
     def fn(x: Operand) -> Node:
         if type(x) is Node:
+            # the common case: the memo's entry (a hit is a type the rule took: a dtype of
+            # `fast`, which is every dtype the rule takes)
+            found = memo.get(x.type)
+            if found is not None:
+                return made(prim, (x,), found)
             dtype = x.dtype
-            if dtype in fast:                        # the common case: the memo's entry
-                found = remembered((prim, x.type))
-                return made(prim, (x,), found) if found is not None else apply(prim, x)
+            if dtype in fast:
+                return apply(prim, x)
             if dtype in _INT_OR_BOOL and to_float:   # `exp(i)`: i as the default float
-                return apply(prim, _converted(x, D.DEFAULT_FLOAT))
+                x = _converted(x, D.DEFAULT_FLOAT)
+                found = memo.get(x.type)
+                return made(prim, (x,), found) if found is not None else apply(prim, x)
         (x,) = _float_operands(prim, x)
         return apply(prim, x)
     to_float = D.DEFAULT_FLOAT in fast
+    memo = memo_of(prim)
     fn.__name__ = prim
     return fn
 
@@ -94,27 +102,37 @@ def _log_times(x: Operand, c: float) -> Node:
             x = _converted(x, D.DEFAULT_FLOAT)
             dtype = D.DEFAULT_FLOAT
         if dtype in _LOG_TIMES_FAST:
-            found = remembered(("log", x.type))
+            found = _LOG.get(x.type)
             y = made("log", (x,), found) if found is not None else apply("log", x)
-            s = spread_scalar(c, dtype, y.shape, y.type)
-            return beside("multiply", y, s, y, s, None, {})
+            t = y.type
+            s = spread_scalar(c, dtype, y.shape, t)
+            found = _MULTIPLY.get(t.pair)      # (`beside` written out)
+            return made("multiply", (y, s), found) if found is not None else \
+                beside(_MULTIPLY, "multiply", y, s, y, s, {})
     return multiply(log(x), c)
 
 
 # real floats that `log` and `multiply` record directly (a Python float beside them weak)
 _LOG_TIMES_FAST = same_dtype_fast("log") & same_dtype_fast("multiply") & frozenset(D.FLOATS)
+_LOG, _MULTIPLY = memo_of("log"), memo_of("multiply")     # the memo's tables of the two
 
 
 def _rounding(prim: str, name: str):
     fast = same_dtype_fast(prim)
+    assert fast, f"{prim}: a rule that keeps its operand's dtype"
 
     def fn(x: Operand) -> Node:
-        if type(x) is Node and x.dtype in fast:      # a float tensor: the memo's entry
-            found = remembered((prim, x.type))
-            return made(prim, (x,), found) if found is not None else apply(prim, x)
+        if type(x) is Node:
+            # a float tensor: the memo's entry (a hit is a type the rule took: a float)
+            found = memo.get(x.type)
+            if found is not None:
+                return made(prim, (x,), found)
+            if x.dtype in fast:
+                return apply(prim, x)
         (x,) = operands(name, x)
         _check_numeric(name, x)
         return apply(prim, x) if x.dtype.is_float else x
+    memo = memo_of(prim)
     fn.__name__ = name
     return fn
 
@@ -145,7 +163,7 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
     gives them (each broadcast to the common shape) and `prim` of those: the broadcasts
     are remembered per pair of types (`_WIDENED`) and made directly next time."""
     kw = {} if attrs is None else dict(attrs)
-    item = None if attrs is None else tuple(attrs.items())[0]   # (compare's direction)
+    memo = memo_of(prim, **kw)      # the memo's table of prim (and compare's direction)
 
     def fn(a: Operand, b: Operand) -> Node:
         if type(a) is Node:
@@ -153,20 +171,25 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
             if dtype in fast:
                 kind = type(b)
                 if kind is Node:
-                    found = remembered((prim, a.type, b.type) if item is None else
-                                       (prim, a.type, b.type, item))
-                    if found is not None:
-                        return made(prim, (a, b), found)
+                    # two of one type: the memo's entry (an elementwise rule takes nothing
+                    # else without a broadcast or a conversion first)
+                    t = a.type
+                    if t is b.type and t is not None:
+                        found = memo.get(t.pair)
+                        if found is not None:
+                            return made(prim, (a, b), found)
                     if b.dtype is dtype:
                         shape = a.shape
                         if b.shape == shape:
                             return apply(prim, a, b, **kw)
                         if not b.shape:      # x * a 0-d tensor (a NumPy scalar, a loss scale)
-                            return apply(prim, a, _spread(b, shape), **kw)
+                            s = _spread(b, shape, t)
+                            return beside(memo, prim, a, s, a, s, kw)
                         if not shape:
-                            return apply(prim, _spread(a, b.shape), b, **kw)
+                            s = _spread(a, b.shape, b.type)
+                            return beside(memo, prim, b, s, s, b, kw)
                         if broadcasts:           # x / x.sum(-1, keepdims=True), x + bias
-                            plan = _WIDENED.get((a.type, b.type))
+                            plan = _WIDENED.get((t, b.type))
                             if plan is None:
                                 plan = _widening(a, b)
                             if plan is not False:
@@ -175,33 +198,50 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
                 elif kind is bool or kind is int and dtype is not _BOOL or \
                         kind is float and dtype in _INEXACT:    # what the dtype takes weakly
                     s = weak_operand(b, a)     # (a's type: its dtype, spread to its shape)
-                    if s is not None:
-                        return beside(prim, a, s, a, s, item, kw)
+                    if s is not None:      # the memo's entry (`beside` written out)
+                        t = a.type
+                        found = None if t is None else memo.get(t.pair)
+                        return made(prim, (a, s), found) if found is not None else \
+                            beside(memo, prim, a, s, a, s, kw)
         elif type(b) is Node and b.dtype in fast:
             kind = type(a)
             dtype = b.dtype
             if kind is bool or kind is int and dtype is not _BOOL or \
                     kind is float and dtype in _INEXACT:
                 s = weak_operand(a, b)
-                if s is not None:
-                    return beside(prim, b, s, s, b, item, kw)
+                if s is not None:          # the memo's entry (`beside` written out)
+                    t = b.type
+                    found = None if t is None else memo.get(t.pair)
+                    return made(prim, (s, b), found) if found is not None else \
+                        beside(memo, prim, b, s, s, b, kw)
         # an integer or bool tensor beside a Python float (`i * 2.5`): both the default
-        # float, the tensor converted (what `_scalar_operands` makes)
-        if type(b) is float and type(a) is Node and a.dtype in _INT_OR_BOOL and to_float:
-            x = _converted(a, D.DEFAULT_FLOAT)
-            return apply(prim, x, weak_operand(b, x), **kw)
-        if type(a) is float and type(b) is Node and b.dtype in _INT_OR_BOOL and to_float:
-            x = _converted(b, D.DEFAULT_FLOAT)
-            return apply(prim, weak_operand(a, x), x, **kw)
-        # a bool tensor beside a Python int (`m * 2`, `m & 3`): both the default int, the
-        # tensor converted (what `_scalar_operands` and `operands` make)
-        if to_int:
-            if type(b) is int and type(a) is Node and a.dtype is _BOOL and _I64_MIN <= b <= _I64_MAX:
+        # float, the tensor converted (what `_scalar_operands` makes); a bool tensor beside
+        # a Python int (`m * 2`, `m & 3`): both the default int (what `_scalar_operands`
+        # and `operands` make). The product: the memo's entry (`beside` written out).
+        if type(a) is Node:
+            x = None
+            if type(b) is float:
+                if to_float and a.dtype in _INT_OR_BOOL:
+                    x = _converted(a, D.DEFAULT_FLOAT)
+            elif type(b) is int and to_int and a.dtype is _BOOL and _I64_MIN <= b <= _I64_MAX:
                 x = _converted(a, D.DEFAULT_INT)
-                return apply(prim, x, weak_operand(b, x), **kw)
-            if type(a) is int and type(b) is Node and b.dtype is _BOOL and _I64_MIN <= a <= _I64_MAX:
+            if x is not None:
+                s = weak_operand(b, x)
+                found = memo.get(x.type.pair)
+                return made(prim, (x, s), found) if found is not None else \
+                    beside(memo, prim, x, s, x, s, kw)
+        elif type(b) is Node:
+            x = None
+            if type(a) is float:
+                if to_float and b.dtype in _INT_OR_BOOL:
+                    x = _converted(b, D.DEFAULT_FLOAT)
+            elif type(a) is int and to_int and b.dtype is _BOOL and _I64_MIN <= a <= _I64_MAX:
                 x = _converted(b, D.DEFAULT_INT)
-                return apply(prim, weak_operand(a, x), x, **kw)
+            if x is not None:
+                s = weak_operand(a, x)
+                found = memo.get(x.type.pair)
+                return made(prim, (s, x), found) if found is not None else \
+                    beside(memo, prim, x, s, s, x, kw)
         return general(a, b)
     to_float = D.DEFAULT_FLOAT in fast
     to_int = D.DEFAULT_INT in fast
@@ -238,16 +278,11 @@ def _widened(x: Node, attrs: Any) -> Node:
     return x if attrs is None else apply("broadcast_in_dim", x, **attrs)
 
 
-def _spread(x: Node, shape: tuple) -> Node:
-    """A 0-d node broadcast to `shape` (what `broadcast_to` records for it)."""
-    return spread_node(x, shape)
-
-
-def _converted(x: Node, dtype: D.DType) -> Node:
-    """`convert(x, dtype)` for x of another dtype (convert's rule takes every pair)."""
-    return converted(x, dtype)
-
-
+# a 0-d node broadcast to a shape (what `broadcast_to` records for it), and x of another
+# dtype converted (convert's rule takes every pair): the promotion module's own, named
+# here (a wrapper would cost a call at every op that takes them)
+_spread = spread_node
+_converted = converted
 
 
 def _scalar_operands(op: str, a: Operand, b: Operand) -> list:
@@ -302,6 +337,7 @@ _power = _binary("power", "pow")
 
 
 _SQUARE_FAST = same_dtype_fast("multiply", exclude=(D.bool_,))
+_POWER = memo_of("power")
 _FLOAT_DTYPES = frozenset(D.FLOATS)
 
 
@@ -318,11 +354,13 @@ def pow(a: Operand, b: Operand) -> Node:
                 # the default int), written out for the common kinds
                 if dtype in _INT_OR_BOOL and (kind is float or _I64_MIN <= b <= _I64_MAX):
                     x = _converted(a, D.DEFAULT_FLOAT if kind is float else D.DEFAULT_INT)
-                    return apply("power", x, weak_operand(b, x))
+                    s = weak_operand(b, x)
+                    return beside(_POWER, "power", x, s, x, s, {})
                 return _power(a, b)
             if b == 2:                       # x ** 2, the common case
                 if dtype in _SQUARE_FAST:
-                    found = remembered(("multiply", a.type, a.type))
+                    t = a.type
+                    found = None if t is None else _MULTIPLY.get(t.pair)
                     return made("multiply", (a, a), found) if found is not None else \
                         apply("multiply", a, a)
                 return square(a)
@@ -335,7 +373,8 @@ def pow(a: Operand, b: Operand) -> Node:
             return _power(a, b)
     elif type(a) is float and type(b) is Node and b.dtype in _INT_OR_BOOL:
         x = _converted(b, D.DEFAULT_FLOAT)   # `2.5 ** i`: `_power`'s nodes, written out
-        return apply("power", weak_operand(a, x), x)
+        s = weak_operand(a, x)
+        return beside(_POWER, "power", x, s, s, x, {})
     if isinstance(a, Node) and type(b) is int and b < 0 and a.dtype.is_int:
         _negative_power(a.dtype, b)
     return _power(a, b)
@@ -374,16 +413,28 @@ def _exact_float(prim: str, a: Operand, b: Operand) -> Any:
                 a = _spread(a, b.shape)
             else:
                 return None
-        x = _converted(a, D.DEFAULT_FLOAT)
-        return apply(prim, x, _converted(b, D.DEFAULT_FLOAT))
+        x, y = _converted(a, D.DEFAULT_FLOAT), _converted(b, D.DEFAULT_FLOAT)
+        found = (_FLOAT_MEMOS.get(prim) or _float_memo(prim)).get(x.type.pair)   # one type
+        return made(prim, (x, y), found) if found is not None else apply(prim, x, y)
     node, value = (a, b) if type(a) is Node else (b, a)
     if type(node) is Node and (type(value) is int or type(value) is bool) and \
             -F32_EXACT <= value <= F32_EXACT and node.dtype in _INT_OR_BOOL and \
             int_fits(value, node.dtype):
         x = _converted(node, D.DEFAULT_FLOAT)
         s = weak_operand(value, x)
-        return beside(prim, x, s, x, s, None, {}) if node is a else beside(prim, x, s, s, x, None, {})
+        memo = _FLOAT_MEMOS.get(prim) or _float_memo(prim)
+        pair = (x, s) if node is a else (s, x)
+        found = memo.get(x.type.pair)          # (`beside` written out)
+        return made(prim, pair, found) if found is not None else apply(prim, *pair)
     return None
+
+
+_FLOAT_MEMOS: dict = {}     # name -> the memo's table of a float op `_exact_float` records
+
+
+def _float_memo(prim: str) -> dict:
+    table = _FLOAT_MEMOS[prim] = memo_of(prim)
+    return table
 
 
 def _divide(a: Operand, b: Operand) -> Node:
@@ -449,10 +500,15 @@ def where(condition: Operand, x: Operand, y: Operand) -> Node:
         if type(x) is Node:        # and a value of its shape, the other of that dtype and
             kind = type(y)         # shape or a Python scalar
             if kind is Node:
+                # the memo's entry first (a hit is what select's rule took: two values of
+                # one type, of the condition's shape, what is checked below)
+                t = x.type
+                if t is y.type and t is not None:
+                    found = _SELECT.get((c.type, t.pair))
+                    if found is not None:
+                        return made("select", (c, x, y), found)
                 if x.shape == shape and y.shape == shape and x.dtype is y.dtype:
-                    found = remembered(("select", 3, c.type, x.type, y.type))
-                    return made("select", (c, x, y), found) if found is not None else \
-                        apply("select", c, x, y)
+                    return apply("select", c, x, y)
             elif (kind is float or kind is int or kind is bool) and x.shape == shape:
                 out = _select_scalar(c, x, y, False)
                 if out is not None:
@@ -477,6 +533,9 @@ def where(condition: Operand, x: Operand, y: Operand) -> Node:
     return apply("select", c, x, y)
 
 
+_SELECT = memo_of("select")      # the memo's table of select, looked up by the fronts below
+
+
 def _select_scalar(c: Node, node: Node, value: Any, swap: bool) -> Any:
     """`where(c, node, value)` (`where(c, value, node)` when `swap`) for a bool condition,
     a node of its shape and a Python scalar, recorded directly: the scalar weak beside
@@ -489,14 +548,20 @@ def _select_scalar(c: Node, node: Node, value: Any, swap: bool) -> Any:
     if kind is float and dtype in _INT_OR_BOOL:                   # where(c, i, 0.5)
         node = _converted(node, D.DEFAULT_FLOAT)
         if value not in KEPT_SET:         # what `weak_operand` makes of it
-            s = spread_scalar(value, D.DEFAULT_FLOAT, node.shape)
-            return apply("select", c, s, node) if swap else apply("select", c, node, s)
+            s = spread_scalar(value, D.DEFAULT_FLOAT, node.shape, node.type)
+            a, b = (s, node) if swap else (node, s)
+            found = _SELECT.get((c.type, node.type.pair))     # s of node's type
+            return made("select", (c, a, b), found) if found is not None else \
+                apply("select", c, a, b)
     elif kind is int and dtype is _BOOL and _I64_MIN <= value <= _I64_MAX:  # (c, m, 0)
         node = _converted(node, D.DEFAULT_INT)
     s = weak_operand(value, node)
     if s is None:
         return None
-    return apply("select", c, s, node) if swap else apply("select", c, node, s)
+    a, b = (s, node) if swap else (node, s)
+    t = node.type                      # s of node's type (when it has one)
+    found = None if t is None else _SELECT.get((c.type, t.pair))
+    return made("select", (c, a, b), found) if found is not None else apply("select", c, a, b)
 
 
 # the dtype a Python scalar standing alone takes (`D.scalar_dtype`), by its type
@@ -514,7 +579,10 @@ def _where_scalars(c: Node, x: Operand, y: Operand) -> Any:
     if kind is int and not (_I64_MIN <= x <= _I64_MAX and _I64_MIN <= y <= _I64_MAX):
         return None                     # past int64: the general way raises
     shape = c.shape
-    return apply("select", c, typed_spread(x, dtype, shape), typed_spread(y, dtype, shape))
+    a, b = typed_spread(x, dtype, shape), typed_spread(y, dtype, shape)
+    t = a.type                         # (one type: both spread to c's shape as dtype)
+    found = _SELECT.get((c.type, t.pair)) if t is b.type and t is not None else None
+    return made("select", (c, a, b), found) if found is not None else apply("select", c, a, b)
 
 
 _NEGATE_FAST = same_dtype_fast("negate", exclude=(D.bool_,))
@@ -523,9 +591,12 @@ _ABS_FAST = frozenset(D.INTS + D.FLOATS)      # abs of a complex is real; of a u
 _ISINF_FAST = _ABS_FAST & frozenset(D.FLOATS)     # compare takes every dtype
 
 
+_NEGATE, _ABS, _SIGN = memo_of("negate"), memo_of("abs"), memo_of("sign")
+
+
 def negative(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _NEGATE_FAST:      # recorded directly
-        found = remembered(("negate", x.type))
+        found = _NEGATE.get(x.type)
         return made("negate", (x,), found) if found is not None else apply("negate", x)
     (x,) = operands("negative", x)
     _check_numeric("negative", x)
@@ -540,7 +611,7 @@ def positive(x: Operand) -> Node:
 
 def abs(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _ABS_FAST:         # recorded directly
-        found = remembered(("abs", x.type))
+        found = _ABS.get(x.type)
         return made("abs", (x,), found) if found is not None else apply("abs", x)
     (x,) = operands("abs", x)
     _check_numeric("abs", x)
@@ -549,7 +620,7 @@ def abs(x: Operand) -> Node:
 
 def sign(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _SIGN_FAST:        # recorded directly
-        found = remembered(("sign", x.type))
+        found = _SIGN.get(x.type)
         return made("sign", (x,), found) if found is not None else apply("sign", x)
     (x,) = operands("sign", x)
     _check_numeric("sign", x)
@@ -558,7 +629,8 @@ def sign(x: Operand) -> Node:
 
 def square(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _SQUARE_FAST:      # recorded directly
-        found = remembered(("multiply", x.type, x.type))
+        t = x.type
+        found = None if t is None else _MULTIPLY.get(t.pair)
         return made("multiply", (x, x), found) if found is not None else apply("multiply", x, x)
     (x,) = operands("square", x)
     _check_numeric("square", x)
@@ -636,16 +708,18 @@ def _none_true(m: Node) -> Node:
 
 
 def _negated(m: Node) -> Node:
-    return apply("not", m)
+    """`apply("not", m)`: the memo's entry looked up here."""
+    found = _NOT.get(m.type)
+    return made("not", (m,), found) if found is not None else apply("not", m)
+
+
+_NOT = memo_of("not")
 
 
 # a logical op of a bool node m and a constant truth value: (m op True, m op False), by
 # Boolean algebra (the values `prim(m, broadcast(c))` has, with no node for the constant)
 _WITH_CONSTANT = {"and": (_same, _none_true), "or": (_all_true, _same),
                   "xor": (_negated, _same)}
-
-
-_TO_BOOL = ("dtype", _BOOL)     # convert's attribute item, as `apply` keys its memo
 
 
 def _truth(x: Operand) -> Operand:
@@ -657,9 +731,7 @@ def _truth(x: Operand) -> Operand:
     if kind is Node:
         if x.dtype is _BOOL:
             return x
-        found = remembered(("convert", x.type, _TO_BOOL))      # apply's memo, looked up here
-        return made("convert", (x,), found) if found is not None else \
-            apply("convert", x, dtype=_BOOL)
+        return _converted(x, _BOOL)
     if kind is float or kind is bool or kind is int and _I64_MIN <= x <= _I64_MAX:
         return bool(x)
     return x
@@ -677,8 +749,8 @@ logical_xor = _logical("xor", "logical_xor")
 
 def logical_not(x: Operand) -> Node:
     if type(x) is Node:                  # recorded directly: not of the truth value
-        return apply("not", _truth(x))
-    return apply("not", as_bool(x))
+        return _negated(_truth(x))
+    return _negated(as_bool(x))
 
 
 def _bitwise(prim: str, name: str):
@@ -736,7 +808,7 @@ _NOT_FAST = same_dtype_fast("not")
 
 def bitwise_invert(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _NOT_FAST:         # recorded directly
-        return apply("not", x)
+        return _negated(x)
     (x,) = operands("bitwise_invert", x)
     if x.dtype.is_float:
         raise TypeError(f"bitwise_invert: needs integer or bool operands, got {x.dtype.name}")
@@ -748,11 +820,16 @@ def isnan(x: Operand) -> Node:
     return not_equal(x, x) if x.dtype.is_float else _all_false(x)
 
 
+_EQ = {"direction": "EQ"}
+_EQUAL = memo_of("compare", **_EQ)
+
+
 def isinf(x: Operand) -> Node:
     if type(x) is Node and x.dtype in _ISINF_FAST:      # |x| == inf, its nodes written out
-        y = apply("abs", x)
-        s = spread_scalar(math.inf, x.dtype, x.shape)
-        return beside("compare", y, s, y, s, ("direction", "EQ"), {"direction": "EQ"})
+        found = _ABS.get(x.type)
+        y = made("abs", (x,), found) if found is not None else apply("abs", x)
+        s = spread_scalar(math.inf, x.dtype, x.shape, y.type)
+        return beside(_EQUAL, "compare", y, s, y, s, _EQ)
     x = as_node(x)
     return equal(abs(x), math.inf) if x.dtype.is_float else _all_false(x)
 
@@ -770,7 +847,9 @@ def signbit(x: Operand) -> Node:
     if type(x) is Node:
         ints = _BITS.get(x.dtype)
         if ints is not None:            # a real float: its bits, as a signed int, < 0
-            return less(apply("bitcast_convert", x, dtype=ints), 0)
+            found = _BITCASTS[ints].get(x.type)
+            return less(made("bitcast_convert", (x,), found) if found is not None else
+                        apply("bitcast_convert", x, dtype=ints), 0)
     x = as_node(x)
     if not x.dtype.is_float:
         return less(x, 0)
@@ -779,6 +858,7 @@ def signbit(x: Operand) -> Node:
 
 
 _BITS = {D.float16: D.int16, D.bfloat16: D.int16, D.float32: D.int32, D.float64: D.int64}
+_BITCASTS = {d: memo_of("bitcast_convert", dtype=d) for d in set(_BITS.values())}
 
 
 def _float_binary(prim: str, name: str, doc: str) -> Callable:
@@ -866,7 +946,7 @@ def _fast_bound(bound: Operand, x: Node, high: int) -> Any:
             return None                       # out of x's range: the general way raises
         if bound in KEPT_SET and (bound != 0 or math.copysign(1.0, bound) > 0):
             return kept_spread(kind, bound, dtype, shape)
-        return spread_scalar(bound, dtype, shape)
+        return spread_scalar(bound, dtype, shape, x.type)
     if kind is Node and bound.dtype is x.dtype and bound.shape == shape:
         return bound
     return None
@@ -922,6 +1002,16 @@ def _general_bound(bound: Operand, x: Node, high: int) -> Node:
     return as_node(bound, x.dtype)
 
 
+_CLAMP = memo_of("clamp")
+
+
+def _clamped(lo: Node, x: Node, hi: Node) -> Node:
+    """`apply("clamp", lo, x, hi)`: the memo's entry looked up here."""
+    t = x.type                         # (the memo's key of an operand and a bound of one type)
+    found = _CLAMP.get((lo.type, t.pair)) if t is hi.type and t is not None else None
+    return made("clamp", (lo, x, hi), found) if found is not None else apply("clamp", lo, x, hi)
+
+
 def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
     """One `clamp` node: x where it lies between the bounds (a tie included, for the value
     and the gradient, as torch.clamp), NaN if any operand is, max where min > max (NumPy,
@@ -933,11 +1023,13 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
         kmin, kmax = type(min), type(max)
         if kmin in _NUMBERS and kmax in _NUMBERS:
             shape = x.shape
+            lo = None
             if dtype in _FLOATS:
                 if min not in KEPT_SET and max not in KEPT_SET:
                     # clip(x, -1.5, 2.5): two runtime scalars, as `_fast_bound` makes them
-                    return apply("clamp", spread_scalar(min, dtype, shape, x.type), x,
-                                 spread_scalar(max, dtype, shape, x.type))
+                    t = x.type
+                    lo = spread_scalar(min, dtype, shape, t)
+                    hi = spread_scalar(max, dtype, shape, t)
             else:
                 # clip(i, -1.5, 2.5): each bound as x's dtype (a float truncated and
                 # saturated: `_float_as_int`), as `_fast_bound` makes it
@@ -946,10 +1038,17 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
                 hi = _int_bound(max, dtype) if kmax is float else max
                 if (kmin is float or int_fits(lo, dtype)) and (kmax is float or int_fits(hi, dtype)):
                     lo = kept_spread(int, lo, dtype, shape) if lo in KEPT_SET else \
-                        spread_scalar(lo, dtype, shape)
+                        spread_scalar(lo, dtype, shape, x.type)
                     hi = kept_spread(int, hi, dtype, shape) if hi in KEPT_SET else \
-                        spread_scalar(hi, dtype, shape)
-                    return apply("clamp", lo, x, hi)
+                        spread_scalar(hi, dtype, shape, x.type)
+                else:
+                    lo = None
+            if lo is not None:             # the bounds, of x's type: the memo's entry
+                t = x.type                 # (`_clamped` written out)
+                found = _CLAMP.get((lo.type, t.pair)) if t is hi.type and t is not None \
+                    else None
+                return made("clamp", (lo, x, hi), found) if found is not None else \
+                    apply("clamp", lo, x, hi)
         if (min is None or type(min) in _BOUND_KINDS and min in KEPT_SET and
                 not _negative_zero(min)) and \
                 (max is None or type(max) in _BOUND_KINDS and max in KEPT_SET and
@@ -958,7 +1057,12 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
             key = (type(min), min, type(max), max, dtype, x.shape)
             pair = _SHARED_BOUNDS.get(key)
             if pair is not None:
-                return apply("clamp", pair[0], x, pair[1])
+                lo, hi = pair
+                t = x.type                 # (`_clamped` written out: the bounds are of x's type)
+                found = _CLAMP.get((lo.type, t.pair)) if t is hi.type and t is not None \
+                    else None
+                return made("clamp", (lo, x, hi), found) if found is not None else \
+                    apply("clamp", lo, x, hi)
         else:
             key = None
         lo = _fast_bound(min, x, 0)
@@ -969,7 +1073,7 @@ def clip(x: Operand, min: Operand = None, max: Operand = None) -> Node:
                     if len(_SHARED_BOUNDS) >= 1024:
                         _SHARED_BOUNDS.clear()
                     _SHARED_BOUNDS[key] = (lo, hi)
-                return apply("clamp", lo, x, hi)
+                return _clamped(lo, x, hi)
     x = as_node(x)
     _check_numeric("clip", x)
     if min is None and max is None:

@@ -14,9 +14,9 @@ import numpy as np
 from ..compiler.hlo import dtypes as D
 from ..compiler.hlo.dtypes import DType
 from ..compiler.hlo.literal import Literal
-from ..compiler.graph.node import (Node, constant_leaf, kept_constant, new_node, scalar_leaf,
-                                   type_of)
-from ..compiler.primitive import apply, entry_of, made, remembered
+from ..compiler.graph.node import (Node, constant_leaf, kept_constant, new_node, node_type,
+                                   scalar_leaf)
+from ..compiler.primitive import apply, entry_of, made, memo_of
 
 PY_SCALARS = (bool, int, float)
 
@@ -68,10 +68,17 @@ def convert(x: Node, dtype: DType) -> Node:
 
 
 def converted(x: Node, dtype: DType) -> Node:
-    """x (of another dtype) as `dtype`: the memo's entry for it, looked up here (the key
-    `apply` makes), `apply` on a miss (convert's rule takes every pair of dtypes)."""
-    found = remembered(("convert", x.type, ("dtype", dtype)))
+    """x (of another dtype) as `dtype`: the memo's entry for it, looked up here in the
+    memo's table of conversions to `dtype`, `apply` on a miss (convert's rule takes every
+    pair of dtypes)."""
+    table = _CONVERTS.get(dtype)
+    if table is None:
+        table = _CONVERTS[dtype] = memo_of("convert", dtype=dtype)
+    found = table.get(x.type)
     return made("convert", (x,), found) if found is not None else apply("convert", x, dtype=dtype)
+
+
+_CONVERTS: dict = {}     # dtype -> the memo's table of conversions to it (`memo_of`)
 
 
 def broadcast_shapes(op: str, *shapes: tuple) -> tuple:
@@ -161,7 +168,7 @@ def weak_scalar_like(value: Any, node: Node) -> Any:
     if value not in KEPT_SET:
         return spread_scalar(value, dtype, node.shape, node.type)
     s = _kept(value, kind, dtype)
-    return spread_node(s, node.shape) if node.shape else s
+    return spread_node(s, node.shape, node.type) if node.shape else s
 
 
 def weak_operand(value: Any, node: Node) -> Any:
@@ -194,11 +201,11 @@ _KEPT_SPREADS: dict = {}    # (kind, value, dtype, shape) -> a kept constant spr
 
 def spread_scalar(value: Any, dtype: DType, shape: tuple, t: Any = None) -> Node:
     """A runtime scalar `value` of `dtype` broadcast to `shape` (the bare scalar when
-    `shape` is ()): `new_node("scalar", ...)` and `new_node("broadcast_in_dim", ...)`, the
-    two nodes of every scalar beside a tensor, made in one call (their slots set as
-    `new_node` sets them; tests/test_recording_fronts.py compares the two). `t`: the
-    interned type of (shape, dtype) when the caller has it (a tensor's beside which the
-    scalar is spread), or None (interned when first asked)."""
+    `shape` is ()): the two nodes of every scalar beside a tensor, the leaf's slots set
+    here as `new_node` sets them, the broadcast made from the memo's entry (`spread_node`;
+    tests/test_recording_fronts.py compares them with `new_node`'s). `t`: the interned
+    type of (shape, dtype) when the caller has it (a tensor's beside which the scalar is
+    spread), or None (interned here)."""
     s = _new(Node)
     s.op = "scalar"
     s.operands = ()
@@ -209,42 +216,38 @@ def spread_scalar(value: Any, dtype: DType, shape: tuple, t: Any = None) -> Node
     s.value = value
     s.sig = None
     s.site = None
-    s.type = None
     if not shape:
         s.type = t
         return s
-    b = _new(Node)
-    b.op = "broadcast_in_dim"
-    b.operands = (s,)
-    b.shape = shape
-    b.dtype = dtype
-    b.attrs = {"shape": shape, "broadcast_dimensions": ()}
-    b.buffer = None
-    b.value = None
-    b.sig = None
-    b.site = None
-    b.type = t
-    return b
-
-
-# (the operand's interned type, shape) -> apply's memo entry of its broadcast to shape
-_SPREADS: dict = {}
-
-
-def spread_node(s: Node, shape: tuple) -> Node:
-    """The 0-d node `s` broadcast to `shape`: `apply("broadcast_in_dim", s, shape=shape,
-    broadcast_dimensions=())`, its memo entry kept here under a short key (the attribute
-    items of apply's own key cost more to build than the node)."""
-    key = (s.type or type_of(s), shape)
-    found = _SPREADS.get(key)
+    s.type = None
+    if t is None:
+        t = node_type(shape, dtype)
+    found = t.spread
     if found is not None:
         return made("broadcast_in_dim", (s,), found)
-    n = apply("broadcast_in_dim", s, shape=shape, broadcast_dimensions=())
-    entry = entry_of(n)
-    if entry is not None:
-        if len(_SPREADS) >= 4096:
-            _SPREADS.clear()
-        _SPREADS[key] = entry
+    return _first_spread(s, t)
+
+
+def spread_node(s: Node, shape: tuple, t: Any = None) -> Node:
+    """The 0-d node `s` broadcast to `shape`: `apply("broadcast_in_dim", s, shape=shape,
+    broadcast_dimensions=())`, its memo entry kept on the result's type (`NodeType.spread`:
+    a 0-d node of one dtype spread to one shape has one type and one entry; the attribute
+    items of apply's key cost more to build than the node). `t`: that type, (shape,
+    s.dtype) interned, when the caller has it."""
+    if t is None:
+        t = node_type(shape, s.dtype)
+    found = t.spread
+    if found is not None:
+        return made("broadcast_in_dim", (s,), found)
+    return _first_spread(s, t)
+
+
+def _first_spread(s: Node, t: Any) -> Node:
+    """`spread_node` of a type whose entry is not yet kept: through `apply` (its rule and
+    memo), the entry kept on `t` (not when its attributes are not shareable)."""
+    n = apply("broadcast_in_dim", s, shape=t.shape, broadcast_dimensions=())
+    if n.type is t:
+        t.spread = entry_of(n)
     return n
 
 

@@ -51,7 +51,7 @@ def test_compiling_many_shapes_keeps_the_caches_at_their_caps(small_caps):
     assert _live_engines() - before <= CAP + 2      # (2: trampolines of other arities)
     # the metrics that list compiles keep the latest RECENT
     assert len(small_caps.recompiles) <= 10 and len(small_caps.peak_bytes) <= 10
-    assert len(primitive._INFERRED) <= 8193
+    assert primitive.memo_size() <= primitive._MEMO_CAP
 
 
 def test_a_dropped_program_is_freed_without_a_collection(small_caps):

@@ -249,13 +249,13 @@ def test_every_math_code_entry_resolves(name):
 #
 # A compute node made with `new_node(...)` or `Node(...)` in ops/ or lazyarray/ has its
 # shape and dtype written out by its caller, beside its primitive's rule; `apply` (one
-# memoized fast path, keyed on the operands' interned types) makes it from the rule. The
-# one left: the broadcast of a Python scalar beside a tensor (ops/promotion.py
-# `spread_scalar`, `x * 0.5`), of the tensor's own shape and dtype by construction, its
-# slots set inline. The count only shrinks: a new one fails, and so does a count left
-# higher than what is found (lower it).
+# memoized fast path, keyed on the operands' interned types) makes it from the rule, or
+# `made` from the memo's entry. None is left (the last, the broadcast of a Python scalar
+# beside a tensor, ops/promotion.py `spread_scalar`, takes the entry kept on the tensor's
+# type). The count only shrinks: a new one fails, and so does a count left higher than
+# what is found (lower it).
 
-HAND_BUILT = 1
+HAND_BUILT = 0
 _LEAF_OPS = frozenset(("scalar", "parameter", "constant"))
 _MAKERS = frozenset(("new_node", "_new_node", "Node"))
 

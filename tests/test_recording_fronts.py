@@ -15,7 +15,8 @@ import lazyarray as la
 from lazyarray import ops
 from lazyarray.callsite import format_frame
 from lazyarray.compiler.hlo import dtypes as D
-from lazyarray.compiler.graph.node import Node, new_node
+from lazyarray.compiler import primitive
+from lazyarray.compiler.graph.node import Node, new_node, node_type
 from lazyarray.lift import numpy_operand, truth_operand
 from lazyarray.ops import elementwise as E
 from lazyarray.ops.promotion import kept_spread, spread_scalar, weak_operand
@@ -230,6 +231,71 @@ def test_spread_scalar_sets_the_slots_new_node_sets() -> None:
         assert _structure(got) == _structure(want)
         for n in (got, *got.operands):
             assert (n.buffer, n.sig, n.site) == (None, None, None)
+
+
+def test_a_scalar_broadcast_is_made_through_its_primitive() -> None:
+    """`x * 2.5`'s broadcast comes from broadcast_in_dim's rule, remembered: its type is
+    the tensor's interned one and its attributes the dict every such node shares."""
+    x = la.asarray(np.ones((4, 3), np.float32))
+    a, b = (x * 2.5)._node.operands[1], (x * 3.5)._node.operands[1]
+    assert a.op == b.op == "broadcast_in_dim" and a.type is b.type is x._node.type
+    assert a.attrs is b.attrs and a.attrs == {"shape": (4, 3), "broadcast_dimensions": ()}
+    assert spread_scalar(1.5, D.float16, (2, 5)).type is node_type((2, 5), D.float16)
+
+
+def test_the_fronts_tables_are_the_memos_own_and_survive_a_clear() -> None:
+    """A front end's table (`memo_of`) is the one `apply` fills: after the memo is
+    cleared (past its cap), `apply` remembers into the same table the front looks in."""
+    x = la.asarray(np.ones(7, np.float64))
+    y = la.asarray(np.ones(7, np.float64))
+    table = primitive.memo_of("multiply")
+    primitive._clear_memo()
+    assert primitive.memo_size() == 0 and not table
+    xn, yn = x._node, y._node
+    primitive.apply("multiply", xn, yn)
+    assert primitive.memo_of("multiply") is table
+    assert table[primitive.types_key((xn, yn))][0] is node_type((7,), D.float64)
+    assert primitive.types_key((xn, xn)) is xn.type.pair       # two of one type: one key
+    assert primitive.memo_size() == 1
+    np.testing.assert_array_equal((x * y).numpy(), np.ones(7))
+
+
+def _common_forms() -> list:
+    f = la.asarray(np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4))
+    g = la.asarray(np.ones((3, 4), np.float32))
+    i = la.asarray(np.arange(12, dtype=np.int32).reshape(3, 4))
+    m = f > 0
+    return [lambda: la.exp(f), lambda: f.exp(), lambda: la.exp(i), lambda: la.floor(f),
+            lambda: -f, lambda: abs(f), lambda: f * g, lambda: f * 2.5, lambda: 2.5 - f,
+            lambda: la.multiply(f, 2.5), lambda: la.subtract(2, f), lambda: f < 2,
+            lambda: la.less(2.5, f), lambda: i * 2.5, lambda: m * 2, lambda: i / 2,
+            lambda: i / i, lambda: f * np.float32(2), lambda: la.pow(f, np.float32(2)),
+            lambda: i >> np.int32(1), lambda: f ** 2, lambda: la.square(f),
+            lambda: la.where(m, f, g), lambda: la.where(m, f, 2.5), lambda: la.where(m, 0.0, i),
+            lambda: la.where(m, 1.0, 0.5), lambda: la.clip(f, -1.5, 2.5), lambda: la.clip(i, 0, 5),
+            lambda: f.astype(la.int32), lambda: la.signbit(f), lambda: la.logical_not(i),
+            lambda: la.logical_and(i, i), lambda: la.log2(i), lambda: la.isinf(f),
+            lambda: la.reciprocal(i), lambda: la.hypot(i, i)]
+
+
+def test_the_fronts_find_what_apply_remembered(monkeypatch) -> None:
+    """Recorded a second time, the common forms take every node from the memo by the
+    fronts' own lookups (their keys are `apply`'s: `types_key`): no call of `apply`."""
+    from lazyarray.ops import promotion
+    forms = _common_forms()
+    for form in forms:
+        form()
+    calls, apply = [], primitive.apply
+
+    def counted(name, *operands, **attrs):
+        calls.append(name)
+        return apply(name, *operands, **attrs)
+    for module, attr in ((primitive, "apply"), (E, "apply"), (promotion, "apply"),
+                         (sys.modules["lazyarray.lift"], "_apply")):
+        monkeypatch.setattr(module, attr, counted)
+    for k, form in enumerate(forms):
+        form()
+        assert not calls, (k, calls)
 
 
 def test_weak_operand_is_weak_scalar_like_but_for_shared_kept_broadcasts() -> None:

@@ -27,14 +27,27 @@ class NodeType:
     memo keyed on the types of an op's operands (compiler/primitive.py `apply`) hashes
     and compares object identities, never shape tuples."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = ("shape", "dtype", "pair", "spread")
 
     def __init__(self, shape: Any, dtype: Any) -> None:
         self.shape = shape
         self.dtype = dtype
+        # the memo's key for two operands both of this type (an object of its own, hashed
+        # at once: a fresh (t, t) tuple costs its allocation and its hash at every op)
+        self.pair = _Pair()
+        # the memo entry of a 0-d node of this dtype broadcast to this shape (a Python
+        # scalar beside a tensor of this type), filled by ops/promotion.py at first use
+        self.spread = None
 
     def __repr__(self) -> str:
         return f"<NodeType {getattr(self.dtype, 'short', self.dtype)}{list(self.shape)}>"
+
+
+class _Pair:
+    """The memo key of two operands of one type (`NodeType.pair`): equal to itself only,
+    hashed by identity (no reference back to its type: no cycle to collect)."""
+
+    __slots__ = ()
 
 
 _TYPES: dict = {}      # (shape, dtype) -> its NodeType
