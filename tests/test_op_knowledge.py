@@ -70,9 +70,9 @@ KNOWN: dict = {
     ("buffer_assignment.py", "ins[p].op == 'dynamic_update_slice'"):
         "an update written over its own operand in place (a loop's KV cache): reads which "
         "operand is read at the output's own index and the update's extent",
-    ("cpu_kernels.py", "ins.op != 'dynamic_update_slice'"):
-        "the in-place update kernel: a loop over the update alone at its starts (reads the "
-        "update's shape and start operands)",
+    ("buffer_assignment.py", "dus.op != 'dynamic_update_slice'"):
+        "the in-place update kernel of every target (a loop over the update alone at its "
+        "starts): reads the update's operand, shape and start operands",
     ("row_fusion.py", "i.op == 'broadcast_in_dim'"):
         "reads the broadcast's dimensions (a row value broadcast along the row)",
     ("row_fusion.py", "i.op == 'pad'"):

@@ -37,6 +37,7 @@ from ..primitives.reduction import identity, reducer_of
 from ..hlo import dtypes as D
 from ..hlo.module import Module
 from ..planning.plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
+from ..planning.buffer_assignment import updated_in_place
 from ..planning.row_fusion import MAX_ROW_BYTES, outer_shape, reused_across_passes, row_schedule
 from ..program import LibraryStep, LoopStep, PartialStep
 from .elemental import ElementalEmitter
@@ -230,9 +231,9 @@ class CPUCodegen:
 
     def _loop_function(self, kern: Kernel, shape: tuple, outputs: list) -> None:
         name, args, e, ptr_of, start, end, _ = self._begin(kern, self._reads(kern), outputs)
-        if self._updated_in_place(kern, outputs):
-            self._update_region(kern, name, args, e, ptr_of[outputs[0]], start, end,
-                                self.ins[outputs[0]])
+        dus = updated_in_place(self.plan.module, self.plan.buffers, kern.members, outputs)
+        if dus is not None:
+            self._update_region(kern, name, args, e, ptr_of[outputs[0]], start, end, dus)
             return
         shape, sources = self._loop_space(kern, shape, outputs)
 
@@ -250,19 +251,6 @@ class CPUCodegen:
         e.b.ret_void()
         self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
                                    extent=extent(shape), work=_inner_work(shape)))
-
-    def _updated_in_place(self, kern: Kernel, outputs: list) -> bool:
-        """Whether the kernel is one dynamic_update_slice writing over its own operand (a
-        buffer it shares with it: buffer_assignment.py's in-place pairs, a KV cache
-        carried by a loop): then everything outside the update already holds its value."""
-        if len(outputs) != 1:
-            return False
-        ins = self.ins[outputs[0]]
-        if ins.op != "dynamic_update_slice" or 0 in self.ins[ins.operands[1]].shape:
-            return False
-        x = ins.operands[0]
-        slot_of = self.plan.buffers.slot_of
-        return x not in kern.members and x in slot_of and slot_of[x] == slot_of.get(outputs[0])
 
     def _update_region(self, kern: Kernel, name: str, args: list, e: ElementalEmitter,
                        out: ir.Value, start: ir.Value, end: ir.Value, dus: Any) -> None:

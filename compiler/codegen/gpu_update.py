@@ -15,20 +15,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from ..planning.buffer_assignment import updated_in_place
+
 
 def in_place_update(plan: Any, kernel: Any) -> Optional[Any]:
-    """The kernel's dynamic_update_slice instruction when the plan writes it over its
-    operand in place (see the module doc), else None."""
-    if len(kernel.outputs) != 1:
-        return None
-    out = kernel.outputs[0]
-    ins = plan.module.instructions[out]
-    if ins.op != "dynamic_update_slice":
-        return None
-    x, update = ins.operands[:2]
-    if 0 in plan.module.instructions[update].shape or x in kernel.members:
-        return None
-    return ins if plan.buffers.aliases.get(out) == x else None
+    """The kernel's dynamic_update_slice when the plan writes it over its operand in
+    place (the decision the CPU's update kernel takes too), else None."""
+    return updated_in_place(plan.module, plan.buffers, kernel.members, kernel.outputs)
 
 
 def update_kernel(mod: Any, plan: Any, kernel: Any, name: str, gpu: Any, dus: Any) -> Any:

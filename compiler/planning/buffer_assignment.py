@@ -150,6 +150,24 @@ def assign_buffers(module: Module, kernels: list, donate_inputs: Any = False) ->
                       aliases)
 
 
+def updated_in_place(module: Module, buffers: BufferPlan, members: Any,
+                     outputs: Any) -> Any:
+    """The kernel's dynamic_update_slice when its one output is written over its own
+    operand (a slot it shares with it: an in-place pair above, a KV cache carried by a
+    loop), else None: then everything outside the update already holds its value, and
+    every target's update kernel (the CPU's and the GPU's) loops over the update alone."""
+    if len(outputs) != 1:
+        return None
+    ins = module.instructions
+    dus = ins[outputs[0]]
+    if dus.op != "dynamic_update_slice" or 0 in ins[dus.operands[1]].shape:
+        return None
+    x = dus.operands[0]
+    slot_of = buffers.slot_of
+    same = x not in members and x in slot_of and slot_of[x] == slot_of.get(outputs[0])
+    return dus if same else None
+
+
 def _owners(module: Module, donate_inputs: Any) -> dict:
     """{parameter position: output position} of a carried state (`donate_inputs` a dict),
     leaving out a state whose output is a parameter or the output of another state too
