@@ -11,6 +11,7 @@ and threads per multiprocessor, which size the grids). Devices call only this mo
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import os
@@ -193,16 +194,24 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
             plan, module.name, progress=progress, control=control, lapack=not library,
             prefix=f"{_c_ident(module.name)}__" if library else "",
             repeat=LOOP_BODY_RUNS if carried is not None else 1)
+        # equal functions made once (module_split.merge_equal), their steps renamed
+        texts = module_split.function_texts(ir_module)
+        steps = _renamed(steps, module_split.merge_equal(ir_module, texts))
     if planned is not None:
         planned(plan.module, steps)
     functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
     if progress is not None:
         progress("optimizing", functions, functions)
-    parts = module_split.halves(ir_module) if _cores() >= 2 else None
-    if parts is not None and not library and not dumps:
-        # each half optimized and emitted on its own thread: an object each
-        llmod, code = _build_in_halves(parts, module.name, span, progress, functions)
+    workers = _cores() if not library and not dumps else 1
+    pieces = module_split.pieces(ir_module, min(workers, MAX_LLVM_THREADS), texts) \
+        if workers >= 2 else None
+    llmod = None
+    if pieces is not None:
+        # the pieces optimized and emitted by every thread at once: an object each
+        code = _build_in_pieces(pieces, module.name, min(workers, MAX_LLVM_THREADS), progress,
+                                functions)
     else:
+        parts = module_split.halves(ir_module, texts) if _cores() >= 2 else None
         with span("codegen", "llvm_optimize"):
             llmod = _optimize_program(ir_module, module.name, parts)
         if progress is not None:
@@ -214,8 +223,27 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         program.dumps = _plan_texts(plan)
         program.dumps.update(llvm=str(llmod), asm=llvm_target.emit_assembly(llmod))
         program.dumps.update(sub_dumps)
-    llvm_target.release(llmod)
+    if llmod is not None:
+        llvm_target.release(llmod)
     return program
+
+
+# threads that build a large program's pieces at once (the compiling one among them)
+MAX_LLVM_THREADS = 4
+
+
+def _renamed(steps: list, merged: dict) -> list:
+    """`steps` calling the kept function in place of each merged one ({dropped: kept})."""
+    if not merged:
+        return steps
+    out = []
+    for s in steps:
+        if isinstance(s, (LoopStep, PartialStep)) and s.fn in merged:
+            s = dataclasses.replace(s, fn=merged[s.fn])
+        if isinstance(s, PartialStep) and s.finish in merged:
+            s = dataclasses.replace(s, finish=merged[s.finish])
+        out.append(s)
+    return out
 
 
 def _optimize_program(ir_module: Any, name: str, parts: Any = None) -> Any:
@@ -236,27 +264,47 @@ def _optimize_program(ir_module: Any, name: str, parts: Any = None) -> Any:
     return llmod
 
 
-def _build_in_halves(parts: tuple, name: str, span: Any, progress: Any,
-                     functions: int) -> tuple:
-    """(the first half's optimized module, the bundle of both halves' objects): each
-    half optimized and emitted at the same time, the second on a thread of its own
-    (codegen/object_bundle.py; the device loads both into one engine)."""
+def _build_in_pieces(pieces: tuple, name: str, workers: int, progress: Any,
+                     functions: int) -> bytes:
+    """The bundle of the objects of `pieces` (module texts, codegen/module_split.py:
+    pieces), each optimized and emitted in an LLVM context of its own
+    (llvm_target.optimize_apart) by whichever of `workers` threads (this one and
+    `workers - 1` more) is free: the threads finish together however unequal the
+    pieces' costs. The device loads every object (codegen/object_bundle.py)."""
     from .codegen import llvm_target, object_bundle
-    with _second_half(parts[1], name, emit=True) as result:
-        with span("codegen", "llvm_optimize"):
-            llmod = llvm_target.optimize(parts[0], name)
-        if progress is not None:
-            progress("emitting", functions, functions)
-        try:
-            with span("codegen", "emit_object"):
-                first = llvm_target.emit_object(llmod)
-        except BaseException:
-            llvm_target.release(llmod)
-            raise
-    if isinstance(result[0], BaseException):
-        llvm_target.release(llmod)
-        raise result[0]
-    return llmod, object_bundle.pack([first, result[0]])
+    objects: list = [None] * len(pieces)
+    failed: list = []
+    taken = iter(range(len(pieces)))
+    take = threading.Lock()
+
+    def build(stages: Any = None) -> None:
+        while not failed:
+            with take:
+                k = next(taken, None)
+            if k is None:
+                return
+            try:
+                # (a SIGINT waits for the piece: llvmlite's clean-up must not be split)
+                with InterruptsDeferred():
+                    objects[k] = llvm_target.optimize_apart(pieces[k], name, emit=True,
+                                                            stages=stages)
+            except BaseException as e:     # raised again on the compiling thread
+                failed.append(e)
+    helpers = [threading.Thread(target=build, name="lazyarray-llvm", daemon=True)
+               for _ in range(workers - 1)]
+    for t in helpers:
+        t.start()
+    try:
+        # this thread's share is what a profile times (spans of its own stages)
+        build(lambda stage: profile_hooks.span("codegen", stage))
+    finally:
+        for t in helpers:
+            t.join()
+    if failed:
+        raise failed[0]
+    if progress is not None:
+        progress("emitting", functions, functions)
+    return object_bundle.pack(objects)
 
 
 @contextlib.contextmanager

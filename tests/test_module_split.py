@@ -1,8 +1,10 @@
-"""A large CPU program's LLVM module is optimized as two halves at once, on two threads
-(compiler/codegen/module_split.py, driver._compile_cpu): the halves hold every function
-once, in order, with the globals they name; linked into one module they give the serial
-object code; emitted apart, the program's code is a bundle of both objects
-(codegen/object_bundle.py) that the CPU device loads and runs, also from the disk cache."""
+"""A large CPU program's LLVM module is optimized in pieces at once, on several threads
+(compiler/codegen/module_split.py, driver._compile_cpu): two halves, or shrinking pieces
+taken by whichever thread is free, hold every function once, in order, with the globals
+they name; halves linked into one module give the serial object code; emitted apart,
+the program's code is a bundle of the pieces' objects (codegen/object_bundle.py) that
+the CPU device loads and runs, also from the disk cache. Functions equal but for their
+name are merged first: one function, called by each of their kernels' steps."""
 from __future__ import annotations
 
 import llvmlite.ir as ir
@@ -99,6 +101,33 @@ def test_program_optimized_in_halves_gives_the_serial_object_code():
         llvm_target.release(halves)
 
 
+def test_pieces_hold_every_function_once_in_order_and_shrink():
+    m = _program(60)
+    texts = module_split.function_texts(m)
+    cut = module_split.pieces(m, 2, texts)
+    assert 2 < len(cut) <= 2 * module_split.MAX_PIECES_PER_WORKER
+    assert sum((_defined(t) for t in cut), []) == [f"loop_{k}" for k in range(60)]
+    sizes = [len(_defined(t)) for t in cut]
+    assert sizes[0] > sizes[-2]       # the first a quarter of the work, the last ones less
+    assert sizes[0] <= 60 / 4 + 1
+    for k in range(60):               # each constant with the one function that reads it
+        assert [f'@"const.{k}" = ' in t for t in cut] == [f'@"loop_{k}"' in t for t in cut]
+    assert module_split.pieces(_program(60, shared_global=True), 2) is None
+    assert module_split.pieces(_program(3), 2) is None
+
+
+def test_functions_equal_but_for_their_name_are_merged():
+    m = _program(4, shared_global=True)        # every function reads const.0: all equal
+    extra = m.get_global("loop_3")
+    extra.attributes.add("optnone")           # ...but this one's attributes
+    extra.attributes.add("noinline")
+    texts = module_split.function_texts(m)
+    merged = module_split.merge_equal(m, texts)
+    assert merged == {"loop_1": "loop_0", "loop_2": "loop_0"}
+    assert list(texts) == ["loop_0", "loop_3"]
+    assert _defined(str(m)) == ["loop_0", "loop_3"]
+
+
 def _two_kernels() -> Module:
     """Two outputs of different shapes: two loop kernels."""
     return Module("two", [Instruction("parameter", (), (8,), D.float32, {"number": 0}),
@@ -166,3 +195,46 @@ def test_pipeline_runs_outside_llvmlites_lock():
     finally:
         release.set()
         holder.join()
+
+
+def _same_code_kernels() -> Module:
+    """exp over 8 and over 9 elements, tanh over 10: two loop kernels with the same
+    function (their length is the range they are called with), and a third."""
+    ins = [Instruction("parameter", (), (n,), D.float32, {"number": k})
+           for k, n in enumerate((8, 9, 10))]
+    ins += [Instruction("exponential", (0,), (8,), D.float32, {}),
+            Instruction("exponential", (1,), (9,), D.float32, {}),
+            Instruction("tanh", (2,), (10,), D.float32, {})]
+    return Module("same_code", ins, [3, 4, 5])
+
+
+def test_kernels_with_the_same_code_call_one_function(tmp_path):
+    program = driver.compile(_same_code_kernels())
+    fns = [s.fn for s in program.steps]
+    assert len(fns) == 3 and fns[0] == fns[1] != fns[2]
+    xs = [np.linspace(-2, 2, n, dtype=np.float32) for n in (8, 9, 10)]
+    for attempt in ("compiled", "from the disk cache"):
+        exe = CPUDevice(lambda: {"cache_dir": str(tmp_path)}).compile(_same_code_kernels())
+        assert exe.from_disk_cache == (attempt != "compiled")
+        out = exe.run(xs)
+        for got, want in zip(out, (np.exp(xs[0]), np.exp(xs[1]), np.tanh(xs[2]))):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_program_compiled_in_pieces_runs_from_a_bundle(tmp_path, monkeypatch):
+    """Six kernels of different code cut into pieces for two threads: an engine per
+    piece, the same results compiled and from the disk cache."""
+    monkeypatch.setattr(module_split, "MIN_SPLIT_CHARS", 0)
+    monkeypatch.setattr(driver, "_cores", lambda: 2)
+    ops = ("exponential", "sine", "cosine", "tanh", "sqrt", "negate")
+    ref = (np.exp, np.sin, np.cos, np.tanh, np.sqrt, np.negative)
+    ins = [Instruction("parameter", (), (k + 2, 3), D.float32, {"number": k}) for k in range(6)]
+    ins += [Instruction(op, (k,), (k + 2, 3), D.float32, {}) for k, op in enumerate(ops)]
+    module = Module("six", ins, list(range(6, 12)))
+    xs = [np.linspace(0.5, 2, 3 * k + 6, dtype=np.float32).reshape(k + 2, 3) for k in range(6)]
+    for attempt in ("compiled", "from the disk cache"):
+        exe = CPUDevice(lambda: {"cache_dir": str(tmp_path)}).compile(module)
+        assert exe.from_disk_cache == (attempt != "compiled")
+        assert len(exe._code.engines) > 2
+        for got, f, x in zip(exe.run(xs), ref, xs):
+            np.testing.assert_allclose(got, f(x), rtol=1e-6)
