@@ -189,28 +189,28 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         _keep_sub_dumps(sub_dumps, m.name, sub)
         return sub
     control = functools.partial(control_step, plan, compile_sub=compile_sub)
-    with span("codegen", "cpu_kernels"):
-        ir_module, steps = cpu_kernels.generate_module(
-            plan, module.name, progress=progress, control=control, lapack=not library,
-            prefix=f"{_c_ident(module.name)}__" if library else "",
-            repeat=LOOP_BODY_RUNS if carried is not None else 1)
-        # equal functions made once (module_split.merge_equal), their steps renamed
-        texts = module_split.function_texts(ir_module)
-        steps = _renamed(steps, module_split.merge_equal(ir_module, texts))
-    if planned is not None:
-        planned(plan.module, steps)
-    functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
-    if progress is not None:
-        progress("optimizing", functions, functions)
-    workers = _cores() if not library and not dumps else 1
-    pieces = module_split.pieces(ir_module, min(workers, MAX_LLVM_THREADS), texts) \
-        if workers >= 2 else None
+    generate = functools.partial(
+        cpu_kernels.generate_module, plan, module.name, progress=progress, control=control,
+        lapack=not library, prefix=f"{_c_ident(module.name)}__" if library else "",
+        repeat=LOOP_BODY_RUNS if carried is not None else 1)
+    workers = min(_cores(), MAX_LLVM_THREADS) if not library and not dumps else 1
     llmod = None
-    if pieces is not None:
-        # the pieces optimized and emitted by every thread at once: an object each
-        code = _build_in_pieces(pieces, module.name, min(workers, MAX_LLVM_THREADS), progress,
-                                functions)
+    if workers >= 2:
+        # LLVM builds the first kernels' functions on other threads while Python
+        # generates the next ones; then every thread takes the pieces left
+        steps, code = _build_streamed(generate, module.name, workers, span, planned, plan,
+                                      progress)
     else:
+        with span("codegen", "cpu_kernels"):
+            ir_module, steps = generate()
+            # equal functions made once (module_split.merge_equal), their steps renamed
+            texts = module_split.function_texts(ir_module)
+            steps = _renamed(steps, module_split.merge_equal(ir_module, texts))
+        if planned is not None:
+            planned(plan.module, steps)
+        functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
+        if progress is not None:
+            progress("optimizing", functions, functions)
         parts = module_split.halves(ir_module, texts) if _cores() >= 2 else None
         with span("codegen", "llvm_optimize"):
             llmod = _optimize_program(ir_module, module.name, parts)
@@ -264,47 +264,107 @@ def _optimize_program(ir_module: Any, name: str, parts: Any = None) -> Any:
     return llmod
 
 
-def _build_in_pieces(pieces: tuple, name: str, workers: int, progress: Any,
-                     functions: int) -> bytes:
-    """The bundle of the objects of `pieces` (module texts, codegen/module_split.py:
-    pieces), each optimized and emitted in an LLVM context of its own
-    (llvm_target.optimize_apart) by whichever of `workers` threads (this one and
-    `workers - 1` more) is free: the threads finish together however unequal the
-    pieces' costs. The device loads every object (codegen/object_bundle.py)."""
-    from .codegen import llvm_target, object_bundle
-    objects: list = [None] * len(pieces)
-    failed: list = []
-    taken = iter(range(len(pieces)))
-    take = threading.Lock()
-
-    def build(stages: Any = None) -> None:
-        while not failed:
-            with take:
-                k = next(taken, None)
-            if k is None:
-                return
-            try:
-                # (a SIGINT waits for the piece: llvmlite's clean-up must not be split)
-                with InterruptsDeferred():
-                    objects[k] = llvm_target.optimize_apart(pieces[k], name, emit=True,
-                                                            stages=stages)
-            except BaseException as e:     # raised again on the compiling thread
-                failed.append(e)
-    helpers = [threading.Thread(target=build, name="lazyarray-llvm", daemon=True)
-               for _ in range(workers - 1)]
-    for t in helpers:
-        t.start()
-    try:
-        # this thread's share is what a profile times (spans of its own stages)
-        build(lambda stage: profile_hooks.span("codegen", stage))
-    finally:
-        for t in helpers:
-            t.join()
-    if failed:
-        raise failed[0]
+def _build_streamed(generate: Any, name: str, workers: int, span: Any, planned: Any,
+                    plan: Any, progress: Any) -> tuple:
+    """(steps, code): the program's functions generated (`generate(ready=...)`) and
+    handed to LLVM in pieces as they come (codegen/module_split.py: Stream), built by
+    `workers - 1` threads meanwhile and by this one too once generation ends; the code
+    is the bundle of the pieces' objects (codegen/object_bundle.py)."""
+    from .codegen import module_split, object_bundle
+    with _PieceBuilder(name, workers) as builder:
+        with span("codegen", "cpu_kernels"):
+            stream = module_split.Stream(workers, builder.send)
+            ir_module, steps = generate(ready=stream.add)
+            steps = _renamed(steps, stream.finish(ir_module))
+        builder.close()
+        if planned is not None:
+            planned(plan.module, steps)
+        functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
+        if progress is not None:
+            progress("optimizing", functions, functions)
+        builder.work(lambda stage: profile_hooks.span("codegen", stage))
     if progress is not None:
         progress("emitting", functions, functions)
-    return object_bundle.pack(objects)
+    return steps, object_bundle.pack(builder.objects)
+
+
+class _PieceBuilder:
+    """Threads that optimize and emit module texts (llvm_target.optimize_apart: an LLVM
+    context each, no lock) as they are `send`: helpers start with the first piece sent
+    before `close` (or at `close`, where there are several); the compiling thread joins
+    them with `work` once it has nothing else to do. Leaving the block waits for them,
+    and raises the first error any of them met."""
+
+    def __init__(self, name: str, workers: int) -> None:
+        self.name, self.workers = name, workers
+        self.texts: list = []
+        self.objects: list = []
+        self.taken = 0
+        self.closed = False
+        self.failed: list = []
+        self.cond = threading.Condition()
+        self.helpers: list = []
+        self.started = False
+
+    def __enter__(self) -> "_PieceBuilder":
+        return self
+
+    def send(self, text: str) -> None:
+        with self.cond:
+            self.texts.append(text)
+            self.objects.append(None)
+            self.cond.notify()
+        if not self.started:
+            self._start()
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+        if not self.started and len(self.texts) > 1:
+            self._start()
+
+    def work(self, stages: Any = None) -> None:
+        """Build pieces until none is left (or one failed)."""
+        from .codegen import llvm_target
+        while True:
+            with self.cond:
+                while self.taken >= len(self.texts) and not self.closed and not self.failed:
+                    self.cond.wait()
+                if self.failed or self.taken >= len(self.texts):
+                    return
+                k = self.taken
+                self.taken += 1
+            try:
+                # (on the main thread a SIGINT waits for the piece: llvmlite's clean-up
+                # must not be split)
+                with InterruptsDeferred():
+                    self.objects[k] = llvm_target.optimize_apart(self.texts[k], self.name,
+                                                                 emit=True, stages=stages)
+            except BaseException as e:     # raised again on the compiling thread
+                with self.cond:
+                    self.failed.append(e)
+                    self.cond.notify_all()
+                return
+
+    def _start(self) -> None:
+        self.started = True
+        with InterruptsDeferred():      # (every helper started is one the exit joins)
+            for _ in range(self.workers - 1):
+                t = threading.Thread(target=self.work, name="lazyarray-llvm", daemon=True)
+                t.start()
+                self.helpers.append(t)
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
+        with self.cond:
+            if kind is not None:
+                self.failed.append(error)   # helpers stop after their piece
+            self.closed = True
+            self.cond.notify_all()
+        for t in self.helpers:
+            t.join()
+        if kind is None and self.failed:
+            raise self.failed[0]
 
 
 @contextlib.contextmanager

@@ -22,11 +22,14 @@ F64 = ir.DoubleType()
 I64 = ir.IntType(64)
 
 
-def _program(functions: int, shared_global: bool = False) -> ir.Module:
-    """`functions` kernels, each a loop out[i] = in[i] * c + table[k] over n elements."""
+def _program(functions: int, shared_global: bool = False, tables: bool = True,
+             distinct: bool = False) -> ir.Module:
+    """`functions` kernels, each a loop out[i] = in[i] * c + table[k] over n elements
+    (without `tables`: + k; `distinct`: c differs between them too)."""
     m = ir.Module("split_test")
-    tables = [ir.GlobalVariable(m, F64, f"const.{k}") for k in range(functions)]
-    for t, k in zip(tables, range(functions)):
+    tables = [ir.GlobalVariable(m, F64, f"const.{k}") for k in range(functions)] \
+        if tables else []
+    for k, t in enumerate(tables):
         t.initializer = ir.Constant(F64, float(k))
         t.global_constant = True
         t.linkage = "private"
@@ -42,9 +45,12 @@ def _program(functions: int, shared_global: bool = False) -> ir.Module:
         i.add_incoming(I64(0), entry)
         x = b.load(b.gep(src, [i]))
         for j in range(40):              # enough IR for the module to be cut
-            x = b.fadd(b.fmul(x, F64(1.0 + j / 64)), F64(j))
-        table = tables[0 if shared_global else k]
-        b.store(b.fadd(x, b.load(table)), b.gep(dst, [i]))
+            x = b.fadd(b.fmul(x, F64(1.0 + j / 64 + (k if distinct else 0))), F64(j))
+        if tables:
+            x = b.fadd(x, b.load(tables[0 if shared_global else k]))
+        else:
+            x = b.fadd(x, F64(k))
+        b.store(x, b.gep(dst, [i]))
         nxt = b.add(i, I64(1))
         i.add_incoming(nxt, body)
         b.cbranch(b.icmp_signed("<", nxt, n), body, done)
@@ -101,19 +107,48 @@ def test_program_optimized_in_halves_gives_the_serial_object_code():
         llvm_target.release(halves)
 
 
-def test_pieces_hold_every_function_once_in_order_and_shrink():
-    m = _program(60)
-    texts = module_split.function_texts(m)
-    cut = module_split.pieces(m, 2, texts)
-    assert 2 < len(cut) <= 2 * module_split.MAX_PIECES_PER_WORKER
-    assert sum((_defined(t) for t in cut), []) == [f"loop_{k}" for k in range(60)]
-    sizes = [len(_defined(t)) for t in cut]
-    assert sizes[0] > sizes[-2]       # the first a quarter of the work, the last ones less
-    assert sizes[0] <= 60 / 4 + 1
-    for k in range(60):               # each constant with the one function that reads it
-        assert [f'@"const.{k}" = ' in t for t in cut] == [f'@"loop_{k}"' in t for t in cut]
-    assert module_split.pieces(_program(60, shared_global=True), 2) is None
-    assert module_split.pieces(_program(3), 2) is None
+def _stream(m: ir.Module) -> tuple:
+    """([(functions added when the piece was sent, its text)], merged): `m`'s functions
+    given to a Stream one at a time, as kernels are generated."""
+    sent: list = []
+    added = [0]
+    stream = module_split.Stream(2, lambda text: sent.append((added[0], text)))
+    for f in [g for g in m.globals.values() if isinstance(g, ir.Function) and g.blocks]:
+        added[0] += 1
+        stream.add(m, [f])
+    added[0] = None
+    return sent, stream.finish(m)
+
+
+def test_stream_sends_pieces_as_functions_come_then_shrinking_ones():
+    sent, merged = _stream(_program(60, tables=False))
+    assert merged == {}
+    assert sum((_defined(t) for _, t in sent), []) == [f"loop_{k}" for k in range(60)]
+    early = [t for when, t in sent if when is not None]
+    assert early and len(early) < len(sent)      # LLVM starts before generation ends
+    assert len(_defined(early[0])) < 60 / 2
+    last = [len(_defined(t)) for when, t in sent if when is None]
+    assert len(last) > 2 and last[0] > last[-1]
+
+
+def test_stream_with_globals_keeps_each_with_the_function_naming_it():
+    sent, _ = _stream(_program(60))
+    assert all(when is None for when, _ in sent)  # (a global waits for the end)
+    assert len(sent) > 2
+    assert sum((_defined(t) for _, t in sent), []) == [f"loop_{k}" for k in range(60)]
+    for k in range(60):
+        assert [f'@"const.{k}" = ' in t for _, t in sent] == \
+            [f'@"loop_{k}"' in t for _, t in sent]
+    shared, _ = _stream(_program(60, shared_global=True, distinct=True))
+    assert len(shared) == 1 and len(_defined(shared[0][1])) == 60
+    small, _ = _stream(_program(3, tables=False))
+    assert len(small) == 1
+
+
+def test_stream_merges_functions_equal_but_for_their_name():
+    sent, merged = _stream(_program(6, shared_global=True))
+    assert merged == {f"loop_{k}": "loop_0" for k in range(1, 6)}
+    assert [_defined(t) for _, t in sent] == [["loop_0"]]
 
 
 def test_functions_equal_but_for_their_name_are_merged():

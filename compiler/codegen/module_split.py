@@ -1,6 +1,7 @@
 """A program's LLVM module cut into pieces that are optimized at once on several threads
-(compiler/driver.py): two halves linked back into one module, or several pieces, each
-emitted as an object of its own, taken by whichever thread is free.
+(compiler/driver.py): two halves linked back into one module, or pieces cut while the
+functions are generated (`Stream`), each emitted as an object of its own by whichever
+thread is free.
 
 The CPU program's functions are its kernels: none calls another, so each piece holds a
 run of consecutive functions (the linked module keeps the original order), every
@@ -15,7 +16,7 @@ order of their fused ops, generate the same function (a ResNet's repeated blocks
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import llvmlite.ir as ir
 
@@ -64,16 +65,9 @@ def halves(llmod: ir.Module, texts: Optional[dict] = None) -> Optional[tuple]:
     return _cut(llmod, texts, [first, set(costs) - first])
 
 
-def pieces(llmod: ir.Module, workers: int, texts: Optional[dict] = None) -> Optional[list]:
-    """The texts of `llmod` cut into runs of consecutive functions for `workers` threads
-    that each take the next piece when done with one, or None where it is too small or
-    cannot be cut. The pieces shrink as they go (a quarter of what is left for two
-    workers, then less), so that the last ones, taken when a thread is free, even out
-    the threads' finishing times without an object per function."""
-    texts = function_texts(llmod) if texts is None else texts
-    costs = _costs(llmod, texts)
-    if costs is None:
-        return None
+def _shrinking(costs: dict, workers: int) -> list:
+    """The functions of `costs` ({name: cost}, in order) in runs of shrinking cost for
+    `workers` threads (see `Stream`)."""
     total = sum(costs.values())
     floor = total / (MAX_PIECES_PER_WORKER * workers)
     groups: list = [set()]
@@ -85,7 +79,7 @@ def pieces(llmod: ir.Module, workers: int, texts: Optional[dict] = None) -> Opti
             size = 0.0
         groups[-1].add(name)
         size += cost
-    return _cut(llmod, texts, groups) if len(groups) > 1 else None
+    return groups
 
 
 # a thread's pieces at most (each is an object and an engine of its own when loaded:
@@ -98,13 +92,86 @@ def _costs(llmod: ir.Module, texts: dict) -> Optional[dict]:
     small to cut."""
     if len(texts) < 2 or sum(map(len, texts.values())) < MIN_SPLIT_CHARS:
         return None
-    return {name: len(text) * (OPTNONE_COST if "optnone" in llmod.get_global(name).attributes
-                               else 1) for name, text in texts.items()}
+    return {name: _cost(llmod.get_global(name), text) for name, text in texts.items()}
+
+
+def _cost(fn: ir.Function, text: str) -> float:
+    return len(text) * (OPTNONE_COST if "optnone" in fn.attributes else 1)
+
+
+class Stream:
+    """Pieces of a module cut while its functions are generated (`add` is cpu_kernels'
+    `ready`), each handed to `send(text)` as soon as it is big enough, so that LLVM
+    builds the first functions while Python generates the next ones; `finish()` cuts
+    and sends what is left in shrinking pieces, a quarter of what is left for two
+    workers, then less (so that the last ones, taken by whichever thread is free, even
+    out the threads' finishing times without an object per function), and returns
+    {merged function: the one kept} (as `merge_equal`).
+
+    A piece is sent once it holds MIN_SPLIT_CHARS of IR, or half of what was sent
+    before, up to MAX_STREAM_PIECE. Functions equal to an earlier one are dropped as
+    they come. Declarations go to every piece; a global variable must go with every
+    function that names it, so from the first one on, the rest waits for `finish`."""
+
+    def __init__(self, workers: int, send: Any) -> None:
+        self.llmod: Any = None
+        self.workers, self.send = workers, send
+        self.kept: dict = {}
+        self.merged: dict = {}
+        self.batch: dict = {}       # name -> text, not sent yet
+        self.cost = 0.0             # of the batch
+        self.sent = 0.0             # cost sent
+        self.pieces = 0             # pieces sent
+        self.streaming = True
+
+    def add(self, llmod: ir.Module, functions: list) -> None:
+        """Take the functions a kernel added to `llmod` (complete: tiers chosen)."""
+        self.llmod = llmod
+        for fn in functions:
+            text = str(fn)
+            first = self.kept.setdefault(text.replace(f'@"{fn.name}"(', "@(", 1), fn.name)
+            if first != fn.name:
+                self.merged[fn.name] = first
+                del self.llmod.globals[fn.name]
+                continue
+            self.batch[fn.name] = text
+            self.cost += _cost(fn, text)
+        if self.streaming and any(not isinstance(g, ir.Function)
+                                  for g in self.llmod.globals.values()):
+            self.streaming = False
+        want = min(max(MIN_SPLIT_CHARS, self.sent / 2), MAX_STREAM_PIECE)
+        if self.streaming and self.cost >= want:
+            self._send([set(self.batch)])
+
+    def finish(self, llmod: ir.Module) -> dict:
+        """Send what is left of `llmod` (the whole module where nothing was sent)."""
+        self.llmod = llmod
+        if self.batch or not self.pieces:
+            costs = {name: _cost(llmod.get_global(name), text)
+                     for name, text in self.batch.items()}
+            many = len(costs) > 1 and (self.pieces or self.cost >= MIN_SPLIT_CHARS)
+            self._send(_shrinking(costs, self.workers) if many else [set(costs)])
+        return self.merged
+
+    def _send(self, groups: list) -> None:
+        texts = _cut(self.llmod, self.batch, groups)
+        if texts is None:                   # a global named by two groups: one piece
+            texts = _cut(self.llmod, self.batch, [set(self.batch)])
+        for text in texts:
+            self.send(text)
+        self.pieces += len(texts)
+        self.sent += self.cost
+        self.batch, self.cost = {}, 0.0
+
+
+# the largest piece sent while functions are still generated (LLVM's work on the last
+# ones is what the threads share at the end)
+MAX_STREAM_PIECE = 192 * 1024
 
 
 def _cut(llmod: ir.Module, texts: dict, groups: list) -> Optional[tuple]:
-    """The module texts of `groups` (sets of function names), or None where a global
-    is named by functions of two groups."""
+    """The module texts of `groups` (sets of the names of `texts`), or None where a
+    global is named by functions of two groups."""
     piece = {name: k for k, group in enumerate(groups) for name in group}
     parts: tuple = tuple([] for _ in groups)
     for g in llmod.globals.values():
@@ -112,7 +179,7 @@ def _cut(llmod: ir.Module, texts: dict, groups: list) -> Optional[tuple]:
             if not g.blocks:
                 for part in parts:
                     part.append(str(g))
-            else:
+            elif g.name in piece:       # (a Stream's earlier pieces hold the others)
                 parts[piece[g.name]].append(texts[g.name])
             continue
         users = {piece[name] for name, text in texts.items() if g.get_reference() in text}
