@@ -275,6 +275,7 @@ def _build_streamed(generate: Any, name: str, workers: int, span: Any, planned: 
         with span("codegen", "cpu_kernels"):
             stream = module_split.Stream(workers, builder.send)
             ir_module, steps = generate(ready=stream.add)
+            builder.generated = True
             steps = _renamed(steps, stream.finish(ir_module))
         builder.close()
         if planned is not None:
@@ -291,9 +292,10 @@ def _build_streamed(generate: Any, name: str, workers: int, span: Any, planned: 
 class _PieceBuilder:
     """Threads that optimize and emit module texts (llvm_target.optimize_apart: an LLVM
     context each, no lock) as they are `send`: helpers start with the first piece sent
-    before `close` (or at `close`, where there are several); the compiling thread joins
-    them with `work` once it has nothing else to do. Leaving the block waits for them,
-    and raises the first error any of them met."""
+    while functions are still generated (or at `close`, where there are several: a
+    small program's one piece is built by the compiling thread alone); the compiling
+    thread joins them with `work` once it has nothing else to do. Leaving the block
+    waits for them, and raises the first error any of them met."""
 
     def __init__(self, name: str, workers: int) -> None:
         self.name, self.workers = name, workers
@@ -305,6 +307,7 @@ class _PieceBuilder:
         self.cond = threading.Condition()
         self.helpers: list = []
         self.started = False
+        self.generated = False      # every function generated: no helper for one piece
 
     def __enter__(self) -> "_PieceBuilder":
         return self
@@ -314,7 +317,7 @@ class _PieceBuilder:
             self.texts.append(text)
             self.objects.append(None)
             self.cond.notify()
-        if not self.started:
+        if not self.started and not self.generated:
             self._start()
 
     def close(self) -> None:

@@ -273,3 +273,20 @@ def test_program_compiled_in_pieces_runs_from_a_bundle(tmp_path, monkeypatch):
         assert len(exe._code.engines) > 2
         for got, f, x in zip(exe.run(xs), ref, xs):
             np.testing.assert_allclose(got, f(x), rtol=1e-6)
+
+
+def test_a_small_program_is_built_by_the_compiling_thread_alone(monkeypatch):
+    """One piece (a program under MIN_SPLIT_CHARS): no LLVM thread is started for it."""
+    import threading
+    started = []
+    real = threading.Thread
+
+    class Spy(real):
+        def start(self) -> None:
+            started.append(self.name)
+            super().start()
+    monkeypatch.setattr(threading, "Thread", Spy)
+    monkeypatch.setattr(driver, "_cores", lambda: 2)
+    program = driver.compile(_two_kernels())
+    assert len(object_bundle.unpack(program.code)) == 1
+    assert "lazyarray-llvm" not in started
