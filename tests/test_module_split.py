@@ -131,6 +131,17 @@ def test_stream_sends_pieces_as_functions_come_then_shrinking_ones():
     assert len(last) > 2 and last[0] > last[-1]
 
 
+def test_streamed_pieces_stay_under_the_cap(monkeypatch):
+    monkeypatch.setattr(module_split, "MIN_SPLIT_CHARS", 5000)
+    monkeypatch.setattr(module_split, "MAX_STREAM_PIECE", 12000)
+    sent, _ = _stream(_program(60, tables=False))
+    early = [t for when, t in sent if when is not None]
+    assert len(early) > 3
+    for t in early:
+        body = t[t.index("define"):]
+        assert len(body) <= 12000 or len(_defined(t)) == 1
+
+
 def test_stream_with_globals_keeps_each_with_the_function_naming_it():
     sent, _ = _stream(_program(60))
     assert all(when is None for when, _ in sent)  # (a global waits for the end)

@@ -109,8 +109,8 @@ class Stream:
     {merged function: the one kept} (as `merge_equal`).
 
     A piece is sent once it holds MIN_SPLIT_CHARS of IR, or half of what was sent
-    before, up to MAX_STREAM_PIECE. Functions equal to an earlier one are dropped as
-    they come. Declarations go to every piece; a global variable must go with every
+    before, up to MAX_STREAM_PIECE (which none passes but by its only function).
+    Functions equal to an earlier one are dropped as they come. Declarations go to every piece; a global variable must go with every
     function that names it, so from the first one on, the rest waits for `finish`."""
 
     def __init__(self, workers: int, send: Any) -> None:
@@ -127,6 +127,9 @@ class Stream:
     def add(self, llmod: ir.Module, functions: list) -> None:
         """Take the functions a kernel added to `llmod` (complete: tiers chosen)."""
         self.llmod = llmod
+        if self.streaming and any(not isinstance(g, ir.Function)
+                                  for g in llmod.globals.values()):
+            self.streaming = False      # (the kernel made one: nothing sent from now on)
         for fn in functions:
             text = str(fn)
             first = self.kept.setdefault(text.replace(f'@"{fn.name}"(', "@(", 1), fn.name)
@@ -134,11 +137,11 @@ class Stream:
                 self.merged[fn.name] = first
                 del self.llmod.globals[fn.name]
                 continue
+            cost = _cost(fn, text)
+            if self.streaming and self.batch and self.cost + cost > MAX_STREAM_PIECE:
+                self._send([set(self.batch)])       # (no piece much above the cap)
             self.batch[fn.name] = text
-            self.cost += _cost(fn, text)
-        if self.streaming and any(not isinstance(g, ir.Function)
-                                  for g in self.llmod.globals.values()):
-            self.streaming = False
+            self.cost += cost
         want = min(max(MIN_SPLIT_CHARS, self.sent / 2), MAX_STREAM_PIECE)
         if self.streaming and self.cost >= want:
             self._send([set(self.batch)])
