@@ -11,7 +11,10 @@ times `import lazyarray`, building the model (bench_models.la_runner: the model,
 weights, the optimizer, the batches; the parameters' initialization is a compile of its
 own, before the step), then the first call under `la.profiler`, whose spans give the
 parts: recording the step's ops, the passes (fusion, planning, buffer assignment), the
-LLVM IR generation, LLVM's optimization and object code of the program, loading it,
+LLVM IR generation (with the functions' texts, cut into pieces that other threads build
+meanwhile: compiler/codegen/module_split.py), LLVM's optimization and object code of the
+pieces the compiling thread builds itself once generation ends (the other threads' share
+is in "CPU, all threads"), loading the program,
 the runtime's own native code built on the first run (worker pool, kernel trampolines,
 GEMM tile functions: counted apart, as `la.debug.metrics()` does) and the run itself.
 Also the first call's CPU time on the main thread (LLVM runs there), the second call (a

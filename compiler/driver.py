@@ -11,6 +11,7 @@ and threads per multiprocessor, which size the grids). Devices call only this mo
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import os
@@ -188,21 +189,29 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         _keep_sub_dumps(sub_dumps, m.name, sub)
         return sub
     control = functools.partial(control_step, plan, compile_sub=compile_sub)
-    with span("codegen", "cpu_kernels"):
-        ir_module, steps = cpu_kernels.generate_module(
-            plan, module.name, progress=progress, control=control, lapack=not library,
-            prefix=f"{_c_ident(module.name)}__" if library else "",
-            repeat=LOOP_BODY_RUNS if carried is not None else 1)
-    if planned is not None:
-        planned(plan.module, steps)
-    functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
-    if progress is not None:
-        progress("optimizing", functions, functions)
-    parts = module_split.halves(ir_module) if _cores() >= 2 else None
-    if parts is not None and not library and not dumps:
-        # each half optimized and emitted on its own thread: an object each
-        llmod, code = _build_in_halves(parts, module.name, span, progress, functions)
+    generate = functools.partial(
+        cpu_kernels.generate_module, plan, module.name, progress=progress, control=control,
+        lapack=not library, prefix=f"{_c_ident(module.name)}__" if library else "",
+        repeat=LOOP_BODY_RUNS if carried is not None else 1)
+    workers = min(_cores(), MAX_LLVM_THREADS) if not library and not dumps else 1
+    llmod = None
+    if workers >= 2:
+        # LLVM builds the first kernels' functions on other threads while Python
+        # generates the next ones; then every thread takes the pieces left
+        steps, code = _build_streamed(generate, module.name, workers, span, planned, plan,
+                                      progress)
     else:
+        with span("codegen", "cpu_kernels"):
+            ir_module, steps = generate()
+            # equal functions made once (module_split.merge_equal), their steps renamed
+            texts = module_split.function_texts(ir_module)
+            steps = _renamed(steps, module_split.merge_equal(ir_module, texts))
+        if planned is not None:
+            planned(plan.module, steps)
+        functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
+        if progress is not None:
+            progress("optimizing", functions, functions)
+        parts = module_split.halves(ir_module, texts) if _cores() >= 2 else None
         with span("codegen", "llvm_optimize"):
             llmod = _optimize_program(ir_module, module.name, parts)
         if progress is not None:
@@ -214,8 +223,27 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         program.dumps = _plan_texts(plan)
         program.dumps.update(llvm=str(llmod), asm=llvm_target.emit_assembly(llmod))
         program.dumps.update(sub_dumps)
-    llvm_target.release(llmod)
+    if llmod is not None:
+        llvm_target.release(llmod)
     return program
+
+
+# threads that build a large program's pieces at once (the compiling one among them)
+MAX_LLVM_THREADS = 4
+
+
+def _renamed(steps: list, merged: dict) -> list:
+    """`steps` calling the kept function in place of each merged one ({dropped: kept})."""
+    if not merged:
+        return steps
+    out = []
+    for s in steps:
+        if isinstance(s, (LoopStep, PartialStep)) and s.fn in merged:
+            s = dataclasses.replace(s, fn=merged[s.fn])
+        if isinstance(s, PartialStep) and s.finish in merged:
+            s = dataclasses.replace(s, finish=merged[s.finish])
+        out.append(s)
+    return out
 
 
 def _optimize_program(ir_module: Any, name: str, parts: Any = None) -> Any:
@@ -236,27 +264,110 @@ def _optimize_program(ir_module: Any, name: str, parts: Any = None) -> Any:
     return llmod
 
 
-def _build_in_halves(parts: tuple, name: str, span: Any, progress: Any,
-                     functions: int) -> tuple:
-    """(the first half's optimized module, the bundle of both halves' objects): each
-    half optimized and emitted at the same time, the second on a thread of its own
-    (codegen/object_bundle.py; the device loads both into one engine)."""
-    from .codegen import llvm_target, object_bundle
-    with _second_half(parts[1], name, emit=True) as result:
-        with span("codegen", "llvm_optimize"):
-            llmod = llvm_target.optimize(parts[0], name)
+def _build_streamed(generate: Any, name: str, workers: int, span: Any, planned: Any,
+                    plan: Any, progress: Any) -> tuple:
+    """(steps, code): the program's functions generated (`generate(ready=...)`) and
+    handed to LLVM in pieces as they come (codegen/module_split.py: Stream), built by
+    `workers - 1` threads meanwhile and by this one too once generation ends; the code
+    is the bundle of the pieces' objects (codegen/object_bundle.py)."""
+    from .codegen import module_split, object_bundle
+    with _PieceBuilder(name, workers) as builder:
+        with span("codegen", "cpu_kernels"):
+            stream = module_split.Stream(workers, builder.send)
+            ir_module, steps = generate(ready=stream.add)
+            builder.generated = True
+            steps = _renamed(steps, stream.finish(ir_module))
+        builder.close()
+        if planned is not None:
+            planned(plan.module, steps)
+        functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
         if progress is not None:
-            progress("emitting", functions, functions)
-        try:
-            with span("codegen", "emit_object"):
-                first = llvm_target.emit_object(llmod)
-        except BaseException:
-            llvm_target.release(llmod)
-            raise
-    if isinstance(result[0], BaseException):
-        llvm_target.release(llmod)
-        raise result[0]
-    return llmod, object_bundle.pack([first, result[0]])
+            progress("optimizing", functions, functions)
+        builder.work(lambda stage: profile_hooks.span("codegen", stage))
+    if progress is not None:
+        progress("emitting", functions, functions)
+    return steps, object_bundle.pack(builder.objects)
+
+
+class _PieceBuilder:
+    """Threads that optimize and emit module texts (llvm_target.optimize_apart: an LLVM
+    context each, no lock) as they are `send`: helpers start with the first piece sent
+    while functions are still generated (or at `close`, where there are several: a
+    small program's one piece is built by the compiling thread alone); the compiling
+    thread joins them with `work` once it has nothing else to do. Leaving the block
+    waits for them, and raises the first error any of them met."""
+
+    def __init__(self, name: str, workers: int) -> None:
+        self.name, self.workers = name, workers
+        self.texts: list = []
+        self.objects: list = []
+        self.taken = 0
+        self.closed = False
+        self.failed: list = []
+        self.cond = threading.Condition()
+        self.helpers: list = []
+        self.started = False
+        self.generated = False      # every function generated: no helper for one piece
+
+    def __enter__(self) -> "_PieceBuilder":
+        return self
+
+    def send(self, text: str) -> None:
+        with self.cond:
+            self.texts.append(text)
+            self.objects.append(None)
+            self.cond.notify()
+        if not self.started and not self.generated:
+            self._start()
+
+    def close(self) -> None:
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+        if not self.started and len(self.texts) > 1:
+            self._start()
+
+    def work(self, stages: Any = None) -> None:
+        """Build pieces until none is left (or one failed)."""
+        from .codegen import llvm_target
+        while True:
+            with self.cond:
+                while self.taken >= len(self.texts) and not self.closed and not self.failed:
+                    self.cond.wait()
+                if self.failed or self.taken >= len(self.texts):
+                    return
+                k = self.taken
+                self.taken += 1
+            try:
+                # (on the main thread a SIGINT waits for the piece: llvmlite's clean-up
+                # must not be split)
+                with InterruptsDeferred():
+                    self.objects[k] = llvm_target.optimize_apart(self.texts[k], self.name,
+                                                                 emit=True, stages=stages)
+            except BaseException as e:     # raised again on the compiling thread
+                with self.cond:
+                    self.failed.append(e)
+                    self.cond.notify_all()
+                return
+
+    def _start(self) -> None:
+        self.started = True
+        with InterruptsDeferred():      # (every helper started is one the exit joins)
+            for _ in range(self.workers - 1):
+                t = threading.Thread(target=self.work, name="lazyarray-llvm", daemon=True)
+                t.start()
+                self.helpers.append(t)
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
+        with self.cond:
+            if kind is not None:
+                self.failed.append(error)   # helpers stop after their piece
+            self.closed = True
+            self.cond.notify_all()
+        for t in self.helpers:
+            t.join()
+        if kind is None and self.failed:
+            raise self.failed[0]
 
 
 @contextlib.contextmanager

@@ -99,18 +99,23 @@ def test_interrupts_during_first_compiles_leave_llvm_whole():
 
 
 def test_a_compiled_module_is_freed_inside_the_section(monkeypatch):
-    """The compiler frees its LLVM module while holding the section (not whenever the
-    collector reaches it, perhaps during another thread's compile)."""
-    held = []
-    real = llvm_target.release
+    """The compiler frees every LLVM module it makes before the compile returns (the
+    program's, in the section: llvm_target.release; a piece's, with the context it was
+    made in: llvm_target.optimize_apart), not whenever the collector reaches it, perhaps
+    during another thread's compile."""
+    import llvmlite.binding as llvm
+    made = []
+    real = llvm.parse_assembly
 
-    def spy(mod):
-        real(mod)
-        held.append(mod.closed)
-    monkeypatch.setattr(llvm_target, "release", spy)
+    def spy(text, *args, **kwargs):
+        mod = real(text, *args, **kwargs)
+        if text:        # (not the empty module a loaded program's engine owns)
+            made.append(mod)
+        return mod
+    monkeypatch.setattr(llvm, "parse_assembly", spy)
     with la.config.override(device="cpu", cache_dir="off"):      # compiled here
         a = np.arange(7, dtype=np.float32)
         x = la.asarray(a)
         np.testing.assert_allclose((la.cos(x) * 4.5 - la.sinh(x * 0.125)).numpy(),
                                    np.cos(a) * 4.5 - np.sinh(a * 0.125), rtol=1e-5, atol=1e-5)
-    assert held and all(held)
+    assert made and all(mod.closed for mod in made)

@@ -1,8 +1,10 @@
-"""A large CPU program's LLVM module is optimized as two halves at once, on two threads
-(compiler/codegen/module_split.py, driver._compile_cpu): the halves hold every function
-once, in order, with the globals they name; linked into one module they give the serial
-object code; emitted apart, the program's code is a bundle of both objects
-(codegen/object_bundle.py) that the CPU device loads and runs, also from the disk cache."""
+"""A large CPU program's LLVM module is optimized in pieces at once, on several threads
+(compiler/codegen/module_split.py, driver._compile_cpu): two halves, or shrinking pieces
+taken by whichever thread is free, hold every function once, in order, with the globals
+they name; halves linked into one module give the serial object code; emitted apart,
+the program's code is a bundle of the pieces' objects (codegen/object_bundle.py) that
+the CPU device loads and runs, also from the disk cache. Functions equal but for their
+name are merged first: one function, called by each of their kernels' steps."""
 from __future__ import annotations
 
 import llvmlite.ir as ir
@@ -20,11 +22,14 @@ F64 = ir.DoubleType()
 I64 = ir.IntType(64)
 
 
-def _program(functions: int, shared_global: bool = False) -> ir.Module:
-    """`functions` kernels, each a loop out[i] = in[i] * c + table[k] over n elements."""
+def _program(functions: int, shared_global: bool = False, tables: bool = True,
+             distinct: bool = False) -> ir.Module:
+    """`functions` kernels, each a loop out[i] = in[i] * c + table[k] over n elements
+    (without `tables`: + k; `distinct`: c differs between them too)."""
     m = ir.Module("split_test")
-    tables = [ir.GlobalVariable(m, F64, f"const.{k}") for k in range(functions)]
-    for t, k in zip(tables, range(functions)):
+    tables = [ir.GlobalVariable(m, F64, f"const.{k}") for k in range(functions)] \
+        if tables else []
+    for k, t in enumerate(tables):
         t.initializer = ir.Constant(F64, float(k))
         t.global_constant = True
         t.linkage = "private"
@@ -40,9 +45,12 @@ def _program(functions: int, shared_global: bool = False) -> ir.Module:
         i.add_incoming(I64(0), entry)
         x = b.load(b.gep(src, [i]))
         for j in range(40):              # enough IR for the module to be cut
-            x = b.fadd(b.fmul(x, F64(1.0 + j / 64)), F64(j))
-        table = tables[0 if shared_global else k]
-        b.store(b.fadd(x, b.load(table)), b.gep(dst, [i]))
+            x = b.fadd(b.fmul(x, F64(1.0 + j / 64 + (k if distinct else 0))), F64(j))
+        if tables:
+            x = b.fadd(x, b.load(tables[0 if shared_global else k]))
+        else:
+            x = b.fadd(x, F64(k))
+        b.store(x, b.gep(dst, [i]))
         nxt = b.add(i, I64(1))
         i.add_incoming(nxt, body)
         b.cbranch(b.icmp_signed("<", nxt, n), body, done)
@@ -97,6 +105,73 @@ def test_program_optimized_in_halves_gives_the_serial_object_code():
     finally:
         llvm_target.release(serial)
         llvm_target.release(halves)
+
+
+def _stream(m: ir.Module) -> tuple:
+    """([(functions added when the piece was sent, its text)], merged): `m`'s functions
+    given to a Stream one at a time, as kernels are generated."""
+    sent: list = []
+    added = [0]
+    stream = module_split.Stream(2, lambda text: sent.append((added[0], text)))
+    for f in [g for g in m.globals.values() if isinstance(g, ir.Function) and g.blocks]:
+        added[0] += 1
+        stream.add(m, [f])
+    added[0] = None
+    return sent, stream.finish(m)
+
+
+def test_stream_sends_pieces_as_functions_come_then_shrinking_ones():
+    sent, merged = _stream(_program(60, tables=False))
+    assert merged == {}
+    assert sum((_defined(t) for _, t in sent), []) == [f"loop_{k}" for k in range(60)]
+    early = [t for when, t in sent if when is not None]
+    assert early and len(early) < len(sent)      # LLVM starts before generation ends
+    assert len(_defined(early[0])) < 60 / 2
+    last = [len(_defined(t)) for when, t in sent if when is None]
+    assert len(last) > 2 and last[0] > last[-1]
+
+
+def test_streamed_pieces_stay_under_the_cap(monkeypatch):
+    monkeypatch.setattr(module_split, "MIN_SPLIT_CHARS", 5000)
+    monkeypatch.setattr(module_split, "MAX_STREAM_PIECE", 12000)
+    sent, _ = _stream(_program(60, tables=False))
+    early = [t for when, t in sent if when is not None]
+    assert len(early) > 3
+    for t in early:
+        body = t[t.index("define"):]
+        assert len(body) <= 12000 or len(_defined(t)) == 1
+
+
+def test_stream_with_globals_keeps_each_with_the_function_naming_it():
+    sent, _ = _stream(_program(60))
+    assert all(when is None for when, _ in sent)  # (a global waits for the end)
+    assert len(sent) > 2
+    assert sum((_defined(t) for _, t in sent), []) == [f"loop_{k}" for k in range(60)]
+    for k in range(60):
+        assert [f'@"const.{k}" = ' in t for _, t in sent] == \
+            [f'@"loop_{k}"' in t for _, t in sent]
+    shared, _ = _stream(_program(60, shared_global=True, distinct=True))
+    assert len(shared) == 1 and len(_defined(shared[0][1])) == 60
+    small, _ = _stream(_program(3, tables=False))
+    assert len(small) == 1
+
+
+def test_stream_merges_functions_equal_but_for_their_name():
+    sent, merged = _stream(_program(6, shared_global=True))
+    assert merged == {f"loop_{k}": "loop_0" for k in range(1, 6)}
+    assert [_defined(t) for _, t in sent] == [["loop_0"]]
+
+
+def test_functions_equal_but_for_their_name_are_merged():
+    m = _program(4, shared_global=True)        # every function reads const.0: all equal
+    extra = m.get_global("loop_3")
+    extra.attributes.add("optnone")           # ...but this one's attributes
+    extra.attributes.add("noinline")
+    texts = module_split.function_texts(m)
+    merged = module_split.merge_equal(m, texts)
+    assert merged == {"loop_1": "loop_0", "loop_2": "loop_0"}
+    assert list(texts) == ["loop_0", "loop_3"]
+    assert _defined(str(m)) == ["loop_0", "loop_3"]
 
 
 def _two_kernels() -> Module:
@@ -166,3 +241,63 @@ def test_pipeline_runs_outside_llvmlites_lock():
     finally:
         release.set()
         holder.join()
+
+
+def _same_code_kernels() -> Module:
+    """exp over 8 and over 9 elements, tanh over 10: two loop kernels with the same
+    function (their length is the range they are called with), and a third."""
+    ins = [Instruction("parameter", (), (n,), D.float32, {"number": k})
+           for k, n in enumerate((8, 9, 10))]
+    ins += [Instruction("exponential", (0,), (8,), D.float32, {}),
+            Instruction("exponential", (1,), (9,), D.float32, {}),
+            Instruction("tanh", (2,), (10,), D.float32, {})]
+    return Module("same_code", ins, [3, 4, 5])
+
+
+def test_kernels_with_the_same_code_call_one_function(tmp_path):
+    program = driver.compile(_same_code_kernels())
+    fns = [s.fn for s in program.steps]
+    assert len(fns) == 3 and fns[0] == fns[1] != fns[2]
+    xs = [np.linspace(-2, 2, n, dtype=np.float32) for n in (8, 9, 10)]
+    for attempt in ("compiled", "from the disk cache"):
+        exe = CPUDevice(lambda: {"cache_dir": str(tmp_path)}).compile(_same_code_kernels())
+        assert exe.from_disk_cache == (attempt != "compiled")
+        out = exe.run(xs)
+        for got, want in zip(out, (np.exp(xs[0]), np.exp(xs[1]), np.tanh(xs[2]))):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_program_compiled_in_pieces_runs_from_a_bundle(tmp_path, monkeypatch):
+    """Six kernels of different code cut into pieces for two threads: an engine per
+    piece, the same results compiled and from the disk cache."""
+    monkeypatch.setattr(module_split, "MIN_SPLIT_CHARS", 0)
+    monkeypatch.setattr(driver, "_cores", lambda: 2)
+    ops = ("exponential", "sine", "cosine", "tanh", "sqrt", "negate")
+    ref = (np.exp, np.sin, np.cos, np.tanh, np.sqrt, np.negative)
+    ins = [Instruction("parameter", (), (k + 2, 3), D.float32, {"number": k}) for k in range(6)]
+    ins += [Instruction(op, (k,), (k + 2, 3), D.float32, {}) for k, op in enumerate(ops)]
+    module = Module("six", ins, list(range(6, 12)))
+    xs = [np.linspace(0.5, 2, 3 * k + 6, dtype=np.float32).reshape(k + 2, 3) for k in range(6)]
+    for attempt in ("compiled", "from the disk cache"):
+        exe = CPUDevice(lambda: {"cache_dir": str(tmp_path)}).compile(module)
+        assert exe.from_disk_cache == (attempt != "compiled")
+        assert len(exe._code.engines) > 2
+        for got, f, x in zip(exe.run(xs), ref, xs):
+            np.testing.assert_allclose(got, f(x), rtol=1e-6)
+
+
+def test_a_small_program_is_built_by_the_compiling_thread_alone(monkeypatch):
+    """One piece (a program under MIN_SPLIT_CHARS): no LLVM thread is started for it."""
+    import threading
+    started = []
+    real = threading.Thread
+
+    class Spy(real):
+        def start(self) -> None:
+            started.append(self.name)
+            super().start()
+    monkeypatch.setattr(threading, "Thread", Spy)
+    monkeypatch.setattr(driver, "_cores", lambda: 2)
+    program = driver.compile(_two_kernels())
+    assert len(object_bundle.unpack(program.code)) == 1
+    assert "lazyarray-llvm" not in started

@@ -97,11 +97,14 @@ class CPUCodegen:
 
     # ---- the plan, kernel by kernel ---------------------------------------------------
 
-    def run(self) -> tuple:
-        """(LLVM module, steps in execution order)."""
+    def run(self, ready: Any = None) -> tuple:
+        """(LLVM module, steps in execution order). `ready(module, functions)`, when given,
+        hears the functions each kernel adds, complete (their optimization tier chosen), as
+        soon as they are: LLVM may build them while the next kernels are generated."""
         for count, kern in enumerate(self.plan.kernels):
             if self.progress is not None:
                 self.progress("generating", count, len(self.plan.kernels))
+            first, made = len(self.steps), len(self.llmod.globals)
             if kern.kind in _SHAREABLE or self._loops_only(kern):
                 key, order = kernel_key(self.plan, kern)
                 seen = self._made.get(key)
@@ -110,12 +113,17 @@ class CPUCodegen:
                     self.steps.extend(shared)
                     self.shared += 1
                     continue
-                first = len(self.steps)
                 self._kernel(kern)
                 self._made[key] = (kern, order, self.steps[first:])
             else:
                 self._kernel(kern)
-        self._choose_opt_levels()
+            if ready is not None:
+                # (a shared kernel's steps have its shapes: its function's tier stands)
+                self._choose_opt_levels(self.steps[first:])
+                ready(self.llmod, [g for g in list(self.llmod.globals.values())[made:]
+                                   if isinstance(g, ir.Function) and g.blocks])
+        if ready is None:
+            self._choose_opt_levels(self.steps)
         return self.llmod, self.steps
 
     def _loops_only(self, kern: Kernel) -> bool:
@@ -125,12 +133,12 @@ class CPUCodegen:
         return kern.kind == OPAQUE and not is_control(self.plan, kern) and all(
             opaque_loops(self.module, pos) is not None for pos in kern.outputs)
 
-    def _choose_opt_levels(self) -> None:
+    def _choose_opt_levels(self, steps: list) -> None:
         """Each function's optimization follows its size (llvm_target.opt_tier): the
-        largest work of the steps that call it, times the runs per call (a loop body's
+        largest work of the `steps` that call it, times the runs per call (a loop body's
         small kernels, run at every iteration, are optimized)."""
         work: dict = {}
-        for s in self.steps:
+        for s in steps:
             if isinstance(s, (LoopStep, PartialStep)):
                 n = int(s.extent) * max(1, int(s.work)) * self.repeat
                 work[s.fn] = max(work.get(s.fn, 0), n)
@@ -950,12 +958,12 @@ def generate(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
 
 def generate_module(plan: ExecutionPlan, name: str, math: MathTable = CPU_MATH,
                     progress: Any = None, control: Any = None, lapack: bool = True,
-                    prefix: str = "", repeat: int = 1) -> tuple:
+                    prefix: str = "", repeat: int = 1, ready: Any = None) -> tuple:
     """`generate`, with the llvmlite IR module in place of its text. `repeat`: how many
     times each kernel is expected to run per call (a loop body's: once an iteration),
-    which raises its optimization tier with its work."""
+    which raises its optimization tier with its work. `ready`: see CPUCodegen.run."""
     gen = CPUCodegen(plan, name, math, progress, lapack)
     gen.control = control
     gen.prefix = prefix
     gen.repeat = repeat
-    return gen.run()
+    return gen.run(ready)

@@ -3,10 +3,15 @@ the same function, so that the function is generated and optimized once.
 
 The layers of a deep model give the same fused kernels over and over, differing only in
 which buffers they read and write. Two kernels get equal keys when their members are the
-same ops (shape, dtype, attributes, operands) in the same relative order, their reads
-have the same types, their values share buffer slots the same way (an argument per
-slot, so the function's signature follows) and a reduction's plan is the same. Everything the CPU code generator reads of
-a kernel is in the key; positions are replaced by their rank in the kernel.
+same ops (shape, dtype, attributes, operands) wired the same way, their reads have the
+same types, their values share buffer slots the same way (an argument per slot, so the
+function's signature follows) and a reduction's plan is the same. Everything the CPU
+code generator reads of a kernel is in the key; positions are replaced by their place
+in a canonical order: operands before their users, walked from the outputs, so that
+two layers whose fused ops interleave differently in the module (a constant recorded
+before or after a broadcast: a ResNet's BatchNorm steps) still share. The function
+made for one computes the other's values from the other's buffers: the steps' module
+positions are mapped through the two orders (`translate`).
 
 `kernel_key(plan, kern)` -> (key, positions in canonical order); `translate` maps the
 steps made for one kernel onto another with the same key.
@@ -25,12 +30,9 @@ def kernel_key(plan: ExecutionPlan, kern: Kernel) -> tuple:
     inside = set(members)
     reads = sorted(set(kern.inputs) | {o for m in members for o in ins[m].operands
                                        if o not in inside})
-    order = reads + members
+    order = _canonical(ins, inside, list(kern.outputs) + list(kern.epilogue) + members
+                       + reads)
     local = {p: k for k, p in enumerate(order)}
-    for p in list(kern.outputs) + list(kern.epilogue):
-        if p not in local:
-            local[p] = len(order)
-            order.append(p)
     slot_of = plan.buffers.slot_of
     slots: dict = {}
     pattern = tuple(slots.setdefault(slot_of.get(p, ("pos", p)), len(slots)) for p in order)
@@ -44,11 +46,33 @@ def kernel_key(plan: ExecutionPlan, kern: Kernel) -> tuple:
             entries.append((i.op, i.shape, i.dtype.short, tuple(sorted(i.attrs.items())), ops))
         else:
             entries.append(("read", i.shape, i.dtype.short))
-    rank = tuple(sorted(range(len(order)), key=order.__getitem__))
-    key = (kern.kind, len(reads), tuple(entries), rank, pattern, aliases,
+    key = (kern.kind, len(reads), tuple(entries), pattern, aliases,
            tuple(local[p] for p in kern.outputs), tuple(local[p] for p in kern.inputs),
            tuple(local[p] for p in kern.epilogue), _reduction_key(kern, local))
     return key, order
+
+
+def _canonical(ins: list, inside: set, roots: list) -> list:
+    """The kernel's positions, each after its operands (depth first from `roots`, operands
+    in their order); a position outside the kernel (a read) is a leaf."""
+    order: list = []
+    seen: set = set()
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            p, expanded = stack.pop()
+            if expanded:
+                order.append(p)
+                continue
+            if p in seen:
+                continue
+            seen.add(p)
+            if p not in inside:
+                order.append(p)
+                continue
+            stack.append((p, True))
+            stack.extend((o, False) for o in reversed(ins[p].operands) if o not in seen)
+    return order
 
 
 def _reduction_key(kern: Kernel, local: dict) -> Any:

@@ -6,9 +6,10 @@ disk cache). Object code is what the disk cache stores; the CPU device loads it
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
-from typing import Any
+from typing import Any, Iterator
 
 import llvmlite.binding as llvm
 
@@ -106,27 +107,40 @@ def emit_apart(ir_text: str, name: str) -> bytes:
 
 
 def optimize_apart(ir_text: str, name: str, emit: bool = False, slp: bool = True,
-                   passes: bool = True) -> bytes:
+                   passes: bool = True, stages: Any = None) -> bytes:
     """`optimize` in an LLVM context and with a target machine of its own (0.2 ms to
     make), without the lock: nothing shared is touched, so another thread may optimize
     meanwhile. Returns the optimized module's bitcode, for `link_bitcode`, or with
-    `emit` its object code. `slp` as for `optimize`; `passes=False`: no IR passes."""
+    `emit` its object code. `slp` as for `optimize`; `passes=False`: no IR passes.
+    `stages(name)`, when given, is a context manager around each stage ("llvm_optimize",
+    "emit_object": a profile's spans)."""
+    stages = stages or _no_stage
     context = llvm.create_context()
     try:
         tm = _new_target_machine()
-        mod = llvm.parse_assembly(ir_text, context=context)
+        with stages("llvm_optimize"):
+            mod = llvm.parse_assembly(ir_text, context=context)
         try:
             mod.name = name
             mod.triple = tm.triple
             mod.data_layout = str(tm.target_data)
-            mod.verify()
-            if passes:
-                _run_pipeline(mod, tm, slp)
-            return _emit_unlocked(tm, mod) if emit else mod.as_bitcode()
+            with stages("llvm_optimize"):
+                mod.verify()
+                if passes:
+                    _run_pipeline(mod, tm, slp)
+            if not emit:
+                return mod.as_bitcode()
+            with stages("emit_object"):
+                return _emit_unlocked(tm, mod)
         finally:
             mod.close()
     finally:
         context.close()
+
+
+@contextlib.contextmanager
+def _no_stage(name: str) -> Iterator[None]:
+    yield
 
 
 def link_bitcode(mod: Any, bitcode: bytes) -> None:
