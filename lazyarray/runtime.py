@@ -302,18 +302,23 @@ class Recorded(list):
         super().__init__()
         self.ids: set = set()
 
+    def compact(self) -> None:
+        """Drop the references of dead tensors (a long inference loop inside one block)."""
+        self[:] = [r for r in self if r() is not None]
+        self.ids = {id(r) for r in self}
+        self.compact_at = max(4096, 2 * len(self))
+
 
 def note_no_grad(tensor: Any) -> None:
-    """Note a tensor recorded now, if this thread is in a `no_grad()` block."""
+    """Note a tensor recorded now, if this thread is in a `no_grad()` block (`Tensor._wrap`
+    does the same inline)."""
     noted = NO_GRAD.get(threading.get_ident())
     if noted is not None:
         ref = weakref.ref(tensor)
         noted.append(ref)
         noted.ids.add(id(ref))
-        if len(noted) > noted.compact_at:      # a long inference loop inside one block
-            noted[:] = [r for r in noted if r() is not None]
-            noted.ids = {id(r) for r in noted}
-            noted.compact_at = max(4096, 2 * len(noted))
+        if len(noted) > noted.compact_at:
+            noted.compact()
 
 
 # tapes that are recording keep the graph behind materialized nodes alive

@@ -129,6 +129,30 @@ def test_values_computed_under_no_grad_forget_their_graph_at_their_sync(device):
     np.testing.assert_allclose(frozen.numpy(), [3.0, 6.0])
 
 
+def test_a_long_loop_under_no_grad_keeps_its_notes_bounded(device):
+    """The tensors a no_grad() block records are noted as recorded; in a loop of many
+    steps the dead ones' notes are dropped, and what the loop computes still forgets its
+    graph at its sync."""
+    import threading
+    from lazyarray import runtime
+    w = la.asarray([1.0, 2.0], requires_grad=True)
+    with la.no_grad():
+        state = la.asarray([0.5, 0.25])
+        noted = runtime.NO_GRAD[threading.get_ident()]
+        for step in range(6000):
+            state = state * 0.5 + w
+            if step % 1000 == 999:
+                state.numpy()
+                assert state._node.operands == ()
+            assert len(noted) <= 2 * 4096 + 2
+        assert len(noted.ids) == len(noted)
+        state = state * 0.5 + w
+        assert state._node.operands != ()
+        state.numpy()
+        assert state._node.operands == ()
+    assert threading.get_ident() not in runtime.NO_GRAD
+
+
 def _tanh_steps(s, w, n):
     s, w = np.asarray(s), np.asarray(w)
     for step in range(n):
