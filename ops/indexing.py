@@ -281,6 +281,18 @@ def _linear_index(op: str, arrays: list, sizes: list, lift: LiftArray) -> Node:
     return total
 
 
+def replayed(x: Node, key: Any) -> Optional[Node]:
+    """x[key] when the key is a basic one already remembered for x's type (see `_PLANS`),
+    else None (then `getitem`): a front end holding tensors asks this first, before it
+    looks for tensors in the key."""
+    plain = _plain_key(x, key)
+    if plain is not None:
+        plan = _PLANS.get(plain)
+        if plan is not None:
+            return _replay(x, plan)
+    return None
+
+
 def getitem(x: Node, key: Any, lift: Optional[LiftArray] = None) -> Node:
     """x[key] with NumPy semantics; `lift` makes a node from a NumPy index array."""
     plain = _plain_key(x, key)
