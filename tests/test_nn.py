@@ -209,6 +209,29 @@ def test_layer_norm_layer(device):
     assert [n for n, _ in layer.named_parameters()] == ["weight", "bias"]
 
 
+def test_layer_norm_layer_every_form(device):
+    """The layer's forms (affine or not, a weight set to None, a (2, 6) shape, a bad input
+    shape, a weight on another device) give what F.layer_norm gives, or its error."""
+    x = rand(5, 2, 6) * 3 + 1
+    t = la.asarray(x)
+    layer = la.nn.LayerNorm(6)
+    with la.no_grad():
+        layer.weight.copy_(la.asarray(np.linspace(0.5, 2.0, 6).astype(np.float32)))
+    close(layer(t).numpy(), F.layer_norm(t, (6,), layer.weight, layer.bias).numpy(), 1e-6)
+    close(la.nn.LayerNorm(6, elementwise_affine=False)(t).numpy(), np_layer_norm(x, 1.0, 0.0),
+          1e-4)
+    layer.bias = None
+    close(layer(t).numpy(), F.layer_norm(t, (6,), layer.weight, None).numpy(), 1e-6)
+    close(la.nn.LayerNorm((2, 6))(t).numpy(), F.layer_norm(t, (2, 6)).numpy(), 1e-6)
+    with pytest.raises(ValueError, match=r"layer_norm: normalized_shape \(6,\)"):
+        la.nn.LayerNorm(6)(la.asarray(rand(5, 4)))
+    other = la.nn.LayerNorm(6)
+    other.weight = la.nn.Parameter(la.ones(6, device="interpreter" if device != "interpreter"
+                                           else "cpu"))
+    with pytest.raises(ValueError, match="different devices"):
+        other(t)
+
+
 @pytest.mark.parametrize("cls,shape", [(la.nn.BatchNorm1d, (8, 3)), (la.nn.BatchNorm1d, (8, 3, 5)),
                                        (la.nn.BatchNorm2d, (4, 3, 5, 5))])
 def test_batch_norm_train_and_eval(device, cls, shape):

@@ -15,6 +15,7 @@ from .module import Module, Parameter
 from ..compiler.hlo import dtypes as _D
 from ..compiler.graph.node import kept_constant
 from ..compiler.primitive import apply
+from ..ops import nn as _ops_nn
 from ..ops.nn import linear_direct
 
 
@@ -256,7 +257,21 @@ class LayerNorm(Module):
             self.weight = self.bias = None
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        params = self._parameters          # read directly: no attribute miss per call
+        weight = params["weight"] if "weight" in params else self.weight
+        bias = params["bias"] if "bias" in params else self.bias
+        if type(x) is Tensor and _same_device(weight, x) and _same_device(bias, x):
+            # what F.layer_norm does for tensors of one device, without its search for
+            # the device and the nodes (every block of a model, at every token)
+            return Tensor._wrap(_ops_nn.layer_norm(
+                x._node, self.normalized_shape, None if weight is None else weight._node,
+                None if bias is None else bias._node, self.eps), x._state)
+        return F.layer_norm(x, self.normalized_shape, weight, bias, self.eps)
+
+
+def _same_device(p: Any, x: Tensor) -> bool:
+    """Whether an optional parameter is absent or a tensor on x's device."""
+    return p is None or (type(p) is Tensor and p._state is x._state)
 
 
 class _BatchNorm(Module):
