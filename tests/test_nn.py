@@ -160,6 +160,17 @@ def test_scaled_dot_product_attention_with_mask(device):
                                             la.asarray(v[:, :, :4]), is_causal=True)
     close(causal.numpy(), np_attention(q, k[:, :, :4], v[:, :, :4], np.tril(np.ones((4, 4), bool))),
           1e-4)
+    # a mask given as a NumPy array, a float mask, a scale: the same as NumPy's
+    close(F.scaled_dot_product_attention(la.asarray(q), la.asarray(k), la.asarray(v), mask)
+          .numpy(), np_attention(q, k, v, mask), 1e-4)
+    additive = np.where(mask, 0.0, -np.inf).astype(np.float32)
+    close(F.scaled_dot_product_attention(la.asarray(q), la.asarray(k), la.asarray(v),
+                                         la.asarray(additive), scale=1 / math.sqrt(8)).numpy(),
+          np_attention(q, k, v, mask), 1e-4)
+    elsewhere = "interpreter" if device != "interpreter" else "cpu"
+    with pytest.raises(ValueError, match="different devices"):
+        F.scaled_dot_product_attention(la.asarray(q), la.asarray(k), la.asarray(v),
+                                       la.asarray(mask, device=elsewhere))
 
 
 def test_dropout_function(device):
