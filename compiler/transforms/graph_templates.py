@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional
 
-from ..graph.node import Node, kept_ids
+from ..graph.node import Node, kept_ids, type_of
 from ..graph.template import CONSTANT, FRESH, Cache, copier, record
 from .autodiff import is_stopped, mark_stopped
 
@@ -70,7 +70,15 @@ def _key(args: tuple, context: Any) -> Optional[tuple]:
     key: list = [context]
     for a in args:
         if type(a) is Node:
-            key.append((a.shape, a.dtype))
+            # its interned type (one object per shape and dtype: hashed and compared by
+            # identity, where a (shape, dtype) pair hashes the shape's items each time)
+            t = a.type
+            if t is None:
+                try:
+                    t = type_of(a)
+                except TypeError:               # an unhashable shape: not copied
+                    return None
+            key.append(t)
         elif type(a) is float:
             key.append((float, repr(a)))        # 0.0 and -0.0 apart
         else:
