@@ -220,6 +220,21 @@ def test_layer_norm_layer(device):
     assert [n for n, _ in layer.named_parameters()] == ["weight", "bias"]
 
 
+def test_linear_layer_on_sequences(device):
+    """nn.Linear on a batch of sequences (the composite's form) and on rows (the direct
+    form) gives x @ W.T + b; a mismatched input raises naming the op and the shapes."""
+    layer = la.nn.Linear(4, 3)
+    w, b = layer.weight.numpy(), layer.bias.numpy()
+    for shape in [(2, 5, 4), (1, 1, 4), (5, 4), (2, 2, 2, 4)]:
+        x = rand(*shape)
+        close(layer(la.asarray(x)).numpy(), x @ w.T + b, 1e-5)
+    layer.bias = None
+    x = rand(2, 5, 4)
+    close(layer(la.asarray(x)).numpy(), x @ w.T, 1e-5)
+    with pytest.raises(ValueError, match=r"linear: input \(2, 5, 3\) does not match weight"):
+        layer(la.asarray(rand(2, 5, 3)))
+
+
 def test_layer_norm_layer_every_form(device):
     """The layer's forms (affine or not, a weight set to None, a (2, 6) shape, a bad input
     shape, a weight on another device) give what F.layer_norm gives, or its error."""

@@ -159,10 +159,14 @@ class Linear(Module):
         bias = params["bias"] if "bias" in params else self.bias
         if type(x) is Tensor and type(weight) is Tensor and x._state is weight._state and \
                 (bias is None or type(bias) is Tensor and bias._state is x._state):
-            # the nodes F.linear would record for rows of one float dtype, made directly
-            out = linear_direct(x._node, weight._node, None if bias is None else bias._node)
-            if out is not None:
-                return Tensor._wrap(out, x._state)
+            # the nodes F.linear would record for rows of one float dtype, made directly;
+            # any other input (a batch of sequences) goes to ops.nn.linear's remembered
+            # composite the same way, without F.linear's search for the device
+            b = None if bias is None else bias._node
+            out = linear_direct(x._node, weight._node, b)
+            if out is None:
+                out = _ops_nn.linear(x._node, weight._node, b)
+            return Tensor._wrap(out, x._state)
         return F.linear(x, weight, bias)
 
     def extra_repr(self) -> str:
