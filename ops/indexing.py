@@ -249,6 +249,9 @@ def _static_index(op: str, arr: np.ndarray, dim: Optional[int], n: int) -> np.nd
     return np.where(arr < 0, arr + n, arr)
 
 
+_INDEX_KINDS = frozenset(("int", "uint"))
+
+
 def _dynamic_index(idx: Node, n: int, op: str = "getitem", dim: Optional[int] = None) -> Node:
     """Wrap negative entries (run time); out-of-range ones are left to gather's clamp,
     unless the values are already on the host: then they are checked now, as NumPy does."""
@@ -295,6 +298,10 @@ def replayed(x: Node, key: Any) -> Optional[Node]:
 
 def getitem(x: Node, key: Any, lift: Optional[LiftArray] = None) -> Node:
     """x[key] with NumPy semantics; `lift` makes a node from a NumPy index array."""
+    if type(key) is Node and key.dtype.kind in _INDEX_KINDS and x.shape:
+        # one integer tensor picking rows (`embedding[tokens]`, at every step of a
+        # decoder): what the general way records for it, without parsing the key
+        return apply("gather", x, _dynamic_index(key, x.shape[0], "getitem", 0), axis=0)
     plain = _plain_key(x, key)
     if plain is not None:
         plan = _PLANS.get(plain)
