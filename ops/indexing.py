@@ -255,8 +255,9 @@ _INDEX_KINDS = frozenset(("int", "uint"))
 def _dynamic_index(idx: Node, n: int, op: str = "getitem", dim: Optional[int] = None) -> Node:
     """Wrap negative entries (run time); out-of-range ones are left to gather's clamp,
     unless the values are already on the host: then they are checked now, as NumPy does."""
-    if isinstance(idx.buffer, np.ndarray):
-        _static_index(op, idx.buffer, dim, n)
+    buf = idx.buffer
+    if isinstance(buf, np.ndarray) and buf.size and (buf.min() < -n or buf.max() >= n):
+        _static_index(op, buf, dim, n)      # raises, naming the first index out of range
     unsigned = idx.dtype.kind == "uint"
     idx = convert(idx, D.int64)
     if unsigned or n == 0:
