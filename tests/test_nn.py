@@ -235,6 +235,22 @@ def test_linear_layer_on_sequences(device):
         layer(la.asarray(rand(2, 5, 3)))
 
 
+def test_embedding_layer_every_form(device):
+    """Rows picked by a tensor, with a padding row; float indices raise naming
+    the op; indices on another device raise."""
+    layer = la.nn.Embedding(6, 3)
+    w = layer.weight.numpy()
+    idx = np.array([[0, 5], [2, 2]])
+    np.testing.assert_array_equal(layer(la.asarray(idx)).numpy(), w[idx])
+    padded = la.nn.Embedding(6, 3, padding_idx=2)
+    assert not padded(la.asarray(idx)).numpy()[1].any()
+    with pytest.raises(TypeError, match="embedding: indices must be integers"):
+        layer(la.asarray(np.array([0.0, 1.0])))
+    elsewhere = "interpreter" if device != "interpreter" else "cpu"
+    with pytest.raises(ValueError, match="different devices"):
+        layer(la.asarray(idx, device=elsewhere))
+
+
 def test_layer_norm_layer_every_form(device):
     """The layer's forms (affine or not, a weight set to None, a (2, 6) shape, a bad input
     shape, a weight on another device) give what F.layer_norm gives, or its error."""

@@ -380,7 +380,14 @@ class Embedding(Module):
                    **kwargs)
 
     def forward(self, indices: Any) -> Tensor:
-        return F.embedding(indices, self.weight, self.padding_idx)
+        params = self._parameters          # read directly: no attribute miss per call
+        weight = params["weight"] if "weight" in params else self.weight
+        if self.padding_idx is None and type(indices) is Tensor and type(weight) is Tensor \
+                and indices._state is weight._state:
+            # F.embedding's rows for tensors of one device, without its search for the
+            # device (a decoder's token and position tables, at every token)
+            return Tensor._wrap(_ops_nn.embedding(indices._node, weight._node), weight._state)
+        return F.embedding(indices, weight, self.padding_idx)
 
 
 def count_parameters(module: Module) -> int:
