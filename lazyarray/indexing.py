@@ -49,6 +49,11 @@ def _resolve(key: Any, t: Tensor, op: str) -> Any:
 
 def getitem(t: Tensor, key: Any) -> Tensor:
     """t[key] with NumPy semantics (a new lazy tensor; never a view)."""
+    # a basic key (ints, slices, None, ...) remembered for t's type: no tensors in it to
+    # resolve, no lifter to make (`x[:, -1]`, `t[:, None]` at every token of a decoder)
+    node = ix.replayed(t._node, key)
+    if node is not None:
+        return Tensor._wrap(node, t._state)
     key = _resolve(key, t, "boolean mask indexing")
     return Tensor._wrap(ix.getitem(t._node, key, _lifter(t)), t._state)
 

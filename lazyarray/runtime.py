@@ -302,18 +302,23 @@ class Recorded(list):
         super().__init__()
         self.ids: set = set()
 
+    def compact(self) -> None:
+        """Drop the references of dead tensors (a long inference loop inside one block)."""
+        self[:] = [r for r in self if r() is not None]
+        self.ids = {id(r) for r in self}
+        self.compact_at = max(4096, 2 * len(self))
+
 
 def note_no_grad(tensor: Any) -> None:
-    """Note a tensor recorded now, if this thread is in a `no_grad()` block."""
+    """Note a tensor recorded now, if this thread is in a `no_grad()` block (`Tensor._wrap`
+    does the same inline)."""
     noted = NO_GRAD.get(threading.get_ident())
     if noted is not None:
         ref = weakref.ref(tensor)
         noted.append(ref)
         noted.ids.add(id(ref))
-        if len(noted) > noted.compact_at:      # a long inference loop inside one block
-            noted[:] = [r for r in noted if r() is not None]
-            noted.ids = {id(r) for r in noted}
-            noted.compact_at = max(4096, 2 * len(noted))
+        if len(noted) > noted.compact_at:
+            noted.compact()
 
 
 # tapes that are recording keep the graph behind materialized nodes alive
@@ -460,18 +465,20 @@ def _sync_locked(state: DeviceState, site: Optional[str]) -> list:
         # (the weak set's own set and the config's dict: read at every sync)
         donate = len(OFFERED.data) and _VALUES["donate"] and not TAPE_DEPTH[0] \
             and state.supports_donation
+        # every value to compute was recorded inside no_grad(): no backward() can walk
+        # back through them, so they forget their graphs now rather than when the block
+        # ends (a Python loop decoding under no_grad kept every step's graph alive: a
+        # GPT's 64 steps, 35,000 nodes, and the collector's full passes over them). The
+        # run gives them their buffers so (`_give`), with no look for trainable tensors
+        # in their graph (a decoding step's graph reaches every weight)
+        outer = getattr(_QUIET, "on", False)
+        _QUIET.on = noted is not None and all(n in quiet for n in pins)
         try:
             _compute(state, nodes, bool(donate), site)
         except Exception as error:
             return _isolate(state, nodes, error)
-        if noted is not None and all(n in quiet for n in pins):
-            # every value computed was recorded inside no_grad(): no backward() can walk
-            # back through them, so they forget their graphs now rather than when the block
-            # ends (a Python loop decoding under no_grad kept every step's graph alive: a
-            # GPT's 64 steps, 35,000 nodes, and the collector's full passes over them)
-            for n in nodes:
-                if n.buffer is not None:
-                    n.release()
+        finally:
+            _QUIET.on = outer
     except BaseException:
         # interrupted: nothing was lost (inputs intact, see _compute), so the tensors
         # not computed stay pending for a later sync (the computed and the dead ones
@@ -480,6 +487,12 @@ def _sync_locked(state: DeviceState, site: Optional[str]) -> list:
             state.pending.extend(refs)
         raise
     return []
+
+
+# per thread: whether the sync this thread runs computes only values recorded inside
+# no_grad() (and no tape): the computed nodes forget their graphs as they get their
+# buffers, with no look for trainable tensors in the graph first (`_sync_locked`)
+_QUIET = threading.local()
 
 
 def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> None:
@@ -498,7 +511,8 @@ def _compute(state: DeviceState, nodes: list, donate: bool, site: str = "") -> N
         # a loop's sync: the graph matched against the last one synced at this line
         # (donating exactly as the capture below would, or not at all)
         last = state.executables._by_site.get(site)
-        if last is not None and last[2] is not None and _run_template(last, nodes, donate, t0):
+        if last is not None and last[2] is not None and \
+                _run_template(last, nodes, donate, t0):
             return
     cap = capture(nodes, OFFERED if donate else None)
     if cap.donated_nodes and not donation_safe(cap):
@@ -558,7 +572,8 @@ def _run_template(last: list, nodes: list, donate: bool, t0: float) -> bool:
     METRICS.run_seconds += _clock() - t1
     METRICS.kernels_launched += getattr(exe, "kernels_per_run", 0)
     keeps = KEEPS_GRAPH[0]             # (_give written out)
-    if TAPE_DEPTH[0] or (keeps is not None and keeps(order, None, nodes)):
+    if not getattr(_QUIET, "on", False) and (
+            TAPE_DEPTH[0] or (keeps is not None and keeps(order, None, nodes))):
         _hold(nodes, outs)
         return True
     for n, buf in zip(nodes, outs):
@@ -596,9 +611,12 @@ def _run(exe: Any, cap: Any, nodes: list) -> None:
 def _give(nodes: list, outs: list, order: Any, positions: Any) -> None:
     """Each computed node gets its buffer and forgets its operands, unless a tape (or a
     later backward(), see `KEEPS_GRAPH`) needs the graph behind it: then it is held.
-    `order`: the sync's nodes; `positions`: a dict keyed by them, when there is one."""
+    `order`: the sync's nodes; `positions`: a dict keyed by them, when there is one.
+    In a quiet sync (`_QUIET`) no backward() can need it: no look for trainable tensors
+    in the graph."""
     keeps = KEEPS_GRAPH[0]
-    if TAPE_DEPTH[0] or (keeps is not None and keeps(order, positions, nodes)):
+    if not getattr(_QUIET, "on", False) and (
+            TAPE_DEPTH[0] or (keeps is not None and keeps(order, positions, nodes))):
         _hold(nodes, outs)
         return
     for n, buf in zip(nodes, outs):

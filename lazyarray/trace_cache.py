@@ -162,10 +162,28 @@ class _Walk:
         self.active.add(id(x))
         self.path.append(id(x))
         try:
-            return ("obj", self._class(type(x)), self.fp(vars(x)))
+            return ("obj", self._class(type(x)), self._attributes(vars(x)))
         finally:
             self.path.pop()
             self.active.discard(id(x))
+
+    def _attributes(self, attrs: dict) -> tuple:
+        """An instance's attributes: a name (a str) as itself; a plain OrderedDict with no
+        attributes of its own (an nn.Module's tables of parameters, buffers and
+        submodules) by its items, its string keys as themselves. The same things the
+        general walk of the dict would key, with fewer steps: a model's key walks every
+        module of it at every call of a loop over it."""
+        out = []
+        for k, v in attrs.items():
+            if type(k) is not str:
+                k = self.fp(k)
+            if type(v) is OrderedDict and not v.__dict__:
+                self.items += 1
+                out.append((k, "od", tuple([(n if type(n) is str else self.fp(n), self.fp(e))
+                                            for n, e in v.items()])))
+            else:
+                out.append((k, self.fp(v)))
+        return tuple(out)
 
     def _class(self, cls: type) -> Any:
         key = self.classes.get(cls)

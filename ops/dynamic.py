@@ -17,9 +17,30 @@ from ..compiler.primitive import apply
 from .promotion import as_node, shape_str
 
 _I64 = np.iinfo(np.int64)
+_MIN, _MAX = int(_I64.min), int(_I64.max)
 
 
 def _start_nodes(op: str, x: Node, starts: Any) -> list:
+    """One 0-d integer node per start: ints become runtime scalars (int64), 0-d integer
+    nodes are taken as they are."""
+    # the usual form, a tuple of Python ints and 0-d integer nodes (a decoding loop writes
+    # its key/value caches at (0, 0, pos, 0) in every layer at every token), taken
+    # directly; anything else goes the checked way, which raises naming the op
+    if type(starts) is tuple and len(starts) == len(x.shape):
+        out = []
+        for s in starts:
+            kind = type(s)
+            if kind is int and _MIN <= s <= _MAX:
+                out.append(scalar_leaf(s, D.int64))
+            elif kind is Node and not s.shape and s.dtype.is_int:
+                out.append(s)
+            else:
+                return _checked_starts(op, x, starts)
+        return out
+    return _checked_starts(op, x, starts)
+
+
+def _checked_starts(op: str, x: Node, starts: Any) -> list:
     if isinstance(starts, Node):
         if starts.ndim != 1:
             raise TypeError(f"{op}: start_indices as one tensor must be 1-D, got shape "
@@ -65,8 +86,8 @@ def dynamic_update_slice(x: Any, update: Any, start_indices: Any) -> Node:
     """`x` with the block at `start_indices` replaced by `update` (same dtype and rank),
     each start clamped into [0, n - size] (JAX's `lax.dynamic_update_slice`)."""
     x, update = as_node(x), as_node(update)
-    if update.dtype is not x.dtype or update.ndim != x.ndim or any(
-            u > n for u, n in zip(update.shape, x.shape)):
+    if update.dtype is not x.dtype or len(update.shape) != len(x.shape) or not all(
+            [u <= n for u, n in zip(update.shape, x.shape)]):
         raise ValueError(f"dynamic_update_slice: the update {update.dtype.name}"
                          f"{list(update.shape)} must have the operand's dtype and rank and "
                          f"fit inside it ({x.dtype.name}{list(x.shape)})")

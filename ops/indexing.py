@@ -26,7 +26,7 @@ import numpy as np
 
 from ..compiler.hlo import dtypes as D
 from ..compiler.graph.node import Node, is_kept, scalar_leaf, type_of
-from ..compiler.primitive import apply
+from ..compiler.primitive import apply, entry_of, made
 from .promotion import (as_node, broadcast_shapes, broadcast_to, constant,
                         convert, normalize_axis, scalar, shape_str)
 
@@ -249,11 +249,15 @@ def _static_index(op: str, arr: np.ndarray, dim: Optional[int], n: int) -> np.nd
     return np.where(arr < 0, arr + n, arr)
 
 
+_INDEX_KINDS = frozenset(("int", "uint"))
+
+
 def _dynamic_index(idx: Node, n: int, op: str = "getitem", dim: Optional[int] = None) -> Node:
     """Wrap negative entries (run time); out-of-range ones are left to gather's clamp,
     unless the values are already on the host: then they are checked now, as NumPy does."""
-    if isinstance(idx.buffer, np.ndarray):
-        _static_index(op, idx.buffer, dim, n)
+    buf = idx.buffer
+    if isinstance(buf, np.ndarray) and buf.size and (buf.min() < -n or buf.max() >= n):
+        _static_index(op, buf, dim, n)      # raises, naming the first index out of range
     unsigned = idx.dtype.kind == "uint"
     idx = convert(idx, D.int64)
     if unsigned or n == 0:
@@ -281,8 +285,24 @@ def _linear_index(op: str, arrays: list, sizes: list, lift: LiftArray) -> Node:
     return total
 
 
+def replayed(x: Node, key: Any) -> Optional[Node]:
+    """x[key] when the key is a basic one already remembered for x's type (see `_PLANS`),
+    else None (then `getitem`): a front end holding tensors asks this first, before it
+    looks for tensors in the key."""
+    plain = _plain_key(x, key)
+    if plain is not None:
+        plan = _PLANS.get(plain)
+        if plan is not None:
+            return _replay(x, plan)
+    return None
+
+
 def getitem(x: Node, key: Any, lift: Optional[LiftArray] = None) -> Node:
     """x[key] with NumPy semantics; `lift` makes a node from a NumPy index array."""
+    if type(key) is Node and key.dtype.kind in _INDEX_KINDS and x.shape:
+        # one integer tensor picking rows (`embedding[tokens]`, at every step of a
+        # decoder): what the general way records for it, without parsing the key
+        return apply("gather", x, _dynamic_index(key, x.shape[0], "getitem", 0), axis=0)
     plain = _plain_key(x, key)
     if plain is not None:
         plan = _PLANS.get(plain)
@@ -323,8 +343,10 @@ def getitem(x: Node, key: Any, lift: Optional[LiftArray] = None) -> Node:
 # A key of ints, slices (of ints or None), None and ... over a node of a given type always
 # records the same chain of `_basic`'s nodes (reverse, dynamic_slice, slice, reshape), the
 # runtime starts' values fixed by the key: the chain is remembered, keyed on the node's
-# interned type and the key, and replayed through `apply` (`qkv[..., :C]`, `x[:, -1]`,
-# `t[:, None]` at every token of a decoding loop). Keys that raise are never remembered.
+# interned type and the key, and replayed (`qkv[..., :C]`, `x[:, -1]`, `t[:, None]` at
+# every token of a decoding loop): each step's node made from its remembered result type
+# and attributes (`made`: what `apply` makes of a memo hit, without the lookup), or
+# through `apply` where its attributes are its own. Keys that raise are never remembered.
 
 _PLANS: dict = {}       # (x's NodeType, key as a tuple) -> the steps from x to x[key]
 
@@ -350,8 +372,9 @@ def _plain_key(x: Node, key: Any) -> Any:
 
 
 def _remember(plain: tuple, x: Node, y: Node) -> None:
-    """The steps `_basic` took from x to y: (op, extra operands, attrs) in order; an extra
-    operand is a kept constant (shared) or a runtime scalar's (value, dtype)."""
+    """The steps `_basic` took from x to y: (op, extra operands, attrs, memo entry or
+    None) in order; an extra operand is a kept constant (shared) or a runtime scalar's
+    (value, dtype)."""
     steps = []
     n = y
     while n is not x:
@@ -363,7 +386,7 @@ def _remember(plain: tuple, x: Node, y: Node) -> None:
                 extra.append((o.value, o.dtype))     # a runtime scalar: made anew each time
             else:
                 return                      # not a chain of `_basic`'s: not remembered
-        steps.append((n.op, tuple(extra), n.attrs))
+        steps.append((n.op, tuple(extra), n.attrs, entry_of(n) if n.type is not None else None))
         n = n.operands[0]
     if len(_PLANS) >= 4096:
         _PLANS.clear()
@@ -371,8 +394,11 @@ def _remember(plain: tuple, x: Node, y: Node) -> None:
 
 
 def _replay(x: Node, plan: tuple) -> Node:
-    for op, extra, attrs in plan:
-        if extra:
+    for op, extra, attrs, entry in plan:
+        if entry is not None:
+            x = made(op, (x, *[o if type(o) is Node else scalar_leaf(*o) for o in extra])
+                     if extra else (x,), entry)
+        elif extra:
             x = apply(op, x, *[o if type(o) is Node else scalar_leaf(*o) for o in extra],
                       **attrs)
         else:

@@ -117,3 +117,28 @@ def test_dynamic_slice_gradient_through_a_runtime_start():
         y = (x[2:5] * 2.0).sum()
     g = tape.gradient(y, [x])[0]
     np.testing.assert_array_equal(g.numpy(), [0, 0, 2, 2, 2, 0])
+
+
+@pytest.mark.parametrize("start,error,match", [
+    ((0, True), TypeError, "start index 1 must be an int"),
+    ((0, 2.0), TypeError, "start index 1 must be an int"),
+    ((0, 2 ** 63), OverflowError, "start index 1 = 9223372036854775808 does not fit int64"),
+    ((0, la.asarray(np.float32(1))), TypeError, "start index 1 must be an integer scalar"),
+    ((0, la.asarray(np.array([1]))), TypeError, "start index 1 must be an integer scalar"),
+    ((0,), ValueError, r"1 start indices for an operand of shape \(3, 4\)"),
+])
+def test_update_starts_checked_in_every_form(start, error, match):
+    """Python ints and 0-d integer tensors in a tuple (the form a decoding loop uses at
+    every token) are taken directly; anything else raises as the checked way says."""
+    with pytest.raises(error, match=f"dynamic_update_slice: {match}"):
+        la.dynamic_update_slice(la.ones((3, 4)), la.zeros((1, 2)), start)
+
+
+def test_update_starts_of_every_accepted_form_agree():
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    want = base.copy()
+    want[1:2, 2:4] = -1
+    for start in [(1, 2), [1, 2], (np.int64(1), 2), (la.asarray(np.int32(1)), 2),
+                  (1, la.asarray(np.int64(2))), la.asarray(np.array([1, 2]))]:
+        got = la.dynamic_update_slice(la.asarray(base), la.full((1, 2), -1.0), start)
+        np.testing.assert_array_equal(got.numpy(), want)

@@ -129,6 +129,72 @@ def test_copy_keeps_sharing_scalars_and_constants():
     assert z.operands[0].operands[1] is z.operands[1].operands[0]  # one node, two users
 
 
+def test_nodes_no_argument_reaches_are_made_once():
+    """What a composite builds from no argument (a runtime scalar, its broadcast, an iota)
+    is the first call's nodes in every copy; what an argument reaches, and the result, is
+    each call's own."""
+    def body(x, k):
+        wide = A.broadcast(Node("scalar", (), (), x.dtype, {}, value=k), x.shape)
+        classes = A.convert(apply("iota", shape=x.shape, dtype=D.int32, dimension=0), x.dtype)
+        return A.add(A.mul(x, wide), classes)
+    fn = _fresh_fn(body)
+    x, y = leaf((3,)), leaf((3,))
+    outs = [fn(x, 2.5), fn(y, 2.5), fn(x, 2.5)]
+    for out, arg in zip(outs, (x, y, x)):
+        assert same_graph(out, body(arg, 2.5))
+    first = outs[0]
+    for out in outs[1:]:
+        assert out is not first and out.operands[0] is not first.operands[0]
+        assert out.operands[0].operands[1] is first.operands[0].operands[1]     # wide
+        assert out.operands[1] is first.operands[1]                             # classes
+    other = fn(x, 3.5)                                      # another key: its own nodes
+    assert other.operands[1] is not first.operands[1]
+
+
+def test_layer_norm_copies_share_their_constants_and_compile_once():
+    """Every call of a composite after the first shares its scalars' broadcasts; the graph
+    of a step that builds the template and of later steps is one program, and the
+    gradient through copies is the composite's own."""
+    rng = np.random.default_rng(3)
+    w, b = (la.asarray(rng.standard_normal(8).astype(np.float32)) for _ in range(2))
+    xs = [la.asarray(rng.standard_normal((2, 8)).astype(np.float32)) for _ in range(3)]
+
+    def step():
+        return [F.layer_norm(x, (8,), w, b) for x in xs]
+    ref = [_ln_numpy(x.numpy(), w.numpy(), b.numpy()) for x in xs]
+    metrics = la.debug.metrics()
+    before = metrics.compiles
+    for _ in range(3):
+        outs = step()
+        eps = [_eps_node(o._node) for o in outs]
+        assert len(set(map(id, eps))) == 1
+        for o, r in zip(outs, ref):
+            np.testing.assert_allclose(o.numpy(), r, rtol=1e-5, atol=1e-5)
+    assert metrics.compiles - before <= 1
+    for _ in range(2):
+        check_direction(lambda x, w_: F.layer_norm(x, (5,), w_, None), [
+            rng.standard_normal((3, 5)), rng.standard_normal(5)])
+
+
+def _ln_numpy(x, w, b, eps=1e-5):
+    mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * w + b
+
+
+def _eps_node(out):
+    """The runtime scalar 1e-5 under a layer norm's result."""
+    stack, seen = [out], set()
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if n.op == "scalar" and n.value == 1e-5:
+            return n
+        stack.extend(n.operands)
+    raise AssertionError("no eps scalar")
+
+
 def test_graphs_that_cannot_be_copied_make_no_template():
     x = leaf((3,))
     outside = apply("iota", shape=(3,), dtype=D.float32, dimension=0)

@@ -402,3 +402,22 @@ def test_a_remembered_basic_key_records_what_the_general_way_records(key):
     assert again is x or again is not general
     np.testing.assert_array_equal(la.Tensor._wrap(again, la.asarray(A)._state).numpy(),
                                   A[key])
+
+
+@pytest.mark.parametrize("x_shape", [(5,), (5, 3), (5, 2, 3)])
+@pytest.mark.parametrize("idx", [np.array([0, 4, -1]), np.array([[1, -5], [2, 3]]),
+                                 np.int64(2), np.array([3], np.int32),
+                                 np.array([1, 0], np.uint8)], ids=repr)
+def test_one_integer_tensor_index_records_what_the_general_way_records(x_shape, idx):
+    """x[t] for one integer tensor t (an embedding's rows picked by tokens) is made
+    directly: the graph the general way makes of (t,), NumPy's values, NumPy's error for
+    an index out of range."""
+    from graph_compare import same_graph
+    from lazyarray.ops import indexing as ix
+    a = np.arange(np.prod(x_shape), dtype=np.float32).reshape(x_shape)
+    x, t = la.asarray(a), la.asarray(idx)
+    assert same_graph(ix.getitem(x._node, t._node), ix.getitem(x._node, (t._node,)),
+                      fresh_leaves=True)
+    np.testing.assert_array_equal(x[t].numpy(), a[idx])
+    with pytest.raises(IndexError, match="getitem: index 5 is out of bounds for dimension 0"):
+        x[la.asarray(np.array([0, 5]))]

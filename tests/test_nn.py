@@ -160,6 +160,17 @@ def test_scaled_dot_product_attention_with_mask(device):
                                             la.asarray(v[:, :, :4]), is_causal=True)
     close(causal.numpy(), np_attention(q, k[:, :, :4], v[:, :, :4], np.tril(np.ones((4, 4), bool))),
           1e-4)
+    # a mask given as a NumPy array, a float mask, a scale: the same as NumPy's
+    close(F.scaled_dot_product_attention(la.asarray(q), la.asarray(k), la.asarray(v), mask)
+          .numpy(), np_attention(q, k, v, mask), 1e-4)
+    additive = np.where(mask, 0.0, -np.inf).astype(np.float32)
+    close(F.scaled_dot_product_attention(la.asarray(q), la.asarray(k), la.asarray(v),
+                                         la.asarray(additive), scale=1 / math.sqrt(8)).numpy(),
+          np_attention(q, k, v, mask), 1e-4)
+    elsewhere = "interpreter" if device != "interpreter" else "cpu"
+    with pytest.raises(ValueError, match="different devices"):
+        F.scaled_dot_product_attention(la.asarray(q), la.asarray(k), la.asarray(v),
+                                       la.asarray(mask, device=elsewhere))
 
 
 def test_dropout_function(device):
@@ -207,6 +218,60 @@ def test_layer_norm_layer(device):
     x = rand(5, 6) * 3 + 1
     close(layer(la.asarray(x)).numpy(), np_layer_norm(x, 1.0, 0.0), 1e-4)
     assert [n for n, _ in layer.named_parameters()] == ["weight", "bias"]
+
+
+def test_linear_layer_on_sequences(device):
+    """nn.Linear on a batch of sequences (the composite's form) and on rows (the direct
+    form) gives x @ W.T + b; a mismatched input raises naming the op and the shapes."""
+    layer = la.nn.Linear(4, 3)
+    w, b = layer.weight.numpy(), layer.bias.numpy()
+    for shape in [(2, 5, 4), (1, 1, 4), (5, 4), (2, 2, 2, 4)]:
+        x = rand(*shape)
+        close(layer(la.asarray(x)).numpy(), x @ w.T + b, 1e-5)
+    layer.bias = None
+    x = rand(2, 5, 4)
+    close(layer(la.asarray(x)).numpy(), x @ w.T, 1e-5)
+    with pytest.raises(ValueError, match=r"linear: input \(2, 5, 3\) does not match weight"):
+        layer(la.asarray(rand(2, 5, 3)))
+
+
+def test_embedding_layer_every_form(device):
+    """Rows picked by a tensor, with a padding row; float indices raise naming
+    the op; indices on another device raise."""
+    layer = la.nn.Embedding(6, 3)
+    w = layer.weight.numpy()
+    idx = np.array([[0, 5], [2, 2]])
+    np.testing.assert_array_equal(layer(la.asarray(idx)).numpy(), w[idx])
+    padded = la.nn.Embedding(6, 3, padding_idx=2)
+    assert not padded(la.asarray(idx)).numpy()[1].any()
+    with pytest.raises(TypeError, match="embedding: indices must be integers"):
+        layer(la.asarray(np.array([0.0, 1.0])))
+    elsewhere = "interpreter" if device != "interpreter" else "cpu"
+    with pytest.raises(ValueError, match="different devices"):
+        layer(la.asarray(idx, device=elsewhere))
+
+
+def test_layer_norm_layer_every_form(device):
+    """The layer's forms (affine or not, a weight set to None, a (2, 6) shape, a bad input
+    shape, a weight on another device) give what F.layer_norm gives, or its error."""
+    x = rand(5, 2, 6) * 3 + 1
+    t = la.asarray(x)
+    layer = la.nn.LayerNorm(6)
+    with la.no_grad():
+        layer.weight.copy_(la.asarray(np.linspace(0.5, 2.0, 6).astype(np.float32)))
+    close(layer(t).numpy(), F.layer_norm(t, (6,), layer.weight, layer.bias).numpy(), 1e-6)
+    close(la.nn.LayerNorm(6, elementwise_affine=False)(t).numpy(), np_layer_norm(x, 1.0, 0.0),
+          1e-4)
+    layer.bias = None
+    close(layer(t).numpy(), F.layer_norm(t, (6,), layer.weight, None).numpy(), 1e-6)
+    close(la.nn.LayerNorm((2, 6))(t).numpy(), F.layer_norm(t, (2, 6)).numpy(), 1e-6)
+    with pytest.raises(ValueError, match=r"layer_norm: normalized_shape \(6,\)"):
+        la.nn.LayerNorm(6)(la.asarray(rand(5, 4)))
+    other = la.nn.LayerNorm(6)
+    other.weight = la.nn.Parameter(la.ones(6, device="interpreter" if device != "interpreter"
+                                           else "cpu"))
+    with pytest.raises(ValueError, match="different devices"):
+        other(t)
 
 
 @pytest.mark.parametrize("cls,shape", [(la.nn.BatchNorm1d, (8, 3)), (la.nn.BatchNorm1d, (8, 3, 5)),

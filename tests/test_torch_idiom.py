@@ -129,6 +129,49 @@ def test_values_computed_under_no_grad_forget_their_graph_at_their_sync(device):
     np.testing.assert_allclose(frozen.numpy(), [3.0, 6.0])
 
 
+def test_a_sync_under_no_grad_holds_nothing_for_backward(device):
+    """A sync whose values were all recorded under no_grad() gives them their buffers and
+    lets their graphs go at once: nothing is held for a backward() (no weak reference
+    kept per computed node), even though the graph reaches a weight that requires grad."""
+    from lazyarray import runtime
+    w = la.asarray([1.0, 2.0], requires_grad=True)
+    with la.no_grad():
+        state = la.asarray([0.5, 0.25])
+        state.numpy()
+        held = len(runtime.HELD)
+        for step in range(4):
+            state = la.tanh(state * w + step)
+            state.numpy()
+            assert state._node.operands == ()
+        assert len(runtime.HELD) == held
+    np.testing.assert_allclose(state.numpy(), _tanh_steps([0.5, 0.25], [1.0, 2.0], 4),
+                               rtol=1e-6)
+
+
+def test_a_long_loop_under_no_grad_keeps_its_notes_bounded(device):
+    """The tensors a no_grad() block records are noted as recorded; in a loop of many
+    steps the dead ones' notes are dropped, and what the loop computes still forgets its
+    graph at its sync."""
+    import threading
+    from lazyarray import runtime
+    w = la.asarray([1.0, 2.0], requires_grad=True)
+    with la.no_grad():
+        state = la.asarray([0.5, 0.25])
+        noted = runtime.NO_GRAD[threading.get_ident()]
+        for step in range(6000):
+            state = state * 0.5 + w
+            if step % 1000 == 999:
+                state.numpy()
+                assert state._node.operands == ()
+            assert len(noted) <= 2 * 4096 + 2
+        assert len(noted.ids) == len(noted)
+        state = state * 0.5 + w
+        assert state._node.operands != ()
+        state.numpy()
+        assert state._node.operands == ()
+    assert threading.get_ident() not in runtime.NO_GRAD
+
+
 def _tanh_steps(s, w, n):
     s, w = np.asarray(s), np.asarray(w)
     for step in range(n):

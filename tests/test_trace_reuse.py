@@ -193,6 +193,54 @@ def test_objects_are_keyed_by_their_attributes_and_class(traces):
     assert traces[0] > n
 
 
+class _Affine(la.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = la.nn.Linear(3, 3)
+        self.gain = 1.0
+
+    def forward(self, v):
+        return self.lin(v) * self.gain
+
+
+def test_a_module_is_keyed_by_its_parameters_submodules_and_attributes(traces):
+    """A model closed over by a loop body: a parameter rebound to another tensor of its
+    type reuses the trace with the new value; a plain attribute, a submodule replaced
+    by another kind, a parameter of another shape or one added trace again."""
+    model = _Affine()
+    with la.no_grad():
+        model.lin.weight.copy_(la.asarray(np.eye(3, dtype=np.float32)))
+        model.lin.bias.copy_(la.asarray(np.zeros(3, np.float32)))
+    body = lambda i, v: model(v)                     # noqa: E731
+    x = la.asarray(np.array([1.0, 2.0, 3.0], np.float32))
+
+    def run():
+        with la.no_grad():
+            return la.fori_loop(0, 2, body, x).numpy()
+    np.testing.assert_allclose(run(), [1.0, 2.0, 3.0])
+    n = traces[0]
+    np.testing.assert_allclose(run(), [1.0, 2.0, 3.0])
+    assert traces[0] == n                            # reused
+    with la.no_grad():
+        model.lin.weight.copy_(la.asarray(2 * np.eye(3, dtype=np.float32)))
+    np.testing.assert_allclose(run(), [4.0, 8.0, 12.0])
+    assert traces[0] == n                            # a tensor: reused, its new value
+    model.lin.weight = la.nn.Parameter(la.asarray(np.eye(3, dtype=np.float32)))
+    np.testing.assert_allclose(run(), [1.0, 2.0, 3.0])     # another tensor: its value
+    n = traces[0]
+    model.gain = 0.5
+    np.testing.assert_allclose(run(), [0.25, 0.5, 0.75])
+    assert traces[0] > n                             # a Python attribute: traced again
+    n = traces[0]
+    model.lin.register_buffer("extra", la.zeros(3))
+    run()
+    assert traces[0] > n                             # a buffer added: traced again
+    n = traces[0]
+    model.lin = la.nn.Identity()
+    np.testing.assert_allclose(run(), [0.25, 0.5, 0.75])
+    assert traces[0] > n                             # another submodule: traced again
+
+
 def test_what_the_key_cannot_describe_traces_every_time(traces):
     obj = _Slotted(2.0)
     body = lambda i, v: v * obj.s      # noqa: E731  (an object with __slots__)

@@ -53,22 +53,29 @@ class _BlasThreads:
                 self._libs = self._controls = None
 
     def enter(self) -> None:
+        # (every sync of a program with BLAS steps comes here: the saved counts are kept
+        # as (set, count) pairs of the libraries not at one thread, so that `exit`
+        # restores only those, with no lookups)
         with self._lock:
             self._depth += 1
             if self._depth == 1:
-                controls = self.controls()
-                self._saved = [get() for get, _ in controls]
-                for (_, set_), n in zip(controls, self._saved):
+                controls = self._controls
+                if controls is None:
+                    controls = self.controls()
+                saved = []
+                for get, set_ in controls:
+                    n = get()
                     if n != 1:
                         set_(1)
+                        saved.append((set_, n))
+                self._saved = saved
 
     def exit(self) -> None:
         with self._lock:
             self._depth -= 1
             if self._depth == 0:
-                for (_, set_), n in zip(self.controls(), self._saved):
-                    if n != 1:
-                        set_(n)
+                for set_, n in self._saved:
+                    set_(n)
 
 
 def _control(lib: Any) -> tuple:

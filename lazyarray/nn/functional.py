@@ -184,6 +184,16 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     if enable_gqa:
         key, value = _grouped(query, key), _grouped(query, value)
     if not dropout_p:
+        if type(query) is Tensor and type(key) is Tensor and type(value) is Tensor and \
+                key._state is query._state and value._state is query._state and (
+                    attn_mask is None or type(attn_mask) is Tensor
+                    and attn_mask._state is query._state):
+            # tensors of one device (a model's every layer): the nodes straight to the
+            # composite, without _sdpa's search for the device
+            return Tensor._wrap(_nn.scaled_dot_product_attention(
+                query._node, key._node, value._node,
+                None if attn_mask is None else attn_mask._node, is_causal, scale),
+                query._state)
         return _sdpa(query, key, value, attn_mask, is_causal=is_causal, scale=scale)
     # dropout needs the weights: the same graph, written out with the weights in the middle
     e = query.shape[-1]

@@ -15,6 +15,7 @@ from .module import Module, Parameter
 from ..compiler.hlo import dtypes as _D
 from ..compiler.graph.node import kept_constant
 from ..compiler.primitive import apply
+from ..ops import nn as _ops_nn
 from ..ops.nn import linear_direct
 
 
@@ -158,10 +159,14 @@ class Linear(Module):
         bias = params["bias"] if "bias" in params else self.bias
         if type(x) is Tensor and type(weight) is Tensor and x._state is weight._state and \
                 (bias is None or type(bias) is Tensor and bias._state is x._state):
-            # the nodes F.linear would record for rows of one float dtype, made directly
-            out = linear_direct(x._node, weight._node, None if bias is None else bias._node)
-            if out is not None:
-                return Tensor._wrap(out, x._state)
+            # the nodes F.linear would record for rows of one float dtype, made directly;
+            # any other input (a batch of sequences) goes to ops.nn.linear's remembered
+            # composite the same way, without F.linear's search for the device
+            b = None if bias is None else bias._node
+            out = linear_direct(x._node, weight._node, b)
+            if out is None:
+                out = _ops_nn.linear(x._node, weight._node, b)
+            return Tensor._wrap(out, x._state)
         return F.linear(x, weight, bias)
 
     def extra_repr(self) -> str:
@@ -256,7 +261,21 @@ class LayerNorm(Module):
             self.weight = self.bias = None
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        params = self._parameters          # read directly: no attribute miss per call
+        weight = params["weight"] if "weight" in params else self.weight
+        bias = params["bias"] if "bias" in params else self.bias
+        if type(x) is Tensor and _same_device(weight, x) and _same_device(bias, x):
+            # what F.layer_norm does for tensors of one device, without its search for
+            # the device and the nodes (every block of a model, at every token)
+            return Tensor._wrap(_ops_nn.layer_norm(
+                x._node, self.normalized_shape, None if weight is None else weight._node,
+                None if bias is None else bias._node, self.eps), x._state)
+        return F.layer_norm(x, self.normalized_shape, weight, bias, self.eps)
+
+
+def _same_device(p: Any, x: Tensor) -> bool:
+    """Whether an optional parameter is absent or a tensor on x's device."""
+    return p is None or (type(p) is Tensor and p._state is x._state)
 
 
 class _BatchNorm(Module):
@@ -361,7 +380,14 @@ class Embedding(Module):
                    **kwargs)
 
     def forward(self, indices: Any) -> Tensor:
-        return F.embedding(indices, self.weight, self.padding_idx)
+        params = self._parameters          # read directly: no attribute miss per call
+        weight = params["weight"] if "weight" in params else self.weight
+        if self.padding_idx is None and type(indices) is Tensor and type(weight) is Tensor \
+                and indices._state is weight._state:
+            # F.embedding's rows for tensors of one device, without its search for the
+            # device (a decoder's token and position tables, at every token)
+            return Tensor._wrap(_ops_nn.embedding(indices._node, weight._node), weight._state)
+        return F.embedding(indices, weight, self.padding_idx)
 
 
 def count_parameters(module: Module) -> int:
