@@ -2,7 +2,6 @@
 `parameters()` and `state_dict()` under the index or key: `layers.0.weight`)."""
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any, Iterable, Iterator, Optional
 
 from ..tensor import Tensor
