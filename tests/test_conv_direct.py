@@ -229,3 +229,38 @@ def test_avx2_blocking_computes_the_same(monkeypatch):
                 np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5 * scale)
     finally:
         la.runtime.clear_caches()       # no program built for the pretend CPU stays cached
+
+
+def _tanh_gradients(x, w, kw, device=None):
+    xl, wl = la.asarray(x, device=device), la.asarray(w, device=device)
+    with la.GradientTape() as tape:
+        tape.watch(xl)
+        tape.watch(wl)
+        loss = (la.tanh(conv2d(xl, wl, **kw)) * 3).sum()
+    return tape.gradient(loss, [xl, wl])
+
+
+def _operands(text: str, op: str) -> list:
+    """The operand names of each `op` instruction in an HLO text."""
+    out = []
+    for line in text.splitlines():
+        if f" {op}(" in line:
+            args = line.split(f" {op}(")[1].split(")")[0].split(", ")
+            out.append([a.split(" ")[-1] for a in args])
+    return out
+
+
+@pytest.mark.parametrize("xs,ws,kw", [SHAPES[i] for i in (0, 2, 3, 11, 12)], ids=str)
+def test_weight_gradient_reads_the_padded_output_gradient(xs, ws, kw):
+    """Without window strides the input gradient convolves g padded; the weight gradient
+    reads g's window in that same buffer, so that g is written once, padded, by its
+    producer (no kernel that only pads g)."""
+    x, w = _inputs(xs, ws, np.float32, seed=4)
+    got = _tanh_gradients(x, w, kw)
+    text = la.debug.ir(got, stage="optimized_hlo")
+    g_read = _operands(text, "direct_filter_grad")[0][1]
+    assert any(ops[0] == g_read for ops in _operands(text, "direct_convolution")), text
+    want = _tanh_gradients(x, w, kw, device="interpreter")
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5,
+                                   atol=1e-5 * np.abs(b.numpy()).max())

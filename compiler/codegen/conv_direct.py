@@ -195,11 +195,13 @@ def _hsum(b, v: ir.Value, lanes: int) -> ir.Value:
 
 def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
                 strides: tuple, dilation: tuple, blk: FilterBlocking, taps: tuple,
-                registers: int = 32) -> None:
+                g_offset: tuple, g_size: tuple, registers: int = 32) -> None:
     """gW[o, c, ky, kx] for the block's channels and `taps`, at `index` = (channel block,
-    input channel): sums over n, y and the row's vectors of g[n, o, y, x] * xp[...]."""
+    input channel): sums over n, y and the row's vectors of g[n, o, y, x] * xp[...], g
+    the (Ho, Wo) window at `g_offset` of the operand's (Hg, Wg) rows and columns."""
     b = e.b
-    (n_, c_, hp, wp), (_, o_, ho, wo), (_, _, kh, kw) = shapes
+    (n_, c_, hp, wp), (_, o_, hg, wg), (_, _, kh, kw) = shapes
+    (ho, wo), (oy, ox) = g_size, g_offset
     sy, sx = strides
     dy, dx = dilation
     ft = storage_type(dtype)
@@ -226,6 +228,16 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
         return b.shuffle_vector(b.load(ptr, typ=wide, align=align),
                                 ir.Constant(wide, ir.Undefined), pick)
 
+    def load_g(at: ir.Value) -> ir.Value:
+        """One vector of g from `at`: pv rows of `part`, joined where g's rows are wider
+        than the window (padded), one load where they lie one after the other."""
+        if pv == 1 or wg == wo:
+            return b.load(b.gep(operands[1], [at], inbounds=True, source_etype=ft), typ=vt,
+                          align=align)
+        return _joined(b, [b.load(b.gep(operands[1], [b.add(at, const(p * wg))],
+                                        inbounds=True, source_etype=ft), typ=pt, align=align)
+                           for p in range(pv)])
+
     # rows of g per iteration when whole rows are not packed: two, where they divide and
     # fit the registers, so that an input vector serves both rows' taps it meets
     per = 2 if pv == 1 and ho % 2 == 0 and blk.ob * (len(taps) + 2) < registers else 1
@@ -235,7 +247,8 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
         yg * per ... (yg + 1) * per - 1, one vector a row."""
         accs = list(accs)
         y = b.mul(yg, const(pv * per)) if pv * per > 1 else yg
-        g_row = b.mul(b.add(b.mul(b.add(b.mul(n, const(o_)), o0), const(ho)), y), const(wo))
+        g_row = b.add(b.mul(b.add(b.mul(b.add(b.mul(n, const(o_)), o0), const(hg)),
+                              b.add(y, const(oy))), const(wg)), const(ox))
         x_plane = b.mul(b.add(b.mul(n, const(c_)), c), const(hp * wp), flags=("nsw",))
         x_top = b.add(x_plane, b.mul(y, const(sy * wp)))
         for x0, seen in vectors:
@@ -243,9 +256,7 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
             for r in range(per):
                 gs.append([])
                 for k in range(blk.ob):
-                    at = b.add(g_row, const(k * ho * wo + r * wo + x0))
-                    gv = b.load(b.gep(operands[1], [at], inbounds=True, source_etype=ft),
-                                typ=vt, align=align)
+                    gv = load_g(b.add(g_row, const(k * hg * wg + r * wg + x0)))
                     if seen:    # lanes the vector before summed already: zero here
                         keep = ir.Constant(ir.VectorType(ir.IntType(1), blk.v),
                                            [ir.Constant(ir.IntType(1), int(l >= seen))

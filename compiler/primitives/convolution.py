@@ -207,19 +207,26 @@ def _lhs_cotangent(g, lhs, rhs, a):
         if all(d == 1 for d in a["lhs_dilation"]):
             return _phase_cotangent(g, lhs, rhs, a)
         return _col2im_cotangent(g, lhs, rhs, a)
-    nsp = lhs.ndim - 2
-    low, high = [], []
-    for i in range(nsp):
-        n, k, y = lhs.shape[2 + i], rhs.shape[2 + i], g.shape[2 + i]
-        ld, kd = dilated(n, a["lhs_dilation"][i]), dilated(k, a["rhs_dilation"][i])
-        before = kd - 1 - a["padding_low"][i]
-        low.append(before)
-        high.append(ld + kd - 1 - dilated(y, a["window_strides"][i]) - before)
+    low, high = lhs_cotangent_padding(lhs.shape, rhs.shape[2:], g.shape, a)
     return apply("convolution", g, _flip_kernel(rhs, a["feature_group_count"]),
                  window_strides=tuple(a["lhs_dilation"]), padding_low=tuple(low),
                  padding_high=tuple(high), lhs_dilation=tuple(a["window_strides"]),
                  rhs_dilation=tuple(a["rhs_dilation"]),
                  feature_group_count=a["feature_group_count"])
+
+
+def lhs_cotangent_padding(lhs_shape: tuple, kernel: tuple, g_shape: tuple, a: dict) -> tuple:
+    """(low, high): the padding of g in the convolution that carries it back to the input
+    (a convolution without window strides). The CPU's weight gradient reads g from that
+    same padded buffer (compiler/primitives/conv_direct.py)."""
+    low, high = [], []
+    for i in range(len(kernel)):
+        n, k, y = lhs_shape[2 + i], kernel[i], g_shape[2 + i]
+        ld, kd = dilated(n, a["lhs_dilation"][i]), dilated(k, a["rhs_dilation"][i])
+        before = kd - 1 - a["padding_low"][i]
+        low.append(before)
+        high.append(ld + kd - 1 - dilated(y, a["window_strides"][i]) - before)
+    return tuple(low), tuple(high)
 
 
 def _phase_taps(k: int, s: int, d: int, r: int, size: int, y: int, lo: int,
