@@ -264,3 +264,27 @@ def test_weight_gradient_reads_the_padded_output_gradient(xs, ws, kw):
     for a, b in zip(got, want):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5,
                                    atol=1e-5 * np.abs(b.numpy()).max())
+
+
+@pytest.mark.parametrize("xs,ws,kw", [((8, 16, 32, 32), (16, 3, 3), dict(padding=1)),
+                                      ((6, 24, 20, 20), (8, 3, 3), dict(stride=2, padding=1)),
+                                      ((24, 64, 8, 8), (64, 1, 1), dict())], ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_weight_gradient_over_tiles_of_the_batch(xs, ws, kw, dtype):
+    """Batches whose input planes pass conv_direct.TILE_BYTES: the weight gradient runs
+    over tiles of images (each channel block's tiles in order, the first storing, the
+    others adding) and matches the interpreter and PyTorch."""
+    itemsize = np.dtype(dtype).itemsize
+    plane = xs[1] * (xs[2] + 2 * kw.get("padding", 0) + 2) * (xs[3] + 2) * itemsize
+    blk = conv_direct.filter_blocking(ws[0], ws[1:], 8, 8, itemsize, 64, 32, xs[0], plane)
+    assert blk.nt and blk.n_nt * blk.nt == xs[0] and blk.n_nt > 1
+    x, w = _inputs(xs, ws, dtype, seed=5)
+    _, (gx, gw) = _gradients(x, w, kw)
+    _, want = _gradients(x, w, kw, device="interpreter")
+    torch = pytest.importorskip("torch")
+    xt, wt = (torch.from_numpy(a).requires_grad_() for a in (x, w))
+    yt = torch.nn.functional.conv2d(xt, wt, **kw)
+    (yt * yt).sum().backward()
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for other in (want[1].numpy(), wt.grad.numpy()):
+        np.testing.assert_allclose(gw.numpy(), other, rtol=tol, atol=tol * np.abs(other).max())

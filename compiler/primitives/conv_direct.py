@@ -201,9 +201,11 @@ def _filter_loops(ins, operands):
     from ..codegen import conv_direct, llvm_target
     xp, g = operands
     wide = llvm_target.has_feature("avx512f")
+    plane = int(np.prod(xp.shape[1:])) * ins.dtype.itemsize
     blk = conv_direct.filter_blocking(g.shape[1], tuple(ins.attrs["kernel_size"]),
                                       *ins.attrs["g_size"], ins.dtype.itemsize,
-                                      64 if wide else 32, 32 if wide else 16)
+                                      64 if wide else 32, 32 if wide else 16,
+                                      xp.shape[0], plane)
     shapes = (xp.shape, g.shape, ins.shape)
     a = ins.attrs
     loops = []
@@ -213,8 +215,10 @@ def _filter_loops(ins, operands):
                                     tuple(a["window_strides"]), tuple(a["rhs_dilation"]), blk,
                                     taps, tuple(a["g_offset"]), tuple(a["g_size"]),
                                     32 if wide else 16)
-        work = blk.ob * len(taps) * g.shape[0] * int(np.prod(a["g_size"]))
-        loops.append(Loop((blk.n_ob, xp.shape[1]), (), body, work=work))
+        images = blk.nt or g.shape[0]
+        work = blk.ob * len(taps) * images * int(np.prod(a["g_size"]))
+        space = tuple(xp.shape[1] if d is None else d for d in blk.space)
+        loops.append(Loop(space, (1,) if blk.nt else (), body, work=work))
     return loops
 
 
