@@ -288,3 +288,21 @@ def test_weight_gradient_over_tiles_of_the_batch(xs, ws, kw, dtype):
     tol = 1e-5 if dtype == np.float32 else 1e-12
     for other in (want[1].numpy(), wt.grad.numpy()):
         np.testing.assert_allclose(gw.numpy(), other, rtol=tol, atol=tol * np.abs(other).max())
+
+
+@pytest.mark.parametrize("xs,ws,kw", [SHAPES[i] for i in (1, 4, 6, 13)], ids=str)
+def test_strided_input_gradient_interleaves_the_phases(xs, ws, kw):
+    """A strided convolution's input gradient weaves its phases' convolutions together
+    (a stack reshaped to the input: one read per element) instead of summing pads with
+    holes (each computing its index, test and clamp per element); the values match."""
+    x, w = _inputs(xs, ws, np.float32, seed=6)
+    got = _tanh_gradients(x, w, kw)
+    text = la.debug.ir([got[0]], stage="optimized_hlo")
+    holes = [line for line in text.splitlines() if " pad(" in line
+             and "interior_padding={" in line
+             and set(line.split("interior_padding={")[1].split("}")[0].split(",")) != {"0"}]
+    assert not holes, holes
+    want = _tanh_gradients(x, w, kw, device="interpreter")
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5,
+                                   atol=1e-5 * np.abs(b.numpy()).max())

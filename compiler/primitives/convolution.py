@@ -256,13 +256,12 @@ def _phase_cotangent(g, lhs, rhs, a):
     every q. Each phase is a plain convolution (the CPU's direct loop; elsewhere im2col
     and a product over no holes) over the input's own positions only (not the padding:
     its rows are as long as g's, not one longer), and the phases interleave into the
-    input (pads with holes, one add each: they never overlap)."""
+    input (`_interleaved`; pads with holes, one add each, where the padding crops)."""
     groups, nsp = a["feature_group_count"], lhs.ndim - 2
     kernel, strides, dil = tuple(rhs.shape[2:]), a["window_strides"], a["rhs_dilation"]
     sizes = tuple(lhs.shape[2:])
     grid = tuple(sizes[i] + a["padding_low"][i] + a["padding_high"][i] for i in range(nsp))
-    zero = A.const(0, g.dtype)
-    total = None
+    parts = []                  # (phase's dims, its convolution)
     for phase in itertools.product(*[range(st) for st in strides]):
         dims = [_phase_taps(kernel[i], strides[i], dil[i], phase[i], grid[i], g.shape[2 + i],
                             a["padding_low"][i], sizes[i]) for i in range(nsp)]
@@ -276,13 +275,62 @@ def _phase_cotangent(g, lhs, rhs, a):
                      padding_low=tuple(d[4] for d in dims),
                      padding_high=tuple(d[5] for d in dims), lhs_dilation=(1,) * nsp,
                      rhs_dilation=tuple(d[3] for d in dims), feature_group_count=groups)
+        parts.append((dims, part))
+    if not parts:
+        return A.zeros_like(lhs)
+    if all(lo >= 0 for lo in a["padding_low"]) and all(
+            d[7] < st for dims, _ in parts for d, st in zip(dims, strides)):
+        return _interleaved(parts, lhs, strides)
+    zero = A.const(0, g.dtype)
+    total = None
+    for dims, part in parts:
         placed = apply("pad", part, zero, edge_padding_low=(0, 0) + tuple(d[7] for d in dims),
                        edge_padding_high=(0, 0) + tuple(
                            size - d[7] - (d[6] - 1) * st - 1
                            for size, d, st in zip(sizes, dims, strides)),
                        interior_padding=(0, 0) + tuple(st - 1 for st in strides))
         total = placed if total is None else A.add(total, placed)
-    return A.zeros_like(lhs) if total is None else total
+    return total
+
+
+def _interleaved(parts: list, lhs, strides: tuple):
+    """The phases' gradients woven into the input's shape: along each dimension, the
+    phase whose first input position is j < s fills positions j, j + s, ... Each part,
+    padded at its end to m = ceil(n / s) positions, is one block of a
+    (N, C, m0, s0, m1, s1, ...) stack (concatenates along the s axes, zeros for a phase
+    that no tap reaches), reshaped to (N, C, m0 * s0, ...) and cut to the input's size.
+    A reader of the result loads one part per element (selects between the parts), where
+    pads with holes, summed, computed each part's index, test and clamp per element."""
+    n, c = lhs.shape[:2]
+    sizes = tuple(lhs.shape[2:])
+    m = tuple(-(-size // st) for size, st in zip(sizes, strides))
+    block = (n, c) + tuple(x for mi in m for x in (mi, 1))
+    zero = A.const(0, lhs.dtype)
+    by_start = {}
+    for dims, part in parts:
+        filled = apply("pad", part, zero, edge_padding_low=(0,) * part.ndim,
+                       edge_padding_high=(0, 0) + tuple(mi - d[6] for mi, d in zip(m, dims)),
+                       interior_padding=(0,) * part.ndim)
+        by_start[tuple(d[7] for d in dims)] = A.reshape(filled, block)
+
+    def stack(prefix: tuple, axis: int):
+        """The (..., m_i, s_i, ...) stack of the phases starting at prefix + (j, ...)."""
+        if axis == len(strides):
+            return by_start.get(prefix, None)
+        pieces = [stack(prefix + (j,), axis + 1) for j in range(strides[axis])]
+        if all(p is None for p in pieces):
+            return None
+        shape = list(block)
+        for k in range(axis + 1, len(strides)):
+            shape[3 + 2 * k] = strides[k]
+        pieces = [A.full(0, tuple(shape), lhs.dtype) if p is None else p for p in pieces]
+        return apply("concatenate", *pieces, dimension=3 + 2 * axis)
+
+    woven = A.reshape(stack((), 0), (n, c) + tuple(mi * st for mi, st in zip(m, strides)))
+    if woven.shape == lhs.shape:
+        return woven
+    return apply("slice", woven, start_indices=(0,) * lhs.ndim, limit_indices=lhs.shape,
+                 strides=(1,) * lhs.ndim)
 
 
 def _col2im_cotangent(g, lhs, rhs, a):
