@@ -297,8 +297,8 @@ def _interleaved(parts: list, lhs, strides: tuple):
     """The phases' gradients woven into the input's shape: along each dimension, the
     phase whose first input position is j < s fills positions j, j + s, ... Each part,
     padded at its end to m = ceil(n / s) positions, is one block of a
-    (N, C, m0, s0, m1, s1, ...) stack (concatenates along the s axes, zeros for a phase
-    that no tap reaches), reshaped to (N, C, m0 * s0, ...) and cut to the input's size.
+    (N, C, m0, s0, m1, s1, ...) stack (concatenates along the s axes, padded with zeros
+    for phases that no tap reaches), reshaped to (N, C, m0 * s0, ...) and cut to the input's size.
     A reader of the result loads one part per element (selects between the parts), where
     pads with holes, summed, computed each part's index, test and clamp per element."""
     n, c = lhs.shape[:2]
@@ -314,23 +314,42 @@ def _interleaved(parts: list, lhs, strides: tuple):
         by_start[tuple(d[7] for d in dims)] = A.reshape(filled, block)
 
     def stack(prefix: tuple, axis: int):
-        """The (..., m_i, s_i, ...) stack of the phases starting at prefix + (j, ...)."""
+        """The (..., m_i, s_i, ...) stack of the phases starting at prefix + (j, ...);
+        each run of present phases one concatenate, padded with zeros along the s axis
+        where phases are missing (no tap reaches them)."""
         if axis == len(strides):
             return by_start.get(prefix, None)
         pieces = [stack(prefix + (j,), axis + 1) for j in range(strides[axis])]
-        if all(p is None for p in pieces):
-            return None
-        shape = list(block)
-        for k in range(axis + 1, len(strides)):
-            shape[3 + 2 * k] = strides[k]
-        pieces = [A.full(0, tuple(shape), lhs.dtype) if p is None else p for p in pieces]
-        return apply("concatenate", *pieces, dimension=3 + 2 * axis)
+        dim, total = 3 + 2 * axis, None
+        for first, end in _runs(pieces):
+            run = pieces[first:end]
+            part = run[0] if len(run) == 1 else apply("concatenate", *run, dimension=dim)
+            if end - first < strides[axis]:
+                low = [0] * part.ndim
+                high = [0] * part.ndim
+                low[dim], high[dim] = first, strides[axis] - end
+                part = apply("pad", part, zero, edge_padding_low=tuple(low),
+                             edge_padding_high=tuple(high), interior_padding=(0,) * part.ndim)
+            total = part if total is None else A.add(total, part)
+        return total
 
     woven = A.reshape(stack((), 0), (n, c) + tuple(mi * st for mi, st in zip(m, strides)))
     if woven.shape == lhs.shape:
         return woven
     return apply("slice", woven, start_indices=(0,) * lhs.ndim, limit_indices=lhs.shape,
                  strides=(1,) * lhs.ndim)
+
+
+def _runs(pieces: list) -> list:
+    """[first, end) of each run of consecutive pieces that are not None."""
+    runs, first = [], None
+    for j, p in enumerate(pieces + [None]):
+        if p is not None and first is None:
+            first = j
+        elif p is None and first is not None:
+            runs.append((first, j))
+            first = None
+    return runs
 
 
 def _col2im_cotangent(g, lhs, rhs, a):
