@@ -181,13 +181,19 @@ class FilterBlocking:
 TILE_BYTES = 256 << 10
 
 
-def images_per_tile(n: int, plane_bytes: int, n_ob: int) -> int:
+# Output-gradient planes smaller than this many elements: no tiles (a tile's body call
+# then runs few row iterations, and its horizontal sums and partial stores weigh: the
+# 8x8 planes of the CNN's last stage were ~8% slower in tiles, A/B in one process).
+MIN_TILED_PLANE = 256
+
+
+def images_per_tile(n: int, plane_bytes: int, n_ob: int, g_plane: int = MIN_TILED_PLANE) -> int:
     """The largest divisor of the batch n whose input planes fit TILE_BYTES; 0 where
-    tiles gain nothing (one tile, or one channel block: the loop's outer dimension,
-    split over threads, would be the ordered tiles)."""
+    tiles gain nothing (one tile; one channel block: the loop's outer dimension, split
+    over threads, would be the ordered tiles; small output-gradient planes)."""
     fit = max(d for d in range(1, n + 1)
               if n % d == 0 and (d == 1 or d * plane_bytes <= TILE_BYTES))
-    return 0 if fit >= n or n_ob < 2 else fit
+    return 0 if fit >= n or n_ob < 2 or g_plane < MIN_TILED_PLANE else fit
 
 
 def filter_blocking(o: int, kernel: tuple, ho: int, wo: int, itemsize: int,
@@ -207,7 +213,7 @@ def filter_blocking(o: int, kernel: tuple, ho: int, wo: int, itemsize: int,
     if 2 * ob <= most:
         ob = most
     n_ob = -(-o // ob)
-    nt = images_per_tile(n, plane_bytes, n_ob) if plane_bytes else 0
+    nt = images_per_tile(n, plane_bytes, n_ob, ho * wo) if plane_bytes else 0
     return FilterBlocking(ob, groups, v, n_ob, pv, nt, n // nt if nt else 1)
 
 
