@@ -298,9 +298,10 @@ def _interleaved(parts: list, lhs, strides: tuple):
     phase whose first input position is j < s fills positions j, j + s, ... Each part,
     padded at its end to m = ceil(n / s) positions, is one block of a
     (N, C, m0, s0, m1, s1, ...) stack (concatenates along the s axes, padded with zeros
-    for phases that no tap reaches), reshaped to (N, C, m0 * s0, ...) and cut to the input's size.
-    A reader of the result loads one part per element (selects between the parts), where
-    pads with holes, summed, computed each part's index, test and clamp per element."""
+    for phases that no tap reaches), reshaped to (N, C, m0 * s0, ...) and cut to the
+    input's size. A reader of the result loads one part per element (selects between
+    the parts), where pads with holes, summed, computed each part's index, test and
+    clamp per element."""
     n, c = lhs.shape[:2]
     sizes = tuple(lhs.shape[2:])
     m = tuple(-(-size // st) for size, st in zip(sizes, strides))
@@ -308,36 +309,43 @@ def _interleaved(parts: list, lhs, strides: tuple):
     zero = A.const(0, lhs.dtype)
     by_start = {}
     for dims, part in parts:
-        filled = apply("pad", part, zero, edge_padding_low=(0,) * part.ndim,
-                       edge_padding_high=(0, 0) + tuple(mi - d[6] for mi, d in zip(m, dims)),
-                       interior_padding=(0,) * part.ndim)
-        by_start[tuple(d[7] for d in dims)] = A.reshape(filled, block)
+        short = (0, 0) + tuple(mi - d[6] for mi, d in zip(m, dims))
+        if any(short):
+            part = apply("pad", part, zero, edge_padding_low=(0,) * part.ndim,
+                         edge_padding_high=short, interior_padding=(0,) * part.ndim)
+        by_start[tuple(d[7] for d in dims)] = A.reshape(part, block)
 
-    def stack(prefix: tuple, axis: int):
-        """The (..., m_i, s_i, ...) stack of the phases starting at prefix + (j, ...);
-        each run of present phases one concatenate, padded with zeros along the s axis
-        where phases are missing (no tap reaches them)."""
-        if axis == len(strides):
-            return by_start.get(prefix, None)
-        pieces = [stack(prefix + (j,), axis + 1) for j in range(strides[axis])]
-        dim, total = 3 + 2 * axis, None
-        for first, end in _runs(pieces):
-            run = pieces[first:end]
-            part = run[0] if len(run) == 1 else apply("concatenate", *run, dimension=dim)
-            if end - first < strides[axis]:
-                low = [0] * part.ndim
-                high = [0] * part.ndim
-                low[dim], high[dim] = first, strides[axis] - end
-                part = apply("pad", part, zero, edge_padding_low=tuple(low),
-                             edge_padding_high=tuple(high), interior_padding=(0,) * part.ndim)
-            total = part if total is None else A.add(total, part)
-        return total
-
-    woven = A.reshape(stack((), 0), (n, c) + tuple(mi * st for mi, st in zip(m, strides)))
+    # (a module-level recursion: a nested recursive function is a reference cycle that
+    # keeps the step's nodes, and so its tensors' buffers, alive until the cyclic
+    # collector runs, and a buffer still referenced is not donated to the next step)
+    woven = A.reshape(_stack(by_start, strides, zero, (), 0),
+                      (n, c) + tuple(mi * st for mi, st in zip(m, strides)))
     if woven.shape == lhs.shape:
         return woven
     return apply("slice", woven, start_indices=(0,) * lhs.ndim, limit_indices=lhs.shape,
                  strides=(1,) * lhs.ndim)
+
+
+def _stack(by_start: dict, strides: tuple, zero, prefix: tuple, axis: int):
+    """The (..., m_i, s_i, ...) stack of the phases starting at prefix + (j, ...) (None if
+    none does); each run of present phases one concatenate, padded with zeros along the
+    s axis where phases are missing (no tap reaches them)."""
+    if axis == len(strides):
+        return by_start.get(prefix, None)
+    pieces = [_stack(by_start, strides, zero, prefix + (j,), axis + 1)
+              for j in range(strides[axis])]
+    dim, total = 3 + 2 * axis, None
+    for first, end in _runs(pieces):
+        run = pieces[first:end]
+        part = run[0] if len(run) == 1 else apply("concatenate", *run, dimension=dim)
+        if end - first < strides[axis]:
+            low = [0] * part.ndim
+            high = [0] * part.ndim
+            low[dim], high[dim] = first, strides[axis] - end
+            part = apply("pad", part, zero, edge_padding_low=tuple(low),
+                         edge_padding_high=tuple(high), interior_padding=(0,) * part.ndim)
+        total = part if total is None else A.add(total, part)
+    return total
 
 
 def _runs(pieces: list) -> list:
