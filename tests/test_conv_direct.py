@@ -229,3 +229,114 @@ def test_avx2_blocking_computes_the_same(monkeypatch):
                 np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-5, atol=1e-5 * scale)
     finally:
         la.runtime.clear_caches()       # no program built for the pretend CPU stays cached
+
+
+def _tanh_gradients(x, w, kw, device=None):
+    xl, wl = la.asarray(x, device=device), la.asarray(w, device=device)
+    with la.GradientTape() as tape:
+        tape.watch(xl)
+        tape.watch(wl)
+        loss = (la.tanh(conv2d(xl, wl, **kw)) * 3).sum()
+    return tape.gradient(loss, [xl, wl])
+
+
+def _operands(text: str, op: str) -> list:
+    """The operand names of each `op` instruction in an HLO text."""
+    out = []
+    for line in text.splitlines():
+        if f" {op}(" in line:
+            args = line.split(f" {op}(")[1].split(")")[0].split(", ")
+            out.append([a.split(" ")[-1] for a in args])
+    return out
+
+
+@pytest.mark.parametrize("xs,ws,kw,shared", [
+    ((2, 16, 32, 32), (16, 3, 3), dict(padding=1), True),
+    ((2, 3, 8, 20), (4, 3, 3), dict(padding=1), True),
+    ((1, 4, 6, 33), (5, 3, 3), dict(padding=(1, 2)), True),
+    ((2, 4, 10, 16), (6, 3, 3), dict(padding=2, dilation=2), True),
+    ((2, 8, 8, 8), (64, 3, 3), dict(padding=1), False)], ids=str)   # rows packed in vectors
+def test_weight_gradient_reads_the_padded_output_gradient(xs, ws, kw, shared):
+    """Without window strides the input gradient convolves g padded; the weight gradient
+    reads g's window in that same buffer, so that g is written once, padded, by its
+    producer (no kernel that only pads g). Rows narrower than 64 bytes (packed several
+    to a vector) read g itself."""
+    x, w = _inputs(xs, ws, np.float32, seed=4)
+    got = _tanh_gradients(x, w, kw)
+    text = la.debug.ir(got, stage="optimized_hlo")
+    g_read = _operands(text, "direct_filter_grad")[0][1]
+    assert shared == any(ops[0] == g_read for ops in _operands(text, "direct_convolution"))
+    want = _tanh_gradients(x, w, kw, device="interpreter")
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5,
+                                   atol=1e-5 * np.abs(b.numpy()).max())
+
+
+@pytest.mark.parametrize("xs,ws,kw", [((8, 16, 32, 32), (16, 3, 3), dict(padding=1)),
+                                      ((6, 24, 32, 32), (8, 3, 3), dict(stride=2, padding=1)),
+                                      ((24, 64, 16, 16), (64, 1, 1), dict())], ids=str)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_weight_gradient_over_tiles_of_the_batch(xs, ws, kw, dtype):
+    """Batches whose input planes pass conv_direct.TILE_BYTES: the weight gradient runs
+    over tiles of images (each channel block's tiles in order, the first storing, the
+    others adding) and matches the interpreter and PyTorch."""
+    itemsize = np.dtype(dtype).itemsize
+    pad, stride = kw.get("padding", 0), kw.get("stride", 1)
+    plane = xs[1] * (xs[2] + 2 * pad) * (xs[3] + 2 * pad) * itemsize
+    ho = (xs[2] + 2 * pad - ws[1]) // stride + 1
+    blk = conv_direct.filter_blocking(ws[0], ws[1:], ho, ho, itemsize, 64, 32, xs[0], plane)
+    assert blk.nt and blk.n_nt * blk.nt == xs[0] and blk.n_nt > 1
+    x, w = _inputs(xs, ws, dtype, seed=5)
+    _, (gx, gw) = _gradients(x, w, kw)
+    _, want = _gradients(x, w, kw, device="interpreter")
+    torch = pytest.importorskip("torch")
+    xt, wt = (torch.from_numpy(a).requires_grad_() for a in (x, w))
+    yt = torch.nn.functional.conv2d(xt, wt, **kw)
+    (yt * yt).sum().backward()
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for other in (want[1].numpy(), wt.grad.numpy()):
+        np.testing.assert_allclose(gw.numpy(), other, rtol=tol, atol=tol * np.abs(other).max())
+
+
+@pytest.mark.parametrize("xs,ws,kw", [SHAPES[i] for i in (1, 4, 6, 13)], ids=str)
+def test_strided_input_gradient_interleaves_the_phases(xs, ws, kw):
+    """A strided convolution's input gradient weaves its phases' convolutions together
+    (a stack reshaped to the input: one read per element) instead of summing pads with
+    holes (each computing its index, test and clamp per element); the values match."""
+    x, w = _inputs(xs, ws, np.float32, seed=6)
+    got = _tanh_gradients(x, w, kw)
+    text = la.debug.ir([got[0]], stage="optimized_hlo")
+    holes = [line for line in text.splitlines() if " pad(" in line
+             and "interior_padding={" in line
+             and set(line.split("interior_padding={")[1].split("}")[0].split(",")) != {"0"}]
+    assert not holes, holes
+    want = _tanh_gradients(x, w, kw, device="interpreter")
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5,
+                                   atol=1e-5 * np.abs(b.numpy()).max())
+
+
+def test_interleaving_the_phases_leaves_no_reference_cycle():
+    """Building a strided input gradient leaves no garbage cycle: a cycle holding the
+    step's nodes keeps their tensors' buffers alive until the cyclic collector runs, and
+    a buffer still referenced is not donated to the next step (a profiled CNN step then
+    compiled its program again, its donations changed)."""
+    import gc
+    from lazyarray.compiler.graph.node import Node
+    from lazyarray.compiler.hlo import dtypes as D
+    from lazyarray.compiler.primitives.convolution import _conv_vjp
+    g = Node("parameter", (), (2, 6, 4, 4), D.float32, {})
+    lhs = Node("parameter", (), (2, 3, 8, 8), D.float32, {})
+    rhs = Node("parameter", (), (6, 3, 3, 3), D.float32, {})
+    attrs = dict(window_strides=(2, 2), padding_low=(1, 1), padding_high=(1, 1),
+                 lhs_dilation=(1, 1), rhs_dilation=(1, 1), feature_group_count=1)
+    gc.collect()
+    gc.disable()
+    try:
+        dx, _ = _conv_vjp(g, g, lhs, rhs, **attrs)
+        assert dx.shape == lhs.shape
+        del dx
+        found = gc.collect()
+    finally:
+        gc.enable()
+    assert found == 0

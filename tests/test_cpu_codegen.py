@@ -255,3 +255,53 @@ def test_concatenate_along_the_innermost_dimension_vectorizes() -> None:
     text = _DEVICE.stage(_concat_module((256, 256, 256), 96, "scale"), "llvm")
     assert "<8 x float>" in text or "<16 x float>" in text, "the pieces did not vectorize"
     assert " select " not in text.split("define", 1)[1], "a per-element select remains"
+
+
+def _pad_module(shape: tuple, low: tuple, high: tuple, interior: tuple,
+                dtype: D.DType = D.float32, op: str = "maximum") -> Module:
+    """op(x, 0) padded with zeros (the padding of a convolution's input or output
+    gradient, fused with its producer)."""
+    from lazyarray.compiler.hlo.literal import Literal
+    from lazyarray.compiler.hlo.module import Instruction as I
+    out = tuple(n + lo + hi + max(n - 1, 0) * it for n, lo, hi, it in
+                zip(shape, low, high, interior))
+    ins = [I("parameter", (), shape, dtype, {"number": 0}),
+           I("constant", (), (), dtype, {"value": Literal(np.zeros((), dtype.np))}),
+           I("broadcast_in_dim", (1,), shape, dtype, {"shape": shape,
+                                                      "broadcast_dimensions": ()}),
+           I(op, (0, 2), shape, dtype, {}),
+           I("pad", (3, 1), out, dtype, {"edge_padding_low": low, "edge_padding_high": high,
+                                         "interior_padding": interior})]
+    return Module("pad", ins, [4])
+
+
+@pytest.mark.parametrize("shape,low,high,interior", [
+    ((4, 3, 16, 16), (0, 0, 1, 1), (0, 0, 1, 1), (0, 0, 0, 0)),      # a 3x3 convolution's
+    ((2, 5, 7, 5), (0, 0, 1, 2), (0, 0, 2, 3), (0, 0, 0, 0)),        # rows under a vector
+    ((3, 40), (1, 0), (0, 37), (0, 0)),                              # the right edge only
+    ((3, 40), (0, 9), (2, 0), (0, 0)),                               # the left edge only
+    ((3, 40), (0, -3), (0, 5), (0, 0)),                              # a crop: no split
+    ((3, 9, 10), (0, 1, 1), (0, 0, 1), (0, 0, 1)),                   # holes: no split
+    ((1, 1, 1, 1), (0, 0, 2, 2), (0, 0, 2, 2), (0, 0, 0, 0)),
+    ((6, 8), (1, 0), (1, 0), (0, 0))])                               # the rows only
+def test_pad_along_the_loops_innermost_dimension_matches_interpreter(
+        shape: tuple, low: tuple, high: tuple, interior: tuple) -> None:
+    """The innermost loop split where x starts and ends (index_rules.pad_pieces): the fill
+    in the padding, x read plainly between, the interpreter's values bit for bit."""
+    for dtype in (D.float32, D.int32):
+        m = _pad_module(shape, low, high, interior, dtype)
+        args = [np.random.default_rng(7).integers(-9, 9, shape).astype(dtype.np)]
+        want = InterpreterDevice().compile(m).run(args)
+        got = _DEVICE.compile(m).run(args)
+        assert np.array_equal(np.asarray(got[0]), np.asarray(want[0])), (shape, dtype)
+
+
+def test_pad_along_the_innermost_dimension_vectorizes() -> None:
+    """Rows padded at both ends: the piece inside x is a loop of vector loads and stores,
+    with no clamp or select per element (a clamped, selected read per element kept the
+    pads of the CNN's convolution gradients scalar)."""
+    text = _DEVICE.stage(_pad_module((64, 128), (0, 1), (0, 1), (0, 0), op="add"), "llvm")
+    body = text.split("define", 1)[1]      # x + 0: x padded, each row x's row copied
+    assert any(s in body for s in ("<8 x float>", "<16 x float>", "memcpy")), \
+        "the piece did not vectorize"
+    assert " select " not in body, "a per-element select remains"

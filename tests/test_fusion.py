@@ -442,3 +442,15 @@ def test_dot_text_has_a_cluster_per_kernel():
     assert text.startswith("digraph") and text.rstrip().endswith("}")
     assert text.count("subgraph cluster_") == len(plan.kernels)
     assert "reduction feeding a broadcast" in text
+
+
+def test_a_value_read_twice_by_one_op_has_one_user():
+    """`m + m` reads m once at each index: a long chain used so is not materialized as a
+    value with two users, and fuses into the consumer that reads the sum elsewhere (the
+    pad of a BatchNorm's input gradient that its convolution reads)."""
+    chain = _t(4, 8)
+    for k in range(LONG_CHAIN + 2):
+        chain = chain * 1.5 + float(k + 1)
+    plan, cap = plan_of(la.flip(chain + chain, axis=1))
+    assert counts(plan)[LOOP] == 1, plan.decisions
+    check_runs(plan, cap)

@@ -138,7 +138,24 @@ def pad(e, ins: Any, index: list):
     inside = ir.Constant(I1, 1)
     idx = []
     attrs = ins.attrs
-    for i, n, lo, it in zip(index, xshape, attrs["edge_padding_low"], attrs["interior_padding"]):
+    last = len(index) - 1
+    lo_last = attrs["edge_padding_low"][last] if index else 0
+    known = e.ranges.get(id(index[last])) if index else None
+    if known is not None and attrs["interior_padding"][last] == 0 and lo_last >= 0:
+        # the loop's piece lies in the padding or in x along the last dimension
+        # (`pad_pieces`): the fill itself, or x read there plainly (no clamp, no test
+        # of that dimension), so the piece vectorizes
+        if known[1] <= lo_last or known[0] >= lo_last + xshape[last]:
+            return fill
+        if lo_last <= known[0] and known[1] <= lo_last + xshape[last]:
+            last_index = inner_rows.shifted(e, index[last], lo_last) if lo_last \
+                else index[last]
+            return _pad_inside(e, ins, index[:last], xshape[:last], fill, last_index)
+    for i, n, lo, hi, it in zip(index, xshape, attrs["edge_padding_low"],
+                                attrs["edge_padding_high"], attrs["interior_padding"]):
+        if lo == hi == it == 0:         # a dimension not padded: read there as it is
+            idx.append(i)
+            continue
         rel = b.sub(i, const(lo))
         step = it + 1
         q = b.sdiv(rel, const(step)) if step != 1 else rel
@@ -149,6 +166,43 @@ def pad(e, ins: Any, index: list):
         idx.append(e.clamp_index(q, 0, n - 1))
     v = e.at(x, idx)
     return e.select(_bool(e, inside), v, fill)
+
+
+def _pad_inside(e, ins: Any, index: list, xshape: tuple, fill: Any, last_index: Any):
+    """pad's value where the last dimension's index is known inside x (`last_index` in
+    x): the other dimensions tested as in `pad`."""
+    b = e.b
+    inside = ir.Constant(I1, 1)
+    idx = []
+    attrs = ins.attrs
+    for i, n, lo, hi, it in zip(index, xshape, attrs["edge_padding_low"],
+                                attrs["edge_padding_high"], attrs["interior_padding"]):
+        if lo == hi == it == 0:         # a dimension not padded: read there as it is
+            idx.append(i)
+            continue
+        rel = b.sub(i, const(lo))
+        step = it + 1
+        q = b.sdiv(rel, const(step)) if step != 1 else rel
+        ok = b.and_(b.icmp_signed(">=", rel, const(0)), b.icmp_signed("<", q, const(n)))
+        if step != 1:
+            ok = b.and_(ok, b.icmp_signed("==", b.srem(rel, const(step)), const(0)))
+        inside = b.and_(inside, ok)
+        idx.append(e.clamp_index(q, 0, n - 1))
+    v = e.at(ins.operands[0], idx + [last_index])
+    return e.select(_bool(e, inside), v, fill) if index else v
+
+
+def pad_pieces(ins: Any, operands: list) -> tuple:
+    """Where x starts and ends along a pad's last dimension (no holes, no crop there): a
+    loop split there writes the fill plainly in the padding and reads x plainly between
+    (`pad`)."""
+    x = operands[0]
+    if not ins.shape or 0 in x.shape:
+        return ()
+    lo, hi = ins.attrs["edge_padding_low"][-1], ins.attrs["edge_padding_high"][-1]
+    if ins.attrs["interior_padding"][-1] != 0 or lo < 0 or hi < 0 or lo + hi == 0:
+        return ()
+    return tuple(c for c in (lo, lo + x.shape[-1]) if 0 < c < ins.shape[-1])
 
 
 def concatenate(e, ins: Any, index: list):

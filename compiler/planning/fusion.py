@@ -194,7 +194,8 @@ class _Planner:
 
     def _expensive_reason(self, p: int, what: str) -> Optional[str]:
         """Why a value that is not cheap (`what` it is) is materialized, or None."""
-        live_users = [u for u in self.users[p] if u in self.live]
+        # distinct users: `m + m` reads m once at each index (one evaluation, remembered)
+        live_users = sorted({u for u in self.users[p] if u in self.live})
         if len(live_users) > 1:
             return f"{what} with {len(live_users)} users: computed once, not per consumer"
         for u in live_users:

@@ -207,19 +207,26 @@ def _lhs_cotangent(g, lhs, rhs, a):
         if all(d == 1 for d in a["lhs_dilation"]):
             return _phase_cotangent(g, lhs, rhs, a)
         return _col2im_cotangent(g, lhs, rhs, a)
-    nsp = lhs.ndim - 2
-    low, high = [], []
-    for i in range(nsp):
-        n, k, y = lhs.shape[2 + i], rhs.shape[2 + i], g.shape[2 + i]
-        ld, kd = dilated(n, a["lhs_dilation"][i]), dilated(k, a["rhs_dilation"][i])
-        before = kd - 1 - a["padding_low"][i]
-        low.append(before)
-        high.append(ld + kd - 1 - dilated(y, a["window_strides"][i]) - before)
+    low, high = lhs_cotangent_padding(lhs.shape, rhs.shape[2:], g.shape, a)
     return apply("convolution", g, _flip_kernel(rhs, a["feature_group_count"]),
                  window_strides=tuple(a["lhs_dilation"]), padding_low=tuple(low),
                  padding_high=tuple(high), lhs_dilation=tuple(a["window_strides"]),
                  rhs_dilation=tuple(a["rhs_dilation"]),
                  feature_group_count=a["feature_group_count"])
+
+
+def lhs_cotangent_padding(lhs_shape: tuple, kernel: tuple, g_shape: tuple, a: dict) -> tuple:
+    """(low, high): the padding of g in the convolution that carries it back to the input
+    (a convolution without window strides). The CPU's weight gradient reads g from that
+    same padded buffer (compiler/primitives/conv_direct.py)."""
+    low, high = [], []
+    for i in range(len(kernel)):
+        n, k, y = lhs_shape[2 + i], kernel[i], g_shape[2 + i]
+        ld, kd = dilated(n, a["lhs_dilation"][i]), dilated(k, a["rhs_dilation"][i])
+        before = kd - 1 - a["padding_low"][i]
+        low.append(before)
+        high.append(ld + kd - 1 - dilated(y, a["window_strides"][i]) - before)
+    return tuple(low), tuple(high)
 
 
 def _phase_taps(k: int, s: int, d: int, r: int, size: int, y: int, lo: int,
@@ -249,13 +256,12 @@ def _phase_cotangent(g, lhs, rhs, a):
     every q. Each phase is a plain convolution (the CPU's direct loop; elsewhere im2col
     and a product over no holes) over the input's own positions only (not the padding:
     its rows are as long as g's, not one longer), and the phases interleave into the
-    input (pads with holes, one add each: they never overlap)."""
+    input (`_interleaved`; pads with holes, one add each, where the padding crops)."""
     groups, nsp = a["feature_group_count"], lhs.ndim - 2
     kernel, strides, dil = tuple(rhs.shape[2:]), a["window_strides"], a["rhs_dilation"]
     sizes = tuple(lhs.shape[2:])
     grid = tuple(sizes[i] + a["padding_low"][i] + a["padding_high"][i] for i in range(nsp))
-    zero = A.const(0, g.dtype)
-    total = None
+    parts = []                  # (phase's dims, its convolution)
     for phase in itertools.product(*[range(st) for st in strides]):
         dims = [_phase_taps(kernel[i], strides[i], dil[i], phase[i], grid[i], g.shape[2 + i],
                             a["padding_low"][i], sizes[i]) for i in range(nsp)]
@@ -269,13 +275,89 @@ def _phase_cotangent(g, lhs, rhs, a):
                      padding_low=tuple(d[4] for d in dims),
                      padding_high=tuple(d[5] for d in dims), lhs_dilation=(1,) * nsp,
                      rhs_dilation=tuple(d[3] for d in dims), feature_group_count=groups)
+        parts.append((dims, part))
+    if not parts:
+        return A.zeros_like(lhs)
+    if all(lo >= 0 for lo in a["padding_low"]) and all(
+            d[7] < st for dims, _ in parts for d, st in zip(dims, strides)):
+        return _interleaved(parts, lhs, strides)
+    zero = A.const(0, g.dtype)
+    total = None
+    for dims, part in parts:
         placed = apply("pad", part, zero, edge_padding_low=(0, 0) + tuple(d[7] for d in dims),
                        edge_padding_high=(0, 0) + tuple(
                            size - d[7] - (d[6] - 1) * st - 1
                            for size, d, st in zip(sizes, dims, strides)),
                        interior_padding=(0, 0) + tuple(st - 1 for st in strides))
         total = placed if total is None else A.add(total, placed)
-    return A.zeros_like(lhs) if total is None else total
+    return total
+
+
+def _interleaved(parts: list, lhs, strides: tuple):
+    """The phases' gradients woven into the input's shape: along each dimension, the
+    phase whose first input position is j < s fills positions j, j + s, ... Each part,
+    padded at its end to m = ceil(n / s) positions, is one block of a
+    (N, C, m0, s0, m1, s1, ...) stack (concatenates along the s axes, padded with zeros
+    for phases that no tap reaches), reshaped to (N, C, m0 * s0, ...) and cut to the
+    input's size. A reader of the result loads one part per element (selects between
+    the parts), where pads with holes, summed, computed each part's index, test and
+    clamp per element."""
+    n, c = lhs.shape[:2]
+    sizes = tuple(lhs.shape[2:])
+    m = tuple(-(-size // st) for size, st in zip(sizes, strides))
+    block = (n, c) + tuple(x for mi in m for x in (mi, 1))
+    zero = A.const(0, lhs.dtype)
+    by_start = {}
+    for dims, part in parts:
+        short = (0, 0) + tuple(mi - d[6] for mi, d in zip(m, dims))
+        if any(short):
+            part = apply("pad", part, zero, edge_padding_low=(0,) * part.ndim,
+                         edge_padding_high=short, interior_padding=(0,) * part.ndim)
+        by_start[tuple(d[7] for d in dims)] = A.reshape(part, block)
+
+    # (a module-level recursion: a nested recursive function is a reference cycle that
+    # keeps the step's nodes, and so its tensors' buffers, alive until the cyclic
+    # collector runs, and a buffer still referenced is not donated to the next step)
+    woven = A.reshape(_stack(by_start, strides, zero, (), 0),
+                      (n, c) + tuple(mi * st for mi, st in zip(m, strides)))
+    if woven.shape == lhs.shape:
+        return woven
+    return apply("slice", woven, start_indices=(0,) * lhs.ndim, limit_indices=lhs.shape,
+                 strides=(1,) * lhs.ndim)
+
+
+def _stack(by_start: dict, strides: tuple, zero, prefix: tuple, axis: int):
+    """The (..., m_i, s_i, ...) stack of the phases starting at prefix + (j, ...) (None if
+    none does); each run of present phases one concatenate, padded with zeros along the
+    s axis where phases are missing (no tap reaches them)."""
+    if axis == len(strides):
+        return by_start.get(prefix, None)
+    pieces = [_stack(by_start, strides, zero, prefix + (j,), axis + 1)
+              for j in range(strides[axis])]
+    dim, total = 3 + 2 * axis, None
+    for first, end in _runs(pieces):
+        run = pieces[first:end]
+        part = run[0] if len(run) == 1 else apply("concatenate", *run, dimension=dim)
+        if end - first < strides[axis]:
+            low = [0] * part.ndim
+            high = [0] * part.ndim
+            low[dim], high[dim] = first, strides[axis] - end
+            part = apply("pad", part, zero, edge_padding_low=tuple(low),
+                         edge_padding_high=tuple(high), interior_padding=(0,) * part.ndim)
+        total = part if total is None else A.add(total, part)
+    return total
+
+
+def _runs(pieces: list) -> list:
+    """[first, end) of each run of consecutive pieces that are not None."""
+    runs, first = [], None
+    for j, p in enumerate(pieces + [None]):
+        if p is not None and first is None:
+            first = j
+        elif p is None and first is not None:
+            runs.append((first, j))
+            first = None
+    return runs
 
 
 def _col2im_cotangent(g, lhs, rhs, a):

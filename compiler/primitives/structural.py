@@ -419,7 +419,7 @@ def _pad_batch(node, size, operands, batched):
 
 
 pad = primitive("pad", INDEXING, _pad_infer, _pad_ref,
-                emit=IR.pad,
+                emit=IR.pad, pieces=IR.pad_pieces,
                 attrs=("edge_padding_low", "edge_padding_high", "interior_padding"),
                 doc="pad(x, value): negative edge padding crops.", vjp=_pad_vjp,
                 batch=_pad_batch, simplify=S.pad_nothing)
