@@ -16,8 +16,9 @@ The method (the classic one of packed GEMMs): within a tile of C,
   than MR rows is copied, zero-padded, so that no row past A's end is read;
 - the micro-kernel keeps an MR x NR block of C in MR * NR / lanes vector registers (24 of
   AVX-512's 32) over KC steps, each step 2 vector loads of the packed B, MR broadcasts of
-  A and 24 multiply-adds; it then writes C (the first KC block) or adds to it. Blocks at
-  C's right or bottom edge go through a small buffer, copied in by scalars.
+  A and 24 multiply-adds; it then writes C (the first KC block) or adds to it. At C's
+  right edge its stores (and reads) are masked to C's columns, at the bottom limited to
+  C's rows.
 """
 from __future__ import annotations
 
@@ -75,7 +76,6 @@ class _Packed:
         # the buffers (entry-block allocas: one stack frame for the whole call)
         self.bp = self._buffer(KC * self.nc, "bpack")
         self.ap = self._buffer(KC * MR, "aedge")
-        self.ct = self._buffer(MR * self.nr, "cedge")
         self.a_trans = b.icmp_unsigned("!=", d[GEMM_TRANS_A], _c(CBLAS_NO_TRANS))
         self.b_trans = b.icmp_unsigned("!=", d[GEMM_TRANS_B], _c(CBLAS_NO_TRANS))
 
@@ -138,16 +138,8 @@ class _Packed:
                 j = b.add(jc, b.mul(jp, _c(self.nr)))
                 bp = self._at(self.bp, b.mul(b.mul(jp, kc), _c(self.nr)))
                 cols = _min(b, _c(self.nr), b.sub(c1, j))
-                whole = b.and_(b.icmp_unsigned("==", rows, _c(MR)),
-                               b.icmp_unsigned("==", cols, _c(self.nr)))
-                with b.if_else(whole) as (then, other):
-                    with then:
-                        self._call(trans, a_at, a_ld, bp, kc,
-                                   self._at(self.c, b.add(b.mul(i, ldc), j)), ldc, first)
-                    with other:
-                        self._call(trans, a_at, a_ld, bp, kc, self._at(self.ct, _c(0)),
-                                   _c(self.nr), ir.Constant(ir.IntType(1), 1))
-                        self._copy_edge(i, j, rows, cols, first)
+                self._call(trans, a_at, a_ld, bp, kc, self._at(self.c, b.add(b.mul(i, ldc), j)),
+                           ldc, first, rows, cols)
                 return []
             counted_loop(b, _c(0), panels, [], panel, name="jp")
 
@@ -163,13 +155,14 @@ class _Packed:
             panels_loop(full_end, self._at(self.ap, _c(0)), _c(MR),
                         ir.Constant(ir.IntType(1), 1), rows)
 
-    def _call(self, trans, a_at, a_ld, bp, kc, c_at, ldc, first) -> None:
+    def _call(self, trans, a_at, a_ld, bp, kc, c_at, ldc, first, rows, cols) -> None:
         b = self.b
+        args = [a_at, a_ld, bp, kc, c_at, ldc, first, rows, cols]
         with b.if_else(trans) as (then, other):
             with then:
-                b.call(self.kernels[True], [a_at, a_ld, bp, kc, c_at, ldc, first])
+                b.call(self.kernels[True], args)
             with other:
-                b.call(self.kernels[False], [a_at, a_ld, bp, kc, c_at, ldc, first])
+                b.call(self.kernels[False], args)
 
     # ---- packing ----
     def _pack_b(self, pc, kc, jc, ncols) -> None:
@@ -245,34 +238,21 @@ class _Packed:
             return []
         counted_loop(b, _c(0), kc, [], k_step, name="pk")
 
-    def _copy_edge(self, i, j, rows, cols, first) -> None:
-        """C[i:i+rows, j:j+cols] (+)= the edge buffer's block."""
-        b, ldc = self.b, self.d[GEMM_LDC]
-
-        def r_step(r: ir.Value, _: list) -> list:
-            def q_step(q: ir.Value, _: list) -> list:
-                x = b.load(self._at(self.ct, b.add(b.mul(r, _c(self.nr)), q)), typ=self.ftype)
-                at = self._at(self.c, b.add(b.mul(b.add(i, r), ldc), b.add(j, q)))
-                old = b.select(first, ir.Constant(self.ftype, 0.0), b.load(at, typ=self.ftype))
-                b.store(b.fadd(old, x), at)
-                return []
-            counted_loop(b, _c(0), cols, [], q_step, name="cq")
-            return []
-        counted_loop(b, _c(0), rows, [], r_step, name="cr")
-
     # ---- the micro-kernel ----
     def _kernel(self, name: str, trans: bool) -> ir.Function:
-        """kernel(a, lda, bp, kc, c, ldc, first): C[0:MR, 0:NR] (+)= A[0:MR, 0:kc] @
-        the packed panel bp (C written when `first`, else added to)."""
+        """kernel(a, lda, bp, kc, c, ldc, first, rows, cols): C[0:rows, 0:cols] (+)=
+        A[0:rows, 0:kc] @ the packed panel bp (C written when `first`, else added to);
+        rows <= MR, cols <= NR, A readable for all MR rows (an edge's copy)."""
         i1 = ir.IntType(1)
-        f = ir.Function(self.mod, ir.FunctionType(VOID, [PTR, I64, PTR, I64, PTR, I64, i1]), name)
+        f = ir.Function(self.mod, ir.FunctionType(VOID, [PTR, I64, PTR, I64, PTR, I64, i1, I64,
+                                                         I64]), name)
         f.linkage = "internal"
         f.attributes.add("noinline")        # one copy for every call site: less to compile
-        a, lda, bp, kc, c, ldc, first = f.args
+        a, lda, bp, kc, c, ldc, first, rows, cols = f.args
         b = ir.IRBuilder(f.append_basic_block("entry"))
         ft, vt, lanes, nr = self.ftype, self.vtype, self.lanes, self.nr
         at = lambda base, idx: b.gep(base, [idx], source_etype=ft)
-        rows = [at(a, b.mul(_c(r), lda)) if not trans else at(a, _c(r)) for r in range(MR)]
+        row_at = [at(a, b.mul(_c(r), lda)) for r in range(MR)] if not trans else None
         zero = ir.Constant(vt, None)
         undef = ir.Constant(vt, ir.Undefined)
         mask = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
@@ -280,24 +260,58 @@ class _Packed:
         def step(k: ir.Value, acc: list) -> list:
             row = b.mul(k, _c(nr))
             bv = [b.load(at(bp, b.add(row, _c(v * lanes))), typ=vt, align=64) for v in range(NV)]
+            kk = b.mul(k, lda) if trans else None
             out = []
             for r in range(MR):
-                src = at(rows[r], k) if not trans else at(a, b.add(b.mul(k, lda), _c(r)))
-                x = b.load(src, typ=ft)
+                x = b.load(at(a, b.add(kk, _c(r))) if trans else at(row_at[r], k), typ=ft)
                 x = b.shuffle_vector(b.insert_element(undef, x, ir.Constant(ir.IntType(32), 0)),
                                      undef, mask)
                 out += [b.call(self.fma, [x, bv[v], acc[r * NV + v]]) for v in range(NV)]
             return out
 
         acc = counted_loop(b, _c(0), kc, [zero] * (MR * NV), step, name="k", interleave=False)
-        c_at = [at(c, b.add(b.mul(_c(r), ldc), _c(v * lanes))) for r in range(MR) for v in range(NV)]
-        # C written, or added to: a branch, then the stores
+        c_at = [[at(c, b.add(b.mul(_c(r), ldc), _c(v * lanes))) for v in range(NV)]
+                for r in range(MR)]
+        whole = b.and_(b.icmp_unsigned("==", rows, _c(MR)), b.icmp_unsigned("==", cols, _c(nr)))
+        with b.if_else(whole) as (then, other):
+            with then:
+                self._store(b, acc, c_at, first, None)
+            with other:     # an edge: the columns masked, the rows past `rows` left alone
+                masks = [self._column_mask(b, cols, v) for v in range(NV)]
+                for r in range(MR):
+                    with b.if_then(b.icmp_unsigned("<", _c(r), rows)):
+                        self._store(b, acc[r * NV:(r + 1) * NV], [c_at[r]], first, masks)
+        b.ret_void()
+        return f
+
+    def _column_mask(self, b: ir.IRBuilder, cols: ir.Value, v: int) -> ir.Value:
+        """<lanes x i1>: which lanes of vector v of a block's row lie before `cols`."""
+        lanes = self.lanes
+        index = ir.Constant(ir.VectorType(I64, lanes), [v * lanes + q for q in range(lanes)])
+        wide = b.insert_element(ir.Constant(ir.VectorType(I64, lanes), ir.Undefined), cols,
+                                ir.Constant(ir.IntType(32), 0))
+        wide = b.shuffle_vector(wide, wide, ir.Constant(ir.VectorType(ir.IntType(32), lanes),
+                                                        [0] * lanes))
+        return b.icmp_unsigned("<", index, wide)
+
+    def _store(self, b: ir.IRBuilder, acc: list, c_at: list, first: ir.Value,
+               masks: list) -> None:
+        """C's block (rows of `c_at`, NV vectors each) = acc, or += acc unless `first`;
+        `masks` (per vector) limit both the read and the write to C's columns."""
+        vt = self.vtype
+        ptrs = [p for row in c_at for p in row]
         pre = b.block
-        add = f.append_basic_block("add")
-        join = f.append_basic_block("store")
+        add = b.function.append_basic_block("add")
+        join = b.function.append_basic_block("store")
         b.cbranch(first, join, add)
         b.position_at_end(add)
-        summed = [b.fadd(s, b.load(p, typ=vt, align=self.size)) for s, p in zip(acc, c_at)]
+        if masks is None:
+            old = [b.load(p, typ=vt, align=self.size) for p in ptrs]
+        else:
+            old = [b.call(self._masked("load"), [p, ir.Constant(ir.IntType(32), self.size),
+                                                 masks[q % NV], ir.Constant(vt, None)])
+                   for q, p in enumerate(ptrs)]
+        summed = [b.fadd(s, o) for s, o in zip(acc, old)]
         b.branch(join)
         b.position_at_end(join)
         phis = []
@@ -305,7 +319,20 @@ class _Packed:
             phis.append(b.phi(vt))
             phis[-1].add_incoming(s, pre)
             phis[-1].add_incoming(t, add)
-        for v, p in zip(phis, c_at):
-            b.store(v, p, align=self.size)
-        b.ret_void()
-        return f
+        for q, (v, p) in enumerate(zip(phis, ptrs)):
+            if masks is None:
+                b.store(v, p, align=self.size)
+            else:
+                b.call(self._masked("store"), [v, p, ir.Constant(ir.IntType(32), self.size),
+                                               masks[q % NV]])
+
+    def _masked(self, what: str) -> ir.Function:
+        """llvm.masked.load / llvm.masked.store of one vector."""
+        vt, lanes = self.vtype, self.lanes
+        name = f"llvm.masked.{what}.v{lanes}{'f32' if self.size == 4 else 'f64'}.p0"
+        if name in self.mod.globals:
+            return self.mod.globals[name]
+        mask_t = ir.VectorType(ir.IntType(1), lanes)
+        ftype = ir.FunctionType(vt, [PTR, ir.IntType(32), mask_t, vt]) if what == "load" \
+            else ir.FunctionType(VOID, [vt, PTR, ir.IntType(32), mask_t])
+        return ir.Function(self.mod, ftype, name)
