@@ -117,3 +117,14 @@ def test_a_transformer_sized_layer_and_its_gradients_match_the_interpreter() -> 
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(got[0], xs.astype(np.float64) @ ws.T, rtol=1e-4, atol=1e-3)
+
+
+def test_the_profilers_gemm_peak_is_that_of_the_devices_products(monkeypatch) -> None:
+    """peaks.gemm_throughput (the profiler's %GEMM) times native_gemm's products, not
+    NumPy's matmul (half our peak with OpenBLAS pinned to its AVX2 kernels)."""
+    from lazyarray import peaks
+    calls = []
+    real = native_gemm.matmul
+    monkeypatch.setattr(native_gemm, "matmul", lambda *a: (calls.append(a[0].shape), real(*a))[1])
+    assert peaks.gemm_throughput(64) > 0
+    assert calls and calls[0] == (64, 64)
