@@ -35,7 +35,10 @@ VECTOR_BYTES = 64            # one AVX-512 register: 16 floats or 8 doubles
 MR = 12                      # rows of C a micro-kernel keeps in registers ...
 NV = 2                       # ... by this many vectors of columns (24 accumulators)
 KC = 256                     # rows of B packed at a time (the micro-kernel's inner loop)
-PACKED_B_BYTES = 512 * 1024  # the packed block of B, on the stack: half of Zen 4/5's L2
+PACKED_B_BYTES = 256 * 1024  # the packed block of B, on the stack (a quarter of Zen 4/5's L2):
+# 256 KB ran level with 512 KB or 2-4% faster (one Zen 5 core, float32, medians of 40,
+# three alternating processes: 512x768x256 B transposed 222/228/217 -> 229/238/223
+# GFLOP/s, 512x1024x256 232/230/228 -> 237/243/229), and leaves a thread's stack more room
 
 
 def nc(size: int) -> int:
