@@ -11,6 +11,9 @@ outlives the job. 2-D tiles (rows x columns of C, close to square) keep the pack
 A and B that each tile repeats small: with t tiles on a square product each thread packs
 about 1/sqrt(t) of B, not all of it as a split by rows would.
 
+On a CPU with AVX-512 the tiles BLAS computed are computed by our own packed GEMM
+instead (`packed`, packed_gemm_ir.py), whatever kernels OpenBLAS was pinned to.
+
 Used for float32/float64 products of 2-D operands when NumPy's BLAS is the ILP64
 OpenBLAS of NumPy's wheels (`scipy_cblas_?gemm64_`); otherwise `available()` is False and
 the device keeps its NumPy path.
