@@ -174,7 +174,7 @@ class _Packed:
         b, nr = self.b, self.nr
         full = b.mul(b.udiv(ncols, _c(nr)), _c(nr))
 
-        def by_columns() -> None:
+        def by_columns(k_lo: ir.Value) -> None:
             def col(q: ir.Value, _: list) -> list:        # q: column within the block
                 p, jq = b.udiv(q, _c(nr)), b.urem(q, _c(nr))
                 base = b.mul(p, b.mul(kc, _c(nr)))
@@ -184,13 +184,16 @@ class _Packed:
                                typ=self.ftype)
                     b.store(x, self._at(self.bp, b.add(base, b.add(b.mul(k, _c(nr)), jq))))
                     return []
-                counted_loop(b, _c(0), kc, [], k_step, name="pk")
+                counted_loop(b, k_lo, kc, [], k_step, name="pk")
                 return []
             counted_loop(b, _c(0), full, [], col, name="pq")
 
         with b.if_else(self.b_trans) as (then, other):
-            with then:      # B's columns are rows of memory: read each along k
-                by_columns()
+            with then:      # B's columns are rows of memory: squares of lanes x lanes
+                # read along k and transposed in registers, the last k's one by one
+                k_vec = b.mul(b.udiv(kc, _c(self.lanes)), _c(self.lanes))
+                self._pack_b_transposed(pc, kc, k_vec, jc, b.udiv(full, _c(nr)))
+                by_columns(k_vec)
             with other:     # B's rows contiguous: a panel's row is NV vector copies
                 def panel(p: ir.Value, _: list) -> list:
                     base = b.mul(p, b.mul(kc, _c(nr)))
@@ -223,6 +226,52 @@ class _Packed:
                 counted_loop(b, _c(0), _c(nr), [], q_step, name="pq")
                 return []
             counted_loop(b, _c(0), kc, [], k_step, name="pk")
+
+    def _pack_b_transposed(self, pc, kc, k_vec, jc, panels) -> None:
+        """The whole panels' rows 0..k_vec-1 of a transposed B (column j of B is row j
+        of memory): lanes x lanes squares, each `lanes` vector loads along k, a transpose
+        in registers and `lanes` vector stores into the panel's rows (scalar copies were
+        1 load and 1 store per element: a quarter of a small product's time, attention's
+        q @ k.T with k = 32)."""
+        b, nr, lanes, ldb = self.b, self.nr, self.lanes, self.d[GEMM_LDB]
+
+        def panel(p: ir.Value, _: list) -> list:
+            base = b.mul(p, b.mul(kc, _c(nr)))
+
+            def k_step(k0: ir.Value, _: list) -> list:
+                for half in range(NV):
+                    j = b.add(jc, b.add(b.mul(p, _c(nr)), _c(half * lanes)))
+                    rows = [b.load(self._at(self.bm, b.add(b.mul(b.add(j, _c(q)), ldb),
+                                                           b.add(pc, k0))),
+                                   typ=self.vtype, align=self.size) for q in range(lanes)]
+                    for t, v in enumerate(self._transpose(rows)):
+                        dst = b.add(base, b.add(b.mul(b.add(k0, _c(t)), _c(nr)),
+                                                _c(half * lanes)))
+                        b.store(v, self._at(self.bp, dst), align=64)
+                return []
+            counted_loop(b, _c(0), k_vec, [], k_step, name="pt", step=_c(lanes))
+            return []
+        counted_loop(b, _c(0), panels, [], panel, name="pp")
+
+    def _transpose(self, rows: list) -> list:
+        """The transpose of a lanes x lanes square held as `lanes` vectors: one bit of the
+        row index swapped with the same bit of the lane index per stage, each stage a
+        two-vector shuffle per vector (log2(lanes) stages)."""
+        b, lanes = self.b, self.lanes
+        bit = 1
+        while bit < lanes:
+            out = list(rows)
+            for i in range(lanes):
+                if i & bit:
+                    continue
+                x, y = rows[i], rows[i | bit]
+                pick = lambda t, want: (0 if t & bit == 0 else lanes) + (t | bit if want else t & ~bit)
+                for target, want in ((i, False), (i | bit, True)):
+                    mask = ir.Constant(ir.VectorType(ir.IntType(32), lanes),
+                                       [pick(t, want) for t in range(lanes)])
+                    out[target] = b.shuffle_vector(x, y, mask)
+            rows, bit = out, bit * 2
+        return rows
 
     def _pack_a_edge(self, i, rows, pc, kc) -> None:
         """A[i:i+rows, pc:pc+kc] (rows < MR) into ap transposed (ap[k * MR + r]), zero
