@@ -239,15 +239,16 @@ class _Packed:
             base = b.mul(p, b.mul(kc, _c(nr)))
 
             def k_step(k0: ir.Value, _: list) -> list:
-                for half in range(NV):
-                    j = b.add(jc, b.add(b.mul(p, _c(nr)), _c(half * lanes)))
+                def square(col: ir.Value, _: list) -> list:    # (a loop: one copy of the
+                    j = b.add(jc, b.add(b.mul(p, _c(nr)), col))  # transpose to compile)
                     rows = [b.load(self._at(self.bm, b.add(b.mul(b.add(j, _c(q)), ldb),
                                                            b.add(pc, k0))),
                                    typ=self.vtype, align=self.size) for q in range(lanes)]
                     for t, v in enumerate(self._transpose(rows)):
-                        dst = b.add(base, b.add(b.mul(b.add(k0, _c(t)), _c(nr)),
-                                                _c(half * lanes)))
+                        dst = b.add(base, b.add(b.mul(b.add(k0, _c(t)), _c(nr)), col))
                         b.store(v, self._at(self.bp, dst), align=64)
+                    return []
+                counted_loop(b, _c(0), _c(nr), [], square, name="ps", step=_c(lanes))
                 return []
             counted_loop(b, _c(0), k_vec, [], k_step, name="pt", step=_c(lanes))
             return []
