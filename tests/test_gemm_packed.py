@@ -128,3 +128,19 @@ def test_the_profilers_gemm_peak_is_that_of_the_devices_products(monkeypatch) ->
     monkeypatch.setattr(native_gemm, "matmul", lambda *a: (calls.append(a[0].shape), real(*a))[1])
     assert peaks.gemm_throughput(64) > 0
     assert calls and calls[0] == (64, 64)
+
+
+@pytest.mark.parametrize("size", [4, 8])
+def test_the_micro_kernel_is_24_multiply_adds_on_512_bit_registers(size: int) -> None:
+    """The code LLVM makes of each micro-kernel: its MR x NV accumulators in zmm registers
+    (no vector split in two, no accumulator spilled to the stack)."""
+    from lazyarray.compiler.codegen import llvm_target
+    from lazyarray.devices.cpu import pool_ir
+    text = pool_ir.gemm_tiles_ir(llvm_target.host()[0], pool_ir.GEMM_KIND_PACKED, size)
+    asm = llvm_target.target_machine().emit_assembly(llvm_target.optimize(text, "t", slp=False))
+    for trans in (0, 1):
+        body = asm[asm.index(f"kernel{trans},@function"):]
+        body = body[:body.index(".Lfunc_end")]
+        fmas = [line for line in body.splitlines() if "vfmadd" in line]
+        assert len(fmas) == P.MR * P.NV and all("zmm" in f for f in fmas), fmas
+        assert not any("zmm" in line and "rsp" in line for line in body.splitlines())

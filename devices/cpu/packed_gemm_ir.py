@@ -22,8 +22,6 @@ The method (the classic one of packed GEMMs): within a tile of C,
 """
 from __future__ import annotations
 
-import re
-
 import llvmlite.ir as ir
 
 from ...compiler.codegen.loops import counted_loop
@@ -49,13 +47,6 @@ def nc(size: int) -> int:
 def build(mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
     """Define the tile function `name` in `mod` (see the module's doc)."""
     _Packed(mod, name, ftype, size)
-
-
-def with_wide_vectors(text: str) -> str:
-    """The module's IR with each function marked as using 512-bit vectors: without it an
-    LLVM that prefers 256-bit vectors on this CPU splits every vector in two."""
-    return re.sub(r"^(define [^\n]*\))\s*$", r'\1 "min-legal-vector-width"="512" '
-                  r'"prefer-vector-width"="512"', text, flags=re.M)
 
 
 class _Packed:

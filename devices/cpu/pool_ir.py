@@ -465,7 +465,7 @@ def gemm_tiles_ir(triple: str, kind: int, size: int) -> str:
     make = {GEMM_KIND_BLAS: _gemm_tiles, GEMM_KIND_DIRECT: _SmallGemm, GEMM_KIND_DOTS: _RowDots,
             GEMM_KIND_PACKED: packed_gemm_ir.build}
     make[kind](mod, GEMM_NAMES[kind, size], ftype, size)
-    return packed_gemm_ir.with_wide_vectors(str(mod)) if kind == GEMM_KIND_PACKED else str(mod)
+    return str(mod)
 
 
 def _gemm_tiles(mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
