@@ -209,7 +209,8 @@ class _Packed:
             def k_step(k: ir.Value, _: list) -> list:
                 def q_step(q: ir.Value, _: list) -> list:
                     inside = b.icmp_unsigned("<", q, rest)
-                    src = self._b_index(b.add(pc, k), b.add(jc, b.add(full, _min(b, q, b.sub(rest, _c(1))))))
+                    last = _min(b, q, b.sub(rest, _c(1)))     # (a column B has)
+                    src = self._b_index(b.add(pc, k), b.add(jc, b.add(full, last)))
                     x = b.load(self._at(self.bm, src), typ=self.ftype)
                     x = b.select(inside, x, ir.Constant(self.ftype, 0.0))
                     b.store(x, self._at(self.bp, b.add(base, b.add(b.mul(k, _c(nr)), q))))
@@ -257,10 +258,12 @@ class _Packed:
                 if i & bit:
                     continue
                 x, y = rows[i], rows[i | bit]
-                pick = lambda t, want: (0 if t & bit == 0 else lanes) + (t | bit if want else t & ~bit)
+                # lane t of the new vector i (i | bit): lane t with `bit` cleared (set)
+                # of x where t has `bit` clear, else of y
                 for target, want in ((i, False), (i | bit, True)):
                     mask = ir.Constant(ir.VectorType(ir.IntType(32), lanes),
-                                       [pick(t, want) for t in range(lanes)])
+                                       [(0 if t & bit == 0 else lanes)
+                                        + (t | bit if want else t & ~bit) for t in range(lanes)])
                     out[target] = b.shuffle_vector(x, y, mask)
             rows, bit = out, bit * 2
         return rows
