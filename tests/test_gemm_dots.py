@@ -52,21 +52,22 @@ def test_row_dots_match_numpy(dtype, threads: int) -> None:
 def test_row_dots_take_only_the_layouts_they_do_better() -> None:
     f32, f64 = np.dtype(np.float32), np.dtype(np.float64)
     no, yes = IR.CBLAS_NO_TRANS, IR.CBLAS_TRANS
+    big = "packed" if native_gemm.packed() else "blas"     # what takes the rest
     assert native_gemm.kind(f32, 256, 10, 512, no, yes) == "dots"     # an MLP's output layer
-    assert native_gemm.kind(f32, 256, 10, 512, yes, yes) == "blas"    # A read down columns
-    assert native_gemm.kind(f32, 256, 10, 512, no, no) == "blas"      # B not transposed
-    assert native_gemm.kind(f32, 256, 12, 512, no, yes) == "blas"     # too wide
+    assert native_gemm.kind(f32, 256, 10, 512, yes, yes) == big    # A read down columns
+    assert native_gemm.kind(f32, 256, 10, 512, no, no) == big      # B not transposed
+    assert native_gemm.kind(f32, 256, 12, 512, no, yes) == big     # too wide
     assert native_gemm.kind(f32, 1, 768, 256, no, yes) == "dots"      # ... but one row (GEMV)
     assert native_gemm.kind(f64, 1, 1024, 256, no, yes) == "dots"
-    assert native_gemm.kind(f32, 2, 768, 256, no, yes) == "blas"
-    assert native_gemm.kind(f64, 256, 9, 512, no, yes) == "blas"      # (sums past registers)
-    assert native_gemm.kind(f32, 256, 10, 16, no, yes) == "blas"      # too short
+    assert native_gemm.kind(f32, 2, 768, 256, no, yes) == big
+    assert native_gemm.kind(f64, 256, 9, 512, no, yes) == big      # (sums past registers)
+    assert native_gemm.kind(f32, 256, 10, 16, no, yes) == big      # too short
     assert native_gemm.kind(f32, 256, 512, 10, no, no) == "direct"
     # one row: attention's per-head products in a decoding step
     assert native_gemm.kind(f32, 1, 64, 16, no, yes) == "dots"       # q @ k.T
     assert native_gemm.kind(f32, 1, 16, 64, no, no) == "direct"      # p @ v
-    assert native_gemm.kind(f32, 1, 64, 4, no, yes) == "blas"        # (too short)
-    assert native_gemm.kind(f32, 2, 64, 16, no, yes) == "blas"       # (two rows)
+    assert native_gemm.kind(f32, 1, 64, 4, no, yes) == big        # (too short)
+    assert native_gemm.kind(f32, 2, 64, 16, no, yes) == big       # (two rows)
 
 
 def test_a_linear_layer_with_few_outputs_matches_the_interpreter() -> None:

@@ -11,6 +11,9 @@ outlives the job. 2-D tiles (rows x columns of C, close to square) keep the pack
 A and B that each tile repeats small: with t tiles on a square product each thread packs
 about 1/sqrt(t) of B, not all of it as a split by rows would.
 
+On a CPU with AVX-512 the tiles BLAS computed are computed by our own packed GEMM
+instead (`packed`, packed_gemm_ir.py), whatever kernels OpenBLAS was pinned to.
+
 Used for float32/float64 products of 2-D operands when NumPy's BLAS is the ILP64
 OpenBLAS of NumPy's wheels (`scipy_cblas_?gemm64_`); otherwise `available()` is False and
 the device keeps its NumPy path.
@@ -26,6 +29,7 @@ from typing import Optional
 import numpy as np
 
 from ...compiler import fork_locks
+from ...compiler.driver import CPU, target_id
 from ...compiler.hlo.module import Module
 from ...compiler.program import LibraryStep
 from . import native_pool, pool_ir
@@ -53,7 +57,8 @@ def _gemm_addresses() -> Optional[dict]:
     return None
 
 
-_KINDS = {"blas": IR.GEMM_KIND_BLAS, "direct": IR.GEMM_KIND_DIRECT, "dots": IR.GEMM_KIND_DOTS}
+_KINDS = {"blas": IR.GEMM_KIND_BLAS, "direct": IR.GEMM_KIND_DIRECT, "dots": IR.GEMM_KIND_DOTS,
+          "packed": IR.GEMM_KIND_PACKED}
 _BLAS_FUNCTIONS: set = set()     # the addresses of the "blas" tile functions built
 _BUILT: set = set()              # (dtype, kind) of the tile functions loaded
 
@@ -294,10 +299,23 @@ def calls_blas(fn: int) -> bool:
 
 
 def kind(dt: np.dtype, m: int, n: int, k: int, trans_a: int, trans_b: int) -> str:
-    """Which code computes the tiles of C = A B: "direct", "dots" or "blas"."""
+    """Which code computes the tiles of C = A B: "direct", "dots", "packed" or "blas"."""
     if direct(m, n, k, trans_b):
         return "direct"
-    return "dots" if dots(dt, m, n, k, trans_a, trans_b) else "blas"
+    if dots(dt, m, n, k, trans_a, trans_b):
+        return "dots"
+    return "packed" if packed() else "blas"
+
+
+@functools.lru_cache(maxsize=None)
+def packed() -> bool:
+    """Whether the products BLAS would compute go to our own packed GEMM
+    (packed_gemm_ir.py): on a CPU with AVX-512 it runs at the CPU's peak, where NumPy's
+    OpenBLAS runs at its AVX2 kernels' half of it whenever the environment pins it to
+    them (OPENBLAS_CORETYPE=Haswell), and level with its own AVX-512 kernels otherwise.
+    Measured on one Zen 5 core (bench/gemm_shapes.py, best of interleaved runs, GFLOP/s
+    float32): see bench/gemm_shapes.py."""
+    return "+avx512f" in target_id(CPU)[2].split(",")
 
 
 # C = A B by dot products of rows (pool_ir's `_RowDots`): A read along its rows, B

@@ -437,8 +437,9 @@ GEMM_WORDS = 16
 CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
 
 
-GEMM_KIND_BLAS, GEMM_KIND_DIRECT, GEMM_KIND_DOTS = range(3)
-GEMM_NAMES = {(GEMM_KIND_BLAS, 4): "lzp_sgemm_tiles", (GEMM_KIND_BLAS, 8): "lzp_dgemm_tiles",
+GEMM_KIND_BLAS, GEMM_KIND_DIRECT, GEMM_KIND_DOTS, GEMM_KIND_PACKED = range(4)
+GEMM_NAMES = {(GEMM_KIND_PACKED, 4): "lzp_sgemm_packed", (GEMM_KIND_PACKED, 8): "lzp_dgemm_packed",
+              (GEMM_KIND_BLAS, 4): "lzp_sgemm_tiles", (GEMM_KIND_BLAS, 8): "lzp_dgemm_tiles",
               (GEMM_KIND_DIRECT, 4): "lzp_sgemm_small", (GEMM_KIND_DIRECT, 8): "lzp_dgemm_small",
               (GEMM_KIND_DOTS, 4): "lzp_sgemm_dots", (GEMM_KIND_DOTS, 8): "lzp_dgemm_dots"}
 
@@ -455,11 +456,14 @@ def gemm_tiles_ir(triple: str, kind: int, size: int) -> str:
     t % TILES_N; of a batch of products, see GEMM_TILES), each one call of the ILP64
     CBLAS gemm whose address desc holds;
     `lzp_?gemm_small`: the same tiles computed here (`_SmallGemm`); `lzp_?gemm_dots`: by
-    dot products of rows (`_RowDots`)."""
+    dot products of rows (`_RowDots`); `lzp_?gemm_packed`: by our own AVX-512 packed
+    GEMM (packed_gemm_ir.py)."""
+    from . import packed_gemm_ir        # (it imports this module's helpers)
     mod = ir.Module(name="lazyarray_gemm_tiles")
     mod.triple = triple
     ftype = {4: ir.FloatType(), 8: ir.DoubleType()}[size]
-    make = {GEMM_KIND_BLAS: _gemm_tiles, GEMM_KIND_DIRECT: _SmallGemm, GEMM_KIND_DOTS: _RowDots}
+    make = {GEMM_KIND_BLAS: _gemm_tiles, GEMM_KIND_DIRECT: _SmallGemm, GEMM_KIND_DOTS: _RowDots,
+            GEMM_KIND_PACKED: packed_gemm_ir.build}
     make[kind](mod, GEMM_NAMES[kind, size], ftype, size)
     return str(mod)
 

@@ -118,11 +118,12 @@ def prefetch(name: str, *shape: int) -> None:
 
 def generic_objects() -> list:
     """(name, shape) of the runtime objects no program decides: the worker pool, the
-    control runner and the six GEMM tile functions (three kinds, float32 and float64).
+    control runner and the eight GEMM tile functions (four kinds, float32 and float64).
     Built once per machine and code version, like a library's prebuilt kernels, they are
     what `prebuild` puts in the disk cache; kernel trampolines follow a program's
     kernels' signatures and are built with it."""
-    kinds = (pool_ir.GEMM_KIND_BLAS, pool_ir.GEMM_KIND_DIRECT, pool_ir.GEMM_KIND_DOTS)
+    kinds = (pool_ir.GEMM_KIND_BLAS, pool_ir.GEMM_KIND_DIRECT, pool_ir.GEMM_KIND_DOTS,
+             pool_ir.GEMM_KIND_PACKED)
     return [("pool", ()), ("control", ())] + [("gemm_tiles", (kind, size))
                                               for size in (4, 8) for kind in kinds]
 
