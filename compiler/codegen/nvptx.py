@@ -45,13 +45,14 @@ import llvmlite.ir as ir
 
 from .interrupts import Section
 from .pass_pipeline import run_default_pipeline, run_passes
-from . import gpu_math, gpu_simt, gpu_update, gpu_vector
+from . import gpu_math, gpu_simt, gpu_vector
 from .gpu_archs import PTX_VERSION, arch_of  # noqa: F401  (arch_of: re-exported)
 from .gpu_target import GpuTarget, parse_target
 from .gpu_vector import VEC
-from ..primitive import PRIMITIVES
 from ..primitives.reduction import reducer_of
+from . import index_rules
 from .index_rules import same_element
+from ..planning.buffer_assignment import updated_in_place
 from .loops import counted_loop
 from ..hlo.shapes import num_elements
 
@@ -814,11 +815,32 @@ def _store(em: Any, pos: int, index: list, value: Any = None) -> None:
     em.store(em.out_ptr[pos], ins.shape, value if value is not None else em.at(pos, index), index)
 
 
+def _update_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str, gpu: GpuTarget,
+                   dus: Any) -> LaunchSpec:
+    """A dynamic_update_slice written over its own operand (buffer_assignment's
+    updated_in_place: a KV cache carried by a loop, or donated to a program): a
+    grid-stride loop over the *update's* elements, each stored at its place in the
+    operand's buffer, which already holds every element outside the update (the CPU's
+    is cpu_kernels._update_region). The work is the update's size, not the buffer's."""
+    ushape = plan.module.instructions[dus.operands[1]].shape
+
+    def body(b: ir.IRBuilder, args: list, index: list) -> None:
+        em = _emitter(b, mod, plan, kernel, args)
+        starts = index_rules.update_starts(em, dus)       # clamped: the update fits
+        value = em.at(dus.operands[1], index)
+        em.store(em.out_ptr[kernel.outputs[0]], dus.shape, value,
+                 [b.add(i, s, flags=("nsw",)) for i, s in zip(index, starts)])
+
+    spec = emit_loop(mod, name, ushape, len(_params(kernel)), body, gpu)
+    spec.params = _params(kernel)
+    return spec
+
+
 def _loop_kernel(mod: ir.Module, plan: Any, kernel: Any, name: str,
                  gpu: GpuTarget = None) -> LaunchSpec:
-    dus = gpu_update.in_place_update(plan, kernel)      # a KV cache's row, in place
-    if dus is not None:
-        return gpu_update.update_kernel(mod, plan, kernel, name, gpu, dus)
+    dus = updated_in_place(plan.module, plan.buffers, kernel.members, kernel.outputs)
+    if dus is not None:                                   # a KV cache's row, in place
+        return _update_kernel(mod, plan, kernel, name, gpu, dus)
     shape = plan.module.instructions[kernel.outputs[0]].shape
     params = _params(kernel)
 
@@ -875,7 +897,6 @@ class _ReductionCode:
 
     def __init__(self, mod: ir.Module, plan: Any, kernel: Any) -> None:
         self.mod, self.plan, self.kernel = mod, plan, kernel
-        ins = plan.module.instructions
         rp = kernel.reduction          # compiler/planning/reduction_plan.py
         self.layout = rp.layout
         self.roots, self.shape, self.axes = list(rp.roots), rp.shape, rp.axes

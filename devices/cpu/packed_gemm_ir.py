@@ -25,9 +25,9 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ...compiler.codegen.loops import counted_loop
-from .pool_ir import (CBLAS_NO_TRANS, GEMM_BM, GEMM_BN, GEMM_K, GEMM_LDA, GEMM_LDB, GEMM_LDC,
-                      GEMM_M, GEMM_N, GEMM_TILES_N, GEMM_TRANS_A, GEMM_TRANS_B, GEMM_WORDS,
-                      I64, PTR, VOID, _batch_member, _c, _min, _word)
+from .gemm_descriptor import (CBLAS_NO_TRANS, GEMM_BM, GEMM_BN, GEMM_K, GEMM_LDA, GEMM_LDB,
+                              GEMM_LDC, GEMM_M, GEMM_N, GEMM_TILES_N, GEMM_TRANS_A, GEMM_TRANS_B,
+                              GEMM_WORDS, I64, PTR, VOID, _batch_member, _c, _min, _word)
 
 VECTOR_BYTES = 64            # one AVX-512 register: 16 floats or 8 doubles
 MR = 12                      # rows of C a micro-kernel keeps in registers ...

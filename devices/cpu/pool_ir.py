@@ -38,12 +38,16 @@ import types
 import llvmlite.ir as ir
 
 from ...compiler.codegen.loops import counted_loop
+from . import packed_gemm_ir
+# (the descriptor's constants are also read from LAYOUT below: all of them imported)
+from .gemm_descriptor import (CBLAS_NO_TRANS, CBLAS_ROW_MAJOR, CBLAS_TRANS, GEMM_BM, GEMM_BN,  # noqa: F401
+                              GEMM_FN, GEMM_K, GEMM_KIND_BLAS, GEMM_KIND_DIRECT, GEMM_KIND_DOTS,
+                              GEMM_KIND_PACKED, GEMM_LDA, GEMM_LDB, GEMM_LDC, GEMM_M, GEMM_N,
+                              GEMM_NAMES, GEMM_STRIDE_A, GEMM_STRIDE_B, GEMM_STRIDE_C,
+                              GEMM_TILES, GEMM_TILES_N, GEMM_TRANS_A, GEMM_TRANS_B, GEMM_WORDS,
+                              I8, I64, PTR, VOID, _batch_member, _c, _min, _word)
 
-I8 = ir.IntType(8)
 I32 = ir.IntType(32)
-I64 = ir.IntType(64)
-PTR = ir.PointerType()
-VOID = ir.VoidType()
 
 STATE_TICKET, STATE_SHUTDOWN, STATE_JOB, STATE_EXITED, STATE_SPIN = 0, 1, 2, 3, 4
 STATE_MUTEX, STATE_COND = 8, 24          # 128 bytes each: more than any libc's types need
@@ -58,15 +62,6 @@ JOINED_MASK = CLOSED - 1
 TRAMPOLINE = "lzp_tramp"          # one trampoline alone in its module
 SEQ = "seq_cst"
 TRAMP_TYPE = ir.FunctionType(VOID, [PTR, PTR, I64, I64, PTR, PTR, I64, PTR])
-
-
-def _c(v: int) -> ir.Constant:
-    return ir.Constant(I64, v)
-
-
-def _word(b: ir.IRBuilder, base: ir.Value, index) -> ir.Value:
-    idx = index if isinstance(index, ir.Value) else _c(index)
-    return b.gep(base, [idx], source_etype=I64)
 
 
 def _load_ptr(b: ir.IRBuilder, base: ir.Value, index) -> ir.Value:
@@ -427,21 +422,6 @@ class Callee:
 
 # ---- matrix products in tiles --------------------------------------------------------
 
-GEMM_M, GEMM_N, GEMM_K, GEMM_LDA, GEMM_LDB, GEMM_LDC = range(6)
-GEMM_TRANS_A, GEMM_TRANS_B, GEMM_BM, GEMM_BN, GEMM_TILES_N, GEMM_FN = range(6, 12)
-# a batch of products: tile t is tile t % TILES of product t / TILES, whose A, B and C
-# start STRIDE_A/B/C elements after the previous product's (one product: TILES is every
-# tile, the strides 0)
-GEMM_TILES, GEMM_STRIDE_A, GEMM_STRIDE_B, GEMM_STRIDE_C = range(12, 16)
-GEMM_WORDS = 16
-CBLAS_ROW_MAJOR, CBLAS_NO_TRANS, CBLAS_TRANS = 101, 111, 112
-
-
-GEMM_KIND_BLAS, GEMM_KIND_DIRECT, GEMM_KIND_DOTS, GEMM_KIND_PACKED = range(4)
-GEMM_NAMES = {(GEMM_KIND_PACKED, 4): "lzp_sgemm_packed", (GEMM_KIND_PACKED, 8): "lzp_dgemm_packed",
-              (GEMM_KIND_BLAS, 4): "lzp_sgemm_tiles", (GEMM_KIND_BLAS, 8): "lzp_dgemm_tiles",
-              (GEMM_KIND_DIRECT, 4): "lzp_sgemm_small", (GEMM_KIND_DIRECT, 8): "lzp_dgemm_small",
-              (GEMM_KIND_DOTS, 4): "lzp_sgemm_dots", (GEMM_KIND_DOTS, 8): "lzp_dgemm_dots"}
 
 
 def gemm_tiles_ir(triple: str, kind: int, size: int) -> str:
@@ -458,7 +438,6 @@ def gemm_tiles_ir(triple: str, kind: int, size: int) -> str:
     `lzp_?gemm_small`: the same tiles computed here (`_SmallGemm`); `lzp_?gemm_dots`: by
     dot products of rows (`_RowDots`); `lzp_?gemm_packed`: by our own AVX-512 packed
     GEMM (packed_gemm_ir.py)."""
-    from . import packed_gemm_ir        # (it imports this module's helpers)
     mod = ir.Module(name="lazyarray_gemm_tiles")
     mod.triple = triple
     ftype = {4: ir.FloatType(), 8: ir.DoubleType()}[size]
@@ -758,20 +737,6 @@ class _RowDots:
                                                     list(range(half, width))))
             v, width = b.fadd(lo, hi), half
         return b.extract_element(v, ir.Constant(I32, 0))
-
-
-def _batch_member(b: ir.IRBuilder, d: list, t: ir.Value, bases: tuple, size: int) -> tuple:
-    """(tile t's index within its product, that product's A, B and C) for tile t of a
-    batch of products (GEMM_TILES)."""
-    which = b.udiv(t, d[GEMM_TILES])
-    at = lambda base, stride: b.gep(base, [b.mul(b.mul(which, stride), _c(size))],
-                                    source_etype=I8)
-    return b.urem(t, d[GEMM_TILES]), tuple(at(base, d[s]) for base, s in
-                                          zip(bases, (GEMM_STRIDE_A, GEMM_STRIDE_B, GEMM_STRIDE_C)))
-
-
-def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    return b.select(b.icmp_signed("<", x, y), x, y)
 
 
 # the constants the device shares with this code (the driver hands them out)
