@@ -135,3 +135,44 @@ def test_any_chunk_writes_its_side_outputs_and_partials(shape: tuple, axes: tupl
         assert np.isnan(y[:start]).all() and np.isnan(y[max(start, end):]).all()
         want = z_want[start:end].sum(axis=tuple(axes))      # (zeros for an empty chunk)
         np.testing.assert_allclose(part.reshape(np.shape(want)), want, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("shape,axes", [((5003,), (0,)), ((70, 101), (0, 1)),
+                                        ((33, 17), (1,)), ((9, 31, 17), (1, 2))])
+def test_a_row_kernel_stores_free_outputs_in_its_first_pass(shape: tuple, axes: tuple) -> None:
+    """A ROW kernel (compiler/planning/row_fusion.py) writes outputs that need no reduction
+    in the pass that reduces them, and then has no last pass: x * x and y * 0.5 once."""
+    module = _module(shape, axes, D.float32, 2, ("sum",))
+    steps = DEVICE.compile(module).steps
+    assert [s.kind for s in steps] == ["loop"]
+    assert DEVICE.stage(module, "llvm").count("fmul") == 2
+
+
+def _phases(shape: tuple, dtype: D.DType) -> Module:
+    """A row kernel of two passes and a last one: m = sum(x), d = x - m (needs pass 0's
+    sum: written in pass 1, which reduces d * d into v), q = x * x (free: pass 0), and
+    d * v (needs v: the last pass)."""
+    rows, n = shape
+    ins = [I("parameter", (), shape, dtype, {"number": 0}),
+           I("reduce", (0,), (rows,), dtype, {"axes": (1,), "kind": "sum"})]
+    ins.append(_broadcast(1, shape, dtype, (0,)))
+    ins.append(I("subtract", (0, 2), shape, dtype, {}))                       # d: 3
+    ins.append(I("multiply", (3, 3), shape, dtype, {}))
+    ins.append(I("reduce", (4,), (rows,), dtype, {"axes": (1,), "kind": "max"}))
+    ins.append(_broadcast(5, shape, dtype, (0,)))
+    ins.append(I("multiply", (3, 6), shape, dtype, {}))                       # d * v: 7
+    ins.append(I("multiply", (0, 0), shape, dtype, {}))                       # q: 8
+    return Module("phases", ins, [3, 7, 8, 5])
+
+
+@pytest.mark.parametrize("dtype", [D.float32, D.float64])
+@pytest.mark.parametrize("shape", [(7, 5), (33, 129), (4, 1031)])
+def test_outputs_of_a_middle_pass_match_the_interpreter(shape: tuple, dtype: D.DType) -> None:
+    module = _phases(shape, dtype)
+    assert "kernel row_0 (row)" in DEVICE.stage(module, "fusion")
+    x = _inputs(shape, dtype)[0]
+    got = DEVICE.compile(module).run([x])
+    want = InterpreterDevice().compile(module).run([x])
+    rtol = 1e-5 if dtype is D.float32 else 1e-12
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * shape[1])

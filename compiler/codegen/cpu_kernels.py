@@ -38,7 +38,8 @@ from ..hlo import dtypes as D
 from ..hlo.module import Module
 from ..planning.plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
 from ..planning.buffer_assignment import updated_in_place
-from ..planning.row_fusion import MAX_ROW_BYTES, outer_shape, reused_across_passes, row_schedule
+from ..planning.row_fusion import (MAX_ROW_BYTES, outer_shape, reused_across_passes,
+                                   row_schedule, store_passes)
 from ..program import LibraryStep, LoopStep, PartialStep
 from .elemental import ElementalEmitter
 from .control_steps import is_control
@@ -433,18 +434,19 @@ class CPUCodegen:
         narrow = [p for p in kern.outputs if p not in wide]
         name, args, e, ptr_of, start, end, _ = self._begin(
             kern, self._reads(kern), kern.outputs, emitter=RowEmitter)
-        stores = [(ptr_of[p], p) for p in wide]
-        # transcendental values several passes need: computed once, kept for the row
-        reused = reused_across_passes(self.module, set(kern.members), sched, kern.outputs)
         length = num_elements(tuple(shape[a] for a in axes))
+        # large outputs: computed into a row buffer, then streamed out (stream_stores.py)
+        streamed = self._streamed_rows(e, wide, length)
+        # outputs an earlier pass computes anyway: stored there, not computed again
+        early = {} if streamed else store_passes(self.module, set(kern.members), sched, wide)
+        stores = [] if streamed else [(ptr_of[p], p) for p in wide if p not in early]
+        # transcendental values several passes need: computed once, kept for the row
+        reused = reused_across_passes(self.module, set(kern.members), sched, kern.outputs,
+                                      early)
         scratch = {p: e.b.alloca(storage_type(self.ins[p].dtype), size=length)
                    for p in reused}
         for ptr in scratch.values():
             ptr.align = 64
-        # large outputs: computed into a row buffer, then streamed out (stream_stores.py)
-        streamed = self._streamed_rows(e, wide, length)
-        if streamed:
-            stores = []
 
         # quotients by a row's value: from its reciprocal (row_division.py)
         divisions = row_divisions(self.module, set(kern.members), sched.wide)
@@ -459,8 +461,9 @@ class CPUCodegen:
         def row(index: list) -> None:
             e.row_values, e.scratch = {}, {}
             for k, reductions in enumerate(sched.phases):
+                written = [(ptr_of[p], p) for p in wide if early.get(p) == k]
                 e.row_values.update(reduce_together(e, reductions, shape, axes, index,
-                                                    visit=keep(k)))
+                                                    written, visit=keep(k)))
                 e.scratch.update({p: (scratch[p], len(rows)) for p in reused if reused[p] == k})
                 for pos, phase in sched.row_values:
                     if phase == k + 1:

@@ -191,14 +191,42 @@ def _fmt(space: tuple) -> str:
     return f"{_fmt_shape(space[0])} axes {tuple(space[1])}"
 
 
+def store_passes(module: Module, members: set, sched: RowSchedule, outputs: list) -> dict:
+    """Outputs of shape S that a pass before the last one can write (position -> that
+    pass): those whose value needs no reduction of that pass or later (a free output:
+    pass 0, where the first reductions read it). Stored as that pass computes them, they
+    cost no second evaluation in the last pass, and without other outputs of shape S
+    there is no last pass."""
+    ins = module.instructions
+    phase_of = {r: k for k, phase in enumerate(sched.phases) for r in phase}
+    ready: dict = {}             # member -> the first pass its value is available in
+
+    def first(m: int) -> int:
+        if m not in ready:
+            ready[m] = 0         # (members form a DAG of increasing positions)
+            if m in phase_of:
+                ready[m] = phase_of[m] + 1
+            elif m in members:
+                ready[m] = max((first(o) for o in ins[m].operands), default=0)
+        return ready[m]
+
+    for m in sorted(members):    # operands first: shallow recursion
+        first(m)
+    last = len(sched.phases)
+    return {o: ready[o] for o in outputs
+            if ins[o].shape == sched.space[0] and ready.get(o, last) < last}
+
+
 def reused_across_passes(module: Module, members: set, sched: RowSchedule,
-                         outputs: list) -> dict:
+                         outputs: list, early: dict = None) -> dict:
     """Transcendental members of shape S needed by more than one pass over the row
     (softmax's exp(x - max) feeds the sum and the output): position -> the first pass
     that needs them (passes 0..len(phases)-1 reduce, pass len(phases) writes). A target
     may keep such a value in a row-sized scratch buffer instead of recomputing it. Only
     values whose every user in the kernel reads them at the same index (elementwise ops
-    of shape S, or a reduction) qualify: the scratch holds the current row only."""
+    of shape S, or a reduction) qualify: the scratch holds the current row only.
+    `early`: outputs written by an earlier pass (`store_passes`), not by the last."""
+    early = early or {}
     ins = module.instructions
     shape = sched.space[0]
     users: dict = {}
@@ -220,8 +248,10 @@ def reused_across_passes(module: Module, members: set, sched: RowSchedule,
             stack.extend(o for o in ins[p].operands if o in members and o not in stops)
         return seen
 
-    passes = [closure([ins[r].operands[0] for r in phase]) for phase in sched.phases]
-    passes.append(closure([o for o in outputs if ins[o].shape == shape]))
+    passes = [closure([ins[r].operands[0] for r in phase] +
+                      [o for o, k in early.items() if k == n])
+              for n, phase in enumerate(sched.phases)]
+    passes.append(closure([o for o in outputs if ins[o].shape == shape and o not in early]))
     reductions = {p for phase in sched.phases for p in phase}
     local: dict = {}
 
