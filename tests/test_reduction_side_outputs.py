@@ -140,8 +140,8 @@ def test_any_chunk_writes_its_side_outputs_and_partials(shape: tuple, axes: tupl
 @pytest.mark.parametrize("shape,axes", [((5003,), (0,)), ((70, 101), (0, 1)),
                                         ((33, 17), (1,)), ((9, 31, 17), (1, 2))])
 def test_a_row_kernel_stores_free_outputs_in_its_first_pass(shape: tuple, axes: tuple) -> None:
-    """A ROW kernel (compiler/planning/row_fusion.py) writes outputs that need no reduction
-    in the pass that reduces them, and then has no last pass: x * x and y * 0.5 once."""
+    """A ROW kernel (compiler/planning/row_fusion.py) writes the outputs its first pass
+    reduces in that pass, and then has no last pass: x * x and y * 0.5 once."""
     module = _module(shape, axes, D.float32, 2, ("sum",))
     steps = DEVICE.compile(module).steps
     assert [s.kind for s in steps] == ["loop"]
@@ -150,8 +150,8 @@ def test_a_row_kernel_stores_free_outputs_in_its_first_pass(shape: tuple, axes: 
 
 def _phases(shape: tuple, dtype: D.DType) -> Module:
     """A row kernel of two passes and a last one: m = sum(x), d = x - m (needs pass 0's
-    sum: written in pass 1, which reduces d * d into v), q = x * x (free: pass 0), and
-    d * v (needs v: the last pass)."""
+    sum; written by pass 1, which reduces d * d into v), d * v (needs v) and q = x * x
+    (which no pass reduces): the last pass."""
     rows, n = shape
     ins = [I("parameter", (), shape, dtype, {"number": 0}),
            I("reduce", (0,), (rows,), dtype, {"axes": (1,), "kind": "sum"})]

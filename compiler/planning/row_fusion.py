@@ -192,29 +192,36 @@ def _fmt(space: tuple) -> str:
 
 
 def store_passes(module: Module, members: set, sched: RowSchedule, outputs: list) -> dict:
-    """Outputs of shape S that a pass before the last one can write (position -> that
-    pass): those whose value needs no reduction of that pass or later (a free output:
-    pass 0, where the first reductions read it). Stored as that pass computes them, they
-    cost no second evaluation in the last pass, and without other outputs of shape S
-    there is no last pass."""
+    """Outputs of shape S that a pass before the last one computes anyway (position -> the
+    first such pass): values its reductions read at the pass's own index (BatchNorm's or
+    layer norm's backward chain, stored and summed). Stored there, they cost no second
+    evaluation in the last pass, and without other outputs of shape S there is no last
+    pass. An output no reduction reads stays in the last pass (moved, it would be
+    computed there anyway for the others)."""
     ins = module.instructions
-    phase_of = {r: k for k, phase in enumerate(sched.phases) for r in phase}
-    ready: dict = {}             # member -> the first pass its value is available in
+    out: dict = {}
+    for k, phase in enumerate(sched.phases):
+        seen = computed_at_index(module, members, sched, [ins[r].operands[0] for r in phase])
+        for o in outputs:
+            if o in seen and o not in out:
+                out[o] = k
+    return out
 
-    def first(m: int) -> int:
-        if m not in ready:
-            ready[m] = 0         # (members form a DAG of increasing positions)
-            if m in phase_of:
-                ready[m] = phase_of[m] + 1
-            elif m in members:
-                ready[m] = max((first(o) for o in ins[m].operands), default=0)
-        return ready[m]
 
-    for m in sorted(members):    # operands first: shallow recursion
-        first(m)
-    last = len(sched.phases)
-    return {o: ready[o] for o in outputs
-            if ins[o].shape == sched.space[0] and ready.get(o, last) < last}
+def computed_at_index(module: Module, members: set, sched: RowSchedule, starts: list) -> set:
+    """The members a pass computes at its own index to get `starts`: elementwise ops of
+    shape S, through to reads, row values and reductions (which it does not compute)."""
+    ins = module.instructions
+    shape = sched.space[0]
+    stops = {p for phase in sched.phases for p in phase} | {p for p, _ in sched.row_values}
+    seen, stack = set(), [s for s in starts if s in members and s not in stops]
+    while stack:
+        p = stack.pop()
+        if p in seen or ins[p].shape != shape or PRIMITIVES[ins[p].op].kind != ELEMENTWISE:
+            continue
+        seen.add(p)
+        stack.extend(o for o in ins[p].operands if o in members and o not in stops)
+    return seen
 
 
 def reused_across_passes(module: Module, members: set, sched: RowSchedule,
@@ -233,20 +240,12 @@ def reused_across_passes(module: Module, members: set, sched: RowSchedule,
     for m in members:
         for o in ins[m].operands:
             users.setdefault(o, []).append(m)
-    stops = {p for phase in sched.phases for p in phase} | {p for p, _ in sched.row_values}
 
     def same_index(m: int) -> bool:
         return ins[m].shape == shape and PRIMITIVES[ins[m].op].kind == ELEMENTWISE
 
     def closure(starts: list) -> set:
-        seen, stack = set(), [s for s in starts if s in members and s not in stops]
-        while stack:
-            p = stack.pop()
-            if p in seen or not same_index(p):
-                continue
-            seen.add(p)
-            stack.extend(o for o in ins[p].operands if o in members and o not in stops)
-        return seen
+        return computed_at_index(module, members, sched, starts)
 
     passes = [closure([ins[r].operands[0] for r in phase] +
                       [o for o, k in early.items() if k == n])
