@@ -344,10 +344,11 @@ class CPUCodegen:
         roots, late, side = list(rp.roots), list(rp.late), list(rp.side)
         shape, axes = rp.shape, rp.axes
         rows = rp.layout == "row" and not rp.has_arg
-        partial = not rows and not rp.has_arg and bool(axes) and bool(late)
+        partial = not rows and not rp.has_arg and bool(axes)
         # side outputs are stored as the reduction's loop passes over them (each element
         # computed once, stored and accumulated); the rest get their own pass first
-        passing = [p for p in side if self.ins[p].shape == shape] if rows or partial else []
+        passing = [p for p in side if self.ins[p].shape == shape] \
+            if late and (rows or partial) else []
         apart = [p for p in side if p not in passing]
         if apart:
             self._loops(kern, apart)
