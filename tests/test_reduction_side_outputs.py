@@ -176,3 +176,27 @@ def test_outputs_of_a_middle_pass_match_the_interpreter(shape: tuple, dtype: D.D
     rtol = 1e-5 if dtype is D.float32 else 1e-12
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * shape[1])
+
+
+@pytest.mark.parametrize("dtype", [D.float32, D.float64])
+@pytest.mark.parametrize("shape,axis", [((37, 19), 0), ((6, 5, 7), 1)])
+def test_an_arg_reduction_down_columns_stores_its_side_output(shape: tuple, axis: int,
+                                                              dtype: D.DType) -> None:
+    """argmax of y = x * x + w down a column (one pass in memory order) writes y in that
+    pass: one function, x * x once."""
+    out = tuple(n for d, n in enumerate(shape) if d != axis)
+    ins = [I("parameter", (), shape, dtype, {"number": 0}),
+           I("parameter", (), (shape[-1],), dtype, {"number": 1}),
+           _broadcast(1, shape, dtype, (len(shape) - 1,)),
+           I("multiply", (0, 0), shape, dtype, {})]
+    ins.append(I("add", (3, 2), shape, dtype, {}))
+    ins.append(I("argmax", (4,), out, D.int64, {"axis": axis, "index_dtype": "int64"}))
+    module = Module("argside", ins, [4, 5])
+    args = _inputs(shape, dtype)
+    got = DEVICE.compile(module).run(args)
+    want = InterpreterDevice().compile(module).run(args)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[1], np.argmax(args[0] * args[0] + args[1], axis=axis))
+    assert [s.kind for s in DEVICE.compile(module).steps] == ["partial"]
+    assert DEVICE.stage(module, "llvm").count("fmul") == 1

@@ -345,10 +345,12 @@ class CPUCodegen:
         shape, axes = rp.shape, rp.axes
         rows = rp.layout == "row" and not rp.has_arg
         partial = not rows and not rp.has_arg and bool(axes)
+        columns = rp.layout in ("column", "generic") and len(roots) == 1 and late == roots \
+            and rp.has_arg
         # side outputs are stored as the reduction's loop passes over them (each element
         # computed once, stored and accumulated); the rest get their own pass first
         passing = [p for p in side if self.ins[p].shape == shape] \
-            if late and (rows or partial) else []
+            if late and (rows or partial or columns) else []
         apart = [p for p in side if p not in passing]
         if apart:
             self._loops(kern, apart)
@@ -356,26 +358,30 @@ class CPUCodegen:
             return
         if rows:
             self._row_reduction(kern, roots, late, shape, axes, passing)
-        elif rp.layout in ("column", "generic") and len(roots) == 1 and late == roots \
-                and rp.has_arg:
-            self._arg_columns(kern, roots[0], shape, axes[0])
+        elif columns:
+            self._arg_columns(kern, roots[0], shape, axes[0], passing)
         elif rp.layout == "row" or rp.has_arg or not axes:
             self._row_reduction(kern, roots, late, shape, axes, [])
         else:
             self._partial_reduction(kern, roots, late, shape, axes, passing)
 
-    def _arg_columns(self, kern: Kernel, root: int, shape: tuple, axis: int) -> None:
+    def _arg_columns(self, kern: Kernel, root: int, shape: tuple, axis: int,
+                     side: list = ()) -> None:
         """argmax/argmin over an axis that is not the last: one pass in memory order,
-        keeping the best value and its index per output element (in partial arrays)."""
+        keeping the best value and its index per output element (in partial arrays);
+        `side` outputs of the operand's shape are stored in the same pass."""
         ins = self.ins[root]
         src = ins.operands[0]
         dtype = self.ins[src].dtype
         acc = accumulator_dtype(dtype)
         out_shape = ins.shape
         name, args, e, ptr_of, start, end, (pbest, pidx) = self._begin(
-            kern, self._reads(kern), [], partials=2)
+            kern, self._reads(kern), side, partials=2)
+        visit = _side_writer(e, ptr_of, side, shape) if side else None
 
         def element(index: list) -> None:
+            if visit is not None:
+                visit(index)
             b = e.b
             out_index = index[:axis] + index[axis + 1:]
             v = e.at(src, index)
