@@ -28,7 +28,9 @@ Phases: a reduction's phase is one more than the highest phase of the reductions
 depends on (0 for none). Code generation runs, for each row of its [start, end) range,
 one pass over the row per phase (computing that phase's reductions together, in
 registers), then the row values that the phase made computable, then, if the kernel
-writes values of shape S, one last pass writing them. A row of more than MAX_ROW_BYTES
+writes values of shape S, one last pass writing them. An output of shape S that a
+phase's pass computes anyway (a value its reductions read) is written by that pass
+instead (`store_passes`); with no other such output there is no last pass. A row of more than MAX_ROW_BYTES
 is not a ROW kernel: each pass must find the row still in cache.
 """
 from __future__ import annotations
