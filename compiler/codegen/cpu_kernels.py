@@ -38,7 +38,8 @@ from ..hlo import dtypes as D
 from ..hlo.module import Module
 from ..planning.plan import LIBRARY, LOOP, OPAQUE, REDUCTION, ROW, ExecutionPlan, Kernel
 from ..planning.buffer_assignment import updated_in_place
-from ..planning.row_fusion import MAX_ROW_BYTES, outer_shape, reused_across_passes, row_schedule
+from ..planning.row_fusion import (MAX_ROW_BYTES, outer_shape, reused_across_passes,
+                                   row_schedule, store_passes)
 from ..program import LibraryStep, LoopStep, PartialStep
 from .elemental import ElementalEmitter
 from .control_steps import is_control
@@ -343,32 +344,44 @@ class CPUCodegen:
         roots, late, side = list(rp.roots), list(rp.late), list(rp.side)
         shape, axes = rp.shape, rp.axes
         rows = rp.layout == "row" and not rp.has_arg
-        if side and not rows:   # values of the input's shape that leave: their own pass
-            self._loops(kern, side)
+        partial = not rows and not rp.has_arg and bool(axes)
+        columns = rp.layout in ("column", "generic") and len(roots) == 1 and late == roots \
+            and rp.has_arg
+        # side outputs are stored as the reduction's loop passes over them (each element
+        # computed once, stored and accumulated); the rest get their own pass first
+        passing = [p for p in side if self.ins[p].shape == shape] \
+            if late and (rows or partial or columns) else []
+        apart = [p for p in side if p not in passing]
+        if apart:
+            self._loops(kern, apart)
         if not late:
             return
-        if rows:                # side outputs are stored as the row loop passes over them
-            self._row_reduction(kern, roots, late, shape, axes, side)
-        elif rp.layout in ("column", "generic") and len(roots) == 1 and late == roots \
-                and rp.has_arg:
-            self._arg_columns(kern, roots[0], shape, axes[0])
+        if rows:
+            self._row_reduction(kern, roots, late, shape, axes, passing)
+        elif columns:
+            self._arg_columns(kern, roots[0], shape, axes[0], passing)
         elif rp.layout == "row" or rp.has_arg or not axes:
             self._row_reduction(kern, roots, late, shape, axes, [])
         else:
-            self._partial_reduction(kern, roots, late, shape, axes)
+            self._partial_reduction(kern, roots, late, shape, axes, passing)
 
-    def _arg_columns(self, kern: Kernel, root: int, shape: tuple, axis: int) -> None:
+    def _arg_columns(self, kern: Kernel, root: int, shape: tuple, axis: int,
+                     side: list = ()) -> None:
         """argmax/argmin over an axis that is not the last: one pass in memory order,
-        keeping the best value and its index per output element (in partial arrays)."""
+        keeping the best value and its index per output element (in partial arrays);
+        `side` outputs of the operand's shape are stored in the same pass."""
         ins = self.ins[root]
         src = ins.operands[0]
         dtype = self.ins[src].dtype
         acc = accumulator_dtype(dtype)
         out_shape = ins.shape
         name, args, e, ptr_of, start, end, (pbest, pidx) = self._begin(
-            kern, self._reads(kern), [], partials=2)
+            kern, self._reads(kern), side, partials=2)
+        visit = _side_writer(e, ptr_of, side, shape) if side else None
 
         def element(index: list) -> None:
+            if visit is not None:
+                visit(index)
             b = e.b
             out_index = index[:axis] + index[axis + 1:]
             v = e.at(src, index)
@@ -428,18 +441,19 @@ class CPUCodegen:
         narrow = [p for p in kern.outputs if p not in wide]
         name, args, e, ptr_of, start, end, _ = self._begin(
             kern, self._reads(kern), kern.outputs, emitter=RowEmitter)
-        stores = [(ptr_of[p], p) for p in wide]
-        # transcendental values several passes need: computed once, kept for the row
-        reused = reused_across_passes(self.module, set(kern.members), sched, kern.outputs)
         length = num_elements(tuple(shape[a] for a in axes))
+        # large outputs: computed into a row buffer, then streamed out (stream_stores.py)
+        streamed = self._streamed_rows(e, wide, length)
+        # outputs an earlier pass computes anyway: stored there, not computed again
+        early = {} if streamed else store_passes(self.module, set(kern.members), sched, wide)
+        stores = [] if streamed else [(ptr_of[p], p) for p in wide if p not in early]
+        # transcendental values several passes need: computed once, kept for the row
+        reused = reused_across_passes(self.module, set(kern.members), sched, kern.outputs,
+                                      early)
         scratch = {p: e.b.alloca(storage_type(self.ins[p].dtype), size=length)
                    for p in reused}
         for ptr in scratch.values():
             ptr.align = 64
-        # large outputs: computed into a row buffer, then streamed out (stream_stores.py)
-        streamed = self._streamed_rows(e, wide, length)
-        if streamed:
-            stores = []
 
         # quotients by a row's value: from its reciprocal (row_division.py)
         divisions = row_divisions(self.module, set(kern.members), sched.wide)
@@ -454,8 +468,9 @@ class CPUCodegen:
         def row(index: list) -> None:
             e.row_values, e.scratch = {}, {}
             for k, reductions in enumerate(sched.phases):
+                written = [(ptr_of[p], p) for p in wide if early.get(p) == k]
                 e.row_values.update(reduce_together(e, reductions, shape, axes, index,
-                                                    visit=keep(k)))
+                                                    written, visit=keep(k)))
                 e.scratch.update({p: (scratch[p], len(rows)) for p in reused if reused[p] == k})
                 for pos, phase in sched.row_values:
                     if phase == k + 1:
@@ -514,13 +529,16 @@ class CPUCodegen:
                                            num_elements(shape[outer:]) * ins.dtype.itemsize)
 
     def _partial_reduction(self, kern: Kernel, roots: list, late: list, shape: tuple,
-                           axes: tuple) -> None:
+                           axes: tuple, side: list = ()) -> None:
         """Accumulate chunks of the outermost dimension into partial arrays (see module
-        docstring); the epilogue then runs as a loop over the reduced shape."""
+        docstring); the epilogue then runs as a loop over the reduced shape. `side`
+        (outputs of the reduced shape S) are stored in the same loop, from the element
+        code the accumulation uses: one pass over S, each element computed once."""
         out_shape = tuple(n for d, n in enumerate(shape) if d not in axes)
         per_chunk = outer_dim(shape) in axes
         name, args, e, ptr_of, start, end, partials = self._begin(
-            kern, self._reads(kern), [], partials=len(roots))
+            kern, self._reads(kern), side, partials=len(roots))
+        visit = _side_writer(e, ptr_of, side, shape) if side else None
         kinds = [self.ins[p].attrs["kind"] for p in roots]
         full = all(n == 1 for n in out_shape)
         accs = [full_accumulator(k, self.ins[p].dtype) if full else
@@ -532,16 +550,20 @@ class CPUCodegen:
             inits = [e.identity(k, a) for k, a in zip(kinds, accs)]
             lanes = lane_reduce.lanes_for(accs) if llvm_target.opt_tier(
                 extent(shape) * max(1, _inner_work(shape))) == 1 and lane_reduce.cheap_body(
-                self.ins, set(kern.members), srcs) else 1
+                self.ins, set(kern.members), srcs + list(side)) else 1
             if lanes > 1:       # no loop vectorizer at this size: independent accumulators
                 finals = lane_reduce.accumulate_lanes(e, srcs, kinds, inits, shape,
-                                                      outer_dim(shape), start, end, lanes)
+                                                      outer_dim(shape), start, end, lanes,
+                                                      visit)
             else:
-                finals = accumulate_registers(e, srcs, kinds, inits, shape, start, end)
+                finals = accumulate_registers(e, srcs, kinds, inits, shape, start, end,
+                                              visit)
             for ptr, v in zip(partials, finals):
                 e.store(ptr, out_shape, v, [const(0)] * len(out_shape))
         else:
             def element(index: list) -> None:
+                if visit is not None:
+                    visit(index)
                 out_index = [i for d, i in enumerate(index) if d not in axes]
                 for ptr, src, kind, acc in zip(partials, srcs, kinds, accs):
                     old = e.load(ptr, out_shape, acc, out_index)
@@ -619,6 +641,18 @@ class RowEmitter(ElementalEmitter):
         divisor, recip = fast
         a = self.at(self.module.instructions[pos].operands[0], index)
         return self.round(row_division.quotient(self, a, divisor, recip))
+
+
+def _side_writer(e: ElementalEmitter, ptr_of: dict, side: list, shape: tuple) -> Any:
+    """A reduction loop's visit: each side output's value stored at the loop's index,
+    in the element's scope, so that the reduced value reuses the element code (a REDUCTION
+    kernel's outputs never share a buffer with what it reads: in place is for LOOP
+    kernels, compiler/planning/buffer_assignment.py)."""
+    def visit(index: list) -> None:
+        values = [e.at(p, index) for p in side]
+        for p, v in zip(side, values):
+            e.store(ptr_of[p], shape, v, index)
+    return visit
 
 
 def _row_writer(e: RowEmitter, buffers: dict, row_shape: tuple) -> Any:
@@ -885,8 +919,10 @@ def narrow(e: ElementalEmitter, v: ir.Value, dtype: D.DType) -> ir.Value:
 
 
 def accumulate_registers(e: ElementalEmitter, srcs: list, kinds: list, inits: list,
-                         shape: tuple, start: ir.Value, end: ir.Value) -> list:
-    """Combine every element of `shape` (the outer dimension in [start, end))."""
+                         shape: tuple, start: ir.Value, end: ir.Value,
+                         visit: Any = None) -> list:
+    """Combine every element of `shape` (the outer dimension in [start, end));
+    `visit(index)`, if given, runs at each element first, in its scope."""
     accs = [Accumulator(kind, v.dtype) for kind, v in zip(kinds, inits)]
     outer = outer_dim(shape)
 
@@ -896,6 +932,8 @@ def accumulate_registers(e: ElementalEmitter, srcs: list, kinds: list, inits: li
         def step(i: ir.Value, cs: list) -> list:
             e.push_scope()
             if d + 1 == len(shape):
+                if visit is not None:
+                    visit(index + [i])
                 out = []
                 for src, acc, c in zip(srcs, accs, unflatten(accs, cs)):
                     v = e.at(src, index + [i])

@@ -65,15 +65,19 @@ def lanes_for(accs: list) -> int:
 
 
 def accumulate_lanes(e, srcs: list, kinds: list, inits: list, shape: tuple, outer: int,
-                     start: ir.Value, end: ir.Value, lanes: int) -> list:
+                     start: ir.Value, end: ir.Value, lanes: int, visit=None) -> list:
     """Combine every element of `shape` (dimension `outer` in [start, end), the others
-    whole) into one value per source, `lanes` accumulators along the innermost one."""
+    whole) into one value per source, `lanes` accumulators along the innermost one;
+    `visit(index)`, if given, runs at each element first, in its scope (side outputs
+    stored from the same element code)."""
     accs = [Accumulator(kind, v.dtype) for kind, v in zip(kinds, inits)]
     one = [v for a in accs for v in a.inits(e)]
     last = len(shape) - 1
 
     def element(index: list, carried: list) -> list:
         e.push_scope()
+        if visit is not None:
+            visit(index)
         out = []
         for src, acc, c in zip(srcs, accs, unflatten(accs, carried)):
             v = e.at(src, index)

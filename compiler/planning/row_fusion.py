@@ -28,7 +28,9 @@ Phases: a reduction's phase is one more than the highest phase of the reductions
 depends on (0 for none). Code generation runs, for each row of its [start, end) range,
 one pass over the row per phase (computing that phase's reductions together, in
 registers), then the row values that the phase made computable, then, if the kernel
-writes values of shape S, one last pass writing them. A row of more than MAX_ROW_BYTES
+writes values of shape S, one last pass writing them. An output of shape S that a
+phase's pass computes anyway (a value its reductions read) is written by that pass
+instead (`store_passes`); with no other such output there is no last pass. A row of more than MAX_ROW_BYTES
 is not a ROW kernel: each pass must find the row still in cache.
 """
 from __future__ import annotations
@@ -191,37 +193,66 @@ def _fmt(space: tuple) -> str:
     return f"{_fmt_shape(space[0])} axes {tuple(space[1])}"
 
 
+def store_passes(module: Module, members: set, sched: RowSchedule, outputs: list) -> dict:
+    """Outputs of shape S that a pass before the last one computes anyway (position -> the
+    first such pass): values its reductions read at the pass's own index (BatchNorm's or
+    layer norm's backward chain, stored and summed). Stored there, they cost no second
+    evaluation in the last pass, and without other outputs of shape S there is no last
+    pass. An output no reduction reads stays in the last pass (moved, it would be
+    computed there anyway for the others)."""
+    ins = module.instructions
+    out: dict = {}
+    for k, phase in enumerate(sched.phases):
+        seen = computed_at_index(module, members, sched, [ins[r].operands[0] for r in phase])
+        for o in outputs:
+            if o in seen and o not in out:
+                out[o] = k
+    return out
+
+
+def computed_at_index(module: Module, members: set, sched: RowSchedule, starts: list) -> set:
+    """The members a pass computes at its own index to get `starts`: elementwise ops of
+    shape S, through to reads, row values and reductions (which it does not compute)."""
+    ins = module.instructions
+    shape = sched.space[0]
+    stops = {p for phase in sched.phases for p in phase} | {p for p, _ in sched.row_values}
+    seen, stack = set(), [s for s in starts if s in members and s not in stops]
+    while stack:
+        p = stack.pop()
+        if p in seen or ins[p].shape != shape or PRIMITIVES[ins[p].op].kind != ELEMENTWISE:
+            continue
+        seen.add(p)
+        stack.extend(o for o in ins[p].operands if o in members and o not in stops)
+    return seen
+
+
 def reused_across_passes(module: Module, members: set, sched: RowSchedule,
-                         outputs: list) -> dict:
+                         outputs: list, early: dict = None) -> dict:
     """Transcendental members of shape S needed by more than one pass over the row
     (softmax's exp(x - max) feeds the sum and the output): position -> the first pass
     that needs them (passes 0..len(phases)-1 reduce, pass len(phases) writes). A target
     may keep such a value in a row-sized scratch buffer instead of recomputing it. Only
     values whose every user in the kernel reads them at the same index (elementwise ops
-    of shape S, or a reduction) qualify: the scratch holds the current row only."""
+    of shape S, or a reduction) qualify: the scratch holds the current row only.
+    `early`: outputs written by an earlier pass (`store_passes`), not by the last."""
+    early = early or {}
     ins = module.instructions
     shape = sched.space[0]
     users: dict = {}
     for m in members:
         for o in ins[m].operands:
             users.setdefault(o, []).append(m)
-    stops = {p for phase in sched.phases for p in phase} | {p for p, _ in sched.row_values}
 
     def same_index(m: int) -> bool:
         return ins[m].shape == shape and PRIMITIVES[ins[m].op].kind == ELEMENTWISE
 
     def closure(starts: list) -> set:
-        seen, stack = set(), [s for s in starts if s in members and s not in stops]
-        while stack:
-            p = stack.pop()
-            if p in seen or not same_index(p):
-                continue
-            seen.add(p)
-            stack.extend(o for o in ins[p].operands if o in members and o not in stops)
-        return seen
+        return computed_at_index(module, members, sched, starts)
 
-    passes = [closure([ins[r].operands[0] for r in phase]) for phase in sched.phases]
-    passes.append(closure([o for o in outputs if ins[o].shape == shape]))
+    passes = [closure([ins[r].operands[0] for r in phase] +
+                      [o for o, k in early.items() if k == n])
+              for n, phase in enumerate(sched.phases)]
+    passes.append(closure([o for o in outputs if ins[o].shape == shape and o not in early]))
     reductions = {p for phase in sched.phases for p in phase}
     local: dict = {}
 
