@@ -340,3 +340,26 @@ def test_interleaving_the_phases_leaves_no_reference_cycle():
     finally:
         gc.enable()
     assert found == 0
+
+
+@pytest.mark.parametrize("xs,ws,kw,rows_looped", [
+    ((1, 4, 16, 16), (8, 3, 3), dict(padding=1), True),
+    ((1, 4, 16, 16), (8, 3, 3), dict(stride=2, padding=1), False),    # gathered rows
+    ((1, 4, 16, 16), (8, 1, 1), dict(), False)], ids=str)
+def test_window_rows_run_in_a_loop(xs, ws, kw, rows_looped):
+    """A window's rows are a loop of the forward function, not unrolled (a third of a 3x3
+    convolution's code for LLVM to build in the first step), except where a stride
+    gathers the inputs (unrolled, a row's gathered vectors serve several taps): one row
+    of taps' multiply-adds in the function, or all of them. The values: the interpreter."""
+    from lazyarray.compiler.codegen import llvm_target
+    x, w = _inputs(xs, ws, np.float32, seed=3)
+    y = conv2d(la.asarray(x), la.asarray(w), **kw)
+    text = la.debug.ir([y], stage="llvm")
+    wide = llvm_target.has_feature("avx512f")
+    blk = conv_direct.blocking(ws[0], *y.shape[2:], 4, 64 if wide else 32, 32 if wide else 16)
+    rows = 1 if rows_looped else ws[1]
+    fmas = sum(line.count("@llvm.fma.v") for line in text.splitlines()
+               if "call" in line)
+    assert fmas == blk.ob * blk.xb * blk.ry * rows * ws[2]
+    want = conv2d(la.asarray(x, device="interpreter"), la.asarray(w, device="interpreter"), **kw)
+    np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
