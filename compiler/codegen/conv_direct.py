@@ -274,16 +274,15 @@ def filter_blocking(o: int, kernel: tuple, ho: int, wo: int, itemsize: int,
     return FilterBlocking(ob, groups, v, n_ob, pv, nt, n // nt if nt else 1)
 
 
-def _hsum(b, v: ir.Value, lanes: int) -> ir.Value:
-    """The sum of a vector's lanes, as a tree of halves."""
-    while lanes > 1:
-        half = lanes // 2
-        lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half),
-                                                [ir.Constant(I32, k) for k in range(half)]))
-        hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half),
-                                                [ir.Constant(I32, half + k) for k in range(half)]))
-        v, lanes = b.fadd(lo, hi), half
-    return b.extract_element(v, ir.Constant(I32, 0))
+def _hsum(e, v: ir.Value, lanes: int) -> ir.Value:
+    """The sum of a vector's lanes: LLVM's reduction, reassociated (the same tree of
+    halves in the object code; one call in the IR, not 2 log2(lanes) shuffles)."""
+    ft = v.type.element
+    name = f"llvm.vector.reduce.fadd.v{lanes}{ft.intrinsic_name}"
+    fn = e.llmod.globals.get(name)
+    if fn is None:
+        fn = ir.Function(e.llmod, ir.FunctionType(ft, [ft, v.type]), name)
+    return e.b.call(fn, [ir.Constant(ft, -0.0), v], fastmath=("reassoc",))
 
 
 def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
@@ -386,7 +385,7 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
             at = _add(b, _mul(b, _add(b, _mul(b, _add(b, o0, const(k)), c_), c), kh * kw),
                       const(ky * kw + kx))
             ptr = b.gep(out, [at], inbounds=True, source_etype=ft)
-            total = _hsum(b, accs[k * len(taps) + t], blk.v)
+            total = _hsum(e, accs[k * len(taps) + t], blk.v)
             if later is not None:   # a later tile adds to the tiles before (the first's
                 # store comes first: the tiles of a channel block run in order)
                 total = b.select(later, b.fadd(b.load(ptr, typ=ft, align=align), total),
