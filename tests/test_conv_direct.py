@@ -340,3 +340,54 @@ def test_interleaving_the_phases_leaves_no_reference_cycle():
     finally:
         gc.enable()
     assert found == 0
+
+
+@pytest.mark.parametrize("xs,ws,kw,rows_looped", [
+    ((1, 4, 16, 16), (8, 3, 3), dict(padding=1), True),
+    ((1, 4, 16, 16), (8, 3, 3), dict(stride=2, padding=1), False),    # gathered rows
+    ((1, 4, 16, 16), (8, 1, 1), dict(), False)], ids=str)
+def test_window_rows_run_in_a_loop(xs, ws, kw, rows_looped):
+    """A window's rows are a loop of the forward function, not unrolled (a third of a 3x3
+    convolution's code for LLVM to build in the first step), except where a stride
+    gathers the inputs (unrolled, a row's gathered vectors serve several taps): one row
+    of taps' multiply-adds in the function, or all of them. The values: the interpreter."""
+    from lazyarray.compiler.codegen import llvm_target
+    x, w = _inputs(xs, ws, np.float32, seed=3)
+    y = conv2d(la.asarray(x), la.asarray(w), **kw)
+    text = la.debug.ir([y], stage="llvm")
+    wide = llvm_target.has_feature("avx512f")
+    blk = conv_direct.blocking(ws[0], *y.shape[2:], 4, 64 if wide else 32, 32 if wide else 16)
+    rows = 1 if rows_looped else ws[1]
+    fmas = sum(line.count("@llvm.fma.v") for line in text.splitlines()
+               if "call" in line)
+    assert fmas == blk.ob * blk.xb * blk.ry * rows * ws[2]
+    want = conv2d(la.asarray(x, device="interpreter"), la.asarray(w, device="interpreter"), **kw)
+    np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+
+class _Emitter:
+    """What conv_direct's helpers read of an emitter: the builder and the module."""
+    def __init__(self, b, llmod):
+        self.b, self.llmod = b, llmod
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lane_sum_is_one_reduction(dtype):
+    """The weight gradient sums each accumulator's lanes with LLVM's reassociated
+    reduction: one call in the IR (a tree of halves was 2 log2(lanes) shuffles and
+    log2(lanes) additions, a third of the function's IR for LLVM to optimize); LLVM
+    parses it. The values: the gradient tests above, against the interpreter and PyTorch."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    lanes = 16
+    ft = ir.FloatType() if dtype == np.float32 else ir.DoubleType()
+    llmod = ir.Module("lane_sum")
+    fn = ir.Function(llmod, ir.FunctionType(ft, [ir.PointerType()]), "lane_sum")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    v = b.load(fn.args[0], typ=ir.VectorType(ft, lanes), align=dtype().itemsize)
+    b.ret(conv_direct._hsum(_Emitter(b, llmod), v, lanes))
+    text = str(fn)
+    assert text.count("call") == 1 and "reassoc" in text and "shufflevector" not in text
+    llvm.parse_assembly(str(llmod)).verify()
+

@@ -7,7 +7,9 @@ row, RY rows). For each input channel and window tap it loads one input vector p
 (V inputs `stride` apart: a contiguous load, shuffled when the stride is above 1) and one
 weight per output channel (broadcast), and adds their products to every accumulator:
 OB + slots loads for OB * slots fused multiply-adds. The input is read where it lies;
-the output is written once.
+the output is written once. The window's rows are a loop (its columns unrolled) where the
+stride is 1: the function is then a third of a 3x3 convolution's code, which is what
+LLVM's time in the first step follows.
 
 Blocks at the edges are moved back inside (the last channel block starts at O - OB, the
 last row block at Ho - RY, the last vector of a row at Wo - V): they compute a few
@@ -73,11 +75,41 @@ def _joined(b, parts: list) -> ir.Value:
     return parts[0]
 
 
+def _add(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """x + y of i64 offsets, folded where both are constants or one is zero: llvmlite
+    folds nothing, and a register block's addresses are mostly constants (the IR of a
+    conv function was half additions and multiplications of constants, each an
+    instruction built and printed in Python, then folded by LLVM anyway)."""
+    if isinstance(x, ir.Constant) and isinstance(y, ir.Constant):
+        return const(x.constant + y.constant)
+    if isinstance(y, ir.Constant) and y.constant == 0:
+        return x
+    if isinstance(x, ir.Constant) and x.constant == 0:
+        return y
+    return b.add(x, y)
+
+
+def _mul(b: ir.IRBuilder, x: ir.Value, n: int, flags: tuple = ()) -> ir.Value:
+    """x * n (n a Python int), folded as `_add`."""
+    if isinstance(x, ir.Constant):
+        return const(x.constant * n)
+    if n == 1:
+        return x
+    return b.mul(x, const(n), flags=flags)
+
+
 def _first(b: ir.IRBuilder, i: ir.Value, size: int, total: int) -> ir.Value:
     """Block i's first position (i * size), moved back inside the extent `total`."""
-    at = b.mul(i, const(size), flags=("nsw",))
+    at = _mul(b, i, size, flags=("nsw",))
+    if isinstance(at, ir.Constant):
+        return const(min(at.constant, total - size))
     last = const(total - size)
     return b.select(b.icmp_signed("<", at, last), at, last)
+
+
+def _zero(vt: ir.VectorType) -> ir.Constant:
+    """A vector of zeros (printed `zeroinitializer`, not lane by lane)."""
+    return ir.Constant(vt, None)
 
 
 def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
@@ -97,17 +129,26 @@ def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
     y0 = _first(b, ry, blk.ry * pv, ho)
     xs = []
     for j in range(blk.xb):     # each vector of the block: its first output along the row
-        at = b.mul(b.add(b.mul(xb, const(blk.xb)), const(j)), const(blk.v))
-        last = const(wo - blk.v if pv == 1 else 0)
-        xs.append(b.select(b.icmp_signed("<", at, last), at, last))
+        at = _mul(b, _add(b, _mul(b, xb, blk.xb), const(j)), blk.v)
+        last = wo - blk.v if pv == 1 else 0
+        if isinstance(at, ir.Constant):
+            xs.append(const(min(at.constant, last)))
+        else:
+            xs.append(b.select(b.icmp_signed("<", at, const(last)), at, const(last)))
     slots = [(r * pv, x) for r in range(blk.ry) for x in xs]    # (first row, first output)
-    zero = ir.Constant(vt, [ir.Constant(ft, 0.0)] * blk.v)
+    zero = _zero(vt)
     fma = f"llvm.fma.v{blk.v}f{8 * dtype.itemsize}"
     splat = ir.Constant(ir.VectorType(I32, blk.v), [ir.Constant(I32, 0)] * blk.v)
     part = blk.v // pv          # outputs of one row in a vector
     pt = ir.VectorType(ft, part)
     pick = ir.Constant(ir.VectorType(I32, part), [ir.Constant(I32, k * sx) for k in range(part)])
     wide = ir.VectorType(ft, part * sx)
+    # where each slot's rows start in an input plane, and each channel's weights in w:
+    # the same for every input channel and tap (the taps add constants)
+    top = _mul(b, y0, sy * wp)
+    starts = [[_add(b, top, _add(b, const((r + p) * sy * wp), _mul(b, x, sx)))
+               for p in range(pv)] for r, x in slots]
+    w_rows = [_mul(b, _add(b, o0, const(k)), c_) for k in range(blk.ob)]
 
     def load_row(base: ir.Value, x: ir.Value) -> ir.Value:
         """`part` inputs sx apart from offset x."""
@@ -117,37 +158,53 @@ def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
         raw = b.load(ptr, typ=wide, align=align)
         return b.shuffle_vector(raw, ir.Constant(wide, ir.Undefined), pick)
 
-    def channel(c: ir.Value, accs: list) -> list:
-        plane = b.mul(b.add(b.mul(n, const(c_)), c), const(hp * wp), flags=("nsw",))
+    def window_row(ky: ir.Value, at: list, w_at: list, accs: list) -> list:
+        """The taps of window row ky (a loop counter, or the constant 0 of a one-row
+        window): OB * slots * KW multiply-adds."""
+        y_off = _mul(b, ky, dy * wp)
+        w_off = _mul(b, ky, kw)
         accs = list(accs)
+        for kx in range(kw):
+            tap = _add(b, y_off, const(kx * dx))
+            vals = [_joined(b, [load_row(operands[0], _add(b, a, tap)) for a in rows])
+                    for rows in at]
+            for k in range(blk.ob):
+                ptr = b.gep(operands[1], [_add(b, w_at[k], _add(b, w_off, const(kx)))],
+                            inbounds=True, source_etype=ft)
+                w = b.load(ptr, typ=ft)
+                wv = b.shuffle_vector(b.insert_element(ir.Constant(vt, ir.Undefined), w,
+                                                       ir.Constant(I32, 0)),
+                                      ir.Constant(vt, ir.Undefined), splat)
+                for s, val in enumerate(vals):
+                    i = k * len(slots) + s
+                    accs[i] = e.call_intrinsic(fma, vt, [wv, val, accs[i]])
+        return accs
+
+    def channel(c: ir.Value, accs: list) -> list:
+        plane = _mul(b, _add(b, _mul(b, n, c_), c), hp * wp, flags=("nsw",))
+        at = [[_add(b, plane, s) for s in rows] for rows in starts]
+        w_at = [_mul(b, _add(b, row, c), kh * kw) for row in w_rows]
+        if kh > 1 and sx == 1:
+            # the window's rows in a loop, not unrolled: each row's OB * slots * KW
+            # multiply-adds keep the units busy, and a 3x3 convolution's function is a
+            # third of the code for LLVM to optimize and select (the first step's compile)
+            return counted_loop(b, const(0), const(kh), accs,
+                                lambda ky, a: window_row(ky, at, w_at, a), name="ky",
+                                interleave=False)
+        # strided: unrolled, so that a row's gathered inputs (a wide load and a shuffle)
+        # serve every tap that reads them (loops cost the 3x3 stride-2 convolution ~15%)
         for ky in range(kh):
-            rows = [b.add(plane, b.mul(b.add(b.mul(b.add(y0, const(r)), const(sy)),
-                                              const(ky * dy)), const(wp)))
-                    for r in range(blk.ry * pv)]
-            for kx in range(kw):
-                vals = [_joined(b, [load_row(operands[0], b.add(rows[r + p], b.add(
-                            b.mul(x, const(sx)), const(kx * dx)))) for p in range(pv)])
-                        for r, x in slots]
-                for k in range(blk.ob):
-                    w_at = b.add(b.mul(b.add(b.mul(b.add(o0, const(k)), const(c_)), c),
-                                       const(kh * kw)), const(ky * kw + kx))
-                    w = b.load(b.gep(operands[1], [w_at], inbounds=True, source_etype=ft), typ=ft)
-                    wv = b.shuffle_vector(b.insert_element(ir.Constant(vt, ir.Undefined), w,
-                                                           ir.Constant(I32, 0)),
-                                          ir.Constant(vt, ir.Undefined), splat)
-                    for s, val in enumerate(vals):
-                        i = k * len(slots) + s
-                        accs[i] = e.call_intrinsic(fma, vt, [wv, val, accs[i]])
+            accs = window_row(const(ky), at, w_at, accs)
         return accs
 
     accs = counted_loop(b, const(0), const(c_), [zero] * (blk.ob * len(slots)), channel,
                         name="c", interleave=False)
     for k in range(blk.ob):
-        o = b.add(o0, const(k))
+        o = _add(b, o0, const(k))
         for s, (r, x) in enumerate(slots):
-            row = b.mul(b.add(b.mul(b.add(b.mul(n, const(o_)), o), const(ho)),
-                              b.add(y0, const(r))), const(wo))
-            ptr = b.gep(out, [b.add(row, x)], inbounds=True, source_etype=ft)
+            row = _mul(b, _add(b, _mul(b, _add(b, _mul(b, n, o_), o), ho), _add(b, y0, const(r))),
+                       wo)
+            ptr = b.gep(out, [_add(b, row, x)], inbounds=True, source_etype=ft)
             b.store(accs[k * len(slots) + s], ptr, align=align)
 
 
@@ -217,16 +274,15 @@ def filter_blocking(o: int, kernel: tuple, ho: int, wo: int, itemsize: int,
     return FilterBlocking(ob, groups, v, n_ob, pv, nt, n // nt if nt else 1)
 
 
-def _hsum(b, v: ir.Value, lanes: int) -> ir.Value:
-    """The sum of a vector's lanes, as a tree of halves."""
-    while lanes > 1:
-        half = lanes // 2
-        lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half),
-                                                [ir.Constant(I32, k) for k in range(half)]))
-        hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half),
-                                                [ir.Constant(I32, half + k) for k in range(half)]))
-        v, lanes = b.fadd(lo, hi), half
-    return b.extract_element(v, ir.Constant(I32, 0))
+def _hsum(e, v: ir.Value, lanes: int) -> ir.Value:
+    """The sum of a vector's lanes: LLVM's reduction, reassociated (the same tree of
+    halves in the object code; one call in the IR, not 2 log2(lanes) shuffles)."""
+    ft = v.type.element
+    name = f"llvm.vector.reduce.fadd.v{lanes}{ft.intrinsic_name}"
+    fn = e.llmod.globals.get(name)
+    if fn is None:
+        fn = ir.Function(e.llmod, ir.FunctionType(ft, [ft, v.type]), name)
+    return e.b.call(fn, [ir.Constant(ft, -0.0), v], fastmath=("reassoc",))
 
 
 def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
@@ -247,7 +303,7 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
     align = dtype.itemsize
     ob, tile, c = index if blk.nt else (index[0], None, index[1])
     o0 = _first(b, ob, blk.ob, o_)
-    zero = ir.Constant(vt, [ir.Constant(ft, 0.0)] * blk.v)
+    zero = _zero(vt)
     fma = f"llvm.fma.v{blk.v}f{8 * dtype.itemsize}"
     pv = blk.pv
     part = blk.v // pv          # outputs of one row in a vector
@@ -272,7 +328,7 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
         if pv == 1 or wg == wo:
             return b.load(b.gep(operands[1], [at], inbounds=True, source_etype=ft), typ=vt,
                           align=align)
-        return _joined(b, [b.load(b.gep(operands[1], [b.add(at, const(p * wg))],
+        return _joined(b, [b.load(b.gep(operands[1], [_add(b, at, const(p * wg))],
                                         inbounds=True, source_etype=ft), typ=pt, align=align)
                            for p in range(pv)])
 
@@ -284,17 +340,17 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
         """Row group yg: rows yg * pv ... (yg + 1) * pv - 1, whole when pv > 1; or rows
         yg * per ... (yg + 1) * per - 1, one vector a row."""
         accs = list(accs)
-        y = b.mul(yg, const(pv * per)) if pv * per > 1 else yg
-        g_row = b.add(b.mul(b.add(b.mul(b.add(b.mul(n, const(o_)), o0), const(hg)),
-                              b.add(y, const(oy))), const(wg)), const(ox))
-        x_plane = b.mul(b.add(b.mul(n, const(c_)), c), const(hp * wp), flags=("nsw",))
-        x_top = b.add(x_plane, b.mul(y, const(sy * wp)))
+        y = _mul(b, yg, pv * per)
+        g_row = _add(b, _mul(b, _add(b, _mul(b, _add(b, _mul(b, n, o_), o0), hg),
+                                     _add(b, y, const(oy))), wg), const(ox))
+        x_plane = _mul(b, _add(b, _mul(b, n, c_), c), hp * wp, flags=("nsw",))
+        x_top = _add(b, x_plane, _mul(b, y, sy * wp))
         for x0, seen in vectors:
             gs = []             # gs[r][k]: row r of the group, channel k of the block
             for r in range(per):
                 gs.append([])
                 for k in range(blk.ob):
-                    gv = load_g(b.add(g_row, const(k * hg * wg + r * wg + x0)))
+                    gv = load_g(_add(b, g_row, const(k * hg * wg + r * wg + x0)))
                     if seen:    # lanes the vector before summed already: zero here
                         keep = ir.Constant(ir.VectorType(ir.IntType(1), blk.v),
                                            [ir.Constant(ir.IntType(1), int(l >= seen))
@@ -306,7 +362,7 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
                 for t, (ky, kx) in enumerate(taps):
                     rows = tuple((r + p) * sy + ky * dy for p in range(pv))
                     if (rows, kx) not in loaded:
-                        loaded[rows, kx] = _joined(b, [load_x(b.add(x_top, const(
+                        loaded[rows, kx] = _joined(b, [load_x(_add(b, x_top, const(
                             q * wp + x0 * sx + kx * dx))) for q in rows])
                     xv = loaded[rows, kx]
                     for k in range(blk.ob):
@@ -319,17 +375,17 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
                             lambda y, a: row(y, n, a),
                             name="y", interleave=False)
 
-    first_n = b.mul(tile, const(blk.nt)) if blk.nt else const(0)
-    end_n = b.add(first_n, const(blk.nt)) if blk.nt else const(n_)
+    first_n = _mul(b, tile, blk.nt) if blk.nt else const(0)
+    end_n = _add(b, first_n, const(blk.nt)) if blk.nt else const(n_)
     accs = counted_loop(b, first_n, end_n, [zero] * (blk.ob * len(taps)), image,
                         name="n", interleave=False)
     later = b.icmp_signed(">", tile, const(0)) if blk.nt else None
     for k in range(blk.ob):
         for t, (ky, kx) in enumerate(taps):
-            at = b.add(b.mul(b.add(b.mul(b.add(o0, const(k)), const(c_)), c), const(kh * kw)),
-                       const(ky * kw + kx))
+            at = _add(b, _mul(b, _add(b, _mul(b, _add(b, o0, const(k)), c_), c), kh * kw),
+                      const(ky * kw + kx))
             ptr = b.gep(out, [at], inbounds=True, source_etype=ft)
-            total = _hsum(b, accs[k * len(taps) + t], blk.v)
+            total = _hsum(e, accs[k * len(taps) + t], blk.v)
             if later is not None:   # a later tile adds to the tiles before (the first's
                 # store comes first: the tiles of a channel block run in order)
                 total = b.select(later, b.fadd(b.load(ptr, typ=ft, align=align), total),
