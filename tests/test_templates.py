@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazyarray.compiler.graph.node import kept_constant, parameter_leaf, scalar_leaf
+from lazyarray.compiler.graph.node import NodeType, kept_constant, parameter_leaf, scalar_leaf
 from lazyarray.compiler.graph.template import (CONSTANT, FRESH, SHARED, STOP, TYPED, Code,
                                                Pattern, copier, record)
 from lazyarray.compiler.graph.trace import DonatedBuffer, _kind as sync_kind
@@ -132,6 +132,22 @@ CASES = [
 def test_validity_rule(case, recorded, new, sync, walk):
     assert accepts("sync", recorded(), new()) is sync
     assert accepts("walk", recorded(), new()) is walk
+
+
+def test_op_types_checked_with_or_without_an_interned_type():
+    """An op position is checked by the node's interned type when it has the position's,
+    else by its shape and dtype: a node with no type yet, or with a type interned before
+    the table was cleared (an equal, other object), passes as the recording's would; one
+    whose shape differs fails whatever its type."""
+    for t in (None, lambda n: NodeType(n.shape, n.dtype)):
+        new = add_mul()
+        for n in _order(new, True):
+            if n.operands:
+                n.type = None if t is None else t(n)
+        assert accepts("sync", add_mul(), new) and accepts("walk", add_mul(), new)
+    wide = [apply("negate", parameter_leaf(np.zeros(3, np.float32), (3,), F32))]
+    assert not accepts("sync", [apply("negate", P())], wide)
+    assert not accepts("walk", [apply("negate", P())], wide)
 
 
 def test_stops_are_checked_where_the_reader_stops():

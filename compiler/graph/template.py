@@ -337,8 +337,7 @@ class Code:
             v = f"v{i}"
             names[f"d{i}"], names[f"s{i}"] = dtype, shape
             test = [f"{v}.buffer is not None"] if p.leaf_if_buffer else []
-            test += [f"{v}.op != {op!r}", f"{v}.dtype is not d{i}",
-                     f"({v}.shape is not s{i} and {v}.shape != s{i})"]
+            test += [f"{v}.op != {op!r}", self._type_test(v, i, shape, dtype)]
             if attrs:
                 names[f"a{i}"] = attrs
                 test.append(f"({v}.attrs is not a{i} and {v}.attrs != a{i})")
@@ -361,6 +360,18 @@ class Code:
             alike = "".join(f"v{i}, " for i in p.alike)
             self.fail_if([f"len({{{alike}}}) != {len(p.alike)}"])
         return args
+
+    def _type_test(self, v: str, i: int, shape: Any, dtype: Any) -> str:
+        """The test that node `v` has another shape or dtype than position `i`: its
+        interned type (`node_type`) found by identity first -- a node used as an operand
+        has it, so one read and one comparison instead of two of each -- else its shape
+        and dtype compared (no type yet, or one interned before the table was cleared)."""
+        full = f"{v}.dtype is not d{i} or ({v}.shape is not s{i} and {v}.shape != s{i})"
+        try:
+            self.names[f"t{i}"] = node_type(shape, dtype)
+        except TypeError:                 # an unhashable shape: never interned
+            return full
+        return f"({v}.type is not t{i} and ({full}))"
 
     def _unpack(self, slots: tuple, source: str, reached: set) -> None:
         """`v.., v.., = source`, a slot holding a position met before checked to be the
