@@ -363,15 +363,18 @@ class Code:
 
     def _type_test(self, v: str, i: int, shape: Any, dtype: Any) -> str:
         """The test that node `v` has another shape or dtype than position `i`: its
-        interned type (`node_type`) found by identity first -- a node used as an operand
-        has it, so one read and one comparison instead of two of each -- else its shape
-        and dtype compared (no type yet, or one interned before the table was cleared)."""
-        full = f"{v}.dtype is not d{i} or ({v}.shape is not s{i} and {v}.shape != s{i})"
+        interned type (`node_type`) found by identity -- a node used as an operand has
+        it, so one read and one comparison -- else `_retyped` compares its shape and
+        dtype (a node with no type yet, or one interned before the table was cleared).
+        The slow case is a call, not lines: a check's code is read once per sync, and
+        its size (not the comparisons run) is much of what a sync of a large graph costs
+        (a cold read of its bytecode)."""
         try:
             self.names[f"t{i}"] = node_type(shape, dtype)
         except TypeError:                 # an unhashable shape: never interned
-            return full
-        return f"({v}.type is not t{i} and ({full}))"
+            return f"{v}.dtype is not d{i} or ({v}.shape is not s{i} and {v}.shape != s{i})"
+        self.names["_retyped"] = _retyped
+        return f"({v}.type is not t{i} and _retyped({v}, t{i}))"
 
     def _unpack(self, slots: tuple, source: str, reached: set) -> None:
         """`v.., v.., = source`, a slot holding a position met before checked to be the
@@ -456,12 +459,30 @@ class Code:
 
     def build(self, name: str, what: str) -> Callable:
         """The function, compiled; `.source` keeps its text for a reader debugging a
-        template."""
+        template. The namespace's constants reach it as closure cells, not globals: a
+        cell is read by a two-byte instruction, a global by twelve (with its inline
+        cache), and a large graph's check is read cold at every sync, where its size is
+        much of its cost (the encoder's check: a third smaller)."""
         source = "\n".join(self.lines) + "\n"
-        exec(compile(source, f"<lazyarray {what}>", "exec"), self.names)
-        fn = self.names[name]
+        names = [k for k in self.names if k.isidentifier() and not k.startswith("__")]
+        outer = "".join(f"    {k} = _names[{k!r}]\n" for k in names)
+        inner = "".join("    " + line + "\n" for line in self.lines)
+        text = f"def _make(_names):\n{outer}{inner}    return {name}\n"
+        scope: dict = {}
+        exec(compile(text, f"<lazyarray {what}>", "exec"), scope)
+        fn = scope["_make"](self.names)
         fn.source = source
         return fn
+
+
+def _retyped(n: Node, t: Any) -> bool:
+    """Whether node `n`, whose interned type is not `t`, has another shape or dtype than
+    `t`; when it has the same, `n` takes `t` as its type (as `type_of` would: a type
+    interned before the table was cleared stays valid), so later checks find it at once."""
+    if n.dtype is not t.dtype or (n.shape is not t.shape and n.shape != t.shape):
+        return True
+    n.type = t
+    return False
 
 
 def copier(s: Steps, what: str, form: str = "list",
