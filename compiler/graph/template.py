@@ -465,12 +465,11 @@ class Code:
         much of its cost (the encoder's check: a third smaller)."""
         source = "\n".join(self.lines) + "\n"
         names = [k for k in self.names if k.isidentifier() and not k.startswith("__")]
-        outer = "".join(f"    {k} = _names[{k!r}]\n" for k in names)
         inner = "".join("    " + line + "\n" for line in self.lines)
-        text = f"def _make(_names):\n{outer}{inner}    return {name}\n"
+        text = f"def _make({', '.join(names)}):\n{inner}    return {name}\n"
         scope: dict = {}
         exec(compile(text, f"<lazyarray {what}>", "exec"), scope)
-        fn = scope["_make"](self.names)
+        fn = scope["_make"](*[self.names[k] for k in names])
         fn.source = source
         return fn
 
