@@ -122,6 +122,15 @@ CASES = [
     ("another operand count", lambda: [apply("negate", P())],
      lambda: [apply("add", P(), P())], False, False),
     ("a donated buffer", add_mul, lambda: add_mul(x=donated()), False, True),
+    ("one node at two op positions over one operand, recorded two",
+     lambda: [apply("negate", apply("exponential", _X)), apply("negate", apply("exponential", _X))],
+     lambda: [apply("negate", apply("exponential", _X))] * 2, False, False),
+    ("one inner node at two op positions over one operand, recorded two",
+     lambda: [apply("add", apply("exponential", _X), apply("exponential", _X))],
+     lambda: [apply("add", *[apply("exponential", _X)] * 2)], False, False),
+    ("two op nodes over one operand, recorded two",
+     lambda: [apply("add", apply("exponential", _X), apply("exponential", _X))],
+     lambda: [apply("add", apply("exponential", _X), apply("exponential", _X))], True, True),
     ("a root twice, recorded two roots",
      lambda: [apply("negate", P()), apply("negate", P())],
      lambda: [apply("negate", _X)] * 2, False, False),
@@ -148,6 +157,19 @@ def test_op_types_checked_with_or_without_an_interned_type():
     wide = [apply("negate", parameter_leaf(np.zeros(3, np.float32), (3,), F32))]
     assert not accepts("sync", [apply("negate", P())], wide)
     assert not accepts("walk", [apply("negate", P())], wide)
+
+
+def test_distinct_nodes_checked_at_the_leaves_and_shared_operands_only():
+    """Of alike positions only those without operands and those sharing their operands'
+    positions are checked distinct (compiler/graph/template.py `_may_coincide`): two
+    layers of one structure over distinct weights are told apart by their weights."""
+    def layer(x, w):
+        return apply("exponential", apply("add", apply("negate", x), w))
+    roots = [apply("add", layer(P(), P()), layer(P(), P()))]
+    order = _order(roots, True)
+    positions = {n: i for i, n in enumerate(order)}
+    pattern = Pattern(order, positions, (positions[roots[0]],), sync_kind, True)
+    assert sorted(pattern.alike) == [positions[n] for n in order if n.op == "parameter"]
 
 
 def test_stops_are_checked_where_the_reader_stops():

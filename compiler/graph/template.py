@@ -169,7 +169,9 @@ def _may_coincide(p: Pattern) -> tuple:
     slots, down to the leaves). Positions are numbered by what the checks compare
     (hash-consing, leaves up); the check makes sure the nodes at the positions sharing a
     number are distinct (nodes at positions of different numbers cannot be one node, so
-    all of them at once: one set), and is skipped when every number is its own."""
+    all of them at once: one set), and is skipped when every number is its own. Of an
+    op position's number only those sharing its operands' positions are checked (see
+    below): the others' nodes differ through their operands."""
     leaves: list = [None] * p.size
     for i, kind, shape, dtype, extra, _ in p.leaves:
         leaves[i] = _signature(kind, shape, dtype, extra)
@@ -188,7 +190,15 @@ def _may_coincide(p: Pattern) -> tuple:
     except TypeError:              # an unhashable attribute: assume the worst
         return tuple(range(p.size))
     count = collections.Counter(canon)
-    return tuple(q for q, c in enumerate(canon) if count[c] > 1)
+    # Two op positions of one number whose operands sit at other positions (of one number
+    # each, slot by slot) hold distinct nodes once those do: one node at both would have
+    # one operand at both. So by induction from the leaves up only the positions without
+    # operands and the op positions sharing their operands' positions with another of
+    # their number need checking (the layers of a model: their weights, not every node)
+    same = collections.Counter((canon[q], ops[q][5]) for q in range(p.size)
+                               if count[canon[q]] > 1 and ops[q] is not None and ops[q][5])
+    return tuple(q for q, c in enumerate(canon) if count[c] > 1 and (
+        ops[q] is None or not ops[q][5] or same[(c, ops[q][5])] > 1))
 
 
 # ---- steps: the nodes a recording built, made again -----------------------------------
