@@ -62,7 +62,11 @@ constants the key fixes.
 """
 from __future__ import annotations
 
+import builtins
 import collections
+import re
+import types
+import warnings
 from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
@@ -469,19 +473,36 @@ class Code:
 
     def build(self, name: str, what: str) -> Callable:
         """The function, compiled; `.source` keeps its text for a reader debugging a
-        template. The namespace's constants reach it as closure cells, not globals: a
-        cell is read by a two-byte instruction, a global by twelve (with its inline
-        cache), and a large graph's check is read cold at every sync, where its size is
-        much of its cost (the encoder's check: a third smaller)."""
+        template. The namespace's constants are put in the code's own constants (read by
+        a two-byte LOAD_CONST; a global's read is twelve bytes with its inline cache, a
+        closure cell's is copied into the frame at every call): a large graph's check is
+        read cold at every sync, where its size is much of its cost. Each name is
+        written as a placeholder literal, compiled, and the literal swapped for the
+        object."""
         source = "\n".join(self.lines) + "\n"
-        names = [k for k in self.names if k.isidentifier() and not k.startswith("__")]
-        inner = "".join("    " + line + "\n" for line in self.lines)
-        text = f"def _make({', '.join(names)}):\n{inner}    return {name}\n"
-        scope: dict = {}
-        exec(compile(text, f"<lazyarray {what}>", "exec"), scope)
-        fn = scope["_make"](*[self.names[k] for k in names])
+        marks = {k: f"\x00{k}" for k in self.names
+                 if k.isidentifier() and not k.startswith("__")}
+        text = _NAME.sub(lambda m: repr(marks[m.group(0)]) if m.group(0) in marks
+                         else m.group(0), source) if marks else source
+        with warnings.catch_warnings():      # `x is not '...'`: the placeholders
+            warnings.simplefilter("ignore", SyntaxWarning)
+            module = compile(text, f"<lazyarray {what}>", "exec")
+        code = next(c for c in module.co_consts if type(c) is types.CodeType)
+        objects = {mark: self.names[k] for k, mark in marks.items()}
+        code = code.replace(co_consts=_swapped(code.co_consts, objects))
+        fn = types.FunctionType(code, {"__builtins__": builtins}, name)
         fn.source = source
         return fn
+
+
+_NAME = re.compile(r"'[^'\\]*'|[A-Za-z_][A-Za-z0-9_]*")   # a quoted op name is left whole
+
+
+def _swapped(consts: tuple, objects: dict) -> tuple:
+    """`consts` with each placeholder replaced by its object, inside the tuples the
+    compiler folded too (`(v3, v5)` of two constants is one constant)."""
+    return tuple(objects.get(c, c) if type(c) is str else
+                 _swapped(c, objects) if type(c) is tuple else c for c in consts)
 
 
 def _retyped(n: Node, t: Any) -> bool:
