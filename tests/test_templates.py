@@ -254,3 +254,15 @@ def test_marked_steps_are_marked_on_the_copy():
     copy = copier(steps, "test template", mark=lambda n: marked.add(n))
     got, = copy(P())
     assert [n.op for n in marked] == ["exponential"] and got.operands[0] in marked
+
+
+def test_built_code_reads_its_names_as_constants():
+    """`Code.build` puts the namespace's objects in the code's constants: a name read
+    alone or inside a tuple the compiler folds is the object itself, a quoted string
+    that spells a name stays the string, and the function reads no globals."""
+    marker = object()
+    code = Code("f()", {"k0": marker, "k1": (1, 2)})
+    code.add("return k0, (k0, k1), 'k0'")
+    f = code.build("f", "test")
+    assert f() == (marker, (marker, (1, 2)), "k0")
+    assert f()[0] is marker and not f.__code__.co_names
