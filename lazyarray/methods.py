@@ -10,6 +10,7 @@ from typing import Any
 
 from . import api, backward, indexing, ops
 from .compiler.hlo import dtypes as D
+from .compiler.primitive import entry_of, made
 from .compiler.transforms import autodiff
 from .conventions import reduction_method
 from .creation import shape_args
@@ -92,8 +93,54 @@ def _install() -> None:
 
 # ---- methods that adapt their arguments -------------------------------------------------
 
+# `t.view(B, T, H, D)`, `t.transpose(1, 2)`, `t.permute(0, 2, 1, 3)`: a model repeats
+# them at every step with the same plain-int arguments on operands of the same type, so
+# the node each made is remembered by (method, the operand's interned type, arguments)
+# and made again from its memo entry (compiler/primitive.py `made`): no argument checks,
+# no lifted function, no attribute key. Only a call that made a node of its own over its
+# operand is remembered (so it raised nothing and reads nothing but type and arguments).
+_SHAPED: dict = {}     # (method, NodeType, int arguments) -> (op, memo entry)
+
+
+def _ints(args: tuple) -> bool:
+    for a in args:
+        if type(a) is not int:
+            return False
+    return True
+
+
+def _again(kind: str, self: Tensor, args: tuple) -> Any:
+    """The tensor `kind` made before for this operand type and these arguments, made
+    again; None when there is none."""
+    node = self._node
+    t = node.type
+    if t is None or not _ints(args):
+        return None
+    found = _SHAPED.get((kind, t, args))
+    if found is None:
+        return None
+    return _wrap(made(found[0], (node,), found[1]), self._state, 3)
+
+
+def _remember(kind: str, node: Any, args: tuple, out: Any) -> Any:
+    """Keep what the general way made of `node` (see `_SHAPED`); `out` returned."""
+    made_ = out._node
+    t = node.type
+    if t is not None and made_.operands == (node,) and made_.type is not None and \
+            _ints(args):
+        entry = entry_of(made_)
+        if entry is not None:
+            if len(_SHAPED) >= 4096:         # shapes that change at every call: bounded
+                _SHAPED.clear()
+            _SHAPED[(kind, t, args)] = (made_.op, entry)
+    return out
+
+
 def reshape(self: Tensor, *shape: Any) -> Tensor:
-    return api.reshape(self, shape_args(shape))
+    out = _again("reshape", self, shape)
+    if out is not None:
+        return out
+    return _remember("reshape", self._node, shape, api.reshape(self, shape_args(shape)))
 
 
 def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
@@ -104,15 +151,23 @@ def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 
 def transpose(self: Tensor, *axes: Any) -> Tensor:
+    out = _again("transpose", self, axes)
+    if out is not None:
+        return out
     if len(axes) == 2:
-        return api.transpose(self, axes[0], axes[1])
-    if axes:
-        return api.permute_dims(self, shape_args(axes))
-    return api.transpose(self)
+        out = api.transpose(self, axes[0], axes[1])
+    elif axes:
+        out = api.permute_dims(self, shape_args(axes))
+    else:
+        out = api.transpose(self)
+    return _remember("transpose", self._node, axes, out)
 
 
 def permute(self: Tensor, *dims: Any) -> Tensor:
-    return api.permute_dims(self, shape_args(dims))
+    out = _again("permute", self, dims)
+    if out is not None:
+        return out
+    return _remember("permute", self._node, dims, api.permute_dims(self, shape_args(dims)))
 
 
 def squeeze(self: Tensor, axis: Any = None, *, dim: Any = None) -> Tensor:

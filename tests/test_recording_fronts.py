@@ -442,3 +442,44 @@ def test_clip_with_shared_bounds_looks_them_up_and_keeps_negative_zero_apart() -
     assert la.clip(i, 0, None).numpy().tolist() == [0, 0, 3, 200]
     assert la.clip(i, -1, 1).numpy().tolist() == [-1, 0, 1, 1]
     assert la.clip(i, True, None).numpy().tolist() == [1, 1, 3, 200]
+
+
+
+SHAPE_METHODS = [("view", (2, -1, 3)), ("reshape", (6, 4)), ("transpose", (0, 2)),
+                 ("transpose", ()), ("transpose", (2, 0, 1)), ("permute", (1, 2, 0)),
+                 ("permute", (0, 1, 2)), ("view", (2, 3, 4)), ("transpose", (1, -2))]
+
+
+def _numpy_shape_method(name: str, a: np.ndarray, args: tuple) -> np.ndarray:
+    if name in ("view", "reshape"):
+        return a.reshape(args)
+    if name == "transpose" and len(args) == 2:
+        return np.swapaxes(a, *args)
+    return np.transpose(a, args or None)
+
+
+@pytest.mark.parametrize("name,args", SHAPE_METHODS, ids=[f"{n}{a}" for n, a in SHAPE_METHODS])
+def test_shape_methods_remembered_record_what_the_general_way_records(name, args) -> None:
+    """`t.view(...)`, `t.transpose(...)`, `t.permute(...)` called again on an operand of
+    one type with the same int arguments make their node from what the first call made
+    (lazyarray/methods.py `_SHAPED`): the same graph as the op's, the same values, the
+    user's line; another type takes its own way, bad arguments still raise."""
+    from lazyarray import methods
+    methods._SHAPED.clear()
+    data = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    x = la.asarray(data)
+    first = getattr(la.exp(x), name)(*args)         # an op node: it has an interned type
+    remembered = dict(methods._SHAPED)
+    again = getattr(la.exp(x), name)(*args); line = sys._getframe().f_lineno  # noqa: E702
+    assert _structure(again._node) == _structure(first._node)
+    assert format_frame(again._node.site) == f"{__file__}:{line}"
+    np.testing.assert_allclose(again.numpy(), np.exp(_numpy_shape_method(name, data, args)),
+                               rtol=1e-6)
+    # a node of its own was made: remembered (an identity permutation makes none)
+    assert bool(remembered) is (first._node.op != "exponential")
+    with pytest.raises((ValueError, TypeError, IndexError)):
+        getattr(la.exp(x), name)(*(5,) * (len(args) or 2))
+    if name in ("transpose", "permute"):            # another type: its own result
+        other = np.ones((4, 3, 2), np.float32)
+        got = getattr(la.exp(la.asarray(other)), name)(*args)
+        assert got.shape == _numpy_shape_method(name, other, args).shape

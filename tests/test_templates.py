@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lazyarray.compiler.graph.node import kept_constant, parameter_leaf, scalar_leaf
+from lazyarray.compiler.graph.node import NodeType, kept_constant, parameter_leaf, scalar_leaf
 from lazyarray.compiler.graph.template import (CONSTANT, FRESH, SHARED, STOP, TYPED, Code,
                                                Pattern, copier, record)
 from lazyarray.compiler.graph.trace import DonatedBuffer, _kind as sync_kind
@@ -122,6 +122,15 @@ CASES = [
     ("another operand count", lambda: [apply("negate", P())],
      lambda: [apply("add", P(), P())], False, False),
     ("a donated buffer", add_mul, lambda: add_mul(x=donated()), False, True),
+    ("one node at two op positions over one operand, recorded two",
+     lambda: [apply("negate", apply("exponential", _X)), apply("negate", apply("exponential", _X))],
+     lambda: [apply("negate", apply("exponential", _X))] * 2, False, False),
+    ("one inner node at two op positions over one operand, recorded two",
+     lambda: [apply("add", apply("exponential", _X), apply("exponential", _X))],
+     lambda: [apply("add", *[apply("exponential", _X)] * 2)], False, False),
+    ("two op nodes over one operand, recorded two",
+     lambda: [apply("add", apply("exponential", _X), apply("exponential", _X))],
+     lambda: [apply("add", apply("exponential", _X), apply("exponential", _X))], True, True),
     ("a root twice, recorded two roots",
      lambda: [apply("negate", P()), apply("negate", P())],
      lambda: [apply("negate", _X)] * 2, False, False),
@@ -132,6 +141,35 @@ CASES = [
 def test_validity_rule(case, recorded, new, sync, walk):
     assert accepts("sync", recorded(), new()) is sync
     assert accepts("walk", recorded(), new()) is walk
+
+
+def test_op_types_checked_with_or_without_an_interned_type():
+    """An op position is checked by the node's interned type when it has the position's,
+    else by its shape and dtype: a node with no type yet, or with a type interned before
+    the table was cleared (an equal, other object), passes as the recording's would; one
+    whose shape differs fails whatever its type."""
+    for t in (None, lambda n: NodeType(n.shape, n.dtype)):
+        new = add_mul()
+        for n in _order(new, True):
+            if n.operands:
+                n.type = None if t is None else t(n)
+        assert accepts("sync", add_mul(), new) and accepts("walk", add_mul(), new)
+    wide = [apply("negate", parameter_leaf(np.zeros(3, np.float32), (3,), F32))]
+    assert not accepts("sync", [apply("negate", P())], wide)
+    assert not accepts("walk", [apply("negate", P())], wide)
+
+
+def test_distinct_nodes_checked_at_the_leaves_and_shared_operands_only():
+    """Of alike positions only those without operands and those sharing their operands'
+    positions are checked distinct (compiler/graph/template.py `_may_coincide`): two
+    layers of one structure over distinct weights are told apart by their weights."""
+    def layer(x, w):
+        return apply("exponential", apply("add", apply("negate", x), w))
+    roots = [apply("add", layer(P(), P()), layer(P(), P()))]
+    order = _order(roots, True)
+    positions = {n: i for i, n in enumerate(order)}
+    pattern = Pattern(order, positions, (positions[roots[0]],), sync_kind, True)
+    assert sorted(pattern.alike) == [positions[n] for n in order if n.op == "parameter"]
 
 
 def test_stops_are_checked_where_the_reader_stops():
@@ -216,3 +254,15 @@ def test_marked_steps_are_marked_on_the_copy():
     copy = copier(steps, "test template", mark=lambda n: marked.add(n))
     got, = copy(P())
     assert [n.op for n in marked] == ["exponential"] and got.operands[0] in marked
+
+
+def test_built_code_reads_its_names_as_constants():
+    """`Code.build` puts the namespace's objects in the code's constants: a name read
+    alone or inside a tuple the compiler folds is the object itself, a quoted string
+    that spells a name stays the string, and the function reads no globals."""
+    marker = object()
+    code = Code("f()", {"k0": marker, "k1": (1, 2)})
+    code.add("return k0, (k0, k1), 'k0'")
+    f = code.build("f", "test")
+    assert f() == (marker, (marker, (1, 2)), "k0")
+    assert f()[0] is marker and not f.__code__.co_names

@@ -62,7 +62,11 @@ constants the key fixes.
 """
 from __future__ import annotations
 
+import builtins
 import collections
+import re
+import types
+import warnings
 from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
@@ -169,7 +173,9 @@ def _may_coincide(p: Pattern) -> tuple:
     slots, down to the leaves). Positions are numbered by what the checks compare
     (hash-consing, leaves up); the check makes sure the nodes at the positions sharing a
     number are distinct (nodes at positions of different numbers cannot be one node, so
-    all of them at once: one set), and is skipped when every number is its own."""
+    all of them at once: one set), and is skipped when every number is its own. Of an
+    op position's number only those sharing its operands' positions are checked (see
+    below): the others' nodes differ through their operands."""
     leaves: list = [None] * p.size
     for i, kind, shape, dtype, extra, _ in p.leaves:
         leaves[i] = _signature(kind, shape, dtype, extra)
@@ -188,7 +194,15 @@ def _may_coincide(p: Pattern) -> tuple:
     except TypeError:              # an unhashable attribute: assume the worst
         return tuple(range(p.size))
     count = collections.Counter(canon)
-    return tuple(q for q, c in enumerate(canon) if count[c] > 1)
+    # Two op positions of one number whose operands sit at other positions (of one number
+    # each, slot by slot) hold distinct nodes once those do: one node at both would have
+    # one operand at both. So by induction from the leaves up only the positions without
+    # operands and the op positions sharing their operands' positions with another of
+    # their number need checking (the layers of a model: their weights, not every node)
+    same = collections.Counter((canon[q], ops[q][5]) for q in range(p.size)
+                               if count[canon[q]] > 1 and ops[q] is not None and ops[q][5])
+    return tuple(q for q, c in enumerate(canon) if count[c] > 1 and (
+        ops[q] is None or not ops[q][5] or same[(c, ops[q][5])] > 1))
 
 
 # ---- steps: the nodes a recording built, made again -----------------------------------
@@ -337,8 +351,7 @@ class Code:
             v = f"v{i}"
             names[f"d{i}"], names[f"s{i}"] = dtype, shape
             test = [f"{v}.buffer is not None"] if p.leaf_if_buffer else []
-            test += [f"{v}.op != {op!r}", f"{v}.dtype is not d{i}",
-                     f"({v}.shape is not s{i} and {v}.shape != s{i})"]
+            test += [f"{v}.op != {op!r}", self._type_test(v, i, shape, dtype)]
             if attrs:
                 names[f"a{i}"] = attrs
                 test.append(f"({v}.attrs is not a{i} and {v}.attrs != a{i})")
@@ -361,6 +374,21 @@ class Code:
             alike = "".join(f"v{i}, " for i in p.alike)
             self.fail_if([f"len({{{alike}}}) != {len(p.alike)}"])
         return args
+
+    def _type_test(self, v: str, i: int, shape: Any, dtype: Any) -> str:
+        """The test that node `v` has another shape or dtype than position `i`: its
+        interned type (`node_type`) found by identity -- a node used as an operand has
+        it, so one read and one comparison -- else `_retyped` compares its shape and
+        dtype (a node with no type yet, or one interned before the table was cleared).
+        The slow case is a call, not lines: a check's code is read once per sync, and
+        its size (not the comparisons run) is much of what a sync of a large graph costs
+        (a cold read of its bytecode)."""
+        try:
+            self.names[f"t{i}"] = node_type(shape, dtype)
+        except TypeError:                 # an unhashable shape: never interned
+            return f"{v}.dtype is not d{i} or ({v}.shape is not s{i} and {v}.shape != s{i})"
+        self.names["_retyped"] = _retyped
+        return f"({v}.type is not t{i} and _retyped({v}, t{i}))"
 
     def _unpack(self, slots: tuple, source: str, reached: set) -> None:
         """`v.., v.., = source`, a slot holding a position met before checked to be the
@@ -445,12 +473,46 @@ class Code:
 
     def build(self, name: str, what: str) -> Callable:
         """The function, compiled; `.source` keeps its text for a reader debugging a
-        template."""
+        template. The namespace's constants are put in the code's own constants (read by
+        a two-byte LOAD_CONST; a global's read is twelve bytes with its inline cache, a
+        closure cell's is copied into the frame at every call): a large graph's check is
+        read cold at every sync, where its size is much of its cost. Each name is
+        written as a placeholder literal, compiled, and the literal swapped for the
+        object."""
         source = "\n".join(self.lines) + "\n"
-        exec(compile(source, f"<lazyarray {what}>", "exec"), self.names)
-        fn = self.names[name]
+        marks = {k: f"\x00{k}" for k in self.names
+                 if k.isidentifier() and not k.startswith("__")}
+        text = _NAME.sub(lambda m: repr(marks[m.group(0)]) if m.group(0) in marks
+                         else m.group(0), source) if marks else source
+        with warnings.catch_warnings():      # `x is not '...'`: the placeholders
+            warnings.simplefilter("ignore", SyntaxWarning)
+            module = compile(text, f"<lazyarray {what}>", "exec")
+        code = next(c for c in module.co_consts if type(c) is types.CodeType)
+        objects = {mark: self.names[k] for k, mark in marks.items()}
+        code = code.replace(co_consts=_swapped(code.co_consts, objects))
+        fn = types.FunctionType(code, {"__builtins__": builtins}, name)
         fn.source = source
         return fn
+
+
+_NAME = re.compile(r"'[^'\\]*'|[A-Za-z_][A-Za-z0-9_]*")   # a quoted op name is left whole
+
+
+def _swapped(consts: tuple, objects: dict) -> tuple:
+    """`consts` with each placeholder replaced by its object, inside the tuples the
+    compiler folded too (`(v3, v5)` of two constants is one constant)."""
+    return tuple(objects.get(c, c) if type(c) is str else
+                 _swapped(c, objects) if type(c) is tuple else c for c in consts)
+
+
+def _retyped(n: Node, t: Any) -> bool:
+    """Whether node `n`, whose interned type is not `t`, has another shape or dtype than
+    `t`; when it has the same, `n` takes `t` as its type (as `type_of` would: a type
+    interned before the table was cleared stays valid), so later checks find it at once."""
+    if n.dtype is not t.dtype or (n.shape is not t.shape and n.shape != t.shape):
+        return True
+    n.type = t
+    return False
 
 
 def copier(s: Steps, what: str, form: str = "list",
