@@ -134,9 +134,6 @@ def pad(e, ins: Any, index: list):
     fill = e.at(value, [])
     if 0 in xshape:
         return fill
-    b = e.b
-    inside = ir.Constant(I1, 1)
-    idx = []
     attrs = ins.attrs
     last = len(index) - 1
     lo_last = attrs["edge_padding_low"][last] if index else 0
@@ -150,34 +147,22 @@ def pad(e, ins: Any, index: list):
         if lo_last <= known[0] and known[1] <= lo_last + xshape[last]:
             last_index = inner_rows.shifted(e, index[last], lo_last) if lo_last \
                 else index[last]
-            return _pad_inside(e, ins, index[:last], xshape[:last], fill, last_index)
-    for i, n, lo, hi, it in zip(index, xshape, attrs["edge_padding_low"],
-                                attrs["edge_padding_high"], attrs["interior_padding"]):
-        if lo == hi == it == 0:         # a dimension not padded: read there as it is
-            idx.append(i)
-            continue
-        rel = b.sub(i, const(lo))
-        step = it + 1
-        q = b.sdiv(rel, const(step)) if step != 1 else rel
-        ok = b.and_(b.icmp_signed(">=", rel, const(0)), b.icmp_signed("<", q, const(n)))
-        if step != 1:
-            ok = b.and_(ok, b.icmp_signed("==", b.srem(rel, const(step)), const(0)))
-        inside = b.and_(inside, ok)
-        idx.append(e.clamp_index(q, 0, n - 1))
-    v = e.at(x, idx)
-    return e.select(_bool(e, inside), v, fill)
+            inside, idx = _padded_dims(e, attrs, index[:last], xshape[:last])
+            v = e.at(x, idx + [last_index])
+            return e.select(_bool(e, inside), v, fill) if last else v
+    inside, idx = _padded_dims(e, attrs, index, xshape)
+    return e.select(_bool(e, inside), e.at(x, idx), fill)
 
 
-def _pad_inside(e, ins: Any, index: list, xshape: tuple, fill: Any, last_index: Any):
-    """pad's value where the last dimension's index is known inside x (`last_index` in
-    x): the other dimensions tested as in `pad`."""
+def _padded_dims(e, attrs: dict, index: list, xshape: tuple) -> tuple:
+    """(whether `index` lies inside x, x's index there, clamped) over the given
+    dimensions of a pad: a dimension not padded is read as it is."""
     b = e.b
     inside = ir.Constant(I1, 1)
     idx = []
-    attrs = ins.attrs
     for i, n, lo, hi, it in zip(index, xshape, attrs["edge_padding_low"],
                                 attrs["edge_padding_high"], attrs["interior_padding"]):
-        if lo == hi == it == 0:         # a dimension not padded: read there as it is
+        if lo == hi == it == 0:
             idx.append(i)
             continue
         rel = b.sub(i, const(lo))
@@ -188,8 +173,7 @@ def _pad_inside(e, ins: Any, index: list, xshape: tuple, fill: Any, last_index: 
             ok = b.and_(ok, b.icmp_signed("==", b.srem(rel, const(step)), const(0)))
         inside = b.and_(inside, ok)
         idx.append(e.clamp_index(q, 0, n - 1))
-    v = e.at(ins.operands[0], idx + [last_index])
-    return e.select(_bool(e, inside), v, fill) if index else v
+    return inside, idx
 
 
 def pad_pieces(ins: Any, operands: list) -> tuple:

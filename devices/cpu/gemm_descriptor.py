@@ -50,3 +50,13 @@ def _batch_member(b: ir.IRBuilder, d: list, t: ir.Value, bases: tuple, size: int
 
 def _min(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("<", x, y), x, y)
+
+
+def tile_rect(b: ir.IRBuilder, d: list, t: ir.Value) -> tuple:
+    """(r0, r1, c0, c1): the rows and columns of C that tile t (within its product) covers:
+    row-major tiles of BM x BN, the last ones cut at C's edges."""
+    r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
+    c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
+    r1 = b.add(r0, _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0)))
+    c1 = b.add(c0, _min(b, d[GEMM_BN], b.sub(d[GEMM_N], c0)))
+    return r0, r1, c0, c1

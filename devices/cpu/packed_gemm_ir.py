@@ -25,9 +25,9 @@ from __future__ import annotations
 import llvmlite.ir as ir
 
 from ...compiler.codegen.loops import counted_loop
-from .gemm_descriptor import (CBLAS_NO_TRANS, GEMM_BM, GEMM_BN, GEMM_K, GEMM_LDA, GEMM_LDB,
-                              GEMM_LDC, GEMM_M, GEMM_N, GEMM_TILES_N, GEMM_TRANS_A, GEMM_TRANS_B,
-                              GEMM_WORDS, I64, PTR, VOID, _batch_member, _c, _min, _word)
+from .gemm_descriptor import (CBLAS_NO_TRANS, GEMM_K, GEMM_LDA, GEMM_LDB, GEMM_LDC, GEMM_TRANS_A,
+                              GEMM_TRANS_B, GEMM_WORDS, I64, PTR, VOID, _batch_member, _c, _min,
+                              _word, tile_rect)
 
 VECTOR_BYTES = 64            # one AVX-512 register: 16 floats or 8 doubles
 MR = 12                      # rows of C a micro-kernel keeps in registers ...
@@ -75,11 +75,7 @@ class _Packed:
 
         def tile(t: ir.Value, _: list) -> list:
             t, (self.a, self.bm, self.c) = _batch_member(b, d, t, (a, bm_, c), size)
-            r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
-            c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
-            r1 = b.add(r0, _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0)))
-            c1 = b.add(c0, _min(b, d[GEMM_BN], b.sub(d[GEMM_N], c0)))
-            self._tile(r0, r1, c0, c1)
+            self._tile(*tile_rect(b, d, t))
             return []
 
         counted_loop(b, start, end, [], tile)

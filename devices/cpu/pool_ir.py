@@ -45,7 +45,7 @@ from .gemm_descriptor import (CBLAS_NO_TRANS, CBLAS_ROW_MAJOR, CBLAS_TRANS, GEMM
                               GEMM_KIND_PACKED, GEMM_LDA, GEMM_LDB, GEMM_LDC, GEMM_M, GEMM_N,
                               GEMM_NAMES, GEMM_STRIDE_A, GEMM_STRIDE_B, GEMM_STRIDE_C,
                               GEMM_TILES, GEMM_TILES_N, GEMM_TRANS_A, GEMM_TRANS_B, GEMM_WORDS,
-                              I8, I64, PTR, VOID, _batch_member, _c, _min, _word)
+                              I8, I64, PTR, VOID, _batch_member, _c, _min, _word, tile_rect)
 
 I32 = ir.IntType(32)
 
@@ -459,10 +459,8 @@ def _gemm_tiles(mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
 
     def tile(t: ir.Value, _: list) -> list:
         t, (a, bm_, c) = _batch_member(b, d, t, (a0, b0, c0_), size)
-        r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
-        c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
-        rows = _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0))
-        cols = _min(b, d[GEMM_BN], b.sub(d[GEMM_N], c0))
+        r0, r1, c0, c1 = tile_rect(b, d, t)
+        rows, cols = b.sub(r1, r0), b.sub(c1, c0)
         # where the blocks start: a row block of A (rows of A, or columns of a transposed
         # A), a column block of B, and the tile of C
         a_off = b.select(no_trans(d[GEMM_TRANS_A]), b.mul(r0, d[GEMM_LDA]), r0)
@@ -527,11 +525,7 @@ class _SmallGemm:
 
         def tile(t: ir.Value, _: list) -> list:
             t, (self.a, self.bmat, self.c) = _batch_member(b, d, t, (a, bm_, c), size)
-            r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
-            c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
-            r1 = b.add(r0, _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0)))
-            c1 = b.add(c0, _min(b, d[GEMM_BN], b.sub(d[GEMM_N], c0)))
-            self._tile(r0, r1, c0, c1)
+            self._tile(*tile_rect(b, d, t))
             return []
 
         counted_loop(b, start, end, [], tile)
@@ -676,10 +670,7 @@ class _RowDots:
 
         def tile(t: ir.Value, _: list) -> list:
             t, (self.a, self.w, self.c) = _batch_member(b, d, t, (a, bm_, c), size)
-            r0 = b.mul(b.udiv(t, d[GEMM_TILES_N]), d[GEMM_BM])
-            c0 = b.mul(b.urem(t, d[GEMM_TILES_N]), d[GEMM_BN])
-            r1 = b.add(r0, _min(b, d[GEMM_BM], b.sub(d[GEMM_M], r0)))
-            c1 = b.add(c0, _min(b, d[GEMM_BN], b.sub(d[GEMM_N], c0)))
+            r0, r1, c0, c1 = tile_rect(b, d, t)
             full = b.add(c0, b.mul(b.udiv(b.sub(c1, c0), _c(DOTS_GROUP)), _c(DOTS_GROUP)))
 
             def row(i: ir.Value, _: list) -> list:
