@@ -276,8 +276,18 @@ def filter_blocking(o: int, kernel: tuple, ho: int, wo: int, itemsize: int,
 
 def _hsum(e, v: ir.Value, lanes: int) -> ir.Value:
     """The sum of a vector's lanes: LLVM's reduction, reassociated (the same tree of
-    halves in the object code; one call in the IR, not 2 log2(lanes) shuffles)."""
+    halves in the object code; one call in the IR, not 2 log2(lanes) shuffles). NVPTX
+    has no safe lowering of that intrinsic (gpu_math.check_intrinsics): the tree itself."""
     ft = v.type.element
+    if "nvptx" in (e.llmod.triple or ""):
+        b = e.b
+        while lanes > 1:
+            half = lanes // 2
+            lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half), list(range(half))))
+            hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, half),
+                                                    list(range(half, 2 * half))))
+            v, lanes = b.fadd(lo, hi), half
+        return b.extract_element(v, ir.Constant(I32, 0))
     name = f"llvm.vector.reduce.fadd.v{lanes}{ft.intrinsic_name}"
     fn = e.llmod.globals.get(name)
     if fn is None:
