@@ -215,3 +215,19 @@ def test_recycled_host_memory_keeps_sizes_in_use_not_every_size_seen(monkeypatch
         assert again.ctypes.data == mem.ctypes.data, "a size in use was not recycled"
         pool.release(again)
     assert held() <= (4 << 20) + loop, f"{held() >> 20} MiB kept"
+
+
+def test_a_run_taking_many_blocks_of_one_size_gets_them_all_back_next_time():
+    """A run's temporaries of one size (a model's layers) are recycled as many as the run
+    took, not two of them: the rest came as fresh pages every step (page faults)."""
+    from lazyarray.devices.cpu.host_memory import HostMemory
+    pool, size, n = HostMemory(), 1 << 20, 10
+    for _ in range(2):                 # the first run's blocks, then the size recurs
+        for mem in [pool.take(size) for _ in range(n)]:
+            pool.release(mem)
+    kept = [pool.take(size) for _ in range(n)]
+    ids = {id(m) for m in kept}
+    for mem in kept:
+        pool.release(mem)
+    again = [pool.take(size) for _ in range(n)]
+    assert {id(m) for m in again} == ids
