@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import api, backward, indexing, ops
+from .ops.chains import PLANS as _PLANS, remember as _remember_chain, replay as _replay
 from .compiler.hlo import dtypes as D
-from .compiler.primitive import entry_of, made
 from .compiler.transforms import autodiff
 from .conventions import reduction_method
 from .creation import shape_args
@@ -95,11 +95,8 @@ def _install() -> None:
 
 # `t.view(B, T, H, D)`, `t.transpose(1, 2)`, `t.permute(0, 2, 1, 3)`: a model repeats
 # them at every step with the same plain-int arguments on operands of the same type, so
-# the node each made is remembered by (method, the operand's interned type, arguments)
-# and made again from its memo entry (compiler/primitive.py `made`): no argument checks,
-# no lifted function, no attribute key. Only a call that made a node of its own over its
-# operand is remembered (so it raised nothing and reads nothing but type and arguments).
-_SHAPED: dict = {}     # (method, NodeType, int arguments) -> (op, memo entry)
+# what each made is remembered under (method, the operand's interned type, arguments) and
+# replayed (ops/chains.py): no argument checks, no lifted function, no attribute key.
 
 
 def _ints(args: tuple) -> bool:
@@ -116,23 +113,19 @@ def _again(kind: str, self: Tensor, args: tuple) -> Any:
     t = node.type
     if t is None or not _ints(args):
         return None
-    found = _SHAPED.get((kind, t, args))
-    if found is None:
+    plan = _PLANS.get((kind, t, args))
+    if plan is None:
         return None
-    return _wrap(made(found[0], (node,), found[1]), self._state, 3)
+    return _wrap(_replay(node, plan), self._state, 3)
 
 
 def _remember(kind: str, node: Any, args: tuple, out: Any) -> Any:
-    """Keep what the general way made of `node` (see `_SHAPED`); `out` returned."""
-    made_ = out._node
+    """Keep what the general way made of `node`; `out` returned. A result that is the
+    operand itself (a reshape to its own shape) is not kept: the general way hands back
+    the tensor it was given."""
     t = node.type
-    if t is not None and made_.operands == (node,) and made_.type is not None and \
-            _ints(args):
-        entry = entry_of(made_)
-        if entry is not None:
-            if len(_SHAPED) >= 4096:         # shapes that change at every call: bounded
-                _SHAPED.clear()
-            _SHAPED[(kind, t, args)] = (made_.op, entry)
+    if t is not None and out._node is not node and _ints(args):
+        _remember_chain((kind, t, args), node, out._node)
     return out
 
 

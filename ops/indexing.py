@@ -25,8 +25,9 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..compiler.hlo import dtypes as D
-from ..compiler.graph.node import Node, is_kept, scalar_leaf, type_of
-from ..compiler.primitive import apply, entry_of, made
+from ..compiler.graph.node import Node, scalar_leaf, type_of
+from ..compiler.primitive import apply
+from .chains import PLANS, remember, replay
 from .promotion import (as_node, broadcast_shapes, broadcast_to, constant,
                         convert, normalize_axis, scalar, shape_str)
 
@@ -286,14 +287,14 @@ def _linear_index(op: str, arrays: list, sizes: list, lift: LiftArray) -> Node:
 
 
 def replayed(x: Node, key: Any) -> Optional[Node]:
-    """x[key] when the key is a basic one already remembered for x's type (see `_PLANS`),
+    """x[key] when the key is a basic one already remembered for x's type (see ops/chains.py),
     else None (then `getitem`): a front end holding tensors asks this first, before it
     looks for tensors in the key."""
     plain = _plain_key(x, key)
     if plain is not None:
-        plan = _PLANS.get(plain)
+        plan = PLANS.get(plain)
         if plan is not None:
-            return _replay(x, plan)
+            return replay(x, plan)
     return None
 
 
@@ -304,10 +305,9 @@ def getitem(x: Node, key: Any, lift: Optional[LiftArray] = None) -> Node:
         # decoder): what the general way records for it, without parsing the key
         return apply("gather", x, _dynamic_index(key, x.shape[0], "getitem", 0), axis=0)
     plain = _plain_key(x, key)
-    if plain is not None:
-        plan = _PLANS.get(plain)
-        if plan is not None:
-            return _replay(x, plan)
+    plan = None if plain is None else PLANS.get(plain)
+    if plan is not None:
+        return replay(x, plan)
     lift = lift or _default_lift
     entries = parse_key("getitem", x.shape, key)
     has_adv = any(e.kind == "array" for e in entries)
@@ -315,7 +315,7 @@ def getitem(x: Node, key: Any, lift: Optional[LiftArray] = None) -> Node:
     adv = [(d, e) for d, e in enumerate(kept) if e.kind == "array"]
     if not adv:
         if plain is not None:
-            _remember(plain, x, y)
+            remember(plain, x, y)
         return y
     dims = [d for d, _ in adv]
     arrays = []
@@ -342,14 +342,8 @@ def getitem(x: Node, key: Any, lift: Optional[LiftArray] = None) -> Node:
 # ---- basic keys, remembered ---------------------------------------------------------------
 # A key of ints, slices (of ints or None), None and ... over a node of a given type always
 # records the same chain of `_basic`'s nodes (reverse, dynamic_slice, slice, reshape), the
-# runtime starts' values fixed by the key: the chain is remembered, keyed on the node's
-# interned type and the key, and replayed (`qkv[..., :C]`, `x[:, -1]`, `t[:, None]` at
-# every token of a decoding loop): each step's node made from its remembered result type
-# and attributes (`made`: what `apply` makes of a memo hit, without the lookup), or
-# through `apply` where its attributes are its own. Keys that raise are never remembered.
-
-_PLANS: dict = {}       # (x's NodeType, key as a tuple) -> the steps from x to x[key]
-
+# runtime starts' values fixed by the key: remembered under (the node's interned type, the
+# key) and replayed (ops/chains.py). Keys that raise are never remembered.
 
 def _plain_key(x: Node, key: Any) -> Any:
     """(x's type, the key as a hashable tuple) for a key of ints, slices of ints or None,
@@ -369,41 +363,6 @@ def _plain_key(x: Node, key: Any) -> Any:
         else:
             return None
     return tuple(out)
-
-
-def _remember(plain: tuple, x: Node, y: Node) -> None:
-    """The steps `_basic` took from x to y: (op, extra operands, attrs, memo entry or
-    None) in order; an extra operand is a kept constant (shared) or a runtime scalar's
-    (value, dtype)."""
-    steps = []
-    n = y
-    while n is not x:
-        extra = []
-        for o in n.operands[1:]:
-            if is_kept(o):
-                extra.append(o)
-            elif o.op == "scalar" and o.buffer is None:
-                extra.append((o.value, o.dtype))     # a runtime scalar: made anew each time
-            else:
-                return                      # not a chain of `_basic`'s: not remembered
-        steps.append((n.op, tuple(extra), n.attrs, entry_of(n) if n.type is not None else None))
-        n = n.operands[0]
-    if len(_PLANS) >= 4096:
-        _PLANS.clear()
-    _PLANS[plain] = tuple(reversed(steps))
-
-
-def _replay(x: Node, plan: tuple) -> Node:
-    for op, extra, attrs, entry in plan:
-        if entry is not None:
-            x = made(op, (x, *[o if type(o) is Node else scalar_leaf(*o) for o in extra])
-                     if extra else (x,), entry)
-        elif extra:
-            x = apply(op, x, *[o if type(o) is Node else scalar_leaf(*o) for o in extra],
-                      **attrs)
-        else:
-            x = apply(op, x, **attrs)
-    return x
 
 
 def _split_by_ellipsis(key: Any) -> bool:

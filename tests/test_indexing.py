@@ -388,15 +388,15 @@ def test_index_tensors_whose_values_are_known_are_range_checked_as_numpy_does():
                          ids=lambda k: repr(k).replace(" ", ""))
 def test_a_remembered_basic_key_records_what_the_general_way_records(key):
     """A basic key over a node of one type is replayed from the steps remembered at its
-    first use (ops/indexing.py `_PLANS`): the same graph as the general way, runtime
+    first use (ops/chains.py `PLANS`): the same graph as the general way, runtime
     starts made afresh with the key's values."""
     from graph_compare import same_graph
-    from lazyarray.ops import indexing as ix
+    from lazyarray.ops import chains, indexing as ix
     x = la.asarray(A)._node
-    ix._PLANS.clear()
+    chains.PLANS.clear()
     general = ix.getitem(x, key)                      # the general way, remembered
     plain = ix._plain_key(x, key)
-    assert plain is not None and plain in ix._PLANS
+    assert plain is not None and plain in chains.PLANS
     again = ix.getitem(x, key)                        # replayed
     assert same_graph(again, general, fresh_leaves=True)
     assert again is x or again is not general
@@ -413,7 +413,7 @@ def test_one_integer_tensor_index_records_what_the_general_way_records(x_shape, 
     directly: the graph the general way makes of (t,), NumPy's values, NumPy's error for
     an index out of range."""
     from graph_compare import same_graph
-    from lazyarray.ops import indexing as ix
+    from lazyarray.ops import chains, indexing as ix
     a = np.arange(np.prod(x_shape), dtype=np.float32).reshape(x_shape)
     x, t = la.asarray(a), la.asarray(idx)
     assert same_graph(ix.getitem(x._node, t._node), ix.getitem(x._node, (t._node,)),

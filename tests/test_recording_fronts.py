@@ -462,14 +462,14 @@ def _numpy_shape_method(name: str, a: np.ndarray, args: tuple) -> np.ndarray:
 def test_shape_methods_remembered_record_what_the_general_way_records(name, args) -> None:
     """`t.view(...)`, `t.transpose(...)`, `t.permute(...)` called again on an operand of
     one type with the same int arguments make their node from what the first call made
-    (lazyarray/methods.py `_SHAPED`): the same graph as the op's, the same values, the
+    (ops/chains.py, keyed by method, type and arguments): the same graph as the op's, the same values, the
     user's line; another type takes its own way, bad arguments still raise."""
-    from lazyarray import methods
-    methods._SHAPED.clear()
+    from lazyarray.ops import chains
+    chains.PLANS.clear()
     data = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     x = la.asarray(data)
     first = getattr(la.exp(x), name)(*args)         # an op node: it has an interned type
-    remembered = dict(methods._SHAPED)
+    remembered = dict(chains.PLANS)
     again = getattr(la.exp(x), name)(*args); line = sys._getframe().f_lineno  # noqa: E702
     assert _structure(again._node) == _structure(first._node)
     assert format_frame(again._node.site) == f"{__file__}:{line}"
