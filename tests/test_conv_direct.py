@@ -75,6 +75,15 @@ def _gradients(x, w, kw, device=None):
     return y, tape.gradient(loss, [xl, wl])
 
 
+def _torch_gradients(x, w, kw):
+    """PyTorch's gradients of sum(conv2d(x, w) ** 2) with respect to x and w (NumPy)."""
+    torch = pytest.importorskip("torch")
+    xt, wt = (torch.from_numpy(a).requires_grad_() for a in (x, w))
+    yt = torch.nn.functional.conv2d(xt, wt, **kw)
+    (yt * yt).sum().backward()
+    return xt.grad.numpy(), wt.grad.numpy()
+
+
 @pytest.mark.parametrize("xs,ws,kw", SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_direct_gradients_match_reference_and_torch(xs, ws, kw, dtype):
@@ -84,13 +93,10 @@ def test_direct_gradients_match_reference_and_torch(xs, ws, kw, dtype):
     y, (gx, gw) = _gradients(x, w, kw)
     assert "direct_filter_grad" in _plan_ops(gw)
     _, want = _gradients(x, w, kw, device="interpreter")
-    torch = pytest.importorskip("torch")
-    xt, wt = (torch.from_numpy(a).requires_grad_() for a in (x, w))
-    yt = torch.nn.functional.conv2d(xt, wt, **kw)
-    (yt * yt).sum().backward()
+    tgx, tgw = _torch_gradients(x, w, kw)
     tol = 1e-5 if dtype == np.float32 else 1e-12
-    for got, ref, t in ((gx, want[0], xt.grad), (gw, want[1], wt.grad)):
-        for other in (ref.numpy(), t.numpy()):
+    for got, ref, t in ((gx, want[0], tgx), (gw, want[1], tgw)):
+        for other in (ref.numpy(), t):
             scale = np.abs(other).max()
             np.testing.assert_allclose(got.numpy(), other, rtol=tol, atol=tol * scale)
 
@@ -289,12 +295,9 @@ def test_weight_gradient_over_tiles_of_the_batch(xs, ws, kw, dtype):
     x, w = _inputs(xs, ws, dtype, seed=5)
     _, (gx, gw) = _gradients(x, w, kw)
     _, want = _gradients(x, w, kw, device="interpreter")
-    torch = pytest.importorskip("torch")
-    xt, wt = (torch.from_numpy(a).requires_grad_() for a in (x, w))
-    yt = torch.nn.functional.conv2d(xt, wt, **kw)
-    (yt * yt).sum().backward()
+    _, tgw = _torch_gradients(x, w, kw)
     tol = 1e-5 if dtype == np.float32 else 1e-12
-    for other in (want[1].numpy(), wt.grad.numpy()):
+    for other in (want[1].numpy(), tgw):
         np.testing.assert_allclose(gw.numpy(), other, rtol=tol, atol=tol * np.abs(other).max())
 
 
