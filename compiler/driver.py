@@ -211,9 +211,11 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
         functions = sum(1 for s in steps if isinstance(s, (LoopStep, PartialStep)))
         if progress is not None:
             progress("optimizing", functions, functions)
-        parts = module_split.halves(ir_module, texts) if _cores() >= 2 else None
+        apart = module_split.vector_code_apart(ir_module, texts)
+        parts = module_split.halves(ir_module, texts) if _cores() >= 2 and apart is None \
+            else None
         with span("codegen", "llvm_optimize"):
-            llmod = _optimize_program(ir_module, module.name, parts)
+            llmod = _optimize_program(ir_module, module.name, parts, apart)
         if progress is not None:
             progress("emitting", functions, functions)
         with span("codegen", "emit_object"):
@@ -246,16 +248,23 @@ def _renamed(steps: list, merged: dict) -> list:
     return out
 
 
-def _optimize_program(ir_module: Any, name: str, parts: Any = None) -> Any:
+def _optimize_program(ir_module: Any, name: str, parts: Any = None, apart: Any = None
+                      ) -> Any:
     """The optimized LLVM module of a CPU program. Where it was cut in two halves
     (`parts`, codegen/module_split.py: two cores or more, a large program), they are
     optimized at the same time, the second on a thread of its own in a context of its
     own, then linked into the first: the IR passes take about half the time. Object
-    code is then emitted from the one module."""
+    code is then emitted from the one module. `apart` (module_split.vector_code_apart):
+    the texts of the functions that are not vector code and of those that are, the
+    second optimized by its own pipeline on a thread meanwhile, linked into the first."""
     from .codegen import llvm_target
+    if apart is not None:
+        parts, vector_code = apart, True
+    else:
+        vector_code = False
     if parts is None:
         return llvm_target.optimize(str(ir_module), name)
-    with _second_half(parts[1], name, emit=False) as result:
+    with _second_half(parts[1], name, emit=False, vector_code=vector_code) as result:
         llmod = llvm_target.optimize(parts[0], name)
     if isinstance(result[0], BaseException):
         llvm_target.release(llmod)
@@ -291,7 +300,8 @@ def _build_streamed(generate: Any, name: str, workers: int, span: Any, planned: 
 
 class _PieceBuilder:
     """Threads that optimize and emit module texts (llvm_target.optimize_apart: an LLVM
-    context each, no lock) as they are `send`: helpers start with the first piece sent
+    context each, no lock; -O2 or the vector code pipeline, as each is `send`) as they
+    are `send`: helpers start with the first piece sent
     while functions are still generated (or at `close`, where there are several: a
     small program's one piece is built by the compiling thread alone); the compiling
     thread joins them with `work` once it has nothing else to do. Leaving the block
@@ -312,9 +322,9 @@ class _PieceBuilder:
     def __enter__(self) -> "_PieceBuilder":
         return self
 
-    def send(self, text: str) -> None:
+    def send(self, text: str, vector_code: bool = False) -> None:
         with self.cond:
-            self.texts.append(text)
+            self.texts.append((text, vector_code))
             self.objects.append(None)
             self.cond.notify()
         if not self.started and not self.generated:
@@ -338,12 +348,13 @@ class _PieceBuilder:
                     return
                 k = self.taken
                 self.taken += 1
+            text, vector_code = self.texts[k]
             try:
                 # (on the main thread a SIGINT waits for the piece: llvmlite's clean-up
                 # must not be split)
                 with InterruptsDeferred():
-                    self.objects[k] = llvm_target.optimize_apart(self.texts[k], self.name,
-                                                                 emit=True, stages=stages)
+                    self.objects[k] = llvm_target.optimize_apart(
+                        text, self.name, emit=True, stages=stages, vector_code=vector_code)
             except BaseException as e:     # raised again on the compiling thread
                 with self.cond:
                     self.failed.append(e)
@@ -371,16 +382,19 @@ class _PieceBuilder:
 
 
 @contextlib.contextmanager
-def _second_half(text: str, name: str, emit: bool) -> Iterator[list]:
+def _second_half(text: str, name: str, emit: bool, vector_code: bool = False
+                 ) -> Iterator[list]:
     """The block runs while a thread optimizes `text` in an LLVM context of its own
-    (llvm_target.optimize_apart); when it ends, the list yielded holds the thread's
-    bitcode (object code with `emit`) or the exception it raised."""
+    (llvm_target.optimize_apart; `vector_code`: with that pipeline); when it ends, the
+    list yielded holds the thread's bitcode (object code with `emit`) or the exception
+    it raised."""
     from .codegen import llvm_target
     result: list = []
 
     def second() -> None:
         try:
-            result.append(llvm_target.optimize_apart(text, name, emit=emit))
+            result.append(llvm_target.optimize_apart(text, name, emit=emit,
+                                                     vector_code=vector_code))
         except BaseException as e:     # raised again on the compiling thread
             result.append(e)
     worker = threading.Thread(target=second, name="lazyarray-llvm", daemon=True)

@@ -64,11 +64,16 @@ class Loop:
     operands' pointers. Iterations follow row-major order along the `ordered` axes; the
     other axes are independent (split over threads, or one GPU thread each). `work`: the
     cost of one body call in elements (a body computing a block of values: its size), so
-    that a CPU splits the loop over threads as it would a loop over those elements."""
+    that a CPU splits the loop over threads as it would a loop over those elements.
+    `vector_code`: the body computes with explicit vectors, its address arithmetic
+    folded (a convolution's register blocks): the CPU optimizes its function with a
+    short pipeline, not -O2's, which adds nothing to such code but LLVM time
+    (llvm_target.mark_vector_code)."""
     space: tuple
     ordered: tuple
     body: Callable
     work: int = 1
+    vector_code: bool = False
 
 
 @dataclass(frozen=True)

@@ -176,3 +176,66 @@ def test_a_partial_reductions_finish_is_optimized_for_its_own_size(rows, n, tier
     got = la.tanh((la.asarray(x) * 3.0).sum(axis=0)).numpy()
     np.testing.assert_allclose(got, np.tanh((x.astype(np.float64) * 3.0).sum(axis=0)),
                                rtol=1e-5)
+
+
+def _conv_module():
+    """A convolution's forward pass and both gradients (the CPU's direct convolution
+    loops, large enough to be optimized), with a ReLU and a sum around them, as HLO."""
+    from lazyarray.compiler.hlo.parser import parse_module
+    from lazyarray.lift import lift
+    from lazyarray.ops import convolution as C
+    conv2d = lift(C.conv2d)
+    rng = np.random.default_rng(5)
+    x = la.asarray(rng.standard_normal((2, 16, 16, 16)).astype(np.float32))
+    w = la.asarray(rng.standard_normal((16, 16, 3, 3)).astype(np.float32) * 0.1)
+    with la.GradientTape() as tape:
+        tape.watch(x)
+        tape.watch(w)
+        loss = (la.maximum(conv2d(x, w, padding=1), 0.0) ** 2).sum()
+    gx, gw = tape.gradient(loss, [x, w])
+    module = parse_module(la.debug.ir([loss, gx, gw], stage="hlo"))
+    args = {}
+    for p in module.parameters:
+        ins = module.instructions[p]
+        args[ins.attrs["number"]] = (x if ins.shape == tuple(x.shape) else w).numpy()
+    return module, [args[k] for k in sorted(args)]
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_convolution_loops_get_the_vector_code_pipeline(monkeypatch, tmp_path, cores):
+    """A direct convolution's loops are explicit vector code (`Loop.vector_code`): LLVM
+    optimizes them with the short vector code pipeline, in pieces of their own (two
+    cores: module_split.Stream) or in a part linked into the rest after (one module);
+    every other function gets -O2; the results equal the interpreter's, compiled and
+    from the disk cache."""
+    from lazyarray.compiler import driver
+    from lazyarray.compiler.codegen import module_split
+    from lazyarray.devices.cpu.cpu import CPUDevice
+    from lazyarray.devices.interpreter import InterpretedExecutable
+    monkeypatch.setattr(driver, "_cores", lambda: cores)
+    monkeypatch.setattr(module_split, "MIN_SPLIT_CHARS", 0)
+    built, real = [], llvm_target.optimize_apart
+
+    def spy(text, name, vector_code=False, **kw):
+        built.append((vector_code, re.findall(r'^define [^@]*@"([\w.]+)"', text, re.M)))
+        return real(text, name, vector_code=vector_code, **kw)
+    monkeypatch.setattr(llvm_target, "optimize_apart", spy)
+    module, args = _conv_module()
+    want = InterpretedExecutable(module).run(args)
+    for attempt in ("compiled", "from the disk cache"):
+        exe = CPUDevice(lambda: {"cache_dir": str(tmp_path)}).compile(module)
+        assert exe.from_disk_cache == (attempt != "compiled")
+        for got, ref in zip(exe.run(args), want):
+            np.testing.assert_allclose(got, ref, rtol=2e-4, atol=1e-3 * np.abs(ref).max())
+    built.clear()
+    program = driver.compile(module)
+    fns = {s.fn for s in program.steps if getattr(s, "fn", None)}
+    convs = {fn for fn in fns if fn.startswith("opaque_")}
+    assert len(convs) >= 2     # the forward (and input gradient: the same code) and the filter's
+    vector = {n for kind, names in built if kind for n in names}
+    assert vector == convs
+    others = {n for kind, names in built if not kind for n in names} & fns
+    if cores == 2:
+        assert others == fns - convs
+    else:                       # (the rest is optimized on the compiling thread)
+        assert not others

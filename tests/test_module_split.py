@@ -107,12 +107,18 @@ def test_program_optimized_in_halves_gives_the_serial_object_code():
         llvm_target.release(halves)
 
 
-def _stream(m: ir.Module) -> tuple:
+def _stream(m: ir.Module, kinds: list = None) -> tuple:
     """([(functions added when the piece was sent, its text)], merged): `m`'s functions
-    given to a Stream one at a time, as kernels are generated."""
+    given to a Stream one at a time, as kernels are generated. `kinds`, when given,
+    hears whether each piece is vector code."""
     sent: list = []
     added = [0]
-    stream = module_split.Stream(2, lambda text: sent.append((added[0], text)))
+
+    def send(text: str, vector_code: bool) -> None:
+        sent.append((added[0], text))
+        if kinds is not None:
+            kinds.append(vector_code)
+    stream = module_split.Stream(2, send)
     for f in [g for g in m.globals.values() if isinstance(g, ir.Function) and g.blocks]:
         added[0] += 1
         stream.add(m, [f])
@@ -301,3 +307,26 @@ def test_a_small_program_is_built_by_the_compiling_thread_alone(monkeypatch):
     program = driver.compile(_two_kernels())
     assert len(object_bundle.unpack(program.code)) == 1
     assert "lazyarray-llvm" not in started
+
+
+def test_vector_code_goes_to_pieces_of_its_own():
+    """Functions marked llvm_target.mark_vector_code are sent in pieces apart, each piece
+    with whether it holds vector code (its pipeline); every function once; a module of
+    both kinds is cut in the two for one thread too (vector_code_apart)."""
+    m = _program(60, tables=False)
+    vector = {f"loop_{k}" for k in range(0, 60, 3)}
+    for name in vector:
+        llvm_target.mark_vector_code(m.get_global(name))
+    kinds: list = []
+    sent, _ = _stream(m, kinds)
+    assert True in kinds and False in kinds
+    for kind, (_, text) in zip(kinds, sent):
+        assert (set(_defined(text)) <= vector) if kind else not set(_defined(text)) & vector
+    assert sorted(sum((_defined(t) for _, t in sent), [])) == \
+        sorted(f"loop_{k}" for k in range(60))
+    texts = module_split.function_texts(m)
+    others, apart = module_split.vector_code_apart(m, texts)
+    assert set(_defined(apart)) == vector
+    assert set(_defined(others)) == set(texts) - vector
+    plain = _program(60)
+    assert module_split.vector_code_apart(plain, module_split.function_texts(plain)) is None

@@ -95,6 +95,7 @@ class CPUCodegen:
         self.shared = 0             # kernels that call an earlier kernel's function
         self.control: Any = None    # kernel -> its control step (control_steps.py), or None
         self.repeat = 1             # runs of each kernel per call (see generate_module)
+        self.vector_code: set = set()   # functions of `Loop.vector_code` loops
 
     # ---- the plan, kernel by kernel ---------------------------------------------------
 
@@ -156,6 +157,8 @@ class CPUCodegen:
             if tier == 0:
                 fn.attributes.add("optnone")
                 fn.attributes.add("noinline")
+            elif name in self.vector_code:
+                llvm_target.mark_vector_code(fn)
             elif tier == 1:
                 no_vectorize(fn)
 
@@ -328,6 +331,8 @@ class CPUCodegen:
         pointers = [ptr_of[o] for o in operands]
         nest(e, loop.space, start, end, lambda index: loop.body(e, ptr_of[pos], pointers, index))
         e.b.ret_void()
+        if loop.vector_code:
+            self.vector_code.add(name)
         self.steps.append(LoopStep(kernel=kern.name, fn=name, args=args,
                                    extent=extent(loop.space),
                                    work=_inner_work(loop.space) * loop.work,

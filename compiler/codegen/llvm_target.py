@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import llvmlite.binding as llvm
 
 from .interrupts import InterruptsDeferred, Section
-from .pass_pipeline import run_default_pipeline, unlocked
+from .pass_pipeline import run_default_pipeline, run_vector_code_pipeline, unlocked
 
 OPT_LEVEL = 2          # -O2: vectorizes loops; -O3 costs compile time for little here
 
@@ -33,6 +33,30 @@ def opt_tier(elements: int) -> int:
     if elements < OPTIMIZE_ELEMENTS:
         return 0
     return 1 if elements < VECTORIZE_ELEMENTS else 2
+
+
+# A function written with explicit vectors and its address arithmetic folded already (an
+# OPAQUE stanza's `Loop.vector_code`: a convolution's register blocks) gets a short
+# pipeline of IR passes (pass_pipeline.run_vector_code_pipeline) instead of -O2's, then
+# the code generator at full optimization. Measured on the 24 convolution functions of
+# bench/bench_models.py's ResNet (thread CPU time, parse to object code): 502 ms at
+# -O2, 299 with the short pipeline, 255 with no IR pass at all; its step's convolution
+# kernels took as long as at -O2 with the short pipeline (one worker thread, sum of
+# per-kernel minima over three alternating runs each: 23.66 ms -O2, 23.64), 1-3% longer
+# without any IR pass (the window's row loop left rolled: the smallest convolutions
+# 15-40% slower). The mark lives on llvmlite's function object, which the module is cut
+# from (module_split.py puts such functions in pieces of their own).
+_VECTOR_CODE = "lazyarray_vector_code"
+
+
+def mark_vector_code(fn: Any) -> None:
+    """Mark an llvmlite `ir.Function` as explicit vector code (see above)."""
+    setattr(fn, _VECTOR_CODE, True)
+
+
+def is_vector_code(fn: Any) -> bool:
+    """Whether the llvmlite `ir.Function` `fn` gets the vector code pipeline."""
+    return getattr(fn, _VECTOR_CODE, False)
 
 
 # LLVM contexts and MCJIT are not thread-safe, and llvmlite's clean-up must not be split by
@@ -107,11 +131,13 @@ def emit_apart(ir_text: str, name: str) -> bytes:
 
 
 def optimize_apart(ir_text: str, name: str, emit: bool = False, slp: bool = True,
-                   passes: bool = True, stages: Any = None) -> bytes:
+                   passes: bool = True, stages: Any = None, vector_code: bool = False
+                   ) -> bytes:
     """`optimize` in an LLVM context and with a target machine of its own (0.2 ms to
     make), without the lock: nothing shared is touched, so another thread may optimize
     meanwhile. Returns the optimized module's bitcode, for `link_bitcode`, or with
-    `emit` its object code. `slp` as for `optimize`; `passes=False`: no IR passes.
+    `emit` its object code. `slp` as for `optimize`; `passes=False`: no IR passes;
+    `vector_code`: the vector code pipeline (`mark_vector_code`), not -O2's.
     `stages(name)`, when given, is a context manager around each stage ("llvm_optimize",
     "emit_object": a profile's spans)."""
     stages = stages or _no_stage
@@ -126,7 +152,9 @@ def optimize_apart(ir_text: str, name: str, emit: bool = False, slp: bool = True
             mod.data_layout = str(tm.target_data)
             with stages("llvm_optimize"):
                 mod.verify()
-                if passes:
+                if vector_code:
+                    run_vector_code_pipeline(mod, tm)
+                elif passes:
                     _run_pipeline(mod, tm, slp)
             if not emit:
                 return mod.as_bitcode()

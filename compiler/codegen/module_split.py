@@ -13,6 +13,9 @@ Before it is cut, functions whose text is the same but for their name are merged
 (`merge_equal`): kernels that differ only in a shape their code never reads, or in the
 order of their fused ops, generate the same function (a ResNet's repeated blocks: 23 of
 143 functions), which LLVM then optimizes once.
+
+A function of explicit vector code (llvm_target.mark_vector_code), optimized by a pipeline
+of its own, goes to a piece of its kind: each piece is sent with whether it is one.
 """
 from __future__ import annotations
 
@@ -20,12 +23,17 @@ from typing import Any, Optional
 
 import llvmlite.ir as ir
 
+from .llvm_target import is_vector_code
+
 # below this much IR the second thread and the bitcode round trip cost more than they
 # save (a small program's optimization is a few milliseconds)
 MIN_SPLIT_CHARS = 64 * 1024
 # LLVM's cost of an `optnone` function (a small kernel: no IR passes, fast instruction
 # selection) per character of IR, against an optimized one's: halves are cut by cost
 OPTNONE_COST = 0.1
+# ... and of vector code (llvm_target.mark_vector_code: a convolution's function built
+# with a short pipeline, 0.6 of its -O2 time)
+VECTOR_CODE_COST = 0.6
 
 
 def function_texts(llmod: ir.Module) -> dict:
@@ -96,12 +104,35 @@ def _costs(llmod: ir.Module, texts: dict) -> Optional[dict]:
 
 
 def _cost(fn: ir.Function, text: str) -> float:
-    return len(text) * (OPTNONE_COST if "optnone" in fn.attributes else 1)
+    if "optnone" in fn.attributes:
+        return len(text) * OPTNONE_COST
+    return len(text) * (VECTOR_CODE_COST if is_vector_code(fn) else 1)
+
+
+def by_kind(llmod: ir.Module, groups: list) -> list:
+    """`groups` (sets of function names of `llmod`) each cut in two where it holds both
+    vector code (llvm_target.mark_vector_code) and other functions (empty sets left
+    out): [(group, whether it is vector code)]."""
+    out = []
+    for group in groups:
+        vector = {name for name in group if is_vector_code(llmod.get_global(name))}
+        out += [(g, kind) for g, kind in ((group - vector, False), (vector, True)) if g]
+    return out
+
+
+def vector_code_apart(llmod: ir.Module, texts: dict) -> Optional[tuple]:
+    """(text of the functions that are not vector code, text of those that are), or None
+    where every function is of one kind or a global is named by both kinds."""
+    kinds = by_kind(llmod, [set(texts)])
+    if len(kinds) < 2:
+        return None
+    return _cut(llmod, texts, [group for group, _ in kinds])
 
 
 class Stream:
     """Pieces of a module cut while its functions are generated (`add` is cpu_kernels'
-    `ready`), each handed to `send(text)` as soon as it is big enough, so that LLVM
+    `ready`), each handed to `send(text, vector_code)` (whether it holds vector code, see
+    `by_kind`) as soon as it is big enough, so that LLVM
     builds the first functions while Python generates the next ones; `finish()` cuts
     and sends what is left in shrinking pieces, a quarter of what is left for two
     workers, then less (so that the last ones, taken by whichever thread is free, even
@@ -157,11 +188,13 @@ class Stream:
         return self.merged
 
     def _send(self, groups: list) -> None:
-        texts = _cut(self.llmod, self.batch, groups)
-        if texts is None:                   # a global named by two groups: one piece
+        kinds = by_kind(self.llmod, groups) or [(set(), False)]    # (no function)
+        texts = _cut(self.llmod, self.batch, [group for group, _ in kinds])
+        if texts is None:                   # a global named by two groups: one piece,
+            kinds = [(set(self.batch), False)]      # at -O2 whole
             texts = _cut(self.llmod, self.batch, [set(self.batch)])
-        for text in texts:
-            self.send(text)
+        for text, (_, vector_code) in zip(texts, kinds):
+            self.send(text, vector_code)
         self.pieces += len(texts)
         self.sent += self.cost
         self.batch, self.cost = {}, 0.0

@@ -37,6 +37,24 @@ def run_default_pipeline(mod: Any, tm: Any, pto: Any) -> None:
         pto.close()
 
 
+def run_vector_code_pipeline(mod: Any, tm: Any) -> None:
+    """The IR passes of a function written with explicit vectors (llvm_target's
+    `mark_vector_code`): its loops rotated (the form the code generator's loop strength
+    reduction and LICM expect) and a convolution window's short row loop unrolled, as
+    -O2 unrolls it; -O2's other passes changed none of such a function's inner loops."""
+    mpm = llvm.create_new_module_pass_manager()
+    mpm.add_loop_rotate_pass()
+    mpm.add_loop_unroll_pass()
+    pto = llvm.create_pipeline_tuning_options()
+    pb = llvm.create_pass_builder(tm, pto)
+    try:
+        unlocked("LLVMPY_RunNewModulePassManager")(mpm, mod, pb)
+    finally:
+        free_module_pass_manager(mpm)
+        pb.close()
+        pto.close()
+
+
 def run_passes(mod: Any, mpm: Any, tm: Any) -> None:
     """Run a module pass manager built pass by pass; it is freed when this returns."""
     pto = llvm.create_pipeline_tuning_options()

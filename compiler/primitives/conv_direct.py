@@ -99,7 +99,7 @@ def _loops(ins, operands):
                          tuple(a["rhs_dilation"]), blk)
 
     per_block = blk.ob * blk.ry * blk.xb * blk.v * w.shape[1] * w.shape[2] * w.shape[3]
-    return [Loop((xp.shape[0],) + blk.space, (), body, work=per_block)]
+    return [Loop((xp.shape[0],) + blk.space, (), body, work=per_block, vector_code=True)]
 
 
 def _flops(ins, operands):
@@ -218,7 +218,7 @@ def _filter_loops(ins, operands):
         images = blk.nt or g.shape[0]
         work = blk.ob * len(taps) * images * int(np.prod(a["g_size"]))
         space = tuple(xp.shape[1] if d is None else d for d in blk.space)
-        loops.append(Loop(space, (1,) if blk.nt else (), body, work=work))
+        loops.append(Loop(space, (1,) if blk.nt else (), body, work=work, vector_code=True))
     return loops
 
 
