@@ -61,7 +61,10 @@ def compile(module: Module, target: str = CPU, donated: frozenset = frozenset(),
     are optimized as LOOP_BODY_RUNS times their work. `planned(module, steps)` (CPU),
     when given, hears the optimized module and the program's steps as soon as they are
     planned, before LLVM builds their code: the CPU device starts building the runtime
-    code the steps will call (GEMM tile functions) meanwhile."""
+    code the steps will call (GEMM tile functions) meanwhile. Where LLVM builds the
+    program on several threads it hears the library calls first, as soon as the plan
+    is made (`_early_library_steps`, with `early=True`), then every step once the
+    kernels are generated."""
     with _collector_paused():
         if target in (CPU, CPU_LIBRARY):
             return _compile_cpu(module, frozenset(donated), verify, dumps, progress,
@@ -280,6 +283,10 @@ def _build_streamed(generate: Any, name: str, workers: int, span: Any, planned: 
     `workers - 1` threads meanwhile and by this one too once generation ends; the code
     is the bundle of the pieces' objects (codegen/object_bundle.py)."""
     from .codegen import module_split, object_bundle
+    if planned is not None:
+        early = _early_library_steps(plan)
+        if early:
+            planned(plan.module, early, early=True)
     with _PieceBuilder(name, workers) as builder:
         with span("codegen", "cpu_kernels"):
             stream = module_split.Stream(workers, builder.send)
@@ -296,6 +303,18 @@ def _build_streamed(generate: Any, name: str, workers: int, span: Any, planned: 
     if progress is not None:
         progress("emitting", functions, functions)
     return steps, object_bundle.pack(builder.objects)
+
+
+def _early_library_steps(plan: ExecutionPlan) -> list:
+    """The library calls of `plan`'s LIBRARY kernels (matrix products among them), known
+    before any kernel is generated: the CPU device's `planned` starts building the GEMM
+    tile functions they call at once, on the core that is otherwise idle until the
+    first piece of the program reaches LLVM, not once every kernel is generated. (A
+    decomposition that the CPU's kernels call LAPACK for is listed by its fallback.)"""
+    from .codegen.library_calls import library_step
+    from .planning.plan import LIBRARY
+    return [library_step(plan.module, k.name, pos)
+            for k in plan.kernels if k.kind == LIBRARY for pos in k.outputs]
 
 
 class _PieceBuilder:

@@ -330,3 +330,39 @@ def test_vector_code_goes_to_pieces_of_its_own():
     assert set(_defined(others)) == set(texts) - vector
     plain = _program(60)
     assert module_split.vector_code_apart(plain, module_split.function_texts(plain)) is None
+
+
+_PRODUCT = """HloModule product
+
+ENTRY main {
+  %w = f32[64,48] parameter(), number=0
+  %x = f32[48,32] parameter(), number=1
+  %d = f32[64,32] dot_general(%w, %x), lhs_contracting={1}, rhs_contracting={0}, lhs_batch={}, rhs_batch={}
+  %e = f32[64,32] exponential(%d)
+  ROOT %t = (f32[64,32]) tuple(%e)
+}
+"""
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_planned_hears_the_products_before_the_kernels_are_generated(monkeypatch, cores):
+    """Where LLVM builds the program on several threads, `planned` hears its library
+    calls (a matrix product) as soon as the plan is made, before any kernel is
+    generated (the CPU device starts building their GEMM tile functions then, on the
+    idle core), and every step once they are; on one thread, every step once."""
+    from lazyarray.compiler.codegen import cpu_kernels
+    from lazyarray.compiler.hlo.parser import parse_module
+    monkeypatch.setattr(driver, "_cores", lambda: cores)
+    events: list = []
+    real = cpu_kernels.generate_module
+
+    def generate(*args, **kwargs):
+        events.append("generate")
+        return real(*args, **kwargs)
+    monkeypatch.setattr(cpu_kernels, "generate_module", generate)
+    driver.compile(parse_module(_PRODUCT), planned=lambda m, steps, early=False: events.append(
+        (early, sorted(getattr(s, "call", "kernel") for s in steps))))
+    if cores == 2:
+        assert events == [(True, ["gemm"]), "generate", (False, ["gemm", "kernel"])]
+    else:
+        assert events == ["generate", (False, ["gemm", "kernel"])]

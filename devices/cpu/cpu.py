@@ -156,13 +156,17 @@ class CPUDevice(HostDevice):
         return compile_program(module, CPU, dumps=True).dumps[stage]
 
 
-def _prefetch_runtime(module: Module, steps: list) -> None:
+def _prefetch_runtime(module: Module, steps: list, early: bool = False) -> None:
     """A program's steps are planned: the runtime code its first run will need and this
     process lacks (the worker pool, its tasks' trampolines, its products' GEMM tile
     functions) is built on
-    threads of their own while LLVM compiles the program (driver.compile's `planned`)."""
+    threads of their own while LLVM compiles the program (driver.compile's `planned`).
+    `early`: only its library calls are known yet; the trampolines wait for every step
+    (built as one object, the set a process loading the program from the disk cache
+    asks the cache for)."""
     native_pool.prefetch()
-    native_pool.prefetch_trampolines(native_pool.trampoline_keys(steps))
+    if not early:
+        native_pool.prefetch_trampolines(native_pool.trampoline_keys(steps))
     native_gemm.prefetch(module, steps)
 
 
