@@ -308,6 +308,10 @@ class _BatchNorm(Module):
             raise ValueError(f"{type(self).__name__}({self.num_features}): expected input of "
                              f"rank {' or '.join(map(str, self.ranks))} with "
                              f"{self.num_features} channels on axis 1, got shape {x.shape}")
+        if self.training and self.track_running_stats and self.momentum is not None:
+            direct = self._train_direct(x)
+            if direct is not None:
+                return direct
         if self.training or not self.track_running_stats:
             mean, var = F.batch_stats(x)
             if self.training and self.track_running_stats:
@@ -315,6 +319,28 @@ class _BatchNorm(Module):
         else:
             mean, var = self.running_mean, self.running_var
         return F.batch_norm(x, mean, var, self.weight, self.bias, self.eps)
+
+    def _train_direct(self, x: Tensor) -> "Tensor | None":
+        """The training step's layer for tensors of one device: one composite
+        (`ops.nn.batch_norm_training`, copied from the first step's graph at every step
+        after) giving the output and the new running statistics, rebound to the buffers.
+        None when a tensor is not a plain one of x's device (the general path)."""
+        params, buffers = self._parameters, self._buffers    # read directly (no misses)
+        weight = params["weight"] if "weight" in params else self.weight
+        bias = params["bias"] if "bias" in params else self.bias
+        mean, var = buffers.get("running_mean"), buffers.get("running_var")
+        count = buffers.get("num_batches_tracked")
+        if type(x) is not Tensor or not (_same_device(weight, x) and _same_device(bias, x)
+                                         and _same_device(mean, x) and _same_device(var, x)
+                                         and _same_device(count, x)) \
+                or mean is None or var is None or count is None:
+            return None
+        out, new_mean, new_var, new_count = _ops_nn.batch_norm_training(
+            x._node, None if weight is None else weight._node,
+            None if bias is None else bias._node, mean._node, var._node, count._node,
+            self.eps, self.momentum)
+        Tensor._assign_all([mean, var, count], [new_mean, new_var, new_count])
+        return Tensor._wrap(out, x._state)
 
     def _update_running(self, mean: Tensor, var: Tensor, count: int) -> None:
         self.num_batches_tracked += 1

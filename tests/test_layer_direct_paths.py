@@ -1,0 +1,138 @@
+"""Layers' direct paths (tensors of one device, recorded without the lifted front ends'
+searches, the composites copied from the first call's graph) give the graph the general
+path gives, the values PyTorch gives, and gradients that agree with both.
+
+Each case runs the layer twice or more (the second call is the copy of the first's
+graph), compares the graph node by node with the general path's and the values with
+PyTorch's and the interpreter's.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+import lazyarray.nn.functional as F
+from lazyarray.compiler.graph.node import Node
+from lazyarray.nn import layers
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(7)
+
+
+def _structure(node: Node, memo: dict) -> tuple:
+    """A node's graph as nested tuples (op, shape, dtype, attributes, scalar value,
+    whether a buffer, operands), shared nodes by their first number: what capture and
+    the compiler read of it."""
+    if id(node) in memo:
+        return ("seen", memo[id(node)])
+    memo[id(node)] = len(memo)
+    if node.buffer is not None:                   # a leaf for capture, whatever it was
+        return ("P", node.shape, node.dtype)
+    value = node.value
+    if value is not None and not isinstance(value, (bool, int, float, complex)):
+        value = repr(value.array.tolist())
+    elif value is not None:
+        value = (type(value).__name__, repr(value))
+    return (node.op, node.shape, node.dtype, tuple(sorted(node.attrs.items())), value,
+            tuple(_structure(o, memo) for o in node.operands))
+
+
+def _graphs(tensors: list) -> tuple:
+    """The structures of several tensors' graphs, sharing one numbering, as a capture
+    of them together sees them (shared scalars included)."""
+    memo: dict = {}
+    return tuple(_structure(t._node, memo) for t in tensors)
+
+
+# ---- BatchNorm in training ---------------------------------------------------------------
+
+BN_CASES = [(la.nn.BatchNorm2d, torch.nn.BatchNorm2d, (4, 3, 5, 5), True),
+            (la.nn.BatchNorm2d, torch.nn.BatchNorm2d, (4, 3, 5, 5), False),
+            (la.nn.BatchNorm1d, torch.nn.BatchNorm1d, (8, 3), True),
+            (la.nn.BatchNorm1d, torch.nn.BatchNorm1d, (6, 3, 4), True)]
+
+
+@pytest.mark.parametrize("cls,_,shape,affine", BN_CASES)
+def test_batch_norm_training_direct_path_records_the_general_graph(cls, _, shape, affine,
+                                                                    monkeypatch):
+    direct, general = cls(3, affine=affine), cls(3, affine=affine)
+    for step in range(3):                      # the first call records, the next copy
+        x = la.asarray(RNG.standard_normal(shape).astype(np.float32))
+        with monkeypatch.context() as m:
+            m.setattr(layers._BatchNorm, "_train_direct", lambda self, x: None)
+            g_out = general(x)
+        d_out = direct(x)
+        assert _graphs([d_out, direct.running_mean, direct.running_var,
+                        direct.num_batches_tracked]) == \
+            _graphs([g_out, general.running_mean, general.running_var,
+                     general.num_batches_tracked]), f"step {step}"
+        la.sync()
+
+
+def test_batch_norm_training_takes_the_direct_path(monkeypatch):
+    bn = la.nn.BatchNorm2d(3)
+    x = la.asarray(RNG.standard_normal((4, 3, 2, 2)).astype(np.float32))
+    bn(x)                                     # the composite's template made
+    monkeypatch.setattr(F, "batch_stats", None)   # the general path would call it
+    monkeypatch.setattr(F, "batch_norm", None)
+    bn(x)
+    assert bn.num_batches_tracked.item() == 2
+
+
+@pytest.mark.parametrize("cls,tcls,shape,affine", BN_CASES)
+def test_batch_norm_training_steps_match_pytorch(cls, tcls, shape, affine, device):
+    """Three training steps (forward, backward, SGD on the affine parameters): outputs,
+    gradients of the input and the affine parameters, running statistics and the batch
+    count against PyTorch's layer."""
+    bn, ref = cls(3, affine=affine, device=device), tcls(3, affine=affine)
+    for step in range(3):
+        x = (RNG.standard_normal(shape) * 2 + 1).astype(np.float32)
+        g = RNG.standard_normal(shape).astype(np.float32)
+        xl = la.asarray(x, device=device).requires_grad_(True)
+        out = bn(xl)
+        (out * la.asarray(g, device=device)).sum().backward()
+        xt = torch.tensor(x, requires_grad=True)
+        out_t = ref(xt)
+        (out_t * torch.tensor(g)).sum().backward()
+        tol = dict(rtol=2e-4, atol=2e-4)
+        np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), **tol)
+        np.testing.assert_allclose(xl.grad.numpy(), xt.grad.numpy(), **tol)
+        np.testing.assert_allclose(bn.running_mean.numpy(), ref.running_mean.numpy(), **tol)
+        np.testing.assert_allclose(bn.running_var.numpy(), ref.running_var.numpy(), **tol)
+        assert bn.num_batches_tracked.item() == ref.num_batches_tracked.item() == step + 1
+        if affine:
+            for p, q in ((bn.weight, ref.weight), (bn.bias, ref.bias)):
+                np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), **tol)
+                p._assign((p - 0.1 * p.grad)._node)
+                p.grad = None
+                with torch.no_grad():
+                    q -= 0.1 * q.grad
+                q.grad = None
+
+
+def test_batch_norm_training_gradient_matches_finite_differences():
+    """d/dx and d/dweight of sum(bn(x) * g) in float64, the layer's copied graph (the
+    second call), against central differences."""
+    shape = (3, 2, 2, 2)
+    bn = la.nn.BatchNorm2d(2, dtype=la.float64)
+    g = RNG.standard_normal(shape)
+    x0 = RNG.standard_normal(shape) * 1.5 + 0.5
+    w0 = np.array([1.3, 0.7])
+
+    def loss(x, w):
+        bn.weight._assign(la.asarray(w)._node)
+        return float((bn(la.asarray(x)) * la.asarray(g)).sum().item())
+
+    loss(x0, w0)                              # the template made: the next calls copy it
+    x = la.asarray(x0).requires_grad_(True)
+    bn.weight._assign(la.asarray(w0)._node)
+    bn.weight.grad = None
+    (bn(x) * la.asarray(g)).sum().backward()
+    for grad, base, vary in ((x.grad.numpy(), x0, lambda v: loss(v, w0)),
+                             (bn.weight.grad.numpy(), w0, lambda v: loss(x0, v))):
+        t = RNG.standard_normal(base.shape)
+        h = 1e-6
+        numeric = (vary(base + h * t) - vary(base - h * t)) / (2 * h)
+        np.testing.assert_allclose(np.sum(grad * t), numeric, rtol=1e-6, atol=1e-8)
