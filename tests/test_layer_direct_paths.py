@@ -136,3 +136,68 @@ def test_batch_norm_training_gradient_matches_finite_differences():
         h = 1e-6
         numeric = (vary(base + h * t) - vary(base - h * t)) / (2 * h)
         np.testing.assert_allclose(np.sum(grad * t), numeric, rtol=1e-6, atol=1e-8)
+
+
+# ---- convolutions --------------------------------------------------------------------
+
+CONV_CASES = [
+    (la.nn.Conv2d, torch.nn.Conv2d, (2, 4, 7, 7), dict(kernel_size=3, padding=1, bias=False)),
+    (la.nn.Conv2d, torch.nn.Conv2d, (2, 4, 8, 8), dict(kernel_size=3, stride=2, padding=1)),
+    (la.nn.Conv2d, torch.nn.Conv2d, (2, 4, 6, 6), dict(kernel_size=1, stride=2, groups=2)),
+    (la.nn.Conv1d, torch.nn.Conv1d, (2, 4, 9), dict(kernel_size=3, padding="same",
+                                                   dilation=2)),
+]
+
+
+def _conv_pair(cls, tcls, kw):
+    layer, ref = cls(4, 6, **kw), tcls(4, 6, **kw)
+    with torch.no_grad():
+        ref.weight.copy_(torch.tensor(layer.weight.numpy()))
+        if ref.bias is not None:
+            ref.bias.copy_(torch.tensor(layer.bias.numpy()))
+    return layer, ref
+
+
+@pytest.mark.parametrize("cls,tcls,shape,kw", CONV_CASES)
+def test_conv_direct_path_records_the_general_graph(cls, tcls, shape, kw):
+    layer, _ = _conv_pair(cls, tcls, kw)
+    fn = F.conv2d if cls is la.nn.Conv2d else F.conv1d
+    for _ in range(2):                        # the second call copies the first's nodes
+        x = la.asarray(RNG.standard_normal(shape).astype(np.float32))
+        general = fn(x, layer.weight, layer.bias, layer.stride, layer.padding,
+                     layer.dilation, layer.groups)
+        assert _graphs([layer(x)]) == _graphs([general])
+
+
+@pytest.mark.parametrize("cls,tcls,shape,kw", CONV_CASES)
+def test_conv_direct_path_matches_pytorch(cls, tcls, shape, kw, device):
+    """Values and gradients (input, weight, bias) over two calls, against PyTorch."""
+    layer, ref = _conv_pair(cls, tcls, kw)
+    layer.to(device)
+    for _ in range(2):
+        x = RNG.standard_normal(shape).astype(np.float32)
+        xl = la.asarray(x, device=device).requires_grad_(True)
+        for p in layer.parameters():
+            p.grad = None
+        out = layer(xl)
+        (out * out).sum().backward()
+        xt = torch.tensor(x, requires_grad=True)
+        ref.zero_grad()
+        out_t = ref(xt)
+        (out_t * out_t).sum().backward()
+        tol = dict(rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), **tol)
+        np.testing.assert_allclose(xl.grad.numpy(), xt.grad.numpy(), **tol)
+        np.testing.assert_allclose(layer.weight.grad.numpy(), ref.weight.grad.numpy(), **tol)
+        if ref.bias is not None:
+            np.testing.assert_allclose(layer.bias.grad.numpy(), ref.bias.grad.numpy(), **tol)
+
+
+def test_conv_direct_path_still_raises_on_bad_input():
+    conv = la.nn.Conv2d(4, 6, 3)
+    conv(la.asarray(RNG.standard_normal((1, 4, 5, 5)).astype(np.float32)))
+    for _ in range(2):                        # never remembered: raises every time
+        with pytest.raises(ValueError, match="conv2d"):
+            conv(la.asarray(RNG.standard_normal((1, 3, 5, 5)).astype(np.float32)))
+        with pytest.raises(ValueError, match="conv2d: expects input"):
+            conv(la.asarray(np.ones((4, 5, 5), np.float32)))

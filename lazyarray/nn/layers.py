@@ -15,7 +15,7 @@ from .module import Module, Parameter
 from ..compiler.hlo import dtypes as _D
 from ..compiler.graph.node import kept_constant
 from ..compiler.primitive import apply
-from ..ops import nn as _ops_nn
+from ..ops import convolution as _ops_conv, nn as _ops_nn
 from ..ops.nn import linear_direct
 
 
@@ -195,6 +195,9 @@ class Conv2d(Module):
             if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
+        direct = _conv_direct(self, _ops_conv.conv2d, x)
+        if direct is not None:
+            return direct
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
 
@@ -225,8 +228,26 @@ class Conv1d(Module):
             if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
+        direct = _conv_direct(self, _ops_conv.conv1d, x)
+        if direct is not None:
+            return direct
         return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
+
+
+def _conv_direct(layer: Module, conv: Any, x: Any) -> "Tensor | None":
+    """What F.conv1d/conv2d record for tensors of one device, the nodes passed straight to
+    the op (every convolution of a CNN at every step: no search for the device); None
+    for anything else (the general path)."""
+    params = layer._parameters            # read directly: no attribute miss per call
+    weight = params["weight"] if "weight" in params else layer.weight
+    bias = params["bias"] if "bias" in params else layer.bias
+    if type(x) is not Tensor or type(weight) is not Tensor or weight._state is not x._state \
+            or not _same_device(bias, x):
+        return None
+    return Tensor._wrap(conv(x._node, weight._node, None if bias is None else bias._node,
+                             layer.stride, layer.padding, layer.dilation, layer.groups),
+                        x._state)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, " \
