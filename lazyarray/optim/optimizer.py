@@ -65,13 +65,7 @@ class Hypers:
         wide = self.spread.get((role, dtype, shape))
         if wide is not None and wide.operands[0].value == value:
             return wide
-        key = (role, dtype)
-        node = self.made.get(key)
-        if node is None:
-            node = self.made[key] = self._again(key, value) or hyper(value, like)
-        elif node.value != value:
-            raise ValueError(f"optimizer: hyper-parameter {role!r} has two values in one step "
-                             f"({node.value} and {value})")
+        node = self.leaf(role, value, dtype)
         if not shape:
             return node
         out = self._again_wide((role, dtype, shape), node)
@@ -79,6 +73,17 @@ class Hypers:
             out = apply("broadcast_in_dim", node, shape=shape, broadcast_dimensions=())
         self.spread[(role, dtype, shape)] = out
         return out
+
+    def leaf(self, role: str, value: float, dtype: Any) -> Node:
+        """The 0-d scalar of `role` in `dtype` this step (made at its first use)."""
+        key = (role, dtype)
+        node = self.made.get(key)
+        if node is None:
+            node = self.made[key] = self._again(key, value) or scalar_leaf(value, dtype)
+        elif node.value != value:
+            raise ValueError(f"optimizer: hyper-parameter {role!r} has two values in one step "
+                             f"({node.value} and {value})")
+        return node
 
     def _again(self, key: tuple, value: float) -> "Node | None":
         """The last step's scalar of this role, if it had this value."""
