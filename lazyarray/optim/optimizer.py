@@ -183,9 +183,10 @@ class Optimizer:
         """Update every parameter that has a `.grad` (PyTorch's `optimizer.step()`).
         `closure`, if given, recomputes the loss (and its backward) first and is returned."""
         loss = closure() if closure is not None else None
-        pairs = [(g, p) for p in self.params if (g := p.grad) is not None]
+        # (index, gradient) pairs, as `_pairs` would make of (grad, param) pairs
+        pairs = [(i, g) for i, p in enumerate(self.params) if (g := p.grad) is not None]
         if pairs:
-            self._update_all(pairs)
+            self._update_pairs(pairs)
             del pairs               # the step's program may then take the old buffers
             self._end_step()
         return loss
@@ -209,7 +210,10 @@ class Optimizer:
     def _update_all(self, grads: Any) -> None:
         """Record the update of every parameter from its gradient (apply_gradients
         without the step boundary)."""
-        pairs = self._pairs(grads)
+        self._update_pairs(self._pairs(grads))
+
+    def _update_pairs(self, pairs: list) -> None:
+        """`_update_all` of (parameter index, gradient) pairs."""
         group_of = self._group_index()
         lrs = [self.current_lr(g) for g in self.param_groups]
         self.steps += 1
