@@ -26,21 +26,23 @@ from . import vjp_templates, walk_templates
 from ..graph.node import Node, new_node
 from ..primitive import NOT_DIFFERENTIABLE, PRIMITIVES, apply
 
-# nodes the walk must not go through (made by stop_gradient): id -> a weak reference
-# keyed by that id, dropped when the node dies (so a live id here is that node's). Every
-# walk starts from the set of these ids: a dict's keys are that set at C speed, where a
-# WeakSet is iterated in Python (a training step: ~80 stopped nodes at every backward)
-_STOPPED: dict = {}
+# nodes the walk must not go through (made by stop_gradient)
+_STOPPED: "weakref.WeakSet[Node]" = weakref.WeakSet()
+_deref = weakref.ref.__call__
 
 
-def _dropped(ref: "weakref.KeyedRef") -> None:
-    if _STOPPED.get(ref.key) is ref:
-        del _STOPPED[ref.key]
+def _stopped_ids() -> set:
+    """The ids of the live stopped nodes, where every walk starts: made at C speed from
+    the weak set's references (iterating the WeakSet runs Python per node: a training
+    step has ~80 stopped nodes at every backward). No Python code runs while the
+    references are read, so none is removed meanwhile; one already dead (its removal
+    deferred by a Python iteration under way) gives None, left out."""
+    ids = set(map(id, map(_deref, _STOPPED.data)))
+    ids.discard(_NONE_ID)
+    return ids
 
 
-def _mark(node: Node) -> None:
-    k = id(node)
-    _STOPPED[k] = weakref.KeyedRef(node, _dropped, k)
+_NONE_ID = id(None)
 
 
 def stop(node: Node) -> Node:
@@ -60,19 +62,19 @@ def stop(node: Node) -> Node:
 def is_stopped(node: Node) -> bool:
     """Whether `node` was made by `stop` (a copy of a graph that holds it must be too:
     compiler/transforms/graph_templates.py)."""
-    return id(node) in _STOPPED
+    return node in _STOPPED
 
 
 def mark_stopped(node: Node) -> Node:
     """Mark a node made as a copy of a stopped one: the walk does not go through it."""
-    _mark(node)
+    _STOPPED.add(node)
     return node
 
 
 def _stopped_copy(node: Node) -> Node:
     copy = new_node(node.op, node.operands, node.shape, node.dtype, node.attrs, node.value)
     copy.type = node.type              # (interned: the same shape and dtype)
-    _mark(copy)
+    _STOPPED.add(copy)
     if profile_hooks.ACTIVE:        # a profile records: the copy is `node`'s op, at its line
         profile_hooks.ACTIVE.copied(node, copy)
     return copy
@@ -143,7 +145,7 @@ _INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 def reaches(target: Node, sources: Sequence[Node]) -> bool:
     """Does a gradient path lead from any of `sources` (taken as leaves) to `target`? (not
     through stopped nodes; what PyTorch's `requires_grad` of a computed tensor says)."""
-    stopped = set(_STOPPED)
+    stopped = _stopped_ids()
     blocked = stopped | {id(s) for s in sources}
     return id(target) in _depends(_topological(target, blocked), sources, stopped)
 
@@ -169,7 +171,7 @@ def vjp_many(targets: Sequence[Node], seeds: Sequence[Optional[Node]], sources: 
                              f"{list(seed.shape)} but the target is {target.dtype.short}"
                              f"{list(target.shape)}")
     # ids of live stopped nodes: a node of this graph is alive, so its id cannot collide
-    stopped = set(_STOPPED)
+    stopped = _stopped_ids()
     leaves = set() if through_sources else {id(s) for s in sources}
     pairs = [(t, s) for t, s in zip(targets, seeds) if s is not None]
     if not pairs:
