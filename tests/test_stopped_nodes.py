@@ -26,12 +26,9 @@ def test_a_stopped_node_is_known_while_it_lives_and_forgotten_after():
     assert autodiff.is_stopped(copy) and not autodiff.is_stopped(node)
     assert autodiff.is_stopped(autodiff.mark_stopped(node))
     assert len(autodiff._STOPPED) == before + 2
-    assert autodiff._stopped_ids() == {id(n) for n in autodiff._STOPPED}
-    assert {id(copy), id(node)} <= autodiff._stopped_ids()
     del node, copy
     gc.collect()
     assert len(autodiff._STOPPED) == before
-    assert autodiff._stopped_ids() == {id(n) for n in autodiff._STOPPED}
     # new nodes, many of them on the dead ones' addresses: none is taken for stopped
     assert not any(autodiff.is_stopped(_op()) for _ in range(1000))
 

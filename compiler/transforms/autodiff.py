@@ -28,21 +28,6 @@ from ..primitive import NOT_DIFFERENTIABLE, PRIMITIVES, apply
 
 # nodes the walk must not go through (made by stop_gradient)
 _STOPPED: "weakref.WeakSet[Node]" = weakref.WeakSet()
-_deref = weakref.ref.__call__
-
-
-def _stopped_ids() -> set:
-    """The ids of the live stopped nodes, where every walk starts: made at C speed from
-    the weak set's references (iterating the WeakSet runs Python per node: a training
-    step has ~80 stopped nodes at every backward). No Python code runs while the
-    references are read, so none is removed meanwhile; one already dead (its removal
-    deferred by a Python iteration under way) gives None, left out."""
-    ids = set(map(id, map(_deref, _STOPPED.data)))
-    ids.discard(_NONE_ID)
-    return ids
-
-
-_NONE_ID = id(None)
 
 
 def stop(node: Node) -> Node:
@@ -145,7 +130,7 @@ _INEXACT = frozenset(D.FLOATS + D.COMPLEX)
 def reaches(target: Node, sources: Sequence[Node]) -> bool:
     """Does a gradient path lead from any of `sources` (taken as leaves) to `target`? (not
     through stopped nodes; what PyTorch's `requires_grad` of a computed tensor says)."""
-    stopped = _stopped_ids()
+    stopped = {id(n) for n in _STOPPED} if len(_STOPPED) else set()
     blocked = stopped | {id(s) for s in sources}
     return id(target) in _depends(_topological(target, blocked), sources, stopped)
 
@@ -171,7 +156,7 @@ def vjp_many(targets: Sequence[Node], seeds: Sequence[Optional[Node]], sources: 
                              f"{list(seed.shape)} but the target is {target.dtype.short}"
                              f"{list(target.shape)}")
     # ids of live stopped nodes: a node of this graph is alive, so its id cannot collide
-    stopped = _stopped_ids()
+    stopped = {id(n) for n in _STOPPED} if len(_STOPPED) else set()
     leaves = set() if through_sources else {id(s) for s in sources}
     pairs = [(t, s) for t, s in zip(targets, seeds) if s is not None]
     if not pairs:
