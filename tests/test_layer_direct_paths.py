@@ -201,3 +201,20 @@ def test_conv_direct_path_still_raises_on_bad_input():
             conv(la.asarray(RNG.standard_normal((1, 3, 5, 5)).astype(np.float32)))
         with pytest.raises(ValueError, match="conv2d: expects input"):
             conv(la.asarray(np.ones((4, 5, 5), np.float32)))
+
+
+def test_batch_norm_subclass_with_its_own_running_update_is_called():
+    """A subclass overriding `_update_running` (here: no momentum on the variance) takes
+    the general path, which calls it."""
+    class MeanOnly(la.nn.BatchNorm2d):
+        def _update_running(self, mean, var, count):
+            self.running_mean._assign((self.running_mean * 0.5 + mean * 0.5)._node)
+
+    bn = MeanOnly(3)
+    x = RNG.standard_normal((4, 3, 2, 2)).astype(np.float32)
+    for _ in range(2):
+        bn(la.asarray(x))
+    np.testing.assert_allclose(bn.running_mean.numpy(), 0.75 * x.mean((0, 2, 3)), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_array_equal(bn.running_var.numpy(), np.ones(3, np.float32))
+    assert bn.num_batches_tracked.item() == 0

@@ -329,7 +329,9 @@ class _BatchNorm(Module):
             raise ValueError(f"{type(self).__name__}({self.num_features}): expected input of "
                              f"rank {' or '.join(map(str, self.ranks))} with "
                              f"{self.num_features} channels on axis 1, got shape {x.shape}")
-        if self.training and self.track_running_stats and self.momentum is not None:
+        if self.training and self.track_running_stats and self.momentum is not None \
+                and type(self)._update_running is _BatchNorm._update_running:
+            # (a subclass with an update of its own takes the general path, which calls it)
             direct = self._train_direct(x)
             if direct is not None:
                 return direct
