@@ -168,6 +168,15 @@ def batch_norm(x: Operand, mean_: Node, var: Node, weight: Optional[Node] = None
                bias: Optional[Node] = None, eps: float = 1e-5) -> Node:
     """(x - mean) / sqrt(var + eps) * weight + bias, with per-channel statistics (channels
     on axis 1, as in PyTorch)."""
+    if type(x) is Node and type(eps) is float:
+        # of nodes (a CNN in eval: every layer at every call), a function of their types,
+        # eps and autocast: the first call's graph copied (graph_templates.py)
+        return _batch_norm_of_nodes(x, mean_, var, weight, bias, eps)
+    return _batch_norm(x, mean_, var, weight, bias, eps)
+
+
+def _batch_norm(x: Operand, mean_: Node, var: Node, weight: Optional[Node],
+                bias: Optional[Node], eps: float) -> Node:
     x = _float32("batch_norm", x)
     if x.ndim < 2 or any(v is not None and v.shape != (x.shape[1],)
                          for v in (mean_, var, weight, bias)):
@@ -179,6 +188,9 @@ def batch_norm(x: Operand, mean_: Node, var: Node, weight: Optional[Node] = None
     if bias is not None:
         out = add(out, _per_channel(bias, x))
     return out
+
+
+_batch_norm_of_nodes = remembered(context=autocast.current)(_batch_norm)
 
 
 def batch_stats(x: Operand) -> tuple:

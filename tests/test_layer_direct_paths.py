@@ -218,3 +218,46 @@ def test_batch_norm_subclass_with_its_own_running_update_is_called():
                                atol=1e-6)
     np.testing.assert_array_equal(bn.running_var.numpy(), np.ones(3, np.float32))
     assert bn.num_batches_tracked.item() == 0
+
+
+# ---- BatchNorm in eval ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("cls,tcls,shape,affine", BN_CASES)
+def test_batch_norm_eval_direct_path_matches_pytorch_and_the_general_graph(cls, tcls, shape,
+                                                                           affine, device):
+    """After two training steps, eval: the direct path's graph is F.batch_norm's (the
+    second call a copy), its values PyTorch's eval output."""
+    bn, ref = cls(3, affine=affine, device=device), tcls(3, affine=affine)
+    for _ in range(2):
+        x = (RNG.standard_normal(shape) * 2 + 1).astype(np.float32)
+        bn(la.asarray(x, device=device)).numpy()
+        ref(torch.tensor(x))
+    bn.eval()
+    ref.eval()
+    for _ in range(2):
+        x = RNG.standard_normal(shape).astype(np.float32)
+        xl = la.asarray(x, device=device)
+        out = bn(xl)
+        general = F.batch_norm(xl, bn.running_mean, bn.running_var, bn.weight, bn.bias, bn.eps)
+        assert _graphs([out]) == _graphs([general])
+        np.testing.assert_allclose(out.numpy(), ref(torch.tensor(x)).detach().numpy(),
+                                   rtol=2e-4, atol=2e-4)
+
+
+def test_batch_norm_eval_takes_the_direct_path(monkeypatch):
+    bn = la.nn.BatchNorm2d(3).eval()
+    x = la.asarray(RNG.standard_normal((4, 3, 2, 2)).astype(np.float32))
+    bn(x)
+    monkeypatch.setattr(F, "batch_norm", None)          # the general path would call it
+    np.testing.assert_allclose(bn(x).numpy(), x.numpy() / np.sqrt(1 + 1e-5), rtol=1e-6)
+
+
+def test_batch_norm_of_nodes_still_raises_on_bad_input():
+    x = la.asarray(RNG.standard_normal((4, 3, 2, 2)).astype(np.float32))
+    stats = la.asarray(np.ones(3, np.float32))
+    F.batch_norm(x, stats, stats, None, None, 1e-5)          # the composite remembered
+    for _ in range(2):                                      # errors never are
+        with pytest.raises(ValueError, match="batch_norm: needs"):
+            F.batch_norm(x, la.asarray(np.ones(4, np.float32)), stats, None, None, 1e-5)
+        with pytest.raises(ValueError, match="batch_norm: needs"):
+            F.batch_norm(la.asarray(np.ones(3, np.float32)), stats, stats, None, None, 1e-5)

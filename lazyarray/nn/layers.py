@@ -341,6 +341,15 @@ class _BatchNorm(Module):
                 self._update_running(mean, var, x.size // x.shape[1])
         else:
             mean, var = self.running_mean, self.running_var
+            if type(x) is Tensor and type(mean) is Tensor and type(var) is Tensor and \
+                    mean._state is x._state and var._state is x._state and \
+                    _same_device(self.weight, x) and _same_device(self.bias, x):
+                # eval for tensors of one device: the nodes straight to the op (its
+                # remembered composite), without F.batch_norm's search for the device
+                weight, bias = self.weight, self.bias
+                return Tensor._wrap(_ops_nn.batch_norm(
+                    x._node, mean._node, var._node, None if weight is None else weight._node,
+                    None if bias is None else bias._node, float(self.eps)), x._state)
         return F.batch_norm(x, mean, var, self.weight, self.bias, self.eps)
 
     def _train_direct(self, x: Tensor) -> "Tensor | None":
