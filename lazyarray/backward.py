@@ -83,16 +83,16 @@ def backward(target: Tensor, gradient: Any = None, retain_graph: bool = False,
                            "requires grad (make the leaves with requires_grad=True, "
                            "la.nn.Parameter or .requires_grad_(); a value computed under "
                            "no_grad() or detach() carries no gradient)")
-    filled = []
-    for t, ct in zip(sources, cts):
-        if ct is None:
-            continue
-        # .grad is a value, not a path back into this graph (as PyTorch's leaf .grad)
-        g = Tensor._wrap(autodiff.stop(ct), t._state)
+    filled = [t for t, ct in zip(sources, cts) if ct is not None]
+    # .grad is a value, not a path back into this graph (as PyTorch's leaf .grad); the
+    # sources are of the target's device, so the tensors are made together (the user's
+    # line found once, not once per parameter)
+    grads = Tensor._wrap_all([autodiff.stop(ct) for ct in cts if ct is not None],
+                             target._state)
+    for t, g in zip(filled, grads):
         old = getattr(t, "_grad", None)
         t._grad = g if old is None else Tensor._wrap(
             autodiff.stop(builders.add(old._node, g._node)), t._state)
-        filled.append(t)
     for hook in list(BACKWARD_END):
         fn = hook()
         if fn is None:

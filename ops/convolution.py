@@ -12,6 +12,7 @@ from typing import Any, Optional
 from ..compiler.hlo import dtypes as D
 from ..compiler.graph.node import Node
 from ..compiler.primitive import apply
+from ..compiler.transforms.graph_templates import remembered
 from . import autocast
 from .promotion import as_node, convert, shape_str
 
@@ -76,16 +77,28 @@ def _conv(op: str, n: int, x: Operand, weight: Operand, bias: Optional[Operand],
     return out
 
 
+# a convolution of nodes is a function of their types, the static arguments and autocast:
+# a model's layers, called at every step, copy the first call's nodes (graph_templates.py)
+# instead of checking and working out the attributes again
+_conv_of_nodes = remembered(context=autocast.current)(_conv)
+
+
+def _conv_nodes(x: Operand, weight: Operand, bias: Optional[Operand]) -> bool:
+    return type(x) is Node and type(weight) is Node and (bias is None or type(bias) is Node)
+
+
 def conv1d(x: Operand, weight: Operand, bias: Optional[Operand] = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Node:
     """1-D convolution of (N, C, L) with (O, C/groups, K) weights."""
-    return _conv("conv1d", 1, x, weight, bias, stride, padding, dilation, groups)
+    conv = _conv_of_nodes if _conv_nodes(x, weight, bias) else _conv
+    return conv("conv1d", 1, x, weight, bias, stride, padding, dilation, groups)
 
 
 def conv2d(x: Operand, weight: Operand, bias: Optional[Operand] = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Node:
     """2-D convolution of (N, C, H, W) with (O, C/groups, kH, kW) weights."""
-    return _conv("conv2d", 2, x, weight, bias, stride, padding, dilation, groups)
+    conv = _conv_of_nodes if _conv_nodes(x, weight, bias) else _conv
+    return conv("conv2d", 2, x, weight, bias, stride, padding, dilation, groups)
 
 
 def _pool(op: str, kind: str, x: Operand, kernel_size: Any, stride: Any, padding: Any) -> Node:

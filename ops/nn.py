@@ -168,6 +168,15 @@ def batch_norm(x: Operand, mean_: Node, var: Node, weight: Optional[Node] = None
                bias: Optional[Node] = None, eps: float = 1e-5) -> Node:
     """(x - mean) / sqrt(var + eps) * weight + bias, with per-channel statistics (channels
     on axis 1, as in PyTorch)."""
+    if type(x) is Node and type(eps) is float:
+        # of nodes (a CNN in eval: every layer at every call), a function of their types,
+        # eps and autocast: the first call's graph copied (graph_templates.py)
+        return _batch_norm_of_nodes(x, mean_, var, weight, bias, eps)
+    return _batch_norm(x, mean_, var, weight, bias, eps)
+
+
+def _batch_norm(x: Operand, mean_: Node, var: Node, weight: Optional[Node],
+                bias: Optional[Node], eps: float) -> Node:
     x = _float32("batch_norm", x)
     if x.ndim < 2 or any(v is not None and v.shape != (x.shape[1],)
                          for v in (mean_, var, weight, bias)):
@@ -179,6 +188,9 @@ def batch_norm(x: Operand, mean_: Node, var: Node, weight: Optional[Node] = None
     if bias is not None:
         out = add(out, _per_channel(bias, x))
     return out
+
+
+_batch_norm_of_nodes = remembered(context=autocast.current)(_batch_norm)
 
 
 def batch_stats(x: Operand) -> tuple:
@@ -202,6 +214,32 @@ def batch_stats(x: Operand) -> tuple:
     m1 = mean(d, axis=axes)
     m2 = mean(multiply(d, d), axis=axes)
     return add(m1, shift), maximum(subtract(m2, multiply(m1, m1)), 0.0)
+
+
+def batch_norm_training(x: Node, weight: Optional[Node], bias: Optional[Node],
+                        running_mean: Node, running_var: Node, num_batches: Node,
+                        eps: float, momentum: float) -> tuple:
+    """BatchNorm in training with running statistics, as PyTorch's layer computes it:
+    (output normalized by the batch's statistics, the new running mean and variance --
+    `running * (1 - momentum) + batch * momentum`, the variance unbiased -- and the batch
+    count plus one). One composite for the layer (every BatchNorm of a CNN at every step):
+    its graph is a function of the types and `eps`, `momentum`, so a training loop copies
+    the first step's (graph_templates.py) instead of recording thirty ops one by one."""
+    return _batch_norm_training(x, weight, bias, running_mean, running_var, num_batches,
+                                float(eps), float(momentum))
+
+
+@remembered(context=autocast.current)
+def _batch_norm_training(x: Node, weight: Optional[Node], bias: Optional[Node],
+                         running_mean: Node, running_var: Node, num_batches: Node,
+                         eps: float, momentum: float) -> tuple:
+    mean_, var = batch_stats(x)
+    count = math.prod(x.shape) // x.shape[1]
+    unbiased = multiply(var, count / max(count - 1, 1))
+    new_mean = add(multiply(running_mean, 1 - momentum), multiply(mean_, momentum))
+    new_var = add(multiply(running_var, 1 - momentum), multiply(unbiased, momentum))
+    return (batch_norm(x, mean_, var, weight, bias, eps), new_mean, new_var,
+            add(num_batches, 1))
 
 
 # ---- layers as functions -----------------------------------------------------------

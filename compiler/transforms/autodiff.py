@@ -23,7 +23,7 @@ from typing import Any, Iterable, Optional, Sequence
 from ..hlo import dtypes as D
 from .. import profile_hooks
 from . import vjp_templates, walk_templates
-from ..graph.node import Node
+from ..graph.node import Node, new_node
 from ..primitive import NOT_DIFFERENTIABLE, PRIMITIVES, apply
 
 # nodes the walk must not go through (made by stop_gradient)
@@ -57,7 +57,8 @@ def mark_stopped(node: Node) -> Node:
 
 
 def _stopped_copy(node: Node) -> Node:
-    copy = Node(node.op, node.operands, node.shape, node.dtype, node.attrs, value=node.value)
+    copy = new_node(node.op, node.operands, node.shape, node.dtype, node.attrs, node.value)
+    copy.type = node.type              # (interned: the same shape and dtype)
     _STOPPED.add(copy)
     if profile_hooks.ACTIVE:        # a profile records: the copy is `node`'s op, at its line
         profile_hooks.ACTIVE.copied(node, copy)

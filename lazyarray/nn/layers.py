@@ -15,7 +15,7 @@ from .module import Module, Parameter
 from ..compiler.hlo import dtypes as _D
 from ..compiler.graph.node import kept_constant
 from ..compiler.primitive import apply
-from ..ops import nn as _ops_nn
+from ..ops import convolution as _ops_conv, nn as _ops_nn
 from ..ops.nn import linear_direct
 
 
@@ -195,6 +195,9 @@ class Conv2d(Module):
             if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
+        direct = _conv_direct(self, _ops_conv.conv2d, x)
+        if direct is not None:
+            return direct
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
 
@@ -225,8 +228,26 @@ class Conv1d(Module):
             if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
+        direct = _conv_direct(self, _ops_conv.conv1d, x)
+        if direct is not None:
+            return direct
         return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
                         self.groups)
+
+
+def _conv_direct(layer: Module, conv: Any, x: Any) -> "Tensor | None":
+    """What F.conv1d/conv2d record for tensors of one device, the nodes passed straight to
+    the op (every convolution of a CNN at every step: no search for the device); None
+    for anything else (the general path)."""
+    params = layer._parameters            # read directly: no attribute miss per call
+    weight = params["weight"] if "weight" in params else layer.weight
+    bias = params["bias"] if "bias" in params else layer.bias
+    if type(x) is not Tensor or type(weight) is not Tensor or weight._state is not x._state \
+            or not _same_device(bias, x):
+        return None
+    return Tensor._wrap(conv(x._node, weight._node, None if bias is None else bias._node,
+                             layer.stride, layer.padding, layer.dilation, layer.groups),
+                        x._state)
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, " \
@@ -308,13 +329,50 @@ class _BatchNorm(Module):
             raise ValueError(f"{type(self).__name__}({self.num_features}): expected input of "
                              f"rank {' or '.join(map(str, self.ranks))} with "
                              f"{self.num_features} channels on axis 1, got shape {x.shape}")
+        if self.training and self.track_running_stats and self.momentum is not None \
+                and type(self)._update_running is _BatchNorm._update_running:
+            # (a subclass with an update of its own takes the general path, which calls it)
+            direct = self._train_direct(x)
+            if direct is not None:
+                return direct
         if self.training or not self.track_running_stats:
             mean, var = F.batch_stats(x)
             if self.training and self.track_running_stats:
                 self._update_running(mean, var, x.size // x.shape[1])
         else:
             mean, var = self.running_mean, self.running_var
+            if type(x) is Tensor and type(mean) is Tensor and type(var) is Tensor and \
+                    mean._state is x._state and var._state is x._state and \
+                    _same_device(self.weight, x) and _same_device(self.bias, x):
+                # eval for tensors of one device: the nodes straight to the op (its
+                # remembered composite), without F.batch_norm's search for the device
+                weight, bias = self.weight, self.bias
+                return Tensor._wrap(_ops_nn.batch_norm(
+                    x._node, mean._node, var._node, None if weight is None else weight._node,
+                    None if bias is None else bias._node, float(self.eps)), x._state)
         return F.batch_norm(x, mean, var, self.weight, self.bias, self.eps)
+
+    def _train_direct(self, x: Tensor) -> "Tensor | None":
+        """The training step's layer for tensors of one device: one composite
+        (`ops.nn.batch_norm_training`, copied from the first step's graph at every step
+        after) giving the output and the new running statistics, rebound to the buffers.
+        None when a tensor is not a plain one of x's device (the general path)."""
+        params, buffers = self._parameters, self._buffers    # read directly (no misses)
+        weight = params["weight"] if "weight" in params else self.weight
+        bias = params["bias"] if "bias" in params else self.bias
+        mean, var = buffers.get("running_mean"), buffers.get("running_var")
+        count = buffers.get("num_batches_tracked")
+        if type(x) is not Tensor or not (_same_device(weight, x) and _same_device(bias, x)
+                                         and _same_device(mean, x) and _same_device(var, x)
+                                         and _same_device(count, x)) \
+                or mean is None or var is None or count is None:
+            return None
+        out, new_mean, new_var, new_count = _ops_nn.batch_norm_training(
+            x._node, None if weight is None else weight._node,
+            None if bias is None else bias._node, mean._node, var._node, count._node,
+            self.eps, self.momentum)
+        Tensor._assign_all([mean, var, count], [new_mean, new_var, new_count])
+        return Tensor._wrap(out, x._state)
 
     def _update_running(self, mean: Tensor, var: Tensor, count: int) -> None:
         self.num_batches_tracked += 1

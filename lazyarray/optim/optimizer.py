@@ -65,13 +65,7 @@ class Hypers:
         wide = self.spread.get((role, dtype, shape))
         if wide is not None and wide.operands[0].value == value:
             return wide
-        key = (role, dtype)
-        node = self.made.get(key)
-        if node is None:
-            node = self.made[key] = self._again(key, value) or hyper(value, like)
-        elif node.value != value:
-            raise ValueError(f"optimizer: hyper-parameter {role!r} has two values in one step "
-                             f"({node.value} and {value})")
+        node = self.leaf(role, value, dtype)
         if not shape:
             return node
         out = self._again_wide((role, dtype, shape), node)
@@ -79,6 +73,17 @@ class Hypers:
             out = apply("broadcast_in_dim", node, shape=shape, broadcast_dimensions=())
         self.spread[(role, dtype, shape)] = out
         return out
+
+    def leaf(self, role: str, value: float, dtype: Any) -> Node:
+        """The 0-d scalar of `role` in `dtype` this step (made at its first use)."""
+        key = (role, dtype)
+        node = self.made.get(key)
+        if node is None:
+            node = self.made[key] = self._again(key, value) or scalar_leaf(value, dtype)
+        elif node.value != value:
+            raise ValueError(f"optimizer: hyper-parameter {role!r} has two values in one step "
+                             f"({node.value} and {value})")
+        return node
 
     def _again(self, key: tuple, value: float) -> "Node | None":
         """The last step's scalar of this role, if it had this value."""
@@ -178,9 +183,10 @@ class Optimizer:
         """Update every parameter that has a `.grad` (PyTorch's `optimizer.step()`).
         `closure`, if given, recomputes the loss (and its backward) first and is returned."""
         loss = closure() if closure is not None else None
-        pairs = [(g, p) for p in self.params if (g := p.grad) is not None]
+        # (index, gradient) pairs, as `_pairs` would make of (grad, param) pairs
+        pairs = [(i, g) for i, p in enumerate(self.params) if (g := p.grad) is not None]
         if pairs:
-            self._update_all(pairs)
+            self._update_pairs(pairs)
             del pairs               # the step's program may then take the old buffers
             self._end_step()
         return loss
@@ -204,7 +210,10 @@ class Optimizer:
     def _update_all(self, grads: Any) -> None:
         """Record the update of every parameter from its gradient (apply_gradients
         without the step boundary)."""
-        pairs = self._pairs(grads)
+        self._update_pairs(self._pairs(grads))
+
+    def _update_pairs(self, pairs: list) -> None:
+        """`_update_all` of (parameter index, gradient) pairs."""
         group_of = self._group_index()
         lrs = [self.current_lr(g) for g in self.param_groups]
         self.steps += 1

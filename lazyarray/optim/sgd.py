@@ -39,12 +39,48 @@ class SGD(Optimizer):
             g = ops.add(g, ops.multiply(param, decay))
         new_state = {}
         if group["momentum"]:
-            # PyTorch starts the buffer at g: the first step weighs g by 1, later ones by
-            # (1 - dampening); a runtime scalar, so the first step compiles like the rest
-            g_weight = 1.0 if self.steps == 1 else 1.0 - group["dampening"]
             momentum = self.scalar("momentum", group["momentum"], param)
             buf = ops.add(ops.multiply(state["momentum_buffer"], momentum),
-                          ops.multiply(g, self.scalar("gradient_weight", g_weight, param)))
+                          ops.multiply(g, self.scalar("gradient_weight",
+                                                      self._gradient_weight(), param)))
             new_state["momentum_buffer"] = buf
             g = ops.add(g, ops.multiply(buf, momentum)) if group["nesterov"] else buf
         return ops.subtract(param, ops.multiply(g, self.scalar("lr", lr, param))), new_state
+
+    def _gradient_weight(self) -> float:
+        # PyTorch starts the buffer at g: the first step weighs g by 1, later ones by
+        # (1 - dampening); a runtime scalar, so the first step compiles like the rest
+        return 1.0 if self.steps == 1 else 1.0 - self.group["dampening"]
+
+    def step_scalars(self, pairs: list, group_of: list, lrs: list) -> "tuple | None":
+        """This step's runtime scalars of each (group, dtype) in the pairs' order -- the
+        ones `update` takes from `Hypers`, made here first so that the update reads these
+        same nodes -- and each group's flags that shape the graph: all the update reads
+        besides the types, so a training loop copies the first step's update graph
+        (Optimizer._copied_step). None for a subclass with an update of its own."""
+        if type(self).update is not SGD.update:
+            return None
+        leaves: list = []
+        flags: list = []
+        seen: set = set()
+        params, groups, hyper = self.params, self.param_groups, self.hyper
+        for index, _ in pairs:
+            gi = group_of[index]
+            dtype = params[index]._node.dtype
+            if (gi, dtype) in seen:
+                continue
+            seen.add((gi, dtype))
+            self._gi, self.group = gi, groups[gi]
+            group = self.group
+            roles = [("lr", lrs[gi])]
+            if group["weight_decay"]:
+                roles.append(("weight_decay", group["weight_decay"]))
+            if group["momentum"]:
+                roles += [("momentum", group["momentum"]),
+                          ("gradient_weight", self._gradient_weight())]
+            suffix = f"#{gi}" if gi else ""
+            leaves.extend(hyper.leaf(role + suffix, float(value), dtype)
+                          for role, value in roles)
+            flags.append((gi, dtype, bool(group["maximize"]), bool(group["weight_decay"]),
+                          bool(group["momentum"]), bool(group["nesterov"])))
+        return tuple(leaves), tuple(flags)
