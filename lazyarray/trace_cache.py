@@ -317,7 +317,7 @@ class Site:
             fp, _ = fingerprint(self.things)
             if (self.head, fp) != self.key:
                 return
-            specs, leaves = _plan(cap, self.tensors, self.ext)
+            specs, leaves = _plan(cap, [t._node for t in self.tensors], self.ext)
             pre = build_computation("captured", leaves, list(cap))
         except (Doubt, TypeError, ValueError):
             return
@@ -326,15 +326,16 @@ class Site:
             _CACHE.popitem(last=False)
 
 
-def _plan(cap: Sequence[Any], tensors: list, ext: list) -> tuple:
+def _plan(cap: Sequence[Any], nodes: list, ext: list) -> tuple:
     """(specs, leaf nodes): where each leaf of the captured values comes from on a later
-    call -- ("t", k) the key's k-th tensor, ("e", k) the caller's k-th extra operand,
-    ("n", node) a fixed leaf made while tracing. Raises Doubt for anything else."""
+    call -- ("t", k) the node of the key's k-th tensor (`nodes`: those nodes when the
+    trace began), ("e", k) the caller's k-th extra operand, ("n", node) a fixed leaf made
+    while tracing. Raises Doubt for anything else (also lazyarray/nn/module_reuse.py's)."""
     where = {}
     for k, n in enumerate(ext):
         where.setdefault(id(n), ("e", k))
-    for k, t in enumerate(tensors):
-        where.setdefault(id(t._node), ("t", k))
+    for k, n in enumerate(nodes):
+        where.setdefault(id(n), ("t", k))
     specs, leaves, seen = [], [], set()
     stack = list(cap)
     while stack:
