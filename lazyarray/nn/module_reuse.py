@@ -73,13 +73,14 @@ class Entry:
     replay it (see `_replay`)."""
 
     __slots__ = ("argkey", "guard", "alias", "specs", "computation", "outs", "writes",
-                 "tree", "state")
+                 "tree", "state", "order")
 
     def __init__(self, argkey: list, guard_: Any, alias: Any, specs: list, computation: Any,
                  outs: list, writes: list, tree: Any, state: Any) -> None:
         self.argkey, self.guard, self.alias, self.specs = argkey, guard_, alias, specs
         self.computation = computation
         self.outs, self.writes, self.tree, self.state = outs, writes, tree, state
+        self.order: list = []    # the call's results as the first call listed them pending
 
 
 def call(module: Any, args: tuple, kwargs: dict) -> Any:
@@ -265,14 +266,23 @@ def _one_state(tensors: list, flat: list) -> Any:
 
 
 def _rebind(e: Entry, operands: list, computed: list, tensors: list, flat: list) -> None:
-    """Give this call's computed outputs and written tensors the replay's nodes."""
+    """Give this call's computed outputs and written tensors the replay's nodes; note
+    the order they are pending in, which a replay repeats (a sync's graph, and so its
+    program, follows the order of the pending tensors)."""
     elements = _elements(e, operands, computed[0].site if computed else None)
+    holders: list = [None] * len(elements)
     for (kind, j), x in zip(e.outs, flat):
         if kind == "c":
             x._node = elements[j]
+            holders[j] = x
     base = len(computed)
     for i, k in enumerate(e.writes):
         tensors[k]._node = elements[base + i]
+        holders[base + i] = tensors[k]
+    where: dict = {}
+    for i, r in enumerate(e.state.pending):
+        where.setdefault(id(r()), i)
+    e.order = sorted(range(len(elements)), key=lambda i: where.get(id(holders[i]), -1))
 
 
 def _elements(e: Entry, operands: list, site: Any) -> list:
@@ -292,14 +302,21 @@ def _replay(e: Entry, tensors: list) -> Any:
     COUNTS["hits"] += 1
     operands = [tensors[s[1]]._node if s[0] == "t" else s[1] for s in e.specs]
     elements = _elements(e, operands, None)
-    computed = [n for n in elements[:len(elements) - len(e.writes)]]
-    if e.writes:
-        Tensor._assign_all([tensors[k] for k in e.writes], elements[len(computed):])
-    wrapped = iter(Tensor._wrap_all(computed, e.state))
+    made: list = [None] * len(elements)
+    base = len(elements) - len(e.writes)
+    if not e.writes:
+        for i, t in zip(e.order, Tensor._wrap_all([elements[i] for i in e.order], e.state)):
+            made[i] = t
+    else:
+        for i in e.order:           # (pending in the first call's order)
+            if i < base:
+                made[i] = Tensor._wrap_all([elements[i]], e.state)[0]
+            else:
+                Tensor._assign_all([tensors[e.writes[i - base]]], [elements[i]])
     flat = []
     for kind, j in e.outs:
         if kind == "c":
-            flat.append(next(wrapped))
+            flat.append(made[j])
         elif kind == "t":
             flat.append(tensors[j])
         elif kind == "n":
