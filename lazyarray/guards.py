@@ -18,6 +18,8 @@ values, a function's globals it read. It holds no array data beyond tensors' han
 """
 from __future__ import annotations
 
+import dis
+import functools
 import operator
 import types
 from itertools import chain, repeat
@@ -34,8 +36,18 @@ _EFFECTS = frozenset(("print", "input", "open", "breakpoint", "exec", "eval", "_
                       "logging", "warnings", "warn", "getLogger"))
 _LOUD_MODULES = ("logging", "warnings")
 _MISSING = object()
-_values = operator.methodcaller("values")
 _state_of = operator.attrgetter("_node.shape", "_node.dtype", "_state")
+
+
+@functools.lru_cache(maxsize=4096)
+def _global_names(code: types.CodeType) -> tuple:
+    """The names `code` and the code nested in it read as globals (or builtins): the
+    names a guard watches in a function's globals (attribute names are not read there)."""
+    out = [i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            out += _global_names(c)
+    return tuple(dict.fromkeys(out))
 
 
 class _GuardWalk(_Walk):
@@ -109,7 +121,7 @@ class _GuardWalk(_Walk):
             self.attrs += [(f, "__code__"), (f, "__defaults__"), (f, "__kwdefaults__")]
             if not trace_cache._library(f.__module__):
                 glob = f.__globals__
-                self.names += [(glob, n) for n in names]
+                self.names += [(glob, n) for n in _global_names(f.__code__)]
         return super()._function(f)
 
     def _cell(self, c: Any) -> Any:
@@ -121,15 +133,19 @@ class _GuardWalk(_Walk):
 class Guard:
     """What `holds()` compares, taken from one walk (see the module docstring)."""
 
-    __slots__ = ("maps", "lens", "keys", "held", "ids", "lists", "list_lens", "list_held",
+    __slots__ = ("maps", "lens", "full", "keys", "pair_maps", "held", "ids", "lists", "list_lens", "list_held",
                  "list_ids", "objs", "attr_names", "attr_held", "attr_ids", "globs",
                  "glob_names", "glob_held", "glob_ids", "arrays", "sets", "tensors", "states")
 
     def __init__(self, w: _GuardWalk) -> None:
         self.maps = w.maps
         self.lens = list(map(len, w.maps))
-        self.keys = list(chain.from_iterable(w.maps))
-        self.held = list(chain.from_iterable(map(_values, w.maps)))
+        # the non-empty maps, once per key (read by one C-level pass of getitem: half
+        # the cost of iterating each map's values)
+        self.full = [m for m in w.maps if m]
+        self.keys = list(chain.from_iterable(self.full))
+        self.pair_maps = [m for m in self.full for _ in m]
+        self.held = list(map(operator.getitem, self.pair_maps, self.keys))
         self.ids = list(map(id, self.held))
         self.lists = w.lists
         self.list_lens = list(map(len, w.lists))
@@ -155,8 +171,9 @@ class Guard:
         """Whether every place still holds what it held, and every tensor its type."""
         try:
             return (list(map(len, self.maps)) == self.lens
-                    and list(chain.from_iterable(self.maps)) == self.keys
-                    and list(map(id, chain.from_iterable(map(_values, self.maps)))) == self.ids
+                    and list(chain.from_iterable(self.full)) == self.keys      # in order
+                    and list(map(id, map(operator.getitem, self.pair_maps, self.keys)))
+                    == self.ids
                     and list(map(len, self.lists)) == self.list_lens
                     and list(map(id, chain.from_iterable(self.lists))) == self.list_ids
                     and list(map(id, map(getattr, self.objs, self.attr_names))) == self.attr_ids
@@ -166,7 +183,7 @@ class Guard:
                     and all(a.dtype.str == d and a.shape == s and a.tobytes() == b
                             for a, d, s, b in self.arrays)
                     and all(frozenset(map(id, s)) == ids for s, _, ids in self.sets))
-        except (ValueError, AttributeError):      # a cell emptied, an attribute deleted
+        except (ValueError, AttributeError, KeyError):   # a cell emptied, an attribute deleted
             return False
 
 

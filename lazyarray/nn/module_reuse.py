@@ -35,6 +35,7 @@ tensor that requires grad) is never reused. `la.config.module_reuse = False`
 """
 from __future__ import annotations
 
+import operator
 import threading
 import weakref
 from typing import Any, Optional
@@ -46,13 +47,14 @@ from ..guards import Doubt, guard
 from ..metrics import METRICS
 from ..ops import autocast
 from ..tensor import TRAINABLE, Tensor
-from ..trace_cache import _SCALARS, _constant_only, _plan
+from ..trace_cache import _SCALARS, _constant_only
 
 _VALUES = config._values
 MAX_ENTRIES = 8          # argument types remembered per module (LRU)
 MAX_MISSES = 8           # misses in a row after which a module is left alone (its
                          # arguments change at every call: a growing sequence)
 _TABLE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_NODE = operator.attrgetter("_node")
 _BUSY = [None]           # the thread inside an outermost call's forward (inner calls plain)
 COUNTS = {"hits": 0, "stores": 0, "doubts": 0}
 LAST_DOUBT = [""]        # why the latest call was not remembered (tests, debugging)
@@ -154,7 +156,7 @@ def _walk(x: Any, out: list, tensors: list) -> None:
 def _aliases(tensors: list) -> Optional[tuple]:
     """None when the tensors' nodes are all distinct, else the first position of each
     one's node (a computation reads one parameter per distinct node)."""
-    ids = [id(t._node) for t in tensors]
+    ids = list(map(id, map(_NODE, tensors)))
     if len(set(ids)) == len(ids):
         return None
     first: dict = {}
@@ -249,12 +251,40 @@ def _remember(module: Any, g: Any, argkey: list, args: tuple, kwargs: dict, tens
         raise Doubt("nothing computed")
     if any(n.buffer is not None or not n.operands for n in roots):
         raise Doubt("an output that is a value, not a computation")
-    specs, leaves = _plan(roots, before, [])
-    computation = build_computation("module_call", leaves, roots)
+    specs, leaves = _plan(roots, before)
+    computation = build_computation("module_call", leaves, roots, fixed_inside=True)
     entry = Entry(argkey, g, _aliases(tensors), specs, computation, outs, writes, tree, state)
-    _rebind(entry, [before[s[1]] if s[0] == "t" else s[1] for s in specs], computed,
-            tensors, flat)
+    _rebind(entry, leaves, computed, tensors, flat)
     return entry
+
+
+def _plan(roots: list, before: list) -> tuple:
+    """(specs, leaf nodes): the inputs the computation reads, each ("t", k), the node
+    the k-th input tensor held when forward began. Everything else it reaches is made
+    from Python values fixed by the key (constants, runtime scalars, iotas) and computed
+    inside. Raises Doubt for a value or a placeholder not among the inputs (a random
+    draw reads the generator's key; a tensor reached outside the module and the
+    arguments)."""
+    where: dict = {}
+    for k, n in enumerate(before):
+        where.setdefault(id(n), k)
+    specs, leaves, seen = [], [], set()
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        k = where.get(id(n))
+        if k is not None:
+            specs.append(("t", k))
+            leaves.append(n)
+        elif n.buffer is not None or n.op == "parameter":
+            raise Doubt(f"reads a {n.dtype.short}{list(n.shape)} value that is neither an "
+                        "argument nor held by the module")
+        else:
+            stack.extend(n.operands)
+    return specs, leaves
 
 
 def _one_state(tensors: list, flat: list) -> Any:
@@ -300,7 +330,7 @@ def _elements(e: Entry, operands: list, site: Any) -> list:
 def _replay(e: Entry, tensors: list) -> Any:
     """Record the entry's call over the current inputs; the outputs in their structure."""
     COUNTS["hits"] += 1
-    operands = [tensors[s[1]]._node if s[0] == "t" else s[1] for s in e.specs]
+    operands = [tensors[k]._node for _, k in e.specs]
     elements = _elements(e, operands, None)
     made: list = [None] * len(elements)
     base = len(elements) - len(e.writes)
