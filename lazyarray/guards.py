@@ -54,8 +54,9 @@ class _GuardWalk(_Walk):
     """`trace_cache._Walk` that also notes the mutable places it reads (see the module
     docstring); its key is not kept."""
 
-    def __init__(self) -> None:
+    def __init__(self, root: Any = None) -> None:
         super().__init__()
+        self.root = root           # checked by the caller: held by no check here
         self.maps: list = []       # dicts, OrderedDicts, class namespaces: keys and values
         self.lists: list = []      # lists: items
         self.attrs: list = []      # (object, attribute name): the attribute's identity
@@ -92,7 +93,7 @@ class _GuardWalk(_Walk):
         return super().fp(x)
 
     def _object(self, x: Any) -> Any:
-        if self._once(x):
+        if self._once(x) and x is not self.root:
             self.attrs.append((x, "__class__"))
         return super()._object(x)
 
@@ -187,10 +188,12 @@ class Guard:
             return False
 
 
-def guard(things: Any) -> Guard:
+def guard(things: Any, root: Any = None) -> Guard:
     """The guard of what `things` (functions, objects, static values) may read; its
-    tensors in a fixed order (`Guard.tensors`). Raises Doubt."""
-    w = _GuardWalk()
+    tensors in a fixed order (`Guard.tensors`). `root`: an object the caller finds the
+    guard by, whose class it checks itself (the guard keeps no reference to it). Raises
+    Doubt."""
+    w = _GuardWalk(root)
     w.fp(things)
     return Guard(w)
 

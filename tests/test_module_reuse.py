@@ -365,3 +365,26 @@ def test_a_constant_input_not_yet_computed_is_not_frozen():
             seen.append(count.numpy()[0])
     assert seen == [1, 2, 3, 4]
     assert MR.COUNTS["hits"] >= 1
+
+
+def test_a_remembered_model_is_freed_and_a_cast_is_seen():
+    import gc
+    import weakref
+    m = MLP()
+    cache = la.asarray(np.zeros(3, np.float32))
+    x = rand(2, 4)
+    la.sync()
+    with la.no_grad():
+        first = weakref.ref(m(la.asarray(x), cache)[0])   # remembered: its entry keeps no output
+        gc.collect()
+        assert first() is None
+        m(la.asarray(x), cache)[0].numpy()
+        m.to(dtype=la.float64)                          # every weight rebound as float64
+        y, _ = m(la.asarray(x.astype(np.float64)), cache.to(dtype=la.float64))
+        assert y.dtype == la.float64
+        np.testing.assert_allclose(y.numpy(), np_mlp(m, x), rtol=1e-6)
+    assert MR.COUNTS["hits"] >= 1
+    ref = weakref.ref(m)
+    del m, y
+    gc.collect()
+    assert ref() is None

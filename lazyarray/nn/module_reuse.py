@@ -75,7 +75,7 @@ class Entry:
     replay it (see `_replay`)."""
 
     __slots__ = ("argkey", "guard", "alias", "specs", "computation", "outs", "writes",
-                 "tree", "state", "order")
+                 "tree", "state", "order", "cls")
 
     def __init__(self, argkey: list, guard_: Any, alias: Any, specs: list, computation: Any,
                  outs: list, writes: list, tree: Any, state: Any) -> None:
@@ -83,6 +83,8 @@ class Entry:
         self.computation = computation
         self.outs, self.writes, self.tree, self.state = outs, writes, tree, state
         self.order: list = []    # the call's results as the first call listed them pending
+        self.cls: Any = None     # the module's class (the guard holds no reference to the
+                                 # module itself: the table's key must be free to die)
 
 
 def call(module: Any, args: tuple, kwargs: dict) -> Any:
@@ -91,7 +93,10 @@ def call(module: Any, args: tuple, kwargs: dict) -> Any:
     if _BUSY[0] is not None or runtime.TAPE_DEPTH[0] or (
             backward.is_grad_enabled() and TRAINABLE):
         return module.forward(*args, **kwargs)
-    slot = _TABLE.get(module)
+    try:
+        slot = _TABLE.get(module)
+    except TypeError:              # a module class that defines __eq__ without __hash__
+        return module.forward(*args, **kwargs)
     if slot is not None and slot.misses > MAX_MISSES:
         return _doubt(module, args, kwargs, "its arguments change at every call")
     arg_tensors: list = []
@@ -101,7 +106,7 @@ def call(module: Any, args: tuple, kwargs: dict) -> Any:
         return _doubt(module, args, kwargs, why)
     if slot is not None:
         for k, e in enumerate(slot.entries):
-            if e.argkey == argkey and e.guard.holds() and \
+            if e.argkey == argkey and type(module) is e.cls and e.guard.holds() and \
                     _aliases(e.guard.tensors + arg_tensors) == e.alias:
                 if k:
                     slot.entries.insert(0, slot.entries.pop(k))
@@ -168,7 +173,7 @@ def _aliases(tensors: list) -> Optional[tuple]:
 def _record(module: Any, slot: _Slot, args: tuple, kwargs: dict, argkey: list,
             arg_tensors: list) -> Any:
     try:
-        g = guard(module.forward)
+        g = guard(module.forward, root=module)
     except Doubt as why:
         return _doubt(module, args, kwargs, why)
     tensors = g.tensors + arg_tensors
@@ -254,6 +259,7 @@ def _remember(module: Any, g: Any, argkey: list, args: tuple, kwargs: dict, tens
     specs, leaves = _plan(roots, before)
     computation = build_computation("module_call", leaves, roots, fixed_inside=True)
     entry = Entry(argkey, g, _aliases(tensors), specs, computation, outs, writes, tree, state)
+    entry.cls = type(module)
     _rebind(entry, leaves, computed, tensors, flat)
     return entry
 
@@ -362,19 +368,22 @@ def _replay(e: Entry, tensors: list) -> Any:
 
 def _flatten(x: Any) -> tuple:
     """(leaves, rebuild) of a result made of tensors, Python scalars and None in tuples,
-    lists and dicts; Doubt for anything else."""
+    lists and dicts; Doubt for anything else. `rebuild` holds no leaf (an entry keeps it:
+    the first call's tensors, and the graphs behind them, must not live as long)."""
     t = type(x)
     if t is tuple or t is list:
         parts = [_flatten(v) for v in x]
-        sizes = [len(p[0]) for p in parts]
+        leaves = [v for p in parts for v in p[0]]
+        subs = [(sub, len(ls)) for ls, sub in parts]
+        del parts
 
         def rebuild(leaves: list) -> Any:
             out, at = [], 0
-            for (_, sub), n in zip(parts, sizes):
+            for sub, n in subs:
                 out.append(sub(leaves[at:at + n]))
                 at += n
             return t(out)
-        return [v for p in parts for v in p[0]], rebuild
+        return leaves, rebuild
     if t is dict:
         keys = list(x)
         leaves, sub = _flatten([x[k] for k in keys])
