@@ -388,3 +388,23 @@ def test_a_remembered_model_is_freed_and_a_cast_is_seen():
     del m, y
     gc.collect()
     assert ref() is None
+
+
+class Inverts(nn.Module):
+    def forward(self, a):
+        return la.linalg.inv(a) * 2.0
+
+
+def test_a_failing_replayed_computation_raises_at_the_call_and_later_calls_are_right():
+    m = Inverts()
+    good = la.asarray(np.eye(3, dtype=np.float32) * 2)
+    bad = la.asarray(np.zeros((3, 3), np.float32))
+    la.sync()
+    with la.no_grad():
+        for a in (good, good, bad, good, bad, good):
+            if a is bad:
+                with pytest.raises(np.linalg.LinAlgError, match="singular"):
+                    m(a).numpy()
+            else:
+                np.testing.assert_allclose(m(a).numpy(), np.eye(3), rtol=1e-6)
+    assert MR.COUNTS["hits"] >= 4
