@@ -286,7 +286,10 @@ class Site:
                                           for n in list(types_) + self.ext))
         try:
             fp, self.tensors = fingerprint(self.things)
-            self.key: Any = (self.head, fp)
+            # which inputs are one node: a trace reads such a node once (the key's
+            # tensors enter it by type alone, `_plan` maps each node to its first place)
+            self.key: Any = (self.head, fp,
+                             aliases(list(self.ext) + [t._node for t in self.tensors]))
         except Doubt:
             self.key, self.tensors = None, []
 
@@ -314,8 +317,9 @@ class Site:
         if self.key is None:
             return
         try:
-            fp, _ = fingerprint(self.things)
-            if (self.head, fp) != self.key:
+            fp, again = fingerprint(self.things)
+            if (self.head, fp, aliases(list(self.ext) + [t._node for t in again])) \
+                    != self.key:
                 return
             specs, leaves = _plan(cap, [t._node for t in self.tensors], self.ext)
             pre = build_computation("captured", leaves, list(cap))
@@ -324,6 +328,17 @@ class Site:
         _CACHE[self.key] = Entry(mods, pre, specs, self.extra)
         while len(_CACHE) > _CAPACITY:
             _CACHE.popitem(last=False)
+
+
+def aliases(nodes: list) -> Optional[tuple]:
+    """None when `nodes` are all distinct, else the first place of each one's node: part
+    of a key whose nodes a trace (or a replay) reads once each (a function reading `a`
+    and `b`, one tensor at its first call, must not reuse that trace once they differ)."""
+    ids = list(map(id, nodes))
+    if len(set(ids)) == len(ids):
+        return None
+    first: dict = {}
+    return tuple(first.setdefault(k, j) for j, k in enumerate(ids))
 
 
 def _plan(cap: Sequence[Any], nodes: list, ext: list) -> tuple:
@@ -385,4 +400,4 @@ def clear() -> None:
     _CACHE.clear()
 
 
-__all__ = ["Doubt", "Entry", "Site", "clear", "fingerprint"]
+__all__ = ["Doubt", "Entry", "Site", "aliases", "clear", "fingerprint"]

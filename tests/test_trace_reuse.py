@@ -305,3 +305,19 @@ def test_a_class_is_walked_once_however_many_instances(traces, monkeypatch):
         for layer in layers:
             v = (v * layer.s * layer.factor + layer.w.item()) * 0.5
     np.testing.assert_allclose(got, v, rtol=1e-5)      # (float32)
+
+
+def test_two_closed_over_tensors_one_at_the_first_call_are_read_apart_later(traces):
+    """A body reading `a` and `b` traced while they were one tensor reads that node
+    once; the key holds which of its tensors are one node, so once they differ it traces
+    again (reused, it read `a` for both)."""
+    a = la.asarray(np.ones(3, np.float32))
+    box = {"a": a, "b": a}
+
+    def body(i, x):
+        return x + box["a"] * 2.0 + box["b"]
+    np.testing.assert_allclose(la.fori_loop(0, 1, body, la.zeros(3)).numpy(), 3.0)
+    first = traces[0]
+    box["b"] = la.asarray(np.full(3, 10.0, np.float32))
+    np.testing.assert_allclose(la.fori_loop(0, 1, body, la.zeros(3)).numpy(), 12.0)
+    assert traces[0] == 2 * first

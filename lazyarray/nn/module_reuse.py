@@ -47,7 +47,7 @@ from ..guards import Doubt, guard
 from ..metrics import METRICS
 from ..ops import autocast
 from ..tensor import TRAINABLE, Tensor
-from ..trace_cache import _SCALARS, _constant_only
+from ..trace_cache import _SCALARS, _constant_only, aliases
 
 _VALUES = config._values
 MAX_ENTRIES = 8          # argument types remembered per module (LRU)
@@ -159,13 +159,8 @@ def _walk(x: Any, out: list, tensors: list) -> None:
 
 
 def _aliases(tensors: list) -> Optional[tuple]:
-    """None when the tensors' nodes are all distinct, else the first position of each
-    one's node (a computation reads one parameter per distinct node)."""
-    ids = list(map(id, map(_NODE, tensors)))
-    if len(set(ids)) == len(ids):
-        return None
-    first: dict = {}
-    return tuple(first.setdefault(k, j) for j, k in enumerate(ids))
+    """Which input tensors hold one node (trace_cache.aliases): None when all differ."""
+    return aliases(list(map(_NODE, tensors)))
 
 
 # ---- a call run and remembered -----------------------------------------------------------
