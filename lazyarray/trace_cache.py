@@ -321,6 +321,8 @@ class Site:
             if (self.head, fp, aliases(list(self.ext) + [t._node for t in again])) \
                     != self.key:
                 return
+            if any(t._node.buffer is None and _constant_only(t._node) for t in again):
+                return     # a constant not yet computed: recording may have folded it
             specs, leaves = _plan(cap, [t._node for t in self.tensors], self.ext)
             pre = build_computation("captured", leaves, list(cap))
         except (Doubt, TypeError, ValueError):

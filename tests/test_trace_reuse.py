@@ -321,3 +321,15 @@ def test_two_closed_over_tensors_one_at_the_first_call_are_read_apart_later(trac
     box["b"] = la.asarray(np.full(3, 10.0, np.float32))
     np.testing.assert_allclose(la.fori_loop(0, 1, body, la.zeros(3)).numpy(), 12.0)
     assert traces[0] == 2 * first
+
+
+def test_a_closed_over_constant_not_yet_computed_is_not_kept(traces):
+    """`zeros + 1.0` is folded while tracing: kept, the trace would ignore the tensor it
+    read once the tensor held another value."""
+    box = {"c": la.zeros(3)}
+
+    def body(i, x):
+        return x + (box["c"] + 1.0)
+    np.testing.assert_allclose(la.fori_loop(0, 1, body, la.zeros(3)).numpy(), 1.0)
+    box["c"] = la.asarray(np.full(3, 10.0, np.float32))
+    np.testing.assert_allclose(la.fori_loop(0, 1, body, la.zeros(3)).numpy(), 11.0)
