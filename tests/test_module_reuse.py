@@ -408,3 +408,21 @@ def test_a_failing_replayed_computation_raises_at_the_call_and_later_calls_are_r
             else:
                 np.testing.assert_allclose(m(a).numpy(), np.eye(3), rtol=1e-6)
     assert MR.COUNTS["hits"] >= 4
+
+
+class Weighted(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = la.asarray(np.array([1.0, 2.0, 3.0], np.float32))
+
+    def forward(self, x):
+        return (x * self.w).sum() * 2.0
+
+
+def test_gradients_through_a_remembered_module():
+    m = Weighted()
+    x = la.asarray(np.ones(3, np.float32))
+    la.sync()
+    m(x).numpy(), m(x).numpy()                      # remembered, then replayed
+    assert MR.COUNTS["hits"] == 1
+    np.testing.assert_allclose(la.grad(lambda v: m(v))(x).numpy(), [2.0, 4.0, 6.0])
