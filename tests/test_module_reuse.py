@@ -3,6 +3,9 @@ one `call` node, with results equal to running forward, and every call whose for
 something a replay would skip runs forward instead."""
 from __future__ import annotations
 
+import logging
+import warnings
+
 import numpy as np
 import pytest
 
@@ -12,6 +15,7 @@ from lazyarray.nn import module_reuse as MR
 nn = la.nn
 F = la.nn.functional
 RNG = np.random.default_rng(0)
+LOG = logging.getLogger("test_module_reuse")
 
 
 def rand(*shape):
@@ -103,6 +107,18 @@ class Prints(nn.Module):
         return x + 1.0
 
 
+class Warns(nn.Module):
+    def forward(self, x):
+        warnings.warn("called")
+        return x + 1.0
+
+
+class Logs(nn.Module):
+    def forward(self, x):
+        LOG.warning("called")
+        return x + 1.0
+
+
 class Draws(nn.Module):
     def forward(self, x):
         return x + la.random.normal(x.shape)
@@ -142,6 +158,17 @@ def test_a_value_read_in_forward_is_read_at_every_call():
 def test_print_in_forward_prints_at_every_call(capsys):
     _calls(Prints(), [rand(3)] * 3)
     assert capsys.readouterr().out.count("called") == 3
+    assert MR.COUNTS["hits"] == 0
+
+
+def test_warnings_and_logging_in_forward_happen_at_every_call(caplog):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _calls(Warns(), [rand(3)] * 3)
+    assert len(seen) == 3
+    with caplog.at_level(logging.WARNING, logger="test_module_reuse"):
+        _calls(Logs(), [rand(3)] * 3)
+    assert caplog.text.count("called") == 3
     assert MR.COUNTS["hits"] == 0
 
 
