@@ -11,7 +11,7 @@ through those places. While every place holds the very objects it held (`is`, ne
 `==`: 1, 1.0 and True are equal but trace differently), and every tensor it reached has
 the same shape, dtype and device, a new trace would read the same things: `holds()`
 says so with a few C-level passes over flat lists (dynamo's guards, reduced to identity
-checks), ~20-40 us for a GPT where the walk costs ~500.
+checks), ~45 us for a 4-layer GPT where the walk costs ~500.
 
 The guard holds the objects it compares with (so their ids stay their own): a dict's
 values, a function's globals it read. It holds no array data beyond tensors' handles.
@@ -43,7 +43,8 @@ _state_of = operator.attrgetter("_node.shape", "_node.dtype", "_state")
 def _global_names(code: types.CodeType) -> tuple:
     """The names `code` and the code nested in it read as globals (or builtins): the
     names a guard watches in a function's globals (attribute names are not read there)."""
-    out = [i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+    out = [i.argval for i in dis.get_instructions(code)
+           if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             out += _global_names(c)
@@ -134,8 +135,8 @@ class _GuardWalk(_Walk):
 class Guard:
     """What `holds()` compares, taken from one walk (see the module docstring)."""
 
-    __slots__ = ("maps", "lens", "full", "keys", "pair_maps", "held", "ids", "lists", "list_lens", "list_held",
-                 "list_ids", "objs", "attr_names", "attr_held", "attr_ids", "globs",
+    __slots__ = ("maps", "lens", "full", "keys", "pair_maps", "held", "ids", "lists",
+                 "list_lens", "list_held", "list_ids", "objs", "attr_names", "attr_held", "attr_ids", "globs",
                  "glob_names", "glob_held", "glob_ids", "arrays", "sets", "tensors", "states")
 
     def __init__(self, w: _GuardWalk) -> None:

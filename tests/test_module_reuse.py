@@ -453,3 +453,17 @@ def test_gradients_through_a_remembered_module():
     m(x).numpy(), m(x).numpy()                      # remembered, then replayed
     assert MR.COUNTS["hits"] == 1
     np.testing.assert_allclose(la.grad(lambda v: m(v))(x).numpy(), [2.0, 4.0, 6.0])
+
+
+def test_a_module_whose_shapes_change_at_every_call_is_left_alone_then_tried_again():
+    m = TwoInputs()
+    with la.no_grad():
+        for n in range(1, 14):                       # a growing sequence: every call new
+            a = la.asarray(np.ones(n, np.float32))
+            np.testing.assert_allclose(m(a, a).numpy(), 3.0)
+        assert MR.COUNTS["stores"] == MR.MAX_MISSES
+        a = la.asarray(np.ones(3, np.float32))
+        b = la.asarray(np.ones(3, np.float32))
+        for _ in range(MR.RETRY_EVERY + 2):          # then one shape: tried again
+            np.testing.assert_allclose(m(a, b).numpy(), 3.0)
+    assert MR.COUNTS["hits"] >= 1

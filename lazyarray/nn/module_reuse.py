@@ -51,8 +51,9 @@ from ..trace_cache import _SCALARS, _constant_only, aliases
 
 _VALUES = config._values
 MAX_ENTRIES = 8          # argument types remembered per module (LRU)
-MAX_MISSES = 8           # misses in a row after which a module is left alone (its
-                         # arguments change at every call: a growing sequence)
+MAX_MISSES = 8           # misses in a row after which a module is remembered no more
+RETRY_EVERY = 32         # (but at every 32nd miss): its arguments change at every call,
+                         # a growing sequence
 _TABLE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _NODE = operator.attrgetter("_node")
 _BUSY = [None]           # the thread inside an outermost call's forward (inner calls plain)
@@ -97,8 +98,6 @@ def call(module: Any, args: tuple, kwargs: dict) -> Any:
         slot = _TABLE.get(module)
     except TypeError:              # a module class that defines __eq__ without __hash__
         return module.forward(*args, **kwargs)
-    if slot is not None and slot.misses > MAX_MISSES:
-        return _doubt(module, args, kwargs, "its arguments change at every call")
     arg_tensors: list = []
     try:
         argkey = _arg_key(args, kwargs, arg_tensors)
@@ -115,6 +114,10 @@ def call(module: Any, args: tuple, kwargs: dict) -> Any:
     else:
         slot = _TABLE[module] = _Slot()
     slot.misses += 1
+    if slot.misses > MAX_MISSES and slot.misses % RETRY_EVERY:
+        # its arguments change at every call: not walked and remembered each time (a
+        # try now and then, and the entries it has, still serve)
+        return _doubt(module, args, kwargs, "its arguments change at every call")
     return _record(module, slot, args, kwargs, argkey, arg_tensors)
 
 
@@ -122,9 +125,8 @@ def call(module: Any, args: tuple, kwargs: dict) -> Any:
 
 def _arg_key(args: tuple, kwargs: dict, tensors: list) -> list:
     """The arguments' structure, Python scalars by type and value, tensors by shape,
-    dtype and device (appended to `tensors`), which tensors are one node, and the
-    context a trace reads (settings, autocast, grad mode). Raises Doubt for any other
-    argument."""
+    dtype and device (appended to `tensors`), and the context a trace reads (settings,
+    autocast, grad mode). Raises Doubt for any other argument."""
     out: list = [len(args)]
     for a in args:
         _walk(a, out, tensors)
