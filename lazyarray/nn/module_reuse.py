@@ -6,13 +6,13 @@ small GPT) at ~1.7 us each, and the sync then walked and checked them all again.
 the outermost module call, when no gradient can flow (inside `no_grad()`, or no tensor
 requires grad and no tape records), is remembered as a computation: from the call's
 tensor inputs (the tensors its module tree holds -- parameters, buffers, any tensor
-attribute -- the argument tensors, and the fixed leaves its trace made: Python scalars,
-iotas) to its tensor outputs and the tensors it updated in place. A later call whose
-arguments have the same structure and tensor types, and whose module tree still holds
-the very same objects (`lazyarray/guards.py`: code, attributes, globals, closures,
-tensor types), does not run forward: it records one `call` node (compiler/primitives/
-control.py) over the current input nodes, one `get_tuple_element` per output, and
-rebuilds the output structure. The sync sees ~70 nodes instead of ~500; the compiler
+attribute -- and the argument tensors; the Python scalars and iotas its trace made are
+constants inside) to its tensor outputs and the tensors it updated in place. A later
+call whose arguments have the same structure and tensor types, and whose module tree
+still holds the very same objects (`lazyarray/guards.py`: code, attributes, globals,
+closures, tensor types), does not run forward: it records one `call` node
+(compiler/primitives/control.py) over the current input nodes, one `get_tuple_element`
+per output, and rebuilds the output structure. The sync sees ~70 nodes instead of ~500; the compiler
 inlines the call when it builds a program (a cache miss only). The first call's outputs
 are rebound to such a call too, so the program compiled for it serves every later call.
 
@@ -28,8 +28,8 @@ Reuse must be invisible: forward's Python is skipped, so it is not remembered (a
 - changes what it can read (an attribute, a global, a list it appends to);
 - takes or returns anything but tensors, Python scalars, None and tuples, lists and
   dicts of them.
-A tensor of the module or the arguments that forward updates in place (`t[...] = v`, a
-buffer assigned) is written back by the replay too. Training (gradients enabled with a
+A tensor of the module or the arguments that forward updates in place (`t[...] = v` on
+an argument or a buffer) is updated by the replay too. Training (gradients enabled with a
 tensor that requires grad) is never reused. `la.config.module_reuse = False`
 (`LAZYARRAY_MODULE_REUSE=0`) turns it off. docs/module_reuse.md.
 """
