@@ -12,9 +12,9 @@ call whose arguments have the same structure and tensor types, and whose module 
 still holds the very same objects (`lazyarray/guards.py`: code, attributes, globals,
 closures, tensor types), does not run forward: it records one `call` node
 (compiler/primitives/control.py) over the current input nodes, one `get_tuple_element`
-per output, and rebuilds the output structure. The sync sees ~70 nodes instead of ~500; the compiler
-inlines the call when it builds a program (a cache miss only). The first call's outputs
-are rebound to such a call too, so the program compiled for it serves every later call.
+per output, and rebuilds the output structure. The sync sees ~70 nodes instead of ~500;
+the compiler inlines the call when it builds a program (a cache miss only). The first
+call's outputs are rebound to such a call too, so its program serves every later call.
 
 Reuse must be invisible: forward's Python is skipped, so it is not remembered (a
 "doubt": the call runs as before) when forward
