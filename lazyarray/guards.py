@@ -136,8 +136,9 @@ class Guard:
     """What `holds()` compares, taken from one walk (see the module docstring)."""
 
     __slots__ = ("maps", "lens", "full", "keys", "pair_maps", "held", "ids", "lists",
-                 "list_lens", "list_held", "list_ids", "objs", "attr_names", "attr_held", "attr_ids", "globs",
-                 "glob_names", "glob_held", "glob_ids", "arrays", "sets", "tensors", "states")
+                 "list_lens", "list_held", "list_ids", "objs", "attr_names", "attr_held",
+                 "attr_ids", "globs", "glob_names", "glob_held", "glob_ids", "arrays", "sets",
+                 "tensors", "states")
 
     def __init__(self, w: _GuardWalk) -> None:
         self.maps = w.maps
