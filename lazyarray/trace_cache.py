@@ -321,7 +321,8 @@ class Site:
             if (self.head, fp, aliases(list(self.ext) + [t._node for t in again])) \
                     != self.key:
                 return
-            if any(t._node.buffer is None and _constant_only(t._node) for t in again):
+            if any(t._node.buffer is None and _constant_only(t._node) for t in again) \
+                    and _reads_a_constant(self.things[1]):
                 return     # a constant not yet computed: recording may have folded it
             specs, leaves = _plan(cap, [t._node for t in self.tensors], self.ext)
             pre = build_computation("captured", leaves, list(cap))
@@ -330,6 +331,17 @@ class Site:
         _CACHE[self.key] = Entry(mods, pre, specs, self.extra)
         while len(_CACHE) > _CAPACITY:
             _CACHE.popitem(last=False)
+
+
+def _reads_a_constant(things: tuple) -> bool:
+    """Whether the functions among `things` (a site's callables, beside its operands)
+    read a tensor that is a constant not yet computed (`la.zeros(3)`): tracing folds
+    ops on constants (`zeros + 1` is a constant 1), so the trace does not read it as an
+    input. An operand (a loop's initial state) is a placeholder inside: never folded."""
+    funcs = [x for x in things if callable(x) or (
+        type(x) is tuple and x and all(callable(b) for b in x))]
+    _, tensors = fingerprint(funcs)
+    return any(t._node.buffer is None and _constant_only(t._node) for t in tensors)
 
 
 def aliases(nodes: list) -> Optional[tuple]:

@@ -333,3 +333,18 @@ def test_a_closed_over_constant_not_yet_computed_is_not_kept(traces):
     np.testing.assert_allclose(la.fori_loop(0, 1, body, la.zeros(3)).numpy(), 1.0)
     box["c"] = la.asarray(np.full(3, 10.0, np.float32))
     np.testing.assert_allclose(la.fori_loop(0, 1, body, la.zeros(3)).numpy(), 11.0)
+
+
+def test_a_constant_initial_state_keeps_the_trace(traces):
+    """An operand (the loop's state) is a placeholder inside the body, never folded: a
+    loop started from la.zeros is reused (the example decoder's compiled loop)."""
+    w = la.asarray(np.array([1.0, 2.0, 3.0], np.float32))
+
+    def body(i, x):
+        return x + w
+    for k in range(3):
+        np.testing.assert_allclose(la.fori_loop(0, 2, body, la.zeros(3)).numpy(),
+                                   [2.0, 4.0, 6.0])
+        if k == 0:
+            first = traces[0]
+    assert traces[0] == first
