@@ -12,10 +12,11 @@ of their tuple result.
   takes x... and returns values of one tuple type.
 - `call(x..., computation=C)`: C(x...), a tuple (HLO's `call`). A recorded sub-graph kept
   whole (lazyarray/nn/module_reuse.py: a module call replayed as one node, so a sync walks
-  and checks one node instead of hundreds); it is inlined before anything else reads the
-  module (its `expand`; a sync's capture splices it in already, compiler/graph/trace.py).
+  and checks one node instead of hundreds); compilation inlines it before anything else
+  reads the module (its `expand`: compiler/passes/inline_calls.py on the CPU, the
+  pipeline's expansion step on every target).
 
-Fusion treats both as opaque kernels of their own (kind CONTROL) that read their operands
+Fusion treats while and conditional as opaque kernels of their own (kind CONTROL) that read their operands
 from buffers and write the tuple's elements into the buffers of their
 `get_tuple_element` users; code generation compiles each sub-computation into a Program
 of its own and emits one control step that runs them (compiler/codegen/control_steps.py).
