@@ -16,8 +16,8 @@ of their tuple result.
   reads the module (its `expand`: compiler/passes/inline_calls.py on the CPU, the
   pipeline's expansion step on every target).
 
-Fusion treats while and conditional as opaque kernels of their own (kind CONTROL) that read their operands
-from buffers and write the tuple's elements into the buffers of their
+Fusion treats while and conditional as opaque kernels of their own (kind CONTROL) that
+read their operands from buffers and write the tuple's elements into the buffers of their
 `get_tuple_element` users; code generation compiles each sub-computation into a Program
 of its own and emits one control step that runs them (compiler/codegen/control_steps.py).
 
