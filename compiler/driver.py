@@ -168,9 +168,14 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     from .codegen import cpu_kernels, llvm_target, module_split
     from .codegen.control_steps import control_step
     from .passes.expand_convolution import direct_convolutions
+    from .passes.inline_calls import holds_calls, inline_calls
     from .passes.pipeline import compile_plan
     if carried:
         donated = frozenset(carried)
+    # a program of a replayed module call runs at every step of a Python loop: its
+    # kernels are optimized as a loop body's (compiler/passes/inline_calls.py)
+    steps_of_a_loop = holds_calls(module)
+    module = inline_calls(module)
     if not separate_buffers:    # (a GPU stand-in's host mirror of a GPU plan keeps its kernels)
         module = direct_convolutions(module)    # the CPU's own convolution loops (no im2col)
     plan = compile_plan(module, verify=verify, donate_inputs=dict(carried) if carried else donated)
@@ -195,7 +200,7 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
     generate = functools.partial(
         cpu_kernels.generate_module, plan, module.name, progress=progress, control=control,
         lapack=not library, prefix=f"{_c_ident(module.name)}__" if library else "",
-        repeat=LOOP_BODY_RUNS if carried is not None else 1)
+        repeat=LOOP_BODY_RUNS if carried is not None or steps_of_a_loop else 1)
     workers = min(_cores(), MAX_LLVM_THREADS) if not library and not dumps else 1
     llmod = None
     if workers >= 2:

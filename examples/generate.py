@@ -12,7 +12,11 @@ computation (XLA users get the same effect from padded, static shapes).
 `--loop compiled` (the default): the whole token loop is one `la.fori_loop` -- an HLO
 `while` whose trip count is a runtime value -- so one program, compiled once, runs every
 step for any prompt length and any number of new tokens, with one sync at the end.
-`--loop python`: a Python loop runs the one compiled step program once per token.
+`--loop python`: a Python loop calls the decoder (an `la.nn.Module`, as a PyTorch user
+writes one) once per token under `la.no_grad()`. The first call runs its forward and is
+remembered; each later call, whose weights and argument types are the same, is recorded
+as one node that replays it (module-call reuse, docs/module_reuse.md), so a token costs
+the call, one sync of a small graph and the compiled step program.
 The tokens are checked against the same decoder written in NumPy.
 """
 from __future__ import annotations
@@ -81,24 +85,48 @@ def la_step(w: dict, token: Any, pos: Any, caches: list) -> tuple:
     return la.argmax(logits, axis=-1), new_caches
 
 
+class Decoder(la.nn.Module):
+    """The decoder as a model: its weights (lazyarray tensors) a dict attribute, one
+    decoding step per call (`la_step`), as a PyTorch user writes a module."""
+
+    def __init__(self, weights: dict) -> None:
+        super().__init__()
+        self.w = weights
+
+    def forward(self, token: Any, pos: Any, caches: list) -> tuple:
+        return la_step(self.w, token, pos, caches)
+
+
 def la_generate(weights: dict, prompt: list, new_tokens: int) -> tuple:
     """(generated tokens, programs compiled while generating)."""
-    w = la_weights(weights)                  # no copy for weights that are tensors already
+    decoder = _decoder(weights)
     caches = [(la.zeros((HEADS, CONTEXT, HEAD)), la.zeros((HEADS, CONTEXT, HEAD)))
               for _ in range(LAYERS)]
     la.sync()                 # (else the first step's program, zeroing them, is another)
     before = la.debug.metrics().cache_misses
     out: list = []
     token = la.asarray(np.array([prompt[0]], np.int64))
-    for pos in range(len(prompt) + new_tokens - 1):
-        nxt, caches = la_step(w, token, la.asarray(np.int64(pos)), caches)
-        la.sync()
-        if pos + 1 < len(prompt):
-            token = la.asarray(np.array([prompt[pos + 1]], np.int64))
-        else:
-            token = nxt
-            out.append(int(nxt.numpy()[0]))
+    with la.no_grad():
+        for pos in range(len(prompt) + new_tokens - 1):
+            nxt, caches = decoder(token, la.asarray(np.int64(pos)), caches)
+            la.sync()
+            if pos + 1 < len(prompt):
+                token = la.asarray(np.array([prompt[pos + 1]], np.int64))
+            else:
+                token = nxt
+                out.append(int(nxt.numpy()[0]))
     return out, la.debug.metrics().cache_misses - before
+
+
+_DECODER: list = [None, None]       # (weights, their decoder): the last made
+
+
+def _decoder(weights: dict) -> Decoder:
+    """The decoder of these weights, made once (as a program keeps its model, its
+    weights uploaded once; no copy for weights that are tensors already)."""
+    if _DECODER[0] is not weights:
+        _DECODER[:] = [weights, Decoder(la_weights(weights))]
+    return _DECODER[1]
 
 
 def la_generate_compiled(weights: dict, prompt: list, new_tokens: int) -> tuple:

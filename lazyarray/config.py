@@ -108,6 +108,12 @@ FLAGS = {f.name: f for f in [
          "src_key_padding_mask, padding_mask) pads its input's sequence axis to a bucket "
          "(8, 16, 32, ...), masks the padding and slices the outputs back: a model fed "
          "many sequence lengths compiles once per bucket (lazyarray/nn/length_buckets.py)."),
+    Flag("module_reuse", True, _bool,
+         "Replay an nn.Module call (with no gradient to flow) whose module tree and "
+         "argument types are those of a call remembered before as one recorded node "
+         "instead of running forward op by op; forward's Python is skipped, so a call "
+         "that reads a value, prints, draws random numbers or changes what it reads is "
+         "never replayed (docs/module_reuse.md). False: every call runs forward."),
     Flag("step_sync", True, _bool,
          "An optimizer's step() (and apply_gradients) ends the training step: it computes "
          "what is pending on its parameters' devices, as PyTorch/XLA's optimizer_step "

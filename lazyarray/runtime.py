@@ -383,9 +383,15 @@ def sync(state: Optional[DeviceState] = None) -> None:
         raise errors[0]
 
 
+# values read so far (`value`): a module call that reads one is not replayed
+# (lazyarray/nn/module_reuse.py)
+READS = [0]
+
+
 def value(tensor: Any) -> Any:
     """The buffer of `tensor`, computing its device's pending work first if needed;
     raises the stored error of a value that failed or was donated."""
+    READS[0] += 1
     while True:
         node = tensor._node
         if node.buffer is None:

@@ -286,7 +286,10 @@ class Site:
                                           for n in list(types_) + self.ext))
         try:
             fp, self.tensors = fingerprint(self.things)
-            self.key: Any = (self.head, fp)
+            # which inputs are one node: a trace reads such a node once (the key's
+            # tensors enter it by type alone, `_plan` maps each node to its first place)
+            self.key: Any = (self.head, fp,
+                             aliases(list(self.ext) + [t._node for t in self.tensors]))
         except Doubt:
             self.key, self.tensors = None, []
 
@@ -314,10 +317,14 @@ class Site:
         if self.key is None:
             return
         try:
-            fp, _ = fingerprint(self.things)
-            if (self.head, fp) != self.key:
+            fp, again = fingerprint(self.things)
+            if (self.head, fp, aliases(list(self.ext) + [t._node for t in again])) \
+                    != self.key:
                 return
-            specs, leaves = _plan(cap, self.tensors, self.ext)
+            if any(t._node.buffer is None and _constant_only(t._node) for t in again) \
+                    and _reads_a_constant(self.things[1]):
+                return     # a constant not yet computed: recording may have folded it
+            specs, leaves = _plan(cap, [t._node for t in self.tensors], self.ext)
             pre = build_computation("captured", leaves, list(cap))
         except (Doubt, TypeError, ValueError):
             return
@@ -326,15 +333,38 @@ class Site:
             _CACHE.popitem(last=False)
 
 
-def _plan(cap: Sequence[Any], tensors: list, ext: list) -> tuple:
+def _reads_a_constant(things: tuple) -> bool:
+    """Whether the functions among `things` (a site's callables, beside its operands)
+    read a tensor that is a constant not yet computed (`la.zeros(3)`): tracing folds
+    ops on constants (`zeros + 1` is a constant 1), so the trace does not read it as an
+    input. An operand (a loop's initial state) is a placeholder inside: never folded."""
+    funcs = [x for x in things if callable(x) or (
+        type(x) is tuple and x and all(callable(b) for b in x))]
+    _, tensors = fingerprint(funcs)
+    return any(t._node.buffer is None and _constant_only(t._node) for t in tensors)
+
+
+def aliases(nodes: list) -> Optional[tuple]:
+    """None when `nodes` are all distinct, else the first place of each one's node: part
+    of a key whose nodes a trace (or a replay) reads once each (a function reading `a`
+    and `b`, one tensor at its first call, must not reuse that trace once they differ)."""
+    ids = list(map(id, nodes))
+    if len(set(ids)) == len(ids):
+        return None
+    first: dict = {}
+    return tuple(first.setdefault(k, j) for j, k in enumerate(ids))
+
+
+def _plan(cap: Sequence[Any], nodes: list, ext: list) -> tuple:
     """(specs, leaf nodes): where each leaf of the captured values comes from on a later
-    call -- ("t", k) the key's k-th tensor, ("e", k) the caller's k-th extra operand,
-    ("n", node) a fixed leaf made while tracing. Raises Doubt for anything else."""
+    call -- ("t", k) the node of the key's k-th tensor (`nodes`: those nodes when the
+    trace began), ("e", k) the caller's k-th extra operand, ("n", node) a fixed leaf made
+    while tracing. Raises Doubt for anything else (also lazyarray/nn/module_reuse.py's)."""
     where = {}
     for k, n in enumerate(ext):
         where.setdefault(id(n), ("e", k))
-    for k, t in enumerate(tensors):
-        where.setdefault(id(t._node), ("t", k))
+    for k, n in enumerate(nodes):
+        where.setdefault(id(n), ("t", k))
     specs, leaves, seen = [], [], set()
     stack = list(cap)
     while stack:
@@ -384,4 +414,4 @@ def clear() -> None:
     _CACHE.clear()
 
 
-__all__ = ["Doubt", "Entry", "Site", "clear", "fingerprint"]
+__all__ = ["Doubt", "Entry", "Site", "aliases", "clear", "fingerprint"]

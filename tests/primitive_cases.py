@@ -350,11 +350,20 @@ def _conditional_attrs(dtype: D.DType) -> dict:
         _sub_module("branch1", arg, [Instruction("multiply", (0, 0), (3,), dtype, {})], (1, 1)))}
 
 
+def _call_attrs(dtype: D.DType) -> dict:
+    """A computation of two results from two operands: (x + y, x * y)."""
+    args = [((3,), dtype), ((3,), dtype)]
+    return {"computation": _sub_module("computation", args, [
+        Instruction("add", (0, 1), (3,), dtype, {}),
+        Instruction("multiply", (0, 1), (3,), dtype, {})], (2, 3))}
+
+
 def _control_cases() -> list:
     s32 = D.int32
     state = (_op((), s32, "index:1"), _op((), s32, "index:4"), _op((3,)))
     return [
         Case("while_counted", "while", state, _while_attrs, _NUMERIC),
+        Case("call_two_results", "call", (_op((3,)), _op((3,))), _call_attrs, _NUMERIC),
         Case("conditional_two_branches", "conditional", (_op((), s32, "index:3"), _op((3,))),
              _conditional_attrs, _NUMERIC),
         # the element of a while's tuple (build_module puts the while in front)

@@ -178,3 +178,16 @@ def test_empty_inner_dimension_gives_zeros(m: int, n: int, dtype) -> None:
     for device in ("cpu", "interpreter"):
         got = (la.asarray(a, device=device) @ la.asarray(b, device=device)).numpy()
         np.testing.assert_array_equal(got, np.zeros((m, n), dtype))
+
+
+def test_a_product_on_one_thread_is_one_chunk_of_all_its_tiles() -> None:
+    """A small batch (attention's per-head products in a decoding step) planned for one
+    thread: its tiles one chunk, so the job it is in runs on the calling thread rather
+    than waking the workers for a chunk a matrix."""
+    pa = pc = (IR.CBLAS_NO_TRANS, 64)
+    _, _, ranges = native_gemm.task(np.dtype(np.float32), 1, 64, 64, pa, pc, 1, batch=4,
+                                    strides=(64, 64 * 64, 64))
+    assert ranges == [(0, 4)]
+    _, _, ranges = native_gemm.task(np.dtype(np.float32), 1, 64, 64, pa, pc, 2, batch=4,
+                                    strides=(64, 64 * 64, 64))
+    assert len(ranges) == 4

@@ -25,11 +25,12 @@ def _exe(steps: list, slot_of: dict = None, outputs: list = (), params: list = (
 
 
 WORK: dict = {}      # id(product step) -> its work, for the planner's stand-in estimate
+UNIT = -(-product_groups.SIDE_BY_SIDE_WORK // 100)   # work 100: the least placed side by side
 
 
 def _product(a: int, b: int, out: int, work: int = 100) -> LibraryStep:
     step = LibraryStep(call="gemm", op="dot_general", operands=[a, b], pos=out)
-    WORK[id(step)] = work
+    WORK[id(step)] = work * UNIT
     return step
 
 
@@ -48,6 +49,14 @@ def test_an_independent_product_moves_next_to_the_earlier_one() -> None:
     assert plan.order == [p, q, loop]
     assert plan.go_on == {id(p)} and plan.own == set()
     assert plan.tiles == {id(p): 1, id(q): 1}          # equal work: each whole on a thread
+
+
+def test_products_too_small_to_split_stay_apart() -> None:
+    """Each runs whole on one thread anyway: side by side, their job would wake the
+    workers for nothing (a decoding step's small products)."""
+    p, loop, q = _product(0, 1, 10, work=99), _loop(10, 11), _product(0, 2, 12, work=99)
+    plan = _plan(_exe([p, loop, q], {10: 5, 11: 6, 12: 7}))
+    assert plan.order == [p, loop, q] and not plan.go_on and not plan.tiles
 
 
 def test_a_product_reading_what_a_step_between_computes_stays() -> None:
@@ -109,6 +118,9 @@ def test_a_training_step_with_products_side_by_side_matches_the_interpreter(
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
     grouped = [prog for prog in made if prog.plan.go_on]
+    if sizes[0] < 100:      # products too small to split stay apart (SIDE_BY_SIDE_WORK)
+        assert not grouped
+        return
     assert grouped, "no program ran two products side by side"
     words = [job._tasks.reshape(-1, NP.IR.TASK_WORDS)[:, NP.IR.TASK_GO_ON]
              for prog in grouped for job, _, _ in prog.segments]

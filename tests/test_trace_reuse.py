@@ -305,3 +305,46 @@ def test_a_class_is_walked_once_however_many_instances(traces, monkeypatch):
         for layer in layers:
             v = (v * layer.s * layer.factor + layer.w.item()) * 0.5
     np.testing.assert_allclose(got, v, rtol=1e-5)      # (float32)
+
+
+def test_two_closed_over_tensors_one_at_the_first_call_are_read_apart_later(traces):
+    """A body reading `a` and `b` traced while they were one tensor reads that node
+    once; the key holds which of its tensors are one node, so once they differ it traces
+    again (reused, it read `a` for both)."""
+    a = la.asarray(np.ones(3, np.float32))
+    box = {"a": a, "b": a}
+
+    def body(i, x):
+        return x + box["a"] * 2.0 + box["b"]
+    np.testing.assert_allclose(la.fori_loop(0, 1, body, la.zeros(3)).numpy(), 3.0)
+    first = traces[0]
+    box["b"] = la.asarray(np.full(3, 10.0, np.float32))
+    np.testing.assert_allclose(la.fori_loop(0, 1, body, la.zeros(3)).numpy(), 12.0)
+    assert traces[0] == 2 * first
+
+
+def test_a_closed_over_constant_not_yet_computed_is_not_kept(traces):
+    """`zeros + 1.0` is folded while tracing: kept, the trace would ignore the tensor it
+    read once the tensor held another value."""
+    box = {"c": la.zeros(3)}
+
+    def body(i, x):
+        return x + (box["c"] + 1.0)
+    np.testing.assert_allclose(la.fori_loop(0, 1, body, la.zeros(3)).numpy(), 1.0)
+    box["c"] = la.asarray(np.full(3, 10.0, np.float32))
+    np.testing.assert_allclose(la.fori_loop(0, 1, body, la.zeros(3)).numpy(), 11.0)
+
+
+def test_a_constant_initial_state_keeps_the_trace(traces):
+    """An operand (the loop's state) is a placeholder inside the body, never folded: a
+    loop started from la.zeros is reused (the example decoder's compiled loop)."""
+    w = la.asarray(np.array([1.0, 2.0, 3.0], np.float32))
+
+    def body(i, x):
+        return x + w
+    for k in range(3):
+        np.testing.assert_allclose(la.fori_loop(0, 2, body, la.zeros(3)).numpy(),
+                                   [2.0, 4.0, 6.0])
+        if k == 0:
+            first = traces[0]
+    assert traces[0] == first

@@ -78,10 +78,28 @@ def _kept_inside(n: Node) -> bool:
     return n.buffer is None and n.op == "constant"
 
 
-def build_computation(name: str, params: Sequence[Node], outputs: Sequence[Node]) -> Module:
+def _fixed_leaf(n: Node) -> bool:
+    """A leaf made from Python values alone: a runtime scalar or an op without operands
+    (not a parameter, not a value)."""
+    return n.buffer is None and not n.operands and n.op != "parameter"
+
+
+def _fixed_instruction(n: Node) -> Instruction:
+    if n.op == "scalar":
+        from .literal import Literal
+        value = Literal(np.array(n.value, dtype=n.dtype.np))
+        return Instruction("constant", (), n.shape, n.dtype, {"value": value})
+    return Instruction(n.op, (), n.shape, n.dtype, n.attrs)
+
+
+def build_computation(name: str, params: Sequence[Node], outputs: Sequence[Node],
+                      fixed_inside: bool = False) -> Module:
     """The module computing `outputs` from `params` (parameter k is params[k]); every
     other node it reaches must be a constant or depend on a parameter (`find_captured`
-    lists the ones that do not: pass them as parameters too)."""
+    lists the ones that do not: pass them as parameters too). `fixed_inside`: the leaves
+    a trace makes from Python values alone -- runtime scalars (kept as constants of
+    their value) and ops without operands (iota) -- are computed inside too (a module
+    call replayed with those values fixed by its key, lazyarray/nn/module_reuse.py)."""
     positions: dict = {}
     instructions: list = []
     for k, p in enumerate(params):
@@ -92,6 +110,8 @@ def build_computation(name: str, params: Sequence[Node], outputs: Sequence[Node]
             continue
         if _kept_inside(n):
             ins = Instruction("constant", (), n.shape, n.dtype, {"value": n.value})
+        elif fixed_inside and _fixed_leaf(n):
+            ins = _fixed_instruction(n)
         elif n.buffer is not None or not n.operands:
             raise ValueError(f"{name}: {n!r} is read by the computation but is neither one "
                              "of its parameters nor computed from them (a value captured "

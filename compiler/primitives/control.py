@@ -10,9 +10,14 @@ of their tuple result.
 - `conditional(index, x..., branches=(B0, B1, ...))`: B_index(x...), the index clamped to
   the branches (an index out of range takes the last, as HLO's conditional); every branch
   takes x... and returns values of one tuple type.
+- `call(x..., computation=C)`: C(x...), a tuple (HLO's `call`). A recorded sub-graph kept
+  whole (lazyarray/nn/module_reuse.py: a module call replayed as one node, so a sync walks
+  and checks one node instead of hundreds); compilation inlines it before anything else
+  reads the module (its `expand`: compiler/passes/inline_calls.py on the CPU, the
+  pipeline's expansion step on every target).
 
-Fusion treats both as opaque kernels of their own (kind CONTROL) that read their operands
-from buffers and write the tuple's elements into the buffers of their
+Fusion treats while and conditional as opaque kernels of their own (kind CONTROL) that
+read their operands from buffers and write the tuple's elements into the buffers of their
 `get_tuple_element` users; code generation compiles each sub-computation into a Program
 of its own and emits one control step that runs them (compiler/codegen/control_steps.py).
 
@@ -157,6 +162,62 @@ conditional = primitive("conditional", CONTROL, _conditional_infer, _conditional
                         memo_infer=False)
 
 
+# ---- call -----------------------------------------------------------------------------------
+
+def call_type(computation: Module) -> tuple:
+    """(shapes, dtypes) of a call of `computation`, interned (one object each, kept on the
+    module): a sync's template compares a node's type by identity, and every call of one
+    computation -- its expansion's tuple too -- has this one."""
+    t = computation.__dict__.get("_call_type")
+    if t is None:
+        outs = _output_types(computation)
+        t = computation._call_type = _interned(tuple(s for s, _ in outs),
+                                               tuple(d for _, d in outs))
+    return t
+
+
+def _call_infer(operands: tuple, computation: Any) -> tuple:
+    _check_params("call", operands, "the computation", computation)
+    return call_type(computation)
+
+
+def _call_reference(*args: np.ndarray, computation: Module) -> tuple:
+    from ..hlo.computation import evaluate
+    return tuple(evaluate(computation, list(args)))
+
+
+def _call_expand(*operands: Any, computation: Module) -> Any:
+    """The computation inlined over the operands, its outputs gathered in a `tuple` whose
+    elements `get_tuple_element` then reads directly (its `simplify`)."""
+    from ..graph.node import Node
+    from ..hlo.computation import inline
+    shape, dtype = call_type(computation)
+    return Node("tuple", tuple(inline(computation, operands)), shape, dtype, {})
+
+
+def _call_vjp(g: Any, out: Any, *operands: Any, computation: Module) -> tuple:
+    """The computation inlined over the operands and differentiated (its forward is the
+    call's own once inlined: CSE merges the two)."""
+    from ..hlo.computation import inline
+    from ..transforms.autodiff import vjp_many
+    outs = inline(computation, operands)
+    live = [k for k, o in enumerate(outs) if g[k] is not None and o.dtype.is_inexact]
+    floats = [k for k, a in enumerate(operands) if a.dtype.is_inexact]
+    result: list = [None] * len(operands)
+    if not live or not floats:
+        return tuple(result)
+    cts = vjp_many([outs[k] for k in live], [g[k] for k in live],
+                   [operands[k] for k in floats], through_sources=False)
+    for k, c in zip(floats, cts):
+        result[k] = c
+    return tuple(result)
+
+
+call = primitive("call", CONTROL, _call_infer, _call_reference, attrs=("computation",),
+                 doc="The computation applied to the operands; its results (a tuple).",
+                 vjp=_call_vjp, expand=_call_expand, batch=_batch("call_batch"))
+
+
 # ---- get_tuple_element ---------------------------------------------------------------------
 
 def _gte_infer(operands: tuple, index: int) -> tuple:
@@ -174,8 +235,14 @@ def _gte_vjp(g: Any, out: Any, t: Any, index: int) -> tuple:
     return (TupleCotangent(index, g),)
 
 
+def _gte_of_tuple(b: Any, ins: Any) -> Any:
+    """get_tuple_element(tuple(x0, x1, ...), k) -> xk (an expanded call's results)."""
+    t = b[ins.operands[0]]
+    return t.operands[ins.attrs["index"]] if t.op == "tuple" else None
+
+
 get_tuple_element = primitive(
     "get_tuple_element", CONTROL, _gte_infer, lambda t, index: t[index], attrs=("index",),
-    doc="One value of a tuple (the result of a while or a conditional).", vjp=_gte_vjp,
-    batch=_batch("get_tuple_element_batch"))
+    doc="One value of a tuple (the result of a while, a conditional or a call).",
+    vjp=_gte_vjp, batch=_batch("get_tuple_element_batch"), simplify=_gte_of_tuple)
 

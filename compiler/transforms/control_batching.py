@@ -10,6 +10,7 @@ rule is the element itself.
 - while (JAX's rule for a batched predicate): the loop runs while any lane's condition
   holds; an iteration computes every lane's new state and keeps it only where that
   lane's condition holds (a finished lane's state stays as it was).
+- call: the computation batched as a whole graph, called on the batched operands.
 - conditional with a batched index: every branch runs on the whole batch and each lane
   takes its branch's results (select); with an unbatched index only the branch taken
   runs, on the batched operands.
@@ -98,3 +99,10 @@ def _full(value: int, like: Node) -> Node:
 
 def get_tuple_element_batch(node: Node, size: int, operands: list, batched: list) -> Node:
     return apply("get_tuple_element", operands[0], index=node.attrs["index"])
+
+
+def call_batch(node: Node, size: int, operands: list, batched: list) -> Node:
+    args = _all_batched(size, operands, batched)
+    ph = placeholders(args)
+    outs = _batched_graph(node.attrs["computation"], ph, size)
+    return apply("call", *args, computation=build_computation("batched", ph, outs))

@@ -290,6 +290,10 @@ def task(dt: np.dtype, m: int, n: int, k: int, pa: tuple, pc: tuple, threads: in
                              _gemm_addresses()[dt])
     desc[IR.GEMM_TILES:IR.GEMM_STRIDE_C + 1] = (pm * pn,) + tuple(strides)
     fn = tile_function(dt, kind(dt, m, n, k, pa[0], pc[0]))
+    if threads <= 1:
+        # one thread: every tile in one chunk (a batch's tiles one chunk each made the
+        # job wake the workers for a small product, attention's in a decoding step)
+        return fn, desc, [(0, batch * pm * pn)]
     return fn, desc, [(t, t + 1) for t in range(batch * pm * pn)]
 
 

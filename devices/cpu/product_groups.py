@@ -27,6 +27,12 @@ from .step_barriers import writers
 # packing (measured on the MLP step's 256x512x512 and 512x512x256 products: 0.77 ms each
 # on 2 threads, 1.44 ms whole on one).
 WHOLE_SLACK = 1.1
+# Products below the work a product is split at (one tile, one thread anyway) stay apart:
+# beside another, each would make its job wake the workers, which costs more than the
+# pair saves (a decoding step's 1x64 @ 64x64 projections made a program of ~30 tiny
+# kernels a parallel job: 140 us a token against 75 on the calling thread alone, on 2
+# cores with the other one busy).
+SIDE_BY_SIDE_WORK = native_gemm.SPLIT_WORK
 
 
 class Plan:
@@ -52,6 +58,8 @@ def plan(exe: Any, threads: int, used: Callable[[dict], list],
     own: set = set()
     for step in steps:
         work = gemm_work(step)
+        if work is not None and work < SIDE_BY_SIDE_WORK:
+            work = None     # a product run whole on one thread anyway stays apart
         placed = work is not None and _join(exe, step, order, groups, threads, written, given,
                                             fixed, used, gemm_work, own)
         if not placed:

@@ -85,7 +85,13 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(cfg.width, cfg.vocab, bias=False)
         self.lm_head.weight = self.wte.weight           # weight tying
 
-    def forward(self, idx: Any, targets: Any = None) -> tuple:
+    def forward(self, idx: Any, targets: Any = None, *, pos: Any = None,
+                caches: Any = None) -> tuple:
+        """(logits, loss) of idx's tokens; with `caches` (and `pos`), decoding with the
+        key/value cache: (logits of the last token, the updated caches), see `decode`
+        (the call users make, as a Hugging Face model takes `past_key_values`)."""
+        if caches is not None:
+            return self.decode(idx, pos, caches)
         B, T = idx.shape
         x = self.wte(idx) + self.wpe(la.arange(T))
         for block in self.h:
@@ -147,11 +153,11 @@ def greedy_generate(model: GPT, prompt: Any, new_tokens: int) -> list:
 
 def _greedy(model: GPT, prompt: Any, new_tokens: int) -> list:
     caches = model.empty_cache(prompt.shape[0])
-    logits, caches = model.decode(prompt, la.asarray(np.int64(0)), caches)
+    logits, caches = model(prompt, pos=la.asarray(np.int64(0)), caches=caches)
     token = logits.argmax(-1)
     out = [token.numpy()]
     for i in range(prompt.shape[1], prompt.shape[1] + new_tokens - 1):
-        logits, caches = model.decode(token[:, None], la.asarray(np.int64(i)), caches)
+        logits, caches = model(token[:, None], pos=la.asarray(np.int64(i)), caches=caches)
         token = logits.argmax(-1)
         out.append(token.numpy())
     return np.stack(out, 1).tolist()
@@ -167,14 +173,14 @@ def greedy_generate_loop(model: GPT, prompt: Any, new_tokens: int) -> list:
 def _greedy_loop(model: GPT, prompt: Any, new_tokens: int) -> list:
     B, P = prompt.shape
     caches = model.empty_cache(B)
-    logits, caches = model.decode(prompt, la.asarray(np.int64(0)), caches)
+    logits, caches = model(prompt, pos=la.asarray(np.int64(0)), caches=caches)
     tokens = la.zeros((B, new_tokens), dtype=la.int64)
     first = logits.argmax(-1)
     tokens = la.dynamic_update_slice(tokens, first[:, None], (0, 0))
 
     def body(i: Any, state: tuple) -> tuple:
         token, caches, tokens = state
-        logits, caches = model.decode(token[:, None], P + i - 1, caches)
+        logits, caches = model(token[:, None], pos=P + i - 1, caches=caches)
         token = logits.argmax(-1)
         return token, caches, la.dynamic_update_slice(tokens, token[:, None], (0, i))
 

@@ -86,7 +86,13 @@ class GPT(nn.Module):
         self.lm_head = nn.Linear(cfg.width, cfg.vocab, bias=False)
         self.lm_head.weight = self.wte.weight           # weight tying
 
-    def forward(self, idx: Any, targets: Any = None) -> tuple:
+    def forward(self, idx: Any, targets: Any = None, *, pos: Any = None,
+                caches: Any = None) -> tuple:
+        """(logits, loss) of idx's tokens; with `caches` (and `pos`), decoding with the
+        key/value cache: (logits of the last token, the updated caches), see `decode`
+        (the call users make, as a Hugging Face model takes `past_key_values`)."""
+        if caches is not None:
+            return self.decode(idx, pos, caches)
         B, T = idx.shape
         x = self.wte(idx) + self.wpe(torch.arange(T))
         for block in self.h:
@@ -148,11 +154,11 @@ def greedy_generate(model: GPT, prompt: Any, new_tokens: int) -> list:
 
 def _greedy(model: GPT, prompt: Any, new_tokens: int) -> list:
     caches = model.empty_cache(prompt.shape[0])
-    logits, caches = model.decode(prompt, torch.tensor(0), caches)
+    logits, caches = model(prompt, pos=torch.tensor(0), caches=caches)
     token = logits.argmax(-1)
     out = [token.numpy()]
     for i in range(prompt.shape[1], prompt.shape[1] + new_tokens - 1):
-        logits, caches = model.decode(token[:, None], torch.tensor(i), caches)
+        logits, caches = model(token[:, None], pos=torch.tensor(i), caches=caches)
         token = logits.argmax(-1)
         out.append(token.numpy())
     return np.stack(out, 1).tolist()

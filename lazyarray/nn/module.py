@@ -16,7 +16,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from .. import backward, config, runtime
-from . import length_buckets
+from . import length_buckets, module_reuse
 from ..creation import asarray
 from ..tensor import PARAMETER, Tensor
 
@@ -230,6 +230,8 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _VALUES["length_buckets"] and length_buckets.applies(self):
             return length_buckets.call(self, self.forward, args, kwargs)
+        if _VALUES["module_reuse"]:
+            return module_reuse.call(self, args, kwargs)
         return self.forward(*args, **kwargs)
 
     def extra_repr(self) -> str:
