@@ -6,7 +6,6 @@ hand (AdamW with clipping, SGD with momentum, PyTorch's formulas), the step unde
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import jax

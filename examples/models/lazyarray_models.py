@@ -5,7 +5,6 @@ PyTorch, line for line.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np

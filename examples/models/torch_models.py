@@ -5,7 +5,6 @@ lazyarray's alone).
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
