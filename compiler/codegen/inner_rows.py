@@ -14,7 +14,7 @@ from typing import Callable
 
 import llvmlite.ir as ir
 
-from ..primitive import PRIMITIVES
+from ..primitive import ELEMENTWISE, INDEXING, LEAF, PRIMITIVES, REDUCTION
 from .loops import const, counted_loop
 
 MIN_ROW = 8         # narrower rows: no vector to gain
@@ -82,3 +82,88 @@ def rows_loop(e, lo: int, length: int, m: int, step: Callable, name: str) -> Non
         counted_loop(b, const(0), const(m), [], inner, name=name)
         return []
     counted_loop(b, const(0), const(length // m), [], row, name=name + "q")
+
+
+# ---- two inner dimensions as one loop -----------------------------------------------
+
+# The widest last dimension whose loop joins the one before it (`joined_loop`): a row of
+# 64 floats is four AVX-512 vectors, and a reduction's lanes are summed at each row's end
+# (a batch norm's statistics over 32 x 32 planes took ~30 instructions a row of 32 for 8
+# of work); wider rows pay that sum rarely enough.
+MAX_JOINED_ROW = 64
+
+
+def joins(rows: int, width: int) -> bool:
+    """Whether a loop over (rows, width) runs as one loop of rows * width (`joined_loop`):
+    two dimensions longer than 1, the last narrow, a power of two (its quotient and
+    remainder a shift and a mask, folded away where only an address needs them)."""
+    return rows > 1 and 1 < width <= MAX_JOINED_ROW and width & (width - 1) == 0
+
+
+def joinable(instructions: list, members: list, shape: tuple) -> bool:
+    """Whether a loop over `shape` runs its two inner dimensions as one (`joined_loop`):
+    they `join`, and every member that moves indices reads its operand at those two
+    indices as they are, or at neither (a broadcast of a channel's value). A pad, slice,
+    concatenate or reverse there computes its own row index from q (a clamp or an
+    offset): the address is then no longer consecutive in i, and the loads become
+    gathers."""
+    if len(shape) < 2 or not joins(shape[-2], shape[-1]):
+        return False
+    tail = tuple(shape[-2:])
+    for pos in members:
+        ins = instructions[pos]
+        kind = PRIMITIVES[ins.op].kind
+        if kind in (ELEMENTWISE, LEAF, REDUCTION) or tuple(ins.shape[-2:]) != tail:
+            continue        # the same index, or none; a smaller shape is read through
+                            # an index move of this shape, checked itself
+        if kind != INDEXING or not _keeps_tail(ins, instructions[ins.operands[0]].shape):
+            return False
+    return True
+
+
+def _keeps_tail(ins, src: tuple) -> bool:
+    """Whether an index move of shape (..., a, b) reads its operand at the same last two
+    indices (or at neither: they are repeated)."""
+    rank, tail = len(ins.shape), tuple(ins.shape[-2:])
+    a = ins.attrs
+    if ins.op == "broadcast_in_dim":
+        read = [d for k, d in enumerate(a["broadcast_dimensions"])
+                if d >= rank - 2 and src[k] != 1]
+        return not read or (read == [rank - 2, rank - 1] and tuple(src[-2:]) == tail)
+    if ins.op == "reshape":
+        return len(src) >= 2 and tuple(src[-2:]) == tail
+    if ins.op == "transpose":
+        return tuple(a["permutation"][-2:]) == (rank - 2, rank - 1)
+    if ins.op == "slice":
+        return tuple(src[-2:]) == tail and tuple(a["start_indices"][-2:]) == (0, 0) \
+            and tuple(a["strides"][-2:]) == (1, 1)
+    return False
+
+
+def joined_loop(e, rows: int, width: int, step: Callable, name: str) -> None:
+    """for q in [0, rows): for r in [0, width): step(q, r), as one loop over
+    i = q * width + r: a vectorized reduction carries its lanes across rows (one sum of
+    lanes at the loop's end, not one a row), and an elementwise loop over narrow rows
+    (8 floats: half an AVX-512 vector) runs whole vectors. `e.linear` reads (q, r) of a
+    `width`-long dimension as i itself (`joined`), so that addresses stay consecutive in
+    i for LLVM's vectorizer."""
+    b = e.b
+    shift = width.bit_length() - 1
+
+    def inner(i: ir.Value, carried: list) -> list:
+        q = b.lshr(i, const(shift))
+        r = b.and_(i, const(width - 1))
+        know(e, i, q, width, r)
+        e.joined[(id(q), id(r))] = (i, width, q, r)    # keeps the ids valid
+        step(q, r)
+        del e.joined[(id(q), id(r))]
+        forget(e, i)
+        return []
+    counted_loop(b, const(0), const(rows * width), [], inner, name=name)
+
+
+def joined(e, q: ir.Value, r: ir.Value, width: int):
+    """i where (q, r) is `joined_loop`'s split of i over rows of `width`, else None."""
+    hit = e.joined.get((id(q), id(r)))
+    return hit[0] if hit is not None and hit[1] == width and hit[2] is q and hit[3] is r \
+        else None
