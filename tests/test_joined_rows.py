@@ -124,3 +124,44 @@ def test_rows_join_where_every_read_keeps_them(what: str, joined: bool, monkeypa
                                               (4, 12, False), (4, 1, False)])
 def test_which_rows_join(rows: int, width: int, joins: bool) -> None:
     assert inner_rows.joins(rows, width) == joins
+
+
+# ---- phases woven into the last dimension: columns ----------------------------------
+
+def _woven(shape: tuple) -> Module:
+    """Four phases (N, C, m, k) woven into (N, C, 2m, 2k) (a strided convolution's input
+    gradient: a stack along (2, 2) axes reshaped), times a parameter, and its sum over
+    (N, H, W): the loop's last dimension runs as columns of 2."""
+    n, c, m, k = shape
+    stacked, woven = (n, c, m, 1, k, 1), (n, c, 2 * m, 2 * k)
+    ins = [I("parameter", (), (n, c, m, k), F, {"number": p}) for p in range(4)]
+    ins += [I("reshape", (p,), stacked, F, {"shape": stacked}) for p in range(4)]
+    row = (n, c, m, 1, k, 2)
+    ins += [I("concatenate", (4, 5), row, F, {"dimension": 5}),
+            I("concatenate", (6, 7), row, F, {"dimension": 5})]
+    ins += [I("concatenate", (8, 9), (n, c, m, 2, k, 2), F, {"dimension": 3}),
+            I("reshape", (10,), woven, F, {"shape": woven}),
+            I("parameter", (), woven, F, {"number": 4}),
+            I("multiply", (11, 12), woven, F, {}),
+            I("reduce", (13,), (c,), F, {"axes": (0, 2, 3), "kind": "sum"})]
+    return Module("woven", ins, [13, 14])
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 16, 16), (1, 2, 5, 3), (2, 2, 8, 4)], ids=str)
+@pytest.mark.parametrize("columns", [True, False])
+def test_woven_phases_match_the_interpreter(shape: tuple, columns: bool, monkeypatch) -> None:
+    if not columns:
+        monkeypatch.setattr(inner_rows, "column_width", lambda *a: 1)
+    _check(_woven(shape))
+
+
+def test_woven_phases_are_read_with_vector_loads(monkeypatch) -> None:
+    """Each column reads its phase at consecutive positions; one loop along the woven
+    dimension selected among the phases at every element (gathers from each)."""
+    m = _woven((4, 8, 32, 32))
+
+    def gathers() -> int:
+        return _DEVICE.stage(m, "llvm").count("masked.gather")
+    with_columns = gathers()
+    monkeypatch.setattr(inner_rows, "column_width", lambda *a: 1)
+    assert with_columns == 0 < gathers()

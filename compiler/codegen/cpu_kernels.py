@@ -779,8 +779,9 @@ def nest_updates(e: ElementalEmitter, instructions: list, members: list, shape: 
     cuts = innermost_cuts(instructions, members, shape)
     blocks = None if cuts else update_blocks.plan(instructions, members, shape)
 
-    def rows(length: int) -> int:
-        return inner_rows.row_width(instructions, members, length)
+    def rows(length: int) -> int:       # rows of m, or columns of m (phases woven)
+        return max(inner_rows.row_width(instructions, members, length),
+                   inner_rows.column_width(instructions, members, length))
     if blocks is None or outer_dim(shape) == len(shape) - 1:
         nest(e, shape, start, end, body, cuts, rows=rows,
              join=inner_rows.joinable(instructions, members, shape))
@@ -791,7 +792,7 @@ def nest_updates(e: ElementalEmitter, instructions: list, members: list, shape: 
         with in_blocks:
             e.push_scope()
             inner = update_blocks.blocks_inner(e, instructions, z, updates, shape[-1], body,
-                                               rows(z))
+                                               inner_rows.row_width(instructions, members, z))
             nest(e, shape, start, end, body, inner=inner)
             e.pop_scope()
         with plain:
