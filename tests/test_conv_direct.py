@@ -301,6 +301,43 @@ def test_weight_gradient_over_tiles_of_the_batch(xs, ws, kw, dtype):
         np.testing.assert_allclose(gw.numpy(), other, rtol=tol, atol=tol * np.abs(other).max())
 
 
+@pytest.mark.parametrize("xs,ws,kw", [SHAPES[i] for i in (0, 1, 5, 11, 12)], ids=str)
+@pytest.mark.parametrize("c_outer", [True, False])
+def test_weight_gradient_with_input_channels_outside(xs, ws, kw, c_outer, monkeypatch):
+    """The untiled weight gradient's loop over (input channel, channel block) or
+    (channel block, input channel), forced either way: the interpreter's values."""
+    import dataclasses
+    real = conv_direct.filter_blocking
+
+    def forced(*args, **kwargs):
+        blk = real(*args, **kwargs)
+        return dataclasses.replace(blk, c_outer=c_outer and not blk.nt)
+    monkeypatch.setattr(conv_direct, "filter_blocking", forced)
+    monkeypatch.setattr(la.config, "cache_dir", "off")
+    la.runtime.clear_caches()
+    try:
+        x, w = _inputs(xs, ws, np.float32, seed=7)
+        _, (_, gw) = _gradients(x, w, kw)
+        _, want = _gradients(x, w, kw, device="interpreter")
+        np.testing.assert_allclose(gw.numpy(), want[1].numpy(), rtol=1e-5,
+                                   atol=1e-5 * np.abs(want[1].numpy()).max())
+    finally:
+        la.runtime.clear_caches()       # no program built with the forced loops stays
+
+
+@pytest.mark.parametrize("o,c,xside,gside,kernel,c_outer", [
+    (64, 64, 10, 8, 3, True),   # the CNN's 8x8 stage: g (0.5 MB) stays in L2, x does not
+    (64, 32, 16, 8, 1, True),   # its 1x1 stride-2 shortcut
+    (64, 32, 8, 8, 1, False),   # both in L2: g whole 32 times is more than x 8 times
+    (256, 2, 10, 8, 3, False)])  # g past L2, x in it
+def test_untiled_weight_gradient_rereads_what_stays_in_cache(o, c, xside, gside, kernel,
+                                                             c_outer):
+    n = 32
+    blk = conv_direct.filter_blocking(o, (kernel, kernel), gside, gside, 4, 64, 32, n,
+                                      c * xside * xside * 4, n * o * gside * gside * 4, c)
+    assert not blk.nt and blk.c_outer == c_outer
+
+
 @pytest.mark.parametrize("xs,ws,kw", [SHAPES[i] for i in (1, 4, 6, 13)], ids=str)
 def test_strided_input_gradient_interleaves_the_phases(xs, ws, kw):
     """A strided convolution's input gradient weaves its phases' convolutions together
