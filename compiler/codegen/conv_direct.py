@@ -354,6 +354,41 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
         return b.shuffle_vector(b.load(ptr, typ=wide, align=align),
                                 ir.Constant(wide, ir.Undefined), pick)
 
+    block = ir.VectorType(ft, part * sx)       # a row's inputs under one vector of taps
+    after = max(kx for _, kx in taps) * dx - sx + 1    # inputs past it the taps read
+
+    def strided_tap(cache: dict, at: ir.Value, q: int, kx: int) -> ir.Value:
+        """`part` inputs sx apart from at + kx * dx, from input row q's block (loaded
+        once for every tap of the row, with the `part` inputs after it): the phase
+        (kx * dx) % sx picked from the block, shifted by (kx * dx) // sx along the ones
+        after (a wide load and a shuffle per tap read each input about three times at
+        stride 2)."""
+        off = kx * dx
+        phase, shift = off % sx, off // sx
+        if q not in cache:
+            ptr = b.gep(operands[0], [at], inbounds=True, source_etype=ft)
+            cache[q] = {"block": b.load(ptr, typ=block, align=align)}
+        row = cache[q]
+        if phase not in row:
+            row[phase] = b.shuffle_vector(row["block"], ir.Constant(block, ir.Undefined),
+                                          ir.Constant(ir.VectorType(I32, part), [
+                                              ir.Constant(I32, phase + k * sx)
+                                              for k in range(part)]))
+        if not shift:
+            return row[phase]
+        if "next" not in row:   # the inputs after the block the taps reach: no more (the
+            # input holds Wo * sx + (KW - 1) * dx columns, no vector's worth past a block)
+            ptr = b.gep(operands[0], [_add(b, at, const(part * sx))], inbounds=True,
+                        source_etype=ft)
+            few = ir.VectorType(ft, after)
+            row["next"] = b.shuffle_vector(
+                b.load(ptr, typ=few, align=align), ir.Constant(few, ir.Undefined),
+                ir.Constant(ir.VectorType(I32, part), [ir.Constant(I32, min(k, after - 1))
+                                                       for k in range(part)]))
+        return b.shuffle_vector(row[phase], row["next"], ir.Constant(
+            ir.VectorType(I32, part), [ir.Constant(I32, shift + k) for k in range(part - shift)]
+            + [ir.Constant(I32, part + phase + k * sx) for k in range(shift)]))
+
     def load_g(at: ir.Value) -> ir.Value:
         """One vector of g from `at`: pv rows of `part`, joined where g's rows are wider
         than the window (padded), one load where they lie one after the other."""
@@ -390,9 +425,13 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
                         gv = b.select(keep, gv, zero)
                     gs[r].append(gv)
             loaded: dict = {}   # input rows (offsets from the group's first) read once
+            rows_read: dict = {}    # strided: each input row's span, loaded once
             for r in range(per):
                 for t, (ky, kx) in enumerate(taps):
                     rows = tuple((r + p) * sy + ky * dy for p in range(pv))
+                    if (rows, kx) not in loaded and sx > 1:
+                        loaded[rows, kx] = _joined(b, [strided_tap(rows_read, _add(
+                            b, x_top, const(q * wp + x0 * sx)), q, kx) for q in rows])
                     if (rows, kx) not in loaded:
                         loaded[rows, kx] = _joined(b, [load_x(_add(b, x_top, const(
                             q * wp + x0 * sx + kx * dx))) for q in rows])
