@@ -466,3 +466,24 @@ def test_strided_weight_gradient_loads_each_input_row_once():
     text = str(fn)
     assert text.count("load <32 x float>") == 5          # the 5 input rows, once each
     llvm.parse_assembly(str(llmod)).verify()
+
+
+def test_strided_convolution_loads_each_input_row_once_per_window_row():
+    """The stride-2 forward loop loads each slot's input row block once per window row
+    and picks its three taps from it (36 wide loads a channel were 12: 4 slots, 3 window
+    rows); LLVM parses the function. The values: the strided tests above."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    from lazyarray.compiler.hlo import dtypes as D
+    xs, ws, out = (1, 3, 34, 34), (4, 3, 3, 3), (1, 4, 16, 16)
+    blk = conv_direct.blocking(4, 16, 16, 4, 64, 32)
+    assert blk.pv == 1 and blk.v == 16 and blk.ry * blk.xb == 4
+    llmod = ir.Module("strided_conv")
+    fn = ir.Function(llmod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * 3
+                                            + [ir.IntType(64)] * 4), "f")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    conv_direct.body(_LoopEmitter(b, llmod), fn.args[0], list(fn.args[1:3]),
+                     list(fn.args[3:7]), (xs, ws, out), D.float32, (2, 2), (1, 1), blk)
+    b.ret_void()
+    assert str(fn).count("load <32 x float>") == 12
+    llvm.parse_assembly(str(llmod)).verify()

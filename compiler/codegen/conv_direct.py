@@ -112,6 +112,49 @@ def _zero(vt: ir.VectorType) -> ir.Constant:
     return ir.Constant(vt, None)
 
 
+class StridedRows:
+    """Inputs `sx` apart along rows, for taps at offsets 0 ... `reach` (kx * dx): each
+    row's block (the part * sx inputs under a vector of taps) is loaded once, every tap's
+    inputs picked from it, one shuffle per phase (offset % sx), shifted by offset // sx
+    along the few inputs past the block (the operand holds them: its rows are at least
+    Wo * sx + (KW - 1) * dx long). A wide load and a shuffle per tap read each input
+    about three times at stride 2 (3x3)."""
+
+    def __init__(self, b: ir.IRBuilder, base: ir.Value, ft: ir.Type, part: int, sx: int,
+                 reach: int, align: int) -> None:
+        self.b, self.base, self.ft, self.part, self.sx, self.align = b, base, ft, part, sx, align
+        self.block = ir.VectorType(ft, part * sx)
+        self.after = reach - sx + 1             # inputs past the block the taps reach
+
+    def _mask(self, picks: list) -> ir.Constant:
+        return ir.Constant(ir.VectorType(I32, len(picks)), [ir.Constant(I32, k) for k in picks])
+
+    def tap(self, cache: dict, key: object, at: ir.Value, off: int) -> ir.Value:
+        """The `part` inputs sx apart from at + off, at the row whose block starts at `at`
+        (`key` names it in `cache`, which the caller keeps while the row is read)."""
+        b, part, sx = self.b, self.part, self.sx
+        phase, shift = off % sx, off // sx
+        row = cache.get(key)
+        if row is None:
+            ptr = b.gep(self.base, [at], inbounds=True, source_etype=self.ft)
+            row = cache[key] = {"block": b.load(ptr, typ=self.block, align=self.align)}
+        if phase not in row:
+            row[phase] = b.shuffle_vector(row["block"], ir.Constant(self.block, ir.Undefined),
+                                          self._mask([phase + k * sx for k in range(part)]))
+        if not shift:
+            return row[phase]
+        if "next" not in row:
+            few = ir.VectorType(self.ft, self.after)
+            ptr = b.gep(self.base, [_add(b, at, const(part * sx))], inbounds=True,
+                        source_etype=self.ft)
+            row["next"] = b.shuffle_vector(
+                b.load(ptr, typ=few, align=self.align), ir.Constant(few, ir.Undefined),
+                self._mask([min(k, self.after - 1) for k in range(part)]))
+        return b.shuffle_vector(row[phase], row["next"], self._mask(
+            [shift + k for k in range(part - shift)]
+            + [part + phase + k * sx for k in range(shift)]))
+
+
 def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
          strides: tuple, dilation: tuple, blk: Blocking) -> None:
     """Compute the output block at `index` = (n, channel block, row block, vector block)."""
@@ -141,8 +184,6 @@ def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
     splat = ir.Constant(ir.VectorType(I32, blk.v), [ir.Constant(I32, 0)] * blk.v)
     part = blk.v // pv          # outputs of one row in a vector
     pt = ir.VectorType(ft, part)
-    pick = ir.Constant(ir.VectorType(I32, part), [ir.Constant(I32, k * sx) for k in range(part)])
-    wide = ir.VectorType(ft, part * sx)
     # where each slot's rows start in an input plane, and each channel's weights in w:
     # the same for every input channel and tap (the taps add constants)
     top = _mul(b, y0, sy * wp)
@@ -150,13 +191,19 @@ def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
                for p in range(pv)] for r, x in slots]
     w_rows = [_mul(b, _add(b, o0, const(k)), c_) for k in range(blk.ob)]
 
+    pick = ir.Constant(ir.VectorType(I32, part), [ir.Constant(I32, k * sx) for k in range(part)])
+    wide = ir.VectorType(ft, part * sx)
+
     def load_row(base: ir.Value, x: ir.Value) -> ir.Value:
-        """`part` inputs sx apart from offset x."""
+        """`part` inputs sx apart from offset x: a wide load and a shuffle where whole rows
+        share a vector (the picker's shift per tap cost the 8x8 stride-2 forward ~8%)."""
         ptr = b.gep(base, [x], inbounds=True, source_etype=ft)
         if sx == 1:
             return b.load(ptr, typ=pt, align=align)
         raw = b.load(ptr, typ=wide, align=align)
         return b.shuffle_vector(raw, ir.Constant(wide, ir.Undefined), pick)
+
+    picker = StridedRows(b, operands[0], ft, part, sx, (kw - 1) * dx, align)
 
     def window_row(ky: ir.Value, at: list, w_at: list, accs: list) -> list:
         """The taps of window row ky (a loop counter, or the constant 0 of a one-row
@@ -164,10 +211,15 @@ def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
         y_off = _mul(b, ky, dy * wp)
         w_off = _mul(b, ky, kw)
         accs = list(accs)
+        rows_read: dict = {}        # strided: each input row's block, loaded once
         for kx in range(kw):
-            tap = _add(b, y_off, const(kx * dx))
-            vals = [_joined(b, [load_row(operands[0], _add(b, a, tap)) for a in rows])
-                    for rows in at]
+            if sx > 1 and pv == 1:
+                vals = [_joined(b, [picker.tap(rows_read, (s, p), _add(b, a, y_off), kx * dx)
+                                    for p, a in enumerate(rows)]) for s, rows in enumerate(at)]
+            else:
+                tap = _add(b, y_off, const(kx * dx))
+                vals = [_joined(b, [load_row(operands[0], _add(b, a, tap)) for a in rows])
+                        for rows in at]
             for k in range(blk.ob):
                 ptr = b.gep(operands[1], [_add(b, w_at[k], _add(b, w_off, const(kx)))],
                             inbounds=True, source_etype=ft)
@@ -340,54 +392,20 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
     pv = blk.pv
     part = blk.v // pv          # outputs of one row in a vector
     pt = ir.VectorType(ft, part)
-    pick = ir.Constant(ir.VectorType(I32, part), [ir.Constant(I32, k * sx) for k in range(part)])
-    wide = ir.VectorType(ft, part * sx)
     vectors = []                # (first output, lanes counted already by the vector before)
     for j in range(-(-wo // part)):
         x0 = min(j * part, wo - part)
         vectors.append((x0, j * part - x0))
+    picker = StridedRows(b, operands[0], ft, part, sx, max(kx for _, kx in taps) * dx, align)
 
-    def load_x(at: ir.Value) -> ir.Value:
-        ptr = b.gep(operands[0], [at], inbounds=True, source_etype=ft)
-        if sx == 1:
-            return b.load(ptr, typ=pt, align=align)
-        return b.shuffle_vector(b.load(ptr, typ=wide, align=align),
-                                ir.Constant(wide, ir.Undefined), pick)
-
-    block = ir.VectorType(ft, part * sx)       # a row's inputs under one vector of taps
-    after = max(kx for _, kx in taps) * dx - sx + 1    # inputs past it the taps read
-
-    def strided_tap(cache: dict, at: ir.Value, q: int, kx: int) -> ir.Value:
-        """`part` inputs sx apart from at + kx * dx, from input row q's block (loaded
-        once for every tap of the row, with the `part` inputs after it): the phase
-        (kx * dx) % sx picked from the block, shifted by (kx * dx) // sx along the ones
-        after (a wide load and a shuffle per tap read each input about three times at
-        stride 2)."""
-        off = kx * dx
-        phase, shift = off % sx, off // sx
-        if q not in cache:
-            ptr = b.gep(operands[0], [at], inbounds=True, source_etype=ft)
-            cache[q] = {"block": b.load(ptr, typ=block, align=align)}
-        row = cache[q]
-        if phase not in row:
-            row[phase] = b.shuffle_vector(row["block"], ir.Constant(block, ir.Undefined),
-                                          ir.Constant(ir.VectorType(I32, part), [
-                                              ir.Constant(I32, phase + k * sx)
-                                              for k in range(part)]))
-        if not shift:
-            return row[phase]
-        if "next" not in row:   # the inputs after the block the taps reach: no more (the
-            # input holds Wo * sx + (KW - 1) * dx columns, no vector's worth past a block)
-            ptr = b.gep(operands[0], [_add(b, at, const(part * sx))], inbounds=True,
-                        source_etype=ft)
-            few = ir.VectorType(ft, after)
-            row["next"] = b.shuffle_vector(
-                b.load(ptr, typ=few, align=align), ir.Constant(few, ir.Undefined),
-                ir.Constant(ir.VectorType(I32, part), [ir.Constant(I32, min(k, after - 1))
-                                                       for k in range(part)]))
-        return b.shuffle_vector(row[phase], row["next"], ir.Constant(
-            ir.VectorType(I32, part), [ir.Constant(I32, shift + k) for k in range(part - shift)]
-            + [ir.Constant(I32, part + phase + k * sx) for k in range(shift)]))
+    def load_x(rows_read: dict, q: int, at: ir.Value, kx: int) -> ir.Value:
+        """`part` inputs sx apart from at + kx * dx, `at` where input row q's block
+        starts."""
+        if sx > 1:
+            return picker.tap(rows_read, q, at, kx * dx)
+        ptr = b.gep(operands[0], [_add(b, at, const(kx * dx))], inbounds=True,
+                    source_etype=ft)
+        return b.load(ptr, typ=pt, align=align)
 
     def load_g(at: ir.Value) -> ir.Value:
         """One vector of g from `at`: pv rows of `part`, joined where g's rows are wider
@@ -425,16 +443,13 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
                         gv = b.select(keep, gv, zero)
                     gs[r].append(gv)
             loaded: dict = {}   # input rows (offsets from the group's first) read once
-            rows_read: dict = {}    # strided: each input row's span, loaded once
+            rows_read: dict = {}    # strided: each input row's block, loaded once
             for r in range(per):
                 for t, (ky, kx) in enumerate(taps):
                     rows = tuple((r + p) * sy + ky * dy for p in range(pv))
-                    if (rows, kx) not in loaded and sx > 1:
-                        loaded[rows, kx] = _joined(b, [strided_tap(rows_read, _add(
-                            b, x_top, const(q * wp + x0 * sx)), q, kx) for q in rows])
                     if (rows, kx) not in loaded:
-                        loaded[rows, kx] = _joined(b, [load_x(_add(b, x_top, const(
-                            q * wp + x0 * sx + kx * dx))) for q in rows])
+                        loaded[rows, kx] = _joined(b, [load_x(rows_read, q, _add(
+                            b, x_top, const(q * wp + x0 * sx)), kx) for q in rows])
                     xv = loaded[rows, kx]
                     for k in range(blk.ob):
                         i = k * len(taps) + t
