@@ -325,6 +325,16 @@ def test_weight_gradient_with_input_channels_outside(xs, ws, kw, c_outer, monkey
         la.runtime.clear_caches()       # no program built with the forced loops stays
 
 
+@pytest.mark.parametrize("kernel", [(3, 3), (1, 1), (5, 5)])
+def test_tiled_weight_gradient_blocks_never_overlap(kernel):
+    """Tiles of the batch add into the output after the first: channel blocks that
+    overlap (the last moved back inside) would then add the shared channels twice, or
+    race on them from two threads. Tiles only where the blocks divide the channels."""
+    for o in range(1, 70):
+        blk = conv_direct.filter_blocking(o, kernel, 32, 32, 4, 64, 32, 64, 8 * 34 * 34 * 4)
+        assert not blk.nt or o % blk.ob == 0, (o, blk)
+
+
 @pytest.mark.parametrize("o,c,xside,gside,kernel,c_outer", [
     (64, 64, 10, 8, 3, True),   # the CNN's 8x8 stage: g (0.5 MB) stays in L2, x does not
     (64, 32, 16, 8, 1, True),   # its 1x1 stride-2 shortcut

@@ -339,7 +339,11 @@ def filter_blocking(o: int, kernel: tuple, ho: int, wo: int, itemsize: int,
     if 2 * ob <= most:
         ob = most
     n_ob = -(-o // ob)
-    nt = images_per_tile(n, plane_bytes, n_ob, ho * wo) if plane_bytes else 0
+    # no tiles where blocks overlap (the last one moved back inside computes some
+    # channels of the one before it again): each block stores its first tile and adds
+    # the others, so two such blocks on two threads would race on those channels
+    nt = images_per_tile(n, plane_bytes, n_ob, ho * wo) if plane_bytes and o % ob == 0 \
+        else 0
     x_bytes = n * plane_bytes
     c_outer = not nt and g_bytes > 0 and (
         g_bytes <= REREAD_BYTES < x_bytes if (g_bytes <= REREAD_BYTES) != (
