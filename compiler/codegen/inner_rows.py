@@ -7,6 +7,12 @@ see that consecutive indices read consecutive elements, and loads them one by on
 (gathers). Run as H rows of D, the index is q * D + r with r the innermost loop's
 variable; the emitter is told so (`know`), and the reshape reads (q, r) without dividing
 (index_rules.same_element), contiguous in r: vector loads.
+
+The same knowledge shapes two other innermost loops: columns (a dimension woven from
+phases, (..., n, s) -> (..., n * s) with s small: r unrolled, a constant, and q the loop
+variable; `columns_loop`), and two inner dimensions run as one loop (a narrow last one,
+(q, r) the quotient and remainder of the loop variable i, which `e.linear` reads as i
+itself; `joined_loop`).
 """
 from __future__ import annotations
 
