@@ -301,6 +301,53 @@ def test_weight_gradient_over_tiles_of_the_batch(xs, ws, kw, dtype):
         np.testing.assert_allclose(gw.numpy(), other, rtol=tol, atol=tol * np.abs(other).max())
 
 
+@pytest.mark.parametrize("xs,ws,kw", [SHAPES[i] for i in (0, 1, 5, 11, 12)], ids=str)
+@pytest.mark.parametrize("c_outer", [True, False])
+def test_weight_gradient_with_input_channels_outside(xs, ws, kw, c_outer, monkeypatch):
+    """The untiled weight gradient's loop over (input channel, channel block) or
+    (channel block, input channel), forced either way: the interpreter's values."""
+    import dataclasses
+    real = conv_direct.filter_blocking
+
+    def forced(*args, **kwargs):
+        blk = real(*args, **kwargs)
+        return dataclasses.replace(blk, c_outer=c_outer and not blk.nt)
+    monkeypatch.setattr(conv_direct, "filter_blocking", forced)
+    monkeypatch.setattr(la.config, "cache_dir", "off")
+    la.runtime.clear_caches()
+    try:
+        x, w = _inputs(xs, ws, np.float32, seed=7)
+        _, (_, gw) = _gradients(x, w, kw)
+        _, want = _gradients(x, w, kw, device="interpreter")
+        np.testing.assert_allclose(gw.numpy(), want[1].numpy(), rtol=1e-5,
+                                   atol=1e-5 * np.abs(want[1].numpy()).max())
+    finally:
+        la.runtime.clear_caches()       # no program built with the forced loops stays
+
+
+@pytest.mark.parametrize("kernel", [(3, 3), (1, 1), (5, 5)])
+def test_tiled_weight_gradient_blocks_never_overlap(kernel):
+    """Tiles of the batch add into the output after the first: channel blocks that
+    overlap (the last moved back inside) would then add the shared channels twice, or
+    race on them from two threads. Tiles only where the blocks divide the channels."""
+    for o in range(1, 70):
+        blk = conv_direct.filter_blocking(o, kernel, 32, 32, 4, 64, 32, 64, 8 * 34 * 34 * 4)
+        assert not blk.nt or o % blk.ob == 0, (o, blk)
+
+
+@pytest.mark.parametrize("o,c,xside,gside,kernel,c_outer", [
+    (64, 64, 10, 8, 3, True),   # the CNN's 8x8 stage: g (0.5 MB) stays in L2, x does not
+    (64, 32, 16, 8, 1, True),   # its 1x1 stride-2 shortcut
+    (64, 32, 8, 8, 1, False),   # both in L2: g whole 32 times is more than x 8 times
+    (256, 2, 10, 8, 3, False)])  # g past L2, x in it
+def test_untiled_weight_gradient_rereads_what_stays_in_cache(o, c, xside, gside, kernel,
+                                                             c_outer):
+    n = 32
+    blk = conv_direct.filter_blocking(o, (kernel, kernel), gside, gside, 4, 64, 32, n,
+                                      c * xside * xside * 4, n * o * gside * gside * 4, c)
+    assert not blk.nt and blk.c_outer == c_outer
+
+
 @pytest.mark.parametrize("xs,ws,kw", [SHAPES[i] for i in (1, 4, 6, 13)], ids=str)
 def test_strided_input_gradient_interleaves_the_phases(xs, ws, kw):
     """A strided convolution's input gradient weaves its phases' convolutions together
@@ -394,3 +441,59 @@ def test_lane_sum_is_one_reduction(dtype):
     assert text.count("call") == 1 and "reassoc" in text and "shufflevector" not in text
     llvm.parse_assembly(str(llmod)).verify()
 
+
+
+class _LoopEmitter(_Emitter):
+    """What filter_body reads of an emitter: the builder, the module, intrinsic calls."""
+    def call_intrinsic(self, name, ret, args):
+        from llvmlite import ir
+        fn = self.llmod.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.llmod, ir.FunctionType(ret, [a.type for a in args]), name)
+        return self.b.call(fn, args)
+
+
+def test_strided_weight_gradient_loads_each_input_row_once():
+    """At stride 2 the weight gradient loads each input row's block once per row of g
+    and picks every tap's inputs from it (one shuffle per phase, a shift for the taps
+    past it): a wide load per tap read each input about three times (3x3, stride 2: 15
+    wide loads an iteration of two rows of g, 5 input rows). LLVM parses the function;
+    the values: the strided gradient tests above, against the interpreter and PyTorch."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    from lazyarray.compiler.hlo import dtypes as D
+    xs, gs, kernel = (2, 3, 34, 35), (2, 4, 16, 16), (3, 3)
+    blk = conv_direct.filter_blocking(gs[1], kernel, 16, 16, 4, 64, 32)
+    assert blk.v == 16 and len(blk.taps) == 1
+    llmod = ir.Module("strided_filter")
+    fn = ir.Function(llmod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * 3
+                                            + [ir.IntType(64)] * 2), "f")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    conv_direct.filter_body(_LoopEmitter(b, llmod), fn.args[0], list(fn.args[1:3]),
+                            list(fn.args[3:5]), (xs, gs, (4, 3) + kernel), D.float32,
+                            (2, 2), (1, 1), blk, blk.taps[0], (0, 0), (16, 16))
+    b.ret_void()
+    text = str(fn)
+    assert text.count("load <32 x float>") == 5          # the 5 input rows, once each
+    llvm.parse_assembly(str(llmod)).verify()
+
+
+def test_strided_convolution_loads_each_input_row_once_per_window_row():
+    """The stride-2 forward loop loads each slot's input row block once per window row
+    and picks its three taps from it (36 wide loads a channel were 12: 4 slots, 3 window
+    rows); LLVM parses the function. The values: the strided tests above."""
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+    from lazyarray.compiler.hlo import dtypes as D
+    xs, ws, out = (1, 3, 34, 34), (4, 3, 3, 3), (1, 4, 16, 16)
+    blk = conv_direct.blocking(4, 16, 16, 4, 64, 32)
+    assert blk.pv == 1 and blk.v == 16 and blk.ry * blk.xb == 4
+    llmod = ir.Module("strided_conv")
+    fn = ir.Function(llmod, ir.FunctionType(ir.VoidType(), [ir.PointerType()] * 3
+                                            + [ir.IntType(64)] * 4), "f")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    conv_direct.body(_LoopEmitter(b, llmod), fn.args[0], list(fn.args[1:3]),
+                     list(fn.args[3:7]), (xs, ws, out), D.float32, (2, 2), (1, 1), blk)
+    b.ret_void()
+    assert str(fn).count("load <32 x float>") == 12
+    llvm.parse_assembly(str(llmod)).verify()

@@ -112,6 +112,49 @@ def _zero(vt: ir.VectorType) -> ir.Constant:
     return ir.Constant(vt, None)
 
 
+class StridedRows:
+    """Inputs `sx` apart along rows, for taps at offsets 0 ... `reach` (kx * dx): each
+    row's block (the part * sx inputs under a vector of taps) is loaded once, every tap's
+    inputs picked from it, one shuffle per phase (offset % sx), shifted by offset // sx
+    along the few inputs past the block (the operand holds them: its rows are at least
+    Wo * sx + (KW - 1) * dx long). A wide load and a shuffle per tap read each input
+    about three times at stride 2 (3x3)."""
+
+    def __init__(self, b: ir.IRBuilder, base: ir.Value, ft: ir.Type, part: int, sx: int,
+                 reach: int, align: int) -> None:
+        self.b, self.base, self.ft, self.part, self.sx, self.align = b, base, ft, part, sx, align
+        self.block = ir.VectorType(ft, part * sx)
+        self.after = reach - sx + 1             # inputs past the block the taps reach
+
+    def _mask(self, picks: list) -> ir.Constant:
+        return ir.Constant(ir.VectorType(I32, len(picks)), [ir.Constant(I32, k) for k in picks])
+
+    def tap(self, cache: dict, key: object, at: ir.Value, off: int) -> ir.Value:
+        """The `part` inputs sx apart from at + off, at the row whose block starts at `at`
+        (`key` names it in `cache`, which the caller keeps while the row is read)."""
+        b, part, sx = self.b, self.part, self.sx
+        phase, shift = off % sx, off // sx
+        row = cache.get(key)
+        if row is None:
+            ptr = b.gep(self.base, [at], inbounds=True, source_etype=self.ft)
+            row = cache[key] = {"block": b.load(ptr, typ=self.block, align=self.align)}
+        if phase not in row:
+            row[phase] = b.shuffle_vector(row["block"], ir.Constant(self.block, ir.Undefined),
+                                          self._mask([phase + k * sx for k in range(part)]))
+        if not shift:
+            return row[phase]
+        if "next" not in row:
+            few = ir.VectorType(self.ft, self.after)
+            ptr = b.gep(self.base, [_add(b, at, const(part * sx))], inbounds=True,
+                        source_etype=self.ft)
+            row["next"] = b.shuffle_vector(
+                b.load(ptr, typ=few, align=self.align), ir.Constant(few, ir.Undefined),
+                self._mask([min(k, self.after - 1) for k in range(part)]))
+        return b.shuffle_vector(row[phase], row["next"], self._mask(
+            [shift + k for k in range(part - shift)]
+            + [part + phase + k * sx for k in range(shift)]))
+
+
 def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
          strides: tuple, dilation: tuple, blk: Blocking) -> None:
     """Compute the output block at `index` = (n, channel block, row block, vector block)."""
@@ -141,8 +184,6 @@ def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
     splat = ir.Constant(ir.VectorType(I32, blk.v), [ir.Constant(I32, 0)] * blk.v)
     part = blk.v // pv          # outputs of one row in a vector
     pt = ir.VectorType(ft, part)
-    pick = ir.Constant(ir.VectorType(I32, part), [ir.Constant(I32, k * sx) for k in range(part)])
-    wide = ir.VectorType(ft, part * sx)
     # where each slot's rows start in an input plane, and each channel's weights in w:
     # the same for every input channel and tap (the taps add constants)
     top = _mul(b, y0, sy * wp)
@@ -150,13 +191,19 @@ def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
                for p in range(pv)] for r, x in slots]
     w_rows = [_mul(b, _add(b, o0, const(k)), c_) for k in range(blk.ob)]
 
+    pick = ir.Constant(ir.VectorType(I32, part), [ir.Constant(I32, k * sx) for k in range(part)])
+    wide = ir.VectorType(ft, part * sx)
+
     def load_row(base: ir.Value, x: ir.Value) -> ir.Value:
-        """`part` inputs sx apart from offset x."""
+        """`part` inputs sx apart from offset x: a wide load and a shuffle where whole rows
+        share a vector (the picker's shift per tap cost the 8x8 stride-2 forward ~8%)."""
         ptr = b.gep(base, [x], inbounds=True, source_etype=ft)
         if sx == 1:
             return b.load(ptr, typ=pt, align=align)
         raw = b.load(ptr, typ=wide, align=align)
         return b.shuffle_vector(raw, ir.Constant(wide, ir.Undefined), pick)
+
+    picker = StridedRows(b, operands[0], ft, part, sx, (kw - 1) * dx, align)
 
     def window_row(ky: ir.Value, at: list, w_at: list, accs: list) -> list:
         """The taps of window row ky (a loop counter, or the constant 0 of a one-row
@@ -164,10 +211,15 @@ def body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dtype,
         y_off = _mul(b, ky, dy * wp)
         w_off = _mul(b, ky, kw)
         accs = list(accs)
+        rows_read: dict = {}        # strided: each input row's block, loaded once
         for kx in range(kw):
-            tap = _add(b, y_off, const(kx * dx))
-            vals = [_joined(b, [load_row(operands[0], _add(b, a, tap)) for a in rows])
-                    for rows in at]
+            if sx > 1 and pv == 1:
+                vals = [_joined(b, [picker.tap(rows_read, (s, p), _add(b, a, y_off), kx * dx)
+                                    for p, a in enumerate(rows)]) for s, rows in enumerate(at)]
+            else:
+                tap = _add(b, y_off, const(kx * dx))
+                vals = [_joined(b, [load_row(operands[0], _add(b, a, tap)) for a in rows])
+                        for rows in at]
             for k in range(blk.ob):
                 ptr = b.gep(operands[1], [_add(b, w_at[k], _add(b, w_off, const(kx)))],
                             inbounds=True, source_etype=ft)
@@ -222,11 +274,16 @@ class FilterBlocking:
     pv: int = 1      # whole rows per vector (narrow rows, see Blocking)
     nt: int = 0      # images per tile (0: the whole batch in one body call)
     n_nt: int = 1    # tiles along the batch
+    c_outer: bool = False   # without tiles: input channels outside the channel blocks
 
     @property
     def space(self) -> tuple:
-        """The loop's space: (channel block, tile, input channel), the tiles in order."""
-        return (self.n_ob, self.n_nt, None) if self.nt else (self.n_ob, None)
+        """The loop's space: (channel block, tile, input channel), the tiles in order;
+        without tiles (channel block, input channel), or (input channel, channel block)
+        with `c_outer`."""
+        if self.nt:
+            return (self.n_ob, self.n_nt, None)
+        return (None, self.n_ob) if self.c_outer else (self.n_ob, None)
 
 
 # The input planes of a tile of images, all input channels, kept within this many bytes
@@ -244,6 +301,11 @@ TILE_BYTES = 256 << 10
 MIN_TILED_PLANE = 256
 
 
+# What a loop reads again and again stays in a core's cache up to this many bytes (half of
+# a 1 MB L2: the other operand streams through it meanwhile).
+REREAD_BYTES = 512 << 10
+
+
 def images_per_tile(n: int, plane_bytes: int, n_ob: int, g_plane: int = MIN_TILED_PLANE) -> int:
     """The largest divisor of the batch n whose input planes fit TILE_BYTES; 0 where
     tiles gain nothing (one tile; one channel block: the loop's outer dimension, split
@@ -255,9 +317,16 @@ def images_per_tile(n: int, plane_bytes: int, n_ob: int, g_plane: int = MIN_TILE
 
 def filter_blocking(o: int, kernel: tuple, ho: int, wo: int, itemsize: int,
                     vector_bytes: int, registers: int, n: int = 1,
-                    plane_bytes: int = 0) -> FilterBlocking:
+                    plane_bytes: int = 0, g_bytes: int = 0,
+                    channels: int = 0) -> FilterBlocking:
     """`plane_bytes`: the input's bytes per image (C * Hp * Wp * itemsize), for tiles of
-    the batch n (0: no tiles)."""
+    the batch n (0: no tiles); `g_bytes`: the output gradient's (N * O * Hg * Wg *
+    itemsize) and `channels` C: without tiles, the loop runs the input channels outside
+    the channel blocks (g whole again per input channel, each channel's input once)
+    where g stays in cache (REREAD_BYTES) and the input would not, or where that reads
+    less: the other way round (the input whole again per channel block, g's block once),
+    the CNN's 8x8 weight gradients (64 channels, 32 blocks) read their 0.8-1.3 MB input
+    32 times from past L2: 6-11% slower than g (0.5 MB) 32-64 times from L2."""
     lanes = max(1, vector_bytes // itemsize)
     pv = lanes // wo if wo < lanes and lanes % wo == 0 and ho % (lanes // wo) == 0 else 1
     v = lanes if wo >= lanes or pv > 1 else 1 << (wo.bit_length() - 1)
@@ -270,8 +339,16 @@ def filter_blocking(o: int, kernel: tuple, ho: int, wo: int, itemsize: int,
     if 2 * ob <= most:
         ob = most
     n_ob = -(-o // ob)
-    nt = images_per_tile(n, plane_bytes, n_ob, ho * wo) if plane_bytes else 0
-    return FilterBlocking(ob, groups, v, n_ob, pv, nt, n // nt if nt else 1)
+    # no tiles where blocks overlap (the last one moved back inside computes some
+    # channels of the one before it again): each block stores its first tile and adds
+    # the others, so two such blocks on two threads would race on those channels
+    nt = images_per_tile(n, plane_bytes, n_ob, ho * wo) if plane_bytes and o % ob == 0 \
+        else 0
+    x_bytes = n * plane_bytes
+    c_outer = not nt and g_bytes > 0 and (
+        g_bytes <= REREAD_BYTES < x_bytes if (g_bytes <= REREAD_BYTES) != (
+            x_bytes <= REREAD_BYTES) else channels * g_bytes < n_ob * x_bytes)
+    return FilterBlocking(ob, groups, v, n_ob, pv, nt, n // nt if nt else 1, c_outer)
 
 
 def _hsum(e, v: ir.Value, lanes: int) -> ir.Value:
@@ -311,26 +388,28 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
     ft = storage_type(dtype)
     vt = ir.VectorType(ft, blk.v)
     align = dtype.itemsize
-    ob, tile, c = index if blk.nt else (index[0], None, index[1])
+    ob, tile, c = index if blk.nt else (index[1], None, index[0]) if blk.c_outer \
+        else (index[0], None, index[1])
     o0 = _first(b, ob, blk.ob, o_)
     zero = _zero(vt)
     fma = f"llvm.fma.v{blk.v}f{8 * dtype.itemsize}"
     pv = blk.pv
     part = blk.v // pv          # outputs of one row in a vector
     pt = ir.VectorType(ft, part)
-    pick = ir.Constant(ir.VectorType(I32, part), [ir.Constant(I32, k * sx) for k in range(part)])
-    wide = ir.VectorType(ft, part * sx)
     vectors = []                # (first output, lanes counted already by the vector before)
     for j in range(-(-wo // part)):
         x0 = min(j * part, wo - part)
         vectors.append((x0, j * part - x0))
+    picker = StridedRows(b, operands[0], ft, part, sx, max(kx for _, kx in taps) * dx, align)
 
-    def load_x(at: ir.Value) -> ir.Value:
-        ptr = b.gep(operands[0], [at], inbounds=True, source_etype=ft)
-        if sx == 1:
-            return b.load(ptr, typ=pt, align=align)
-        return b.shuffle_vector(b.load(ptr, typ=wide, align=align),
-                                ir.Constant(wide, ir.Undefined), pick)
+    def load_x(rows_read: dict, q: int, at: ir.Value, kx: int) -> ir.Value:
+        """`part` inputs sx apart from at + kx * dx, `at` where input row q's block
+        starts."""
+        if sx > 1:
+            return picker.tap(rows_read, q, at, kx * dx)
+        ptr = b.gep(operands[0], [_add(b, at, const(kx * dx))], inbounds=True,
+                    source_etype=ft)
+        return b.load(ptr, typ=pt, align=align)
 
     def load_g(at: ir.Value) -> ir.Value:
         """One vector of g from `at`: pv rows of `part`, joined where g's rows are wider
@@ -368,12 +447,13 @@ def filter_body(e, out: ir.Value, operands: list, index: list, shapes: tuple, dt
                         gv = b.select(keep, gv, zero)
                     gs[r].append(gv)
             loaded: dict = {}   # input rows (offsets from the group's first) read once
+            rows_read: dict = {}    # strided: each input row's block, loaded once
             for r in range(per):
                 for t, (ky, kx) in enumerate(taps):
                     rows = tuple((r + p) * sy + ky * dy for p in range(pv))
                     if (rows, kx) not in loaded:
-                        loaded[rows, kx] = _joined(b, [load_x(_add(b, x_top, const(
-                            q * wp + x0 * sx + kx * dx))) for q in rows])
+                        loaded[rows, kx] = _joined(b, [load_x(rows_read, q, _add(
+                            b, x_top, const(q * wp + x0 * sx)), kx) for q in rows])
                     xv = loaded[rows, kx]
                     for k in range(blk.ob):
                         i = k * len(taps) + t

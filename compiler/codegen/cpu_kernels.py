@@ -712,13 +712,14 @@ def extent(shape: tuple) -> int:
 
 
 def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body: Any,
-         cuts: tuple = (), inner: Any = None, rows: Any = None) -> None:
+         cuts: tuple = (), inner: Any = None, rows: Any = None, join: bool = False) -> None:
     """for index in shape (the outer dimension in [start, end)): body(index). `cuts`
     split the innermost dimension (when it is not the outer one) into pieces, one loop
     each, whose compile-time range the emitter knows (`index_rules.innermost_cuts`);
     `inner(index)`, if given, runs the innermost dimension instead (update_blocks);
     `rows(length)` -> m runs a piece (or the whole innermost dimension) of that length
-    as rows of m (inner_rows)."""
+    as rows of m (inner_rows); `join`: the two inner dimensions as one loop where nothing
+    else splits the last (inner_rows.joinable)."""
     if not shape:
         body([])
         return
@@ -726,7 +727,11 @@ def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body
     last = len(shape) - 1
     split = last != outer and shape[last] != 1
     pieces = inner if split else None
-    if pieces is None and split and (cuts or rows is not None):
+    # the two inner dimensions as one loop where the last is narrow and whole (no pieces,
+    # no rows: inner_rows.joined_loop)
+    join = join and split and last - 1 != outer and pieces is None and not cuts \
+        and (rows is None or rows(shape[last]) == 1)
+    if pieces is None and split and not join and (cuts or rows is not None):
         bounds = (0,) + tuple(cuts) + (shape[last],)
 
         def pieces(index: list) -> None:
@@ -747,6 +752,13 @@ def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body
             return
         if d == last and pieces is not None:
             pieces(index)
+            return
+        if join and d == last - 1:
+            def both(q: ir.Value, r: ir.Value) -> None:
+                e.push_scope()
+                body(index + [q, r])
+                e.pop_scope()
+            inner_rows.joined_loop(e, shape[d], shape[last], both, name=f"d{d}")
             return
         lo, hi = (start, end) if d == outer else (const(0), const(shape[d]))
 
@@ -772,10 +784,12 @@ def nest_updates(e: ElementalEmitter, instructions: list, members: list, shape: 
     cuts = innermost_cuts(instructions, members, shape)
     blocks = None if cuts else update_blocks.plan(instructions, members, shape)
 
-    def rows(length: int) -> int:
-        return inner_rows.row_width(instructions, members, length)
+    def rows(length: int) -> int:       # rows of m, or columns of m (phases woven)
+        return max(inner_rows.row_width(instructions, members, length),
+                   inner_rows.column_width(instructions, members, length))
     if blocks is None or outer_dim(shape) == len(shape) - 1:
-        nest(e, shape, start, end, body, cuts, rows=rows)
+        nest(e, shape, start, end, body, cuts, rows=rows,
+             join=inner_rows.joinable(instructions, members, shape))
         return
     z, updates = blocks
     ok = update_blocks.aligned(e, instructions, z, updates)
@@ -783,7 +797,7 @@ def nest_updates(e: ElementalEmitter, instructions: list, members: list, shape: 
         with in_blocks:
             e.push_scope()
             inner = update_blocks.blocks_inner(e, instructions, z, updates, shape[-1], body,
-                                               rows(z))
+                                               inner_rows.row_width(instructions, members, z))
             nest(e, shape, start, end, body, inner=inner)
             e.pop_scope()
         with plain:

@@ -21,6 +21,7 @@ from ..hlo.module import Module
 from ..primitive import ELEMENTWISE, PRIMITIVES
 from ..primitives.reduction import identity, reducer_of
 from . import complex_values as cx
+from . import inner_rows
 from .llvm_types import (F16, F32, HALF, I1, I16, I32, I64, Value, compute_type, constant,
                          storage_type)
 from .loops import const, counted_loop
@@ -64,6 +65,9 @@ class ElementalEmitter:
         # id(index value) -> (value, q, m, r): it is q * m + r with 0 <= r < m (a loop
         # run as rows of m; inner_rows.py)
         self.offsets: dict = {}
+        # (id(q), id(r)) -> (i, m, q, r): the index pair (q, r) is i's split into rows of m,
+        # i a loop variable (inner_rows.joined_loop); `linear` reads it as i
+        self.joined: dict = {}
 
     # ---- scopes: a value may be reused only where it dominates ----------------------
 
@@ -139,11 +143,28 @@ class ElementalEmitter:
         hit = self._linear.get(key)
         if hit is not None:
             return hit[0]
-        lin = index[0]
-        for n, i in zip(shape[1:], index[1:]):
-            lin = self._mul_add(lin, n, i)
+        lin, k = index[0], 1
+        if len(shape) > 1 and self.joined:
+            lin, k = self._joined_pair(index, shape, 0, None)
+        while k < len(shape):
+            if k + 1 < len(shape) and self.joined:
+                lin, k = self._joined_pair(index, shape, k, lin)
+                continue
+            lin, k = self._mul_add(lin, shape[k], index[k]), k + 1
         self._linear[key] = (lin, block, list(index))     # keeps the ids valid
         return lin
+
+    def _joined_pair(self, index: list, shape: tuple, k: int, lin: Any) -> tuple:
+        """(offset, next dimension) after dimension k of `linear`'s walk (lin: the offset
+        of the dimensions before k, None for none): dimensions k and k + 1 at once where
+        their indices are a joined loop's (q, r) of one variable i (inner_rows.joined_loop),
+        lin * (n_k * n_k+1) + i, consecutive in i; dimension k alone otherwise."""
+        i = inner_rows.joined(self, index[k], index[k + 1], shape[k + 1])
+        if i is None:
+            return (index[k] if lin is None else self._mul_add(lin, shape[k], index[k])), k + 1
+        if lin is None:
+            return i, k + 2
+        return self._mul_add(lin, shape[k] * shape[k + 1], i), k + 2
 
     def _mul_add(self, x: ir.Value, n: int, i: ir.Value) -> ir.Value:
         """x * n + i (no signed overflow: offsets stay inside an array)."""

@@ -7,6 +7,12 @@ see that consecutive indices read consecutive elements, and loads them one by on
 (gathers). Run as H rows of D, the index is q * D + r with r the innermost loop's
 variable; the emitter is told so (`know`), and the reshape reads (q, r) without dividing
 (index_rules.same_element), contiguous in r: vector loads.
+
+The same knowledge shapes two other innermost loops: columns (a dimension woven from
+phases, (..., n, s) -> (..., n * s) with s small: r unrolled, a constant, and q the loop
+variable; `columns_loop`), and two inner dimensions run as one loop (a narrow last one,
+(q, r) the quotient and remainder of the loop variable i, which `e.linear` reads as i
+itself; `joined_loop`).
 """
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ from typing import Callable
 
 import llvmlite.ir as ir
 
-from ..primitive import PRIMITIVES
+from ..primitive import ELEMENTWISE, INDEXING, LEAF, PRIMITIVES, REDUCTION
 from .loops import const, counted_loop
 
 MIN_ROW = 8         # narrower rows: no vector to gain
@@ -32,6 +38,23 @@ def row_width(instructions: list, members: list, length: int) -> int:
         src = instructions[ins.operands[0]].shape
         m = src[-1] if src else 1
         if MIN_ROW <= m < length and length % m == 0:
+            best = max(best, m)
+    return best
+
+
+def column_width(instructions: list, members: list, length: int) -> int:
+    """s: a loop over `length` elements runs as columns of s (`rows_loop`) when a reshape
+    among `members` makes a dimension `length` long of one whose last dimension is s,
+    2 <= s < MIN_ROW (phases woven into one dimension: a strided convolution's input
+    gradient, (..., m, s) -> (..., m * s)); the widest such s. 1: none."""
+    best = 1
+    for pos in members:
+        ins = instructions[pos]
+        if ins.op != "reshape" or not ins.shape or ins.shape[-1] != length:
+            continue
+        src = instructions[ins.operands[0]].shape
+        m = src[-1] if src else 1
+        if 2 <= m < MIN_ROW and length % m == 0:
             best = max(best, m)
     return best
 
@@ -64,11 +87,15 @@ def shifted(e, value: ir.Value, offset: int) -> ir.Value:
 
 def rows_loop(e, lo: int, length: int, m: int, step: Callable, name: str) -> None:
     """for i in [lo, lo + length): step(i); as length / m rows of m when m > 1 (and m
-    divides lo), i known to the emitter as q * m + r."""
+    divides lo), i known to the emitter as q * m + r; below MIN_ROW, as columns: a loop
+    over q with r = 0 ... m - 1 unrolled in its body, a constant each (`columns_loop`)."""
     b = e.b
     if m <= 1 or lo % m:
         counted_loop(b, const(lo), const(lo + length), [],
                      lambda i, carried: (step(i), [])[1], name=name)
+        return
+    if m < MIN_ROW:
+        columns_loop(e, lo, length, m, step, name)
         return
 
     def row(q: ir.Value, carried: list) -> list:
@@ -82,3 +109,112 @@ def rows_loop(e, lo: int, length: int, m: int, step: Callable, name: str) -> Non
         counted_loop(b, const(0), const(m), [], inner, name=name)
         return []
     counted_loop(b, const(0), const(length // m), [], row, name=name + "q")
+
+
+def columns_loop(e, lo: int, length: int, m: int, step: Callable, name: str) -> None:
+    """for i in [lo, lo + length) as q * m + r, r unrolled: a read through phases woven
+    along this dimension ((..., n, m) -> (..., n * m)) picks its phase by the constant r
+    and reads it at q, consecutive along the loop; varying r along the loop made each
+    element select among the phases (gathers from every phase: a CNN's batch-norm
+    gradient over a strided convolution's woven input gradient ran at ~15 GB/s). The
+    loop's other accesses, at q * m + r, are LLVM's interleaved groups (wide loads and
+    stores, shuffled)."""
+    b = e.b
+
+    def column(q: ir.Value, carried: list) -> list:
+        qq = b.add(q, const(lo // m), flags=("nsw", "nuw")) if lo else q
+        at = b.mul(qq, const(m), flags=("nsw", "nuw"))
+        for r in range(m):
+            i = b.add(at, const(r), flags=("nsw", "nuw")) if r else at
+            know(e, i, qq, m, const(r))
+            e.push_scope()
+            step(i)
+            e.pop_scope()
+            forget(e, i)
+        return []
+    counted_loop(b, const(0), const(length // m), [], column, name=name + "c")
+
+
+# ---- two inner dimensions as one loop -----------------------------------------------
+
+# The widest last dimension whose loop joins the one before it (`joined_loop`): a row of
+# 64 floats is four AVX-512 vectors, and a reduction's lanes are summed at each row's end
+# (a batch norm's statistics over 32 x 32 planes took ~30 instructions a row of 32 for 8
+# of work); wider rows pay that sum rarely enough.
+MAX_JOINED_ROW = 64
+
+
+def joins(rows: int, width: int) -> bool:
+    """Whether a loop over (rows, width) runs as one loop of rows * width (`joined_loop`):
+    two dimensions longer than 1, the last narrow, a power of two (its quotient and
+    remainder a shift and a mask, folded away where only an address needs them)."""
+    return rows > 1 and 1 < width <= MAX_JOINED_ROW and width & (width - 1) == 0
+
+
+def joinable(instructions: list, members: list, shape: tuple) -> bool:
+    """Whether a loop over `shape` runs its two inner dimensions as one (`joined_loop`):
+    they `join`, and every member that moves indices reads its operand at those two
+    indices as they are, or at neither (a broadcast of a channel's value). A pad, slice,
+    concatenate or reverse there computes its own row index from q (a clamp or an
+    offset): the address is then no longer consecutive in i, and the loads become
+    gathers."""
+    if len(shape) < 2 or not joins(shape[-2], shape[-1]):
+        return False
+    tail = tuple(shape[-2:])
+    for pos in members:
+        ins = instructions[pos]
+        kind = PRIMITIVES[ins.op].kind
+        if kind in (ELEMENTWISE, LEAF, REDUCTION) or tuple(ins.shape[-2:]) != tail:
+            continue        # the same index, or none; a smaller shape is read through
+                            # an index move of this shape, checked itself
+        if kind != INDEXING or not _keeps_tail(ins, instructions[ins.operands[0]].shape):
+            return False
+    return True
+
+
+def _keeps_tail(ins, src: tuple) -> bool:
+    """Whether an index move of shape (..., a, b) reads its operand at the same last two
+    indices (or at neither: they are repeated)."""
+    rank, tail = len(ins.shape), tuple(ins.shape[-2:])
+    a = ins.attrs
+    if ins.op == "broadcast_in_dim":
+        read = [d for k, d in enumerate(a["broadcast_dimensions"])
+                if d >= rank - 2 and src[k] != 1]
+        return not read or (read == [rank - 2, rank - 1] and tuple(src[-2:]) == tail)
+    if ins.op == "reshape":
+        return len(src) >= 2 and tuple(src[-2:]) == tail
+    if ins.op == "transpose":
+        return tuple(a["permutation"][-2:]) == (rank - 2, rank - 1)
+    if ins.op == "slice":
+        return tuple(src[-2:]) == tail and tuple(a["start_indices"][-2:]) == (0, 0) \
+            and tuple(a["strides"][-2:]) == (1, 1)
+    return False
+
+
+def joined_loop(e, rows: int, width: int, step: Callable, name: str) -> None:
+    """for q in [0, rows): for r in [0, width): step(q, r), as one loop over
+    i = q * width + r: a vectorized reduction carries its lanes across rows (one sum of
+    lanes at the loop's end, not one a row), and an elementwise loop over narrow rows
+    (8 floats: half an AVX-512 vector) runs whole vectors. `e.linear` reads (q, r) of a
+    `width`-long dimension as i itself (`joined`), so that addresses stay consecutive in
+    i for LLVM's vectorizer."""
+    b = e.b
+    shift = width.bit_length() - 1
+
+    def inner(i: ir.Value, carried: list) -> list:
+        q = b.lshr(i, const(shift))
+        r = b.and_(i, const(width - 1))
+        know(e, i, q, width, r)
+        e.joined[(id(q), id(r))] = (i, width, q, r)    # keeps the ids valid
+        step(q, r)
+        del e.joined[(id(q), id(r))]
+        forget(e, i)
+        return []
+    counted_loop(b, const(0), const(rows * width), [], inner, name=name)
+
+
+def joined(e, q: ir.Value, r: ir.Value, width: int):
+    """i where (q, r) is `joined_loop`'s split of i over rows of `width`, else None."""
+    hit = e.joined.get((id(q), id(r)))
+    return hit[0] if hit is not None and hit[1] == width and hit[2] is q and hit[3] is r \
+        else None

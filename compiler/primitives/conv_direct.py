@@ -205,7 +205,9 @@ def _filter_loops(ins, operands):
     blk = conv_direct.filter_blocking(g.shape[1], tuple(ins.attrs["kernel_size"]),
                                       *ins.attrs["g_size"], ins.dtype.itemsize,
                                       64 if wide else 32, 32 if wide else 16,
-                                      xp.shape[0], plane)
+                                      xp.shape[0], plane,
+                                      int(np.prod(g.shape)) * ins.dtype.itemsize,
+                                      xp.shape[1])
     shapes = (xp.shape, g.shape, ins.shape)
     a = ins.attrs
     loops = []
