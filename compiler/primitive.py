@@ -166,6 +166,11 @@ class Primitive:
     linear: bool = False                 # an index move whose element i (row-major) is its
                                          # operand's element i (a reshape): computable at
                                          # a linear index
+    keeps_tail: Any = None               # (instruction, operand shape) -> whether the index
+                                         # move reads its operand at the same last two
+                                         # indices, or at neither (repeated): a loop may
+                                         # then run those two as one (compiler/codegen/
+                                         # inner_rows.py joined_loop); None: it does not
     flops: Any = None                    # (instruction, operand instructions) -> the
                                          # operations it performs (a profile's GFLOP/s);
                                          # `primitive` fills it in by kind where not given

@@ -50,7 +50,7 @@ def column_width(instructions: list, members: list, length: int) -> int:
     best = 1
     for pos in members:
         ins = instructions[pos]
-        if ins.op != "reshape" or not ins.shape or ins.shape[-1] != length:
+        if not PRIMITIVES[ins.op].linear or not ins.shape or ins.shape[-1] != length:
             continue
         src = instructions[ins.operands[0]].shape
         m = src[-1] if src else 1
@@ -167,28 +167,11 @@ def joinable(instructions: list, members: list, shape: tuple) -> bool:
         if kind in (ELEMENTWISE, LEAF, REDUCTION) or tuple(ins.shape[-2:]) != tail:
             continue        # the same index, or none; a smaller shape is read through
                             # an index move of this shape, checked itself
-        if kind != INDEXING or not _keeps_tail(ins, instructions[ins.operands[0]].shape):
+        keeps = PRIMITIVES[ins.op].keeps_tail
+        if kind != INDEXING or keeps is None or \
+                not keeps(ins, instructions[ins.operands[0]].shape):
             return False
     return True
-
-
-def _keeps_tail(ins, src: tuple) -> bool:
-    """Whether an index move of shape (..., a, b) reads its operand at the same last two
-    indices (or at neither: they are repeated)."""
-    rank, tail = len(ins.shape), tuple(ins.shape[-2:])
-    a = ins.attrs
-    if ins.op == "broadcast_in_dim":
-        read = [d for k, d in enumerate(a["broadcast_dimensions"])
-                if d >= rank - 2 and src[k] != 1]
-        return not read or (read == [rank - 2, rank - 1] and tuple(src[-2:]) == tail)
-    if ins.op == "reshape":
-        return len(src) >= 2 and tuple(src[-2:]) == tail
-    if ins.op == "transpose":
-        return tuple(a["permutation"][-2:]) == (rank - 2, rank - 1)
-    if ins.op == "slice":
-        return tuple(src[-2:]) == tail and tuple(a["start_indices"][-2:]) == (0, 0) \
-            and tuple(a["strides"][-2:]) == (1, 1)
-    return False
 
 
 def joined_loop(e, rows: int, width: int, step: Callable, name: str) -> None:

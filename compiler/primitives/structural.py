@@ -213,13 +213,20 @@ def _broadcast_batch(node, size, operands, batched):
                      broadcast_dimensions=(0,) + B.shifted(node.attrs["broadcast_dimensions"]))
 
 
+def _broadcast_keeps_tail(ins, src: tuple) -> bool:
+    rank, tail = len(ins.shape), tuple(ins.shape[-2:])
+    read = [d for k, d in enumerate(ins.attrs["broadcast_dimensions"])
+            if d >= rank - 2 and src[k] != 1]
+    return not read or (read == [rank - 2, rank - 1] and tuple(src[-2:]) == tail)
+
+
 broadcast_in_dim = primitive("broadcast_in_dim", INDEXING, _broadcast_infer, _broadcast_ref,
                              emit=IR.broadcast_in_dim, cheap=True, repeats=True,
                              attrs=("shape", "broadcast_dimensions"),
                              doc="Operand dimension i becomes output dimension "
                                  "broadcast_dimensions[i]; the others are repeated.",
                              vjp=_broadcast_vjp, vjp_by_type=True, batch=_broadcast_batch,
-                             simplify=S.broadcast_twice)
+                             simplify=S.broadcast_twice, keeps_tail=_broadcast_keeps_tail)
 
 
 def _reshape_infer(operands, shape):
@@ -236,6 +243,8 @@ reshape = primitive("reshape", INDEXING, _reshape_infer,
                     attrs=("shape",),
                     doc="Row-major reshape.", vjp=_reshape_vjp, vjp_by_type=True,
                     simplify=S.reshape_twice,
+                    keeps_tail=lambda ins, src: len(src) >= 2 and tuple(src[-2:]) == tuple(
+                        ins.shape[-2:]),
                     batch=lambda node, size, ops, _: B.same_op(node, ops, shape=(size,) + node.shape))
 
 
@@ -251,6 +260,8 @@ transpose = primitive("transpose", INDEXING, _transpose_infer,
                       attrs=("permutation",),
                       doc="out.shape[i] = x.shape[permutation[i]].", vjp=_transpose_vjp,
                       vjp_by_type=True, simplify=S.transpose_rule,
+                      keeps_tail=lambda ins, src: tuple(ins.attrs["permutation"][-2:]) == (
+                          len(ins.shape) - 2, len(ins.shape) - 1),
                       batch=lambda node, size, ops, _: B.same_op(
                           node, ops, permutation=(0,) + B.shifted(node.attrs["permutation"])))
 
@@ -283,7 +294,10 @@ def _slice_batch(node, size, operands, batched):
 slice_ = primitive("slice", INDEXING, _slice_infer, _slice_ref,
                    emit=IR.slice_,
                    attrs=("start_indices", "limit_indices", "strides"), vjp=_slice_vjp,
-                   vjp_by_type=True, batch=_slice_batch, simplify=S.slice_whole)
+                   vjp_by_type=True, batch=_slice_batch, simplify=S.slice_whole,
+                   keeps_tail=lambda ins, src: tuple(src[-2:]) == tuple(ins.shape[-2:])
+                   and tuple(ins.attrs["start_indices"][-2:]) == (0, 0)
+                   and tuple(ins.attrs["strides"][-2:]) == (1, 1))
 
 
 def _clamped_starts(shape, sizes, starts):
