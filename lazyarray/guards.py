@@ -64,6 +64,7 @@ class _GuardWalk(_Walk):
         self.names: list = []      # (globals dict, name): the global's identity
         self.arrays: list = []     # small NumPy arrays keyed by value
         self.sets: list = []       # sets: (the set, its items held, their ids)
+        self.libclasses: list = []  # the library's classes: (namespace, a copy of it)
         self._noted: set = set()
 
     def _once(self, x: Any) -> bool:
@@ -110,7 +111,14 @@ class _GuardWalk(_Walk):
         if not trace_cache._library(cls.__module__):
             self.attrs.append((cls, "__mro__"))
         for c in cls.__mro__:
-            if not trace_cache._library(c.__module__) and self._once(c):
+            if c.__module__ == "builtins" or not self._once(c):
+                continue
+            if trace_cache._library(c.__module__):
+                # its code is not walked, but a method of it may be replaced
+                # (`nn.Linear.forward = patched`): compared whole, as a copy of its
+                # namespace (one C-level dict comparison, identity first)
+                self.libclasses.append((vars(c), dict(vars(c))))
+            else:
                 self.maps.append(vars(c))
         return super()._class_key(cls)
 
@@ -138,7 +146,7 @@ class Guard:
     __slots__ = ("maps", "lens", "full", "keys", "pair_maps", "held", "ids", "lists",
                  "list_lens", "list_held", "list_ids", "objs", "attr_names", "attr_held",
                  "attr_ids", "globs", "glob_names", "glob_held", "glob_ids", "arrays", "sets",
-                 "tensors", "states")
+                 "tensors", "states", "lib_spaces", "lib_copies")
 
     def __init__(self, w: _GuardWalk) -> None:
         self.maps = w.maps
@@ -167,6 +175,8 @@ class Guard:
         self.glob_ids = list(map(id, self.glob_held))
         self.arrays = w.arrays
         self.sets = w.sets
+        self.lib_spaces = [n for n, _ in w.libclasses]
+        self.lib_copies = [c for _, c in w.libclasses]
         self.tensors = w.tensors
         self.states = list(map(_state_of, w.tensors))
 
@@ -183,6 +193,7 @@ class Guard:
                     and list(map(id, map(dict.get, self.globs, self.glob_names,
                                          repeat(_MISSING)))) == self.glob_ids
                     and list(map(_state_of, self.tensors)) == self.states
+                    and all(map(operator.eq, self.lib_spaces, self.lib_copies))
                     and all(a.dtype.str == d and a.shape == s and a.tobytes() == b
                             for a, d, s, b in self.arrays)
                     and all(frozenset(map(id, s)) == ids for s, _, ids in self.sets))

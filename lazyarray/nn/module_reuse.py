@@ -341,6 +341,9 @@ def _replay(e: Entry, tensors: list) -> Any:
         for i, t in zip(e.order, Tensor._wrap_all([elements[i] for i in e.order], e.state)):
             made[i] = t
     else:
+        # an output holding an input's node holds it as forward began: taken before the
+        # writes below give the written inputs their new nodes
+        held = {j: tensors[j]._node for kind, j in e.outs if kind == "n"}
         for i in e.order:           # (pending in the first call's order)
             if i < base:
                 made[i] = Tensor._wrap_all([elements[i]], e.state)[0]
@@ -353,7 +356,7 @@ def _replay(e: Entry, tensors: list) -> Any:
         elif kind == "t":
             flat.append(tensors[j])
         elif kind == "n":
-            flat.append(Tensor._wrap(tensors[j]._node, e.state))
+            flat.append(Tensor._wrap(held[j] if e.writes else tensors[j]._node, e.state))
         elif kind == "o":
             flat.append(flat[j])
         else:

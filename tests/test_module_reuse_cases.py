@@ -1,0 +1,634 @@
+"""Adversarial cases for module-call reuse (lazyarray/nn/module_reuse.py): each row is a
+scenario of calls (with changes between them) run with reuse on and with it off; the
+results must be equal, and a row marked so must have replayed at least once."""
+from __future__ import annotations
+
+import copy
+import functools
+import gc
+import pickle
+import types
+import weakref
+
+import numpy as np
+import pytest
+
+import lazyarray as la
+from lazyarray.nn import module_reuse as MR
+
+nn = la.nn
+F = la.nn.functional
+
+
+def _rng():
+    return np.random.default_rng(7)
+
+
+def _fill(m, seed=1):
+    """Deterministic parameter values (both runs of a row see the same model)."""
+    rng = np.random.default_rng(seed)
+    with la.no_grad():
+        for p in m.parameters():
+            p.copy_(la.asarray(rng.standard_normal(p.shape).astype(np.float32) * 0.5))
+    la.sync()
+    return m
+
+
+def _x(*shape, seed=0):
+    return la.asarray(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def _np(out):
+    """Every array of a nested result, in order."""
+    if isinstance(out, la.Tensor):
+        return [out.numpy()]
+    if isinstance(out, (tuple, list)):
+        return [a for v in out for a in _np(v)]
+    if isinstance(out, dict):
+        return [a for k in out for a in _np(out[k])]
+    return [np.asarray(-999.0 if out is None else float(out))]
+
+
+class Lin(nn.Module):
+    def __init__(self, i=4, o=3):
+        super().__init__()
+        self.l = nn.Linear(i, o)
+
+    def forward(self, x):
+        return self.l(x)
+
+
+# ---- scenarios: each returns the arrays it saw; run once with reuse, once without -----------
+
+def kwargs_vs_positional():
+    class M(Lin):
+        def forward(self, x, scale=2.0):
+            return self.l(x) * scale
+    m, x, out = _fill(M()), _x(2, 4), []
+    for call in (lambda: m(x, 2.0), lambda: m(x, scale=3.0), lambda: m(x),
+                 lambda: m(x, 2.0), lambda: m(x=x, scale=5.0), lambda: m(x, scale=3.0)):
+        out += _np(call())
+    return out
+
+
+def defaults_changed():
+    class M(Lin):
+        def forward(self, x, scale=2.0, *, shift=1.0):
+            return self.l(x) * scale + shift
+    m, x, out = _fill(M()), _x(2, 4), []
+    out += _np(m(x)) + _np(m(x))
+    M.forward.__defaults__ = (5.0,)
+    out += _np(m(x)) + _np(m(x))
+    M.forward.__kwdefaults__ = {"shift": -3.0}
+    out += _np(m(x)) + _np(m(x))
+    return out
+
+
+def star_args_forwarded():
+    class Inner(Lin):
+        def forward(self, *xs, **kw):
+            return sum(self.l(x) for x in xs) * kw.get("k", 1.0)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, *a, **kw):
+            return self.inner(*a, **kw)
+    m, out = _fill(M()), []
+    for k in range(3):
+        out += _np(m(_x(2, 4, seed=k), _x(2, 4, seed=k + 9), k=float(k % 2 + 1)))
+        out += _np(m(_x(2, 4, seed=k)))
+        out += _np(m(_x(2, 4, seed=k), k=2.0))
+    return out
+
+
+def containers_in_and_out():
+    class M(Lin):
+        def forward(self, pair, items, table):
+            a, b = pair
+            y = self.l(a + b)
+            return {"y": y, "list": [items[0] * 2, (items[1], None, 3)], "n": table["n"]}, y
+    m, out = _fill(M()), []
+    for k in range(3):
+        out += _np(m((_x(2, 4, seed=k), _x(2, 4, seed=1)), [_x(3), _x(2, seed=k)],
+                     {"n": k % 2, "unused": _x(1)}))
+    return out
+
+
+def returns_its_argument_and_a_parameter():
+    class M(Lin):
+        def forward(self, x):
+            return x, self.l.weight, self.l(x), x
+    m, out = _fill(M()), []
+    for k in range(3):
+        x = _x(2, 4, seed=k)
+        a, w, y, b = m(x)
+        assert a is x and b is x and w is m.l.weight
+        a += 1.0                         # the user's own tensor: x itself
+        out += _np((x, w, y))
+        with la.no_grad():
+            m.l.weight.copy_(m.l.weight * 0.5)
+    return out
+
+
+def returns_views():
+    class M(nn.Module):
+        def forward(self, x):
+            return x[0], x.T, x.reshape(x.shape), x.reshape(-1)[1:3], x[...]
+    m, out = M(), []
+    for k in range(3):
+        x = _x(2, 4, seed=k)
+        vs = m(x)
+        x += 10.0                        # after the call: views in lazyarray are copies?
+        out += _np(vs) + _np(x)
+    return out
+
+
+def same_output_twice():
+    class M(Lin):
+        def forward(self, x):
+            y = self.l(x)
+            return y, y, [y]
+    m, out = _fill(M()), []
+    for k in range(3):
+        a, b, (c,) = m(_x(2, 4, seed=k))
+        assert a is b is c
+        a += 1.0
+        out += _np((a, b, c))
+    return out
+
+
+def in_place_on_arguments():
+    class M(nn.Module):
+        def forward(self, x, log, pos):
+            x += 1.0
+            log[pos] = x.sum()
+            x[0] = 2.0
+            return x * 2.0
+    m, out = M(), []
+    log = la.asarray(np.zeros(4, np.float32))
+    for k in range(4):
+        x = _x(2, 3, seed=k)
+        y = m(x, log, k % 2)
+        out += _np((y, x, log))
+    return out
+
+
+def in_place_on_a_counter_buffer():
+    class M(Lin):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", la.asarray(np.zeros((), np.float32)))
+
+        def forward(self, x):
+            self.count += 1.0
+            self.count.add_(1.0)
+            return self.l(x) * self.count
+    m, out = _fill(M()), []
+    for k in range(4):
+        out += _np(m(_x(2, 4, seed=k))) + _np(m.count)
+    return out
+
+
+def batchnorm_train_and_eval():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(4)
+
+        def forward(self, x):
+            return self.bn(x) * 2.0
+    m, out = M(), []
+    for k in range(6):
+        m.train(k % 3 != 2)
+        out += _np(m(_x(5, 4, seed=k))) + _np((m.bn.running_mean, m.bn.running_var))
+    return out
+
+
+def parameters_replaced():
+    m, x, out = _fill(Lin()), _x(2, 4), []
+    out += _np(m(x)) + _np(m(x))
+    m.l.weight.data = la.asarray(np.ones((3, 4), np.float32))
+    out += _np(m(x))
+    with la.no_grad():
+        m.l.bias.copy_(la.asarray(np.full(3, 2.0, np.float32)))
+    out += _np(m(x))
+    m.l.weight.requires_grad_(False)
+    out += _np(m(x))
+    m.l.weight.requires_grad_(True)
+    out += _np(m(x))
+    m.l.weight = nn.Parameter(la.asarray(np.full((3, 4), -1.0, np.float32)))
+    out += _np(m(x))
+    return out
+
+
+def casts():
+    m, x, out = _fill(Lin()), _x(2, 4), []
+    out += _np(m(x)) + _np(m(x))
+    m.to(dtype=la.float64)
+    out += _np(m(x.to(dtype=la.float64))) + _np(m(x.to(dtype=la.float64)))
+    m.to(dtype=la.float16)
+    half = x.to(dtype=la.float16)
+    out += [a.astype(np.float32) for a in _np(m(half)) + _np(m(half))]
+    m.to(dtype=la.float32)
+    out += _np(m(x))
+    return out
+
+
+def autocast_and_settings():
+    m, x, out = _fill(Lin()), _x(2, 4), []
+    out += _np(m(x))
+    with la.autocast("bfloat16"):
+        out += [a.astype(np.float32) for a in _np(m(x)) + _np(m(x))]
+    out += _np(m(x))
+    return out
+
+
+def shared_and_listed_submodules():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.shared = nn.Linear(4, 4)
+            self.blocks = nn.ModuleList([self.shared, nn.Linear(4, 4)])
+            self.table = nn.ModuleDict({"a": nn.Linear(4, 4)})
+            self.plain = [nn.Linear(4, 4)]
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return self.plain[0](self.table["a"](self.shared(x)))
+    m, x, out = _fill(M()), _x(2, 4), []
+    _fill(m.plain[0], seed=4)
+    out += _np(m(x)) + _np(m(x))
+    m.plain[0] = _fill(nn.Linear(4, 4), seed=5)
+    out += _np(m(x))
+    m.blocks.append(_fill(nn.Linear(4, 4), seed=6))
+    out += _np(m(x))
+    m.table["a"] = _fill(nn.Linear(4, 4), seed=7)
+    out += _np(m(x))
+    m.plain.append(nn.Linear(4, 4))      # not read: still right
+    out += _np(m(x))
+    return out
+
+
+def closures_lambdas_partials():
+    k = [2.0]
+    scale = 3.0
+
+    def act(t, s=1.0):
+        return t * scale * s
+
+    class M(Lin):
+        def __init__(self):
+            super().__init__()
+            self.fn = lambda t: t * k[0]
+            self.act = act
+            self.p = functools.partial(act, s=2.0)
+
+        def forward(self, x):
+            return self.p(self.act(self.fn(self.l(x))))
+    m, x, out = _fill(M()), _x(2, 4), []
+    out += _np(m(x)) + _np(m(x))
+    k[0] = 5.0
+    out += _np(m(x))
+    scale = 7.0                          # the closure cell of act  # noqa: F841
+    out += _np(m(x))
+    m.p.keywords["s"] = 4.0
+    out += _np(m(x))
+    m.fn = lambda t: t - 1.0
+    out += _np(m(x))
+    return out
+
+
+def _g1(t):
+    return t * 2.0
+
+
+ACT = _g1
+
+
+class UsesGlobal(Lin):
+    factor = 1.0
+
+    def forward(self, x):
+        return ACT(self.l(x)) * self.factor
+
+
+def globals_and_class_attributes():
+    global ACT
+    m, x, out = _fill(UsesGlobal()), _x(2, 4), []
+    try:
+        out += _np(m(x)) + _np(m(x))
+        ACT = lambda t: t - 3.0          # noqa: E731
+        out += _np(m(x))
+        UsesGlobal.factor = 4.0
+        out += _np(m(x))
+    finally:
+        ACT, UsesGlobal.factor = _g1, 1.0
+    return out
+
+
+def monkeypatched_methods():
+    class M(Lin):
+        def forward(self, x):
+            return self.l(x) * 2.0
+    m, x, out = _fill(M()), _x(2, 4), []
+    out += _np(m(x)) + _np(m(x))
+    m.forward = types.MethodType(lambda self, x: self.l(x) * 3.0, m)
+    out += _np(m(x)) + _np(m(x))
+    del m.forward
+    M.forward = lambda self, x: self.l(x) * 4.0
+    out += _np(m(x)) + _np(m(x))
+    old = nn.Linear.forward
+    try:
+        nn.Linear.forward = lambda self, x: old(self, x) * 10.0
+        out += _np(m(x)) + _np(m(x))
+    finally:
+        nn.Linear.forward = old
+    out += _np(m(x))
+    return out
+
+
+def forward_raises_first():
+    class M(Lin):
+        def forward(self, x, fail):
+            y = self.l(x)
+            if fail:
+                raise ValueError("failing on purpose")
+            return y
+    m, x, out = _fill(M()), _x(2, 4), []
+    for fail in (True, False, True, False, False):
+        try:
+            out += _np(m(x, fail))
+        except ValueError:
+            out.append(np.array(-1.0))
+    return out
+
+
+def reentrant_top_level_module():
+    other = _fill(Lin(3, 3), seed=3)
+
+    class M(Lin):
+        def forward(self, x):
+            return other(self.l(x)) + other(self.l(x) * 2.0)
+    m, x, out = _fill(M()), _x(2, 4), []
+    out += _np(other(_x(2, 3))) + _np(m(x)) + _np(m(x)) + _np(other(_x(2, 3)))
+    _fill(other, seed=4)
+    out += _np(m(x))
+    other.l = _fill(nn.Linear(3, 3), seed=5)
+    out += _np(m(x))
+    return out
+
+
+def scalars_and_scalar_tensors():
+    class M(Lin):
+        def forward(self, x, pos, p2=None):
+            y = self.l(x) * pos
+            return y if p2 is None else y + p2
+    m, x, out = _fill(M()), _x(2, 4), []
+    for pos in (3, 4, 3, 4.0, True, 4):
+        out += _np(m(x, pos))
+    for pos in range(3):
+        out += _np(m(x, 1, la.asarray(pos)))
+        out += _np(m(x, 1, la.asarray(np.float32(pos)) + 1.0))
+    return out
+
+
+def numpy_and_none_arguments():
+    class M(Lin):
+        def forward(self, x, extra=None):
+            y = self.l(x)
+            return y if extra is None else y + la.asarray(extra)
+    m, x, out = _fill(M()), _x(2, 4), []
+    for k in range(3):
+        out += _np(m(x, np.full(3, k, np.float32))) + _np(m(x, None))
+    return out
+
+
+def shapes_and_shape_dependent_flow():
+    class M(Lin):
+        def forward(self, x):
+            y = self.l(x)
+            return y * 2.0 if x.shape[0] > 2 else y - 1.0
+    m, out = _fill(M()), []
+    for n in (1, 3, 1, 3, 5, 2):
+        out += _np(m(_x(n, 4, seed=n)))
+    return out
+
+
+def devices():
+    m, out = _fill(Lin()), []
+    x = _x(2, 4)
+    out += _np(m(x)) + _np(m(x))
+    m.to("fakecuda")
+    out += _np(m(x.to("fakecuda"))) + _np(m(x.to("fakecuda")))
+    m.to("cpu")
+    out += _np(m(x))
+    return out
+
+
+def state_dict_and_pickle_round_trips():
+    m, x, out = _fill(Lin()), _x(2, 4), []
+    out += _np(m(x)) + _np(m(x))
+    m.load_state_dict(_fill(Lin(), seed=9).state_dict())
+    out += _np(m(x))
+    m2 = pickle.loads(pickle.dumps(m))
+    out += _np(m2(x)) + _np(m2(x)) + _np(m(x))
+    m3 = copy.deepcopy(m)
+    _fill(m3, seed=11)
+    out += _np(m3(x)) + _np(m(x)) + _np(m3(x))
+    return out
+
+
+def in_loop_bodies():
+    m = _fill(Lin(4, 4))
+    x = _x(2, 4)
+    out = _np(m(x))
+    out += _np(la.fori_loop(0, 3, lambda i, c: m(c), x))
+    out += _np(la.vmap(lambda v: m(v))(_x(3, 2, 4)))
+    out += _np(m(x))
+    return out
+
+
+def under_a_tape_and_grad():
+    m = _fill(Lin(4, 1))
+    x = _x(2, 4)
+    out = _np(m(x)) + _np(m(x))
+    g = la.grad(lambda v: m(v).sum())(x)
+    out += _np(g)
+    with la.GradientTape() as tape:
+        x2 = _x(2, 4)
+        tape.watch(x2)
+        y = m(x2).sum()
+    out += _np(tape.gradient(y, x2))
+    return out
+
+
+def aliases_of_inputs():
+    """Outputs that hold an input's node, the input written after: each output keeps the
+    value forward gave it."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.buf = la.asarray(np.arange(3, dtype=np.float32))
+
+        def forward(self, x, y):
+            a, b, c = x[...], x.reshape(x.shape), self.buf.reshape(3)
+            x.add_(1.0)
+            self.buf.mul_(2.0)
+            return a, b, c, x + y
+    m, out = M(), []
+    for k in range(3):
+        x = _x(3, seed=k)
+        out += _np(m(x, x)) + _np(m(x, _x(3)))
+        y = _x(3, seed=5)
+        out += _np(m(y, y)) + _np((x, y, m.buf))
+    return out
+
+
+GLOBAL_T = [None]
+
+
+def _gt(t):
+    return t * GLOBAL_T[0] + TABLE_T
+
+
+TABLE_T = None
+
+
+def global_tensors_read_and_written():
+    global TABLE_T
+
+    class M(Lin):
+        def forward(self, x):
+            y = _gt(self.l(x))
+            GLOBAL_T[0].add_(1.0)
+            return y
+    GLOBAL_T[0] = la.asarray(np.ones(3, np.float32))
+    TABLE_T = la.asarray(np.full(3, 2.0, np.float32))
+    m, x, out = _fill(M()), _x(2, 4), []
+    try:
+        for k in range(4):
+            out += _np(m(x)) + _np(GLOBAL_T[0])
+            if k == 1:
+                TABLE_T = la.asarray(np.full(3, -2.0, np.float32))
+            if k == 2:
+                GLOBAL_T[0] = la.asarray(np.zeros(3, np.float32))
+    finally:
+        GLOBAL_T[0] = TABLE_T = None
+    return out
+
+
+def python_and_numpy_attributes():
+    class M(Lin):
+        n = 1
+
+        def __init__(self):
+            super().__init__()
+            self.cfg = {"s": 2.0, "n": 2}
+            self.mask = np.array([1.0, 0.0, 1.0], np.float32)
+
+        @property
+        def width(self):
+            return self.cfg["n"] + self.n
+
+        def forward(self, x):
+            y = self.l(x)[:, :self.width] * self.cfg["s"]
+            return y * float(self.mask[1])
+    m, x, out = _fill(M()), _x(2, 4), []
+    out += _np(m(x)) + _np(m(x))
+    m.cfg["s"] = 3.0
+    out += _np(m(x))
+    m.mask[1] = 5.0
+    out += _np(m(x))
+    M.n = 0
+    out += _np(m(x))
+    m.cfg["n"] = 1
+    out += _np(m(x)) + _np(m(x))
+    return out
+
+
+def argument_dtypes_and_grad_modes():
+    m, out = _fill(Lin()), []
+    x = _x(2, 4)
+    out += _np(m(x)) + _np(m(x))
+    out += _np(m(x.to(dtype=la.float64)))
+    with la.enable_grad():
+        out += _np(m(x))
+        xg = _x(2, 4)
+        xg.requires_grad_(True)
+        y = m(xg)
+        y.sum().backward()
+        out += _np(y) + _np(xg.grad) + _np(m.l.weight.grad)
+        out += _np(m(x))
+    out += _np(m(x))
+    return out
+
+
+def parameter_as_argument():
+    class M(Lin):
+        def forward(self, w, x):
+            return self.l(x) + w.sum()
+    m, out = _fill(M()), []
+    x = _x(2, 4)
+    for w in (_x(3, 4), m.l.weight, _x(3, 4, seed=3), m.l.weight):
+        out += _np(m(w, x))
+    return out
+
+
+SCENARIOS = [
+    # (scenario, replays at least once with reuse on)
+    (kwargs_vs_positional, True),
+    (defaults_changed, True),
+    (star_args_forwarded, True),
+    (containers_in_and_out, True),
+    (returns_its_argument_and_a_parameter, True),
+    (returns_views, True),
+    (same_output_twice, True),
+    (in_place_on_arguments, True),
+    (in_place_on_a_counter_buffer, True),
+    (batchnorm_train_and_eval, True),
+    (parameters_replaced, True),
+    (casts, True),
+    (autocast_and_settings, True),
+    (shared_and_listed_submodules, True),
+    (closures_lambdas_partials, True),
+    (globals_and_class_attributes, True),
+    (monkeypatched_methods, True),
+    (forward_raises_first, True),
+    (reentrant_top_level_module, True),
+    (scalars_and_scalar_tensors, True),
+    (numpy_and_none_arguments, True),
+    (shapes_and_shape_dependent_flow, True),
+    (devices, True),
+    (state_dict_and_pickle_round_trips, True),
+    (in_loop_bodies, True),
+    (under_a_tape_and_grad, True),
+    (aliases_of_inputs, True),
+    (global_tensors_read_and_written, True),
+    (python_and_numpy_attributes, True),
+    (argument_dtypes_and_grad_modes, True),
+    (parameter_as_argument, True),
+]
+
+
+def _run(scenario, reuse):
+    MR.clear()
+    with la.config.override(module_reuse=reuse), la.no_grad():
+        out = scenario()
+    return out, MR.COUNTS["hits"]
+
+
+@pytest.mark.parametrize("scenario,replays", SCENARIOS, ids=[s.__name__ for s, _ in SCENARIOS])
+def test_reuse_is_invisible(scenario, replays):
+    on, hits = _run(scenario, True)
+    off, _ = _run(scenario, False)
+    MR.clear()
+    assert len(on) == len(off)
+    for k, (a, b) in enumerate(zip(on, off)):
+        assert a.shape == b.shape and a.dtype == b.dtype, k
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=f"array {k}")
+    if replays:
+        assert hits > 0
