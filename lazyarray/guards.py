@@ -95,8 +95,15 @@ class _GuardWalk(_Walk):
         return super().fp(x)
 
     def _object(self, x: Any) -> Any:
-        if self._once(x) and x is not self.root:
-            self.attrs.append((x, "__class__"))
+        if self._once(x):
+            if x is not self.root:
+                self.attrs.append((x, "__class__"))
+        elif x is self.root:
+            # reached again (a method bound to it held as an attribute, a reference
+            # back to it): the guard would hold it, and the table that holds the guard
+            # would keep it alive for ever
+            raise Doubt("it holds a reference to itself (a bound method of it as an "
+                        "attribute, a reference back from a submodule)")
         return super()._object(x)
 
     def _attributes(self, attrs: dict) -> tuple:

@@ -632,3 +632,57 @@ def test_reuse_is_invisible(scenario, replays):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=f"array {k}")
     if replays:
         assert hits > 0
+
+
+# ---- memory and errors ---------------------------------------------------------------------
+
+class HoldsItself(Lin):
+    """A method of its own as an attribute, and a submodule's reference back to it."""
+
+    def __init__(self, back: bool):
+        super().__init__()
+        if back:
+            self.l.owners = [self]
+        else:
+            self.act = self.double
+
+    def double(self, t):
+        return t * 2.0
+
+    def forward(self, x):
+        return self.l(x) * 2.0
+
+
+@pytest.mark.parametrize("back", [False, True])
+def test_a_model_that_holds_itself_is_freed(back):
+    """A guard holding such a model (through the bound method, the back reference) kept
+    it and its weights alive for ever from the module-level table."""
+    MR.clear()
+    m, x = _fill(HoldsItself(back)), _x(2, 4)
+    with la.config.override(module_reuse=True), la.no_grad():
+        ys = [m(x).numpy() for _ in range(3)]
+    with la.config.override(module_reuse=False), la.no_grad():
+        np.testing.assert_allclose(ys[-1], m(x).numpy(), rtol=1e-6)
+    ref = weakref.ref(m)
+    del m
+    gc.collect()
+    assert ref() is None
+
+
+class Inverts(nn.Module):
+    def forward(self, a):
+        return la.linalg.inv(a) + 1.0
+
+
+def test_a_failing_replay_names_the_module():
+    MR.clear()
+    m = Inverts()
+    good = la.asarray(np.eye(2, dtype=np.float32))
+    bad = la.asarray(np.zeros((2, 2), np.float32))
+    with la.config.override(module_reuse=True), la.no_grad():
+        m(good).numpy()
+        y = m(bad)                                       # replayed
+        with pytest.raises(np.linalg.LinAlgError, match=r"Inverts\.forward \(replayed.*"
+                           r"test_module_reuse_cases.py:\d+.*singular"):
+            y.numpy()
+    assert MR.COUNTS["hits"] >= 1

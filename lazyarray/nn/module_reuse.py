@@ -255,6 +255,7 @@ def _remember(module: Any, g: Any, argkey: list, args: tuple, kwargs: dict, tens
         raise Doubt("an output that is a value, not a computation")
     specs, leaves = _plan(roots, before)
     computation = build_computation("module_call", leaves, roots, fixed_inside=True)
+    computation.caller = type(module).__qualname__     # (named by a failing replay's error)
     entry = Entry(argkey, g, _aliases(tensors), specs, computation, outs, writes, tree, state)
     entry.cls = type(module)
     _rebind(entry, leaves, computed, tensors, flat)
