@@ -9,8 +9,8 @@ function's globals), each function's code, defaults and closure cells, each obje
 class. Everything else it read is immutable (numbers, strings, tuples, code) or reached
 through those places. While every place holds the very objects it held (`is`, never
 `==`: 1, 1.0 and True are equal but trace differently), and every tensor it reached has
-the same shape, dtype and device, a new trace would read the same things: `holds()`
-says so with a few C-level passes over flat lists (dynamo's guards, reduced to identity
+the same shape, dtype, device and requires_grad, a new trace would read the same things:
+`holds()` says so with a few C-level passes over flat lists (dynamo's guards, reduced to identity
 checks), ~45 us for a 4-layer GPT where the walk costs ~500.
 
 The guard holds the objects it compares with (so their ids stay their own): a dict's
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import trace_cache
+from .tensor import GRAD_FLAG_CHANGES
 from .trace_cache import Doubt, _Walk
 
 # names whose call is visible to the user (reusing a trace would skip it): a function
@@ -153,7 +154,7 @@ class Guard:
     __slots__ = ("maps", "lens", "full", "keys", "pair_maps", "held", "ids", "lists",
                  "list_lens", "list_held", "list_ids", "objs", "attr_names", "attr_held",
                  "attr_ids", "globs", "glob_names", "glob_held", "glob_ids", "arrays", "sets",
-                 "tensors", "states", "lib_spaces", "lib_copies")
+                 "tensors", "states", "lib_spaces", "lib_copies", "grad_flags")
 
     def __init__(self, w: _GuardWalk) -> None:
         self.maps = w.maps
@@ -186,11 +187,15 @@ class Guard:
         self.lib_copies = [c for _, c in w.libclasses]
         self.tensors = w.tensors
         self.states = list(map(_state_of, w.tensors))
+        # (a tensor's requires_grad, which forward may read, is not in its state: no
+        # tensor's flag changed since, then none of these did)
+        self.grad_flags = GRAD_FLAG_CHANGES[0]
 
     def holds(self) -> bool:
         """Whether every place still holds what it held, and every tensor its type."""
         try:
-            return (list(map(len, self.maps)) == self.lens
+            return (GRAD_FLAG_CHANGES[0] == self.grad_flags
+                    and list(map(len, self.maps)) == self.lens
                     and list(chain.from_iterable(self.full)) == self.keys      # in order
                     and list(map(id, map(operator.getitem, self.pair_maps, self.keys)))
                     == self.ids

@@ -578,6 +578,25 @@ def parameter_as_argument():
     return out
 
 
+def requires_grad_read():
+    """forward branching on a tensor's requires_grad (replayed with the old flag before)."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(la.asarray(np.ones(3, np.float32)))
+
+        def forward(self, x):
+            return x * (2.0 if self.w.requires_grad else 3.0) * (5.0 if x.requires_grad else 1.0)
+    m, x, out = M(), _x(3), []
+    x2 = _x(3, seed=2)
+    x2.requires_grad_(True)               # before the call remembered
+    out += _np(m(x)) + _np(m(x))
+    m.w.requires_grad_(False)
+    out += _np(m(x)) + _np(m(x))
+    out += _np(m(x2)) + _np(m(x))
+    return out
+
+
 SCENARIOS = [
     # (scenario, replays at least once with reuse on)
     (kwargs_vs_positional, True),
@@ -611,6 +630,7 @@ SCENARIOS = [
     (python_and_numpy_attributes, True),
     (argument_dtypes_and_grad_modes, True),
     (parameter_as_argument, True),
+    (requires_grad_read, True),
 ]
 
 

@@ -145,7 +145,7 @@ def _walk(x: Any, out: list, tensors: list) -> None:
     if t is Tensor:
         tensors.append(x)
         n = x._node
-        out += (t, n.shape, n.dtype, x._state)
+        out += (t, n.shape, n.dtype, x._state, id(x) in TRAINABLE)   # (requires_grad)
     elif t is tuple or t is list:
         out += (t, len(x))
         for v in x:
