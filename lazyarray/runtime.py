@@ -700,7 +700,7 @@ def _op_text(node: Any) -> str:
 
 def _sync_error(node: Any, site: Any, error: BaseException) -> SyncError:
     e = _error_class(type(error))(
-        f"{_op_text(node)} -> {type_text(node.shape, node.dtype)}, recorded at "   # a tuple type too
+        f"{_op_text(node)} -> {type_text(node.shape, node.dtype)}, recorded at "  # a tuple too
         f"{format_frame(site)}, could not be computed: {type(error).__name__}: {error}")
     e.__cause__ = error
     return e
