@@ -754,3 +754,20 @@ def test_gradient_through_a_replay_matches_finite_differences():
             up, down = (float(f(la.asarray(x0 + s * d)).numpy()) for s in (1, -1))
             fd[i] = (up - down) / (2 * eps)
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_replaced_weights_are_freed():
+    """A remembered call's entry held the tensors of its time: weights replaced by new
+    tensors (`m.l.weight = Parameter(...)`, a state loaded as new tensors) stayed alive
+    as long as the model."""
+    MR.clear()
+    m, x = _fill(Lin()), _x(2, 4)
+    with la.config.override(module_reuse=True), la.no_grad():
+        m(x).numpy(), m(x).numpy()
+        old = weakref.ref(m.l.weight)
+        m.l.weight = nn.Parameter(la.asarray(np.ones((3, 4), np.float32)))
+        y = m(x).numpy(), m(x).numpy()
+    gc.collect()
+    assert old() is None
+    assert MR.COUNTS["hits"] >= 2
+    np.testing.assert_allclose(y[1], x.numpy() @ np.ones((4, 3)) + m.l.bias.numpy(), rtol=1e-5)

@@ -190,10 +190,19 @@ def _record(module: Any, slot: _Slot, args: tuple, kwargs: dict, argkey: list,
         _doubted(str(why))
         return result
     if entry is not None:
+        _drop_stale(slot, entry)
         slot.entries.insert(0, entry)
         del slot.entries[MAX_ENTRIES:]
         COUNTS["stores"] += 1
     return result
+
+
+def _drop_stale(slot: _Slot, entry: Entry) -> None:
+    """Forget the entries holding a tensor that the module (and what it reads) holds no
+    more: its weights were replaced (a cast, a state loaded as new tensors). They could
+    not hold again, and they kept the old weights alive."""
+    live = set(map(id, entry.guard.tensors))
+    slot.entries = [e for e in slot.entries if live.issuperset(map(id, e.guard.tensors))]
 
 
 def _doubted(why: str) -> None:
