@@ -66,6 +66,8 @@ class _GuardWalk(_Walk):
         self.arrays: list = []     # small NumPy arrays keyed by value
         self.sets: list = []       # sets: (the set, its items held, their ids)
         self.libclasses: list = []  # the library's classes: (namespace, a copy of it)
+        self.deferred: dict = {}    # code of methods doubted if they run -> why
+        self._in_class = 0          # walking a class's namespace
         self._noted: set = set()
 
     def _once(self, x: Any) -> bool:
@@ -128,13 +130,26 @@ class _GuardWalk(_Walk):
                 self.libclasses.append((vars(c), dict(vars(c))))
             else:
                 self.maps.append(vars(c))
-        return super()._class_key(cls)
+        self._in_class += 1
+        try:
+            return super()._class_key(cls)
+        finally:
+            self._in_class -= 1
 
     def _function(self, f: types.FunctionType) -> Any:
         names = trace_cache._code_names(f.__code__)
         loud = _EFFECTS.intersection(names)
-        if loud and not trace_cache._library(f.__module__):
-            raise Doubt(f"{f.__qualname__} calls {sorted(loud)[0]}")
+        user = not trace_cache._library(f.__module__)
+        if (loud and user) or "random" in names:
+            why = f"{f.__qualname__} " + (f"calls {sorted(loud)[0]}" if loud and user
+                                          else "reads a random module")
+            if not self._in_class:
+                raise Doubt(why)
+            # a method (or what one reads) that forward may never call: `__init__`
+            # drawing the initial weights, a `reset_parameters`. Doubted only if it runs
+            # while the call is recorded (Guard.deferred)
+            self.deferred[f.__code__] = why
+            return ("deferred", f.__code__)
         if self._once(f):
             self.attrs += [(f, "__code__"), (f, "__defaults__"), (f, "__kwdefaults__")]
             if not trace_cache._library(f.__module__):
@@ -154,7 +169,7 @@ class Guard:
     __slots__ = ("maps", "lens", "full", "keys", "pair_maps", "held", "ids", "lists",
                  "list_lens", "list_held", "list_ids", "objs", "attr_names", "attr_held",
                  "attr_ids", "globs", "glob_names", "glob_held", "glob_ids", "arrays", "sets",
-                 "tensors", "states", "lib_spaces", "lib_copies", "grad_flags")
+                 "tensors", "states", "lib_spaces", "lib_copies", "grad_flags", "deferred")
 
     def __init__(self, w: _GuardWalk) -> None:
         self.maps = w.maps
@@ -190,6 +205,7 @@ class Guard:
         # (a tensor's requires_grad, which forward may read, is not in its state: no
         # tensor's flag changed since, then none of these did)
         self.grad_flags = GRAD_FLAG_CHANGES[0]
+        self.deferred = w.deferred
 
     def holds(self) -> bool:
         """Whether every place still holds what it held, and every tensor its type."""

@@ -620,6 +620,27 @@ def tied_weights_and_written_buffer_returned():
     return out
 
 
+def random_draws_in_methods():
+    """Methods that draw random numbers: `__init__` (never run by forward: reused), a
+    helper forward calls (run at every call: the draw is never frozen)."""
+    class M(Lin):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(la.asarray(np.random.standard_normal(3).astype(np.float32)))
+
+        def jitter(self):
+            return float(np.random.standard_normal())
+
+        def forward(self, x, noisy):
+            y = self.l(x) * self.w
+            return y + self.jitter() if noisy else y
+    np.random.seed(5)
+    m, x, out = _fill(M()), _x(2, 4), []
+    for noisy in (False, False, True, True, False, True):
+        out += _np(m(x, noisy))
+    return out
+
+
 SCENARIOS = [
     # (scenario, replays at least once with reuse on)
     (kwargs_vs_positional, True),
@@ -655,6 +676,7 @@ SCENARIOS = [
     (parameter_as_argument, True),
     (requires_grad_read, True),
     (tied_weights_and_written_buffer_returned, True),
+    (random_draws_in_methods, True),
 ]
 
 
@@ -771,3 +793,25 @@ def test_replaced_weights_are_freed():
     assert old() is None
     assert MR.COUNTS["hits"] >= 2
     np.testing.assert_allclose(y[1], x.numpy() @ np.ones((4, 3)) + m.l.bias.numpy(), rtol=1e-5)
+
+
+class Verbose(Lin):
+    def describe(self):
+        print("a Lin")
+
+    def forward(self, x, say):
+        if say:
+            self.describe()
+        return self.l(x)
+
+
+def test_a_method_that_prints_stops_reuse_only_when_forward_calls_it(capsys):
+    MR.clear()
+    m, x = _fill(Verbose()), _x(2, 4)
+    with la.config.override(module_reuse=True), la.no_grad():
+        for _ in range(3):
+            m(x, False).numpy()
+        assert MR.COUNTS["hits"] == 2
+        for _ in range(3):
+            m(x, True).numpy()
+    assert capsys.readouterr().out.count("a Lin") == 3

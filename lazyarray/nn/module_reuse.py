@@ -36,6 +36,7 @@ tensor that requires grad) is never reused. `la.config.module_reuse = False`
 from __future__ import annotations
 
 import operator
+import sys
 import threading
 import weakref
 from typing import Any, Optional
@@ -169,20 +170,27 @@ def _aliases(tensors: list) -> Optional[tuple]:
 
 def _record(module: Any, slot: _Slot, args: tuple, kwargs: dict, argkey: list,
             arg_tensors: list) -> Any:
+    ran: list = []
     try:
         g = guard(module.forward, root=module)
+        tensors = g.tensors + arg_tensors
+        before = [t._node for t in tensors]
+        watch = _watch(g.deferred, ran) if g.deferred else None
     except Doubt as why:
         return _doubt(module, args, kwargs, why)
-    tensors = g.tensors + arg_tensors
-    before = [t._node for t in tensors]
     reads, syncs = runtime.READS[0], METRICS.syncs
     _BUSY[0] = threading.get_ident()
     try:
         result = module.forward(*args, **kwargs)
     finally:
         _BUSY[0] = None
+        if watch is not None:
+            sys.setprofile(None)
     if runtime.READS[0] != reads or METRICS.syncs != syncs:
         _doubted("forward read a value")     # it must run every time
+        return result
+    if ran:
+        _doubted(ran[0])                     # it called a method that draws or prints
         return result
     try:
         entry = _remember(module, g, argkey, args, kwargs, tensors, before, result)
@@ -195,6 +203,20 @@ def _record(module: Any, slot: _Slot, args: tuple, kwargs: dict, argkey: list,
         del slot.entries[MAX_ENTRIES:]
         COUNTS["stores"] += 1
     return result
+
+
+def _watch(deferred: dict, ran: list) -> Any:
+    """Note in `ran` why, when a function of `deferred` (methods of the module's classes
+    that draw random numbers or print, guards.py) runs on this thread: a profile hook,
+    for the recorded call only. Raises Doubt if another profiler is set."""
+    if sys.getprofile() is not None:
+        raise Doubt(next(iter(deferred.values())))
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code in deferred and not ran:
+            ran.append(deferred[frame.f_code])
+    sys.setprofile(hook)
+    return hook
 
 
 def _drop_stale(slot: _Slot, entry: Entry) -> None:
