@@ -641,6 +641,23 @@ def random_draws_in_methods():
     return out
 
 
+def grad_enabled_inside_forward():
+    """forward recording gradients under an outer no_grad: its outputs require grad."""
+    class M(Lin):
+        def forward(self, x):
+            with la.enable_grad():
+                return self.l(x)
+    m, x, out = _fill(M()), _x(2, 4), []
+    for _ in range(3):
+        y = m(x)
+        with la.enable_grad():
+            assert y.requires_grad
+        out += _np(y)
+    with la.enable_grad():
+        y.sum().backward()
+    return out + _np(m.l.weight.grad)
+
+
 SCENARIOS = [
     # (scenario, replays at least once with reuse on)
     (kwargs_vs_positional, True),
@@ -677,6 +694,7 @@ SCENARIOS = [
     (requires_grad_read, True),
     (tied_weights_and_written_buffer_returned, True),
     (random_draws_in_methods, True),
+    (grad_enabled_inside_forward, False),
 ]
 
 

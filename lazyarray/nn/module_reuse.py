@@ -278,6 +278,9 @@ def _remember(module: Any, g: Any, argkey: list, args: tuple, kwargs: dict, tens
             outs.append(("c", len(computed)))
             computed.append(x._node)
         seen.setdefault(id(x), i)
+    if TRAINABLE and _records_gradients([x for (kind, _), x in zip(outs, flat)
+                                         if kind == "c"]):
+        raise Doubt("forward recorded gradients (la.enable_grad inside it)")
     written = [tensors[k]._node for k in writes]
     roots = computed + written
     if not roots:
@@ -291,6 +294,15 @@ def _remember(module: Any, g: Any, argkey: list, args: tuple, kwargs: dict, tens
     entry.cls = type(module)
     _rebind(entry, leaves, computed, tensors, flat)
     return entry
+
+
+def _records_gradients(outputs: list) -> bool:
+    """Whether forward recorded an output with gradients enabled (`with la.enable_grad():`
+    inside it, under the caller's no_grad): such a tensor is not noted by the no_grad
+    block (runtime.NO_GRAD), which stops the gradients of what it noted at its end, and
+    keeps its gradient; a replay's, recorded under no_grad, would not."""
+    noted = runtime.NO_GRAD.get(threading.get_ident())
+    return noted is not None and any(id(weakref.ref(x)) not in noted.ids for x in outputs)
 
 
 def _plan(roots: list, before: list) -> tuple:
