@@ -658,6 +658,45 @@ def grad_enabled_inside_forward():
     return out + _np(m.l.weight.grad)
 
 
+def training_steps_between_inference_calls():
+    """An optimizer step (and dropout drawing in training mode) between evaluations: each
+    evaluation reads the current weights, and the random stream is the same."""
+    class M(Lin):
+        def __init__(self):
+            super().__init__()
+            self.drop = nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.drop(self.l(x))
+    la.random.seed(3)
+    m, x, out = _fill(M()), _x(2, 4), []
+    opt = la.optim.SGD(m.parameters(), lr=0.1)
+    for k in range(4):
+        m.train()
+        with la.enable_grad():
+            loss = (m(x) ** 2).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        m.eval()
+        out += _np(m(x)) + _np(m(x)) + _np(loss)
+    return out
+
+
+def torch_front_end_modules():
+    import lazyarray.torch as torch
+    m = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.LayerNorm(8))
+    att = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    _fill(m), _fill(att, seed=2)
+    out = []
+    with torch.inference_mode():
+        for k in range(3):
+            h = m(_x(1, 3, 4, seed=k))
+            a, w = att(h, h, h)
+            out += _np((h, a, w)) + _np(att(h, h, h, need_weights=False)[0])
+    return out
+
+
 SCENARIOS = [
     # (scenario, replays at least once with reuse on)
     (kwargs_vs_positional, True),
@@ -695,6 +734,8 @@ SCENARIOS = [
     (tied_weights_and_written_buffer_returned, True),
     (random_draws_in_methods, True),
     (grad_enabled_inside_forward, False),
+    (training_steps_between_inference_calls, True),
+    (torch_front_end_modules, True),
 ]
 
 
