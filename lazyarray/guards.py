@@ -42,10 +42,14 @@ _state_of = operator.attrgetter("_node.shape", "_node.dtype", "_state")
 
 @functools.lru_cache(maxsize=4096)
 def _global_names(code: types.CodeType) -> tuple:
-    """The names `code` and the code nested in it read as globals (or builtins): the
-    names a guard watches in a function's globals (attribute names are not read there)."""
+    """The names `code` and the code nested in it read or bind as globals (or builtins):
+    the names a guard watches in a function's globals (attribute names are not read
+    there). A global only stored (`global LAST; LAST = x`) is watched too: forward
+    storing a new object there changes it, and is not remembered (a replay would skip
+    the store)."""
     out = [i.argval for i in dis.get_instructions(code)
-           if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+           if i.opname in ("LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL",
+                           "STORE_NAME", "DELETE_NAME")]
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             out += _global_names(c)

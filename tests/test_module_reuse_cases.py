@@ -697,6 +697,29 @@ def torch_front_end_modules():
     return out
 
 
+LAST_SEEN = None
+
+
+class StoresGlobal(Lin):
+    def forward(self, x):
+        global LAST_SEEN
+        LAST_SEEN = x                    # stored, never read
+        return self.l(x)
+
+
+def a_global_stored_not_read():
+    global LAST_SEEN
+    m, out = _fill(StoresGlobal()), []
+    try:
+        for k in range(3):
+            x = _x(2, 4, seed=k)
+            out += _np(m(x))
+            assert LAST_SEEN is x
+    finally:
+        LAST_SEEN = None
+    return out
+
+
 SCENARIOS = [
     # (scenario, replays at least once with reuse on)
     (kwargs_vs_positional, True),
@@ -736,6 +759,7 @@ SCENARIOS = [
     (grad_enabled_inside_forward, False),
     (training_steps_between_inference_calls, True),
     (torch_front_end_modules, True),
+    (a_global_stored_not_read, False),
 ]
 
 
