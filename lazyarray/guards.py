@@ -229,8 +229,8 @@ class Guard:
                     and all(a.dtype.str == d and a.shape == s and a.tobytes() == b
                             for a, d, s, b in self.arrays)
                     and all(frozenset(map(id, s)) == ids for s, _, ids in self.sets))
-        except (ValueError, AttributeError, KeyError):   # a cell emptied, an attribute deleted
-            return False
+        except (ValueError, AttributeError, KeyError, RuntimeError, TypeError):
+            return False     # a cell emptied, an attribute deleted, a dict changed by a thread
 
 
 def guard(things: Any, root: Any = None) -> Guard:

@@ -238,10 +238,21 @@ def casts():
 
 
 def autocast_and_settings():
-    m, x, out = _fill(Lin()), _x(2, 4), []
+    class M(Lin):
+        def forward(self, x):
+            return self.l(x) * (2.0 if la.config.verify else 1.0)
+    m, x, out = _fill(M()), _x(2, 4), []
     out += _np(m(x))
     with la.autocast("bfloat16"):
         out += [a.astype(np.float32) for a in _np(m(x)) + _np(m(x))]
+    out += _np(m(x))
+    with la.config.override(verify=True):
+        out += _np(m(x)) + _np(m(x))
+    la.config.verify = True
+    try:
+        out += _np(m(x))
+    finally:
+        la.config.verify = False
     out += _np(m(x))
     return out
 
