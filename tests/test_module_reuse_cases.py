@@ -731,6 +731,24 @@ def a_global_stored_not_read():
     return out
 
 
+def control_flow_inside_forward():
+    """A loop and a scan inside forward, reading the module's weights: the remembered
+    computation holds them whole."""
+    class M(Lin):
+        def __init__(self):
+            super().__init__(4, 4)
+
+        def forward(self, x, n):
+            h = la.fori_loop(0, n, lambda i, h: la.tanh(self.l(h)), x)
+            return la.cond(h.sum() > 0, lambda v: v * 2.0, lambda v: v - 1.0, h)
+    m, out = _fill(M()), []
+    for k in range(4):
+        out += _np(m(_x(2, 4, seed=k % 2), 2 + k % 2))
+        with la.no_grad():
+            m.l.weight.mul_(0.9)
+    return out
+
+
 SCENARIOS = [
     # (scenario, replays at least once with reuse on)
     (kwargs_vs_positional, True),
@@ -771,6 +789,7 @@ SCENARIOS = [
     (training_steps_between_inference_calls, True),
     (torch_front_end_modules, True),
     (a_global_stored_not_read, False),
+    (control_flow_inside_forward, True),
 ]
 
 
