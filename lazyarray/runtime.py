@@ -691,7 +691,7 @@ def _op_text(node: Any) -> str:
     """The failing op's name; a replayed module call's result (lazyarray/nn/module_reuse.py)
     by its module, the op inside it being out of sight."""
     for made_by in node.operands[:1]:       # (an element of the call's tuple)
-        caller = getattr(made_by.attrs.get("computation"), "caller", None)
+        caller = getattr((made_by.attrs or {}).get("computation"), "caller", None)
         if caller:
             return (f"{caller}.forward (replayed as one call: LAZYARRAY_MODULE_REUSE=0 "
                     "names the op in it)")
