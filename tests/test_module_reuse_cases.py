@@ -749,6 +749,21 @@ def control_flow_inside_forward():
     return out
 
 
+def copy_between_arguments():
+    """forward writing one argument with another's node (copy_): the entry compares the
+    inputs' sharing as the call began (it compared it after the write: never again)."""
+    class M(nn.Module):
+        def forward(self, a, b):
+            a.copy_(b)
+            return a * 2.0
+    m, out = M(), []
+    for k in range(4):
+        b = la.asarray(np.full(3, k, np.float32)) + 1.0      # pending: a computation
+        a = la.asarray(np.zeros(3, np.float32))
+        out += _np(m(a, b)) + _np(a)
+    return out
+
+
 SCENARIOS = [
     # (scenario, replays at least once with reuse on)
     (kwargs_vs_positional, True),
@@ -790,6 +805,7 @@ SCENARIOS = [
     (torch_front_end_modules, True),
     (a_global_stored_not_read, False),
     (control_flow_inside_forward, True),
+    (copy_between_arguments, True),
 ]
 
 

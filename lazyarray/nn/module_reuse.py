@@ -290,7 +290,10 @@ def _remember(module: Any, g: Any, argkey: list, args: tuple, kwargs: dict, tens
     specs, leaves = _plan(roots, before)
     computation = build_computation("module_call", leaves, roots, fixed_inside=True)
     computation.caller = type(module).__qualname__     # (named by a failing replay's error)
-    entry = Entry(argkey, g, _aliases(tensors), specs, computation, outs, writes, tree, state)
+    # (the inputs' sharing as the call began, as a later call's is found: not after
+    # forward's in-place writes gave some of them new nodes)
+    entry = Entry(argkey, g, aliases(list(before)), specs, computation, outs, writes, tree,
+                  state)
     entry.cls = type(module)
     _rebind(entry, leaves, computed, tensors, flat)
     return entry
