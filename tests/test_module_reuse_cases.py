@@ -764,6 +764,25 @@ def copy_between_arguments():
     return out
 
 
+def constants_made_in_forward():
+    """Outputs and writes that are constants made in forward (la.zeros, arange,
+    buf.zero_()): computed inside the replay (they were doubted: never remembered)."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("buf", la.asarray(np.ones(3, np.float32)))
+
+        def forward(self, x):
+            y = x * 2.0 + self.buf
+            self.buf.zero_()
+            return y, la.zeros(3), la.arange(3)
+    m, out = M(), []
+    for k in range(4):
+        out += _np(m(la.asarray(np.full(3, k, np.float32)))) + _np(m.buf)
+        m.buf.add_(float(k))
+    return out
+
+
 SCENARIOS = [
     # (scenario, replays at least once with reuse on)
     (kwargs_vs_positional, True),
@@ -806,6 +825,7 @@ SCENARIOS = [
     (a_global_stored_not_read, False),
     (control_flow_inside_forward, True),
     (copy_between_arguments, True),
+    (constants_made_in_forward, True),
 ]
 
 

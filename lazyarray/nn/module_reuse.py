@@ -285,7 +285,8 @@ def _remember(module: Any, g: Any, argkey: list, args: tuple, kwargs: dict, tens
     roots = computed + written
     if not roots:
         raise Doubt("nothing computed")
-    if any(n.buffer is not None or not n.operands for n in roots):
+    if any(n.buffer is not None or n.op == "parameter" for n in roots):
+        # (a constant made in forward, `la.zeros(3)`, `buf.zero_()`, is computed inside)
         raise Doubt("an output that is a value, not a computation")
     specs, leaves = _plan(roots, before)
     computation = build_computation("module_call", leaves, roots, fixed_inside=True)
