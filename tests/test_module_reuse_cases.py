@@ -783,6 +783,31 @@ def constants_made_in_forward():
     return out
 
 
+def copy_from_a_value():
+    """forward copying a computed value (a buffer, an argument) into a buffer: the copy
+    is made by the replay too (it was doubted: never remembered)."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("state", la.asarray(np.zeros(3, np.float32)))
+            self.register_buffer("init", la.asarray(np.ones(3, np.float32)))
+
+        def forward(self, x, reset):
+            if reset:
+                self.state.copy_(self.init)
+            else:
+                self.state.copy_(x)
+            return self.state * 2.0
+    m, out = M(), []
+    for k in range(6):
+        x = la.asarray(np.full(3, k, np.float32))
+        x.numpy()
+        out += _np(m(x, k % 3 == 0)) + _np(m.state)
+        with la.no_grad():
+            m.init.add_(1.0)
+    return out
+
+
 SCENARIOS = [
     # (scenario, replays at least once with reuse on)
     (kwargs_vs_positional, True),
@@ -826,6 +851,7 @@ SCENARIOS = [
     (control_flow_inside_forward, True),
     (copy_between_arguments, True),
     (constants_made_in_forward, True),
+    (copy_from_a_value, True),
 ]
 
 

@@ -77,7 +77,7 @@ class Entry:
     replay it (see `_replay`)."""
 
     __slots__ = ("argkey", "guard", "alias", "specs", "computation", "outs", "writes",
-                 "tree", "state", "order", "cls")
+                 "tree", "state", "order", "cls", "copies")
 
     def __init__(self, argkey: list, guard_: Any, alias: Any, specs: list, computation: Any,
                  outs: list, writes: list, tree: Any, state: Any) -> None:
@@ -87,6 +87,8 @@ class Entry:
         self.order: list = []    # the call's results as the first call listed them pending
         self.cls: Any = None     # the module's class (the guard holds no reference to the
                                  # module itself: the table's key must be free to die)
+        self.copies: list = []   # (k, j): the k-th input written with the j-th's node
+                                 # as the call began (`a.copy_(b)`, b a value)
 
 
 def call(module: Any, args: tuple, kwargs: dict) -> Any:
@@ -261,7 +263,10 @@ def _remember(module: Any, g: Any, argkey: list, args: tuple, kwargs: dict, tens
     where = {}
     for k, n in enumerate(before):
         where.setdefault(id(n), k)
-    writes = [k for k, t in enumerate(tensors) if t._node is not before[k]]
+    changed = [k for k, t in enumerate(tensors) if t._node is not before[k]]
+    copies = [(k, where[id(tensors[k]._node)]) for k in changed
+              if id(tensors[k]._node) in where]
+    writes = [k for k in changed if id(tensors[k]._node) not in where]
     outs, computed, seen = [], [], {}
     for i, x in enumerate(flat):
         if type(x) is not Tensor:
@@ -296,6 +301,7 @@ def _remember(module: Any, g: Any, argkey: list, args: tuple, kwargs: dict, tens
     entry = Entry(argkey, g, aliases(list(before)), specs, computation, outs, writes, tree,
                   state)
     entry.cls = type(module)
+    entry.copies = copies
     _rebind(entry, leaves, computed, tensors, flat)
     return entry
 
@@ -385,18 +391,22 @@ def _replay(e: Entry, tensors: list) -> Any:
     elements = _elements(e, operands, None)
     made: list = [None] * len(elements)
     base = len(elements) - len(e.writes)
-    if not e.writes:
+    written = e.writes or e.copies
+    if not written:
         for i, t in zip(e.order, Tensor._wrap_all([elements[i] for i in e.order], e.state)):
             made[i] = t
     else:
         # an output holding an input's node holds it as forward began: taken before the
         # writes below give the written inputs their new nodes
         held = {j: tensors[j]._node for kind, j in e.outs if kind == "n"}
+        sources = [tensors[j]._node for _, j in e.copies]
         for i in e.order:           # (pending in the first call's order)
             if i < base:
                 made[i] = Tensor._wrap_all([elements[i]], e.state)[0]
             else:
                 Tensor._assign_all([tensors[e.writes[i - base]]], [elements[i]])
+        for (k, _), n in zip(e.copies, sources):
+            Tensor._assign_all([tensors[k]], [n])
     flat = []
     for kind, j in e.outs:
         if kind == "c":
@@ -404,7 +414,7 @@ def _replay(e: Entry, tensors: list) -> Any:
         elif kind == "t":
             flat.append(tensors[j])
         elif kind == "n":
-            flat.append(Tensor._wrap(held[j] if e.writes else tensors[j]._node, e.state))
+            flat.append(Tensor._wrap(held[j] if written else tensors[j]._node, e.state))
         elif kind == "o":
             flat.append(flat[j])
         else:
