@@ -808,6 +808,29 @@ def copy_from_a_value():
     return out
 
 
+def reentrant_module_writing_its_buffer():
+    """A top-level module (remembered on its own) called inside another's forward, writing
+    its buffer: the outer replay makes the inner write, the inner replays stay right."""
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("n", la.asarray(np.zeros((), np.float32)))
+
+        def forward(self, x):
+            self.n.add_(1.0)
+            return x * self.n
+
+    inner = Counter()
+
+    class Outer(Lin):
+        def forward(self, x):
+            return inner(self.l(x)) + inner(x.sum())
+    m, x, out = _fill(Outer()), _x(2, 4), []
+    for _ in range(3):
+        out += _np(m(x)) + _np(inner(x)) + _np(inner.n)
+    return out
+
+
 SCENARIOS = [
     # (scenario, replays at least once with reuse on)
     (kwargs_vs_positional, True),
@@ -852,6 +875,7 @@ SCENARIOS = [
     (copy_between_arguments, True),
     (constants_made_in_forward, True),
     (copy_from_a_value, True),
+    (reentrant_module_writing_its_buffer, True),
 ]
 
 
