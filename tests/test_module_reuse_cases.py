@@ -831,6 +831,32 @@ def reentrant_module_writing_its_buffer():
     return out
 
 
+class EqualByValue(nn.Module):
+    """Two instances equal (and hashing equal) by their own __eq__."""
+
+    def __init__(self, k):
+        super().__init__()
+        self.w = la.asarray(np.full(3, k, np.float32))
+        self.k = k
+
+    def __eq__(self, other):
+        return type(other) is EqualByValue and other.k == self.k
+
+    def __hash__(self):
+        return hash(self.k)
+
+    def forward(self, x):
+        return x * self.w
+
+
+def modules_equal_by_value():
+    """The table found a module by ==: b replayed a's entry (a's weights)."""
+    a, b, x = EqualByValue(2.0), EqualByValue(2.0), _x(3)
+    out = _np(a(x)) + _np(a(x))
+    b.w.mul_(10.0)
+    return out + _np(b(x)) + _np(b(x)) + _np(a(x))
+
+
 SCENARIOS = [
     # (scenario, replays at least once with reuse on)
     (kwargs_vs_positional, True),
@@ -876,6 +902,7 @@ SCENARIOS = [
     (constants_made_in_forward, True),
     (copy_from_a_value, True),
     (reentrant_module_writing_its_buffer, True),
+    (modules_equal_by_value, True),
 ]
 
 

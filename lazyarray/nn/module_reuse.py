@@ -55,7 +55,9 @@ MAX_ENTRIES = 8          # argument types remembered per module (LRU)
 MAX_MISSES = 8           # misses in a row after which a module is remembered no more
 RETRY_EVERY = 32         # (but at every 32nd miss): its arguments change at every call,
                          # a growing sequence
-_TABLE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# id(module) -> (a weak reference to it, its _Slot): by identity (a WeakKeyDictionary
+# finds a module by ==, and two modules equal by their own __eq__ shared their entries)
+_TABLE: dict = {}
 _NODE = operator.attrgetter("_node")
 _BUSY = [None]           # the thread inside an outermost call's forward (inner calls plain)
 COUNTS = {"hits": 0, "stores": 0, "doubts": 0}
@@ -97,10 +99,8 @@ def call(module: Any, args: tuple, kwargs: dict) -> Any:
     if _BUSY[0] is not None or runtime.TAPE_DEPTH[0] or (
             backward.is_grad_enabled() and TRAINABLE):
         return module.forward(*args, **kwargs)
-    try:
-        slot = _TABLE.get(module)
-    except TypeError:              # a module class that defines __eq__ without __hash__
-        return module.forward(*args, **kwargs)
+    item = _TABLE.get(id(module))
+    slot = item[1] if item is not None and item[0]() is module else None
     arg_tensors: list = []
     try:
         argkey = _arg_key(args, kwargs, arg_tensors)
@@ -115,13 +115,29 @@ def call(module: Any, args: tuple, kwargs: dict) -> Any:
                 slot.misses = 0
                 return _replay(e, e.guard.tensors + arg_tensors)
     else:
-        slot = _TABLE[module] = _Slot()
+        try:
+            slot = _new_slot(module)
+        except TypeError:          # a module class with __slots__ and no __weakref__
+            return module.forward(*args, **kwargs)
     slot.misses += 1
     if slot.misses > MAX_MISSES and slot.misses % RETRY_EVERY:
         # its arguments change at every call: not walked and remembered each time (a
         # try now and then, and the entries it has, still serve)
         return _doubt(module, args, kwargs, "its arguments change at every call")
     return _record(module, slot, args, kwargs, argkey, arg_tensors)
+
+
+def _new_slot(module: Any) -> _Slot:
+    """The module's slot in the table, forgotten when the module dies."""
+    key = id(module)
+
+    def forget(ref: Any) -> None:
+        item = _TABLE.get(key)
+        if item is not None and item[0] is ref:
+            del _TABLE[key]
+    slot = _Slot()
+    _TABLE[key] = (weakref.ref(module, forget), slot)
+    return slot
 
 
 # ---- the argument key ------------------------------------------------------------------
