@@ -857,6 +857,24 @@ def modules_equal_by_value():
     return out + _np(b(x)) + _np(b(x)) + _np(a(x))
 
 
+def gradient_inside_forward():
+    """forward returning la.grad of an energy of its input (a force field)."""
+    class M(Lin):
+        def __init__(self):
+            super().__init__(4, 1)
+
+        def forward(self, x):
+            def energy(v):
+                return (la.tanh(self.l(v)) ** 2).sum()
+            return la.grad(energy)(x), energy(x)
+    m, out = _fill(M()), []
+    for k in range(4):
+        out += _np(m(_x(2, 4, seed=k % 2)))
+        with la.no_grad():
+            m.l.weight.mul_(1.5)
+    return out
+
+
 SCENARIOS = [
     # (scenario, replays at least once with reuse on)
     (kwargs_vs_positional, True),
@@ -903,6 +921,7 @@ SCENARIOS = [
     (copy_from_a_value, True),
     (reentrant_module_writing_its_buffer, True),
     (modules_equal_by_value, True),
+    (gradient_inside_forward, True),
 ]
 
 
