@@ -9,8 +9,8 @@ function's globals), each function's code, defaults and closure cells, each obje
 class. Everything else it read is immutable (numbers, strings, tuples, code) or reached
 through those places. While every place holds the very objects it held (`is`, never
 `==`: 1, 1.0 and True are equal but trace differently), and every tensor it reached has
-the same shape, dtype and device, a new trace would read the same things: `holds()`
-says so with a few C-level passes over flat lists (dynamo's guards, reduced to identity
+the same shape, dtype, device and requires_grad, a new trace would read the same things:
+`holds()` says so with a few C-level passes over flat lists (dynamo's guards, reduced to identity
 checks), ~45 us for a 4-layer GPT where the walk costs ~500.
 
 The guard holds the objects it compares with (so their ids stay their own): a dict's
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import trace_cache
+from .tensor import GRAD_FLAG_CHANGES
 from .trace_cache import Doubt, _Walk
 
 # names whose call is visible to the user (reusing a trace would skip it): a function
@@ -41,10 +42,14 @@ _state_of = operator.attrgetter("_node.shape", "_node.dtype", "_state")
 
 @functools.lru_cache(maxsize=4096)
 def _global_names(code: types.CodeType) -> tuple:
-    """The names `code` and the code nested in it read as globals (or builtins): the
-    names a guard watches in a function's globals (attribute names are not read there)."""
+    """The names `code` and the code nested in it read or bind as globals (or builtins):
+    the names a guard watches in a function's globals (attribute names are not read
+    there). A global only stored (`global LAST; LAST = x`) is watched too: forward
+    storing a new object there changes it, and is not remembered (a replay would skip
+    the store)."""
     out = [i.argval for i in dis.get_instructions(code)
-           if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")]
+           if i.opname in ("LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL",
+                           "STORE_NAME", "DELETE_NAME")]
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             out += _global_names(c)
@@ -64,6 +69,9 @@ class _GuardWalk(_Walk):
         self.names: list = []      # (globals dict, name): the global's identity
         self.arrays: list = []     # small NumPy arrays keyed by value
         self.sets: list = []       # sets: (the set, its items held, their ids)
+        self.libclasses: list = []  # the library's classes: (namespace, a copy of it)
+        self.deferred: dict = {}    # code of methods doubted if they run -> why
+        self._in_class = 0          # walking a class's namespace
         self._noted: set = set()
 
     def _once(self, x: Any) -> bool:
@@ -94,8 +102,15 @@ class _GuardWalk(_Walk):
         return super().fp(x)
 
     def _object(self, x: Any) -> Any:
-        if self._once(x) and x is not self.root:
-            self.attrs.append((x, "__class__"))
+        if self._once(x):
+            if x is not self.root:
+                self.attrs.append((x, "__class__"))
+        elif x is self.root:
+            # reached again (a method bound to it held as an attribute, a reference
+            # back to it): the guard would hold it, and the table that holds the guard
+            # would keep it alive for ever
+            raise Doubt("it holds a reference to itself (a bound method of it as an "
+                        "attribute, a reference back from a submodule)")
         return super()._object(x)
 
     def _attributes(self, attrs: dict) -> tuple:
@@ -110,15 +125,35 @@ class _GuardWalk(_Walk):
         if not trace_cache._library(cls.__module__):
             self.attrs.append((cls, "__mro__"))
         for c in cls.__mro__:
-            if not trace_cache._library(c.__module__) and self._once(c):
+            if c.__module__ == "builtins" or not self._once(c):
+                continue
+            if trace_cache._library(c.__module__):
+                # its code is not walked, but a method of it may be replaced
+                # (`nn.Linear.forward = patched`): compared whole, as a copy of its
+                # namespace (one C-level dict comparison, identity first)
+                self.libclasses.append((vars(c), dict(vars(c))))
+            else:
                 self.maps.append(vars(c))
-        return super()._class_key(cls)
+        self._in_class += 1
+        try:
+            return super()._class_key(cls)
+        finally:
+            self._in_class -= 1
 
     def _function(self, f: types.FunctionType) -> Any:
         names = trace_cache._code_names(f.__code__)
         loud = _EFFECTS.intersection(names)
-        if loud and not trace_cache._library(f.__module__):
-            raise Doubt(f"{f.__qualname__} calls {sorted(loud)[0]}")
+        user = not trace_cache._library(f.__module__)
+        if (loud and user) or "random" in names:
+            why = f"{f.__qualname__} " + (f"calls {sorted(loud)[0]}" if loud and user
+                                          else "reads a random module")
+            if not self._in_class:
+                raise Doubt(why)
+            # a method (or what one reads) that forward may never call: `__init__`
+            # drawing the initial weights, a `reset_parameters`. Doubted only if it runs
+            # while the call is recorded (Guard.deferred)
+            self.deferred[f.__code__] = why
+            return ("deferred", f.__code__)
         if self._once(f):
             self.attrs += [(f, "__code__"), (f, "__defaults__"), (f, "__kwdefaults__")]
             if not trace_cache._library(f.__module__):
@@ -138,7 +173,7 @@ class Guard:
     __slots__ = ("maps", "lens", "full", "keys", "pair_maps", "held", "ids", "lists",
                  "list_lens", "list_held", "list_ids", "objs", "attr_names", "attr_held",
                  "attr_ids", "globs", "glob_names", "glob_held", "glob_ids", "arrays", "sets",
-                 "tensors", "states")
+                 "tensors", "states", "lib_spaces", "lib_copies", "grad_flags", "deferred")
 
     def __init__(self, w: _GuardWalk) -> None:
         self.maps = w.maps
@@ -167,13 +202,20 @@ class Guard:
         self.glob_ids = list(map(id, self.glob_held))
         self.arrays = w.arrays
         self.sets = w.sets
+        self.lib_spaces = [n for n, _ in w.libclasses]
+        self.lib_copies = [c for _, c in w.libclasses]
         self.tensors = w.tensors
         self.states = list(map(_state_of, w.tensors))
+        # (a tensor's requires_grad, which forward may read, is not in its state: no
+        # tensor's flag changed since, then none of these did)
+        self.grad_flags = GRAD_FLAG_CHANGES[0]
+        self.deferred = w.deferred
 
     def holds(self) -> bool:
         """Whether every place still holds what it held, and every tensor its type."""
         try:
-            return (list(map(len, self.maps)) == self.lens
+            return (GRAD_FLAG_CHANGES[0] == self.grad_flags
+                    and list(map(len, self.maps)) == self.lens
                     and list(chain.from_iterable(self.full)) == self.keys      # in order
                     and list(map(id, map(operator.getitem, self.pair_maps, self.keys)))
                     == self.ids
@@ -183,11 +225,12 @@ class Guard:
                     and list(map(id, map(dict.get, self.globs, self.glob_names,
                                          repeat(_MISSING)))) == self.glob_ids
                     and list(map(_state_of, self.tensors)) == self.states
+                    and all(map(operator.eq, self.lib_spaces, self.lib_copies))
                     and all(a.dtype.str == d and a.shape == s and a.tobytes() == b
                             for a, d, s, b in self.arrays)
                     and all(frozenset(map(id, s)) == ids for s, _, ids in self.sets))
-        except (ValueError, AttributeError, KeyError):   # a cell emptied, an attribute deleted
-            return False
+        except (ValueError, AttributeError, KeyError, RuntimeError, TypeError):
+            return False     # a cell emptied, an attribute deleted, a dict changed by a thread
 
 
 def guard(things: Any, root: Any = None) -> Guard:

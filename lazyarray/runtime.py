@@ -687,9 +687,20 @@ def _blame(state: DeviceState, node: Any, error: Exception) -> SyncError:
     return stored
 
 
+def _op_text(node: Any) -> str:
+    """The failing op's name; a replayed module call's result (lazyarray/nn/module_reuse.py)
+    by its module, the op inside it being out of sight."""
+    for made_by in node.operands[:1]:       # (an element of the call's tuple)
+        caller = getattr((made_by.attrs or {}).get("computation"), "caller", None)
+        if caller:
+            return (f"{caller}.forward (replayed as one call: LAZYARRAY_MODULE_REUSE=0 "
+                    "names the op in it)")
+    return node.op
+
+
 def _sync_error(node: Any, site: Any, error: BaseException) -> SyncError:
     e = _error_class(type(error))(
-        f"{node.op} -> {type_text(node.shape, node.dtype)}, recorded at "   # a tuple type too
+        f"{_op_text(node)} -> {type_text(node.shape, node.dtype)}, recorded at "  # a tuple too
         f"{format_frame(site)}, could not be computed: {type(error).__name__}: {error}")
     e.__cause__ = error
     return e

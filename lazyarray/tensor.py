@@ -380,12 +380,17 @@ def _rebuild(array: np.ndarray, device: str, flags: int) -> Tensor:
 # id -> weak reference, of every live tensor that requires grad (what backward() walks
 # to); a dict keyed by id, since a set would compare tensors with ==, which records an op
 TRAINABLE: dict = {}
+# how many times a tensor's requires_grad changed: a remembered module call
+# (lazyarray/guards.py) whose forward may have read the flag checks this one count
+GRAD_FLAG_CHANGES = [0]
 
 
 def mark_requires_grad(t: Tensor, flag: bool) -> None:
     """Set or clear t's requires_grad flag and its entry in TRAINABLE."""
     flags = getattr(t, "_flags", 0)
     key = id(t)
+    if flag != bool(flags & REQUIRES_GRAD):
+        GRAD_FLAG_CHANGES[0] += 1
     if flag:
         t._flags = flags | REQUIRES_GRAD
         TRAINABLE[key] = weakref.ref(t, lambda _r, key=key: TRAINABLE.pop(key, None))

@@ -36,6 +36,7 @@ tensor that requires grad) is never reused. `la.config.module_reuse = False`
 from __future__ import annotations
 
 import operator
+import sys
 import threading
 import weakref
 from typing import Any, Optional
@@ -54,7 +55,9 @@ MAX_ENTRIES = 8          # argument types remembered per module (LRU)
 MAX_MISSES = 8           # misses in a row after which a module is remembered no more
 RETRY_EVERY = 32         # (but at every 32nd miss): its arguments change at every call,
                          # a growing sequence
-_TABLE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# id(module) -> (a weak reference to it, its _Slot): by identity (a WeakKeyDictionary
+# finds a module by ==, and two modules equal by their own __eq__ shared their entries)
+_TABLE: dict = {}
 _NODE = operator.attrgetter("_node")
 _BUSY = [None]           # the thread inside an outermost call's forward (inner calls plain)
 COUNTS = {"hits": 0, "stores": 0, "doubts": 0}
@@ -76,7 +79,7 @@ class Entry:
     replay it (see `_replay`)."""
 
     __slots__ = ("argkey", "guard", "alias", "specs", "computation", "outs", "writes",
-                 "tree", "state", "order", "cls")
+                 "tree", "state", "order", "cls", "copies")
 
     def __init__(self, argkey: list, guard_: Any, alias: Any, specs: list, computation: Any,
                  outs: list, writes: list, tree: Any, state: Any) -> None:
@@ -86,6 +89,8 @@ class Entry:
         self.order: list = []    # the call's results as the first call listed them pending
         self.cls: Any = None     # the module's class (the guard holds no reference to the
                                  # module itself: the table's key must be free to die)
+        self.copies: list = []   # (k, j): the k-th input written with the j-th's node
+                                 # as the call began (`a.copy_(b)`, b a value)
 
 
 def call(module: Any, args: tuple, kwargs: dict) -> Any:
@@ -94,10 +99,8 @@ def call(module: Any, args: tuple, kwargs: dict) -> Any:
     if _BUSY[0] is not None or runtime.TAPE_DEPTH[0] or (
             backward.is_grad_enabled() and TRAINABLE):
         return module.forward(*args, **kwargs)
-    try:
-        slot = _TABLE.get(module)
-    except TypeError:              # a module class that defines __eq__ without __hash__
-        return module.forward(*args, **kwargs)
+    item = _TABLE.get(id(module))
+    slot = item[1] if item is not None and item[0]() is module else None
     arg_tensors: list = []
     try:
         argkey = _arg_key(args, kwargs, arg_tensors)
@@ -112,13 +115,29 @@ def call(module: Any, args: tuple, kwargs: dict) -> Any:
                 slot.misses = 0
                 return _replay(e, e.guard.tensors + arg_tensors)
     else:
-        slot = _TABLE[module] = _Slot()
+        try:
+            slot = _new_slot(module)
+        except TypeError:          # a module class with __slots__ and no __weakref__
+            return module.forward(*args, **kwargs)
     slot.misses += 1
     if slot.misses > MAX_MISSES and slot.misses % RETRY_EVERY:
         # its arguments change at every call: not walked and remembered each time (a
         # try now and then, and the entries it has, still serve)
         return _doubt(module, args, kwargs, "its arguments change at every call")
     return _record(module, slot, args, kwargs, argkey, arg_tensors)
+
+
+def _new_slot(module: Any) -> _Slot:
+    """The module's slot in the table, forgotten when the module dies."""
+    key = id(module)
+
+    def forget(ref: Any) -> None:
+        item = _TABLE.get(key)
+        if item is not None and item[0] is ref:
+            del _TABLE[key]
+    slot = _Slot()
+    _TABLE[key] = (weakref.ref(module, forget), slot)
+    return slot
 
 
 # ---- the argument key ------------------------------------------------------------------
@@ -145,7 +164,7 @@ def _walk(x: Any, out: list, tensors: list) -> None:
     if t is Tensor:
         tensors.append(x)
         n = x._node
-        out += (t, n.shape, n.dtype, x._state)
+        out += (t, n.shape, n.dtype, x._state, id(x) in TRAINABLE)   # (requires_grad)
     elif t is tuple or t is list:
         out += (t, len(x))
         for v in x:
@@ -169,20 +188,27 @@ def _aliases(tensors: list) -> Optional[tuple]:
 
 def _record(module: Any, slot: _Slot, args: tuple, kwargs: dict, argkey: list,
             arg_tensors: list) -> Any:
+    ran: list = []
     try:
         g = guard(module.forward, root=module)
+        tensors = g.tensors + arg_tensors
+        before = [t._node for t in tensors]
+        watch = _watch(g.deferred, ran) if g.deferred else None
     except Doubt as why:
         return _doubt(module, args, kwargs, why)
-    tensors = g.tensors + arg_tensors
-    before = [t._node for t in tensors]
     reads, syncs = runtime.READS[0], METRICS.syncs
     _BUSY[0] = threading.get_ident()
     try:
         result = module.forward(*args, **kwargs)
     finally:
         _BUSY[0] = None
+        if watch is not None:
+            sys.setprofile(None)
     if runtime.READS[0] != reads or METRICS.syncs != syncs:
         _doubted("forward read a value")     # it must run every time
+        return result
+    if ran:
+        _doubted(ran[0])                     # it called a method that draws or prints
         return result
     try:
         entry = _remember(module, g, argkey, args, kwargs, tensors, before, result)
@@ -190,10 +216,33 @@ def _record(module: Any, slot: _Slot, args: tuple, kwargs: dict, argkey: list,
         _doubted(str(why))
         return result
     if entry is not None:
+        _drop_stale(slot, entry)
         slot.entries.insert(0, entry)
         del slot.entries[MAX_ENTRIES:]
         COUNTS["stores"] += 1
     return result
+
+
+def _watch(deferred: dict, ran: list) -> Any:
+    """Note in `ran` why, when a function of `deferred` (methods of the module's classes
+    that draw random numbers or print, guards.py) runs on this thread: a profile hook,
+    for the recorded call only. Raises Doubt if another profiler is set."""
+    if sys.getprofile() is not None:
+        raise Doubt(next(iter(deferred.values())))
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code in deferred and not ran:
+            ran.append(deferred[frame.f_code])
+    sys.setprofile(hook)
+    return hook
+
+
+def _drop_stale(slot: _Slot, entry: Entry) -> None:
+    """Forget the entries holding a tensor that the module (and what it reads) holds no
+    more: its weights were replaced (a cast, a state loaded as new tensors). They could
+    not hold again, and they kept the old weights alive."""
+    live = set(map(id, entry.guard.tensors))
+    slot.entries = [e for e in slot.entries if live.issuperset(map(id, e.guard.tensors))]
 
 
 def _doubted(why: str) -> None:
@@ -230,7 +279,10 @@ def _remember(module: Any, g: Any, argkey: list, args: tuple, kwargs: dict, tens
     where = {}
     for k, n in enumerate(before):
         where.setdefault(id(n), k)
-    writes = [k for k, t in enumerate(tensors) if t._node is not before[k]]
+    changed = [k for k, t in enumerate(tensors) if t._node is not before[k]]
+    copies = [(k, where[id(tensors[k]._node)]) for k in changed
+              if id(tensors[k]._node) in where]
+    writes = [k for k in changed if id(tensors[k]._node) not in where]
     outs, computed, seen = [], [], {}
     for i, x in enumerate(flat):
         if type(x) is not Tensor:
@@ -247,18 +299,36 @@ def _remember(module: Any, g: Any, argkey: list, args: tuple, kwargs: dict, tens
             outs.append(("c", len(computed)))
             computed.append(x._node)
         seen.setdefault(id(x), i)
+    if TRAINABLE and _records_gradients([x for (kind, _), x in zip(outs, flat)
+                                         if kind == "c"]):
+        raise Doubt("forward recorded gradients (la.enable_grad inside it)")
     written = [tensors[k]._node for k in writes]
     roots = computed + written
     if not roots:
         raise Doubt("nothing computed")
-    if any(n.buffer is not None or not n.operands for n in roots):
+    if any(n.buffer is not None or n.op == "parameter" for n in roots):
+        # (a constant made in forward, `la.zeros(3)`, `buf.zero_()`, is computed inside)
         raise Doubt("an output that is a value, not a computation")
     specs, leaves = _plan(roots, before)
     computation = build_computation("module_call", leaves, roots, fixed_inside=True)
-    entry = Entry(argkey, g, _aliases(tensors), specs, computation, outs, writes, tree, state)
+    computation.caller = type(module).__qualname__     # (named by a failing replay's error)
+    # (the inputs' sharing as the call began, as a later call's is found: not after
+    # forward's in-place writes gave some of them new nodes)
+    entry = Entry(argkey, g, aliases(list(before)), specs, computation, outs, writes, tree,
+                  state)
     entry.cls = type(module)
+    entry.copies = copies
     _rebind(entry, leaves, computed, tensors, flat)
     return entry
+
+
+def _records_gradients(outputs: list) -> bool:
+    """Whether forward recorded an output with gradients enabled (`with la.enable_grad():`
+    inside it, under the caller's no_grad): such a tensor is not noted by the no_grad
+    block (runtime.NO_GRAD), which stops the gradients of what it noted at its end, and
+    keeps its gradient; a replay's, recorded under no_grad, would not."""
+    noted = runtime.NO_GRAD.get(threading.get_ident())
+    return noted is not None and any(id(weakref.ref(x)) not in noted.ids for x in outputs)
 
 
 def _plan(roots: list, before: list) -> tuple:
@@ -337,15 +407,22 @@ def _replay(e: Entry, tensors: list) -> Any:
     elements = _elements(e, operands, None)
     made: list = [None] * len(elements)
     base = len(elements) - len(e.writes)
-    if not e.writes:
+    written = e.writes or e.copies
+    if not written:
         for i, t in zip(e.order, Tensor._wrap_all([elements[i] for i in e.order], e.state)):
             made[i] = t
     else:
+        # an output holding an input's node holds it as forward began: taken before the
+        # writes below give the written inputs their new nodes
+        held = {j: tensors[j]._node for kind, j in e.outs if kind == "n"}
+        sources = [tensors[j]._node for _, j in e.copies]
         for i in e.order:           # (pending in the first call's order)
             if i < base:
                 made[i] = Tensor._wrap_all([elements[i]], e.state)[0]
             else:
                 Tensor._assign_all([tensors[e.writes[i - base]]], [elements[i]])
+        for (k, _), n in zip(e.copies, sources):
+            Tensor._assign_all([tensors[k]], [n])
     flat = []
     for kind, j in e.outs:
         if kind == "c":
@@ -353,7 +430,7 @@ def _replay(e: Entry, tensors: list) -> Any:
         elif kind == "t":
             flat.append(tensors[j])
         elif kind == "n":
-            flat.append(Tensor._wrap(tensors[j]._node, e.state))
+            flat.append(Tensor._wrap(held[j] if written else tensors[j]._node, e.state))
         elif kind == "o":
             flat.append(flat[j])
         else:
