@@ -226,6 +226,7 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
             else None
         with span("codegen", "llvm_optimize"):
             llmod = _optimize_program(ir_module, module.name, parts, apart)
+        module_split.release_ir(ir_module)      # (its texts are made: freed now)
         if progress is not None:
             progress("emitting", functions, functions)
         with span("codegen", "emit_object"):

@@ -80,8 +80,10 @@ def _program() -> Module:
     ], [4, 5, 6])
 
 
-def test_a_compile_leaves_little_for_the_collector(collector_paused, monkeypatch) -> None:
-    monkeypatch.setattr(driver, "_cores", lambda: 2)    # the streamed build, as on 2+ cores
+@pytest.mark.parametrize("cores", [1, 2])     # one module built whole; pieces streamed
+def test_a_compile_leaves_little_for_the_collector(collector_paused, monkeypatch,
+                                                   cores: int) -> None:
+    monkeypatch.setattr(driver, "_cores", lambda: cores)
     exe = CPUDevice(lambda: {"cache_dir": "off", "num_threads": 2}).compile(_program())
     left = gc.collect()
     rng = np.random.default_rng(0)
