@@ -135,6 +135,13 @@ def runtime_ptx(mod: Any, arch: str) -> str:
     return nvptx.to_ptx(mod, arch)[0]
 
 
+def release_ir(mod: Any) -> None:
+    """Free an llvmlite `ir.Module` a runtime generated (its text made) by reference
+    counting, not by the cyclic collector (codegen/module_split.py `release_ir`)."""
+    from .codegen import module_split
+    module_split.release_ir(mod)
+
+
 # ---- the two targets -------------------------------------------------------------------
 
 def host_object(ir_text: str, name: str, optimize: bool = True, slp: bool = True,
@@ -224,6 +231,7 @@ def _compile_cpu(module: Module, donated: frozenset, verify: bool, dumps: bool,
             else None
         with span("codegen", "llvm_optimize"):
             llmod = _optimize_program(ir_module, module.name, parts, apart)
+        module_split.release_ir(ir_module)      # (its texts are made: freed now)
         if progress is not None:
             progress("emitting", functions, functions)
         with span("codegen", "emit_object"):
@@ -298,6 +306,7 @@ def _build_streamed(generate: Any, name: str, workers: int, span: Any, planned: 
             ir_module, steps = generate(ready=stream.add)
             builder.generated = True
             steps = _renamed(steps, stream.finish(ir_module))
+            module_split.release_ir(ir_module)      # (its texts are made: freed now)
         builder.close()
         if planned is not None:
             planned(plan.module, steps)

@@ -11,6 +11,7 @@ import pytest
 
 import lazyarray as la
 from lazyarray.devices.cpu.aot import AOTError, find_blas
+from lazyarray.compiler.primitives import linalg
 
 CC = shutil.which(os.environ.get("CC", "cc"))
 needs_cc = pytest.mark.skipif(CC is None, reason="no C compiler (cc) on PATH")
@@ -62,8 +63,9 @@ int main(int argc, char **argv) {
 
 
 @needs_cc
-def test_c_program_runs_the_library_without_python(tmp_path):
+def test_c_program_runs_the_library_without_python(tmp_path, monkeypatch):
     _blas_or_skip()
+    monkeypatch.setattr(linalg, "SMALL_PRODUCT", 0)     # BLAS products, however small
     predict, x, bias = _model()
     lib = la.aot.compile(predict, [x, bias], out_dir=str(tmp_path))
     assert os.path.exists(lib.path) and lib.blas
@@ -250,7 +252,7 @@ def test_loops_and_branches_run_in_c(tmp_path):
 
 
 @needs_cc
-def test_the_library_runs_the_run_plan(tmp_path):
+def test_the_library_runs_the_run_plan(tmp_path, monkeypatch):
     """The C driver is written from the plan an in-process run binds (run_plan.py): one
     la_job per job of the plan, its task table naming the plan's kernels in order."""
     import re
@@ -258,6 +260,7 @@ def test_the_library_runs_the_run_plan(tmp_path):
     from lazyarray.compiler.driver import CPU_LIBRARY, compile as compile_program
     from lazyarray.devices.cpu import run_plan
     _blas_or_skip()
+    monkeypatch.setattr(linalg, "SMALL_PRODUCT", 0)     # BLAS products, however small
     predict, x, bias = _model()
     la.aot.compile(predict, [x, bias], name="predict", out_dir=str(tmp_path))
     module, _ = la.aot.trace(predict, [x, bias], "predict")

@@ -13,6 +13,7 @@ import pytest
 import lazyarray as la
 from lazyarray.compiler import compile
 from lazyarray.compiler.graph.trace import capture
+from lazyarray.compiler.primitives import linalg
 from lazyarray.compiler.program import ConditionalStep, LoopStep, WhileStep, sub_program
 from lazyarray.devices.cpu import native_control
 from lazyarray.devices.cpu.cpu import CPUDevice, CPUExecutable
@@ -114,12 +115,17 @@ def _control(exe, step):
                                                 (_with_a_reversed_state, (ROWS, WIDTH), [(WIDTH,)]),
                                                 (_scan, (12, WIDTH), [])],
                          ids=["decode", "reversed", "scan"])
-def test_the_body_writes_a_kv_cache_in_place_and_copies_nothing(fn, cache, swapped):
+def test_the_body_writes_a_kv_cache_in_place_and_copies_nothing(fn, cache, swapped,
+                                                                monkeypatch):
     """The cache (a dynamic_update_slice; scan's ys) and the token state (a new value
     computed from the old, the old dead by then) take the body's parameter buffers: one
     buffer each, nothing swapped, nothing copied per iteration. Only the flipped state
     keeps two buffers, swapped (two table words), never copied; so may a loop's counter
     (a scalar the body reads after writing the next)."""
+    # the token state's products as library calls: at these sizes they would be fused
+    # reductions (linalg.SMALL_PRODUCT), which read the old state at every index while
+    # writing the new one, so it too would keep two buffers (swapped, not copied)
+    monkeypatch.setattr(linalg, "SMALL_PRODUCT", 0)
     exe, step = _while_of(fn)
     body = sub_program(step.body)
     cache_param = next(p for p, _ in body.params
@@ -133,9 +139,10 @@ def test_the_body_writes_a_kv_cache_in_place_and_copies_nothing(fn, cache, swapp
     assert CTL.OP_COPY not in each        # (FILLs reset reductions' partials)
 
 
-def test_the_update_in_place_is_a_loop_over_the_update_alone():
+def test_the_update_in_place_is_a_loop_over_the_update_alone(monkeypatch):
     """The kernel writing the cache loops over the update's one row, not the cache's
     ROWS rows (a kernel over the whole buffer would copy it)."""
+    monkeypatch.setattr(linalg, "SMALL_PRODUCT", 0)     # (the one loop naming the cache)
     exe, step = _while_of(_decode)
     body = sub_program(step.body)
     dus = [int(p) for p, v in body.values.items() if v["op"] == "dynamic_update_slice"]

@@ -17,6 +17,7 @@ from lazyarray.compiler import profile_hooks
 from lazyarray.compiler.passes.pipeline import optimize
 from lazyarray.compiler.planning.provenance import sources_of
 from lazyarray.compiler.graph.trace import capture
+from lazyarray.compiler.primitives import linalg
 
 HERE = os.path.basename(__file__)
 
@@ -42,7 +43,8 @@ def _rows(prof: profiler.Profile) -> dict:
 
 # ---- kernels: ops, lines, bytes, flops ---------------------------------------------------
 
-def test_kernels_name_their_ops_lines_bytes_and_flops():
+def test_kernels_name_their_ops_lines_bytes_and_flops(monkeypatch):
+    monkeypatch.setattr(linalg, "SMALL_PRODUCT", 0)     # a library product, however small
     x, w = _data(64, 32), _data(32, 16, seed=1)
     with la.profiler.profile() as prof:
         h = x @ w; mm_line = _line()                              # noqa: E702
@@ -137,9 +139,10 @@ def test_a_cache_hit_shows_a_lookup_and_no_compile():
     assert names == ["capture", "cache lookup", "run", "sync #1"]
 
 
-def test_a_program_from_the_disk_cache_keeps_its_kernel_figures(tmp_path):
+def test_a_program_from_the_disk_cache_keeps_its_kernel_figures(tmp_path, monkeypatch):
     """The figures come with the Program (compiler/driver.py fills kernel_info), so a
     program loaded from disk, with no compile in this process, still has them."""
+    monkeypatch.setattr(linalg, "SMALL_PRODUCT", 0)     # a library product, however small
     from lazyarray.devices.cpu.cpu import CPUDevice
     x, w = _data(24, 16), _data(16, 8, seed=1)
     module = capture([(x @ w)._node]).module("mm")

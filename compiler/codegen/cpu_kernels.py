@@ -774,6 +774,8 @@ def nest(e: ElementalEmitter, shape: tuple, start: ir.Value, end: ir.Value, body
         counted_loop(e.b, lo, hi, [], step, name=f"d{d}")
 
     level(0, [])
+    del level       # (a cycle through its own cell: the IR it holds is freed now, not by
+                    # the collector: module_split.release_ir)
 
 
 def nest_updates(e: ElementalEmitter, instructions: list, members: list, shape: tuple,
@@ -916,6 +918,7 @@ def reduce_together(e: ElementalEmitter, roots: list, shape: tuple, axes: tuple,
         return counted_loop(e.b, const(0), const(shape[axes[k]]), carried, step, name=f"r{k}")
 
     finals = unflatten(accs, level(0, flat_inits(e, accs)))
+    del level       # (a cycle through its own cell, see `nest`)
     return {p: e.round(Value(narrow(e, acc.result(e, c).ir, ins[p].dtype), ins[p].dtype))
             for p, acc, c in zip(roots, accs, finals)}
 
@@ -964,6 +967,7 @@ def accumulate_registers(e: ElementalEmitter, srcs: list, kinds: list, inits: li
         return counted_loop(e.b, lo, hi, carried, step, name=f"a{d}")
 
     finals = level(0, [], flat_inits(e, accs))
+    del level       # (a cycle through its own cell, see `nest`)
     return [acc.result(e, c) for acc, c in zip(accs, unflatten(accs, finals))]
 
 

@@ -9,7 +9,8 @@ from ..transforms import batching as B
 from ..hlo import dtypes as D
 from ..passes import algebraic_simplifier as S
 from ..hlo.shapes import num_elements
-from ..primitive import LIBRARY, LibraryCall, TypedArray, apply, fail, primitive, widen_half
+from ..primitive import (LIBRARY, LibraryCall, TypedArray, apply, fail, lower_on_cpu, primitive,
+                         widen_half)
 
 
 def free_dims(ndim: int, contracting, batch) -> list:
@@ -137,3 +138,34 @@ dot_general = primitive("dot_general", LIBRARY, _dot_infer, _dot_ref,
                         vjp=_dot_vjp, vjp_partial=True, vjp_by_type=True,
                         library=LibraryCall("gemm", _gemm_args),
                         batch=_dot_batch, flops=_dot_flops, simplify=S.dot_transposed_operand)
+
+
+# A product this small (multiply-adds, no batch dimensions) is computed on the CPU by a
+# generated reduction, sum(broadcast(lhs) * broadcast(rhs)) over the contracting axes,
+# fused like any other, not by a GEMM tile function: the tile functions are generic
+# native code that LLVM builds once per machine (0.13-0.22 s each), and a program whose
+# only products are tiny (a CNN's classifier: 32x64 @ 64x10 and its two gradients)
+# paid for two of them in its first step with an empty cache. At this size the
+# reduction's loop costs microseconds either way.
+SMALL_PRODUCT = 1 << 15
+_SMALL_PRODUCT_DTYPES = (D.float32, D.float64)
+
+
+def _small_product(ins, lhs, rhs):
+    """dot_general as a reduction where it is small (see SMALL_PRODUCT), else None."""
+    a = ins.attrs
+    lc, rc = tuple(a["lhs_contracting"]), tuple(a["rhs_contracting"])
+    if a["lhs_batch"] or ins.dtype not in _SMALL_PRODUCT_DTYPES \
+            or num_elements(ins.shape) * _size(lhs.shape, lc) > SMALL_PRODUCT:
+        return None
+    lf, rf = free_dims(lhs.ndim, lc, ()), free_dims(rhs.ndim, rc, ())
+    out, nc = len(ins.shape), len(lc)
+    full = tuple(ins.shape) + tuple(lhs.shape[d] for d in lc)
+    contracting = tuple(range(out, out + nc))
+    x = A.broadcast(A.transpose(lhs, lf + list(lc)), full, tuple(range(len(lf))) + contracting)
+    y = A.broadcast(A.transpose(rhs, rf + list(rc)), full,
+                    tuple(range(len(lf), out)) + contracting)
+    return A.reduce_sum(A.mul(x, y), contracting)
+
+
+lower_on_cpu("dot_general", _small_product)

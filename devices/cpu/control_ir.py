@@ -37,7 +37,7 @@ import types
 
 import llvmlite.ir as ir
 
-from .pool_ir import Callee
+from .pool_ir import Callee, module_text
 
 I1 = ir.IntType(1)
 I8 = ir.IntType(8)
@@ -84,7 +84,7 @@ def control_ir(triple: str) -> str:
     f = ir.Function(mod, ir.FunctionType(I64, [PTR, PTR]), EXEC)
     _Exec(f, memcpy).build()
     _on_signal(mod)
-    return str(mod)
+    return module_text(mod)
 
 
 def _on_signal(mod: ir.Module) -> None:

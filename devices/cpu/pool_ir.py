@@ -38,6 +38,7 @@ import types
 import llvmlite.ir as ir
 
 from ...compiler.codegen.loops import counted_loop
+from ...compiler.driver import release_ir
 from . import packed_gemm_ir
 # (the descriptor's constants are also read from LAYOUT below: all of them imported)
 from .gemm_descriptor import (CBLAS_NO_TRANS, CBLAS_ROW_MAJOR, CBLAS_TRANS, GEMM_BM, GEMM_BN,  # noqa: F401
@@ -107,7 +108,8 @@ class PoolIR:
         self.worker = self._worker()
 
     def text(self) -> str:
-        return str(self.mod)
+        """The module's text (once: the module is released after, see `module_text`)."""
+        return module_text(self.mod)
 
     # ---- helpers --------------------------------------------------------------------
 
@@ -360,6 +362,14 @@ def _memset(mod: ir.Module) -> ir.Function:
     return ir.Function(mod, ir.FunctionType(VOID, [PTR, I8, I64, ir.IntType(1)]), name)
 
 
+def module_text(mod: ir.Module) -> str:
+    """`mod`'s text, the module released (module_split.release_ir: its objects freed at
+    once, not by a pass of the cyclic collector)."""
+    text = str(mod)
+    release_ir(mod)
+    return text
+
+
 def trampoline_ir(triple: str, nargs: int, npartials: int, ncounts: int = 0) -> str:
     """A module with one trampoline (`TRAMPOLINE`): calls a kernel of the CPU codegen's
     signature with the `nargs` buffers named by argv (indices into the buffer table),
@@ -369,7 +379,7 @@ def trampoline_ir(triple: str, nargs: int, npartials: int, ncounts: int = 0) -> 
     mod = ir.Module(name=f"{TRAMPOLINE}_{nargs}_{npartials}_{ncounts}")
     mod.triple = triple
     _trampoline(mod, TRAMPOLINE, nargs, npartials, ncounts)
-    return str(mod)
+    return module_text(mod)
 
 
 def trampoline_name(key: tuple) -> str:
@@ -386,7 +396,7 @@ def trampolines_ir(triple: str, keys: list) -> str:
     mod.triple = triple
     for key in keys:
         _trampoline(mod, trampoline_name(key), *key)
-    return str(mod)
+    return module_text(mod)
 
 
 def _trampoline(mod: ir.Module, name: str, nargs: int, npartials: int, ncounts: int) -> None:
@@ -444,7 +454,7 @@ def gemm_tiles_ir(triple: str, kind: int, size: int) -> str:
     make = {GEMM_KIND_BLAS: _gemm_tiles, GEMM_KIND_DIRECT: _SmallGemm, GEMM_KIND_DOTS: _RowDots,
             GEMM_KIND_PACKED: packed_gemm_ir.build}
     make[kind](mod, GEMM_NAMES[kind, size], ftype, size)
-    return str(mod)
+    return module_text(mod)
 
 
 def _gemm_tiles(mod: ir.Module, name: str, ftype: ir.Type, size: int) -> None:
