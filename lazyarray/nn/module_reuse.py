@@ -58,6 +58,7 @@ RETRY_EVERY = 32         # (but at every 32nd miss): its arguments change at eve
 # id(module) -> (a weak reference to it, its _Slot): by identity (a WeakKeyDictionary
 # finds a module by ==, and two modules equal by their own __eq__ shared their entries)
 _TABLE: dict = {}
+_COMPUTATIONS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()   # _shared
 _NODE = operator.attrgetter("_node")
 _BUSY = [None]           # the thread inside an outermost call's forward (inner calls plain)
 COUNTS = {"hits": 0, "stores": 0, "doubts": 0}
@@ -310,8 +311,8 @@ def _remember(module: Any, g: Any, argkey: list, args: tuple, kwargs: dict, tens
         # (a constant made in forward, `la.zeros(3)`, `buf.zero_()`, is computed inside)
         raise Doubt("an output that is a value, not a computation")
     specs, leaves = _plan(roots, before)
-    computation = build_computation("module_call", leaves, roots, fixed_inside=True)
-    computation.caller = type(module).__qualname__     # (named by a failing replay's error)
+    computation = _shared(build_computation("module_call", leaves, roots, fixed_inside=True),
+                          type(module).__qualname__)
     # (the inputs' sharing as the call began, as a later call's is found: not after
     # forward's in-place writes gave some of them new nodes)
     entry = Entry(argkey, g, aliases(list(before)), specs, computation, outs, writes, tree,
@@ -320,6 +321,20 @@ def _remember(module: Any, g: Any, argkey: list, args: tuple, kwargs: dict, tens
     entry.copies = copies
     _rebind(entry, leaves, computed, tensors, flat)
     return entry
+
+
+def _shared(computation: Any, caller: str) -> Any:
+    """The computation an earlier entry made equal to this one, if it lives, else this
+    one (named by `caller` for a failing replay's error). A sync compares a call node's
+    computation with its template's: one object is an identity check, two equal ones a
+    walk over both (a model remembered again under another setting: ~50 us a call)."""
+    key = (caller, hash(computation))
+    old = _COMPUTATIONS.get(key)
+    if old is not None and old == computation:
+        return old
+    computation.caller = caller
+    _COMPUTATIONS[key] = computation
+    return computation
 
 
 def _records_gradients(outputs: list) -> bool:
