@@ -85,6 +85,11 @@ def test_larger_or_batched_products_stay_library_calls() -> None:
     assert _library_products(batched) == 1
     ints = _device().compile(_dot((3, 4), (4, 5), (1,), (0,), D.int32))
     assert _library_products(ints) == 1
+    # one row times a matrix (a decoder's token through a layer): its columns would be
+    # read with a stride
+    for lhs, rhs in (((1, 64), (64, 256)), ((64,), (64, 32))):
+        row = _device().compile(_dot(lhs, rhs, (len(lhs) - 1,), (0,), D.float32))
+        assert _library_products(row) == 1
 
 
 def test_a_small_classifier_and_its_gradients_match_the_interpreter() -> None:

@@ -148,6 +148,9 @@ dot_general = primitive("dot_general", LIBRARY, _dot_infer, _dot_ref,
 # paid for two of them in its first step with an empty cache. At this size the
 # reduction's loop costs microseconds either way.
 SMALL_PRODUCT = 1 << 15
+# One row times a matrix (a decoder's token, 1x64 @ 64x256) stays a library call: the
+# reduction reads the matrix's columns, and the example decoder's compiled loop ran 7x
+# slower on it (5.4 -> 39 us a token; bench/bench_generate.py).
 _SMALL_PRODUCT_DTYPES = (D.float32, D.float64)
 
 
@@ -159,6 +162,8 @@ def _small_product(ins, lhs, rhs):
             or num_elements(ins.shape) * _size(lhs.shape, lc) > SMALL_PRODUCT:
         return None
     lf, rf = free_dims(lhs.ndim, lc, ()), free_dims(rhs.ndim, rc, ())
+    if _size(lhs.shape, lf) == 1 and _size(rhs.shape, rf) > 1:
+        return None                 # one row times a matrix (see SMALL_PRODUCT)
     out, nc = len(ins.shape), len(lc)
     full = tuple(ins.shape) + tuple(lhs.shape[d] for d in lc)
     contracting = tuple(range(out, out + nc))
