@@ -70,7 +70,7 @@ class _GuardWalk(_Walk):
         self.arrays: list = []     # small NumPy arrays keyed by value
         self.sets: list = []       # sets: (the set, its items held, their ids)
         self.libclasses: list = []  # the library's classes: (namespace, a copy of it)
-        self.deferred: dict = {}    # code of methods doubted if they run -> why
+        self.deferred: dict = {}    # id(code) of methods doubted if they run -> (code, why)
         self._in_class = 0          # walking a class's namespace
         self._noted: set = set()
 
@@ -152,7 +152,9 @@ class _GuardWalk(_Walk):
             # a method (or what one reads) that forward may never call: `__init__`
             # drawing the initial weights, a `reset_parameters`. Doubted only if it runs
             # while the call is recorded (Guard.deferred)
-            self.deferred[f.__code__] = why
+            # (by id: a code object's hash hashes its constants, and generated code, a
+            # template's copy, may hold an unhashable one; the code is held with it)
+            self.deferred[id(f.__code__)] = (f.__code__, why)
             return ("deferred", f.__code__)
         if self._once(f):
             self.attrs += [(f, "__code__"), (f, "__defaults__"), (f, "__kwdefaults__")]

@@ -229,11 +229,14 @@ def _watch(deferred: dict, ran: list) -> Any:
     that draw random numbers or print, guards.py) runs on this thread: a profile hook,
     for the recorded call only. Raises Doubt if another profiler is set."""
     if sys.getprofile() is not None:
-        raise Doubt(next(iter(deferred.values())))
+        raise Doubt(next(iter(deferred.values()))[1])
 
     def hook(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code in deferred and not ran:
-            ran.append(deferred[frame.f_code])
+        if event == "call" and not ran:
+            code = frame.f_code
+            found = deferred.get(id(code))
+            if found is not None and found[0] is code:
+                ran.append(found[1])
     sys.setprofile(hook)
     return hook
 
