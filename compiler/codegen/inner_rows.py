@@ -30,16 +30,7 @@ def row_width(instructions: list, members: list, length: int) -> int:
     """m: a loop over `length` elements runs as rows of m when a reshape among `members`
     makes a dimension `length` long of one whose last dimension is m (m < length,
     dividing it; the widest such m). 1: none."""
-    best = 1
-    for pos in members:
-        ins = instructions[pos]
-        if not PRIMITIVES[ins.op].linear or not ins.shape or ins.shape[-1] != length:
-            continue
-        src = instructions[ins.operands[0]].shape
-        m = src[-1] if src else 1
-        if MIN_ROW <= m < length and length % m == 0:
-            best = max(best, m)
-    return best
+    return _widest_source_row(instructions, members, length, MIN_ROW, length)
 
 
 def column_width(instructions: list, members: list, length: int) -> int:
@@ -47,6 +38,13 @@ def column_width(instructions: list, members: list, length: int) -> int:
     among `members` makes a dimension `length` long of one whose last dimension is s,
     2 <= s < MIN_ROW (phases woven into one dimension: a strided convolution's input
     gradient, (..., m, s) -> (..., m * s)); the widest such s. 1: none."""
+    return _widest_source_row(instructions, members, length, 2, MIN_ROW)
+
+
+def _widest_source_row(instructions: list, members: list, length: int, lo: int,
+                       hi: int) -> int:
+    """The widest last dimension m, lo <= m < hi, dividing `length`, of the operand of a
+    reshape among `members` whose last dimension is `length`; 1: none."""
     best = 1
     for pos in members:
         ins = instructions[pos]
@@ -54,7 +52,7 @@ def column_width(instructions: list, members: list, length: int) -> int:
             continue
         src = instructions[ins.operands[0]].shape
         m = src[-1] if src else 1
-        if 2 <= m < MIN_ROW and length % m == 0:
+        if lo <= m < hi and length % m == 0:
             best = max(best, m)
     return best
 
