@@ -68,18 +68,9 @@ class Adam(Optimizer):
             return None
         leaves: list = []
         flags: list = []
-        seen: set = set()
-        params, groups = self.params, self.param_groups
-        for index, _ in pairs:
-            gi = group_of[index]
-            dtype = params[index]._node.dtype
-            if (gi, dtype) in seen:
-                continue
-            seen.add((gi, dtype))
-            group = groups[gi]
+        for gi, dtype, group in self._group_dtypes(pairs, group_of):
             if group["weight_decay"] or group["amsgrad"]:
                 return None
-            self._gi, self.group = gi, group
             leaves.extend(self._step_leaves(dtype, lrs[gi]))
             flags.append((gi, dtype, bool(group["maximize"])))
         return tuple(leaves), tuple(flags)

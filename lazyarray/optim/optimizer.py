@@ -10,7 +10,7 @@ schedule never causes a recompile, not even when it passes through 0 or 1.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Union
+from typing import Any, Callable, Iterable, Iterator, Union
 
 import numpy as np
 
@@ -284,6 +284,21 @@ class Optimizer:
         graph besides the types), or None when the update may read anything else (then
         each step records it as written). Subclasses that can say so override this."""
         return None
+
+    def _group_dtypes(self, pairs: list, group_of: list) -> Iterator[tuple]:
+        """(group index, dtype, group) of each (group, dtype) the pairs' parameters
+        have, once each, in the pairs' order: what `step_scalars` makes scalars for; the
+        optimizer's current group (`_gi`, `group`) set to it while the caller's turn runs."""
+        seen: set = set()
+        params, groups = self.params, self.param_groups
+        for index, _ in pairs:
+            gi = group_of[index]
+            dtype = params[index]._node.dtype
+            if (gi, dtype) in seen:
+                continue
+            seen.add((gi, dtype))
+            self._gi, self.group = gi, groups[gi]
+            yield gi, dtype, self.group
 
     def _step_args(self, pairs: list, group_of: list, lrs: list) -> "tuple | None":
         """(key, template arguments, offered old nodes, rebound tensors) of this step, or

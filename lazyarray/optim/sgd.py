@@ -62,16 +62,8 @@ class SGD(Optimizer):
             return None
         leaves: list = []
         flags: list = []
-        seen: set = set()
-        params, groups, hyper = self.params, self.param_groups, self.hyper
-        for index, _ in pairs:
-            gi = group_of[index]
-            dtype = params[index]._node.dtype
-            if (gi, dtype) in seen:
-                continue
-            seen.add((gi, dtype))
-            self._gi, self.group = gi, groups[gi]
-            group = self.group
+        hyper = self.hyper
+        for gi, dtype, group in self._group_dtypes(pairs, group_of):
             roles = [("lr", lrs[gi])]
             if group["weight_decay"]:
                 roles.append(("weight_decay", group["weight_decay"]))
