@@ -219,24 +219,14 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
         # a Python int (`m * 2`, `m & 3`): both the default int (what `_scalar_operands`
         # and `operands` make). The product: the memo's entry (`beside` written out).
         if type(a) is Node:
-            x = None
-            if type(b) is float:
-                if to_float and a.dtype in _INT_OR_BOOL:
-                    x = _converted(a, D.DEFAULT_FLOAT)
-            elif type(b) is int and to_int and a.dtype is _BOOL and _I64_MIN <= b <= _I64_MAX:
-                x = _converted(a, D.DEFAULT_INT)
+            x = _beside_scalar(a, b, to_float, to_int)
             if x is not None:
                 s = weak_operand(b, x)
                 found = memo.get(x.type.pair)
                 return made(prim, (x, s), found) if found is not None else \
                     beside(memo, prim, x, s, x, s, kw)
         elif type(b) is Node:
-            x = None
-            if type(a) is float:
-                if to_float and b.dtype in _INT_OR_BOOL:
-                    x = _converted(b, D.DEFAULT_FLOAT)
-            elif type(a) is int and to_int and b.dtype is _BOOL and _I64_MIN <= a <= _I64_MAX:
-                x = _converted(b, D.DEFAULT_INT)
+            x = _beside_scalar(b, a, to_float, to_int)
             if x is not None:
                 s = weak_operand(a, x)
                 found = memo.get(x.type.pair)
@@ -254,6 +244,18 @@ def _recorder(prim: str, fast: frozenset, general: Callable, attrs: Any = None,
 # (type of a, type of b) -> the broadcast attributes of each (None: a, or b, already of
 # the common shape), or False: shapes that do not broadcast (the general way raises)
 _WIDENED: dict = {}
+
+
+def _beside_scalar(n: Node, v: Any, to_float: bool, to_int: bool) -> Any:
+    """`n` converted as a Python scalar `v` beside it converts it: an integer or bool
+    tensor beside a float, both the default float; a bool tensor beside an int, both the
+    default int. None where `n` keeps its dtype."""
+    if type(v) is float:
+        if to_float and n.dtype in _INT_OR_BOOL:
+            return _converted(n, D.DEFAULT_FLOAT)
+    elif type(v) is int and to_int and n.dtype is _BOOL and _I64_MIN <= v <= _I64_MAX:
+        return _converted(n, D.DEFAULT_INT)
+    return None
 
 
 def _widening(a: Node, b: Node) -> Any:
